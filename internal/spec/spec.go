@@ -1,0 +1,195 @@
+// Package spec defines vnet's declarative description of a virtual
+// infrastructure, reads it from YAML with the position of every field, and
+// validates it. It knows nothing of the kernel: what the spec means on Linux
+// is decided by package plan.
+package spec
+
+import (
+	"github.com/vnet-project/vnet/internal/units"
+)
+
+// Spec is one virtual infrastructure. Its Name prefixes everything vnet
+// creates for it, so two infrastructures coexist on one machine.
+type Spec struct {
+	Name      string     `yaml:"name"`
+	Hosts     []Host     `yaml:"hosts"`
+	Switches  []Switch   `yaml:"switches"`
+	VMs       []VM       `yaml:"vms"`
+	HostPorts []HostPort `yaml:"hostports"`
+}
+
+// Host is a hypervisor host, or with Native set a physical machine whose
+// workloads run on the host itself.
+type Host struct {
+	Name   string `yaml:"name"`
+	Native bool   `yaml:"native"`
+	NICs   []NIC  `yaml:"nics"`
+}
+
+// NIC is a physical NIC. In the lab it is a veth into the emulated physical
+// switch, shaped to Speed in both directions.
+type NIC struct {
+	Name  string     `yaml:"name"`
+	Speed units.Rate `yaml:"speed"`
+	IP    string     `yaml:"ip"`  // only on native hosts: the machine's own address
+	MTU   int        `yaml:"mtu"` // default: the largest MTU of the switches it serves, else 1500
+}
+
+// Switch is a virtual switch. It is distributed when its uplinks map NICs of
+// several hosts, and a private segment when it has no uplink at all.
+type Switch struct {
+	Name       string      `yaml:"name"`
+	Hosts      []string    `yaml:"hosts"` // hosts without an uplink on this switch (private segments)
+	MTU        int         `yaml:"mtu"`   // default 1500
+	Uplinks    []Uplink    `yaml:"uplinks"`
+	PortGroups []PortGroup `yaml:"portgroups"`
+}
+
+// Uplink binds one physical NIC per host to the switch.
+type Uplink struct {
+	Name string            `yaml:"name"`
+	NICs map[string]string `yaml:"nics"` // host name -> NIC name
+}
+
+// PortGroup is a named group of switch ports sharing policy.
+type PortGroup struct {
+	Name string `yaml:"name"`
+}
+
+// VM is a virtual machine: in the lab a network namespace with its own
+// cgroup.
+type VM struct {
+	Name string  `yaml:"name"`
+	Host string  `yaml:"host"`
+	CPUs float64 `yaml:"cpus"` // CPU limit in cores; 0 means unlimited
+	NICs []VNIC  `yaml:"nics"` // eth0, eth1, ... inside the VM, in this order
+}
+
+// MaxVNICs is how many vNICs a VM may have.
+const MaxVNICs = 10
+
+// VNIC is a virtual NIC on a port group.
+type VNIC struct {
+	PortGroup string    `yaml:"portgroup"`
+	IP        string    `yaml:"ip"`
+	MAC       string    `yaml:"mac"` // default: derived from the infra, VM and index, stable
+	MTU       int       `yaml:"mtu"` // default: the switch's MTU
+	Offloads  *Offloads `yaml:"offloads"`
+}
+
+// Offloads are the receive and segmentation offloads of a vNIC; an unset
+// field leaves the kernel's default.
+type Offloads struct {
+	GRO *bool `yaml:"gro"`
+	TSO *bool `yaml:"tso"`
+}
+
+// HostPort is an interface of the host itself on a port group, for system
+// traffic (management, vMotion, storage).
+type HostPort struct {
+	Host      string `yaml:"host"`
+	PortGroup string `yaml:"portgroup"`
+	IP        string `yaml:"ip"`
+	Name      string `yaml:"name"` // default vmk0, vmk1, ... per host in order
+	MTU       int    `yaml:"mtu"`
+}
+
+// DefaultMTU is the MTU of anything that does not say otherwise.
+const DefaultMTU = 1500
+
+// SwitchHosts returns the hosts a switch exists on: those it has an uplink
+// on, then those listed explicitly, each once.
+func (s *Switch) SwitchHosts() []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(h string) {
+		if !seen[h] {
+			seen[h] = true
+			out = append(out, h)
+		}
+	}
+	for _, u := range s.Uplinks {
+		for _, h := range sortedKeys(u.NICs) {
+			add(h)
+		}
+	}
+	for _, h := range s.Hosts {
+		add(h)
+	}
+	return out
+}
+
+// EffectiveMTU is the switch's MTU with the default applied.
+func (s *Switch) EffectiveMTU() int {
+	if s.MTU == 0 {
+		return DefaultMTU
+	}
+	return s.MTU
+}
+
+// Lookup helpers used by the validator and the planner.
+
+// Host returns the host with that name.
+func (s *Spec) Host(name string) (*Host, bool) {
+	for i := range s.Hosts {
+		if s.Hosts[i].Name == name {
+			return &s.Hosts[i], true
+		}
+	}
+	return nil, false
+}
+
+// VM returns the VM with that name.
+func (s *Spec) VM(name string) (*VM, bool) {
+	for i := range s.VMs {
+		if s.VMs[i].Name == name {
+			return &s.VMs[i], true
+		}
+	}
+	return nil, false
+}
+
+// NIC returns the host's NIC with that name.
+func (h *Host) NIC(name string) (*NIC, bool) {
+	for i := range h.NICs {
+		if h.NICs[i].Name == name {
+			return &h.NICs[i], true
+		}
+	}
+	return nil, false
+}
+
+// PortGroupSwitch returns the switch that holds the port group.
+func (s *Spec) PortGroupSwitch(pg string) (*Switch, bool) {
+	for i := range s.Switches {
+		for _, p := range s.Switches[i].PortGroups {
+			if p.Name == pg {
+				return &s.Switches[i], true
+			}
+		}
+	}
+	return nil, false
+}
+
+// HostPortName is the interface name of the i-th host port, with the default
+// vmkN numbering counted per host.
+func (s *Spec) HostPortName(i int) string {
+	hp := s.HostPorts[i]
+	if hp.Name != "" {
+		return hp.Name
+	}
+	n := 0
+	for j := 0; j < i; j++ {
+		if s.HostPorts[j].Host == hp.Host && s.HostPorts[j].Name == "" {
+			n++
+		}
+	}
+	return "vmk" + itoa(n)
+}
+
+func itoa(n int) string {
+	if n < 10 {
+		return string(rune('0' + n))
+	}
+	return itoa(n/10) + string(rune('0'+n%10))
+}

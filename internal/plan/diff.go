@@ -1,0 +1,163 @@
+package plan
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Op is what an action does to a resource.
+type Op string
+
+// The operations.
+const (
+	OpCreate  Op = "create"
+	OpModify  Op = "change"
+	OpReplace Op = "replace" // delete and create again: the change cannot be made in place
+	OpDelete  Op = "delete"
+)
+
+// Action is one step of a plan. Old is the observed state (nil for a
+// create), New the desired one (nil for a delete).
+type Action struct {
+	Op  Op        `json:"op"`
+	Old *Resource `json:"old,omitempty"`
+	New *Resource `json:"new,omitempty"`
+}
+
+// Subject is the resource the action is about.
+func (a Action) Subject() Resource {
+	if a.New != nil {
+		return *a.New
+	}
+	return *a.Old
+}
+
+func (a Action) String() string {
+	sym := map[Op]string{OpCreate: "+", OpModify: "~", OpReplace: "-/+", OpDelete: "-"}[a.Op]
+	s := fmt.Sprintf("%s %s %s", sym, a.Op, a.Subject())
+	if a.Op == OpModify || a.Op == OpReplace {
+		if d := describeChange(*a.Old, *a.New); d != "" {
+			s += ": " + d
+		}
+	}
+	return s
+}
+
+// Plan is the ordered list of actions that takes observed state to desired.
+type Plan struct {
+	Actions []Action `json:"actions"`
+}
+
+// Empty reports whether the plan changes nothing.
+func (p Plan) Empty() bool { return len(p.Actions) == 0 }
+
+func (p Plan) String() string {
+	if p.Empty() {
+		return "no changes: the host already matches the spec\n"
+	}
+	var b strings.Builder
+	for _, a := range p.Actions {
+		b.WriteString(a.String() + "\n")
+	}
+	return b.String()
+}
+
+// Diff compares desired and observed resources. Creates, changes and
+// replacements come first, parents before children; deletes come last,
+// children before parents.
+func Diff(desired, observed []Resource) Plan {
+	obs := indexByKey(observed)
+	want := indexByKey(desired)
+
+	var ups, downs []Action
+	replacedLinks := map[string]bool{}
+	for _, d := range desired {
+		o, exists := obs[d.Key()]
+		switch {
+		case !exists:
+			ups = append(ups, Action{Op: OpCreate, New: ptr(d)})
+		case Same(o, d):
+		case modifiable(o, d):
+			ups = append(ups, Action{Op: OpModify, Old: ptr(o), New: ptr(d)})
+		default:
+			ups = append(ups, Action{Op: OpReplace, Old: ptr(o), New: ptr(d)})
+			for _, l := range o.links() {
+				replacedLinks[l] = true
+			}
+		}
+	}
+	// What sits on a replaced link disappears with it and must be made again.
+	if len(replacedLinks) > 0 {
+		for _, d := range desired {
+			if o, exists := obs[d.Key()]; exists && Same(o, d) && replacedLinks[d.onLink()] {
+				ups = append(ups, Action{Op: OpCreate, New: ptr(d)})
+			}
+		}
+	}
+	for _, o := range observed {
+		if _, ok := want[o.Key()]; !ok {
+			downs = append(downs, Action{Op: OpDelete, Old: ptr(o)})
+		}
+	}
+	sort.SliceStable(ups, func(i, j int) bool { return rank[ups[i].Subject().Kind] < rank[ups[j].Subject().Kind] })
+	sort.SliceStable(downs, func(i, j int) bool { return rank[downs[i].Subject().Kind] > rank[downs[j].Subject().Kind] })
+	return Plan{Actions: append(ups, downs...)}
+}
+
+// modifiable reports whether the kernel can take o to d without recreating it.
+func modifiable(o, d Resource) bool {
+	switch d.Kind {
+	case KindVeth:
+		// A pair is named by both ends; moving an end to another namespace
+		// or renaming it is a new pair.
+		return o.A.NS == d.A.NS && o.A.Name == d.A.Name && o.B.NS == d.B.NS && o.B.Name == d.B.Name
+	case KindBridge, KindLineRate, KindOffloads, KindCgroup:
+		return true
+	}
+	return false
+}
+
+func describeChange(o, d Resource) string {
+	var parts []string
+	add := func(what string, from, to any) {
+		if fmt.Sprint(from) != fmt.Sprint(to) {
+			parts = append(parts, fmt.Sprintf("%s %v -> %v", what, orNone(from), orNone(to)))
+		}
+	}
+	add("mtu", o.MTU, d.MTU)
+	add("mac", o.MAC, d.MAC)
+	for _, e := range []struct {
+		name string
+		o, d End
+	}{{"a", o.A, d.A}, {"b", o.B, d.B}} {
+		add(e.name+" ns", e.o.NS, e.d.NS)
+		add(e.name+" name", e.o.Name, e.d.Name)
+		add(e.name+" mtu", e.o.MTU, e.d.MTU)
+		add(e.name+" mac", e.o.MAC, e.d.MAC)
+		add(e.name+" master", e.o.Master, e.d.Master)
+	}
+	add("rate", o.Rate, d.Rate)
+	add("gro", o.GRO, d.GRO)
+	add("tso", o.TSO, d.TSO)
+	add("cpu milli", o.CPUMilli, d.CPUMilli)
+	add("cpuset", o.CPUs, d.CPUs)
+	return strings.Join(parts, ", ")
+}
+
+func orNone(v any) any {
+	if s, ok := v.(string); ok && s == "" {
+		return "none"
+	}
+	return v
+}
+
+func indexByKey(rs []Resource) map[string]Resource {
+	m := make(map[string]Resource, len(rs))
+	for _, r := range rs {
+		m[r.Key()] = r
+	}
+	return m
+}
+
+func ptr(r Resource) *Resource { return &r }

@@ -1,0 +1,203 @@
+package plan
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/vnet-project/vnet/internal/spec"
+)
+
+// Options are facts about the machine that the model depends on.
+type Options struct {
+	NumCPU int // CPUs available for VM cpusets; 0 leaves cpusets unset
+}
+
+// Model returns every kernel object that realizes the spec, in creation order.
+func Model(s *spec.Spec, opt Options) []Resource {
+	m := &modeler{s: s, opt: opt}
+	m.physSwitch()
+	for i := range s.Hosts {
+		m.host(&s.Hosts[i])
+	}
+	for i := range s.VMs {
+		m.vm(&s.VMs[i])
+	}
+	for i := range s.HostPorts {
+		m.hostPort(i)
+	}
+	return m.out
+}
+
+type modeler struct {
+	s       *spec.Spec
+	opt     Options
+	out     []Resource
+	nextCPU int
+}
+
+func (m *modeler) add(r Resource) { m.out = append(m.out, r) }
+
+func (m *modeler) ns(node string) string { return NSName(m.s.Name, node) }
+
+func (m *modeler) physSwitch() {
+	mtu := 0
+	for _, h := range m.s.Hosts {
+		for _, n := range h.NICs {
+			mtu = max(mtu, m.nicMTU(&h, &n))
+		}
+	}
+	if mtu == 0 {
+		return // no NIC anywhere: no physical network to emulate
+	}
+	ns := m.ns(PhysSwitch)
+	m.add(Resource{Kind: KindNetns, Name: ns, Owner: "physical switch"})
+	m.add(Resource{Kind: KindBridge, NS: ns, Name: PhysBridge, MTU: mtu,
+		MAC: StableMAC(m.s.Name, "pswitch"), Owner: "physical switch"})
+}
+
+func (m *modeler) host(h *spec.Host) {
+	ns := m.ns(h.Name)
+	m.add(Resource{Kind: KindNetns, Name: ns, Owner: "host " + h.Name})
+	for _, sw := range m.s.Switches {
+		if contains(sw.SwitchHosts(), h.Name) {
+			m.add(Resource{Kind: KindBridge, NS: ns, Name: sw.Name, MTU: sw.EffectiveMTU(),
+				MAC: StableMAC(m.s.Name, "switch/"+h.Name+"/"+sw.Name), Owner: "switch " + sw.Name + " on " + h.Name})
+		}
+	}
+	for i := range h.NICs {
+		m.nic(h, &h.NICs[i])
+	}
+}
+
+func (m *modeler) nic(h *spec.Host, n *spec.NIC) {
+	ns, phys := m.ns(h.Name), m.ns(PhysSwitch)
+	owner := "nic " + h.Name + "/" + n.Name
+	mtu := m.nicMTU(h, n)
+	a := End{NS: ns, Name: n.Name, MAC: StableMAC(m.s.Name, "nic/"+h.Name+"/"+n.Name), MTU: mtu, Master: m.activeSwitch(h.Name, n.Name)}
+	b := End{NS: phys, Name: physPortName(h.Name, n.Name), MAC: StableMAC(m.s.Name, "pport/"+h.Name+"/"+n.Name), MTU: mtu, Master: PhysBridge}
+	m.add(Resource{Kind: KindVeth, A: a, B: b, Owner: owner})
+	if n.IP != "" {
+		m.add(Resource{Kind: KindAddr, NS: ns, Link: n.Name, CIDR: n.IP, Owner: owner})
+	}
+	// The line rate holds in both directions: host to switch on the NIC,
+	// switch to host on the switch's port.
+	m.add(Resource{Kind: KindLineRate, NS: ns, Link: a.Name, Rate: uint64(n.Speed), Owner: owner + " transmit"})
+	m.add(Resource{Kind: KindLineRate, NS: phys, Link: b.Name, Rate: uint64(n.Speed), Owner: owner + " receive"})
+}
+
+// activeSwitch returns the switch a NIC is an active port of, or "". Until
+// teaming decides otherwise, the first uplink of a switch on a host carries
+// its traffic and the others stand by unattached: two attached uplinks would
+// loop broadcasts through the physical switch.
+func (m *modeler) activeSwitch(host, nic string) string {
+	for _, sw := range m.s.Switches {
+		for _, u := range sw.Uplinks {
+			hn, ok := u.NICs[host]
+			if !ok {
+				continue
+			}
+			if hn == nic {
+				return sw.Name
+			}
+			break // an earlier uplink of this switch is the active one on this host
+		}
+	}
+	return ""
+}
+
+// nicMTU is the NIC's own MTU, else the largest MTU of the switches it serves.
+func (m *modeler) nicMTU(h *spec.Host, n *spec.NIC) int {
+	if n.MTU != 0 {
+		return n.MTU
+	}
+	mtu := spec.DefaultMTU
+	for _, sw := range m.s.Switches {
+		for _, u := range sw.Uplinks {
+			if u.NICs[h.Name] == n.Name {
+				mtu = max(mtu, sw.EffectiveMTU())
+			}
+		}
+	}
+	return mtu
+}
+
+func (m *modeler) vm(vm *spec.VM) {
+	ns := m.ns(vm.Name)
+	m.add(Resource{Kind: KindNetns, Name: ns, Owner: "vm " + vm.Name})
+	for i, n := range vm.NICs {
+		sw, _ := m.s.PortGroupSwitch(n.PortGroup)
+		ifname := "eth" + strconv.Itoa(i)
+		owner := fmt.Sprintf("vm %s %s on %s", vm.Name, ifname, n.PortGroup)
+		mac := n.MAC
+		if mac == "" {
+			mac = StableMAC(m.s.Name, fmt.Sprintf("vnic/%s/%d", vm.Name, i))
+		}
+		mtu := n.MTU
+		if mtu == 0 {
+			mtu = sw.EffectiveMTU()
+		}
+		m.add(Resource{Kind: KindVeth, Owner: owner,
+			A: End{NS: ns, Name: ifname, MAC: strings.ToLower(mac), MTU: mtu},
+			B: End{NS: m.ns(vm.Host), Name: vnicPortName(vm.Name, i), MAC: StableMAC(m.s.Name, fmt.Sprintf("vport/%s/%d", vm.Name, i)),
+				MTU: sw.EffectiveMTU(), Master: sw.Name}})
+		if n.Offloads != nil {
+			m.add(Resource{Kind: KindOffloads, NS: ns, Link: ifname, GRO: TriOf(n.Offloads.GRO), TSO: TriOf(n.Offloads.TSO), Owner: owner})
+		}
+		if n.IP != "" {
+			m.add(Resource{Kind: KindAddr, NS: ns, Link: ifname, CIDR: n.IP, Owner: owner})
+		}
+	}
+	if vm.CPUs > 0 {
+		m.add(Resource{Kind: KindCgroup, Name: CgroupName(m.s.Name, vm.Name),
+			CPUMilli: int(math.Round(vm.CPUs * 1000)), CPUs: m.cpuset(vm.CPUs), Owner: "vm " + vm.Name})
+	}
+}
+
+// cpuset spreads VMs over the machine's CPUs in spec order, so two 1-vCPU
+// VMs land on different cores when there are two.
+func (m *modeler) cpuset(cpus float64) string {
+	if m.opt.NumCPU <= 0 {
+		return ""
+	}
+	n := min(int(math.Ceil(cpus)), m.opt.NumCPU)
+	ids := make([]int, n)
+	for i := range ids {
+		ids[i] = (m.nextCPU + i) % m.opt.NumCPU
+	}
+	m.nextCPU = (m.nextCPU + n) % m.opt.NumCPU
+	return formatCPUList(ids)
+}
+
+func formatCPUList(ids []int) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = strconv.Itoa(id)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (m *modeler) hostPort(i int) {
+	hp := m.s.HostPorts[i]
+	sw, _ := m.s.PortGroupSwitch(hp.PortGroup)
+	ns, name := m.ns(hp.Host), m.s.HostPortName(i)
+	owner := fmt.Sprintf("hostport %s/%s on %s", hp.Host, name, hp.PortGroup)
+	mtu := hp.MTU
+	if mtu == 0 {
+		mtu = sw.EffectiveMTU()
+	}
+	m.add(Resource{Kind: KindVeth, Owner: owner,
+		A: End{NS: ns, Name: name, MAC: StableMAC(m.s.Name, "hostport/"+hp.Host+"/"+name), MTU: mtu},
+		B: End{NS: ns, Name: hostPortPeerName(name), MAC: StableMAC(m.s.Name, "hpport/"+hp.Host+"/"+name), MTU: sw.EffectiveMTU(), Master: sw.Name}})
+	m.add(Resource{Kind: KindAddr, NS: ns, Link: name, CIDR: hp.IP, Owner: owner})
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,235 @@
+package plan
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/vnet-project/vnet/internal/spec"
+)
+
+func load(t *testing.T, src string) *spec.Spec {
+	t.Helper()
+	doc, err := spec.Load("test", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc.Spec
+}
+
+func loadFile(t *testing.T, path string) *spec.Spec {
+	t.Helper()
+	doc, err := spec.LoadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc.Spec
+}
+
+const base = `
+name: t
+hosts:
+  - name: esx1
+    nics: [{name: vmnic0, speed: 1Gbit}, {name: vmnic1, speed: 1Gbit}]
+  - name: esx2
+    nics: [{name: vmnic0, speed: 1Gbit}]
+switches:
+  - name: dvs0
+    uplinks:
+      - {name: u1, nics: {esx1: vmnic0, esx2: vmnic0}}
+      - {name: u2, nics: {esx1: vmnic1}}
+    portgroups: [{name: pg-a}, {name: pg-b}]
+  - name: priv
+    hosts: [esx1]
+    portgroups: [{name: pg-p}]
+vms:
+  - name: vm1
+    host: esx1
+    cpus: 1
+    nics: [{portgroup: pg-a, ip: 10.0.0.1/24}]
+`
+
+func TestModelNamesFitTheKernel(t *testing.T) {
+	for _, f := range []string{"../../examples/demo.yaml"} {
+		for _, r := range Model(loadFile(t, f), Options{NumCPU: 2}) {
+			for _, name := range []string{r.Name, r.A.Name, r.B.Name, r.Link} {
+				if r.Kind != KindNetns && r.Kind != KindCgroup && len(name) > 15 {
+					t.Errorf("%s: link name %q longer than 15", r, name)
+				}
+			}
+		}
+	}
+}
+
+func TestModelUnique(t *testing.T) {
+	seen := map[string]bool{}
+	links := map[string]bool{}
+	for _, r := range Model(loadFile(t, "../../examples/demo.yaml"), Options{}) {
+		if seen[r.Key()] {
+			t.Errorf("duplicate key %s", r.Key())
+		}
+		seen[r.Key()] = true
+		for _, l := range r.links() {
+			if links[l] {
+				t.Errorf("two resources are link %s", l)
+			}
+			links[l] = true
+		}
+	}
+}
+
+func TestStandbyUplinkIsNotAttached(t *testing.T) {
+	rs := Model(load(t, base), Options{})
+	masters := map[string]string{}
+	for _, r := range rs {
+		if r.Kind == KindVeth {
+			masters[r.A.NS+"/"+r.A.Name] = r.A.Master
+		}
+	}
+	if got := masters["vnet.t.esx1/vmnic0"]; got != "dvs0" {
+		t.Errorf("esx1 vmnic0 master = %q, want dvs0", got)
+	}
+	if got := masters["vnet.t.esx1/vmnic1"]; got != "" {
+		t.Errorf("esx1 vmnic1 (standby) master = %q, want none", got)
+	}
+}
+
+func TestDiffIdentical(t *testing.T) {
+	rs := Model(load(t, base), Options{})
+	if p := Diff(rs, rs); !p.Empty() {
+		t.Errorf("diff of identical models:\n%s", p)
+	}
+}
+
+func TestDiffFromScratchOrdersParentsFirst(t *testing.T) {
+	p := Diff(Model(load(t, base), Options{}), nil)
+	last := -1
+	for _, a := range p.Actions {
+		if a.Op != OpCreate {
+			t.Fatalf("unexpected %s", a)
+		}
+		r := rank[a.Subject().Kind]
+		if r < last {
+			t.Fatalf("%s comes after a higher-ranked kind", a)
+		}
+		last = r
+	}
+}
+
+func TestDiffAddVMCreatesOnlyItsObjects(t *testing.T) {
+	before := Model(load(t, base), Options{})
+	after := Model(load(t, base+`
+  - name: vm2
+    host: esx2
+    nics: [{portgroup: pg-a, ip: 10.0.0.2/24}]
+`), Options{})
+	p := Diff(after, before)
+	for _, a := range p.Actions {
+		if a.Op != OpCreate || !strings.Contains(a.Subject().Owner, "vm2") {
+			t.Errorf("unexpected action %s", a)
+		}
+	}
+	if len(p.Actions) != 3 { // netns, veth, addr
+		t.Errorf("want 3 actions, got:\n%s", p)
+	}
+}
+
+func TestDiffMovePortGroupIsInPlace(t *testing.T) {
+	before := Model(load(t, base), Options{})
+	after := Model(load(t, strings.Replace(base, "{portgroup: pg-a,", "{portgroup: pg-p,", 1)), Options{})
+	p := Diff(after, before)
+	if len(p.Actions) != 1 || p.Actions[0].Op != OpModify {
+		t.Fatalf("want one change, got:\n%s", p)
+	}
+	if !strings.Contains(p.String(), "b master dvs0 -> priv") {
+		t.Errorf("change not described: %s", p)
+	}
+}
+
+func TestDiffMoveVMToAnotherHostReplacesAndRecreatesAddress(t *testing.T) {
+	before := Model(load(t, base), Options{})
+	after := Model(load(t, strings.Replace(base, "host: esx1\n    cpus", "host: esx2\n    cpus", 1)), Options{})
+	p := Diff(after, before)
+	var ops []string
+	for _, a := range p.Actions {
+		ops = append(ops, string(a.Op)+" "+string(a.Subject().Kind))
+	}
+	got := strings.Join(ops, ", ")
+	if got != "replace veth, create addr" {
+		t.Errorf("got %s\n%s", got, p)
+	}
+}
+
+func TestDiffDeleteChildrenFirst(t *testing.T) {
+	before := Model(load(t, base), Options{NumCPU: 2})
+	p := Diff(nil, before)
+	last := 100
+	for _, a := range p.Actions {
+		if a.Op != OpDelete {
+			t.Fatalf("unexpected %s", a)
+		}
+		r := rank[a.Subject().Kind]
+		if r > last {
+			t.Fatalf("%s deleted after its parent kind", a)
+		}
+		last = r
+	}
+}
+
+func TestDiffChangeRate(t *testing.T) {
+	before := Model(load(t, base), Options{})
+	after := Model(load(t, strings.Replace(base, "{name: vmnic0, speed: 1Gbit}]\nswitches", "{name: vmnic0, speed: 10Gbit}]\nswitches", 1)), Options{})
+	p := Diff(after, before)
+	if len(p.Actions) != 2 {
+		t.Fatalf("want rate changes in both directions, got:\n%s", p)
+	}
+	for _, a := range p.Actions {
+		if a.Op != OpModify || a.Subject().Kind != KindLineRate || a.New.Rate != 10e9 {
+			t.Errorf("unexpected %s", a)
+		}
+	}
+}
+
+func TestCpusetSpreads(t *testing.T) {
+	s := load(t, base+`
+  - {name: vm2, host: esx1, cpus: 1}
+  - {name: vm3, host: esx1, cpus: 1.5}
+`)
+	var sets []string
+	for _, r := range Model(s, Options{NumCPU: 2}) {
+		if r.Kind == KindCgroup {
+			sets = append(sets, r.CPUs)
+		}
+	}
+	if got := strings.Join(sets, " "); got != "0 1 0,1" {
+		t.Errorf("cpusets = %q", got)
+	}
+}
+
+func TestSplitNSName(t *testing.T) {
+	tests := []struct {
+		in          string
+		infra, node string
+		ok          bool
+	}{
+		{"vnet.demo.esx1", "demo", "esx1", true},
+		{"vnet.demo._pswitch", "demo", "_pswitch", true},
+		{"vnet.demo", "", "", false},
+		{"other", "", "", false},
+	}
+	for _, tt := range tests {
+		i, n, ok := SplitNSName(tt.in)
+		if i != tt.infra || n != tt.node || ok != tt.ok {
+			t.Errorf("SplitNSName(%q) = %q %q %v", tt.in, i, n, ok)
+		}
+	}
+}
+
+func TestStableMAC(t *testing.T) {
+	a, b := StableMAC("x", "vm/0"), StableMAC("x", "vm/0")
+	if a != b || a == StableMAC("y", "vm/0") {
+		t.Errorf("MACs not stable or not distinct: %s %s", a, b)
+	}
+	if a[1] != '2' && a[1] != '6' && a[1] != 'a' && a[1] != 'e' {
+		t.Errorf("%s is not locally administered unicast", a)
+	}
+}

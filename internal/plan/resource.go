@@ -1,0 +1,174 @@
+package plan
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/vnet-project/vnet/internal/units"
+)
+
+// Kind is the type of a kernel object vnet manages.
+type Kind string
+
+// The kinds, in the order they are created.
+const (
+	KindNetns    Kind = "netns"
+	KindBridge   Kind = "bridge"
+	KindVeth     Kind = "veth"
+	KindOffloads Kind = "offloads"
+	KindAddr     Kind = "addr"
+	KindLineRate Kind = "linerate"
+	KindCgroup   Kind = "cgroup"
+)
+
+var rank = map[Kind]int{
+	KindNetns: 0, KindBridge: 1, KindVeth: 2, KindOffloads: 3,
+	KindAddr: 4, KindLineRate: 5, KindCgroup: 6,
+}
+
+// End is one end of a veth pair.
+type End struct {
+	NS     string `json:"ns"`
+	Name   string `json:"name"`
+	MAC    string `json:"mac"`
+	MTU    int    `json:"mtu"`
+	Master string `json:"master,omitempty"` // bridge it is a port of, in the same namespace
+}
+
+// Tri is an optional boolean: the kernel default, on or off.
+type Tri int8
+
+// The values of Tri.
+const (
+	Unset Tri = iota
+	On
+	Off
+)
+
+func (t Tri) String() string {
+	return [...]string{"default", "on", "off"}[t]
+}
+
+// TriOf converts an optional spec boolean.
+func TriOf(b *bool) Tri {
+	switch {
+	case b == nil:
+		return Unset
+	case *b:
+		return On
+	default:
+		return Off
+	}
+}
+
+// Resource is one kernel object. Which fields matter depends on Kind:
+//
+//	netns:    Name
+//	bridge:   NS, Name, MAC, MTU
+//	veth:     A, B (A is the end that names the pair)
+//	offloads: NS, Link, GRO, TSO
+//	addr:     NS, Link, CIDR
+//	linerate: NS, Link, Rate (bit/s, both as HTB rate and ceil)
+//	cgroup:   Name (relative path), CPUMilli, CPUs (cpuset list)
+type Resource struct {
+	Kind     Kind   `json:"kind"`
+	NS       string `json:"ns,omitempty"`
+	Name     string `json:"name,omitempty"`
+	MAC      string `json:"mac,omitempty"`
+	MTU      int    `json:"mtu,omitempty"`
+	A        End    `json:"a,omitzero"`
+	B        End    `json:"b,omitzero"`
+	Link     string `json:"link,omitempty"`
+	CIDR     string `json:"cidr,omitempty"`
+	Rate     uint64 `json:"rate,omitempty"`
+	GRO      Tri    `json:"gro,omitempty"`
+	TSO      Tri    `json:"tso,omitempty"`
+	CPUMilli int    `json:"cpu_milli,omitempty"`
+	CPUs     string `json:"cpus,omitempty"`
+	// Owner says which spec object this realizes ("vm web1 eth0"). It is a
+	// label for people and is not compared.
+	Owner string `json:"owner,omitempty"`
+}
+
+// Key identifies a resource: two resources with the same key are the same
+// object, possibly in different states.
+func (r Resource) Key() string {
+	switch r.Kind {
+	case KindNetns:
+		return "netns/" + r.Name
+	case KindBridge:
+		return "link/" + r.NS + "/" + r.Name
+	case KindVeth:
+		return "link/" + r.A.NS + "/" + r.A.Name
+	case KindOffloads, KindLineRate:
+		return string(r.Kind) + "/" + r.NS + "/" + r.Link
+	case KindAddr:
+		return "addr/" + r.NS + "/" + r.Link + "/" + r.CIDR
+	case KindCgroup:
+		return "cgroup/" + r.Name
+	}
+	return string(r.Kind) + "/?"
+}
+
+// Same reports whether two resources are in the same state, labels aside.
+func Same(a, b Resource) bool {
+	a.Owner, b.Owner = "", ""
+	return a == b
+}
+
+// links returns the namespace/name of every link the resource is.
+func (r Resource) links() []string {
+	switch r.Kind {
+	case KindBridge:
+		return []string{r.NS + "/" + r.Name}
+	case KindVeth:
+		return []string{r.A.NS + "/" + r.A.Name, r.B.NS + "/" + r.B.Name}
+	}
+	return nil
+}
+
+// onLink returns the namespace/name of the link a resource is attached to.
+func (r Resource) onLink() string {
+	switch r.Kind {
+	case KindOffloads, KindAddr, KindLineRate:
+		return r.NS + "/" + r.Link
+	}
+	return ""
+}
+
+// String describes the resource the way ip(8) and tc(8) users think of it.
+func (r Resource) String() string {
+	var s string
+	switch r.Kind {
+	case KindNetns:
+		s = "netns " + r.Name
+	case KindBridge:
+		s = fmt.Sprintf("bridge %s in %s (mtu %d)", r.Name, r.NS, r.MTU)
+	case KindVeth:
+		s = fmt.Sprintf("veth %s %s <-> %s %s", r.A.NS, endDesc(r.A), r.B.NS, endDesc(r.B))
+	case KindOffloads:
+		s = fmt.Sprintf("offloads %s in %s: gro %s, tso %s", r.Link, r.NS, r.GRO, r.TSO)
+	case KindAddr:
+		s = fmt.Sprintf("address %s on %s in %s", r.CIDR, r.Link, r.NS)
+	case KindLineRate:
+		s = fmt.Sprintf("line rate %s on %s in %s", units.Rate(r.Rate), r.Link, r.NS)
+	case KindCgroup:
+		s = fmt.Sprintf("cgroup %s (cpu %.2f, cpuset %s)", r.Name, float64(r.CPUMilli)/1000, r.CPUs)
+	default:
+		s = string(r.Kind)
+	}
+	if r.Owner != "" {
+		s += " [" + r.Owner + "]"
+	}
+	return s
+}
+
+func endDesc(e End) string {
+	var b strings.Builder
+	b.WriteString(e.Name)
+	if e.Master != "" {
+		b.WriteString(" (port of " + e.Master + ")")
+	}
+	return b.String()
+}
+

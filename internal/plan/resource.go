@@ -171,4 +171,3 @@ func endDesc(e End) string {
 	}
 	return b.String()
 }
-

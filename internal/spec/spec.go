@@ -5,6 +5,8 @@
 package spec
 
 import (
+	"strconv"
+
 	"github.com/vnet-project/vnet/internal/units"
 )
 
@@ -184,12 +186,5 @@ func (s *Spec) HostPortName(i int) string {
 			n++
 		}
 	}
-	return "vmk" + itoa(n)
-}
-
-func itoa(n int) string {
-	if n < 10 {
-		return string(rune('0' + n))
-	}
-	return itoa(n/10) + string(rune('0'+n%10))
+	return "vmk" + strconv.Itoa(n)
 }

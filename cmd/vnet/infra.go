@@ -1,0 +1,203 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vnet-project/vnet/internal/dataplane"
+	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/reconcile"
+	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/store"
+)
+
+func validateCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "validate FILE",
+		Short: "Check a spec; errors name the field path and line",
+		Args:  exactArgs(1, "one spec file"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			doc, err := spec.LoadFile(args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: valid (%d hosts, %d switches, %d VMs)\n", args[0], len(doc.Spec.Hosts), len(doc.Spec.Switches), len(doc.Spec.VMs))
+			return nil
+		},
+	}
+}
+
+// openEngine opens the store and the dataplane; the caller closes both.
+func openEngine(cmd *cobra.Command) (*reconcile.Engine, func(), error) {
+	dp, err := dataplane.New()
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := store.OpenBolt(stateDir)
+	if err != nil {
+		dp.Close()
+		return nil, nil, err
+	}
+	eng := &reconcile.Engine{DP: dp, Store: st, Log: cmd.OutOrStdout()}
+	return eng, func() { dp.Close(); st.Close() }, nil
+}
+
+func applyCmd() *cobra.Command {
+	var dryRun bool
+	c := &cobra.Command{
+		Use:   "apply FILE",
+		Short: "Converge the host to the spec (prints the plan first)",
+		Args:  exactArgs(1, "one spec file"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			doc, err := spec.LoadFile(args[0])
+			if err != nil {
+				return err
+			}
+			eng, done, err := openEngine(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			if dryRun {
+				p, err := eng.Plan(doc)
+				if err == nil {
+					fmt.Fprint(cmd.OutOrStdout(), p)
+				}
+				return err
+			}
+			res, err := eng.Apply(doc)
+			if err != nil {
+				return err
+			}
+			if !res.Plan.Empty() {
+				fmt.Fprintf(cmd.OutOrStdout(), "applied %s: %d changes\n", doc.Spec.Name, res.Executed)
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing")
+	return c
+}
+
+// infraName reads NAME|FILE: a file's spec names the infra.
+func infraName(arg string) (string, error) {
+	if _, err := os.Stat(arg); err == nil {
+		doc, err := spec.LoadFile(arg)
+		if err != nil {
+			return "", err
+		}
+		return doc.Spec.Name, nil
+	}
+	if strings.ContainsAny(arg, "/.") {
+		return "", usageError{fmt.Errorf("%s: no such file, and not an infrastructure name", arg)}
+	}
+	return arg, nil
+}
+
+func destroyCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "destroy NAME|FILE",
+		Short: "Remove everything of one infrastructure and nothing else",
+		Args:  exactArgs(1, "an infrastructure name or spec file"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, err := infraName(args[0])
+			if err != nil {
+				return err
+			}
+			eng, done, err := openEngine(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			_, known := eng.Store.Get(name)
+			p, err := eng.Destroy(name)
+			if err != nil {
+				return err
+			}
+			if p.Empty() && errors.Is(known, store.ErrNotFound) {
+				return fmt.Errorf("destroy %s: %w", name, store.ErrNotFound)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "destroyed %s: %d objects removed\n", name, countKind(p, ""))
+			return nil
+		},
+	}
+}
+
+func countKind(p plan.Plan, k plan.Kind) int {
+	n := 0
+	for _, a := range p.Actions {
+		if k == "" || a.Subject().Kind == k {
+			n++
+		}
+	}
+	return n
+}
+
+func statusCmd() *cobra.Command {
+	var output string
+	c := &cobra.Command{
+		Use:   "status [NAME]",
+		Short: "Show hosts, switches, VMs and vNICs with MACs, addresses, state and line rates",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			eng, done, err := openEngine(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			recs, err := selectRecords(eng.Store, args)
+			if err != nil {
+				return err
+			}
+			var all []*reconcile.Status
+			for _, rec := range recs {
+				doc, err := spec.Decode(rec.SpecFile, rec.Spec)
+				if err != nil {
+					return fmt.Errorf("stored spec of %s: %w", rec.Name, err)
+				}
+				st, err := eng.Status(doc)
+				if err != nil {
+					return err
+				}
+				all = append(all, st)
+			}
+			if output == "json" {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(all)
+			}
+			if len(all) == 0 {
+				fmt.Fprintln(cmd.OutOrStdout(), "no infrastructures")
+			}
+			for _, st := range all {
+				printStatus(cmd.OutOrStdout(), st)
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	return c
+}
+
+func selectRecords(st store.Store, args []string) ([]*store.Record, error) {
+	if len(args) == 0 {
+		return st.List()
+	}
+	var out []*store.Record
+	for _, a := range args {
+		name, err := infraName(a)
+		if err != nil {
+			return nil, err
+		}
+		r, err := st.Get(name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}

@@ -1,0 +1,81 @@
+// Command vnet builds virtual infrastructures on the Linux kernel datapath
+// and measures them. Each subcommand is a thin layer over internal packages.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vnet-project/vnet/internal/spec"
+)
+
+// Exit statuses: 2 for bad input (as validate promises), 1 for anything else.
+const (
+	exitFailure  = 1
+	exitBadInput = 2
+)
+
+// usageError marks errors in how the command was called.
+type usageError struct{ error }
+
+func main() {
+	root := newRoot()
+	err := root.Execute()
+	if err == nil {
+		return
+	}
+	fmt.Fprintln(os.Stderr, "vnet:", err)
+	var ue usageError
+	var ee exitError
+	switch {
+	case errors.As(err, &ee):
+		os.Exit(ee.code)
+	case errors.Is(err, spec.ErrInvalid), errors.As(err, &ue):
+		os.Exit(exitBadInput)
+	default:
+		os.Exit(exitFailure)
+	}
+}
+
+// exitError carries a status without a message of vnet's own (netperf
+// failing a confidence target, for example).
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e exitError) Error() string { return e.msg }
+
+var stateDir string
+
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "vnet",
+		Short:         "Virtual infrastructure networking for Linux hosts",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.PersistentFlags().StringVar(&stateDir, "state-dir", defaultStateDir(), "where vnet keeps its state database")
+	root.AddCommand(validateCmd(), applyCmd(), destroyCmd(), statusCmd(), execCmd())
+	return root
+}
+
+func defaultStateDir() string {
+	if d := os.Getenv("VNET_STATE_DIR"); d != "" {
+		return d
+	}
+	return "/var/lib/vnet"
+}
+
+func exactArgs(n int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usageError{fmt.Errorf("%s: want %s", cmd.Name(), what)}
+		}
+		return nil
+	}
+}

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/vnet-project/vnet/internal/reconcile"
+)
+
+func printStatus(out io.Writer, st *reconcile.Status) {
+	fmt.Fprintf(out, "infra %s (generation %d, from %s)\n", st.Name, st.Generation, st.SpecFile)
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "\nHOST\tNIC\tSPEED\tMAC\tIP\tUPLINK OF\tSTATE")
+	for _, h := range st.Hosts {
+		kind := h.Name
+		if h.Native {
+			kind += " (native)"
+		}
+		if len(h.NICs) == 0 {
+			fmt.Fprintf(w, "%s\t-\t\t\t\t\t\n", kind)
+		}
+		for _, n := range h.NICs {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", kind, n.Name, n.Speed, n.MAC, dash(n.IP), dash(n.Uplink), n.State)
+		}
+	}
+	fmt.Fprintln(w, "\nSWITCH\tTYPE\tHOSTS\tUPLINKS\tPORT GROUPS")
+	for _, s := range st.Switches {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", s.Name, s.Type, strings.Join(s.Hosts, ","), dash(strings.Join(s.Uplinks, ",")), dash(strings.Join(s.PortGroups, ",")))
+	}
+	fmt.Fprintln(w, "\nVM\tHOST\tCPUS\tVNIC\tPORT GROUP\tMAC\tIP\tSTATE")
+	for _, vm := range st.VMs {
+		cpus := "-"
+		if vm.CPUs > 0 {
+			cpus = fmt.Sprintf("%g", vm.CPUs)
+		}
+		if len(vm.NICs) == 0 {
+			fmt.Fprintf(w, "%s\t%s\t%s\t-\t\t\t\t\n", vm.Name, vm.Host, cpus)
+		}
+		for _, n := range vm.NICs {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", vm.Name, vm.Host, cpus, n.Name, n.PortGroup, n.MAC, dash(n.IP), n.State)
+		}
+	}
+	if len(st.HostPorts) > 0 {
+		fmt.Fprintln(w, "\nHOST PORT\tHOST\tPORT GROUP\tMAC\tIP\tSTATE")
+		for _, p := range st.HostPorts {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, p.Host, p.PortGroup, p.MAC, dash(p.IP), p.State)
+		}
+	}
+	w.Flush()
+	if len(st.Drift) > 0 {
+		fmt.Fprintf(out, "\ndrift: the host differs from the spec; vnet apply would:\n  %s\n", strings.Join(st.Drift, "\n  "))
+	}
+	fmt.Fprintln(out)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

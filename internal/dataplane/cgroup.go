@@ -1,0 +1,331 @@
+package dataplane
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/vnet-project/vnet/internal/plan"
+)
+
+const cfsPeriodUS = 100000
+
+// Cgroups limits a VM's processes to its CPUs. It uses cgroup v2 when the
+// unified hierarchy has the cpu and cpuset controllers, and the v1
+// hierarchies otherwise: hybrid systems keep cpu on v1 while v2 is mounted.
+type Cgroups struct {
+	v2       string // unified mount, when it has cpu and cpuset
+	v1CPU    string // v1 mount with the cpu controller
+	v1Cpuset string // v1 mount with the cpuset controller
+}
+
+// DetectCgroups finds the hierarchies that carry the cpu and cpuset controllers.
+func DetectCgroups() *Cgroups {
+	c := &Cgroups{}
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return c
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		left, right, ok := strings.Cut(sc.Text(), " - ")
+		if !ok {
+			continue
+		}
+		lf, rf := strings.Fields(left), strings.Fields(right)
+		if len(lf) < 5 || len(rf) < 3 {
+			continue
+		}
+		mnt := lf[4]
+		switch rf[0] {
+		case "cgroup2":
+			ctrl, _ := os.ReadFile(filepath.Join(mnt, "cgroup.controllers"))
+			set := strings.Fields(string(ctrl))
+			if has(set, "cpu") && has(set, "cpuset") && c.v2 == "" {
+				c.v2 = mnt
+			}
+		case "cgroup":
+			opts := strings.Split(rf[2], ",")
+			if has(opts, "cpu") && c.v1CPU == "" {
+				c.v1CPU = mnt
+			}
+			if has(opts, "cpuset") && c.v1Cpuset == "" {
+				c.v1Cpuset = mnt
+			}
+		}
+	}
+	return c
+}
+
+func has(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Available reports whether CPU limits can be applied, and if not, why.
+func (c *Cgroups) Available() error {
+	if c.v2 != "" || (c.v1CPU != "" && c.v1Cpuset != "") {
+		return nil
+	}
+	return &FeatureError{Feature: "cgroup cpu and cpuset controllers",
+		Hint: "mount cgroup v2 with cpu and cpuset enabled, or the v1 cpu and cpuset hierarchies; or drop cpus: from the VMs"}
+}
+
+// Driver names the hierarchy in use, for status and errors.
+func (c *Cgroups) Driver() string {
+	switch {
+	case c.v2 != "":
+		return "cgroup v2 at " + c.v2
+	case c.v1CPU != "" && c.v1Cpuset != "":
+		return "cgroup v1 at " + c.v1CPU + " and " + c.v1Cpuset
+	}
+	return "none"
+}
+
+// Ensure creates the VM's cgroup with its CPU limit and cpuset.
+// Equivalent to: mkdir -p ROOT/NAME; echo "QUOTA 100000" > cpu.max; echo CPUS > cpuset.cpus
+func (c *Cgroups) Ensure(r plan.Resource) error {
+	if err := c.Available(); err != nil {
+		return err
+	}
+	quota := strconv.Itoa(r.CPUMilli * cfsPeriodUS / 1000)
+	if c.v2 != "" {
+		if err := c.mkdirV2(r.Name); err != nil {
+			return err
+		}
+		dir := filepath.Join(c.v2, r.Name)
+		if err := writeFile(dir, "cpu.max", quota+" "+strconv.Itoa(cfsPeriodUS)); err != nil {
+			return err
+		}
+		if r.CPUs != "" {
+			return writeFile(dir, "cpuset.cpus", r.CPUs)
+		}
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Join(c.v1CPU, r.Name), 0o755); err != nil {
+		return fmt.Errorf("cgroup: %w", err)
+	}
+	cpuDir := filepath.Join(c.v1CPU, r.Name)
+	if err := writeFile(cpuDir, "cpu.cfs_period_us", strconv.Itoa(cfsPeriodUS)); err != nil {
+		return err
+	}
+	if err := writeFile(cpuDir, "cpu.cfs_quota_us", quota); err != nil {
+		return err
+	}
+	if err := c.mkdirV1Cpuset(r.Name); err != nil {
+		return err
+	}
+	if r.CPUs != "" {
+		return writeFile(filepath.Join(c.v1Cpuset, r.Name), "cpuset.cpus", r.CPUs)
+	}
+	return nil
+}
+
+// mkdirV2 creates each level and enables cpu and cpuset for its children.
+func (c *Cgroups) mkdirV2(name string) error {
+	dir := c.v2
+	for _, part := range strings.Split(name, "/") {
+		if err := writeFile(dir, "cgroup.subtree_control", "+cpu +cpuset"); err != nil {
+			return err
+		}
+		dir = filepath.Join(dir, part)
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("cgroup: %w", err)
+		}
+	}
+	return nil
+}
+
+// mkdirV1Cpuset creates each level with the parent's CPUs and memory nodes:
+// a v1 cpuset starts empty and refuses tasks until both are set.
+func (c *Cgroups) mkdirV1Cpuset(name string) error {
+	dir := c.v1Cpuset
+	for _, part := range strings.Split(name, "/") {
+		parent := dir
+		dir = filepath.Join(dir, part)
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("cgroup: %w", err)
+		}
+		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+			if cur, _ := os.ReadFile(filepath.Join(dir, f)); strings.TrimSpace(string(cur)) != "" {
+				continue
+			}
+			v, err := os.ReadFile(filepath.Join(parent, f))
+			if err != nil {
+				return fmt.Errorf("cgroup: %w", err)
+			}
+			if err := writeFile(dir, f, strings.TrimSpace(string(v))); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Read returns the VM cgroup's CPU limit in thousandths of a core and its cpuset.
+func (c *Cgroups) Read(name string) (milli int, cpus string, ok bool) {
+	var quota, period int
+	var cpusetDir string
+	switch {
+	case c.v2 != "":
+		b, err := os.ReadFile(filepath.Join(c.v2, name, "cpu.max"))
+		if err != nil {
+			return 0, "", false
+		}
+		f := strings.Fields(string(b))
+		if len(f) == 2 {
+			quota, _ = strconv.Atoi(f[0]) // "max" reads as 0: no limit
+			period, _ = strconv.Atoi(f[1])
+		}
+		cpusetDir = filepath.Join(c.v2, name)
+	case c.v1CPU != "":
+		q, err := os.ReadFile(filepath.Join(c.v1CPU, name, "cpu.cfs_quota_us"))
+		if err != nil {
+			return 0, "", false
+		}
+		p, _ := os.ReadFile(filepath.Join(c.v1CPU, name, "cpu.cfs_period_us"))
+		quota, _ = strconv.Atoi(strings.TrimSpace(string(q)))
+		period, _ = strconv.Atoi(strings.TrimSpace(string(p)))
+		cpusetDir = filepath.Join(c.v1Cpuset, name)
+	default:
+		return 0, "", false
+	}
+	if quota > 0 && period > 0 {
+		milli = quota * 1000 / period
+	}
+	b, _ := os.ReadFile(filepath.Join(cpusetDir, "cpuset.cpus"))
+	return milli, NormalizeCPUList(strings.TrimSpace(string(b))), true
+}
+
+// List returns the VM cgroups under prefix (e.g. vnet/demo).
+func (c *Cgroups) List(prefix string) []string {
+	root := c.v2
+	if root == "" {
+		root = c.v1CPU
+	}
+	if root == "" {
+		return nil
+	}
+	entries, err := os.ReadDir(filepath.Join(root, prefix))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() {
+			out = append(out, prefix+"/"+e.Name())
+		}
+	}
+	return out
+}
+
+// Enter moves a process into the VM's cgroup in every hierarchy in use.
+// Equivalent to: echo PID > ROOT/NAME/cgroup.procs
+func (c *Cgroups) Enter(name string, pid int) error {
+	for _, root := range c.roots() {
+		if err := writeFile(filepath.Join(root, name), "cgroup.procs", strconv.Itoa(pid)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Remove kills what still runs in the VM's cgroup (the VM is powered off),
+// then removes it and any parent vnet left empty.
+func (c *Cgroups) Remove(name string) error {
+	for _, root := range c.roots() {
+		dir := filepath.Join(root, name)
+		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err := killCgroup(dir); err != nil {
+			return err
+		}
+		if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("cgroup rmdir %s: %w", dir, err)
+		}
+		for p := filepath.Dir(name); p != "." && p != "/"; p = filepath.Dir(p) {
+			_ = os.Remove(filepath.Join(root, p)) // fails while another VM or infra uses it
+		}
+	}
+	return nil
+}
+
+func (c *Cgroups) roots() []string {
+	if c.v2 != "" {
+		return []string{c.v2}
+	}
+	var out []string
+	for _, r := range []string{c.v1CPU, c.v1Cpuset} {
+		if r != "" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func killCgroup(dir string) error {
+	for attempt := 0; attempt < 50; attempt++ {
+		b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		if err != nil {
+			return nil
+		}
+		pids := strings.Fields(string(b))
+		if len(pids) == 0 {
+			return nil
+		}
+		for _, p := range pids {
+			if pid, err := strconv.Atoi(p); err == nil {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("processes in cgroup %s do not die", dir)
+}
+
+func writeFile(dir, name, value string) error {
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(value), 0o644); err != nil {
+		return fmt.Errorf("cgroup: write %q to %s: %w", value, filepath.Join(dir, name), err)
+	}
+	return nil
+}
+
+// NormalizeCPUList expands a kernel CPU list ("0-2,4") to "0,1,2,4".
+func NormalizeCPUList(s string) string {
+	var ids []int
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(strings.TrimSpace(lo))
+		if err != nil {
+			continue
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(strings.TrimSpace(hi)); err != nil {
+				continue
+			}
+		}
+		for i := a; i <= b; i++ {
+			ids = append(ids, i)
+		}
+	}
+	sort.Ints(ids)
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = strconv.Itoa(id)
+	}
+	return strings.Join(parts, ",")
+}

@@ -1,0 +1,261 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/vnet-project/vnet/internal/plan"
+)
+
+func ownerAlias(owner string) string { return plan.AliasPrefix + owner }
+
+// peerAlias marks the second end of a pair with the name of the first, so
+// that observation can join the two ends without netnsid bookkeeping.
+func peerAlias(a plan.End) string { return plan.AliasPrefix + "peer=" + a.NS + "/" + a.Name }
+
+func parsePeerAlias(alias string) (ns, name string, ok bool) {
+	rest, ok := strings.CutPrefix(alias, plan.AliasPrefix+"peer=")
+	if !ok {
+		return "", "", false
+	}
+	return strings.Cut(rest, "/")
+}
+
+// ensureBridge makes a bridge with a fixed MAC and MTU. The MAC is set
+// explicitly, otherwise the bridge takes its lowest port's and changes as
+// ports come and go.
+// Equivalent to: ip -n NS link add NAME type bridge; ip -n NS link set NAME address MAC mtu MTU alias A up
+func (l *Linux) ensureBridge(r plan.Resource) error {
+	h, err := l.handle(r.NS)
+	if err != nil {
+		return err
+	}
+	link, err := h.LinkByName(r.Name)
+	if isGone(err) {
+		br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: r.Name, MTU: r.MTU}}
+		if err := h.LinkAdd(br); err != nil {
+			return bridgeErr(err)
+		}
+		link, err = h.LinkByName(r.Name)
+	}
+	if err != nil {
+		return err
+	}
+	if link.Type() != "bridge" {
+		return fmt.Errorf("%s exists in %s and is a %s, not a bridge", r.Name, r.NS, link.Type())
+	}
+	return setLinkAttrs(h, link, r.MAC, r.MTU, ownerAlias(r.Owner))
+}
+
+func bridgeErr(err error) error {
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EINVAL) {
+		return &FeatureError{Feature: "bridge links", Hint: "modprobe bridge (CONFIG_BRIDGE)", Err: err}
+	}
+	return err
+}
+
+// ensureVeth makes a veth pair whose ends may live in two namespaces.
+// Equivalent to: ip -n A link add A.NAME address MAC mtu MTU type veth peer name B.NAME netns B address MAC mtu MTU
+func (l *Linux) ensureVeth(r plan.Resource) error {
+	h, err := l.handle(r.A.NS)
+	if err != nil {
+		return err
+	}
+	if _, err := h.LinkByName(r.A.Name); isGone(err) {
+		if err := l.addVeth(h, r); err != nil {
+			return err
+		}
+	} else if err != nil {
+		return err
+	}
+	return l.configureVeth(r)
+}
+
+func (l *Linux) addVeth(h *netlink.Handle, r plan.Resource) error {
+	macA, err := net.ParseMAC(r.A.MAC)
+	if err != nil {
+		return err
+	}
+	macB, err := net.ParseMAC(r.B.MAC)
+	if err != nil {
+		return err
+	}
+	veth := &netlink.Veth{
+		LinkAttrs:        netlink.LinkAttrs{Name: r.A.Name, MTU: r.A.MTU, HardwareAddr: macA},
+		PeerName:         r.B.Name,
+		PeerHardwareAddr: macB,
+		PeerMTU:          uint32(r.B.MTU),
+	}
+	if r.B.NS != r.A.NS {
+		peerNS, err := netns.GetFromName(r.B.NS)
+		if err != nil {
+			return fmt.Errorf("open netns %s: %w", r.B.NS, err)
+		}
+		defer peerNS.Close()
+		veth.PeerNamespace = netlink.NsFd(peerNS)
+	}
+	if err := h.LinkAdd(veth); err != nil {
+		if errors.Is(err, unix.EOPNOTSUPP) {
+			return &FeatureError{Feature: "veth links", Hint: "modprobe veth (CONFIG_VETH)", Err: err}
+		}
+		return err
+	}
+	return nil
+}
+
+// configureVeth brings both ends to their desired MAC, MTU, master and alias.
+func (l *Linux) configureVeth(r plan.Resource) error {
+	if err := l.configureEnd(r.A, ownerAlias(r.Owner)); err != nil {
+		return err
+	}
+	return l.configureEnd(r.B, peerAlias(r.A))
+}
+
+// Equivalent to: ip -n NS link set NAME address MAC mtu MTU alias ALIAS [no]master M up
+func (l *Linux) configureEnd(e plan.End, alias string) error {
+	h, err := l.handle(e.NS)
+	if err != nil {
+		return err
+	}
+	link, err := h.LinkByName(e.Name)
+	if err != nil {
+		return fmt.Errorf("find %s in %s: %w", e.Name, e.NS, err)
+	}
+	if err := setLinkAttrs(h, link, e.MAC, e.MTU, alias); err != nil {
+		return err
+	}
+	return setMaster(h, link, e.Master)
+}
+
+func setLinkAttrs(h *netlink.Handle, link netlink.Link, mac string, mtu int, alias string) error {
+	attrs := link.Attrs()
+	name := attrs.Name
+	if mac != "" && !strings.EqualFold(attrs.HardwareAddr.String(), mac) {
+		hw, err := net.ParseMAC(mac)
+		if err != nil {
+			return err
+		}
+		if err := h.LinkSetHardwareAddr(link, hw); err != nil {
+			return fmt.Errorf("set %s address %s: %w", name, mac, err)
+		}
+	}
+	if mtu != 0 && attrs.MTU != mtu {
+		if err := h.LinkSetMTU(link, mtu); err != nil {
+			return fmt.Errorf("set %s mtu %d: %w", name, mtu, err)
+		}
+	}
+	if attrs.Alias != alias {
+		if err := h.LinkSetAlias(link, alias); err != nil {
+			return fmt.Errorf("set %s alias: %w", name, err)
+		}
+	}
+	if attrs.Flags&net.FlagUp == 0 {
+		if err := h.LinkSetUp(link); err != nil {
+			return fmt.Errorf("set %s up: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func setMaster(h *netlink.Handle, link netlink.Link, master string) error {
+	name := link.Attrs().Name
+	current := link.Attrs().MasterIndex
+	if master == "" {
+		if current == 0 {
+			return nil
+		}
+		if err := h.LinkSetNoMaster(link); err != nil {
+			return fmt.Errorf("set %s nomaster: %w", name, err)
+		}
+		return nil
+	}
+	br, err := h.LinkByName(master)
+	if err != nil {
+		return fmt.Errorf("find bridge %s for %s: %w", master, name, err)
+	}
+	if current == br.Attrs().Index {
+		return nil
+	}
+	if err := h.LinkSetMasterByIndex(link, br.Attrs().Index); err != nil {
+		return fmt.Errorf("set %s master %s: %w", name, master, err)
+	}
+	return nil
+}
+
+// Equivalent to: ip -n NS link del NAME
+func (l *Linux) removeLink(ns, name string) error {
+	if !netnsExists(ns) {
+		return nil
+	}
+	h, err := l.handle(ns)
+	if err != nil {
+		return err
+	}
+	link, err := h.LinkByName(name)
+	if isGone(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := h.LinkDel(link); err != nil && !isGone(err) {
+		return fmt.Errorf("ip -n %s link del %s: %w", ns, name, err)
+	}
+	return nil
+}
+
+// Equivalent to: ip -n NS addr add CIDR dev LINK
+func (l *Linux) ensureAddr(r plan.Resource) error {
+	h, link, err := l.linkIn(r.NS, r.Link)
+	if err != nil {
+		return err
+	}
+	addr, err := netlink.ParseAddr(r.CIDR)
+	if err != nil {
+		return err
+	}
+	if err := h.AddrAdd(link, addr); err != nil && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("ip -n %s addr add %s dev %s: %w", r.NS, r.CIDR, r.Link, err)
+	}
+	return nil
+}
+
+// Equivalent to: ip -n NS addr del CIDR dev LINK
+func (l *Linux) removeAddr(r plan.Resource) error {
+	if !netnsExists(r.NS) {
+		return nil
+	}
+	h, link, err := l.linkIn(r.NS, r.Link)
+	if isGone(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	addr, err := netlink.ParseAddr(r.CIDR)
+	if err != nil {
+		return err
+	}
+	if err := h.AddrDel(link, addr); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) {
+		return fmt.Errorf("ip -n %s addr del %s dev %s: %w", r.NS, r.CIDR, r.Link, err)
+	}
+	return nil
+}
+
+func (l *Linux) linkIn(ns, name string) (*netlink.Handle, netlink.Link, error) {
+	h, err := l.handle(ns)
+	if err != nil {
+		return nil, nil, err
+	}
+	link, err := h.LinkByName(name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("find %s in %s: %w", name, ns, err)
+	}
+	return h, link, nil
+}

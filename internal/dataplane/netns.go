@@ -1,0 +1,198 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// NetnsDir is where named namespaces are bind-mounted, as ip-netns(8) does.
+const NetnsDir = "/run/netns"
+
+// inNS runs fn on an OS thread that has entered the named namespace. The
+// thread is never reused if it cannot be brought back.
+func inNS(name string, fn func() error) error {
+	target, err := netns.GetFromName(name)
+	if err != nil {
+		return fmt.Errorf("open netns %s: %w", name, err)
+	}
+	defer target.Close()
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer orig.Close()
+		if err := netns.Set(target); err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("enter netns %s: %w", name, err)
+			return
+		}
+		ferr := fn()
+		if err := netns.Set(orig); err != nil {
+			// Leave the thread locked: the runtime discards it when this
+			// goroutine ends, instead of running others in the wrong namespace.
+			errc <- errors.Join(ferr, fmt.Errorf("leave netns %s: %w", name, err))
+			return
+		}
+		runtime.UnlockOSThread()
+		errc <- ferr
+	}()
+	return <-errc
+}
+
+// createNetns makes a named namespace with its loopback up.
+// Equivalent to: ip netns add NAME && ip -n NAME link set lo up
+func createNetns(name string) error {
+	if !netnsExists(name) {
+		errc := make(chan error, 1)
+		go func() {
+			runtime.LockOSThread()
+			orig, err := netns.Get()
+			if err != nil {
+				errc <- err
+				return
+			}
+			defer orig.Close()
+			h, err := netns.NewNamed(name) // moves this thread into the new namespace
+			if err == nil {
+				h.Close()
+			}
+			if serr := netns.Set(orig); serr != nil {
+				errc <- errors.Join(err, serr) // thread stays locked and dies with the goroutine
+				return
+			}
+			runtime.UnlockOSThread()
+			errc <- err
+		}()
+		if err := <-errc; err != nil {
+			return fmt.Errorf("ip netns add %s: %w", name, err)
+		}
+	}
+	h, err := handleFor(name)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	lo, err := h.LinkByName("lo")
+	if err != nil {
+		return fmt.Errorf("netns %s: find lo: %w", name, err)
+	}
+	if err := h.LinkSetUp(lo); err != nil {
+		return fmt.Errorf("netns %s: set lo up: %w", name, err)
+	}
+	return nil
+}
+
+// deleteNetns kills whatever still runs inside the namespace, then removes it.
+// A process left inside would keep the namespace, and its links, alive
+// after its name is gone. Equivalent to: ip netns pids NAME | xargs kill -9; ip netns del NAME
+func deleteNetns(name string) error {
+	if !netnsExists(name) {
+		return nil
+	}
+	if err := killNetnsProcesses(name); err != nil {
+		return fmt.Errorf("ip netns del %s: %w", name, err)
+	}
+	if err := netns.DeleteNamed(name); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("ip netns del %s: %w", name, err)
+	}
+	return nil
+}
+
+func netnsExists(name string) bool {
+	_, err := os.Stat(filepath.Join(NetnsDir, name))
+	return err == nil
+}
+
+// listNetns returns the named namespaces that start with prefix.
+func listNetns(prefix string) ([]string, error) {
+	entries, err := os.ReadDir(NetnsDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list namespaces: %w", err)
+	}
+	var out []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), prefix) {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}
+
+func netnsInode(path string) (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return 0, err
+	}
+	return st.Ino, nil
+}
+
+// NetnsPIDs returns the processes whose network namespace is the named one.
+// Equivalent to: ip netns pids NAME
+func NetnsPIDs(name string) ([]int, error) {
+	ino, err := netnsInode(filepath.Join(NetnsDir, name))
+	if err != nil {
+		return nil, err
+	}
+	want := fmt.Sprintf("net:[%d]", ino)
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if link, err := os.Readlink(filepath.Join("/proc", p.Name(), "ns/net")); err == nil && link == want {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+func killNetnsProcesses(name string) error {
+	for attempt := 0; attempt < 50; attempt++ {
+		pids, err := NetnsPIDs(name)
+		if err != nil || len(pids) == 0 {
+			return err
+		}
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("processes in netns %s do not die", name)
+}
+
+// handleFor opens a netlink handle inside the named namespace.
+func handleFor(name string) (*netlink.Handle, error) {
+	ns, err := netns.GetFromName(name)
+	if err != nil {
+		return nil, fmt.Errorf("open netns %s: %w", name, err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return nil, fmt.Errorf("netlink in %s: %w", name, err)
+	}
+	return h, nil
+}

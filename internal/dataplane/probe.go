@@ -1,0 +1,60 @@
+package dataplane
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/vnet-project/vnet/internal/plan"
+)
+
+// Probe checks that the kernel has what the given resources need, by making
+// each kind once in a scratch namespace. A missing feature is a
+// FeatureError wrapping ErrNotSupported, found before anything is changed.
+func (l *Linux) Probe(needs []plan.Resource) error {
+	kinds := map[plan.Kind]bool{}
+	for _, r := range needs {
+		kinds[r.Kind] = true
+	}
+	if kinds[plan.KindCgroup] {
+		if err := l.cgroups.Available(); err != nil {
+			return err
+		}
+	}
+	if !kinds[plan.KindBridge] && !kinds[plan.KindVeth] && !kinds[plan.KindLineRate] {
+		return nil
+	}
+	ns := fmt.Sprintf("vnetprobe.%d", os.Getpid())
+	if err := createNetns(ns); err != nil {
+		return &FeatureError{Feature: "network namespaces", Hint: "CONFIG_NET_NS", Err: err}
+	}
+	defer func() {
+		l.forget(ns)
+		_ = deleteNetns(ns)
+	}()
+	probe := plan.Resource{Kind: plan.KindVeth, Owner: "probe",
+		A: plan.End{NS: ns, Name: "pa", MAC: "02:00:00:00:00:01", MTU: 1500, Master: "pbr"},
+		B: plan.End{NS: ns, Name: "pb", MAC: "02:00:00:00:00:02", MTU: 1500}}
+	steps := []plan.Resource{
+		{Kind: plan.KindBridge, NS: ns, Name: "pbr", MTU: 1500, Owner: "probe"},
+		probe,
+		{Kind: plan.KindLineRate, NS: ns, Link: "pb", Rate: 1e9},
+	}
+	for _, r := range steps {
+		if err := l.ensure(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// LinkStats returns a link's counters, for status and measurements.
+func (l *Linux) LinkStats(ns, name string) (*netlink.LinkStatistics, bool, error) {
+	_, link, err := l.linkIn(ns, name)
+	if err != nil {
+		return nil, false, err
+	}
+	up := link.Attrs().OperState == netlink.OperUp || link.Attrs().OperState == netlink.OperUnknown
+	return link.Attrs().Statistics, up, nil
+}

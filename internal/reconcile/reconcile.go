@@ -1,0 +1,165 @@
+// Package reconcile drives an apply or a destroy: it observes the host,
+// plans with package plan, executes through a Dataplane, and on any failure
+// converges the host back to what it observed before.
+package reconcile
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"time"
+
+	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/store"
+)
+
+// Dataplane is what the engine needs from the kernel side.
+type Dataplane interface {
+	Observe(infra string, hints []plan.Resource) ([]plan.Resource, error)
+	Execute(a plan.Action) error
+	Probe(needs []plan.Resource) error
+}
+
+// Engine applies and destroys infrastructures.
+type Engine struct {
+	DP    Dataplane
+	Store store.Store
+	Log   io.Writer // the plan and progress; io.Discard to silence
+	// FailBefore, when set, is called before each step; an error it returns
+	// fails the apply there. Tests use it to prove rollback at every step.
+	FailBefore func(step int, a plan.Action) error
+	NumCPU     int // CPUs for VM cpusets; 0 means this machine's
+}
+
+// Result says what an apply did.
+type Result struct {
+	Plan     plan.Plan
+	Executed int
+}
+
+// ErrRolledBack wraps an apply failure after which the host was restored.
+var ErrRolledBack = errors.New("nothing was changed: the host was restored to its state before the apply")
+
+func (e *Engine) model(doc *spec.Document) []plan.Resource {
+	n := e.NumCPU
+	if n == 0 {
+		n = runtime.NumCPU()
+	}
+	return plan.Model(doc.Spec, plan.Options{NumCPU: n})
+}
+
+// Plan returns what an apply of the spec would do.
+func (e *Engine) Plan(doc *spec.Document) (plan.Plan, error) {
+	desired := e.model(doc)
+	observed, err := e.DP.Observe(doc.Spec.Name, desired)
+	if err != nil {
+		return plan.Plan{}, fmt.Errorf("observe %s: %w", doc.Spec.Name, err)
+	}
+	return plan.Diff(desired, observed), nil
+}
+
+// Apply converges the host to the spec. If any step fails, the host is
+// converged back to the state observed before the first step.
+func (e *Engine) Apply(doc *spec.Document) (Result, error) {
+	name := doc.Spec.Name
+	desired := e.model(doc)
+	before, err := e.DP.Observe(name, desired)
+	if err != nil {
+		return Result{}, fmt.Errorf("observe %s: %w", name, err)
+	}
+	p := plan.Diff(desired, before)
+	res := Result{Plan: p}
+	e.logf("%s", p)
+	if !p.Empty() {
+		if err := e.DP.Probe(desired); err != nil {
+			return res, fmt.Errorf("apply %s: %w", name, err)
+		}
+	}
+	for i, a := range p.Actions {
+		err := e.step(i, a)
+		if err == nil {
+			res.Executed++
+			continue
+		}
+		return res, e.rollback(name, before, desired, fmt.Errorf("apply %s: step %d of %d: %w", name, i+1, len(p.Actions), err))
+	}
+	if err := e.record(doc, desired, !p.Empty()); err != nil {
+		return res, e.rollback(name, before, desired, fmt.Errorf("apply %s: %w", name, err))
+	}
+	return res, nil
+}
+
+func (e *Engine) step(i int, a plan.Action) error {
+	if e.FailBefore != nil {
+		if err := e.FailBefore(i, a); err != nil {
+			return err
+		}
+	}
+	return e.DP.Execute(a)
+}
+
+// rollback converges back to the snapshot. The same planner that made the
+// failed plan works out the way back, so no step needs its own undo.
+func (e *Engine) rollback(name string, before, desired []plan.Resource, cause error) error {
+	e.logf("apply failed: %v\nrolling back\n", cause)
+	now, err := e.DP.Observe(name, append(append([]plan.Resource{}, before...), desired...))
+	if err != nil {
+		return fmt.Errorf("%w; rollback could not observe the host: %v", cause, err)
+	}
+	var errs []error
+	for _, a := range plan.Diff(before, now).Actions {
+		if err := e.DP.Execute(a); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w; rollback incomplete: %v", cause, errors.Join(errs...))
+	}
+	return fmt.Errorf("%w (%w)", cause, ErrRolledBack)
+}
+
+func (e *Engine) record(doc *spec.Document, realized []plan.Resource, changed bool) error {
+	gen := 0
+	if old, err := e.Store.Get(doc.Spec.Name); err == nil {
+		gen = old.Generation
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	if changed {
+		gen++
+	}
+	return e.Store.Put(&store.Record{Name: doc.Spec.Name, SpecFile: doc.File, Spec: doc.Source,
+		Realized: realized, Generation: gen, AppliedAt: time.Now().UTC()})
+}
+
+// Destroy removes everything of the infrastructure, and only that: its
+// namespaces (with what runs in them), links and cgroups. It carries on
+// past failures and reports them all.
+func (e *Engine) Destroy(name string) (plan.Plan, error) {
+	observed, err := e.DP.Observe(name, nil)
+	if err != nil {
+		return plan.Plan{}, fmt.Errorf("observe %s: %w", name, err)
+	}
+	p := plan.Diff(nil, observed)
+	var errs []error
+	for _, a := range p.Actions {
+		if err := e.DP.Execute(a); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return p, fmt.Errorf("destroy %s: %w", name, errors.Join(errs...))
+	}
+	if err := e.Store.Delete(name); err != nil {
+		return p, fmt.Errorf("destroy %s: forget state: %w", name, err)
+	}
+	return p, nil
+}
+
+func (e *Engine) logf(format string, args ...any) {
+	if e.Log != nil {
+		fmt.Fprintf(e.Log, format, args...)
+	}
+}

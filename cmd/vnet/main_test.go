@@ -1,0 +1,139 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/vnet-project/vnet/internal/dataplane"
+	"github.com/vnet-project/vnet/internal/spec"
+)
+
+var vnetBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "vnet-bin")
+	if err != nil {
+		panic(err)
+	}
+	vnetBin = filepath.Join(dir, "vnet")
+	if out, err := exec.Command("go", "build", "-o", vnetBin, ".").CombinedOutput(); err != nil {
+		panic(string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func run(t *testing.T, stateDir string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(vnetBin, append([]string{"--state-dir", stateDir}, args...)...)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return string(out), ee.ExitCode()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), 0
+}
+
+func namespaces() []string {
+	entries, _ := os.ReadDir(dataplane.NetnsDir)
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// Every bad spec is refused by validate and apply alike: its field path and
+// line in the message, exit status 2, and the host untouched.
+func TestBadSpecsExit2AndChangeNothing(t *testing.T) {
+	files, _ := filepath.Glob("../../internal/spec/testdata/bad/*.yaml")
+	if len(files) < 20 {
+		t.Fatalf("want at least 20 bad specs, have %d", len(files))
+	}
+	state := t.TempDir()
+	before := namespaces()
+	for _, f := range files {
+		src, _ := os.ReadFile(f)
+		want := spec.WantedError(src)
+		for _, verb := range []string{"validate", "apply"} {
+			out, code := run(t, state, verb, f)
+			if code != 2 || !strings.Contains(out, want) {
+				t.Errorf("vnet %s %s: exit %d, output %q; want exit 2 and %q", verb, filepath.Base(f), code, out, want)
+			}
+		}
+	}
+	if after := namespaces(); !slices.Equal(before, after) {
+		t.Errorf("namespaces changed: %v -> %v", before, after)
+	}
+}
+
+func TestUsageErrorsExit2(t *testing.T) {
+	state := t.TempDir()
+	for _, args := range [][]string{{"apply"}, {"validate", "a", "b"}, {"exec", "x"}, {"apply", "--bogus", "x"}} {
+		if _, code := run(t, state, args...); code != 2 {
+			t.Errorf("vnet %v: exit %d, want 2", args, code)
+		}
+	}
+}
+
+func TestApplyStatusExecDestroy(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIPPED: needs root to create network namespaces; CI runs these as root")
+	}
+	state := t.TempDir()
+	src := `name: clitest
+hosts:
+  - {name: esx1, nics: [{name: vmnic0, speed: 1Gbit}]}
+switches:
+  - {name: sw0, uplinks: [{name: u1, nics: {esx1: vmnic0}}], portgroups: [{name: pg}]}
+vms:
+  - {name: vm1, host: esx1, cpus: 0.5, nics: [{portgroup: pg, ip: 10.9.0.1/24}]}
+`
+	f := filepath.Join(t.TempDir(), "s.yaml")
+	os.WriteFile(f, []byte(src), 0o644)
+	defer run(t, state, "destroy", "clitest")
+	if out, code := run(t, state, "apply", f); code != 0 || !strings.Contains(out, "+ create veth") {
+		t.Fatalf("apply: %d %s", code, out)
+	}
+	if out, _ := run(t, state, "apply", f); !strings.Contains(out, "no changes") {
+		t.Errorf("second apply: %s", out)
+	}
+	if out, _ := run(t, state, "status", "-o", "json"); !strings.Contains(out, `"ip": "10.9.0.1/24"`) || !strings.Contains(out, `"state": "up"`) {
+		t.Errorf("status: %s", out)
+	}
+	out, code := run(t, state, "exec", "vm1", "--", "sh", "-c", "cat /sys/class/net/eth0/address; exit 3")
+	if code != 3 || !strings.Contains(out, ":") {
+		t.Errorf("exec: exit %d, output %q", code, out)
+	}
+	if out, code := run(t, state, "destroy", f); code != 0 {
+		t.Errorf("destroy: %d %s", code, out)
+	}
+	if _, code := run(t, state, "destroy", "clitest"); code == 0 {
+		t.Error("destroying an unknown infra succeeded")
+	}
+}
+
+func TestNotRootSaysSo(t *testing.T) {
+	if os.Geteuid() != 0 {
+		out, code := run(t, t.TempDir(), "apply", "../../examples/demo.yaml")
+		if code == 0 || !strings.Contains(out, "needs root") {
+			t.Errorf("exit %d: %s", code, out)
+		}
+		return
+	}
+	// As root, drop to nobody for the one command.
+	cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", vnetBin, "--state-dir", t.TempDir(), "apply", "../../examples/demo.yaml")
+	out, _ := cmd.CombinedOutput()
+	if !strings.Contains(string(out), "needs root") {
+		t.Errorf("as nobody: %s", out)
+	}
+}

@@ -1,0 +1,226 @@
+// Package nstest helps integration tests build real infrastructures and
+// prove they leave nothing behind. Every test that touches the kernel goes
+// through it, so none can leak a namespace.
+package nstest
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
+	"github.com/vnet-project/vnet/internal/dataplane"
+	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/reconcile"
+	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/store"
+)
+
+// RequireRoot skips, loudly, a test that needs to change the network.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("SKIPPED: needs root to create network namespaces; CI runs these as root (sudo go test ./...)")
+	}
+}
+
+// Engine returns an engine on the real kernel with a private state store.
+// At cleanup it destroys every infra it applied and fails the test if any
+// namespace of theirs is left.
+func Engine(t testing.TB) *reconcile.Engine {
+	t.Helper()
+	RequireRoot(t)
+	dp, err := dataplane.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.OpenBolt(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := &reconcile.Engine{DP: dp, Store: st}
+	t.Cleanup(func() {
+		recs, _ := st.List()
+		for _, r := range recs {
+			if _, err := eng.Destroy(r.Name); err != nil {
+				t.Errorf("cleanup: %v", err)
+			}
+			AssertGone(t, r.Name)
+		}
+		st.Close()
+		dp.Close()
+	})
+	return eng
+}
+
+// Apply loads and applies a spec, failing the test on error.
+func Apply(t testing.TB, eng *reconcile.Engine, src string) (*spec.Document, reconcile.Result) {
+	t.Helper()
+	doc, err := spec.Load("test.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := eng.Apply(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc, res
+}
+
+// AssertGone fails if any namespace or cgroup of the infra remains.
+func AssertGone(t testing.TB, infra string) {
+	t.Helper()
+	entries, _ := os.ReadDir(dataplane.NetnsDir)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), plan.InfraNSPrefix(infra)) {
+			t.Errorf("namespace %s left behind", e.Name())
+		}
+	}
+	for _, root := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpuset"} {
+		if _, err := os.Stat(filepath.Join(root, "vnet", infra)); err == nil {
+			t.Errorf("cgroup %s left behind", filepath.Join(root, "vnet", infra))
+		}
+	}
+}
+
+// Do runs fn on a thread inside the namespace; sockets it opens stay there.
+func Do(t testing.TB, ns string, fn func() error) error {
+	t.Helper()
+	target, err := netns.GetFromName(ns)
+	if err != nil {
+		return err
+	}
+	defer target.Close()
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // the thread is discarded after, never reused outside ns
+		if err := netns.Set(target); err != nil {
+			errc <- err
+			return
+		}
+		errc <- fn()
+	}()
+	return <-errc
+}
+
+// Listen opens a TCP listener inside a namespace.
+func Listen(t testing.TB, ns, addr string) net.Listener {
+	t.Helper()
+	var l net.Listener
+	if err := Do(t, ns, func() (err error) { l, err = net.Listen("tcp", addr); return }); err != nil {
+		t.Fatalf("listen in %s: %v", ns, err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// Dial opens a TCP connection from inside a namespace.
+func Dial(t testing.TB, ns, addr string, d net.Dialer) (net.Conn, error) {
+	t.Helper()
+	var c net.Conn
+	err := Do(t, ns, func() (err error) { c, err = d.Dial("tcp", addr); return })
+	return c, err
+}
+
+// Snapshot describes what the kernel holds for an infra: namespaces, links
+// (with type, master, MTU, MAC, state), addresses, qdiscs and classes, one
+// line each and sorted, so two snapshots compare as text.
+func Snapshot(t testing.TB, infra string) []string {
+	t.Helper()
+	var out []string
+	entries, _ := os.ReadDir(dataplane.NetnsDir)
+	for _, e := range entries {
+		ns := e.Name()
+		if !strings.HasPrefix(ns, plan.InfraNSPrefix(infra)) {
+			continue
+		}
+		out = append(out, "netns "+ns)
+		out = append(out, snapshotNS(t, ns)...)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func snapshotNS(t testing.TB, ns string) []string {
+	h, err := netns.GetFromName(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	nl, err := netlink.NewHandleAt(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nl.Close()
+	links, err := nl.LinkList()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[int]string{}
+	for _, l := range links {
+		names[l.Attrs().Index] = l.Attrs().Name
+	}
+	var out []string
+	for _, l := range links {
+		a := l.Attrs()
+		p := ns + " " + a.Name
+		out = append(out, fmt.Sprintf("link %s type=%s master=%s mtu=%d mac=%s up=%v alias=%q",
+			p, l.Type(), names[a.MasterIndex], a.MTU, a.HardwareAddr, a.Flags&net.FlagUp != 0, a.Alias))
+		addrs, _ := nl.AddrList(l, netlink.FAMILY_ALL)
+		for _, ad := range addrs {
+			if !ad.IP.IsLinkLocalUnicast() {
+				out = append(out, "addr "+p+" "+ad.IPNet.String())
+			}
+		}
+		qs, _ := nl.QdiscList(l)
+		for _, q := range qs {
+			if q.Type() == "noqueue" || q.Attrs().Handle == 0 {
+				continue // the kernel's defaults, which it may number differently
+			}
+			out = append(out, fmt.Sprintf("qdisc %s %s %s parent %s", p, q.Type(), netlink.HandleStr(q.Attrs().Handle), netlink.HandleStr(q.Attrs().Parent)))
+		}
+		cs, _ := nl.ClassList(l, 0)
+		for _, c := range cs {
+			desc := fmt.Sprintf("class %s %s %s", p, c.Type(), netlink.HandleStr(c.Attrs().Handle))
+			if htb, ok := c.(*netlink.HtbClass); ok {
+				desc += fmt.Sprintf(" rate=%d ceil=%d", htb.Rate, htb.Ceil)
+			}
+			out = append(out, desc)
+		}
+	}
+	return out
+}
+
+// Ifindexes maps ns/link to ifindex for every link of the infra.
+func Ifindexes(t testing.TB, infra string) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	entries, _ := os.ReadDir(dataplane.NetnsDir)
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), plan.InfraNSPrefix(infra)) {
+			continue
+		}
+		h, err := netns.GetFromName(e.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		nl, err := netlink.NewHandleAt(h)
+		h.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		links, _ := nl.LinkList()
+		for _, l := range links {
+			out[e.Name()+"/"+l.Attrs().Name] = l.Attrs().Index
+		}
+		nl.Close()
+	}
+	return out
+}

@@ -1,0 +1,375 @@
+package reconcile_test
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vnet-project/vnet/internal/nstest"
+	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/reconcile"
+	"github.com/vnet-project/vnet/internal/spec"
+)
+
+// twoHosts has VMs on two hosts across the physical switch, a native host,
+// a private segment and host ports. Rates are low so that shaping, not this
+// machine's CPU, sets the pace.
+func twoHosts(name string) string {
+	return fmt.Sprintf(`
+name: %s
+hosts:
+  - name: esx1
+    nics: [{name: vmnic0, speed: 100Mbit}, {name: vmnic1, speed: 1Gbit}]
+  - name: esx2
+    nics: [{name: vmnic0, speed: 100Mbit}, {name: vmnic1, speed: 1Gbit}]
+  - name: client
+    native: true
+    nics: [{name: eth0, speed: 100Mbit, ip: 192.168.50.100/24}]
+switches:
+  - name: dvs0
+    uplinks: [{name: up1, nics: {esx1: vmnic0, esx2: vmnic0}}]
+    portgroups: [{name: pg-vm}]
+  - name: dvs1
+    uplinks: [{name: up2, nics: {esx1: vmnic1, esx2: vmnic1}}]
+    portgroups: [{name: pg-vmotion}]
+  - name: priv
+    hosts: [esx1]
+    portgroups: [{name: pg-private}]
+vms:
+  - name: web1
+    host: esx1
+    cpus: 1
+    nics:
+      - {portgroup: pg-vm, ip: 192.168.50.11/24}
+      - {portgroup: pg-private, ip: 10.0.0.1/24, offloads: {gro: true}}
+  - name: db1
+    host: esx1
+    nics: [{portgroup: pg-private, ip: 10.0.0.2/24}]
+  - name: web2
+    host: esx2
+    nics: [{portgroup: pg-vm, ip: 192.168.50.12/24}]
+hostports:
+  - {host: esx1, portgroup: pg-vmotion, ip: 192.168.60.1/24}
+  - {host: esx2, portgroup: pg-vmotion, ip: 192.168.60.2/24}
+`, name)
+}
+
+const extraVM = `
+  - name: web3
+    host: esx2
+    nics: [{portgroup: pg-vm, ip: 192.168.50.13/24}]
+`
+
+// withExtraVM inserts web3 at the end of the vms list.
+func withExtraVM(src string) string {
+	return strings.Replace(src, "hostports:", strings.TrimPrefix(extraVM, "\n")+"hostports:", 1)
+}
+
+func ns(infra, node string) string { return plan.NSName(infra, node) }
+
+// roundTrip sends a message over TCP from one namespace to a listener in another.
+func roundTrip(t *testing.T, fromNS, toNS, ip string) error {
+	t.Helper()
+	l := nstest.Listen(t, toNS, ip+":0")
+	go func() {
+		c, err := l.Accept()
+		if err == nil {
+			io.Copy(c, c)
+			c.Close()
+		}
+	}()
+	c, err := nstest.Dial(t, fromNS, l.Addr().String(), net.Dialer{Timeout: 2 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write([]byte("ping")); err != nil {
+		return err
+	}
+	buf := make([]byte, 4)
+	_, err = io.ReadFull(c, buf)
+	return err
+}
+
+func TestApplyConnectsVMsAcrossHosts(t *testing.T) {
+	eng := nstest.Engine(t)
+	nstest.Apply(t, eng, twoHosts("itconn"))
+	cases := []struct{ from, to, ip string }{
+		{"web1", "web2", "192.168.50.12"},    // VM to VM across the physical switch
+		{"web2", "client", "192.168.50.100"}, // VM to native host
+		{"client", "web1", "192.168.50.11"},
+		{"db1", "web1", "10.0.0.1"},      // private segment inside esx1
+		{"esx1", "esx2", "192.168.60.2"}, // host ports
+	}
+	for _, c := range cases {
+		if err := roundTrip(t, ns("itconn", c.from), ns("itconn", c.to), c.ip); err != nil {
+			t.Errorf("%s -> %s (%s): %v", c.from, c.to, c.ip, err)
+		}
+	}
+}
+
+func TestPrivateSegmentIsIsolated(t *testing.T) {
+	eng := nstest.Engine(t)
+	nstest.Apply(t, eng, twoHosts("itpriv")+`
+  - {host: esx1, portgroup: pg-private, ip: 10.0.0.9/24}
+`)
+	// web2 gets an address on the private subnet too, through the uplink
+	// port group: if the segment leaked to the uplink, it would answer.
+	l := nstest.Listen(t, ns("itpriv", "web1"), "10.0.0.1:0")
+	_ = l
+	_, err := nstest.Dial(t, ns("itpriv", "web2"), l.Addr().String(), net.Dialer{Timeout: 500 * time.Millisecond})
+	if err == nil {
+		t.Fatal("web2 reached web1's private address")
+	}
+	if err := roundTrip(t, ns("itpriv", "esx1"), ns("itpriv", "db1"), "10.0.0.2"); err != nil {
+		t.Errorf("host port on the private segment cannot reach db1: %v", err)
+	}
+}
+
+func TestSecondApplyChangesNothing(t *testing.T) {
+	eng := nstest.Engine(t)
+	nstest.Apply(t, eng, twoHosts("itidem"))
+	before := nstest.Ifindexes(t, "itidem")
+	_, res := nstest.Apply(t, eng, twoHosts("itidem"))
+	if !res.Plan.Empty() {
+		t.Fatalf("second apply planned:\n%s", res.Plan)
+	}
+	if after := nstest.Ifindexes(t, "itidem"); !mapsEqual(before, after) {
+		t.Errorf("ifindexes changed: %v -> %v", before, after)
+	}
+}
+
+func TestAddingAVMRecreatesNothingElse(t *testing.T) {
+	eng := nstest.Engine(t)
+	src := twoHosts("itincr")
+	nstest.Apply(t, eng, src)
+	before := nstest.Ifindexes(t, "itincr")
+	_, res := nstest.Apply(t, eng, withExtraVM(src))
+	for _, a := range res.Plan.Actions {
+		if a.Op != plan.OpCreate || !strings.Contains(a.Subject().Owner, "web3") {
+			t.Errorf("unexpected action %s", a)
+		}
+	}
+	after := nstest.Ifindexes(t, "itincr")
+	for k, v := range before {
+		if after[k] != v {
+			t.Errorf("%s: ifindex %d -> %d", k, v, after[k])
+		}
+	}
+	if err := roundTrip(t, ns("itincr", "web1"), ns("itincr", "web3"), "192.168.50.13"); err != nil {
+		t.Errorf("new VM unreachable: %v", err)
+	}
+	// Moving a vNIC to another port group happens in place.
+	moved := strings.Replace(withExtraVM(src), "{portgroup: pg-vm, ip: 192.168.50.13/24}", "{portgroup: pg-vmotion, ip: 192.168.60.13/24}", 1)
+	_, res = nstest.Apply(t, eng, moved)
+	if err := roundTrip(t, ns("itincr", "web3"), ns("itincr", "esx1"), "192.168.60.1"); err != nil {
+		t.Errorf("moved vNIC cannot reach the vMotion network: %v", err)
+	}
+	if got := nstest.Ifindexes(t, "itincr")[ns("itincr", "web3")+"/eth0"]; got != after[ns("itincr", "web3")+"/eth0"] {
+		t.Errorf("moving a vNIC recreated it:\n%s", res.Plan)
+	}
+}
+
+func TestLineRateHoldsBothWays(t *testing.T) {
+	eng := nstest.Engine(t)
+	nstest.Apply(t, eng, twoHosts("itrate"))
+	const line = 100e6
+	for _, dir := range []struct{ from, to, ip string }{
+		{"web2", "client", "192.168.50.100"}, // esx2 vmnic0 transmit, client receive
+		{"client", "web2", "192.168.50.12"},
+	} {
+		got := measureTCP(t, ns("itrate", dir.from), ns("itrate", dir.to), dir.ip, 2*time.Second)
+		t.Logf("%s -> %s: %.1f Mbit/s over a 100 Mbit line", dir.from, dir.to, got/1e6)
+		// A shaper property, not a speed claim: never above the line, and a
+		// single stream fills most of it even on a busy machine.
+		if got > line*1.03 || got < line*0.80 {
+			t.Errorf("%s -> %s: %.1f Mbit/s, want 80-103 Mbit/s", dir.from, dir.to, got/1e6)
+		}
+	}
+}
+
+// measureTCP streams for d and returns the receiver's goodput in bit/s.
+func measureTCP(t *testing.T, fromNS, toNS, ip string, d time.Duration) float64 {
+	l := nstest.Listen(t, toNS, ip+":0")
+	got := make(chan float64, 1)
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			got <- 0
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, 64<<10)
+		// Skip the first half second: slow start and the shaper's burst.
+		warm := time.Now().Add(500 * time.Millisecond)
+		var n int64
+		var start time.Time
+		for {
+			k, err := c.Read(buf)
+			if time.Now().After(warm) {
+				if start.IsZero() {
+					start = time.Now()
+				}
+				n += int64(k)
+			}
+			if err != nil {
+				got <- float64(n*8) / time.Since(start).Seconds()
+				return
+			}
+		}
+	}()
+	c, err := nstest.Dial(t, fromNS, l.Addr().String(), net.Dialer{Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64<<10)
+	end := time.Now().Add(d + 500*time.Millisecond)
+	for time.Now().Before(end) {
+		if _, err := c.Write(buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Close()
+	return <-got
+}
+
+func TestTwoInfrasSideBySide(t *testing.T) {
+	eng := nstest.Engine(t)
+	nstest.Apply(t, eng, twoHosts("itsidea"))
+	nstest.Apply(t, eng, twoHosts("itsideb")) // same node names and addresses
+	b := nstest.Snapshot(t, "itsideb")
+	if _, err := eng.Destroy("itsidea"); err != nil {
+		t.Fatal(err)
+	}
+	nstest.AssertGone(t, "itsidea")
+	if after := nstest.Snapshot(t, "itsideb"); !slices.Equal(b, after) {
+		t.Errorf("destroying one infra changed the other:\n%s", diffLines(b, after))
+	}
+	if err := roundTrip(t, ns("itsideb", "web1"), ns("itsideb", "web2"), "192.168.50.12"); err != nil {
+		t.Errorf("surviving infra broken: %v", err)
+	}
+}
+
+func TestDestroyLeavesNothing(t *testing.T) {
+	eng := nstest.Engine(t)
+	nstest.Apply(t, eng, twoHosts("itdestroy"))
+	// A process left running in a VM must not keep its namespace alive.
+	if _, err := eng.Destroy("itdestroy"); err != nil {
+		t.Fatal(err)
+	}
+	nstest.AssertGone(t, "itdestroy")
+	if s := nstest.Snapshot(t, "itdestroy"); len(s) != 0 {
+		t.Errorf("left behind: %v", s)
+	}
+}
+
+var errInjected = errors.New("injected failure")
+
+// A failure at any step of an apply leaves the host as it was, for a first
+// apply and for an incremental one.
+func TestRollbackAtEveryStep(t *testing.T) {
+	eng := nstest.Engine(t)
+	base := twoHosts("itroll")
+	changed := withExtraVM(strings.NewReplacer(
+		"speed: 100Mbit}, {name: vmnic1", "speed: 200Mbit}, {name: vmnic1", // a rate change
+		"{portgroup: pg-private, ip: 10.0.0.2/24}", "{portgroup: pg-vm, ip: 192.168.50.20/24}", // a move
+	).Replace(base))
+	changed = strings.Replace(changed, "  - {host: esx2, portgroup: pg-vmotion, ip: 192.168.60.2/24}\n", "", 1) // a delete
+	for _, tc := range []struct {
+		name, from, to string
+	}{{"first apply", "", base}, {"incremental", base, changed}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.from != "" {
+				nstest.Apply(t, eng, tc.from)
+			}
+			toDoc, err := spec.Load("to.yaml", []byte(tc.to))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := eng.Plan(toDoc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Actions) == 0 {
+				t.Fatal("nothing to roll back")
+			}
+			want := nstest.Snapshot(t, "itroll")
+			for step := range p.Actions {
+				eng.FailBefore = func(i int, _ plan.Action) error {
+					if i == step {
+						return errInjected
+					}
+					return nil
+				}
+				_, err := eng.Apply(toDoc)
+				eng.FailBefore = nil
+				if !errors.Is(err, errInjected) || !errors.Is(err, reconcile.ErrRolledBack) {
+					t.Fatalf("step %d: error %v", step, err)
+				}
+				if got := nstest.Snapshot(t, "itroll"); !slices.Equal(want, got) {
+					t.Fatalf("step %d (%s): host changed:\n%s", step, p.Actions[step], diffLines(want, got))
+				}
+			}
+			t.Logf("%d steps, each rolled back", len(p.Actions))
+			if tc.from != "" {
+				if _, err := eng.Destroy("itroll"); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func mapsEqual(a, b map[string]int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func diffLines(a, b []string) string {
+	var out []string
+	for _, l := range a {
+		if !slices.Contains(b, l) {
+			out = append(out, "- "+l)
+		}
+	}
+	for _, l := range b {
+		if !slices.Contains(a, l) {
+			out = append(out, "+ "+l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// Every study testbed in examples/ applies, converges, and goes away.
+func TestExamplesApply(t *testing.T) {
+	files, _ := filepath.Glob("../../examples/*.yaml")
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			eng := nstest.Engine(t)
+			doc, err := spec.LoadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := eng.Apply(doc); err != nil {
+				t.Fatal(err)
+			}
+			if p, err := eng.Plan(doc); err != nil || !p.Empty() {
+				t.Errorf("not converged after apply: %v\n%s", err, p)
+			}
+		})
+	}
+}

@@ -1,0 +1,346 @@
+package netperf
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/vnet-project/vnet/internal/cpustat"
+)
+
+// Result is one test between this host and one netserver.
+type Result struct {
+	Test     string `json:"test"`
+	Target   string `json:"target"`
+	Instance int    `json:"instance"`
+
+	Params Params `json:"parameters"`
+
+	Elapsed      float64 `json:"elapsed_s"`
+	Throughput   float64 `json:"throughput_bps,omitempty"`      // streams: what the receiver got, bit/s
+	SendRate     float64 `json:"send_throughput_bps,omitempty"` // UDP_STREAM: what the sender sent
+	TransRate    float64 `json:"transactions_per_s,omitempty"`  // RR
+	Transactions int64   `json:"transactions,omitempty"`
+	Lost         int64   `json:"lost,omitempty"` // UDP: datagrams the sender could not send, or RR timeouts
+
+	Local  SideResults `json:"local"`
+	Remote SideResults `json:"remote"`
+
+	// Service demand: µs of CPU (all cores) per KB (streams) or per
+	// transaction (RR), as netperf defines it.
+	LocalSD  float64 `json:"local_service_demand,omitempty"`
+	RemoteSD float64 `json:"remote_service_demand,omitempty"`
+	SDUnit   string  `json:"service_demand_unit,omitempty"`
+	// CPU efficiency as seed S1 defines it: Gbit/s per core used, counting
+	// the cores used at both ends (on one machine they are the same cores).
+	Efficiency float64 `json:"cpu_efficiency_gbps_per_core,omitempty"`
+
+	RecvIface *IfaceDelta `json:"receive_interface,omitempty"`
+	Latency   *Latency    `json:"latency,omitempty"`
+}
+
+// Params are the parameters in effect, as asked and as granted.
+type Params struct {
+	Length         float64 `json:"length"`
+	SendSize       int     `json:"send_size"`
+	RecvSize       int     `json:"recv_size"`
+	ReqSize        int     `json:"req_size,omitempty"`
+	RespSize       int     `json:"resp_size,omitempty"`
+	LocalSndBufReq int     `json:"local_sndbuf_requested"`
+	LocalRcvBufReq int     `json:"local_rcvbuf_requested"`
+	RemoteSndReq   int     `json:"remote_sndbuf_requested"`
+	RemoteRcvReq   int     `json:"remote_rcvbuf_requested"`
+	LocalSndBuf    int     `json:"local_sndbuf"`
+	LocalRcvBuf    int     `json:"local_rcvbuf"`
+	RemoteSndBuf   int     `json:"remote_sndbuf"`
+	RemoteRcvBuf   int     `json:"remote_rcvbuf"`
+	DataPort       int     `json:"data_port"`
+}
+
+// Interim is a progress event from a running test (-D).
+type Interim struct {
+	Target   string  `json:"target"`
+	Instance int     `json:"instance"`
+	At       float64 `json:"at_s"`
+	Interval float64 `json:"interval_s"`
+	Rate     float64 `json:"rate"` // bit/s for streams, transactions/s for RR
+	Unit     string  `json:"unit"`
+}
+
+// Run performs one test against one netserver. events, if not nil, gets
+// interim results every c.Interval.
+func Run(ctx context.Context, c *Config, tg Target, instance int, events func(Interim)) (*Result, error) {
+	ctl, err := (&net.Dialer{Timeout: 10 * time.Second}).DialContext(ctx, network("tcp", tg.Family), net.JoinHostPort(tg.Host, strconv.Itoa(c.ControlPort)))
+	if err != nil {
+		return nil, fmt.Errorf("connect to netserver at %s port %d: %w (is vnet netserver running there?)", tg.Host, c.ControlPort, err)
+	}
+	defer ctl.Close()
+	stop := context.AfterFunc(ctx, func() { ctl.Close() })
+	defer stop()
+
+	req := c.request(tg)
+	ctl.SetDeadline(time.Now().Add(30 * time.Second))
+	if err := WriteMsg(ctl, &Message{Type: MsgRequest, Version: ProtocolVersion, Request: req}); err != nil {
+		return nil, fmt.Errorf("send request: %w", err)
+	}
+	ready, err := expect(ctl, MsgReady)
+	if err != nil {
+		return nil, err
+	}
+	ctl.SetDeadline(time.Time{})
+
+	r := &Result{Test: c.Test, Target: tg.Host, Instance: instance}
+	r.Params = Params{Length: c.Length, SendSize: c.SendSize, RecvSize: c.RecvSize, LocalSndBufReq: c.LocalSndBuf, LocalRcvBufReq: c.LocalRcvBuf,
+		RemoteSndReq: c.RemoteSndBuf, RemoteRcvReq: c.RemoteRcvBuf, DataPort: ready.Ready.DataPort, RemoteSndBuf: ready.Ready.SndBuf, RemoteRcvBuf: ready.Ready.RcvBuf}
+	if c.IsRR() {
+		r.Params.ReqSize, r.Params.RespSize = c.ReqSize, c.RespSize
+	}
+	dataAddr := net.JoinHostPort(tg.Host, strconv.Itoa(ready.Ready.DataPort))
+
+	var p phase
+	// If the control connection breaks mid-test, the server is gone.
+	go func() {
+		<-ctx.Done()
+		p.stop.Store(true)
+	}()
+	stopInterim := startInterim(c, tg, instance, &p, events)
+	ifname := ""
+	var ifA IfaceCounters
+	cpuA, _ := cpustat.Take()
+	t, local, err := c.runLocal(dataAddr, tg, &p, r, &ifname, &ifA)
+	cpuB, _ := cpustat.Take()
+	ifB, _ := readIface(ifname)
+	stopInterim()
+	if err != nil {
+		return nil, fmt.Errorf("%s data phase: %w", c.Test, err)
+	}
+	ctl.SetDeadline(time.Now().Add(30 * time.Second))
+	if err := WriteMsg(ctl, &Message{Type: MsgDone}); err != nil {
+		return nil, fmt.Errorf("send done: %w", err)
+	}
+	res, err := expect(ctl, MsgResults)
+	if err != nil {
+		return nil, err
+	}
+	r.Remote = *res.Results
+	// A TCP data socket's buffers are known only once the server accepted it.
+	r.Params.RemoteSndBuf, r.Params.RemoteRcvBuf = r.Remote.SndBuf, r.Remote.RcvBuf
+	r.Local = local
+	r.Local.Bytes, r.Local.Messages, r.Local.Transactions, r.Local.Elapsed = t.Bytes, t.Messages, t.Transactions, t.elapsed()
+	r.Local.Host = hostInfo()
+	if c.LocalCPU || c.RemoteCPU {
+		u := cpustat.Between(cpuA, cpuB)
+		r.Local.CPU = &u
+	}
+	if ifname != "" {
+		r.Local.Iface = ifaceDelta(ifname, ifA, ifB, cpuB.At.Sub(cpuA.At).Seconds())
+	}
+	r.compute(c, t)
+	return r, nil
+}
+
+func expect(ctl net.Conn, typ string) (*Message, error) {
+	m, err := ReadMsg(ctl)
+	if err != nil {
+		return nil, fmt.Errorf("netserver: %w", err)
+	}
+	if m.Type == MsgError {
+		return nil, fmt.Errorf("netserver: %s", m.Error)
+	}
+	if m.Type != typ {
+		return nil, fmt.Errorf("netserver: expected %s, got %s", typ, m.Type)
+	}
+	return m, nil
+}
+
+func (c *Config) request(tg Target) *Request {
+	r := &Request{Test: c.Test, Duration: c.Duration(), SendSize: c.SendSize, RecvSize: c.RecvSize,
+		SndBuf: c.RemoteSndBuf, RcvBuf: c.RemoteRcvBuf, DataPort: c.RemoteDataPort, Family: tg.Family,
+		Interval: c.Interval, RecordCPU: c.RemoteCPU || c.LocalCPU}
+	if c.Count() > 0 {
+		r.Count = c.Count()
+	}
+	if c.IsRR() {
+		r.ReqSize, r.RespSize = c.ReqSize, c.RespSize
+	}
+	// TCP_MAERTS: -m is the size the netserver writes, -M the size read here.
+	if c.Test == UDPStream && r.RecvSize == 0 {
+		r.RecvSize = maxUDP
+	}
+	return r
+}
+
+// maxUDP is the largest UDP payload over IPv4.
+const maxUDP = 65507
+
+// DefaultUDPSize is the UDP_STREAM message when -m is not given: the
+// largest datagram that fits a 1500-byte MTU unfragmented.
+const DefaultUDPSize = 1472
+
+// runLocal opens this end's data socket and runs the test's loop.
+func (c *Config) runLocal(addr string, tg Target, p *phase, r *Result, ifname *string, ifA *IfaceCounters) (tally, SideResults, error) {
+	var local SideResults
+	d := net.Dialer{Timeout: 10 * time.Second, Control: setBuffers(c.LocalSndBuf, c.LocalRcvBuf)}
+	if c.LocalDataPort > 0 {
+		if c.Test == UDPStream || c.Test == UDPRR {
+			d.LocalAddr = &net.UDPAddr{Port: c.LocalDataPort}
+		} else {
+			d.LocalAddr = &net.TCPAddr{Port: c.LocalDataPort}
+		}
+	}
+	proto := "tcp"
+	if c.Test == UDPStream || c.Test == UDPRR {
+		proto = "udp"
+	}
+	dial := func() (*sock, net.Addr, error) {
+		conn, err := d.Dial(network(proto, tg.Family), addr)
+		if err != nil {
+			return nil, nil, err
+		}
+		la := conn.LocalAddr()
+		s, err := blocking(conn.(syscall.Conn), conn)
+		return s, la, err
+	}
+	if c.Test == TCPCRR {
+		// Sample the interface before the first connection.
+		if s, la, err := dial(); err == nil {
+			*ifname = ifaceFor(localIP(la))
+			*ifA, _ = readIface(*ifname)
+			s.Close()
+		}
+		d.LocalAddr = nil // one port cannot serve every connection
+		t, err := crrClient(func() (*sock, error) { s, _, err := dial(); return s, err }, c.ReqSize, c.RespSize, c.Duration(), c.Count(), p, true)
+		r.Params.LocalSndBuf, r.Params.LocalRcvBuf = c.LocalSndBuf, c.LocalRcvBuf
+		return t, local, err
+	}
+	s, la, err := dial()
+	if err != nil {
+		return tally{}, local, fmt.Errorf("data connection to %s: %w", addr, err)
+	}
+	defer s.Close()
+	*ifname = ifaceFor(localIP(la))
+	*ifA, _ = readIface(*ifname)
+	local.SndBuf, local.RcvBuf = s.bufSizes()
+	r.Params.LocalSndBuf, r.Params.LocalRcvBuf = local.SndBuf, local.RcvBuf
+	switch c.Test {
+	case TCPStream:
+		size := orDefault(c.SendSize, local.SndBuf)
+		r.Params.SendSize, r.Params.RecvSize = size, orDefault(c.RecvSize, r.Params.RemoteRcvBuf)
+		t, err := streamSend(s, size, c.Duration(), c.Count(), p)
+		return t, local, err
+	case TCPMaerts:
+		size := orDefault(c.RecvSize, local.RcvBuf)
+		r.Params.RecvSize, r.Params.SendSize = size, orDefault(c.SendSize, r.Params.RemoteSndBuf)
+		t, err := streamRecv(s, size, p)
+		return t, local, err
+	case TCPRR:
+		t, err := rrClient(s, c.ReqSize, c.RespSize, c.Duration(), c.Count(), p, true)
+		return t, local, err
+	case UDPStream:
+		size := c.SendSize
+		if size == 0 {
+			size = DefaultUDPSize
+		}
+		r.Params.SendSize, r.Params.RecvSize = size, orDefault(c.RecvSize, maxUDP)
+		t, err := udpSend(s, size, c.Duration(), c.Count(), p)
+		return t, local, err
+	case UDPRR:
+		t, err := udpRRClient(s, c.ReqSize, c.RespSize, c.Duration(), c.Count(), p, true)
+		return t, local, err
+	}
+	return tally{}, local, fmt.Errorf("unknown test %s", c.Test)
+}
+
+// compute derives throughput, service demand, efficiency and latency.
+func (r *Result) compute(c *Config, t tally) {
+	r.Elapsed = t.elapsed()
+	r.Lost = t.Lost
+	cpuSD := func(side *SideResults, units float64) float64 {
+		if side.CPU == nil || units <= 0 {
+			return 0
+		}
+		return side.CPU.Util / 100 * float64(side.CPU.NumCPU) * side.CPU.Elapsed * 1e6 / units
+	}
+	switch c.Test {
+	case TCPStream, TCPMaerts, UDPStream:
+		recv, send := &r.Remote, &r.Local
+		if c.Test == TCPMaerts {
+			recv, send = &r.Local, &r.Remote
+		}
+		el := recv.Elapsed
+		if c.Test == UDPStream {
+			el = r.Elapsed // the sender's clock, as netperf: datagrams have no FIN
+			r.SendRate = float64(send.Bytes) * 8 / el
+		}
+		if el > 0 {
+			r.Throughput = float64(recv.Bytes) * 8 / el
+		}
+		r.LocalSD = cpuSD(&r.Local, float64(r.Local.Bytes)/1024)
+		r.RemoteSD = cpuSD(&r.Remote, float64(r.Remote.Bytes)/1024)
+		r.SDUnit = "us/KB"
+		r.RecvIface = recv.Iface
+		cores := 0.0
+		if r.Local.CPU != nil {
+			cores = r.Local.CPU.Cores
+		}
+		if r.Remote.CPU != nil && !sameMachine(r) {
+			cores += r.Remote.CPU.Cores
+		}
+		if cores > 0 {
+			r.Efficiency = r.Throughput / 1e9 / cores
+		}
+	default:
+		r.Transactions = t.Transactions
+		if r.Elapsed > 0 {
+			r.TransRate = float64(t.Transactions) / r.Elapsed
+		}
+		r.LocalSD = cpuSD(&r.Local, float64(t.Transactions))
+		r.RemoteSD = cpuSD(&r.Remote, float64(r.Remote.Transactions))
+		r.SDUnit = "us/Tr"
+		r.RecvIface = r.Remote.Iface
+		r.Latency = Summarize(t.Latencies)
+	}
+}
+
+// sameMachine reports whether both ends ran on one kernel, where the
+// system-wide CPU figures are the same cores counted twice.
+func sameMachine(r *Result) bool {
+	return r.Local.Host.Hostname == r.Remote.Host.Hostname && r.Local.Host.Kernel == r.Remote.Host.Kernel
+}
+
+func startInterim(c *Config, tg Target, instance int, p *phase, events func(Interim)) func() {
+	if c.Interval <= 0 || events == nil {
+		return func() {}
+	}
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(c.Interval)
+		defer tick.Stop()
+		start, last, lastN := time.Now(), time.Now(), int64(0)
+		for {
+			select {
+			case <-quit:
+				return
+			case now := <-tick.C:
+				n := p.count.Load()
+				iv := now.Sub(last).Seconds()
+				ev := Interim{Target: tg.Host, Instance: instance, At: now.Sub(start).Seconds(), Interval: iv}
+				if c.IsRR() {
+					ev.Rate, ev.Unit = float64(n-lastN)/iv, "trans/s"
+				} else {
+					ev.Rate, ev.Unit = float64(n-lastN)*8/iv, "bit/s"
+				}
+				events(ev)
+				last, lastN = now, n
+			}
+		}
+	}()
+	return func() { close(quit); wg.Wait() }
+}

@@ -1,0 +1,293 @@
+package netperf
+
+import (
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// phase is the shared state of one end's data phase.
+type phase struct {
+	stop  atomic.Bool  // abort: the peer vanished or the test ran out of time
+	over  atomic.Bool  // this end has sent what it was asked to
+	count atomic.Int64 // bytes or transactions so far, read by interim reports
+}
+
+// endAfter marks the phase over after d (0: never by time).
+func (p *phase) endAfter(d time.Duration) func() {
+	if d <= 0 {
+		return func() {}
+	}
+	t := time.AfterFunc(d, func() { p.over.Store(true) })
+	return func() { t.Stop() }
+}
+
+// tally is what a data loop did.
+type tally struct {
+	Bytes, Messages, Transactions, Lost int64
+	Start, End                          time.Time
+	Latencies                           []time.Duration
+}
+
+func (t *tally) elapsed() float64 { return t.End.Sub(t.Start).Seconds() }
+
+// maxLatencySamples bounds memory for very long RR tests (8 bytes each).
+const maxLatencySamples = 20_000_000
+
+// streamSend writes size-byte messages until the duration passes or count
+// bytes are sent, then sends FIN.
+func streamSend(s *sock, size int, d time.Duration, count int64, p *phase) (tally, error) {
+	buf := make([]byte, size)
+	t := tally{Start: time.Now()}
+	cancel := p.endAfter(d)
+	defer cancel()
+	for !p.over.Load() {
+		chunk := buf
+		if count > 0 {
+			if left := count - t.Bytes; left <= 0 {
+				break
+			} else if left < int64(len(chunk)) {
+				chunk = chunk[:left]
+			}
+		}
+		n, err := s.write(chunk, &p.stop)
+		t.Bytes += int64(n)
+		if err != nil {
+			t.End = time.Now()
+			return t, err
+		}
+		t.Messages++
+		p.count.Store(t.Bytes)
+	}
+	t.End = time.Now()
+	return t, s.CloseWrite()
+}
+
+// streamRecv reads size-byte chunks until the sender's FIN. Its clock runs
+// from the first byte to the last.
+func streamRecv(s *sock, size int, p *phase) (tally, error) {
+	buf := make([]byte, size)
+	var t tally
+	for {
+		n, err := s.read(buf, &p.stop)
+		if err != nil {
+			t.End = time.Now()
+			return t, err
+		}
+		if n == 0 {
+			t.End = time.Now()
+			if t.Start.IsZero() {
+				t.Start = t.End
+			}
+			return t, nil
+		}
+		if t.Start.IsZero() {
+			t.Start = time.Now()
+		}
+		t.Bytes += int64(n)
+		t.Messages++
+		p.count.Store(t.Bytes)
+	}
+}
+
+// rrClient runs request/response transactions on one connection, timing each.
+func rrClient(s *sock, req, resp int, d time.Duration, count int64, p *phase, keep bool) (tally, error) {
+	rq, rs := make([]byte, req), make([]byte, resp)
+	t := tally{Start: time.Now()}
+	if keep {
+		t.Latencies = make([]time.Duration, 0, 1<<16)
+	}
+	cancel := p.endAfter(d)
+	defer cancel()
+	for !p.over.Load() && (count == 0 || t.Transactions < count) {
+		begin := time.Now()
+		if _, err := s.write(rq, &p.stop); err != nil {
+			t.End = time.Now()
+			return t, err
+		}
+		n, err := s.readFull(rs, &p.stop)
+		if err != nil || n < resp {
+			t.End = time.Now()
+			if err == nil {
+				err = errors.New("server closed the connection mid-transaction")
+			}
+			return t, err
+		}
+		end := time.Now()
+		if keep && len(t.Latencies) < maxLatencySamples {
+			t.Latencies = append(t.Latencies, end.Sub(begin))
+		}
+		t.Transactions++
+		t.Bytes += int64(req + resp)
+		p.count.Store(t.Transactions)
+	}
+	t.End = time.Now()
+	return t, s.CloseWrite()
+}
+
+// rrServer answers requests until the client's FIN.
+func rrServer(s *sock, req, resp int, p *phase) (tally, error) {
+	rq, rs := make([]byte, req), make([]byte, resp)
+	t := tally{Start: time.Now()}
+	for {
+		n, err := s.readFull(rq, &p.stop)
+		if err != nil || n < req {
+			t.End = time.Now()
+			return t, err // n < req with no error: the client is done
+		}
+		if _, err := s.write(rs, &p.stop); err != nil {
+			t.End = time.Now()
+			return t, err
+		}
+		t.Transactions++
+		t.Bytes += int64(req + resp)
+		p.count.Store(t.Transactions)
+	}
+}
+
+// crrClient opens a connection per transaction: connect, request, response, close.
+func crrClient(dial func() (*sock, error), req, resp int, d time.Duration, count int64, p *phase, keep bool) (tally, error) {
+	rq, rs := make([]byte, req), make([]byte, resp)
+	t := tally{Start: time.Now()}
+	cancel := p.endAfter(d)
+	defer cancel()
+	for !p.over.Load() && !p.stop.Load() && (count == 0 || t.Transactions < count) {
+		begin := time.Now()
+		s, err := dial()
+		if err != nil {
+			t.End = time.Now()
+			return t, err
+		}
+		_, err = s.write(rq, &p.stop)
+		var n int
+		if err == nil {
+			n, err = s.readFull(rs, &p.stop)
+		}
+		s.Close()
+		if err != nil || n < resp {
+			t.End = time.Now()
+			if err == nil {
+				err = errors.New("server closed the connection mid-transaction")
+			}
+			return t, err
+		}
+		if keep && len(t.Latencies) < maxLatencySamples {
+			t.Latencies = append(t.Latencies, time.Since(begin))
+		}
+		t.Transactions++
+		t.Bytes += int64(req + resp)
+		p.count.Store(t.Transactions)
+	}
+	t.End = time.Now()
+	return t, nil
+}
+
+// udpSend sends size-byte datagrams until the duration passes or count
+// bytes are sent. A full queue (ENOBUFS) or a refused port loses the
+// datagram, as on a real network.
+func udpSend(s *sock, size int, d time.Duration, count int64, p *phase) (tally, error) {
+	buf := make([]byte, size)
+	t := tally{Start: time.Now()}
+	cancel := p.endAfter(d)
+	defer cancel()
+	for !p.over.Load() && !p.stop.Load() && (count == 0 || t.Bytes < count) {
+		n, err := unix.Write(s.fd, buf)
+		switch err {
+		case nil:
+			t.Bytes += int64(n)
+			t.Messages++
+			p.count.Store(t.Bytes)
+		case unix.ENOBUFS, unix.ECONNREFUSED, unix.EAGAIN, unix.EINTR:
+			t.Lost++
+		default:
+			t.End = time.Now()
+			return t, err
+		}
+	}
+	t.End = time.Now()
+	return t, nil
+}
+
+// udpRecv counts datagrams until the phase is marked over.
+func udpRecv(s *sock, size int, p *phase) (tally, error) {
+	buf := make([]byte, max(size, 65536))
+	var t tally
+	for {
+		n, _, err := s.recvfrom(buf, &p.over)
+		if errors.Is(err, errStopped) {
+			break
+		}
+		if err != nil {
+			return t, err
+		}
+		now := time.Now()
+		if t.Start.IsZero() {
+			t.Start = now
+		}
+		t.End = now
+		t.Bytes += int64(n)
+		t.Messages++
+		p.count.Store(t.Bytes)
+	}
+	return t, nil
+}
+
+// udpRRClient sends a request datagram and waits for the response; a lost
+// one is counted after the socket's receive timeout and the test goes on.
+func udpRRClient(s *sock, req, resp int, d time.Duration, count int64, p *phase, keep bool) (tally, error) {
+	rq, rs := make([]byte, req), make([]byte, max(resp, 65536))
+	t := tally{Start: time.Now()}
+	cancel := p.endAfter(d)
+	defer cancel()
+	for !p.over.Load() && !p.stop.Load() && (count == 0 || t.Transactions < count) {
+		begin := time.Now()
+		if _, err := unix.Write(s.fd, rq); err != nil && err != unix.ENOBUFS && err != unix.ECONNREFUSED {
+			t.End = time.Now()
+			return t, err
+		}
+		_, err := unix.Read(s.fd, rs)
+		if err == unix.EAGAIN || err == unix.ECONNREFUSED {
+			t.Lost++
+			continue
+		}
+		if err != nil && err != unix.EINTR {
+			t.End = time.Now()
+			return t, err
+		}
+		if keep && len(t.Latencies) < maxLatencySamples {
+			t.Latencies = append(t.Latencies, time.Since(begin))
+		}
+		t.Transactions++
+		t.Bytes += int64(req + resp)
+		p.count.Store(t.Transactions)
+	}
+	t.End = time.Now()
+	return t, nil
+}
+
+// udpRRServer answers each request datagram with a response until over.
+func udpRRServer(s *sock, req, resp int, p *phase) (tally, error) {
+	rq, rs := make([]byte, max(req, 65536)), make([]byte, resp)
+	t := tally{Start: time.Now()}
+	for {
+		_, from, err := s.recvfrom(rq, &p.over)
+		if errors.Is(err, errStopped) {
+			break
+		}
+		if err != nil {
+			t.End = time.Now()
+			return t, err
+		}
+		if err := unix.Sendto(s.fd, rs, 0, from); err != nil && err != unix.ENOBUFS {
+			t.End = time.Now()
+			return t, err
+		}
+		t.Transactions++
+		t.Bytes += int64(req + resp)
+		p.count.Store(t.Transactions)
+	}
+	t.End = time.Now()
+	return t, nil
+}

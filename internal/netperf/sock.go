@@ -1,0 +1,183 @@
+package netperf
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// sock is a data socket used with blocking system calls, one per call, as C
+// netperf does: the hot loops pay for no poller wake-ups. SO_RCVTIMEO and
+// SO_SNDTIMEO bound each call so that a loop can notice that the test is
+// over or the peer has vanished.
+type sock struct {
+	fd int
+}
+
+// pollInterval bounds one blocking call.
+const pollInterval = 500 * time.Millisecond
+
+// blocking takes over a connection's socket: it duplicates the descriptor,
+// makes it blocking, and closes Go's copy so the poller lets go of it.
+func blocking(c syscall.Conn, closer interface{ Close() error }) (*sock, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	fd := -1
+	var derr error
+	if err := rc.Control(func(f uintptr) { fd, derr = unix.Dup(int(f)) }); err != nil {
+		return nil, err
+	}
+	if derr != nil {
+		return nil, derr
+	}
+	closer.Close()
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	tv := unix.NsecToTimeval(pollInterval.Nanoseconds())
+	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv)
+	return &sock{fd: fd}, nil
+}
+
+func (s *sock) Close() error { return unix.Close(s.fd) }
+
+// CloseWrite sends FIN: the receiver's read returns 0.
+func (s *sock) CloseWrite() error { return unix.Shutdown(s.fd, unix.SHUT_WR) }
+
+// errStopped ends a loop whose test was stopped from outside.
+var errStopped = errors.New("stopped")
+
+// read reads once, retrying timeouts until stop is set.
+func (s *sock) read(b []byte, stop *atomic.Bool) (int, error) {
+	for {
+		n, err := unix.Read(s.fd, b)
+		if err == nil {
+			return n, nil
+		}
+		if err == unix.EINTR {
+			continue
+		}
+		if err == unix.EAGAIN {
+			if stop.Load() {
+				return 0, errStopped
+			}
+			continue
+		}
+		return 0, err
+	}
+}
+
+// readFull reads exactly len(b) bytes; io.EOF-like end is reported as n < len(b), nil err.
+func (s *sock) readFull(b []byte, stop *atomic.Bool) (int, error) {
+	got := 0
+	for got < len(b) {
+		n, err := s.read(b[got:], stop)
+		if err != nil {
+			return got, err
+		}
+		if n == 0 {
+			return got, nil
+		}
+		got += n
+	}
+	return got, nil
+}
+
+// write writes all of b, retrying timeouts until stop is set.
+func (s *sock) write(b []byte, stop *atomic.Bool) (int, error) {
+	done := 0
+	for done < len(b) {
+		n, err := unix.Write(s.fd, b[done:])
+		if n > 0 {
+			done += n
+		}
+		switch err {
+		case nil:
+		case unix.EINTR:
+		case unix.EAGAIN:
+			if stop.Load() {
+				return done, errStopped
+			}
+		default:
+			return done, err
+		}
+	}
+	return done, nil
+}
+
+// recvfrom reads one datagram.
+func (s *sock) recvfrom(b []byte, stop *atomic.Bool) (int, unix.Sockaddr, error) {
+	for {
+		n, from, err := unix.Recvfrom(s.fd, b, 0)
+		if err == nil {
+			return n, from, nil
+		}
+		if err == unix.EINTR {
+			continue
+		}
+		if err == unix.EAGAIN {
+			if stop.Load() {
+				return 0, nil, errStopped
+			}
+			continue
+		}
+		return 0, nil, err
+	}
+}
+
+// bufSizes reads the granted socket buffer sizes.
+func (s *sock) bufSizes() (snd, rcv int) {
+	snd, _ = unix.GetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_SNDBUF)
+	rcv, _ = unix.GetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_RCVBUF)
+	return snd, rcv
+}
+
+// setBuffers returns a net.Dialer/ListenConfig Control function that asks
+// for socket buffer sizes before connect or listen, where TCP's window
+// scale is decided. Zero leaves the system's default (and autotuning).
+func setBuffers(snd, rcv int) func(string, string, syscall.RawConn) error {
+	return func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) {
+			if snd > 0 {
+				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF, snd)
+			}
+			if rcv > 0 && serr == nil {
+				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, rcv)
+			}
+			if serr == nil {
+				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
+			}
+		})
+		if err != nil {
+			return err
+		}
+		if serr != nil {
+			return fmt.Errorf("setsockopt: %w", serr)
+		}
+		return nil
+	}
+}
+
+func network(proto, family string) string {
+	return proto + family // "tcp", "tcp4", "udp6", ...
+}
+
+func localIP(a net.Addr) net.IP {
+	switch v := a.(type) {
+	case *net.TCPAddr:
+		return v.IP
+	case *net.UDPAddr:
+		return v.IP
+	}
+	return nil
+}

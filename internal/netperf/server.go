@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vnet-project/vnet/internal/cpustat"
@@ -23,10 +24,14 @@ type Server struct {
 	MaxConcurrent int           // tests at once; more are refused (default 256)
 	RequestWait   time.Duration // how long a new connection may take to ask (default 10s)
 
-	once   sync.Once
-	slots  chan struct{}
-	active sync.WaitGroup
+	once    sync.Once
+	slots   chan struct{}
+	active  sync.WaitGroup
+	running atomic.Int64
 }
+
+// Running is how many control connections are being served.
+func (s *Server) Running() int { return int(s.running.Load()) }
 
 // How long a client may take to open the data connection, and how long
 // past its announced duration a test may run before it is cut off.
@@ -83,8 +88,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			continue
 		}
 		s.active.Add(1)
+		s.running.Add(1)
 		go func() {
-			defer func() { <-s.slots; s.active.Done() }()
+			defer func() { <-s.slots; s.running.Add(-1); s.active.Done() }()
 			s.handle(c)
 		}()
 	}

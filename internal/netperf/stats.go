@@ -38,7 +38,7 @@ func Summarize(d []time.Duration) *Latency {
 		sq += (us(x) - mean) * (us(x) - mean)
 	}
 	rank := func(p float64) float64 {
-		i := int(math.Ceil(p/100*float64(len(s)))) - 1
+		i := int(math.Ceil(p/100*float64(len(s))-1e-9)) - 1 // 99.9% of 1000 is 999, not 999.0000001
 		return us(s[max(0, min(i, len(s)-1))])
 	}
 	return &Latency{Samples: int64(len(s)), Min: us(s[0]), Mean: mean, P50: rank(50), P90: rank(90),

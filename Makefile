@@ -17,12 +17,13 @@ run: build
 test:
 	$(GO) vet ./...
 	$(GO) test -count=1 -p 1 ./...
+	$(GO) test -run=^$$ -fuzz=FuzzReadMsg -fuzztime=20s ./internal/netperf
 
 unit:
 	$(GO) test -short ./...
 
 bench: build
-	./bench/netperf_vs_iperf3.sh $(BIN)
+	./bench/netperf_vs_iperf3.py --vnet $(BIN)
 
 clean:
 	rm -rf bin

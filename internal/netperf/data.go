@@ -97,12 +97,12 @@ func rrClient(s *sock, req, resp int, d time.Duration, count int64, p *phase, ke
 	rq, rs := make([]byte, req), make([]byte, resp)
 	t := tally{Start: time.Now()}
 	if keep {
-		t.Latencies = make([]time.Duration, 0, 1<<16)
+		t.Latencies = make([]time.Duration, 0, expectedSamples(d, count))
 	}
-	cancel := p.endAfter(d)
-	defer cancel()
-	for !p.over.Load() && (count == 0 || t.Transactions < count) {
-		begin := time.Now()
+	s.raw = true
+	deadline := deadlineOf(t.Start, d)
+	begin := t.Start
+	for !p.over.Load() && (count == 0 || t.Transactions < count) && begin.Before(deadline) {
 		if _, err := s.write(rq, &p.stop); err != nil {
 			t.End = time.Now()
 			return t, err
@@ -122,14 +122,34 @@ func rrClient(s *sock, req, resp int, d time.Duration, count int64, p *phase, ke
 		t.Transactions++
 		t.Bytes += int64(req + resp)
 		p.count.Store(t.Transactions)
+		begin = end
 	}
 	t.End = time.Now()
 	return t, s.CloseWrite()
 }
 
+// expectedSamples sizes the latency buffer up front, so that it does not
+// grow (copying, and waking the garbage collector) in the middle of a test.
+func expectedSamples(d time.Duration, count int64) int {
+	n := int64(d.Seconds() * 150_000) // a generous transaction rate
+	if count > 0 {
+		n = count
+	}
+	return int(min(max(n, 1<<12), maxLatencySamples))
+}
+
+// deadlineOf is when a timed loop ends; a count-bound loop has none.
+func deadlineOf(start time.Time, d time.Duration) time.Time {
+	if d <= 0 {
+		return start.Add(100 * 365 * 24 * time.Hour)
+	}
+	return start.Add(d)
+}
+
 // rrServer answers requests until the client's FIN.
 func rrServer(s *sock, req, resp int, p *phase) (tally, error) {
 	rq, rs := make([]byte, req), make([]byte, resp)
+	s.raw = true
 	t := tally{Start: time.Now()}
 	for {
 		n, err := s.readFull(rq, &p.stop)

@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""Side-by-side benchmark: vnet netperf against iperf3 (streams) and sockperf
+(TCP request/response), over the plain kernel path: one veth pair between two
+namespaces, no vnet infrastructure in the way. Prints one table with ratios.
+
+Every tool's CPU cost is measured the same way, system-wide from /proc/stat
+around each run (netperf's method), so service demands compare like for like.
+Runs alternate between tools so that drift on a shared machine hits both.
+
+usage: bench/netperf_vs_iperf3.py [--vnet bin/vnet] [--seconds 5] [--rounds 3]
+Needs root, iperf3 and sockperf. Not a test: it asserts nothing.
+"""
+import argparse, json, os, re, subprocess, sys, time
+
+NS_A, NS_B = "vnetbench-a", "vnetbench-b"
+IP_A, IP_B = "10.250.0.1", "10.250.0.2"
+
+PATTERNS = [  # name, socket buffer, message size (None: system default)
+    ("default (8K sock, 8K msg)", "8K", "8K"),
+    ("file (8K sock, 4K msg)", "8K", "4K"),
+    ("bulk (64K sock, 8K msg)", "64K", "8K"),
+    ("16K msg, default sock", None, "16K"),
+    ("64K msg, default sock", None, "64K"),
+]
+
+
+def sh(*args, check=True, **kw):
+    return subprocess.run(args, check=check, capture_output=True, text=True, **kw)
+
+
+def in_ns(ns, *args):
+    return ["ip", "netns", "exec", ns, *args]
+
+
+def setup():
+    teardown()
+    sh("ip", "netns", "add", NS_A)
+    sh("ip", "netns", "add", NS_B)
+    sh("ip", "link", "add", "vb-a", "netns", NS_A, "type", "veth", "peer", "name", "vb-b", "netns", NS_B)
+    for ns, dev, ip in ((NS_A, "vb-a", IP_A), (NS_B, "vb-b", IP_B)):
+        sh("ip", "-n", ns, "addr", "add", ip + "/24", "dev", dev)
+        sh("ip", "-n", ns, "link", "set", dev, "up")
+        sh("ip", "-n", ns, "link", "set", "lo", "up")
+
+
+def teardown():
+    for ns in (NS_A, NS_B):
+        pids = sh("ip", "netns", "pids", ns, check=False).stdout.split()
+        for p in pids:
+            subprocess.run(["kill", "-9", p], check=False)
+        sh("ip", "netns", "del", ns, check=False)
+
+
+def cpu_ticks():
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + v[4]
+    return sum(v[:8]) - idle, sum(v[:8])
+
+
+def measured(fn):
+    """Run fn, return (its result, system CPU util fraction, elapsed s)."""
+    b0, t0 = cpu_ticks()
+    start = time.monotonic()
+    out = fn()
+    elapsed = time.monotonic() - start
+    b1, t1 = cpu_ticks()
+    return out, (b1 - b0) / max(1, t1 - t0), elapsed
+
+
+def size_bytes(s):
+    return int(s[:-1]) * 1024 if s.endswith("K") else int(s)
+
+
+def run_vnet(vnet, secs, sock, msg):
+    args = in_ns(NS_A, vnet, "netperf", "-H", IP_B, "-l", str(secs), "-t", "TCP_STREAM", "--json", "--", "-m", msg, "-M", msg)
+    if sock:
+        args += ["-s", sock, "-S", sock]
+    rep = json.loads(sh(*args).stdout)
+    return rep["results"][0]["throughput_bps"]
+
+
+def run_iperf3(secs, sock, msg):
+    args = in_ns(NS_A, "iperf3", "-c", IP_B, "-t", str(secs), "-J", "-l", msg)
+    if sock:
+        args += ["-w", sock]
+    rep = json.loads(sh(*args).stdout)
+    return rep["end"]["sum_received"]["bits_per_second"]
+
+
+def run_vnet_rr(vnet, secs):
+    rep = json.loads(sh(*in_ns(NS_A, vnet, "netperf", "-H", IP_B, "-l", str(secs), "-t", "TCP_RR", "--json", "--", "-r", "14,14")).stdout)
+    r = rep["results"][0]
+    return r["transactions_per_s"], r["latency"]["p50_us"], r["latency"]["p99_us"]
+
+
+def run_sockperf(secs):
+    out = sh(*in_ns(NS_A, "sockperf", "pp", "--tcp", "-i", IP_B, "-p", "11111", "-t", str(secs), "--mps=max", "-m", "14")).stdout
+    out = re.sub(r"\x1b\[[0-9;]*m", "", out)
+    runtime = float(re.search(r"RunTime=([\d.]+)", out).group(1))
+    received = int(re.search(r"ReceivedMessages=(\d+)", out).group(1))
+    # sockperf reports half the round trip; a transaction is a whole one.
+    p50 = 2 * float(re.search(r"percentile 50\.000 =\s+([\d.]+)", out).group(1))
+    p99 = 2 * float(re.search(r"percentile 99\.000 =\s+([\d.]+)", out).group(1))
+    return received / runtime, p50, p99
+
+
+def sd_us_per_kb(util, elapsed, bps, secs):
+    ncpu = os.cpu_count()
+    kb = bps * secs / 8 / 1024
+    return util * ncpu * elapsed * 1e6 / kb
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--vnet", default="bin/vnet")
+    ap.add_argument("--seconds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3)
+    a = ap.parse_args()
+    vnet = os.path.abspath(a.vnet)
+    if os.geteuid() != 0:
+        sys.exit("needs root (network namespaces)")
+    setup()
+    servers = [
+        subprocess.Popen(in_ns(NS_B, vnet, "netserver", "-D"), stderr=subprocess.DEVNULL),
+        subprocess.Popen(in_ns(NS_B, "iperf3", "-s"), stdout=subprocess.DEVNULL),
+        subprocess.Popen(in_ns(NS_B, "sockperf", "sr", "--tcp", "-i", IP_B, "-p", "11111"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+    ]
+    time.sleep(0.5)
+    try:
+        print(f"veth pair between two namespaces, {a.seconds} s per run, best of {a.rounds} alternating rounds, {os.cpu_count()} CPUs")
+        print(f"{'pattern':30} {'vnet Mbit/s':>12} {'iperf3 Mbit/s':>14} {'ratio':>6} {'vnet us/KB':>11} {'iperf3 us/KB':>13} {'SD ratio':>9}")
+        for name, sock, msg in PATTERNS:
+            best = {"vnet": (0, 0), "iperf3": (0, 0)}
+            for _ in range(a.rounds):
+                for tool, fn in (("vnet", lambda: run_vnet(vnet, a.seconds, sock, msg)), ("iperf3", lambda: run_iperf3(a.seconds, sock, msg))):
+                    bps, util, el = measured(fn)
+                    if bps > best[tool][0]:
+                        best[tool] = (bps, sd_us_per_kb(util, el, bps, a.seconds))
+            v, i = best["vnet"], best["iperf3"]
+            print(f"{name:30} {v[0]/1e6:12.0f} {i[0]/1e6:14.0f} {v[0]/i[0]:6.2f} {v[1]:11.3f} {i[1]:13.3f} {v[1]/i[1]:9.2f}")
+        best_v, best_s = (0, 0, 0), (0, 0, 0)
+        for _ in range(a.rounds):
+            best_v = max(best_v, run_vnet_rr(vnet, a.seconds))
+            best_s = max(best_s, run_sockperf(a.seconds))
+        print(f"\n{'request/response (14 B)':30} {'vnet tr/s':>12} {'sockperf tr/s':>14} {'ratio':>6} {'vnet p50/p99 us':>18} {'sockperf p50/p99 us':>20}")
+        print(f"{'TCP_RR vs sockperf pp --tcp':30} {best_v[0]:12.0f} {best_s[0]:14.0f} {best_v[0]/best_s[0]:6.2f} {best_v[1]:8.1f}/{best_v[2]:<9.1f} {best_s[1]:9.1f}/{best_s[2]:<9.1f}")
+    finally:
+        for p in servers:
+            p.kill()
+        teardown()
+
+
+if __name__ == "__main__":
+    main()

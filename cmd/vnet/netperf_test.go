@@ -1,0 +1,97 @@
+package main
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vnet-project/vnet/internal/netperf"
+)
+
+// Every test type, in both directions, between two VMs on two hosts across
+// the emulated physical switch, with CPU at both ends.
+func TestNetperfAcrossNamespaces(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIPPED: needs root to create network namespaces; CI runs these as root")
+	}
+	state := t.TempDir()
+	src := `name: npt
+hosts:
+  - {name: esx1, nics: [{name: vmnic0, speed: 1Gbit}]}
+  - {name: esx2, nics: [{name: vmnic0, speed: 1Gbit}]}
+switches:
+  - {name: dvs0, uplinks: [{name: u1, nics: {esx1: vmnic0, esx2: vmnic0}}], portgroups: [{name: pg}]}
+vms:
+  - {name: vma, host: esx1, nics: [{portgroup: pg, ip: 10.77.0.1/24}]}
+  - {name: vmb, host: esx2, nics: [{portgroup: pg, ip: 10.77.0.2/24}]}
+`
+	f := filepath.Join(t.TempDir(), "s.yaml")
+	os.WriteFile(f, []byte(src), 0o644)
+	if out, code := run(t, state, "apply", f); code != 0 {
+		t.Fatalf("apply: %s", out)
+	}
+	defer func() {
+		if out, code := run(t, state, "destroy", "npt"); code != 0 {
+			t.Errorf("destroy: %s", out)
+		}
+	}()
+	for _, vm := range []string{"vma", "vmb"} {
+		if out, code := run(t, state, "exec", vm, "--", vnetBin, "netserver"); code != 0 {
+			t.Fatalf("netserver in %s: %s", vm, out)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	for _, dir := range []struct{ from, to string }{{"vma", "10.77.0.2"}, {"vmb", "10.77.0.1"}} {
+		for _, test := range netperf.Tests {
+			out, code := run(t, state, "exec", dir.from, "--", vnetBin, "netperf", "-H", dir.to, "-l", "1", "-t", test, "-c", "-C", "--json", "--", "-m", "1400")
+			if code != 0 {
+				t.Errorf("%s %s -> %s: exit %d: %s", test, dir.from, dir.to, code, out)
+				continue
+			}
+			var rep netperf.Report
+			if err := json.Unmarshal([]byte(out), &rep); err != nil {
+				t.Fatalf("%s: %v\n%s", test, err, out)
+			}
+			checkResult(t, test+" from "+dir.from, rep.Results[0])
+		}
+	}
+}
+
+func checkResult(t *testing.T, name string, r *netperf.Result) {
+	t.Helper()
+	if r.Throughput <= 0 && r.TransRate <= 0 {
+		t.Errorf("%s: nothing measured", name)
+	}
+	if r.Throughput > 1.03e9 {
+		t.Errorf("%s: %.0f bit/s through a 1 Gbit NIC", name, r.Throughput)
+	}
+	for side, s := range map[string]netperf.SideResults{"local": r.Local, "remote": r.Remote} {
+		if s.CPU == nil || s.CPU.Util < 0 || s.CPU.Util > 100 {
+			t.Errorf("%s: %s CPU %+v", name, side, s.CPU)
+			continue
+		}
+		// Service demand must follow from CPU and work: util × cpus × time / units.
+		units := float64(s.Bytes) / 1024
+		sd := r.LocalSD
+		if side == "remote" {
+			sd = r.RemoteSD
+		}
+		if strings.Contains(name, "RR") {
+			units = float64(s.Transactions)
+			if side == "local" {
+				units = float64(r.Transactions)
+			}
+		}
+		want := s.CPU.Util / 100 * float64(s.CPU.NumCPU) * s.CPU.Elapsed * 1e6 / units
+		if units > 0 && math.Abs(sd-want) > 1e-6*math.Max(1, want) {
+			t.Errorf("%s: %s service demand %.4f, CPU and work give %.4f", name, side, sd, want)
+		}
+	}
+	if r.RecvIface == nil || r.RecvIface.RxPackets == 0 || r.RecvIface.Name != "eth0" {
+		t.Errorf("%s: receive interface %+v", name, r.RecvIface)
+	}
+}

@@ -137,3 +137,11 @@ func TestNotRootSaysSo(t *testing.T) {
 		t.Errorf("as nobody: %s", out)
 	}
 }
+
+// vnet's own --state-dir must not reach netperf's option parser.
+func TestNetperfIgnoresStateDir(t *testing.T) {
+	out, code := run(t, t.TempDir(), "netperf", "--help")
+	if code != 0 || !strings.Contains(out, "usage: vnet netperf") {
+		t.Errorf("exit %d: %s", code, out)
+	}
+}

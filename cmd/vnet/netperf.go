@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -23,6 +24,7 @@ func netperfCmd() *cobra.Command {
 		Short:              "Measure throughput, transaction rate, latency and CPU cost against a netserver (netperf's options)",
 		DisableFlagParsing: true, // netperf's own syntax: -l10, -H a,6, -- -m 8K
 		RunE: func(cmd *cobra.Command, args []string) error {
+			args = dropStateDir(args)
 			cfg, err := netperf.ParseArgs(args)
 			if netperf.IsHelp(err) {
 				fmt.Fprintln(cmd.OutOrStdout(), netperf.Usage)
@@ -60,6 +62,24 @@ func netperfCmd() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// dropStateDir removes vnet's own --state-dir, which reaches a command
+// that parses its own flags among its arguments. netperf does not use it.
+func dropStateDir(args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		switch {
+		case args[i] == "--":
+			return append(out, args[i:]...)
+		case args[i] == "--state-dir" && i+1 < len(args):
+			i++
+		case strings.HasPrefix(args[i], "--state-dir="):
+		default:
+			out = append(out, args[i])
+		}
+	}
+	return out
 }
 
 func scaleInterim(e netperf.Interim) float64 {

@@ -268,11 +268,14 @@ func udpRRClient(s *sock, req, resp int, d time.Duration, count int64, p *phase,
 			return t, err
 		}
 		_, err := unix.Read(s.fd, rs)
+		for err == unix.EINTR { // a signal, not an answer: keep waiting for it
+			_, err = unix.Read(s.fd, rs)
+		}
 		if err == unix.EAGAIN || err == unix.ECONNREFUSED {
 			t.Lost++
 			continue
 		}
-		if err != nil && err != unix.EINTR {
+		if err != nil {
 			t.End = time.Now()
 			return t, err
 		}

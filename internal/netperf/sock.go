@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -108,17 +109,29 @@ func (s *sock) read(b []byte, stop *atomic.Bool) (int, error) {
 		if err == nil {
 			return n, nil
 		}
-		if err == unix.EINTR {
-			continue
-		}
-		if err == unix.EAGAIN {
-			if stop.Load() {
+		if interrupted(err) {
+			if idle(stop) {
 				return 0, errStopped
 			}
 			continue
 		}
 		return 0, err
 	}
+}
+
+// interrupted reports a call that ended without data: its timeout ran out
+// (EAGAIN) or a signal came (EINTR). Calls with a timeout are not restarted
+// after a signal, and the runtime signals a goroutine it believes has run
+// too long (every raw call looks like that) about every 10 ms, so EINTR
+// must count as a chance to stop, not a retry, or the loop never ends.
+func interrupted(err error) bool { return err == unix.EAGAIN || err == unix.EINTR }
+
+// idle is called when a bounded call timed out. It yields first: a loop
+// of raw calls never gives up its processor otherwise, and the goroutine
+// that would set stop may be queued behind it.
+func idle(stop *atomic.Bool) bool {
+	runtime.Gosched()
+	return stop.Load()
 }
 
 // readFull reads exactly len(b) bytes; io.EOF-like end is reported as n < len(b), nil err.
@@ -145,11 +158,10 @@ func (s *sock) write(b []byte, stop *atomic.Bool) (int, error) {
 		if n > 0 {
 			done += n
 		}
-		switch err {
-		case nil:
-		case unix.EINTR:
-		case unix.EAGAIN:
-			if stop.Load() {
+		switch {
+		case err == nil:
+		case interrupted(err):
+			if idle(stop) {
 				return done, errStopped
 			}
 		default:
@@ -166,11 +178,8 @@ func (s *sock) recvfrom(b []byte, stop *atomic.Bool) (int, unix.Sockaddr, error)
 		if err == nil {
 			return n, from, nil
 		}
-		if err == unix.EINTR {
-			continue
-		}
-		if err == unix.EAGAIN {
-			if stop.Load() {
+		if interrupted(err) {
+			if idle(stop) {
 				return 0, nil, errStopped
 			}
 			continue

@@ -87,6 +87,12 @@ func (l *Linux) ensure(r plan.Resource) error {
 		return l.ensureAddr(r)
 	case plan.KindLineRate:
 		return l.ensureLineRate(r)
+	case plan.KindPool:
+		return l.ensurePool(r)
+	case plan.KindFilter:
+		return l.ensureFilter(r)
+	case plan.KindShaper:
+		return l.ensureShaper(r)
 	case plan.KindOffloads:
 		return setOffloads(r)
 	case plan.KindCgroup:
@@ -103,6 +109,10 @@ func (l *Linux) modify(old, r plan.Resource) error {
 		return l.configureVeth(r)
 	case plan.KindLineRate:
 		return l.ensureLineRate(r)
+	case plan.KindPool:
+		return l.ensurePool(r)
+	case plan.KindShaper:
+		return l.ensureShaper(r)
 	case plan.KindOffloads:
 		return setOffloads(r)
 	case plan.KindCgroup:
@@ -124,6 +134,12 @@ func (l *Linux) remove(r plan.Resource) error {
 		return l.removeAddr(r)
 	case plan.KindLineRate:
 		return l.removeLineRate(r)
+	case plan.KindPool:
+		return l.removePool(r)
+	case plan.KindFilter:
+		return l.removeFilter(r)
+	case plan.KindShaper:
+		return l.removeShaper(r)
 	case plan.KindOffloads:
 		return nil // offloads go with their link, or stay as the kernel has them
 	case plan.KindCgroup:

@@ -21,6 +21,12 @@ func (l *Linux) Observe(infra string, hints []plan.Resource) ([]plan.Resource, e
 	if err != nil {
 		return nil, err
 	}
+	shaperHints := map[string]plan.Resource{}
+	for _, r := range hints {
+		if r.Kind == plan.KindShaper {
+			shaperHints[r.Key()] = r
+		}
+	}
 	var out []plan.Resource
 	aEnds := map[string]*plan.Resource{}
 	var bEnds []struct {
@@ -67,9 +73,7 @@ func (l *Linux) Observe(infra string, hints []plan.Resource) ([]plan.Resource, e
 				return nil, err
 			}
 			out = append(out, addrs...)
-			if rate := lineRate(h, link); rate > 0 {
-				out = append(out, plan.Resource{Kind: plan.KindLineRate, NS: ns, Link: attrs.Name, Rate: rate})
-			}
+			out = append(out, observeTC(h, link, ns, shaperHints)...)
 		}
 	}
 	for _, b := range bEnds {

@@ -22,7 +22,7 @@ func (l *Linux) Probe(needs []plan.Resource) error {
 			return err
 		}
 	}
-	if !kinds[plan.KindBridge] && !kinds[plan.KindVeth] && !kinds[plan.KindLineRate] {
+	if !kinds[plan.KindBridge] && !kinds[plan.KindVeth] && !kinds[plan.KindLineRate] && !kinds[plan.KindShaper] {
 		return nil
 	}
 	ns := fmt.Sprintf("vnetprobe.%d", os.Getpid())
@@ -40,6 +40,14 @@ func (l *Linux) Probe(needs []plan.Resource) error {
 		{Kind: plan.KindBridge, NS: ns, Name: "pbr", MTU: 1500, Owner: "probe"},
 		probe,
 		{Kind: plan.KindLineRate, NS: ns, Link: "pb", Rate: 1e9},
+	}
+	if kinds[plan.KindPool] || kinds[plan.KindFilter] {
+		steps = append(steps,
+			plan.Resource{Kind: plan.KindPool, NS: ns, Link: "pb", Class: 0x101, Rate: 5e8, Ceil: 1e9, Quantum: 100000},
+			plan.Resource{Kind: plan.KindFilter, NS: ns, Link: "pb", Prio: 100, Match: "-8/ffffffff/02000000", Class: 0x101})
+	}
+	if kinds[plan.KindShaper] {
+		steps = append(steps, plan.Resource{Kind: plan.KindShaper, NS: ns, Link: "pa", Rate: 1e8, Ceil: 2e8, Burst: 100000})
 	}
 	for _, r := range steps {
 		if err := l.ensure(r); err != nil {

@@ -38,21 +38,32 @@ func (l *Linux) ensureLineRate(r plan.Resource) error {
 			return htbErr(fmt.Errorf("tc qdisc replace dev %s root htb: %w", r.Link, err))
 		}
 	}
-	for _, c := range []struct{ parent, id uint32 }{{lineRoot, lineClass}, {lineClass, defaultLeaf}} {
-		class := htbClass(idx, c.parent, c.id, r.Rate)
-		if err := h.ClassReplace(class); err != nil {
-			return htbErr(fmt.Errorf("tc class replace dev %s classid %s: %w", r.Link, netlink.HandleStr(c.id), err))
+	leafRate, leafQuantum := r.Rate, defaultQuantum(r.Rate)
+	if r.LeafRate != 0 { // Network I/O Control: unclassified traffic has a share, not the line
+		leafRate, leafQuantum = r.LeafRate, r.Quantum
+	}
+	for _, c := range []*netlink.HtbClass{
+		htbClass(idx, lineRoot, lineClass, r.Rate, r.Rate, defaultQuantum(r.Rate)),
+		htbClass(idx, lineClass, defaultLeaf, leafRate, r.Rate, leafQuantum),
+	} {
+		if err := h.ClassReplace(c); err != nil {
+			return htbErr(fmt.Errorf("tc class replace dev %s classid %s: %w", r.Link, netlink.HandleStr(c.Handle), err))
 		}
 	}
 	return nil
 }
 
-func htbClass(linkIndex int, parent, id uint32, rate uint64) *netlink.HtbClass {
-	bytesPerSec := rate / 8
+func htbClass(linkIndex int, parent, id uint32, rate, ceil uint64, quantum uint32) *netlink.HtbClass {
 	return netlink.NewHtbClass(
 		netlink.ClassAttrs{LinkIndex: linkIndex, Parent: parent, Handle: id},
-		netlink.HtbClassAttrs{Rate: rate, Ceil: rate, Quantum: uint32(min(max(bytesPerSec/10, 1514), 200000))},
+		netlink.HtbClassAttrs{Rate: rate, Ceil: ceil, Quantum: quantum},
 	)
+}
+
+// defaultQuantum is HTB's own choice (rate/r2q, r2q = 10) kept within the
+// range where it neither warns nor starves: one frame to 200000 bytes.
+func defaultQuantum(rate uint64) uint32 {
+	return uint32(min(max(rate/8/10, 1514), 200000))
 }
 
 func hasLineRoot(h *netlink.Handle, link netlink.Link) bool {
@@ -66,23 +77,6 @@ func hasLineRoot(h *netlink.Handle, link netlink.Link) bool {
 		}
 	}
 	return false
-}
-
-// lineRate reads the rate of class 1:1, or 0 if the link is not shaped.
-func lineRate(h *netlink.Handle, link netlink.Link) uint64 {
-	if !hasLineRoot(h, link) {
-		return 0
-	}
-	classes, err := h.ClassList(link, 0)
-	if err != nil {
-		return 0
-	}
-	for _, c := range classes {
-		if htb, ok := c.(*netlink.HtbClass); ok && htb.Handle == lineClass {
-			return htb.Rate * 8
-		}
-	}
-	return 0
 }
 
 // Equivalent to: tc qdisc del dev LINK root

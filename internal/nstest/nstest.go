@@ -185,6 +185,12 @@ func snapshotNS(t testing.TB, ns string) []string {
 				continue // the kernel's defaults, which it may number differently
 			}
 			out = append(out, fmt.Sprintf("qdisc %s %s %s parent %s", p, q.Type(), netlink.HandleStr(q.Attrs().Handle), netlink.HandleStr(q.Attrs().Parent)))
+			fs, _ := nl.FilterList(l, q.Attrs().Handle)
+			for _, f := range fs {
+				if u, ok := f.(*netlink.U32); ok && u.Sel != nil {
+					out = append(out, fmt.Sprintf("filter %s prio %d u32 %v -> %s", p, u.Priority, u.Sel.Keys, netlink.HandleStr(u.ClassId)))
+				}
+			}
 		}
 		cs, _ := nl.ClassList(l, 0)
 		for _, c := range cs {
@@ -224,3 +230,6 @@ func Ifindexes(t testing.TB, infra string) map[string]int {
 	}
 	return out
 }
+
+// NSName is the namespace of a node of an infra.
+func NSName(infra, node string) string { return plan.NSName(infra, node) }

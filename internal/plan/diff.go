@@ -112,7 +112,7 @@ func modifiable(o, d Resource) bool {
 		// A pair is named by both ends; moving an end to another namespace
 		// or renaming it is a new pair.
 		return o.A.NS == d.A.NS && o.A.Name == d.A.Name && o.B.NS == d.B.NS && o.B.Name == d.B.Name
-	case KindBridge, KindLineRate, KindOffloads, KindCgroup:
+	case KindBridge, KindLineRate, KindOffloads, KindCgroup, KindPool, KindShaper:
 		return true
 	}
 	return false
@@ -138,6 +138,12 @@ func describeChange(o, d Resource) string {
 		add(e.name+" master", e.o.Master, e.d.Master)
 	}
 	add("rate", o.Rate, d.Rate)
+	add("leaf rate", o.LeafRate, d.LeafRate)
+	add("ceil", o.Ceil, d.Ceil)
+	add("quantum", o.Quantum, d.Quantum)
+	add("burst", o.Burst, d.Burst)
+	add("match", o.Match, d.Match)
+	add("class", o.Class, d.Class)
 	add("gro", o.GRO, d.GRO)
 	add("tso", o.TSO, d.TSO)
 	add("cpu milli", o.CPUMilli, d.CPUMilli)

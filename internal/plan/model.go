@@ -27,6 +27,8 @@ func Model(s *spec.Spec, opt Options) []Resource {
 	for i := range s.HostPorts {
 		m.hostPort(i)
 	}
+	m.ioc()
+	m.shapers()
 	return m.out
 }
 
@@ -83,8 +85,9 @@ func (m *modeler) nic(h *spec.Host, n *spec.NIC) {
 	}
 	// The line rate holds in both directions: host to switch on the NIC,
 	// switch to host on the switch's port.
-	m.add(Resource{Kind: KindLineRate, NS: ns, Link: a.Name, Rate: uint64(n.Speed), Owner: owner + " transmit"})
-	m.add(Resource{Kind: KindLineRate, NS: phys, Link: b.Name, Rate: uint64(n.Speed), Owner: owner + " receive"})
+	rate := uint64(n.Speed) / 8 * 8 // the kernel keeps bytes per second
+	m.add(Resource{Kind: KindLineRate, NS: ns, Link: a.Name, Rate: rate, Owner: owner + " transmit"})
+	m.add(Resource{Kind: KindLineRate, NS: phys, Link: b.Name, Rate: rate, Owner: owner + " receive"})
 }
 
 // activeSwitch returns the switch a NIC is an active port of, or "". Until

@@ -18,12 +18,15 @@ const (
 	KindOffloads Kind = "offloads"
 	KindAddr     Kind = "addr"
 	KindLineRate Kind = "linerate"
+	KindPool     Kind = "pool"
+	KindFilter   Kind = "filter"
+	KindShaper   Kind = "shaper"
 	KindCgroup   Kind = "cgroup"
 )
 
 var rank = map[Kind]int{
 	KindNetns: 0, KindBridge: 1, KindVeth: 2, KindOffloads: 3,
-	KindAddr: 4, KindLineRate: 5, KindCgroup: 6,
+	KindAddr: 4, KindLineRate: 5, KindPool: 6, KindFilter: 7, KindShaper: 8, KindCgroup: 9,
 }
 
 // End is one end of a veth pair.
@@ -68,7 +71,11 @@ func TriOf(b *bool) Tri {
 //	veth:     A, B (A is the end that names the pair)
 //	offloads: NS, Link, GRO, TSO
 //	addr:     NS, Link, CIDR
-//	linerate: NS, Link, Rate (bit/s, both as HTB rate and ceil)
+//	linerate: NS, Link, Rate (bit/s, the wire: class 1:1); LeafRate and
+//	          Quantum of the default leaf 1:10 when IOC divides the line (0: the whole line)
+//	pool:     NS, Link, Class (minor of 1:Class under 1:1), Rate, Ceil, Quantum
+//	filter:   NS, Link, Prio, Match (u32 keys, see ioc.EncodeKeys), Class
+//	shaper:   NS, Link, Rate (average), Ceil (peak, 0: none), Burst (bytes): TBF at the link's root
 //	cgroup:   Name (relative path), CPUMilli, CPUs (cpuset list)
 type Resource struct {
 	Kind     Kind   `json:"kind"`
@@ -83,6 +90,13 @@ type Resource struct {
 	Rate     uint64 `json:"rate,omitempty"`
 	GRO      Tri    `json:"gro,omitempty"`
 	TSO      Tri    `json:"tso,omitempty"`
+	LeafRate uint64 `json:"leaf_rate,omitempty"`
+	Ceil     uint64 `json:"ceil,omitempty"`
+	Quantum  uint32 `json:"quantum,omitempty"`
+	Burst    uint64 `json:"burst,omitempty"`
+	Class    uint32 `json:"class,omitempty"`
+	Prio     uint16 `json:"prio,omitempty"`
+	Match    string `json:"match,omitempty"`
 	CPUMilli int    `json:"cpu_milli,omitempty"`
 	CPUs     string `json:"cpus,omitempty"`
 	// Owner says which spec object this realizes ("vm web1 eth0"). It is a
@@ -100,8 +114,12 @@ func (r Resource) Key() string {
 		return "link/" + r.NS + "/" + r.Name
 	case KindVeth:
 		return "link/" + r.A.NS + "/" + r.A.Name
-	case KindOffloads, KindLineRate:
+	case KindOffloads, KindLineRate, KindShaper:
 		return string(r.Kind) + "/" + r.NS + "/" + r.Link
+	case KindPool:
+		return fmt.Sprintf("pool/%s/%s/%x", r.NS, r.Link, r.Class)
+	case KindFilter:
+		return fmt.Sprintf("filter/%s/%s/%d", r.NS, r.Link, r.Prio)
 	case KindAddr:
 		return "addr/" + r.NS + "/" + r.Link + "/" + r.CIDR
 	case KindCgroup:
@@ -130,7 +148,7 @@ func (r Resource) links() []string {
 // onLink returns the namespace/name of the link a resource is attached to.
 func (r Resource) onLink() string {
 	switch r.Kind {
-	case KindOffloads, KindAddr, KindLineRate:
+	case KindOffloads, KindAddr, KindLineRate, KindPool, KindFilter, KindShaper:
 		return r.NS + "/" + r.Link
 	}
 	return ""
@@ -152,6 +170,15 @@ func (r Resource) String() string {
 		s = fmt.Sprintf("address %s on %s in %s", r.CIDR, r.Link, r.NS)
 	case KindLineRate:
 		s = fmt.Sprintf("line rate %s on %s in %s", units.Rate(r.Rate), r.Link, r.NS)
+		if r.LeafRate != 0 {
+			s += fmt.Sprintf(" (unclassified: %s assured)", units.Rate(r.LeafRate))
+		}
+	case KindPool:
+		s = fmt.Sprintf("pool class 1:%x on %s in %s: rate %s ceil %s quantum %d", r.Class, r.Link, r.NS, units.Rate(r.Rate), units.Rate(r.Ceil), r.Quantum)
+	case KindFilter:
+		s = fmt.Sprintf("filter prio %d on %s in %s: u32 %s -> 1:%x", r.Prio, r.Link, r.NS, r.Match, r.Class)
+	case KindShaper:
+		s = fmt.Sprintf("shaper on %s in %s: average %s peak %s burst %s", r.Link, r.NS, units.Rate(r.Rate), units.Rate(max(r.Ceil, r.Rate)), units.Size(r.Burst))
 	case KindCgroup:
 		s = fmt.Sprintf("cgroup %s (cpu %.2f, cpuset %s)", r.Name, float64(r.CPUMilli)/1000, r.CPUs)
 	default:

@@ -282,9 +282,15 @@ func TestRollbackAtEveryStep(t *testing.T) {
 		"{portgroup: pg-private, ip: 10.0.0.2/24}", "{portgroup: pg-vm, ip: 192.168.50.20/24}", // a move
 	).Replace(base))
 	changed = strings.Replace(changed, "  - {host: esx2, portgroup: pg-vmotion, ip: 192.168.60.2/24}\n", "", 1) // a delete
+	withIOC := strings.Replace(base, "    portgroups: [{name: pg-vm}]", `    ioc: {enabled: true, pools: {vm: {shares: high}, backup: {shares: low, limit: 50Mbit}}}
+    portgroups:
+      - name: pg-vm
+        pool: vm
+        classify: [{proto: tcp, dport: 2049, pool: nfs}]
+        shaping: {egress: {average: 50Mbit, peak: 80Mbit, burst: 100KiB}, ingress: {average: 60Mbit, burst: 64KiB}}`, 1)
 	for _, tc := range []struct {
 		name, from, to string
-	}{{"first apply", "", base}, {"incremental", base, changed}} {
+	}{{"first apply", "", base}, {"incremental", base, changed}, {"network I/O control", base, withIOC}} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.from != "" {
 				nstest.Apply(t, eng, tc.from)

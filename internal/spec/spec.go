@@ -45,6 +45,20 @@ type Switch struct {
 	MTU        int         `yaml:"mtu"`   // default 1500
 	Uplinks    []Uplink    `yaml:"uplinks"`
 	PortGroups []PortGroup `yaml:"portgroups"`
+	IOC        *IOC        `yaml:"ioc"`
+}
+
+// IOC is Network I/O Control on a switch's uplinks.
+type IOC struct {
+	Enabled bool                `yaml:"enabled"`
+	Pools   map[string]PoolSpec `yaml:"pools"` // system pools (overrides) and user pools
+}
+
+// PoolSpec is a resource pool's policy.
+type PoolSpec struct {
+	Shares      string     `yaml:"shares"` // low, normal, high or 1..100
+	Limit       units.Rate `yaml:"limit"`  // per host, across all the switch's uplinks
+	Reservation units.Rate `yaml:"reservation"`
 }
 
 // Uplink binds one physical NIC per host to the switch.
@@ -55,7 +69,57 @@ type Uplink struct {
 
 // PortGroup is a named group of switch ports sharing policy.
 type PortGroup struct {
-	Name string `yaml:"name"`
+	Name     string         `yaml:"name"`
+	Pool     string         `yaml:"pool"`     // the IOC pool of its traffic (default vm)
+	Shaping  *Shaping       `yaml:"shaping"`  // per port, both directions
+	Classify []ClassifyRule `yaml:"classify"` // rules that put some of its traffic in other pools
+}
+
+// Shaping is a port group's traffic shaper.
+type Shaping struct {
+	Egress  *Shaper `yaml:"egress"`  // from the VMs into the switch
+	Ingress *Shaper `yaml:"ingress"` // from the switch to the VMs
+}
+
+// Shaper is a token bucket: Average over time, Peak for at most Burst bytes.
+type Shaper struct {
+	Average units.Rate `yaml:"average"`
+	Peak    units.Rate `yaml:"peak"` // default: Average
+	Burst   units.Size `yaml:"burst"`
+}
+
+// ClassifyRule matches IPv4 traffic of a port group and names its pool.
+type ClassifyRule struct {
+	Proto string `yaml:"proto"` // tcp, udp, icmp
+	SPort int    `yaml:"sport"`
+	DPort int    `yaml:"dport"`
+	DSCP  *int   `yaml:"dscp"`
+	Src   string `yaml:"src"` // prefix
+	Dst   string `yaml:"dst"`
+	Pool  string `yaml:"pool"`
+}
+
+// IOCEnabled reports whether the switch runs Network I/O Control.
+func (s *Switch) IOCEnabled() bool { return s.IOC != nil && s.IOC.Enabled }
+
+// PoolOf is the pool a port group's traffic belongs to.
+func (pg *PortGroup) PoolOf() string {
+	if pg.Pool == "" {
+		return "vm"
+	}
+	return pg.Pool
+}
+
+// PortGroup returns the port group with that name and its switch.
+func (s *Spec) PortGroup(name string) (*PortGroup, *Switch, bool) {
+	for i := range s.Switches {
+		for j := range s.Switches[i].PortGroups {
+			if s.Switches[i].PortGroups[j].Name == name {
+				return &s.Switches[i].PortGroups[j], &s.Switches[i], true
+			}
+		}
+	}
+	return nil, nil, false
 }
 
 // VM is a virtual machine: in the lab a network namespace with its own

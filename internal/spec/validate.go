@@ -136,6 +136,7 @@ func (v *validator) checkSwitches() {
 				v.unique(seenPG, pg.Name, pp, "port group (port group names are global)")
 			}
 		}
+		v.checkIOC(i, &v.s.Switches[i])
 	}
 }
 

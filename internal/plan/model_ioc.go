@@ -1,0 +1,171 @@
+package plan
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/vnet-project/vnet/internal/ioc"
+	"github.com/vnet-project/vnet/internal/spec"
+)
+
+// Filter priorities on an uplink: lower runs first. A port group's rules
+// come before the plain per-port matches, each rule in its own band so the
+// spec's order holds; within a band a port's priority is a hash of its
+// MAC, stable as ports come and go.
+const (
+	rulePrioBase = 0x100
+	rulePrioBand = 0x100
+	MaxRules     = 60
+	portPrioBase = 0x4000
+	portPrioBand = 0x3fff
+)
+
+// port is a switch port as IOC sees it: the MAC its frames carry.
+type port struct {
+	owner string
+	mac   string
+}
+
+// ioc adds, on each host's active uplink of every IOC switch, the pool
+// classes, the filters that sort traffic into them, and the unclassified
+// class's share of the line-rate tree.
+func (m *modeler) ioc() {
+	for si := range m.s.Switches {
+		sw := &m.s.Switches[si]
+		if !sw.IOCEnabled() {
+			continue
+		}
+		pools := sw.IOCPools()
+		minor := map[string]uint32{}
+		for i, p := range pools {
+			minor[p.Name] = ioc.Minor(i)
+		}
+		for _, h := range sw.SwitchHosts() {
+			nic := m.activeNIC(sw, h)
+			if nic == nil {
+				continue
+			}
+			ns := m.ns(h)
+			classes := ioc.Classes(uint64(nic.Speed), pools)
+			m.setLeaf(ns, nic.Name, classes[0])
+			for _, c := range classes[1:] {
+				m.add(Resource{Kind: KindPool, NS: ns, Link: nic.Name, Class: c.Minor, Rate: c.Rate, Ceil: c.Ceil, Quantum: c.Quantum,
+					Owner: fmt.Sprintf("pool %s on %s/%s", c.Pool, h, nic.Name)})
+			}
+			m.filters(sw, h, ns, nic.Name, minor)
+		}
+	}
+}
+
+// activeNIC is the NIC that carries the switch's traffic on a host.
+func (m *modeler) activeNIC(sw *spec.Switch, host string) *spec.NIC {
+	h, _ := m.s.Host(host)
+	for _, u := range sw.Uplinks {
+		if name, ok := u.NICs[host]; ok {
+			n, _ := h.NIC(name)
+			return n
+		}
+	}
+	return nil
+}
+
+func (m *modeler) setLeaf(ns, link string, c ioc.Class) {
+	for i := range m.out {
+		r := &m.out[i]
+		if r.Kind == KindLineRate && r.NS == ns && r.Link == link {
+			r.LeafRate, r.Quantum = c.Rate, c.Quantum
+		}
+	}
+}
+
+func (m *modeler) filters(sw *spec.Switch, host, ns, link string, minor map[string]uint32) {
+	used := map[uint16]bool{}
+	for _, pg := range sw.PortGroups {
+		ports := m.portsOn(pg.Name, host)
+		for k, rule := range pg.Classify {
+			rk, _ := ioc.RuleKeys(rule.Rule())
+			for _, p := range ports {
+				mk, _ := ioc.SrcMACKeys(p.mac)
+				prio := pickPrio(used, rulePrioBase+uint16(k)*rulePrioBand, rulePrioBand, p.mac)
+				m.add(Resource{Kind: KindFilter, NS: ns, Link: link, Prio: prio, Match: ioc.EncodeKeys(append(mk, rk...)), Class: minor[rule.Pool],
+					Owner: fmt.Sprintf("%s rule %d -> pool %s", p.owner, k, rule.Pool)})
+			}
+		}
+		for _, p := range ports {
+			mk, _ := ioc.SrcMACKeys(p.mac)
+			prio := pickPrio(used, portPrioBase, portPrioBand, p.mac)
+			m.add(Resource{Kind: KindFilter, NS: ns, Link: link, Prio: prio, Match: ioc.EncodeKeys(mk), Class: minor[pg.PoolOf()],
+				Owner: fmt.Sprintf("%s -> pool %s", p.owner, pg.PoolOf())})
+		}
+	}
+}
+
+// pickPrio hashes a MAC into a band and probes past priorities in use.
+func pickPrio(used map[uint16]bool, base, band uint16, mac string) uint16 {
+	sum := sha256.Sum256([]byte(mac))
+	off := binary.BigEndian.Uint16(sum[:2]) % band
+	for i := uint16(0); i < band; i++ {
+		p := base + (off+i)%band
+		if !used[p] {
+			used[p] = true
+			return p
+		}
+	}
+	return base // more ports than priorities: validation keeps this from happening
+}
+
+// portsOn lists the ports of a port group on a host: vNICs and host ports.
+func (m *modeler) portsOn(pg, host string) []port {
+	var out []port
+	for _, r := range m.out {
+		if r.Kind != KindVeth || r.B.NS != m.ns(host) || !isPortOf(r, pg) {
+			continue
+		}
+		out = append(out, port{owner: r.Owner, mac: r.A.MAC})
+	}
+	return out
+}
+
+// isPortOf tells a vNIC's or host port's veth by the port group in its
+// owner label, which model writes as "... on <portgroup>".
+func isPortOf(r Resource, pg string) bool {
+	n := len(r.Owner) - len(pg)
+	return n > 4 && r.Owner[n-4:] == " on "+pg
+}
+
+// shapers adds the traffic shapers of port groups: egress on the port's
+// own end (traffic leaving the VM or host port), ingress on the switch's
+// end (traffic the switch delivers to it).
+func (m *modeler) shapers() {
+	var add []Resource
+	for _, sw := range m.s.Switches {
+		for _, pg := range sw.PortGroups {
+			if pg.Shaping == nil {
+				continue
+			}
+			for _, r := range m.out {
+				if r.Kind != KindVeth || !isPortOf(r, pg.Name) {
+					continue
+				}
+				for _, d := range []struct {
+					s   *spec.Shaper
+					end End
+					dir string
+				}{{pg.Shaping.Egress, r.A, "egress"}, {pg.Shaping.Ingress, r.B, "ingress"}} {
+					if d.s == nil {
+						continue
+					}
+					peak := uint64(d.s.Peak) / 8 * 8
+					avg := uint64(d.s.Average) / 8 * 8
+					if peak <= avg {
+						peak = 0 // no separate peak: the average is the ceiling
+					}
+					add = append(add, Resource{Kind: KindShaper, NS: d.end.NS, Link: d.end.Name, Rate: avg, Ceil: peak, Burst: uint64(d.s.Burst),
+						Owner: r.Owner + " " + d.dir + " shaping"})
+				}
+			}
+		}
+	}
+	m.out = append(m.out, add...)
+}

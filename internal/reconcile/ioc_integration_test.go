@@ -1,0 +1,196 @@
+package reconcile_test
+
+import (
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vnet-project/vnet/internal/nstest"
+)
+
+// iocLab has one 100 Mbit uplink on esx1, the only contention point: the
+// client's NIC is ten times faster. Each VM's traffic is in its own pool.
+const iocLab = `
+name: itioc
+hosts:
+  - name: esx1
+    nics: [{name: vmnic0, speed: 100Mbit}]
+  - name: client
+    native: true
+    nics: [{name: eth0, speed: 1Gbit, ip: 10.9.0.100/24}]
+switches:
+  - name: dvs0
+    uplinks: [{name: u1, nics: {esx1: vmnic0}}]
+    ioc:
+      enabled: true
+      pools:
+        vm: {shares: 100}
+        vmotion: {shares: 50, limit: 30Mbit}
+        nfs: {shares: 50}
+        backup: {shares: low}
+    portgroups:
+      - {name: pg-vm, pool: vm}
+      - {name: pg-nfs, pool: nfs}
+      - {name: pg-backup, pool: backup}
+      - {name: pg-vmotion, pool: vmotion}
+      - name: pg-shaped
+        shaping: {egress: {average: 20Mbit, peak: 60Mbit, burst: 1MiB}}
+vms:
+  - {name: vm1, host: esx1, nics: [{portgroup: pg-vm, ip: 10.9.0.1/24}]}
+  - {name: vm2, host: esx1, nics: [{portgroup: pg-nfs, ip: 10.9.0.2/24}]}
+  - {name: vm3, host: esx1, nics: [{portgroup: pg-backup, ip: 10.9.0.3/24}]}
+  - {name: vm4, host: esx1, nics: [{portgroup: pg-shaped, ip: 10.9.0.4/24}]}
+hostports:
+  - {host: esx1, portgroup: pg-vmotion, ip: 10.9.0.50/24}
+`
+
+const client = "10.9.0.100"
+
+// concurrently runs TCP streams from each namespace to the client and
+// returns their goodputs in bit/s.
+func concurrently(t *testing.T, from []string, d time.Duration) []float64 {
+	out := make([]float64, len(from))
+	var wg sync.WaitGroup
+	for i, ns := range from {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i] = measureTCP(t, ns, nstest.NSName("itioc", "client"), client, d)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func TestIOCSharesLimitsAndLonePools(t *testing.T) {
+	eng := nstest.Engine(t)
+	nstest.Apply(t, eng, iocLab)
+	vm := func(n string) string { return nstest.NSName("itioc", n) }
+	const line = 100e6
+
+	// 2:1 shares under contention. Ideal 66.7 : 33.3.
+	r := concurrently(t, []string{vm("vm1"), vm("vm2")}, 3*time.Second)
+	t.Logf("shares 100:50 -> %.1f : %.1f Mbit/s", r[0]/1e6, r[1]/1e6)
+	if r[0] < 1.4*r[1] {
+		t.Errorf("the 100-share pool got %.1f Mbit/s, the 50-share pool %.1f: not clearly more", r[0]/1e6, r[1]/1e6)
+	}
+	if r[0]+r[1] < 0.85*line {
+		t.Errorf("together %.1f Mbit/s of a 100 Mbit uplink: not work-conserving", (r[0]+r[1])/1e6)
+	}
+
+	// A lone 25-share pool gets the line.
+	r = concurrently(t, []string{vm("vm3")}, 2*time.Second)
+	t.Logf("lone 25-share pool -> %.1f Mbit/s", r[0]/1e6)
+	if r[0] < 0.85*line {
+		t.Errorf("lone low-share pool got %.1f Mbit/s", r[0]/1e6)
+	}
+
+	// A 30 Mbit limit holds even with the uplink idle.
+	r = concurrently(t, []string{vm("esx1")}, 2*time.Second)
+	t.Logf("vmotion limited to 30 Mbit -> %.1f Mbit/s", r[0]/1e6)
+	if r[0] > 30e6*1.05 || r[0] < 30e6*0.7 {
+		t.Errorf("limited pool got %.1f Mbit/s, want at most 31.5", r[0]/1e6)
+	}
+}
+
+// A UDP flood in one pool does not take a TCP pool's share: each pool has
+// its own queue.
+func TestIOCUDPFloodLeavesTCPItsShare(t *testing.T) {
+	eng := nstest.Engine(t)
+	nstest.Apply(t, eng, iocLab)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		nstest.Do(t, nstest.NSName("itioc", "vm2"), func() error {
+			c, err := net.Dial("udp", client+":9")
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			buf := make([]byte, 1400)
+			for {
+				select {
+				case <-stop:
+					return nil
+				default:
+					c.Write(buf) // as fast as the socket takes them
+				}
+			}
+		})
+	}()
+	time.Sleep(300 * time.Millisecond)
+	r := concurrently(t, []string{nstest.NSName("itioc", "vm1")}, 3*time.Second)
+	close(stop)
+	wg.Wait()
+	t.Logf("TCP in the 100-share pool beside a UDP flood in a 50-share pool: %.1f Mbit/s", r[0]/1e6)
+	if r[0] < 0.5*100e6 { // its share is 66.7
+		t.Errorf("TCP pool got %.1f Mbit/s beside the flood", r[0]/1e6)
+	}
+}
+
+// Shaping passes the peak for about the burst, then the average.
+func TestShapingPeakThenAverage(t *testing.T) {
+	eng := nstest.Engine(t)
+	nstest.Apply(t, eng, iocLab)
+	l := nstest.Listen(t, nstest.NSName("itioc", "client"), client+":0")
+	type sample struct {
+		at time.Duration
+		n  int64
+	}
+	got := make(chan []sample, 1)
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			got <- nil
+			return
+		}
+		defer c.Close()
+		var s []sample
+		var n int64
+		start := time.Now()
+		buf := make([]byte, 64<<10)
+		for {
+			k, err := c.Read(buf)
+			n += int64(k)
+			s = append(s, sample{time.Since(start), n})
+			if err != nil {
+				got <- s
+				return
+			}
+		}
+	}()
+	c, err := nstest.Dial(t, nstest.NSName("itioc", "vm4"), l.Addr().String(), net.Dialer{Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64<<10)
+	end := time.Now().Add(4 * time.Second)
+	for time.Now().Before(end) {
+		if _, err := c.Write(buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Close()
+	s := <-got
+	at := func(d time.Duration) int64 {
+		for _, x := range s {
+			if x.at >= d {
+				return x.n
+			}
+		}
+		return s[len(s)-1].n
+	}
+	// The first 1 MiB of credit lets 200 ms go at up to 60 Mbit/s.
+	early := float64(at(200*time.Millisecond)*8) / 0.2
+	late := float64((at(4*time.Second)-at(2*time.Second))*8) / 2
+	t.Logf("first 200 ms: %.1f Mbit/s; seconds 2-4: %.1f Mbit/s (average 20, peak 60, burst 1 MiB)", early/1e6, late/1e6)
+	if early < 1.5*20e6 || early > 60e6*1.1 {
+		t.Errorf("burst phase %.1f Mbit/s, want above the average and at most the peak", early/1e6)
+	}
+	if late < 20e6*0.85 || late > 20e6*1.1 {
+		t.Errorf("steady phase %.1f Mbit/s, want about the 20 Mbit/s average", late/1e6)
+	}
+}

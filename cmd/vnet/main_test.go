@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -143,5 +144,54 @@ func TestNetperfIgnoresStateDir(t *testing.T) {
 	out, code := run(t, t.TempDir(), "netperf", "--help")
 	if code != 0 || !strings.Contains(out, "usage: vnet netperf") {
 		t.Errorf("exit %d: %s", code, out)
+	}
+}
+
+func TestIOCStats(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIPPED: needs root to create network namespaces; CI runs these as root")
+	}
+	state := t.TempDir()
+	src := `name: iocstat
+hosts:
+  - {name: esx1, nics: [{name: vmnic0, speed: 1Gbit}]}
+switches:
+  - name: sw0
+    uplinks: [{name: u1, nics: {esx1: vmnic0}}]
+    ioc: {enabled: true, pools: {backup: {shares: low}}}
+    portgroups:
+      - {name: pg, pool: backup, shaping: {egress: {average: 100Mbit, burst: 64KiB}}}
+vms:
+  - {name: vm1, host: esx1, nics: [{portgroup: pg, ip: 10.8.0.1/24}]}
+`
+	f := filepath.Join(t.TempDir(), "s.yaml")
+	os.WriteFile(f, []byte(src), 0o644)
+	if out, code := run(t, state, "apply", f); code != 0 {
+		t.Fatalf("apply: %s", out)
+	}
+	defer run(t, state, "destroy", "iocstat")
+	out, code := run(t, state, "ioc", "stats", "iocstat", "-o", "json", "-i", "100ms")
+	if code != 0 {
+		t.Fatalf("ioc stats: %s", out)
+	}
+	var s struct {
+		Uplinks []struct {
+			Pools []struct{ Pool string } `json:"pools"`
+		} `json:"uplinks"`
+		Shapers []struct {
+			Average uint64 `json:"average_bps"`
+		} `json:"shapers"`
+	}
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if len(s.Uplinks) != 1 || len(s.Uplinks[0].Pools) != 8 || s.Uplinks[0].Pools[7].Pool != "backup" {
+		t.Errorf("uplinks %+v", s.Uplinks)
+	}
+	if len(s.Shapers) != 1 || s.Shapers[0].Average != 100e6 {
+		t.Errorf("shapers %+v", s.Shapers)
+	}
+	if out, _ := run(t, state, "ioc", "stats"); !strings.Contains(out, "backup") || !strings.Contains(out, "SHAPED PORT") {
+		t.Errorf("text: %s", out)
 	}
 }

@@ -230,3 +230,44 @@ func observeLineTree(h *netlink.Handle, link netlink.Link, ns string) []plan.Res
 	}
 	return out
 }
+
+// TCCounters reads the counters of a link's classes (by minor) and of its
+// root qdisc. Equivalent to: tc -s class show dev LINK; tc -s qdisc show dev LINK
+func (l *Linux) TCCounters(ns, link string) (map[uint32]plan.Counters, plan.Counters, error) {
+	h, lk, err := l.linkIn(ns, link)
+	if err != nil {
+		return nil, plan.Counters{}, err
+	}
+	classes := map[uint32]plan.Counters{}
+	cs, err := h.ClassList(lk, 0)
+	if err != nil {
+		return nil, plan.Counters{}, fmt.Errorf("tc -s class show dev %s: %w", link, err)
+	}
+	for _, c := range cs {
+		if st := c.Attrs().Statistics; st != nil {
+			classes[c.Attrs().Handle&0xffff] = counters(st.Basic, st.Queue)
+		}
+	}
+	var root plan.Counters
+	qs, err := h.QdiscList(lk)
+	if err != nil {
+		return nil, plan.Counters{}, fmt.Errorf("tc -s qdisc show dev %s: %w", link, err)
+	}
+	for _, q := range qs {
+		if q.Attrs().Parent == netlink.HANDLE_ROOT && q.Attrs().Statistics != nil {
+			root = counters(q.Attrs().Statistics.Basic, q.Attrs().Statistics.Queue)
+		}
+	}
+	return classes, root, nil
+}
+
+func counters(b *netlink.GnetStatsBasic, q *netlink.GnetStatsQueue) plan.Counters {
+	var c plan.Counters
+	if b != nil {
+		c.Bytes, c.Packets = b.Bytes, uint64(b.Packets)
+	}
+	if q != nil {
+		c.Drops, c.Overlimits, c.Backlog, c.Qlen = uint64(q.Drops), uint64(q.Overlimits), uint64(q.Backlog), uint64(q.Qlen)
+	}
+	return c
+}

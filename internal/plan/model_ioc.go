@@ -27,40 +27,68 @@ type port struct {
 	mac   string
 }
 
-// ioc adds, on each host's active uplink of every IOC switch, the pool
-// classes, the filters that sort traffic into them, and the unclassified
-// class's share of the line-rate tree.
-func (m *modeler) ioc() {
-	for si := range m.s.Switches {
-		sw := &m.s.Switches[si]
+// IOCUplink is one host's active uplink of a switch that runs Network I/O
+// Control, with the classes that divide it.
+type IOCUplink struct {
+	Host, Switch string
+	NS, NIC      string
+	Line         uint64
+	Classes      []ioc.Class // the unclassified class first, then the pools in ioc's order
+}
+
+// IOCUplinks lists, for every switch with IOC on, each host's active uplink.
+func IOCUplinks(s *spec.Spec) []IOCUplink {
+	var out []IOCUplink
+	for si := range s.Switches {
+		sw := &s.Switches[si]
 		if !sw.IOCEnabled() {
 			continue
 		}
 		pools := sw.IOCPools()
-		minor := map[string]uint32{}
-		for i, p := range pools {
-			minor[p.Name] = ioc.Minor(i)
-		}
 		for _, h := range sw.SwitchHosts() {
-			nic := m.activeNIC(sw, h)
+			nic := activeNIC(s, sw, h)
 			if nic == nil {
 				continue
 			}
-			ns := m.ns(h)
-			classes := ioc.Classes(uint64(nic.Speed), pools)
-			m.setLeaf(ns, nic.Name, classes[0])
-			for _, c := range classes[1:] {
-				m.add(Resource{Kind: KindPool, NS: ns, Link: nic.Name, Class: c.Minor, Rate: c.Rate, Ceil: c.Ceil, Quantum: c.Quantum,
-					Owner: fmt.Sprintf("pool %s on %s/%s", c.Pool, h, nic.Name)})
-			}
-			m.filters(sw, h, ns, nic.Name, minor)
+			out = append(out, IOCUplink{Host: h, Switch: sw.Name, NS: NSName(s.Name, h), NIC: nic.Name,
+				Line: uint64(nic.Speed), Classes: ioc.Classes(uint64(nic.Speed), pools)})
 		}
+	}
+	return out
+}
+
+// ioc adds, on each host's active uplink of every IOC switch, the pool
+// classes, the filters that sort traffic into them, and the unclassified
+// class's share of the line-rate tree.
+func (m *modeler) ioc() {
+	for _, u := range IOCUplinks(m.s) {
+		sw := m.switchNamed(u.Switch)
+		minor := map[string]uint32{}
+		for _, c := range u.Classes {
+			minor[c.Pool] = c.Minor
+		}
+		m.setLeaf(u.NS, u.NIC, u.Classes[0])
+		for _, c := range u.Classes[1:] {
+			m.add(Resource{Kind: KindPool, NS: u.NS, Link: u.NIC, Class: c.Minor, Rate: c.Rate, Ceil: c.Ceil, Quantum: c.Quantum,
+				Owner: fmt.Sprintf("pool %s on %s/%s", c.Pool, u.Host, u.NIC)})
+		}
+		m.filters(sw, u.Host, u.NS, u.NIC, minor)
 	}
 }
 
-// activeNIC is the NIC that carries the switch's traffic on a host.
-func (m *modeler) activeNIC(sw *spec.Switch, host string) *spec.NIC {
-	h, _ := m.s.Host(host)
+func (m *modeler) switchNamed(name string) *spec.Switch {
+	for i := range m.s.Switches {
+		if m.s.Switches[i].Name == name {
+			return &m.s.Switches[i]
+		}
+	}
+	return nil
+}
+
+// activeNIC is the NIC that carries a switch's traffic on a host: its
+// first uplink there (see activeSwitch).
+func activeNIC(s *spec.Spec, sw *spec.Switch, host string) *spec.NIC {
+	h, _ := s.Host(host)
 	for _, u := range sw.Uplinks {
 		if name, ok := u.NICs[host]; ok {
 			n, _ := h.NIC(name)

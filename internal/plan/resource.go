@@ -198,3 +198,13 @@ func endDesc(e End) string {
 	}
 	return b.String()
 }
+
+// Counters are a qdisc's or class's statistics.
+type Counters struct {
+	Bytes      uint64 `json:"bytes"`
+	Packets    uint64 `json:"packets"`
+	Drops      uint64 `json:"drops"`
+	Overlimits uint64 `json:"overlimits"`
+	Backlog    uint64 `json:"backlog_bytes"`
+	Qlen       uint64 `json:"qlen"`
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vnet-project/vnet/internal/dataplane"
+	"github.com/vnet-project/vnet/internal/reconcile"
+	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/store"
+	"github.com/vnet-project/vnet/internal/units"
+)
+
+func iocCmd() *cobra.Command {
+	c := &cobra.Command{Use: "ioc", Short: "Network I/O Control"}
+	var output string
+	var watch bool
+	var interval time.Duration
+	stats := &cobra.Command{
+		Use:   "stats [NAME]",
+		Short: "Per host, uplink and pool: rate, share of the uplink, drops, backlog; per port shaper counters",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dp, err := dataplane.New()
+			if err != nil {
+				return err
+			}
+			defer dp.Close()
+			st, err := store.OpenBolt(stateDir)
+			if err != nil {
+				return err
+			}
+			recs, err := selectRecords(st, args)
+			st.Close() // a long --watch must not hold the lock applies need
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			for {
+				for _, rec := range recs {
+					doc, err := spec.Decode(rec.SpecFile, rec.Spec)
+					if err != nil {
+						return err
+					}
+					s, err := reconcile.CollectIOCStats(dp, doc, interval)
+					if err != nil {
+						return err
+					}
+					if output == "json" {
+						if err := json.NewEncoder(cmd.OutOrStdout()).Encode(s); err != nil {
+							return err
+						}
+					} else {
+						printIOCStats(cmd.OutOrStdout(), s)
+					}
+				}
+				if !watch || ctx.Err() != nil {
+					return nil
+				}
+			}
+		},
+	}
+	stats.Flags().StringVarP(&output, "output", "o", "text", "text or json (one object per sample)")
+	stats.Flags().BoolVarP(&watch, "watch", "w", false, "sample again and again until interrupted")
+	stats.Flags().DurationVarP(&interval, "interval", "i", time.Second, "sampling interval")
+	c.AddCommand(stats)
+	return c
+}
+
+func printIOCStats(out io.Writer, s *reconcile.IOCStats) {
+	fmt.Fprintf(out, "%s at %s, rates over %.1f s\n", s.Infra, s.At.Format(time.TimeOnly), s.Interval)
+	if len(s.Uplinks) == 0 && len(s.Shapers) == 0 {
+		fmt.Fprintln(out, "no switch runs Network I/O Control and no port group is shaped")
+	}
+	for _, u := range s.Uplinks {
+		fmt.Fprintf(out, "\n%s/%s on %s: line %s, %s in use\n", u.Host, u.NIC, u.Switch, units.Rate(u.Line), mbit(u.Rate))
+		w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(w, "POOL\tCLASS\tASSURED\tCEIL\tRATE\tSHARE\tDROPS\tBACKLOG")
+		for _, p := range u.Pools {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%.1f%%\t%d\t%dB\n", p.Pool, p.Class, mbit(float64(p.Assured)), mbit(float64(p.Ceil)), mbit(p.Rate), 100*p.Share, p.Counters.Drops, p.Counters.Backlog)
+		}
+		w.Flush()
+	}
+	if len(s.Shapers) > 0 {
+		fmt.Fprintln(out)
+		w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(w, "SHAPED PORT\tLINK\tAVERAGE\tPEAK\tBURST\tRATE\tDROPS\tOVERLIMITS")
+		for _, sh := range s.Shapers {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", strings.TrimSuffix(sh.Port, " shaping"), sh.Link, mbit(float64(sh.Average)), mbit(float64(sh.Peak)),
+				units.Size(sh.Burst), mbit(sh.Rate), sh.Counters.Drops, sh.Counters.Overlimits)
+		}
+		w.Flush()
+	}
+	fmt.Fprintln(out)
+}
+
+func mbit(bps float64) string { return fmt.Sprintf("%.1fMbit", bps/1e6) }

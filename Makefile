@@ -24,6 +24,7 @@ unit:
 
 bench: build
 	./bench/netperf_vs_iperf3.py --vnet $(BIN)
+	./bench/ioc_accuracy.py --vnet $(BIN)
 
 clean:
 	rm -rf bin

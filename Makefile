@@ -3,14 +3,18 @@ GO ?= go
 BIN := bin/vnet
 export GOFLAGS := -buildvcs=false
 
-.PHONY: build run test unit fuzz bench clean
+.PHONY: build run demo test unit bench clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/vnet
 
-# The demo: build, apply the example infrastructure, show it, measure across
-# it, and remove it. Needs root (network namespaces).
+# The main job: every experiment of the five studies, quick, with a report
+# (lab-out/report.html, lab-out/summary.md). Needs root (network namespaces).
 run: build
+	$(BIN) lab run --all --quick --out lab-out
+
+# A short tour: apply examples/demo.yaml, show it, measure across it, destroy it.
+demo: build
 	./scripts/demo.sh $(BIN)
 
 # Unit tests run anywhere; integration tests need root and skip loudly without it.
@@ -27,4 +31,4 @@ bench: build
 	./bench/ioc_accuracy.py --vnet $(BIN)
 
 clean:
-	rm -rf bin
+	rm -rf bin lab-out

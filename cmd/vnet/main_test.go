@@ -195,3 +195,37 @@ vms:
 		t.Errorf("text: %s", out)
 	}
 }
+
+// One experiment end to end through the CLI: results.db, report.html and
+// summary.md written, the report rebuilt from the database, nothing left.
+func TestLabRunAndReport(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIPPED: needs root to create network namespaces; CI runs these as root")
+	}
+	state, out := t.TempDir(), t.TempDir()
+	before := namespaces()
+	got, code := run(t, state, "lab", "run", "s4-shares-example", "--quick", "--out", out)
+	if code != 0 || !strings.Contains(got, "| s4-shares-example | S4 |") {
+		t.Fatalf("lab run: exit %d\n%s", code, got)
+	}
+	for _, f := range []string{"results.db", "report.html", "summary.md"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Errorf("%s missing", f)
+		}
+	}
+	os.Remove(filepath.Join(out, "report.html"))
+	if got, code := run(t, state, "lab", "report", out); code != 0 || !strings.Contains(got, "s4-shares-example") {
+		t.Errorf("lab report: exit %d\n%s", code, got)
+	}
+	if _, err := os.Stat(filepath.Join(out, "report.html")); err != nil {
+		t.Error("report.html not rebuilt")
+	}
+	if after := namespaces(); !slices.Equal(before, after) {
+		t.Errorf("namespaces left behind: %v", after)
+	}
+	for _, args := range [][]string{{"lab", "run"}, {"lab", "run", "s9-nothing"}, {"lab", "run", "--all", "s0-smp"}, {"lab", "report", t.TempDir()}} {
+		if _, code := run(t, state, args...); code != 2 {
+			t.Errorf("vnet %v: exit %d, want 2", args, code)
+		}
+	}
+}

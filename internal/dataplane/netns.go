@@ -94,7 +94,25 @@ func createNetns(name string) error {
 	if err := h.LinkSetUp(lo); err != nil {
 		return fmt.Errorf("netns %s: set lo up: %w", name, err)
 	}
-	return nil
+	return strictARP(name)
+}
+
+// strictARP makes every interface answer ARP only for its own addresses
+// and announce only them. Linux's default (the weak host model) lets a
+// bridge answer for a host port's address, or one NIC for another's; the
+// traffic then bypasses the port it was meant for, and its shaper.
+// Equivalent to: ip netns exec NS sysctl -w net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.all.arp_announce=2
+func strictARP(ns string) error {
+	return inNS(ns, func() error {
+		for key, val := range map[string]string{"arp_ignore": "1", "arp_announce": "2"} {
+			// /proc/sys/net shows the namespace of the thread that opens it.
+			path := "/proc/sys/net/ipv4/conf/all/" + key
+			if err := os.WriteFile(path, []byte(val), 0o644); err != nil {
+				return fmt.Errorf("netns %s: sysctl net.ipv4.conf.all.%s=%s: %w", ns, key, val, err)
+			}
+		}
+		return nil
+	})
 }
 
 // deleteNetns kills whatever still runs inside the namespace, then removes it.

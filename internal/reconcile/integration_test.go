@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/vnet-project/vnet/internal/nstest"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/reconcile"
@@ -377,5 +379,54 @@ func TestExamplesApply(t *testing.T) {
 				t.Errorf("not converged after apply: %v\n%s", err, p)
 			}
 		})
+	}
+}
+
+// Each address is answered on its own interface: a native host with two
+// NICs on one physical switch receives traffic for each NIC's address on
+// that NIC, and a hypervisor's host port is reached through its port, not
+// through the bridge (Linux answers ARP for any local address on any
+// interface unless told otherwise).
+func TestEachAddressArrivesOnItsOwnInterface(t *testing.T) {
+	eng := nstest.Engine(t)
+	nstest.Apply(t, eng, `
+name: itarp
+hosts:
+  - {name: esx1, nics: [{name: vmnic0, speed: 1Gbit}]}
+  - name: client
+    native: true
+    nics:
+      - {name: eth0, speed: 1Gbit, ip: 10.61.0.100/24}
+      - {name: eth1, speed: 1Gbit, ip: 10.61.1.100/24}
+switches:
+  - {name: sw0, uplinks: [{name: u1, nics: {esx1: vmnic0}}], portgroups: [{name: pg}]}
+vms:
+  - {name: vm1, host: esx1, nics: [{portgroup: pg, ip: 10.61.1.1/24}]}
+hostports:
+  - {host: esx1, portgroup: pg, ip: 10.61.1.50/24}
+`)
+	rx := func(node, link string) uint64 {
+		t.Helper()
+		var n uint64
+		nstest.Do(t, ns("itarp", node), func() error {
+			l, err := netlink.LinkByName(link)
+			if err == nil {
+				n = l.Attrs().Statistics.RxBytes
+			}
+			return err
+		})
+		return n
+	}
+	for _, c := range []struct{ to, ip, link, bypass string }{
+		{"client", "10.61.1.100", "eth1", "eth0"}, // vm1 is on eth1's subnet only
+		{"esx1", "10.61.1.50", "vmk0", "sw0"},     // not through the bridge device
+	} {
+		before, other := rx(c.to, c.link), rx(c.to, c.bypass)
+		got := measureTCP(t, ns("itarp", "vm1"), ns("itarp", c.to), c.ip, time.Second)
+		in, leaked := rx(c.to, c.link)-before, rx(c.to, c.bypass)-other
+		t.Logf("to %s: %.0f Mbit/s; %s received %d bytes, %s %d", c.ip, got/1e6, c.link, in, c.bypass, leaked)
+		if in < 10<<20 || leaked > 1<<20 {
+			t.Errorf("traffic to %s: %d bytes on %s, %d on %s", c.ip, in, c.link, leaked, c.bypass)
+		}
 	}
 }

@@ -139,7 +139,7 @@ func barChart(e *Experiment, s Samples) (string, error) {
 		// From zero: a bar chart whose axis starts elsewhere turns 3% into 300%.
 		YAxis: chart.YAxis{Name: e.Chart.YLabel, Style: chart.Style{FontSize: 9},
 			Range: &chart.ContinuousRange{Min: 0, Max: top * 1.1}},
-		Bars:       bars,
+		Bars: bars,
 	}
 	var buf bytes.Buffer
 	if err := c.Render(chart.SVG, &buf); err != nil {

@@ -59,7 +59,9 @@ func (l *Linux) Execute(a plan.Action) error {
 	case plan.OpCreate:
 		err = l.ensure(*a.New)
 	case plan.OpModify:
-		err = l.modify(*a.Old, *a.New)
+		// Every ensure converges an existing object to the resource, and
+		// plan only changes in place the kinds whose ensure can.
+		err = l.ensure(*a.New)
 	case plan.OpReplace:
 		if err = l.remove(*a.Old); err == nil {
 			err = l.ensure(*a.New)
@@ -99,26 +101,6 @@ func (l *Linux) ensure(r plan.Resource) error {
 		return l.cgroups.Ensure(r)
 	}
 	return fmt.Errorf("unknown kind %q", r.Kind)
-}
-
-func (l *Linux) modify(old, r plan.Resource) error {
-	switch r.Kind {
-	case plan.KindBridge:
-		return l.ensureBridge(r)
-	case plan.KindVeth:
-		return l.configureVeth(r)
-	case plan.KindLineRate:
-		return l.ensureLineRate(r)
-	case plan.KindPool:
-		return l.ensurePool(r)
-	case plan.KindShaper:
-		return l.ensureShaper(r)
-	case plan.KindOffloads:
-		return setOffloads(r)
-	case plan.KindCgroup:
-		return l.cgroups.Ensure(r)
-	}
-	return fmt.Errorf("%s cannot be changed in place", r.Kind)
 }
 
 func (l *Linux) remove(r plan.Resource) error {

@@ -190,18 +190,8 @@ func setMaster(h *netlink.Handle, link netlink.Link, master string) error {
 
 // Equivalent to: ip -n NS link del NAME
 func (l *Linux) removeLink(ns, name string) error {
-	if !netnsExists(ns) {
-		return nil
-	}
-	h, err := l.handle(ns)
-	if err != nil {
-		return err
-	}
-	link, err := h.LinkByName(name)
-	if isGone(err) {
-		return nil
-	}
-	if err != nil {
+	h, link, err := l.existingLink(ns, name)
+	if link == nil || err != nil {
 		return err
 	}
 	if err := h.LinkDel(link); err != nil && !isGone(err) {
@@ -228,14 +218,8 @@ func (l *Linux) ensureAddr(r plan.Resource) error {
 
 // Equivalent to: ip -n NS addr del CIDR dev LINK
 func (l *Linux) removeAddr(r plan.Resource) error {
-	if !netnsExists(r.NS) {
-		return nil
-	}
-	h, link, err := l.linkIn(r.NS, r.Link)
-	if isGone(err) {
-		return nil
-	}
-	if err != nil {
+	h, link, err := l.existingLink(r.NS, r.Link)
+	if link == nil || err != nil {
 		return err
 	}
 	addr, err := netlink.ParseAddr(r.CIDR)

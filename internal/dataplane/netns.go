@@ -19,14 +19,12 @@ import (
 // NetnsDir is where named namespaces are bind-mounted, as ip-netns(8) does.
 const NetnsDir = "/run/netns"
 
-// inNS runs fn on an OS thread that has entered the named namespace. The
-// thread is never reused if it cannot be brought back.
-func inNS(name string, fn func() error) error {
-	target, err := netns.GetFromName(name)
-	if err != nil {
-		return fmt.Errorf("open netns %s: %w", name, err)
-	}
-	defer target.Close()
+// onOwnThread runs fn on a locked OS thread and brings the thread back to
+// its namespace afterwards. fn may switch the thread's namespace (setns, or
+// unshare to make a new one); if the thread cannot be brought back it stays
+// locked, and the runtime discards it when the goroutine ends instead of
+// running other goroutines in the wrong namespace.
+func onOwnThread(fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -36,16 +34,9 @@ func inNS(name string, fn func() error) error {
 			return
 		}
 		defer orig.Close()
-		if err := netns.Set(target); err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("enter netns %s: %w", name, err)
-			return
-		}
 		ferr := fn()
 		if err := netns.Set(orig); err != nil {
-			// Leave the thread locked: the runtime discards it when this
-			// goroutine ends, instead of running others in the wrong namespace.
-			errc <- errors.Join(ferr, fmt.Errorf("leave netns %s: %w", name, err))
+			errc <- errors.Join(ferr, fmt.Errorf("return to the original netns: %w", err))
 			return
 		}
 		runtime.UnlockOSThread()
@@ -54,31 +45,33 @@ func inNS(name string, fn func() error) error {
 	return <-errc
 }
 
+// inNS runs fn on an OS thread that has entered the named namespace.
+func inNS(name string, fn func() error) error {
+	target, err := netns.GetFromName(name)
+	if err != nil {
+		return fmt.Errorf("open netns %s: %w", name, err)
+	}
+	defer target.Close()
+	return onOwnThread(func() error {
+		if err := netns.Set(target); err != nil {
+			return fmt.Errorf("enter netns %s: %w", name, err)
+		}
+		return fn()
+	})
+}
+
 // createNetns makes a named namespace with its loopback up.
 // Equivalent to: ip netns add NAME && ip -n NAME link set lo up
 func createNetns(name string) error {
 	if !netnsExists(name) {
-		errc := make(chan error, 1)
-		go func() {
-			runtime.LockOSThread()
-			orig, err := netns.Get()
-			if err != nil {
-				errc <- err
-				return
-			}
-			defer orig.Close()
+		err := onOwnThread(func() error {
 			h, err := netns.NewNamed(name) // moves this thread into the new namespace
 			if err == nil {
 				h.Close()
 			}
-			if serr := netns.Set(orig); serr != nil {
-				errc <- errors.Join(err, serr) // thread stays locked and dies with the goroutine
-				return
-			}
-			runtime.UnlockOSThread()
-			errc <- err
-		}()
-		if err := <-errc; err != nil {
+			return err
+		})
+		if err != nil {
 			return fmt.Errorf("ip netns add %s: %w", name, err)
 		}
 	}

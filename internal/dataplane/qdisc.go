@@ -81,14 +81,8 @@ func hasLineRoot(h *netlink.Handle, link netlink.Link) bool {
 
 // Equivalent to: tc qdisc del dev LINK root
 func (l *Linux) removeLineRate(r plan.Resource) error {
-	if !netnsExists(r.NS) {
-		return nil
-	}
-	h, link, err := l.linkIn(r.NS, r.Link)
-	if isGone(err) {
-		return nil
-	}
-	if err != nil {
+	h, link, err := l.existingLink(r.NS, r.Link)
+	if link == nil || err != nil {
 		return err
 	}
 	if !hasLineRoot(h, link) {

@@ -33,6 +33,19 @@ type tally struct {
 
 func (t *tally) elapsed() float64 { return t.End.Sub(t.Start).Seconds() }
 
+// transaction records one completed request/response of size bytes.
+func (t *tally) transaction(size int, latency time.Duration, keep bool, p *phase) {
+	if keep && len(t.Latencies) < maxLatencySamples {
+		t.Latencies = append(t.Latencies, latency)
+	}
+	t.Transactions++
+	t.Bytes += int64(size)
+	p.count.Store(t.Transactions)
+}
+
+// errMidTransaction is a peer that closed between a request and its response.
+var errMidTransaction = errors.New("server closed the connection mid-transaction")
+
 // maxLatencySamples bounds memory for very long RR tests (8 bytes each).
 const maxLatencySamples = 20_000_000
 
@@ -111,17 +124,12 @@ func rrClient(s *sock, req, resp int, d time.Duration, count int64, p *phase, ke
 		if err != nil || n < resp {
 			t.End = time.Now()
 			if err == nil {
-				err = errors.New("server closed the connection mid-transaction")
+				err = errMidTransaction
 			}
 			return t, err
 		}
 		end := time.Now()
-		if keep && len(t.Latencies) < maxLatencySamples {
-			t.Latencies = append(t.Latencies, end.Sub(begin))
-		}
-		t.Transactions++
-		t.Bytes += int64(req + resp)
-		p.count.Store(t.Transactions)
+		t.transaction(req+resp, end.Sub(begin), keep, p)
 		begin = end
 	}
 	t.End = time.Now()
@@ -161,9 +169,7 @@ func rrServer(s *sock, req, resp int, p *phase) (tally, error) {
 			t.End = time.Now()
 			return t, err
 		}
-		t.Transactions++
-		t.Bytes += int64(req + resp)
-		p.count.Store(t.Transactions)
+		t.transaction(req+resp, 0, false, p)
 	}
 }
 
@@ -189,16 +195,11 @@ func crrClient(dial func() (*sock, error), req, resp int, d time.Duration, count
 		if err != nil || n < resp {
 			t.End = time.Now()
 			if err == nil {
-				err = errors.New("server closed the connection mid-transaction")
+				err = errMidTransaction
 			}
 			return t, err
 		}
-		if keep && len(t.Latencies) < maxLatencySamples {
-			t.Latencies = append(t.Latencies, time.Since(begin))
-		}
-		t.Transactions++
-		t.Bytes += int64(req + resp)
-		p.count.Store(t.Transactions)
+		t.transaction(req+resp, time.Since(begin), keep, p)
 	}
 	t.End = time.Now()
 	return t, nil
@@ -279,12 +280,7 @@ func udpRRClient(s *sock, req, resp int, d time.Duration, count int64, p *phase,
 			t.End = time.Now()
 			return t, err
 		}
-		if keep && len(t.Latencies) < maxLatencySamples {
-			t.Latencies = append(t.Latencies, time.Since(begin))
-		}
-		t.Transactions++
-		t.Bytes += int64(req + resp)
-		p.count.Store(t.Transactions)
+		t.transaction(req+resp, time.Since(begin), keep, p)
 	}
 	t.End = time.Now()
 	return t, nil
@@ -307,9 +303,7 @@ func udpRRServer(s *sock, req, resp int, p *phase) (tally, error) {
 			t.End = time.Now()
 			return t, err
 		}
-		t.Transactions++
-		t.Bytes += int64(req + resp)
-		p.count.Store(t.Transactions)
+		t.transaction(req+resp, 0, false, p)
 	}
 	t.End = time.Now()
 	return t, nil

@@ -330,9 +330,7 @@ func (d *serverData) serveCRR(req *Request, p *phase) (tally, error) {
 		}
 		if n, err := s.readFull(rq, &p.stop); err == nil && n == len(rq) {
 			if _, err := s.write(rs, &p.stop); err == nil {
-				t.Transactions++
-				t.Bytes += int64(len(rq) + len(rs))
-				p.count.Store(t.Transactions)
+				t.transaction(len(rq)+len(rs), 0, false, p)
 			}
 		}
 		s.Close()

@@ -102,11 +102,9 @@ func Run(ctx context.Context, c *Config, tg Target, instance int, events func(In
 	dataAddr := net.JoinHostPort(tg.Host, strconv.Itoa(ready.Ready.DataPort))
 
 	var p phase
-	// If the control connection breaks mid-test, the server is gone.
-	go func() {
-		<-ctx.Done()
-		p.stop.Store(true)
-	}()
+	// Cancelling the run (Ctrl-C) stops the data loops at their next timeout.
+	stopData := context.AfterFunc(ctx, func() { p.stop.Store(true) })
+	defer stopData()
 	stopInterim := startInterim(c, tg, instance, &p, events)
 	ifname := ""
 	var ifA IfaceCounters

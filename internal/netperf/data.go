@@ -112,7 +112,7 @@ func rrClient(s *sock, req, resp int, d time.Duration, count int64, p *phase, ke
 	if keep {
 		t.Latencies = make([]time.Duration, 0, expectedSamples(d, count))
 	}
-	s.raw = true
+	defer s.useRaw()()
 	deadline := deadlineOf(t.Start, d)
 	begin := t.Start
 	for !p.over.Load() && (count == 0 || t.Transactions < count) && begin.Before(deadline) {
@@ -157,7 +157,7 @@ func deadlineOf(start time.Time, d time.Duration) time.Time {
 // rrServer answers requests until the client's FIN.
 func rrServer(s *sock, req, resp int, p *phase) (tally, error) {
 	rq, rs := make([]byte, req), make([]byte, resp)
-	s.raw = true
+	defer s.useRaw()()
 	t := tally{Start: time.Now()}
 	for {
 		n, err := s.readFull(rq, &p.stop)

@@ -24,6 +24,8 @@ if v netperf --help >/dev/null 2>&1; then
   sleep 0.3
   v exec web1 -- "$vnet" netperf -H 192.168.50.12 -l 3 -c -C
 fi
+echo; echo "== vnet ioc stats: the pools on each host's dvs0 uplink (idle now)"
+v ioc stats demo -i 500ms
 echo; echo "== vnet destroy demo"
 v destroy demo
 trap 'rm -rf "$state"' EXIT

@@ -83,17 +83,6 @@ func (c *Cgroups) Available() error {
 		Hint: "mount cgroup v2 with cpu and cpuset enabled, or the v1 cpu and cpuset hierarchies; or drop cpus: from the VMs"}
 }
 
-// Driver names the hierarchy in use, for status and errors.
-func (c *Cgroups) Driver() string {
-	switch {
-	case c.v2 != "":
-		return "cgroup v2 at " + c.v2
-	case c.v1CPU != "" && c.v1Cpuset != "":
-		return "cgroup v1 at " + c.v1CPU + " and " + c.v1Cpuset
-	}
-	return "none"
-}
-
 // Ensure creates the VM's cgroup with its CPU limit and cpuset.
 // Equivalent to: mkdir -p ROOT/NAME; echo "QUOTA 100000" > cpu.max; echo CPUS > cpuset.cpus
 func (c *Cgroups) Ensure(r plan.Resource) error {

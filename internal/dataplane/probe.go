@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/vishvananda/netlink"
-
 	"github.com/vnet-project/vnet/internal/plan"
 )
 
@@ -55,14 +53,4 @@ func (l *Linux) Probe(needs []plan.Resource) error {
 		}
 	}
 	return nil
-}
-
-// LinkStats returns a link's counters, for status and measurements.
-func (l *Linux) LinkStats(ns, name string) (*netlink.LinkStatistics, bool, error) {
-	_, link, err := l.linkIn(ns, name)
-	if err != nil {
-		return nil, false, err
-	}
-	up := link.Attrs().OperState == netlink.OperUp || link.Attrs().OperState == netlink.OperUnknown
-	return link.Attrs().Statistics, up, nil
 }

@@ -17,7 +17,7 @@ CREATE TABLE IF NOT EXISTS runs (
   quick INTEGER NOT NULL, repeat INTEGER NOT NULL, command TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS samples (
   run_id INTEGER NOT NULL REFERENCES runs(id), experiment TEXT NOT NULL, series TEXT NOT NULL,
-  label TEXT NOT NULL, metric TEXT NOT NULL, value REAL NOT NULL, unit TEXT NOT NULL, rep INTEGER NOT NULL);
+  label TEXT NOT NULL, metric TEXT NOT NULL, value REAL NOT NULL, unit TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS verdicts (
   run_id INTEGER NOT NULL REFERENCES runs(id), experiment TEXT NOT NULL, status TEXT NOT NULL,
   expected TEXT NOT NULL, observed TEXT NOT NULL, error TEXT NOT NULL, seconds REAL NOT NULL);
@@ -72,7 +72,7 @@ func (d *DB) finishRun(r *RunInfo) error {
 }
 
 func (d *DB) addSample(run int64, exp string, s Sample) error {
-	_, err := d.db.Exec(`INSERT INTO samples VALUES(?,?,?,?,?,?,?,?)`, run, exp, s.Series, s.Label, s.Metric, s.Value, s.Unit, s.Rep)
+	_, err := d.db.Exec(`INSERT INTO samples VALUES(?,?,?,?,?,?,?)`, run, exp, s.Series, s.Label, s.Metric, s.Value, s.Unit)
 	return err
 }
 
@@ -123,7 +123,7 @@ func (d *DB) Outcomes(run int64) ([]Outcome, error) {
 		byName[o.Experiment] = o
 	}
 	rows.Close()
-	srows, err := d.db.Query(`SELECT experiment, series, label, metric, value, unit, rep FROM samples WHERE run_id = ? ORDER BY rowid`, run)
+	srows, err := d.db.Query(`SELECT experiment, series, label, metric, value, unit FROM samples WHERE run_id = ? ORDER BY rowid`, run)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +131,7 @@ func (d *DB) Outcomes(run int64) ([]Outcome, error) {
 	for srows.Next() {
 		var exp string
 		var s Sample
-		if err := srows.Scan(&exp, &s.Series, &s.Label, &s.Metric, &s.Value, &s.Unit, &s.Rep); err != nil {
+		if err := srows.Scan(&exp, &s.Series, &s.Label, &s.Metric, &s.Value, &s.Unit); err != nil {
 			return nil, err
 		}
 		if o, ok := byName[exp]; ok {

@@ -31,7 +31,6 @@ type Sample struct {
 	Metric string  // e.g. "throughput"
 	Value  float64 // in Unit
 	Unit   string
-	Rep    int
 }
 
 // Samples are an experiment's measurements.
@@ -100,7 +99,6 @@ type Run struct {
 	exp     *Experiment
 	infras  []string
 	samples Samples
-	rep     int
 }
 
 // Seconds is the length of one measurement.
@@ -242,7 +240,7 @@ func (x *Run) secs(f Flow) int {
 
 // Record keeps a sample.
 func (x *Run) Record(series, label, metric string, value float64, unit string) {
-	x.samples = append(x.samples, Sample{Series: series, Label: label, Metric: metric, Value: value, Unit: unit, Rep: x.rep})
+	x.samples = append(x.samples, Sample{Series: series, Label: label, Metric: metric, Value: value, Unit: unit})
 }
 
 // Mbit is a result's throughput in Mbit/s.

@@ -13,6 +13,7 @@ require (
 )
 
 require (
+	github.com/cilium/ebpf v0.22.0
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
 	github.com/google/uuid v1.6.0 // indirect

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vnet-project/vnet/internal/agent"
 	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/reconcile"
@@ -62,8 +63,8 @@ func applyCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer done()
 			if dryRun {
+				defer done()
 				p, err := eng.Plan(doc)
 				if err == nil {
 					fmt.Fprint(cmd.OutOrStdout(), p)
@@ -71,13 +72,14 @@ func applyCmd() *cobra.Command {
 				return err
 			}
 			res, err := eng.Apply(doc)
+			done()
 			if err != nil {
 				return err
 			}
 			if !res.Plan.Empty() {
 				fmt.Fprintf(cmd.OutOrStdout(), "applied %s: %d changes\n", doc.Spec.Name, res.Executed)
 			}
-			return nil
+			return syncAgent(cmd, doc.Spec)
 		},
 	}
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing")
@@ -115,6 +117,10 @@ func destroyCmd() *cobra.Command {
 			}
 			defer done()
 			_, known := eng.Store.Get(name)
+			if err := agent.Stop(stateDir, name); err != nil {
+				return err
+			}
+			_ = os.Remove(agent.LogFile(stateDir, name))
 			p, err := eng.Destroy(name)
 			if err != nil {
 				return err

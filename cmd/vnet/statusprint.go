@@ -29,7 +29,7 @@ func printStatus(out io.Writer, st *reconcile.Status) {
 	for _, s := range st.Switches {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", s.Name, s.Type, strings.Join(s.Hosts, ","), dash(strings.Join(s.Uplinks, ",")), dash(strings.Join(s.PortGroups, ",")))
 	}
-	fmt.Fprintln(w, "\nVM\tHOST\tCPUS\tVNIC\tPORT GROUP\tMAC\tIP\tSTATE")
+	fmt.Fprintln(w, "\nVM\tHOST\tCPUS\tVNIC\tPORT GROUP\tMAC\tIP\tSTATE\tUPLINK")
 	for _, vm := range st.VMs {
 		cpus := "-"
 		if vm.CPUs > 0 {
@@ -39,13 +39,13 @@ func printStatus(out io.Writer, st *reconcile.Status) {
 			fmt.Fprintf(w, "%s\t%s\t%s\t-\t\t\t\t\n", vm.Name, vm.Host, cpus)
 		}
 		for _, n := range vm.NICs {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", vm.Name, vm.Host, cpus, n.Name, n.PortGroup, n.MAC, dash(n.IP), n.State)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", vm.Name, vm.Host, cpus, n.Name, n.PortGroup, n.MAC, dash(n.IP), n.State, uplinkText(n))
 		}
 	}
 	if len(st.HostPorts) > 0 {
-		fmt.Fprintln(w, "\nHOST PORT\tHOST\tPORT GROUP\tMAC\tIP\tSTATE")
+		fmt.Fprintln(w, "\nHOST PORT\tHOST\tPORT GROUP\tMAC\tIP\tSTATE\tUPLINK")
 		for _, p := range st.HostPorts {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, p.Host, p.PortGroup, p.MAC, dash(p.IP), p.State)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, p.Host, p.PortGroup, p.MAC, dash(p.IP), p.State, uplinkText(p))
 		}
 	}
 	w.Flush()
@@ -53,6 +53,18 @@ func printStatus(out io.Writer, st *reconcile.Status) {
 		fmt.Fprintf(out, "\ndrift: the host differs from the spec; vnet apply would:\n  %s\n", strings.Join(st.Drift, "\n  "))
 	}
 	fmt.Fprintln(out)
+}
+
+// uplinkText says which uplink of a team carries a port and why; "-" when
+// its switch has one uplink on the host (or none).
+func uplinkText(p reconcile.PortStatus) string {
+	if p.Uplink == "" {
+		if p.Why != "" {
+			return p.Why // e.g. no uplink up
+		}
+		return "-"
+	}
+	return p.Uplink + " (" + p.Why + ")"
 }
 
 func dash(s string) string {

@@ -95,6 +95,8 @@ func (l *Linux) ensure(r plan.Resource) error {
 		return l.ensureFilter(r)
 	case plan.KindShaper:
 		return l.ensureShaper(r)
+	case plan.KindSteer:
+		return l.ensureSteer(r)
 	case plan.KindOffloads:
 		return setOffloads(r)
 	case plan.KindCgroup:
@@ -122,6 +124,8 @@ func (l *Linux) remove(r plan.Resource) error {
 		return l.removeFilter(r)
 	case plan.KindShaper:
 		return l.removeShaper(r)
+	case plan.KindSteer:
+		return l.removeSteer(r)
 	case plan.KindOffloads:
 		return nil // offloads go with their link, or stay as the kernel has them
 	case plan.KindCgroup:

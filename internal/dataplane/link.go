@@ -50,7 +50,7 @@ func (l *Linux) ensureBridge(r plan.Resource) error {
 	if link.Type() != "bridge" {
 		return fmt.Errorf("%s exists in %s and is a %s, not a bridge", r.Name, r.NS, link.Type())
 	}
-	return setLinkAttrs(h, link, r.MAC, r.MTU, ownerAlias(r.Owner))
+	return setLinkAttrs(h, link, r.MAC, r.MTU, ownerAlias(r.Owner), true)
 }
 
 func bridgeErr(err error) error {
@@ -127,13 +127,22 @@ func (l *Linux) configureEnd(e plan.End, alias string) error {
 	if err != nil {
 		return fmt.Errorf("find %s in %s: %w", e.Name, e.NS, err)
 	}
-	if err := setLinkAttrs(h, link, e.MAC, e.MTU, alias); err != nil {
+	if err := setLinkAttrs(h, link, e.MAC, e.MTU, alias, !e.Down); err != nil {
 		return err
 	}
-	return setMaster(h, link, e.Master)
+	if err := setMaster(h, link, e.Master); err != nil {
+		return err
+	}
+	if e.Master == "" {
+		return nil
+	}
+	if pi, err := h.LinkGetProtinfo(link); err != nil || pi.Isolated != e.Isolated {
+		return setUplinkPort(h, e.NS, link, e.Isolated)
+	}
+	return nil
 }
 
-func setLinkAttrs(h *netlink.Handle, link netlink.Link, mac string, mtu int, alias string) error {
+func setLinkAttrs(h *netlink.Handle, link netlink.Link, mac string, mtu int, alias string, up bool) error {
 	attrs := link.Attrs()
 	name := attrs.Name
 	if mac != "" && !strings.EqualFold(attrs.HardwareAddr.String(), mac) {
@@ -155,9 +164,14 @@ func setLinkAttrs(h *netlink.Handle, link netlink.Link, mac string, mtu int, ali
 			return fmt.Errorf("set %s alias: %w", name, err)
 		}
 	}
-	if attrs.Flags&net.FlagUp == 0 {
+	switch isUp := attrs.Flags&net.FlagUp != 0; {
+	case up && !isUp:
 		if err := h.LinkSetUp(link); err != nil {
 			return fmt.Errorf("set %s up: %w", name, err)
+		}
+	case !up && isUp:
+		if err := h.LinkSetDown(link); err != nil {
+			return fmt.Errorf("set %s down: %w", name, err)
 		}
 	}
 	return nil

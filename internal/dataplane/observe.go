@@ -44,8 +44,10 @@ func (l *Linux) Observe(infra string, hints []plan.Resource) ([]plan.Resource, e
 			return nil, fmt.Errorf("ip -n %s link show: %w", ns, err)
 		}
 		byIndex := map[int]string{}
+		byName := map[string]int{}
 		for _, link := range links {
 			byIndex[link.Attrs().Index] = link.Attrs().Name
+			byName[link.Attrs().Name] = link.Attrs().Index
 		}
 		for _, link := range links {
 			attrs := link.Attrs()
@@ -58,7 +60,13 @@ func (l *Linux) Observe(infra string, hints []plan.Resource) ([]plan.Resource, e
 				out = append(out, plan.Resource{Kind: plan.KindBridge, NS: ns, Name: attrs.Name,
 					MAC: attrs.HardwareAddr.String(), MTU: attrs.MTU, Owner: owner})
 			case "veth":
-				end := plan.End{NS: ns, Name: attrs.Name, MAC: attrs.HardwareAddr.String(), MTU: attrs.MTU, Master: byIndex[attrs.MasterIndex]}
+				end := plan.End{NS: ns, Name: attrs.Name, MAC: attrs.HardwareAddr.String(), MTU: attrs.MTU, Master: byIndex[attrs.MasterIndex],
+					Down: attrs.Flags&net.FlagUp == 0}
+				if end.Master != "" {
+					if pi, err := h.LinkGetProtinfo(link); err == nil {
+						end.Isolated = pi.Isolated
+					}
+				}
 				if pns, pname, ok := parsePeerAlias(attrs.Alias); ok {
 					bEnds = append(bEnds, struct {
 						peer string
@@ -74,6 +82,7 @@ func (l *Linux) Observe(infra string, hints []plan.Resource) ([]plan.Resource, e
 			}
 			out = append(out, addrs...)
 			out = append(out, observeTC(h, link, ns, shaperHints)...)
+			out = append(out, observeSteer(h, link, ns, byName)...)
 		}
 	}
 	for _, b := range bEnds {

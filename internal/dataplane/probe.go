@@ -20,7 +20,7 @@ func (l *Linux) Probe(needs []plan.Resource) error {
 			return err
 		}
 	}
-	if !kinds[plan.KindBridge] && !kinds[plan.KindVeth] && !kinds[plan.KindLineRate] && !kinds[plan.KindShaper] {
+	if !kinds[plan.KindBridge] && !kinds[plan.KindVeth] && !kinds[plan.KindLineRate] && !kinds[plan.KindShaper] && !kinds[plan.KindSteer] {
 		return nil
 	}
 	ns := fmt.Sprintf("vnetprobe.%d", os.Getpid())
@@ -46,6 +46,12 @@ func (l *Linux) Probe(needs []plan.Resource) error {
 	}
 	if kinds[plan.KindShaper] {
 		steps = append(steps, plan.Resource{Kind: plan.KindShaper, NS: ns, Link: "pa", Rate: 1e8, Ceil: 2e8, Burst: 100000})
+	}
+	if kinds[plan.KindSteer] {
+		probe.A.Isolated = true // teamed uplinks are isolated bridge ports
+		steps = append(steps, probe,
+			plan.Resource{Kind: plan.KindSteer, NS: ns, Link: "pb", Name: "probe", Match: plan.Steer{Out: true, To: []string{"pa"}, Local: []string{"02:00:00:00:00:03"}}.String()},
+			plan.Resource{Kind: plan.KindSteer, NS: ns, Link: "pa", Match: plan.Steer{Bcast: true, Local: []string{"02:00:00:00:00:03"}}.String()})
 	}
 	for _, r := range steps {
 		if err := l.ensure(r); err != nil {

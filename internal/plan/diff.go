@@ -90,7 +90,7 @@ func Diff(desired, observed []Resource) Plan {
 	// What sits on a replaced link disappears with it and must be made again.
 	if len(replacedLinks) > 0 {
 		for _, d := range desired {
-			if o, exists := obs[d.Key()]; exists && Same(o, d) && replacedLinks[d.onLink()] {
+			if o, exists := obs[d.Key()]; exists && Same(o, d) && (replacedLinks[d.onLink()] || anyOf(replacedLinks, d.refs())) {
 				ups = append(ups, Action{Op: OpCreate, New: ptr(d)})
 			}
 		}
@@ -112,7 +112,7 @@ func modifiable(o, d Resource) bool {
 		// A pair is named by both ends; moving an end to another namespace
 		// or renaming it is a new pair.
 		return o.A.NS == d.A.NS && o.A.Name == d.A.Name && o.B.NS == d.B.NS && o.B.Name == d.B.Name
-	case KindBridge, KindLineRate, KindOffloads, KindCgroup, KindPool, KindShaper:
+	case KindBridge, KindLineRate, KindOffloads, KindCgroup, KindPool, KindShaper, KindSteer:
 		return true
 	}
 	return false
@@ -136,6 +136,8 @@ func describeChange(o, d Resource) string {
 		add(e.name+" mtu", e.o.MTU, e.d.MTU)
 		add(e.name+" mac", e.o.MAC, e.d.MAC)
 		add(e.name+" master", e.o.Master, e.d.Master)
+		add(e.name+" isolated", e.o.Isolated, e.d.Isolated)
+		add(e.name+" down", e.o.Down, e.d.Down)
 	}
 	add("rate", o.Rate, d.Rate)
 	add("leaf rate", o.LeafRate, d.LeafRate)
@@ -148,6 +150,7 @@ func describeChange(o, d Resource) string {
 	add("tso", o.TSO, d.TSO)
 	add("cpu milli", o.CPUMilli, d.CPUMilli)
 	add("cpuset", o.CPUs, d.CPUs)
+	add("uplink", o.Why, d.Why)
 	return strings.Join(parts, ", ")
 }
 
@@ -167,3 +170,12 @@ func indexByKey(rs []Resource) map[string]Resource {
 }
 
 func ptr(r Resource) *Resource { return &r }
+
+func anyOf(set map[string]bool, keys []string) bool {
+	for _, k := range keys {
+		if set[k] {
+			return true
+		}
+	}
+	return false
+}

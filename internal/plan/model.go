@@ -5,13 +5,22 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/teaming"
 )
 
-// Options are facts about the machine that the model depends on.
+// Options are facts about the machine and the moment that the model
+// depends on.
 type Options struct {
 	NumCPU int // CPUs available for VM cpusets; 0 leaves cpusets unset
+	// Teams holds each port's current team assignment by port ID (see
+	// Assignments), which LBT moves and failback decisions build on.
+	Teams map[string]teaming.Assignment
+	// Down holds the uplinks that are down, as "host/uplink".
+	Down map[string]bool
+	Now  time.Time // when assignments that change are made
 }
 
 // Model returns every kernel object that realizes the spec, in creation order.
@@ -29,6 +38,7 @@ func Model(s *spec.Spec, opt Options) []Resource {
 	}
 	m.ioc()
 	m.shapers()
+	m.steering()
 	return m.out
 }
 
@@ -77,7 +87,11 @@ func (m *modeler) nic(h *spec.Host, n *spec.NIC) {
 	ns, phys := m.ns(h.Name), m.ns(PhysSwitch)
 	owner := "nic " + h.Name + "/" + n.Name
 	mtu := m.nicMTU(h, n)
-	a := End{NS: ns, Name: n.Name, MAC: StableMAC(m.s.Name, "nic/"+h.Name+"/"+n.Name), MTU: mtu, Master: m.activeSwitch(h.Name, n.Name)}
+	a := End{NS: ns, Name: n.Name, MAC: StableMAC(m.s.Name, "nic/"+h.Name+"/"+n.Name), MTU: mtu}
+	if sw := m.uplinkOf(h.Name, n.Name); sw != nil {
+		a.Master = sw.Name
+		a.Isolated = len(attachedUplinks(sw, h.Name)) > 1
+	}
 	b := End{NS: phys, Name: physPortName(h.Name, n.Name), MAC: StableMAC(m.s.Name, "pport/"+h.Name+"/"+n.Name), MTU: mtu, Master: PhysBridge}
 	m.add(Resource{Kind: KindVeth, A: a, B: b, Owner: owner})
 	if n.IP != "" {
@@ -90,24 +104,18 @@ func (m *modeler) nic(h *spec.Host, n *spec.NIC) {
 	m.add(Resource{Kind: KindLineRate, NS: phys, Link: b.Name, Rate: rate, Owner: owner + " receive"})
 }
 
-// activeSwitch returns the switch a NIC is an active port of, or "". Until
-// teaming decides otherwise, the first uplink of a switch on a host carries
-// its traffic and the others stand by unattached: two attached uplinks would
-// loop broadcasts through the physical switch.
-func (m *modeler) activeSwitch(host, nic string) string {
-	for _, sw := range m.s.Switches {
-		for _, u := range sw.Uplinks {
-			hn, ok := u.NICs[host]
-			if !ok {
-				continue
+// uplinkOf returns the switch a NIC is an attached uplink of, or nil. An
+// uplink no port group's team names stays out of the bridge.
+func (m *modeler) uplinkOf(host, nic string) *spec.Switch {
+	for i := range m.s.Switches {
+		sw := &m.s.Switches[i]
+		for _, u := range attachedUplinks(sw, host) {
+			if u.NICs[host] == nic {
+				return sw
 			}
-			if hn == nic {
-				return sw.Name
-			}
-			break // an earlier uplink of this switch is the active one on this host
 		}
 	}
-	return ""
+	return nil
 }
 
 // nicMTU is the NIC's own MTU, else the largest MTU of the switches it serves.
@@ -133,18 +141,18 @@ func (m *modeler) vm(vm *spec.VM) {
 		sw, _ := m.s.PortGroupSwitch(n.PortGroup)
 		ifname := "eth" + strconv.Itoa(i)
 		owner := fmt.Sprintf("vm %s %s on %s", vm.Name, ifname, n.PortGroup)
-		mac := n.MAC
-		if mac == "" {
-			mac = StableMAC(m.s.Name, fmt.Sprintf("vnic/%s/%d", vm.Name, i))
-		}
 		mtu := n.MTU
 		if mtu == 0 {
 			mtu = sw.EffectiveMTU()
 		}
-		m.add(Resource{Kind: KindVeth, Owner: owner,
-			A: End{NS: ns, Name: ifname, MAC: strings.ToLower(mac), MTU: mtu},
-			B: End{NS: m.ns(vm.Host), Name: vnicPortName(vm.Name, i), MAC: StableMAC(m.s.Name, fmt.Sprintf("vport/%s/%d", vm.Name, i)),
-				MTU: sw.EffectiveMTU(), Master: sw.Name}})
+		port := End{NS: m.ns(vm.Host), Name: vnicPortName(vm.Name, i), MAC: StableMAC(m.s.Name, fmt.Sprintf("vport/%s/%d", vm.Name, i)),
+			MTU: sw.EffectiveMTU(), Master: sw.Name}
+		if !n.IsConnected() {
+			// Cut from the switch like an unplugged cable: the VM sees no carrier.
+			owner = fmt.Sprintf("vm %s %s (disconnected from %s)", vm.Name, ifname, n.PortGroup)
+			port.Master, port.Down = "", true
+		}
+		m.add(Resource{Kind: KindVeth, Owner: owner, A: End{NS: ns, Name: ifname, MAC: m.vnicMAC(vm, i), MTU: mtu}, B: port})
 		if n.Offloads != nil {
 			m.add(Resource{Kind: KindOffloads, NS: ns, Link: ifname, GRO: TriOf(n.Offloads.GRO), TSO: TriOf(n.Offloads.TSO), Owner: owner})
 		}
@@ -181,6 +189,19 @@ func formatCPUList(ids []int) string {
 	return strings.Join(parts, ",")
 }
 
+// vnicMAC is a vNIC's MAC: the spec's, else one derived from what it is.
+func (m *modeler) vnicMAC(vm *spec.VM, i int) string {
+	if mac := vm.NICs[i].MAC; mac != "" {
+		return strings.ToLower(mac)
+	}
+	return StableMAC(m.s.Name, fmt.Sprintf("vnic/%s/%d", vm.Name, i))
+}
+
+// hostPortMAC is the MAC of a host port's own end.
+func (m *modeler) hostPortMAC(host, name string) string {
+	return StableMAC(m.s.Name, "hostport/"+host+"/"+name)
+}
+
 func (m *modeler) hostPort(i int) {
 	hp := m.s.HostPorts[i]
 	sw, _ := m.s.PortGroupSwitch(hp.PortGroup)
@@ -191,7 +212,7 @@ func (m *modeler) hostPort(i int) {
 		mtu = sw.EffectiveMTU()
 	}
 	m.add(Resource{Kind: KindVeth, Owner: owner,
-		A: End{NS: ns, Name: name, MAC: StableMAC(m.s.Name, "hostport/"+hp.Host+"/"+name), MTU: mtu},
+		A: End{NS: ns, Name: name, MAC: m.hostPortMAC(hp.Host, name), MTU: mtu},
 		B: End{NS: ns, Name: hostPortPeerName(name), MAC: StableMAC(m.s.Name, "hpport/"+hp.Host+"/"+name), MTU: sw.EffectiveMTU(), Master: sw.Name}})
 	m.add(Resource{Kind: KindAddr, NS: ns, Link: name, CIDR: hp.IP, Owner: owner})
 }

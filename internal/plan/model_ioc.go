@@ -27,7 +27,7 @@ type port struct {
 	mac   string
 }
 
-// IOCUplink is one host's active uplink of a switch that runs Network I/O
+// IOCUplink is one uplink on one host of a switch that runs Network I/O
 // Control, with the classes that divide it.
 type IOCUplink struct {
 	Host, Switch string
@@ -36,7 +36,7 @@ type IOCUplink struct {
 	Classes      []ioc.Class // the unclassified class first, then the pools in ioc's order
 }
 
-// IOCUplinks lists, for every switch with IOC on, each host's active uplink.
+// IOCUplinks lists, for every switch with IOC on, each host's attached uplinks.
 func IOCUplinks(s *spec.Spec) []IOCUplink {
 	var out []IOCUplink
 	for si := range s.Switches {
@@ -46,18 +46,18 @@ func IOCUplinks(s *spec.Spec) []IOCUplink {
 		}
 		pools := sw.IOCPools()
 		for _, h := range sw.SwitchHosts() {
-			nic := activeNIC(s, sw, h)
-			if nic == nil {
-				continue
+			host, _ := s.Host(h)
+			for _, u := range attachedUplinks(sw, h) {
+				nic, _ := host.NIC(u.NICs[h])
+				out = append(out, IOCUplink{Host: h, Switch: sw.Name, NS: NSName(s.Name, h), NIC: nic.Name,
+					Line: uint64(nic.Speed), Classes: ioc.Classes(uint64(nic.Speed), pools)})
 			}
-			out = append(out, IOCUplink{Host: h, Switch: sw.Name, NS: NSName(s.Name, h), NIC: nic.Name,
-				Line: uint64(nic.Speed), Classes: ioc.Classes(uint64(nic.Speed), pools)})
 		}
 	}
 	return out
 }
 
-// ioc adds, on each host's active uplink of every IOC switch, the pool
+// ioc adds, on each host's uplinks of every IOC switch, the pool
 // classes, the filters that sort traffic into them, and the unclassified
 // class's share of the line-rate tree.
 func (m *modeler) ioc() {
@@ -80,19 +80,6 @@ func (m *modeler) switchNamed(name string) *spec.Switch {
 	for i := range m.s.Switches {
 		if m.s.Switches[i].Name == name {
 			return &m.s.Switches[i]
-		}
-	}
-	return nil
-}
-
-// activeNIC is the NIC that carries a switch's traffic on a host: its
-// first uplink there (see activeSwitch).
-func activeNIC(s *spec.Spec, sw *spec.Switch, host string) *spec.NIC {
-	h, _ := s.Host(host)
-	for _, u := range sw.Uplinks {
-		if name, ok := u.NICs[host]; ok {
-			n, _ := h.NIC(name)
-			return n
 		}
 	}
 	return nil

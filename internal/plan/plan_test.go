@@ -37,6 +37,7 @@ switches:
     uplinks:
       - {name: u1, nics: {esx1: vmnic0, esx2: vmnic0}}
       - {name: u2, nics: {esx1: vmnic1}}
+    teaming: {active: [u1]}
     portgroups: [{name: pg-a}, {name: pg-b}]
   - name: priv
     hosts: [esx1]
@@ -77,7 +78,7 @@ func TestModelUnique(t *testing.T) {
 	}
 }
 
-func TestStandbyUplinkIsNotAttached(t *testing.T) {
+func TestUplinkNoTeamNamesIsNotAttached(t *testing.T) {
 	rs := Model(load(t, base), Options{})
 	masters := map[string]string{}
 	for _, r := range rs {
@@ -89,7 +90,7 @@ func TestStandbyUplinkIsNotAttached(t *testing.T) {
 		t.Errorf("esx1 vmnic0 master = %q, want dvs0", got)
 	}
 	if got := masters["vnet.t.esx1/vmnic1"]; got != "" {
-		t.Errorf("esx1 vmnic1 (standby) master = %q, want none", got)
+		t.Errorf("esx1 vmnic1 (in no team) master = %q, want none", got)
 	}
 }
 

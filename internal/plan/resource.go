@@ -21,12 +21,13 @@ const (
 	KindPool     Kind = "pool"
 	KindFilter   Kind = "filter"
 	KindShaper   Kind = "shaper"
+	KindSteer    Kind = "steer"
 	KindCgroup   Kind = "cgroup"
 )
 
 var rank = map[Kind]int{
 	KindNetns: 0, KindBridge: 1, KindVeth: 2, KindOffloads: 3,
-	KindAddr: 4, KindLineRate: 5, KindPool: 6, KindFilter: 7, KindShaper: 8, KindCgroup: 9,
+	KindAddr: 4, KindLineRate: 5, KindPool: 6, KindFilter: 7, KindShaper: 8, KindSteer: 9, KindCgroup: 10,
 }
 
 // End is one end of a veth pair.
@@ -36,6 +37,10 @@ type End struct {
 	MAC    string `json:"mac"`
 	MTU    int    `json:"mtu"`
 	Master string `json:"master,omitempty"` // bridge it is a port of, in the same namespace
+	// Isolated marks a teamed uplink's bridge port: the bridge neither
+	// forwards between such ports nor floods to them (steering does).
+	Isolated bool `json:"isolated,omitempty"`
+	Down     bool `json:"down,omitempty"` // administratively down: a disconnected vNIC's switch port
 }
 
 // Tri is an optional boolean: the kernel default, on or off.
@@ -76,6 +81,8 @@ func TriOf(b *bool) Tri {
 //	pool:     NS, Link, Class (minor of 1:Class under 1:1), Rate, Ceil, Quantum
 //	filter:   NS, Link, Prio, Match (u32 keys, see ioc.EncodeKeys), Class
 //	shaper:   NS, Link, Rate (average), Ceil (peak, 0: none), Burst (bytes): TBF at the link's root
+//	steer:    NS, Link, Match (Steer's text); on a port also Name (port ID)
+//	          and Why (its team assignment, see whyText)
 //	cgroup:   Name (relative path), CPUMilli, CPUs (cpuset list)
 type Resource struct {
 	Kind     Kind   `json:"kind"`
@@ -99,6 +106,7 @@ type Resource struct {
 	Match    string `json:"match,omitempty"`
 	CPUMilli int    `json:"cpu_milli,omitempty"`
 	CPUs     string `json:"cpus,omitempty"`
+	Why      string `json:"why,omitempty"`
 	// Owner says which spec object this realizes ("vm web1 eth0"). It is a
 	// label for people and is not compared.
 	Owner string `json:"owner,omitempty"`
@@ -114,7 +122,7 @@ func (r Resource) Key() string {
 		return "link/" + r.NS + "/" + r.Name
 	case KindVeth:
 		return "link/" + r.A.NS + "/" + r.A.Name
-	case KindOffloads, KindLineRate, KindShaper:
+	case KindOffloads, KindLineRate, KindShaper, KindSteer:
 		return string(r.Kind) + "/" + r.NS + "/" + r.Link
 	case KindPool:
 		return fmt.Sprintf("pool/%s/%s/%x", r.NS, r.Link, r.Class)
@@ -148,10 +156,27 @@ func (r Resource) links() []string {
 // onLink returns the namespace/name of the link a resource is attached to.
 func (r Resource) onLink() string {
 	switch r.Kind {
-	case KindOffloads, KindAddr, KindLineRate, KindPool, KindFilter, KindShaper:
+	case KindOffloads, KindAddr, KindLineRate, KindPool, KindFilter, KindShaper, KindSteer:
 		return r.NS + "/" + r.Link
 	}
 	return ""
+}
+
+// refs returns the namespace/name of other links a resource names: the
+// uplinks a port's steering program redirects to, by interface index.
+func (r Resource) refs() []string {
+	if r.Kind != KindSteer {
+		return nil
+	}
+	s, err := ParseSteer(r.Match)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, to := range s.To {
+		out = append(out, r.NS+"/"+to)
+	}
+	return out
 }
 
 // String describes the resource the way ip(8) and tc(8) users think of it.
@@ -179,6 +204,11 @@ func (r Resource) String() string {
 		s = fmt.Sprintf("filter prio %d on %s in %s: u32 %s -> 1:%x", r.Prio, r.Link, r.NS, r.Match, r.Class)
 	case KindShaper:
 		s = fmt.Sprintf("shaper on %s in %s: average %s peak %s burst %s", r.Link, r.NS, units.Rate(r.Rate), units.Rate(max(r.Ceil, r.Rate)), units.Size(r.Burst))
+	case KindSteer:
+		s = fmt.Sprintf("steering on %s in %s: %s", r.Link, r.NS, r.Match)
+		if r.Why != "" {
+			s += " (" + r.Why + ")"
+		}
 	case KindCgroup:
 		s = fmt.Sprintf("cgroup %s (cpu %.2f, cpuset %s)", r.Name, float64(r.CPUMilli)/1000, r.CPUs)
 	default:
@@ -194,7 +224,14 @@ func endDesc(e End) string {
 	var b strings.Builder
 	b.WriteString(e.Name)
 	if e.Master != "" {
-		b.WriteString(" (port of " + e.Master + ")")
+		b.WriteString(" (port of " + e.Master)
+		if e.Isolated {
+			b.WriteString(", isolated uplink")
+		}
+		b.WriteString(")")
+	}
+	if e.Down {
+		b.WriteString(" (down)")
 	}
 	return b.String()
 }

@@ -42,20 +42,34 @@ type Result struct {
 // ErrRolledBack wraps an apply failure after which the host was restored.
 var ErrRolledBack = errors.New("nothing was changed: the host was restored to its state before the apply")
 
-func (e *Engine) model(doc *spec.Document) []plan.Resource {
-	n := e.NumCPU
-	if n == 0 {
-		n = runtime.NumCPU()
+// model is the desired state. Teams keep the assignments observed (LBT
+// moves, failovers without failback) and every uplink counts as up: apply
+// brings them up.
+func (e *Engine) model(doc *spec.Document, observed []plan.Resource) []plan.Resource {
+	return plan.Model(doc.Spec, plan.Options{NumCPU: e.numCPU(), Teams: plan.Assignments(observed), Now: time.Now().UTC().Truncate(time.Second)})
+}
+
+func (e *Engine) numCPU() int {
+	if e.NumCPU != 0 {
+		return e.NumCPU
 	}
-	return plan.Model(doc.Spec, plan.Options{NumCPU: n})
+	return runtime.NumCPU()
+}
+
+// observe reads the host, and the desired state in the light of it.
+func (e *Engine) observe(doc *spec.Document) (desired, observed []plan.Resource, err error) {
+	observed, err = e.DP.Observe(doc.Spec.Name, e.model(doc, nil))
+	if err != nil {
+		return nil, nil, fmt.Errorf("observe %s: %w", doc.Spec.Name, err)
+	}
+	return e.model(doc, observed), observed, nil
 }
 
 // Plan returns what an apply of the spec would do.
 func (e *Engine) Plan(doc *spec.Document) (plan.Plan, error) {
-	desired := e.model(doc)
-	observed, err := e.DP.Observe(doc.Spec.Name, desired)
+	desired, observed, err := e.observe(doc)
 	if err != nil {
-		return plan.Plan{}, fmt.Errorf("observe %s: %w", doc.Spec.Name, err)
+		return plan.Plan{}, err
 	}
 	return plan.Diff(desired, observed), nil
 }
@@ -64,10 +78,9 @@ func (e *Engine) Plan(doc *spec.Document) (plan.Plan, error) {
 // converged back to the state observed before the first step.
 func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 	name := doc.Spec.Name
-	desired := e.model(doc)
-	before, err := e.DP.Observe(name, desired)
+	desired, before, err := e.observe(doc)
 	if err != nil {
-		return Result{}, fmt.Errorf("observe %s: %w", name, err)
+		return Result{}, err
 	}
 	p := plan.Diff(desired, before)
 	res := Result{Plan: p}

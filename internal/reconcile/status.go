@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/spec"
@@ -64,16 +65,25 @@ type PortStatus struct {
 	MAC       string `json:"mac"`
 	IP        string `json:"ip,omitempty"`
 	State     string `json:"state"`
+	// Uplink carries the port's traffic when its switch teams several on
+	// the host; Why says how it got there (pinned, hashed, moved by LBT
+	// at a time, failover).
+	Uplink string `json:"uplink,omitempty"`
+	Why    string `json:"why,omitempty"`
 }
 
 // Status describes an infrastructure from its spec and what is observed.
 func (e *Engine) Status(doc *spec.Document) (*Status, error) {
 	s := doc.Spec
-	desired := e.model(doc)
-	observed, err := e.DP.Observe(s.Name, desired)
+	observed, err := e.DP.Observe(s.Name, e.model(doc, nil))
 	if err != nil {
 		return nil, err
 	}
+	// Judge drift against the uplinks as they are: steering away from a
+	// down uplink is the agent doing its job, not drift.
+	desired := plan.Model(s, plan.Options{NumCPU: e.numCPU(), Teams: plan.Assignments(observed), Down: downUplinks(s, observed),
+		Now: time.Now().UTC().Truncate(time.Second)})
+	assigned := plan.Assignments(observed)
 	links := map[string]plan.End{}
 	addrs := map[string]bool{}
 	for _, r := range observed {
@@ -89,10 +99,21 @@ func (e *Engine) Status(doc *spec.Document) (*Status, error) {
 		switch {
 		case !ok:
 			return "", "missing"
+		case end.Down:
+			return end.MAC, "down"
 		case ip != "" && !addrs[ns+"/"+name+"/"+ip]:
 			return end.MAC, "no address"
 		}
 		return end.MAC, "up"
+	}
+	team := func(ps *PortStatus, id string) {
+		if a, ok := assigned[id]; ok {
+			ps.Uplink = a.Uplink
+			ps.Why = string(a.Reason)
+			if !a.Since.IsZero() {
+				ps.Why += " at " + a.Since.Local().Format(time.DateTime)
+			}
+		}
 	}
 	st := &Status{Name: s.Name}
 	if rec, err := e.Store.Get(s.Name); err == nil {
@@ -123,7 +144,12 @@ func (e *Engine) Status(doc *spec.Document) (*Status, error) {
 		for i, n := range vm.NICs {
 			name := "eth" + strconv.Itoa(i)
 			mac, state := port(ns, name, n.IP)
-			vs.NICs = append(vs.NICs, PortStatus{Name: name, PortGroup: n.PortGroup, MAC: mac, IP: n.IP, State: state})
+			if !n.IsConnected() && state == "up" {
+				state = "disconnected"
+			}
+			ps := PortStatus{Name: name, PortGroup: n.PortGroup, MAC: mac, IP: n.IP, State: state}
+			team(&ps, plan.PortID(vm.Name, name))
+			vs.NICs = append(vs.NICs, ps)
 		}
 		st.VMs = append(st.VMs, vs)
 	}
@@ -131,12 +157,36 @@ func (e *Engine) Status(doc *spec.Document) (*Status, error) {
 		ns := plan.NSName(s.Name, hp.Host)
 		name := s.HostPortName(i)
 		mac, state := port(ns, name, hp.IP)
-		st.HostPorts = append(st.HostPorts, PortStatus{Host: hp.Host, Name: name, PortGroup: hp.PortGroup, MAC: mac, IP: hp.IP, State: state})
+		ps := PortStatus{Host: hp.Host, Name: name, PortGroup: hp.PortGroup, MAC: mac, IP: hp.IP, State: state}
+		team(&ps, plan.PortID(hp.Host, name))
+		st.HostPorts = append(st.HostPorts, ps)
 	}
 	for _, a := range plan.Diff(desired, observed).Actions {
 		st.Drift = append(st.Drift, a.String())
 	}
 	return st, nil
+}
+
+// downUplinks are the uplinks whose NIC, or its physical switch port, is
+// down, as "host/uplink".
+func downUplinks(s *spec.Spec, observed []plan.Resource) map[string]bool {
+	down := map[string]bool{}
+	ends := map[string]plan.Resource{}
+	for _, r := range observed {
+		if r.Kind == plan.KindVeth {
+			ends[r.A.NS+"/"+r.A.Name] = r
+		}
+	}
+	for _, sw := range s.Switches {
+		for _, u := range sw.Uplinks {
+			for host, nic := range u.NICs {
+				if r, ok := ends[plan.NSName(s.Name, host)+"/"+nic]; ok && (r.A.Down || r.B.Down) {
+					down[host+"/"+u.Name] = true
+				}
+			}
+		}
+	}
+	return down
 }
 
 func switchType(sw *spec.Switch) string {

@@ -46,6 +46,7 @@ type Switch struct {
 	Uplinks    []Uplink    `yaml:"uplinks"`
 	PortGroups []PortGroup `yaml:"portgroups"`
 	IOC        *IOC        `yaml:"ioc"`
+	Teaming    *Teaming    `yaml:"teaming"` // the default of its port groups
 }
 
 // IOC is Network I/O Control on a switch's uplinks.
@@ -73,6 +74,7 @@ type PortGroup struct {
 	Pool     string         `yaml:"pool"`     // the IOC pool of its traffic (default vm)
 	Shaping  *Shaping       `yaml:"shaping"`  // per port, both directions
 	Classify []ClassifyRule `yaml:"classify"` // rules that put some of its traffic in other pools
+	Teaming  *Teaming       `yaml:"teaming"`  // fields it sets override the switch's
 }
 
 // Shaping is a port group's traffic shaper.
@@ -141,7 +143,11 @@ type VNIC struct {
 	MAC       string    `yaml:"mac"` // default: derived from the infra, VM and index, stable
 	MTU       int       `yaml:"mtu"` // default: the switch's MTU
 	Offloads  *Offloads `yaml:"offloads"`
+	Connected *bool     `yaml:"connected"` // false: the port exists but is cut from the switch (default true)
 }
+
+// IsConnected reports whether the vNIC is attached to its port group.
+func (n *VNIC) IsConnected() bool { return n.Connected == nil || *n.Connected }
 
 // Offloads are the receive and segmentation offloads of a vNIC; an unset
 // field leaves the kernel's default.

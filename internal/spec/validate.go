@@ -137,6 +137,7 @@ func (v *validator) checkSwitches() {
 			}
 		}
 		v.checkIOC(i, &v.s.Switches[i])
+		v.checkTeams(i, &v.s.Switches[i])
 	}
 }
 

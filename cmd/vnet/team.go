@@ -1,0 +1,190 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vnet-project/vnet/internal/agent"
+	"github.com/vnet-project/vnet/internal/dataplane"
+	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/store"
+)
+
+// syncAgent runs the infrastructure's agent when it teams uplinks, and
+// stops it when it no longer does. Call it with the store closed: the
+// agent reads the spec from it.
+func syncAgent(cmd *cobra.Command, s *spec.Spec) error {
+	if len(plan.HostTeams(s)) == 0 {
+		return agent.Stop(stateDir, s.Name)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("start agent: %w", err)
+	}
+	started, err := agent.Ensure(stateDir, s.Name, exe)
+	if err != nil {
+		return err
+	}
+	if started {
+		fmt.Fprintf(cmd.OutOrStdout(), "agent for %s started: failover and load-based teaming (log: %s)\n", s.Name, agent.LogFile(stateDir, s.Name))
+	}
+	return nil
+}
+
+// storedSpec reads an infrastructure's spec as last applied.
+func storedSpec(name string) (*spec.Document, error) {
+	st, err := store.OpenBolt(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	rec, err := st.Get(name)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := spec.Decode(rec.SpecFile, rec.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("stored spec of %s: %w", name, err)
+	}
+	return doc, nil
+}
+
+func agentCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "agent",
+		Short: "The per-infrastructure agent: uplink failover, load-based teaming, notify",
+	}
+	var tick time.Duration
+	run := &cobra.Command{
+		Use:   "run NAME",
+		Short: "Run the agent in the foreground (vnet apply starts it in the background)",
+		Args:  exactArgs(1, "an infrastructure name"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dp, err := dataplane.New()
+			if err != nil {
+				return err
+			}
+			defer dp.Close()
+			a := &agent.Agent{Infra: args[0], DP: dp, Log: cmd.OutOrStdout(), Tick: tick,
+				Spec: func() (*spec.Spec, error) {
+					doc, err := storedSpec(args[0])
+					if err != nil {
+						return nil, err
+					}
+					return doc.Spec, nil
+				}}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			go func() {
+				for range hup {
+					a.Reload()
+				}
+			}()
+			return a.Run(ctx)
+		},
+	}
+	run.Flags().DurationVar(&tick, "tick", time.Second, "how often to sample uplink load and poll link state")
+	c.AddCommand(run)
+	return c
+}
+
+// relink moves or cuts one vNIC in the stored spec and applies it: the VM
+// and its namespace stay, its switch port changes under running traffic.
+func relink(cmd *cobra.Command, vm, nic, portgroup string, connected bool, name string) error {
+	doc, err := storedSpec(name)
+	if err != nil {
+		return err
+	}
+	changed, err := spec.SetVNIC(doc, vm, nic, portgroup, connected)
+	if err != nil {
+		return usageError{err}
+	}
+	eng, done, err := openEngine(cmd)
+	if err != nil {
+		return err
+	}
+	res, err := eng.Apply(changed)
+	done()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%s: %d changes; the spec file %s no longer matches until you edit it (vnet status shows the applied spec)\n",
+		name, res.Executed, doc.File)
+	return syncAgent(cmd, changed.Spec)
+}
+
+func linkCmd() *cobra.Command {
+	var infra string
+	c := &cobra.Command{
+		Use:   "link VM NIC PORTGROUP",
+		Short: "Connect a VM's vNIC (eth0, eth1, ...) to a port group while it runs",
+		Args:  exactArgs(3, "a VM, its vNIC and a port group"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, err := vmInfra(infra, args[0])
+			if err != nil {
+				return err
+			}
+			return relink(cmd, args[0], args[1], args[2], true, name)
+		},
+	}
+	c.Flags().StringVar(&infra, "infra", "", "the infrastructure (needed when several have a VM of that name)")
+	return c
+}
+
+func unlinkCmd() *cobra.Command {
+	var infra string
+	c := &cobra.Command{
+		Use:   "unlink VM NIC",
+		Short: "Disconnect a VM's vNIC from its port group, like pulling its cable",
+		Args:  exactArgs(2, "a VM and its vNIC"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, err := vmInfra(infra, args[0])
+			if err != nil {
+				return err
+			}
+			return relink(cmd, args[0], args[1], "", false, name)
+		},
+	}
+	c.Flags().StringVar(&infra, "infra", "", "the infrastructure (needed when several have a VM of that name)")
+	return c
+}
+
+// vmInfra finds the one applied infrastructure with that VM.
+func vmInfra(infra, vm string) (string, error) {
+	if infra != "" {
+		return infra, nil
+	}
+	st, err := store.OpenBolt(stateDir)
+	if err != nil {
+		return "", err
+	}
+	defer st.Close()
+	recs, err := st.List()
+	if err != nil {
+		return "", err
+	}
+	var found []string
+	for _, r := range recs {
+		if doc, err := spec.Decode(r.SpecFile, r.Spec); err == nil {
+			if _, ok := doc.Spec.VM(vm); ok {
+				found = append(found, r.Name)
+			}
+		}
+	}
+	switch len(found) {
+	case 0:
+		return "", usageError{fmt.Errorf("no applied infrastructure has a VM %q", vm)}
+	case 1:
+		return found[0], nil
+	}
+	return "", usageError{fmt.Errorf("VM %q is in %v: say which with --infra", vm, found)}
+}

@@ -1,0 +1,339 @@
+package agent_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/vnet-project/vnet/internal/agent"
+	"github.com/vnet-project/vnet/internal/dataplane"
+	"github.com/vnet-project/vnet/internal/nstest"
+	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/reconcile"
+	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/teaming"
+)
+
+// teamLab has two hosts with two 200 Mbit uplinks each and a peer whose
+// 1 Gbit NIC is never the bottleneck. VM names are filled in so that the
+// test knows which uplink portid pins them to.
+const teamLab = `
+name: INFRA
+hosts:
+  - name: esx1
+    nics: [{name: vmnic0, speed: 200Mbit}, {name: vmnic1, speed: 200Mbit}]
+  - name: esx2
+    nics: [{name: vmnic0, speed: 200Mbit}, {name: vmnic1, speed: 200Mbit}]
+  - name: peer
+    native: true
+    nics: [{name: eth0, speed: 1Gbit, ip: 10.11.0.100/24}]
+switches:
+  - name: dvs0
+    uplinks:
+      - {name: u1, nics: {esx1: vmnic0, esx2: vmnic0}}
+      - {name: u2, nics: {esx1: vmnic1, esx2: vmnic1}}
+    teaming: {policy: loadbased, lbt: {threshold: 75%, window: 2s, interval: 2s}}
+    portgroups: [{name: pg-vm}]
+vms:
+  - {name: VM1, host: esx1, nics: [{portgroup: pg-vm, ip: 10.11.0.1/24}]}
+  - {name: VM2, host: esx1, nics: [{portgroup: pg-vm, ip: 10.11.0.2/24}]}
+  - {name: vm3, host: esx2, nics: [{portgroup: pg-vm, ip: 10.11.0.3/24}]}
+`
+
+const (
+	peerIP   = "10.11.0.100"
+	lineRate = 200e6
+)
+
+// labWithTwinVMs fills in two esx1 VM names that portid pins to the same
+// uplink, so that LBT has something to do, and returns that uplink.
+func labWithTwinVMs(t *testing.T, infra string) (src, vm1, vm2, uplink string) {
+	t.Helper()
+	for i := 0; i < 50; i++ {
+		a, b := fmt.Sprintf("vm%da", i), fmt.Sprintf("vm%db", i)
+		src = strings.NewReplacer("INFRA", infra, "VM1", a, "VM2", b).Replace(teamLab)
+		doc, err := spec.Load("test.yaml", []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		as := plan.Assignments(plan.Model(doc.Spec, plan.Options{}))
+		if as[a+"/eth0"].Uplink == as[b+"/eth0"].Uplink {
+			return src, a, b, as[a+"/eth0"].Uplink
+		}
+	}
+	t.Fatal("no two VM names share an uplink")
+	return
+}
+
+// startAgent runs an agent for the infra until the test ends.
+func startAgent(t *testing.T, doc *spec.Document) *logBuffer {
+	t.Helper()
+	dp, err := dataplane.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &logBuffer{}
+	a := &agent.Agent{Infra: doc.Spec.Name, DP: dp, Log: log, Tick: 200 * time.Millisecond,
+		Spec: func() (*spec.Spec, error) { return doc.Spec, nil }}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent: %v", err)
+		}
+		dp.Close()
+		t.Logf("agent log:\n%s", log)
+	})
+	return log
+}
+
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// receiver counts what a TCP stream delivers, in 50 ms buckets.
+type receiver struct {
+	mu      sync.Mutex
+	start   time.Time
+	buckets []int64
+	err     error
+}
+
+const bucket = 50 * time.Millisecond
+
+// stream sends as fast as it can from fromNS to the peer until stop is
+// closed; the receiver fills in as data arrives.
+func stream(t *testing.T, infra, fromNS string, stop <-chan struct{}) *receiver {
+	t.Helper()
+	l := nstest.Listen(t, nstest.NSName(infra, "peer"), peerIP+":0")
+	r := &receiver{start: time.Now()}
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, 64<<10)
+		for {
+			k, err := c.Read(buf)
+			r.mu.Lock()
+			i := int(time.Since(r.start) / bucket)
+			for len(r.buckets) <= i {
+				r.buckets = append(r.buckets, 0)
+			}
+			r.buckets[i] += int64(k)
+			if err != nil && err != io.EOF {
+				r.err = err
+			}
+			r.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	c, err := nstest.Dial(t, fromNS, l.Addr().String(), net.Dialer{Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer c.Close()
+		buf := make([]byte, 64<<10)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+			if _, err := c.Write(buf); err != nil {
+				r.mu.Lock()
+				r.err = fmt.Errorf("sender: %w", err)
+				r.mu.Unlock()
+				return
+			}
+		}
+	}()
+	return r
+}
+
+// rate is the receiver's bit/s between two offsets from its start.
+func (r *receiver) rate(from, to time.Duration) float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var n int64
+	for i := int(from / bucket); i < int(to/bucket) && i < len(r.buckets); i++ {
+		n += r.buckets[i]
+	}
+	return float64(n*8) / (to - from).Seconds()
+}
+
+// longestGap is the longest run of empty buckets between from and to.
+func (r *receiver) longestGap(from, to time.Duration) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	longest, run := 0, 0
+	for i := int(from / bucket); i < int(to/bucket); i++ {
+		if i < len(r.buckets) && r.buckets[i] > 0 {
+			run = 0
+			continue
+		}
+		run++
+		longest = max(longest, run)
+	}
+	return time.Duration(longest) * bucket
+}
+
+func assignments(t *testing.T, eng *reconcile.Engine, infra string) map[string]teaming.Assignment {
+	t.Helper()
+	observed, err := eng.DP.Observe(infra, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan.Assignments(observed)
+}
+
+// setLink brings a link up or down inside a namespace, as `ip link set`
+// run by a user there would.
+func setLink(t *testing.T, ns, name string, up bool) {
+	t.Helper()
+	if err := nstest.Do(t, ns, func() error {
+		l, err := netlink.LinkByName(name)
+		if err != nil {
+			return err
+		}
+		if up {
+			return netlink.LinkSetUp(l)
+		}
+		return netlink.LinkSetDown(l)
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func other(u string) string {
+	if u == "u1" {
+		return "u2"
+	}
+	return "u1"
+}
+
+func nicOf(u string) string { return map[string]string{"u1": "vmnic0", "u2": "vmnic1"}[u] }
+
+func TestFailoverKeepsTCPAndFailsBack(t *testing.T) {
+	const infra = "itfail"
+	src, vm1, _, uplink := labWithTwinVMs(t, infra)
+	eng := nstest.Engine(t)
+	doc, _ := nstest.Apply(t, eng, src)
+	startAgent(t, doc)
+	esx1 := nstest.NSName(infra, "esx1")
+
+	stop := make(chan struct{})
+	defer close(stop)
+	r := stream(t, infra, nstest.NSName(infra, vm1), stop)
+	time.Sleep(time.Second)
+	cut := time.Since(r.start)
+	setLink(t, esx1, nicOf(uplink), false) // the cable is pulled
+	time.Sleep(2 * time.Second)
+
+	if a := assignments(t, eng, infra)[vm1+"/eth0"]; a.Uplink != other(uplink) || a.Reason != teaming.FailedTo {
+		t.Errorf("after the cut %s is on %s (%s), want %s by failover", vm1, a.Uplink, a.Reason, other(uplink))
+	}
+	gap := r.longestGap(cut, cut+1500*time.Millisecond)
+	after := r.rate(cut+time.Second, cut+2*time.Second)
+	t.Logf("uplink %s cut at %v: longest stall %v, then %.0f Mbit/s", uplink, cut.Round(time.Millisecond), gap, after/1e6)
+	if gap > time.Second {
+		t.Errorf("traffic stalled for %v after the cut, want at most 1s", gap)
+	}
+	if after < 0.5*lineRate {
+		t.Errorf("%.0f Mbit/s a second after the cut: traffic did not resume on %s", after/1e6, other(uplink))
+	}
+
+	setLink(t, esx1, nicOf(uplink), true) // failback: the cable is back
+	time.Sleep(time.Second)
+	if a := assignments(t, eng, infra)[vm1+"/eth0"]; a.Uplink != uplink || a.Reason != teaming.Pinned {
+		t.Errorf("after failback %s is on %s (%s), want %s pinned", vm1, a.Uplink, a.Reason, uplink)
+	}
+	r.mu.Lock()
+	err := r.err
+	r.mu.Unlock()
+	if err != nil {
+		t.Errorf("the TCP connection broke: %v", err)
+	}
+
+	// The physical switch's side going away is a cut too.
+	phys := nstest.NSName(infra, plan.PhysSwitch)
+	peerPort := physPort(t, eng, infra, "esx1", nicOf(uplink))
+	setLink(t, phys, peerPort, false)
+	time.Sleep(time.Second)
+	if a := assignments(t, eng, infra)[vm1+"/eth0"]; a.Uplink != other(uplink) {
+		t.Errorf("with the switch port of %s down, %s is still on it", uplink, vm1)
+	}
+	setLink(t, phys, peerPort, true)
+}
+
+// physPort finds the physical switch's port for a host's NIC.
+func physPort(t *testing.T, eng *reconcile.Engine, infra, host, nic string) string {
+	t.Helper()
+	observed, err := eng.DP.Observe(infra, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range observed {
+		if r.Kind == plan.KindVeth && r.A.NS == nstest.NSName(infra, host) && r.A.Name == nic {
+			return r.B.Name
+		}
+	}
+	t.Fatalf("no physical switch port for %s/%s", host, nic)
+	return ""
+}
+
+func TestLBTSpreadsTwoBusyPorts(t *testing.T) {
+	const infra = "itlbt"
+	src, vm1, vm2, uplink := labWithTwinVMs(t, infra)
+	eng := nstest.Engine(t)
+	doc, _ := nstest.Apply(t, eng, src)
+	startAgent(t, doc)
+
+	stop := make(chan struct{})
+	defer close(stop)
+	r1 := stream(t, infra, nstest.NSName(infra, vm1), stop)
+	r2 := stream(t, infra, nstest.NSName(infra, vm2), stop)
+	// Window 2 s and interval 2 s: a move is due after about 2-3 s.
+	time.Sleep(7 * time.Second)
+	as := assignments(t, eng, infra)
+	a1, a2 := as[vm1+"/eth0"], as[vm2+"/eth0"]
+	t.Logf("both started on %s; now %s on %s (%s), %s on %s (%s)", uplink, vm1, a1.Uplink, a1.Reason, vm2, a2.Uplink, a2.Reason)
+	if a1.Uplink == a2.Uplink {
+		t.Fatalf("both busy ports still on %s", a1.Uplink)
+	}
+	if a1.Reason != teaming.Moved && a2.Reason != teaming.Moved {
+		t.Errorf("neither port says it was moved by LBT")
+	}
+	agg := r1.rate(4*time.Second, 7*time.Second) + r2.rate(4*time.Second, 7*time.Second)
+	t.Logf("aggregate after rebalancing: %.0f Mbit/s = %.2fx one uplink", agg/1e6, agg/lineRate)
+	if agg < 1.8*lineRate {
+		t.Errorf("aggregate %.0f Mbit/s, want at least 1.8x one %.0f Mbit uplink", agg/1e6, lineRate/1e6)
+	}
+}

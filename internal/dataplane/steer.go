@@ -1,0 +1,230 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
+	"golang.org/x/sys/unix"
+
+	"github.com/vnet-project/vnet/internal/plan"
+)
+
+// A steering program is the only filter in its link's clsact ingress hook.
+// Its tc name carries the resource as planned, and the interface indexes
+// it was compiled with, so observation reads back exactly what runs and
+// notices when a redirect target has been recreated under it.
+const (
+	steerPrefix = plan.AliasPrefix + "steer "
+	steerPrio   = 1
+	steerHandle = 1
+)
+
+func steerName(r plan.Resource, ifindex []int) string {
+	idx := make([]string, len(ifindex))
+	for i, x := range ifindex {
+		idx[i] = strconv.Itoa(x)
+	}
+	return steerPrefix + strings.Join([]string{r.Match, r.Name, r.Why, strings.Join(idx, ",")}, "|")
+}
+
+// parseSteerName returns the resource fields and compiled-with indexes.
+func parseSteerName(name string) (match, port, why string, ifindex []int, ok bool) {
+	rest, ok := strings.CutPrefix(name, steerPrefix)
+	if !ok {
+		return "", "", "", nil, false
+	}
+	parts := strings.Split(rest, "|")
+	if len(parts) != 4 {
+		return "", "", "", nil, false
+	}
+	for _, s := range strings.Split(parts[3], ",") {
+		if s == "" {
+			continue
+		}
+		x, err := strconv.Atoi(s)
+		if err != nil {
+			return "", "", "", nil, false
+		}
+		ifindex = append(ifindex, x)
+	}
+	return parts[0], parts[1], parts[2], ifindex, true
+}
+
+// ensureSteer compiles the program and attaches it, replacing any older one
+// in place so that traffic never runs without steering.
+// Equivalent to: tc qdisc add dev LINK clsact; tc filter replace dev LINK ingress prio 1 handle 1 bpf da obj PROG
+func (l *Linux) ensureSteer(r plan.Resource) error {
+	s, err := plan.ParseSteer(r.Match)
+	if err != nil {
+		return err
+	}
+	h, link, err := l.linkIn(r.NS, r.Link)
+	if err != nil {
+		return err
+	}
+	ifindex, err := indexesOf(h, r.NS, s.To)
+	if err != nil {
+		return err
+	}
+	insns, err := steerProgram(s, ifindex)
+	if err != nil {
+		return err
+	}
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: "vnet_steer", Type: ebpf.SchedCLS, Instructions: insns, License: "GPL"})
+	if err != nil {
+		return bpfErr(err)
+	}
+	defer prog.Close() // the filter holds its own reference
+	if err := ensureClsact(h, link); err != nil {
+		return err
+	}
+	f := &netlink.BpfFilter{
+		FilterAttrs: netlink.FilterAttrs{LinkIndex: link.Attrs().Index, Parent: netlink.HANDLE_MIN_INGRESS,
+			Handle: steerHandle, Priority: steerPrio, Protocol: unix.ETH_P_ALL},
+		Fd: prog.FD(), Name: steerName(r, ifindex), DirectAction: true,
+	}
+	if err := h.FilterReplace(f); err != nil {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EOPNOTSUPP) {
+			return &FeatureError{Feature: "cls_bpf classifier", Hint: "CONFIG_NET_CLS_BPF (modprobe cls_bpf)", Err: err}
+		}
+		return fmt.Errorf("tc -n %s filter replace dev %s ingress bpf: %w", r.NS, r.Link, err)
+	}
+	return nil
+}
+
+func bpfErr(err error) error {
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOSYS) || errors.Is(err, ebpf.ErrNotSupported) {
+		return &FeatureError{Feature: "BPF programs (sched_cls)", Hint: "CONFIG_BPF_SYSCALL, and CAP_BPF/CAP_NET_ADMIN", Err: err}
+	}
+	return fmt.Errorf("load steering program: %w", err)
+}
+
+func indexesOf(h *netlink.Handle, ns string, names []string) ([]int, error) {
+	out := make([]int, len(names))
+	for i, n := range names {
+		link, err := h.LinkByName(n)
+		if err != nil {
+			return nil, fmt.Errorf("find uplink %s in %s: %w", n, ns, err)
+		}
+		out[i] = link.Attrs().Index
+	}
+	return out, nil
+}
+
+// Equivalent to: tc qdisc add dev LINK clsact
+func ensureClsact(h *netlink.Handle, link netlink.Link) error {
+	q := &netlink.GenericQdisc{QdiscType: "clsact",
+		QdiscAttrs: netlink.QdiscAttrs{LinkIndex: link.Attrs().Index, Parent: netlink.HANDLE_CLSACT, Handle: netlink.MakeHandle(0xffff, 0)}}
+	err := h.QdiscAdd(q)
+	switch {
+	case err == nil, errors.Is(err, unix.EEXIST):
+		return nil
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.EOPNOTSUPP):
+		return &FeatureError{Feature: "clsact qdisc", Hint: "CONFIG_NET_SCH_INGRESS (modprobe sch_ingress)", Err: err}
+	}
+	return fmt.Errorf("tc qdisc add dev %s clsact: %w", link.Attrs().Name, err)
+}
+
+// removeSteer takes the clsact hook away, and the program with it.
+// Equivalent to: tc qdisc del dev LINK clsact
+func (l *Linux) removeSteer(r plan.Resource) error {
+	h, link, err := l.existingLink(r.NS, r.Link)
+	if link == nil || err != nil {
+		return err
+	}
+	q := &netlink.GenericQdisc{QdiscType: "clsact",
+		QdiscAttrs: netlink.QdiscAttrs{LinkIndex: link.Attrs().Index, Parent: netlink.HANDLE_CLSACT, Handle: netlink.MakeHandle(0xffff, 0)}}
+	if err := h.QdiscDel(q); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("tc -n %s qdisc del dev %s clsact: %w", r.NS, r.Link, err)
+	}
+	return nil
+}
+
+// observeSteer reads a link's steering program back from its tc name.
+// byName maps the namespace's link names to their current indexes: a
+// program compiled for an index that now names another link, or none, is
+// reported as stale so that the next apply recompiles it.
+func observeSteer(h *netlink.Handle, link netlink.Link, ns string, byName map[string]int) []plan.Resource {
+	filters, err := h.FilterList(link, netlink.HANDLE_MIN_INGRESS)
+	if err != nil {
+		return nil
+	}
+	for _, f := range filters {
+		bf, ok := f.(*netlink.BpfFilter)
+		if !ok {
+			continue
+		}
+		match, port, why, ifindex, ok := parseSteerName(bf.Name)
+		if !ok {
+			continue
+		}
+		if s, err := plan.ParseSteer(match); err != nil || !sameIndexes(s.To, ifindex, byName) {
+			match = "stale " + match
+		}
+		return []plan.Resource{{Kind: plan.KindSteer, NS: ns, Link: link.Attrs().Name, Name: port, Why: why, Match: match}}
+	}
+	return nil
+}
+
+func sameIndexes(names []string, ifindex []int, byName map[string]int) bool {
+	if len(names) != len(ifindex) {
+		return false
+	}
+	for i, n := range names {
+		if byName[n] != ifindex[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// setUplinkPort makes a bridge port a teamed uplink (isolated from the
+// other uplinks, nothing flooded to it) or an ordinary port.
+// Equivalent to: bridge -n NS link set dev LINK isolated on|off flood off|on mcast_flood off|on bcast_flood off|on
+func setUplinkPort(h *netlink.Handle, ns string, link netlink.Link, uplink bool) error {
+	name := link.Attrs().Name
+	if err := h.LinkSetIsolated(link, uplink); err != nil {
+		return fmt.Errorf("bridge link set dev %s isolated %v: %w", name, uplink, err)
+	}
+	if err := h.LinkSetFlood(link, !uplink); err != nil {
+		return fmt.Errorf("bridge link set dev %s flood %v: %w", name, !uplink, err)
+	}
+	// The library has no setter for these two flags: send the same
+	// RTM_SETLINK it sends for the others, from inside the namespace.
+	return inNS(ns, func() error {
+		for _, attr := range []int{nlBrportMcastFlood, nlBrportBcastFlood} {
+			if err := setBrportFlag(link.Attrs().Index, attr, !uplink); err != nil {
+				return fmt.Errorf("bridge link set dev %s mcast/bcast_flood %v: %w", name, !uplink, err)
+			}
+		}
+		return nil
+	})
+}
+
+const (
+	nlBrportMcastFlood = nl.IFLA_BRPORT_MCAST_FLOOD
+	nlBrportBcastFlood = nl.IFLA_BRPORT_BCAST_FLOOD
+)
+
+// setBrportFlag sets one bridge-port flag of a link in the calling thread's
+// namespace.
+func setBrportFlag(index, attr int, on bool) error {
+	req := nl.NewNetlinkRequest(unix.RTM_SETLINK, unix.NLM_F_ACK)
+	msg := nl.NewIfInfomsg(unix.AF_BRIDGE)
+	msg.Index = int32(index)
+	req.AddData(msg)
+	val := []byte{0}
+	if on {
+		val[0] = 1
+	}
+	pi := nl.NewRtAttr(unix.IFLA_PROTINFO|unix.NLA_F_NESTED, nil)
+	pi.AddRtAttr(attr, val)
+	req.AddData(pi)
+	_, err := req.Execute(unix.NETLINK_ROUTE, 0)
+	return err
+}

@@ -229,3 +229,62 @@ func TestLabRunAndReport(t *testing.T) {
 		}
 	}
 }
+
+// An infrastructure that teams uplinks gets an agent from apply, which
+// destroy stops; link and unlink move a vNIC and show in status.
+func TestTeamingAgentLinkUnlink(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIPPED: needs root to create network namespaces; CI runs these as root")
+	}
+	state := t.TempDir()
+	src := `name: cliteam
+hosts:
+  - {name: esx1, nics: [{name: vmnic0, speed: 1Gbit}, {name: vmnic1, speed: 1Gbit}]}
+switches:
+  - name: sw0
+    uplinks: [{name: u1, nics: {esx1: vmnic0}}, {name: u2, nics: {esx1: vmnic1}}]
+    teaming: {policy: failover}
+    portgroups: [{name: pg-a}, {name: pg-b}]
+vms:
+  - {name: vm1, host: esx1, nics: [{portgroup: pg-a, ip: 10.9.1.1/24}]}
+`
+	f := filepath.Join(t.TempDir(), "s.yaml")
+	os.WriteFile(f, []byte(src), 0o644)
+	defer run(t, state, "destroy", "cliteam")
+	if out, code := run(t, state, "apply", f); code != 0 || !strings.Contains(out, "agent for cliteam started") {
+		t.Fatalf("apply: %d %s", code, out)
+	}
+	pid, err := os.ReadFile(filepath.Join(state, "agent-cliteam.pid"))
+	if err != nil {
+		t.Fatalf("no agent pid file: %v", err)
+	}
+	if _, err := os.Stat("/proc/" + strings.TrimSpace(string(pid))); err != nil {
+		t.Fatalf("agent %s not running", pid)
+	}
+	if out, _ := run(t, state, "status", "cliteam"); !strings.Contains(out, "u1 (failover order") {
+		t.Errorf("status does not show the port's uplink:\n%s", out)
+	}
+	if out, code := run(t, state, "link", "vm1", "eth0", "pg-b"); code != 0 {
+		t.Errorf("link: %d %s", code, out)
+	}
+	if out, _ := run(t, state, "status", "-o", "json", "cliteam"); !strings.Contains(out, `"portgroup": "pg-b"`) {
+		t.Errorf("after link, status: %s", out)
+	}
+	if out, code := run(t, state, "unlink", "vm1", "eth1"); code != 2 || !strings.Contains(out, "has 1 vNICs") {
+		t.Errorf("unlink of a missing vNIC: %d %s", code, out)
+	}
+	if out, code := run(t, state, "unlink", "vm1", "eth0"); code != 0 {
+		t.Errorf("unlink: %d %s", code, out)
+	}
+	if out, _ := run(t, state, "status", "cliteam"); !strings.Contains(out, "disconnected") {
+		t.Errorf("after unlink, status:\n%s", out)
+	}
+	if out, code := run(t, state, "destroy", "cliteam"); code != 0 {
+		t.Errorf("destroy: %d %s", code, out)
+	}
+	if _, err := os.Stat("/proc/" + strings.TrimSpace(string(pid))); err == nil {
+		if stat, _ := os.ReadFile("/proc/" + strings.TrimSpace(string(pid)) + "/stat"); !strings.Contains(string(stat), ") Z") {
+			t.Errorf("agent %s still runs after destroy", pid)
+		}
+	}
+}

@@ -3,8 +3,6 @@ package agent_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -113,96 +111,10 @@ func (l *logBuffer) String() string {
 	return l.b.String()
 }
 
-// receiver counts what a TCP stream delivers, in 50 ms buckets.
-type receiver struct {
-	mu      sync.Mutex
-	start   time.Time
-	buckets []int64
-	err     error
-}
-
-const bucket = 50 * time.Millisecond
-
-// stream sends as fast as it can from fromNS to the peer until stop is
-// closed; the receiver fills in as data arrives.
-func stream(t *testing.T, infra, fromNS string, stop <-chan struct{}) *receiver {
+// stream runs a TCP stream from a namespace to the peer until stop closes.
+func stream(t *testing.T, infra, fromNS string, stop <-chan struct{}) *nstest.Receiver {
 	t.Helper()
-	l := nstest.Listen(t, nstest.NSName(infra, "peer"), peerIP+":0")
-	r := &receiver{start: time.Now()}
-	go func() {
-		c, err := l.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		buf := make([]byte, 64<<10)
-		for {
-			k, err := c.Read(buf)
-			r.mu.Lock()
-			i := int(time.Since(r.start) / bucket)
-			for len(r.buckets) <= i {
-				r.buckets = append(r.buckets, 0)
-			}
-			r.buckets[i] += int64(k)
-			if err != nil && err != io.EOF {
-				r.err = err
-			}
-			r.mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
-	c, err := nstest.Dial(t, fromNS, l.Addr().String(), net.Dialer{Timeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer c.Close()
-		buf := make([]byte, 64<<10)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-			if _, err := c.Write(buf); err != nil {
-				r.mu.Lock()
-				r.err = fmt.Errorf("sender: %w", err)
-				r.mu.Unlock()
-				return
-			}
-		}
-	}()
-	return r
-}
-
-// rate is the receiver's bit/s between two offsets from its start.
-func (r *receiver) rate(from, to time.Duration) float64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var n int64
-	for i := int(from / bucket); i < int(to/bucket) && i < len(r.buckets); i++ {
-		n += r.buckets[i]
-	}
-	return float64(n*8) / (to - from).Seconds()
-}
-
-// longestGap is the longest run of empty buckets between from and to.
-func (r *receiver) longestGap(from, to time.Duration) time.Duration {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	longest, run := 0, 0
-	for i := int(from / bucket); i < int(to/bucket); i++ {
-		if i < len(r.buckets) && r.buckets[i] > 0 {
-			run = 0
-			continue
-		}
-		run++
-		longest = max(longest, run)
-	}
-	return time.Duration(longest) * bucket
+	return nstest.Stream(t, fromNS, nstest.NSName(infra, "peer"), peerIP+":0", stop)
 }
 
 func assignments(t *testing.T, eng *reconcile.Engine, infra string) map[string]teaming.Assignment {
@@ -253,15 +165,15 @@ func TestFailoverKeepsTCPAndFailsBack(t *testing.T) {
 	defer close(stop)
 	r := stream(t, infra, nstest.NSName(infra, vm1), stop)
 	time.Sleep(time.Second)
-	cut := time.Since(r.start)
+	cut := r.Since()
 	setLink(t, esx1, nicOf(uplink), false) // the cable is pulled
 	time.Sleep(2 * time.Second)
 
 	if a := assignments(t, eng, infra)[vm1+"/eth0"]; a.Uplink != other(uplink) || a.Reason != teaming.FailedTo {
 		t.Errorf("after the cut %s is on %s (%s), want %s by failover", vm1, a.Uplink, a.Reason, other(uplink))
 	}
-	gap := r.longestGap(cut, cut+1500*time.Millisecond)
-	after := r.rate(cut+time.Second, cut+2*time.Second)
+	gap := r.LongestGap(cut, cut+1500*time.Millisecond)
+	after := r.Rate(cut+time.Second, cut+2*time.Second)
 	t.Logf("uplink %s cut at %v: longest stall %v, then %.0f Mbit/s", uplink, cut.Round(time.Millisecond), gap, after/1e6)
 	if gap > time.Second {
 		t.Errorf("traffic stalled for %v after the cut, want at most 1s", gap)
@@ -275,10 +187,7 @@ func TestFailoverKeepsTCPAndFailsBack(t *testing.T) {
 	if a := assignments(t, eng, infra)[vm1+"/eth0"]; a.Uplink != uplink || a.Reason != teaming.Pinned {
 		t.Errorf("after failback %s is on %s (%s), want %s pinned", vm1, a.Uplink, a.Reason, uplink)
 	}
-	r.mu.Lock()
-	err := r.err
-	r.mu.Unlock()
-	if err != nil {
+	if err := r.Err(); err != nil {
 		t.Errorf("the TCP connection broke: %v", err)
 	}
 
@@ -331,7 +240,7 @@ func TestLBTSpreadsTwoBusyPorts(t *testing.T) {
 	if a1.Reason != teaming.Moved && a2.Reason != teaming.Moved {
 		t.Errorf("neither port says it was moved by LBT")
 	}
-	agg := r1.rate(4*time.Second, 7*time.Second) + r2.rate(4*time.Second, 7*time.Second)
+	agg := r1.Rate(4*time.Second, 7*time.Second) + r2.Rate(4*time.Second, 7*time.Second)
 	t.Logf("aggregate after rebalancing: %.0f Mbit/s = %.2fx one uplink", agg/1e6, agg/lineRate)
 	if agg < 1.8*lineRate {
 		t.Errorf("aggregate %.0f Mbit/s, want at least 1.8x one %.0f Mbit uplink", agg/1e6, lineRate/1e6)

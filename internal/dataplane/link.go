@@ -42,6 +42,9 @@ func (l *Linux) ensureBridge(r plan.Resource) error {
 		if err := h.LinkAdd(br); err != nil {
 			return bridgeErr(err)
 		}
+		if err := deafBridge(r.NS, r.Name); err != nil {
+			return err
+		}
 		link, err = h.LinkByName(r.Name)
 	}
 	if err != nil {

@@ -108,6 +108,22 @@ func strictARP(ns string) error {
 	})
 }
 
+// deafBridge keeps a namespace's IP stack from taking frames through a
+// bridge device that has no address of its own. Otherwise a host receives
+// every broadcast twice: through its host port, and through the bridge,
+// where the subnet's broadcast route accepts it too. Strict reverse-path
+// filtering drops the second copy: the sender is reached by the host port.
+// Equivalent to: ip netns exec NS sysctl -w net.ipv4.conf.BRIDGE.rp_filter=1
+func deafBridge(ns, bridge string) error {
+	return inNS(ns, func() error {
+		path := "/proc/sys/net/ipv4/conf/" + bridge + "/rp_filter"
+		if err := os.WriteFile(path, []byte("1"), 0o644); err != nil {
+			return fmt.Errorf("netns %s: sysctl net.ipv4.conf.%s.rp_filter=1: %w", ns, bridge, err)
+		}
+		return nil
+	})
+}
+
 // deleteNetns kills whatever still runs inside the namespace, then removes it.
 // A process left inside would keep the namespace, and its links, alive
 // after its name is gone. Equivalent to: ip netns pids NAME | xargs kill -9; ip netns del NAME

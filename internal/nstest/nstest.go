@@ -173,6 +173,17 @@ func snapshotNS(t testing.TB, ns string) []string {
 		p := ns + " " + a.Name
 		out = append(out, fmt.Sprintf("link %s type=%s master=%s mtu=%d mac=%s up=%v alias=%q",
 			p, l.Type(), names[a.MasterIndex], a.MTU, a.HardwareAddr, a.Flags&net.FlagUp != 0, a.Alias))
+		if a.MasterIndex != 0 {
+			if pi, err := nl.LinkGetProtinfo(l); err == nil {
+				out = append(out, fmt.Sprintf("bridge port %s isolated=%v flood=%v learning=%v", p, pi.Isolated, pi.Flood, pi.Learning))
+			}
+		}
+		ing, _ := nl.FilterList(l, netlink.HANDLE_MIN_INGRESS)
+		for _, f := range ing {
+			if b, ok := f.(*netlink.BpfFilter); ok {
+				out = append(out, fmt.Sprintf("filter %s ingress bpf %q", p, b.Name))
+			}
+		}
 		addrs, _ := nl.AddrList(l, netlink.FAMILY_ALL)
 		for _, ad := range addrs {
 			if !ad.IP.IsLinkLocalUnicast() {

@@ -290,9 +290,15 @@ func TestRollbackAtEveryStep(t *testing.T) {
         pool: vm
         classify: [{proto: tcp, dport: 2049, pool: nfs}]
         shaping: {egress: {average: 50Mbit, peak: 80Mbit, burst: 100KiB}, ingress: {average: 60Mbit, burst: 64KiB}}`, 1)
+	// A third NIC per host teamed with the first: steering programs appear
+	// and the first uplink becomes an isolated bridge port.
+	withTeam := strings.NewReplacer(
+		"{name: vmnic1, speed: 1Gbit}]", "{name: vmnic1, speed: 1Gbit}, {name: vmnic2, speed: 100Mbit}]",
+		"uplinks: [{name: up1, nics: {esx1: vmnic0, esx2: vmnic0}}]", "uplinks: [{name: up1, nics: {esx1: vmnic0, esx2: vmnic0}}, {name: up3, nics: {esx1: vmnic2, esx2: vmnic2}}]",
+	).Replace(base)
 	for _, tc := range []struct {
 		name, from, to string
-	}{{"first apply", "", base}, {"incremental", base, changed}, {"network I/O control", base, withIOC}} {
+	}{{"first apply", "", base}, {"incremental", base, changed}, {"network I/O control", base, withIOC}, {"teaming", base, withTeam}} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.from != "" {
 				nstest.Apply(t, eng, tc.from)

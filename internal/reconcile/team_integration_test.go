@@ -1,0 +1,204 @@
+package reconcile_test
+
+import (
+	"net"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/vnet-project/vnet/internal/nstest"
+	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/spec"
+)
+
+// teamed has two hosts with two uplinks each on one switch, a peer, and
+// host ports that prefer the second uplink, so that broadcasts enter and
+// leave by both uplinks of a host.
+const teamed = `
+name: itteam
+hosts:
+  - name: esx1
+    nics: [{name: vmnic0, speed: 100Mbit}, {name: vmnic1, speed: 100Mbit}]
+  - name: esx2
+    nics: [{name: vmnic0, speed: 100Mbit}, {name: vmnic1, speed: 100Mbit}]
+  - name: peer
+    native: true
+    nics: [{name: eth0, speed: 1Gbit, ip: 10.12.0.100/24}]
+switches:
+  - name: dvs0
+    uplinks:
+      - {name: u1, nics: {esx1: vmnic0, esx2: vmnic0}}
+      - {name: u2, nics: {esx1: vmnic1, esx2: vmnic1}}
+    portgroups:
+      - {name: pg-vm}
+      - {name: pg-slow, shaping: {egress: {average: 20Mbit, burst: 64KiB}}}
+      - {name: pg-sys, teaming: {policy: failover, active: [u2], standby: [u1]}}
+vms:
+  - {name: vm1, host: esx1, nics: [{portgroup: pg-vm, ip: 10.12.0.1/24}]}
+  - {name: vm2, host: esx1, nics: [{portgroup: pg-vm, ip: 10.12.0.2/24}]}
+  - {name: vm3, host: esx2, nics: [{portgroup: pg-vm, ip: 10.12.0.3/24}]}
+hostports:
+  - {host: esx1, portgroup: pg-sys, ip: 10.12.0.201/24}
+  - {host: esx2, portgroup: pg-sys, ip: 10.12.0.202/24}
+`
+
+// broadcastCounter counts UDP datagrams to a port inside a namespace.
+type broadcastCounter struct {
+	conn *net.UDPConn
+	got  chan int
+}
+
+func countBroadcasts(t *testing.T, ns string, port int, d time.Duration) *broadcastCounter {
+	t.Helper()
+	bc := &broadcastCounter{got: make(chan int, 1)}
+	if err := nstest.Do(t, ns, func() error {
+		c, err := net.ListenUDP("udp4", &net.UDPAddr{Port: port})
+		bc.conn = c
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		n := 0
+		buf := make([]byte, 2048)
+		bc.conn.SetReadDeadline(time.Now().Add(d))
+		for {
+			if _, _, err := bc.conn.ReadFromUDP(buf); err != nil {
+				break
+			}
+			n++
+		}
+		bc.conn.Close()
+		bc.got <- n
+	}()
+	return bc
+}
+
+func sendBroadcasts(t *testing.T, ns, bcast string, port, n int) {
+	t.Helper()
+	if err := nstest.Do(t, ns, func() error {
+		c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.ParseIP(bcast), Port: port})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		raw, _ := c.SyscallConn()
+		raw.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_BROADCAST, 1) })
+		for i := 0; i < n; i++ {
+			if _, err := c.Write([]byte("hello")); err != nil {
+				return err
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Every node gets each broadcast exactly once, whichever uplink it was
+// sent or received by: no loop through the physical switch, no copy per
+// uplink, no echo of a host's own frames.
+func TestTeamDeliversEachBroadcastOnce(t *testing.T) {
+	eng := nstest.Engine(t)
+	nstest.Apply(t, eng, teamed)
+	ns := func(n string) string { return nstest.NSName("itteam", n) }
+	const n = 20
+	senders := []struct{ name, ns string }{{"peer", ns("peer")}, {"vm1", ns("vm1")}, {"esx1 host port (on u2)", ns("esx1")}}
+	for i, s := range senders {
+		port := 40000 + i
+		var counters = map[string]*broadcastCounter{}
+		for _, node := range []string{"peer", "vm1", "vm2", "vm3", "esx1", "esx2"} {
+			if ns(node) != s.ns {
+				counters[node] = countBroadcasts(t, ns(node), port, 2*time.Second)
+			}
+		}
+		sendBroadcasts(t, s.ns, "10.12.0.255", port, n)
+		for node, c := range counters {
+			if got := <-c.got; got != n {
+				t.Errorf("%d broadcasts from %s: %s received %d", n, s.name, node, got)
+			}
+		}
+	}
+}
+
+func netnsInode(t *testing.T, ns string) uint64 {
+	t.Helper()
+	fi, err := os.Stat("/run/netns/" + ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Sys().(*syscall.Stat_t).Ino
+}
+
+// Moving a vNIC to another port group, cutting it and connecting it again
+// all happen under a running TCP stream, without recreating the VM's
+// namespace or its interface.
+func TestRebindUnderTraffic(t *testing.T) {
+	eng := nstest.Engine(t)
+	doc, _ := nstest.Apply(t, eng, teamed)
+	vm := nstest.NSName("itteam", "vm1")
+	inode, links := netnsInode(t, vm), nstest.Ifindexes(t, "itteam")
+
+	stop := make(chan struct{})
+	defer close(stop)
+	r := nstest.Stream(t, vm, nstest.NSName("itteam", "peer"), "10.12.0.100:0", stop)
+	time.Sleep(1500 * time.Millisecond)
+	before := r.Rate(r.Since()-time.Second, r.Since())
+
+	apply := func(d *spec.Document, err error) *spec.Document {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := eng.Apply(d); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	slow := apply(spec.SetVNIC(doc, "vm1", "eth0", "pg-slow", true))
+	time.Sleep(2 * time.Second)
+	shaped := r.Rate(r.Since()-time.Second, r.Since())
+	t.Logf("pg-vm %.1f Mbit/s, then on pg-slow (20 Mbit average) %.1f Mbit/s", before/1e6, shaped/1e6)
+	if before < 60e6 || shaped > 26e6 || shaped < 10e6 {
+		t.Errorf("rebinding to pg-slow: %.1f -> %.1f Mbit/s, want about 95 -> 20", before/1e6, shaped/1e6)
+	}
+
+	cut := apply(spec.SetVNIC(slow, "vm1", "eth0", "", false))
+	time.Sleep(time.Second)
+	if got := r.Rate(r.Since()-500*time.Millisecond, r.Since()); got != 0 {
+		t.Errorf("a disconnected vNIC still delivers %.1f Mbit/s", got/1e6)
+	}
+	if err := nstest.Do(t, vm, func() error {
+		l, err := netlink.LinkByName("eth0")
+		if err == nil && l.Attrs().OperState == netlink.OperUp {
+			t.Errorf("a disconnected vNIC has carrier (operstate %s)", l.Attrs().OperState)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	apply(spec.SetVNIC(cut, "vm1", "eth0", "pg-vm", true))
+	time.Sleep(2500 * time.Millisecond)
+	if got := r.Rate(r.Since()-time.Second, r.Since()); got < 60e6 {
+		t.Errorf("reconnected to pg-vm: %.1f Mbit/s, want the line again", got/1e6)
+	}
+	if err := r.Err(); err != nil {
+		t.Errorf("the TCP connection broke: %v", err)
+	}
+	if netnsInode(t, vm) != inode {
+		t.Error("the VM's namespace was recreated")
+	}
+	now := nstest.Ifindexes(t, "itteam")
+	for k, idx := range links {
+		if strings.HasPrefix(k, vm+"/") && now[k] != idx {
+			t.Errorf("%s was recreated (ifindex %d -> %d)", k, idx, now[k])
+		}
+	}
+	_ = plan.PortID
+}

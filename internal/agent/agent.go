@@ -15,9 +15,11 @@ import (
 	"time"
 
 	"github.com/vnet-project/vnet/internal/dataplane"
+	"github.com/vnet-project/vnet/internal/ioc"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/teaming"
+	"github.com/vnet-project/vnet/internal/units"
 )
 
 // Dataplane is what the agent needs from the kernel side.
@@ -26,6 +28,7 @@ type Dataplane interface {
 	Execute(a plan.Action) error
 	LinkStates(ns string) (map[string]dataplane.LinkState, error)
 	Announce(ns, link string, macs []string) error
+	TCCounters(ns, link string) (map[uint32]plan.Counters, plan.Counters, error)
 }
 
 // Agent watches one infrastructure.
@@ -42,7 +45,9 @@ type Agent struct {
 	once      sync.Once
 	spec      *spec.Spec
 	teams     []plan.HostTeam
-	current   []plan.Resource // steering as realized
+	current   []plan.Resource // steering and pool classes as realized
+	limits    []plan.TeamLimit
+	poolCeils map[string]uint64
 	balancers map[string]*teaming.Balancer
 	last      map[string]counterSample
 	watching  map[string]bool
@@ -124,17 +129,20 @@ func (a *Agent) load() error {
 	if err != nil {
 		return fmt.Errorf("agent %s: %w", a.Infra, err)
 	}
-	a.spec, a.teams, a.current = s, plan.HostTeams(s), onlySteering(observed)
+	a.spec, a.teams, a.current = s, plan.HostTeams(s), runtimeState(observed)
+	a.limits, a.poolCeils = plan.TeamLimits(plan.IOCUplinks(s), s), plan.PoolCeils(observed)
 	if a.balancers == nil {
 		a.balancers, a.last = map[string]*teaming.Balancer{}, map[string]counterSample{}
 	}
 	return nil
 }
 
-func onlySteering(rs []plan.Resource) []plan.Resource {
+// runtimeState is what the agent changes as conditions change: which
+// uplink each port uses, and how team-wide limits are split.
+func runtimeState(rs []plan.Resource) []plan.Resource {
 	var out []plan.Resource
 	for _, r := range rs {
-		if r.Kind == plan.KindSteer {
+		if r.Kind == plan.KindSteer || r.Kind == plan.KindPool {
 			out = append(out, r)
 		}
 	}
@@ -148,6 +156,12 @@ func (a *Agent) hostNamespaces() []string {
 		if !seen[t.NS] {
 			seen[t.NS] = true
 			out = append(out, t.NS)
+		}
+	}
+	for _, l := range a.limits {
+		if !seen[l.NS] {
+			seen[l.NS] = true
+			out = append(out, l.NS)
 		}
 	}
 	return out
@@ -190,8 +204,9 @@ func (a *Agent) step(now time.Time, sample bool) {
 	prev := plan.Assignments(a.current)
 	if sample {
 		a.balance(now, states, down, prev)
+		a.splitLimits(now)
 	}
-	desired := onlySteering(plan.Model(a.spec, plan.Options{Teams: prev, Down: down, Now: now.UTC().Truncate(time.Second)}))
+	desired := runtimeState(plan.Model(a.spec, plan.Options{Teams: prev, Down: down, PoolCeils: a.poolCeils, Now: now.UTC().Truncate(time.Second)}))
 	p := plan.Diff(desired, a.current)
 	if p.Empty() {
 		return
@@ -207,7 +222,7 @@ func (a *Agent) step(now time.Time, sample bool) {
 	a.current = desired
 	if failed {
 		if observed, err := a.DP.Observe(a.Infra, nil); err == nil {
-			a.current = onlySteering(observed)
+			a.current, a.poolCeils = runtimeState(observed), plan.PoolCeils(observed)
 		}
 	}
 	a.report(before, plan.Assignments(a.current), down)
@@ -263,6 +278,58 @@ func (a *Agent) balance(now time.Time, states map[string]map[string]dataplane.Li
 			m.Apply(prev, now.UTC().Truncate(time.Second))
 		}
 	}
+}
+
+// splitLimits moves each team-wide limit's split toward where its pool's
+// traffic is (ioc.SplitLimit), from the pool classes' byte counters.
+func (a *Agent) splitLimits(now time.Time) {
+	for _, tl := range a.limits {
+		ceils := make([]uint64, len(tl.NICs))
+		rates := make([]float64, len(tl.NICs))
+		complete := true
+		for i, nic := range tl.NICs {
+			key := plan.LimitKey(tl.NS, nic, tl.Minor)
+			ceils[i] = a.poolCeils[key]
+			classes, _, err := a.DP.TCCounters(tl.NS, nic)
+			if err != nil {
+				a.logf("%v", err)
+				return
+			}
+			bytes := classes[tl.Minor].Bytes
+			last, ok := a.last[key]
+			if ok && now.After(last.at) && bytes >= last.tx {
+				rates[i] = float64(bytes-last.tx) * 8 / now.Sub(last.at).Seconds()
+			} else {
+				complete = false
+			}
+			a.last[key] = counterSample{at: now, tx: bytes}
+		}
+		if !complete {
+			continue
+		}
+		if next := ioc.SplitLimit(tl.Limit, ceils, rates); next != nil {
+			for i, nic := range tl.NICs {
+				a.poolCeils[plan.LimitKey(tl.NS, nic, tl.Minor)] = next[i]
+			}
+			a.logf("%s: pool %s limit %s split %s (was %s, using %s)", tl.Host, tl.Pool, units.Rate(tl.Limit), rateList(next), rateList(ceils), rateListF(rates))
+		}
+	}
+}
+
+func rateList(xs []uint64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = units.Rate(x).String()
+	}
+	return strings.Join(parts, "/")
+}
+
+func rateListF(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprintf("%.0fMbit", x/1e6)
+	}
+	return strings.Join(parts, "/")
 }
 
 // report logs each port that changed uplink and announces it on its new

@@ -53,20 +53,26 @@ const (
 // labWithTwinVMs fills in two esx1 VM names that portid pins to the same
 // uplink, so that LBT has something to do, and returns that uplink.
 func labWithTwinVMs(t *testing.T, infra string) (src, vm1, vm2, uplink string) {
+	return pickVMs(t, teamLab, infra, true)
+}
+
+// pickVMs fills in the template's two esx1 VM names so that portid pins
+// them to the same uplink or to different ones; uplink is the first's.
+func pickVMs(t *testing.T, template, infra string, same bool) (src, vm1, vm2, uplink string) {
 	t.Helper()
 	for i := 0; i < 50; i++ {
 		a, b := fmt.Sprintf("vm%da", i), fmt.Sprintf("vm%db", i)
-		src = strings.NewReplacer("INFRA", infra, "VM1", a, "VM2", b).Replace(teamLab)
+		src = strings.NewReplacer("INFRA", infra, "VM1", a, "VM2", b).Replace(template)
 		doc, err := spec.Load("test.yaml", []byte(src))
 		if err != nil {
 			t.Fatal(err)
 		}
 		as := plan.Assignments(plan.Model(doc.Spec, plan.Options{}))
-		if as[a+"/eth0"].Uplink == as[b+"/eth0"].Uplink {
+		if (as[a+"/eth0"].Uplink == as[b+"/eth0"].Uplink) == same {
 			return src, a, b, as[a+"/eth0"].Uplink
 		}
 	}
-	t.Fatal("no two VM names share an uplink")
+	t.Fatal("no two VM names pinned as wanted")
 	return
 }
 
@@ -244,5 +250,42 @@ func TestLBTSpreadsTwoBusyPorts(t *testing.T) {
 	t.Logf("aggregate after rebalancing: %.0f Mbit/s = %.2fx one uplink", agg/1e6, agg/lineRate)
 	if agg < 1.8*lineRate {
 		t.Errorf("aggregate %.0f Mbit/s, want at least 1.8x one %.0f Mbit uplink", agg/1e6, lineRate/1e6)
+	}
+}
+
+// A pool's limit holds across the uplinks of a team: two VMs of a limited
+// pool on different uplinks make the limit together, not twice it, and one
+// alone gets all of it once the agent has moved the split.
+func TestTeamWideLimit(t *testing.T) {
+	const infra = "itlim"
+	const limit = 100e6
+	lab := strings.NewReplacer(
+		"    teaming: {policy: loadbased, lbt: {threshold: 75%, window: 2s, interval: 2s}}\n    portgroups: [{name: pg-vm}]",
+		"    ioc: {enabled: true, pools: {backup: {shares: low, limit: 100Mbit}}}\n    portgroups: [{name: pg-vm, pool: backup}]",
+	).Replace(teamLab)
+	src, vm1, vm2, _ := pickVMs(t, lab, infra, false)
+	if !strings.Contains(src, "limit: 100Mbit") {
+		t.Fatal("the lab has no limited pool")
+	}
+	eng := nstest.Engine(t)
+	doc, _ := nstest.Apply(t, eng, src)
+	startAgent(t, doc)
+
+	stop1, stop2 := make(chan struct{}), make(chan struct{})
+	r1 := stream(t, infra, nstest.NSName(infra, vm1), stop1)
+	r2 := stream(t, infra, nstest.NSName(infra, vm2), stop2)
+	time.Sleep(4 * time.Second)
+	both := r1.Rate(2*time.Second, 4*time.Second) + r2.Rate(2*time.Second, 4*time.Second)
+	t.Logf("two VMs of a 100 Mbit pool on two uplinks: %.1f Mbit/s together", both/1e6)
+	if both > 1.05*limit || both < 0.85*limit {
+		t.Errorf("together %.1f Mbit/s under a 100 Mbit team-wide limit, want 85-105", both/1e6)
+	}
+	close(stop2)
+	time.Sleep(4 * time.Second)
+	alone := r1.Rate(r1.Since()-2*time.Second, r1.Since())
+	close(stop1)
+	t.Logf("then %s alone: %.1f Mbit/s", vm1, alone/1e6)
+	if alone < 0.85*limit || alone > 1.05*limit {
+		t.Errorf("alone %.1f Mbit/s, want most of the 100 Mbit limit and no more", alone/1e6)
 	}
 }

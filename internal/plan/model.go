@@ -20,6 +20,9 @@ type Options struct {
 	Teams map[string]teaming.Assignment
 	// Down holds the uplinks that are down, as "host/uplink".
 	Down map[string]bool
+	// PoolCeils holds how team-wide pool limits are split over uplinks now,
+	// by LimitKey (see PoolCeils).
+	PoolCeils map[string]uint64
 	Now  time.Time // when assignments that change are made
 }
 

@@ -61,7 +61,9 @@ func IOCUplinks(s *spec.Spec) []IOCUplink {
 // classes, the filters that sort traffic into them, and the unclassified
 // class's share of the line-rate tree.
 func (m *modeler) ioc() {
-	for _, u := range IOCUplinks(m.s) {
+	ups := IOCUplinks(m.s)
+	m.splitTeamLimits(ups)
+	for _, u := range ups {
 		sw := m.switchNamed(u.Switch)
 		minor := map[string]uint32{}
 		for _, c := range u.Classes {
@@ -183,4 +185,103 @@ func (m *modeler) shapers() {
 		}
 	}
 	m.out = append(m.out, add...)
+}
+
+// LimitKey names one uplink's share of a pool's team-wide limit: the pool
+// class on that uplink.
+func LimitKey(ns, nic string, minor uint32) string {
+	return Resource{Kind: KindPool, NS: ns, Link: nic, Class: minor}.Key()
+}
+
+// PoolCeils reads the pool ceilings the kernel holds, by LimitKey: the
+// current split of team-wide limits, which the next model keeps.
+func PoolCeils(observed []Resource) map[string]uint64 {
+	out := map[string]uint64{}
+	for _, r := range observed {
+		if r.Kind == KindPool {
+			out[r.Key()] = r.Ceil
+		}
+	}
+	return out
+}
+
+// TeamLimit is a pool's limit split over the uplinks one host uses for a
+// switch.
+type TeamLimit struct {
+	Host, Switch, Pool, NS string
+	Limit                  uint64
+	Minor                  uint32
+	NICs                   []string
+}
+
+// TeamLimits lists the pools whose limit several uplinks of a host share.
+func TeamLimits(ups []IOCUplink, s *spec.Spec) []TeamLimit {
+	var out []TeamLimit
+	for start := 0; start < len(ups); {
+		end := start + 1
+		for end < len(ups) && ups[end].Host == ups[start].Host && ups[end].Switch == ups[start].Switch {
+			end++
+		}
+		group := ups[start:end]
+		start = end
+		if len(group) < 2 {
+			continue
+		}
+		var sw *spec.Switch
+		for i := range s.Switches {
+			if s.Switches[i].Name == group[0].Switch {
+				sw = &s.Switches[i]
+			}
+		}
+		for i, p := range sw.IOCPools() {
+			if p.Limit == 0 {
+				continue
+			}
+			tl := TeamLimit{Host: group[0].Host, Switch: sw.Name, Pool: p.Name, NS: group[0].NS, Limit: p.Limit, Minor: ioc.Minor(i)}
+			for _, u := range group {
+				tl.NICs = append(tl.NICs, u.NIC)
+			}
+			out = append(out, tl)
+		}
+	}
+	return out
+}
+
+// splitTeamLimits gives each uplink its part of a team-wide limit: the
+// split the kernel holds if it still adds up to the limit (the agent moves
+// it with demand), else an even one.
+func (m *modeler) splitTeamLimits(ups []IOCUplink) {
+	for _, tl := range TeamLimits(ups, m.s) {
+		ceils := make([]uint64, len(tl.NICs))
+		var sum uint64
+		for i, nic := range tl.NICs {
+			ceils[i] = m.opt.PoolCeils[LimitKey(tl.NS, nic, tl.Minor)]
+			sum += ceils[i]
+		}
+		if d := float64(sum) - float64(tl.Limit); sum == 0 || d > 0.01*float64(tl.Limit) || -d > 0.01*float64(tl.Limit) || slicesContain(ceils, 0) {
+			ceils = ioc.EqualSplit(tl.Limit, len(tl.NICs))
+		}
+		for i, nic := range tl.NICs {
+			for j := range ups {
+				if ups[j].NS != tl.NS || ups[j].NIC != nic {
+					continue
+				}
+				for k := range ups[j].Classes {
+					if c := &ups[j].Classes[k]; c.Minor == tl.Minor {
+						c.Ceil = ceils[i] / 8 * 8
+						c.Rate = min(c.Rate, c.Ceil)
+					}
+				}
+			}
+		}
+	}
+}
+
+func slicesContain(xs []uint64, v uint64) bool {
+	for _, x := range xs {
+		if x == v {
+			return true
+		}
+	}
+	return false
 }

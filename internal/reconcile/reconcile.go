@@ -43,10 +43,11 @@ type Result struct {
 var ErrRolledBack = errors.New("nothing was changed: the host was restored to its state before the apply")
 
 // model is the desired state. Teams keep the assignments observed (LBT
-// moves, failovers without failback) and every uplink counts as up: apply
-// brings them up.
+// moves, failovers without failback) and team-wide limits their split;
+// every uplink counts as up: apply brings them up.
 func (e *Engine) model(doc *spec.Document, observed []plan.Resource) []plan.Resource {
-	return plan.Model(doc.Spec, plan.Options{NumCPU: e.numCPU(), Teams: plan.Assignments(observed), Now: time.Now().UTC().Truncate(time.Second)})
+	return plan.Model(doc.Spec, plan.Options{NumCPU: e.numCPU(), Teams: plan.Assignments(observed), PoolCeils: plan.PoolCeils(observed),
+		Now: time.Now().UTC().Truncate(time.Second)})
 }
 
 func (e *Engine) numCPU() int {

@@ -81,7 +81,7 @@ func (e *Engine) Status(doc *spec.Document) (*Status, error) {
 	}
 	// Judge drift against the uplinks as they are: steering away from a
 	// down uplink is the agent doing its job, not drift.
-	desired := plan.Model(s, plan.Options{NumCPU: e.numCPU(), Teams: plan.Assignments(observed), Down: downUplinks(s, observed),
+	desired := plan.Model(s, plan.Options{NumCPU: e.numCPU(), Teams: plan.Assignments(observed), Down: downUplinks(s, observed), PoolCeils: plan.PoolCeils(observed),
 		Now: time.Now().UTC().Truncate(time.Second)})
 	assigned := plan.Assignments(observed)
 	links := map[string]plan.End{}

@@ -23,7 +23,7 @@ type Options struct {
 	// PoolCeils holds how team-wide pool limits are split over uplinks now,
 	// by LimitKey (see PoolCeils).
 	PoolCeils map[string]uint64
-	Now  time.Time // when assignments that change are made
+	Now       time.Time // when assignments that change are made
 }
 
 // Model returns every kernel object that realizes the spec, in creation order.

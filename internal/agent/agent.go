@@ -207,6 +207,7 @@ func (a *Agent) step(now time.Time, sample bool) {
 		a.splitLimits(now)
 	}
 	desired := runtimeState(plan.Model(a.spec, plan.Options{Teams: prev, Down: down, PoolCeils: a.poolCeils, Now: now.UTC().Truncate(time.Second)}))
+	a.current = plan.ResolveSteer(a.current, desired)
 	p := plan.Diff(desired, a.current)
 	if p.Empty() {
 		return

@@ -15,25 +15,27 @@ import (
 )
 
 // A steering program is the only filter in its link's clsact ingress hook.
-// Its tc name carries the resource as planned, and the interface indexes
-// it was compiled with, so observation reads back exactly what runs and
-// notices when a redirect target has been recreated under it.
+// Its tc name carries the resource as planned (its text as a digest, see
+// plan.SteerDigest) and the interface indexes it was compiled with, so
+// observation reads back what runs and notices when a redirect target has
+// been recreated under it.
 const (
 	steerPrefix = plan.AliasPrefix + "steer "
 	steerPrio   = 1
 	steerHandle = 1
 )
 
-func steerName(r plan.Resource, ifindex []int) string {
-	idx := make([]string, len(ifindex))
-	for i, x := range ifindex {
-		idx[i] = strconv.Itoa(x)
+func steerName(r plan.Resource, to []string, ifindex []int) string {
+	targets := make([]string, len(to))
+	for i := range to {
+		targets[i] = to[i] + "=" + strconv.Itoa(ifindex[i])
 	}
-	return steerPrefix + strings.Join([]string{r.Match, r.Name, r.Why, strings.Join(idx, ",")}, "|")
+	return steerPrefix + strings.Join([]string{plan.SteerDigest(r.Match), r.Name, r.Why, strings.Join(targets, ",")}, "|")
 }
 
-// parseSteerName returns the resource fields and compiled-with indexes.
-func parseSteerName(name string) (match, port, why string, ifindex []int, ok bool) {
+// parseSteerName returns the resource fields (the text as its digest) and
+// the links it redirects to with the indexes it was compiled with.
+func parseSteerName(name string) (digest, port, why string, targets map[string]int, ok bool) {
 	rest, ok := strings.CutPrefix(name, steerPrefix)
 	if !ok {
 		return "", "", "", nil, false
@@ -42,23 +44,28 @@ func parseSteerName(name string) (match, port, why string, ifindex []int, ok boo
 	if len(parts) != 4 {
 		return "", "", "", nil, false
 	}
-	for _, s := range strings.Split(parts[3], ",") {
-		if s == "" {
+	targets = map[string]int{}
+	for _, t := range strings.Split(parts[3], ",") {
+		if t == "" {
 			continue
 		}
-		x, err := strconv.Atoi(s)
-		if err != nil {
+		link, idx, found := strings.Cut(t, "=")
+		x, err := strconv.Atoi(idx)
+		if !found || err != nil {
 			return "", "", "", nil, false
 		}
-		ifindex = append(ifindex, x)
+		targets[link] = x
 	}
-	return parts[0], parts[1], parts[2], ifindex, true
+	return parts[0], parts[1], parts[2], targets, true
 }
 
 // ensureSteer compiles the program and attaches it, replacing any older one
 // in place so that traffic never runs without steering.
 // Equivalent to: tc qdisc add dev LINK clsact; tc filter replace dev LINK ingress prio 1 handle 1 bpf da obj PROG
 func (l *Linux) ensureSteer(r plan.Resource) error {
+	if plan.IsDigest(r.Match) {
+		return fmt.Errorf("steering on %s in %s: only its digest is known (%s), not the program: run vnet apply to make it from the spec", r.Link, r.NS, r.Match)
+	}
 	s, err := plan.ParseSteer(r.Match)
 	if err != nil {
 		return err
@@ -86,7 +93,7 @@ func (l *Linux) ensureSteer(r plan.Resource) error {
 	f := &netlink.BpfFilter{
 		FilterAttrs: netlink.FilterAttrs{LinkIndex: link.Attrs().Index, Parent: netlink.HANDLE_MIN_INGRESS,
 			Handle: steerHandle, Priority: steerPrio, Protocol: unix.ETH_P_ALL},
-		Fd: prog.FD(), Name: steerName(r, ifindex), DirectAction: true,
+		Fd: prog.FD(), Name: steerName(r, s.To, ifindex), DirectAction: true,
 	}
 	if err := h.FilterReplace(f); err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EOPNOTSUPP) {
@@ -145,10 +152,11 @@ func (l *Linux) removeSteer(r plan.Resource) error {
 	return nil
 }
 
-// observeSteer reads a link's steering program back from its tc name.
-// byName maps the namespace's link names to their current indexes: a
-// program compiled for an index that now names another link, or none, is
-// reported as stale so that the next apply recompiles it.
+// observeSteer reads a link's steering program back from its tc name, its
+// text as a digest (plan.ResolveSteer puts the text back). byName maps the
+// namespace's link names to their current indexes: a program compiled for
+// an index that now names another link, or none, is reported as stale so
+// that the next apply recompiles it.
 func observeSteer(h *netlink.Handle, link netlink.Link, ns string, byName map[string]int) []plan.Resource {
 	filters, err := h.FilterList(link, netlink.HANDLE_MIN_INGRESS)
 	if err != nil {
@@ -159,28 +167,19 @@ func observeSteer(h *netlink.Handle, link netlink.Link, ns string, byName map[st
 		if !ok {
 			continue
 		}
-		match, port, why, ifindex, ok := parseSteerName(bf.Name)
+		digest, port, why, targets, ok := parseSteerName(bf.Name)
 		if !ok {
 			continue
 		}
-		if s, err := plan.ParseSteer(match); err != nil || !sameIndexes(s.To, ifindex, byName) {
-			match = "stale " + match
+		r := plan.Resource{Kind: plan.KindSteer, NS: ns, Link: link.Attrs().Name, Name: port, Why: why, Match: digest}
+		for to, idx := range targets {
+			if byName[to] != idx {
+				r.Match = "stale " + digest
+			}
 		}
-		return []plan.Resource{{Kind: plan.KindSteer, NS: ns, Link: link.Attrs().Name, Name: port, Why: why, Match: match}}
+		return []plan.Resource{r}
 	}
 	return nil
-}
-
-func sameIndexes(names []string, ifindex []int, byName map[string]int) bool {
-	if len(names) != len(ifindex) {
-		return false
-	}
-	for i, n := range names {
-		if byName[n] != ifindex[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // setUplinkPort makes a bridge port a teamed uplink (isolated from the

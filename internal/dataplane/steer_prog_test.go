@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net"
 	"os"
 	"testing"
@@ -102,11 +103,18 @@ func TestSteerPrograms(t *testing.T) {
 func TestSteerNameRoundTrip(t *testing.T) {
 	r := plan.Resource{Kind: plan.KindSteer, Name: "vm1/eth0", Why: "u2: moved by LBT @2026-11-22T10:00:00Z",
 		Match: plan.Steer{Out: true, To: []string{"vmnic0", "vmnic1"}, Local: []string{macVM1}}.String()}
-	match, port, why, idx, ok := parseSteerName(steerName(r, []int{7, 9}))
-	if !ok || match != r.Match || port != r.Name || why != r.Why || len(idx) != 2 || idx[0] != 7 || idx[1] != 9 {
-		t.Errorf("read back %q %q %q %v %v", match, port, why, idx, ok)
+	name := steerName(r, []string{"vmnic0", "vmnic1"}, []int{7, 9})
+	digest, port, why, targets, ok := parseSteerName(name)
+	if !ok || digest != plan.SteerDigest(r.Match) || port != r.Name || why != r.Why || targets["vmnic0"] != 7 || targets["vmnic1"] != 9 {
+		t.Errorf("read back %q %q %q %v %v", digest, port, why, targets, ok)
 	}
-	if sameIndexes([]string{"vmnic0", "vmnic1"}, idx, map[string]int{"vmnic0": 7, "vmnic1": 10}) {
-		t.Error("a recreated uplink went unnoticed")
+	// tc keeps at most 256 bytes of a cls_bpf name, however many ports the switch has.
+	local := make([]string, 200)
+	for i := range local {
+		local[i] = fmt.Sprintf("02:00:00:00:%02x:%02x", i/256, i%256)
+	}
+	r.Match = plan.Steer{Out: true, To: []string{"vmnic0", "vmnic1", "vmnic2", "vmnic3"}, Local: local}.String()
+	if n := len(steerName(r, []string{"vmnic0", "vmnic1", "vmnic2", "vmnic3"}, []int{10, 11, 12, 13})); n > 255 {
+		t.Errorf("a filter name of %d bytes: tc refuses more than 255", n)
 	}
 }

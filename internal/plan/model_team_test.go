@@ -270,3 +270,23 @@ func TestDisconnectedVNICLeavesTheSwitch(t *testing.T) {
 		}
 	}
 }
+
+func TestResolveSteerPutsTextsBack(t *testing.T) {
+	model := Model(load(t, teamSpec(t, "")), Options{})
+	var observed []Resource
+	for _, r := range model {
+		if r.Kind == KindSteer {
+			r.Match = SteerDigest(r.Match)
+		}
+		observed = append(observed, r)
+	}
+	if p := Diff(model, ResolveSteer(observed, model)); !p.Empty() {
+		t.Errorf("resolved observation differs from the model:\n%s", p)
+	}
+	other := Model(load(t, teamSpec(t, "{policy: iphash}")), Options{})
+	for _, r := range ResolveSteer(observed, other) {
+		if r.Kind == KindSteer && !IsDigest(r.Match) {
+			t.Errorf("%s resolved from a model that did not produce it", r)
+		}
+	}
+}

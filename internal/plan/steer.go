@@ -1,6 +1,8 @@
 package plan
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"time"
@@ -31,8 +33,8 @@ type Steer struct {
 	Local []string
 }
 
-// String is the canonical text of a program, kept in its tc filter's name so
-// that observation reads back exactly what was realized.
+// String is the canonical text of a program; its digest is kept in the tc
+// filter's name, so that observation knows exactly what was realized.
 func (s Steer) String() string {
 	var b strings.Builder
 	if s.Out {
@@ -119,6 +121,50 @@ func Assignments(rs []Resource) map[string]teaming.Assignment {
 		}
 		if a, ok := parseWhy(r.Why); ok {
 			out[r.Name] = a
+		}
+	}
+	return out
+}
+
+// A steering program's text grows with the ports on its switch, and tc
+// keeps at most 256 bytes of a cls_bpf filter's name. So the kernel holds a
+// digest of the text, and observation reports the digest; ResolveSteer
+// puts the text back from a model that produced it.
+
+// SteerDigest is the form of a steering text the kernel holds.
+func SteerDigest(text string) string {
+	sum := sha256.Sum256([]byte(text))
+	return digestPrefix + hex.EncodeToString(sum[:12])
+}
+
+const digestPrefix = "sha256:"
+
+// IsDigest reports whether a steering resource's Match is a digest that no
+// model resolved: its program cannot be made again from it.
+func IsDigest(match string) bool { return strings.Contains(match, digestPrefix) }
+
+// ResolveSteer returns observed with each steering digest replaced by the
+// text of the first model resource with the same key whose text has that
+// digest. A digest no model explains stays as it is.
+func ResolveSteer(observed []Resource, models ...[]Resource) []Resource {
+	texts := map[string]string{} // key + digest -> text
+	for _, m := range models {
+		for _, r := range m {
+			if r.Kind == KindSteer && !IsDigest(r.Match) {
+				k := r.Key() + " " + SteerDigest(r.Match)
+				if _, ok := texts[k]; !ok {
+					texts[k] = r.Match
+				}
+			}
+		}
+	}
+	out := make([]Resource, len(observed))
+	copy(out, observed)
+	for i := range out {
+		if r := &out[i]; r.Kind == KindSteer && strings.HasPrefix(r.Match, digestPrefix) {
+			if text, ok := texts[r.Key()+" "+r.Match]; ok {
+				r.Match = text
+			}
 		}
 	}
 	return out

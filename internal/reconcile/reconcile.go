@@ -63,7 +63,25 @@ func (e *Engine) observe(doc *spec.Document) (desired, observed []plan.Resource,
 	if err != nil {
 		return nil, nil, fmt.Errorf("observe %s: %w", doc.Spec.Name, err)
 	}
-	return e.model(doc, observed), observed, nil
+	desired = e.model(doc, observed)
+	return desired, plan.ResolveSteer(observed, desired, e.realizedModel(doc.Spec.Name, observed)), nil
+}
+
+// realizedModel is what the last applied spec makes of the host as it is:
+// with its uplinks up or down, and the agent's assignments and splits. It
+// explains the steering programs the kernel holds, so that a rollback can
+// make them again.
+func (e *Engine) realizedModel(name string, observed []plan.Resource) []plan.Resource {
+	rec, err := e.Store.Get(name)
+	if err != nil {
+		return nil
+	}
+	doc, err := spec.Decode(rec.SpecFile, rec.Spec)
+	if err != nil {
+		return nil
+	}
+	return plan.Model(doc.Spec, plan.Options{NumCPU: e.numCPU(), Teams: plan.Assignments(observed), PoolCeils: plan.PoolCeils(observed),
+		Down: downUplinks(doc.Spec, observed)})
 }
 
 // Plan returns what an apply of the spec would do.
@@ -122,6 +140,7 @@ func (e *Engine) rollback(name string, before, desired []plan.Resource, cause er
 	if err != nil {
 		return fmt.Errorf("%w; rollback could not observe the host: %v", cause, err)
 	}
+	now = plan.ResolveSteer(now, before, desired)
 	var errs []error
 	for _, a := range plan.Diff(before, now).Actions {
 		if err := e.DP.Execute(a); err != nil {

@@ -83,6 +83,7 @@ func (e *Engine) Status(doc *spec.Document) (*Status, error) {
 	// down uplink is the agent doing its job, not drift.
 	desired := plan.Model(s, plan.Options{NumCPU: e.numCPU(), Teams: plan.Assignments(observed), Down: downUplinks(s, observed), PoolCeils: plan.PoolCeils(observed),
 		Now: time.Now().UTC().Truncate(time.Second)})
+	observed = plan.ResolveSteer(observed, desired)
 	assigned := plan.Assignments(observed)
 	links := map[string]plan.End{}
 	addrs := map[string]bool{}

@@ -1,6 +1,7 @@
 package reconcile_test
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"strings"
@@ -11,7 +12,6 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/vnet-project/vnet/internal/nstest"
-	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/spec"
 )
 
@@ -200,5 +200,21 @@ func TestRebindUnderTraffic(t *testing.T) {
 			t.Errorf("%s was recreated (ifindex %d -> %d)", k, idx, now[k])
 		}
 	}
-	_ = plan.PortID
+}
+
+// Steering texts grow with the ports of a switch while tc keeps at most 256
+// bytes of a filter's name: a host with many ports applies, and a second
+// apply changes nothing.
+func TestTeamWithManyPorts(t *testing.T) {
+	eng := nstest.Engine(t)
+	var b strings.Builder
+	b.WriteString(strings.Replace(strings.SplitN(teamed, "vms:\n", 2)[0], "name: itteam", "name: itmany", 1))
+	b.WriteString("vms:\n")
+	for i := 1; i <= 24; i++ {
+		fmt.Fprintf(&b, "  - {name: vm%d, host: esx1, nics: [{portgroup: pg-vm, ip: 10.12.0.%d/24}]}\n", i, i)
+	}
+	doc, _ := nstest.Apply(t, eng, b.String())
+	if p, err := eng.Plan(doc); err != nil || !p.Empty() {
+		t.Errorf("second apply would change: %v\n%s", err, p)
+	}
 }

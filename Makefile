@@ -29,6 +29,7 @@ unit:
 bench: build
 	./bench/netperf_vs_iperf3.py --vnet $(BIN)
 	./bench/ioc_accuracy.py --vnet $(BIN)
+	./bench/teaming.py --vnet $(BIN)
 
 clean:
 	rm -rf bin lab-out

@@ -3,12 +3,15 @@ package agent_test
 import (
 	"context"
 	"fmt"
+	"net"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/vnet-project/vnet/internal/agent"
 	"github.com/vnet-project/vnet/internal/dataplane"
@@ -287,5 +290,78 @@ func TestTeamWideLimit(t *testing.T) {
 	t.Logf("then %s alone: %.1f Mbit/s", vm1, alone/1e6)
 	if alone < 0.85*limit || alone > 1.05*limit {
 		t.Errorf("alone %.1f Mbit/s, want most of the 100 Mbit limit and no more", alone/1e6)
+	}
+}
+
+// fdbPort is the physical switch port its bridge has learned a MAC on, or "".
+func fdbPort(t *testing.T, infra, mac string) string {
+	t.Helper()
+	port := ""
+	if err := nstest.Do(t, nstest.NSName(infra, plan.PhysSwitch), func() error {
+		neighs, err := netlink.NeighList(0, unix.AF_BRIDGE) // the whole namespace: bridge fdb show
+		if err != nil {
+			return err
+		}
+		for _, n := range neighs {
+			if strings.EqualFold(n.HardwareAddr.String(), mac) {
+				if l, err := netlink.LinkByIndex(n.LinkIndex); err == nil {
+					port = l.Attrs().Name
+				}
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
+
+// After a move the physical switch learns the port's MAC on its new uplink
+// at once, from the agent's announcement: the VM itself sends nothing.
+// With notify off it does not, which shows where the learning comes from.
+func TestNotifyTeachesThePhysicalSwitch(t *testing.T) {
+	for _, notify := range []bool{true, false} {
+		t.Run(fmt.Sprintf("notify %v", notify), func(t *testing.T) {
+			const infra = "itnote"
+			src, vm1, _, uplink := labWithTwinVMs(t, infra)
+			src = strings.Replace(src, "teaming: {policy: loadbased,", fmt.Sprintf("teaming: {notify: %v, policy: loadbased,", notify), 1)
+			eng := nstest.Engine(t)
+			doc, _ := nstest.Apply(t, eng, src)
+			startAgent(t, doc)
+			// One connection attempt, so that the switch knows the VM at all;
+			// then quiet: no IPv6, whose neighbour discovery and MLD reports
+			// after a link comes up would teach the switch too.
+			if err := nstest.Do(t, nstest.NSName(infra, vm1), func() error {
+				if c, err := net.DialTimeout("tcp", peerIP+":9", time.Second); err == nil {
+					c.Close()
+				}
+				return os.WriteFile("/proc/sys/net/ipv6/conf/eth0/disable_ipv6", []byte("1"), 0o644)
+			}); err != nil {
+				t.Fatal(err)
+			}
+			var mac string
+			observed, err := eng.DP.Observe(infra, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range observed {
+				if r.Kind == plan.KindVeth && r.A.NS == nstest.NSName(infra, vm1) {
+					mac = r.A.MAC
+				}
+			}
+			if got := fdbPort(t, infra, mac); got != physPort(t, eng, infra, "esx1", nicOf(uplink)) {
+				t.Fatalf("the physical switch has %s on %q, not on %s's port", mac, got, uplink)
+			}
+			setLink(t, nstest.NSName(infra, "esx1"), nicOf(uplink), false)
+			want := physPort(t, eng, infra, "esx1", nicOf(other(uplink)))
+			deadline := time.Now().Add(time.Second)
+			for fdbPort(t, infra, mac) != want && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			learned := fdbPort(t, infra, mac) == want
+			if learned != notify {
+				t.Errorf("notify %v: a second after the move the physical switch has %s on %q (new uplink's port: %s)", notify, mac, fdbPort(t, infra, mac), want)
+			}
+		})
 	}
 }

@@ -89,6 +89,7 @@ def lbt(lab, line, window, seconds):
     start_uplink = ups[vms[0]]
     lab.netserver()
     out = {}
+    started = time.time()
     threads = [threading.Thread(target=lab.stream, args=(vm, seconds, 0.25, out, vm)) for vm in vms]
     for t in threads:
         t.start()
@@ -104,7 +105,16 @@ def lbt(lab, line, window, seconds):
     reacted = next((t for t, s in total if s >= 1.8 * one), None)
     before = [s for t, s in total if t <= 1.5]
     after = [s for t, s in total if t > seconds - 3]
-    return {"start": start_uplink, "end": ups, "reaction_s": reacted,
+    move_s = None
+    with open(os.path.join(lab.state, "agent-benchteam.log")) as fh:
+        for l in fh:
+            if "LBT on" in l:
+                hms = time.strftime("%Y-%m-%d ", time.gmtime(started)) + l.split()[0]
+                at = time.mktime(time.strptime(hms.split(".")[0], "%Y-%m-%d %H:%M:%S")) - time.timezone + float("0." + hms.split(".")[1])
+                if at >= started - 1:
+                    move_s = at - started
+                    break
+    return {"start": start_uplink, "end": ups, "reaction_s": reacted, "move_s": move_s,
             "before": sum(before) / max(len(before), 1), "after": sum(after) / max(len(after), 1)}
 
 
@@ -152,7 +162,9 @@ try:
     print(f"  both started on {r['start']}; afterwards {r['end']}")
     print(f"  aggregate before the move {r['before']:.0f} Mbit/s = {r['before'] / (line / 1e6):.2f}x one uplink")
     print(f"  aggregate over the last 3 s {r['after']:.0f} Mbit/s = {r['after'] / (line / 1e6):.2f}x one uplink")
-    print(f"  reaction: aggregate first >= 1.8x one uplink at {r['reaction_s']} s after the streams started")
+    mv = "no move logged" if r["move_s"] is None else f"{r['move_s']:.1f} s"
+    print(f"  reaction: LBT moved a port {mv} after the streams started (agent log); "
+          f"aggregate first >= 1.8x one uplink at {r['reaction_s']} s (0.25 s interim results)")
     f = failover(lab, line, 8, 2.0, 5.0)
     print(f"failover, one stream on {f['uplink']}, its NIC set down at 2.0 s and up at 5.0 s (0.1 s interim results):")
     print(f"  moved to {f['moved_to']}; {f['after_cut']:.0f} Mbit/s = {f['after_cut'] / (line / 1e6):.2f}x line after the cut")

@@ -10,7 +10,7 @@ import (
 // Catalog is every experiment, in the order `vnet lab run --all` runs them.
 var Catalog = []*Experiment{
 	s0Patterns, s0Virtualization, s0VMToVM, s0SMP, s0RxBuffers,
-	s1LRO, s2ScaleOut, s3MultiNIC,
+	s1LRO, s2ScaleOut, s3MultiNIC, s3Relink,
 	s4SharesExample, s4Scenario1, s4Scenario2, s4Scenario3,
 }
 

@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -270,4 +271,47 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// Action is a vnet command run at an offset into a measurement.
+type Action struct {
+	At   time.Duration
+	Args []string // vnet's arguments, e.g. link vm eth1 net2
+}
+
+// MeasureWhile runs one flow once and, while it runs, the actions at their
+// offsets: what a user does to a running VM, measured from inside it.
+func (x *Run) MeasureWhile(phase string, f Flow, actions ...Action) (*netperf.Result, error) {
+	type outcome struct {
+		res []*netperf.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	start := time.Now()
+	go func() {
+		res, err := x.measureOnce(phase, []Flow{f})
+		done <- outcome{res, err}
+	}()
+	var errs []error
+	for _, a := range actions {
+		time.Sleep(time.Until(start.Add(a.At)))
+		if _, err := x.vnet(context.Background(), a.Args...); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	o := <-done
+	if o.err != nil {
+		errs = append(errs, o.err)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return o.res[0], nil
+}
+
+// NetnsOf is the identity of a node's network namespace ("net:[4026532...]"):
+// it changes only if the namespace is made again.
+func (x *Run) NetnsOf(node string) (string, error) {
+	out, err := x.vnet(context.Background(), "exec", node, "--", "readlink", "/proc/self/ns/net")
+	return strings.TrimSpace(string(out)), err
 }

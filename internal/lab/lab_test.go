@@ -27,7 +27,7 @@ func fakeOutcomes() (*RunInfo, []Outcome) {
 }
 
 func TestCatalogNamesAreTheContract(t *testing.T) {
-	want := "s0-patterns s0-virtualization s0-vm-to-vm s0-smp s0-rx-buffers s1-lro s2-scale-out s3-multi-nic s4-shares-example s4-scenario1 s4-scenario2 s4-scenario3"
+	want := "s0-patterns s0-virtualization s0-vm-to-vm s0-smp s0-rx-buffers s1-lro s2-scale-out s3-multi-nic s3-relink s4-shares-example s4-scenario1 s4-scenario2 s4-scenario3"
 	var got []string
 	for _, e := range Catalog {
 		got = append(got, e.Name)

@@ -188,6 +188,9 @@ func observeSteer(h *netlink.Handle, link netlink.Link, ns string, byName map[st
 func setUplinkPort(h *netlink.Handle, ns string, link netlink.Link, uplink bool) error {
 	name := link.Attrs().Name
 	if err := h.LinkSetIsolated(link, uplink); err != nil {
+		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP) {
+			return &FeatureError{Feature: "bridge port isolation", Hint: "Linux 4.18 or later", Err: err}
+		}
 		return fmt.Errorf("bridge link set dev %s isolated %v: %w", name, uplink, err)
 	}
 	if err := h.LinkSetFlood(link, !uplink); err != nil {

@@ -169,6 +169,10 @@ func statusCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
+				if len(plan.HostTeams(doc.Spec)) > 0 {
+					pid, running := agent.Running(stateDir, rec.Name)
+					st.Agent = &reconcile.AgentStatus{Running: running, PID: pid, Log: agent.LogFile(stateDir, rec.Name)}
+				}
 				all = append(all, st)
 			}
 			if output == "json" {

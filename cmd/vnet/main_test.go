@@ -261,7 +261,7 @@ vms:
 	if _, err := os.Stat("/proc/" + strings.TrimSpace(string(pid))); err != nil {
 		t.Fatalf("agent %s not running", pid)
 	}
-	if out, _ := run(t, state, "status", "cliteam"); !strings.Contains(out, "u1 (failover order") {
+	if out, _ := run(t, state, "status", "cliteam"); !strings.Contains(out, "u1 (failover order") || !strings.Contains(out, "agent: running") {
 		t.Errorf("status does not show the port's uplink:\n%s", out)
 	}
 	if out, code := run(t, state, "link", "vm1", "eth0", "pg-b"); code != 0 {

@@ -49,6 +49,13 @@ func printStatus(out io.Writer, st *reconcile.Status) {
 		}
 	}
 	w.Flush()
+	switch a := st.Agent; {
+	case a == nil:
+	case a.Running:
+		fmt.Fprintf(out, "\nagent: running (pid %d): failover, load-based teaming, notify; log %s\n", a.PID, a.Log)
+	default:
+		fmt.Fprintf(out, "\nagent: NOT running: uplink failover and load-based teaming are off until vnet apply starts it (log %s)\n", a.Log)
+	}
 	if len(st.Drift) > 0 {
 		fmt.Fprintf(out, "\ndrift: the host differs from the spec; vnet apply would:\n  %s\n", strings.Join(st.Drift, "\n  "))
 	}

@@ -19,6 +19,16 @@ type Status struct {
 	VMs        []VMStatus     `json:"vms"`
 	HostPorts  []PortStatus   `json:"hostports"`
 	Drift      []string       `json:"drift,omitempty"` // what an apply would change
+	// Agent is the state of the infrastructure's agent when it teams
+	// uplinks (filled in by the caller, which knows where agents run).
+	Agent *AgentStatus `json:"agent,omitempty"`
+}
+
+// AgentStatus says whether failover and load-based teaming are being done.
+type AgentStatus struct {
+	Running bool   `json:"running"`
+	PID     int    `json:"pid,omitempty"`
+	Log     string `json:"log"`
 }
 
 // HostStatus is a host and its physical NICs.

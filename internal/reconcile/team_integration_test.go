@@ -218,3 +218,64 @@ func TestTeamWithManyPorts(t *testing.T) {
 		t.Errorf("second apply would change: %v\n%s", err, p)
 	}
 }
+
+// txBytes reads a link's transmit counter inside a namespace.
+func txBytes(t *testing.T, ns, link string) uint64 {
+	t.Helper()
+	var n uint64
+	if err := nstest.Do(t, ns, func() error {
+		l, err := netlink.LinkByName(link)
+		if err == nil {
+			n = l.Attrs().Statistics.TxBytes
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// With iphash a VM's flows to two addresses whose hashes differ leave by
+// different uplinks, and both get their answers back.
+func TestIPHashSpreadsFlows(t *testing.T) {
+	eng := nstest.Engine(t)
+	nstest.Apply(t, eng, `
+name: ithash
+hosts:
+  - name: esx1
+    nics: [{name: vmnic0, speed: 1Gbit}, {name: vmnic1, speed: 1Gbit}]
+  - name: peer
+    native: true
+    nics: [{name: eth0, speed: 1Gbit, ip: 10.13.0.100/24}, {name: eth1, speed: 1Gbit, ip: 10.13.0.101/24}]
+switches:
+  - name: dvs0
+    uplinks:
+      - {name: u1, nics: {esx1: vmnic0}}
+      - {name: u2, nics: {esx1: vmnic1}}
+    teaming: {policy: iphash}
+    portgroups: [{name: pg}]
+vms:
+  - {name: vm1, host: esx1, nics: [{portgroup: pg, ip: 10.13.0.4/24}]}
+`)
+	esx1, vm, peer := nstest.NSName("ithash", "esx1"), nstest.NSName("ithash", "vm1"), nstest.NSName("ithash", "peer")
+	carrier := map[string]string{}
+	for _, dst := range []string{"10.13.0.100", "10.13.0.101"} {
+		before := map[string]uint64{"vmnic0": txBytes(t, esx1, "vmnic0"), "vmnic1": txBytes(t, esx1, "vmnic1")}
+		stop := make(chan struct{})
+		r := nstest.Stream(t, vm, peer, dst+":0", stop)
+		time.Sleep(time.Second)
+		close(stop)
+		if got := r.Rate(200*time.Millisecond, 900*time.Millisecond); got < 100e6 {
+			t.Errorf("to %s: %.0f Mbit/s, the flow does not get through", dst, got/1e6)
+		}
+		for _, nic := range []string{"vmnic0", "vmnic1"} {
+			if txBytes(t, esx1, nic)-before[nic] > 10<<20 {
+				carrier[dst] = nic
+			}
+		}
+		t.Logf("flow to %s left by %q", dst, carrier[dst])
+	}
+	if carrier["10.13.0.100"] == "" || carrier["10.13.0.100"] == carrier["10.13.0.101"] {
+		t.Errorf("flows to .100 and .101 left by %q and %q, want two different uplinks", carrier["10.13.0.100"], carrier["10.13.0.101"])
+	}
+}

@@ -10,7 +10,9 @@ middle of each run; TCP goodput is printed beside them.
 usage: bench/ioc_accuracy.py [--vnet bin/vnet] [--seconds 8] [--line 1Gbit]
 Needs root. Not a test: it prints measurements and ratios, asserts nothing.
 """
-import argparse, json, os, subprocess, sys, tempfile, threading, time
+import argparse, json, os, sys, threading, time
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from vnetlab import VnetLab  # noqa: E402
 
 POOLS = ["management", "vmotion", "ft", "iscsi", "nfs", "vm", "backup"]
 
@@ -38,23 +40,7 @@ def spec(name, line, ioc, shares, limits=None):
     return "\n".join(lines) + "\n"
 
 
-class Lab:
-    def __init__(self, vnet):
-        self.vnet = vnet
-        self.state = tempfile.mkdtemp()
-
-    def v(self, *args, check=True):
-        r = subprocess.run([self.vnet, "--state-dir", self.state, *args], capture_output=True, text=True)
-        if check and r.returncode != 0:
-            raise RuntimeError(f"vnet {' '.join(args)}: {r.stderr or r.stdout}")
-        return r.stdout
-
-    def apply(self, text):
-        f = os.path.join(self.state, "spec.yaml")
-        with open(f, "w") as fh:
-            fh.write(text)
-        self.v("apply", f)
-
+class Lab(VnetLab):
     def netperf(self, vm, *args):
         out = self.v("exec", vm, "--", self.vnet, "netperf", "-H", "10.60.0.100", "-P", "0", "--json", *args)
         return json.loads(out)["results"][0]
@@ -76,9 +62,6 @@ class Lab:
                 for p in u["pools"]:
                     l2[p["pool"]] = p["share_of_line"]
         return {p: results[p]["throughput_bps"] for p in pools}, l2
-
-    def destroy(self, name):
-        self.v("destroy", name, check=False)
 
 
 def main():

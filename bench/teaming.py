@@ -13,7 +13,9 @@ restores it: the interim results show the stall and the recovery.
 usage: bench/teaming.py [--vnet bin/vnet] [--line 1Gbit] [--window 3s]
 Needs root and iproute2. Not a test: it prints measurements and ratios.
 """
-import argparse, json, os, re, subprocess, sys, tempfile, threading, time
+import argparse, json, os, re, subprocess, sys, threading, time
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from vnetlab import VnetLab  # noqa: E402
 
 INTERIM = re.compile(r"Interim result:\s+([\d.]+) 10\^6bits/s over ([\d.]+) seconds ending at ([\d.]+)")
 
@@ -36,22 +38,7 @@ vms:
 """
 
 
-class Lab:
-    def __init__(self, vnet):
-        self.vnet, self.state = vnet, tempfile.mkdtemp()
-
-    def v(self, *args, check=True):
-        r = subprocess.run([self.vnet, "--state-dir", self.state, *args], capture_output=True, text=True)
-        if check and r.returncode != 0:
-            raise RuntimeError(f"vnet {' '.join(args)}: {r.stderr or r.stdout}")
-        return r.stdout
-
-    def apply(self, text):
-        f = os.path.join(self.state, "spec.yaml")
-        with open(f, "w") as fh:
-            fh.write(text)
-        self.v("apply", f)
-
+class Lab(VnetLab):
     def netserver(self):
         if not getattr(self, "server", None):
             self.server = subprocess.Popen([self.vnet, "--state-dir", self.state, "exec", "peer", "--", self.vnet, "netserver", "-D"],
@@ -175,4 +162,4 @@ try:
 finally:
     if getattr(lab, "server", None):
         lab.server.kill()
-    lab.v("destroy", "benchteam", check=False)
+    lab.destroy("benchteam")

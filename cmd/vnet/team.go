@@ -123,35 +123,28 @@ func relink(cmd *cobra.Command, vm, nic, portgroup string, connected bool, name 
 }
 
 func linkCmd() *cobra.Command {
-	var infra string
-	c := &cobra.Command{
-		Use:   "link VM NIC PORTGROUP",
-		Short: "Connect a VM's vNIC (eth0, eth1, ...) to a port group while it runs",
-		Args:  exactArgs(3, "a VM, its vNIC and a port group"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := vmInfra(infra, args[0])
-			if err != nil {
-				return err
-			}
-			return relink(cmd, args[0], args[1], args[2], true, name)
-		},
-	}
-	c.Flags().StringVar(&infra, "infra", "", "the infrastructure (needed when several have a VM of that name)")
-	return c
+	return vnicCmd("link VM NIC PORTGROUP", "Connect a VM's vNIC (eth0, eth1, ...) to a port group while it runs",
+		exactArgs(3, "a VM, its vNIC and a port group"), func(args []string) (string, bool) { return args[2], true })
 }
 
 func unlinkCmd() *cobra.Command {
+	return vnicCmd("unlink VM NIC", "Disconnect a VM's vNIC from its port group, like pulling its cable",
+		exactArgs(2, "a VM and its vNIC"), func([]string) (string, bool) { return "", false })
+}
+
+// vnicCmd is link or unlink: target says which port group (none: keep
+// it) and whether connected.
+func vnicCmd(use, short string, args cobra.PositionalArgs, target func([]string) (string, bool)) *cobra.Command {
 	var infra string
 	c := &cobra.Command{
-		Use:   "unlink VM NIC",
-		Short: "Disconnect a VM's vNIC from its port group, like pulling its cable",
-		Args:  exactArgs(2, "a VM and its vNIC"),
+		Use: use, Short: short, Args: args,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, err := vmInfra(infra, args[0])
 			if err != nil {
 				return err
 			}
-			return relink(cmd, args[0], args[1], "", false, name)
+			pg, connected := target(args)
+			return relink(cmd, args[0], args[1], pg, connected, name)
 		},
 	}
 	c.Flags().StringVar(&infra, "infra", "", "the infrastructure (needed when several have a VM of that name)")

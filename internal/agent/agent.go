@@ -284,18 +284,23 @@ func (a *Agent) balance(now time.Time, states map[string]map[string]dataplane.Li
 // splitLimits moves each team-wide limit's split toward where its pool's
 // traffic is (ioc.SplitLimit), from the pool classes' byte counters.
 func (a *Agent) splitLimits(now time.Time) {
+	counters := map[string]map[uint32]plan.Counters{} // ns/nic, read once per tick
 	for _, tl := range a.limits {
 		ceils := make([]uint64, len(tl.NICs))
 		rates := make([]float64, len(tl.NICs))
 		complete := true
 		for i, nic := range tl.NICs {
+			classes, ok := counters[tl.NS+"/"+nic]
+			if !ok {
+				var err error
+				if classes, _, err = a.DP.TCCounters(tl.NS, nic); err != nil {
+					a.logf("%v", err)
+					return
+				}
+				counters[tl.NS+"/"+nic] = classes
+			}
 			key := plan.LimitKey(tl.NS, nic, tl.Minor)
 			ceils[i] = a.poolCeils[key]
-			classes, _, err := a.DP.TCCounters(tl.NS, nic)
-			if err != nil {
-				a.logf("%v", err)
-				return
-			}
 			bytes := classes[tl.Minor].Bytes
 			last, ok := a.last[key]
 			if ok && now.After(last.at) && bytes >= last.tx {

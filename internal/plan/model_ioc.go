@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"math"
+	"slices"
 
 	"github.com/vnet-project/vnet/internal/ioc"
 	"github.com/vnet-project/vnet/internal/spec"
@@ -64,7 +66,7 @@ func (m *modeler) ioc() {
 	ups := IOCUplinks(m.s)
 	m.splitTeamLimits(ups)
 	for _, u := range ups {
-		sw := m.switchNamed(u.Switch)
+		sw := switchNamed(m.s, u.Switch)
 		minor := map[string]uint32{}
 		for _, c := range u.Classes {
 			minor[c.Pool] = c.Minor
@@ -78,10 +80,10 @@ func (m *modeler) ioc() {
 	}
 }
 
-func (m *modeler) switchNamed(name string) *spec.Switch {
-	for i := range m.s.Switches {
-		if m.s.Switches[i].Name == name {
-			return &m.s.Switches[i]
+func switchNamed(s *spec.Spec, name string) *spec.Switch {
+	for i := range s.Switches {
+		if s.Switches[i].Name == name {
+			return &s.Switches[i]
 		}
 	}
 	return nil
@@ -227,12 +229,7 @@ func TeamLimits(ups []IOCUplink, s *spec.Spec) []TeamLimit {
 		if len(group) < 2 {
 			continue
 		}
-		var sw *spec.Switch
-		for i := range s.Switches {
-			if s.Switches[i].Name == group[0].Switch {
-				sw = &s.Switches[i]
-			}
-		}
+		sw := switchNamed(s, group[0].Switch)
 		for i, p := range sw.IOCPools() {
 			if p.Limit == 0 {
 				continue
@@ -258,7 +255,7 @@ func (m *modeler) splitTeamLimits(ups []IOCUplink) {
 			ceils[i] = m.opt.PoolCeils[LimitKey(tl.NS, nic, tl.Minor)]
 			sum += ceils[i]
 		}
-		if d := float64(sum) - float64(tl.Limit); sum == 0 || d > 0.01*float64(tl.Limit) || -d > 0.01*float64(tl.Limit) || slicesContain(ceils, 0) {
+		if slices.Contains(ceils, 0) || math.Abs(float64(sum)-float64(tl.Limit)) > 0.01*float64(tl.Limit) {
 			ceils = ioc.EqualSplit(tl.Limit, len(tl.NICs))
 		}
 		for i, nic := range tl.NICs {
@@ -275,13 +272,4 @@ func (m *modeler) splitTeamLimits(ups []IOCUplink) {
 			}
 		}
 	}
-}
-
-func slicesContain(xs []uint64, v uint64) bool {
-	for _, x := range xs {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }

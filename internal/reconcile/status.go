@@ -91,10 +91,10 @@ func (e *Engine) Status(doc *spec.Document) (*Status, error) {
 	}
 	// Judge drift against the uplinks as they are: steering away from a
 	// down uplink is the agent doing its job, not drift.
-	desired := plan.Model(s, plan.Options{NumCPU: e.numCPU(), Teams: plan.Assignments(observed), Down: downUplinks(s, observed), PoolCeils: plan.PoolCeils(observed),
+	assigned := plan.Assignments(observed)
+	desired := plan.Model(s, plan.Options{NumCPU: e.numCPU(), Teams: assigned, Down: downUplinks(s, observed), PoolCeils: plan.PoolCeils(observed),
 		Now: time.Now().UTC().Truncate(time.Second)})
 	observed = plan.ResolveSteer(observed, desired)
-	assigned := plan.Assignments(observed)
 	links := map[string]plan.End{}
 	addrs := map[string]bool{}
 	for _, r := range observed {

@@ -2,6 +2,7 @@ package spec
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/vnet-project/vnet/internal/teaming"
@@ -102,20 +103,11 @@ func (sw *Switch) TeamUplinks() map[string]bool {
 func without(list, drop []string) []string {
 	var out []string
 	for _, x := range list {
-		if !containsString(drop, x) {
+		if !slices.Contains(drop, x) {
 			out = append(out, x)
 		}
 	}
 	return out
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // checkTeaming validates a teaming block at path against the switch's uplinks.

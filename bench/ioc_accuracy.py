@@ -7,10 +7,11 @@ on its own port group; every VM runs a saturating vnet netperf TCP_STREAM.
 Pool rates are read at layer 2 from the HTB classes (vnet ioc stats) over the
 middle of each run; TCP goodput is printed beside them.
 
-usage: bench/ioc_accuracy.py [--vnet bin/vnet] [--seconds 8] [--line 1Gbit]
+usage: bench/ioc_accuracy.py [--vnet bin/vnet] [--seconds 8] [--line 1Gbit] [--rr-rounds 5]
+                             [--only shares|limits|latency|overhead]
 Needs root. Not a test: it prints measurements and ratios, asserts nothing.
 """
-import argparse, json, os, sys, threading, time
+import argparse, json, os, re, statistics, sys, threading, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from vnetlab import VnetLab  # noqa: E402
 
@@ -45,6 +46,29 @@ class Lab(VnetLab):
         out = self.v("exec", vm, "--", self.vnet, "netperf", "-H", "10.60.0.100", "-P", "0", "--json", *args)
         return json.loads(out)["results"][0]
 
+    def rr_rounds(self, text, pin, rounds):
+        """Alternating idle and loaded TCP_RR runs from vm-rr: p99 ratio per round.
+        Two netservers, so that with pin each test's server has vm-rr's or
+        vm-backup's core."""
+        self.apply(text)
+        rr_cpu, bulk_cpu = (["taskset", "-c", "1"], ["taskset", "-c", "0"]) if pin else ([], [])
+        self.v("exec", "client", "--", *rr_cpu, self.vnet, "netserver")
+        self.v("exec", "client", "--", *bulk_cpu, self.vnet, "netserver", "-p", "12866")
+        time.sleep(0.3)
+        ratios = []
+        try:
+            for _ in range(rounds):
+                idle = self.netperf("vm-rr", "-t", "TCP_RR", "-l", "3")["latency"]
+                t = threading.Thread(target=lambda: self.netperf("vm-backup", "-p", "12866", "-l", "6"))
+                t.start()
+                time.sleep(1.5)
+                busy = self.netperf("vm-rr", "-t", "TCP_RR", "-l", "3")["latency"]
+                t.join()
+                ratios.append(busy["p99_us"] / idle["p99_us"])
+        finally:
+            self.destroy("iocbench")
+        return ratios, idle, busy
+
     def streams(self, pools, secs, infra):
         """Saturating streams from each pool's VM; L2 rates from the classes over the middle."""
         results, threads = {}, []
@@ -64,25 +88,21 @@ class Lab(VnetLab):
         return {p: results[p]["throughput_bps"] for p in pools}, l2
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--vnet", default="bin/vnet")
-    ap.add_argument("--seconds", type=int, default=8)
-    ap.add_argument("--line", default="1Gbit")
-    a = ap.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("needs root")
-    lab = Lab(os.path.abspath(a.vnet))
-    line_bps = float(a.line.replace("Gbit", "e9").replace("Mbit", "e6"))
-    rows = []
+class Bench:
+    def __init__(self, a):
+        self.a, self.lab, self.rows = a, Lab(os.path.abspath(a.vnet)), []
+        self.line_bps = float(a.line.replace("Gbit", "e9").replace("Mbit", "e6"))
 
-    def contention(label, shares, limits=None):
-        name = "iocbench"
-        lab.apply(spec(name, a.line, True, shares, limits))
-        lab.v("exec", "client", "--", lab.vnet, "netserver")
+    def serve(self, text):
+        self.lab.apply(text)
+        self.lab.v("exec", "client", "--", self.lab.vnet, "netserver")
         time.sleep(0.3)
+
+    def contention(self, label, shares, limits=None):
+        a, lab = self.a, self.lab
+        self.serve(spec("iocbench", a.line, True, shares, limits))
         active = list(shares)
-        good, l2 = lab.streams(active, a.seconds, name)
+        good, l2 = lab.streams(active, a.seconds, "iocbench")
         total = sum(l2[p] for p in active)
         ideal_den = sum(shares.values())
         worst = 0.0
@@ -91,20 +111,20 @@ def main():
             ideal = shares[p] / ideal_den
             worst = max(worst, abs(l2[p] - ideal) * 100)
             parts.append(f"{p} {l2[p]*100:.1f}% (ideal {ideal*100:.1f}%, goodput {good[p]/1e6:.0f} Mbit/s)")
-        rows.append((label, f"worst pool {worst:.1f} points from ideal; total {total*100:.1f}% of line", "; ".join(parts)))
-        lab.destroy(name)
+        self.rows.append((label, f"worst pool {worst:.1f} points from ideal; total {total*100:.1f}% of line", "; ".join(parts)))
+        lab.destroy("iocbench")
 
-    try:
-        contention("2 pools 100:50", {"vm": 100, "vmotion": 50})
-        contention("3 pools 100:50:25", {"vm": 100, "vmotion": 50, "backup": 25})
-        contention("6 pools, S4 scenario 2", {"ft": 100, "nfs": 75, "vm": 75, "iscsi": 75, "vmotion": 50, "management": 50})
-        contention("lone 25-share pool", {"backup": 25})
+    def shares(self):
+        self.contention("2 pools 100:50", {"vm": 100, "vmotion": 50})
+        self.contention("3 pools 100:50:25", {"vm": 100, "vmotion": 50, "backup": 25})
+        self.contention("6 pools, S4 scenario 2", {"ft": 100, "nfs": 75, "vm": 75, "iscsi": 75, "vmotion": 50, "management": 50})
+        self.contention("lone 25-share pool", {"backup": 25})
 
-        lab.apply(spec("iocbench", a.line, True, {"vmotion": 50}, {"vmotion": "300Mbit"}))
-        lab.v("exec", "client", "--", lab.vnet, "netserver")
-        time.sleep(0.3)
+    def limits(self):
+        a, lab = self.a, self.lab
+        self.serve(spec("iocbench", a.line, True, {"vmotion": 50}, {"vmotion": "300Mbit"}))
         good, l2 = lab.streams(["vmotion"], a.seconds, "iocbench")
-        rows.append(("300 Mbit limit", f"{l2['vmotion'] * line_bps / 300e6:.3f}x the limit at layer 2", f"goodput {good['vmotion']/1e6:.1f} Mbit/s"))
+        self.rows.append(("300 Mbit limit", f"{l2['vmotion'] * self.line_bps / 300e6:.3f}x the limit at layer 2", f"goodput {good['vmotion']/1e6:.1f} Mbit/s"))
         lab.destroy("iocbench")
 
         # A team-wide limit: two VMs of the limited pool pinned to different
@@ -116,9 +136,7 @@ def main():
             "      - {name: pg-vmotion, pool: vmotion, teaming: {policy: failover, active: [u1], standby: [u2]}}\n"
             "      - {name: pg-vmotion2, pool: vmotion, teaming: {policy: failover, active: [u2], standby: [u1]}}") + \
             "  - {name: vm-vmotion2, host: esx1, nics: [{portgroup: pg-vmotion2, ip: 10.60.0.60/24}]}\n"
-        lab.apply(team)
-        lab.v("exec", "client", "--", lab.vnet, "netserver")
-        time.sleep(0.3)
+        self.serve(team)
         box = {}
         ts = [threading.Thread(target=lambda vm=vm: box.__setitem__(vm, lab.netperf(vm, "-l", str(a.seconds + 2)))) for vm in ("vm-vmotion", "vm-vmotion2")]
         for t in ts:
@@ -128,55 +146,69 @@ def main():
         for t in ts:
             t.join()
         per = [sum(p["rate_bps"] for p in u["pools"] if p["pool"] == "vmotion") for u in stats["uplinks"]]
-        rows.append(("300 Mbit team-wide limit over two uplinks", f"{sum(per) / 300e6:.3f}x the limit at layer 2",
-                     f"uplinks {' + '.join(f'{x/1e6:.1f}' for x in per)} Mbit/s; goodput {sum(b['throughput_bps'] for b in box.values())/1e6:.1f} Mbit/s"))
+        self.rows.append(("300 Mbit team-wide limit over two uplinks", f"{sum(per) / 300e6:.3f}x the limit at layer 2",
+                          f"uplinks {' + '.join(f'{x/1e6:.1f}' for x in per)} Mbit/s; goodput {sum(b['throughput_bps'] for b in box.values())/1e6:.1f} Mbit/s"))
         lab.destroy("iocbench")
 
-        # Latency of a high-share pool while a low-share pool saturates, with
-        # two controls: the same load without IOC (one FIFO), and the load on
-        # another host's uplink (no shared queue: CPU contention alone).
-        def rr_p99(infra_spec, loaded_vm):
-            lab.apply(infra_spec)
-            lab.v("exec", "client", "--", lab.vnet, "netserver")
-            time.sleep(0.3)
-            idle = lab.netperf("vm-rr", "-t", "TCP_RR", "-l", "4")["latency"]
-            box = {}
-            t = threading.Thread(target=lambda: box.__setitem__("s", lab.netperf(loaded_vm, "-l", "7")))
-            t.start()
-            time.sleep(1.5)
-            busy = lab.netperf("vm-rr", "-t", "TCP_RR", "-l", "4")["latency"]
-            t.join()
-            lab.destroy("iocbench")
-            return idle, busy
-
+    def latency(self):
+        """A high-share pool's TCP_RR p99 while a low-share pool saturates.
+        Controls: the same load without IOC (one FIFO), and the load on
+        another host's uplink (no shared queue: the CPU's share alone). A
+        fourth setup gives the two VMs a core each (cpus: 1). p99 on 2 vCPUs
+        moves from run to run, hence rounds and the median."""
+        a = self.a
         shares = {"vm": 100, "backup": 25}
-        for label, text, loaded in (
-            ("with IOC", spec("iocbench", a.line, True, shares), "vm-backup"),
-            ("without IOC", spec("iocbench", a.line, False, shares), "vm-backup"),
-            ("control: load on another uplink", spec("iocbench", a.line, True, shares).replace(
-                "  - {name: vm-backup, host: esx1", "  - {name: vm-backup, host: esx2").replace(
-                "  - {name: client,", "  - {name: esx2, nics: [{name: vmnic0, speed: 1Gbit}]}\n  - {name: client,").replace(
-                "nics: {esx1: vmnic0}", "nics: {esx1: vmnic0, esx2: vmnic0}"), "vm-backup"),
+        other_host = lambda t: t.replace(
+            "  - {name: vm-backup, host: esx1", "  - {name: vm-backup, host: esx2").replace(
+            "  - {name: client,", "  - {name: esx2, nics: [{name: vmnic0, speed: 1Gbit}]}\n  - {name: client,").replace(
+            "nics: {esx1: vmnic0}", "nics: {esx1: vmnic0, esx2: vmnic0}")
+        # cpusets go round-robin in spec order: vm-backup (7th VM) gets CPU 0, vm-rr (8th) CPU 1
+        own_core = lambda t: re.sub(r"^(  - \{name: vm-.*)\}$", r"\1, cpus: 1}", t, flags=re.M)
+        for label, text, pin in (
+            ("with IOC", spec("iocbench", a.line, True, shares), False),
+            ("without IOC (one FIFO)", spec("iocbench", a.line, False, shares), False),
+            ("control: the load on another host's uplink", other_host(spec("iocbench", a.line, True, shares)), False),
+            ("with IOC, each VM and its netserver on a core of its own", own_core(spec("iocbench", a.line, True, shares)), True),
         ):
-            idle, busy = rr_p99(text, loaded)
-            rows.append((f"RR p99 of vm (100) beside a saturating backup (25) stream, {label}", f"{busy['p99_us'] / idle['p99_us']:.2f}x idle p99",
-                         f"idle p50/p99 {idle['p50_us']:.0f}/{idle['p99_us']:.0f} us, loaded {busy['p50_us']:.0f}/{busy['p99_us']:.0f} us"))
+            ratios, idle, busy = self.lab.rr_rounds(text, pin, a.rr_rounds)
+            self.rows.append((f"RR p99 of vm (100) beside a saturating backup (25) stream, {label}",
+                              f"median {statistics.median(ratios):.2f}x idle p99 over {len(ratios)} rounds",
+                              f"rounds {' '.join(f'{r:.2f}' for r in ratios)}; last: idle p50/p99 {idle['p50_us']:.0f}/{idle['p99_us']:.0f} us, "
+                              f"loaded {busy['p50_us']:.0f}/{busy['p99_us']:.0f} us"))
 
-        # The same traffic on an uncontended uplink, with and without IOC.
+    def overhead(self):
+        """The same traffic on an uncontended uplink, with and without IOC."""
+        a, lab = self.a, self.lab
         res = {}
         for ioc in (False, True, False, True):
-            lab.apply(spec("iocbench", "10Gbit", ioc, {"vm": 100}))
-            lab.v("exec", "client", "--", lab.vnet, "netserver")
-            time.sleep(0.3)
+            self.serve(spec("iocbench", "10Gbit", ioc, {"vm": 100}))
             r = lab.netperf("vm-vm", "-l", str(a.seconds))["throughput_bps"]
             res[ioc] = max(res.get(ioc, 0), r)
             lab.destroy("iocbench")
-        rows.append(("IOC on an uncontended 10 Gbit uplink", f"{res[True] / res[False]:.3f}x throughput without IOC",
-                     f"with {res[True]/1e6:.0f} Mbit/s, without {res[False]/1e6:.0f} Mbit/s (best of 2)"))
+        self.rows.append(("IOC on an uncontended 10 Gbit uplink", f"{res[True] / res[False]:.3f}x throughput without IOC",
+                          f"with {res[True]/1e6:.0f} Mbit/s, without {res[False]/1e6:.0f} Mbit/s (best of 2)"))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--vnet", default="bin/vnet")
+    ap.add_argument("--seconds", type=int, default=8)
+    ap.add_argument("--line", default="1Gbit")
+    ap.add_argument("--rr-rounds", type=int, default=5)
+    parts = ["shares", "limits", "latency", "overhead"]
+    ap.add_argument("--only", choices=parts, help="run one part of the table")
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("needs root")
+    b = Bench(a)
+    try:
+        for p in parts:
+            if a.only in (None, p):
+                getattr(b, p)()
     finally:
-        lab.destroy("iocbench")
+        b.lab.destroy("iocbench")
     print(f"Network I/O Control accuracy, {a.line} uplink, {a.seconds} s runs, {os.cpu_count()} CPUs")
-    for label, verdict, detail in rows:
+    for label, verdict, detail in b.rows:
         print(f"- {label}: {verdict}\n    {detail}")
 
 

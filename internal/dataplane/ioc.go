@@ -3,6 +3,7 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
@@ -13,16 +14,13 @@ import (
 )
 
 // ensurePool makes or changes a pool's class under the wire.
-// Equivalent to: tc class replace dev LINK parent 1:1 classid 1:MINOR htb rate R ceil C quantum Q
+// Equivalent to: tc class replace dev LINK parent 1:1 classid 1:MINOR htb rate R ceil C quantum Q burst 67136b cburst 67136b
 func (l *Linux) ensurePool(r plan.Resource) error {
 	h, link, err := l.linkIn(r.NS, r.Link)
 	if err != nil {
 		return err
 	}
-	class := netlink.NewHtbClass(
-		netlink.ClassAttrs{LinkIndex: link.Attrs().Index, Parent: lineClass, Handle: netlink.MakeHandle(1, uint16(r.Class))},
-		netlink.HtbClassAttrs{Rate: r.Rate, Ceil: r.Ceil, Quantum: r.Quantum},
-	)
+	class := htbClass(link.Attrs().Index, lineClass, netlink.MakeHandle(1, uint16(r.Class)), r.Rate, r.Ceil, r.Quantum, r.Burst)
 	if err := h.ClassReplace(class); err != nil {
 		return htbErr(fmt.Errorf("tc class replace dev %s classid 1:%x: %w", r.Link, r.Class, err))
 	}
@@ -188,7 +186,7 @@ func observeLineTree(h *netlink.Handle, link netlink.Link, ns string) []plan.Res
 	if err != nil {
 		return nil
 	}
-	line := plan.Resource{Kind: plan.KindLineRate, NS: ns, Link: name}
+	line := plan.Resource{Kind: plan.KindLineRate, NS: ns, Link: name, Burst: math.MaxUint64}
 	var leafRate uint64
 	var leafQuantum uint32
 	var out []plan.Resource
@@ -200,11 +198,13 @@ func observeLineTree(h *netlink.Handle, link netlink.Link, ns string) []plan.Res
 		switch {
 		case htb.Handle == lineClass:
 			line.Rate = htb.Rate * 8
+			line.Burst = min(line.Burst, bucketOf(htb))
 		case htb.Handle == defaultLeaf:
 			leafRate, leafQuantum = htb.Rate*8, htb.Quantum
+			line.Burst = min(line.Burst, bucketOf(htb))
 		case htb.Parent == lineClass:
 			out = append(out, plan.Resource{Kind: plan.KindPool, NS: ns, Link: name, Class: uint32(htb.Handle & 0xffff),
-				Rate: htb.Rate * 8, Ceil: htb.Ceil * 8, Quantum: htb.Quantum})
+				Rate: htb.Rate * 8, Ceil: htb.Ceil * 8, Quantum: htb.Quantum, Burst: bucketOf(htb)})
 		}
 	}
 	if line.Rate == 0 {

@@ -23,8 +23,8 @@ var (
 // Equivalent to:
 //
 //	tc qdisc replace dev LINK root handle 1: htb default 10
-//	tc class replace dev LINK parent 1: classid 1:1 htb rate R ceil R
-//	tc class replace dev LINK parent 1:1 classid 1:10 htb rate R ceil R
+//	tc class replace dev LINK parent 1: classid 1:1 htb rate R ceil R burst 67136b cburst 67136b
+//	tc class replace dev LINK parent 1:1 classid 1:10 htb rate R ceil R burst 67136b cburst 67136b
 func (l *Linux) ensureLineRate(r plan.Resource) error {
 	h, link, err := l.linkIn(r.NS, r.Link)
 	if err != nil {
@@ -43,8 +43,8 @@ func (l *Linux) ensureLineRate(r plan.Resource) error {
 		leafRate, leafQuantum = r.LeafRate, r.Quantum
 	}
 	for _, c := range []*netlink.HtbClass{
-		htbClass(idx, lineRoot, lineClass, r.Rate, r.Rate, defaultQuantum(r.Rate)),
-		htbClass(idx, lineClass, defaultLeaf, leafRate, r.Rate, leafQuantum),
+		htbClass(idx, lineRoot, lineClass, r.Rate, r.Rate, defaultQuantum(r.Rate), r.Burst),
+		htbClass(idx, lineClass, defaultLeaf, leafRate, r.Rate, leafQuantum, r.Burst),
 	} {
 		if err := h.ClassReplace(c); err != nil {
 			return htbErr(fmt.Errorf("tc class replace dev %s classid %s: %w", r.Link, netlink.HandleStr(c.Handle), err))
@@ -53,11 +53,23 @@ func (l *Linux) ensureLineRate(r plan.Resource) error {
 	return nil
 }
 
-func htbClass(linkIndex int, parent, id uint32, rate, ceil uint64, quantum uint32) *netlink.HtbClass {
+// htbClass builds a class whose rate and ceil buckets hold burst bytes
+// (0: tc's default).
+func htbClass(linkIndex int, parent, id uint32, rate, ceil uint64, quantum uint32, burst uint64) *netlink.HtbClass {
 	return netlink.NewHtbClass(
 		netlink.ClassAttrs{LinkIndex: linkIndex, Parent: parent, Handle: id},
-		netlink.HtbClassAttrs{Rate: rate, Ceil: ceil, Quantum: quantum},
+		netlink.HtbClassAttrs{Rate: rate, Ceil: ceil, Quantum: quantum, Buffer: uint32(burst), Cbuffer: uint32(burst)},
 	)
+}
+
+// bucketOf is the smaller of a class's two buckets in bytes, snapped to
+// ClassBurst when tc's tick rounding is all that tells them apart.
+func bucketOf(c *netlink.HtbClass) uint64 {
+	b := uint64(min(netlink.Xmitsize(c.Rate, c.Buffer), netlink.Xmitsize(c.Ceil, c.Cbuffer)))
+	if closeTo(b, plan.ClassBurst) {
+		return plan.ClassBurst
+	}
+	return b
 }
 
 // defaultQuantum is HTB's own choice (rate/r2q, r2q = 10) kept within the

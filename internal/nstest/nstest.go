@@ -207,7 +207,9 @@ func snapshotNS(t testing.TB, ns string) []string {
 		for _, c := range cs {
 			desc := fmt.Sprintf("class %s %s %s", p, c.Type(), netlink.HandleStr(c.Attrs().Handle))
 			if htb, ok := c.(*netlink.HtbClass); ok {
-				desc += fmt.Sprintf(" rate=%d ceil=%d", htb.Rate, htb.Ceil)
+				// the buckets in bytes, as tc shows them
+				desc += fmt.Sprintf(" rate=%d ceil=%d burst=%dB cburst=%dB", htb.Rate, htb.Ceil,
+					netlink.Xmitsize(htb.Rate, htb.Buffer), netlink.Xmitsize(htb.Ceil, htb.Cbuffer))
 			}
 			out = append(out, desc)
 		}

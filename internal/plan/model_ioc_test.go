@@ -75,6 +75,11 @@ func TestIOCModel(t *testing.T) {
 			t.Errorf("leaf rate only where IOC divides the line: %s", lr)
 		}
 	}
+	for _, r := range append(byKind(rs, KindLineRate), byKind(rs, KindPool)...) {
+		if r.Burst != ClassBurst {
+			t.Errorf("%s: bucket %d bytes, want ClassBurst (%d): room for a 64 KiB GSO frame", r, r.Burst, ClassBurst)
+		}
+	}
 	shapers := byKind(rs, KindShaper)
 	if len(shapers) != 2 {
 		t.Fatalf("want an egress and an ingress shaper for vm1, got %v", shapers)

@@ -77,8 +77,9 @@ func TriOf(b *bool) Tri {
 //	offloads: NS, Link, GRO, TSO
 //	addr:     NS, Link, CIDR
 //	linerate: NS, Link, Rate (bit/s, the wire: class 1:1); LeafRate and
-//	          Quantum of the default leaf 1:10 when IOC divides the line (0: the whole line)
-//	pool:     NS, Link, Class (minor of 1:Class under 1:1), Rate, Ceil, Quantum
+//	          Quantum of the default leaf 1:10 when IOC divides the line (0: the whole line);
+//	          Burst (bytes, the bucket of 1:1 and 1:10, see ClassBurst)
+//	pool:     NS, Link, Class (minor of 1:Class under 1:1), Rate, Ceil, Quantum, Burst
 //	filter:   NS, Link, Prio, Match (u32 keys, see ioc.EncodeKeys), Class
 //	shaper:   NS, Link, Rate (average), Ceil (peak, 0: none), Burst (bytes): TBF at the link's root
 //	steer:    NS, Link, Match (Steer's text); on a port also Name (port ID)

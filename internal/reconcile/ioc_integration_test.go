@@ -2,9 +2,14 @@ package reconcile_test
 
 import (
 	"net"
+	"regexp"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/vishvananda/netlink"
 
 	"github.com/vnet-project/vnet/internal/nstest"
 )
@@ -92,6 +97,80 @@ func TestIOCSharesLimitsAndLonePools(t *testing.T) {
 	if r[0] > 30e6*1.05 || r[0] < 30e6*0.7 {
 		t.Errorf("limited pool got %.1f Mbit/s, want at most 31.5", r[0]/1e6)
 	}
+}
+
+// Every HTB class vnet makes, line rates and pools alike, can pass a whole
+// 64 KiB GSO frame without going into debt: with tc's default bucket (about
+// one MTU) the frame after it waited out its wire time, so a request queued
+// behind one bulk frame on a fast, idle port lost tens of microseconds.
+// Classes left by an older vnet with tc's default buckets are rebuilt by
+// the next apply, and the apply after that has nothing to do.
+func TestEveryClassBucketHoldsAGSOFrame(t *testing.T) {
+	eng := nstest.Engine(t)
+	nstest.Apply(t, eng, iocLab)
+	assertGSOBuckets(t)
+
+	esx1 := nstest.NSName("itioc", "esx1")
+	if err := nstest.Do(t, esx1, func() error { return shrinkBuckets("vmnic0") }); err != nil {
+		t.Fatal(err)
+	}
+	_, res := nstest.Apply(t, eng, iocLab)
+	if res.Plan.Empty() {
+		t.Fatal("apply left classes with one-MTU buckets as they were")
+	}
+	t.Logf("rebuilt:\n%s", res.Plan)
+	assertGSOBuckets(t)
+	if _, res := nstest.Apply(t, eng, iocLab); !res.Plan.Empty() {
+		t.Fatalf("the apply after the rebuild planned:\n%s", res.Plan)
+	}
+}
+
+func assertGSOBuckets(t *testing.T) {
+	t.Helper()
+	bucket := regexp.MustCompile(` burst=(\d+)B cburst=(\d+)B`)
+	classes := 0
+	for _, line := range nstest.Snapshot(t, "itioc") {
+		if !strings.HasPrefix(line, "class ") || !strings.Contains(line, " htb ") {
+			continue
+		}
+		m := bucket.FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("no bucket sizes in %q", line)
+		}
+		classes++
+		for _, b := range m[1:] {
+			if n, _ := strconv.Atoi(b); n < 64<<10 {
+				t.Errorf("%s: a bucket of %d bytes cannot pass a 64 KiB frame", line, n)
+			}
+		}
+	}
+	if classes < 8 {
+		t.Errorf("found %d HTB classes, want the line rates' and the pools'", classes)
+	}
+}
+
+// shrinkBuckets gives every HTB class of a link tc's default bucket
+// (rate/HZ + MTU), as vnet did before it sized them for GSO frames.
+func shrinkBuckets(link string) error {
+	l, err := netlink.LinkByName(link)
+	if err != nil {
+		return err
+	}
+	classes, err := netlink.ClassList(l, 0)
+	if err != nil {
+		return err
+	}
+	for _, c := range classes {
+		htb, ok := c.(*netlink.HtbClass)
+		if !ok {
+			continue
+		}
+		small := netlink.NewHtbClass(htb.ClassAttrs, netlink.HtbClassAttrs{Rate: htb.Rate * 8, Ceil: htb.Ceil * 8, Quantum: htb.Quantum})
+		if err := netlink.ClassReplace(small); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // A UDP flood in one pool does not take a TCP pool's share: each pool has

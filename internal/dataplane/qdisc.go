@@ -3,6 +3,7 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -53,23 +54,34 @@ func (l *Linux) ensureLineRate(r plan.Resource) error {
 	return nil
 }
 
-// htbClass builds a class whose rate and ceil buckets hold burst bytes
-// (0: tc's default).
+// htbClass builds a class whose rate and ceil buckets hold at least burst
+// bytes (0: tc's default).
 func htbClass(linkIndex int, parent, id uint32, rate, ceil uint64, quantum uint32, burst uint64) *netlink.HtbClass {
+	var buffer, cbuffer uint32
+	if burst > 0 {
+		buffer, cbuffer = padBucket(rate/8, burst), padBucket(ceil/8, burst)
+	}
 	return netlink.NewHtbClass(
 		netlink.ClassAttrs{LinkIndex: linkIndex, Parent: parent, Handle: id},
-		netlink.HtbClassAttrs{Rate: rate, Ceil: ceil, Quantum: quantum, Buffer: uint32(burst), Cbuffer: uint32(burst)},
+		netlink.HtbClassAttrs{Rate: rate, Ceil: ceil, Quantum: quantum, Buffer: buffer, Cbuffer: cbuffer},
 	)
 }
 
-// bucketOf is the smaller of a class's two buckets in bytes, snapped to
-// ClassBurst when tc's tick rounding is all that tells them apart.
+// padBucket adds a microsecond's worth of bytes at rateBytes per second:
+// tc keeps a bucket as its transmit time in whole microseconds, which
+// would otherwise round it below burst (by 1.3% at 10 Gbit, 7% at 100).
+func padBucket(rateBytes, burst uint64) uint32 {
+	return uint32(min(burst+rateBytes/1e6+1, math.MaxUint32))
+}
+
+// bucketOf is a class's bucket in bytes: ClassBurst when both of its
+// buckets are exactly what htbClass makes of ClassBurst, else the smaller.
 func bucketOf(c *netlink.HtbClass) uint64 {
-	b := uint64(min(netlink.Xmitsize(c.Rate, c.Buffer), netlink.Xmitsize(c.Ceil, c.Cbuffer)))
-	if closeTo(b, plan.ClassBurst) {
+	if c.Buffer == netlink.Xmittime(c.Rate, padBucket(c.Rate, plan.ClassBurst)) &&
+		c.Cbuffer == netlink.Xmittime(c.Ceil, padBucket(c.Ceil, plan.ClassBurst)) {
 		return plan.ClassBurst
 	}
-	return b
+	return uint64(min(netlink.Xmitsize(c.Rate, c.Buffer), netlink.Xmitsize(c.Ceil, c.Cbuffer)))
 }
 
 // defaultQuantum is HTB's own choice (rate/r2q, r2q = 10) kept within the

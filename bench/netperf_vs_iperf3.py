@@ -7,10 +7,11 @@ Every tool's CPU cost is measured the same way, system-wide from /proc/stat
 around each run (netperf's method), so service demands compare like for like.
 Runs alternate between tools so that drift on a shared machine hits both.
 
-usage: bench/netperf_vs_iperf3.py [--vnet bin/vnet] [--seconds 5] [--rounds 3]
+usage: bench/netperf_vs_iperf3.py [--vnet bin/vnet] [--seconds 5] [--rounds 3] [--rr-rounds 8]
+                              [--only streams|rr]
 Needs root, iperf3 and sockperf. Not a test: it asserts nothing.
 """
-import argparse, json, os, re, subprocess, sys, time
+import argparse, json, os, re, statistics, subprocess, sys, time
 
 NS_A, NS_B = "vnetbench-a", "vnetbench-b"
 IP_A, IP_B = "10.250.0.1", "10.250.0.2"
@@ -88,14 +89,20 @@ def run_iperf3(secs, sock, msg):
     return rep["end"]["sum_received"]["bits_per_second"]
 
 
-def run_vnet_rr(vnet, secs):
-    rep = json.loads(sh(*in_ns(NS_A, vnet, "netperf", "-H", IP_B, "-l", str(secs), "-t", "TCP_RR", "--json", "--", "-r", "14,14")).stdout)
+def run_vnet_rr(vnet, secs, pinned):
+    bind = ["-T", "0,1"] if pinned else []
+    rep = json.loads(sh(*in_ns(NS_A, vnet, "netperf", "-H", IP_B, "-l", str(secs), "-t", "TCP_RR", *bind, "--json", "--", "-r", "14,14")).stdout)
     r = rep["results"][0]
     return r["transactions_per_s"], r["latency"]["p50_us"], r["latency"]["p99_us"]
 
 
-def run_sockperf(secs):
-    out = sh(*in_ns(NS_A, "sockperf", "pp", "--tcp", "-i", IP_B, "-p", "11111", "-t", str(secs), "--mps=max", "-m", "14")).stdout
+# sockperf servers: one free to run anywhere, one on CPU 1 (the pinned rows).
+SOCKPERF_PORT = {False: "11111", True: "11112"}
+
+
+def run_sockperf(secs, pinned):
+    pin = ["taskset", "-c", "0"] if pinned else []
+    out = sh(*in_ns(NS_A, *pin, "sockperf", "pp", "--tcp", "-i", IP_B, "-p", SOCKPERF_PORT[pinned], "-t", str(secs), "--mps=max", "-m", "14")).stdout
     out = re.sub(r"\x1b\[[0-9;]*m", "", out)
     runtime = float(re.search(r"RunTime=([\d.]+)", out).group(1))
     received = int(re.search(r"ReceivedMessages=(\d+)", out).group(1))
@@ -116,6 +123,8 @@ def main():
     ap.add_argument("--vnet", default="bin/vnet")
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rr-rounds", type=int, default=8)
+    ap.add_argument("--only", choices=["streams", "rr"], help="run one half of the table")
     a = ap.parse_args()
     vnet = os.path.abspath(a.vnet)
     if os.geteuid() != 0:
@@ -124,13 +133,14 @@ def main():
     servers = [
         subprocess.Popen(in_ns(NS_B, vnet, "netserver", "-D"), stderr=subprocess.DEVNULL),
         subprocess.Popen(in_ns(NS_B, "iperf3", "-s"), stdout=subprocess.DEVNULL),
-        subprocess.Popen(in_ns(NS_B, "sockperf", "sr", "--tcp", "-i", IP_B, "-p", "11111"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+        subprocess.Popen(in_ns(NS_B, "sockperf", "sr", "--tcp", "-i", IP_B, "-p", SOCKPERF_PORT[False]), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+        subprocess.Popen(in_ns(NS_B, "taskset", "-c", "1", "sockperf", "sr", "--tcp", "-i", IP_B, "-p", SOCKPERF_PORT[True]), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
     ]
     time.sleep(0.5)
     try:
         print(f"veth pair between two namespaces, {a.seconds} s per run, best of {a.rounds} alternating rounds, {os.cpu_count()} CPUs")
         print(f"{'pattern':30} {'vnet Mbit/s':>12} {'iperf3 Mbit/s':>14} {'ratio':>6} {'vnet us/KB':>11} {'iperf3 us/KB':>13} {'SD ratio':>9}")
-        for name, sock, msg in PATTERNS:
+        for name, sock, msg in PATTERNS if a.only != "rr" else []:
             best = {"vnet": (0, 0), "iperf3": (0, 0)}
             for _ in range(a.rounds):
                 for tool, fn in (("vnet", lambda: run_vnet(vnet, a.seconds, sock, msg)), ("iperf3", lambda: run_iperf3(a.seconds, sock, msg))):
@@ -139,12 +149,21 @@ def main():
                         best[tool] = (bps, sd_us_per_kb(util, el, bps, a.seconds))
             v, i = best["vnet"], best["iperf3"]
             print(f"{name:30} {v[0]/1e6:12.0f} {i[0]/1e6:14.0f} {v[0]/i[0]:6.2f} {v[1]:11.3f} {i[1]:13.3f} {v[1]/i[1]:9.2f}")
-        best_v, best_s = (0, 0, 0), (0, 0, 0)
-        for _ in range(a.rounds):
-            best_v = max(best_v, run_vnet_rr(vnet, a.seconds))
-            best_s = max(best_s, run_sockperf(a.seconds))
+        # Round trips move by a few percent from run to run here; pairs of
+        # back-to-back runs and their median ratio say more than one best.
+        # Pinned: client on CPU 0, server on CPU 1 for both tools (vnet -T 0,1,
+        # taskset for sockperf), so the scheduler's placement is not a variable.
         print(f"\n{'request/response (14 B)':30} {'vnet tr/s':>12} {'sockperf tr/s':>14} {'ratio':>6} {'vnet p50/p99 us':>18} {'sockperf p50/p99 us':>20}")
-        print(f"{'TCP_RR vs sockperf pp --tcp':30} {best_v[0]:12.0f} {best_s[0]:14.0f} {best_v[0]/best_s[0]:6.2f} {best_v[1]:8.1f}/{best_v[2]:<9.1f} {best_s[1]:9.1f}/{best_s[2]:<9.1f}")
+        for pinned, label in () if a.only == "streams" else ((False, "TCP_RR vs sockperf pp --tcp"), (True, "the same, pinned to CPUs 0,1")):
+            vr, sr = [], []
+            for _ in range(a.rr_rounds):
+                vr.append(run_vnet_rr(vnet, a.seconds, pinned))
+                sr.append(run_sockperf(a.seconds, pinned))
+            best_v, best_s = max(vr), max(sr)
+            med = statistics.median(v[0] / s[0] for v, s in zip(vr, sr))
+            print(f"{label:30} {best_v[0]:12.0f} {best_s[0]:14.0f} {best_v[0]/best_s[0]:6.2f} {best_v[1]:8.1f}/{best_v[2]:<9.1f} {best_s[1]:9.1f}/{best_s[2]:<9.1f}")
+            print(f"{'':30} median of {len(vr)} paired rounds: {med:.3f}; median p50 vnet {statistics.median(v[1] for v in vr):.1f} us, "
+                  f"sockperf {statistics.median(s[1] for s in sr):.1f} us")
     finally:
         for p in servers:
             p.kill()

@@ -59,6 +59,8 @@ type Params struct {
 	RemoteSndBuf   int     `json:"remote_sndbuf"`
 	RemoteRcvBuf   int     `json:"remote_rcvbuf"`
 	DataPort       int     `json:"data_port"`
+	LocalCPU       *int    `json:"local_cpu_bind,omitempty"` // -T
+	RemoteCPU      *int    `json:"remote_cpu_bind,omitempty"`
 }
 
 // Interim is a progress event from a running test (-D).
@@ -95,7 +97,8 @@ func Run(ctx context.Context, c *Config, tg Target, instance int, events func(In
 
 	r := &Result{Test: c.Test, Target: tg.Host, Instance: instance}
 	r.Params = Params{Length: c.Length, SendSize: c.SendSize, RecvSize: c.RecvSize, LocalSndBufReq: c.LocalSndBuf, LocalRcvBufReq: c.LocalRcvBuf,
-		RemoteSndReq: c.RemoteSndBuf, RemoteRcvReq: c.RemoteRcvBuf, DataPort: ready.Ready.DataPort, RemoteSndBuf: ready.Ready.SndBuf, RemoteRcvBuf: ready.Ready.RcvBuf}
+		RemoteSndReq: c.RemoteSndBuf, RemoteRcvReq: c.RemoteRcvBuf, DataPort: ready.Ready.DataPort, RemoteSndBuf: ready.Ready.SndBuf, RemoteRcvBuf: ready.Ready.RcvBuf,
+		LocalCPU: c.LocalBind, RemoteCPU: c.RemoteBind}
 	if c.IsRR() {
 		r.Params.ReqSize, r.Params.RespSize = c.ReqSize, c.RespSize
 	}
@@ -158,7 +161,7 @@ func expect(ctl net.Conn, typ string) (*Message, error) {
 func (c *Config) request(tg Target) *Request {
 	r := &Request{Test: c.Test, Duration: c.Duration(), SendSize: c.SendSize, RecvSize: c.RecvSize,
 		SndBuf: c.RemoteSndBuf, RcvBuf: c.RemoteRcvBuf, DataPort: c.RemoteDataPort, Family: tg.Family,
-		Interval: c.Interval, RecordCPU: c.RemoteCPU || c.LocalCPU}
+		Interval: c.Interval, RecordCPU: c.RemoteCPU || c.LocalCPU, BindCPU: c.RemoteBind}
 	if c.Count() > 0 {
 		r.Count = c.Count()
 	}

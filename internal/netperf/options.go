@@ -49,6 +49,8 @@ type Config struct {
 	JSONStream  bool
 	Instances   int
 	Units       byte // -f: k, m, g (bits) or K, M, G (bytes)
+	LocalBind   *int // -T lcpu,rcpu: the CPU of this end's data loop, nil = unbound
+	RemoteBind  *int
 
 	// Test-specific options, after "--".
 	SendSize, RecvSize         int // -m, -M
@@ -93,6 +95,8 @@ global options:
   -P 0|1             suppress or show the banner and headers
   -j                 latency percentiles for RR tests
   -f k|m|g|K|M|G     throughput units: 10^3/10^6/10^9 bits or 2^10/2^20/2^30 bytes per second
+  -T lcpu,rcpu       run this end's / the netserver's data loop on one CPU
+                     (-T 1: both on CPU 1; -T 1,: only here; -T ,1: only there)
   --json             one JSON object with every parameter and result
   --json-stream      JSON lines: interval events as they happen, then the result
   --instances N      N concurrent tests per host, reported each and in aggregate
@@ -203,6 +207,8 @@ func ParseArgs(args []string) (*Config, error) {
 				return fmt.Errorf("-f %s: want one of k m g K M G", val)
 			}
 			c.Units = val[0]
+		case "T":
+			return parseBind(val, &c.LocalBind, &c.RemoteBind)
 		case "-json":
 			c.JSON = true
 		case "-json-stream":
@@ -395,6 +401,31 @@ func parsePair(flag, val string, a, b *int) error {
 	}
 	if hasSecond && second != "" {
 		return parseSizeInto(flag, second, b)
+	}
+	return nil
+}
+
+// parseBind reads -T as netperf does: "l,r", "n" for both ends, "l," or ",r" for one.
+func parseBind(val string, local, remote **int) error {
+	l, r, pair := strings.Cut(val, ",")
+	if !pair {
+		r = l
+	}
+	if l == "" && r == "" {
+		return fmt.Errorf("-T %q: want lcpu,rcpu", val)
+	}
+	for _, side := range []struct {
+		s   string
+		dst **int
+	}{{l, local}, {r, remote}} {
+		if side.s == "" {
+			continue
+		}
+		n, err := strconv.Atoi(side.s)
+		if err != nil || n < 0 || n > MaxCPU {
+			return fmt.Errorf("-T %s: %q is not a CPU number (0..%d)", val, side.s, MaxCPU)
+		}
+		*side.dst = &n
 	}
 	return nil
 }

@@ -55,6 +55,10 @@ func TestParseArgs(t *testing.T) {
 		{"instances", []string{"--instances", "4"}, func(c *Config) bool { return c.Instances == 4 }},
 		{"instances=", []string{"--instances=3", "--json-stream"}, func(c *Config) bool { return c.Instances == 3 && c.JSONStream }},
 		{"units", []string{"-f", "G"}, func(c *Config) bool { return c.Units == 'G' }},
+		{"bind both", []string{"-T", "1"}, func(c *Config) bool { return *c.LocalBind == 1 && *c.RemoteBind == 1 }},
+		{"bind a pair", []string{"-T0,3"}, func(c *Config) bool { return *c.LocalBind == 0 && *c.RemoteBind == 3 }},
+		{"bind here only", []string{"-T", "2,"}, func(c *Config) bool { return *c.LocalBind == 2 && c.RemoteBind == nil }},
+		{"bind there only", []string{"-T", ",0"}, func(c *Config) bool { return c.LocalBind == nil && *c.RemoteBind == 0 }},
 	}
 	for _, tt := range tests {
 		c, err := ParseArgs(tt.args)
@@ -73,6 +77,7 @@ func TestParseArgsErrors(t *testing.T) {
 		{"-t", "SCTP_STREAM"}, {"-l", "0"}, {"-l", "abc"}, {"-H"}, {"-I", "90"}, {"-P", "2"},
 		{"-i", "31"}, {"-cx"}, {"-Z", "1"}, {"stray"}, {"--", "-m", "20M"}, {"-t", "UDP_STREAM", "--", "-m", "70000"},
 		{"-t", "TCP_RR", "--", "-r", "0"}, {"-p", "70000"}, {"--instances", "0"}, {"-f", "x"}, {"-H", "h,7"},
+		{"-T", ","}, {"-T", "x"}, {"-T", "-1"}, {"-T", "1,99999"},
 	} {
 		if _, err := ParseArgs(args); err == nil {
 			t.Errorf("ParseArgs(%q) accepted", args)

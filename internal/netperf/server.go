@@ -145,6 +145,15 @@ func (s *Server) run(c net.Conn, req *Request) error {
 		limit = 24 * time.Hour // a count: bounded by the watcher instead
 	}
 	c.SetDeadline(time.Now().Add(limit))
+	// Bound before the data socket opens, so that a bad CPU is the answer
+	// to the request. The data loop runs on this goroutine.
+	if req.BindCPU != nil {
+		release, err := bindThread(*req.BindCPU)
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
 	ip := localIP(c.LocalAddr())
 	data, err := openServerData(req, ip)
 	if err != nil {
@@ -155,7 +164,7 @@ func (s *Server) run(c net.Conn, req *Request) error {
 		return err
 	}
 
-	var p phase
+	p := phase{locked: req.BindCPU != nil}
 	// The watcher reads the client's next control message. "done" ends the
 	// passive loops (UDP, CRR); anything else, or the connection dropping,
 	// means the client is gone and the test is abandoned.

@@ -220,3 +220,27 @@ func TestCountAndConfidence(t *testing.T) {
 		t.Errorf("confidence %+v", cf)
 	}
 }
+
+// -T binds each end's data loop; a CPU the server does not have is refused
+// in answer to the request, a CPU this end does not have before anything is sent.
+func TestCPUBinding(t *testing.T) {
+	s := &Server{}
+	_, port := startServer(t, s)
+	rep := quick(t, port, TCPRR, "-T", "0,0")
+	if p := rep.Results[0].Params; p.LocalCPU == nil || *p.LocalCPU != 0 || p.RemoteCPU == nil || *p.RemoteCPU != 0 {
+		t.Errorf("params %+v, want both ends on CPU 0", p)
+	}
+	for _, tt := range []struct{ bind, want string }{
+		{",1000", "netserver: bind to CPU 1000: not one of this process's CPUs"},
+		{"1000,", "bind to CPU 1000: not one of this process's CPUs"},
+	} {
+		c, err := ParseArgs([]string{"-H", "127.0.0.1", "-p", strconv.Itoa(port), "-l", "0.2", "-t", TCPRR, "-T", tt.bind})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Execute(context.Background(), c, nil); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("-T %s: got %v, want %q", tt.bind, err, tt.want)
+		}
+	}
+	waitIdle(t, s)
+}

@@ -30,6 +30,14 @@ type Aggregate struct {
 // Execute runs the configured tests: every target and instance at once,
 // repeated while a confidence target (-I/-i) is not yet met.
 func Execute(ctx context.Context, c *Config, events func(Interim)) (*Report, error) {
+	// Bound before anything is sent, so that a bad -T costs the server nothing.
+	if c.LocalBind != nil {
+		release, err := bindProcess(*c.LocalBind)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
 	rep := &Report{Test: c.Test, Started: time.Now().UTC(), Config: c, Host: hostInfo()}
 	iters := 1
 	if c.ConfLevel > 0 {

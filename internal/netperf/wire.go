@@ -63,6 +63,7 @@ type Request struct {
 	Family    string        `json:"family,omitempty"`
 	Interval  time.Duration `json:"interval_ns,omitempty"`
 	RecordCPU bool          `json:"cpu"`
+	BindCPU   *int          `json:"bind_cpu,omitempty"` // -T's rcpu: the CPU of the server's data loop
 }
 
 // Ready tells the client where the data socket is and what buffers it got.
@@ -166,6 +167,8 @@ func (r *Request) Validate() error {
 		return fmt.Errorf("data port %d out of range", r.DataPort)
 	case r.Family != "" && r.Family != "4" && r.Family != "6":
 		return fmt.Errorf("family %q", r.Family)
+	case r.BindCPU != nil && (*r.BindCPU < 0 || *r.BindCPU > MaxCPU):
+		return fmt.Errorf("CPU %d out of range 0..%d", *r.BindCPU, MaxCPU)
 	}
 	for _, v := range []struct {
 		name string

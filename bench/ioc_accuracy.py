@@ -11,7 +11,7 @@ usage: bench/ioc_accuracy.py [--vnet bin/vnet] [--seconds 8] [--line 1Gbit] [--r
                              [--only shares|limits|latency|overhead]
 Needs root. Not a test: it prints measurements and ratios, asserts nothing.
 """
-import argparse, json, os, re, statistics, sys, threading, time
+import argparse, json, os, re, statistics, subprocess, sys, threading, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from vnetlab import VnetLab  # noqa: E402
 
@@ -46,10 +46,11 @@ class Lab(VnetLab):
         out = self.v("exec", vm, "--", self.vnet, "netperf", "-H", "10.60.0.100", "-P", "0", "--json", *args)
         return json.loads(out)["results"][0]
 
-    def rr_rounds(self, text, pin, rounds):
+    def rr_rounds(self, text, pin, rounds, load=None):
         """Alternating idle and loaded TCP_RR runs from vm-rr: p99 ratio per round.
         Two netservers, so that with pin each test's server has vm-rr's or
-        vm-backup's core."""
+        vm-backup's core. load runs the stream (default: vm-backup to the client)."""
+        load = load or (lambda: self.netperf("vm-backup", "-p", "12866", "-l", "6"))
         self.apply(text)
         rr_cpu, bulk_cpu = (["taskset", "-c", "1"], ["taskset", "-c", "0"]) if pin else ([], [])
         self.v("exec", "client", "--", *rr_cpu, self.vnet, "netserver")
@@ -59,7 +60,7 @@ class Lab(VnetLab):
         try:
             for _ in range(rounds):
                 idle = self.netperf("vm-rr", "-t", "TCP_RR", "-l", "3")["latency"]
-                t = threading.Thread(target=lambda: self.netperf("vm-backup", "-p", "12866", "-l", "6"))
+                t = threading.Thread(target=load)
                 t.start()
                 time.sleep(1.5)
                 busy = self.netperf("vm-rr", "-t", "TCP_RR", "-l", "3")["latency"]
@@ -170,11 +171,40 @@ class Bench:
             ("control: the load on another host's uplink", other_host(spec("iocbench", a.line, True, shares)), False),
             ("with IOC, each VM and its netserver on a core of its own", own_core(spec("iocbench", a.line, True, shares)), True),
         ):
-            ratios, idle, busy = self.lab.rr_rounds(text, pin, a.rr_rounds)
-            self.rows.append((f"RR p99 of vm (100) beside a saturating backup (25) stream, {label}",
-                              f"median {statistics.median(ratios):.2f}x idle p99 over {len(ratios)} rounds",
-                              f"rounds {' '.join(f'{r:.2f}' for r in ratios)}; last: idle p50/p99 {idle['p50_us']:.0f}/{idle['p99_us']:.0f} us, "
-                              f"loaded {busy['p50_us']:.0f}/{busy['p99_us']:.0f} us"))
+            self.rr_row(label, *self.lab.rr_rounds(text, pin, a.rr_rounds))
+        self.rr_row("control: no backup stream, a 1 Gbit stream outside the infrastructure instead (shares only the CPUs)", *self.unrelated_stream(a))
+
+    def rr_row(self, label, ratios, idle, busy):
+        self.rows.append((f"RR p99 of vm (100) beside a saturating backup (25) stream, {label}",
+                          f"median {statistics.median(ratios):.2f}x idle p99 over {len(ratios)} rounds",
+                          f"rounds {' '.join(f'{r:.2f}' for r in ratios)}; last: idle p50/p99 {idle['p50_us']:.0f}/{idle['p99_us']:.0f} us, "
+                          f"loaded {busy['p50_us']:.0f}/{busy['p99_us']:.0f} us"))
+
+    def unrelated_stream(self, a):
+        """The floor: the same RR beside a 1 Gbit stream that shares nothing with
+        it but the CPUs (two namespaces of the bench's own, outside the
+        infrastructure, a veth pair with a 1 Gbit HTB class)."""
+        sh = lambda *c: subprocess.run(c, check=True, capture_output=True)
+        for ns in ("iocbench-xa", "iocbench-xb"):
+            sh("ip", "netns", "add", ns)
+        server = None
+        try:
+            sh("ip", "link", "add", "xa0", "netns", "iocbench-xa", "type", "veth", "peer", "name", "xb0", "netns", "iocbench-xb")
+            for ns, dev, ip in (("iocbench-xa", "xa0", "192.168.231.1/24"), ("iocbench-xb", "xb0", "192.168.231.2/24")):
+                sh("ip", "-n", ns, "addr", "add", ip, "dev", dev)
+                sh("ip", "-n", ns, "link", "set", dev, "up")
+            sh("ip", "netns", "exec", "iocbench-xa", "tc", "qdisc", "add", "dev", "xa0", "root", "handle", "1:", "htb", "default", "10")
+            sh("ip", "netns", "exec", "iocbench-xa", "tc", "class", "add", "dev", "xa0", "parent", "1:", "classid", "1:10",
+               "htb", "rate", "1gbit", "burst", "66k", "cburst", "66k")
+            server = subprocess.Popen(["ip", "netns", "exec", "iocbench-xb", self.lab.vnet, "netserver", "-D"], stderr=subprocess.DEVNULL)
+            time.sleep(0.3)
+            load = lambda: sh("ip", "netns", "exec", "iocbench-xa", self.lab.vnet, "netperf", "-H", "192.168.231.2", "-l", "6", "-P", "0")
+            return self.lab.rr_rounds(spec("iocbench", a.line, True, {"vm": 100, "backup": 25}), False, a.rr_rounds, load)
+        finally:
+            if server:
+                server.kill()
+            for ns in ("iocbench-xa", "iocbench-xb"):
+                subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
     def overhead(self):
         """The same traffic on an uncontended uplink, with and without IOC."""

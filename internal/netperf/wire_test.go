@@ -52,6 +52,8 @@ func TestReadMsgRejects(t *testing.T) {
 	}
 }
 
+func ptr(n int) *int { return &n }
+
 func TestRequestValidate(t *testing.T) {
 	ok := Request{Test: TCPStream, Duration: time.Second}
 	if err := ok.Validate(); err != nil {
@@ -67,6 +69,8 @@ func TestRequestValidate(t *testing.T) {
 		{Test: TCPStream, Duration: time.Second, DataPort: 70000},
 		{Test: TCPStream, Count: -1},
 		{Test: TCPStream, Duration: time.Second, RcvBuf: -5},
+		{Test: TCPStream, Duration: time.Second, BindCPU: ptr(-1)},
+		{Test: TCPStream, Duration: time.Second, BindCPU: ptr(MaxCPU + 1)},
 	}
 	for _, r := range bad {
 		if err := r.Validate(); err == nil {

@@ -56,7 +56,7 @@ const rawCallsPerYield = 256
 // To the runtime a goroutine in a raw call looks like one that never stops
 // running, so every 10 ms it sends the thread a preemption signal; the
 // signal lands in the middle of a transaction (an EINTR and a retried
-// call), about a hundred times a second at each end. A voluntary yield
+// call), about fifty times a second at the netserver (strace). A voluntary yield
 // resets that clock, costs well under a microsecond and lets queued
 // goroutines run.
 func (s *sock) yieldNow() bool {

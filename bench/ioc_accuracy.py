@@ -153,10 +153,12 @@ class Bench:
 
     def latency(self):
         """A high-share pool's TCP_RR p99 while a low-share pool saturates.
-        Controls: the same load without IOC (one FIFO), and the load on
-        another host's uplink (no shared queue: the CPU's share alone). A
-        fourth setup gives the two VMs a core each (cpus: 1). p99 on 2 vCPUs
-        moves from run to run, hence rounds and the median."""
+        Controls: the same load without IOC (one FIFO); the load on another
+        host's uplink (no shared uplink queue, but the physical switch and the
+        client's port still shared); and a stream outside the infrastructure,
+        which shares only the CPUs (the floor this machine sets). A fourth
+        setup gives the two VMs a core each (cpus: 1). p99 on 2 vCPUs moves
+        from run to run, hence rounds and the median."""
         a = self.a
         shares = {"vm": 100, "backup": 25}
         other_host = lambda t: t.replace(

@@ -61,6 +61,7 @@ func streamSend(s *sock, size int, d time.Duration, count int64, p *phase) (tall
 	t := tally{Start: time.Now()}
 	cancel := p.endAfter(d)
 	defer cancel()
+	defer s.useRaw(rawForCPU)()
 	for !p.over.Load() {
 		chunk := buf
 		if count > 0 {
@@ -88,6 +89,7 @@ func streamSend(s *sock, size int, d time.Duration, count int64, p *phase) (tall
 func streamRecv(s *sock, size int, p *phase) (tally, error) {
 	buf := make([]byte, size)
 	var t tally
+	defer s.useRaw(rawForCPU)()
 	for {
 		n, err := s.read(buf, &p.stop)
 		if err != nil {
@@ -117,7 +119,7 @@ func rrClient(s *sock, req, resp int, d time.Duration, count int64, p *phase, ke
 	if keep {
 		t.Latencies = make([]time.Duration, 0, expectedSamples(d, count))
 	}
-	defer s.useRaw()()
+	defer s.useRaw(rawForLatency)()
 	deadline := deadlineOf(t.Start, d)
 	begin := t.Start
 	for !p.over.Load() && (count == 0 || t.Transactions < count) && begin.Before(deadline) {
@@ -162,7 +164,7 @@ func deadlineOf(start time.Time, d time.Duration) time.Time {
 // rrServer answers requests until the client's FIN.
 func rrServer(s *sock, req, resp int, p *phase) (tally, error) {
 	rq, rs := make([]byte, req), make([]byte, resp)
-	defer s.useRaw()()
+	defer s.useRaw(rawForLatency)()
 	s.noYield = p.locked
 	t := tally{Start: time.Now()}
 	for {

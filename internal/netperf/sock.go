@@ -19,73 +19,25 @@ import (
 // over or the peer has vanished.
 type sock struct {
 	fd int
-	// Request/response loops use raw calls (see rawRead); bulk loops
-	// block long enough that handing the processor over is right.
-	raw bool
-	// rawCalls counts raw calls since the loop last yielded (see yieldNow).
-	rawCalls uint32
-	noYield  bool // see phase.locked
-}
-
-// rawSlots bounds the loops that may use raw calls at once. A goroutine
-// blocked in a raw call keeps its processor, so more of them than there
-// are processors to spare starve each other (and the control goroutines)
-// until the runtime preempts them: with eight TCP_RR tests at once on two
-// processors the aggregate fell to a quarter and the maximum latency rose
-// to 160 ms. Loops beyond the slots use ordinary calls.
-var rawSlots = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)-1))
-
-// useRaw switches the socket to raw calls if a slot is free; the returned
-// function gives the slot back.
-func (s *sock) useRaw() (release func()) {
-	select {
-	case rawSlots <- struct{}{}:
-		s.raw = true
-		return func() { s.raw = false; <-rawSlots }
-	default:
-		return func() {}
-	}
-}
-
-// rawCallsPerYield is how many raw calls a loop makes between yields:
-// a few milliseconds of back-to-back transactions, inside the runtime's 10 ms
-// preemption deadline.
-const rawCallsPerYield = 256
-
-// yieldNow tells a raw loop to give its processor back once in a while.
-// To the runtime a goroutine in a raw call looks like one that never stops
-// running, so every 10 ms it sends the thread a preemption signal; the
-// signal lands in the middle of a transaction (an EINTR and a retried
-// call), about fifty times a second at the netserver (strace). A voluntary yield
-// resets that clock, costs well under a microsecond and lets queued
-// goroutines run.
-func (s *sock) yieldNow() bool {
-	if s.noYield {
-		return false
-	}
-	s.rawCalls++
-	if s.rawCalls < rawCallsPerYield {
-		return false
-	}
-	s.rawCalls = 0
-	return true
+	// raw: the loop holds a raw slot and makes raw calls (see rawRead).
+	raw  bool
+	want rawNeed // why the loop wants raw calls, if it does
+	// waiting: a latency loop counted in rrWaiting, without a slot yet.
+	waiting bool
+	// calls counts calls since the loop last yielded or looked for a slot.
+	calls   uint32
+	noYield bool // see phase.locked
 }
 
 func (s *sock) readOnce(fd int, b []byte) (int, error) {
-	if s.raw {
-		if s.yieldNow() {
-			runtime.Gosched()
-		}
+	if s.beforeCall() {
 		return rawRead(fd, b)
 	}
 	return unix.Read(fd, b)
 }
 
 func (s *sock) writeOnce(fd int, b []byte) (int, error) {
-	if s.raw {
-		if s.yieldNow() {
-			runtime.Gosched()
-		}
+	if s.beforeCall() {
 		return rawWrite(fd, b)
 	}
 	return unix.Write(fd, b)

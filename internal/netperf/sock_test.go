@@ -11,25 +11,69 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A raw loop must yield well inside the runtime's 10 ms preemption
-// deadline even at the fastest round trips (a few µs per call on loopback),
-// and not so often that the yield shows in a transaction's time.
-func TestRawLoopYieldsOncePerCadence(t *testing.T) {
-	var s sock
-	yields := 0
-	for i := 1; i <= 10*rawCallsPerYield; i++ {
-		if s.yieldNow() {
-			yields++
-			if i%rawCallsPerYield != 0 {
-				t.Fatalf("yield at call %d, want every %d calls", i, rawCallsPerYield)
-			}
+// callsUntilLook makes the calls that bring a loop to its next look for
+// a slot (or its next yield) and reports whether the last one was raw.
+func callsUntilLook(s *sock) bool {
+	raw := false
+	for i := 0; i < rawCallsPerYield; i++ {
+		raw = s.beforeCall()
+	}
+	return raw
+}
+
+// One raw slot, a stream that took it first, a round-trip loop that
+// arrives later: the stream gives the slot up at its next call, the
+// round-trip loop has it at its next look, and the stream gets it back
+// once the round-trip loop is done.
+func TestStreamsGiveRawSlotsToRoundTrips(t *testing.T) {
+	if len(rawSlots) != 0 || rrWaiting.Load() != 0 {
+		t.Fatalf("slots held before the test: %d, waiting %d", len(rawSlots), rrWaiting.Load())
+	}
+	for i := 1; i < cap(rawSlots); i++ { // leave exactly one free
+		rawSlots <- struct{}{}
+	}
+	defer func() {
+		for len(rawSlots) > 0 {
+			<-rawSlots
 		}
+	}()
+
+	stream, rr := &sock{fd: -1}, &sock{fd: -1}
+	releaseStream := stream.useRaw(rawForCPU)
+	if !stream.beforeCall() {
+		t.Fatal("a stream alone did not get the free slot")
 	}
-	if yields != 10 {
-		t.Fatalf("%d yields in %d calls, want 10", yields, 10*rawCallsPerYield)
+	releaseRR := rr.useRaw(rawForLatency)
+	if rr.raw || rrWaiting.Load() != 1 {
+		t.Fatalf("round trip: raw %v, waiting %d; want false, 1", rr.raw, rrWaiting.Load())
 	}
-	if rawCallsPerYield > 1024 || rawCallsPerYield < 64 {
-		t.Fatalf("cadence %d calls: at 5 µs a call that is not between 0.3 and 5 ms", rawCallsPerYield)
+	if stream.beforeCall() {
+		t.Fatal("the stream kept its slot while a round-trip loop waited")
+	}
+	if !callsUntilLook(rr) || rrWaiting.Load() != 0 {
+		t.Fatalf("the round-trip loop did not get the slot at its next look (waiting %d)", rrWaiting.Load())
+	}
+	if callsUntilLook(stream) {
+		t.Fatal("the stream took a slot that was not free")
+	}
+	releaseRR()
+	if !callsUntilLook(stream) {
+		t.Fatal("the stream did not get the slot back")
+	}
+	releaseStream()
+	if len(rawSlots) != cap(rawSlots)-1 || rrWaiting.Load() != 0 {
+		t.Fatalf("after both: %d slots held, waiting %d", len(rawSlots), rrWaiting.Load())
+	}
+}
+
+// A stream that starts while a round-trip loop waits does not take the slot.
+func TestStreamDoesNotTakeASlotARoundTripWaitsFor(t *testing.T) {
+	rrWaiting.Add(1)
+	defer rrWaiting.Add(-1)
+	s := &sock{fd: -1}
+	defer s.useRaw(rawForCPU)()
+	if s.raw || callsUntilLook(s) {
+		t.Fatal("the stream took a raw slot while a round-trip loop waited")
 	}
 }
 

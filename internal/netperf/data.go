@@ -165,7 +165,6 @@ func deadlineOf(start time.Time, d time.Duration) time.Time {
 func rrServer(s *sock, req, resp int, p *phase) (tally, error) {
 	rq, rs := make([]byte, req), make([]byte, resp)
 	defer s.useRaw(rawForLatency)()
-	s.noYield = p.locked
 	t := tally{Start: time.Now()}
 	for {
 		n, err := s.readFull(rq, &p.stop)

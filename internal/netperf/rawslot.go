@@ -41,10 +41,7 @@ func (s *sock) useRaw(need rawNeed) (release func()) {
 	s.tryRaw()
 	return func() {
 		s.dropRaw()
-		if s.waiting {
-			s.waiting = false
-			rrWaiting.Add(-1)
-		}
+		s.stopWaiting()
 		s.want = rawNotWanted
 	}
 }
@@ -56,15 +53,19 @@ func (s *sock) tryRaw() {
 	select {
 	case rawSlots <- struct{}{}:
 		s.raw = true
-		if s.waiting {
-			s.waiting = false
-			rrWaiting.Add(-1)
-		}
+		s.stopWaiting()
 	default:
 		if s.want == rawForLatency && !s.waiting {
 			s.waiting = true
 			rrWaiting.Add(1)
 		}
+	}
+}
+
+func (s *sock) stopWaiting() {
+	if s.waiting {
+		s.waiting = false
+		rrWaiting.Add(-1)
 	}
 }
 

@@ -307,6 +307,7 @@ func (d *serverData) serve(req *Request, p *phase, doneCh chan error) (tally, er
 		return tally{}, err
 	}
 	defer s.Close()
+	s.noYield = p.locked
 	switch req.Test {
 	case TCPStream:
 		return streamRecv(s, orDefault(req.RecvSize, d.rcv), p)

@@ -13,12 +13,17 @@ import (
 // that unix.CPUSet carries.
 const MaxCPU = len(unix.CPUSet{})*64 - 1
 
-// checkCPU refuses a CPU that this process may not run on, naming the ones it may.
-func checkCPU(cpu int, allowed *unix.CPUSet) error {
-	if cpu < 0 || cpu > MaxCPU || !allowed.IsSet(cpu) {
-		return fmt.Errorf("bind to CPU %d: not one of this process's CPUs (%s)", cpu, cpuList(allowed))
+// masksFor reads the calling thread's mask and builds the one-CPU mask to
+// bind to, refusing a CPU the thread may not run on and naming the ones it may.
+func masksFor(cpu int) (before, one unix.CPUSet, err error) {
+	if err := unix.SchedGetaffinity(0, &before); err != nil {
+		return before, one, fmt.Errorf("read CPU affinity: %w", err)
 	}
-	return nil
+	if cpu < 0 || cpu > MaxCPU || !before.IsSet(cpu) {
+		return before, one, fmt.Errorf("bind to CPU %d: not one of this process's CPUs (%s)", cpu, cpuList(&before))
+	}
+	one.Set(cpu)
+	return before, one, nil
 }
 
 // bindProcess moves every thread of this process to one CPU, as netperf's
@@ -27,15 +32,10 @@ func checkCPU(cpu int, allowed *unix.CPUSet) error {
 // inherit the mask from the thread that creates them. The returned
 // function puts every thread back on the CPUs it had.
 func bindProcess(cpu int) (release func(), err error) {
-	var before unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &before); err != nil {
-		return nil, fmt.Errorf("read CPU affinity: %w", err)
-	}
-	if err := checkCPU(cpu, &before); err != nil {
+	before, one, err := masksFor(cpu)
+	if err != nil {
 		return nil, err
 	}
-	var one unix.CPUSet
-	one.Set(cpu)
 	if err := setAllThreads(&one); err != nil {
 		setAllThreads(&before)
 		return nil, fmt.Errorf("bind to CPU %d: %w", cpu, err)
@@ -77,17 +77,11 @@ func setAllThreads(set *unix.CPUSet) error {
 // thread's mask before handing the thread back to the runtime's pool.
 func bindThread(cpu int) (release func(), err error) {
 	runtime.LockOSThread()
-	var before unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &before); err != nil {
-		runtime.UnlockOSThread()
-		return nil, fmt.Errorf("read CPU affinity: %w", err)
-	}
-	if err := checkCPU(cpu, &before); err != nil {
+	before, one, err := masksFor(cpu)
+	if err != nil {
 		runtime.UnlockOSThread()
 		return nil, err
 	}
-	var one unix.CPUSet
-	one.Set(cpu)
 	if err := unix.SchedSetaffinity(0, &one); err != nil {
 		runtime.UnlockOSThread()
 		return nil, fmt.Errorf("bind to CPU %d: %w", cpu, err)

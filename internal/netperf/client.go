@@ -59,8 +59,8 @@ type Params struct {
 	RemoteSndBuf   int     `json:"remote_sndbuf"`
 	RemoteRcvBuf   int     `json:"remote_rcvbuf"`
 	DataPort       int     `json:"data_port"`
-	LocalCPU       *int    `json:"local_cpu_bind,omitempty"` // -T
-	RemoteCPU      *int    `json:"remote_cpu_bind,omitempty"`
+	LocalBind      *int    `json:"local_cpu_bind,omitempty"` // -T
+	RemoteBind     *int    `json:"remote_cpu_bind,omitempty"`
 }
 
 // Interim is a progress event from a running test (-D).
@@ -98,7 +98,7 @@ func Run(ctx context.Context, c *Config, tg Target, instance int, events func(In
 	r := &Result{Test: c.Test, Target: tg.Host, Instance: instance}
 	r.Params = Params{Length: c.Length, SendSize: c.SendSize, RecvSize: c.RecvSize, LocalSndBufReq: c.LocalSndBuf, LocalRcvBufReq: c.LocalRcvBuf,
 		RemoteSndReq: c.RemoteSndBuf, RemoteRcvReq: c.RemoteRcvBuf, DataPort: ready.Ready.DataPort, RemoteSndBuf: ready.Ready.SndBuf, RemoteRcvBuf: ready.Ready.RcvBuf,
-		LocalCPU: c.LocalBind, RemoteCPU: c.RemoteBind}
+		LocalBind: c.LocalBind, RemoteBind: c.RemoteBind}
 	if c.IsRR() {
 		r.Params.ReqSize, r.Params.RespSize = c.ReqSize, c.RespSize
 	}

@@ -227,7 +227,7 @@ func TestCPUBinding(t *testing.T) {
 	s := &Server{}
 	_, port := startServer(t, s)
 	rep := quick(t, port, TCPRR, "-T", "0,0")
-	if p := rep.Results[0].Params; p.LocalCPU == nil || *p.LocalCPU != 0 || p.RemoteCPU == nil || *p.RemoteCPU != 0 {
+	if p := rep.Results[0].Params; p.LocalBind == nil || *p.LocalBind != 0 || p.RemoteBind == nil || *p.RemoteBind != 0 {
 		t.Errorf("params %+v, want both ends on CPU 0", p)
 	}
 	for _, tt := range []struct{ bind, want string }{

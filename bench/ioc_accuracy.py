@@ -11,7 +11,7 @@ usage: bench/ioc_accuracy.py [--vnet bin/vnet] [--seconds 8] [--line 1Gbit] [--r
                              [--only shares|limits|latency|overhead]
 Needs root. Not a test: it prints measurements and ratios, asserts nothing.
 """
-import argparse, json, os, re, statistics, subprocess, sys, threading, time
+import argparse, contextlib, json, os, re, statistics, subprocess, sys, threading, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from vnetlab import VnetLab  # noqa: E402
 
@@ -46,12 +46,15 @@ class Lab(VnetLab):
         out = self.v("exec", vm, "--", self.vnet, "netperf", "-H", "10.60.0.100", "-P", "0", "--json", *args)
         return json.loads(out)["results"][0]
 
-    def rr_rounds(self, text, pin, rounds, load=None):
+    def rr_rounds(self, text, pin, rounds, load=None, tune=None):
         """Alternating idle and loaded TCP_RR runs from vm-rr: p99 ratio per round.
         Two netservers, so that with pin each test's server has vm-rr's or
-        vm-backup's core. load runs the stream (default: vm-backup to the client)."""
+        vm-backup's core. load runs the stream (default: vm-backup to the client);
+        tune, if given, runs after apply."""
         load = load or (lambda: self.netperf("vm-backup", "-p", "12866", "-l", "6"))
         self.apply(text)
+        if tune:
+            tune()
         rr_cpu, bulk_cpu = (["taskset", "-c", "1"], ["taskset", "-c", "0"]) if pin else ([], [])
         self.v("exec", "client", "--", *rr_cpu, self.vnet, "netserver")
         self.v("exec", "client", "--", *bulk_cpu, self.vnet, "netserver", "-p", "12866")
@@ -87,6 +90,37 @@ class Lab(VnetLab):
                 for p in u["pools"]:
                     l2[p["pool"]] = p["share_of_line"]
         return {p: results[p]["throughput_bps"] for p in pools}, l2
+
+
+RFS_SYSCTL = "/proc/sys/net/core/rps_sock_flow_entries"
+
+
+@contextlib.contextmanager
+def flow_steering(entries=32768):
+    """Turns on receive flow steering for the machine (a global sysctl) and
+    puts the old value back after."""
+    with open(RFS_SYSCTL) as f:
+        before = f.read().strip()
+    with open(RFS_SYSCTL, "w") as f:
+        f.write(str(entries))
+    try:
+        yield
+    finally:
+        with open(RFS_SYSCTL, "w") as f:
+            f.write(before)
+
+
+def steer_flows(prefix, per_queue=4096):
+    """RFS on every veth in the namespaces whose names start with prefix:
+    each flow's receive work moves to the CPU its reader last ran on. The
+    settings go with the links when the infrastructure is destroyed."""
+    cpus = format((1 << os.cpu_count()) - 1, "x")
+    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    for ns in (l.split()[0] for l in names.splitlines() if l.startswith(prefix)):
+        links = subprocess.run(["ip", "-n", ns, "-o", "link", "show", "type", "veth"], capture_output=True, text=True, check=True).stdout
+        for dev in (l.split(":")[1].strip().split("@")[0] for l in links.splitlines()):
+            script = f"for q in /sys/class/net/{dev}/queues/rx-*; do echo {cpus} > $q/rps_cpus && echo {per_queue} > $q/rps_flow_cnt; done"
+            subprocess.run(["ip", "netns", "exec", ns, "sh", "-c", script], check=True)
 
 
 class Bench:
@@ -157,8 +191,10 @@ class Bench:
         host's uplink (no shared uplink queue, but the physical switch and the
         client's port still shared); and a stream outside the infrastructure,
         which shares only the CPUs (the floor this machine sets). A fourth
-        setup gives the two VMs a core each (cpus: 1). p99 on 2 vCPUs moves
-        from run to run, hence rounds and the median."""
+        setup gives the two VMs a core each (cpus: 1); a fifth turns on
+        receive flow steering (a machine-wide sysctl, restored after), which
+        moves each flow's receive work to its reader's CPU. p99 on 2 vCPUs
+        moves from run to run, hence rounds and the median."""
         a = self.a
         shares = {"vm": 100, "backup": 25}
         other_host = lambda t: t.replace(
@@ -175,6 +211,9 @@ class Bench:
         ):
             self.rr_row(label, *self.lab.rr_rounds(text, pin, a.rr_rounds))
         self.rr_row("control: no backup stream, a 1 Gbit stream outside the infrastructure instead (shares only the CPUs)", *self.unrelated_stream(a))
+        with flow_steering():
+            self.rr_row("with IOC and receive flow steering on every lab link (not vnet's default: see docs/benchmarks.md)",
+                        *self.lab.rr_rounds(spec("iocbench", a.line, True, shares), False, a.rr_rounds, tune=lambda: steer_flows("vnet.iocbench.")))
 
     def rr_row(self, label, ratios, idle, busy):
         self.rows.append((f"RR p99 of vm (100) beside a saturating backup (25) stream, {label}",

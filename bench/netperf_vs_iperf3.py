@@ -11,7 +11,7 @@ usage: bench/netperf_vs_iperf3.py [--vnet bin/vnet] [--seconds 5] [--rounds 3] [
                               [--only streams|rr]
 Needs root, iperf3 and sockperf. Not a test: it asserts nothing.
 """
-import argparse, json, os, re, statistics, subprocess, sys, time
+import argparse, json, math, os, re, statistics, subprocess, sys, time
 
 NS_A, NS_B = "vnetbench-a", "vnetbench-b"
 IP_A, IP_B = "10.250.0.1", "10.250.0.2"
@@ -112,6 +112,19 @@ def run_sockperf(secs, pinned):
     return received / runtime, p50, p99
 
 
+def median_interval(xs, level=0.95):
+    """A distribution-free interval for the median: the k-th smallest and
+    k-th largest of n values, k the largest for which the chance that the
+    median lies outside is at most 1 - level (binomial, p = 1/2). Returns
+    (low, high, the coverage actually reached)."""
+    xs, n = sorted(xs), len(xs)
+    outside = lambda k: 2 * sum(math.comb(n, i) for i in range(k)) / 2 ** n
+    k = 1
+    while k < n // 2 and outside(k + 1) <= 1 - level:
+        k += 1
+    return xs[k - 1], xs[n - k], 1 - outside(k)
+
+
 def sd_us_per_kb(util, elapsed, bps, secs):
     ncpu = os.cpu_count()
     kb = bps * secs / 8 / 1024
@@ -156,14 +169,21 @@ def main():
         print(f"\n{'request/response (14 B)':30} {'vnet tr/s':>12} {'sockperf tr/s':>14} {'ratio':>6} {'vnet p50/p99 us':>18} {'sockperf p50/p99 us':>20}")
         for pinned, label in () if a.only == "streams" else ((False, "TCP_RR vs sockperf pp --tcp"), (True, "the same, pinned to CPUs 0,1")):
             vr, sr = [], []
-            for _ in range(a.rr_rounds):
-                vr.append(run_vnet_rr(vnet, a.seconds, pinned))
+            for i in range(a.rr_rounds):
+                # Each tool goes first in every other pair, so that neither
+                # always runs on the warmer or the later machine.
+                v_first = i % 2 == 0
+                if v_first:
+                    vr.append(run_vnet_rr(vnet, a.seconds, pinned))
                 sr.append(run_sockperf(a.seconds, pinned))
+                if not v_first:
+                    vr.append(run_vnet_rr(vnet, a.seconds, pinned))
             best_v, best_s = max(vr), max(sr)
-            med = statistics.median(v[0] / s[0] for v, s in zip(vr, sr))
+            ratios = [v[0] / s[0] for v, s in zip(vr, sr)]
+            lo, hi, conf = median_interval(ratios)
             print(f"{label:30} {best_v[0]:12.0f} {best_s[0]:14.0f} {best_v[0]/best_s[0]:6.2f} {best_v[1]:8.1f}/{best_v[2]:<9.1f} {best_s[1]:9.1f}/{best_s[2]:<9.1f}")
-            print(f"{'':30} median of {len(vr)} paired rounds: {med:.3f}; median p50 vnet {statistics.median(v[1] for v in vr):.1f} us, "
-                  f"sockperf {statistics.median(s[1] for s in sr):.1f} us")
+            print(f"{'':30} median of {len(vr)} paired rounds: {statistics.median(ratios):.3f} ({conf:.0%} interval {lo:.3f}-{hi:.3f}); "
+                  f"median p50 vnet {statistics.median(v[1] for v in vr):.1f} us, sockperf {statistics.median(s[1] for s in sr):.1f} us")
     finally:
         for p in servers:
             p.kill()

@@ -161,7 +161,7 @@ func daemonize(ln net.Listener) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(self, "netserver", "-D")
+	cmd := exec.Command(self, daemonArgs(ln.Addr())...)
 	cmd.ExtraFiles = []*os.File{f}
 	cmd.Env = append(os.Environ(), listenerFDEnv+"=3")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -170,6 +170,18 @@ func daemonize(ln net.Listener) error {
 	}
 	fmt.Printf("netserver listening on %s (pid %d)\n", ln.Addr(), cmd.Process.Pid)
 	return nil
+}
+
+// daemonArgs is the background copy's command line. It serves the
+// inherited listener whatever its flags say; they are there so that ps
+// tells two netservers apart.
+func daemonArgs(a net.Addr) []string {
+	host, port, _ := net.SplitHostPort(a.String())
+	args := []string{"netserver", "-D", "-p", port}
+	if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
+		args = append(args, "-L", host)
+	}
+	return args
 }
 
 func devNull() *os.File {

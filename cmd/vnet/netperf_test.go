@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,5 +94,25 @@ func checkResult(t *testing.T, name string, r *netperf.Result) {
 	}
 	if r.RecvIface == nil || r.RecvIface.RxPackets == 0 || r.RecvIface.Name != "eth0" {
 		t.Errorf("%s: receive interface %+v", name, r.RecvIface)
+	}
+}
+
+func TestDaemonArgsNameTheListener(t *testing.T) {
+	for _, tc := range []struct {
+		addr string
+		want string
+	}{
+		{"[::]:12865", "netserver -D -p 12865"},
+		{"0.0.0.0:12866", "netserver -D -p 12866"},
+		{"10.0.0.2:12865", "netserver -D -p 12865 -L 10.0.0.2"},
+		{"[fd00::2]:9", "netserver -D -p 9 -L fd00::2"},
+	} {
+		a, err := net.ResolveTCPAddr("tcp", tc.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(daemonArgs(a), " "); got != tc.want {
+			t.Errorf("daemonArgs(%s) = %q, want %q", tc.addr, got, tc.want)
+		}
 	}
 }

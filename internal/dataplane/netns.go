@@ -87,7 +87,10 @@ func createNetns(name string) error {
 	if err := h.LinkSetUp(lo); err != nil {
 		return fmt.Errorf("netns %s: set lo up: %w", name, err)
 	}
-	return strictARP(name)
+	if err := strictARP(name); err != nil {
+		return err
+	}
+	return layer2Bridges(name)
 }
 
 // strictARP makes every interface answer ARP only for its own addresses
@@ -102,6 +105,29 @@ func strictARP(ns string) error {
 			path := "/proc/sys/net/ipv4/conf/all/" + key
 			if err := os.WriteFile(path, []byte(val), 0o644); err != nil {
 				return fmt.Errorf("netns %s: sysctl net.ipv4.conf.all.%s=%s: %w", ns, key, val, err)
+			}
+		}
+		return nil
+	})
+}
+
+// bridgeFirewallHooks are the sysctls by which br_netfilter, when loaded,
+// sends every frame a bridge forwards through the IP, IPv6 and ARP
+// firewall hooks of the namespace. Each namespace has its own, set to 1.
+var bridgeFirewallHooks = []string{"bridge-nf-call-iptables", "bridge-nf-call-ip6tables", "bridge-nf-call-arptables"}
+
+// layer2Bridges keeps a namespace's bridges forwarding at layer 2 only, as
+// a virtual switch does. vnet puts no firewall rules in its namespaces, yet
+// the hooks cost a header check and an extension per frame at every bridge:
+// 3 µs of a 31 µs TCP_RR round trip across two switches (p50 28 µs without).
+// With no br_netfilter loaded there is nothing to turn off.
+// Equivalent to: ip netns exec NS sysctl -w net.bridge.bridge-nf-call-{iptables,ip6tables,arptables}=0
+func layer2Bridges(ns string) error {
+	return inNS(ns, func() error {
+		for _, key := range bridgeFirewallHooks {
+			err := os.WriteFile("/proc/sys/net/bridge/"+key, []byte("0"), 0o644)
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("netns %s: sysctl net.bridge.%s=0: %w", ns, key, err)
 			}
 		}
 		return nil

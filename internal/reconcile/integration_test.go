@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -114,6 +115,30 @@ func TestApplyConnectsVMsAcrossHosts(t *testing.T) {
 		if err := roundTrip(t, ns("itconn", c.from), ns("itconn", c.to), c.ip); err != nil {
 			t.Errorf("%s -> %s (%s): %v", c.from, c.to, c.ip, err)
 		}
+	}
+}
+
+// The lab's bridges skip br_netfilter's firewall hooks in vnet's own
+// namespaces, and only there.
+func TestSwitchesSkipFirewallHooks(t *testing.T) {
+	const hook = "/proc/sys/net/bridge/bridge-nf-call-iptables"
+	rootBefore, err := os.ReadFile(hook)
+	if err != nil {
+		t.Skipf("SKIPPED: no br_netfilter on this kernel (%v): bridges call no firewall hooks to turn off", err)
+	}
+	eng := nstest.Engine(t)
+	nstest.Apply(t, eng, twoHosts("itl2"))
+	for _, node := range []string{"esx1", "esx2", plan.PhysSwitch, "web1", "client"} {
+		var got []byte
+		if err := nstest.Do(t, ns("itl2", node), func() (err error) { got, err = os.ReadFile(hook); return err }); err != nil {
+			t.Fatal(err)
+		}
+		if strings.TrimSpace(string(got)) != "0" {
+			t.Errorf("%s: bridge-nf-call-iptables = %s, want 0", node, got)
+		}
+	}
+	if rootAfter, _ := os.ReadFile(hook); string(rootAfter) != string(rootBefore) {
+		t.Errorf("the root namespace's bridge-nf-call-iptables changed: %s -> %s", rootBefore, rootAfter)
 	}
 }
 

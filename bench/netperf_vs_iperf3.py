@@ -11,7 +11,7 @@ usage: bench/netperf_vs_iperf3.py [--vnet bin/vnet] [--seconds 5] [--rounds 3] [
                               [--only streams|rr]
 Needs root, iperf3 and sockperf. Not a test: it asserts nothing.
 """
-import argparse, json, math, os, re, statistics, subprocess, sys, time
+import argparse, json, math, os, re, shutil, statistics, subprocess, sys, time
 
 NS_A, NS_B = "vnetbench-a", "vnetbench-b"
 IP_A, IP_B = "10.250.0.1", "10.250.0.2"
@@ -142,6 +142,9 @@ def main():
     vnet = os.path.abspath(a.vnet)
     if os.geteuid() != 0:
         sys.exit("needs root (network namespaces)")
+    missing = [t for t in ("iperf3", "sockperf") if shutil.which(t) is None]
+    if missing:
+        sys.exit(f"needs {' and '.join(missing)}, the peers it measures against (Debian: apt-get install {' '.join(missing)})")
     setup()
     servers = [
         subprocess.Popen(in_ns(NS_B, vnet, "netserver", "-D"), stderr=subprocess.DEVNULL),

@@ -27,7 +27,8 @@ func validateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: valid (%d hosts, %d switches, %d VMs)\n", args[0], len(doc.Spec.Hosts), len(doc.Spec.Switches), len(doc.Spec.VMs))
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: valid (%s, %s, %s)\n", args[0],
+				counted(len(doc.Spec.Hosts), "host", "hosts"), counted(len(doc.Spec.Switches), "switch", "switches"), counted(len(doc.Spec.VMs), "VM", "VMs"))
 			return nil
 		},
 	}
@@ -77,7 +78,7 @@ func applyCmd() *cobra.Command {
 				return err
 			}
 			if !res.Plan.Empty() {
-				fmt.Fprintf(cmd.OutOrStdout(), "applied %s: %d changes\n", doc.Spec.Name, res.Executed)
+				fmt.Fprintf(cmd.OutOrStdout(), "applied %s: %s\n", doc.Spec.Name, counted(res.Executed, "change", "changes"))
 			}
 			return syncAgent(cmd, doc.Spec)
 		},
@@ -128,10 +129,18 @@ func destroyCmd() *cobra.Command {
 			if p.Empty() && errors.Is(known, store.ErrNotFound) {
 				return fmt.Errorf("destroy %s: %w", name, store.ErrNotFound)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "destroyed %s: %d objects removed\n", name, countKind(p, ""))
+			fmt.Fprintf(cmd.OutOrStdout(), "destroyed %s: %s removed\n", name, counted(countKind(p, ""), "object", "objects"))
 			return nil
 		},
 	}
+}
+
+// counted says "1 switch" and "2 switches", as a person would.
+func counted(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 func countKind(p plan.Plan, k plan.Kind) int {

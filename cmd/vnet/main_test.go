@@ -288,3 +288,14 @@ vms:
 		}
 	}
 }
+
+func TestCountedAgreesInNumber(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		want string
+	}{{0, "0 switches"}, {1, "1 switch"}, {2, "2 switches"}} {
+		if got := counted(c.n, "switch", "switches"); got != c.want {
+			t.Errorf("counted(%d) = %q, want %q", c.n, got, c.want)
+		}
+	}
+}

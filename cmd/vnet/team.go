@@ -117,8 +117,8 @@ func relink(cmd *cobra.Command, vm, nic, portgroup string, connected bool, name 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "%s: %d changes; the spec file %s no longer matches until you edit it (vnet status shows the applied spec)\n",
-		name, res.Executed, doc.File)
+	fmt.Fprintf(cmd.OutOrStdout(), "%s: %s; the spec file %s no longer matches until you edit it (vnet status shows the applied spec)\n",
+		name, counted(res.Executed, "change", "changes"), doc.File)
 	return syncAgent(cmd, changed.Spec)
 }
 

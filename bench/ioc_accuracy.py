@@ -272,6 +272,7 @@ def main():
     if os.geteuid() != 0:
         sys.exit("needs root")
     b = Bench(a)
+    machine = b.lab.machine()
     try:
         for p in parts:
             if a.only in (None, p):
@@ -279,6 +280,7 @@ def main():
     finally:
         b.lab.destroy("iocbench")
     print(f"Network I/O Control accuracy, {a.line} uplink, {a.seconds} s runs, {os.cpu_count()} CPUs")
+    print(f"machine: {machine}")
     for label, verdict, detail in b.rows:
         print(f"- {label}: {verdict}\n    {detail}")
 

@@ -145,6 +145,7 @@ def main():
     missing = [t for t in ("iperf3", "sockperf") if shutil.which(t) is None]
     if missing:
         sys.exit(f"needs {' and '.join(missing)}, the peers it measures against (Debian: apt-get install {' '.join(missing)})")
+    machine = sh(vnet, "lab", "machine", check=False).stdout.strip()
     setup()
     servers = [
         subprocess.Popen(in_ns(NS_B, vnet, "netserver", "-D"), stderr=subprocess.DEVNULL),
@@ -155,6 +156,7 @@ def main():
     time.sleep(0.5)
     try:
         print(f"veth pair between two namespaces, {a.seconds} s per run, best of {a.rounds} alternating rounds, {os.cpu_count()} CPUs")
+        print(f"machine: {machine}")
         print(f"{'pattern':30} {'vnet Mbit/s':>12} {'iperf3 Mbit/s':>14} {'ratio':>6} {'vnet us/KB':>11} {'iperf3 us/KB':>13} {'SD ratio':>9}")
         for name, sock, msg in PATTERNS if a.only != "rr" else []:
             best = {"vnet": (0, 0), "iperf3": (0, 0)}

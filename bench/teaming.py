@@ -143,6 +143,7 @@ if os.geteuid() != 0:
     sys.exit("needs root")
 lab = Lab(os.path.abspath(args.vnet))
 line = parse_rate(args.line)
+print(f"machine: {lab.machine()}")
 try:
     r = lbt(lab, line, args.window, args.seconds)
     print(f"LBT, two saturating streams on one {args.line} uplink (window = interval = {args.window}, threshold 75%):")

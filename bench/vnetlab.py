@@ -23,3 +23,8 @@ class VnetLab:
 
     def destroy(self, name):
         self.v("destroy", name, check=False)
+
+    def machine(self):
+        """The lab reports' machine line, with its wake probe: on a day when the
+        host is slow to run an idle vCPU again, latency figures measure that."""
+        return self.v("lab", "machine", check=False).strip()

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -38,7 +39,8 @@ func RunExperiments(exps []*Experiment, o Options) (*RunInfo, []Outcome, error) 
 		return nil, nil, err
 	}
 	defer os.RemoveAll(state)
-	info := &RunInfo{Started: time.Now().UTC(), Machine: MachineInfo(), Quick: o.Quick, Repeat: max(1, o.Repeat), Command: o.Command}
+	info := &RunInfo{Started: time.Now().UTC(), Machine: DescribeMachine(o.Exe), Quick: o.Quick, Repeat: max(1, o.Repeat), Command: o.Command}
+	fmt.Fprintf(o.Log, "machine: %s\n", info.Machine)
 	if err := db.startRun(info); err != nil {
 		return nil, nil, err
 	}
@@ -83,8 +85,22 @@ func firstNonEmpty(a, b string) string {
 	return b
 }
 
-// MachineInfo describes this machine for the report.
-func MachineInfo() string {
+// DescribeMachine is the machine line of a report: hardware, kernel and
+// how fast it wakes an idle CPU (exe: the vnet binary, for the probe).
+func DescribeMachine(exe string) string { return machineInfo() + "; " + wakeInfo(exe) }
+
+// wakeInfo is the wake probe's finding, or why there is none: a run does
+// not stop for it.
+func wakeInfo(exe string) string {
+	w, err := ProbeWake(context.Background(), exe, 1)
+	if err != nil {
+		return "no wake probe: " + err.Error()
+	}
+	return w.String()
+}
+
+// machineInfo describes this machine for the report.
+func machineInfo() string {
 	host, _ := os.Hostname()
 	model := "unknown CPU"
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {

@@ -8,12 +8,12 @@ Pool rates are read at layer 2 from the HTB classes (vnet ioc stats) over the
 middle of each run; TCP goodput is printed beside them.
 
 usage: bench/ioc_accuracy.py [--vnet bin/vnet] [--seconds 8] [--line 1Gbit] [--rr-rounds 5]
-                             [--only shares|limits|latency|overhead]
+                             [--only shares|limits|latency|overhead] [--halt-poll NS]
 Needs root. Not a test: it prints measurements and ratios, asserts nothing.
 """
 import argparse, contextlib, json, os, re, statistics, subprocess, sys, threading, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from vnetlab import VnetLab  # noqa: E402
+from vnetlab import VnetLab, guest_halt_poll  # noqa: E402
 
 POOLS = ["management", "vmotion", "ft", "iscsi", "nfs", "vm", "backup"]
 
@@ -268,17 +268,19 @@ def main():
     ap.add_argument("--rr-rounds", type=int, default=5)
     parts = ["shares", "limits", "latency", "overhead"]
     ap.add_argument("--only", choices=parts, help="run one part of the table")
+    ap.add_argument("--halt-poll", type=int, metavar="NS", help="let idle vCPUs poll NS ns before halting, for the run (a slow-to-wake VM)")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("needs root")
     b = Bench(a)
-    machine = b.lab.machine()
-    try:
-        for p in parts:
-            if a.only in (None, p):
-                getattr(b, p)()
-    finally:
-        b.lab.destroy("iocbench")
+    with guest_halt_poll(a.halt_poll):
+        machine = b.lab.machine()
+        try:
+            for p in parts:
+                if a.only in (None, p):
+                    getattr(b, p)()
+        finally:
+            b.lab.destroy("iocbench")
     print(f"Network I/O Control accuracy, {a.line} uplink, {a.seconds} s runs, {os.cpu_count()} CPUs")
     print(f"machine: {machine}")
     for label, verdict, detail in b.rows:

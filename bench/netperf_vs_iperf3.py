@@ -8,10 +8,12 @@ around each run (netperf's method), so service demands compare like for like.
 Runs alternate between tools so that drift on a shared machine hits both.
 
 usage: bench/netperf_vs_iperf3.py [--vnet bin/vnet] [--seconds 5] [--rounds 3] [--rr-rounds 8]
-                              [--only streams|rr]
+                              [--only streams|rr] [--halt-poll NS]
 Needs root, iperf3 and sockperf. Not a test: it asserts nothing.
 """
 import argparse, json, math, os, re, shutil, statistics, subprocess, sys, time
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from vnetlab import guest_halt_poll  # noqa: E402
 
 NS_A, NS_B = "vnetbench-a", "vnetbench-b"
 IP_A, IP_B = "10.250.0.1", "10.250.0.2"
@@ -138,6 +140,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--rr-rounds", type=int, default=8)
     ap.add_argument("--only", choices=["streams", "rr"], help="run one half of the table")
+    ap.add_argument("--halt-poll", type=int, metavar="NS", help="let idle vCPUs poll NS ns before halting, for the run (a slow-to-wake VM)")
     a = ap.parse_args()
     vnet = os.path.abspath(a.vnet)
     if os.geteuid() != 0:
@@ -145,6 +148,11 @@ def main():
     missing = [t for t in ("iperf3", "sockperf") if shutil.which(t) is None]
     if missing:
         sys.exit(f"needs {' and '.join(missing)}, the peers it measures against (Debian: apt-get install {' '.join(missing)})")
+    with guest_halt_poll(a.halt_poll):
+        compare(a, vnet)
+
+
+def compare(a, vnet):
     machine = sh(vnet, "lab", "machine", check=False).stdout.strip()
     setup()
     servers = [

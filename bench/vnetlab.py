@@ -1,5 +1,31 @@
-"""What the bench scripts share: the vnet binary with a state directory of its own."""
-import os, subprocess, tempfile
+"""What the bench scripts share: the vnet binary with a state directory of its
+own, and a machine-wide knob some of them may turn for the length of a run."""
+import contextlib, os, subprocess, sys, tempfile
+
+HALT_POLL = "/sys/module/haltpoll/parameters/guest_halt_poll_ns"
+
+
+@contextlib.contextmanager
+def guest_halt_poll(ns):
+    """In a KVM guest with the haltpoll cpuidle driver, an idle vCPU polls for
+    up to ns nanoseconds before it halts, so a wake-up within that time costs
+    no trip through the host's scheduler. Machine-wide; put back after. None
+    changes nothing."""
+    if ns is None:
+        yield
+        return
+    try:
+        with open(HALT_POLL) as f:
+            before = f.read().strip()
+    except OSError as e:
+        sys.exit(f"--halt-poll: this kernel has no guest halt polling to set ({e})")
+    with open(HALT_POLL, "w") as f:
+        f.write(str(ns))
+    try:
+        yield
+    finally:
+        with open(HALT_POLL, "w") as f:
+            f.write(before)
 
 
 class VnetLab:

@@ -11,9 +11,9 @@ usage: bench/ioc_accuracy.py [--vnet bin/vnet] [--seconds 8] [--line 1Gbit] [--r
                              [--only shares|limits|latency|overhead] [--halt-poll NS]
 Needs root. Not a test: it prints measurements and ratios, asserts nothing.
 """
-import argparse, contextlib, json, os, re, statistics, subprocess, sys, threading, time
+import argparse, json, os, re, statistics, subprocess, sys, threading, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from vnetlab import VnetLab, guest_halt_poll  # noqa: E402
+from vnetlab import VnetLab, guest_halt_poll, written_for_run  # noqa: E402
 
 POOLS = ["management", "vmotion", "ft", "iscsi", "nfs", "vm", "backup"]
 
@@ -95,19 +95,10 @@ class Lab(VnetLab):
 RFS_SYSCTL = "/proc/sys/net/core/rps_sock_flow_entries"
 
 
-@contextlib.contextmanager
 def flow_steering(entries=32768):
     """Turns on receive flow steering for the machine (a global sysctl) and
     puts the old value back after."""
-    with open(RFS_SYSCTL) as f:
-        before = f.read().strip()
-    with open(RFS_SYSCTL, "w") as f:
-        f.write(str(entries))
-    try:
-        yield
-    finally:
-        with open(RFS_SYSCTL, "w") as f:
-            f.write(before)
+    return written_for_run(RFS_SYSCTL, entries)
 
 
 def steer_flows(prefix, per_queue=4096):

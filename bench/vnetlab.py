@@ -6,6 +6,21 @@ HALT_POLL = "/sys/module/haltpoll/parameters/guest_halt_poll_ns"
 
 
 @contextlib.contextmanager
+def written_for_run(path, value):
+    """Writes value to a machine-wide knob under /proc or /sys and puts the
+    old value back afterwards, however the run ends."""
+    with open(path) as f:
+        before = f.read().strip()
+    with open(path, "w") as f:
+        f.write(str(value))
+    try:
+        yield
+    finally:
+        with open(path, "w") as f:
+            f.write(before)
+
+
+@contextlib.contextmanager
 def guest_halt_poll(ns):
     """In a KVM guest with the haltpoll cpuidle driver, an idle vCPU polls for
     up to ns nanoseconds before it halts, so a wake-up within that time costs
@@ -14,18 +29,10 @@ def guest_halt_poll(ns):
     if ns is None:
         yield
         return
-    try:
-        with open(HALT_POLL) as f:
-            before = f.read().strip()
-    except OSError as e:
-        sys.exit(f"--halt-poll: this kernel has no guest halt polling to set ({e})")
-    with open(HALT_POLL, "w") as f:
-        f.write(str(ns))
-    try:
+    if not os.path.exists(HALT_POLL):
+        sys.exit(f"--halt-poll: this kernel has no guest halt polling to set (no {HALT_POLL})")
+    with written_for_run(HALT_POLL, ns):
         yield
-    finally:
-        with open(HALT_POLL, "w") as f:
-            f.write(before)
 
 
 class VnetLab:

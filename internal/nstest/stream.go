@@ -107,6 +107,31 @@ func (r *Receiver) Rate(from, to time.Duration) float64 {
 	return float64(n*8) / (to - from).Seconds()
 }
 
+// WaitFor waits until the stream has delivered n bytes, or timeout passes,
+// and says whether it did. A test that asks whether a flow gets through
+// asks this rather than for a rate from the stream's start, since on a
+// loaded machine the first round trips can take a good part of a second.
+func (r *Receiver) WaitFor(n int64, timeout time.Duration) bool {
+	for deadline := time.Now().Add(timeout); ; time.Sleep(10 * time.Millisecond) {
+		if r.delivered() >= n {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
+func (r *Receiver) delivered() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var n int64
+	for _, b := range r.buckets {
+		n += b
+	}
+	return n
+}
+
 // LongestGap is the longest run of slots with nothing delivered between
 // two offsets.
 func (r *Receiver) LongestGap(from, to time.Duration) time.Duration {

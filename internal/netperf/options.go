@@ -26,39 +26,60 @@ const DefaultPort = 12865
 
 // Target is one -H host[,family].
 type Target struct {
-	Host   string
-	Family string // "", "4" or "6" (netperf also takes inet/inet6)
+	Host   string `json:"host"`
+	Family string `json:"family"` // "", "4" or "6" (netperf also takes inet/inet6)
 }
 
-// Config is a parsed netperf command line.
+// Config is a parsed netperf command line. Its JSON names follow the rest
+// of the report's (snake_case, units in the name).
 type Config struct {
-	Targets     []Target
-	ControlPort int
-	Length      float64 // -l: > 0 seconds; < 0 bytes (streams) or transactions (RR)
-	Test        string
-	LocalCPU    bool // -c
-	RemoteCPU   bool // -C
-	ConfLevel   int  // -I level (95 or 99); 0 when no confidence target is set
-	ConfWidth   float64
-	MaxIter     int // -i
-	MinIter     int
-	Interval    time.Duration // -D: interim results
-	Banner      bool          // -P 1 (the default)
-	Latency     bool          // -j: latency percentiles for RR
-	JSON        bool
-	JSONStream  bool
-	Instances   int
-	Units       byte // -f: k, m, g (bits) or K, M, G (bytes)
-	LocalBind   *int // -T lcpu,rcpu: the CPU of this end's data loop, nil = unbound
-	RemoteBind  *int
+	Targets     []Target      `json:"targets"`
+	ControlPort int           `json:"control_port"`
+	Length      float64       `json:"length"` // -l: > 0 seconds; < 0 bytes (streams) or transactions (RR)
+	Test        string        `json:"test"`
+	LocalCPU    bool          `json:"local_cpu"`  // -c
+	RemoteCPU   bool          `json:"remote_cpu"` // -C
+	ConfLevel   int           `json:"conf_level"` // -I level (95 or 99); 0 when no confidence target is set
+	ConfWidth   float64       `json:"conf_width_percent"`
+	MaxIter     int           `json:"max_iterations"` // -i
+	MinIter     int           `json:"min_iterations"`
+	Interval    time.Duration `json:"interval_ns"` // -D: interim results
+	Banner      bool          `json:"banner"`      // -P 1 (the default)
+	Latency     bool          `json:"latency"`     // -j: latency percentiles for RR
+	JSON        bool          `json:"json"`
+	JSONStream  bool          `json:"json_stream"`
+	Instances   int           `json:"instances"`
+	Units       UnitLetter    `json:"units"`          // -f
+	LocalBind   *int          `json:"local_cpu_bind"` // -T lcpu,rcpu: the CPU of this end's data loop, nil = unbound
+	RemoteBind  *int          `json:"remote_cpu_bind"`
 
 	// Test-specific options, after "--".
-	SendSize, RecvSize         int // -m, -M
-	LocalSndBuf, LocalRcvBuf   int // -s
-	RemoteSndBuf, RemoteRcvBuf int // -S
-	ReqSize, RespSize          int // -r
-	LocalDataPort              int // -P lport,rport
-	RemoteDataPort             int
+	SendSize       int `json:"send_size"`              // -m
+	RecvSize       int `json:"recv_size"`              // -M
+	LocalSndBuf    int `json:"local_sndbuf_requested"` // -s; 0: the system's
+	LocalRcvBuf    int `json:"local_rcvbuf_requested"`
+	RemoteSndBuf   int `json:"remote_sndbuf_requested"` // -S
+	RemoteRcvBuf   int `json:"remote_rcvbuf_requested"`
+	ReqSize        int `json:"req_size"` // -r
+	RespSize       int `json:"resp_size"`
+	LocalDataPort  int `json:"local_data_port"` // -P lport,rport
+	RemoteDataPort int `json:"remote_data_port"`
+}
+
+// UnitLetter is -f's letter: k, m, g (bits) or K, M, G (bytes). JSON
+// carries it as the letter, not as a number.
+type UnitLetter byte
+
+// MarshalText writes the letter.
+func (u UnitLetter) MarshalText() ([]byte, error) { return []byte{byte(u)}, nil }
+
+// UnmarshalText reads one of the six letters.
+func (u *UnitLetter) UnmarshalText(b []byte) error {
+	if len(b) != 1 || !strings.Contains("kmgKMG", string(b)) {
+		return fmt.Errorf("units %q: want one of k m g K M G", b)
+	}
+	*u = UnitLetter(b[0])
+	return nil
 }
 
 // IsRR reports whether the test counts transactions.
@@ -206,7 +227,7 @@ func ParseArgs(args []string) (*Config, error) {
 			if len(val) != 1 || !strings.Contains("kmgKMG", val) {
 				return fmt.Errorf("-f %s: want one of k m g K M G", val)
 			}
-			c.Units = val[0]
+			c.Units = UnitLetter(val[0])
 		case "T":
 			return parseBind(val, &c.LocalBind, &c.RemoteBind)
 		case "-json":

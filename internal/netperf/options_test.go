@@ -1,6 +1,9 @@
 package netperf
 
 import (
+	"encoding/json"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -85,5 +88,33 @@ func TestParseArgsErrors(t *testing.T) {
 	}
 	if _, err := ParseArgs([]string{"-h"}); !IsHelp(err) {
 		t.Errorf("-h: %v", err)
+	}
+}
+
+// The report's config block reads like the rest of the JSON (the -f letter
+// as a letter) and reads back into the same options, as the lab does.
+func TestConfigJSONRoundTrip(t *testing.T) {
+	c, err := ParseArgs([]string{"-H", "10.0.0.1", "-t", "TCP_RR", "-f", "K", "-T", "0,1", "--", "-r", "14,14", "-s", "64K"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"units":"K"`, `"req_size":14`, `"local_sndbuf_requested":65536`, `"targets":[{"host":"10.0.0.1","family":""}]`, `"local_cpu_bind":0`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("config JSON lacks %s: %s", want, b)
+		}
+	}
+	var back Config
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(&back, c) {
+		t.Errorf("read back %+v, want %+v", back, *c)
+	}
+	if err := json.Unmarshal([]byte(`{"units":"x"}`), &back); err == nil {
+		t.Error(`units "x" was accepted`)
 	}
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // unitScale returns the divisor and label for -f.
-func unitScale(u byte) (float64, string) {
+func unitScale(u UnitLetter) (float64, string) {
 	switch u {
 	case 'k':
 		return 1e3, "10^3bits/s"

@@ -12,7 +12,7 @@ import (
 // turns on all of the TCP segmentation features).
 var (
 	groFeatures = []string{"rx-gro"}
-	tsoFeatures = []string{"tx-tcp-segmentation", "tx-tcp-ecn-segmentation", "tx-tcp-mangleid-segmentation", "tx-tcp6-segmentation"}
+	tsoFeatures = []string{"tx-tcp-segmentation", "tx-tcp-ecn-segmentation", "tx-tcp-mangleid-segmentation", "tx-tcp6-segmentation", "tx-tcp-accecn-segmentation"}
 )
 
 // setOffloads turns a link's receive and segmentation offloads on or off.

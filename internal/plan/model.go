@@ -158,7 +158,7 @@ func (m *modeler) vm(vm *spec.VM) {
 		if mtu == 0 {
 			mtu = sw.EffectiveMTU()
 		}
-		port := End{NS: m.ns(vm.Host), Name: vnicPortName(vm.Name, i), MAC: StableMAC(m.s.Name, fmt.Sprintf("vport/%s/%d", vm.Name, i)),
+		port := End{NS: m.ns(vm.Host), Name: VNICPortName(vm.Name, i), MAC: StableMAC(m.s.Name, fmt.Sprintf("vport/%s/%d", vm.Name, i)),
 			MTU: sw.EffectiveMTU(), Master: sw.Name}
 		if !n.IsConnected() {
 			// Cut from the switch like an unplugged cable: the VM sees no carrier.
@@ -168,6 +168,9 @@ func (m *modeler) vm(vm *spec.VM) {
 		m.add(Resource{Kind: KindVeth, Owner: owner, A: End{NS: ns, Name: ifname, MAC: m.vnicMAC(vm, i), MTU: mtu}, B: port})
 		if n.Offloads != nil {
 			m.add(Resource{Kind: KindOffloads, NS: ns, Link: ifname, GRO: TriOf(n.Offloads.GRO), TSO: TriOf(n.Offloads.TSO), Owner: owner})
+			if n.Offloads.GRO != nil {
+				m.add(portSegments(port, owner))
+			}
 		}
 		if n.IP != "" {
 			m.add(Resource{Kind: KindAddr, NS: ns, Link: ifname, CIDR: n.IP, Owner: owner})
@@ -177,6 +180,16 @@ func (m *modeler) vm(vm *spec.VM) {
 		m.add(Resource{Kind: KindCgroup, Name: CgroupName(m.s.Name, vm.Name),
 			CPUMilli: int(math.Round(vm.CPUs * 1000)), CPUs: m.cpuset(vm.CPUs), Owner: "vm " + vm.Name})
 	}
+}
+
+// portSegments turns TSO off on a vNIC's switch port, so that the port cuts
+// what it forwards to the vNIC into MTU-sized frames, as a wire does. Without
+// it a vNIC's GRO setting changes nothing: a veth hands a sender's 64 KiB
+// GSO frames across whole, and the kernel runs veth GRO only for frames from
+// a peer without TSO. With it the VM's stack receives MTU-sized packets with
+// GRO off and coalesced ones with GRO on, as behind a NIC without and with LRO.
+func portSegments(port End, owner string) Resource {
+	return Resource{Kind: KindOffloads, NS: port.NS, Link: port.Name, GRO: Unset, TSO: Off, Owner: owner + ", its port segmenting for the vNIC's GRO"}
 }
 
 // cpuset spreads VMs over the machine's CPUs in spec order, so two 1-vCPU

@@ -53,8 +53,8 @@ func hashName(prefix, what string) string {
 // physPortName is the physical switch's port for a host's NIC.
 func physPortName(host, nic string) string { return hashName("p", host+"/"+nic) }
 
-// vnicPortName is the switch port in the host for a VM's vNIC.
-func vnicPortName(vm string, idx int) string { return hashName("vn", fmt.Sprintf("%s/%d", vm, idx)) }
+// VNICPortName is the switch port in the host for a VM's vNIC.
+func VNICPortName(vm string, idx int) string { return hashName("vn", fmt.Sprintf("%s/%d", vm, idx)) }
 
 // hostPortPeerName is the switch port in the host for a host port.
 func hostPortPeerName(name string) string { return hashName("vk", name) }

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -232,5 +233,40 @@ func TestStableMAC(t *testing.T) {
 	}
 	if a[1] != '2' && a[1] != '6' && a[1] != 'a' && a[1] != 'e' {
 		t.Errorf("%s is not locally administered unicast", a)
+	}
+}
+
+// A vNIC's GRO setting only means something if its port hands it MTU-sized
+// frames, so setting it either way makes the port segment; TSO alone does not.
+func TestVNICGROMakesItsPortSegment(t *testing.T) {
+	for _, tc := range []struct {
+		offloads    string
+		vnic        string // the vNIC's offloads resource, "" for none
+		portSegment bool
+	}{
+		{"", "", false},
+		{", offloads: {tso: false}", "gro default, tso off", false},
+		{", offloads: {gro: true}", "gro on, tso default", true},
+		{", offloads: {gro: false, tso: true}", "gro off, tso on", true},
+	} {
+		src := strings.Replace(base, "ip: 10.0.0.1/24}", "ip: 10.0.0.1/24"+tc.offloads+"}", 1)
+		var vnic string
+		port := false
+		for _, r := range Model(load(t, src), Options{}) {
+			if r.Kind != KindOffloads {
+				continue
+			}
+			switch {
+			case r.NS == "vnet.t.vm1" && r.Link == "eth0":
+				vnic = fmt.Sprintf("gro %s, tso %s", r.GRO, r.TSO)
+			case r.NS == "vnet.t.esx1" && r.Link == VNICPortName("vm1", 0):
+				port = r.GRO == Unset && r.TSO == Off
+			default:
+				t.Errorf("offloads%s: unexpected %s", tc.offloads, r)
+			}
+		}
+		if vnic != tc.vnic || port != tc.portSegment {
+			t.Errorf("offloads%s: vNIC %q, port segments %v; want %q, %v", tc.offloads, vnic, port, tc.vnic, tc.portSegment)
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/safchain/ethtool"
 	"github.com/vishvananda/netlink"
 
 	"github.com/vnet-project/vnet/internal/nstest"
@@ -140,6 +141,70 @@ func TestSwitchesSkipFirewallHooks(t *testing.T) {
 	if rootAfter, _ := os.ReadFile(hook); string(rootAfter) != string(rootBefore) {
 		t.Errorf("the root namespace's bridge-nf-call-iptables changed: %s -> %s", rootBefore, rootAfter)
 	}
+}
+
+// web1's eth1 asks for GRO: its port cuts what it forwards to MTU-sized
+// frames and the vNIC's NAPI coalesces them. The veth counts frames in its
+// NAPI queues only; without the port's segmenting they would all bypass it.
+func TestVNICGROCoalescesWhatItsPortSegments(t *testing.T) {
+	eng := nstest.Engine(t)
+	nstest.Apply(t, eng, twoHosts("itgro"))
+	web1 := ns("itgro", "web1")
+	before := napiPackets(t, web1, "eth1")
+	stop := make(chan struct{})
+	r := nstest.Stream(t, ns("itgro", "db1"), web1, "10.0.0.1:0", stop)
+	arrived := r.WaitFor(20<<20, 5*time.Second)
+	close(stop)
+	if !arrived {
+		t.Fatal("under 20 MiB from db1 to web1 in 5 s")
+	}
+	// 20 MiB is 14000-odd MTU-sized frames.
+	if got := napiPackets(t, web1, "eth1") - before; got < 10000 {
+		t.Errorf("web1's eth1 took %d frames through GRO for 20 MiB, want each MTU-sized frame", got)
+	}
+	if on := features(t, ns("itgro", "esx1"), plan.VNICPortName("web1", 1))["tx-tcp-segmentation"]; on {
+		t.Error("web1's eth1 port still has TSO on")
+	}
+}
+
+// napiPackets sums a veth's per-queue NAPI receive counters.
+func napiPackets(t *testing.T, namespace, link string) uint64 {
+	t.Helper()
+	var n uint64
+	if err := nstest.Do(t, namespace, func() error {
+		e, err := ethtool.NewEthtool()
+		if err != nil {
+			return err
+		}
+		defer e.Close()
+		stats, err := e.Stats(link)
+		for k, v := range stats {
+			if strings.HasPrefix(k, "rx_queue_") && strings.HasSuffix(k, "_xdp_packets") {
+				n += v
+			}
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func features(t *testing.T, namespace, link string) map[string]bool {
+	t.Helper()
+	var f map[string]bool
+	if err := nstest.Do(t, namespace, func() error {
+		e, err := ethtool.NewEthtool()
+		if err != nil {
+			return err
+		}
+		defer e.Close()
+		f, err = e.Features(link)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
 
 func TestPrivateSegmentIsIsolated(t *testing.T) {

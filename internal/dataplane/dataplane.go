@@ -127,7 +127,7 @@ func (l *Linux) remove(r plan.Resource) error {
 	case plan.KindSteer:
 		return l.removeSteer(r)
 	case plan.KindOffloads:
-		return nil // offloads go with their link, or stay as the kernel has them
+		return nil // offloads go with their link; a dropped setting is reset as a change (plan.ResetDroppedOffloads)
 	case plan.KindCgroup:
 		return l.cgroups.Remove(r.Name)
 	}

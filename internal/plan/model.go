@@ -192,6 +192,44 @@ func portSegments(port End, owner string) Resource {
 	return Resource{Kind: KindOffloads, NS: port.NS, Link: port.Name, GRO: Unset, TSO: Off, Owner: owner + ", its port segmenting for the vNIC's GRO"}
 }
 
+// ResetDroppedOffloads returns desired with a veth's defaults (GRO off, TSO
+// on) asked for wherever last, the model of the previously applied spec,
+// set an offload that desired leaves unset. An unset offload otherwise means
+// whatever the kernel has, so a setting taken out of the spec would stay.
+// Once the spec without it is applied, last no longer sets it either and
+// the reset leaves the plan.
+func ResetDroppedOffloads(desired, last []Resource) []Resource {
+	index := map[string]int{}
+	links := map[string]bool{} // ns/name of every veth end desired keeps
+	for i, r := range desired {
+		switch r.Kind {
+		case KindOffloads:
+			index[r.Key()] = i
+		case KindVeth:
+			links[r.A.NS+"/"+r.A.Name], links[r.B.NS+"/"+r.B.Name] = true, true
+		}
+	}
+	out := append([]Resource(nil), desired...)
+	for _, old := range last {
+		if old.Kind != KindOffloads || !links[old.NS+"/"+old.Link] {
+			continue // a link that goes takes its offloads with it
+		}
+		i, ok := index[old.Key()]
+		if !ok {
+			out = append(out, Resource{Kind: KindOffloads, NS: old.NS, Link: old.Link, Owner: "offloads no longer set"})
+			i = len(out) - 1
+			index[old.Key()] = i
+		}
+		if old.GRO != Unset && out[i].GRO == Unset {
+			out[i].GRO = Off
+		}
+		if old.TSO != Unset && out[i].TSO == Unset {
+			out[i].TSO = On
+		}
+	}
+	return out
+}
+
 // cpuset spreads VMs over the machine's CPUs in spec order, so two 1-vCPU
 // VMs land on different cores when there are two.
 func (m *modeler) cpuset(cpus float64) string {

@@ -270,3 +270,42 @@ func TestVNICGROMakesItsPortSegment(t *testing.T) {
 		}
 	}
 }
+
+// An offload the last applied spec set and this one leaves out is asked
+// back to a veth's default, on links that stay; links that go are left to go.
+func TestResetDroppedOffloads(t *testing.T) {
+	gro := ", offloads: {gro: true}"
+	for _, tc := range []struct {
+		name       string
+		last, now  string // the vNIC's offloads in each spec
+		vnic, port string // the offloads asked for on each link, "" for none
+	}{
+		{"nothing before", "", gro, "gro on, tso default", "gro default, tso off"},
+		{"unchanged", gro, gro, "gro on, tso default", "gro default, tso off"},
+		{"gro dropped", gro, "", "gro off, tso default", "gro default, tso on"},
+		{"gro dropped, tso kept", ", offloads: {gro: true, tso: false}", ", offloads: {tso: false}", "gro off, tso off", "gro default, tso on"},
+		{"tso dropped", ", offloads: {tso: false}", "", "gro default, tso on", ""},
+		{"never set", "", "", "", ""},
+	} {
+		model := func(offloads string) []Resource {
+			return Model(load(t, strings.Replace(base, "ip: 10.0.0.1/24}", "ip: 10.0.0.1/24"+offloads+"}", 1)), Options{})
+		}
+		got := map[string]string{}
+		for _, r := range ResetDroppedOffloads(model(tc.now), model(tc.last)) {
+			if r.Kind == KindOffloads {
+				got[r.Link] = fmt.Sprintf("gro %s, tso %s", r.GRO, r.TSO)
+			}
+		}
+		if got["eth0"] != tc.vnic || got[VNICPortName("vm1", 0)] != tc.port || len(got) > 2 {
+			t.Errorf("%s: got %v, want vNIC %q and port %q", tc.name, got, tc.vnic, tc.port)
+		}
+	}
+	// The VM goes: its links go with their offloads, nothing is reset.
+	last := Model(load(t, strings.Replace(base, "ip: 10.0.0.1/24}", "ip: 10.0.0.1/24"+gro+"}", 1)), Options{})
+	noVM := Model(load(t, base[:strings.Index(base, "vms:")]), Options{})
+	for _, r := range ResetDroppedOffloads(noVM, last) {
+		if r.Kind == KindOffloads {
+			t.Errorf("with the VM gone: %s", r)
+		}
+	}
+}

@@ -165,6 +165,22 @@ func TestVNICGROCoalescesWhatItsPortSegments(t *testing.T) {
 	if on := features(t, ns("itgro", "esx1"), plan.VNICPortName("web1", 1))["tx-tcp-segmentation"]; on {
 		t.Error("web1's eth1 port still has TSO on")
 	}
+
+	// Taken out of the spec, the setting goes: the vNIC and its port are
+	// plain veths again, and a second apply has nothing left to do.
+	doc, res := nstest.Apply(t, eng, strings.Replace(twoHosts("itgro"), ", offloads: {gro: true}", "", 1))
+	if res.Plan.Empty() {
+		t.Error("dropping gro from the spec planned nothing")
+	}
+	if features(t, web1, "eth1")["rx-gro"] {
+		t.Error("web1's eth1 still has GRO on")
+	}
+	if !features(t, ns("itgro", "esx1"), plan.VNICPortName("web1", 1))["tx-tcp-segmentation"] {
+		t.Error("web1's eth1 port still has TSO off")
+	}
+	if p, err := eng.Plan(doc); err != nil || !p.Empty() {
+		t.Errorf("second apply would change: %v\n%s", err, p)
+	}
 }
 
 // napiPackets sums a veth's per-queue NAPI receive counters.

@@ -44,10 +44,12 @@ var ErrRolledBack = errors.New("nothing was changed: the host was restored to it
 
 // model is the desired state. Teams keep the assignments observed (LBT
 // moves, failovers without failback) and team-wide limits their split;
-// every uplink counts as up: apply brings them up.
+// every uplink counts as up: apply brings them up. Offloads that the last
+// applied spec set and this one drops go back to a veth's defaults.
 func (e *Engine) model(doc *spec.Document, observed []plan.Resource) []plan.Resource {
-	return plan.Model(doc.Spec, plan.Options{NumCPU: e.numCPU(), Teams: plan.Assignments(observed), PoolCeils: plan.PoolCeils(observed),
+	desired := plan.Model(doc.Spec, plan.Options{NumCPU: e.numCPU(), Teams: plan.Assignments(observed), PoolCeils: plan.PoolCeils(observed),
 		Now: time.Now().UTC().Truncate(time.Second)})
+	return plan.ResetDroppedOffloads(desired, e.lastApplied(doc.Spec.Name))
 }
 
 func (e *Engine) numCPU() int {
@@ -72,6 +74,26 @@ func (e *Engine) observe(doc *spec.Document) (desired, observed []plan.Resource,
 // explains the steering programs the kernel holds, so that a rollback can
 // make them again.
 func (e *Engine) realizedModel(name string, observed []plan.Resource) []plan.Resource {
+	last := e.lastSpec(name)
+	if last == nil {
+		return nil
+	}
+	return plan.Model(last, plan.Options{NumCPU: e.numCPU(), Teams: plan.Assignments(observed), PoolCeils: plan.PoolCeils(observed),
+		Down: downUplinks(last, observed)})
+}
+
+// lastApplied models the spec of the last apply, as far as the spec alone
+// says; nil before the first.
+func (e *Engine) lastApplied(name string) []plan.Resource {
+	last := e.lastSpec(name)
+	if last == nil {
+		return nil
+	}
+	return plan.Model(last, plan.Options{NumCPU: e.numCPU()})
+}
+
+// lastSpec is the spec of the last apply, or nil.
+func (e *Engine) lastSpec(name string) *spec.Spec {
 	rec, err := e.Store.Get(name)
 	if err != nil {
 		return nil
@@ -80,8 +102,7 @@ func (e *Engine) realizedModel(name string, observed []plan.Resource) []plan.Res
 	if err != nil {
 		return nil
 	}
-	return plan.Model(doc.Spec, plan.Options{NumCPU: e.numCPU(), Teams: plan.Assignments(observed), PoolCeils: plan.PoolCeils(observed),
-		Down: downUplinks(doc.Spec, observed)})
+	return doc.Spec
 }
 
 // Plan returns what an apply of the spec would do.

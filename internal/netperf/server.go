@@ -280,26 +280,30 @@ func (d *serverData) accept(p *phase) (*sock, error) {
 }
 
 func (d *serverData) serve(req *Request, p *phase, doneCh chan error) (tally, error) {
-	// For the passive loops, the client's done message is the end.
-	endOnDone := func(drain time.Duration) {
+	// For the passive loops, the client's done message is the end. The
+	// loop is woken at once rather than at its next poll: the server's CPU
+	// and interface rates are taken over its own window, and up to a poll
+	// interval of idle time in it would dilute them.
+	endOnDone := func(drain time.Duration, wake func()) {
 		go func() {
 			err := <-doneCh
 			if drain > 0 && err == nil {
 				time.Sleep(drain) // datagrams still in flight
 			}
 			p.over.Store(true)
+			wake()
 			doneCh <- err // hand it on to waitDone
 		}()
 	}
 	switch req.Test {
 	case UDPStream:
-		endOnDone(50 * time.Millisecond)
+		endOnDone(50*time.Millisecond, d.udp.wakeReader)
 		return udpRecv(d.udp, req.RecvSize, p)
 	case UDPRR:
-		endOnDone(0)
+		endOnDone(0, d.udp.wakeReader)
 		return udpRRServer(d.udp, req.ReqSize, req.RespSize, p)
 	case TCPCRR:
-		endOnDone(0)
+		endOnDone(0, func() { d.ln.Close() })
 		return d.serveCRR(req, p)
 	}
 	s, err := d.accept(p)
@@ -328,8 +332,8 @@ func (d *serverData) serveCRR(req *Request, p *phase) (tally, error) {
 		c, err := d.ln.AcceptTCP()
 		if err != nil {
 			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
+			if errors.As(err, &ne) && ne.Timeout() || p.over.Load() {
+				continue // over: the listener was closed to end the test
 			}
 			t.End = time.Now()
 			return t, err

@@ -67,6 +67,11 @@ func TestEveryTestOnLoopback(t *testing.T) {
 		if r.LocalSD <= 0 || r.RemoteSD <= 0 {
 			t.Errorf("%s: service demand %v %v", test, r.LocalSD, r.RemoteSD)
 		}
+		// The server's CPU and interface figures are rates over its own
+		// window; idle time after the client stopped would dilute them.
+		if tail := r.Remote.CPU.Elapsed - r.Local.CPU.Elapsed; tail > 0.15 {
+			t.Errorf("%s: the server measured %.3f s after the client's %.3f s", test, r.Remote.CPU.Elapsed, r.Local.CPU.Elapsed)
+		}
 	}
 	waitIdle(t, s)
 }

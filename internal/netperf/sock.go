@@ -77,6 +77,12 @@ func (s *sock) Close() error { return unix.Close(s.fd) }
 // CloseWrite sends FIN: the receiver's read returns 0.
 func (s *sock) CloseWrite() error { return unix.Shutdown(s.fd, unix.SHUT_WR) }
 
+// wakeReader ends a datagram socket's blocked and future receives at once:
+// they return no data and no sender. The kernel does this for a shutdown
+// even on an unconnected UDP socket, though it reports ENOTCONN.
+// Equivalent to: shutdown(fd, SHUT_RD)
+func (s *sock) wakeReader() { _ = unix.Shutdown(s.fd, unix.SHUT_RD) }
+
 // errStopped ends a loop whose test was stopped from outside.
 var errStopped = errors.New("stopped")
 
@@ -184,6 +190,9 @@ func (s *sock) write(b []byte, stop *atomic.Bool) (int, error) {
 func (s *sock) recvfrom(b []byte, stop *atomic.Bool) (int, unix.Sockaddr, error) {
 	for {
 		n, from, err := unix.Recvfrom(s.fd, b, 0)
+		if err == nil && from == nil && stop.Load() {
+			return 0, nil, errStopped // woken by wakeReader: every datagram has a sender
+		}
 		if err == nil {
 			return n, from, nil
 		}

@@ -329,8 +329,10 @@ func startInterim(c *Config, tg Target, instance int, p *phase, events func(Inte
 			select {
 			case <-quit:
 				return
-			case now := <-tick.C:
-				n := p.count.Load()
+			case <-tick.C:
+				// The tick's own time is when it was due; on a busy
+				// machine the count is read later than that.
+				n, now := p.count.Load(), time.Now()
 				iv := now.Sub(last).Seconds()
 				ev := Interim{Target: tg.Host, Instance: instance, At: now.Sub(start).Seconds(), Interval: iv}
 				if c.IsRR() {

@@ -14,6 +14,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/vnet-project/vnet/internal/plan"
 )
 
 // NetnsDir is where named namespaces are bind-mounted, as ip-netns(8) does.
@@ -87,51 +89,46 @@ func createNetns(name string) error {
 	if err := h.LinkSetUp(lo); err != nil {
 		return fmt.Errorf("netns %s: set lo up: %w", name, err)
 	}
-	if err := strictARP(name); err != nil {
-		return err
-	}
-	return layer2Bridges(name)
+	return setSysctls(name)
 }
 
-// strictARP makes every interface answer ARP only for its own addresses
-// and announce only them. Linux's default (the weak host model) lets a
-// bridge answer for a host port's address, or one NIC for another's; the
-// traffic then bypasses the port it was meant for, and its shaper.
-// Equivalent to: ip netns exec NS sysctl -w net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.all.arp_announce=2
-func strictARP(ns string) error {
+// setSysctls makes vnet's settings in a namespace (plan.NamespaceSysctls
+// says what and why).
+// Equivalent to: ip netns exec NS sysctl -w net.ipv4.conf.all.arp_ignore=1 ... net.bridge.bridge-nf-call-arptables=0
+func setSysctls(ns string) error {
 	return inNS(ns, func() error {
-		for key, val := range map[string]string{"arp_ignore": "1", "arp_announce": "2"} {
-			// /proc/sys/net shows the namespace of the thread that opens it.
-			path := "/proc/sys/net/ipv4/conf/all/" + key
-			if err := os.WriteFile(path, []byte(val), 0o644); err != nil {
-				return fmt.Errorf("netns %s: sysctl net.ipv4.conf.all.%s=%s: %w", ns, key, val, err)
+		for _, s := range plan.NamespaceSysctls {
+			err := os.WriteFile("/proc/sys/"+s.Key, []byte(s.Value), 0o644)
+			if s.Optional && errors.Is(err, os.ErrNotExist) {
+				continue // no module, nothing to set
+			}
+			if err != nil {
+				return fmt.Errorf("netns %s: sysctl %s=%s: %w", ns, strings.ReplaceAll(s.Key, "/", "."), s.Value, err)
 			}
 		}
 		return nil
 	})
 }
 
-// bridgeFirewallHooks are the sysctls by which br_netfilter, when loaded,
-// sends every frame a bridge forwards through the IP, IPv6 and ARP
-// firewall hooks of the namespace. Each namespace has its own, set to 1.
-var bridgeFirewallHooks = []string{"bridge-nf-call-iptables", "bridge-nf-call-ip6tables", "bridge-nf-call-arptables"}
-
-// layer2Bridges keeps a namespace's bridges forwarding at layer 2 only, as
-// a virtual switch does. vnet puts no firewall rules in its namespaces, yet
-// the hooks cost a header check and an extension per frame at every bridge:
-// 3 µs of a 31 µs TCP_RR round trip across two switches (p50 28 µs without).
-// With no br_netfilter loaded there is nothing to turn off.
-// Equivalent to: ip netns exec NS sysctl -w net.bridge.bridge-nf-call-{iptables,ip6tables,arptables}=0
-func layer2Bridges(ns string) error {
-	return inNS(ns, func() error {
-		for _, key := range bridgeFirewallHooks {
-			err := os.WriteFile("/proc/sys/net/bridge/"+key, []byte("0"), 0o644)
-			if err != nil && !errors.Is(err, os.ErrNotExist) {
-				return fmt.Errorf("netns %s: sysctl net.bridge.%s=0: %w", ns, key, err)
+// readSysctls reads vnet's settings in a namespace as a netns resource's
+// Sysctls. A missing optional one reads as wanted: there is nothing to set.
+func readSysctls(ns string) (string, error) {
+	values := map[string]string{}
+	err := inNS(ns, func() error {
+		for _, s := range plan.NamespaceSysctls {
+			b, err := os.ReadFile("/proc/sys/" + s.Key)
+			switch {
+			case err == nil:
+				values[s.Key] = strings.TrimSpace(string(b))
+			case s.Optional && errors.Is(err, os.ErrNotExist):
+				values[s.Key] = s.Value
+			default:
+				return fmt.Errorf("netns %s: read sysctl %s: %w", ns, s.Key, err)
 			}
 		}
 		return nil
 	})
+	return plan.SysctlText(values), err
 }
 
 // deafBridge keeps a namespace's IP stack from taking frames through a

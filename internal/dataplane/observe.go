@@ -34,7 +34,11 @@ func (l *Linux) Observe(infra string, hints []plan.Resource) ([]plan.Resource, e
 		end  plan.End
 	}
 	for _, ns := range names {
-		out = append(out, plan.Resource{Kind: plan.KindNetns, Name: ns})
+		sysctls, err := readSysctls(ns)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, plan.Resource{Kind: plan.KindNetns, Name: ns, Sysctls: sysctls})
 		h, err := l.handle(ns)
 		if err != nil {
 			return nil, err

@@ -112,7 +112,7 @@ func modifiable(o, d Resource) bool {
 		// A pair is named by both ends; moving an end to another namespace
 		// or renaming it is a new pair.
 		return o.A.NS == d.A.NS && o.A.Name == d.A.Name && o.B.NS == d.B.NS && o.B.Name == d.B.Name
-	case KindBridge, KindLineRate, KindOffloads, KindCgroup, KindPool, KindShaper, KindSteer:
+	case KindNetns, KindBridge, KindLineRate, KindOffloads, KindCgroup, KindPool, KindShaper, KindSteer:
 		return true
 	}
 	return false
@@ -151,6 +151,7 @@ func describeChange(o, d Resource) string {
 	add("cpu milli", o.CPUMilli, d.CPUMilli)
 	add("cpuset", o.CPUs, d.CPUs)
 	add("uplink", o.Why, d.Why)
+	parts = append(parts, sysctlChanges(o.Sysctls, d.Sysctls)...)
 	return strings.Join(parts, ", ")
 }
 

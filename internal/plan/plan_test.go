@@ -309,3 +309,23 @@ func TestResetDroppedOffloads(t *testing.T) {
 		}
 	}
 }
+
+// A namespace whose settings drifted is changed in place, and the plan names
+// only the settings that differ.
+func TestNamespaceSysctlDrift(t *testing.T) {
+	want := wantedSysctls()
+	drifted := strings.Replace(want, "arp_ignore=1", "arp_ignore=0", 1)
+	drifted = strings.Replace(drifted, "bridge-nf-call-arptables=0", "bridge-nf-call-arptables=?", 1)
+	d := Resource{Kind: KindNetns, Name: "vnet.t.esx1", Sysctls: want}
+	o := Resource{Kind: KindNetns, Name: "vnet.t.esx1", Sysctls: drifted}
+	p := Diff([]Resource{d}, []Resource{o})
+	if len(p.Actions) != 1 || p.Actions[0].Op != OpModify {
+		t.Fatalf("want one change in place, got:\n%s", p)
+	}
+	if got, wantText := describeChange(o, d), "arp_ignore 0 -> 1, bridge-nf-call-arptables ? -> 0"; got != wantText {
+		t.Errorf("change reads %q, want %q", got, wantText)
+	}
+	if p := Diff([]Resource{d}, []Resource{d}); !p.Empty() {
+		t.Errorf("same settings planned:\n%s", p)
+	}
+}

@@ -71,7 +71,7 @@ func TriOf(b *bool) Tri {
 
 // Resource is one kernel object. Which fields matter depends on Kind:
 //
-//	netns:    Name
+//	netns:    Name, Sysctls (see NamespaceSysctls)
 //	bridge:   NS, Name, MAC, MTU
 //	veth:     A, B (A is the end that names the pair)
 //	offloads: NS, Link, GRO, TSO
@@ -108,6 +108,7 @@ type Resource struct {
 	CPUMilli int    `json:"cpu_milli,omitempty"`
 	CPUs     string `json:"cpus,omitempty"`
 	Why      string `json:"why,omitempty"`
+	Sysctls  string `json:"sysctls,omitempty"`
 	// Owner says which spec object this realizes ("vm web1 eth0"). It is a
 	// label for people and is not compared.
 	Owner string `json:"owner,omitempty"`

@@ -223,6 +223,49 @@ func features(t *testing.T, namespace, link string) map[string]bool {
 	return f
 }
 
+// A namespace setting changed behind vnet's back (or started at the kernel's
+// default by a module loaded later, as br_netfilter's are) is a change in
+// place in the next plan, not a new namespace, and that apply puts it back.
+func TestNamespaceSettingsDriftIsRepaired(t *testing.T) {
+	eng := nstest.Engine(t)
+	doc, _ := nstest.Apply(t, eng, twoHosts("itsys"))
+	esx1 := ns("itsys", "esx1")
+	write := func(key, val string) error { return os.WriteFile("/proc/sys/"+key, []byte(val), 0o644) }
+	drifted := []string{"net/ipv4/conf/all/arp_ignore"}
+	if err := nstest.Do(t, esx1, func() error {
+		if err := write("net/bridge/bridge-nf-call-iptables", "1"); err == nil {
+			drifted = append(drifted, "net/bridge/bridge-nf-call-iptables")
+		}
+		return write("net/ipv4/conf/all/arp_ignore", "0")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := eng.Plan(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Actions) != 1 || p.Actions[0].Op != plan.OpModify || p.Actions[0].New.Name != esx1 {
+		t.Fatalf("after %v drifted in %s, want one change to that namespace, got:\n%s", drifted, esx1, p)
+	}
+	t.Logf("plan: %s", p)
+	nstest.Apply(t, eng, twoHosts("itsys"))
+	for _, s := range plan.NamespaceSysctls {
+		var got []byte
+		if err := nstest.Do(t, esx1, func() (err error) { got, err = os.ReadFile("/proc/sys/" + s.Key); return err }); err != nil {
+			if s.Optional {
+				continue
+			}
+			t.Fatal(err)
+		}
+		if strings.TrimSpace(string(got)) != s.Value {
+			t.Errorf("%s = %s after apply, want %s", s.Key, got, s.Value)
+		}
+	}
+	if p, err := eng.Plan(doc); err != nil || !p.Empty() {
+		t.Errorf("second apply would change: %v\n%s", err, p)
+	}
+}
+
 func TestPrivateSegmentIsIsolated(t *testing.T) {
 	eng := nstest.Engine(t)
 	nstest.Apply(t, eng, twoHosts("itpriv")+`

@@ -217,6 +217,11 @@ type serverData struct {
 	udp      *sock
 	port     int
 	snd, rcv int
+
+	// mu orders wake against close: once closed, the UDP socket's
+	// descriptor number may already belong to another test's socket.
+	mu     sync.Mutex
+	closed bool
 }
 
 func openServerData(req *Request, ip net.IP) (*serverData, error) {
@@ -247,11 +252,30 @@ func openServerData(req *Request, ip net.IP) (*serverData, error) {
 }
 
 func (d *serverData) close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.closed = true
 	if d.ln != nil {
 		d.ln.Close()
 	}
 	if d.udp != nil {
 		d.udp.Close()
+	}
+}
+
+// wake ends a passive loop's blocked call at once: a receive on the UDP
+// socket returns nothing, an accept on the listener fails.
+func (d *serverData) wake() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return
+	}
+	if d.udp != nil {
+		d.udp.wakeReader()
+	}
+	if d.ln != nil {
+		d.ln.Close()
 	}
 }
 
@@ -284,26 +308,26 @@ func (d *serverData) serve(req *Request, p *phase, doneCh chan error) (tally, er
 	// loop is woken at once rather than at its next poll: the server's CPU
 	// and interface rates are taken over its own window, and up to a poll
 	// interval of idle time in it would dilute them.
-	endOnDone := func(drain time.Duration, wake func()) {
+	endOnDone := func(drain time.Duration) {
 		go func() {
 			err := <-doneCh
 			if drain > 0 && err == nil {
 				time.Sleep(drain) // datagrams still in flight
 			}
 			p.over.Store(true)
-			wake()
+			d.wake()
 			doneCh <- err // hand it on to waitDone
 		}()
 	}
 	switch req.Test {
 	case UDPStream:
-		endOnDone(50*time.Millisecond, d.udp.wakeReader)
+		endOnDone(50 * time.Millisecond)
 		return udpRecv(d.udp, req.RecvSize, p)
 	case UDPRR:
-		endOnDone(0, d.udp.wakeReader)
+		endOnDone(0)
 		return udpRRServer(d.udp, req.ReqSize, req.RespSize, p)
 	case TCPCRR:
-		endOnDone(0, func() { d.ln.Close() })
+		endOnDone(0)
 		return d.serveCRR(req, p)
 	}
 	s, err := d.accept(p)

@@ -62,9 +62,10 @@ func inNS(name string, fn func() error) error {
 	})
 }
 
-// createNetns makes a named namespace with its loopback up.
+// createNetns makes a named namespace with its loopback up and its
+// settings as sysctls gives them (a netns resource's Sysctls).
 // Equivalent to: ip netns add NAME && ip -n NAME link set lo up
-func createNetns(name string) error {
+func createNetns(name, sysctls string) error {
 	if !netnsExists(name) {
 		err := onOwnThread(func() error {
 			h, err := netns.NewNamed(name) // moves this thread into the new namespace
@@ -89,21 +90,31 @@ func createNetns(name string) error {
 	if err := h.LinkSetUp(lo); err != nil {
 		return fmt.Errorf("netns %s: set lo up: %w", name, err)
 	}
-	return setSysctls(name)
+	return setSysctls(name, sysctls)
 }
 
 // setSysctls makes vnet's settings in a namespace (plan.NamespaceSysctls
-// says what and why).
+// says what and why) as a netns resource's Sysctls give them: vnet's own
+// values, or those found before a failed apply, when rolling back to them.
 // Equivalent to: ip netns exec NS sysctl -w net.ipv4.conf.all.arp_ignore=1 ... net.bridge.bridge-nf-call-arptables=0
-func setSysctls(ns string) error {
+func setSysctls(ns, sysctls string) error {
+	values := map[string]string{}
+	for _, kv := range strings.Fields(sysctls) {
+		k, v, _ := strings.Cut(kv, "=")
+		values[k] = v
+	}
 	return inNS(ns, func() error {
 		for _, s := range plan.NamespaceSysctls {
-			err := os.WriteFile("/proc/sys/"+s.Key, []byte(s.Value), 0o644)
+			v, ok := values[s.Key]
+			if !ok || v == "?" {
+				continue
+			}
+			err := os.WriteFile("/proc/sys/"+s.Key, []byte(v), 0o644)
 			if s.Optional && errors.Is(err, os.ErrNotExist) {
 				continue // no module, nothing to set
 			}
 			if err != nil {
-				return fmt.Errorf("netns %s: sysctl %s=%s: %w", ns, strings.ReplaceAll(s.Key, "/", "."), s.Value, err)
+				return fmt.Errorf("netns %s: sysctl %s=%s: %w", ns, strings.ReplaceAll(s.Key, "/", "."), v, err)
 			}
 		}
 		return nil

@@ -67,14 +67,14 @@ func (m *modeler) physSwitch() {
 		return // no NIC anywhere: no physical network to emulate
 	}
 	ns := m.ns(PhysSwitch)
-	m.add(Resource{Kind: KindNetns, Name: ns, Sysctls: wantedSysctls(), Owner: "physical switch"})
+	m.add(Resource{Kind: KindNetns, Name: ns, Sysctls: WantedSysctls(), Owner: "physical switch"})
 	m.add(Resource{Kind: KindBridge, NS: ns, Name: PhysBridge, MTU: mtu,
 		MAC: StableMAC(m.s.Name, "pswitch"), Owner: "physical switch"})
 }
 
 func (m *modeler) host(h *spec.Host) {
 	ns := m.ns(h.Name)
-	m.add(Resource{Kind: KindNetns, Name: ns, Sysctls: wantedSysctls(), Owner: "host " + h.Name})
+	m.add(Resource{Kind: KindNetns, Name: ns, Sysctls: WantedSysctls(), Owner: "host " + h.Name})
 	for _, sw := range m.s.Switches {
 		if contains(sw.SwitchHosts(), h.Name) {
 			m.add(Resource{Kind: KindBridge, NS: ns, Name: sw.Name, MTU: sw.EffectiveMTU(),
@@ -149,7 +149,7 @@ func (m *modeler) nicMTU(h *spec.Host, n *spec.NIC) int {
 
 func (m *modeler) vm(vm *spec.VM) {
 	ns := m.ns(vm.Name)
-	m.add(Resource{Kind: KindNetns, Name: ns, Sysctls: wantedSysctls(), Owner: "vm " + vm.Name})
+	m.add(Resource{Kind: KindNetns, Name: ns, Sysctls: WantedSysctls(), Owner: "vm " + vm.Name})
 	for i, n := range vm.NICs {
 		sw, _ := m.s.PortGroupSwitch(n.PortGroup)
 		ifname := "eth" + strconv.Itoa(i)

@@ -49,8 +49,8 @@ func SysctlText(values map[string]string) string {
 	return strings.Join(parts, " ")
 }
 
-// wantedSysctls is the Sysctls of every namespace vnet makes.
-func wantedSysctls() string {
+// WantedSysctls is the Sysctls of every namespace vnet makes.
+func WantedSysctls() string {
 	values := map[string]string{}
 	for _, s := range NamespaceSysctls {
 		values[s.Key] = s.Value

@@ -248,6 +248,31 @@ func TestNamespaceSettingsDriftIsRepaired(t *testing.T) {
 		t.Fatalf("after %v drifted in %s, want one change to that namespace, got:\n%s", drifted, esx1, p)
 	}
 	t.Logf("plan: %s", p)
+
+	// An apply that fails after the repair puts the drifted value back too:
+	// the host is left exactly as it was found.
+	bigger, err := spec.Load("bigger", []byte(withExtraVM(twoHosts("itsys"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng.FailBefore = func(i int, a plan.Action) error {
+		if a.Subject().Kind == plan.KindAddr {
+			return errInjected
+		}
+		return nil
+	}
+	if _, err := eng.Apply(bigger); !errors.Is(err, reconcile.ErrRolledBack) {
+		t.Fatalf("injected failure: %v", err)
+	}
+	eng.FailBefore = nil
+	var ignore []byte
+	if err := nstest.Do(t, esx1, func() (err error) { ignore, err = os.ReadFile("/proc/sys/net/ipv4/conf/all/arp_ignore"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(string(ignore)) != "0" {
+		t.Errorf("after the rollback arp_ignore = %s, want the 0 found before", ignore)
+	}
+
 	nstest.Apply(t, eng, twoHosts("itsys"))
 	for _, s := range plan.NamespaceSysctls {
 		var got []byte

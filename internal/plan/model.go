@@ -216,7 +216,7 @@ func ResetDroppedOffloads(desired, last []Resource) []Resource {
 		}
 		i, ok := index[old.Key()]
 		if !ok {
-			out = append(out, Resource{Kind: KindOffloads, NS: old.NS, Link: old.Link, Owner: "offloads no longer set"})
+			out = append(out, Resource{Kind: KindOffloads, NS: old.NS, Link: old.Link, Owner: old.Owner + ", offloads dropped from the spec"})
 			i = len(out) - 1
 			index[old.Key()] = i
 		}

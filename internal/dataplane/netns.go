@@ -98,11 +98,7 @@ func createNetns(name, sysctls string) error {
 // values, or those found before a failed apply, when rolling back to them.
 // Equivalent to: ip netns exec NS sysctl -w net.ipv4.conf.all.arp_ignore=1 ... net.bridge.bridge-nf-call-arptables=0
 func setSysctls(ns, sysctls string) error {
-	values := map[string]string{}
-	for _, kv := range strings.Fields(sysctls) {
-		k, v, _ := strings.Cut(kv, "=")
-		values[k] = v
-	}
+	values := plan.SysctlValues(sysctls)
 	return inNS(ns, func() error {
 		for _, s := range plan.NamespaceSysctls {
 			v, ok := values[s.Key]

@@ -224,10 +224,9 @@ func ParseArgs(args []string) (*Config, error) {
 				return fmt.Errorf("-P %s: want 0 or 1", val)
 			}
 		case "f":
-			if len(val) != 1 || !strings.Contains("kmgKMG", val) {
+			if err := c.Units.UnmarshalText([]byte(val)); err != nil {
 				return fmt.Errorf("-f %s: want one of k m g K M G", val)
 			}
-			c.Units = UnitLetter(val[0])
 		case "T":
 			return parseBind(val, &c.LocalBind, &c.RemoteBind)
 		case "-json":

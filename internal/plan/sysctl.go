@@ -49,6 +49,16 @@ func SysctlText(values map[string]string) string {
 	return strings.Join(parts, " ")
 }
 
+// SysctlValues reads a Sysctls text back into key -> value.
+func SysctlValues(text string) map[string]string {
+	values := map[string]string{}
+	for _, kv := range strings.Fields(text) {
+		k, v, _ := strings.Cut(kv, "=")
+		values[k] = v
+	}
+	return values
+}
+
 // WantedSysctls is the Sysctls of every namespace vnet makes.
 func WantedSysctls() string {
 	values := map[string]string{}
@@ -61,11 +71,7 @@ func WantedSysctls() string {
 // sysctlChanges lists the settings that differ between two Sysctls texts,
 // by their last path element: "arp_ignore 0 -> 1".
 func sysctlChanges(from, to string) []string {
-	old := map[string]string{}
-	for _, kv := range strings.Fields(from) {
-		k, v, _ := strings.Cut(kv, "=")
-		old[k] = v
-	}
+	old := SysctlValues(from)
 	var out []string
 	for _, kv := range strings.Fields(to) {
 		k, v, _ := strings.Cut(kv, "=")

@@ -44,12 +44,16 @@ var ErrRolledBack = errors.New("nothing was changed: the host was restored to it
 
 // model is the desired state. Teams keep the assignments observed (LBT
 // moves, failovers without failback) and team-wide limits their split;
-// every uplink counts as up: apply brings them up. Offloads that the last
-// applied spec set and this one drops go back to a veth's defaults.
-func (e *Engine) model(doc *spec.Document, observed []plan.Resource) []plan.Resource {
+// every uplink counts as up: apply brings them up. Offloads that last, the
+// spec of the last apply (nil before the first), set and this one drops go
+// back to a veth's defaults.
+func (e *Engine) model(doc *spec.Document, observed []plan.Resource, last *spec.Spec) []plan.Resource {
 	desired := plan.Model(doc.Spec, plan.Options{NumCPU: e.numCPU(), Teams: plan.Assignments(observed), PoolCeils: plan.PoolCeils(observed),
 		Now: time.Now().UTC().Truncate(time.Second)})
-	return plan.ResetDroppedOffloads(desired, e.lastApplied(doc.Spec.Name))
+	if last == nil {
+		return desired
+	}
+	return plan.ResetDroppedOffloads(desired, plan.Model(last, plan.Options{NumCPU: e.numCPU()}))
 }
 
 func (e *Engine) numCPU() int {
@@ -61,35 +65,25 @@ func (e *Engine) numCPU() int {
 
 // observe reads the host, and the desired state in the light of it.
 func (e *Engine) observe(doc *spec.Document) (desired, observed []plan.Resource, err error) {
-	observed, err = e.DP.Observe(doc.Spec.Name, e.model(doc, nil))
+	last := e.lastSpec(doc.Spec.Name)
+	observed, err = e.DP.Observe(doc.Spec.Name, e.model(doc, nil, last))
 	if err != nil {
 		return nil, nil, fmt.Errorf("observe %s: %w", doc.Spec.Name, err)
 	}
-	desired = e.model(doc, observed)
-	return desired, plan.ResolveSteer(observed, desired, e.realizedModel(doc.Spec.Name, observed)), nil
+	desired = e.model(doc, observed, last)
+	return desired, plan.ResolveSteer(observed, desired, e.realizedModel(last, observed)), nil
 }
 
-// realizedModel is what the last applied spec makes of the host as it is:
-// with its uplinks up or down, and the agent's assignments and splits. It
-// explains the steering programs the kernel holds, so that a rollback can
-// make them again.
-func (e *Engine) realizedModel(name string, observed []plan.Resource) []plan.Resource {
-	last := e.lastSpec(name)
+// realizedModel is what last, the spec of the last apply, makes of the host
+// as it is: with its uplinks up or down, and the agent's assignments and
+// splits. It explains the steering programs the kernel holds, so that a
+// rollback can make them again.
+func (e *Engine) realizedModel(last *spec.Spec, observed []plan.Resource) []plan.Resource {
 	if last == nil {
 		return nil
 	}
 	return plan.Model(last, plan.Options{NumCPU: e.numCPU(), Teams: plan.Assignments(observed), PoolCeils: plan.PoolCeils(observed),
 		Down: downUplinks(last, observed)})
-}
-
-// lastApplied models the spec of the last apply, as far as the spec alone
-// says; nil before the first.
-func (e *Engine) lastApplied(name string) []plan.Resource {
-	last := e.lastSpec(name)
-	if last == nil {
-		return nil
-	}
-	return plan.Model(last, plan.Options{NumCPU: e.numCPU()})
 }
 
 // lastSpec is the spec of the last apply, or nil.

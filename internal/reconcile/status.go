@@ -85,7 +85,7 @@ type PortStatus struct {
 // Status describes an infrastructure from its spec and what is observed.
 func (e *Engine) Status(doc *spec.Document) (*Status, error) {
 	s := doc.Spec
-	observed, err := e.DP.Observe(s.Name, e.model(doc, nil))
+	observed, err := e.DP.Observe(s.Name, e.model(doc, nil, e.lastSpec(s.Name)))
 	if err != nil {
 		return nil, err
 	}

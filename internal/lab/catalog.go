@@ -237,6 +237,8 @@ var s1LRO = &Experiment{
 					if i := r[0].RecvIface; i != nil {
 						x.Record(series, label, "rx_pps", i.RxPPS/1e3, "Kpps")
 						x.Record(series, label, "rx_avg_packet", i.RxAvgPacket, "bytes")
+						x.Record(series, label, "stack_pps", i.StackRxPPS/1e3, "Kpps")
+						x.Record(series, label, "stack_avg_packet", i.StackRxAvgPacket, "bytes")
 					}
 				}
 			}

@@ -114,7 +114,7 @@ func Run(ctx context.Context, c *Config, tg Target, instance int, events func(In
 	cpuA, _ := cpustat.Take()
 	t, local, err := c.runLocal(dataAddr, tg, &p, r, &ifname, &ifA)
 	cpuB, _ := cpustat.Take()
-	ifB, _ := readIface(ifname)
+	ifB, _ := ReadIface(ifname)
 	stopInterim()
 	if err != nil {
 		return nil, fmt.Errorf("%s data phase: %w", c.Test, err)
@@ -210,7 +210,7 @@ func (c *Config) runLocal(addr string, tg Target, p *phase, r *Result, ifname *s
 		// Sample the interface before the first connection.
 		if s, la, err := dial(); err == nil {
 			*ifname = ifaceFor(localIP(la))
-			*ifA, _ = readIface(*ifname)
+			*ifA, _ = ReadIface(*ifname)
 			s.Close()
 		}
 		d.LocalAddr = nil // one port cannot serve every connection
@@ -224,7 +224,7 @@ func (c *Config) runLocal(addr string, tg Target, p *phase, r *Result, ifname *s
 	}
 	defer s.Close()
 	*ifname = ifaceFor(localIP(la))
-	*ifA, _ = readIface(*ifname)
+	*ifA, _ = ReadIface(*ifname)
 	local.SndBuf, local.RcvBuf = s.bufSizes()
 	r.Params.LocalSndBuf, r.Params.LocalRcvBuf = local.SndBuf, local.RcvBuf
 	switch c.Test {

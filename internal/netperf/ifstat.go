@@ -11,9 +11,20 @@ import (
 	"syscall"
 )
 
-// IfaceCounters are one interface's counters from /proc/net/dev.
+// IfaceCounters are one interface's counters from /proc/net/dev, and the
+// namespace's IP receive counters beside them.
 type IfaceCounters struct {
 	RxBytes, RxPackets, TxBytes, TxPackets uint64
+	Stack                                  StackCounters
+}
+
+// StackCounters count what the namespace's IP layer took in, IPv4 and IPv6
+// together. GRO runs between the interface and the IP layer, so where the
+// interface counts frames as they arrived, these count the packets the
+// stack was handed: S1's "packets delivered to the VM", which LRO cuts to a
+// seventh at the same bytes.
+type StackCounters struct {
+	Packets, Bytes uint64
 }
 
 // IfaceDelta is an interface's traffic during a test: how S1's receive
@@ -29,6 +40,13 @@ type IfaceDelta struct {
 	RxAvgPacket float64 `json:"rx_avg_packet_bytes"`
 	TxPPS       float64 `json:"tx_packets_per_s"`
 	TxAvgPacket float64 `json:"tx_avg_packet_bytes"`
+	// The namespace's IP layer over the same window (every interface, so
+	// other traffic in the namespace counts too). Bytes are IP lengths,
+	// without the Ethernet header the interface counts.
+	StackRxPackets   uint64  `json:"stack_rx_packets"`
+	StackRxBytes     uint64  `json:"stack_rx_bytes"`
+	StackRxPPS       float64 `json:"stack_rx_packets_per_s"`
+	StackRxAvgPacket float64 `json:"stack_rx_avg_packet_bytes"`
 }
 
 // ifaceFor names the interface that holds a local address ("lo" for loopback).
@@ -48,9 +66,10 @@ func ifaceFor(ip net.IP) string {
 	return ""
 }
 
-// readIface reads an interface's counters in this process's namespace.
-func readIface(name string) (IfaceCounters, error) {
-	f, err := os.Open("/proc/self/net/dev")
+// ReadIface reads an interface's counters, and the IP stack's, in the
+// calling thread's namespace.
+func ReadIface(name string) (IfaceCounters, error) {
+	f, err := os.Open(procNet + "dev")
 	if err != nil {
 		return IfaceCounters{}, err
 	}
@@ -66,9 +85,81 @@ func readIface(name string) (IfaceCounters, error) {
 			break
 		}
 		p := func(i int) uint64 { x, _ := strconv.ParseUint(v[i], 10, 64); return x }
-		return IfaceCounters{RxBytes: p(0), RxPackets: p(1), TxBytes: p(8), TxPackets: p(9)}, nil
+		return IfaceCounters{RxBytes: p(0), RxPackets: p(1), TxBytes: p(8), TxPackets: p(9), Stack: readStack()}, nil
 	}
 	return IfaceCounters{}, fmt.Errorf("interface %q not in /proc/net/dev", name)
+}
+
+// procNet is /proc/net as the calling thread sees it: the namespace it
+// entered with setns, whatever the process's other threads are in.
+const procNet = "/proc/thread-self/net/"
+
+// readStack reads the namespace's IP receive counters; a family whose file
+// is missing (IPv6 disabled) counts nothing.
+//
+// InReceives counts one per packet that reaches ip_rcv, which after GRO is
+// one per coalesced packet; InOctets counts its whole length.
+func readStack() StackCounters {
+	var c StackCounters
+	if v, err := readProc("snmp", parseProcTable); err == nil {
+		c.Packets += v["Ip:InReceives"]
+	}
+	if v, err := readProc("netstat", parseProcTable); err == nil {
+		c.Bytes += v["IpExt:InOctets"]
+	}
+	if v, err := readProc("snmp6", parseProcList); err == nil {
+		c.Packets += v["Ip6InReceives"]
+		c.Bytes += v["Ip6InOctets"]
+	}
+	return c
+}
+
+func readProc(name string, parse func(string) (map[string]uint64, error)) (map[string]uint64, error) {
+	b, err := os.ReadFile(procNet + name)
+	if err != nil {
+		return nil, err
+	}
+	v, err := parse(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("%s%s: %w", procNet, name, err)
+	}
+	return v, nil
+}
+
+// parseProcTable reads /proc/net/snmp's layout: for each protocol a line of
+// names, then a line of values, both led by "Proto:". Keys are "Proto:Name".
+func parseProcTable(text string) (map[string]uint64, error) {
+	out := map[string]uint64{}
+	lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
+	if len(lines)%2 != 0 {
+		return nil, fmt.Errorf("%d lines, want pairs of names and values", len(lines))
+	}
+	for i := 0; i < len(lines); i += 2 {
+		names, values := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+		if len(names) == 0 || len(names) != len(values) || names[0] != values[0] {
+			return nil, fmt.Errorf("line %d: names and values do not pair", i+1)
+		}
+		for j := 1; j < len(names); j++ {
+			// Some values are signed (Tcp MaxConn is -1); those are not counters.
+			if v, err := strconv.ParseUint(values[j], 10, 64); err == nil {
+				out[names[0]+names[j]] = v
+			}
+		}
+	}
+	return out, nil
+}
+
+// parseProcList reads /proc/net/snmp6's layout: a name and a value per line.
+func parseProcList(text string) (map[string]uint64, error) {
+	out := map[string]uint64{}
+	for _, line := range strings.Split(text, "\n") {
+		if f := strings.Fields(line); len(f) == 2 {
+			if v, err := strconv.ParseUint(f[1], 10, 64); err == nil {
+				out[f[0]] = v
+			}
+		}
+	}
+	return out, nil
 }
 
 func ifaceDelta(name string, a, b IfaceCounters, elapsed float64) *IfaceDelta {
@@ -82,6 +173,13 @@ func ifaceDelta(name string, a, b IfaceCounters, elapsed float64) *IfaceDelta {
 	}
 	if d.TxPackets > 0 {
 		d.TxAvgPacket = float64(d.TxBytes) / float64(d.TxPackets)
+	}
+	d.StackRxPackets, d.StackRxBytes = b.Stack.Packets-a.Stack.Packets, b.Stack.Bytes-a.Stack.Bytes
+	if elapsed > 0 {
+		d.StackRxPPS = float64(d.StackRxPackets) / elapsed
+	}
+	if d.StackRxPackets > 0 {
+		d.StackRxAvgPacket = float64(d.StackRxBytes) / float64(d.StackRxPackets)
 	}
 	return d
 }

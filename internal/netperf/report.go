@@ -189,6 +189,9 @@ func writeExtras(w io.Writer, rep *Report) {
 		}
 		if i := r.RecvIface; i != nil && i.RxPackets > 0 {
 			fmt.Fprintf(w, "receive interface %s: %.0f packets/s, average %.0f bytes\n", i.Name, i.RxPPS, i.RxAvgPacket)
+			if i.StackRxPackets > 0 {
+				fmt.Fprintf(w, "receiving IP stack, after GRO: %.0f packets/s, average %.0f bytes\n", i.StackRxPPS, i.StackRxAvgPacket)
+			}
 		}
 		if r.Efficiency > 0 {
 			note := ""

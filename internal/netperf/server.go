@@ -183,11 +183,11 @@ func (s *Server) run(c net.Conn, req *Request) error {
 	defer timer.Stop()
 
 	ifname := ifaceFor(ip)
-	ifA, _ := readIface(ifname)
+	ifA, _ := ReadIface(ifname)
 	cpuA, _ := cpustat.Take()
 	t, err := data.serve(req, &p, doneCh)
 	cpuB, _ := cpustat.Take()
-	ifB, _ := readIface(ifname)
+	ifB, _ := ReadIface(ifname)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/safchain/ethtool"
 	"github.com/vishvananda/netlink"
 
+	"github.com/vnet-project/vnet/internal/netperf"
 	"github.com/vnet-project/vnet/internal/nstest"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/reconcile"
@@ -150,17 +151,17 @@ func TestVNICGROCoalescesWhatItsPortSegments(t *testing.T) {
 	eng := nstest.Engine(t)
 	nstest.Apply(t, eng, twoHosts("itgro"))
 	web1 := ns("itgro", "web1")
-	before := napiPackets(t, web1, "eth1")
-	stop := make(chan struct{})
-	r := nstest.Stream(t, ns("itgro", "db1"), web1, "10.0.0.1:0", stop)
-	arrived := r.WaitFor(20<<20, 5*time.Second)
-	close(stop)
-	if !arrived {
-		t.Fatal("under 20 MiB from db1 to web1 in 5 s")
-	}
+	before, stackBefore := napiPackets(t, web1, "eth1"), received(t, web1, "eth1").Stack.Packets
+	stream20MiB(t, ns("itgro", "db1"), web1)
 	// 20 MiB is 14000-odd MTU-sized frames.
-	if got := napiPackets(t, web1, "eth1") - before; got < 10000 {
-		t.Errorf("web1's eth1 took %d frames through GRO for 20 MiB, want each MTU-sized frame", got)
+	frames := napiPackets(t, web1, "eth1") - before
+	if frames < 10000 {
+		t.Errorf("web1's eth1 took %d frames through GRO for 20 MiB, want each MTU-sized frame", frames)
+	}
+	// What netperf reports as the packets delivered to the VM: GRO's
+	// coalesced packets, as S1 counts LRO's, not the frames.
+	if got := received(t, web1, "eth1").Stack.Packets - stackBefore; got > frames/2 {
+		t.Errorf("web1's IP stack took %d packets for %d frames, want GRO to coalesce them", got, frames)
 	}
 	if on := features(t, ns("itgro", "esx1"), plan.VNICPortName("web1", 1))["tx-tcp-segmentation"]; on {
 		t.Error("web1's eth1 port still has TSO on")
@@ -181,6 +182,38 @@ func TestVNICGROCoalescesWhatItsPortSegments(t *testing.T) {
 	if p, err := eng.Plan(doc); err != nil || !p.Empty() {
 		t.Errorf("second apply would change: %v\n%s", err, p)
 	}
+	// Without GRO the stack takes each frame as it came.
+	a := received(t, web1, "eth1")
+	stream20MiB(t, ns("itgro", "db1"), web1)
+	b := received(t, web1, "eth1")
+	if frames, got := b.RxPackets-a.RxPackets, b.Stack.Packets-a.Stack.Packets; got < frames*9/10 {
+		t.Errorf("without GRO web1's IP stack took %d packets for %d frames, want one each", got, frames)
+	}
+}
+
+func stream20MiB(t *testing.T, from, to string) {
+	t.Helper()
+	stop := make(chan struct{})
+	r := nstest.Stream(t, from, to, "10.0.0.1:0", stop)
+	arrived := r.WaitFor(20<<20, 5*time.Second)
+	close(stop)
+	if !arrived {
+		t.Fatalf("under 20 MiB from %s to %s in 5 s", from, to)
+	}
+}
+
+// received is what netperf reads at a receiver: the interface's counters
+// and its namespace's IP stack's.
+func received(t *testing.T, namespace, link string) netperf.IfaceCounters {
+	t.Helper()
+	var c netperf.IfaceCounters
+	if err := nstest.Do(t, namespace, func() (err error) {
+		c, err = netperf.ReadIface(link)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // napiPackets sums a veth's per-queue NAPI receive counters.

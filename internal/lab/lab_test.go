@@ -59,6 +59,22 @@ func TestJudgeExamples(t *testing.T) {
 	if v := s4SharesExample.Judge(s); v.Status != Reproduced {
 		t.Errorf("shares: %+v", v)
 	}
+
+	// S1's own efficiency gains and packet figures.
+	s = nil
+	for i, label := range []string{"native->VM 256B", "native->VM 16KiB", "native->VM 64KiB", "VM->VM 256B", "VM->VM 16KiB", "VM->VM 64KiB"} {
+		gain := []float64{1.86, 1.25, 1.33, 1.15, 1.92, 1.90}[i]
+		s = append(s, Sample{Series: "GRO off", Label: label, Metric: "efficiency", Value: 1},
+			Sample{Series: "GRO on", Label: label, Metric: "efficiency", Value: gain})
+	}
+	s = append(s, Sample{Series: "GRO off", Label: "native->VM 64KiB", Metric: "stack_pps", Value: 815},
+		Sample{Series: "GRO off", Label: "native->VM 64KiB", Metric: "stack_avg_packet", Value: 1500},
+		Sample{Series: "GRO on", Label: "native->VM 64KiB", Metric: "stack_pps", Value: 113},
+		Sample{Series: "GRO on", Label: "native->VM 64KiB", Metric: "stack_avg_packet", Value: 10500})
+	v := s1LRO.Judge(s)
+	if v.Status != Reproduced || !strings.Contains(v.Observed, "+86%") || !strings.Contains(v.Observed, "815 Kpps of 1500 B -> 113 Kpps of 10500 B") {
+		t.Errorf("S1's own figures: %+v", v)
+	}
 }
 
 func TestDatabaseRoundTripAndReport(t *testing.T) {

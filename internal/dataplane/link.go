@@ -27,10 +27,12 @@ func parsePeerAlias(alias string) (ns, name string, ok bool) {
 	return strings.Cut(rest, "/")
 }
 
-// ensureBridge makes a bridge with a fixed MAC and MTU. The MAC is set
+// ensureBridge makes a bridge with a fixed MAC, MTU and settings
+// (plan.BridgeSysctls, as the resource gives them). The MAC is set
 // explicitly, otherwise the bridge takes its lowest port's and changes as
 // ports come and go.
-// Equivalent to: ip -n NS link add NAME type bridge; ip -n NS link set NAME address MAC mtu MTU alias A up
+// Equivalent to: ip -n NS link add NAME type bridge; ip netns exec NS sysctl -w net.ipv4.conf.NAME.rp_filter=1;
+// ip -n NS link set NAME address MAC mtu MTU alias A up
 func (l *Linux) ensureBridge(r plan.Resource) error {
 	h, err := l.handle(r.NS)
 	if err != nil {
@@ -42,9 +44,6 @@ func (l *Linux) ensureBridge(r plan.Resource) error {
 		if err := h.LinkAdd(br); err != nil {
 			return bridgeErr(err)
 		}
-		if err := deafBridge(r.NS, r.Name); err != nil {
-			return err
-		}
 		link, err = h.LinkByName(r.Name)
 	}
 	if err != nil {
@@ -52,6 +51,11 @@ func (l *Linux) ensureBridge(r plan.Resource) error {
 	}
 	if link.Type() != "bridge" {
 		return fmt.Errorf("%s exists in %s and is a %s, not a bridge", r.Name, r.NS, link.Type())
+	}
+	// Settings before the link comes up, so that it never takes a frame
+	// without them.
+	if err := writeSysctls(r.NS, bridgeConf(r.Name), plan.BridgeSysctls, r.Sysctls); err != nil {
+		return err
 	}
 	return setLinkAttrs(h, link, r.MAC, r.MTU, ownerAlias(r.Owner), true)
 }

@@ -98,60 +98,60 @@ func createNetns(name, sysctls string) error {
 // values, or those found before a failed apply, when rolling back to them.
 // Equivalent to: ip netns exec NS sysctl -w net.ipv4.conf.all.arp_ignore=1 ... net.bridge.bridge-nf-call-arptables=0
 func setSysctls(ns, sysctls string) error {
-	values := plan.SysctlValues(sysctls)
+	return writeSysctls(ns, "", plan.NamespaceSysctls, sysctls)
+}
+
+// readSysctls reads vnet's settings in a namespace as a netns resource's
+// Sysctls.
+func readSysctls(ns string) (string, error) {
+	return readSysctlSet(ns, "", plan.NamespaceSysctls)
+}
+
+// bridgeConf is where a bridge's IPv4 settings live under /proc/sys, the
+// directory plan.BridgeSysctls' keys are relative to.
+func bridgeConf(bridge string) string { return "net/ipv4/conf/" + bridge + "/" }
+
+// writeSysctls writes the settings of set that text gives a value, each
+// under /proc/sys/dir.
+func writeSysctls(ns, dir string, set []plan.Sysctl, text string) error {
+	values := plan.SysctlValues(text)
 	return inNS(ns, func() error {
-		for _, s := range plan.NamespaceSysctls {
+		for _, s := range set {
 			v, ok := values[s.Key]
 			if !ok || v == "?" {
 				continue
 			}
-			err := os.WriteFile("/proc/sys/"+s.Key, []byte(v), 0o644)
+			err := os.WriteFile("/proc/sys/"+dir+s.Key, []byte(v), 0o644)
 			if s.Optional && errors.Is(err, os.ErrNotExist) {
 				continue // no module, nothing to set
 			}
 			if err != nil {
-				return fmt.Errorf("netns %s: sysctl %s=%s: %w", ns, strings.ReplaceAll(s.Key, "/", "."), v, err)
+				return fmt.Errorf("netns %s: sysctl %s=%s: %w", ns, strings.ReplaceAll(dir+s.Key, "/", "."), v, err)
 			}
 		}
 		return nil
 	})
 }
 
-// readSysctls reads vnet's settings in a namespace as a netns resource's
+// readSysctlSet reads set's settings under /proc/sys/dir as a resource's
 // Sysctls. A missing optional one reads as wanted: there is nothing to set.
-func readSysctls(ns string) (string, error) {
+func readSysctlSet(ns, dir string, set []plan.Sysctl) (string, error) {
 	values := map[string]string{}
 	err := inNS(ns, func() error {
-		for _, s := range plan.NamespaceSysctls {
-			b, err := os.ReadFile("/proc/sys/" + s.Key)
+		for _, s := range set {
+			b, err := os.ReadFile("/proc/sys/" + dir + s.Key)
 			switch {
 			case err == nil:
 				values[s.Key] = strings.TrimSpace(string(b))
 			case s.Optional && errors.Is(err, os.ErrNotExist):
 				values[s.Key] = s.Value
 			default:
-				return fmt.Errorf("netns %s: read sysctl %s: %w", ns, s.Key, err)
+				return fmt.Errorf("netns %s: read sysctl %s: %w", ns, strings.ReplaceAll(dir+s.Key, "/", "."), err)
 			}
 		}
 		return nil
 	})
-	return plan.SysctlText(values), err
-}
-
-// deafBridge keeps a namespace's IP stack from taking frames through a
-// bridge device that has no address of its own. Otherwise a host receives
-// every broadcast twice: through its host port, and through the bridge,
-// where the subnet's broadcast route accepts it too. Strict reverse-path
-// filtering drops the second copy: the sender is reached by the host port.
-// Equivalent to: ip netns exec NS sysctl -w net.ipv4.conf.BRIDGE.rp_filter=1
-func deafBridge(ns, bridge string) error {
-	return inNS(ns, func() error {
-		path := "/proc/sys/net/ipv4/conf/" + bridge + "/rp_filter"
-		if err := os.WriteFile(path, []byte("1"), 0o644); err != nil {
-			return fmt.Errorf("netns %s: sysctl net.ipv4.conf.%s.rp_filter=1: %w", ns, bridge, err)
-		}
-		return nil
-	})
+	return plan.SysctlText(set, values), err
 }
 
 // deleteNetns kills whatever still runs inside the namespace, then removes it.

@@ -61,8 +61,12 @@ func (l *Linux) Observe(infra string, hints []plan.Resource) ([]plan.Resource, e
 			}
 			switch link.Type() {
 			case "bridge":
+				sysctls, err := readSysctlSet(ns, bridgeConf(attrs.Name), plan.BridgeSysctls)
+				if err != nil {
+					return nil, err
+				}
 				out = append(out, plan.Resource{Kind: plan.KindBridge, NS: ns, Name: attrs.Name,
-					MAC: attrs.HardwareAddr.String(), MTU: attrs.MTU, Owner: owner})
+					MAC: attrs.HardwareAddr.String(), MTU: attrs.MTU, Sysctls: sysctls, Owner: owner})
 			case "veth":
 				end := plan.End{NS: ns, Name: attrs.Name, MAC: attrs.HardwareAddr.String(), MTU: attrs.MTU, Master: byIndex[attrs.MasterIndex],
 					Down: attrs.Flags&net.FlagUp == 0}

@@ -24,7 +24,7 @@ func (l *Linux) Probe(needs []plan.Resource) error {
 		return nil
 	}
 	ns := fmt.Sprintf("vnetprobe.%d", os.Getpid())
-	if err := createNetns(ns, plan.WantedSysctls()); err != nil {
+	if err := createNetns(ns, plan.WantedSysctls(plan.NamespaceSysctls)); err != nil {
 		return &FeatureError{Feature: "network namespaces", Hint: "CONFIG_NET_NS", Err: err}
 	}
 	defer func() {

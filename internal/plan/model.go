@@ -67,18 +67,19 @@ func (m *modeler) physSwitch() {
 		return // no NIC anywhere: no physical network to emulate
 	}
 	ns := m.ns(PhysSwitch)
-	m.add(Resource{Kind: KindNetns, Name: ns, Sysctls: WantedSysctls(), Owner: "physical switch"})
+	m.add(Resource{Kind: KindNetns, Name: ns, Sysctls: WantedSysctls(NamespaceSysctls), Owner: "physical switch"})
 	m.add(Resource{Kind: KindBridge, NS: ns, Name: PhysBridge, MTU: mtu,
-		MAC: StableMAC(m.s.Name, "pswitch"), Owner: "physical switch"})
+		MAC: StableMAC(m.s.Name, "pswitch"), Sysctls: WantedSysctls(BridgeSysctls), Owner: "physical switch"})
 }
 
 func (m *modeler) host(h *spec.Host) {
 	ns := m.ns(h.Name)
-	m.add(Resource{Kind: KindNetns, Name: ns, Sysctls: WantedSysctls(), Owner: "host " + h.Name})
+	m.add(Resource{Kind: KindNetns, Name: ns, Sysctls: WantedSysctls(NamespaceSysctls), Owner: "host " + h.Name})
 	for _, sw := range m.s.Switches {
 		if contains(sw.SwitchHosts(), h.Name) {
 			m.add(Resource{Kind: KindBridge, NS: ns, Name: sw.Name, MTU: sw.EffectiveMTU(),
-				MAC: StableMAC(m.s.Name, "switch/"+h.Name+"/"+sw.Name), Owner: "switch " + sw.Name + " on " + h.Name})
+				MAC: StableMAC(m.s.Name, "switch/"+h.Name+"/"+sw.Name), Sysctls: WantedSysctls(BridgeSysctls),
+				Owner: "switch " + sw.Name + " on " + h.Name})
 		}
 	}
 	for i := range h.NICs {
@@ -149,7 +150,7 @@ func (m *modeler) nicMTU(h *spec.Host, n *spec.NIC) int {
 
 func (m *modeler) vm(vm *spec.VM) {
 	ns := m.ns(vm.Name)
-	m.add(Resource{Kind: KindNetns, Name: ns, Sysctls: WantedSysctls(), Owner: "vm " + vm.Name})
+	m.add(Resource{Kind: KindNetns, Name: ns, Sysctls: WantedSysctls(NamespaceSysctls), Owner: "vm " + vm.Name})
 	for i, n := range vm.NICs {
 		sw, _ := m.s.PortGroupSwitch(n.PortGroup)
 		ifname := "eth" + strconv.Itoa(i)

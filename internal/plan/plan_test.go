@@ -313,7 +313,7 @@ func TestResetDroppedOffloads(t *testing.T) {
 // A namespace whose settings drifted is changed in place, and the plan names
 // only the settings that differ.
 func TestNamespaceSysctlDrift(t *testing.T) {
-	want := WantedSysctls()
+	want := WantedSysctls(NamespaceSysctls)
 	drifted := strings.Replace(want, "arp_ignore=1", "arp_ignore=0", 1)
 	drifted = strings.Replace(drifted, "bridge-nf-call-arptables=0", "bridge-nf-call-arptables=?", 1)
 	d := Resource{Kind: KindNetns, Name: "vnet.t.esx1", Sysctls: want}

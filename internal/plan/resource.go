@@ -72,7 +72,7 @@ func TriOf(b *bool) Tri {
 // Resource is one kernel object. Which fields matter depends on Kind:
 //
 //	netns:    Name, Sysctls (see NamespaceSysctls)
-//	bridge:   NS, Name, MAC, MTU
+//	bridge:   NS, Name, MAC, MTU, Sysctls (see BridgeSysctls)
 //	veth:     A, B (A is the end that names the pair)
 //	offloads: NS, Link, GRO, TSO
 //	addr:     NS, Link, CIDR

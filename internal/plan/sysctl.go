@@ -4,9 +4,10 @@ import (
 	"strings"
 )
 
-// Sysctl is a setting vnet makes in each of its namespaces. Key is its path
-// under /proc/sys, which shows the namespace of the thread that opens it.
-// An Optional one exists only with a module loaded; where it is missing
+// Sysctl is a setting vnet makes in each of its namespaces or on each of its
+// bridges. Key is its path under /proc/sys (a bridge's: under its
+// net/ipv4/conf/BRIDGE), which shows the namespace of the thread that opens
+// it. An Optional one exists only with a module loaded; where it is missing
 // there is nothing to set.
 type Sysctl struct {
 	Key, Value string
@@ -35,11 +36,23 @@ var NamespaceSysctls = []Sysctl{
 	{Key: "net/bridge/bridge-nf-call-arptables", Value: "0", Optional: true},
 }
 
-// SysctlText is a namespace resource's Sysctls: "key=value" for each of
-// NamespaceSysctls in order, the value from values, "?" where it has none.
-func SysctlText(values map[string]string) string {
-	parts := make([]string, len(NamespaceSysctls))
-	for i, s := range NamespaceSysctls {
+// BridgeSysctls are part of every bridge resource, for the same reason.
+//
+// Strict reverse-path filtering on the bridge device: a bridge has no
+// address, but the subnet's broadcast route made a host's IP stack take
+// every broadcast twice, through its host port and through the bridge.
+// The second copy comes in by an interface the sender is not reached by,
+// so the filter drops it.
+var BridgeSysctls = []Sysctl{
+	{Key: "rp_filter", Value: "1"},
+}
+
+// SysctlText is a resource's Sysctls: "key=value" for each of set in order
+// (NamespaceSysctls or BridgeSysctls), the value from values, "?" where it
+// has none.
+func SysctlText(set []Sysctl, values map[string]string) string {
+	parts := make([]string, len(set))
+	for i, s := range set {
 		v, ok := values[s.Key]
 		if !ok {
 			v = "?"
@@ -59,13 +72,14 @@ func SysctlValues(text string) map[string]string {
 	return values
 }
 
-// WantedSysctls is the Sysctls of every namespace vnet makes.
-func WantedSysctls() string {
+// WantedSysctls is the Sysctls of every namespace (NamespaceSysctls) or
+// bridge (BridgeSysctls) vnet makes.
+func WantedSysctls(set []Sysctl) string {
 	values := map[string]string{}
-	for _, s := range NamespaceSysctls {
+	for _, s := range set {
 		values[s.Key] = s.Value
 	}
-	return SysctlText(values)
+	return SysctlText(set, values)
 }
 
 // sysctlChanges lists the settings that differ between two Sysctls texts,

@@ -256,18 +256,23 @@ func features(t *testing.T, namespace, link string) map[string]bool {
 	return f
 }
 
-// A namespace setting changed behind vnet's back (or started at the kernel's
-// default by a module loaded later, as br_netfilter's are) is a change in
-// place in the next plan, not a new namespace, and that apply puts it back.
+// A namespace or bridge setting changed behind vnet's back (or started at
+// the kernel's default by a module loaded later, as br_netfilter's are) is
+// a change in place in the next plan, not a new namespace or bridge, and
+// that apply puts it back.
 func TestNamespaceSettingsDriftIsRepaired(t *testing.T) {
 	eng := nstest.Engine(t)
 	doc, _ := nstest.Apply(t, eng, twoHosts("itsys"))
 	esx1 := ns("itsys", "esx1")
+	const rpFilter = "net/ipv4/conf/dvs0/rp_filter"
 	write := func(key, val string) error { return os.WriteFile("/proc/sys/"+key, []byte(val), 0o644) }
-	drifted := []string{"net/ipv4/conf/all/arp_ignore"}
+	drifted := []string{"net/ipv4/conf/all/arp_ignore", rpFilter}
 	if err := nstest.Do(t, esx1, func() error {
 		if err := write("net/bridge/bridge-nf-call-iptables", "1"); err == nil {
 			drifted = append(drifted, "net/bridge/bridge-nf-call-iptables")
+		}
+		if err := write(rpFilter, "0"); err != nil {
+			return err
 		}
 		return write("net/ipv4/conf/all/arp_ignore", "0")
 	}); err != nil {
@@ -277,8 +282,14 @@ func TestNamespaceSettingsDriftIsRepaired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.Actions) != 1 || p.Actions[0].Op != plan.OpModify || p.Actions[0].New.Name != esx1 {
-		t.Fatalf("after %v drifted in %s, want one change to that namespace, got:\n%s", drifted, esx1, p)
+	var changed []string
+	for _, a := range p.Actions {
+		if a.Op == plan.OpModify {
+			changed = append(changed, a.New.Key())
+		}
+	}
+	if want := []string{"netns/" + esx1, "link/" + esx1 + "/dvs0"}; len(p.Actions) != 2 || !sameSet(changed, want) {
+		t.Fatalf("after %v drifted in %s, want changes to %v, got:\n%s", drifted, esx1, want, p)
 	}
 	t.Logf("plan: %s", p)
 
@@ -305,6 +316,9 @@ func TestNamespaceSettingsDriftIsRepaired(t *testing.T) {
 	if strings.TrimSpace(string(ignore)) != "0" {
 		t.Errorf("after the rollback arp_ignore = %s, want the 0 found before", ignore)
 	}
+	if got := readSysctl(t, esx1, rpFilter); got != "0" {
+		t.Errorf("after the rollback %s = %s, want the 0 found before", rpFilter, got)
+	}
 
 	nstest.Apply(t, eng, twoHosts("itsys"))
 	for _, s := range plan.NamespaceSysctls {
@@ -319,9 +333,28 @@ func TestNamespaceSettingsDriftIsRepaired(t *testing.T) {
 			t.Errorf("%s = %s after apply, want %s", s.Key, got, s.Value)
 		}
 	}
+	if got := readSysctl(t, esx1, rpFilter); got != "1" {
+		t.Errorf("%s = %s after apply, want 1", rpFilter, got)
+	}
 	if p, err := eng.Plan(doc); err != nil || !p.Empty() {
 		t.Errorf("second apply would change: %v\n%s", err, p)
 	}
+}
+
+func readSysctl(t *testing.T, namespace, key string) string {
+	t.Helper()
+	var b []byte
+	if err := nstest.Do(t, namespace, func() (err error) { b, err = os.ReadFile("/proc/sys/" + key); return err }); err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
 }
 
 func TestPrivateSegmentIsIsolated(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 // namespace's IP receive counters beside them.
 type IfaceCounters struct {
 	RxBytes, RxPackets, TxBytes, TxPackets uint64
-	Stack                                  StackCounters
+	Stack                                  *StackCounters // nil where they could not be read
 }
 
 // StackCounters count what the namespace's IP layer took in, IPv4 and IPv6
@@ -94,19 +94,22 @@ func ReadIface(name string) (IfaceCounters, error) {
 // entered with setns, whatever the process's other threads are in.
 const procNet = "/proc/thread-self/net/"
 
-// readStack reads the namespace's IP receive counters; a family whose file
-// is missing (IPv6 disabled) counts nothing.
+// readStack reads the namespace's IP receive counters, or nil where IPv4's
+// cannot be read; IPv6's count nothing where they are missing (IPv6
+// disabled).
 //
 // InReceives counts one per packet that reaches ip_rcv, which after GRO is
 // one per coalesced packet; InOctets counts its whole length.
-func readStack() StackCounters {
-	var c StackCounters
-	if v, err := readProc("snmp", parseProcTable); err == nil {
-		c.Packets += v["Ip:InReceives"]
+func readStack() *StackCounters {
+	snmp, err := readProc("snmp", parseProcTable)
+	if err != nil {
+		return nil
 	}
-	if v, err := readProc("netstat", parseProcTable); err == nil {
-		c.Bytes += v["IpExt:InOctets"]
+	netstat, err := readProc("netstat", parseProcTable)
+	if err != nil {
+		return nil
 	}
+	c := &StackCounters{Packets: snmp["Ip:InReceives"], Bytes: netstat["IpExt:InOctets"]}
 	if v, err := readProc("snmp6", parseProcList); err == nil {
 		c.Packets += v["Ip6InReceives"]
 		c.Bytes += v["Ip6InOctets"]
@@ -173,6 +176,9 @@ func ifaceDelta(name string, a, b IfaceCounters, elapsed float64) *IfaceDelta {
 	}
 	if d.TxPackets > 0 {
 		d.TxAvgPacket = float64(d.TxBytes) / float64(d.TxPackets)
+	}
+	if a.Stack == nil || b.Stack == nil {
+		return d
 	}
 	d.StackRxPackets, d.StackRxBytes = b.Stack.Packets-a.Stack.Packets, b.Stack.Bytes-a.Stack.Bytes
 	if elapsed > 0 {

@@ -45,14 +45,20 @@ func TestParseProcList(t *testing.T) {
 }
 
 func TestIfaceDeltaCountsTheStackApart(t *testing.T) {
-	a := IfaceCounters{RxBytes: 1000, RxPackets: 10, Stack: StackCounters{Packets: 5, Bytes: 400}}
+	a := IfaceCounters{RxBytes: 1000, RxPackets: 10, Stack: &StackCounters{Packets: 5, Bytes: 400}}
 	// 70 frames of 1514 bytes on the interface, coalesced into 10 IP packets of 10.5 KB.
-	b := IfaceCounters{RxBytes: 1000 + 70*1514, RxPackets: 80, Stack: StackCounters{Packets: 15, Bytes: 400 + 70*1500}}
+	b := IfaceCounters{RxBytes: 1000 + 70*1514, RxPackets: 80, Stack: &StackCounters{Packets: 15, Bytes: 400 + 70*1500}}
 	d := ifaceDelta("eth0", a, b, 2)
 	if d.RxPPS != 35 || d.RxAvgPacket != 1514 {
 		t.Errorf("interface: %.1f packets/s of %.1f bytes, want 35 of 1514", d.RxPPS, d.RxAvgPacket)
 	}
 	if d.StackRxPackets != 10 || d.StackRxPPS != 5 || d.StackRxAvgPacket != 10500 {
 		t.Errorf("stack: %d packets, %.1f/s of %.1f bytes, want 10, 5/s of 10500", d.StackRxPackets, d.StackRxPPS, d.StackRxAvgPacket)
+	}
+	// Counters read at one end only give no stack figures, not a difference
+	// from zero.
+	b.Stack = nil
+	if d := ifaceDelta("eth0", a, b, 2); d.StackRxPackets != 0 || d.StackRxPPS != 0 {
+		t.Errorf("stack unreadable at the end: %d packets, %.1f/s", d.StackRxPackets, d.StackRxPPS)
 	}
 }

@@ -213,6 +213,9 @@ func received(t *testing.T, namespace, link string) netperf.IfaceCounters {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	if c.Stack == nil {
+		t.Fatalf("%s: the IP stack's counters could not be read", namespace)
+	}
 	return c
 }
 

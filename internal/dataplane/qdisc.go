@@ -74,12 +74,14 @@ func padBucket(rateBytes, burst uint64) uint32 {
 	return uint32(min(burst+rateBytes/1e6+1, math.MaxUint32))
 }
 
-// bucketOf is a class's bucket in bytes: ClassBurst when both of its
-// buckets are exactly what htbClass makes of ClassBurst, else the smaller.
+// bucketOf is a class's bucket in bytes: plan.ClassBurst of its ceil when
+// both of its buckets are exactly what htbClass makes of that, else the
+// smaller.
 func bucketOf(c *netlink.HtbClass) uint64 {
-	if c.Buffer == netlink.Xmittime(c.Rate, padBucket(c.Rate, plan.ClassBurst)) &&
-		c.Cbuffer == netlink.Xmittime(c.Ceil, padBucket(c.Ceil, plan.ClassBurst)) {
-		return plan.ClassBurst
+	want := plan.ClassBurst(c.Ceil * 8)
+	if c.Buffer == netlink.Xmittime(c.Rate, padBucket(c.Rate, want)) &&
+		c.Cbuffer == netlink.Xmittime(c.Ceil, padBucket(c.Ceil, want)) {
+		return want
 	}
 	return uint64(min(netlink.Xmitsize(c.Rate, c.Buffer), netlink.Xmitsize(c.Ceil, c.Cbuffer)))
 }

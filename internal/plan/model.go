@@ -104,19 +104,36 @@ func (m *modeler) nic(h *spec.Host, n *spec.NIC) {
 	// The line rate holds in both directions: host to switch on the NIC,
 	// switch to host on the switch's port.
 	rate := uint64(n.Speed) / 8 * 8 // the kernel keeps bytes per second
-	m.add(Resource{Kind: KindLineRate, NS: ns, Link: a.Name, Rate: rate, Burst: ClassBurst, Owner: owner + " transmit"})
-	m.add(Resource{Kind: KindLineRate, NS: phys, Link: b.Name, Rate: rate, Burst: ClassBurst, Owner: owner + " receive"})
+	m.add(Resource{Kind: KindLineRate, NS: ns, Link: a.Name, Rate: rate, Burst: ClassBurst(rate), Owner: owner + " transmit"})
+	m.add(Resource{Kind: KindLineRate, NS: phys, Link: b.Name, Rate: rate, Burst: ClassBurst(rate), Owner: owner + " receive"})
 }
 
-// ClassBurst is every HTB class's bucket, in bytes: one whole 64 KiB GSO
-// frame and some. tc's default (rate/HZ + MTU) is under 3 KB with the
-// kernel's nanosecond HZ, so each 64 KiB TCP frame left its class in debt
-// for the frame's wire time and whatever came next in that class's FIFO
-// waited it out. A request behind one bulk frame on a 10 Gbit port lost
-// 52 µs there although the port was 90% idle, and the debt rounding cost
-// throughput: a 10 Gbit line carried 8.8 Gbit/s. A real wire would have
-// spread that frame out upstream. The average rate is unchanged.
-const ClassBurst = 64<<10 + 1600
+// ClassBurst is the bucket of an HTB class whose ceil is ceil bit/s, in
+// bytes: 2 ms at the ceil, and never less than one whole 64 KiB GSO frame
+// and some. The average rate is unchanged.
+//
+// A GSO frame: tc's default (rate/HZ + MTU) is under 3 KB with the kernel's
+// nanosecond HZ, so each 64 KiB TCP frame left its class in debt for the
+// frame's wire time and whatever came next in that class's FIFO waited it
+// out. A request behind one bulk frame on a 10 Gbit port lost 52 µs there
+// although the port was 90% idle, and the debt rounding cost throughput: a
+// 10 Gbit line carried 8.8 Gbit/s. A real wire would have spread that frame
+// out upstream.
+//
+// 2 ms (tc's old default with HZ = 500): a saturated class empties a
+// bucket of one frame every half millisecond at 1 Gbit, and HTB wakes it
+// with a timer each time. Every such timer interrupts whatever a CPU is
+// doing for the other classes. With 2 ms buckets, the round-trip p99 of a
+// high-share pool beside a saturating low-share one fell by a fifth
+// (docs/benchmarks.md, issue 4).
+func ClassBurst(ceil uint64) uint64 {
+	return max(gsoBucket, ceil/8*uint64(bucketTime/time.Microsecond)/1e6)
+}
+
+const (
+	gsoBucket  = 64<<10 + 1600
+	bucketTime = 2 * time.Millisecond
+)
 
 // uplinkOf returns the switch a NIC is an attached uplink of, or nil. An
 // uplink no port group's team names stays out of the bridge.

@@ -74,7 +74,7 @@ func (m *modeler) ioc() {
 		m.setLeaf(u.NS, u.NIC, u.Classes[0])
 		for _, c := range u.Classes[1:] {
 			m.add(Resource{Kind: KindPool, NS: u.NS, Link: u.NIC, Class: c.Minor, Rate: c.Rate, Ceil: c.Ceil, Quantum: c.Quantum,
-				Burst: ClassBurst, Owner: fmt.Sprintf("pool %s on %s/%s", c.Pool, u.Host, u.NIC)})
+				Burst: ClassBurst(c.Ceil), Owner: fmt.Sprintf("pool %s on %s/%s", c.Pool, u.Host, u.NIC)})
 		}
 		m.filters(sw, u.Host, u.NS, u.NIC, minor)
 	}

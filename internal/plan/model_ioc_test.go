@@ -76,8 +76,12 @@ func TestIOCModel(t *testing.T) {
 		}
 	}
 	for _, r := range append(byKind(rs, KindLineRate), byKind(rs, KindPool)...) {
-		if r.Burst != ClassBurst {
-			t.Errorf("%s: bucket %d bytes, want ClassBurst (%d): room for a 64 KiB GSO frame", r, r.Burst, ClassBurst)
+		ceil := r.Ceil
+		if r.Kind == KindLineRate {
+			ceil = r.Rate
+		}
+		if r.Burst != ClassBurst(ceil) || r.Burst < 64<<10 {
+			t.Errorf("%s: bucket %d bytes, want ClassBurst (%d): room for a 64 KiB GSO frame", r, r.Burst, ClassBurst(ceil))
 		}
 	}
 	shapers := byKind(rs, KindShaper)

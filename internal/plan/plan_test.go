@@ -329,3 +329,19 @@ func TestNamespaceSysctlDrift(t *testing.T) {
 		t.Errorf("same settings planned:\n%s", p)
 	}
 }
+
+func TestClassBurst(t *testing.T) {
+	for _, c := range []struct {
+		ceil, want uint64
+	}{
+		{100e6, 64<<10 + 1600}, // 2 ms is 25 KB: a GSO frame is more
+		{262e6, 64<<10 + 1600},
+		{1e9, 250000},
+		{10e9, 2500000},
+		{100e9, 25000000},
+	} {
+		if got := ClassBurst(c.ceil); got != c.want {
+			t.Errorf("ClassBurst(%d bit/s) = %d bytes, want %d", c.ceil, got, c.want)
+		}
+	}
+}

@@ -125,9 +125,11 @@ func TestEveryClassBucketHoldsAGSOFrame(t *testing.T) {
 	}
 }
 
+// assertGSOBuckets also checks that a class's ceil bucket holds 2 ms at its
+// ceil (plan.ClassBurst), which keeps HTB's wake-up timers few.
 func assertGSOBuckets(t *testing.T) {
 	t.Helper()
-	bucket := regexp.MustCompile(` burst=(\d+)B cburst=(\d+)B`)
+	bucket := regexp.MustCompile(` ceil=(\d+) burst=(\d+)B cburst=(\d+)B`)
 	classes := 0
 	for _, line := range nstest.Snapshot(t, "itioc") {
 		if !strings.HasPrefix(line, "class ") || !strings.Contains(line, " htb ") {
@@ -138,10 +140,14 @@ func assertGSOBuckets(t *testing.T) {
 			t.Fatalf("no bucket sizes in %q", line)
 		}
 		classes++
-		for _, b := range m[1:] {
+		for _, b := range m[2:] {
 			if n, _ := strconv.Atoi(b); n < 64<<10 {
 				t.Errorf("%s: a bucket of %d bytes cannot pass a 64 KiB frame", line, n)
 			}
+		}
+		ceilBytes, _ := strconv.ParseUint(m[1], 10, 64)
+		if cburst, _ := strconv.ParseUint(m[3], 10, 64); cburst < ceilBytes/500 {
+			t.Errorf("%s: a ceil bucket of %d bytes holds under 2 ms at the ceil", line, cburst)
 		}
 	}
 	if classes < 8 {

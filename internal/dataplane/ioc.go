@@ -14,7 +14,7 @@ import (
 )
 
 // ensurePool makes or changes a pool's class under the wire.
-// Equivalent to: tc class replace dev LINK parent 1:1 classid 1:MINOR htb rate R ceil C quantum Q burst 67136b cburst 67136b
+// Equivalent to: tc class replace dev LINK parent 1:1 classid 1:MINOR htb rate R ceil C quantum Q burst B cburst B (B: plan.ClassBurst of C)
 func (l *Linux) ensurePool(r plan.Resource) error {
 	h, link, err := l.linkIn(r.NS, r.Link)
 	if err != nil {

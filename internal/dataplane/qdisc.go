@@ -24,8 +24,8 @@ var (
 // Equivalent to:
 //
 //	tc qdisc replace dev LINK root handle 1: htb default 10
-//	tc class replace dev LINK parent 1: classid 1:1 htb rate R ceil R burst 67136b cburst 67136b
-//	tc class replace dev LINK parent 1:1 classid 1:10 htb rate R ceil R burst 67136b cburst 67136b
+//	tc class replace dev LINK parent 1: classid 1:1 htb rate R ceil R burst B cburst B (B: plan.ClassBurst of R)
+//	tc class replace dev LINK parent 1:1 classid 1:10 htb rate L ceil R burst B cburst B
 func (l *Linux) ensureLineRate(r plan.Resource) error {
 	h, link, err := l.linkIn(r.NS, r.Link)
 	if err != nil {

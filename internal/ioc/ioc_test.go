@@ -72,6 +72,34 @@ func TestClassesDivideByShares(t *testing.T) {
 	}
 }
 
+// HTB hands a borrowing class at least one frame a turn, so a class whose
+// quantum is under a 64 KiB GSO frame takes more than its shares' part of
+// what others leave: every quantum must hold one, and stay in proportion.
+func TestQuantumHoldsAFrameAndFollowsShares(t *testing.T) {
+	for _, over := range []map[string]Pool{
+		nil, // every pool normal
+		{"vm": {Shares: 25}, "vmotion": {Shares: 100}},
+		{"vm": {Shares: 100}, "vmotion": {Shares: 50}, "backup": {Shares: 25}},
+		{"tiny": {Shares: 1}, "vm": {Shares: 100}},
+		{"odd": {Shares: 3}, "vm": {Shares: 7}},
+	} {
+		cs := Classes(1e9, Pools(over))
+		shares := map[string]int{Unclassified: Normal}
+		for _, p := range Pools(over) {
+			shares[p.Name] = p.Shares
+		}
+		perShare := float64(cs[0].Quantum) / Normal
+		for _, c := range cs {
+			if c.Quantum < largestFrame {
+				t.Errorf("%v: %s lends %d bytes a round, under a %d-byte frame", over, c.Pool, c.Quantum, largestFrame)
+			}
+			if got := float64(c.Quantum) / float64(shares[c.Pool]); got != perShare {
+				t.Errorf("%v: %s lends %.1f bytes per share, the unclassified class %.1f", over, c.Pool, got, perShare)
+			}
+		}
+	}
+}
+
 func TestClassesReservationAndOrder(t *testing.T) {
 	cs := Classes(1e9, Pools(map[string]Pool{"nfs": {Shares: 75, Reservation: 200e6}, "backup": {Shares: 25}, "alpha": {Shares: 50}}))
 	var names []string

@@ -120,12 +120,11 @@ func (m *modeler) nic(h *spec.Host, n *spec.NIC) {
 // 10 Gbit line carried 8.8 Gbit/s. A real wire would have spread that frame
 // out upstream.
 //
-// 2 ms (tc's old default with HZ = 500): a saturated class empties a
-// bucket of one frame every half millisecond at 1 Gbit, and HTB wakes it
-// with a timer each time. Every such timer interrupts whatever a CPU is
-// doing for the other classes. With 2 ms buckets, the round-trip p99 of a
-// high-share pool beside a saturating low-share one fell by a fifth
-// (docs/benchmarks.md, issue 4).
+// 2 ms: a saturated class empties a bucket of one frame every half
+// millisecond at 1 Gbit, and HTB wakes it with a timer each time. Every
+// such timer interrupts whatever a CPU is doing for the other classes.
+// With 2 ms buckets, the round-trip p99 of a high-share pool beside a
+// saturating low-share one fell by a fifth (docs/benchmarks.md, issue 4).
 func ClassBurst(ceil uint64) uint64 {
 	return max(gsoBucket, ceil/8*uint64(bucketTime/time.Microsecond)/1e6)
 }

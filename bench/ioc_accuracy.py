@@ -190,7 +190,7 @@ class Bench:
         shares = {"vm": 100, "backup": 25}
         other_host = lambda t: t.replace(
             "  - {name: vm-backup, host: esx1", "  - {name: vm-backup, host: esx2").replace(
-            "  - {name: client,", "  - {name: esx2, nics: [{name: vmnic0, speed: 1Gbit}]}\n  - {name: client,").replace(
+            "  - {name: client,", f"  - {{name: esx2, nics: [{{name: vmnic0, speed: {a.line}}}]}}\n  - {{name: client,").replace(
             "nics: {esx1: vmnic0}", "nics: {esx1: vmnic0, esx2: vmnic0}")
         # cpusets go round-robin in spec order: vm-backup (7th VM) gets CPU 0, vm-rr (8th) CPU 1
         own_core = lambda t: re.sub(r"^(  - \{name: vm-.*)\}$", r"\1, cpus: 1}", t, flags=re.M)
@@ -201,7 +201,7 @@ class Bench:
             ("with IOC, each VM and its netserver on a core of its own", own_core(spec("iocbench", a.line, True, shares)), True),
         ):
             self.rr_row(label, *self.lab.rr_rounds(text, pin, a.rr_rounds))
-        self.rr_row("control: no backup stream, a 1 Gbit stream outside the infrastructure instead (shares only the CPUs)", *self.unrelated_stream(a))
+        self.rr_row(f"control: no backup stream, a {a.line} stream outside the infrastructure instead (shares only the CPUs)", *self.unrelated_stream(a))
         with flow_steering():
             self.rr_row("with IOC and receive flow steering on every lab link (not vnet's default: see docs/benchmarks.md)",
                         *self.lab.rr_rounds(spec("iocbench", a.line, True, shares), False, a.rr_rounds, tune=lambda: steer_flows("vnet.iocbench.")))
@@ -213,10 +213,12 @@ class Bench:
                           f"loaded {busy['p50_us']:.0f}/{busy['p99_us']:.0f} us"))
 
     def unrelated_stream(self, a):
-        """The floor: the same RR beside a 1 Gbit stream that shares nothing with
-        it but the CPUs (two namespaces of the bench's own, outside the
-        infrastructure, a veth pair with a 1 Gbit HTB class)."""
+        """The floor: the same RR beside a stream at the line rate that shares
+        nothing with it but the CPUs (two namespaces of the bench's own,
+        outside the infrastructure, a veth pair with an HTB class at the
+        line rate)."""
         sh = lambda *c: subprocess.run(c, check=True, capture_output=True)
+        bucket = int(max(64 * 1024 + 1600, min(256 * 1024, self.line_bps / 8 * 0.002)))  # as plan.ClassBurst
         for ns in ("iocbench-xa", "iocbench-xb"):
             sh("ip", "netns", "add", ns)
         server = None
@@ -227,7 +229,7 @@ class Bench:
                 sh("ip", "-n", ns, "link", "set", dev, "up")
             sh("ip", "netns", "exec", "iocbench-xa", "tc", "qdisc", "add", "dev", "xa0", "root", "handle", "1:", "htb", "default", "10")
             sh("ip", "netns", "exec", "iocbench-xa", "tc", "class", "add", "dev", "xa0", "parent", "1:", "classid", "1:10",
-               "htb", "rate", "1gbit", "burst", "66k", "cburst", "66k")
+               "htb", "rate", a.line.lower(), "burst", str(bucket), "cburst", str(bucket))
             server = subprocess.Popen(["ip", "netns", "exec", "iocbench-xb", self.lab.vnet, "netserver", "-D"], stderr=subprocess.DEVNULL)
             time.sleep(0.3)
             load = lambda: sh("ip", "netns", "exec", "iocbench-xa", self.lab.vnet, "netperf", "-H", "192.168.231.2", "-l", "6", "-P", "0")

@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -108,6 +109,12 @@ func Run(ctx context.Context, c *Config, tg Target, instance int, events func(In
 	// Cancelling the run (Ctrl-C) stops the data loops at their next timeout.
 	stopData := context.AfterFunc(ctx, func() { p.stop.Store(true) })
 	defer stopData()
+	// So does a netserver that stops answering, when the netserver would
+	// have cut the test off itself: a response that never comes, or a
+	// stream nobody reads, would otherwise hold this end for good.
+	var cutOff atomic.Bool
+	limit := time.AfterFunc(cutOffAfter(c.Duration()), func() { cutOff.Store(true); p.stop.Store(true) })
+	defer limit.Stop()
 	stopInterim := startInterim(c, tg, instance, &p, events)
 	ifname := ""
 	var ifA IfaceCounters
@@ -116,6 +123,9 @@ func Run(ctx context.Context, c *Config, tg Target, instance int, events func(In
 	cpuB, _ := cpustat.Take()
 	ifB, _ := ReadIface(ifname)
 	stopInterim()
+	if err != nil && cutOff.Load() {
+		return nil, fmt.Errorf("%s data phase: the netserver stopped answering; cut off after %v", c.Test, cutOffAfter(c.Duration()))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s data phase: %w", c.Test, err)
 	}

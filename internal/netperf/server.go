@@ -33,12 +33,22 @@ type Server struct {
 // Running is how many control connections are being served.
 func (s *Server) Running() int { return int(s.running.Load()) }
 
-// How long a client may take to open the data connection, and how long
-// past its announced duration a test may run before it is cut off.
-const (
-	acceptWait = 10 * time.Second
-	overrun    = 60 * time.Second
-)
+// How long a client may take to open the data connection.
+const acceptWait = 10 * time.Second
+
+// overrun is how long past its announced duration a test may run before
+// either end cuts it off. A variable so that tests need not wait a minute.
+var overrun = 60 * time.Second
+
+// cutOffAfter is how long a test of duration d may run at all. A test
+// bounded by a count has no duration: a day, the longest the protocol
+// allows a timed test.
+func cutOffAfter(d time.Duration) time.Duration {
+	if d == 0 {
+		return 24 * time.Hour
+	}
+	return d + overrun
+}
 
 func (s *Server) init() {
 	s.once.Do(func() {
@@ -140,10 +150,7 @@ func checkRequest(m *Message) error {
 
 // run opens the data socket, serves the test and reports the results.
 func (s *Server) run(c net.Conn, req *Request) error {
-	limit := req.Duration + overrun
-	if req.Duration == 0 {
-		limit = 24 * time.Hour // a count: bounded by the watcher instead
-	}
+	limit := cutOffAfter(req.Duration)
 	c.SetDeadline(time.Now().Add(limit))
 	// Bound before the data socket opens, so that a bad CPU is the answer
 	// to the request. The data loop runs on this goroutine.

@@ -249,3 +249,72 @@ func TestCPUBinding(t *testing.T) {
 	}
 	waitIdle(t, s)
 }
+
+// silentServer answers a request with a data port, takes the data
+// connection and then says and reads nothing more.
+func silentServer(t *testing.T) (port int) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []net.Conn
+	var mu sync.Mutex
+	t.Cleanup(func() {
+		ln.Close()
+		data.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if _, err := ReadMsg(c); err != nil {
+				c.Close()
+				continue
+			}
+			WriteMsg(c, &Message{Type: MsgReady, Ready: &Ready{DataPort: data.Addr().(*net.TCPAddr).Port}})
+			d, err := data.Accept()
+			mu.Lock()
+			held = append(held, c)
+			if err == nil {
+				held = append(held, d)
+			}
+			mu.Unlock()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// A netserver that stops answering cannot hold a request/response client
+// past the point where a netserver would have cut the test off. (Before,
+// it waited for the response until interrupted.)
+func TestClientCutsOffASilentServer(t *testing.T) {
+	was := overrun
+	overrun = 300 * time.Millisecond
+	t.Cleanup(func() { overrun = was })
+	port := silentServer(t)
+	c, err := ParseArgs([]string{"-H", "127.0.0.1", "-p", strconv.Itoa(port), "-l", "0.2", "-t", TCPRR})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = Execute(context.Background(), c, nil)
+	if err == nil || !strings.Contains(err.Error(), "TCP_RR data phase: the netserver stopped answering; cut off after 500ms") {
+		t.Errorf("got %v, want a cut-off error", err)
+	}
+	// The loop notices at its next receive timeout.
+	if took := time.Since(start); took > 500*time.Millisecond+2*pollInterval {
+		t.Errorf("took %v", took)
+	}
+}

@@ -8,7 +8,11 @@ around each run (netperf's method), so service demands compare like for like.
 Runs alternate between tools so that drift on a shared machine hits both.
 
 usage: bench/netperf_vs_iperf3.py [--vnet bin/vnet] [--seconds 5] [--rounds 3] [--rr-rounds 8]
-                              [--only streams|rr] [--halt-poll NS]
+                              [--only streams|rr] [--halt-poll NS] [--against OTHER_VNET]
+
+--against runs a second vnet build in every request/response pair too (its
+own netserver, on port 12866) and prints its median ratio to the first and
+to sockperf: how a change to the engine is measured.
 Needs root, iperf3 and sockperf. Not a test: it asserts nothing.
 """
 import argparse, json, math, os, re, shutil, statistics, subprocess, sys, time
@@ -91,9 +95,12 @@ def run_iperf3(secs, sock, msg):
     return rep["end"]["sum_received"]["bits_per_second"]
 
 
-def run_vnet_rr(vnet, secs, pinned):
+AGAINST_PORT = "12866"
+
+
+def run_vnet_rr(vnet, secs, pinned, port="12865"):
     bind = ["-T", "0,1"] if pinned else []
-    rep = json.loads(sh(*in_ns(NS_A, vnet, "netperf", "-H", IP_B, "-l", str(secs), "-t", "TCP_RR", *bind, "--json", "--", "-r", "14,14")).stdout)
+    rep = json.loads(sh(*in_ns(NS_A, vnet, "netperf", "-H", IP_B, "-p", port, "-l", str(secs), "-t", "TCP_RR", *bind, "--json", "--", "-r", "14,14")).stdout)
     r = rep["results"][0]
     return r["transactions_per_s"], r["latency"]["p50_us"], r["latency"]["p99_us"]
 
@@ -141,8 +148,11 @@ def main():
     ap.add_argument("--rr-rounds", type=int, default=8)
     ap.add_argument("--only", choices=["streams", "rr"], help="run one half of the table")
     ap.add_argument("--halt-poll", type=int, metavar="NS", help="let idle vCPUs poll NS ns before halting, for the run (a slow-to-wake VM)")
+    ap.add_argument("--against", metavar="OTHER_VNET", help="a second vnet build to run in every request/response pair")
     a = ap.parse_args()
     vnet = os.path.abspath(a.vnet)
+    if a.against:
+        a.against = os.path.abspath(a.against)
     if os.geteuid() != 0:
         sys.exit("needs root (network namespaces)")
     missing = [t for t in ("iperf3", "sockperf") if shutil.which(t) is None]
@@ -161,6 +171,8 @@ def compare(a, vnet):
         subprocess.Popen(in_ns(NS_B, "sockperf", "sr", "--tcp", "-i", IP_B, "-p", SOCKPERF_PORT[False]), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
         subprocess.Popen(in_ns(NS_B, "taskset", "-c", "1", "sockperf", "sr", "--tcp", "-i", IP_B, "-p", SOCKPERF_PORT[True]), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
     ]
+    if a.against:
+        servers.append(subprocess.Popen(in_ns(NS_B, a.against, "netserver", "-D", "-p", AGAINST_PORT), stderr=subprocess.DEVNULL))
     time.sleep(0.5)
     try:
         print(f"veth pair between two namespaces, {a.seconds} s per run, best of {a.rounds} alternating rounds, {os.cpu_count()} CPUs")
@@ -181,22 +193,26 @@ def compare(a, vnet):
         # taskset for sockperf), so the scheduler's placement is not a variable.
         print(f"\n{'request/response (14 B)':30} {'vnet tr/s':>12} {'sockperf tr/s':>14} {'ratio':>6} {'vnet p50/p99 us':>18} {'sockperf p50/p99 us':>20}")
         for pinned, label in () if a.only == "streams" else ((False, "TCP_RR vs sockperf pp --tcp"), (True, "the same, pinned to CPUs 0,1")):
-            vr, sr = [], []
+            vr, sr, orr = [], [], []
+            runs = [(vr, lambda: run_vnet_rr(vnet, a.seconds, pinned)), (sr, lambda: run_sockperf(a.seconds, pinned))]
+            if a.against:
+                runs.append((orr, lambda: run_vnet_rr(a.against, a.seconds, pinned, AGAINST_PORT)))
             for i in range(a.rr_rounds):
-                # Each tool goes first in every other pair, so that neither
+                # The order reverses every other round, so that no tool
                 # always runs on the warmer or the later machine.
-                v_first = i % 2 == 0
-                if v_first:
-                    vr.append(run_vnet_rr(vnet, a.seconds, pinned))
-                sr.append(run_sockperf(a.seconds, pinned))
-                if not v_first:
-                    vr.append(run_vnet_rr(vnet, a.seconds, pinned))
+                for results, run in runs if i % 2 == 0 else runs[::-1]:
+                    results.append(run())
             best_v, best_s = max(vr), max(sr)
             ratios = [v[0] / s[0] for v, s in zip(vr, sr)]
             lo, hi, conf = median_interval(ratios)
             print(f"{label:30} {best_v[0]:12.0f} {best_s[0]:14.0f} {best_v[0]/best_s[0]:6.2f} {best_v[1]:8.1f}/{best_v[2]:<9.1f} {best_s[1]:9.1f}/{best_s[2]:<9.1f}")
             print(f"{'':30} median of {len(vr)} paired rounds: {statistics.median(ratios):.3f} ({conf:.0%} interval {lo:.3f}-{hi:.3f}); "
                   f"median p50 vnet {statistics.median(v[1] for v in vr):.1f} us, sockperf {statistics.median(s[1] for s in sr):.1f} us")
+            for name, base in (("vnet", vr), ("sockperf", sr)) if a.against else ():
+                ratios = [o[0] / b[0] for o, b in zip(orr, base)]
+                lo, hi, conf = median_interval(ratios)
+                print(f"{'':30} --against / {name}: median {statistics.median(ratios):.3f} ({conf:.0%} interval {lo:.3f}-{hi:.3f}), "
+                      f"above 1 in {sum(r > 1 for r in ratios)} of {len(ratios)}")
     finally:
         for p in servers:
             p.kill()

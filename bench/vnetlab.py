@@ -1,16 +1,23 @@
 """What the bench scripts share: the vnet binary with a state directory of its
 own, and a machine-wide knob some of them may turn for the length of a run."""
-import contextlib, os, subprocess, sys, tempfile
+import contextlib, os, signal, subprocess, sys, tempfile
 
 HALT_POLL = "/sys/module/haltpoll/parameters/guest_halt_poll_ns"
+
+
+def _exit_on(signum, _frame):
+    sys.exit(128 + signum)
 
 
 @contextlib.contextmanager
 def written_for_run(path, value):
     """Writes value to a machine-wide knob under /proc or /sys and puts the
-    old value back afterwards, however the run ends."""
+    old value back afterwards, however the run ends short of SIGKILL: a
+    SIGTERM or SIGHUP (pkill, a closed terminal) would otherwise end the
+    script without running this, leaving the machine changed."""
     with open(path) as f:
         before = f.read().strip()
+    handlers = {sig: signal.signal(sig, _exit_on) for sig in (signal.SIGTERM, signal.SIGHUP)}
     with open(path, "w") as f:
         f.write(str(value))
     try:
@@ -18,6 +25,8 @@ def written_for_run(path, value):
     finally:
         with open(path, "w") as f:
             f.write(before)
+        for sig, h in handlers.items():
+            signal.signal(sig, h)
 
 
 @contextlib.contextmanager

@@ -110,8 +110,9 @@ func Run(ctx context.Context, c *Config, tg Target, instance int, events func(In
 	stopData := context.AfterFunc(ctx, func() { p.stop.Store(true) })
 	defer stopData()
 	// So does a netserver that stops answering, when the netserver would
-	// have cut the test off itself: a response that never comes would
-	// otherwise hold this end until interrupted.
+	// have cut the test off itself: a response that never comes, or a
+	// stream it stops reading, would otherwise hold this end until
+	// interrupted.
 	var cutOff atomic.Bool
 	limit := time.AfterFunc(cutOffAfter(c.Duration()), func() { cutOff.Store(true); p.stop.Store(true) })
 	defer limit.Stop()

@@ -114,8 +114,9 @@ func Run(ctx context.Context, c *Config, tg Target, instance int, events func(In
 	// stream it stops reading, would otherwise hold this end until
 	// interrupted.
 	var cutOff atomic.Bool
-	limit := time.AfterFunc(cutOffAfter(c.Duration()), func() { cutOff.Store(true); p.stop.Store(true) })
-	defer limit.Stop()
+	limit := cutOffAfter(c.Duration())
+	cut := time.AfterFunc(limit, func() { cutOff.Store(true); p.stop.Store(true) })
+	defer cut.Stop()
 	stopInterim := startInterim(c, tg, instance, &p, events)
 	ifname := ""
 	var ifA IfaceCounters
@@ -124,10 +125,10 @@ func Run(ctx context.Context, c *Config, tg Target, instance int, events func(In
 	cpuB, _ := cpustat.Take()
 	ifB, _ := ReadIface(ifname)
 	stopInterim()
-	if err != nil && cutOff.Load() {
-		return nil, fmt.Errorf("%s data phase: the netserver stopped answering; cut off after %v", c.Test, cutOffAfter(c.Duration()))
-	}
 	if err != nil {
+		if cutOff.Load() {
+			return nil, fmt.Errorf("%s data phase: the netserver stopped answering; cut off after %v", c.Test, limit)
+		}
 		return nil, fmt.Errorf("%s data phase: %w", c.Test, err)
 	}
 	ctl.SetDeadline(time.Now().Add(30 * time.Second))

@@ -57,10 +57,12 @@ func newRoot() *cobra.Command {
 		Short:         "Virtual infrastructure networking for Linux hosts",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       versionLine(),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentFlags().StringVar(&stateDir, "state-dir", defaultStateDir(), "where vnet keeps its state database")
-	root.AddCommand(validateCmd(), applyCmd(), destroyCmd(), statusCmd(), execCmd(), linkCmd(), unlinkCmd(), agentCmd(), netperfCmd(), netserverCmd(), iocCmd(), labCmd())
+	root.AddCommand(validateCmd(), applyCmd(), destroyCmd(), statusCmd(), execCmd(), linkCmd(), unlinkCmd(), agentCmd(), netperfCmd(), netserverCmd(), iocCmd(), labCmd(), versionCmd())
 	return root
 }
 

@@ -3,10 +3,24 @@ GO ?= go
 BIN := bin/vnet
 export GOFLAGS := -buildvcs=false
 
-.PHONY: build run demo test unit bench clean
+# The version vnet version and vnet --version print.
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null)
+LDFLAGS := $(if $(VERSION),-X main.version=$(VERSION))
+
+# make install [PREFIX=/usr/local] [DESTDIR=/tmp/stage]
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+DOCDIR ?= $(PREFIX)/share/doc/vnet
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR ?= $(PREFIX)/share/zsh/site-functions
+FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+UNITS := vnet-agent@.service
+
+.PHONY: build run demo test unit bench install uninstall clean
 
 build:
-	$(GO) build -o $(BIN) ./cmd/vnet
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/vnet
 
 # The main job: every experiment of the five studies, quick, with a report
 # (lab-out/report.html, lab-out/summary.md). Needs root (network namespaces).
@@ -30,6 +44,27 @@ bench: build
 	./bench/netperf_vs_iperf3.py --vnet $(BIN)
 	./bench/ioc_accuracy.py --vnet $(BIN)
 	./bench/teaming.py --vnet $(BIN)
+
+# The binary, shell completion for bash, zsh and fish, the agent's systemd
+# unit and the docs. The completion scripts come from the binary just built.
+install: build
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) \
+		$(DESTDIR)$(FISHCOMPDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(DOCDIR)
+	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/vnet
+	$(BIN) completion bash > $(DESTDIR)$(BASHCOMPDIR)/vnet
+	$(BIN) completion zsh > $(DESTDIR)$(ZSHCOMPDIR)/_vnet
+	$(BIN) completion fish > $(DESTDIR)$(FISHCOMPDIR)/vnet.fish
+	for u in $(UNITS); do \
+		sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g' packaging/systemd/$$u > $(DESTDIR)$(UNITDIR)/$$u && \
+		chmod 0644 $(DESTDIR)$(UNITDIR)/$$u || exit 1; \
+	done
+	install -m 0644 README.md docs/*.md $(DESTDIR)$(DOCDIR)/
+
+# Removes what install put there; the state in /var/lib/vnet stays.
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/vnet $(DESTDIR)$(BASHCOMPDIR)/vnet $(DESTDIR)$(ZSHCOMPDIR)/_vnet \
+		$(DESTDIR)$(FISHCOMPDIR)/vnet.fish $(addprefix $(DESTDIR)$(UNITDIR)/,$(UNITS))
+	rm -rf $(DESTDIR)$(DOCDIR)
 
 clean:
 	rm -rf bin lab-out

@@ -93,7 +93,15 @@ func agentCmd() *cobra.Command {
 		},
 	}
 	run.Flags().DurationVar(&tick, "tick", time.Second, "how often to sample uplink load and poll link state")
-	c.AddCommand(run)
+	stop := &cobra.Command{
+		Use:   "stop NAME",
+		Short: "Stop the infrastructure's agent, wherever it was started (vnet destroy does this too)",
+		Args:  exactArgs(1, "an infrastructure name"),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return agent.Stop(stateDir, args[0])
+		},
+	}
+	c.AddCommand(run, stop)
 	return c
 }
 

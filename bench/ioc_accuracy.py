@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Network I/O Control accuracy on a 1 Gbit uplink (issue 4).
+"""Network I/O Control accuracy on a 1 Gbit uplink (--line for others).
 
 One host (esx1) with a 1 Gbit uplink sends to a native client with a 10 Gbit
 NIC, so esx1's uplink is the only contention point. Each pool has its own VM

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Uplink teaming: LBT reaction time and aggregate, failover time (issue 5).
+"""Uplink teaming: LBT reaction time and aggregate, failover time.
 
 esx1 has two uplinks of --line each on a distributed switch with load-based
 teaming (threshold 75%, window and interval --window); a native peer's 10 Gbit

@@ -17,7 +17,7 @@ type Key struct {
 	Val  uint32
 }
 
-// Rule matches IPv4 traffic of a port group more finely (issue 4's
+// Rule matches IPv4 traffic of a port group more finely (a port group's
 // classify). Zero fields match anything; DSCP < 0 means any.
 type Rule struct {
 	Proto        string // tcp, udp, icmp

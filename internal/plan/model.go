@@ -124,7 +124,7 @@ func (m *modeler) nic(h *spec.Host, n *spec.NIC) {
 // millisecond at 1 Gbit, and HTB wakes it with a timer each time. Every
 // such timer interrupts whatever a CPU is doing for the other classes.
 // With 2 ms buckets, the round-trip p99 of a high-share pool beside a
-// saturating low-share one fell by a fifth (docs/benchmarks.md, issue 4).
+// saturating low-share one fell by a fifth (docs/ioc.md).
 func ClassBurst(ceil uint64) uint64 {
 	return max(gsoBucket, ceil/8*uint64(bucketTime/time.Microsecond)/1e6)
 }

@@ -1,6 +1,7 @@
 package netperf
 
 import (
+	"container/heap"
 	"errors"
 	"fmt"
 	"net"
@@ -171,30 +172,55 @@ func (l *limits) sweep(quit <-chan struct{}) {
 // cutIdle enforces the idle caps: per client, the oldest idle connections
 // beyond its cap; overall, the oldest of the client with the most.
 func (l *limits) cutIdle(now time.Time) {
-	idle := func(cl *client) []*waiter {
+	idle := func(cl *client) int {
 		n := 0
 		for n < len(cl.waiting) && now.Sub(cl.waiting[n].since) >= l.idleAfter() {
 			n++
 		}
-		return cl.waiting[:n]
+		return n
 	}
+	var heavy idleHeap
 	total := 0
 	for key, cl := range l.clients {
-		ws := idle(cl)
-		for excess := len(ws) - l.cfg.MaxIdlePerClient; excess > 0; excess-- {
+		n := idle(cl)
+		for ; n > l.cfg.MaxIdlePerClient; n-- {
 			l.cutWaiter(cl.waiting[0], fmt.Sprintf("server busy: too many idle control connections from %s (limit %d): this one sent no request", key, l.cfg.MaxIdlePerClient))
 		}
-		total += len(idle(cl))
-	}
-	for ; total > l.cfg.MaxIdle; total-- {
-		var worst *client
-		for _, cl := range l.clients {
-			if n := len(idle(cl)); n > 0 && (worst == nil || n > len(idle(worst))) {
-				worst = cl
-			}
+		if n > 0 {
+			heavy = append(heavy, idleCount{cl, n})
+			total += n
 		}
-		l.cutWaiter(worst.waiting[0], fmt.Sprintf("server busy: too many idle control connections (limit %d): this one sent no request", l.cfg.MaxIdle))
 	}
+	if total <= l.cfg.MaxIdle {
+		return
+	}
+	// Many clients may each keep a few: a heap finds the heaviest at once.
+	heap.Init(&heavy)
+	for ; total > l.cfg.MaxIdle; total-- {
+		top := &heavy[0]
+		l.cutWaiter(top.cl.waiting[0], fmt.Sprintf("server busy: too many idle control connections (limit %d): this one sent no request", l.cfg.MaxIdle))
+		top.n--
+		heap.Fix(&heavy, 0)
+	}
+}
+
+type idleCount struct {
+	cl *client
+	n  int
+}
+
+// idleHeap puts the client with the most idle connections first.
+type idleHeap []idleCount
+
+func (h idleHeap) Len() int           { return len(h) }
+func (h idleHeap) Less(i, j int) bool { return h[i].n > h[j].n }
+func (h idleHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *idleHeap) Push(x any)        { *h = append(*h, x.(idleCount)) }
+func (h *idleHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // watchTests notes which tests moved data and cuts those that did not

@@ -9,13 +9,16 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/vnet-project/vnet/internal/netperf"
+	"github.com/vnet-project/vnet/internal/units"
 )
 
 func netperfCmd() *cobra.Command {
@@ -105,33 +108,108 @@ func netserverCmd() *cobra.Command {
 	var port int
 	var addr string
 	var foreground, verbose bool
+	srv := &netperf.Server{}
+	maxMemory := sizeFlag(netperf.DefaultMaxMemory)
 	c := &cobra.Command{
 		Use:   "netserver [-p PORT] [-L ADDR] [-D]",
 		Short: "Serve netperf tests (port 12865); runs in the background unless -D",
-		Args:  exactArgs(0, "no arguments"),
+		Long: `Serve netperf tests (port 12865); runs in the background unless -D.
+
+The limits keep one client from taking the netserver from the others. A client is
+a source address (an IPv6 /64). A control connection that has not sent its request
+after a second is idle, and is cut when its client, or all clients, keep too many.
+A test holds a place from its request to its end; one that has moved no data for a
+second gives it up to a request that finds none free. A request whose buffers
+(message sizes) do not fit the memory left is refused with the reason.`,
+		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkLimits(srv, maxMemory); err != nil {
+				return usageError{err}
+			}
 			ln, err := netserverListener(addr, port)
 			if err != nil {
 				return err
 			}
 			if !foreground {
-				return daemonize(ln)
+				return daemonize(ln, limitArgs(cmd))
 			}
 			logger := log.New(os.Stderr, "netserver: ", log.LstdFlags)
 			if !verbose && os.Getenv(listenerFDEnv) != "" {
 				logger.SetOutput(devNull())
 			}
 			logger.Printf("listening on %s", ln.Addr())
+			srv.Log = logger
+			srv.MaxMemory = int64(maxMemory)
+			// The buffers are the heap: keep the collector from letting the
+			// heap grow to twice what the tests hold.
+			debug.SetMemoryLimit(srv.MaxMemory + 256<<20)
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return (&netperf.Server{Log: logger}).Serve(ctx, ln)
+			return srv.Serve(ctx, ln)
 		},
 	}
-	c.Flags().IntVarP(&port, "port", "p", netperf.DefaultPort, "control port")
-	c.Flags().StringVarP(&addr, "local", "L", "", "local address to listen on (default all)")
-	c.Flags().BoolVarP(&foreground, "foreground", "D", false, "stay in the foreground, logging to stderr")
-	c.Flags().BoolVarP(&verbose, "verbose", "v", false, "log each test")
+	f := c.Flags()
+	f.IntVarP(&port, "port", "p", netperf.DefaultPort, "control port")
+	f.StringVarP(&addr, "local", "L", "", "local address to listen on (default all)")
+	f.BoolVarP(&foreground, "foreground", "D", false, "stay in the foreground, logging to stderr")
+	f.BoolVarP(&verbose, "verbose", "v", false, "log each test")
+	f.IntVar(&srv.MaxTests, "max-tests", netperf.DefaultMaxTests, "tests at once; more are refused as busy")
+	f.IntVar(&srv.MaxTestsPerClient, "max-tests-per-client", netperf.DefaultMaxTestsPerClient, "tests at once from one client")
+	f.Var(&maxMemory, "max-memory", "buffer memory all tests may hold together (message sizes; KiB, MiB, GiB)")
+	f.IntVar(&srv.MaxIdle, "max-idle", netperf.DefaultMaxIdle, "idle control connections kept, all clients together")
+	f.IntVar(&srv.MaxIdlePerClient, "max-idle-per-client", netperf.DefaultMaxIdlePerClient, "idle control connections kept per client")
+	f.DurationVar(&srv.RequestWait, "request-timeout", netperf.DefaultRequestWait, "a control connection that has not sent its request by then is cut")
+	f.DurationVar(&srv.StartTimeout, "start-timeout", netperf.DefaultStartTimeout, "a test whose data connection has moved no data by then is cut")
+	f.DurationVar(&srv.StallTimeout, "stall-timeout", netperf.DefaultStallTimeout, "a test whose data stopped moving for this long is cut")
 	return c
+}
+
+// limitFlags are the netserver's limits, passed on to its background copy.
+var limitFlags = []string{"max-tests", "max-tests-per-client", "max-memory", "max-idle", "max-idle-per-client",
+	"request-timeout", "start-timeout", "stall-timeout"}
+
+func limitArgs(cmd *cobra.Command) []string {
+	var args []string
+	for _, name := range limitFlags {
+		if f := cmd.Flags().Lookup(name); f.Changed {
+			args = append(args, "--"+name+"="+f.Value.String())
+		}
+	}
+	return args
+}
+
+// sizeFlag is a flag holding a size in bytes, written as in a spec (512MiB).
+type sizeFlag units.Size
+
+func (f *sizeFlag) String() string { return units.Size(*f).String() }
+func (f *sizeFlag) Type() string   { return "size" }
+func (f *sizeFlag) Set(s string) error {
+	v, err := units.ParseSize(s)
+	*f = sizeFlag(v)
+	return err
+}
+
+func checkLimits(s *netperf.Server, mem sizeFlag) error {
+	for _, v := range []struct {
+		name string
+		n    int
+	}{{"max-tests", s.MaxTests}, {"max-tests-per-client", s.MaxTestsPerClient}, {"max-idle", s.MaxIdle}, {"max-idle-per-client", s.MaxIdlePerClient}} {
+		if v.n < 1 {
+			return fmt.Errorf("netserver: --%s %d: want at least 1", v.name, v.n)
+		}
+	}
+	for _, v := range []struct {
+		name string
+		d    time.Duration
+	}{{"request-timeout", s.RequestWait}, {"start-timeout", s.StartTimeout}, {"stall-timeout", s.StallTimeout}} {
+		if v.d <= 0 {
+			return fmt.Errorf("netserver: --%s %v: want a positive duration", v.name, v.d)
+		}
+	}
+	if mem < netperf.MaxMessage || mem > 1<<40 {
+		return fmt.Errorf("netserver: --max-memory %v: want 16MiB (the largest message) to 1TiB", &mem)
+	}
+	return nil
 }
 
 func netserverListener(addr string, port int) (net.Listener, error) {
@@ -152,7 +230,7 @@ func netserverListener(addr string, port int) (net.Listener, error) {
 }
 
 // daemonize starts a detached copy of this netserver on the bound listener.
-func daemonize(ln net.Listener) error {
+func daemonize(ln net.Listener, limits []string) error {
 	f, err := ln.(*net.TCPListener).File()
 	if err != nil {
 		return err
@@ -161,7 +239,7 @@ func daemonize(ln net.Listener) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(self, daemonArgs(ln.Addr())...)
+	cmd := exec.Command(self, append(daemonArgs(ln.Addr()), limits...)...)
 	cmd.ExtraFiles = []*os.File{f}
 	cmd.Env = append(os.Environ(), listenerFDEnv+"=3")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

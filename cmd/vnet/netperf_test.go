@@ -116,3 +116,21 @@ func TestDaemonArgsNameTheListener(t *testing.T) {
 		}
 	}
 }
+
+// The limits given to a netserver that goes to the background reach the
+// copy that serves; nonsense limits are usage errors.
+func TestNetserverLimits(t *testing.T) {
+	cmd := netserverCmd()
+	if err := cmd.ParseFlags([]string{"-p", "5", "--max-tests=3", "--max-memory", "1GiB", "--stall-timeout", "1m"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(limitArgs(cmd), " "), "--max-tests=3 --max-memory=1GiB --stall-timeout=1m0s"; got != want {
+		t.Errorf("passed on %q, want %q", got, want)
+	}
+	state := t.TempDir()
+	for _, args := range [][]string{{"--max-tests", "0"}, {"--max-memory", "1MiB"}, {"--start-timeout", "-1s"}, {"--max-idle", "x"}} {
+		if out, code := run(t, state, append([]string{"netserver", "-D", "-p", "1"}, args...)...); code != 2 {
+			t.Errorf("netserver %v: exit %d, want 2: %s", args, code, out)
+		}
+	}
+}

@@ -18,23 +18,70 @@ import (
 
 // Server is netserver: it answers control connections, one test each, many
 // at once. A malformed or hostile peer gets an error and is dropped; it can
-// neither crash the server nor hold a test's resources past its deadlines.
+// neither crash the server nor hold a test's resources past its deadlines,
+// and the limits below keep one client from taking every test's place.
+// Zero fields take the Default values.
 type Server struct {
-	Log           *log.Logger
-	MaxConcurrent int           // tests at once; more are refused (default 256)
-	RequestWait   time.Duration // how long a new connection may take to ask (default 10s)
+	Log *log.Logger
+
+	MaxTests          int   // tests at once; more are refused
+	MaxTestsPerClient int   // tests at once from one client address (an IPv6 /64)
+	MaxMemory         int64 // bytes of data buffers all tests may hold together
+
+	// A control connection that has not sent its request after a second
+	// is idle: each client may keep MaxIdlePerClient of them, all clients
+	// MaxIdle; the oldest beyond are cut.
+	MaxIdle          int
+	MaxIdlePerClient int
+
+	RequestWait  time.Duration // how long a new connection may take to ask
+	StartTimeout time.Duration // from the request to the test's first byte of data
+	StallTimeout time.Duration // a test that moved data and then none for this long is cut
 
 	once    sync.Once
-	slots   chan struct{}
+	lim     *limits
 	active  sync.WaitGroup
 	running atomic.Int64
 }
 
+// The netserver's default limits.
+const (
+	DefaultMaxTests          = 256
+	DefaultMaxTestsPerClient = 128
+	DefaultMaxMemory         = 512 << 20
+	DefaultMaxIdle           = 64
+	DefaultMaxIdlePerClient  = 8
+	DefaultRequestWait       = 5 * time.Second
+	DefaultStartTimeout      = 5 * time.Second
+	DefaultStallTimeout      = 30 * time.Second
+)
+
 // Running is how many control connections are being served.
 func (s *Server) Running() int { return int(s.running.Load()) }
 
-// How long a client may take to open the data connection.
-const acceptWait = 10 * time.Second
+// Tests is how many tests hold a slot.
+func (s *Server) Tests() int {
+	s.init()
+	s.lim.mu.Lock()
+	defer s.lim.mu.Unlock()
+	return s.lim.tests
+}
+
+// Waiting is how many control connections have not yet sent their request.
+func (s *Server) Waiting() int {
+	s.init()
+	s.lim.mu.Lock()
+	defer s.lim.mu.Unlock()
+	return s.lim.waiting
+}
+
+// MemoryInUse is the buffer memory the admitted tests hold.
+func (s *Server) MemoryInUse() int64 {
+	s.init()
+	s.lim.mu.Lock()
+	defer s.lim.mu.Unlock()
+	return s.lim.mem
+}
 
 // overrun is how long past its announced duration a test may run before
 // either end cuts it off. A variable so that tests need not wait a minute.
@@ -52,16 +99,30 @@ func cutOffAfter(d time.Duration) time.Duration {
 
 func (s *Server) init() {
 	s.once.Do(func() {
-		if s.MaxConcurrent <= 0 {
-			s.MaxConcurrent = 256
+		orInt := func(v *int, def int) {
+			if *v <= 0 {
+				*v = def
+			}
 		}
-		if s.RequestWait <= 0 {
-			s.RequestWait = 10 * time.Second
+		orDur := func(v *time.Duration, def time.Duration) {
+			if *v <= 0 {
+				*v = def
+			}
+		}
+		orInt(&s.MaxTests, DefaultMaxTests)
+		orInt(&s.MaxTestsPerClient, min(DefaultMaxTestsPerClient, s.MaxTests))
+		orInt(&s.MaxIdle, DefaultMaxIdle)
+		orInt(&s.MaxIdlePerClient, min(DefaultMaxIdlePerClient, s.MaxIdle))
+		orDur(&s.RequestWait, DefaultRequestWait)
+		orDur(&s.StartTimeout, DefaultStartTimeout)
+		orDur(&s.StallTimeout, DefaultStallTimeout)
+		if s.MaxMemory <= 0 {
+			s.MaxMemory = DefaultMaxMemory
 		}
 		if s.Log == nil {
 			s.Log = log.New(io.Discard, "", 0)
 		}
-		s.slots = make(chan struct{}, s.MaxConcurrent)
+		s.lim = newLimits(s)
 	})
 }
 
@@ -70,6 +131,9 @@ func (s *Server) init() {
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.init()
 	go func() { <-ctx.Done(); ln.Close() }()
+	quit := make(chan struct{})
+	go s.lim.sweep(quit)
+	defer close(quit) // after the tests: it cuts those that stall
 	defer s.active.Wait()
 	for {
 		c, err := ln.Accept()
@@ -88,25 +152,18 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			time.Sleep(10 * time.Millisecond) // e.g. EMFILE: do not spin
 			continue
 		}
-		select {
-		case s.slots <- struct{}{}:
-		default:
-			s.Log.Printf("%s: refused: %d tests already running", c.RemoteAddr(), s.MaxConcurrent)
-			c.SetDeadline(time.Now().Add(time.Second))
-			WriteMsg(c, &Message{Type: MsgError, Error: "server busy: too many tests at once"})
-			c.Close()
-			continue
-		}
+		c.SetDeadline(time.Now().Add(s.RequestWait))
+		w := s.lim.wait(c)
 		s.active.Add(1)
 		s.running.Add(1)
 		go func() {
-			defer func() { <-s.slots; s.running.Add(-1); s.active.Done() }()
-			s.handle(c)
+			defer func() { s.running.Add(-1); s.active.Done() }()
+			s.handle(c, w)
 		}()
 	}
 }
 
-func (s *Server) handle(c net.Conn) {
+func (s *Server) handle(c net.Conn, w *waiter) {
 	peer := c.RemoteAddr().String()
 	defer c.Close()
 	defer func() {
@@ -114,8 +171,16 @@ func (s *Server) handle(c net.Conn) {
 			s.Log.Printf("%s: internal error (test dropped): %v\n%s", peer, r, debug.Stack())
 		}
 	}()
-	c.SetDeadline(time.Now().Add(s.RequestWait))
+	refuse := func(msg string) {
+		c.SetDeadline(time.Now().Add(time.Second))
+		WriteMsg(c, &Message{Type: MsgError, Error: msg})
+	}
 	m, err := ReadMsg(c)
+	if why := s.lim.asked(w); why != "" && err != nil {
+		s.Log.Printf("%s: %s", peer, why)
+		refuse(why)
+		return
+	}
 	if err != nil {
 		if !errors.Is(err, io.EOF) {
 			s.Log.Printf("%s: %v", peer, err)
@@ -129,10 +194,16 @@ func (s *Server) handle(c net.Conn) {
 		return
 	}
 	req := m.Request
-	if err := s.run(c, req); err != nil {
+	t, err := s.lim.admit(w.key, bufferBytes(req))
+	if err != nil {
+		s.Log.Printf("%s: %s refused: %v", peer, req.Test, err)
+		refuse(err.Error())
+		return
+	}
+	defer t.release()
+	if err := s.run(c, req, t); err != nil {
 		s.Log.Printf("%s: %s: %v", peer, req.Test, err)
-		c.SetDeadline(time.Now().Add(time.Second))
-		WriteMsg(c, &Message{Type: MsgError, Error: err.Error()})
+		refuse(err.Error())
 		return
 	}
 	s.Log.Printf("%s: %s done", peer, req.Test)
@@ -149,7 +220,7 @@ func checkRequest(m *Message) error {
 }
 
 // run opens the data socket, serves the test and reports the results.
-func (s *Server) run(c net.Conn, req *Request) error {
+func (s *Server) run(c net.Conn, req *Request, sl *slot) error {
 	limit := cutOffAfter(req.Duration)
 	c.SetDeadline(time.Now().Add(limit))
 	// Bound before the data socket opens, so that a bad CPU is the answer
@@ -167,11 +238,20 @@ func (s *Server) run(c net.Conn, req *Request) error {
 		return fmt.Errorf("data socket: %w", err)
 	}
 	defer data.close()
+	data.slot, data.startWait = sl, s.StartTimeout
+
+	p := phase{locked: req.BindCPU != nil}
+	// A cut ends the data loop, whatever it waits for, and the wait for
+	// the client's next message.
+	sl.onCut(func() {
+		p.stop.Store(true)
+		p.over.Store(true)
+		data.wake()
+		c.SetReadDeadline(time.Now())
+	})
 	if err := WriteMsg(c, &Message{Type: MsgReady, Ready: &Ready{DataPort: data.port, SndBuf: data.snd, RcvBuf: data.rcv}}); err != nil {
 		return err
 	}
-
-	p := phase{locked: req.BindCPU != nil}
 	// The watcher reads the client's next control message. "done" ends the
 	// passive loops (UDP, CRR); anything else, or the connection dropping,
 	// means the client is gone and the test is abandoned.
@@ -195,10 +275,19 @@ func (s *Server) run(c net.Conn, req *Request) error {
 	t, err := data.serve(req, &p, doneCh)
 	cpuB, _ := cpustat.Take()
 	ifB, _ := ReadIface(ifname)
+	if why := sl.cutWhy(); why != "" {
+		return errors.New(why)
+	}
 	if err != nil {
 		return err
 	}
-	if derr := waitDone(doneCh, &p); derr != nil {
+	// The client says done as soon as its loop ends.
+	c.SetReadDeadline(time.Now().Add(s.RequestWait))
+	derr := waitDone(doneCh, &p)
+	if why := sl.cutWhy(); why != "" {
+		return errors.New(why)
+	}
+	if derr != nil {
 		return fmt.Errorf("client vanished: %w", derr)
 	}
 	res := &SideResults{Bytes: t.Bytes, Messages: t.Messages, Transactions: t.Transactions, Elapsed: t.elapsed(),
@@ -224,6 +313,9 @@ type serverData struct {
 	udp      *sock
 	port     int
 	snd, rcv int
+
+	slot      *slot
+	startWait time.Duration // for the data connection
 
 	// mu orders wake against close: once closed, the UDP socket's
 	// descriptor number may already belong to another test's socket.
@@ -286,10 +378,10 @@ func (d *serverData) wake() {
 	}
 }
 
-// accept takes the data connection, giving up after acceptWait or when the
+// accept takes the data connection, giving up after startWait or when the
 // client is gone.
 func (d *serverData) accept(p *phase) (*sock, error) {
-	deadline := time.Now().Add(acceptWait)
+	deadline := time.Now().Add(d.startWait)
 	for {
 		d.ln.SetDeadline(time.Now().Add(pollInterval))
 		c, err := d.ln.AcceptTCP()
@@ -327,6 +419,10 @@ func (d *serverData) serve(req *Request, p *phase, doneCh chan error) (tally, er
 		}()
 	}
 	switch req.Test {
+	case UDPStream, UDPRR, TCPCRR:
+		d.slot.watch(p.count.Load)
+	}
+	switch req.Test {
 	case UDPStream:
 		endOnDone(50 * time.Millisecond)
 		return udpRecv(d.udp, req.RecvSize, p)
@@ -342,12 +438,18 @@ func (d *serverData) serve(req *Request, p *phase, doneCh chan error) (tally, er
 		return tally{}, err
 	}
 	defer s.Close()
+	d.slot.watch(tcpMoved(s.fd, p.count.Load))
+	defer d.slot.unwatch() // before the descriptor closes
 	s.noYield = p.locked
 	switch req.Test {
 	case TCPStream:
-		return streamRecv(s, orDefault(req.RecvSize, d.rcv), p)
+		size := orDefault(req.RecvSize, d.rcv)
+		d.slot.resize(int64(size))
+		return streamRecv(s, size, p)
 	case TCPMaerts:
-		return streamSend(s, orDefault(req.SendSize, d.snd), req.Duration, req.Count, p)
+		size := orDefault(req.SendSize, d.snd)
+		d.slot.resize(int64(size))
+		return streamSend(s, size, req.Duration, req.Count, p)
 	case TCPRR:
 		return rrServer(s, req.ReqSize, req.RespSize, p)
 	}

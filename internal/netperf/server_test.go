@@ -3,6 +3,8 @@ package netperf
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -188,17 +190,17 @@ func TestHundredClientsAtOnce(t *testing.T) {
 }
 
 func TestBusyServerRefusesClearly(t *testing.T) {
-	s := &Server{MaxConcurrent: 1, RequestWait: 2 * time.Second}
-	host, port := startServer(t, s)
-	hold, err := net.Dial("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hold.Close()
-	time.Sleep(50 * time.Millisecond)
-	c, _ := ParseArgs([]string{"-H", host, "-p", strconv.Itoa(port), "-l", "0.2"})
-	if _, err := Run(context.Background(), c, c.Targets[0], 0, nil); err == nil || !strings.Contains(err.Error(), "busy") {
+	s := &Server{MaxTests: 1}
+	_, port := startServer(t, s)
+	held := make(chan error, 1)
+	go func() { held <- rrFrom("127.0.0.2", port, 1500*time.Millisecond) }()
+	waitFor(t, "the first test to start", func() bool { return s.Tests() == 1 })
+	c, _ := ParseArgs([]string{"-H", "127.0.0.1", "-p", strconv.Itoa(port), "-l", "0.2"})
+	if _, err := Run(context.Background(), c, c.Targets[0], 0, nil); err == nil || !strings.Contains(err.Error(), "netserver: server busy: 1 tests already running (netserver --max-tests)") {
 		t.Errorf("got %v, want a busy error", err)
+	}
+	if err := <-held; err != nil {
+		t.Errorf("the running test: %v", err)
 	}
 }
 
@@ -316,5 +318,302 @@ func TestClientCutsOffASilentServer(t *testing.T) {
 	// The loop notices at its next receive timeout.
 	if took := time.Since(start); took > 500*time.Millisecond+2*pollInterval {
 		t.Errorf("took %v", took)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("still waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// dialFrom connects from a loopback source address: each of 127.0.0.x is
+// another client to the netserver's per-client limits.
+func dialFrom(from string, port int) (net.Conn, error) {
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 2 * time.Second}
+	return d.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+}
+
+// ask sends a request and returns the server's ready, or its error.
+func ask(c net.Conn, req *Request) (*Message, error) {
+	if err := WriteMsg(c, &Message{Type: MsgRequest, Version: ProtocolVersion, Request: req}); err != nil {
+		return nil, err
+	}
+	m, err := ReadMsg(c)
+	if err != nil {
+		return nil, err
+	}
+	if m.Type != MsgReady {
+		return nil, fmt.Errorf("%s: %s", m.Type, m.Error)
+	}
+	return m, nil
+}
+
+// rrFrom runs a TCP_RR test of length d from a source address, speaking
+// the protocol by hand (the client has no option for that address).
+func rrFrom(from string, port int, d time.Duration) error {
+	c, err := dialFrom(from, port)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(d + 5*time.Second))
+	m, err := ask(c, &Request{Test: TCPRR, Duration: d, ReqSize: 1, RespSize: 1})
+	if err != nil {
+		return fmt.Errorf("request: %w", err)
+	}
+	data, err := dialFrom(from, m.Ready.DataPort)
+	if err != nil {
+		return err
+	}
+	defer data.Close()
+	data.SetDeadline(time.Now().Add(d + 5*time.Second))
+	b := make([]byte, 1)
+	n := 0
+	for end := time.Now().Add(d); time.Now().Before(end); n++ {
+		if _, err := data.Write(b); err != nil {
+			return err
+		}
+		if _, err := io.ReadFull(data, b); err != nil {
+			return err
+		}
+	}
+	data.(*net.TCPConn).CloseWrite()
+	if err := WriteMsg(c, &Message{Type: MsgDone}); err != nil {
+		return err
+	}
+	if m, err = ReadMsg(c); err != nil {
+		return err
+	}
+	if m.Type != MsgResults || m.Results.Transactions != int64(n) {
+		return fmt.Errorf("got %s %q, want results of %d transactions", m.Type, m.Error, n)
+	}
+	return nil
+}
+
+// openIdle opens n control connections from a source address that never
+// send a request.
+func openIdle(t *testing.T, from string, port, n int) []net.Conn {
+	t.Helper()
+	var cs []net.Conn
+	t.Cleanup(func() {
+		for _, c := range cs {
+			c.Close()
+		}
+	})
+	for i := 0; i < n; i++ {
+		c, err := dialFrom(from, port)
+		if err != nil {
+			t.Fatalf("idle connection %d: %v", i, err)
+		}
+		cs = append(cs, c)
+	}
+	return cs
+}
+
+// cutReason reads what the server said to a connection it cut.
+func cutReason(c net.Conn) string {
+	c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	m, err := ReadMsg(c)
+	if err != nil {
+		return "closed: " + err.Error()
+	}
+	return m.Error
+}
+
+// Idle control connections, however many, take no test's place: clients
+// on the same address and on others are served while they are open, and
+// the server keeps only a few of them.
+func TestIdleConnectionsDoNotStarveClients(t *testing.T) {
+	s := &Server{RequestWait: 2 * time.Second, MaxIdlePerClient: 4, MaxIdle: 16, MaxTests: 8}
+	_, port := startServer(t, s)
+	idle := openIdle(t, "127.0.0.1", port, 300)
+	if err := rrFrom("127.0.0.2", port, 100*time.Millisecond); err != nil {
+		t.Errorf("another client: %v", err)
+	}
+	quick(t, port, TCPRR) // the same address as the idle ones
+	// Past a second's grace (here a quarter of RequestWait) the oldest
+	// beyond the cap are cut and told why.
+	waitFor(t, "the idle cap", func() bool { return s.Waiting() <= 4 })
+	if got := cutReason(idle[0]); got != "server busy: too many idle control connections from 127.0.0.1 (limit 4): this one sent no request" {
+		t.Errorf("the oldest idle connection was told %q", got)
+	}
+	quick(t, port, TCPRR)
+}
+
+// The global cap holds when each client stays under its own: the clients
+// with the most idle connections lose them first.
+func TestGlobalIdleCap(t *testing.T) {
+	s := &Server{RequestWait: 2 * time.Second, MaxIdlePerClient: 8, MaxIdle: 12}
+	_, port := startServer(t, s)
+	for i := 2; i <= 5; i++ {
+		openIdle(t, fmt.Sprintf("127.0.0.%d", i), port, 4+i) // 6..9, 30 in all
+	}
+	waitFor(t, "the global idle cap", func() bool { return s.Waiting() <= 12 })
+	s.lim.mu.Lock()
+	for key, cl := range s.lim.clients {
+		if n := len(cl.waiting); n < 3 || n > 4 {
+			t.Errorf("%s keeps %d idle connections, want 3 or 4 (the heaviest lose first)", key, n)
+		}
+	}
+	s.lim.mu.Unlock()
+	if err := rrFrom("127.0.0.6", port, 100*time.Millisecond); err != nil {
+		t.Errorf("another client: %v", err)
+	}
+	if err := rrFrom("127.0.0.2", port, 100*time.Millisecond); err != nil {
+		t.Errorf("a client with idle connections: %v", err)
+	}
+}
+
+// silentTest is an admitted test whose data connection is open; first
+// bytes are sent on it, then nothing.
+func silentTest(from string, port int, test string, first int) (ctl, data net.Conn, err error) {
+	ctl, err = dialFrom(from, port)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := ask(ctl, &Request{Test: test, Duration: time.Hour, ReqSize: 1 << 20, RespSize: 1})
+	if err != nil {
+		ctl.Close()
+		return nil, nil, err
+	}
+	data, err = dialFrom(from, m.Ready.DataPort)
+	if err != nil {
+		ctl.Close()
+		return nil, nil, err
+	}
+	data.Write(make([]byte, first))
+	return ctl, data, nil
+}
+
+// Tests whose data connections move nothing give their place to a client
+// that needs it at once, and are cut after the start or stall timeout.
+func TestSilentTestsAreCut(t *testing.T) {
+	s := &Server{MaxTests: 20, StartTimeout: 800 * time.Millisecond, StallTimeout: 1200 * time.Millisecond}
+	_, port := startServer(t, s)
+	var ctls []net.Conn
+	for i := 0; i < 20; i++ {
+		first := 0
+		if i%2 == 1 {
+			first = 100 // moves a little, then stalls
+		}
+		ctl, data, err := silentTest("127.0.0.1", port, []string{TCPStream, TCPRR}[i%4/2], first)
+		if err != nil {
+			t.Fatalf("silent test %d: %v", i, err)
+		}
+		defer ctl.Close()
+		defer data.Close()
+		ctls = append(ctls, ctl)
+	}
+	if n := s.Tests(); n != 20 {
+		t.Fatalf("%d tests admitted, want 20", n)
+	}
+	// Every place is taken; one that has moved nothing for a while
+	// (here 200 ms) is cut for a client that asks.
+	time.Sleep(250 * time.Millisecond)
+	if err := rrFrom("127.0.0.2", port, 100*time.Millisecond); err != nil {
+		t.Errorf("a client while the silent tests hold every place: %v", err)
+	}
+	start := time.Now()
+	waitFor(t, "the silent tests to be cut", func() bool { return s.Tests() == 0 })
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("cut after %v", took)
+	}
+	reasons := map[string]int{}
+	for _, c := range ctls {
+		reasons[cutReason(c)]++
+	}
+	for _, want := range []string{"no data moved within 800ms of the request (netserver --start-timeout)", "no data moved for 1.2s (netserver --stall-timeout)"} {
+		if reasons[want] == 0 {
+			t.Errorf("no test was told %q; told %v", want, reasons)
+		}
+	}
+	quick(t, port, TCPStream)
+	waitIdle(t, s)
+}
+
+// One client may hold at most its share of the places; a quiet test of
+// its own gives way to its next request, another client's does not.
+func TestPerClientTestCap(t *testing.T) {
+	s := &Server{MaxTestsPerClient: 2, StartTimeout: 4 * time.Second} // a test quiet for 1 s may be cut
+	_, port := startServer(t, s)
+	start := time.Now()
+	for i := 0; i < 2; i++ {
+		ctl, data, err := silentTest("127.0.0.3", port, TCPStream, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ctl.Close()
+		defer data.Close()
+	}
+	ctl, data, err := silentTest("127.0.0.3", port, TCPStream, 0)
+	if err == nil {
+		ctl.Close()
+		data.Close()
+	}
+	// On a slow host the first two may already count as quiet.
+	if time.Since(start) < s.lim.evictAfter() && (err == nil || err.Error() != "error: server busy: 2 tests from 127.0.0.3 already running (netserver --max-tests-per-client)") {
+		t.Errorf("a third test from the same address: got %v", err)
+	}
+	if err := rrFrom("127.0.0.4", port, 100*time.Millisecond); err != nil {
+		t.Errorf("another client: %v", err)
+	}
+	time.Sleep(time.Until(start.Add(s.lim.evictAfter() + 100*time.Millisecond)))
+	if err := rrFrom("127.0.0.3", port, 100*time.Millisecond); err != nil {
+		t.Errorf("the same client once its tests are quiet: %v", err)
+	}
+}
+
+// Large-message requests are admitted while their buffers fit the budget
+// and refused with a clear error beyond it; the budget is never exceeded.
+func TestMemoryBudget(t *testing.T) {
+	const budget = 100 << 20
+	s := &Server{MaxMemory: budget}
+	_, port := startServer(t, s)
+	var admitted, refused int
+	start := time.Now()
+	for i := 0; i < 30; i++ {
+		c, err := dialFrom("127.0.0.1", port)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_, err = ask(c, &Request{Test: TCPRR, Duration: time.Hour, ReqSize: 16 << 20, RespSize: 16 << 20})
+		switch {
+		case err == nil:
+			admitted++
+		case strings.Contains(err.Error(), "server busy: this test's buffers take 32.0 MiB and only 4.0 MiB of 100.0 MiB are free (netserver --max-memory)"):
+			refused++
+		default:
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if m := s.MemoryInUse(); m > budget {
+			t.Fatalf("%d bytes of buffers admitted, budget %d", m, budget)
+		}
+	}
+	// A request that finds the budget spent may cut a test that has held
+	// its place for a second without moving data; these came faster.
+	if time.Since(start) < s.lim.evictAfter() && (admitted != 3 || refused != 27 || s.MemoryInUse() != 96<<20) {
+		t.Errorf("admitted %d, refused %d, %d bytes in use; want 3, 27, 96 MiB", admitted, refused, s.MemoryInUse())
+	}
+	// The client prints the server's reason.
+	c, err := ParseArgs([]string{"-H", "127.0.0.1", "-p", strconv.Itoa(port), "-l", "0.2", "-t", TCPRR, "--", "-r", "16M,16M"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Execute(context.Background(), c, nil); err == nil || !strings.Contains(err.Error(), "netserver: server busy: this test's buffers take 32.0 MiB") {
+		t.Errorf("the client: %v", err)
+	}
+	// A request larger than the whole budget is told so.
+	small := &Server{MaxMemory: 16 << 20}
+	_, port2 := startServer(t, small)
+	c, _ = ParseArgs([]string{"-H", "127.0.0.1", "-p", strconv.Itoa(port2), "-l", "0.2", "-t", TCPRR, "--", "-r", "16M,1"})
+	if _, err := Execute(context.Background(), c, nil); err == nil || !strings.Contains(err.Error(), "test needs more buffer memory than the netserver allows: its buffers take 16.0 MiB, all tests together may hold 16.0 MiB") {
+		t.Errorf("too large for the budget: %v", err)
 	}
 }

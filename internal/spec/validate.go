@@ -58,7 +58,7 @@ var reservedLinkNames = map[string]bool{"all": true, "default": true}
 // Validate checks everything that can be checked without the kernel: names,
 // references between objects, addresses, MTUs. It returns every problem.
 func Validate(doc *Document) Errors {
-	v := &validator{doc: doc, s: doc.Spec}
+	v := &validator{doc: doc, s: doc.Spec, x: newIndex(doc.Spec)}
 	v.run()
 	sortErrors(v.errs)
 	return v.errs
@@ -67,6 +67,7 @@ func Validate(doc *Document) Errors {
 type validator struct {
 	doc  *Document
 	s    *Spec
+	x    *index
 	errs Errors
 	ips  map[netip.Addr]string // address -> path that first used it
 	macs map[string]string
@@ -196,7 +197,7 @@ func (v *validator) checkSwitches() {
 }
 
 func (v *validator) checkSwitchHost(path, name string) {
-	h, ok := v.s.Host(name)
+	h, ok := v.x.host(name)
 	switch {
 	case !ok:
 		v.errf(path, "unknown host %q", name)
@@ -206,7 +207,7 @@ func (v *validator) checkSwitchHost(path, name string) {
 }
 
 func (v *validator) checkUplinkNIC(path, hostName, nicName string, sw *Switch, owner map[string]string) {
-	h, ok := v.s.Host(hostName)
+	h, ok := v.x.host(hostName)
 	if !ok {
 		v.errf(path, "unknown host %q", hostName)
 		return
@@ -215,7 +216,7 @@ func (v *validator) checkUplinkNIC(path, hostName, nicName string, sw *Switch, o
 		v.errf(path, "host %q is native: it has no virtual switches", hostName)
 		return
 	}
-	n, ok := h.NIC(nicName)
+	n, ok := v.x.nic(h, nicName)
 	if !ok {
 		v.errf(path, "host %q has no NIC %q", hostName, nicName)
 		return
@@ -236,12 +237,12 @@ func (v *validator) checkVMs() {
 	for i, vm := range v.s.VMs {
 		p := fmt.Sprintf("vms[%d]", i)
 		if v.checkName(p+".name", vm.Name, maxObjectName, objectName, "a VM") {
-			if _, clash := v.s.Host(vm.Name); clash {
+			if _, clash := v.x.host(vm.Name); clash {
 				v.errf(p+".name", "VM %q has the name of a host; vnet exec could not tell them apart", vm.Name)
 			}
 			v.unique(seen, vm.Name, p+".name", "VM")
 		}
-		h, ok := v.s.Host(vm.Host)
+		h, ok := v.x.host(vm.Host)
 		switch {
 		case vm.Host == "":
 			v.errf(p+".host", "a VM needs the host it runs on")
@@ -302,7 +303,7 @@ func (v *validator) checkPortGroupOnHost(path, pg, host string) *Switch {
 		v.errf(path, "a port group is required")
 		return nil
 	}
-	sw, ok := v.s.PortGroupSwitch(pg)
+	sw, ok := v.x.pgSwitch[pg]
 	if !ok {
 		v.errf(path, "unknown port group %q", pg)
 		return nil
@@ -310,19 +311,17 @@ func (v *validator) checkPortGroupOnHost(path, pg, host string) *Switch {
 	if host == "" {
 		return sw
 	}
-	for _, h := range sw.SwitchHosts() {
-		if h == host {
-			return sw
-		}
+	if v.x.swOn[sw][host] {
+		return sw
 	}
-	v.errf(path, "port group %q is on switch %q, which is not on host %q (switch hosts: %s)", pg, sw.Name, host, strings.Join(sw.SwitchHosts(), ", "))
+	v.errf(path, "port group %q is on switch %q, which is not on host %q (switch hosts: %s)", pg, sw.Name, host, strings.Join(v.x.swHosts[sw], ", "))
 	return nil
 }
 
 func (v *validator) checkHostPorts() {
 	for i, hp := range v.s.HostPorts {
 		p := fmt.Sprintf("hostports[%d]", i)
-		h, ok := v.s.Host(hp.Host)
+		h, ok := v.x.host(hp.Host)
 		switch {
 		case hp.Host == "":
 			v.errf(p+".host", "a host port needs its host")
@@ -369,17 +368,19 @@ func (v *validator) checkIfaceNamesPerHost() {
 			claim(h.Name, n.Name, fmt.Sprintf("hosts[%d].nics[%d].name", i, j), "NIC")
 		}
 	}
-	for i, sw := range v.s.Switches {
-		for _, h := range sw.SwitchHosts() {
+	for i := range v.s.Switches {
+		sw := &v.s.Switches[i]
+		for _, h := range v.x.swHosts[sw] {
 			claim(h, sw.Name, fmt.Sprintf("switches[%d].name", i), "switch")
 		}
 	}
+	names := hostPortNames(v.s)
 	for i, hp := range v.s.HostPorts {
 		path := fmt.Sprintf("hostports[%d].name", i)
 		if hp.Name == "" {
 			path = fmt.Sprintf("hostports[%d]", i)
 		}
-		claim(hp.Host, v.s.HostPortName(i), path, "host port")
+		claim(hp.Host, names[i], path, "host port")
 	}
 }
 

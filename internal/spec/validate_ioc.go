@@ -123,8 +123,8 @@ func (v *validator) slowestUplink(sw *Switch) uint64 {
 	var slowest uint64
 	for _, u := range sw.Uplinks {
 		for host, nic := range u.NICs {
-			if h, ok := v.s.Host(host); ok {
-				if n, ok := h.NIC(nic); ok && n.Speed > 0 && (slowest == 0 || uint64(n.Speed) < slowest) {
+			if h, ok := v.x.host(host); ok {
+				if n, ok := v.x.nic(h, nic); ok && n.Speed > 0 && (slowest == 0 || uint64(n.Speed) < slowest) {
 					slowest = uint64(n.Speed)
 				}
 			}

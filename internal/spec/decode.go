@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -202,6 +203,11 @@ func Decode(file string, src []byte) (*Document, error) {
 	d.decode(root.Content[0], reflect.ValueOf(doc.Spec).Elem(), "")
 	if len(d.errs) > 0 {
 		sortErrors(d.errs)
+		if d.stopped {
+			// Why the rest went unread comes first, not after the problems
+			// that an error lists before it counts the rest.
+			d.errs = append(Errors{d.stop}, slices.DeleteFunc(d.errs, func(e *FieldError) bool { return e == d.stop })...)
+		}
 		return nil, d.errs
 	}
 	return doc, nil
@@ -222,6 +228,7 @@ type decoder struct {
 	// MaxValues the decoder stops.
 	values  int
 	stopped bool
+	stop    *FieldError // the error that says so
 	// expanding holds the anchored values being decoded: an alias to one
 	// of them is a value that contains itself, which the parser allows.
 	expanding map[*yaml.Node]bool
@@ -242,6 +249,7 @@ func (d *decoder) spend(n *yaml.Node, path string, k int) bool {
 	if d.values > MaxValues {
 		d.stopped = true
 		d.fail(n, path, "the spec holds more than %d values once its aliases (*name) are expanded; vnet reads no more (does an alias repeat a large part many times over?)", MaxValues)
+		d.stop = d.errs[len(d.errs)-1]
 		return false
 	}
 	return true

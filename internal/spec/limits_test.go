@@ -245,6 +245,19 @@ func TestAliasBombFailsFast(t *testing.T) {
 	}
 }
 
+// When a bomb also has many errors, the reason the load stopped still comes
+// first.
+func TestValueLimitIsReportedFirst(t *testing.T) {
+	src := strings.Replace(aliasBomb(1000), "speed: 1Gbit", "speed: 1Gbit, bogus: 1", 1)
+	_, err := Load("bomb.yaml", []byte(src))
+	if err == nil || !strings.HasPrefix(err.Error(), "hosts[") || !strings.Contains(strings.Split(err.Error(), "\n")[0], "more than 100000 values") {
+		t.Fatalf("err = %.300v", err)
+	}
+	if !strings.Contains(err.Error(), "unknown field") || !strings.Contains(err.Error(), "more problems") {
+		t.Errorf("err = %.2000v", err)
+	}
+}
+
 // aliasBomb is a spec of n hosts with n NICs each, in a few KB: one host
 // anchored and aliased n-1 times, its NIC list one NIC aliased n-1 times.
 func aliasBomb(n int) string {

@@ -38,7 +38,8 @@ const (
 	MaxCPUs = 1024
 	// MinRate is the slowest rate. The kernel keeps rates in whole bytes
 	// per second, and vnet's HTB buckets hold at least a 64 KiB frame:
-	// much slower, a bucket takes longer to fill than tc's tick counts hold.
+	// below about 2 Kbit/s, the time to fill one overflows the 32-bit tick
+	// count that tells the kernel a bucket's size. 8 Kbit/s leaves a margin.
 	MinRate = units.Rate(8_000)
 	// MaxRate is the fastest rate, 1 Tbit/s.
 	MaxRate = units.Rate(1_000_000_000_000)

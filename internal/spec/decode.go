@@ -4,12 +4,36 @@ import (
 	"encoding"
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"os"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
+)
+
+// Bounds on what Decode reads, so that no input, however hostile, makes a
+// command take more than a moment or much memory. A real spec is far below
+// each: the largest study testbed is a few KB and a few hundred values.
+const (
+	// MaxSpecBytes is the largest spec file. The YAML parser alone takes
+	// about half a second and 60 MB per MiB of dense input.
+	MaxSpecBytes = 512 << 10
+	// MaxValues is how many YAML values (mappings, lists, scalars, keys)
+	// a spec may hold once its aliases are expanded: an alias repeats
+	// everything under its anchor, so a small file can stand for millions.
+	MaxValues = 100_000
+	// MaxValueBytes is the longest single value or key.
+	MaxValueBytes = 256
+	// MaxReported is how many problems an error lists before it counts
+	// the rest.
+	MaxReported = 20
+	// clipBytes is how much of a value an error message quotes.
+	clipBytes = 64
 )
 
 // Pos is a line and column in the spec file, both from 1.
@@ -38,11 +62,49 @@ func (e *FieldError) Error() string {
 type Errors []*FieldError
 
 func (es Errors) Error() string {
-	msgs := make([]string, len(es))
-	for i, e := range es {
-		msgs[i] = e.Error()
+	shown := es[:min(len(es), MaxReported)]
+	msgs := make([]string, 0, len(shown)+1)
+	for _, e := range shown {
+		msgs = append(msgs, e.Error())
+	}
+	if rest := len(es) - len(shown); rest > 0 {
+		msgs = append(msgs, fmt.Sprintf("... and %d more %s", rest, plural(rest, "problem", "problems")))
 	}
 	return strings.Join(msgs, "\n")
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// clip shortens a value quoted in an error message, so that a huge one
+// cannot flood the terminal.
+func clip(s string) string { return clipTo(s, clipBytes) }
+
+func clipTo(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	cut := limit
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s…(%d bytes)", s[:cut], len(s))
+}
+
+// clipArgs clips every string argument of an error message.
+func clipArgs(args []any) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		if s, ok := a.(string); ok {
+			a = clip(s)
+		}
+		out[i] = a
+	}
+	return out
 }
 
 // ErrInvalid is wrapped by every validation failure, so callers can map it
@@ -58,6 +120,14 @@ type Document struct {
 	File      string
 	Source    []byte
 	positions map[string]Pos
+	nulls     map[string]bool // paths written out as null (~), which leaves the default
+}
+
+// Given reports whether the spec gives a field a value of its own, rather
+// than leaving it out or null.
+func (d *Document) Given(path string) bool {
+	_, ok := d.positions[path]
+	return ok && !d.nulls[path]
 }
 
 // PosOf returns where a field path stands in the file, or the nearest
@@ -73,7 +143,7 @@ func (d *Document) PosOf(path string) Pos {
 
 // Errorf builds a FieldError located at path.
 func (d *Document) Errorf(path, format string, args ...any) *FieldError {
-	return &FieldError{Path: path, Msg: fmt.Sprintf(format, args...), Pos: d.PosOf(path)}
+	return &FieldError{Path: path, Msg: fmt.Sprintf(format, clipArgs(args)...), Pos: d.PosOf(path)}
 }
 
 func parentPath(p string) string {
@@ -86,7 +156,14 @@ func parentPath(p string) string {
 
 // LoadFile reads, decodes and validates a spec file.
 func LoadFile(path string) (*Document, error) {
-	src, err := os.ReadFile(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read spec: %w", err)
+	}
+	defer f.Close()
+	// One byte more than allowed is enough to tell a file too large, and a
+	// device or a pipe that never ends is not read to its end.
+	src, err := io.ReadAll(io.LimitReader(f, MaxSpecBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("read spec: %w", err)
 	}
@@ -109,18 +186,28 @@ func Load(file string, src []byte) (*Document, error) {
 // Decode reads YAML into a Spec strictly: unknown fields and wrong types are
 // errors with their field path and line.
 func Decode(file string, src []byte) (*Document, error) {
+	if len(src) > MaxSpecBytes {
+		return nil, Errors{{Msg: fmt.Sprintf("the spec is larger than %d KiB; vnet reads no more", MaxSpecBytes>>10)}}
+	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(src, &root); err != nil {
-		return nil, Errors{{Msg: strings.TrimPrefix(err.Error(), "yaml: "), Pos: yamlErrorPos(err)}}
+		// The parser's message may quote the input (an anchor's name), so it is clipped too.
+		msg := clipTo(strings.TrimPrefix(err.Error(), "yaml: "), 4*clipBytes)
+		return nil, Errors{{Msg: msg, Pos: yamlErrorPos(err)}}
 	}
-	doc := &Document{Spec: &Spec{}, File: file, Source: src, positions: map[string]Pos{}}
+	doc := &Document{Spec: &Spec{}, File: file, Source: src, positions: map[string]Pos{}, nulls: map[string]bool{}}
 	if len(root.Content) == 0 {
 		return nil, Errors{{Msg: "the spec is empty"}}
 	}
-	d := decoder{doc: doc}
+	d := decoder{doc: doc, expanding: map[*yaml.Node]bool{}}
 	d.decode(root.Content[0], reflect.ValueOf(doc.Spec).Elem(), "")
 	if len(d.errs) > 0 {
 		sortErrors(d.errs)
+		if d.stopped {
+			// Why the rest went unread comes first, not after the problems
+			// that an error lists before it counts the rest.
+			d.errs = append(Errors{d.stop}, slices.DeleteFunc(d.errs, func(e *FieldError) bool { return e == d.stop })...)
+		}
 		return nil, d.errs
 	}
 	return doc, nil
@@ -137,26 +224,68 @@ func yamlErrorPos(err error) Pos {
 type decoder struct {
 	doc  *Document
 	errs Errors
+	// values counts what has been decoded, aliases expanded; past
+	// MaxValues the decoder stops.
+	values  int
+	stopped bool
+	stop    *FieldError // the error that says so
+	// expanding holds the anchored values being decoded: an alias to one
+	// of them is a value that contains itself, which the parser allows.
+	expanding map[*yaml.Node]bool
 }
 
 func (d *decoder) fail(n *yaml.Node, path, format string, args ...any) {
-	d.errs = append(d.errs, &FieldError{Path: path, Msg: fmt.Sprintf(format, args...), Pos: Pos{n.Line, n.Column}})
+	d.errs = append(d.errs, &FieldError{Path: path, Msg: fmt.Sprintf(format, clipArgs(args)...), Pos: Pos{n.Line, n.Column}})
+}
+
+// spend counts k more values and reports whether they are within
+// MaxValues. It is asked before a list or mapping is made, so that no
+// memory goes to one the limit would refuse anyway.
+func (d *decoder) spend(n *yaml.Node, path string, k int) bool {
+	if d.stopped {
+		return false
+	}
+	d.values += k
+	if d.values > MaxValues {
+		d.stopped = true
+		d.fail(n, path, "the spec holds more than %d values once its aliases (*name) are expanded; vnet reads no more (does an alias repeat a large part many times over?)", MaxValues)
+		d.stop = d.errs[len(d.errs)-1]
+		return false
+	}
+	return true
 }
 
 var textUnmarshaler = reflect.TypeOf((*encoding.TextUnmarshaler)(nil)).Elem()
 
 func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
+	if !d.spend(n, path, 1) {
+		return
+	}
+	d.doc.positions[path] = Pos{n.Line, n.Column} // an alias: where it is used
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
 	}
-	d.doc.positions[path] = Pos{n.Line, n.Column}
-	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
-		return
+	if n.Anchor != "" {
+		if d.expanding[n] {
+			d.fail(n, path, "the value anchored &%s contains an alias to itself", n.Anchor)
+			return
+		}
+		d.expanding[n] = true
+		defer delete(d.expanding, n)
 	}
-	if v.Kind() == reflect.Pointer {
+	if n.Kind == yaml.ScalarNode {
+		if n.ShortTag() == "!!null" {
+			d.doc.nulls[path] = true
+			return
+		}
+		if len(n.Value) > MaxValueBytes {
+			d.fail(n, path, "value %q is longer than %d bytes", n.Value, MaxValueBytes)
+			return
+		}
+	}
+	for v.Kind() == reflect.Pointer {
 		v.Set(reflect.New(v.Type().Elem()))
-		d.decode(n, v.Elem(), path)
-		return
+		v = v.Elem()
 	}
 	if reflect.PointerTo(v.Type()).Implements(textUnmarshaler) {
 		if n.Kind != yaml.ScalarNode {
@@ -176,30 +305,92 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 			d.fail(n, path, "want a list, got %s", kindName(n))
 			return
 		}
+		if !d.spend(n, path, len(n.Content)) { // what the items will spend, counted before the slice is made
+			return
+		}
+		d.values -= len(n.Content)
 		v.Set(reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content)))
 		for i, item := range n.Content {
 			d.decode(item, v.Index(i), fmt.Sprintf("%s[%d]", path, i))
 		}
 	case reflect.Map:
-		if n.Kind != yaml.MappingNode {
-			d.fail(n, path, "want a mapping, got %s", kindName(n))
-			return
-		}
-		v.Set(reflect.MakeMap(v.Type()))
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, val := n.Content[i], n.Content[i+1]
-			elem := reflect.New(v.Type().Elem()).Elem()
-			d.decode(val, elem, joinPath(path, k.Value))
-			v.SetMapIndex(reflect.ValueOf(k.Value), elem)
-		}
+		d.decodeMap(n, v, path)
 	default:
 		if n.Kind != yaml.ScalarNode {
-			d.fail(n, path, "want a %s, got %s", v.Kind(), kindName(n))
+			d.fail(n, path, "want a %s, got %s", typeName(v.Type()), kindName(n))
 			return
 		}
-		if err := n.Decode(v.Addr().Interface()); err != nil {
-			d.fail(n, path, "want a %s, got %q", typeName(v.Type()), n.Value)
+		d.decodeScalar(n, v, path)
+	}
+}
+
+// decodeScalar reads a number, a boolean or a string. A number must be
+// exactly what the field holds: YAML would otherwise cut 1500.5 to 1500
+// for a whole-number field, and let .inf and .nan into any number.
+func (d *decoder) decodeScalar(n *yaml.Node, v reflect.Value, path string) {
+	switch v.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if n.ShortTag() != "!!int" {
+			d.fail(n, path, "want a whole number, got %q", n.Value)
+			return
 		}
+	case reflect.Float32, reflect.Float64:
+		if tag := n.ShortTag(); tag != "!!int" && tag != "!!float" {
+			d.fail(n, path, "want a number, got %q", n.Value)
+			return
+		}
+	}
+	if err := n.Decode(v.Addr().Interface()); err != nil {
+		d.fail(n, path, "want a %s, got %q", typeName(v.Type()), n.Value)
+		return
+	}
+	if v.CanFloat() && (math.IsInf(v.Float(), 0) || math.IsNaN(v.Float())) {
+		d.fail(n, path, "want a finite number, got %q", n.Value)
+	}
+}
+
+// key resolves a mapping key, which must be a plain value.
+func (d *decoder) key(k *yaml.Node, path string) (*yaml.Node, bool) {
+	if !d.spend(k, path, 1) {
+		return nil, false
+	}
+	if k.Kind == yaml.AliasNode {
+		k = k.Alias
+	}
+	switch {
+	case k.Kind != yaml.ScalarNode:
+		d.fail(k, path, "a key must be a single value, not %s", kindName(k))
+	case len(k.Value) > MaxValueBytes:
+		d.fail(k, path, "key %q is longer than %d bytes", k.Value, MaxValueBytes)
+	default:
+		return k, true
+	}
+	return nil, false
+}
+
+func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind != yaml.MappingNode {
+		d.fail(n, path, "want a mapping, got %s", kindName(n))
+		return
+	}
+	v.Set(reflect.MakeMap(v.Type()))
+	first := map[string]*yaml.Node{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, ok := d.key(n.Content[i], path)
+		if !ok {
+			continue
+		}
+		kp := joinPath(path, k.Value)
+		if prev, dup := first[k.Value]; dup {
+			// YAML keeps the last; a spec that says two things means neither.
+			d.fail(k, kp, "key %q given twice (first at line %d)", k.Value, prev.Line)
+			continue
+		}
+		first[k.Value] = k
+		elem := reflect.New(v.Type().Elem()).Elem()
+		d.decode(n.Content[i+1], elem, kp)
+		v.SetMapIndex(reflect.ValueOf(k.Value), elem)
 	}
 }
 
@@ -217,25 +408,31 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 			names = append(names, tag)
 		}
 	}
-	seen := map[string]bool{}
+	first := map[string]*yaml.Node{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, val := n.Content[i], n.Content[i+1]
+		k, ok := d.key(n.Content[i], path)
+		if !ok {
+			continue
+		}
 		fp := joinPath(path, k.Value)
 		idx, ok := fields[k.Value]
 		if !ok {
 			d.fail(k, fp, "unknown field%s (known: %s)", suggest(k.Value, names), strings.Join(names, ", "))
 			continue
 		}
-		if seen[k.Value] {
-			d.fail(k, fp, "field given twice")
+		if prev, dup := first[k.Value]; dup {
+			d.fail(k, fp, "field given twice (first at line %d)", prev.Line)
 			continue
 		}
-		seen[k.Value] = true
-		d.decode(val, v.Field(idx), fp)
+		first[k.Value] = k
+		d.decode(n.Content[i+1], v.Field(idx), fp)
 	}
 }
 
+// joinPath names a field or a map entry under path; a long map key is
+// clipped, as in messages.
 func joinPath(path, key string) string {
+	key = clip(key)
 	if path == "" {
 		return key
 	}
@@ -248,8 +445,10 @@ func kindName(n *yaml.Node) string {
 		return "a list"
 	case yaml.MappingNode:
 		return "a mapping"
+	case yaml.AliasNode:
+		return "*" + clip(n.Value)
 	default:
-		return fmt.Sprintf("%q", n.Value)
+		return fmt.Sprintf("%q", clip(n.Value))
 	}
 }
 
@@ -257,7 +456,8 @@ func typeName(t reflect.Type) string {
 	switch t.Kind() {
 	case reflect.Bool:
 		return "boolean (true or false)"
-	case reflect.Int, reflect.Int64, reflect.Int32:
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		return "whole number"
 	case reflect.Float64:
 		return "number"
@@ -268,6 +468,9 @@ func typeName(t reflect.Type) string {
 
 // suggest names the known field closest to a misspelt one.
 func suggest(got string, known []string) string {
+	if len(got) > 2*clipBytes {
+		return "" // nothing this long is a near miss, and comparing costs its length squared
+	}
 	best, bestD := "", 3
 	for _, k := range known {
 		if d := editDistance(strings.ToLower(got), k); d < bestD {

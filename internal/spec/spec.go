@@ -191,6 +191,22 @@ func (s *Switch) SwitchHosts() []string {
 	return out
 }
 
+// OnHost reports whether the switch exists on the host: SwitchHosts
+// without building the list, for callers that ask once per host.
+func (s *Switch) OnHost(host string) bool {
+	for _, u := range s.Uplinks {
+		if _, ok := u.NICs[host]; ok {
+			return true
+		}
+	}
+	for _, h := range s.Hosts {
+		if h == host {
+			return true
+		}
+	}
+	return false
+}
+
 // EffectiveMTU is the switch's MTU with the default applied.
 func (s *Switch) EffectiveMTU() int {
 	if s.MTU == 0 {
@@ -256,5 +272,7 @@ func (s *Spec) HostPortName(i int) string {
 			n++
 		}
 	}
-	return "vmk" + strconv.Itoa(n)
+	return defaultHostPortName(n)
 }
+
+func defaultHostPortName(n int) string { return "vmk" + strconv.Itoa(n) }

@@ -2,7 +2,6 @@ package spec
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/vnet-project/vnet/internal/teaming"
@@ -101,9 +100,13 @@ func (sw *Switch) TeamUplinks() map[string]bool {
 }
 
 func without(list, drop []string) []string {
+	dropped := make(map[string]bool, len(drop))
+	for _, x := range drop {
+		dropped[x] = true
+	}
 	var out []string
 	for _, x := range list {
-		if !slices.Contains(drop, x) {
+		if !dropped[x] {
 			out = append(out, x)
 		}
 	}
@@ -118,10 +121,7 @@ func (v *validator) checkTeaming(path string, t *Teaming, sw *Switch) {
 	if _, err := teaming.ParsePolicy(t.Policy); err != nil {
 		v.errf(path+".policy", "%v", err)
 	}
-	uplinks := map[string]bool{}
-	for _, u := range sw.Uplinks {
-		uplinks[u.Name] = true
-	}
+	uplinks := v.x.uplinks[sw]
 	seen := map[string]string{}
 	for _, l := range []struct {
 		name  string

@@ -6,6 +6,9 @@ import (
 	"net/netip"
 	"regexp"
 	"strings"
+	"time"
+
+	"github.com/vnet-project/vnet/internal/units"
 )
 
 var (
@@ -23,10 +26,40 @@ const (
 	maxMTU        = 65535
 )
 
+// Limits on values, each where the kernel, or vnet's use of it, stops
+// doing what the spec says.
+const (
+	// MinCPUs is the smallest CPU limit: the kernel refuses a CFS quota
+	// below 1 ms of each 100 ms period.
+	MinCPUs = 0.01
+	// MaxCPUs is the largest CPU limit. A VM's cpuset has at most the
+	// machine's CPUs anyway; the bound keeps specs portable and far below
+	// what the kernel's quota arithmetic holds.
+	MaxCPUs = 1024
+	// MinRate is the slowest rate. The kernel keeps rates in whole bytes
+	// per second, and vnet's HTB buckets hold at least a 64 KiB frame:
+	// below about 2 Kbit/s, the time to fill one overflows the 32-bit tick
+	// count that tells the kernel a bucket's size. 8 Kbit/s leaves a margin.
+	MinRate = units.Rate(8_000)
+	// MaxRate is the fastest rate, 1 Tbit/s.
+	MaxRate = units.Rate(1_000_000_000_000)
+	// minBurst is two full-size frames.
+	minBurst = units.Size(2048)
+	// MaxBurst is the largest shaper burst.
+	MaxBurst = units.Size(1 << 30)
+	// MaxBurstTime is the longest a shaper's burst may last at its average
+	// rate: the kernel cuts a token bucket's depth to about 4.29 s.
+	MaxBurstTime = 4 * time.Second
+)
+
+// reservedLinkNames are interface names the kernel refuses: they are the
+// per-protocol "all" and "default" settings under /proc/sys/net.
+var reservedLinkNames = map[string]bool{"all": true, "default": true}
+
 // Validate checks everything that can be checked without the kernel: names,
 // references between objects, addresses, MTUs. It returns every problem.
 func Validate(doc *Document) Errors {
-	v := &validator{doc: doc, s: doc.Spec}
+	v := &validator{doc: doc, s: doc.Spec, x: newIndex(doc.Spec)}
 	v.run()
 	sortErrors(v.errs)
 	return v.errs
@@ -35,6 +68,7 @@ func Validate(doc *Document) Errors {
 type validator struct {
 	doc  *Document
 	s    *Spec
+	x    *index
 	errs Errors
 	ips  map[netip.Addr]string // address -> path that first used it
 	macs map[string]string
@@ -73,6 +107,27 @@ func (v *validator) checkName(path, name string, maxLen int, re *regexp.Regexp, 
 	return false
 }
 
+// checkLinkName checks a name that becomes a Linux interface name.
+func (v *validator) checkLinkName(path, name, what string) bool {
+	if !v.checkName(path, name, maxIfaceName, ifaceName, what) {
+		return false
+	}
+	if reservedLinkNames[name] {
+		v.errf(path, "name %q is reserved by the kernel for settings of all interfaces", name)
+		return false
+	}
+	return true
+}
+
+// checkRate checks a rate the spec sets; 0 (not set) is left to the caller.
+func (v *validator) checkRate(path string, r units.Rate) bool {
+	if r != 0 && (r < MinRate || r > MaxRate) {
+		v.errf(path, "rate %s is outside %s..%s", r, MinRate, MaxRate)
+		return false
+	}
+	return true
+}
+
 func (v *validator) checkHosts() {
 	seen := map[string]string{}
 	for i, h := range v.s.Hosts {
@@ -83,12 +138,13 @@ func (v *validator) checkHosts() {
 		nics := map[string]string{}
 		for j, n := range h.NICs {
 			np := fmt.Sprintf("%s.nics[%d]", p, j)
-			if v.checkName(np+".name", n.Name, maxIfaceName, ifaceName, "a NIC") {
+			if v.checkLinkName(np+".name", n.Name, "a NIC") {
 				v.unique(nics, n.Name, np+".name", "NIC")
 			}
 			if n.Speed == 0 {
 				v.errf(np+".speed", "a NIC needs a line rate, e.g. speed: 1Gbit")
 			}
+			v.checkRate(np+".speed", n.Speed)
 			if n.IP != "" {
 				if !h.Native {
 					v.errf(np+".ip", "only a native host's NIC carries an address; a hypervisor host's NIC is an uplink (give the host a hostport instead)")
@@ -107,7 +163,7 @@ func (v *validator) checkSwitches() {
 	nicOwner := map[string]string{} // host/nic -> path of the uplink that binds it
 	for i, sw := range v.s.Switches {
 		p := fmt.Sprintf("switches[%d]", i)
-		if v.checkName(p+".name", sw.Name, maxIfaceName, ifaceName, "a switch") {
+		if v.checkLinkName(p+".name", sw.Name, "a switch") {
 			v.unique(seenSw, sw.Name, p+".name", "switch")
 		}
 		v.checkMTU(p+".mtu", sw.MTU)
@@ -142,7 +198,7 @@ func (v *validator) checkSwitches() {
 }
 
 func (v *validator) checkSwitchHost(path, name string) {
-	h, ok := v.s.Host(name)
+	h, ok := v.x.host(name)
 	switch {
 	case !ok:
 		v.errf(path, "unknown host %q", name)
@@ -152,7 +208,7 @@ func (v *validator) checkSwitchHost(path, name string) {
 }
 
 func (v *validator) checkUplinkNIC(path, hostName, nicName string, sw *Switch, owner map[string]string) {
-	h, ok := v.s.Host(hostName)
+	h, ok := v.x.host(hostName)
 	if !ok {
 		v.errf(path, "unknown host %q", hostName)
 		return
@@ -161,7 +217,7 @@ func (v *validator) checkUplinkNIC(path, hostName, nicName string, sw *Switch, o
 		v.errf(path, "host %q is native: it has no virtual switches", hostName)
 		return
 	}
-	n, ok := h.NIC(nicName)
+	n, ok := v.x.nic(h, nicName)
 	if !ok {
 		v.errf(path, "host %q has no NIC %q", hostName, nicName)
 		return
@@ -182,12 +238,12 @@ func (v *validator) checkVMs() {
 	for i, vm := range v.s.VMs {
 		p := fmt.Sprintf("vms[%d]", i)
 		if v.checkName(p+".name", vm.Name, maxObjectName, objectName, "a VM") {
-			if _, clash := v.s.Host(vm.Name); clash {
+			if _, clash := v.x.host(vm.Name); clash {
 				v.errf(p+".name", "VM %q has the name of a host; vnet exec could not tell them apart", vm.Name)
 			}
 			v.unique(seen, vm.Name, p+".name", "VM")
 		}
-		h, ok := v.s.Host(vm.Host)
+		h, ok := v.x.host(vm.Host)
 		switch {
 		case vm.Host == "":
 			v.errf(p+".host", "a VM needs the host it runs on")
@@ -196,15 +252,24 @@ func (v *validator) checkVMs() {
 		case h.Native:
 			v.errf(p+".host", "host %q is native: it runs no VMs", vm.Host)
 		}
-		if vm.CPUs < 0 {
-			v.errf(p+".cpus", "cpus must be positive (or left out for no limit), got %g", vm.CPUs)
-		}
+		v.checkCPUs(p+".cpus", vm.CPUs)
 		if len(vm.NICs) > MaxVNICs {
 			v.errf(p+".nics", "a VM has at most %d vNICs, got %d", MaxVNICs, len(vm.NICs))
 		}
 		for j, n := range vm.NICs {
 			v.checkVNIC(fmt.Sprintf("%s.nics[%d]", p, j), vm.Host, n)
 		}
+	}
+}
+
+// checkCPUs checks a VM's CPU limit. Left out, it is 0: no limit; written
+// out, it must be one the kernel takes (and NaN fails every comparison).
+func (v *validator) checkCPUs(path string, cpus float64) {
+	if cpus == 0 && !v.doc.Given(path) {
+		return
+	}
+	if !(cpus >= MinCPUs && cpus <= MaxCPUs) {
+		v.errf(path, "cpus must be %g..%d cores (or left out for no limit), got %g", MinCPUs, MaxCPUs, cpus)
 	}
 }
 
@@ -224,6 +289,8 @@ func (v *validator) checkVNIC(path, host string, n VNIC) {
 			v.errf(path+".mac", "%q is not an Ethernet MAC address", n.MAC)
 		case hw[0]&1 == 1:
 			v.errf(path+".mac", "%s is a multicast address; a NIC needs a unicast one", n.MAC)
+		case hw.String() == "00:00:00:00:00:00":
+			v.errf(path+".mac", "%s is the zero address, which the kernel refuses for a NIC", n.MAC)
 		default:
 			v.unique(v.macs, strings.ToLower(hw.String()), path+".mac", "MAC address")
 		}
@@ -237,7 +304,7 @@ func (v *validator) checkPortGroupOnHost(path, pg, host string) *Switch {
 		v.errf(path, "a port group is required")
 		return nil
 	}
-	sw, ok := v.s.PortGroupSwitch(pg)
+	sw, ok := v.x.pgSwitch[pg]
 	if !ok {
 		v.errf(path, "unknown port group %q", pg)
 		return nil
@@ -245,19 +312,17 @@ func (v *validator) checkPortGroupOnHost(path, pg, host string) *Switch {
 	if host == "" {
 		return sw
 	}
-	for _, h := range sw.SwitchHosts() {
-		if h == host {
-			return sw
-		}
+	if v.x.swOn[sw][host] {
+		return sw
 	}
-	v.errf(path, "port group %q is on switch %q, which is not on host %q (switch hosts: %s)", pg, sw.Name, host, strings.Join(sw.SwitchHosts(), ", "))
+	v.errf(path, "port group %q is on switch %q, which is not on host %q (switch hosts: %s)", pg, sw.Name, host, strings.Join(v.x.swHosts[sw], ", "))
 	return nil
 }
 
 func (v *validator) checkHostPorts() {
 	for i, hp := range v.s.HostPorts {
 		p := fmt.Sprintf("hostports[%d]", i)
-		h, ok := v.s.Host(hp.Host)
+		h, ok := v.x.host(hp.Host)
 		switch {
 		case hp.Host == "":
 			v.errf(p+".host", "a host port needs its host")
@@ -269,7 +334,7 @@ func (v *validator) checkHostPorts() {
 			v.checkPortGroupOnHost(p+".portgroup", hp.PortGroup, hp.Host)
 		}
 		if hp.Name != "" {
-			v.checkName(p+".name", hp.Name, maxIfaceName, ifaceName, "a host port")
+			v.checkLinkName(p+".name", hp.Name, "a host port")
 		}
 		if hp.IP == "" {
 			v.errf(p+".ip", "a host port needs an address, e.g. 192.168.60.1/24")
@@ -304,17 +369,19 @@ func (v *validator) checkIfaceNamesPerHost() {
 			claim(h.Name, n.Name, fmt.Sprintf("hosts[%d].nics[%d].name", i, j), "NIC")
 		}
 	}
-	for i, sw := range v.s.Switches {
-		for _, h := range sw.SwitchHosts() {
+	for i := range v.s.Switches {
+		sw := &v.s.Switches[i]
+		for _, h := range v.x.swHosts[sw] {
 			claim(h, sw.Name, fmt.Sprintf("switches[%d].name", i), "switch")
 		}
 	}
+	names := hostPortNames(v.s)
 	for i, hp := range v.s.HostPorts {
 		path := fmt.Sprintf("hostports[%d].name", i)
 		if hp.Name == "" {
 			path = fmt.Sprintf("hostports[%d]", i)
 		}
-		claim(hp.Host, v.s.HostPortName(i), path, "host port")
+		claim(hp.Host, names[i], path, "host port")
 	}
 }
 
@@ -325,6 +392,10 @@ func (v *validator) checkCIDR(path, s string) {
 		return
 	}
 	a := pfx.Addr()
+	if pfx.Bits() == 0 {
+		v.errf(path, "%s: prefix length /0 would put the whole address space on the link", s)
+		return
+	}
 	if a.IsMulticast() || a.IsUnspecified() || a.IsLoopback() {
 		v.errf(path, "%s cannot be an interface address", a)
 		return

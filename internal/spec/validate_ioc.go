@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/vnet-project/vnet/internal/ioc"
+	"github.com/vnet-project/vnet/internal/units"
 )
 
 // checkIOC validates a switch's Network I/O Control, its port groups'
@@ -28,7 +29,9 @@ func (v *validator) checkIOC(i int, sw *Switch) {
 			if err != nil {
 				v.errf(pp+".shares", "%v", err)
 			}
-			if ps.Limit != 0 && ps.Reservation > ps.Limit {
+			okRates := v.checkRate(pp+".limit", ps.Limit)
+			okRates = v.checkRate(pp+".reservation", ps.Reservation) && okRates
+			if okRates && ps.Limit != 0 && ps.Reservation > ps.Limit {
 				v.errf(pp+".reservation", "reservation %s is above the limit %s", ps.Reservation, ps.Limit)
 			}
 			specs = append(specs, ioc.Pool{Name: name, Shares: shares, Limit: uint64(ps.Limit), Reservation: uint64(ps.Reservation)})
@@ -78,19 +81,31 @@ func (v *validator) checkPortGroupPolicy(p string, pg *PortGroup, sw *Switch, po
 			if d.s == nil {
 				continue
 			}
-			sp := p + ".shaping." + d.name
-			switch {
-			case d.s.Average == 0:
-				v.errf(sp+".average", "a shaper needs an average rate")
-			case d.s.Peak != 0 && d.s.Peak < d.s.Average:
-				v.errf(sp+".peak", "peak %s is below the average %s", d.s.Peak, d.s.Average)
-			}
-			if d.s.Burst == 0 {
-				v.errf(sp+".burst", "a shaper needs a burst size, e.g. 100KiB")
-			} else if d.s.Burst < 2048 {
-				v.errf(sp+".burst", "burst %s is smaller than two frames", d.s.Burst)
-			}
+			v.checkShaper(p+".shaping."+d.name, d.s)
 		}
+	}
+}
+
+func (v *validator) checkShaper(sp string, s *Shaper) {
+	okAvg := v.checkRate(sp+".average", s.Average)
+	okPeak := v.checkRate(sp+".peak", s.Peak)
+	switch {
+	case s.Average == 0:
+		v.errf(sp+".average", "a shaper needs an average rate")
+		okAvg = false
+	case okAvg && okPeak && s.Peak != 0 && s.Peak < s.Average:
+		v.errf(sp+".peak", "peak %s is below the average %s", s.Peak, s.Average)
+	}
+	switch {
+	case s.Burst == 0:
+		v.errf(sp+".burst", "a shaper needs a burst size, e.g. 100KiB")
+	case s.Burst < minBurst:
+		v.errf(sp+".burst", "burst %s is smaller than two frames", s.Burst)
+	case s.Burst > MaxBurst:
+		v.errf(sp+".burst", "burst %s is larger than %s", s.Burst, MaxBurst)
+	case okAvg && float64(s.Burst) > s.Average.Bytes(MaxBurstTime):
+		v.errf(sp+".burst", "burst %s lasts more than %s at the average %s (at most %s): the kernel would cut it short",
+			s.Burst, MaxBurstTime, s.Average, units.Size(s.Average.Bytes(MaxBurstTime)))
 	}
 }
 
@@ -108,8 +123,8 @@ func (v *validator) slowestUplink(sw *Switch) uint64 {
 	var slowest uint64
 	for _, u := range sw.Uplinks {
 		for host, nic := range u.NICs {
-			if h, ok := v.s.Host(host); ok {
-				if n, ok := h.NIC(nic); ok && n.Speed > 0 && (slowest == 0 || uint64(n.Speed) < slowest) {
+			if h, ok := v.x.host(host); ok {
+				if n, ok := v.x.nic(h, nic); ok && n.Speed > 0 && (slowest == 0 || uint64(n.Speed) < slowest) {
 					slowest = uint64(n.Speed)
 				}
 			}

@@ -13,8 +13,8 @@ type Percent float64
 // ParsePercent reads "75%", "75" or "12.5%". The value must lie in (0, 100].
 func ParsePercent(s string) (Percent, error) {
 	v, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(s), "%")), 64)
-	if err != nil || v <= 0 || v > 100 {
-		return 0, fmt.Errorf("percentage %q: want a number above 0 and at most 100, e.g. 75%%", s)
+	if err != nil || !(v > 0 && v <= 100) { // NaN fails both
+		return 0, fmt.Errorf("percentage %s: want a number above 0 and at most 100, e.g. 75%%", quote(s))
 	}
 	return Percent(v / 100), nil
 }
@@ -41,7 +41,7 @@ type Duration time.Duration
 func ParseDuration(s string) (Duration, error) {
 	d, err := time.ParseDuration(strings.TrimSpace(s))
 	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("duration %q: want a positive time with a unit, e.g. 30s or 500ms", s)
+		return 0, fmt.Errorf("duration %s: want a positive time with a unit, e.g. 30s or 500ms", quote(s))
 	}
 	return Duration(d), nil
 }

@@ -20,6 +20,9 @@ func TestParsePercent(t *testing.T) {
 		{"-5%", 0, true},
 		{"high", 0, true},
 		{"", 0, true},
+		{"nan", 0, true},
+		{"NaN%", 0, true},
+		{"inf%", 0, true},
 	}
 	for _, tt := range tests {
 		got, err := ParsePercent(tt.in)

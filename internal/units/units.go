@@ -13,6 +13,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
+	"unicode/utf8"
 )
 
 // Rate is a data rate in bits per second.
@@ -34,26 +36,26 @@ var sizePrefixes = map[string]float64{
 func ParseRate(s string) (Rate, error) {
 	num, unit := splitNumber(s)
 	if num == "" {
-		return 0, fmt.Errorf("rate %q: want a number with a unit, e.g. 500Mbit or 10Gbit", s)
+		return 0, fmt.Errorf("rate %s: want a number with a unit, e.g. 500Mbit or 10Gbit", quote(s))
 	}
 	u := strings.TrimSuffix(strings.ToLower(unit), "/s")
 	if strings.HasSuffix(u, "bps") {
-		return 0, fmt.Errorf("rate %q: ambiguous unit %q (tc reads it as bytes per second); write bits, e.g. %s%sbit", s, unit, num, strings.ToUpper(strings.TrimSuffix(u, "bps")))
+		return 0, fmt.Errorf("rate %s: ambiguous unit %s (tc reads it as bytes per second); write bits, e.g. %s%sbit", quote(s), quote(unit), clip(num), strings.ToUpper(strings.TrimSuffix(u, "bps")))
 	}
 	if u != "" && !strings.HasSuffix(u, "bit") {
-		return 0, fmt.Errorf("rate %q: unknown unit %q (use bit, Kbit, Mbit, Gbit, Tbit)", s, unit)
+		return 0, fmt.Errorf("rate %s: unknown unit %s (use bit, Kbit, Mbit, Gbit, Tbit)", quote(s), quote(unit))
 	}
 	mult, ok := ratePrefixes[strings.TrimSuffix(u, "bit")]
 	if !ok {
-		return 0, fmt.Errorf("rate %q: unknown unit %q (use bit, Kbit, Mbit, Gbit, Tbit)", s, unit)
+		return 0, fmt.Errorf("rate %s: unknown unit %s (use bit, Kbit, Mbit, Gbit, Tbit)", quote(s), quote(unit))
 	}
 	v, err := strconv.ParseFloat(num, 64)
 	if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
-		return 0, fmt.Errorf("rate %q: not a non-negative number", s)
+		return 0, fmt.Errorf("rate %s: not a non-negative number", quote(s))
 	}
 	bits := v * mult
 	if bits > math.MaxUint64/2 {
-		return 0, fmt.Errorf("rate %q: too large", s)
+		return 0, fmt.Errorf("rate %s: too large", quote(s))
 	}
 	return Rate(math.Round(bits)), nil
 }
@@ -62,26 +64,44 @@ func ParseRate(s string) (Rate, error) {
 func ParseSize(s string) (Size, error) {
 	num, unit := splitNumber(s)
 	if num == "" {
-		return 0, fmt.Errorf("size %q: want a number of bytes, e.g. 64KB or 1MiB", s)
+		return 0, fmt.Errorf("size %s: want a number of bytes, e.g. 64KB or 1MiB", quote(s))
 	}
 	u := strings.ToLower(unit)
 	u = strings.TrimSuffix(u, "b")
 	if strings.HasSuffix(strings.ToLower(unit), "bit") {
-		return 0, fmt.Errorf("size %q: sizes are bytes (KB, KiB, MB, MiB), not bits", s)
+		return 0, fmt.Errorf("size %s: sizes are bytes (KB, KiB, MB, MiB), not bits", quote(s))
 	}
 	mult, ok := sizePrefixes[u]
 	if !ok {
-		return 0, fmt.Errorf("size %q: unknown unit %q (use B, KB, KiB, MB, MiB, GB, GiB)", s, unit)
+		return 0, fmt.Errorf("size %s: unknown unit %s (use B, KB, KiB, MB, MiB, GB, GiB)", quote(s), quote(unit))
 	}
 	v, err := strconv.ParseFloat(num, 64)
 	if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
-		return 0, fmt.Errorf("size %q: not a non-negative number", s)
+		return 0, fmt.Errorf("size %s: not a non-negative number", quote(s))
 	}
 	b := v * mult
 	if b > math.MaxUint64/2 {
-		return 0, fmt.Errorf("size %q: too large", s)
+		return 0, fmt.Errorf("size %s: too large", quote(s))
 	}
 	return Size(math.Round(b)), nil
+}
+
+// clipBytes is how much of an input an error message quotes.
+const clipBytes = 64
+
+// quote quotes an input for an error message, clipped so that a huge one
+// cannot flood the terminal.
+func quote(s string) string { return strconv.Quote(clip(s)) }
+
+func clip(s string) string {
+	if len(s) <= clipBytes {
+		return s
+	}
+	cut := clipBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s…(%d bytes)", s[:cut], len(s))
 }
 
 func splitNumber(s string) (num, unit string) {
@@ -106,6 +126,9 @@ func (r Rate) String() string {
 	}
 	return strconv.FormatUint(uint64(r), 10) + "bit"
 }
+
+// Bytes is how much the rate carries in d.
+func (r Rate) Bytes(d time.Duration) float64 { return float64(r) / 8 * d.Seconds() }
 
 // BytesPerSecond is the rate as the kernel's schedulers want it.
 func (r Rate) BytesPerSecond() uint64 { return uint64(r) / 8 }

@@ -1,6 +1,10 @@
 package units
 
-import "testing"
+import (
+	"strings"
+	"testing"
+	"time"
+)
 
 func TestParseRate(t *testing.T) {
 	tests := []struct {
@@ -68,5 +72,28 @@ func TestRoundTrip(t *testing.T) {
 		if err != nil || v.String() != s {
 			t.Errorf("size %q -> %v -> %q", s, v, v.String())
 		}
+	}
+}
+
+// A huge input is quoted clipped, with its length, not whole.
+func TestErrorsClipTheInput(t *testing.T) {
+	huge := strings.Repeat("9", 100_000)
+	for _, f := range []func() error{
+		func() error { _, err := ParseRate(huge + "Gbit"); return err },
+		func() error { _, err := ParseRate("1" + huge); return err },
+		func() error { _, err := ParseSize(huge + "KiB"); return err },
+		func() error { _, err := ParsePercent(huge); return err },
+		func() error { _, err := ParseDuration(huge); return err },
+	} {
+		err := f()
+		if err == nil || len(err.Error()) > 200 || !strings.Contains(err.Error(), "bytes)") {
+			t.Errorf("error %.300q; want it clipped", err)
+		}
+	}
+}
+
+func TestRateBytes(t *testing.T) {
+	if got := Rate(8_000_000).Bytes(4 * time.Second); got != 4_000_000 {
+		t.Errorf("1 MB/s for 4 s = %v bytes", got)
 	}
 }

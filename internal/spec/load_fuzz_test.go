@@ -1,0 +1,54 @@
+package spec_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/spec"
+)
+
+// loadBound is how long one load (and, for a valid spec, its plan) may take.
+// A fuzzed input takes milliseconds; the bound leaves room for a loaded host.
+const loadBound = 2 * time.Second
+
+// FuzzLoad feeds arbitrary bytes to Load: it must return an error or a
+// valid spec, never panic or take long, and a valid spec must model, plan
+// and print as apply --dry-run does.
+//
+//	go test -run='^$' -fuzz=FuzzLoad -fuzztime=30s ./internal/spec
+func FuzzLoad(f *testing.F) {
+	for _, pattern := range []string{"../../examples/*.yaml", "testdata/bad/*.yaml"} {
+		files, _ := filepath.Glob(pattern)
+		if len(files) == 0 {
+			f.Fatalf("no seeds in %s", pattern)
+		}
+		for _, file := range files {
+			src, err := os.ReadFile(file)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(src)
+		}
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		start := time.Now()
+		doc, err := spec.Load("fuzz.yaml", src)
+		if err != nil {
+			_ = err.Error()
+		} else {
+			desired := plan.Model(doc.Spec, plan.Options{NumCPU: 4, Now: time.Unix(0, 0)})
+			_ = plan.Diff(desired, nil).String()
+			if p := plan.Diff(desired, desired); !p.Empty() {
+				t.Errorf("a model differs from itself:\n%s", p)
+			}
+			plan.HostTeams(doc.Spec)
+			plan.TeamLimits(plan.IOCUplinks(doc.Spec), doc.Spec)
+		}
+		if took := time.Since(start); took > loadBound {
+			t.Errorf("took %v for %d bytes", took, len(src))
+		}
+	})
+}

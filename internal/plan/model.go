@@ -76,7 +76,7 @@ func (m *modeler) host(h *spec.Host) {
 	ns := m.ns(h.Name)
 	m.add(Resource{Kind: KindNetns, Name: ns, Sysctls: WantedSysctls(NamespaceSysctls), Owner: "host " + h.Name})
 	for _, sw := range m.s.Switches {
-		if contains(sw.SwitchHosts(), h.Name) {
+		if sw.OnHost(h.Name) {
 			m.add(Resource{Kind: KindBridge, NS: ns, Name: sw.Name, MTU: sw.EffectiveMTU(),
 				MAC: StableMAC(m.s.Name, "switch/"+h.Name+"/"+sw.Name), Sysctls: WantedSysctls(BridgeSysctls),
 				Owner: "switch " + sw.Name + " on " + h.Name})
@@ -250,10 +250,15 @@ func ResetDroppedOffloads(desired, last []Resource) []Resource {
 // cpuset spreads VMs over the machine's CPUs in spec order, so two 1-vCPU
 // VMs land on different cores when there are two.
 func (m *modeler) cpuset(cpus float64) string {
-	if m.opt.NumCPU <= 0 {
+	// Validation bounds cpus, but a model built from an unvalidated spec
+	// must not turn NaN or +Inf into a negative slice length.
+	if m.opt.NumCPU <= 0 || !(cpus > 0) {
 		return ""
 	}
-	n := min(int(math.Ceil(cpus)), m.opt.NumCPU)
+	n := m.opt.NumCPU
+	if cpus < float64(n) {
+		n = int(math.Ceil(cpus))
+	}
 	ids := make([]int, n)
 	for i := range ids {
 		ids[i] = (m.nextCPU + i) % m.opt.NumCPU

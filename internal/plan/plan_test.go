@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -204,6 +205,21 @@ func TestCpusetSpreads(t *testing.T) {
 	}
 	if got := strings.Join(sets, " "); got != "0 1 0,1" {
 		t.Errorf("cpusets = %q", got)
+	}
+}
+
+// A spec that skipped validation must not crash the modeler: NaN and
+// infinite CPU counts once reached make() as a negative length.
+func TestCpusetSurvivesUnvalidatedCounts(t *testing.T) {
+	m := &modeler{opt: Options{NumCPU: 2}}
+	for _, cpus := range []float64{math.NaN(), math.Inf(1), math.Inf(-1), 1e19, 0, -1} {
+		got := m.cpuset(cpus)
+		if cpus > 1 && got != "0,1" {
+			t.Errorf("cpuset(%g) = %q, want all CPUs", cpus, got)
+		}
+		if !(cpus > 0) && got != "" {
+			t.Errorf("cpuset(%g) = %q, want no set", cpus, got)
+		}
 	}
 }
 

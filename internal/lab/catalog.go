@@ -70,7 +70,7 @@ var s0Patterns = &Experiment{
 	// The 8 KiB buffers limit TCP's window only where round trips are
 	// long, so a machine slow to cross cores makes the study's shape for
 	// its own reasons.
-	Needs:     Needs{Lines: []float64{1000}, CrossCore: true},
+	Needs: Needs{Lines: []float64{1000}, CrossCore: true},
 	Baselines: func(s Samples, sc Scale) []Baseline {
 		return []Baseline{{What: "bulk send", Got: s.Get("send", "bulk", "throughput"), Line: sc.Of(1000)}}
 	},

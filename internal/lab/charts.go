@@ -249,7 +249,9 @@ func (s barSeries) Render(r chart.Renderer, cb chart.Box, xr, yr chart.Range, _ 
 	}
 }
 
-func clampTo(v float64, yr chart.Range) float64 { return math.Max(yr.GetMin(), math.Min(v, yr.GetMax())) }
+func clampTo(v float64, yr chart.Range) float64 {
+	return math.Max(yr.GetMin(), math.Min(v, yr.GetMax()))
+}
 
 // markerSeries draws the thresholds as dashed lines across their groups.
 type markerSeries struct{ g *groupedBars }
@@ -273,10 +275,12 @@ func (s markerSeries) Render(r chart.Renderer, cb chart.Box, xr, yr chart.Range,
 		r.LineTo(x1+4, y)
 		r.Stroke()
 		r.SetStrokeDashArray(nil)
+		// The label sits above the line at its left end, inside the
+		// group, where neither the next group nor the axis is.
 		r.SetFont(defaults.Font)
 		r.SetFontSize(8)
 		r.SetFontColor(thresholdColor)
-		r.Text(m.Label, x1+6, y+3)
+		r.Text(m.Label, x0-2, y-3)
 	}
 }
 
@@ -287,16 +291,16 @@ type logRange struct {
 	Domain   int
 }
 
-func (r *logRange) IsZero() bool         { return r.Min == 0 && r.Max == 0 }
-func (r *logRange) GetMin() float64      { return r.Min }
-func (r *logRange) SetMin(v float64)     { r.Min = v }
-func (r *logRange) GetMax() float64      { return r.Max }
-func (r *logRange) SetMax(v float64)     { r.Max = v }
-func (r *logRange) GetDelta() float64    { return r.Max - r.Min }
-func (r *logRange) GetDomain() int       { return r.Domain }
-func (r *logRange) SetDomain(d int)      { r.Domain = d }
-func (r *logRange) IsDescending() bool   { return false }
-func (r *logRange) String() string       { return fmt.Sprintf("log [%g, %g] => %d", r.Min, r.Max, r.Domain) }
+func (r *logRange) IsZero() bool       { return r.Min == 0 && r.Max == 0 }
+func (r *logRange) GetMin() float64    { return r.Min }
+func (r *logRange) SetMin(v float64)   { r.Min = v }
+func (r *logRange) GetMax() float64    { return r.Max }
+func (r *logRange) SetMax(v float64)   { r.Max = v }
+func (r *logRange) GetDelta() float64  { return r.Max - r.Min }
+func (r *logRange) GetDomain() int     { return r.Domain }
+func (r *logRange) SetDomain(d int)    { r.Domain = d }
+func (r *logRange) IsDescending() bool { return false }
+func (r *logRange) String() string     { return fmt.Sprintf("log [%g, %g] => %d", r.Min, r.Max, r.Domain) }
 func (r *logRange) Translate(v float64) int {
 	if v <= 0 {
 		return 0
@@ -408,6 +412,12 @@ func shapeFigure(e *Experiment, v Verdict, perRep []Verdict) figure {
 		}
 		g.Markers = append(g.Markers, marker{Group: k, Value: c.Limit, Label: c.Op + " " + limitString(c.Limit)})
 	}
+	if prefix := commonPrefix(g.Groups); prefix != "" {
+		for i := range g.Groups {
+			g.Groups[i] = strings.TrimPrefix(g.Groups[i], prefix)
+		}
+		g.YLabel = strings.TrimSuffix(prefix, ", ")
+	}
 	if len(perRep) > 1 {
 		measured.Lo, measured.Hi = make([]float64, len(spreads)), make([]float64, len(spreads))
 		for i, r := range spreads {
@@ -443,6 +453,25 @@ func clauseAt(v Verdict, c Clause, ci int, infoOnly bool) float64 {
 		return list[ci].Value
 	}
 	return math.NaN()
+}
+
+// commonPrefix is the part up to ", " that every group's name starts
+// with, when there are several: it goes to the axis, not under each group.
+func commonPrefix(names []string) string {
+	if len(names) < 2 {
+		return ""
+	}
+	p, _, ok := strings.Cut(names[0], ", ")
+	if !ok {
+		return ""
+	}
+	p += ", "
+	for _, n := range names[1:] {
+		if !strings.HasPrefix(n, p) {
+			return ""
+		}
+	}
+	return p
 }
 
 func spread(v []float64) (float64, float64) {

@@ -181,7 +181,7 @@ td, th { border: 1px solid #ccc; padding: .25em .6em; text-align: left; vertical
 .below { color: #b00020; font-weight: bold; }
 .side { display: flex; gap: 2em; flex-wrap: wrap; } .side > div { flex: 1; min-width: 300px; }
 .figures { display: flex; flex-wrap: wrap; gap: 1em; }
-figure.chart { margin: .5em 0; } figure.chart svg { max-width: 100%; height: auto; display: block; }
+figure.chart { margin: .5em 0; flex: 0 0 auto; max-width: 100%; } figure.chart svg { max-width: 100%; height: auto; display: block; }
 figcaption { font-size: .85em; color: #555; max-width: 60em; }
 .cite { font-style: italic; } .calib { background: #f6f6fa; padding: .6em 1em; border-left: 4px solid #5a5a9a; }
 </style></head><body>

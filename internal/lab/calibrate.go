@@ -194,12 +194,20 @@ func (k *Calibrator) measure(todo []float64, first bool) error {
 	}
 	for _, r := range todo {
 		i := slices.Index(k.rates, r)
-		res, err := k.x.Measure(rateWords(r)+" line", Flow{From: "lab-cal/" + pairHost("a", r), Secs: calibrationSecs,
-			Args: append([]string{"-H", fmt.Sprintf("10.79.%d.2", i)}, patternArgs("256K", "64K")...)})
-		if err != nil {
-			return err
+		flow := Flow{From: "lab-cal/" + pairHost("a", r), Secs: calibrationSecs,
+			Args: append([]string{"-H", fmt.Sprintf("10.79.%d.2", i)}, patternArgs("256K", "64K")...)}
+		best := 0.0
+		// A line that falls short gets a second try: one moment of
+		// another process's load should not make a whole run's verdicts
+		// inconclusive, a machine that cannot carry the rate fails twice.
+		for try := 0; try < 2 && best < fidelity*r; try++ {
+			res, err := k.x.Measure(rateWords(r)+" line", flow)
+			if err != nil {
+				return err
+			}
+			best = max(best, Mbit(res[0]))
 		}
-		k.c.Lines = append(k.c.Lines, LineFidelity{Nominal: r, Achieved: Mbit(res[0])})
+		k.c.Lines = append(k.c.Lines, LineFidelity{Nominal: r, Achieved: best})
 	}
 	if first {
 		res, err := k.x.Measure("unshaped veth", Flow{From: "lab-cal/u1", Secs: calibrationSecs,

@@ -132,7 +132,14 @@ func (g groupedBars) render() (string, int) {
 	if err := c.Render(chart.SVG, &buf); err != nil {
 		return fmt.Sprintf("<p>chart not drawn: %s</p>", err), 0
 	}
-	return buf.String(), marks
+	return sized(buf.String(), c.Width, c.Height), marks
+}
+
+// sized gives go-chart's SVG, which has only a viewBox, its natural size:
+// without one, a browser draws it as wide as whatever room is left.
+func sized(svg string, w, h int) string {
+	box := fmt.Sprintf(`viewBox="0 0 %d %d"`, w, h)
+	return strings.Replace(svg, box, fmt.Sprintf(`%s width="%d" height="%d"`, box, w, h), 1)
 }
 
 func gridLines(ticks []chart.Tick) []chart.GridLine {
@@ -622,7 +629,7 @@ func timelineFigures(s Samples) []figure {
 		for _, p := range marksPh {
 			names = append(names, fmt.Sprintf("%s from %.0f s", p.Label, p.Value))
 		}
-		out = append(out, figure{Title: "Over time: " + panel, SVG: buf.String(), Marks: marks,
+		out = append(out, figure{Title: "Over time: " + panel, SVG: sized(buf.String(), c.Width, c.Height), Marks: marks,
 			Caption: fmt.Sprintf("Each flow's rate every %g s of the first repeat; phases (dotted): %s.", timelineStep, strings.Join(names, ", "))})
 	}
 	return out

@@ -11,9 +11,13 @@ var s3Relink = &Experiment{
 	Name: "s3-relink", Study: "S3", Title: "relink and unlink a running VM's vNIC",
 	Published: "ESX can link and unlink a vNIC to a physical NIC while the VM runs; Xen must power the VM off.",
 	Scaling:   "testbed examples/s3-multi-nic.yaml: eth1 moves from net1 (vmnic1) to net2 (vmnic2) and back; one physical switch, so its peer stays reachable",
-	Chart:     Chart{Metric: "throughput", YLabel: "eth1 stream, Mbit/s"},
+	Needs:     Needs{Lines: []float64{1000}, RateFree: true},
+	Baselines: func(s Samples, sc Scale) []Baseline {
+		return []Baseline{{What: "eth1 linked", Got: s.Get("eth1", "linked", "throughput"), Line: sc.Of(1000)}}
+	},
+	Chart: Chart{Metric: "throughput", YLabel: "eth1 stream, Mbit/s"},
 	Run: func(x *Run) error {
-		tb, err := exampleTestbed("s3-multi-nic.yaml", "s3", "lab-s3r")
+		tb, err := exampleTestbed("s3-multi-nic.yaml", "s3", "lab-s3r", x.Scale)
 		if err != nil {
 			return err
 		}
@@ -58,13 +62,12 @@ var s3Relink = &Experiment{
 		x.Record("vm", "namespace kept", "kept", same, "bool")
 		return nil
 	},
-	Judge: func(s Samples) Verdict {
+	Judge: func(s Samples, sc Scale) Verdict {
 		base := s.Get("eth1", "linked", "throughput")
-		moved := s.Get("eth1", "relinked twice", "throughput") / base
-		cut := s.Get("eth1", "cut for a third", "throughput") / base
-		kept := s.Get("vm", "namespace kept", "kept") == 1
-		return verdict(moved >= 0.9 && cut >= 0.4 && kept,
-			"a stream through a vNIC relinked twice keeps >= 90% of its rate, one cut for a third of the time resumes (>= 40% overall), and the VM is not recreated",
-			"relinked %.0f%%, cut and relinked %.0f%% of %.0f Mbit/s; VM namespace %s", 100*moved, 100*cut, base, map[bool]string{true: "kept", false: "recreated"}[kept])
+		return judge("a stream through a vNIC relinked twice keeps >= 90% of its rate, one cut for a third of the time resumes (>= 40% overall), and the VM is not recreated", []Clause{
+			{What: "relinked twice / linked", Value: ratio(s.Get("eth1", "relinked twice", "throughput"), base), Op: ">=", Limit: 0.9, Published: 1},
+			{What: "cut for a third / linked", Value: ratio(s.Get("eth1", "cut for a third", "throughput"), base), Op: ">=", Limit: 0.4},
+			{What: "VM namespace kept (1 = yes)", Value: s.Get("vm", "namespace kept", "kept"), Op: ">=", Limit: 1, Published: 1},
+		})
 	},
 }

@@ -103,7 +103,7 @@ func (m *modeler) nic(h *spec.Host, n *spec.NIC) {
 	}
 	// The line rate holds in both directions: host to switch on the NIC,
 	// switch to host on the switch's port.
-	rate := uint64(n.Speed) / 8 * 8 // the kernel keeps bytes per second
+	rate := wireRate(n.Speed) / 8 * 8 // the kernel keeps bytes per second
 	m.add(Resource{Kind: KindLineRate, NS: ns, Link: a.Name, Rate: rate, Burst: ClassBurst(rate), Owner: owner + " transmit"})
 	m.add(Resource{Kind: KindLineRate, NS: phys, Link: b.Name, Rate: rate, Burst: ClassBurst(rate), Owner: owner + " receive"})
 }

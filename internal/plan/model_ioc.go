@@ -52,7 +52,7 @@ func IOCUplinks(s *spec.Spec) []IOCUplink {
 			for _, u := range attachedUplinks(sw, h) {
 				nic, _ := host.NIC(u.NICs[h])
 				out = append(out, IOCUplink{Host: h, Switch: sw.Name, NS: NSName(s.Name, h), NIC: nic.Name,
-					Line: uint64(nic.Speed), Classes: ioc.Classes(uint64(nic.Speed), pools)})
+					Line: wireRate(nic.Speed), Classes: ioc.Classes(wireRate(nic.Speed), pools)})
 			}
 		}
 	}

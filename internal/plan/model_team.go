@@ -61,7 +61,7 @@ func HostTeams(s *spec.Spec) []HostTeam {
 				base.Uplinks = append(base.Uplinks, u.Name)
 				base.NIC[u.Name] = u.NICs[host]
 				if n, ok := h.NIC(u.NICs[host]); ok {
-					base.Line[u.Name] = uint64(n.Speed)
+					base.Line[u.Name] = wireRate(n.Speed)
 				}
 			}
 			ports := switchPorts(s, sw, host)

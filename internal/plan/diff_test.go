@@ -67,7 +67,7 @@ hostports:
 		t.Run(tc.name, func(t *testing.T) {
 			drifted := renamed(model, tc.ns, tc.link, "foo")
 			for _, dir := range []struct {
-				name               string
+				name              string
 				desired, observed []Resource
 			}{{"repair", model, drifted}, {"roll back", drifted, model}} {
 				p := Diff(dir.desired, dir.observed)

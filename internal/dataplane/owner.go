@@ -15,12 +15,12 @@ func (l *Linux) ensureNetns(r plan.Resource) error {
 	if err := createNetns(r.Name, r.Sysctls); err != nil {
 		return err
 	}
-	return l.setMark(r.Name, r.Mark)
+	return l.SetMark(r.Name, r.Mark)
 }
 
-// setMark sets (or, with an empty mark, clears) a namespace's mark.
+// SetMark sets (or, with an empty mark, clears) a namespace's mark.
 // Equivalent to: ip -n NS link set lo alias MARK
-func (l *Linux) setMark(ns, mark string) error {
+func (l *Linux) SetMark(ns, mark string) error {
 	h, err := l.handle(ns)
 	if err != nil {
 		return err

@@ -53,10 +53,11 @@ func Recover(dir string, opt RecoverOptions) (*Recovered, error) {
 		out.Cause = err
 	}
 	if _, err := os.Stat(path); err == nil {
-		out.Moved = fmt.Sprintf("%s.damaged-%s", path, time.Now().Format("20060102-150405"))
-		if opt.Rebuild && out.Cause == nil {
-			out.Moved = fmt.Sprintf("%s.replaced-%s", path, time.Now().Format("20060102-150405"))
+		why := "damaged"
+		if out.Cause == nil {
+			why = "replaced"
 		}
+		out.Moved = asideName(path, why)
 		if err := os.Rename(path, out.Moved); err != nil {
 			return nil, fmt.Errorf("recover: move %s aside: %w", path, err)
 		}
@@ -96,6 +97,19 @@ func Recover(dir string, opt RecoverOptions) (*Recovered, error) {
 	defer b.Close()
 	out.ID = b.ID()
 	return out, b.refreshGood()
+}
+
+// asideName is a name no file has yet: path.why-TIME, with a number
+// added when one recovery follows another within a second.
+func asideName(path, why string) string {
+	base := fmt.Sprintf("%s.%s-%s", path, why, time.Now().Format("20060102-150405"))
+	name := base
+	for i := 2; ; i++ {
+		if _, err := os.Lstat(name); errors.Is(err, fs.ErrNotExist) {
+			return name
+		}
+		name = fmt.Sprintf("%s.%d", base, i)
+	}
 }
 
 // copyFile copies a file by way of a temporary one, so that to is whole

@@ -61,7 +61,7 @@ them as this store's. Then lists every vnet-looking namespace on the host by who
 				return nil
 			}
 			for _, infra := range adopt {
-				if err := adoptUnmarked(out, dp, st, infra, found); err != nil {
+				if err := adoptNamespaces(out, dp, st, infra, found); err != nil {
 					return err
 				}
 			}
@@ -74,7 +74,7 @@ them as this store's. Then lists every vnet-looking namespace on the host by who
 		},
 	}
 	c.Flags().BoolVar(&rebuild, "rebuild", false, "start an empty store (keeping the ID) even if the file or its good copy is fine")
-	c.Flags().StringSliceVar(&adopt, "adopt", nil, "mark the unmarked namespaces of these infrastructures as this store's (made by an older vnet whose records are lost)")
+	c.Flags().StringSliceVar(&adopt, "adopt", nil, "mark the namespaces of these infrastructures that have no mark (an older vnet made them) or whose store is gone as this store's")
 	return c
 }
 
@@ -117,9 +117,9 @@ func printRecovered(out io.Writer, dir string, res *store.Recovered) {
 	fmt.Fprintf(out, "started an empty store with ID %s\n", res.ID)
 }
 
-// adoptUnmarked marks an infrastructure's unmarked namespaces as this
+// adoptNamespaces marks an infrastructure's adoptable namespaces as this
 // store's, so that destroy removes them and apply takes them over.
-func adoptUnmarked(out io.Writer, dp *dataplane.Linux, st *store.Bolt, infra string, found []dataplane.NamedNS) error {
+func adoptNamespaces(out io.Writer, dp *dataplane.Linux, st *store.Bolt, infra string, found []dataplane.NamedNS) error {
 	unlock, err := st.Lock(infra)
 	if err != nil {
 		return fmt.Errorf("adopt %s: %w", infra, err)
@@ -128,7 +128,7 @@ func adoptUnmarked(out io.Writer, dp *dataplane.Linux, st *store.Bolt, infra str
 	mark := plan.Mark{Infra: infra, Store: st.ID(), Dir: st.Location()}.String()
 	n := 0
 	for _, ns := range found {
-		if i, _, ok := plan.SplitNSName(ns.Name); !ok || i != infra || ns.Mark != "" {
+		if i, _, ok := plan.SplitNSName(ns.Name); !ok || i != infra || !adoptable(ns.Mark) {
 			continue
 		}
 		if err := dp.SetMark(ns.Name, mark); err != nil {
@@ -136,8 +136,18 @@ func adoptUnmarked(out io.Writer, dp *dataplane.Linux, st *store.Bolt, infra str
 		}
 		n++
 	}
-	fmt.Fprintf(out, "adopted %s of %s\n", counted(n, "unmarked namespace", "unmarked namespaces"), infra)
+	fmt.Fprintf(out, "adopted %s of %s\n", counted(n, "namespace", "namespaces"), infra)
 	return nil
+}
+
+// adoptable reports whether a namespace may be taken over: it has no mark,
+// or the store its mark names is gone from its directory.
+func adoptable(mark string) bool {
+	m, ok := plan.ParseMark(mark)
+	if !ok {
+		return mark == ""
+	}
+	return m.Dir != "" && store.IDAt(m.Dir) != m.Store
 }
 
 // printHost lists the vnet-looking namespaces on the host by
@@ -166,6 +176,8 @@ func printHost(out io.Writer, st store.Store, found []dataplane.NamedNS) error {
 			how = "recorded"
 		case marked && m.Store == st.ID() && m.Infra == infra:
 			how = fmt.Sprintf("made by this store, not recorded: `vnet destroy %s` removes them, `vnet apply FILE` takes them back", infra)
+		case marked && adoptable(ns.Mark):
+			how = fmt.Sprintf("made by a store that is gone from %s: `vnet recover --adopt %s` takes them", m.Dir, infra)
 		case marked && m.Dir != "":
 			how = fmt.Sprintf("made by the store at %s (ID %s): left to it", m.Dir, m.Store)
 		case marked:

@@ -144,3 +144,39 @@ func TestLocksArePerInfrastructure(t *testing.T) {
 		t.Errorf("destroy after the lock is released: %d %s", code, out)
 	}
 }
+
+// Namespaces whose store is gone (its directory removed, as a crashed
+// run's temporary state directory is) are refused by another store until
+// `vnet recover --adopt` takes them over.
+func TestOrphanedNamespacesAreAdopted(t *testing.T) {
+	requireRoot(t)
+	gone, state := t.TempDir(), t.TempDir()
+	f := writeSpec(t, "cliorph", "10.75.0")
+	t.Cleanup(func() { run(t, state, "destroy", "cliorph") })
+	if out, code := run(t, gone, "apply", f); code != 0 {
+		t.Fatalf("apply: %d %s", code, out)
+	}
+	if err := os.RemoveAll(gone); err != nil {
+		t.Fatal(err)
+	}
+	out, code := run(t, state, "apply", f)
+	if code == 0 || !strings.Contains(out, "vnet recover --adopt cliorph") {
+		t.Fatalf("apply over an orphan: %d %s", code, out)
+	}
+	out, code = run(t, state, "recover", "--adopt", "cliorph")
+	t.Logf("vnet recover --adopt:\n%s", out)
+	if code != 0 || !strings.Contains(out, "adopted 3 namespaces of cliorph") || !strings.Contains(out, "cliorph: 3 namespaces made by this store, not recorded") {
+		t.Fatalf("recover --adopt: %d %s", code, out)
+	}
+	if out, code := run(t, state, "apply", f); code != 0 || !strings.Contains(out, "no changes") {
+		t.Errorf("apply after adopting: %d %s", code, out)
+	}
+	if out, code := run(t, state, "destroy", "cliorph"); code != 0 {
+		t.Errorf("destroy: %d %s", code, out)
+	}
+	for _, ns := range namespaces() {
+		if strings.HasPrefix(ns, "vnet.cliorph.") {
+			t.Errorf("%s left behind", ns)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/store"
 )
 
 // ErrNotOwned is wrapped by errors about namespaces of an infrastructure's
@@ -40,12 +41,21 @@ func (s stranger) String() string {
 	return fmt.Sprintf("%s: made by %s", s.ns, where)
 }
 
-// stateDirHint says how to reach the store that made a namespace.
-func (s stranger) stateDirHint() string {
-	if s.mark.Dir == "" {
-		return "the vnet store that made it"
+// orphan reports whether the store that marked the namespace is gone.
+func (s stranger) orphan() bool {
+	return s.marked && s.mark.Dir != "" && store.IDAt(s.mark.Dir) != s.mark.Store
+}
+
+// whatToDo says how to reach the store that made a namespace, or how to
+// take the namespace over when that store is gone.
+func (s stranger) whatToDo(infra string) string {
+	switch {
+	case s.orphan():
+		return fmt.Sprintf("that store is gone: `vnet recover --adopt %s` makes its namespaces this store's", infra)
+	case s.mark.Dir == "":
+		return "change or destroy it with the vnet store that made it"
 	}
-	return "--state-dir " + s.mark.Dir
+	return "run vnet with --state-dir " + s.mark.Dir + " to change or destroy it there"
 }
 
 // claim splits what Observe found of an infrastructure into what this store
@@ -91,7 +101,7 @@ func refuseStrangers(infra string, strangers []stranger, desired []plan.Resource
 	for _, s := range strangers {
 		switch {
 		case s.marked:
-			errs = append(errs, fmt.Errorf("%s: run vnet with %s to change or destroy it there: %w", s, s.stateDirHint(), ErrNotOwned))
+			errs = append(errs, fmt.Errorf("%s: %s: %w", s, s.whatToDo(infra), ErrNotOwned))
 		case wanted[s.ns]:
 			errs = append(errs, fmt.Errorf("namespace %s exists but has no mark and this store has no record of it: remove it (ip netns del %s) or rename the node: %w",
 				s.ns, s.ns, ErrNotOwned))

@@ -496,3 +496,7 @@ func syncDir(dir string) error {
 	defer d.Close()
 	return d.Sync()
 }
+
+// IDAt returns the ID of the store in dir ("" when dir holds none): a
+// mark naming a store that is gone makes its namespaces orphans.
+func IDAt(dir string) string { return readIDFile(dir) }

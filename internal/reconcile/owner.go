@@ -103,8 +103,8 @@ func refuseStrangers(infra string, strangers []stranger, desired []plan.Resource
 		case s.marked:
 			errs = append(errs, fmt.Errorf("%s: %s: %w", s, s.whatToDo(infra), ErrNotOwned))
 		case wanted[s.ns]:
-			errs = append(errs, fmt.Errorf("namespace %s exists but has no mark and this store has no record of it: remove it (ip netns del %s) or rename the node: %w",
-				s.ns, s.ns, ErrNotOwned))
+			errs = append(errs, fmt.Errorf("namespace %s exists but has no mark and this store has no record of it: if vnet made it, `vnet recover --adopt %s` makes it this store's; otherwise remove it (ip netns del %s) or rename the node: %w",
+				s.ns, infra, s.ns, ErrNotOwned))
 		}
 	}
 	if len(errs) > 0 {

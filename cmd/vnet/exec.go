@@ -32,7 +32,7 @@ func execCmd() *cobra.Command {
 				return err
 			}
 			ns, cgroup, err := resolveNode(st, args[0])
-			st.Close() // before exec: the command must not hold vnet's lock
+			st.Close()
 			if err != nil {
 				return err
 			}

@@ -35,6 +35,8 @@ func validateCmd() *cobra.Command {
 }
 
 // openEngine opens the store and the dataplane; the caller closes both.
+// The store holds no lock while open: the engine takes the infrastructure's
+// lock for an apply or a destroy, and reads need none.
 func openEngine(cmd *cobra.Command) (*reconcile.Engine, func(), error) {
 	dp, err := dataplane.New()
 	if err != nil {
@@ -64,16 +66,21 @@ func applyCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			defer done()
 			if dryRun {
-				defer done()
 				p, err := eng.Plan(doc)
 				if err == nil {
 					fmt.Fprint(cmd.OutOrStdout(), p)
 				}
 				return err
 			}
+			// The agent is started or told to reload under the same lock.
+			unlock, err := eng.Store.Lock(doc.Spec.Name)
+			if err != nil {
+				return fmt.Errorf("apply %s: %w", doc.Spec.Name, err)
+			}
+			defer unlock()
 			res, err := eng.Apply(doc)
-			done()
 			if err != nil {
 				return err
 			}
@@ -117,6 +124,11 @@ func destroyCmd() *cobra.Command {
 				return err
 			}
 			defer done()
+			unlock, err := eng.Store.Lock(name)
+			if err != nil {
+				return fmt.Errorf("destroy %s: %w", name, err)
+			}
+			defer unlock()
 			_, known := eng.Store.Get(name)
 			if err := agent.Stop(stateDir, name); err != nil {
 				return err

@@ -40,7 +40,7 @@ func iocCmd() *cobra.Command {
 				return err
 			}
 			recs, err := selectRecords(st, args)
-			st.Close() // a long --watch must not hold the lock applies need
+			st.Close()
 			if err != nil {
 				return err
 			}

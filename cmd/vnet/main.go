@@ -62,7 +62,22 @@ func newRoot() *cobra.Command {
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentFlags().StringVar(&stateDir, "state-dir", defaultStateDir(), "where vnet keeps its state database")
-	root.AddCommand(validateCmd(), applyCmd(), destroyCmd(), statusCmd(), execCmd(), linkCmd(), unlinkCmd(), agentCmd(), netperfCmd(), netserverCmd(), iocCmd(), labCmd(), versionCmd())
+	root.AddCommand(
+		validateCmd(),
+		applyCmd(),
+		destroyCmd(),
+		statusCmd(),
+		execCmd(),
+		linkCmd(),
+		unlinkCmd(),
+		agentCmd(),
+		netperfCmd(),
+		netserverCmd(),
+		iocCmd(),
+		labCmd(),
+		recoverCmd(),
+		versionCmd(),
+	)
 	return root
 }
 

@@ -18,8 +18,8 @@ import (
 )
 
 // syncAgent runs the infrastructure's agent when it teams uplinks, and
-// stops it when it no longer does. Call it with the store closed: the
-// agent reads the spec from it.
+// stops it when it no longer does. The agent reads the spec from the store
+// with a read-only open, which the infrastructure's lock does not block.
 func syncAgent(cmd *cobra.Command, s *spec.Spec) error {
 	if len(plan.HostTeams(s)) == 0 {
 		return agent.Stop(stateDir, s.Name)
@@ -108,6 +108,18 @@ func agentCmd() *cobra.Command {
 // relink moves or cuts one vNIC in the stored spec and applies it: the VM
 // and its namespace stay, its switch port changes under running traffic.
 func relink(cmd *cobra.Command, vm, nic, portgroup string, connected bool, name string) error {
+	eng, done, err := openEngine(cmd)
+	if err != nil {
+		return err
+	}
+	defer done()
+	// Locked before the stored spec is read, so that two link commands
+	// do not each change the spec as it was.
+	unlock, err := eng.Store.Lock(name)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	defer unlock()
 	doc, err := storedSpec(name)
 	if err != nil {
 		return err
@@ -116,12 +128,7 @@ func relink(cmd *cobra.Command, vm, nic, portgroup string, connected bool, name 
 	if err != nil {
 		return usageError{err}
 	}
-	eng, done, err := openEngine(cmd)
-	if err != nil {
-		return err
-	}
 	res, err := eng.Apply(changed)
-	done()
 	if err != nil {
 		return err
 	}

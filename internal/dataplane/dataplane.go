@@ -80,7 +80,7 @@ func (l *Linux) Execute(a plan.Action) error {
 func (l *Linux) ensure(r plan.Resource) error {
 	switch r.Kind {
 	case plan.KindNetns:
-		return createNetns(r.Name, r.Sysctls)
+		return l.ensureNetns(r)
 	case plan.KindBridge:
 		return l.ensureBridge(r)
 	case plan.KindVeth:

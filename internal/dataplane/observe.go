@@ -28,17 +28,13 @@ func (l *Linux) Observe(infra string, hints []plan.Resource) ([]plan.Resource, e
 		}
 	}
 	var out []plan.Resource
-	aEnds := map[string]*plan.Resource{}
-	var bEnds []struct {
-		peer string
-		end  plan.End
-	}
+	aEnds := map[string]*vethEnd{}
+	var bEnds []vethEnd
 	for _, ns := range names {
 		sysctls, err := readSysctls(ns)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, plan.Resource{Kind: plan.KindNetns, Name: ns, Sysctls: sysctls})
 		h, err := l.handle(ns)
 		if err != nil {
 			return nil, err
@@ -47,6 +43,7 @@ func (l *Linux) Observe(infra string, hints []plan.Resource) ([]plan.Resource, e
 		if err != nil {
 			return nil, fmt.Errorf("ip -n %s link show: %w", ns, err)
 		}
+		out = append(out, plan.Resource{Kind: plan.KindNetns, Name: ns, Sysctls: sysctls, Mark: loopbackAlias(links)})
 		byIndex := map[int]string{}
 		byName := map[string]int{}
 		for _, link := range links {
@@ -56,7 +53,7 @@ func (l *Linux) Observe(infra string, hints []plan.Resource) ([]plan.Resource, e
 		for _, link := range links {
 			attrs := link.Attrs()
 			owner, mine := strings.CutPrefix(attrs.Alias, plan.AliasPrefix)
-			if !mine {
+			if !mine || attrs.Name == "lo" { // lo's alias is the namespace's mark
 				continue
 			}
 			switch link.Type() {
@@ -75,13 +72,13 @@ func (l *Linux) Observe(infra string, hints []plan.Resource) ([]plan.Resource, e
 						end.Isolated = pi.Isolated
 					}
 				}
+				v := vethEnd{end: end, index: attrs.Index, peerIndex: attrs.ParentIndex}
 				if pns, pname, ok := parsePeerAlias(attrs.Alias); ok {
-					bEnds = append(bEnds, struct {
-						peer string
-						end  plan.End
-					}{pns + "/" + pname, end})
+					v.peer = pns + "/" + pname
+					bEnds = append(bEnds, v)
 				} else {
-					aEnds[ns+"/"+attrs.Name] = &plan.Resource{Kind: plan.KindVeth, A: end, Owner: owner}
+					v.r = &plan.Resource{Kind: plan.KindVeth, A: end, Owner: owner}
+					aEnds[ns+"/"+attrs.Name] = &v
 				}
 			}
 			addrs, err := observeAddrs(h, link, ns)
@@ -93,22 +90,59 @@ func (l *Linux) Observe(infra string, hints []plan.Resource) ([]plan.Resource, e
 			out = append(out, observeSteer(h, link, ns, byName)...)
 		}
 	}
-	for _, b := range bEnds {
-		if a, ok := aEnds[b.peer]; ok {
-			a.B = b.end
-		}
-	}
+	joinVethEnds(aEnds, bEnds)
 	keys := make([]string, 0, len(aEnds))
 	for k := range aEnds {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		out = append(out, *aEnds[k])
+		out = append(out, *aEnds[k].r)
 	}
 	out = append(out, l.observeOffloads(hints)...)
 	out = append(out, l.observeCgroups(infra)...)
 	return out, nil
+}
+
+// vethEnd is one end of a pair as observed, with what joins it to the
+// other: the first end's resource, or the second end's peer alias.
+type vethEnd struct {
+	r                *plan.Resource // the pair, on its first end
+	end              plan.End
+	peer             string // on the second end: ns/name of the first, as made
+	index, peerIndex int    // ifindex of the end and of its peer (IFLA_LINK)
+}
+
+// joinVethEnds completes each pair with its second end. The second end
+// names the first as it was made; a first end renamed behind vnet's back
+// (ip link set eth0 name foo) is found by the ifindexes the two ends hold
+// of each other instead, in the namespace the alias names. Without its
+// second end, the plan would not know that deleting the renamed pair
+// frees the switch port's name.
+func joinVethEnds(aEnds map[string]*vethEnd, bEnds []vethEnd) {
+	for _, b := range bEnds {
+		if a, ok := aEnds[b.peer]; ok {
+			a.r.B = b.end
+			continue
+		}
+		ns, _, _ := strings.Cut(b.peer, "/")
+		for _, a := range aEnds {
+			if a.end.NS == ns && a.r.B.Name == "" && a.index == b.peerIndex && a.peerIndex == b.index {
+				a.r.B = b.end
+				break
+			}
+		}
+	}
+}
+
+// loopbackAlias is the alias of a namespace's lo: its mark, if vnet made it.
+func loopbackAlias(links []netlink.Link) string {
+	for _, link := range links {
+		if link.Attrs().Name == "lo" {
+			return link.Attrs().Alias
+		}
+	}
+	return ""
 }
 
 func observeAddrs(h *netlink.Handle, link netlink.Link, ns string) ([]plan.Resource, error) {

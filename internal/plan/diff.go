@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -65,27 +66,44 @@ func (p Plan) String() string {
 
 // Diff compares desired and observed resources. Creates, changes and
 // replacements come first, parents before children; deletes come last,
-// children before parents.
+// children before parents. A delete whose object holds a link name that a
+// create or replacement needs (a vNIC renamed behind vnet's back still
+// holds its switch port's name) comes first instead, with what sits on
+// that object, and what sat on its links is made again.
 func Diff(desired, observed []Resource) Plan {
 	obs := indexByKey(observed)
 	want := indexByKey(desired)
 
 	var ups, downs []Action
+	needed := map[string]bool{} // link names creates and replacements make
 	replacedLinks := map[string]bool{}
 	for _, d := range desired {
 		o, exists := obs[d.Key()]
 		switch {
 		case !exists:
 			ups = append(ups, Action{Op: OpCreate, New: ptr(d)})
+			markAll(needed, d.links())
 		case Same(o, d):
 		case modifiable(o, d):
 			ups = append(ups, Action{Op: OpModify, Old: ptr(o), New: ptr(d)})
 		default:
 			ups = append(ups, Action{Op: OpReplace, Old: ptr(o), New: ptr(d)})
-			for _, l := range o.links() {
-				replacedLinks[l] = true
+			markAll(replacedLinks, o.links())
+			for _, l := range d.links() {
+				if !slices.Contains(o.links(), l) {
+					needed[l] = true
+				}
 			}
 		}
+	}
+	for _, o := range observed {
+		if _, ok := want[o.Key()]; !ok {
+			downs = append(downs, Action{Op: OpDelete, Old: ptr(o)})
+		}
+	}
+	first, downs := namesHeld(downs, needed)
+	for _, a := range first {
+		markAll(replacedLinks, a.Old.links())
 	}
 	// What sits on a replaced link disappears with it and must be made again.
 	if len(replacedLinks) > 0 {
@@ -95,14 +113,43 @@ func Diff(desired, observed []Resource) Plan {
 			}
 		}
 	}
-	for _, o := range observed {
-		if _, ok := want[o.Key()]; !ok {
-			downs = append(downs, Action{Op: OpDelete, Old: ptr(o)})
+	byRankDown := func(as []Action) {
+		sort.SliceStable(as, func(i, j int) bool { return rank[as[i].Subject().Kind] > rank[as[j].Subject().Kind] })
+	}
+	byRankDown(first)
+	sort.SliceStable(ups, func(i, j int) bool { return rank[ups[i].Subject().Kind] < rank[ups[j].Subject().Kind] })
+	byRankDown(downs)
+	return Plan{Actions: append(append(first, ups...), downs...)}
+}
+
+// namesHeld splits deletes into those that must come before the creates,
+// because their object holds a link name in needed (together with the
+// deletes of what sits on that object's links), and the rest.
+func namesHeld(downs []Action, needed map[string]bool) (first, rest []Action) {
+	freed := map[string]bool{}
+	for _, a := range downs {
+		if anyOf(needed, a.Old.links()) {
+			markAll(freed, a.Old.links())
 		}
 	}
-	sort.SliceStable(ups, func(i, j int) bool { return rank[ups[i].Subject().Kind] < rank[ups[j].Subject().Kind] })
-	sort.SliceStable(downs, func(i, j int) bool { return rank[downs[i].Subject().Kind] > rank[downs[j].Subject().Kind] })
-	return Plan{Actions: append(ups, downs...)}
+	if len(freed) == 0 {
+		return nil, downs
+	}
+	for _, a := range downs {
+		o := *a.Old
+		if anyOf(freed, o.links()) || freed[o.onLink()] || anyOf(freed, o.refs()) {
+			first = append(first, a)
+		} else {
+			rest = append(rest, a)
+		}
+	}
+	return first, rest
+}
+
+func markAll(set map[string]bool, keys []string) {
+	for _, k := range keys {
+		set[k] = true
+	}
 }
 
 // modifiable reports whether the kernel can take o to d without recreating it.
@@ -125,6 +172,7 @@ func describeChange(o, d Resource) string {
 			parts = append(parts, fmt.Sprintf("%s %v -> %v", what, orNone(from), orNone(to)))
 		}
 	}
+	add("mark", o.Mark, d.Mark)
 	add("mtu", o.MTU, d.MTU)
 	add("mac", o.MAC, d.MAC)
 	for _, e := range []struct {

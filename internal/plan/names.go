@@ -67,3 +67,74 @@ func StableMAC(infra, what string) string {
 	sum[0] = sum[0]&0xfc | 0x02 // locally administered, unicast
 	return net.HardwareAddr(sum[:6]).String()
 }
+
+// A Mark says which state store made a namespace, so that vnet touches
+// only its own: two stores naming one infrastructure, or a namespace that
+// merely looks like vnet's, are told apart by it. It lives in the kernel,
+// as the alias of the namespace's loopback, and dies with the namespace.
+type Mark struct {
+	Infra string // the infrastructure the namespace belongs to
+	Store string // the store's ID
+	Dir   string // where the store was, to name it in messages; may be empty
+}
+
+// maxAlias is the longest link alias the kernel keeps (IFALIASZ - 1).
+const maxAlias = 255
+
+// String is the alias text: vnet:<infra>:<store>[:<dir>]. The directory is
+// left out when it would not fit.
+func (m Mark) String() string {
+	s := AliasPrefix + m.Infra + ":" + m.Store
+	if m.Dir != "" && len(s)+1+len(m.Dir) <= maxAlias {
+		s += ":" + m.Dir
+	}
+	return s
+}
+
+// ParseMark reads a loopback's alias; ok is false when it is no mark.
+func ParseMark(alias string) (m Mark, ok bool) {
+	rest, ok := strings.CutPrefix(alias, AliasPrefix)
+	if !ok {
+		return Mark{}, false
+	}
+	parts := strings.SplitN(rest, ":", 3)
+	if len(parts) < 2 || parts[0] == "" || parts[1] == "" {
+		return Mark{}, false
+	}
+	m = Mark{Infra: parts[0], Store: parts[1]}
+	if len(parts) == 3 {
+		m.Dir = parts[2]
+	}
+	return m, true
+}
+
+// MarkNamespaces returns rs with every namespace marked as made by store
+// (whose directory is dir).
+func MarkNamespaces(rs []Resource, infra, store, dir string) []Resource {
+	out := make([]Resource, len(rs))
+	for i, r := range rs {
+		if r.Kind == KindNetns {
+			r.Mark = Mark{Infra: infra, Store: store, Dir: dir}.String()
+		}
+		out[i] = r
+	}
+	return out
+}
+
+// Namespace is the namespace a resource lives in (for a veth, its first
+// end's) and, for a cgroup, the namespace of its VM.
+func (r Resource) Namespace() string {
+	switch r.Kind {
+	case KindNetns:
+		return r.Name
+	case KindVeth:
+		return r.A.NS
+	case KindCgroup:
+		parts := strings.Split(r.Name, "/") // vnet/<infra>/<vm>
+		if len(parts) == 3 {
+			return NSName(parts[1], parts[2])
+		}
+		return ""
+	}
+	return r.NS
+}

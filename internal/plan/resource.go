@@ -71,7 +71,7 @@ func TriOf(b *bool) Tri {
 
 // Resource is one kernel object. Which fields matter depends on Kind:
 //
-//	netns:    Name, Sysctls (see NamespaceSysctls)
+//	netns:    Name, Sysctls (see NamespaceSysctls), Mark (which store made it, see Mark)
 //	bridge:   NS, Name, MAC, MTU, Sysctls (see BridgeSysctls)
 //	veth:     A, B (A is the end that names the pair)
 //	offloads: NS, Link, GRO, TSO
@@ -109,6 +109,7 @@ type Resource struct {
 	CPUs     string `json:"cpus,omitempty"`
 	Why      string `json:"why,omitempty"`
 	Sysctls  string `json:"sysctls,omitempty"`
+	Mark     string `json:"mark,omitempty"`
 	// Owner says which spec object this realizes ("vm web1 eth0"). It is a
 	// label for people and is not compared.
 	Owner string `json:"owner,omitempty"`

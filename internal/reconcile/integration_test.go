@@ -535,12 +535,23 @@ func TestRollbackAtEveryStep(t *testing.T) {
 		"{name: vmnic1, speed: 1Gbit}]", "{name: vmnic1, speed: 1Gbit}, {name: vmnic2, speed: 100Mbit}]",
 		"uplinks: [{name: up1, nics: {esx1: vmnic0, esx2: vmnic0}}]", "uplinks: [{name: up1, nics: {esx1: vmnic0, esx2: vmnic0}}, {name: up3, nics: {esx1: vmnic2, esx2: vmnic2}}]",
 	).Replace(base)
+	// A vNIC renamed behind vnet's back (its port's alias names it as it
+	// now is, so that the state before is one vnet could have made).
+	renamed := func(t *testing.T) {
+		renameLink(t, ns("itroll", "web1"), "eth0", "foo")
+		setLinkAlias(t, ns("itroll", "esx1"), plan.VNICPortName("web1", 0), plan.AliasPrefix+"peer="+ns("itroll", "web1")+"/foo")
+	}
 	for _, tc := range []struct {
 		name, from, to string
-	}{{"first apply", "", base}, {"incremental", base, changed}, {"network I/O control", base, withIOC}, {"teaming", base, withTeam}} {
+		drift          func(t *testing.T)
+	}{{"first apply", "", base, nil}, {"incremental", base, changed, nil}, {"network I/O control", base, withIOC, nil}, {"teaming", base, withTeam, nil},
+		{"renamed vNIC", base, base, renamed}} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.from != "" {
 				nstest.Apply(t, eng, tc.from)
+			}
+			if tc.drift != nil {
+				tc.drift(t)
 			}
 			toDoc, err := spec.Load("to.yaml", []byte(tc.to))
 			if err != nil {

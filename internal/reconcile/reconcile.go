@@ -48,8 +48,8 @@ var ErrRolledBack = errors.New("nothing was changed: the host was restored to it
 // spec of the last apply (nil before the first), set and this one drops go
 // back to a veth's defaults.
 func (e *Engine) model(doc *spec.Document, observed []plan.Resource, last *spec.Spec) []plan.Resource {
-	desired := plan.Model(doc.Spec, plan.Options{NumCPU: e.numCPU(), Teams: plan.Assignments(observed), PoolCeils: plan.PoolCeils(observed),
-		Now: time.Now().UTC().Truncate(time.Second)})
+	desired := e.markOwn(doc.Spec.Name, plan.Model(doc.Spec, plan.Options{NumCPU: e.numCPU(), Teams: plan.Assignments(observed), PoolCeils: plan.PoolCeils(observed),
+		Now: time.Now().UTC().Truncate(time.Second)}))
 	if last == nil {
 		return desired
 	}
@@ -63,14 +63,24 @@ func (e *Engine) numCPU() int {
 	return runtime.NumCPU()
 }
 
-// observe reads the host, and the desired state in the light of it.
+// observe reads what of the host is this store's, and the desired state in
+// the light of it. It fails when the spec would meet namespaces this store
+// did not make (see claim).
 func (e *Engine) observe(doc *spec.Document) (desired, observed []plan.Resource, err error) {
-	last := e.lastSpec(doc.Spec.Name)
-	observed, err = e.DP.Observe(doc.Spec.Name, e.model(doc, nil, last))
+	name := doc.Spec.Name
+	last := e.lastSpec(name)
+	observed, err = e.DP.Observe(name, e.model(doc, nil, last))
 	if err != nil {
-		return nil, nil, fmt.Errorf("observe %s: %w", doc.Spec.Name, err)
+		return nil, nil, fmt.Errorf("observe %s: %w", name, err)
 	}
+	observed, strangers := e.claim(name, observed, nil)
 	desired = e.model(doc, observed, last)
+	if err := refuseStrangers(name, strangers, desired); err != nil {
+		return nil, nil, err
+	}
+	for _, s := range strangers {
+		e.logf("left %s\n", s)
+	}
 	return desired, plan.ResolveSteer(observed, desired, e.realizedModel(last, observed)), nil
 }
 
@@ -112,6 +122,11 @@ func (e *Engine) Plan(doc *spec.Document) (plan.Plan, error) {
 // converged back to the state observed before the first step.
 func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 	name := doc.Spec.Name
+	unlock, err := e.Store.Lock(name)
+	if err != nil {
+		return Result{}, fmt.Errorf("apply %s: %w", name, err)
+	}
+	defer unlock()
 	desired, before, err := e.observe(doc)
 	if err != nil {
 		return Result{}, err
@@ -155,6 +170,14 @@ func (e *Engine) rollback(name string, before, desired []plan.Resource, cause er
 	if err != nil {
 		return fmt.Errorf("%w; rollback could not observe the host: %v", cause, err)
 	}
+	// A namespace the apply made may have failed before it got its mark.
+	making := map[string]bool{}
+	for _, r := range desired {
+		if r.Kind == plan.KindNetns {
+			making[r.Name] = true
+		}
+	}
+	now, _ = e.claim(name, now, making)
 	now = plan.ResolveSteer(now, before, desired)
 	var errs []error
 	for _, a := range plan.Diff(before, now).Actions {
@@ -182,15 +205,25 @@ func (e *Engine) record(doc *spec.Document, realized []plan.Resource, changed bo
 		Realized: realized, Generation: gen, AppliedAt: time.Now().UTC()})
 }
 
-// Destroy removes everything of the infrastructure, and only that: its
-// namespaces (with what runs in them), links and cgroups. It carries on
-// past failures and reports them all.
+// Destroy removes everything of the infrastructure this store made, and
+// only that: its namespaces (with what runs in them), links and cgroups.
+// Namespaces that only look like the infrastructure's are left, and the log
+// says so. It carries on past failures and reports them all.
 func (e *Engine) Destroy(name string) (plan.Plan, error) {
+	unlock, err := e.Store.Lock(name)
+	if err != nil {
+		return plan.Plan{}, fmt.Errorf("destroy %s: %w", name, err)
+	}
+	defer unlock()
 	observed, err := e.DP.Observe(name, nil)
 	if err != nil {
 		return plan.Plan{}, fmt.Errorf("observe %s: %w", name, err)
 	}
-	p := plan.Diff(nil, observed)
+	mine, strangers := e.claim(name, observed, nil)
+	for _, s := range strangers {
+		e.logf("left %s\n", s)
+	}
+	p := plan.Diff(nil, mine)
 	var errs []error
 	for _, a := range p.Actions {
 		if err := e.DP.Execute(a); err != nil {

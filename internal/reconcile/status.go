@@ -89,11 +89,12 @@ func (e *Engine) Status(doc *spec.Document) (*Status, error) {
 	if err != nil {
 		return nil, err
 	}
+	observed, _ = e.claim(s.Name, observed, nil)
 	// Judge drift against the uplinks as they are: steering away from a
 	// down uplink is the agent doing its job, not drift.
 	assigned := plan.Assignments(observed)
-	desired := plan.Model(s, plan.Options{NumCPU: e.numCPU(), Teams: assigned, Down: downUplinks(s, observed), PoolCeils: plan.PoolCeils(observed),
-		Now: time.Now().UTC().Truncate(time.Second)})
+	desired := e.markOwn(s.Name, plan.Model(s, plan.Options{NumCPU: e.numCPU(), Teams: assigned, Down: downUplinks(s, observed), PoolCeils: plan.PoolCeils(observed),
+		Now: time.Now().UTC().Truncate(time.Second)}))
 	observed = plan.ResolveSteer(observed, desired)
 	links := map[string]plan.End{}
 	addrs := map[string]bool{}

@@ -1,11 +1,18 @@
 package store
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -14,45 +21,102 @@ import (
 // DefaultDir is where vnet keeps its state unless told otherwise.
 const DefaultDir = "/var/lib/vnet"
 
-var bucket = []byte("infras")
+// Files in the state directory.
+const (
+	dbFile   = "state.db"      // the store
+	goodFile = "state.db.good" // a copy of the store as of its last good write
+	idFile   = "store.id"      // the store's ID, kept apart so a rebuilt store keeps it
+	lockDir  = "locks"         // one lock file per infrastructure
+)
+
+var (
+	bucket     = []byte("infras")
+	metaBucket = []byte("meta")
+	idKey      = []byte("id")
+)
+
+// fileLockWait is how long an operation waits for bbolt's file lock, which
+// others hold only for one short transaction.
+const fileLockWait = 10 * time.Second
+
+// DefaultLockWait is how long Lock waits for another command to finish with
+// an infrastructure before it gives up.
+const DefaultLockWait = 3 * time.Second
 
 // Bolt is the embedded default store: one bbolt file under the state dir.
-// Its file lock also keeps two vnet commands from changing the host at once.
-type Bolt struct{ db *bolt.DB }
+// The file is opened for each operation and closed after it, read-only for
+// reads, so that a long command on one infrastructure never keeps others
+// from reading or writing theirs; Lock serializes the commands that change
+// one infrastructure. After each write, a checked copy of the file is kept
+// as state.db.good, which `vnet recover` restores when the file is damaged.
+type Bolt struct {
+	dir, path string
+	id        string
+	// LockWait is how long Lock waits for another command; 0 does not wait.
+	LockWait time.Duration
 
-// OpenBolt opens (creating if needed) dir/state.db.
+	mu   sync.Mutex
+	held map[string]*heldLock
+}
+
+// OpenBolt opens dir/state.db, creating it (and the store's ID) if the
+// directory has none. A file that cannot be read as a store is an error
+// wrapping ErrCorrupt that names the file and the way back, never a panic
+// and never an empty store.
 func OpenBolt(dir string) (*Bolt, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
-	path := filepath.Join(dir, "state.db")
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
-	if errors.Is(err, bolt.ErrTimeout) {
-		return nil, fmt.Errorf("state store %s is locked: another vnet command is running", path)
-	}
+	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return nil, fmt.Errorf("open state store %s: %w", path, err)
+		return nil, fmt.Errorf("state dir: %w", err)
 	}
-	if err := db.Update(func(tx *bolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(bucket)
-		return err
-	}); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("init state store: %w", err)
+	b := &Bolt{dir: abs, path: filepath.Join(abs, dbFile), LockWait: DefaultLockWait, held: map[string]*heldLock{}}
+	if _, err := os.Stat(b.path); errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Stat(b.goodPath()); err == nil {
+			return nil, b.corrupt(errors.New("the file is missing"))
+		}
+		if err := createDB(b.dir, b.path, readIDFile(b.dir)); err != nil {
+			return nil, err
+		}
 	}
-	return &Bolt{db: db}, nil
+	id, _, err := verify(b.path)
+	if err != nil {
+		return nil, b.corrupt(err)
+	}
+	if id == "" { // made by a vnet that did not name its stores
+		if id, err = b.assignID(); err != nil {
+			return nil, err
+		}
+	}
+	b.id = id
+	if readIDFile(b.dir) != id {
+		if err := writeFileAtomic(filepath.Join(b.dir, idFile), []byte(id+"\n")); err != nil {
+			return nil, fmt.Errorf("state dir: %w", err)
+		}
+	}
+	return b, nil
 }
+
+// ID is the store's random ID, made when the store was.
+func (b *Bolt) ID() string { return b.id }
+
+// Location is the state directory.
+func (b *Bolt) Location() string { return b.dir }
+
+func (b *Bolt) goodPath() string { return filepath.Join(b.dir, goodFile) }
 
 // Get returns the record of an infrastructure.
 func (b *Bolt) Get(name string) (*Record, error) {
 	var r *Record
-	err := b.db.View(func(tx *bolt.Tx) error {
+	err := b.view(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bucket).Get([]byte(name))
 		if v == nil {
 			return fmt.Errorf("%q: %w", name, ErrNotFound)
 		}
-		r = &Record{}
-		return json.Unmarshal(v, r)
+		var err error
+		r, err = decodeRecord(name, v)
+		return err
 	})
 	return r, err
 }
@@ -63,21 +127,21 @@ func (b *Bolt) Put(r *Record) error {
 	if err != nil {
 		return err
 	}
-	return b.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Put([]byte(r.Name), v) })
+	return b.update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Put([]byte(r.Name), v) })
 }
 
 // Delete removes a record; removing a missing one is not an error.
 func (b *Bolt) Delete(name string) error {
-	return b.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Delete([]byte(name)) })
+	return b.update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Delete([]byte(name)) })
 }
 
 // List returns every record, by name.
 func (b *Bolt) List() ([]*Record, error) {
 	var out []*Record
-	err := b.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucket).ForEach(func(_, v []byte) error {
-			r := &Record{}
-			if err := json.Unmarshal(v, r); err != nil {
+	err := b.view(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucket).ForEach(func(k, v []byte) error {
+			r, err := decodeRecord(string(k), v)
+			if err != nil {
 				return err
 			}
 			out = append(out, r)
@@ -87,5 +151,352 @@ func (b *Bolt) List() ([]*Record, error) {
 	return out, err
 }
 
-// Close releases the file and its lock.
-func (b *Bolt) Close() error { return b.db.Close() }
+// Close releases the locks this value still holds.
+func (b *Bolt) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for name, h := range b.held {
+		h.release()
+		delete(b.held, name)
+	}
+	return nil
+}
+
+func decodeRecord(name string, v []byte) (*Record, error) {
+	r := &Record{}
+	if err := json.Unmarshal(v, r); err != nil {
+		return nil, &damage{fmt.Errorf("record %q: %w", name, err)}
+	}
+	return r, nil
+}
+
+// view runs fn in a read transaction on a read-only open of the file,
+// which shares the file with other readers.
+func (b *Bolt) view(fn func(*bolt.Tx) error) error {
+	db, err := b.open(true)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return b.classify(guard(func() error { return db.View(fn) }))
+}
+
+// update runs fn in a write transaction and then keeps a checked copy of
+// the file as it now is.
+func (b *Bolt) update(fn func(*bolt.Tx) error) error {
+	db, err := b.open(false)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := b.classify(guard(func() error { return db.Update(fn) })); err != nil {
+		return err
+	}
+	return b.keepGood(db)
+}
+
+// refreshGood makes the good copy anew from the file as it is.
+func (b *Bolt) refreshGood() error {
+	db, err := b.open(false)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return b.keepGood(db)
+}
+
+// keepGood checks the file as it is after a write and copies it to
+// state.db.good. A check that fails leaves the previous copy in place.
+func (b *Bolt) keepGood(db *bolt.DB) error {
+	tmp := b.goodPath() + ".tmp"
+	err := guard(func() error {
+		return db.View(func(tx *bolt.Tx) error {
+			if _, err := checkTx(tx, b.path); err != nil {
+				return err
+			}
+			return writeWith(tmp, func(f *os.File) error { _, err := tx.WriteTo(f); return err })
+		})
+	})
+	if err != nil {
+		os.Remove(tmp)
+		return b.classify(err)
+	}
+	if err := os.Rename(tmp, b.goodPath()); err != nil {
+		return fmt.Errorf("keep a good copy of %s: %w", b.path, err)
+	}
+	return syncDir(b.dir)
+}
+
+// open opens the file, read-only or for writing. bbolt itself would make
+// an empty store of an empty file; here an empty file is damage.
+func (b *Bolt) open(readOnly bool) (*bolt.DB, error) {
+	db, err := openFile(b.path, readOnly)
+	if err != nil {
+		return nil, b.classify(err)
+	}
+	return db, nil
+}
+
+func openFile(path string, readOnly bool) (*bolt.DB, error) {
+	info, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, &damage{errors.New("the file is missing")}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if info.Size() == 0 {
+		return nil, &damage{errors.New("the file is empty")}
+	}
+	var db *bolt.DB
+	err = guard(func() (err error) {
+		db, err = bolt.Open(path, 0o600, &bolt.Options{ReadOnly: readOnly, Timeout: fileLockWait, PreLoadFreelist: true})
+		return err
+	})
+	switch {
+	case errors.Is(err, bolt.ErrTimeout):
+		return nil, fmt.Errorf("state store %s stayed locked for %s: another vnet process holds it", path, fileLockWait)
+	case err == nil:
+		return db, nil
+	}
+	var pe *fs.PathError
+	var errno syscall.Errno
+	if errors.As(err, &pe) || errors.As(err, &errno) {
+		return nil, fmt.Errorf("open state store %s: %w", path, err)
+	}
+	return nil, &damage{err} // bbolt's invalid database, checksum error, file size too small, a panic
+}
+
+// verify opens a file read-only and reads it all: every page a record
+// lives on, bbolt's own consistency check, and every record's JSON. It
+// returns the store's ID ("" for a store made before stores had one) and
+// the records' names.
+func verify(path string) (id string, names []string, err error) {
+	db, err := openFile(path, true)
+	if err != nil {
+		return "", nil, err
+	}
+	defer db.Close()
+	err = guard(func() error {
+		return db.View(func(tx *bolt.Tx) (err error) {
+			names, err = checkTx(tx, path)
+			if mb := tx.Bucket(metaBucket); mb != nil {
+				id = string(mb.Get(idKey))
+			}
+			return err
+		})
+	})
+	return id, names, err
+}
+
+// checkTx reads everything the transaction sees. Run it under guard:
+// bbolt panics on some damaged pages.
+func checkTx(tx *bolt.Tx, path string) ([]string, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if tx.Size() > info.Size() {
+		return nil, &damage{fmt.Errorf("the file is %d bytes, its pages reach %d: truncated", info.Size(), tx.Size())}
+	}
+	b := tx.Bucket(bucket)
+	if b == nil {
+		return nil, &damage{errors.New("not a vnet state store: no infrastructures bucket")}
+	}
+	var names []string
+	if err := b.ForEach(func(k, v []byte) error {
+		if _, err := decodeRecord(string(k), v); err != nil {
+			return err
+		}
+		names = append(names, string(k))
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	var problems []string
+	for err := range tx.Check() {
+		problems = append(problems, err.Error())
+	}
+	if len(problems) > 0 {
+		if len(problems) > 3 {
+			problems = append(problems[:3], fmt.Sprintf("and %d more", len(problems)-3))
+		}
+		return nil, &damage{errors.New(strings.Join(problems, "; "))}
+	}
+	return names, nil
+}
+
+// damage is what makes a file unreadable as a store.
+type damage struct{ err error }
+
+func (d *damage) Error() string { return d.err.Error() }
+func (d *damage) Unwrap() error { return d.err }
+
+// guard runs fn and turns a panic into a damage error: bbolt panics on
+// some damaged pages ("invalid freelist page"), and a page past the end of
+// a truncated file faults, which SetPanicOnFault makes a panic too.
+func guard(fn func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = &damage{fmt.Errorf("%v", r)}
+		}
+	}()
+	return fn()
+}
+
+func (b *Bolt) classify(err error) error {
+	var d *damage
+	if errors.As(err, &d) {
+		return b.corrupt(d.err)
+	}
+	return err
+}
+
+func (b *Bolt) corrupt(cause error) error {
+	var d *damage
+	if errors.As(cause, &d) {
+		cause = d.err
+	}
+	_, good := os.Stat(b.goodPath())
+	return &CorruptError{Path: b.path, Cause: cause, GoodCopy: good == nil, Dir: b.dir}
+}
+
+// CorruptError says that the state file cannot be read as a store, why,
+// and how to get back.
+type CorruptError struct {
+	Path     string
+	Cause    error
+	GoodCopy bool   // a copy from the last good write exists
+	Dir      string // the state directory
+}
+
+func (e *CorruptError) Error() string {
+	cmd := "vnet recover"
+	if e.Dir != DefaultDir {
+		cmd = "vnet --state-dir " + e.Dir + " recover"
+	}
+	what := "start an empty store that finds this store's infrastructures on the host by their marks"
+	if e.GoodCopy {
+		what = "restore the copy kept at the last good write (" + goodFile + ")"
+	}
+	return fmt.Sprintf("state store %s is damaged (%v): run `%s` to %s", e.Path, e.Cause, cmd, what)
+}
+
+// Unwrap makes errors.Is(err, ErrCorrupt) true.
+func (e *CorruptError) Unwrap() []error { return []error{ErrCorrupt, e.Cause} }
+
+// assignID gives a store made before stores had IDs one.
+func (b *Bolt) assignID() (string, error) {
+	id := readIDFile(b.dir)
+	if id == "" {
+		id = newID()
+	}
+	err := b.update(func(tx *bolt.Tx) error {
+		mb, err := tx.CreateBucketIfNotExists(metaBucket)
+		if err != nil {
+			return err
+		}
+		if v := mb.Get(idKey); v != nil {
+			id = string(v) // another command named it first
+			return nil
+		}
+		return mb.Put(idKey, []byte(id))
+	})
+	return id, err
+}
+
+// createDB makes a new store with the ID given (a new one if ""). It is
+// made whole under another name and then linked into place, so that
+// state.db never exists half made; an empty state.db is always damage.
+func createDB(dir, path, id string) error {
+	if id == "" {
+		id = newID()
+	}
+	tmp := fmt.Sprintf("%s.new-%d", path, os.Getpid())
+	defer os.Remove(tmp)
+	os.Remove(tmp)
+	db, err := bolt.Open(tmp, 0o600, &bolt.Options{Timeout: fileLockWait})
+	if err != nil {
+		return fmt.Errorf("create state store %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		if _, err := tx.CreateBucket(bucket); err != nil {
+			return err
+		}
+		mb, err := tx.CreateBucket(metaBucket)
+		if err != nil {
+			return err
+		}
+		return mb.Put(idKey, []byte(id))
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("create state store %s: %w", path, err)
+	}
+	if err := os.Link(tmp, path); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("create state store %s: %w", path, err)
+	}
+	return syncDir(dir)
+}
+
+func newID() string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand does not fail on Linux
+	}
+	return hex.EncodeToString(b[:])
+}
+
+func readIDFile(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, idFile))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// writeWith writes a file through fn and syncs it.
+func writeWith(path string, fn func(*os.File) error) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	err = fn(f)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// writeFileAtomic replaces a file with data so that a reader sees the old
+// or the new, never a part.
+func writeFileAtomic(path string, data []byte) error {
+	tmp := fmt.Sprintf("%s.tmp-%d", path, os.Getpid())
+	if err := writeWith(tmp, func(f *os.File) error { _, err := f.Write(data); return err }); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// IDAt returns the ID of the store in dir ("" when dir holds none): a
+// mark naming a store that is gone makes its namespaces orphans.
+func IDAt(dir string) string { return readIDFile(dir) }

@@ -14,6 +14,14 @@ import (
 // ErrNotFound is returned for an infrastructure the store does not know.
 var ErrNotFound = errors.New("no such infrastructure")
 
+// ErrCorrupt is wrapped by errors about a state file that cannot be read as
+// a store (see CorruptError).
+var ErrCorrupt = errors.New("state store is damaged")
+
+// ErrLocked is wrapped by errors about an infrastructure another command is
+// changing.
+var ErrLocked = errors.New("infrastructure is locked")
+
 // Record is one infrastructure's state.
 type Record struct {
 	Name       string          `json:"name"`
@@ -24,11 +32,30 @@ type Record struct {
 	AppliedAt  time.Time       `json:"applied_at"`
 }
 
+// Lists reports whether the record lists the namespace among what was
+// realized.
+func (r *Record) Lists(ns string) bool {
+	for _, res := range r.Realized {
+		if res.Kind == plan.KindNetns && res.Name == ns {
+			return true
+		}
+	}
+	return false
+}
+
 // Store holds records. Implementations serialize writers across processes.
 type Store interface {
 	Get(name string) (*Record, error)
 	Put(r *Record) error
 	Delete(name string) error
 	List() ([]*Record, error)
+	// ID names the store; the namespaces it makes carry it (plan.Mark).
+	ID() string
+	// Location says where the store is, for people (a directory).
+	Location() string
+	// Lock keeps other commands from changing the infrastructure until
+	// unlock is called; it fails with ErrLocked when another holds it.
+	// Reading needs no lock.
+	Lock(name string) (unlock func(), err error)
 	Close() error
 }

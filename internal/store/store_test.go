@@ -1,17 +1,32 @@
 package store
 
 import (
+	"bytes"
 	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/vnet-project/vnet/internal/plan"
 )
 
-func TestBoltRoundTrip(t *testing.T) {
-	dir := t.TempDir()
+func open(t *testing.T, dir string) *Bolt {
+	t.Helper()
 	s, err := OpenBolt(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestBoltRoundTrip(t *testing.T) {
+	s := open(t, t.TempDir())
 	if _, err := s.Get("x"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Get missing: %v", err)
 	}
@@ -33,5 +48,361 @@ func TestBoltRoundTrip(t *testing.T) {
 	}
 	if err := s.Delete("a"); err != nil {
 		t.Fatal("second delete:", err)
+	}
+}
+
+func TestStoreKeepsItsID(t *testing.T) {
+	dir := t.TempDir()
+	a := open(t, dir)
+	if len(a.ID()) != 16 {
+		t.Fatalf("ID %q", a.ID())
+	}
+	if b := open(t, dir); b.ID() != a.ID() {
+		t.Errorf("reopened store has ID %s, was %s", b.ID(), a.ID())
+	}
+	if c := open(t, t.TempDir()); c.ID() == a.ID() {
+		t.Errorf("two stores share ID %s", a.ID())
+	}
+	if got := readIDFile(dir); got != a.ID() {
+		t.Errorf("store.id holds %q, want %q", got, a.ID())
+	}
+}
+
+// A store made before stores had IDs gets one and keeps its records.
+func TestStoreWithoutIDGetsOne(t *testing.T) {
+	dir := t.TempDir()
+	db, err := bolt.Open(filepath.Join(dir, dbFile), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucket(bucket)
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte("old"), []byte(`{"name":"old","generation":3}`))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s := open(t, dir)
+	if s.ID() == "" {
+		t.Fatal("no ID")
+	}
+	if r, err := s.Get("old"); err != nil || r.Generation != 3 {
+		t.Fatalf("Get = %+v, %v", r, err)
+	}
+	if again := open(t, dir); again.ID() != s.ID() {
+		t.Errorf("ID changed: %s -> %s", s.ID(), again.ID())
+	}
+}
+
+// filled makes a store with enough records to span many pages.
+func filled(t *testing.T, dir string) int64 {
+	t.Helper()
+	s := open(t, dir)
+	big := make([]plan.Resource, 40)
+	for i := range big {
+		big[i] = plan.Resource{Kind: plan.KindNetns, Name: strings.Repeat("n", 60)}
+	}
+	for _, n := range []string{"alpha", "beta", "gamma", "delta", "epsilon", "zeta"} {
+		if err := s.Put(&Record{Name: n, Spec: bytes.Repeat([]byte("x"), 3000), Realized: big}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info, err := os.Stat(filepath.Join(dir, dbFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Size()
+}
+
+func spoil(t *testing.T, path string, fn func(b []byte) []byte) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, fn(b), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func randomBytes(r *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.UintN(256))
+	}
+	return b
+}
+
+// wantCorrupt checks the error a damaged store gives: ErrCorrupt, the
+// file's name and the way back.
+func wantCorrupt(t *testing.T, err error, path string) {
+	t.Helper()
+	if !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("error %v, want ErrCorrupt", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, path) || !strings.Contains(msg, "recover") {
+		t.Errorf("error does not name the file and the recovery: %s", msg)
+	}
+}
+
+func TestDamagedStoreIsAnErrorNeverAPanicNorEmpty(t *testing.T) {
+	const page = 4096
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, tc := range []struct {
+		name   string
+		damage func(b []byte) []byte
+	}{
+		{"random bytes in the pages", func(b []byte) []byte {
+			copy(b[2*page:], randomBytes(rng, len(b)-2*page))
+			return b
+		}},
+		{"random bytes everywhere", func(b []byte) []byte { return randomBytes(rng, len(b)) }},
+		{"zeroed", func(b []byte) []byte { return make([]byte, len(b)) }},
+		{"emptied", func([]byte) []byte { return nil }},
+		{"garbage", func([]byte) []byte { return []byte("this is not a database\n") }},
+		{"truncated", func(b []byte) []byte { return b[:len(b)/2] }},
+		{"truncated to the meta pages", func(b []byte) []byte { return b[:2*page] }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			filled(t, dir)
+			path := filepath.Join(dir, dbFile)
+			spoil(t, path, tc.damage)
+			_, err := OpenBolt(dir)
+			wantCorrupt(t, err, path)
+			var ce *CorruptError
+			if !errors.As(err, &ce) || !ce.GoodCopy || !strings.Contains(err.Error(), goodFile) {
+				t.Errorf("error does not offer the good copy: %v", err)
+			}
+		})
+	}
+}
+
+// Random bytes in any one page, many times over: every open either works
+// or says the file is damaged.
+func TestRandomPageDamageNeverPanics(t *testing.T) {
+	const page = 4096
+	dir := t.TempDir()
+	size := filled(t, dir)
+	path := filepath.Join(dir, dbFile)
+	pristine, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	damaged := 0
+	for p := int64(0); p < size/page; p++ {
+		for round := 0; round < 4; round++ {
+			b := bytes.Clone(pristine)
+			off := p*page + int64(rng.UintN(page))
+			n := 1 + int(rng.UintN(page))
+			copy(b[off:min(off+int64(n), size)], randomBytes(rng, n))
+			if err := os.WriteFile(path, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			s, err := OpenBolt(dir)
+			if err != nil {
+				wantCorrupt(t, err, path)
+				damaged++
+				continue
+			}
+			if _, err := s.List(); err != nil {
+				wantCorrupt(t, err, path)
+			}
+			s.Close()
+		}
+	}
+	t.Logf("%d pages, %d damaged opens", size/page, damaged)
+	if damaged == 0 {
+		t.Error("no damage was noticed")
+	}
+}
+
+// Damage after the store was opened is found by the next operation.
+func TestDamageUnderAnOpenStore(t *testing.T) {
+	dir := t.TempDir()
+	filled(t, dir)
+	s := open(t, dir)
+	path := filepath.Join(dir, dbFile)
+	spoil(t, path, func(b []byte) []byte { return make([]byte, len(b)) })
+	_, err := s.Get("alpha")
+	wantCorrupt(t, err, path)
+	_, err = s.List()
+	wantCorrupt(t, err, path)
+	wantCorrupt(t, s.Put(&Record{Name: "x"}), path)
+}
+
+// The copy kept at each good write brings back everything up to the last
+// write before the damage.
+func TestRecoverRestoresTheGoodCopy(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	id := s.ID()
+	for _, n := range []string{"a", "b"} {
+		if err := s.Put(&Record{Name: n, Generation: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(dir, dbFile)
+	spoil(t, path, func(b []byte) []byte { return []byte("garbage") })
+	// A write that meets the damage fails and loses nothing already kept.
+	wantCorrupt(t, s.Put(&Record{Name: "c"}), path)
+
+	got, err := Recover(dir, RecoverOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Restored || got.ID != id || strings.Join(got.Records, ",") != "a,b" {
+		t.Fatalf("Recover = %+v", got)
+	}
+	s2 := open(t, dir)
+	if s2.ID() != id {
+		t.Errorf("ID %s after recovery, was %s", s2.ID(), id)
+	}
+	if r, err := s2.Get("b"); err != nil || r.Generation != 1 {
+		t.Errorf("Get b = %+v, %v", r, err)
+	}
+	if again, err := Recover(dir, RecoverOptions{}); err != nil || !again.Healthy {
+		t.Errorf("second Recover = %+v, %v", again, err)
+	}
+	// A second damage within the same second keeps both damaged files.
+	spoil(t, path, func([]byte) []byte { return []byte("more garbage") })
+	again, err := Recover(dir, RecoverOptions{})
+	if err != nil || !again.Restored || again.Moved == got.Moved {
+		t.Fatalf("Recover = %+v, %v", again, err)
+	}
+	for f, want := range map[string]string{got.Moved: "garbage", again.Moved: "more garbage"} {
+		if b, err := os.ReadFile(f); err != nil || string(b) != want {
+			t.Errorf("%s holds %q, %v; want %q", f, b, err, want)
+		}
+	}
+}
+
+// Without a good copy, recovery starts empty with the same ID, so that
+// what the old store made is still its own.
+func TestRecoverStartsEmptyWithTheSameID(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	id := s.ID()
+	if err := s.Put(&Record{Name: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(dir, goodFile))
+	path := filepath.Join(dir, dbFile)
+	spoil(t, path, func(b []byte) []byte { return make([]byte, len(b)) })
+	_, err := OpenBolt(dir)
+	wantCorrupt(t, err, path)
+	if strings.Contains(err.Error(), goodFile) {
+		t.Errorf("offers a good copy there is none of: %v", err)
+	}
+	got, err := Recover(dir, RecoverOptions{ID: "ignored-the-dir-knows-its-id"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Empty || got.ID != id || len(got.Records) != 0 {
+		t.Fatalf("Recover = %+v", got)
+	}
+	// With store.id gone too, the ID the caller found on the host is taken.
+	dir2 := t.TempDir()
+	open(t, dir2)
+	for _, f := range []string{goodFile, idFile} {
+		os.Remove(filepath.Join(dir2, f))
+	}
+	spoil(t, filepath.Join(dir2, dbFile), func([]byte) []byte { return nil })
+	got, err = Recover(dir2, RecoverOptions{ID: "0123456789abcdef"})
+	if err != nil || got.ID != "0123456789abcdef" {
+		t.Fatalf("Recover = %+v, %v", got, err)
+	}
+	if s := open(t, dir2); s.ID() != "0123456789abcdef" {
+		t.Errorf("ID %s", s.ID())
+	}
+}
+
+// A missing state.db beside a good copy is loss, not a fresh start.
+func TestMissingStoreWithAGoodCopy(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	if err := s.Put(&Record{Name: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(dir, dbFile))
+	_, err := OpenBolt(dir)
+	wantCorrupt(t, err, filepath.Join(dir, dbFile))
+	got, err := Recover(dir, RecoverOptions{})
+	if err != nil || !got.Restored || len(got.Records) != 1 {
+		t.Fatalf("Recover = %+v, %v", got, err)
+	}
+}
+
+func TestLocksArePerInfrastructure(t *testing.T) {
+	dir := t.TempDir()
+	a, b := open(t, dir), open(t, dir) // two commands
+	a.LockWait, b.LockWait = 0, 100*time.Millisecond
+	unlockA, err := a.Lock("alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlockB, err := b.Lock("beta")
+	if err != nil {
+		t.Fatalf("another infrastructure: %v", err)
+	}
+	// Reading and writing records goes on under both locks.
+	if err := b.Put(&Record{Name: "beta"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.List(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = b.Lock("alpha")
+	if !errors.Is(err, ErrLocked) {
+		t.Fatalf("same infrastructure: %v", err)
+	}
+	if waited := time.Since(start); waited < 100*time.Millisecond {
+		t.Errorf("gave up after %s, LockWait is 100ms", waited)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "alpha") || !strings.Contains(msg, "pid ") {
+		t.Errorf("error does not say what is locked and by whom: %s", msg)
+	}
+	// Nested locking on one store shares the lock.
+	again, err := a.Lock("alpha")
+	if err != nil {
+		t.Fatalf("nested: %v", err)
+	}
+	again()
+	if _, err := b.Lock("alpha"); !errors.Is(err, ErrLocked) {
+		t.Fatalf("released by the nested unlock: %v", err)
+	}
+	unlockA()
+	unlockA() // twice is harmless
+	unlock, err := b.Lock("alpha")
+	if err != nil {
+		t.Fatalf("after unlock: %v", err)
+	}
+	unlock()
+	unlockB()
+}
+
+// A waiting command gets the lock when the holder lets go.
+func TestLockWaitsForTheHolder(t *testing.T) {
+	dir := t.TempDir()
+	a, b := open(t, dir), open(t, dir)
+	unlock, err := a.Lock("alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(200*time.Millisecond, unlock)
+	b.LockWait = 10 * time.Second
+	start := time.Now()
+	unlockB, err := b.Lock("alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlockB()
+	if waited := time.Since(start); waited < 150*time.Millisecond {
+		t.Errorf("got the lock after %s while it was held", waited)
 	}
 }

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vnet-project/vnet/internal/store"
+)
+
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("SKIPPED: needs root to create network namespaces; CI runs these as root")
+	}
+}
+
+func writeSpec(t *testing.T, name, subnet string) string {
+	t.Helper()
+	src := `name: ` + name + `
+hosts:
+  - {name: esx1, nics: [{name: vmnic0, speed: 1Gbit}]}
+switches:
+  - {name: sw0, uplinks: [{name: u1, nics: {esx1: vmnic0}}], portgroups: [{name: pg}]}
+vms:
+  - {name: vm1, host: esx1, nics: [{portgroup: pg, ip: ` + subnet + `.1/24}]}
+`
+	f := filepath.Join(t.TempDir(), name+".yaml")
+	if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// A damaged state file is reported, not panicked over; recover restores
+// the good copy, and without one starts empty and still finds (and lets
+// destroy remove) the infrastructure by its marks.
+func TestRecoverDamagedState(t *testing.T) {
+	requireRoot(t)
+	state := t.TempDir()
+	f := writeSpec(t, "clirec", "10.72.0")
+	t.Cleanup(func() { run(t, state, "destroy", "clirec") })
+	if out, code := run(t, state, "apply", f); code != 0 {
+		t.Fatalf("apply: %d %s", code, out)
+	}
+	db := filepath.Join(state, "state.db")
+	b, err := os.ReadFile(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 2 * 4096; i < len(b); i++ {
+		b[i] = byte(i*7 + 3)
+	}
+	if err := os.WriteFile(db, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, code := run(t, state, "status")
+	t.Logf("vnet status:\n%s", out)
+	if code != 1 || strings.Contains(out, "panic") || !strings.Contains(out, db) || !strings.Contains(out, "recover") {
+		t.Fatalf("status of a damaged store: exit %d\n%s", code, out)
+	}
+	out, code = run(t, state, "recover")
+	t.Logf("vnet recover:\n%s", out)
+	if code != 0 || !strings.Contains(out, "restored") || !strings.Contains(out, "clirec: 3 namespaces recorded") {
+		t.Fatalf("recover: exit %d\n%s", code, out)
+	}
+	if out, code := run(t, state, "apply", f); code != 0 || !strings.Contains(out, "no changes") {
+		t.Errorf("apply after recovery: %d %s", code, out)
+	}
+
+	// No good copy: an empty store with the same ID.
+	os.Remove(filepath.Join(state, "state.db.good"))
+	os.WriteFile(db, []byte("garbage"), 0o600)
+	out, code = run(t, state, "status")
+	if code != 1 || !strings.Contains(out, "invalid database") || !strings.Contains(out, "recover") {
+		t.Fatalf("status of a garbage store: exit %d\n%s", code, out)
+	}
+	out, code = run(t, state, "recover")
+	t.Logf("vnet recover:\n%s", out)
+	if code != 0 || !strings.Contains(out, "started an empty store") || !strings.Contains(out, "made by this store, not recorded") {
+		t.Fatalf("recover without a good copy: exit %d\n%s", code, out)
+	}
+	if out, code := run(t, state, "destroy", "clirec"); code != 0 || !strings.Contains(out, "destroyed clirec") {
+		t.Fatalf("destroy from marks: %d %s", code, out)
+	}
+	for _, ns := range namespaces() {
+		if strings.HasPrefix(ns, "vnet.clirec.") {
+			t.Errorf("%s left behind", ns)
+		}
+	}
+}
+
+// While one infrastructure is being changed, others can be read and
+// changed, and the same one is refused with a message naming the holder.
+func TestLocksArePerInfrastructure(t *testing.T) {
+	requireRoot(t)
+	state := t.TempDir()
+	fa, fb := writeSpec(t, "clilka", "10.73.0"), writeSpec(t, "clilkb", "10.74.0")
+	t.Cleanup(func() { run(t, state, "destroy", "clilka"); run(t, state, "destroy", "clilkb") })
+	for _, f := range []string{fa, fb} {
+		if out, code := run(t, state, "apply", f); code != 0 {
+			t.Fatalf("apply: %d %s", code, out)
+		}
+	}
+	// This test holds clilka's lock, as a long destroy of it would.
+	st, err := store.OpenBolt(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock, err := st.Lock("clilka")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if out, code := run(t, state, "status", "clilkb"); code != 0 || !strings.Contains(out, "clilkb") {
+		t.Errorf("status of another infrastructure: %d %s", code, out)
+	}
+	if out, code := run(t, state, "status"); code != 0 || !strings.Contains(out, "clilka") {
+		t.Errorf("status of all: %d %s", code, out)
+	}
+	if out, code := run(t, state, "exec", "clilkb/vm1", "--", "true"); code != 0 {
+		t.Errorf("exec in another infrastructure: %d %s", code, out)
+	}
+	if out, code := run(t, state, "ioc", "stats", "clilkb", "-i", "100ms"); code != 0 {
+		t.Errorf("ioc stats of another infrastructure: %d %s", code, out)
+	}
+	if out, code := run(t, state, "apply", fb); code != 0 {
+		t.Errorf("apply of another infrastructure: %d %s", code, out)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("reads and another apply took %s under the lock", d)
+	}
+	for _, args := range [][]string{{"apply", fa}, {"destroy", "clilka"}} {
+		out, code := run(t, state, args...)
+		if code == 0 || !strings.Contains(out, "clilka is being changed by another vnet command (pid ") {
+			t.Errorf("%s while locked: %d %s", args[0], code, out)
+		}
+	}
+	unlock()
+	st.Close()
+	if out, code := run(t, state, "destroy", "clilka"); code != 0 {
+		t.Errorf("destroy after the lock is released: %d %s", code, out)
+	}
+}
+
+// Namespaces whose store is gone (its directory removed, as a crashed
+// run's temporary state directory is) are refused by another store until
+// `vnet recover --adopt` takes them over.
+func TestOrphanedNamespacesAreAdopted(t *testing.T) {
+	requireRoot(t)
+	gone, state := t.TempDir(), t.TempDir()
+	f := writeSpec(t, "cliorph", "10.75.0")
+	t.Cleanup(func() { run(t, state, "destroy", "cliorph") })
+	if out, code := run(t, gone, "apply", f); code != 0 {
+		t.Fatalf("apply: %d %s", code, out)
+	}
+	if err := os.RemoveAll(gone); err != nil {
+		t.Fatal(err)
+	}
+	out, code := run(t, state, "apply", f)
+	if code == 0 || !strings.Contains(out, "vnet recover --adopt cliorph") {
+		t.Fatalf("apply over an orphan: %d %s", code, out)
+	}
+	out, code = run(t, state, "recover", "--adopt", "cliorph")
+	t.Logf("vnet recover --adopt:\n%s", out)
+	if code != 0 || !strings.Contains(out, "adopted 3 namespaces of cliorph") || !strings.Contains(out, "cliorph: 3 namespaces made by this store, not recorded") {
+		t.Fatalf("recover --adopt: %d %s", code, out)
+	}
+	if out, code := run(t, state, "apply", f); code != 0 || !strings.Contains(out, "no changes") {
+		t.Errorf("apply after adopting: %d %s", code, out)
+	}
+	if out, code := run(t, state, "destroy", "cliorph"); code != 0 {
+		t.Errorf("destroy: %d %s", code, out)
+	}
+	for _, ns := range namespaces() {
+		if strings.HasPrefix(ns, "vnet.cliorph.") {
+			t.Errorf("%s left behind", ns)
+		}
+	}
+}

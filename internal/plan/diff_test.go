@@ -1,0 +1,149 @@
+package plan
+
+import (
+	"strings"
+	"testing"
+)
+
+// kernelNames replays a plan over the link names it makes and removes, the
+// way the kernel would refuse a second link of one name in a namespace.
+func kernelNames(t *testing.T, observed []Resource, p Plan) {
+	t.Helper()
+	held := map[string]bool{}
+	for _, r := range observed {
+		markAll(held, r.links())
+	}
+	for i, a := range p.Actions {
+		if a.Op == OpDelete || a.Op == OpReplace {
+			for _, l := range a.Old.links() {
+				delete(held, l)
+			}
+		}
+		if a.Op == OpCreate || a.Op == OpReplace {
+			for _, l := range a.New.links() {
+				if held[l] {
+					t.Fatalf("step %d %s: file exists (%s)\n%s", i+1, a, l, p)
+				}
+				held[l] = true
+			}
+		}
+	}
+}
+
+// renamed returns rs with the link name in namespace ns renamed, as
+// `ip link set OLD name NEW` behind vnet's back would show it.
+func renamed(rs []Resource, ns, old, name string) []Resource {
+	out := make([]Resource, 0, len(rs))
+	for _, r := range rs {
+		switch {
+		case r.Kind == KindVeth && r.A.NS == ns && r.A.Name == old:
+			r.A.Name = name
+		case r.Kind == KindVeth && r.B.NS == ns && r.B.Name == old:
+			r.B.Name = name
+		case r.NS == ns && r.Link == old:
+			r.Link = name
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func TestDiffRenamedLinkFreesItsNamesFirst(t *testing.T) {
+	s := load(t, base+`
+hostports:
+  - {host: esx1, portgroup: pg-b, ip: 10.0.1.1/24}
+`)
+	model := Model(s, Options{})
+	vm, host := NSName("t", "vm1"), NSName("t", "esx1")
+	for _, tc := range []struct {
+		name      string
+		ns, link  string
+		wantFirst string // the first action
+	}{
+		{"vNIC renamed in the VM", vm, "eth0", "- delete address 10.0.0.1/24 on foo in " + vm},
+		{"host port renamed in the host", host, "vmk0", "- delete address 10.0.1.1/24 on foo in " + host},
+		{"switch port renamed", host, VNICPortName("vm1", 0), "-/+ replace veth " + vm},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			drifted := renamed(model, tc.ns, tc.link, "foo")
+			for _, dir := range []struct {
+				name              string
+				desired, observed []Resource
+			}{{"repair", model, drifted}, {"roll back", drifted, model}} {
+				p := Diff(dir.desired, dir.observed)
+				if p.Empty() {
+					t.Fatalf("%s: no plan", dir.name)
+				}
+				kernelNames(t, dir.observed, p)
+				if dir.name == "repair" && !strings.HasPrefix(p.Actions[0].String(), tc.wantFirst) {
+					t.Errorf("%s starts with %s, want %s\n%s", dir.name, p.Actions[0], tc.wantFirst, p)
+				}
+			}
+		})
+	}
+}
+
+// What sat on the switch port that a renamed vNIC took with it is made
+// again after the pair is.
+func TestDiffRenamedLinkRemakesWhatSatOnItsPort(t *testing.T) {
+	s := load(t, strings.Replace(base, "portgroups: [{name: pg-a}, {name: pg-b}]",
+		"portgroups: [{name: pg-a, shaping: {egress: {average: 10Mbit, burst: 100KiB}}}, {name: pg-b}]", 1))
+	model := Model(s, Options{})
+	vm := NSName("t", "vm1")
+	p := Diff(model, renamed(model, vm, "eth0", "foo"))
+	kernelNames(t, renamed(model, vm, "eth0", "foo"), p)
+	veth, shaper := -1, -1
+	for i, a := range p.Actions {
+		switch {
+		case a.Op == OpCreate && a.New.Kind == KindVeth:
+			veth = i
+		case a.Op == OpCreate && a.New.Kind == KindShaper:
+			shaper = i
+		}
+	}
+	if veth < 0 || shaper < veth {
+		t.Errorf("the port's shaper is not made again after the pair:\n%s", p)
+	}
+}
+
+func TestDiffMarkIsAChangeInPlace(t *testing.T) {
+	model := Model(load(t, base), Options{})
+	marked := MarkNamespaces(model, "t", "0123abcd", "/var/lib/vnet")
+	p := Diff(marked, model)
+	for _, a := range p.Actions {
+		if a.Op != OpModify || a.New.Kind != KindNetns || !strings.Contains(a.String(), "mark none -> vnet:t:0123abcd:/var/lib/vnet") {
+			t.Errorf("unexpected %s", a)
+		}
+	}
+	if len(p.Actions) != 4 { // the physical switch, two hosts, one VM
+		t.Errorf("want every namespace marked, got:\n%s", p)
+	}
+}
+
+func TestMarkRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		alias string
+		want  Mark
+		ok    bool
+	}{
+		{"vnet:demo:0123abcd:/var/lib/vnet", Mark{"demo", "0123abcd", "/var/lib/vnet"}, true},
+		{"vnet:demo:0123abcd", Mark{"demo", "0123abcd", ""}, true},
+		{"vnet:demo:0123abcd:/odd:dir", Mark{"demo", "0123abcd", "/odd:dir"}, true},
+		{"vnet:vm web1 eth0", Mark{}, false}, // a link's owner label
+		{"vnet:peer=vnet.demo.esx1/vmnic0", Mark{}, false},
+		{"vnet::x", Mark{}, false},
+		{"", Mark{}, false},
+	} {
+		got, ok := ParseMark(tc.alias)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("ParseMark(%q) = %+v, %v; want %+v, %v", tc.alias, got, ok, tc.want, tc.ok)
+		}
+		if ok && got.String() != tc.alias {
+			t.Errorf("%+v.String() = %q, want %q", got, got.String(), tc.alias)
+		}
+	}
+	long := Mark{Infra: "demo", Store: "0123abcd", Dir: "/" + strings.Repeat("d", 300)}
+	if s := long.String(); s != "vnet:demo:0123abcd" {
+		t.Errorf("a directory too long for an alias: %q", s)
+	}
+}

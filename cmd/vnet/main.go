@@ -60,7 +60,7 @@ func newRoot() *cobra.Command {
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentFlags().StringVar(&stateDir, "state-dir", defaultStateDir(), "where vnet keeps its state database")
-	root.AddCommand(validateCmd(), applyCmd(), destroyCmd(), statusCmd(), execCmd(), linkCmd(), unlinkCmd(), agentCmd(), netperfCmd(), netserverCmd(), iocCmd(), labCmd())
+	root.AddCommand(validateCmd(), applyCmd(), destroyCmd(), statusCmd(), execCmd(), linkCmd(), unlinkCmd(), agentCmd(), gcCmd(), netperfCmd(), netserverCmd(), iocCmd(), labCmd())
 	return root
 }
 

@@ -225,6 +225,18 @@ func (c *Cgroups) List(prefix string) []string {
 	return out
 }
 
+// Dirs returns the directories of the cgroup name in every hierarchy
+// that has it.
+func (c *Cgroups) Dirs(name string) []string {
+	var out []string
+	for _, root := range c.allRoots() {
+		if dir := filepath.Join(root, name); dirExists(dir) {
+			out = append(out, dir)
+		}
+	}
+	return out
+}
+
 // Infras returns the infrastructures with a cgroup directory (vnet/NAME)
 // in any hierarchy in use.
 func (c *Cgroups) Infras() []string {

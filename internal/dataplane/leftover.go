@@ -160,7 +160,7 @@ func (l *Linux) Garbage(opts GarbageOpts) ([]Leftover, error) {
 			continue
 		}
 		for _, name := range l.cgroups.List("vnet/" + infra) {
-			out = append(out, Leftover{What: "cgroup " + name + " (infrastructure " + infra + " is gone)", remove: func() error { return l.cgroups.Remove(name) }})
+			out = append(out, Leftover{What: "cgroup " + strings.Join(l.cgroups.Dirs(name), " ") + " (infrastructure " + infra + " is gone)", remove: func() error { return l.cgroups.Remove(name) }})
 		}
 		for _, dir := range l.cgroups.EmptyInfraDirs(infra) {
 			out = append(out, Leftover{What: "cgroup " + dir + " (infrastructure " + infra + " is gone)", remove: func() error { return l.cgroups.RemoveEmptyDir(dir) }})

@@ -4,10 +4,12 @@
 // binary built with -tags vnetkill honors two variables:
 //
 //	VNET_KILL_AT=N       SIGKILL this process at its N-th point (from 1)
+//	VNET_KILL_ON=TEXT    SIGKILL it at the first point whose name holds TEXT
 //	VNET_KILL_TRACE=FILE append each point's number and name to FILE
 //
 // A child process (the agent vnet apply starts) does not inherit them; it
-// gets VNET_KILL_AGENT_AT as its own VNET_KILL_AT instead.
+// gets VNET_KILL_AGENT_AT and VNET_KILL_AGENT_ON as its own VNET_KILL_AT and
+// VNET_KILL_ON instead.
 package killpoint
 
 // Enabled reports whether this binary honors the variables.

@@ -17,6 +17,7 @@ var (
 	mu     sync.Mutex
 	count  int
 	killAt = func() int { n, _ := strconv.Atoi(os.Getenv("VNET_KILL_AT")); return n }()
+	killOn = os.Getenv("VNET_KILL_ON")
 	trace  = os.Getenv("VNET_KILL_TRACE")
 )
 
@@ -30,7 +31,7 @@ func at(name string) {
 			f.Close()
 		}
 	}
-	if count == killAt {
+	if count == killAt || (killOn != "" && strings.Contains(name, killOn)) {
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // the signal is on its way; nothing more of this process runs
 	}
@@ -38,18 +39,23 @@ func at(name string) {
 
 func childEnv(env []string) []string {
 	var out []string
-	agentAt := ""
+	agentAt, agentOn := "", ""
 	for _, kv := range env {
 		switch {
 		case strings.HasPrefix(kv, "VNET_KILL_AGENT_AT="):
 			agentAt = strings.TrimPrefix(kv, "VNET_KILL_AGENT_AT=")
-		case strings.HasPrefix(kv, "VNET_KILL_AT="), strings.HasPrefix(kv, "VNET_KILL_TRACE="):
+		case strings.HasPrefix(kv, "VNET_KILL_AGENT_ON="):
+			agentOn = strings.TrimPrefix(kv, "VNET_KILL_AGENT_ON=")
+		case strings.HasPrefix(kv, "VNET_KILL_AT="), strings.HasPrefix(kv, "VNET_KILL_ON="), strings.HasPrefix(kv, "VNET_KILL_TRACE="):
 		default:
 			out = append(out, kv)
 		}
 	}
 	if agentAt != "" {
 		out = append(out, "VNET_KILL_AT="+agentAt)
+	}
+	if agentOn != "" {
+		out = append(out, "VNET_KILL_ON="+agentOn)
 	}
 	return out
 }

@@ -75,7 +75,9 @@ func (l *Linux) Execute(a plan.Action) error {
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", a.Op, a.Subject(), err)
 	}
-	killpoint.At(fmt.Sprintf("done: %s %s", a.Op, a.Subject()))
+	if killpoint.Enabled {
+		killpoint.At(fmt.Sprintf("done: %s %s", a.Op, a.Subject()))
+	}
 	return nil
 }
 

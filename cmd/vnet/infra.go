@@ -134,11 +134,15 @@ func destroyCmd() *cobra.Command {
 				return err
 			}
 			_ = os.Remove(agent.LogFile(stateDir, name))
+			swept, err := eng.Sweep(name)
+			if err != nil {
+				return fmt.Errorf("destroy %s: %w", name, err)
+			}
 			p, err := eng.Destroy(name)
 			if err != nil {
 				return err
 			}
-			if p.Empty() && errors.Is(known, store.ErrNotFound) {
+			if p.Empty() && len(swept) == 0 && errors.Is(known, store.ErrNotFound) {
 				return fmt.Errorf("destroy %s: %w", name, store.ErrNotFound)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "destroyed %s: %s removed\n", name, counted(countKind(p, ""), "object", "objects"))

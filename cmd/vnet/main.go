@@ -71,6 +71,7 @@ func newRoot() *cobra.Command {
 		linkCmd(),
 		unlinkCmd(),
 		agentCmd(),
+		gcCmd(),
 		netperfCmd(),
 		netserverCmd(),
 		iocCmd(),

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -79,11 +80,26 @@ func agentCmd() *cobra.Command {
 						return nil, err
 					}
 					return doc.Spec, nil
+				},
+				Gone: func() bool {
+					_, err := storedSpec(args[0])
+					return errors.Is(err, store.ErrNotFound)
 				}}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
 			hup := make(chan os.Signal, 1)
 			signal.Notify(hup, syscall.SIGHUP)
+			// Claimed only now that a reload cannot end it: apply signals
+			// the agent that recorded its pid.
+			release, err := agent.Claim(stateDir, args[0])
+			if errors.Is(err, agent.ErrRunning) {
+				fmt.Fprintf(cmd.OutOrStdout(), "%v; this one exits\n", err)
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			defer release()
 			go func() {
 				for range hup {
 					a.Reload()

@@ -40,6 +40,12 @@ type Agent struct {
 	Tick  time.Duration // load sampling and link polling period; default 1s
 	// Watch reports link changes in a namespace; default dataplane.WatchLinks.
 	Watch func(ctx context.Context, ns string, changed chan<- string) error
+	// Gone reports whether the infrastructure was destroyed (its record is
+	// gone from the store); asked when its namespaces cannot be read, and
+	// the agent ends when it says so. Nil: never.
+	Gone func() bool
+
+	gone bool
 
 	reload    chan struct{}
 	once      sync.Once
@@ -96,7 +102,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	tick := time.NewTicker(a.Tick)
 	defer tick.Stop()
 	a.step(time.Now(), false)
-	for {
+	for !a.gone {
 		select {
 		case <-ctx.Done():
 			return nil
@@ -113,6 +119,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.step(time.Now(), false)
 		}
 	}
+	a.logf("agent for %s: the infrastructure is gone; stopping", a.Infra)
+	return nil
 }
 
 func (a *Agent) logf(format string, args ...any) {
@@ -188,7 +196,10 @@ func (a *Agent) step(now time.Time, sample bool) {
 	for _, ns := range a.hostNamespaces() {
 		st, err := a.DP.LinkStates(ns)
 		if err != nil {
-			a.logf("%v", err)
+			a.gone = a.Gone != nil && a.Gone()
+			if !a.gone {
+				a.logf("%v", err)
+			}
 			return
 		}
 		states[ns] = st

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/vnet-project/vnet/internal/killpoint"
 	"github.com/vnet-project/vnet/internal/plan"
 )
 
@@ -24,6 +25,7 @@ type Cgroups struct {
 	v2       string // unified mount, when it has cpu and cpuset
 	v1CPU    string // v1 mount with the cpu controller
 	v1Cpuset string // v1 mount with the cpuset controller
+	unified  string // the cgroup2 mount, whatever its controllers: searched for leftovers too
 }
 
 // DetectCgroups finds the hierarchies that carry the cpu and cpuset controllers.
@@ -47,6 +49,9 @@ func DetectCgroups() *Cgroups {
 		mnt := lf[4]
 		switch rf[0] {
 		case "cgroup2":
+			if c.unified == "" {
+				c.unified = mnt
+			}
 			ctrl, _ := os.ReadFile(filepath.Join(mnt, "cgroup.controllers"))
 			set := strings.Fields(string(ctrl))
 			if has(set, "cpu") && has(set, "cpuset") && c.v2 == "" {
@@ -106,6 +111,7 @@ func (c *Cgroups) Ensure(r plan.Resource) error {
 	if err := os.MkdirAll(filepath.Join(c.v1CPU, r.Name), 0o755); err != nil {
 		return fmt.Errorf("cgroup: %w", err)
 	}
+	killpoint.At("cgroup made: " + filepath.Join(c.v1CPU, r.Name))
 	cpuDir := filepath.Join(c.v1CPU, r.Name)
 	if err := writeFile(cpuDir, "cpu.cfs_period_us", strconv.Itoa(cfsPeriodUS)); err != nil {
 		return err
@@ -181,9 +187,11 @@ func (c *Cgroups) Read(name string) (milli int, cpus string, ok bool) {
 		cpusetDir = filepath.Join(c.v2, name)
 	case c.v1CPU != "":
 		q, err := os.ReadFile(filepath.Join(c.v1CPU, name, "cpu.cfs_quota_us"))
-		if err != nil {
+		if err != nil && !dirExists(filepath.Join(c.v1Cpuset, name)) {
 			return 0, "", false
 		}
+		// In the cpuset hierarchy only (made or removed halfway) it reads
+		// as no limit, which the next apply sets and destroy removes.
 		p, _ := os.ReadFile(filepath.Join(c.v1CPU, name, "cpu.cfs_period_us"))
 		quota, _ = strconv.Atoi(strings.TrimSpace(string(q)))
 		period, _ = strconv.Atoi(strings.TrimSpace(string(p)))
@@ -198,23 +206,92 @@ func (c *Cgroups) Read(name string) (milli int, cpus string, ok bool) {
 	return milli, NormalizeCPUList(strings.TrimSpace(string(b))), true
 }
 
-// List returns the VM cgroups under prefix (e.g. vnet/demo).
+// List returns the VM cgroups under prefix (e.g. vnet/demo) in any
+// hierarchy in use: a command killed between two hierarchies leaves a VM's
+// cgroup in one of them only, and it must still be seen to be repaired or
+// removed.
 func (c *Cgroups) List(prefix string) []string {
-	root := c.v2
-	if root == "" {
-		root = c.v1CPU
+	seen := map[string]bool{}
+	var out []string
+	for _, root := range c.allRoots() {
+		for _, name := range subdirs(filepath.Join(root, prefix)) {
+			if !seen[name] {
+				seen[name] = true
+				out = append(out, prefix+"/"+name)
+			}
+		}
 	}
-	if root == "" {
-		return nil
+	sort.Strings(out)
+	return out
+}
+
+// Dirs returns the directories of the cgroup name in every hierarchy
+// that has it.
+func (c *Cgroups) Dirs(name string) []string {
+	var out []string
+	for _, root := range c.allRoots() {
+		if dir := filepath.Join(root, name); dirExists(dir) {
+			out = append(out, dir)
+		}
 	}
-	entries, err := os.ReadDir(filepath.Join(root, prefix))
+	return out
+}
+
+// Infras returns the infrastructures with a cgroup directory (vnet/NAME)
+// in any hierarchy in use.
+func (c *Cgroups) Infras() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, root := range c.allRoots() {
+		for _, name := range subdirs(filepath.Join(root, "vnet")) {
+			if !seen[name] {
+				seen[name] = true
+				out = append(out, name)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// EmptyInfraDirs returns the directories vnet/INFRA that have no VM
+// cgroup left, in every hierarchy: what a removal killed before its last
+// rmdir leaves.
+func (c *Cgroups) EmptyInfraDirs(infra string) []string {
+	var out []string
+	for _, root := range c.allRoots() {
+		dir := filepath.Join(root, "vnet", infra)
+		if dirExists(dir) && len(subdirs(dir)) == 0 {
+			out = append(out, dir)
+		}
+	}
+	return out
+}
+
+// RemoveEmptyDir removes an empty vnet/INFRA directory, and vnet/ itself
+// when no other infrastructure uses it.
+func (c *Cgroups) RemoveEmptyDir(dir string) error {
+	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("cgroup rmdir %s: %w", dir, err)
+	}
+	_ = os.Remove(filepath.Dir(dir)) // fails while another infra uses it
+	return nil
+}
+
+func dirExists(dir string) bool {
+	fi, err := os.Stat(dir)
+	return err == nil && fi.IsDir()
+}
+
+func subdirs(dir string) []string {
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil
 	}
 	var out []string
 	for _, e := range entries {
 		if e.IsDir() {
-			out = append(out, prefix+"/"+e.Name())
+			out = append(out, e.Name())
 		}
 	}
 	return out
@@ -234,7 +311,7 @@ func (c *Cgroups) Enter(name string, pid int) error {
 // Remove kills what still runs in the VM's cgroup (the VM is powered off),
 // then removes it and any parent vnet left empty.
 func (c *Cgroups) Remove(name string) error {
-	for _, root := range c.roots() {
+	for _, root := range c.allRoots() {
 		dir := filepath.Join(root, name)
 		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 			continue
@@ -245,11 +322,23 @@ func (c *Cgroups) Remove(name string) error {
 		if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("cgroup rmdir %s: %w", dir, err)
 		}
+		killpoint.At("cgroup removed: " + dir)
 		for p := filepath.Dir(name); p != "." && p != "/"; p = filepath.Dir(p) {
 			_ = os.Remove(filepath.Join(root, p)) // fails while another VM or infra uses it
 		}
 	}
 	return nil
+}
+
+// allRoots is every hierarchy a VM cgroup may be in: those in use, and the
+// unified one, where vnet made them if the machine had cpu and cpuset there
+// then.
+func (c *Cgroups) allRoots() []string {
+	out := c.roots()
+	if c.unified != "" && !has(out, c.unified) {
+		out = append(out, c.unified)
+	}
+	return out
 }
 
 func (c *Cgroups) roots() []string {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/vnet-project/vnet/internal/killpoint"
 	"github.com/vnet-project/vnet/internal/plan"
 )
 
@@ -73,6 +74,9 @@ func (l *Linux) Execute(a plan.Action) error {
 	}
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", a.Op, a.Subject(), err)
+	}
+	if killpoint.Enabled {
+		killpoint.At(fmt.Sprintf("done: %s %s", a.Op, a.Subject()))
 	}
 	return nil
 }

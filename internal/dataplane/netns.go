@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/vnet-project/vnet/internal/killpoint"
 	"github.com/vnet-project/vnet/internal/plan"
 )
 
@@ -49,7 +51,7 @@ func onOwnThread(fn func() error) error {
 
 // inNS runs fn on an OS thread that has entered the named namespace.
 func inNS(name string, fn func() error) error {
-	target, err := netns.GetFromName(name)
+	target, err := openNS(name)
 	if err != nil {
 		return fmt.Errorf("open netns %s: %w", name, err)
 	}
@@ -62,22 +64,20 @@ func inNS(name string, fn func() error) error {
 	})
 }
 
-// createNetns makes a named namespace with its loopback up and its
-// settings as sysctls gives them (a netns resource's Sysctls).
-// Equivalent to: ip netns add NAME && ip -n NAME link set lo up
-func createNetns(name, sysctls string) error {
+// createNetns makes a named namespace, marked as its owner's (see
+// ensureNetns), with its loopback up and its settings as sysctls gives them
+// (a netns resource's Sysctls).
+// Equivalent to: ip netns add NAME && ip -n NAME link set lo alias MARK up
+func createNetns(name, sysctls, mark string) error {
 	if !netnsExists(name) {
-		err := onOwnThread(func() error {
-			h, err := netns.NewNamed(name) // moves this thread into the new namespace
-			if err == nil {
-				h.Close()
-			}
-			return err
-		})
-		if err != nil {
+		if err := makeNetnsEntry(name, mark); err != nil {
 			return fmt.Errorf("ip netns add %s: %w", name, err)
 		}
 	}
+	return configureNetns(name, sysctls)
+}
+
+func configureNetns(name, sysctls string) error {
 	h, err := handleFor(name)
 	if err != nil {
 		return err
@@ -156,27 +156,63 @@ func readSysctlSet(ns, dir string, set []plan.Sysctl) (string, error) {
 
 // deleteNetns kills whatever still runs inside the namespace, then removes it.
 // A process left inside would keep the namespace, and its links, alive
-// after its name is gone. Equivalent to: ip netns pids NAME | xargs kill -9; ip netns del NAME
+// after its name is gone. An entry that was never mounted, or whose mount
+// is already gone, is removed as it is.
+// Equivalent to: ip netns pids NAME | xargs kill -9; ip netns del NAME
 func deleteNetns(name string) error {
-	if !netnsExists(name) {
+	path := filepath.Join(NetnsDir, name)
+	state, err := entryStateOf(path)
+	if err != nil {
+		return fmt.Errorf("ip netns del %s: %w", name, err)
+	}
+	switch state {
+	case entryAbsent:
 		return nil
+	case entryUnfinished:
+		return removeAbandonedEntry(path)
 	}
 	if err := killNetnsProcesses(name); err != nil {
 		return fmt.Errorf("ip netns del %s: %w", name, err)
 	}
-	if err := netns.DeleteNamed(name); err != nil && !errors.Is(err, os.ErrNotExist) {
+	killpoint.At("netns unmount: " + name)
+	if err := unix.Unmount(path, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("ip netns del %s: unmount: %w", name, err)
+	}
+	killpoint.At("netns unmounted, not yet removed: " + name)
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("ip netns del %s: %w", name, err)
 	}
 	return nil
 }
 
+// netnsExists reports whether the named namespace is there to be used: a
+// mounted entry (or the probe's unnamed namespace), not an unfinished one.
 func netnsExists(name string) bool {
-	_, err := os.Stat(filepath.Join(NetnsDir, name))
-	return err == nil
+	if _, ok := anonNS(name); ok {
+		return true
+	}
+	state, err := entryStateOf(filepath.Join(NetnsDir, name))
+	return err == nil && state == entryMounted
 }
 
-// listNetns returns the named namespaces that start with prefix.
+// listNetns returns the named namespaces that start with prefix. Unfinished
+// entries are not namespaces; Leftovers finds them.
 func listNetns(prefix string) ([]string, error) {
+	names, err := netnsEntries(prefix)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, name := range names {
+		if state, err := entryStateOf(filepath.Join(NetnsDir, name)); err == nil && state == entryMounted {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
+// netnsEntries returns the names in NetnsDir that start with prefix.
+func netnsEntries(prefix string) ([]string, error) {
 	entries, err := os.ReadDir(NetnsDir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -242,7 +278,7 @@ func killNetnsProcesses(name string) error {
 
 // handleFor opens a netlink handle inside the named namespace.
 func handleFor(name string) (*netlink.Handle, error) {
-	ns, err := netns.GetFromName(name)
+	ns, err := openNS(name)
 	if err != nil {
 		return nil, fmt.Errorf("open netns %s: %w", name, err)
 	}
@@ -250,6 +286,257 @@ func handleFor(name string) (*netlink.Handle, error) {
 	h, err := netlink.NewHandleAt(ns)
 	if err != nil {
 		return nil, fmt.Errorf("netlink in %s: %w", name, err)
+	}
+	return h, nil
+}
+
+// A named namespace is a file in NetnsDir with the namespace bind-mounted
+// on it. Making one takes two steps (create the file, mount on it) and
+// removing one two more (unmount, unlink); a process killed between them
+// leaves a plain file that every later open would take for a namespace and
+// fail to enter. rename(2) cannot publish a finished entry in one step (the
+// kernel refuses to rename a mount point: EBUSY), so an entry's maker holds
+// an flock on the file from before its name appears until it is mounted.
+// Whoever finds an unmounted entry whose lock is free knows its maker is
+// gone (the kernel drops the lock with the process, however it died) and
+// removes it; one whose lock is held is still being made.
+
+type entryState int
+
+const (
+	entryAbsent     entryState = iota
+	entryMounted               // a namespace
+	entryUnfinished            // a plain file: being made, or left by a killed command
+)
+
+// tmpPrefix starts the name an entry is made under before link(2) gives
+// it its real name in one step; its maker's pid ends it.
+const tmpPrefix = ".vnet-tmp."
+
+func entryStateOf(path string) (entryState, error) {
+	var fs unix.Statfs_t
+	if err := unix.Statfs(path, &fs); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return entryAbsent, nil
+		}
+		return 0, err
+	}
+	if isNsfs(fs.Type) {
+		return entryMounted, nil
+	}
+	return entryUnfinished, nil
+}
+
+// isNsfs reports whether a file system type is a namespace's: nsfs, or
+// proc on kernels before 3.19.
+func isNsfs(fsType int64) bool {
+	return fsType == unix.NSFS_MAGIC || fsType == unix.PROC_SUPER_MAGIC
+}
+
+// makeNetnsEntry makes a new namespace and mounts it at NetnsDir/name. The
+// name appears, locked, by link(2) from a temporary file, and is mounted
+// before the lock is dropped. The namespace carries its mark before it is
+// mounted: a kill right after the mount must not leave a namespace that
+// nobody can tell is its own.
+func makeNetnsEntry(name, mark string) error {
+	if err := os.MkdirAll(NetnsDir, 0o755); err != nil {
+		return err
+	}
+	path := filepath.Join(NetnsDir, name)
+	if state, err := entryStateOf(path); err != nil {
+		return err
+	} else if state == entryUnfinished {
+		if err := removeAbandonedEntry(path); err != nil {
+			return err
+		}
+	}
+	tmp := filepath.Join(NetnsDir, fmt.Sprintf("%s%s.%d", tmpPrefix, name, os.Getpid()))
+	_ = os.Remove(tmp) // one of an earlier process with this pid
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_RDONLY, 0o444)
+	if err != nil {
+		return err
+	}
+	defer f.Close() // drops the lock: the entry is mounted, or removed
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("lock %s: %w", tmp, err)
+	}
+	killpoint.At("netns temporary entry made: " + name)
+	err = os.Link(tmp, path)
+	if err == nil {
+		killpoint.At("netns entry named, temporary one not yet removed: " + name)
+	}
+	_ = os.Remove(tmp)
+	if err != nil {
+		return err
+	}
+	killpoint.At("netns entry named, not yet mounted: " + name)
+	err = onOwnThread(func() error {
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			return fmt.Errorf("unshare: %w", err)
+		}
+		if err := markCurrentNetns(mark); err != nil {
+			return err
+		}
+		src := fmt.Sprintf("/proc/%d/task/%d/ns/net", os.Getpid(), unix.Gettid())
+		if err := unix.Mount(src, path, "none", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("mount: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		_ = os.Remove(path)
+		return err
+	}
+	killpoint.At("netns mounted: " + name)
+	return nil
+}
+
+// markCurrentNetns sets the mark on the loopback of the namespace the
+// calling thread is in.
+func markCurrentNetns(mark string) error {
+	if mark == "" {
+		return nil
+	}
+	h, err := netlink.NewHandle()
+	if err != nil {
+		return fmt.Errorf("netlink in new namespace: %w", err)
+	}
+	defer h.Close()
+	lo, err := h.LinkByName("lo")
+	if err != nil {
+		return fmt.Errorf("find lo: %w", err)
+	}
+	if err := h.LinkSetAlias(lo, mark); err != nil {
+		return fmt.Errorf("mark lo: %w", err)
+	}
+	return nil
+}
+
+// ErrUnfinishedNetns marks an entry in NetnsDir that is a plain file: one
+// being made, or left by a command killed halfway. The next apply or
+// destroy of its infrastructure, or vnet gc, removes a left one.
+var ErrUnfinishedNetns = errors.New("unfinished namespace entry")
+
+// errEntryBusy says an unfinished entry is still being made by a live process.
+var errEntryBusy = errors.New("being made by another running command")
+
+// removeAbandonedEntry removes an unmounted entry whose maker is gone.
+func removeAbandonedEntry(path string) error {
+	abandoned, err := entryAbandoned(path, func() error {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("remove unfinished %s: %w", path, err)
+	}
+	if !abandoned {
+		if state, _ := entryStateOf(path); state == entryMounted {
+			return nil // finished meanwhile: not ours to remove here
+		}
+		return fmt.Errorf("%s: %w", path, errEntryBusy)
+	}
+	return nil
+}
+
+// entryAbandoned reports whether path is an unmounted entry nobody holds
+// the lock of, and if so runs fn while holding it, so that no maker can be
+// between naming and mounting it meanwhile.
+func entryAbandoned(path string, fn func() error) (bool, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(int(f.Fd()), &fs); err != nil {
+		return false, err
+	}
+	if isNsfs(fs.Type) {
+		return false, nil // mounted: a namespace
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return false, nil
+		}
+		return false, err
+	}
+	// The name must still be this unmounted file.
+	var held, named unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &held); err != nil {
+		return false, err
+	}
+	if err := unix.Stat(path, &named); err != nil || named.Ino != held.Ino || named.Dev != held.Dev {
+		return false, nil
+	}
+	if fn == nil {
+		return true, nil
+	}
+	return true, fn()
+}
+
+// The probe's namespace has no name in NetnsDir: it lives as long as the
+// handle below, and so dies with the process, however it ends.
+var anon = struct {
+	sync.Mutex
+	byName map[string]netns.NsHandle
+}{byName: map[string]netns.NsHandle{}}
+
+func anonNS(name string) (netns.NsHandle, bool) {
+	anon.Lock()
+	defer anon.Unlock()
+	h, ok := anon.byName[name]
+	return h, ok
+}
+
+// newAnonNetns makes a namespace known to this process only, by name.
+func newAnonNetns(name string) error {
+	var h netns.NsHandle
+	err := onOwnThread(func() (err error) {
+		h, err = netns.New() // unshares this thread into it
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	anon.Lock()
+	anon.byName[name] = h
+	anon.Unlock()
+	return nil
+}
+
+func closeAnonNetns(name string) {
+	anon.Lock()
+	defer anon.Unlock()
+	if h, ok := anon.byName[name]; ok {
+		h.Close()
+		delete(anon.byName, name)
+	}
+}
+
+// openNS opens a namespace by name; the caller closes the handle.
+func openNS(name string) (netns.NsHandle, error) {
+	if h, ok := anonNS(name); ok {
+		fd, err := unix.Dup(int(h))
+		if err != nil {
+			return netns.None(), err
+		}
+		return netns.NsHandle(fd), nil
+	}
+	h, err := netns.GetFromName(name)
+	if err != nil {
+		return h, err
+	}
+	// An unfinished entry opens as a plain file; say what it is.
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(int(h), &fs); err == nil && !isNsfs(fs.Type) {
+		h.Close()
+		return netns.None(), fmt.Errorf("%s is an unfinished entry, not a namespace: %w", filepath.Join(NetnsDir, name), ErrUnfinishedNetns)
 	}
 	return h, nil
 }

@@ -12,7 +12,7 @@ import (
 // namespace, so that whoever meets the namespace can tell who made it.
 // Equivalent to: ip netns add NAME; ip -n NAME link set lo alias MARK
 func (l *Linux) ensureNetns(r plan.Resource) error {
-	if err := createNetns(r.Name, r.Sysctls); err != nil {
+	if err := createNetns(r.Name, r.Sysctls, r.Mark); err != nil {
 		return err
 	}
 	return l.SetMark(r.Name, r.Mark)

@@ -4,8 +4,14 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/vnet-project/vnet/internal/killpoint"
 	"github.com/vnet-project/vnet/internal/plan"
 )
+
+// ProbeNSPrefix starts the name of the probe's scratch namespace; its
+// process's pid ends it. Earlier versions mounted it in NetnsDir, where a
+// killed probe left it: vnet gc removes those.
+const ProbeNSPrefix = "vnetprobe."
 
 // Probe checks that the kernel has what the given resources need, by making
 // each kind once in a scratch namespace. A missing feature is a
@@ -23,14 +29,20 @@ func (l *Linux) Probe(needs []plan.Resource) error {
 	if !kinds[plan.KindBridge] && !kinds[plan.KindVeth] && !kinds[plan.KindLineRate] && !kinds[plan.KindShaper] && !kinds[plan.KindSteer] {
 		return nil
 	}
-	ns := fmt.Sprintf("vnetprobe.%d", os.Getpid())
-	if err := createNetns(ns, plan.WantedSysctls(plan.NamespaceSysctls)); err != nil {
+	// The scratch namespace has no entry in NetnsDir: only this process
+	// holds it, so it goes when the probe ends or the process dies.
+	ns := fmt.Sprintf("%s%d", ProbeNSPrefix, os.Getpid())
+	if err := newAnonNetns(ns); err != nil {
 		return &FeatureError{Feature: "network namespaces", Hint: "CONFIG_NET_NS", Err: err}
 	}
 	defer func() {
 		l.forget(ns)
-		_ = deleteNetns(ns)
+		closeAnonNetns(ns)
 	}()
+	if err := configureNetns(ns, plan.WantedSysctls(plan.NamespaceSysctls)); err != nil {
+		return &FeatureError{Feature: "network namespaces", Hint: "CONFIG_NET_NS", Err: err}
+	}
+	killpoint.At("probe namespace made")
 	probe := plan.Resource{Kind: plan.KindVeth, Owner: "probe",
 		A: plan.End{NS: ns, Name: "pa", MAC: "02:00:00:00:00:01", MTU: 1500, Master: "pbr"},
 		B: plan.End{NS: ns, Name: "pb", MAC: "02:00:00:00:00:02", MTU: 1500}}
@@ -57,6 +69,7 @@ func (l *Linux) Probe(needs []plan.Resource) error {
 		if err := l.ensure(r); err != nil {
 			return err
 		}
+		killpoint.At("probe made " + string(r.Kind))
 	}
 	return nil
 }

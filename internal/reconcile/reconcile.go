@@ -22,6 +22,13 @@ type Dataplane interface {
 	Probe(needs []plan.Resource) error
 }
 
+// Sweeper is a dataplane that can find and remove what a command killed
+// halfway left of an infrastructure where no observation sees it (an
+// unfinished namespace entry, an emptied cgroup directory).
+type Sweeper interface {
+	Sweep(infra string) ([]string, error)
+}
+
 // Engine applies and destroys infrastructures.
 type Engine struct {
 	DP    Dataplane
@@ -127,6 +134,9 @@ func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 		return Result{}, fmt.Errorf("apply %s: %w", name, err)
 	}
 	defer unlock()
+	if _, err := e.Sweep(name); err != nil {
+		return Result{}, fmt.Errorf("apply %s: %w", name, err)
+	}
 	desired, before, err := e.observe(doc)
 	if err != nil {
 		return Result{}, err
@@ -215,6 +225,9 @@ func (e *Engine) Destroy(name string) (plan.Plan, error) {
 		return plan.Plan{}, fmt.Errorf("destroy %s: %w", name, err)
 	}
 	defer unlock()
+	if _, err := e.Sweep(name); err != nil {
+		return plan.Plan{}, fmt.Errorf("destroy %s: %w", name, err)
+	}
 	observed, err := e.DP.Observe(name, nil)
 	if err != nil {
 		return plan.Plan{}, fmt.Errorf("observe %s: %w", name, err)
@@ -237,6 +250,25 @@ func (e *Engine) Destroy(name string) (plan.Plan, error) {
 		return p, fmt.Errorf("destroy %s: forget state: %w", name, err)
 	}
 	return p, nil
+}
+
+// Sweep removes what a command killed halfway left of the infrastructure
+// that no plan sees, and says what it removed. Apply and Destroy sweep
+// first; everything else such a command leaves is a resource the next
+// plan finishes or removes.
+func (e *Engine) Sweep(name string) ([]string, error) {
+	sw, ok := e.DP.(Sweeper)
+	if !ok {
+		return nil, nil
+	}
+	done, err := sw.Sweep(name)
+	for _, what := range done {
+		e.logf("removed what an interrupted command left: %s\n", what)
+	}
+	if err != nil {
+		return done, fmt.Errorf("remove what an interrupted command left: %w", err)
+	}
+	return done, nil
 }
 
 func (e *Engine) logf(format string, args ...any) {

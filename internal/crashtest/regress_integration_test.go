@@ -1,0 +1,257 @@
+package crashtest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vnet-project/vnet/internal/agent"
+	"github.com/vnet-project/vnet/internal/dataplane"
+	"github.com/vnet-project/vnet/internal/nstest"
+	"github.com/vnet-project/vnet/internal/store"
+)
+
+func isPlainFile(path string) bool {
+	fi, err := os.Stat(path)
+	if err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	mounts, _ := os.ReadFile("/proc/self/mountinfo")
+	return !strings.Contains(string(mounts), " "+path+" ")
+}
+
+func ipNetnsListClean(t *testing.T) {
+	t.Helper()
+	out, _ := exec.Command("ip", "netns", "list").CombinedOutput()
+	if strings.Contains(string(out), "invalid") {
+		t.Errorf("ip netns list complains:\n%s", out)
+	}
+}
+
+// A command killed between naming a namespace entry and mounting it, or
+// between unmounting and removing one, leaves a plain file. Status still
+// works, and the next apply and destroy remove it.
+func TestUnfinishedNamespaceEntryIsRepaired(t *testing.T) {
+	nstest.RequireRoot(t)
+	infra := uniqueInfra("cra")
+	file := specFile(t, readExample(t, "demo.yaml"), infra)
+	state := t.TempDir()
+	cleanup(t, infra, state)
+	entry := filepath.Join(dataplane.NetnsDir, nstest.NSName(infra, "esx1"))
+
+	killed(t, state, []string{"VNET_KILL_ON=netns entry named, not yet mounted: " + nstest.NSName(infra, "esx1")}, "apply", file)
+	if !isPlainFile(entry) {
+		t.Fatalf("the kill did not leave an unfinished entry %s", entry)
+	}
+	if r := vnet(t, state, nil, "apply", "--dry-run", file); r.code != 0 {
+		t.Errorf("plan with an unfinished entry: exit %d:\n%s", r.code, r.out)
+	}
+	converge(t, infra, state, file, 0)
+
+	must(t, state, "apply", file)
+	killed(t, state, []string{"VNET_KILL_ON=netns unmounted, not yet removed: " + nstest.NSName(infra, "esx1")}, "destroy", infra)
+	if !isPlainFile(entry) {
+		t.Fatalf("the kill did not leave an unmounted entry %s", entry)
+	}
+	if r := vnet(t, state, nil, "status", infra); r.code != 0 {
+		t.Errorf("status with an unmounted entry: exit %d:\n%s", r.code, r.out)
+	}
+	converge(t, infra, state, file, 0)
+
+	// An empty file, as `ip netns add` killed halfway or an older vnet leaves.
+	must(t, state, "apply", file)
+	must(t, state, "destroy", infra)
+	if err := os.WriteFile(entry, nil, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	converge(t, infra, state, file, 0)
+	ipNetnsListClean(t)
+}
+
+// A kill during the feature probe leaves no namespace: the probe's has no
+// name. One that earlier versions left is removed by vnet gc.
+func TestKilledProbeLeavesNoNamespace(t *testing.T) {
+	nstest.RequireRoot(t)
+	infra := uniqueInfra("crb")
+	file := specFile(t, readExample(t, "demo.yaml"), infra)
+	state := t.TempDir()
+	cleanup(t, infra, state)
+	for _, at := range []string{"probe namespace made", "probe made bridge", "probe made filter"} {
+		r := killed(t, state, []string{"VNET_KILL_ON=" + at}, "apply", file)
+		if left := leftovers(t, infra, state, r.pid); len(left) > 0 {
+			t.Errorf("killed at %q, left: %v", at, left)
+		}
+	}
+
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	legacy := fmt.Sprintf("%s%d", dataplane.ProbeNSPrefix, dead.Process.Pid)
+	if out, err := exec.Command("ip", "netns", "add", legacy).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", legacy).Run() })
+	if out := must(t, state, "gc", "--dry-run"); !strings.Contains(out, legacy) {
+		t.Errorf("gc --dry-run does not list %s:\n%s", legacy, out)
+	}
+	if _, err := os.Stat(filepath.Join(dataplane.NetnsDir, legacy)); err != nil {
+		t.Fatalf("gc --dry-run removed %s", legacy)
+	}
+	must(t, state, "gc")
+	if _, err := os.Stat(filepath.Join(dataplane.NetnsDir, legacy)); err == nil {
+		t.Errorf("gc left %s", legacy)
+	}
+}
+
+// A destroy killed between the cpu and cpuset hierarchies leaves the VM's
+// cpuset cgroup; the next destroy sees it and removes it.
+func TestKilledCgroupRemovalIsFinished(t *testing.T) {
+	nstest.RequireRoot(t)
+	infra := uniqueInfra("crc")
+	file := specFile(t, readExample(t, "demo.yaml"), infra)
+	state := t.TempDir()
+	cleanup(t, infra, state)
+	must(t, state, "apply", file)
+	killed(t, state, []string{"VNET_KILL_ON=cgroup removed: "}, "destroy", infra)
+	var left []string
+	for _, l := range leftovers(t, infra, state) {
+		if strings.HasPrefix(l, "cgroup ") {
+			left = append(left, l)
+		}
+	}
+	if len(left) == 0 {
+		t.Fatal("the kill left no cgroup to find")
+	}
+	destroyClean(t, infra, state, 0)
+
+	must(t, state, "apply", file)
+	killed(t, state, []string{"VNET_KILL_ON=cgroup removed: "}, "destroy", infra)
+	converge(t, infra, state, file, 0)
+}
+
+// An apply killed after starting the agent, before anything recorded it,
+// leaves an agent that the next apply finds (and does not double) and
+// destroy stops; so does one whose pid file is lost.
+func TestOrphanAgentIsFoundAndStopped(t *testing.T) {
+	nstest.RequireRoot(t)
+	infra := uniqueInfra("crt")
+	file := specFile(t, readExample(t, "teaming.yaml"), infra)
+	state := t.TempDir()
+	cleanup(t, infra, state)
+
+	killed(t, state, []string{"VNET_KILL_ON=agent started"}, "apply", file)
+	first := waitAgents(t, state, infra, 1)
+	must(t, state, "apply", file)
+	if again := waitAgents(t, state, infra, 1); again[0] != first[0] {
+		t.Errorf("apply replaced agent %d by %d", first[0], again[0])
+	}
+	os.Remove(agent.PIDFile(state, infra))
+	must(t, state, "apply", file)
+	waitAgents(t, state, infra, 1)
+	destroyClean(t, infra, state, 0)
+
+	// The agent itself killed before it recorded its pid: apply says so,
+	// and the next one starts exactly one.
+	r := vnet(t, state, []string{"VNET_KILL_AGENT_ON=agent holds its lock"}, "apply", file)
+	if r.code == 0 || !strings.Contains(r.out, "exited at start") {
+		t.Errorf("apply whose agent died at start: exit %d:\n%s", r.code, r.out)
+	}
+	must(t, state, "apply", file)
+	waitAgents(t, state, infra, 1)
+	destroyClean(t, infra, state, 0)
+}
+
+// waitAgents waits for exactly n agents of the infrastructure and returns them.
+func waitAgents(t *testing.T, state, infra string, n int) []int {
+	t.Helper()
+	var pids []int
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if pids = agent.Find(state, infra); len(pids) == n {
+			return pids
+		}
+	}
+	t.Fatalf("%d agents of %s run, want %d: %v", len(pids), infra, n, pids)
+	return nil
+}
+
+// vnet gc removes what belongs to no infrastructure in the store: cgroups,
+// unfinished namespace entries and their temporary files, agents; with
+// --dry-run it only lists them.
+func TestGCRemovesWhatNoInfrastructureOwns(t *testing.T) {
+	nstest.RequireRoot(t)
+	state := t.TempDir()
+	gone := uniqueInfra("crgone")
+	team := uniqueInfra("crgt")
+	file := specFile(t, readExample(t, "teaming.yaml"), team)
+	cleanup(t, team, state)
+	cleanup(t, gone, state)
+
+	must(t, state, "apply", file)
+	waitAgents(t, state, team, 1)
+	st, err := store.OpenBolt(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Delete(team); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	var made []string
+	for _, root := range cgroupRoots(t) {
+		if base := filepath.Base(root); base != "cpu" && base != "cpuset" && base != "cpu,cpuacct" {
+			continue
+		}
+		dir := filepath.Join(root, "vnet", gone, "vm1")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		made = append(made, dir)
+	}
+	unfinished := filepath.Join(dataplane.NetnsDir, nstest.NSName(gone, "esx1"))
+	tmp := filepath.Join(dataplane.NetnsDir, fmt.Sprintf(".vnet-tmp.%s.%d", nstest.NSName(gone, "esx2"), dead.Process.Pid))
+	for _, f := range []string{unfinished, tmp} {
+		if err := os.WriteFile(f, nil, 0o444); err != nil {
+			t.Fatal(err)
+		}
+		made = append(made, f)
+	}
+	t.Cleanup(func() {
+		for _, f := range made {
+			os.Remove(f)
+		}
+	})
+
+	out := must(t, state, "gc", "--dry-run")
+	for _, want := range append([]string{"agent of " + team}, made...) {
+		if !strings.Contains(out, want) {
+			t.Errorf("gc --dry-run does not list %s:\n%s", want, out)
+		}
+	}
+	if len(leftovers(t, gone, state)) == 0 || len(agent.Find(state, team)) != 1 {
+		t.Fatal("gc --dry-run removed something")
+	}
+	out = must(t, state, "gc")
+	if left := leftovers(t, gone, state); len(left) > 0 {
+		t.Errorf("gc left %v:\n%s", left, out)
+	}
+	if pids := agent.Find(state, team); len(pids) > 0 {
+		t.Errorf("gc left the agent %v of %s", pids, team)
+	}
+	if _, err := os.Stat(filepath.Join(dataplane.NetnsDir, nstest.NSName(team, "esx1"))); err != nil {
+		t.Errorf("gc removed a namespace of %s, which it leaves to destroy", team)
+	}
+	if out := must(t, state, "gc"); !strings.Contains(out, "nothing to remove") {
+		t.Errorf("a second gc:\n%s", out)
+	}
+	destroyClean(t, team, state, 0)
+}

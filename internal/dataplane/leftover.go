@@ -1,0 +1,170 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/vnet-project/vnet/internal/plan"
+)
+
+// Leftover is something a vnet command killed halfway left on the host
+// that no plan sees: an unfinished namespace entry, its temporary file, a
+// cgroup directory without VMs, or (for gc) what belongs to no known
+// infrastructure.
+type Leftover struct {
+	What   string // what it is and where, for people
+	path   string // the file or directory, so that one is listed once
+	remove func() error
+}
+
+func (l Leftover) String() string { return l.What }
+
+// Remove removes it.
+func (l Leftover) Remove() error {
+	if err := l.remove(); err != nil {
+		return fmt.Errorf("remove %s: %w", l.What, err)
+	}
+	return nil
+}
+
+// Leftovers returns what interrupted commands left of one infrastructure:
+// unfinished entries of its namespaces whose maker is gone, their
+// temporary files, and its cgroup directories that hold no VM. Everything
+// else a killed command leaves is a resource that Observe sees, so the
+// next plan finishes or removes it.
+func (l *Linux) Leftovers(infra string) ([]Leftover, error) {
+	out, err := unfinishedEntries(plan.InfraNSPrefix(infra))
+	if err != nil {
+		return nil, err
+	}
+	for _, dir := range l.cgroups.EmptyInfraDirs(infra) {
+		out = append(out, Leftover{What: "cgroup " + dir + " (no VM left)", remove: func() error { return l.cgroups.RemoveEmptyDir(dir) }})
+	}
+	return out, nil
+}
+
+// Sweep removes Leftovers(infra) and says what it removed.
+func (l *Linux) Sweep(infra string) ([]string, error) {
+	found, err := l.Leftovers(infra)
+	if err != nil {
+		return nil, err
+	}
+	var done []string
+	var errs []error
+	for _, lo := range found {
+		if err := lo.Remove(); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		done = append(done, lo.What)
+	}
+	return done, errors.Join(errs...)
+}
+
+// unfinishedEntries finds, among the entries in NetnsDir whose name starts
+// with prefix, the unmounted ones nobody is making, and the temporary
+// files of makers that are gone.
+func unfinishedEntries(prefix string) ([]Leftover, error) {
+	names, err := netnsEntries(prefix)
+	if err != nil {
+		return nil, err
+	}
+	var out []Leftover
+	for _, name := range names {
+		path := filepath.Join(NetnsDir, name)
+		if state, err := entryStateOf(path); err != nil || state != entryUnfinished {
+			continue
+		}
+		if abandoned, err := entryAbandoned(path, nil); err != nil || !abandoned {
+			continue
+		}
+		out = append(out, Leftover{What: "unfinished namespace entry " + path, path: path, remove: func() error { return removeAbandonedEntry(path) }})
+	}
+	tmps, err := netnsEntries(tmpPrefix + prefix)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range tmps {
+		pid, err := strconv.Atoi(name[strings.LastIndexByte(name, '.')+1:])
+		if err != nil || pidAlive(pid) {
+			continue
+		}
+		path := filepath.Join(NetnsDir, name)
+		out = append(out, Leftover{What: "temporary namespace entry " + path, path: path, remove: func() error {
+			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+			return nil
+		}})
+	}
+	return out, nil
+}
+
+func pidAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// GarbageOpts says which infrastructures still exist for GC.
+type GarbageOpts struct {
+	// Known reports whether an infrastructure is in the state store.
+	Known func(infra string) bool
+}
+
+// Garbage returns what no vnet command will ever clean up on its own:
+// probe namespaces of processes that are gone (kept by earlier versions,
+// which mounted them), unfinished namespace entries and temporary files of
+// any infrastructure, and cgroups of infrastructures that are neither in
+// the store nor have a namespace left (those of another state directory
+// still have theirs).
+func (l *Linux) Garbage(opts GarbageOpts) ([]Leftover, error) {
+	var out []Leftover
+	probes, err := netnsEntries(ProbeNSPrefix)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range probes {
+		pid, err := strconv.Atoi(strings.TrimPrefix(name, ProbeNSPrefix))
+		if err != nil || pidAlive(pid) {
+			continue
+		}
+		out = append(out, Leftover{What: "probe namespace " + filepath.Join(NetnsDir, name) + " (pid " + strconv.Itoa(pid) + " is gone)",
+			path:   filepath.Join(NetnsDir, name),
+			remove: func() error { l.forget(name); return deleteNetns(name) }})
+	}
+	for _, prefix := range []string{plan.NSPrefix, ProbeNSPrefix} {
+		found, err := unfinishedEntries(prefix)
+		if err != nil {
+			return nil, err
+		}
+		for _, lo := range found {
+			if !slices.ContainsFunc(out, func(o Leftover) bool { return o.path == lo.path }) {
+				out = append(out, lo)
+			}
+		}
+	}
+	for _, infra := range l.cgroups.Infras() {
+		if opts.Known != nil && opts.Known(infra) {
+			continue
+		}
+		if live, _ := listNetns(plan.InfraNSPrefix(infra)); len(live) > 0 {
+			continue
+		}
+		for _, name := range l.cgroups.List("vnet/" + infra) {
+			out = append(out, Leftover{What: "cgroup " + strings.Join(l.cgroups.Dirs(name), " ") + " (infrastructure " + infra + " is gone)", remove: func() error { return l.cgroups.Remove(name) }})
+		}
+		for _, dir := range l.cgroups.EmptyInfraDirs(infra) {
+			out = append(out, Leftover{What: "cgroup " + dir + " (infrastructure " + infra + " is gone)", remove: func() error { return l.cgroups.RemoveEmptyDir(dir) }})
+		}
+	}
+	return out, nil
+}

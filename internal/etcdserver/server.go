@@ -1,0 +1,177 @@
+// Package etcdserver runs a single-member etcd inside the vnet process, for
+// setups small enough not to have an etcd cluster of their own (`vnet
+// server`) and for tests. It is etcd itself (go.etcd.io/etcd/server/v3/embed),
+// so a user who outgrows it points vnet at a real cluster and nothing else
+// changes.
+package etcdserver
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+)
+
+// Defaults for `vnet server`.
+const (
+	DefaultDataDir   = "/var/lib/vnet/etcd"
+	DefaultClientURL = "http://127.0.0.1:2379"
+	DefaultPeerURL   = "http://127.0.0.1:2380"
+)
+
+// Config says where the member keeps its data and listens.
+type Config struct {
+	Name    string // member name, "vnet" when empty
+	DataDir string
+	// ClientURL is where agents and commands connect: "host:port" or
+	// "http://host:port". Port 0 picks a free port.
+	ClientURL string
+	// AdvertiseURL is the client URL given to others; ClientURL when empty.
+	// Needed when ClientURL listens on every address (0.0.0.0).
+	AdvertiseURL string
+	// PeerURL is raft's listener, unused by a single member but required;
+	// keep it on loopback. Port 0 picks a free port.
+	PeerURL string
+	// LogLevel of etcd's own log on stderr: debug, info, warn, error.
+	LogLevel string
+	// StartTimeout bounds how long Start waits for the member to serve.
+	StartTimeout time.Duration
+	// NoFsync trades durability for speed; for tests only.
+	NoFsync bool
+}
+
+// Server is a running member.
+type Server struct {
+	etcd     *embed.Etcd
+	endpoint string
+	peer     string
+}
+
+// Start runs the member and returns once it serves clients.
+func Start(c Config) (*Server, error) {
+	if c.Name == "" {
+		c.Name = "vnet"
+	}
+	if c.DataDir == "" {
+		return nil, errors.New("etcd server: no data dir")
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = "warn"
+	}
+	if c.StartTimeout <= 0 {
+		c.StartTimeout = time.Minute
+	}
+	client, err := listenURL("client", c.ClientURL, DefaultClientURL)
+	if err != nil {
+		return nil, err
+	}
+	peer, err := listenURL("peer", c.PeerURL, DefaultPeerURL)
+	if err != nil {
+		return nil, err
+	}
+	advertise := client
+	if c.AdvertiseURL != "" {
+		if advertise, err = parseURL("advertise", c.AdvertiseURL); err != nil {
+			return nil, err
+		}
+	}
+	if ip := net.ParseIP(advertise.Hostname()); ip != nil && ip.IsUnspecified() {
+		return nil, fmt.Errorf("etcd server: listening on %s, so give the address agents should use (advertise URL)", client.Host)
+	}
+
+	cfg := embed.NewConfig()
+	cfg.Name = c.Name
+	cfg.Dir = c.DataDir
+	cfg.ListenClientUrls = []url.URL{*client}
+	cfg.AdvertiseClientUrls = []url.URL{*advertise}
+	cfg.ListenPeerUrls = []url.URL{*peer}
+	cfg.AdvertisePeerUrls = []url.URL{*peer}
+	cfg.InitialCluster = cfg.InitialClusterFromName(c.Name)
+	cfg.LogLevel = c.LogLevel
+	cfg.LogOutputs = []string{"stderr"}
+	cfg.UnsafeNoFsync = c.NoFsync
+	// Reports are rewritten as agents come and go; keep an hour of history
+	// so the database does not grow without bound.
+	cfg.AutoCompactionMode = embed.CompactorModePeriodic
+	cfg.AutoCompactionRetention = "1h"
+
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("etcd server in %s: %w", c.DataDir, err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("etcd server in %s: %w", c.DataDir, err)
+	case <-time.After(c.StartTimeout):
+		e.Server.Stop()
+		e.Close()
+		return nil, fmt.Errorf("etcd server in %s: not ready after %s", c.DataDir, c.StartTimeout)
+	}
+	return &Server{etcd: e, endpoint: advertise.String(), peer: peer.String()}, nil
+}
+
+// Endpoint is the client URL to give agents and commands (--etcd).
+func (s *Server) Endpoint() string { return s.endpoint }
+
+// PeerURL is where the member listens for raft peers.
+func (s *Server) PeerURL() string { return s.peer }
+
+// Err delivers an error should the member fail while serving.
+func (s *Server) Err() <-chan error { return s.etcd.Err() }
+
+// Close stops the member, finishing requests in flight.
+func (s *Server) Close() { s.etcd.Close() }
+
+// Kill stops the member at once without a graceful shutdown, as a crash
+// would; for tests of clients that must survive it.
+func (s *Server) Kill() {
+	s.etcd.Server.HardStop()
+	s.etcd.Close()
+}
+
+func parseURL(what, s string) (*url.URL, error) {
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("etcd server %s URL %q: %w", what, s, err)
+	}
+	if u.Scheme != "http" {
+		return nil, fmt.Errorf("etcd server %s URL %q: only http is supported", what, s)
+	}
+	if u.Port() == "" {
+		return nil, fmt.Errorf("etcd server %s URL %q: no port", what, s)
+	}
+	return u, nil
+}
+
+// listenURL parses a listen URL and turns port 0 into a free port, since
+// etcd must know its real port to advertise it.
+func listenURL(what, s, def string) (*url.URL, error) {
+	if s == "" {
+		s = def
+	}
+	u, err := parseURL(what, s)
+	if err != nil {
+		return nil, err
+	}
+	if u.Port() != "0" {
+		return u, nil
+	}
+	l, err := net.Listen("tcp", u.Host)
+	if err != nil {
+		return nil, fmt.Errorf("etcd server %s URL %q: %w", what, s, err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	u.Host = net.JoinHostPort(u.Hostname(), strconv.Itoa(port))
+	return u, nil
+}

@@ -1,0 +1,330 @@
+package etcdstore
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/status"
+
+	"github.com/vnet-project/vnet/internal/store"
+)
+
+// DefaultPrefix is where vnet's keys live in a shared etcd.
+const DefaultPrefix = "/vnet/"
+
+// DefaultTimeout bounds each call to etcd, dialing included.
+const DefaultTimeout = 3 * time.Second
+
+var (
+	// ErrConflict means the infrastructure changed between the read and the
+	// conditional write: another apply or destroy got there first.
+	ErrConflict = errors.New("changed concurrently")
+	// ErrUnavailable means etcd did not answer in time: no endpoint could be
+	// reached, or the members reached have no leader (lost quorum).
+	ErrUnavailable = errors.New("etcd unavailable")
+)
+
+// ConflictError says which infrastructure changed and how.
+type ConflictError struct {
+	Name     string
+	Expected int64 // the revision the writer read; 0 for "did not exist"
+	Found    int64 // the revision in etcd at write time; 0 for "does not exist"
+}
+
+func (e *ConflictError) Error() string {
+	var what string
+	switch {
+	case e.Expected == 0:
+		what = "was created by another apply"
+	case e.Found == 0:
+		what = "was destroyed meanwhile"
+	default:
+		what = fmt.Sprintf("was changed by another apply (revision %d, read at %d)", e.Found, e.Expected)
+	}
+	return fmt.Sprintf("infrastructure %q %s: %v; read it again and retry", e.Name, what, ErrConflict)
+}
+
+// Is makes errors.Is(err, ErrConflict) hold.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// Options says how to reach etcd.
+type Options struct {
+	Endpoints []string      // "host:port" or "http(s)://host:port"
+	Prefix    string        // DefaultPrefix when empty; must end in "/"
+	Timeout   time.Duration // per call, DefaultTimeout when zero
+	TLS       *tls.Config   // required for https endpoints
+}
+
+// Store is store.Store on etcd, with revision-checked writes and host reports.
+type Store struct {
+	cli     *clientv3.Client
+	prefix  string
+	timeout time.Duration
+	where   string // the endpoints, for error messages
+}
+
+var _ store.Store = (*Store)(nil)
+
+// ParseEndpoints splits a comma-separated endpoint list (the --etcd flag,
+// VNET_ETCD), dropping blanks.
+func ParseEndpoints(s string) []string {
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Open connects to etcd and checks, within the timeout, that it answers with
+// a leader; a store that cannot be used fails here rather than on first use.
+func Open(o Options) (*Store, error) {
+	if len(o.Endpoints) == 0 {
+		return nil, errors.New("etcd: no endpoints")
+	}
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if !strings.HasSuffix(o.Prefix, "/") {
+		return nil, fmt.Errorf("etcd prefix %q: must end in /", o.Prefix)
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	where := strings.Join(o.Endpoints, ",")
+	for _, e := range o.Endpoints {
+		if strings.HasPrefix(e, "https://") && o.TLS == nil {
+			return nil, fmt.Errorf("etcd at %s: https endpoint %s needs TLS settings", where, e)
+		}
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   o.Endpoints,
+		DialTimeout: o.Timeout,
+		// Pings let a lease keep-alive notice a dead connection instead of
+		// waiting on TCP.
+		DialKeepAliveTime:    o.Timeout,
+		DialKeepAliveTimeout: o.Timeout,
+		TLS:                  o.TLS,
+		// The client's own retries log at warn on every attempt; the errors
+		// this package returns say what went wrong once.
+		Logger: zap.NewNop(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("etcd at %s: %w", where, err)
+	}
+	s := &Store{cli: cli, prefix: o.Prefix, timeout: o.Timeout, where: where}
+	ctx, cancel := s.ctx()
+	defer cancel()
+	if _, err := cli.Get(ctx, s.infraKey(""), clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
+		cli.Close()
+		return nil, s.fail("connect", err)
+	}
+	return s, nil
+}
+
+// Close releases the connection. Reports under this store's leases stay
+// until their TTL runs out (Reporter.Close removes them at once).
+func (s *Store) Close() error { return s.cli.Close() }
+
+// ctx bounds one call and asks etcd to refuse it at once when the member
+// reached has no leader, instead of holding it until a leader returns.
+func (s *Store) ctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(clientv3.WithRequireLeader(context.Background()), s.timeout)
+}
+
+// fail turns a client error into one that says which etcd and why.
+func (s *Store) fail(op string, err error) error {
+	if reason := s.unavailable(err); reason != "" {
+		return fmt.Errorf("%s: etcd at %s: %s after %s: %w", op, s.where, reason, s.timeout, ErrUnavailable)
+	}
+	return fmt.Errorf("%s: etcd at %s: %w", op, s.where, err)
+}
+
+// unavailable names why etcd did not serve a call ("" when it did answer,
+// with an error of its own).
+func (s *Store) unavailable(err error) string {
+	if errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrGRPCNoLeader) || strings.Contains(err.Error(), rpctypes.ErrNoLeader.Error()) {
+		return "no quorum (no leader)"
+	}
+	code := status.Code(err)
+	if !errors.Is(err, context.DeadlineExceeded) && code != codes.DeadlineExceeded && code != codes.Unavailable {
+		return ""
+	}
+	// A connection that is up but whose calls time out reaches a member
+	// that cannot commit: quorum is lost. No connection at all is just that.
+	if conn := s.cli.ActiveConnection(); conn != nil && conn.GetState() == connectivity.Ready {
+		return "no quorum (reachable, but no answer)"
+	}
+	return "unreachable"
+}
+
+func (s *Store) infraKey(name string) string { return s.prefix + "infra/" + name }
+
+// checkName keeps names from reaching into other keys.
+func checkName(what, name string) error {
+	if name == "" || strings.ContainsAny(name, "/\x00") {
+		return fmt.Errorf("%s name %q: must be non-empty and contain no '/'", what, name)
+	}
+	return nil
+}
+
+// Get returns an infrastructure's record.
+func (s *Store) Get(name string) (*store.Record, error) {
+	r, _, err := s.GetRev(name)
+	return r, err
+}
+
+// GetRev returns a record and its revision, to hand to PutIf or DeleteIf.
+func (s *Store) GetRev(name string) (*store.Record, int64, error) {
+	if err := checkName("infrastructure", name); err != nil {
+		return nil, 0, err
+	}
+	ctx, cancel := s.ctx()
+	defer cancel()
+	resp, err := s.cli.Get(ctx, s.infraKey(name))
+	if err != nil {
+		return nil, 0, s.fail("get "+name, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, 0, fmt.Errorf("%q: %w", name, store.ErrNotFound)
+	}
+	r, err := decodeRecord(resp.Kvs[0].Key, resp.Kvs[0].Value)
+	if err != nil {
+		return nil, 0, err
+	}
+	return r, resp.Kvs[0].ModRevision, nil
+}
+
+func decodeRecord(key, val []byte) (*store.Record, error) {
+	r := &store.Record{}
+	if err := json.Unmarshal(val, r); err != nil {
+		return nil, fmt.Errorf("etcd key %s: not a vnet record: %w", key, err)
+	}
+	return r, nil
+}
+
+func encodeRecord(r *store.Record) (string, error) {
+	if err := checkName("infrastructure", r.Name); err != nil {
+		return "", err
+	}
+	v, err := json.Marshal(r)
+	if err != nil {
+		return "", fmt.Errorf("encode %s: %w", r.Name, err)
+	}
+	return string(v), nil
+}
+
+// Put stores a record whatever is there; PutIf is the safe form for apply.
+func (s *Store) Put(r *store.Record) error {
+	v, err := encodeRecord(r)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.ctx()
+	defer cancel()
+	if _, err := s.cli.Put(ctx, s.infraKey(r.Name), v); err != nil {
+		return s.fail("put "+r.Name, err)
+	}
+	return nil
+}
+
+// PutIf stores a record only if it still has revision expectRev (0: only if
+// it does not exist), and returns the new revision. Otherwise it writes
+// nothing and returns a *ConflictError.
+func (s *Store) PutIf(r *store.Record, expectRev int64) (int64, error) {
+	v, err := encodeRecord(r)
+	if err != nil {
+		return 0, err
+	}
+	key := s.infraKey(r.Name)
+	ctx, cancel := s.ctx()
+	defer cancel()
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", expectRev)).
+		Then(clientv3.OpPut(key, v)).
+		Else(clientv3.OpGet(key, clientv3.WithKeysOnly())).
+		Commit()
+	if err != nil {
+		return 0, s.fail("put "+r.Name, err)
+	}
+	if !resp.Succeeded {
+		return 0, conflict(r.Name, expectRev, resp)
+	}
+	return resp.Header.Revision, nil
+}
+
+func conflict(name string, expected int64, resp *clientv3.TxnResponse) error {
+	ce := &ConflictError{Name: name, Expected: expected}
+	if len(resp.Responses) == 1 {
+		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
+			ce.Found = kvs[0].ModRevision
+		}
+	}
+	return ce
+}
+
+// Delete removes a record; removing a missing one is not an error.
+func (s *Store) Delete(name string) error {
+	if err := checkName("infrastructure", name); err != nil {
+		return err
+	}
+	ctx, cancel := s.ctx()
+	defer cancel()
+	if _, err := s.cli.Delete(ctx, s.infraKey(name)); err != nil {
+		return s.fail("delete "+name, err)
+	}
+	return nil
+}
+
+// DeleteIf removes a record only if it still has revision expectRev, so a
+// destroy cannot remove a spec applied after it looked.
+func (s *Store) DeleteIf(name string, expectRev int64) error {
+	if err := checkName("infrastructure", name); err != nil {
+		return err
+	}
+	key := s.infraKey(name)
+	ctx, cancel := s.ctx()
+	defer cancel()
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", expectRev)).
+		Then(clientv3.OpDelete(key)).
+		Else(clientv3.OpGet(key, clientv3.WithKeysOnly())).
+		Commit()
+	if err != nil {
+		return s.fail("delete "+name, err)
+	}
+	if !resp.Succeeded {
+		return conflict(name, expectRev, resp)
+	}
+	return nil
+}
+
+// List returns every record, by name.
+func (s *Store) List() ([]*store.Record, error) {
+	ctx, cancel := s.ctx()
+	defer cancel()
+	resp, err := s.cli.Get(ctx, s.infraKey(""), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+	if err != nil {
+		return nil, s.fail("list", err)
+	}
+	out := make([]*store.Record, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		r, err := decodeRecord(kv.Key, kv.Value)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}

@@ -1,0 +1,173 @@
+package etcdstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// DefaultReportTTL is how long a host's report outlives its agent.
+const DefaultReportTTL = 5 * time.Second
+
+// Report is what one host's agent last realized of an infrastructure.
+type Report struct {
+	Host       string    `json:"host"`
+	Generation int       `json:"generation"` // the record's generation the host realized
+	Resources  int       `json:"resources"`  // objects vnet made on that host
+	Errors     []string  `json:"errors,omitempty"`
+	At         time.Time `json:"at"`
+}
+
+func (s *Store) reportPrefix(infra string) string { return s.prefix + "status/" + infra + "/" }
+
+// Reports lists the live reports of an infrastructure's hosts, by host. A
+// host whose agent died is absent once its lease's TTL has run out.
+func (s *Store) Reports(infra string) ([]Report, error) {
+	if err := checkName("infrastructure", infra); err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.ctx()
+	defer cancel()
+	resp, err := s.cli.Get(ctx, s.reportPrefix(infra), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+	if err != nil {
+		return nil, s.fail("reports of "+infra, err)
+	}
+	out := make([]Report, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		var r Report
+		if err := json.Unmarshal(kv.Value, &r); err != nil {
+			return nil, fmt.Errorf("etcd key %s: not a vnet report: %w", kv.Key, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// Reporter publishes one host's report of one infrastructure under a lease
+// it keeps alive. If the lease is lost (etcd unreachable for longer than the
+// TTL), the next Report takes a new one.
+type Reporter struct {
+	s     *Store
+	key   string
+	host  string
+	ttl   int64 // seconds, as etcd counts
+	mu    sync.Mutex
+	lease clientv3.LeaseID
+	lost  chan struct{} // closed when the keep-alive of lease ends
+	stop  func()
+}
+
+// Reporter returns a reporter for host's part of infra. ttl is rounded up to
+// whole seconds; etcd may raise it to its minimum (about 2 s by default).
+func (s *Store) Reporter(infra, host string, ttl time.Duration) (*Reporter, error) {
+	if err := checkName("infrastructure", infra); err != nil {
+		return nil, err
+	}
+	if err := checkName("host", host); err != nil {
+		return nil, err
+	}
+	if ttl <= 0 {
+		ttl = DefaultReportTTL
+	}
+	secs := int64(math.Ceil(ttl.Seconds()))
+	return &Reporter{s: s, key: s.reportPrefix(infra) + host, host: host, ttl: secs}, nil
+}
+
+// Report publishes r (its Host is the reporter's, At is now if unset).
+func (rp *Reporter) Report(r Report) error {
+	r.Host = rp.host
+	if r.At.IsZero() {
+		r.At = time.Now().UTC()
+	}
+	v, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	for attempt := 0; ; attempt++ {
+		lease, err := rp.liveLease()
+		if err != nil {
+			return err
+		}
+		ctx, cancel := rp.s.ctx()
+		_, err = rp.s.cli.Put(ctx, rp.key, string(v), clientv3.WithLease(lease))
+		cancel()
+		if err == nil {
+			return nil
+		}
+		// The lease can expire between the keep-alive's last word and
+		// this put; one fresh lease is worth a try.
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
+			rp.dropLease()
+			continue
+		}
+		return rp.s.fail("report "+rp.key, err)
+	}
+}
+
+// liveLease returns the current lease, taking and keeping alive a new one
+// when there is none or its keep-alive has ended.
+func (rp *Reporter) liveLease() (clientv3.LeaseID, error) {
+	if rp.lease != 0 {
+		select {
+		case <-rp.lost:
+			rp.dropLease()
+		default:
+			return rp.lease, nil
+		}
+	}
+	ctx, cancel := rp.s.ctx()
+	g, err := rp.s.cli.Grant(ctx, rp.ttl)
+	cancel()
+	if err != nil {
+		return 0, rp.s.fail("lease for "+rp.key, err)
+	}
+	// The keep-alive lives with the lease, not with one call's deadline.
+	kctx, stop := context.WithCancel(context.Background())
+	ch, err := rp.s.cli.KeepAlive(kctx, g.ID)
+	if err != nil {
+		stop()
+		return 0, rp.s.fail("keep lease for "+rp.key+" alive", err)
+	}
+	lost := make(chan struct{})
+	go func() {
+		for range ch {
+		}
+		close(lost)
+	}()
+	rp.lease, rp.lost, rp.stop = g.ID, lost, stop
+	return g.ID, nil
+}
+
+func (rp *Reporter) dropLease() {
+	if rp.stop != nil {
+		rp.stop()
+	}
+	rp.lease, rp.lost, rp.stop = 0, nil, nil
+}
+
+// Close revokes the lease, so the host's report disappears now rather than
+// after the TTL: an agent that stops on purpose is gone at once.
+func (rp *Reporter) Close() error {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	if rp.lease == 0 {
+		return nil
+	}
+	lease := rp.lease
+	rp.dropLease()
+	ctx, cancel := rp.s.ctx()
+	defer cancel()
+	if _, err := rp.s.cli.Revoke(ctx, lease); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return rp.s.fail("revoke report "+rp.key, err)
+	}
+	return nil
+}

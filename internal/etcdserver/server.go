@@ -10,11 +10,15 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // Defaults for `vnet server`.
@@ -38,6 +42,7 @@ type Config struct {
 	// keep it on loopback. Port 0 picks a free port.
 	PeerURL string
 	// LogLevel of etcd's own log on stderr: debug, info, warn, error.
+	// Shutting down is quiet at any level.
 	LogLevel string
 	// StartTimeout bounds how long Start waits for the member to serve.
 	StartTimeout time.Duration
@@ -50,6 +55,7 @@ type Server struct {
 	etcd     *embed.Etcd
 	endpoint string
 	peer     string
+	closing  *atomic.Bool
 }
 
 // Start runs the member and returns once it serves clients.
@@ -92,8 +98,15 @@ func Start(c Config) (*Server, error) {
 	cfg.ListenPeerUrls = []url.URL{*peer}
 	cfg.AdvertisePeerUrls = []url.URL{*peer}
 	cfg.InitialCluster = cfg.InitialClusterFromName(c.Name)
-	cfg.LogLevel = c.LogLevel
-	cfg.LogOutputs = []string{"stderr"}
+	level, err := zapcore.ParseLevel(c.LogLevel)
+	if err != nil {
+		return nil, fmt.Errorf("etcd server log level: %w", err)
+	}
+	closing := new(atomic.Bool)
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.New(quietOnClose{
+		Core:    zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewProductionEncoderConfig()), zapcore.Lock(os.Stderr), level),
+		closing: closing,
+	}))
 	cfg.UnsafeNoFsync = c.NoFsync
 	// Reports are rewritten as agents come and go; keep an hour of history
 	// so the database does not grow without bound.
@@ -107,14 +120,16 @@ func Start(c Config) (*Server, error) {
 	select {
 	case <-e.Server.ReadyNotify():
 	case err := <-e.Err():
+		closing.Store(true)
 		e.Close()
 		return nil, fmt.Errorf("etcd server in %s: %w", c.DataDir, err)
 	case <-time.After(c.StartTimeout):
+		closing.Store(true)
 		e.Server.Stop()
 		e.Close()
 		return nil, fmt.Errorf("etcd server in %s: not ready after %s", c.DataDir, c.StartTimeout)
 	}
-	return &Server{etcd: e, endpoint: advertise.String(), peer: peer.String()}, nil
+	return &Server{etcd: e, endpoint: advertise.String(), peer: peer.String(), closing: closing}, nil
 }
 
 // Endpoint is the client URL to give agents and commands (--etcd).
@@ -127,11 +142,15 @@ func (s *Server) PeerURL() string { return s.peer }
 func (s *Server) Err() <-chan error { return s.etcd.Err() }
 
 // Close stops the member, finishing requests in flight.
-func (s *Server) Close() { s.etcd.Close() }
+func (s *Server) Close() {
+	s.closing.Store(true)
+	s.etcd.Close()
+}
 
 // Kill stops the member at once without a graceful shutdown, as a crash
 // would; for tests of clients that must survive it.
 func (s *Server) Kill() {
+	s.closing.Store(true)
 	s.etcd.Server.HardStop()
 	s.etcd.Close()
 }
@@ -174,4 +193,24 @@ func listenURL(what, s, def string) (*url.URL, error) {
 	l.Close()
 	u.Host = net.JoinHostPort(u.Hostname(), strconv.Itoa(port))
 	return u, nil
+}
+
+// quietOnClose drops the errors etcd logs for each listener it closes on
+// shutdown: a stop asked for is not a failure worth a stack trace.
+type quietOnClose struct {
+	zapcore.Core
+	closing *atomic.Bool
+}
+
+const servingFailed = "setting up serving from embedded etcd failed."
+
+func (q quietOnClose) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if q.closing.Load() && e.Message == servingFailed {
+		return ce
+	}
+	return q.Core.Check(e, ce)
+}
+
+func (q quietOnClose) With(f []zapcore.Field) zapcore.Core {
+	return quietOnClose{Core: q.Core.With(f), closing: q.closing}
 }

@@ -124,11 +124,13 @@ func Open(o Options) (*Store, error) {
 		return nil, fmt.Errorf("etcd at %s: %w", where, err)
 	}
 	s := &Store{cli: cli, prefix: o.Prefix, timeout: o.Timeout, where: where}
-	ctx, cancel := s.ctx()
-	defer cancel()
-	if _, err := cli.Get(ctx, s.infraKey(""), clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
+	err = s.call("connect", func(ctx context.Context) error {
+		_, err := cli.Get(ctx, s.infraKey(""), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		return err
+	})
+	if err != nil {
 		cli.Close()
-		return nil, s.fail("connect", err)
+		return nil, err
 	}
 	return s, nil
 }
@@ -143,6 +145,34 @@ func (s *Store) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(clientv3.WithRequireLeader(context.Background()), s.timeout)
 }
 
+// call runs fn under one timeout, and again while the member reached has no
+// leader: an election ends within a second or two, a lost quorum not before
+// the timeout, which then says so. A call refused for want of a leader was
+// not carried out, so repeating it is safe even for a conditional write.
+func (s *Store) call(op string, fn func(context.Context) error) error {
+	ctx, cancel := s.ctx()
+	defer cancel()
+	for {
+		err := fn(ctx)
+		if err == nil {
+			return nil
+		}
+		if !noLeader(err) {
+			return s.fail(op, err)
+		}
+		select {
+		case <-ctx.Done():
+			return s.fail(op, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func noLeader(err error) bool {
+	return errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrGRPCNoLeader) ||
+		strings.Contains(err.Error(), rpctypes.ErrNoLeader.Error())
+}
+
 // fail turns a client error into one that says which etcd and why.
 func (s *Store) fail(op string, err error) error {
 	if reason := s.unavailable(err); reason != "" {
@@ -154,7 +184,7 @@ func (s *Store) fail(op string, err error) error {
 // unavailable names why etcd did not serve a call ("" when it did answer,
 // with an error of its own).
 func (s *Store) unavailable(err error) string {
-	if errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrGRPCNoLeader) || strings.Contains(err.Error(), rpctypes.ErrNoLeader.Error()) {
+	if noLeader(err) {
 		return "no quorum (no leader)"
 	}
 	code := status.Code(err)
@@ -190,11 +220,13 @@ func (s *Store) GetRev(name string) (*store.Record, int64, error) {
 	if err := checkName("infrastructure", name); err != nil {
 		return nil, 0, err
 	}
-	ctx, cancel := s.ctx()
-	defer cancel()
-	resp, err := s.cli.Get(ctx, s.infraKey(name))
+	var resp *clientv3.GetResponse
+	err := s.call("get "+name, func(ctx context.Context) (err error) {
+		resp, err = s.cli.Get(ctx, s.infraKey(name))
+		return err
+	})
 	if err != nil {
-		return nil, 0, s.fail("get "+name, err)
+		return nil, 0, err
 	}
 	if len(resp.Kvs) == 0 {
 		return nil, 0, fmt.Errorf("%q: %w", name, store.ErrNotFound)
@@ -231,12 +263,10 @@ func (s *Store) Put(r *store.Record) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := s.ctx()
-	defer cancel()
-	if _, err := s.cli.Put(ctx, s.infraKey(r.Name), v); err != nil {
-		return s.fail("put "+r.Name, err)
-	}
-	return nil
+	return s.call("put "+r.Name, func(ctx context.Context) error {
+		_, err := s.cli.Put(ctx, s.infraKey(r.Name), v)
+		return err
+	})
 }
 
 // PutIf stores a record only if it still has revision expectRev (0: only if
@@ -247,21 +277,29 @@ func (s *Store) PutIf(r *store.Record, expectRev int64) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	key := s.infraKey(r.Name)
-	ctx, cancel := s.ctx()
-	defer cancel()
-	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(key), "=", expectRev)).
-		Then(clientv3.OpPut(key, v)).
-		Else(clientv3.OpGet(key, clientv3.WithKeysOnly())).
-		Commit()
+	resp, err := s.txnIf("put "+r.Name, s.infraKey(r.Name), expectRev, clientv3.OpPut(s.infraKey(r.Name), v))
 	if err != nil {
-		return 0, s.fail("put "+r.Name, err)
+		return 0, err
 	}
 	if !resp.Succeeded {
 		return 0, conflict(r.Name, expectRev, resp)
 	}
 	return resp.Header.Revision, nil
+}
+
+// txnIf runs then if key still has revision rev, and otherwise reads the
+// key's revision for the conflict error.
+func (s *Store) txnIf(op, key string, rev int64, then clientv3.Op) (*clientv3.TxnResponse, error) {
+	var resp *clientv3.TxnResponse
+	err := s.call(op, func(ctx context.Context) (err error) {
+		resp, err = s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
+			Then(then).
+			Else(clientv3.OpGet(key, clientv3.WithKeysOnly())).
+			Commit()
+		return err
+	})
+	return resp, err
 }
 
 func conflict(name string, expected int64, resp *clientv3.TxnResponse) error {
@@ -279,12 +317,10 @@ func (s *Store) Delete(name string) error {
 	if err := checkName("infrastructure", name); err != nil {
 		return err
 	}
-	ctx, cancel := s.ctx()
-	defer cancel()
-	if _, err := s.cli.Delete(ctx, s.infraKey(name)); err != nil {
-		return s.fail("delete "+name, err)
-	}
-	return nil
+	return s.call("delete "+name, func(ctx context.Context) error {
+		_, err := s.cli.Delete(ctx, s.infraKey(name))
+		return err
+	})
 }
 
 // DeleteIf removes a record only if it still has revision expectRev, so a
@@ -293,16 +329,9 @@ func (s *Store) DeleteIf(name string, expectRev int64) error {
 	if err := checkName("infrastructure", name); err != nil {
 		return err
 	}
-	key := s.infraKey(name)
-	ctx, cancel := s.ctx()
-	defer cancel()
-	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(key), "=", expectRev)).
-		Then(clientv3.OpDelete(key)).
-		Else(clientv3.OpGet(key, clientv3.WithKeysOnly())).
-		Commit()
+	resp, err := s.txnIf("delete "+name, s.infraKey(name), expectRev, clientv3.OpDelete(s.infraKey(name)))
 	if err != nil {
-		return s.fail("delete "+name, err)
+		return err
 	}
 	if !resp.Succeeded {
 		return conflict(name, expectRev, resp)
@@ -312,11 +341,13 @@ func (s *Store) DeleteIf(name string, expectRev int64) error {
 
 // List returns every record, by name.
 func (s *Store) List() ([]*store.Record, error) {
-	ctx, cancel := s.ctx()
-	defer cancel()
-	resp, err := s.cli.Get(ctx, s.infraKey(""), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+	var resp *clientv3.GetResponse
+	err := s.call("list", func(ctx context.Context) (err error) {
+		resp, err = s.cli.Get(ctx, s.infraKey(""), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+		return err
+	})
 	if err != nil {
-		return nil, s.fail("list", err)
+		return nil, err
 	}
 	out := make([]*store.Record, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {

@@ -33,11 +33,13 @@ func (s *Store) Reports(infra string) ([]Report, error) {
 	if err := checkName("infrastructure", infra); err != nil {
 		return nil, err
 	}
-	ctx, cancel := s.ctx()
-	defer cancel()
-	resp, err := s.cli.Get(ctx, s.reportPrefix(infra), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+	var resp *clientv3.GetResponse
+	err := s.call("reports of "+infra, func(ctx context.Context) (err error) {
+		resp, err = s.cli.Get(ctx, s.reportPrefix(infra), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+		return err
+	})
 	if err != nil {
-		return nil, s.fail("reports of "+infra, err)
+		return nil, err
 	}
 	out := make([]Report, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
@@ -97,19 +99,17 @@ func (rp *Reporter) Report(r Report) error {
 		if err != nil {
 			return err
 		}
-		ctx, cancel := rp.s.ctx()
-		_, err = rp.s.cli.Put(ctx, rp.key, string(v), clientv3.WithLease(lease))
-		cancel()
-		if err == nil {
-			return nil
-		}
+		err = rp.s.call("report "+rp.key, func(ctx context.Context) error {
+			_, err := rp.s.cli.Put(ctx, rp.key, string(v), clientv3.WithLease(lease))
+			return err
+		})
 		// The lease can expire between the keep-alive's last word and
 		// this put; one fresh lease is worth a try.
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
 			rp.dropLease()
 			continue
 		}
-		return rp.s.fail("report "+rp.key, err)
+		return err
 	}
 }
 
@@ -124,11 +124,13 @@ func (rp *Reporter) liveLease() (clientv3.LeaseID, error) {
 			return rp.lease, nil
 		}
 	}
-	ctx, cancel := rp.s.ctx()
-	g, err := rp.s.cli.Grant(ctx, rp.ttl)
-	cancel()
+	var g *clientv3.LeaseGrantResponse
+	err := rp.s.call("lease for "+rp.key, func(ctx context.Context) (err error) {
+		g, err = rp.s.cli.Grant(ctx, rp.ttl)
+		return err
+	})
 	if err != nil {
-		return 0, rp.s.fail("lease for "+rp.key, err)
+		return 0, err
 	}
 	// The keep-alive lives with the lease, not with one call's deadline.
 	kctx, stop := context.WithCancel(context.Background())
@@ -164,10 +166,12 @@ func (rp *Reporter) Close() error {
 	}
 	lease := rp.lease
 	rp.dropLease()
-	ctx, cancel := rp.s.ctx()
-	defer cancel()
-	if _, err := rp.s.cli.Revoke(ctx, lease); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		return rp.s.fail("revoke report "+rp.key, err)
+	err := rp.s.call("revoke report "+rp.key, func(ctx context.Context) error {
+		_, err := rp.s.cli.Revoke(ctx, lease)
+		return err
+	})
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return nil
 	}
-	return nil
+	return err
 }

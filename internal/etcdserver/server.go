@@ -103,8 +103,10 @@ func Start(c Config) (*Server, error) {
 		return nil, fmt.Errorf("etcd server log level: %w", err)
 	}
 	closing := new(atomic.Bool)
+	enc := zap.NewProductionEncoderConfig()
+	enc.EncodeTime = zapcore.ISO8601TimeEncoder
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.New(quietOnClose{
-		Core:    zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewProductionEncoderConfig()), zapcore.Lock(os.Stderr), level),
+		Core:    zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.Lock(os.Stderr), level),
 		closing: closing,
 	}))
 	cfg.UnsafeNoFsync = c.NoFsync
@@ -195,17 +197,21 @@ func listenURL(what, s, def string) (*url.URL, error) {
 	return u, nil
 }
 
-// quietOnClose drops the errors etcd logs for each listener it closes on
-// shutdown: a stop asked for is not a failure worth a stack trace.
+// quietOnClose drops what etcd logs for each listener it closes on shutdown
+// (a stop asked for is not a failure worth a stack trace), and two warnings
+// about choices a single vnet member makes on purpose: one port for gRPC and
+// HTTP, and no authentication (hence unsigned tokens).
 type quietOnClose struct {
 	zapcore.Core
 	closing *atomic.Bool
 }
 
-const servingFailed = "setting up serving from embedded etcd failed."
-
 func (q quietOnClose) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
-	if q.closing.Load() && e.Message == servingFailed {
+	m := e.Message
+	if strings.HasPrefix(m, "Running http and grpc server on single port") || strings.HasPrefix(m, "simple token is not cryptographically signed") {
+		return ce
+	}
+	if q.closing.Load() && (strings.HasPrefix(m, "setting up serving from embedded etcd failed") || strings.Contains(m, "grpc server due to error")) {
 		return ce
 	}
 	return q.Core.Check(e, ce)

@@ -176,7 +176,7 @@ func noLeader(err error) bool {
 // fail turns a client error into one that says which etcd and why.
 func (s *Store) fail(op string, err error) error {
 	if reason := s.unavailable(err); reason != "" {
-		return fmt.Errorf("%s: etcd at %s: %s after %s: %w", op, s.where, reason, s.timeout, ErrUnavailable)
+		return fmt.Errorf("%s: %w at %s: %s after %s", op, ErrUnavailable, s.where, reason, s.timeout)
 	}
 	return fmt.Errorf("%s: etcd at %s: %w", op, s.where, err)
 }

@@ -51,7 +51,7 @@ func (e *ConflictError) Error() string {
 	default:
 		what = fmt.Sprintf("was changed by another apply (revision %d, read at %d)", e.Found, e.Expected)
 	}
-	return fmt.Sprintf("infrastructure %q %s: %v; read it again and retry", e.Name, what, ErrConflict)
+	return fmt.Sprintf("infrastructure %q %s; nothing written, try again", e.Name, what)
 }
 
 // Is makes errors.Is(err, ErrConflict) hold.

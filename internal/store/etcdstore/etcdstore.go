@@ -175,28 +175,39 @@ func noLeader(err error) bool {
 
 // fail turns a client error into one that says which etcd and why.
 func (s *Store) fail(op string, err error) error {
-	if reason := s.unavailable(err); reason != "" {
+	reason, timedOut := s.unavailable(err)
+	switch {
+	case reason == "":
+		return fmt.Errorf("%s: etcd at %s: %w", op, s.where, err)
+	case timedOut:
 		return fmt.Errorf("%s: %w at %s: %s after %s", op, ErrUnavailable, s.where, reason, s.timeout)
+	default:
+		return fmt.Errorf("%s: %w at %s: %s (%v)", op, ErrUnavailable, s.where, reason, err)
 	}
-	return fmt.Errorf("%s: etcd at %s: %w", op, s.where, err)
 }
 
 // unavailable names why etcd did not serve a call ("" when it did answer,
-// with an error of its own).
-func (s *Store) unavailable(err error) string {
-	if noLeader(err) {
-		return "no quorum (no leader)"
-	}
+// with an error of its own), and whether the call ran out of time.
+func (s *Store) unavailable(err error) (reason string, timedOut bool) {
 	code := status.Code(err)
-	if !errors.Is(err, context.DeadlineExceeded) && code != codes.DeadlineExceeded && code != codes.Unavailable {
-		return ""
+	timedOut = errors.Is(err, context.DeadlineExceeded) || code == codes.DeadlineExceeded
+	if noLeader(err) {
+		return "no quorum (no leader)", true
+	}
+	// etcd's own deadline for committing a proposal passed first.
+	if errors.Is(err, rpctypes.ErrTimeout) || errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail) ||
+		errors.Is(err, rpctypes.ErrTimeoutDueToConnectionLost) {
+		return "no quorum (" + err.Error() + ")", true
+	}
+	if !timedOut && code != codes.Unavailable {
+		return "", false
 	}
 	// A connection that is up but whose calls time out reaches a member
 	// that cannot commit: quorum is lost. No connection at all is just that.
-	if conn := s.cli.ActiveConnection(); conn != nil && conn.GetState() == connectivity.Ready {
-		return "no quorum (reachable, but no answer)"
+	if conn := s.cli.ActiveConnection(); conn != nil && conn.GetState() == connectivity.Ready && timedOut {
+		return "no quorum (reachable, but no answer)", true
 	}
-	return "unreachable"
+	return "unreachable", timedOut
 }
 
 func (s *Store) infraKey(name string) string { return s.prefix + "infra/" + name }

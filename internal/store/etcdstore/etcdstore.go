@@ -207,7 +207,12 @@ func (s *Store) unavailable(err error) (reason string, timedOut bool) {
 	if conn := s.cli.ActiveConnection(); conn != nil && conn.GetState() == connectivity.Ready && timedOut {
 		return "no quorum (reachable, but no answer)", true
 	}
-	return "unreachable", timedOut
+	if timedOut {
+		return "unreachable", true
+	}
+	// The connection broke under the call: whether a write took effect is
+	// unknown, which the caller learns by reading again.
+	return "connection lost", false
 }
 
 func (s *Store) infraKey(name string) string { return s.prefix + "infra/" + name }

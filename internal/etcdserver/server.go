@@ -48,7 +48,13 @@ type Config struct {
 	StartTimeout time.Duration
 	// NoFsync trades durability for speed; for tests only.
 	NoFsync bool
+	// CertFile and KeyFile make the client URL https; with ClientCAFile
+	// too, only clients with a certificate that CA signed get in.
+	CertFile, KeyFile, ClientCAFile string
 }
+
+// TLS says whether clients must use https.
+func (c Config) TLS() bool { return c.CertFile != "" || c.KeyFile != "" }
 
 // Server is a running member.
 type Server struct {
@@ -72,18 +78,36 @@ func Start(c Config) (*Server, error) {
 	if c.StartTimeout <= 0 {
 		c.StartTimeout = time.Minute
 	}
+	if c.TLS() && (c.CertFile == "" || c.KeyFile == "") {
+		return nil, errors.New("etcd server: TLS needs both a certificate and its key")
+	}
+	if c.ClientCAFile != "" && !c.TLS() {
+		return nil, errors.New("etcd server: a client CA needs TLS (a certificate and its key)")
+	}
 	client, err := listenURL("client", c.ClientURL, DefaultClientURL)
 	if err != nil {
 		return nil, err
+	}
+	if client.Scheme == "https" && !c.TLS() {
+		return nil, fmt.Errorf("etcd server: %s needs a certificate and its key", client)
+	}
+	if c.TLS() {
+		client.Scheme = "https"
 	}
 	peer, err := listenURL("peer", c.PeerURL, DefaultPeerURL)
 	if err != nil {
 		return nil, err
 	}
+	if peer.Scheme != "http" {
+		return nil, fmt.Errorf("etcd server: peer URL %s: a single member's peer port is plain http on loopback", peer)
+	}
 	advertise := client
 	if c.AdvertiseURL != "" {
 		if advertise, err = parseURL("advertise", c.AdvertiseURL); err != nil {
 			return nil, err
+		}
+		if c.TLS() {
+			advertise.Scheme = "https"
 		}
 	}
 	if ip := net.ParseIP(advertise.Hostname()); ip != nil && ip.IsUnspecified() {
@@ -110,6 +134,10 @@ func Start(c Config) (*Server, error) {
 		closing: closing,
 	}))
 	cfg.UnsafeNoFsync = c.NoFsync
+	cfg.ClientTLSInfo.CertFile, cfg.ClientTLSInfo.KeyFile = c.CertFile, c.KeyFile
+	if c.ClientCAFile != "" {
+		cfg.ClientTLSInfo.TrustedCAFile, cfg.ClientTLSInfo.ClientCertAuth = c.ClientCAFile, true
+	}
 	// Reports are rewritten as agents come and go; keep an hour of history
 	// so the database does not grow without bound.
 	cfg.AutoCompactionMode = embed.CompactorModePeriodic
@@ -165,8 +193,8 @@ func parseURL(what, s string) (*url.URL, error) {
 	if err != nil {
 		return nil, fmt.Errorf("etcd server %s URL %q: %w", what, s, err)
 	}
-	if u.Scheme != "http" {
-		return nil, fmt.Errorf("etcd server %s URL %q: only http is supported", what, s)
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("etcd server %s URL %q: want http or https", what, s)
 	}
 	if u.Port() == "" {
 		return nil, fmt.Errorf("etcd server %s URL %q: no port", what, s)

@@ -14,7 +14,11 @@ func TestBadConfigRefusedBeforeStarting(t *testing.T) {
 		want string
 	}{
 		{"no data dir", Config{}, "no data dir"},
-		{"https", Config{DataDir: dir, ClientURL: "https://127.0.0.1:0"}, "only http"},
+		{"https without a certificate", Config{DataDir: dir, ClientURL: "https://127.0.0.1:0", PeerURL: "127.0.0.1:0"}, "needs a certificate"},
+		{"a key without its certificate", Config{DataDir: dir, ClientURL: "127.0.0.1:0", KeyFile: "k.pem"}, "both a certificate and its key"},
+		{"a client CA without TLS", Config{DataDir: dir, ClientURL: "127.0.0.1:0", ClientCAFile: "ca.pem"}, "needs TLS"},
+		{"https peer", Config{DataDir: dir, ClientURL: "127.0.0.1:0", PeerURL: "https://127.0.0.1:0"}, "plain http"},
+		{"ftp", Config{DataDir: dir, ClientURL: "ftp://127.0.0.1:0"}, "want http or https"},
 		{"no port", Config{DataDir: dir, ClientURL: "http://127.0.0.1"}, "no port"},
 		{"every address, nothing to advertise", Config{DataDir: dir, ClientURL: "0.0.0.0:0", PeerURL: "127.0.0.1:0"}, "advertise URL"},
 		{"bad log level", Config{DataDir: dir, ClientURL: "127.0.0.1:0", PeerURL: "127.0.0.1:0", LogLevel: "loud"}, "log level"},

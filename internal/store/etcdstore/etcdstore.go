@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
@@ -62,7 +63,30 @@ type Options struct {
 	Endpoints []string      // "host:port" or "http(s)://host:port"
 	Prefix    string        // DefaultPrefix when empty; must end in "/"
 	Timeout   time.Duration // per call, DefaultTimeout when zero
-	TLS       *tls.Config   // required for https endpoints
+	TLS       *tls.Config   // for https endpoints; the system's CAs when nil
+}
+
+// TLSFiles name PEM files for reaching etcd over https, as etcdctl's
+// --cacert, --cert and --key do.
+type TLSFiles struct {
+	CA   string // the CA that signed etcd's certificate; the system's when empty
+	Cert string // a client certificate, for an etcd that asks for one
+	Key  string // its key
+}
+
+// Config loads the files; nil when none is named.
+func (f TLSFiles) Config() (*tls.Config, error) {
+	if f == (TLSFiles{}) {
+		return nil, nil
+	}
+	if (f.Cert == "") != (f.Key == "") {
+		return nil, errors.New("etcd TLS: a client certificate needs its key, and a key its certificate")
+	}
+	c, err := transport.TLSInfo{CertFile: f.Cert, KeyFile: f.Key, TrustedCAFile: f.CA}.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("etcd TLS: %w", err)
+	}
+	return c, nil
 }
 
 // Store is store.Store on etcd, with revision-checked writes and host reports.
@@ -105,7 +129,8 @@ func Open(o Options) (*Store, error) {
 	where := strings.Join(o.Endpoints, ",")
 	for _, e := range o.Endpoints {
 		if strings.HasPrefix(e, "https://") && o.TLS == nil {
-			return nil, fmt.Errorf("etcd at %s: https endpoint %s needs TLS settings", where, e)
+			// As etcdctl does: the system's CAs, no client certificate.
+			o.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
 		}
 	}
 	cli, err := clientv3.New(clientv3.Config{
@@ -130,6 +155,9 @@ func Open(o Options) (*Store, error) {
 	})
 	if err != nil {
 		cli.Close()
+		if cause := probe(o.Endpoints, o.TLS); cause != "" && errors.Is(err, ErrUnavailable) {
+			err = fmt.Errorf("%w (%s)", err, cause)
+		}
 		return nil, err
 	}
 	return s, nil

@@ -370,7 +370,8 @@ func TestUnreachableFailsFast(t *testing.T) {
 	start := time.Now()
 	_, err := Open(Options{Endpoints: []string{addr}, Timeout: time.Second})
 	took := time.Since(start)
-	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "unreachable") || !strings.Contains(err.Error(), addr) {
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "unreachable") || !strings.Contains(err.Error(), addr) ||
+		!strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("Open of a closed port: %v, want ErrUnavailable saying unreachable and naming %s", err, addr)
 	}
 	// The bound is the timeout plus slack for a loaded machine, far below

@@ -18,12 +18,31 @@ import (
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
 )
 
-// etcdFlag is --etcd of the commands that can keep their state in etcd.
-var etcdFlag string
+// etcdFlag is --etcd of the commands that can keep their state in etcd;
+// etcdTLS their --etcd-ca, --etcd-cert and --etcd-key.
+var (
+	etcdFlag string
+	etcdTLS  etcdstore.TLSFiles
+)
 
-// addEtcdFlag gives a command --etcd; etcdEndpoints reads it.
+// addEtcdFlag gives a command --etcd and its TLS files; etcdEndpoints and
+// openCluster read them.
 func addEtcdFlag(c *cobra.Command) {
 	c.Flags().StringVar(&etcdFlag, "etcd", "", "etcd endpoints, comma-separated, to keep the state in etcd for several hosts (default $VNET_ETCD; none: this host only)")
+	c.Flags().StringVar(&etcdTLS.CA, "etcd-ca", "", "CA of etcd's certificate, for https endpoints (default $VNET_ETCD_CA; none: the system's)")
+	c.Flags().StringVar(&etcdTLS.Cert, "etcd-cert", "", "client certificate for an etcd that asks for one (default $VNET_ETCD_CERT)")
+	c.Flags().StringVar(&etcdTLS.Key, "etcd-key", "", "its key (default $VNET_ETCD_KEY)")
+}
+
+// etcdTLSFiles is the TLS flags, each falling back to its variable.
+func etcdTLSFiles() etcdstore.TLSFiles {
+	or := func(flag, env string) string {
+		if flag != "" {
+			return flag
+		}
+		return os.Getenv(env)
+	}
+	return etcdstore.TLSFiles{CA: or(etcdTLS.CA, "VNET_ETCD_CA"), Cert: or(etcdTLS.Cert, "VNET_ETCD_CERT"), Key: or(etcdTLS.Key, "VNET_ETCD_KEY")}
 }
 
 // etcdEndpoints is where the shared state lives: --etcd, else VNET_ETCD,
@@ -36,7 +55,11 @@ func etcdEndpoints() []string {
 }
 
 func openCluster(endpoints []string) (*etcdstore.Store, error) {
-	return etcdstore.Open(etcdstore.Options{Endpoints: endpoints})
+	tc, err := etcdTLSFiles().Config()
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return etcdstore.Open(etcdstore.Options{Endpoints: endpoints, TLS: tc})
 }
 
 func hostNames(s *spec.Spec) []string {

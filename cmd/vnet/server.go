@@ -17,15 +17,16 @@ import (
 )
 
 func serverCmd() *cobra.Command {
-	var dataDir, listenClient, advertiseClient, listenPeer, logLevel string
+	var dataDir, listenClient, advertiseClient, listenPeer, logLevel, cert, key, clientCA string
 	c := &cobra.Command{
 		Use:   "server",
 		Short: "Run a single-member etcd for vnet's shared state (small setups; prints the endpoint)",
 		Long: `Run a single-member etcd inside vnet, for setups without an etcd cluster of
 their own. It prints the endpoint to give commands and agents (--etcd or
-VNET_ETCD) and runs until SIGINT or SIGTERM. It is plain HTTP without
-authentication: keep it on loopback or a trusted network. A setup that
-outgrows one member points --etcd at a real etcd cluster instead.`,
+VNET_ETCD) and runs until SIGINT or SIGTERM. Without --cert and --key it is
+plain HTTP, and without --client-ca anyone who connects may change every
+infrastructure: keep such a server on loopback or a trusted network. A setup
+that outgrows one member points --etcd at a real etcd cluster instead.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dataDir == "" {
@@ -42,14 +43,17 @@ outgrows one member points --etcd at a real etcd cluster instead.`,
 				AdvertiseURL: advertiseClient,
 				PeerURL:      listenPeer,
 				LogLevel:     logLevel,
+				CertFile:     cert,
+				KeyFile:      key,
+				ClientCAFile: clientCA,
 			})
 			if err != nil {
 				return fmt.Errorf("server: %w", err)
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "vnet server: etcd serving, data in %s\n", dataDir)
-			if !loopbackOnly(listenClient) {
-				fmt.Fprintln(out, "vnet server: warning: clients reach it beyond this host without TLS or authentication")
+			if !loopbackOnly(listenClient) && clientCA == "" {
+				fmt.Fprintln(out, "vnet server: warning: clients reach it beyond this host without authentication (see --client-ca)")
 			}
 			fmt.Fprintf(out, "VNET_ETCD=%s\n", srv.Endpoint())
 			select {
@@ -68,6 +72,9 @@ outgrows one member points --etcd at a real etcd cluster instead.`,
 	c.Flags().StringVar(&advertiseClient, "advertise-client", "", "client URL to hand out, when --listen-client is 0.0.0.0")
 	c.Flags().StringVar(&listenPeer, "listen-peer", "127.0.0.1:2380", "etcd's peer address (unused by a single member; keep it on loopback)")
 	c.Flags().StringVar(&logLevel, "log-level", "warn", "etcd's log on stderr: debug, info, warn or error")
+	c.Flags().StringVar(&cert, "cert", "", "server certificate (PEM): clients connect over https")
+	c.Flags().StringVar(&key, "key", "", "its key (PEM)")
+	c.Flags().StringVar(&clientCA, "client-ca", "", "CA (PEM) whose client certificates alone get in (with --cert and --key)")
 	return c
 }
 

@@ -13,15 +13,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vnet-project/vnet/internal/etcdserver/etcdtest"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
 )
 
 // startServer runs `vnet server` on loopback ports it picks and returns the
 // endpoint it prints; the test stops it with SIGTERM and checks it exits 0.
-func startServer(t *testing.T) string {
+func startServer(t *testing.T, extra ...string) string {
 	t.Helper()
 	state := t.TempDir()
-	cmd := exec.Command(vnetBin, "--state-dir", state, "server", "--listen-client", "127.0.0.1:0", "--listen-peer", "127.0.0.1:0", "--log-level", "error")
+	args := append([]string{"--state-dir", state, "server", "--listen-client", "127.0.0.1:0", "--listen-peer", "127.0.0.1:0", "--log-level", "error"}, extra...)
+	cmd := exec.Command(vnetBin, args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -189,6 +191,27 @@ func TestEtcdUnreachableExits1(t *testing.T) {
 	}
 	if took := time.Since(start); took > 15*time.Second {
 		t.Errorf("status with etcd down took %s", took)
+	}
+}
+
+// vnet server with a certificate and a client CA lets in the commands that
+// bring a client certificate (flags or variables) and refuses the others.
+func TestServerTLS(t *testing.T) {
+	p := etcdtest.WritePKI(t, t.TempDir())
+	ep := startServer(t, "--cert", p.ServerCert, "--key", p.ServerKey, "--client-ca", p.CA)
+	if !strings.HasPrefix(ep, "https://") {
+		t.Fatalf("endpoint %s, want https", ep)
+	}
+	out, code := vnetEnv(t, nil, "apply", "../../examples/demo.yaml", "--etcd", ep, "--etcd-ca", p.CA, "--etcd-cert", p.ClientCert, "--etcd-key", p.ClientKey)
+	if code != 0 || !strings.Contains(out, "stored demo generation 1") {
+		t.Fatalf("apply with a client certificate: exit %d\n%s", code, out)
+	}
+	env := []string{"VNET_ETCD=" + ep, "VNET_ETCD_CA=" + p.CA, "VNET_ETCD_CERT=" + p.ClientCert, "VNET_ETCD_KEY=" + p.ClientKey}
+	if out, code = vnetEnv(t, env, "status", "demo"); code != 0 || !strings.Contains(out, "3 hosts: 3 gone") {
+		t.Fatalf("status with the variables: exit %d\n%s", code, out)
+	}
+	if out, code = vnetEnv(t, env[:2], "status", "demo"); code != 1 || !strings.Contains(out, "certificate required") {
+		t.Errorf("status without a client certificate: exit %d\n%s", code, out)
 	}
 }
 

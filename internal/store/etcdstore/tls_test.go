@@ -1,83 +1,22 @@
 package etcdstore
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
-	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vnet-project/vnet/internal/etcdserver"
+	"github.com/vnet-project/vnet/internal/etcdserver/etcdtest"
 )
-
-// testPKI writes a CA, a certificate for a server on 127.0.0.1 and a client
-// certificate, all signed by that CA, as PEM files in dir.
-func testPKI(t *testing.T, dir string) (ca, serverCert, serverKey, clientCert, clientKey string) {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "vnet test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	writePEM := func(name, typ string, der []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	issue := func(name string, serial int64, usage []x509.ExtKeyUsage) (string, string) {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: usage,
-			IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kder, err := x509.MarshalECPrivateKey(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return writePEM(name+".pem", "CERTIFICATE", der), writePEM(name+"-key.pem", "EC PRIVATE KEY", kder)
-	}
-	ca = writePEM("ca.pem", "CERTIFICATE", caDER)
-	// etcd's own gateway connects to the server with the server's
-	// certificate, so it serves both ends.
-	serverCert, serverKey = issue("server", 2, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth})
-	clientCert, clientKey = issue("client", 3, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth})
-	return
-}
 
 // Over https with client certificates: the right files get in, a client
 // without a certificate or trusting another CA does not, and says so in time.
 func TestTLSWithClientCertificates(t *testing.T) {
 	dir := t.TempDir()
-	ca, sc, sk, cc, ck := testPKI(t, dir)
+	p := etcdtest.WritePKI(t, dir)
+	ca, sc, sk, cc, ck := p.CA, p.ServerCert, p.ServerKey, p.ClientCert, p.ClientKey
 	srv, err := etcdserver.Start(etcdserver.Config{
 		DataDir: filepath.Join(dir, "etcd"), ClientURL: "127.0.0.1:0", PeerURL: "127.0.0.1:0",
 		CertFile: sc, KeyFile: sk, ClientCAFile: ca, LogLevel: "error", NoFsync: true,

@@ -11,7 +11,8 @@
 // one infrastructure exactly one wins and the other gets an error wrapping
 // ErrConflict. Nothing is merged.
 //
-// Host reports are attached to a lease that the reporting agent keeps alive.
+// Host reports are attached to a lease that the reporting agent keeps alive
+// (and replaces, publishing its last report again, should etcd expire it).
 // An agent that dies stops renewing it, and etcd deletes its report when the
 // lease's TTL runs out; a reader therefore tells a dead agent from a live one
 // by the absence of its key, with no clock comparison across hosts. Assess

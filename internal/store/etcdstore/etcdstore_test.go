@@ -260,14 +260,15 @@ func TestReportsRevokedOnClose(t *testing.T) {
 	if got := hosts(t, s, "demo"); got != "" {
 		t.Errorf("after Close: %s, want no report", got)
 	}
-	// A reporter closed and used again takes a new lease.
-	if err := rp.Report(Report{Generation: 3}); err != nil {
-		t.Fatal(err)
+	if err := rp.Report(Report{Generation: 3}); !errors.Is(err, ErrReporterClosed) {
+		t.Errorf("Report after Close: %v, want ErrReporterClosed", err)
 	}
-	if got := hosts(t, s, "demo"); got != "hv1@3" {
-		t.Errorf("after reporting again: %q", got)
+	if got := hosts(t, s, "demo"); got != "" {
+		t.Errorf("after a report on a closed reporter: %q", got)
 	}
-	rp.Close()
+	if err := rp.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
 }
 
 // An agent that dies without a word (its connection just closes) keeps its
@@ -317,8 +318,9 @@ func mustReports(t *testing.T, s *Store, infra string) []Report {
 	return r
 }
 
-// A lease that expired behind the reporter's back (etcd unreachable for
-// longer than the TTL) is replaced on the next report.
+// A lease lost behind the reporter's back (expired while etcd was out of
+// reach, or revoked) is replaced, and the last report published again,
+// without the agent reporting anew.
 func TestReporterRenewsLostLease(t *testing.T) {
 	s := openStore(t, startEtcd(t).Endpoint())
 	rp, err := s.Reporter("demo", "hv1", time.Second)
@@ -326,28 +328,31 @@ func TestReporterRenewsLostLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rp.Close()
-	if err := rp.Report(Report{Generation: 1}); err != nil {
+	if err := rp.Report(Report{Generation: 1, Resources: 3}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := s.ctx()
-	_, err = s.cli.Revoke(ctx, rp.lease)
-	cancel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := hosts(t, s, "demo"); got != "" {
-		t.Fatalf("after revoking: %q", got)
-	}
-	waitFor(t, "the keep-alive to notice", 10*time.Second, func() bool {
-		select {
-		case <-rp.lost:
-			return true
-		default:
-			return false
+	for round := 1; round <= 2; round++ {
+		rp.mu.Lock()
+		lease := rp.lease
+		rp.mu.Unlock()
+		ctx, cancel := s.ctx()
+		_, err = s.cli.Revoke(ctx, lease)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
 		}
-	})
+		waitFor(t, fmt.Sprintf("round %d: the report to come back", round), 15*time.Second, func() bool {
+			return hosts(t, s, "demo") == "hv1@1"
+		})
+		rp.mu.Lock()
+		renewed := rp.lease != 0 && rp.lease != lease
+		rp.mu.Unlock()
+		if !renewed {
+			t.Fatalf("round %d: the report is back but not on a new lease", round)
+		}
+	}
 	if err := rp.Report(Report{Generation: 2}); err != nil {
-		t.Fatalf("report after losing the lease: %v", err)
+		t.Fatalf("report on the renewed lease: %v", err)
 	}
 	if got := hosts(t, s, "demo"); got != "hv1@2" {
 		t.Errorf("after reporting again: %q", got)

@@ -54,17 +54,25 @@ func (s *Store) Reports(infra string) ([]Report, error) {
 
 // Reporter publishes one host's report of one infrastructure under a lease
 // it keeps alive. If the lease is lost (etcd unreachable for longer than the
-// TTL), the next Report takes a new one.
+// TTL, or the lease revoked), the reporter takes a new one and publishes its
+// last report again by itself, retrying each second until it succeeds or is
+// closed: a live agent reappears once etcd can be reached.
 type Reporter struct {
-	s     *Store
-	key   string
-	host  string
-	ttl   int64 // seconds, as etcd counts
-	mu    sync.Mutex
-	lease clientv3.LeaseID
-	lost  chan struct{} // closed when the keep-alive of lease ends
-	stop  func()
+	s    *Store
+	key  string
+	host string
+	ttl  int64 // seconds, as etcd counts
+
+	mu     sync.Mutex
+	lease  clientv3.LeaseID // 0: none
+	stop   func()           // ends lease's keep-alive
+	last   string           // the last report, to publish again on a new lease
+	closed bool
+	done   chan struct{} // closed by Close
 }
+
+// ErrReporterClosed is returned by Report after Close.
+var ErrReporterClosed = errors.New("reporter closed")
 
 // Reporter returns a reporter for host's part of infra. ttl is rounded up to
 // whole seconds; etcd may raise it to its minimum (about 2 s by default).
@@ -79,7 +87,7 @@ func (s *Store) Reporter(infra, host string, ttl time.Duration) (*Reporter, erro
 		ttl = DefaultReportTTL
 	}
 	secs := int64(math.Ceil(ttl.Seconds()))
-	return &Reporter{s: s, key: s.reportPrefix(infra) + host, host: host, ttl: secs}, nil
+	return &Reporter{s: s, key: s.reportPrefix(infra) + host, host: host, ttl: secs, done: make(chan struct{})}, nil
 }
 
 // Report publishes r (its Host is the reporter's, At is now if unset).
@@ -94,13 +102,22 @@ func (rp *Reporter) Report(r Report) error {
 	}
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
+	if rp.closed {
+		return fmt.Errorf("report %s: %w", rp.key, ErrReporterClosed)
+	}
+	rp.last = string(v)
+	return rp.publish()
+}
+
+// publish puts the last report under a live lease; the caller holds mu.
+func (rp *Reporter) publish() error {
 	for attempt := 0; ; attempt++ {
 		lease, err := rp.liveLease()
 		if err != nil {
 			return err
 		}
 		err = rp.s.call("report "+rp.key, func(ctx context.Context) error {
-			_, err := rp.s.cli.Put(ctx, rp.key, string(v), clientv3.WithLease(lease))
+			_, err := rp.s.cli.Put(ctx, rp.key, rp.last, clientv3.WithLease(lease))
 			return err
 		})
 		// The lease can expire between the keep-alive's last word and
@@ -113,16 +130,11 @@ func (rp *Reporter) Report(r Report) error {
 	}
 }
 
-// liveLease returns the current lease, taking and keeping alive a new one
-// when there is none or its keep-alive has ended.
+// liveLease returns the current lease, or takes a new one and keeps it
+// alive; the caller holds mu.
 func (rp *Reporter) liveLease() (clientv3.LeaseID, error) {
 	if rp.lease != 0 {
-		select {
-		case <-rp.lost:
-			rp.dropLease()
-		default:
-			return rp.lease, nil
-		}
+		return rp.lease, nil
 	}
 	var g *clientv3.LeaseGrantResponse
 	err := rp.s.call("lease for "+rp.key, func(ctx context.Context) (err error) {
@@ -139,28 +151,63 @@ func (rp *Reporter) liveLease() (clientv3.LeaseID, error) {
 		stop()
 		return 0, rp.s.fail("keep lease for "+rp.key+" alive", err)
 	}
-	lost := make(chan struct{})
 	go func() {
 		for range ch {
 		}
-		close(lost)
+		rp.renew(g.ID)
 	}()
-	rp.lease, rp.lost, rp.stop = g.ID, lost, stop
+	rp.lease, rp.stop = g.ID, stop
 	return g.ID, nil
+}
+
+// renew runs when the keep-alive of lease id ended. Unless that was on
+// purpose (Close, or a newer lease already taken) or the store is closed, it
+// publishes the last report on a new lease, once a second until that works.
+func (rp *Reporter) renew(id clientv3.LeaseID) {
+	for {
+		rp.mu.Lock()
+		if rp.closed || rp.s.cli.Ctx().Err() != nil || (rp.lease != 0 && rp.lease != id) {
+			rp.mu.Unlock()
+			return
+		}
+		if rp.lease == id {
+			rp.dropLease()
+		}
+		id = 0
+		var err error
+		if rp.last != "" {
+			err = rp.publish()
+		}
+		rp.mu.Unlock()
+		if err == nil {
+			return
+		}
+		select {
+		case <-rp.done:
+			return
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 func (rp *Reporter) dropLease() {
 	if rp.stop != nil {
 		rp.stop()
 	}
-	rp.lease, rp.lost, rp.stop = 0, nil, nil
+	rp.lease, rp.stop = 0, nil
 }
 
 // Close revokes the lease, so the host's report disappears now rather than
-// after the TTL: an agent that stops on purpose is gone at once.
+// after the TTL: an agent that stops on purpose is gone at once. The
+// reporter cannot be used again.
 func (rp *Reporter) Close() error {
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
+	if rp.closed {
+		return nil
+	}
+	rp.closed = true
+	close(rp.done)
 	if rp.lease == 0 {
 		return nil
 	}

@@ -62,6 +62,9 @@ func applyCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if eps := etcdEndpoints(); eps != nil {
+				return applyCluster(cmd, eps, doc, dryRun)
+			}
 			eng, done, err := openEngine(cmd)
 			if err != nil {
 				return err
@@ -91,6 +94,7 @@ func applyCmd() *cobra.Command {
 		},
 	}
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing")
+	addEtcdFlag(c)
 	return c
 }
 
@@ -110,7 +114,7 @@ func infraName(arg string) (string, error) {
 }
 
 func destroyCmd() *cobra.Command {
-	return &cobra.Command{
+	c := &cobra.Command{
 		Use:   "destroy NAME|FILE",
 		Short: "Remove everything of one infrastructure and nothing else",
 		Args:  exactArgs(1, "an infrastructure name or spec file"),
@@ -118,6 +122,9 @@ func destroyCmd() *cobra.Command {
 			name, err := infraName(args[0])
 			if err != nil {
 				return err
+			}
+			if eps := etcdEndpoints(); eps != nil {
+				return destroyCluster(cmd, eps, name)
 			}
 			eng, done, err := openEngine(cmd)
 			if err != nil {
@@ -149,6 +156,8 @@ func destroyCmd() *cobra.Command {
 			return nil
 		},
 	}
+	addEtcdFlag(c)
+	return c
 }
 
 // counted says "1 switch" and "2 switches", as a person would.
@@ -175,6 +184,9 @@ func statusCmd() *cobra.Command {
 		Use:   "status [NAME]",
 		Short: "Show hosts, switches, VMs and vNICs with MACs, addresses, state and line rates",
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if eps := etcdEndpoints(); eps != nil {
+				return statusCluster(cmd, eps, args, output)
+			}
 			eng, done, err := openEngine(cmd)
 			if err != nil {
 				return err
@@ -215,6 +227,7 @@ func statusCmd() *cobra.Command {
 		},
 	}
 	c.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	addEtcdFlag(c)
 	return c
 }
 

@@ -77,6 +77,7 @@ func newRoot() *cobra.Command {
 		iocCmd(),
 		labCmd(),
 		recoverCmd(),
+		serverCmd(),
 		versionCmd(),
 	)
 	return root

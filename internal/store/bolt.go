@@ -390,7 +390,7 @@ func (e *CorruptError) Unwrap() []error { return []error{ErrCorrupt, e.Cause} }
 func (b *Bolt) assignID() (string, error) {
 	id := readIDFile(b.dir)
 	if id == "" {
-		id = newID()
+		id = NewID()
 	}
 	err := b.update(func(tx *bolt.Tx) error {
 		mb, err := tx.CreateBucketIfNotExists(metaBucket)
@@ -411,7 +411,7 @@ func (b *Bolt) assignID() (string, error) {
 // state.db never exists half made; an empty state.db is always damage.
 func createDB(dir, path, id string) error {
 	if id == "" {
-		id = newID()
+		id = NewID()
 	}
 	tmp := fmt.Sprintf("%s.new-%d", path, os.Getpid())
 	defer os.Remove(tmp)
@@ -442,7 +442,8 @@ func createDB(dir, path, id string) error {
 	return syncDir(dir)
 }
 
-func newID() string {
+// NewID makes a random store ID.
+func NewID() string {
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		panic(err) // crypto/rand does not fail on Linux

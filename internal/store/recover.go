@@ -77,7 +77,7 @@ func Recover(dir string, opt RecoverOptions) (*Recovered, error) {
 			id = opt.ID
 		}
 		if id == "" {
-			id = newID()
+			id = NewID()
 		}
 		if err := createDB(abs, path, id); err != nil {
 			return nil, err

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/store"
+	"github.com/vnet-project/vnet/internal/store/etcdstore"
+)
+
+// etcdFlag is --etcd of the commands that can keep their state in etcd;
+// etcdTLS their --etcd-ca, --etcd-cert and --etcd-key.
+var (
+	etcdFlag string
+	etcdTLS  etcdstore.TLSFiles
+)
+
+// addEtcdFlag gives a command --etcd and its TLS files; etcdEndpoints and
+// openCluster read them.
+func addEtcdFlag(c *cobra.Command) {
+	c.Flags().StringVar(&etcdFlag, "etcd", "", "etcd endpoints, comma-separated, to keep the state in etcd for several hosts (default $VNET_ETCD; none: this host only)")
+	c.Flags().StringVar(&etcdTLS.CA, "etcd-ca", "", "CA of etcd's certificate, for https endpoints (default $VNET_ETCD_CA; none: the system's)")
+	c.Flags().StringVar(&etcdTLS.Cert, "etcd-cert", "", "client certificate for an etcd that asks for one (default $VNET_ETCD_CERT)")
+	c.Flags().StringVar(&etcdTLS.Key, "etcd-key", "", "its key (default $VNET_ETCD_KEY)")
+}
+
+// etcdTLSFiles is the TLS flags, each falling back to its variable.
+func etcdTLSFiles() etcdstore.TLSFiles {
+	or := func(flag, env string) string {
+		if flag != "" {
+			return flag
+		}
+		return os.Getenv(env)
+	}
+	return etcdstore.TLSFiles{CA: or(etcdTLS.CA, "VNET_ETCD_CA"), Cert: or(etcdTLS.Cert, "VNET_ETCD_CERT"), Key: or(etcdTLS.Key, "VNET_ETCD_KEY")}
+}
+
+// etcdEndpoints is where the shared state lives: --etcd, else VNET_ETCD,
+// else nowhere (nil), and vnet works on this host alone.
+func etcdEndpoints() []string {
+	if etcdFlag != "" {
+		return etcdstore.ParseEndpoints(etcdFlag)
+	}
+	return etcdstore.ParseEndpoints(os.Getenv("VNET_ETCD"))
+}
+
+func openCluster(endpoints []string) (*etcdstore.Store, error) {
+	tc, err := etcdTLSFiles().Config()
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return etcdstore.Open(etcdstore.Options{Endpoints: endpoints, TLS: tc})
+}
+
+func hostNames(s *spec.Spec) []string {
+	names := make([]string, len(s.Hosts))
+	for i, h := range s.Hosts {
+		names[i] = h.Name
+	}
+	return names
+}
+
+// applyCluster stores the spec in etcd as the infrastructure's next
+// generation, unless another apply changed it since this one read it. It
+// changes nothing on this host: each host's agent realizes its own part.
+func applyCluster(cmd *cobra.Command, endpoints []string, doc *spec.Document, dryRun bool) error {
+	st, err := openCluster(endpoints)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	name, out := doc.Spec.Name, cmd.OutOrStdout()
+	old, rev, err := st.GetRev(name)
+	gen := 1
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		return err
+	case bytes.Equal(old.Spec, doc.Source):
+		fmt.Fprintf(out, "%s: unchanged, generation %d in etcd\n", name, old.Generation)
+		return nil
+	default:
+		gen = old.Generation + 1
+	}
+	hosts := strings.Join(hostNames(doc.Spec), ", ")
+	if dryRun {
+		fmt.Fprintf(out, "would store %s generation %d in etcd for hosts %s\n", name, gen, hosts)
+		return nil
+	}
+	rec := &store.Record{Name: name, SpecFile: doc.File, Spec: doc.Source, Generation: gen, AppliedAt: time.Now().UTC()}
+	if _, err := st.PutIf(rec, rev); err != nil {
+		return fmt.Errorf("apply %s: %w", name, err)
+	}
+	fmt.Fprintf(out, "stored %s generation %d in etcd for hosts %s\n", name, gen, hosts)
+	return nil
+}
+
+// destroyCluster removes the infrastructure's spec from etcd, unless it was
+// applied again since this command read it.
+func destroyCluster(cmd *cobra.Command, endpoints []string, name string) error {
+	st, err := openCluster(endpoints)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	rec, rev, err := st.GetRev(name)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("destroy %s: %w", name, store.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("destroy %s: %w", name, err)
+	}
+	if err := st.DeleteIf(name, rev); err != nil {
+		return fmt.Errorf("destroy %s: %w", name, err)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "removed %s (generation %d) from etcd\n", name, rec.Generation)
+	return nil
+}
+
+// clusterStatus is one infrastructure as etcd knows it.
+type clusterStatus struct {
+	Name       string               `json:"name"`
+	SpecFile   string               `json:"spec_file"`
+	Generation int                  `json:"generation"`
+	AppliedAt  time.Time            `json:"applied_at"`
+	Converged  bool                 `json:"converged"`
+	Hosts      []etcdstore.HostView `json:"hosts"`
+}
+
+func statusCluster(cmd *cobra.Command, endpoints []string, args []string, output string) error {
+	st, err := openCluster(endpoints)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	recs, err := selectRecords(st, args)
+	if err != nil {
+		return err
+	}
+	all := []clusterStatus{}
+	for _, rec := range recs {
+		doc, err := spec.Decode(rec.SpecFile, rec.Spec)
+		if err != nil {
+			return fmt.Errorf("stored spec of %s: %w", rec.Name, err)
+		}
+		reports, err := st.Reports(rec.Name)
+		if err != nil {
+			return err
+		}
+		views := etcdstore.Assess(rec.Generation, hostNames(doc.Spec), reports)
+		all = append(all, clusterStatus{Name: rec.Name, SpecFile: rec.SpecFile, Generation: rec.Generation,
+			AppliedAt: rec.AppliedAt, Converged: etcdstore.Converged(views), Hosts: views})
+	}
+	out := cmd.OutOrStdout()
+	if output == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(all)
+	}
+	if len(all) == 0 {
+		fmt.Fprintln(out, "no infrastructures")
+	}
+	for _, cs := range all {
+		printClusterStatus(out, cs, time.Now())
+	}
+	return nil
+}
+
+func printClusterStatus(out io.Writer, cs clusterStatus, now time.Time) {
+	fmt.Fprintf(out, "infra %s (generation %d, from %s, applied %s)\n", cs.Name, cs.Generation, cs.SpecFile, cs.AppliedAt.Local().Format(time.DateTime))
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "\nHOST\tSTATE\tGENERATION\tRESOURCES\tREPORTED\tERRORS")
+	count := map[etcdstore.HostState]int{}
+	for _, v := range cs.Hosts {
+		count[v.State]++
+		if v.Report == nil {
+			fmt.Fprintf(w, "%s\t%s\t-\t-\t-\t\n", v.Host, v.State)
+			continue
+		}
+		r := v.Report
+		age := now.Sub(r.At).Round(time.Second)
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s ago\t%s\n", v.Host, v.State, r.Generation, r.Resources, age, strings.Join(r.Errors, "; "))
+	}
+	w.Flush()
+	var parts []string
+	for _, s := range []etcdstore.HostState{etcdstore.HostCurrent, etcdstore.HostLagging, etcdstore.HostFailed, etcdstore.HostGone, etcdstore.HostUnexpected} {
+		if count[s] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", count[s], s))
+		}
+	}
+	fmt.Fprintf(out, "\n%s: %s\n\n", counted(len(cs.Hosts), "host", "hosts"), strings.Join(parts, ", "))
+}

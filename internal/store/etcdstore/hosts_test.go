@@ -1,0 +1,86 @@
+package etcdstore
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestAssess(t *testing.T) {
+	rep := func(host string, gen int, errs ...string) Report {
+		return Report{Host: host, Generation: gen, Errors: errs}
+	}
+	type want struct {
+		host  string
+		state HostState
+	}
+	tests := []struct {
+		name     string
+		applied  int
+		expected []string
+		reports  []Report
+		want     []want
+	}{
+		{"all current", 3, []string{"hv1", "hv2"}, []Report{rep("hv2", 3), rep("hv1", 3)},
+			[]want{{"hv1", HostCurrent}, {"hv2", HostCurrent}}},
+		{"one lagging", 3, []string{"hv1", "hv2"}, []Report{rep("hv1", 3), rep("hv2", 2)},
+			[]want{{"hv1", HostCurrent}, {"hv2", HostLagging}}},
+		{"one gone", 3, []string{"hv1", "hv2"}, []Report{rep("hv1", 3)},
+			[]want{{"hv1", HostCurrent}, {"hv2", HostGone}}},
+		{"errors at applied generation fail", 3, []string{"hv1"}, []Report{rep("hv1", 3, "bridge: busy")},
+			[]want{{"hv1", HostFailed}}},
+		{"errors at an older generation still lag", 3, []string{"hv1"}, []Report{rep("hv1", 2, "bridge: busy")},
+			[]want{{"hv1", HostLagging}}},
+		{"a generation ahead of the record lags too", 1, []string{"hv1"}, []Report{rep("hv1", 4)},
+			[]want{{"hv1", HostLagging}}},
+		{"unnamed reporters come last, by name", 2, []string{"hv2"}, []Report{rep("zz", 2), rep("hv2", 2), rep("aa", 1)},
+			[]want{{"hv2", HostCurrent}, {"aa", HostUnexpected}, {"zz", HostUnexpected}}},
+		{"no reports: every host gone", 1, []string{"hv1", "hv2"}, nil,
+			[]want{{"hv1", HostGone}, {"hv2", HostGone}}},
+		{"a host named twice counts once", 1, []string{"hv1", "hv1"}, []Report{rep("hv1", 1)},
+			[]want{{"hv1", HostCurrent}}},
+		{"nothing expected, nothing reported", 1, nil, nil, []want{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			views := Assess(tt.applied, tt.expected, tt.reports)
+			got := []want{}
+			for _, v := range views {
+				got = append(got, want{v.Host, v.State})
+				if (v.State == HostGone) != (v.Report == nil) {
+					t.Errorf("%s: state %s with report %v", v.Host, v.State, v.Report)
+				}
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Assess = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestConverged(t *testing.T) {
+	if !Converged(nil) {
+		t.Error("no hosts: converged")
+	}
+	if !Converged([]HostView{{State: HostCurrent}, {State: HostCurrent}}) {
+		t.Error("all current: converged")
+	}
+	for _, s := range []HostState{HostLagging, HostFailed, HostGone, HostUnexpected} {
+		if Converged([]HostView{{State: HostCurrent}, {State: s}}) {
+			t.Errorf("one %s: not converged", s)
+		}
+	}
+}
+
+func TestParseEndpoints(t *testing.T) {
+	tests := map[string][]string{
+		"":                            nil,
+		" , ":                         nil,
+		"127.0.0.1:2379":              {"127.0.0.1:2379"},
+		"http://a:1, http://b:2,,c:3": {"http://a:1", "http://b:2", "c:3"},
+	}
+	for in, want := range tests {
+		if got := ParseEndpoints(in); !reflect.DeepEqual(got, want) {
+			t.Errorf("ParseEndpoints(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,224 @@
+package etcdstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// DefaultReportTTL is how long a host's report outlives its agent.
+const DefaultReportTTL = 5 * time.Second
+
+// Report is what one host's agent last realized of an infrastructure.
+type Report struct {
+	Host       string    `json:"host"`
+	Generation int       `json:"generation"` // the record's generation the host realized
+	Resources  int       `json:"resources"`  // objects vnet made on that host
+	Errors     []string  `json:"errors,omitempty"`
+	At         time.Time `json:"at"`
+}
+
+func (s *Store) reportPrefix(infra string) string { return s.prefix + "status/" + infra + "/" }
+
+// Reports lists the live reports of an infrastructure's hosts, by host. A
+// host whose agent died is absent once its lease's TTL has run out.
+func (s *Store) Reports(infra string) ([]Report, error) {
+	if err := checkName("infrastructure", infra); err != nil {
+		return nil, err
+	}
+	var resp *clientv3.GetResponse
+	err := s.call("reports of "+infra, func(ctx context.Context) (err error) {
+		resp, err = s.cli.Get(ctx, s.reportPrefix(infra), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Report, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		var r Report
+		if err := json.Unmarshal(kv.Value, &r); err != nil {
+			return nil, fmt.Errorf("etcd key %s: not a vnet report: %w", kv.Key, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// Reporter publishes one host's report of one infrastructure under a lease
+// it keeps alive. If the lease is lost (etcd unreachable for longer than the
+// TTL, or the lease revoked), the reporter takes a new one and publishes its
+// last report again by itself, retrying each second until it succeeds or is
+// closed: a live agent reappears once etcd can be reached.
+type Reporter struct {
+	s    *Store
+	key  string
+	host string
+	ttl  int64 // seconds, as etcd counts
+
+	mu     sync.Mutex
+	lease  clientv3.LeaseID // 0: none
+	stop   func()           // ends lease's keep-alive
+	last   string           // the last report, to publish again on a new lease
+	closed bool
+	done   chan struct{} // closed by Close
+}
+
+// ErrReporterClosed is returned by Report after Close.
+var ErrReporterClosed = errors.New("reporter closed")
+
+// Reporter returns a reporter for host's part of infra. ttl is rounded up to
+// whole seconds; etcd may raise it to its minimum (about 2 s by default).
+func (s *Store) Reporter(infra, host string, ttl time.Duration) (*Reporter, error) {
+	if err := checkName("infrastructure", infra); err != nil {
+		return nil, err
+	}
+	if err := checkName("host", host); err != nil {
+		return nil, err
+	}
+	if ttl <= 0 {
+		ttl = DefaultReportTTL
+	}
+	secs := int64(math.Ceil(ttl.Seconds()))
+	return &Reporter{s: s, key: s.reportPrefix(infra) + host, host: host, ttl: secs, done: make(chan struct{})}, nil
+}
+
+// Report publishes r (its Host is the reporter's, At is now if unset).
+func (rp *Reporter) Report(r Report) error {
+	r.Host = rp.host
+	if r.At.IsZero() {
+		r.At = time.Now().UTC()
+	}
+	v, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	if rp.closed {
+		return fmt.Errorf("report %s: %w", rp.key, ErrReporterClosed)
+	}
+	rp.last = string(v)
+	return rp.publish()
+}
+
+// publish puts the last report under a live lease; the caller holds mu.
+func (rp *Reporter) publish() error {
+	for attempt := 0; ; attempt++ {
+		lease, err := rp.liveLease()
+		if err != nil {
+			return err
+		}
+		err = rp.s.call("report "+rp.key, func(ctx context.Context) error {
+			_, err := rp.s.cli.Put(ctx, rp.key, rp.last, clientv3.WithLease(lease))
+			return err
+		})
+		// The lease can expire between the keep-alive's last word and
+		// this put; one fresh lease is worth a try.
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
+			rp.dropLease()
+			continue
+		}
+		return err
+	}
+}
+
+// liveLease returns the current lease, or takes a new one and keeps it
+// alive; the caller holds mu.
+func (rp *Reporter) liveLease() (clientv3.LeaseID, error) {
+	if rp.lease != 0 {
+		return rp.lease, nil
+	}
+	var g *clientv3.LeaseGrantResponse
+	err := rp.s.call("lease for "+rp.key, func(ctx context.Context) (err error) {
+		g, err = rp.s.cli.Grant(ctx, rp.ttl)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	// The keep-alive lives with the lease, not with one call's deadline.
+	kctx, stop := context.WithCancel(context.Background())
+	ch, err := rp.s.cli.KeepAlive(kctx, g.ID)
+	if err != nil {
+		stop()
+		return 0, rp.s.fail("keep lease for "+rp.key+" alive", err)
+	}
+	go func() {
+		for range ch {
+		}
+		rp.renew(g.ID)
+	}()
+	rp.lease, rp.stop = g.ID, stop
+	return g.ID, nil
+}
+
+// renew runs when the keep-alive of lease id ended. Unless that was on
+// purpose (Close, or a newer lease already taken) or the store is closed, it
+// publishes the last report on a new lease, once a second until that works.
+func (rp *Reporter) renew(id clientv3.LeaseID) {
+	for {
+		rp.mu.Lock()
+		if rp.closed || rp.s.cli.Ctx().Err() != nil || (rp.lease != 0 && rp.lease != id) {
+			rp.mu.Unlock()
+			return
+		}
+		if rp.lease == id {
+			rp.dropLease()
+		}
+		id = 0
+		var err error
+		if rp.last != "" {
+			err = rp.publish()
+		}
+		rp.mu.Unlock()
+		if err == nil {
+			return
+		}
+		select {
+		case <-rp.done:
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (rp *Reporter) dropLease() {
+	if rp.stop != nil {
+		rp.stop()
+	}
+	rp.lease, rp.stop = 0, nil
+}
+
+// Close revokes the lease, so the host's report disappears now rather than
+// after the TTL: an agent that stops on purpose is gone at once. The
+// reporter cannot be used again.
+func (rp *Reporter) Close() error {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	if rp.closed {
+		return nil
+	}
+	rp.closed = true
+	close(rp.done)
+	if rp.lease == 0 {
+		return nil
+	}
+	lease := rp.lease
+	rp.dropLease()
+	err := rp.s.call("revoke report "+rp.key, func(ctx context.Context) error {
+		_, err := rp.s.cli.Revoke(ctx, lease)
+		return err
+	})
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return nil
+	}
+	return err
+}

@@ -62,7 +62,9 @@ func newRoot() *cobra.Command {
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentFlags().StringVar(&stateDir, "state-dir", defaultStateDir(), "where vnet keeps its state database")
-	root.AddCommand(validateCmd(), applyCmd(), destroyCmd(), statusCmd(), execCmd(), linkCmd(), unlinkCmd(), agentCmd(), netperfCmd(), netserverCmd(), iocCmd(), labCmd(), versionCmd())
+	root.AddCommand(validateCmd(), applyCmd(), destroyCmd(), statusCmd(), execCmd(), linkCmd(), unlinkCmd(), agentCmd(), netperfCmd(), netserverCmd(), iocCmd(), labCmd(), versionCmd(),
+		newAPIServerCmd(), statsCmd())
+	addClientFlags(root)
 	return root
 }
 

@@ -144,4 +144,3 @@ func rateOrDash(bps uint64) string {
 	}
 	return units.Rate(bps).String()
 }
-

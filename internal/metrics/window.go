@@ -30,8 +30,8 @@ func (r *Ring) Add(s *Snapshot) {
 	}
 }
 
-// Window returns the snapshots of the last d, up to the newest, with the
-// one just before the window so that the window is covered from its start.
+// Window returns the snapshots of the last d, up to the newest: those
+// whose span comes closest to d.
 func (r *Ring) Window(d time.Duration) []*Snapshot {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -40,7 +40,9 @@ func (r *Ring) Window(d time.Duration) []*Snapshot {
 	}
 	newest := r.snaps[len(r.snaps)-1].At
 	i := sort.Search(len(r.snaps), func(i int) bool { return newest.Sub(r.snaps[i].At) <= d })
-	if i > 0 {
+	// The samples rarely fall on the window's start: take the one before
+	// it when that covers the window more closely.
+	if i > 0 && (i == len(r.snaps) || d-newest.Sub(r.snaps[i].At) > newest.Sub(r.snaps[i-1].At)-d) {
 		i--
 	}
 	return append([]*Snapshot(nil), r.snaps[i:]...)

@@ -66,8 +66,42 @@ func (f *fakeBackend) Destroy(name string) (plan.Plan, error) {
 	return plan.Plan{Actions: []plan.Action{{Op: plan.OpDelete, Old: &r}}}, nil
 }
 
+// Status describes the stored spec as if all of it were up.
 func (f *fakeBackend) Status(name string) (*reconcile.Status, error) {
-	return &reconcile.Status{Name: name}, nil
+	rec, err := f.Get(name)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := spec.Decode(rec.SpecFile, rec.Spec)
+	if err != nil {
+		return nil, err
+	}
+	st := &reconcile.Status{Name: name, Generation: rec.Generation, SpecFile: rec.SpecFile}
+	for _, h := range doc.Spec.Hosts {
+		hs := reconcile.HostStatus{Name: h.Name, Native: h.Native}
+		for _, n := range h.NICs {
+			hs.NICs = append(hs.NICs, reconcile.NICStatus{Name: n.Name, Speed: n.Speed, State: "up"})
+		}
+		st.Hosts = append(st.Hosts, hs)
+	}
+	for _, sw := range doc.Spec.Switches {
+		ss := reconcile.SwitchStatus{Name: sw.Name, Type: "standard", Hosts: sw.SwitchHosts()}
+		for _, u := range sw.Uplinks {
+			ss.Uplinks = append(ss.Uplinks, u.Name)
+		}
+		for _, pg := range sw.PortGroups {
+			ss.PortGroups = append(ss.PortGroups, pg.Name)
+		}
+		st.Switches = append(st.Switches, ss)
+	}
+	for _, vm := range doc.Spec.VMs {
+		vs := reconcile.VMStatus{Name: vm.Name, Host: vm.Host}
+		for i, n := range vm.NICs {
+			vs.NICs = append(vs.NICs, reconcile.PortStatus{Name: fmt.Sprintf("eth%d", i), PortGroup: n.PortGroup, IP: n.IP, MAC: "02:00:00:00:00:01", State: "up"})
+		}
+		st.VMs = append(st.VMs, vs)
+	}
+	return st, nil
 }
 
 func (f *fakeBackend) IOCStats(name string, _ time.Duration) (*reconcile.IOCStats, error) {

@@ -80,3 +80,22 @@ func selfSigned(t *testing.T, dir string) (string, string, *x509.CertPool) {
 	pool.AddCert(cert)
 	return certFile, keyFile, pool
 }
+
+// startServer serves s on a loopback port until the test ends.
+func startServer(t testing.TB, s *Server) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return "http://" + ln.Addr().String()
+}

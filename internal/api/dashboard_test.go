@@ -9,6 +9,15 @@ import (
 	"time"
 )
 
+func hasChromium() bool {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if _, err := exec.LookPath(name); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
 // chromium finds a headless browser, or skips.
 func chromium(t testing.TB) string {
 	t.Helper()

@@ -116,7 +116,7 @@ function chart(container, key, title, labels, data) {
       axes: [{}, {label: "Mbit/s", size: 60}],
       series: [{}].concat(labels.map((l, i) => ({
         label: l.name, stroke: colors[i % colors.length], width: l.dashed ? 1 : 2,
-        dash: l.dashed ? [6, 4] : undefined, value: (u, v) => v == null ? "-" : v.toFixed(1),
+        dash: l.dashed ? [6, 4] : undefined, points: {show: !l.dashed}, value: (u, v) => v == null ? "-" : v.toFixed(1),
       }))),
     };
     c = charts[key] = {plot: new uPlot(opts, data, box), box};

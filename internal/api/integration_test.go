@@ -51,6 +51,9 @@ func scrape(t *testing.T, base string) map[string]float64 {
 // metrics while traffic crosses the distributed switch, reads windowed
 // rates and the dashboard, and destroys it through the API.
 func TestServerOnTheKernel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("changes the network; runs without -short")
+	}
 	nstest.RequireRoot(t)
 	infra := fmt.Sprintf("api%d", os.Getpid()%100000)
 	src, err := examples.FS.ReadFile("demo.yaml")

@@ -58,6 +58,12 @@ func applyCmd() *cobra.Command {
 		Short: "Converge the host to the spec (prints the plan first)",
 		Args:  exactArgs(1, "one spec file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if c, err := remote(); c != nil || err != nil {
+				if err != nil {
+					return err
+				}
+				return applyRemote(cmd, c, args[0], dryRun)
+			}
 			doc, err := spec.LoadFile(args[0])
 			if err != nil {
 				return err
@@ -123,6 +129,12 @@ func destroyCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if c, err := remote(); c != nil || err != nil {
+				if err != nil {
+					return err
+				}
+				return destroyRemote(cmd, c, name)
+			}
 			if eps := etcdEndpoints(); eps != nil {
 				return destroyCluster(cmd, eps, name)
 			}
@@ -184,6 +196,12 @@ func statusCmd() *cobra.Command {
 		Use:   "status [NAME]",
 		Short: "Show hosts, switches, VMs and vNICs with MACs, addresses, state and line rates",
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if c, err := remote(); c != nil || err != nil {
+				if err != nil {
+					return err
+				}
+				return statusRemote(cmd, c, args, output)
+			}
 			if eps := etcdEndpoints(); eps != nil {
 				return statusCluster(cmd, eps, args, output)
 			}

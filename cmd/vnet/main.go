@@ -78,8 +78,10 @@ func newRoot() *cobra.Command {
 		labCmd(),
 		recoverCmd(),
 		serverCmd(),
+		statsCmd(),
 		versionCmd(),
 	)
+	addClientFlags(root)
 	return root
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -13,69 +14,119 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vnet-project/vnet/internal/api"
 	"github.com/vnet-project/vnet/internal/etcdserver"
 )
 
+// etcdFlags are the embedded etcd's flags of vnet server.
+type etcdFlags struct {
+	off                                                bool
+	dataDir, listenClient, advertiseClient, listenPeer string
+	logLevel, cert, key, clientCA                      string
+}
+
+func addEtcdServerFlags(c *cobra.Command, f *etcdFlags) {
+	fl := c.Flags()
+	fl.BoolVar(&f.off, "no-etcd", false, "serve no etcd (the agents use an etcd cluster of their own)")
+	fl.StringVar(&f.dataDir, "data-dir", "", "where etcd keeps its data (default <state-dir>/etcd)")
+	fl.StringVar(&f.listenClient, "listen-client", "127.0.0.1:2379", "etcd's address for clients; port 0 picks one")
+	fl.StringVar(&f.advertiseClient, "advertise-client", "", "etcd client URL to hand out, when --listen-client is 0.0.0.0")
+	fl.StringVar(&f.listenPeer, "listen-peer", "127.0.0.1:2380", "etcd's peer address (unused by a single member; keep it on loopback)")
+	fl.StringVar(&f.logLevel, "log-level", "warn", "etcd's log on stderr: debug, info, warn or error")
+	fl.StringVar(&f.cert, "cert", "", "etcd's server certificate (PEM): clients connect over https")
+	fl.StringVar(&f.key, "key", "", "its key (PEM)")
+	fl.StringVar(&f.clientCA, "client-ca", "", "CA (PEM) whose client certificates alone reach etcd (with --cert and --key)")
+}
+
 func serverCmd() *cobra.Command {
-	var dataDir, listenClient, advertiseClient, listenPeer, logLevel, cert, key, clientCA string
+	ef := &etcdFlags{}
+	af := &apiFlags{}
+	var noAPI bool
 	c := &cobra.Command{
 		Use:   "server",
-		Short: "Run a single-member etcd for vnet's shared state (small setups; prints the endpoint)",
-		Long: `Run a single-member etcd inside vnet, for setups without an etcd cluster of
-their own. It prints the endpoint to give commands and agents (--etcd or
-VNET_ETCD) and runs until SIGINT or SIGTERM. Without --cert and --key it is
-plain HTTP, and without --client-ca anyone who connects may change every
-infrastructure: keep such a server on loopback or a trusted network. A setup
-that outgrows one member points --etcd at a real etcd cluster instead.`,
+		Short: "Serve the HTTP API, metrics and dashboard, and a single-member etcd for shared state",
+		Long: `Serve vnet's HTTP API, Prometheus metrics and dashboard over this machine's
+engine (--listen; --no-api to skip), and a single-member etcd for setups
+without an etcd cluster of their own (--listen-client; --no-etcd to skip).
+It prints the endpoints to give commands and agents (VNET_SERVER, and
+VNET_ETCD for --etcd) and runs until SIGINT or SIGTERM.
+
+etcd without --cert and --key is plain HTTP, and without --client-ca anyone
+who connects may change every infrastructure: keep it on loopback or a
+trusted network. A setup that outgrows one member points --etcd at a real
+etcd cluster and runs vnet server --no-etcd, or no server at all.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if dataDir == "" {
-				dataDir = filepath.Join(stateDir, "etcd")
-			}
-			if err := os.MkdirAll(dataDir, 0o700); err != nil {
-				return fmt.Errorf("server: %w", err)
+			if ef.off && noAPI {
+				return usageError{errors.New("server: --no-etcd and --no-api leave nothing to serve")}
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			srv, err := etcdserver.Start(etcdserver.Config{
-				DataDir:      dataDir,
-				ClientURL:    listenClient,
-				AdvertiseURL: advertiseClient,
-				PeerURL:      listenPeer,
-				LogLevel:     logLevel,
-				CertFile:     cert,
-				KeyFile:      key,
-				ClientCAFile: clientCA,
-			})
-			if err != nil {
-				return fmt.Errorf("server: %w", err)
+			errc := make(chan error, 2)
+			if !ef.off {
+				srv, err := startEmbeddedEtcd(cmd, ef)
+				if err != nil {
+					return err
+				}
+				defer srv.Close()
+				go func() {
+					if err, ok := <-srv.Err(); ok && err != nil {
+						errc <- fmt.Errorf("server: etcd: %w", err)
+					}
+				}()
 			}
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "vnet server: etcd serving, data in %s\n", dataDir)
-			if !loopbackOnly(listenClient) && clientCA == "" {
-				fmt.Fprintln(out, "vnet server: warning: clients reach it beyond this host without authentication (see --client-ca)")
+			if !noAPI {
+				cfg, err := apiConfig(cmd, af)
+				if err != nil {
+					return err
+				}
+				go func() { errc <- api.Run(ctx, cfg) }()
 			}
-			fmt.Fprintf(out, "VNET_ETCD=%s\n", srv.Endpoint())
 			select {
 			case <-ctx.Done():
-			case err := <-srv.Err():
-				srv.Close()
-				return fmt.Errorf("server: %w", err)
+			case err := <-errc:
+				if err != nil {
+					return err
+				}
 			}
-			srv.Close()
-			fmt.Fprintln(out, "vnet server: stopped")
+			fmt.Fprintln(cmd.OutOrStdout(), "vnet server: stopped")
 			return nil
 		},
 	}
-	c.Flags().StringVar(&dataDir, "data-dir", "", "where etcd keeps its data (default <state-dir>/etcd)")
-	c.Flags().StringVar(&listenClient, "listen-client", "127.0.0.1:2379", "address for clients; port 0 picks one")
-	c.Flags().StringVar(&advertiseClient, "advertise-client", "", "client URL to hand out, when --listen-client is 0.0.0.0")
-	c.Flags().StringVar(&listenPeer, "listen-peer", "127.0.0.1:2380", "etcd's peer address (unused by a single member; keep it on loopback)")
-	c.Flags().StringVar(&logLevel, "log-level", "warn", "etcd's log on stderr: debug, info, warn or error")
-	c.Flags().StringVar(&cert, "cert", "", "server certificate (PEM): clients connect over https")
-	c.Flags().StringVar(&key, "key", "", "its key (PEM)")
-	c.Flags().StringVar(&clientCA, "client-ca", "", "CA (PEM) whose client certificates alone get in (with --cert and --key)")
+	addEtcdServerFlags(c, ef)
+	c.Flags().BoolVar(&noAPI, "no-api", false, "serve no HTTP API, metrics or dashboard")
+	addAPIFlags(c, af)
 	return c
+}
+
+func startEmbeddedEtcd(cmd *cobra.Command, f *etcdFlags) (*etcdserver.Server, error) {
+	dataDir := f.dataDir
+	if dataDir == "" {
+		dataDir = filepath.Join(stateDir, "etcd")
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	srv, err := etcdserver.Start(etcdserver.Config{
+		DataDir:      dataDir,
+		ClientURL:    f.listenClient,
+		AdvertiseURL: f.advertiseClient,
+		PeerURL:      f.listenPeer,
+		LogLevel:     f.logLevel,
+		CertFile:     f.cert,
+		KeyFile:      f.key,
+		ClientCAFile: f.clientCA,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "vnet server: etcd serving, data in %s\n", dataDir)
+	if !loopbackOnly(f.listenClient) && f.clientCA == "" {
+		fmt.Fprintln(out, "vnet server: warning: clients reach etcd beyond this host without authentication (see --client-ca)")
+	}
+	fmt.Fprintf(out, "VNET_ETCD=%s\n", srv.Endpoint())
+	return srv, nil
 }
 
 // loopbackOnly says whether a listen address accepts only this host's

@@ -22,7 +22,7 @@ import (
 func startServer(t *testing.T, extra ...string) string {
 	t.Helper()
 	state := t.TempDir()
-	args := append([]string{"--state-dir", state, "server", "--listen-client", "127.0.0.1:0", "--listen-peer", "127.0.0.1:0", "--log-level", "error"}, extra...)
+	args := append([]string{"--state-dir", state, "server", "--no-api", "--listen-client", "127.0.0.1:0", "--listen-peer", "127.0.0.1:0", "--log-level", "error"}, extra...)
 	cmd := exec.Command(vnetBin, args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

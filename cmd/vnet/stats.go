@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vnet-project/vnet/internal/dataplane"
+	"github.com/vnet-project/vnet/internal/metrics"
+	"github.com/vnet-project/vnet/internal/units"
+)
+
+// localWindow is the most vnet stats samples for by itself: a longer
+// window needs the history a vnet server keeps.
+const localWindow = 5 * time.Second
+
+func statsCmd() *cobra.Command {
+	var window, interval time.Duration
+	var output string
+	c := &cobra.Command{
+		Use:   "stats NAME|FILE",
+		Short: "Transmit and receive rates per VM vNIC, uplink and pool, averaged over a window",
+		Long: "Rates averaged over --window. With --server (or VNET_SERVER) the server's samples answer at once, for any window up to\n" +
+			"the history it keeps. Without one, vnet samples for the window itself, but for at most " + localWindow.String() + ".",
+		Args: exactArgs(1, "an infrastructure name or spec file"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, err := infraName(args[0])
+			if err != nil {
+				return err
+			}
+			if window <= 0 || interval <= 0 {
+				return usageError{fmt.Errorf("--window and --interval must be positive")}
+			}
+			var avg *metrics.Averages
+			if c, err := remote(); c != nil || err != nil {
+				if err != nil {
+					return err
+				}
+				res, err := c.Stats(cmd.Context(), name, window)
+				if err != nil {
+					return err
+				}
+				avg = res.Averages
+			} else if avg, err = sampleLocally(name, min(window, localWindow), interval); err != nil {
+				return err
+			}
+			if output == "json" {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(avg)
+			}
+			printAverages(cmd.OutOrStdout(), avg, window)
+			return nil
+		},
+	}
+	c.Flags().DurationVar(&window, "window", 5*time.Minute, "average over this long (at most "+localWindow.String()+" without --server)")
+	c.Flags().DurationVarP(&interval, "interval", "i", time.Second, "time between samples")
+	c.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	return c
+}
+
+// sampleLocally reads the counters every interval for window, and averages.
+func sampleLocally(name string, window, interval time.Duration) (*metrics.Averages, error) {
+	doc, err := storedSpec(name)
+	if err != nil {
+		return nil, err
+	}
+	dp, err := dataplane.New()
+	if err != nil {
+		return nil, err
+	}
+	defer dp.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ring := metrics.NewRing(window + interval)
+	start := time.Now()
+	for {
+		snap, err := metrics.Read(dp, doc.Spec)
+		if err != nil {
+			return nil, err
+		}
+		ring.Add(snap)
+		if time.Since(start) >= window || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(min(interval, window-time.Since(start))):
+		}
+	}
+	return metrics.Average(ring.Window(window + interval)), nil
+}
+
+func printAverages(out io.Writer, a *metrics.Averages, asked time.Duration) {
+	fmt.Fprintf(out, "%s: rates averaged over %.1f s (%d samples", a.Infra, a.Seconds, a.Samples)
+	if a.Seconds+1 < asked.Seconds() {
+		fmt.Fprintf(out, "; %s asked", asked)
+	}
+	fmt.Fprintln(out, ")")
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "\nVM\tVNIC\tHOST\tPORT GROUP\tTX\tRX\tSTATE")
+	for _, p := range a.Ports {
+		vm := p.VM
+		if vm == "" {
+			vm = "(host port)"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", vm, p.VNIC, p.Host, p.PortGroup, mbit(p.Tx), mbit(p.Rx), upDown(p.Up))
+	}
+	if len(a.Uplinks) > 0 {
+		fmt.Fprintln(w, "\nHOST\tSWITCH\tUPLINK\tNIC\tLINE\tTX\tRX\tSTATE")
+		for _, u := range a.Uplinks {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", u.Host, u.Switch, u.Uplink, u.NIC, units.Rate(u.Line), mbit(u.Tx), mbit(u.Rx), upDown(u.Up))
+		}
+	}
+	if len(a.Pools) > 0 {
+		fmt.Fprintln(w, "\nHOST\tUPLINK\tPOOL\tSHARES\tRESERVATION\tLIMIT\tASSURED\tTX\tDROPS\tBACKLOG")
+		for _, p := range a.Pools {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%d\t%dB\n", p.Host, p.Uplink, p.Pool, p.Shares, rateOrDash(p.Reservation), rateOrDash(p.Limit),
+				mbit(float64(p.Assured)), mbit(p.Tx), p.Drops, p.Backlog)
+		}
+	}
+	w.Flush()
+	fmt.Fprintln(out)
+}
+
+func upDown(up bool) string {
+	if up {
+		return "up"
+	}
+	return "down"
+}
+
+func rateOrDash(bps uint64) string {
+	if bps == 0 {
+		return "-"
+	}
+	return units.Rate(bps).String()
+}

@@ -1,0 +1,142 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/vnet-project/vnet/internal/reconcile"
+	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/store"
+)
+
+// Client talks to a vnet API server.
+type Client struct {
+	Base  string // e.g. http://127.0.0.1:8470
+	Token string
+	HTTP  *http.Client
+}
+
+// NewClient checks the server's URL.
+func NewClient(base, token string) (*Client, error) {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("server %q: want a URL like http://127.0.0.1:8470", base)
+	}
+	return &Client{Base: strings.TrimSuffix(base, "/"), Token: token, HTTP: &http.Client{Timeout: 15 * time.Minute}}, nil
+}
+
+// Error is an error the server answered.
+type Error struct {
+	Status int
+	Body   ErrorBody
+}
+
+func (e *Error) Error() string {
+	return e.Body.Error
+}
+
+// Unwrap lets callers tell a bad spec (the CLI's exit status 2) and an
+// unknown infrastructure from other failures.
+func (e *Error) Unwrap() error {
+	switch {
+	case e.Status == http.StatusNotFound:
+		return store.ErrNotFound
+	case e.Status == http.StatusBadRequest && (e.Body.Field != "" || e.Body.Line > 0):
+		return spec.ErrInvalid
+	}
+	return nil
+}
+
+func (c *Client) do(ctx context.Context, method, path string, body []byte, header http.Header, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, c.Base+path, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return fmt.Errorf("vnet server: %w", err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("vnet server: %w", err)
+	}
+	if resp.StatusCode >= 300 {
+		e := &Error{Status: resp.StatusCode}
+		if json.Unmarshal(data, &e.Body) != nil || e.Body.Error == "" {
+			e.Body.Error = fmt.Sprintf("vnet server: %s", resp.Status)
+		}
+		return e
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("vnet server: %s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+// List returns every infrastructure.
+func (c *Client) List(ctx context.Context) ([]InfraSummary, error) {
+	var out []InfraSummary
+	return out, c.do(ctx, "GET", "/api/v1/infras", nil, nil, &out)
+}
+
+// Get returns an infrastructure with its spec as applied.
+func (c *Client) Get(ctx context.Context, name string) (*Infra, error) {
+	var out Infra
+	return &out, c.do(ctx, "GET", "/api/v1/infras/"+url.PathEscape(name), nil, nil, &out)
+}
+
+// Apply sends a spec's YAML; with dryRun the server only plans.
+func (c *Client) Apply(ctx context.Context, name, file string, yaml []byte, dryRun bool) (*ApplyResult, error) {
+	h := http.Header{"Content-Type": {"application/yaml"}}
+	if file != "" {
+		h.Set(SpecFileHeader, file)
+	}
+	var out ApplyResult
+	path := "/api/v1/infras/" + url.PathEscape(name)
+	if dryRun {
+		path += "?dryRun=true"
+	}
+	return &out, c.do(ctx, "PUT", path, yaml, h, &out)
+}
+
+// Destroy removes an infrastructure.
+func (c *Client) Destroy(ctx context.Context, name string) (*DestroyResult, error) {
+	var out DestroyResult
+	return &out, c.do(ctx, "DELETE", "/api/v1/infras/"+url.PathEscape(name), nil, nil, &out)
+}
+
+// Status observes an infrastructure.
+func (c *Client) Status(ctx context.Context, name string) (*reconcile.Status, error) {
+	var out reconcile.Status
+	return &out, c.do(ctx, "GET", "/api/v1/infras/"+url.PathEscape(name)+"/status", nil, nil, &out)
+}
+
+// Stats returns rates averaged over the window from the server's samples.
+func (c *Client) Stats(ctx context.Context, name string, window time.Duration) (*StatsResult, error) {
+	var out StatsResult
+	return &out, c.do(ctx, "GET", "/api/v1/infras/"+url.PathEscape(name)+"/stats?window="+window.String(), nil, nil, &out)
+}
+
+// IsNotFound reports whether err is the server saying no such infrastructure.
+func IsNotFound(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Status == http.StatusNotFound
+}

@@ -1,0 +1,101 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/vnet-project/vnet/internal/dataplane"
+	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/store"
+)
+
+// ErrorBody is every error the API answers: what went wrong and, for a
+// spec, where (the first problem's field path and line; all of them in
+// Problems).
+type ErrorBody struct {
+	Error    string    `json:"error"`
+	Field    string    `json:"field,omitempty"`
+	Line     int       `json:"line,omitempty"`
+	Column   int       `json:"column,omitempty"`
+	Problems []Problem `json:"problems,omitempty"`
+}
+
+// Problem is one problem with one field of a spec.
+type Problem struct {
+	Field   string `json:"field,omitempty"`
+	Line    int    `json:"line,omitempty"`
+	Column  int    `json:"column,omitempty"`
+	Message string `json:"message"`
+}
+
+// httpError is an error with the status to answer it with.
+type httpError struct {
+	status int
+	body   ErrorBody
+}
+
+func (e *httpError) Error() string { return e.body.Error }
+
+func fail(status int, msg string) *httpError {
+	return &httpError{status: status, body: ErrorBody{Error: msg}}
+}
+
+func failField(status int, field, msg string) *httpError {
+	return &httpError{status: status, body: ErrorBody{Error: field + ": " + msg, Field: field}}
+}
+
+// classify maps an engine or spec error to a status and body.
+func classify(err error) *httpError {
+	var he *httpError
+	if errors.As(err, &he) {
+		return he
+	}
+	var errs spec.Errors
+	var fe *spec.FieldError
+	switch {
+	case errors.As(err, &errs) && len(errs) > 0:
+		return specError(http.StatusBadRequest, err, errs)
+	case errors.As(err, &fe):
+		return specError(http.StatusBadRequest, err, spec.Errors{fe})
+	case errors.Is(err, spec.ErrInvalid):
+		return fail(http.StatusBadRequest, err.Error())
+	case errors.Is(err, store.ErrNotFound):
+		return fail(http.StatusNotFound, err.Error())
+	case errors.Is(err, dataplane.ErrNotSupported):
+		return fail(http.StatusNotImplemented, err.Error())
+	case strings.Contains(err.Error(), "is locked"):
+		// Another vnet command holds the state store.
+		return fail(http.StatusServiceUnavailable, err.Error())
+	}
+	return fail(http.StatusInternalServerError, err.Error())
+}
+
+func specError(status int, err error, errs spec.Errors) *httpError {
+	body := ErrorBody{Error: err.Error(), Field: errs[0].Path, Line: errs[0].Pos.Line, Column: errs[0].Pos.Col}
+	for _, e := range errs[:min(len(errs), spec.MaxReported)] {
+		body.Problems = append(body.Problems, Problem{Field: e.Path, Line: e.Pos.Line, Column: e.Pos.Col, Message: e.Msg})
+	}
+	return &httpError{status: status, body: body}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	he := classify(err)
+	if he.status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="vnet"`)
+	}
+	if he.status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "5")
+	}
+	writeJSON(w, he.status, he.body)
+}

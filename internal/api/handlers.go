@@ -1,0 +1,374 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vnet-project/vnet/internal/metrics"
+	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/reconcile"
+	"github.com/vnet-project/vnet/internal/spec"
+)
+
+// InfraSummary is one infrastructure in the list.
+type InfraSummary struct {
+	Name       string    `json:"name"`
+	Generation int       `json:"generation"`
+	AppliedAt  time.Time `json:"applied_at"`
+	SpecFile   string    `json:"spec_file"`
+}
+
+// Infra is one infrastructure: its summary and the spec as applied.
+type Infra struct {
+	InfraSummary
+	Spec string `json:"spec"` // the YAML as applied
+}
+
+// ApplyResult is what a PUT did, or with dryRun would do.
+type ApplyResult struct {
+	Infra    string       `json:"infra"`
+	DryRun   bool         `json:"dry_run"`
+	Changes  int          `json:"changes"`  // actions in the plan
+	Executed int          `json:"executed"` // actions carried out
+	Plan     []PlanAction `json:"plan"`
+}
+
+// PlanAction is one step of a plan.
+type PlanAction struct {
+	Op   string `json:"op"`   // create, change, replace or delete
+	Kind string `json:"kind"` // the kind of kernel object
+	Text string `json:"text"` // as vnet apply --dry-run prints it
+}
+
+// DestroyResult is what a DELETE removed.
+type DestroyResult struct {
+	Infra   string `json:"infra"`
+	Removed int    `json:"removed"`
+}
+
+func planActions(p plan.Plan) []PlanAction {
+	out := []PlanAction{}
+	for _, a := range p.Actions {
+		out = append(out, PlanAction{Op: string(a.Op), Kind: string(a.Subject().Kind), Text: a.String()})
+	}
+	return out
+}
+
+func (s *Server) listInfras(w http.ResponseWriter, _ *http.Request, _ string) error {
+	recs, err := s.be.List()
+	if err != nil {
+		return err
+	}
+	out := []InfraSummary{}
+	for _, r := range recs {
+		out = append(out, InfraSummary{Name: r.Name, Generation: r.Generation, AppliedAt: r.AppliedAt, SpecFile: r.SpecFile})
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) getInfra(w http.ResponseWriter, r *http.Request, _ string) error {
+	name, err := nameOf(r)
+	if err != nil {
+		return err
+	}
+	rec, err := s.be.Get(name)
+	if err != nil {
+		return err
+	}
+	if wantsYAML(r.Header.Get("Accept")) {
+		w.Header().Set("Content-Type", "application/yaml")
+		_, err := w.Write(rec.Spec)
+		return err
+	}
+	writeJSON(w, http.StatusOK, Infra{InfraSummary{rec.Name, rec.Generation, rec.AppliedAt, rec.SpecFile}, string(rec.Spec)})
+	return nil
+}
+
+func wantsYAML(accept string) bool {
+	for _, part := range strings.Split(accept, ",") {
+		mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err == nil && isYAML(mt) {
+			return true
+		}
+	}
+	return false
+}
+
+func isYAML(mt string) bool {
+	switch mt {
+	case "application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml":
+		return true
+	}
+	return false
+}
+
+// SpecFileHeader names the file a PUT's spec came from, for status to
+// show; without it the spec is "api:NAME".
+const SpecFileHeader = "Vnet-Spec-File"
+
+// decodeSpec reads a PUT's body as a spec: YAML or JSON by Content-Type,
+// at most MaxBody bytes.
+func (s *Server) decodeSpec(w http.ResponseWriter, r *http.Request, name string) (*spec.Document, error) {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil {
+		return nil, fail(http.StatusUnsupportedMediaType, "Content-Type: want application/yaml or application/json")
+	}
+	json := mt == "application/json"
+	if !json && !isYAML(mt) {
+		return nil, fail(http.StatusUnsupportedMediaType, "Content-Type "+mt+": want application/yaml or application/json")
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return nil, fail(http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is larger than %d bytes", s.cfg.MaxBody))
+	case err != nil:
+		return nil, fail(http.StatusBadRequest, "read the body: "+err.Error())
+	}
+	file := "api:" + name
+	if f := r.Header.Get(SpecFileHeader); f != "" && len(f) <= 256 && !strings.ContainsFunc(f, func(r rune) bool { return r < 0x20 }) {
+		file = f
+	}
+	return DecodeSpec(file, body, json, name)
+}
+
+// DecodeSpec checks a request body as the spec of infrastructure name. JSON
+// is read by the same decoder as YAML (JSON is YAML), once it is known to
+// be JSON, so errors carry field paths and lines either way.
+func DecodeSpec(file string, body []byte, isJSON bool, name string) (*spec.Document, error) {
+	if len(body) == 0 {
+		return nil, fail(http.StatusBadRequest, "the body is empty: send the spec")
+	}
+	if isJSON {
+		var v any
+		if err := json.Unmarshal(body, &v); err != nil {
+			he := fail(http.StatusBadRequest, "the body is not JSON: "+err.Error())
+			var se *json.SyntaxError
+			if errors.As(err, &se) {
+				he.body.Line = 1 + strings.Count(string(body[:min(int(se.Offset), len(body))]), "\n")
+			}
+			return nil, he
+		}
+	}
+	doc, err := spec.Load(file, body)
+	if err != nil {
+		return nil, err
+	}
+	if doc.Spec.Name != name {
+		pos := doc.PosOf("name")
+		he := failField(http.StatusBadRequest, "name", fmt.Sprintf("the spec names %q but the URL %q", doc.Spec.Name, name))
+		he.body.Line, he.body.Column = pos.Line, pos.Col
+		return nil, he
+	}
+	return doc, nil
+}
+
+func (s *Server) putInfra(w http.ResponseWriter, r *http.Request, who string) error {
+	name, err := nameOf(r)
+	if err != nil {
+		return err
+	}
+	dryRun, err := boolParam(r, "dryRun")
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	observe := func(result string) {
+		s.applies.WithLabelValues(strconv.FormatBool(dryRun), result).Observe(time.Since(start).Seconds())
+	}
+	doc, err := s.decodeSpec(w, r, name)
+	if err != nil {
+		observe("invalid")
+		return err
+	}
+	if dryRun {
+		var p plan.Plan
+		err := s.withKernel(r.Context(), func() (err error) { p, err = s.be.Plan(doc); return })
+		if err != nil {
+			observe(result(err))
+			return err
+		}
+		observe("ok")
+		writeJSON(w, http.StatusOK, ApplyResult{Infra: name, DryRun: true, Changes: len(p.Actions), Plan: planActions(p)})
+		return nil
+	}
+	res, err := s.be.Apply(doc)
+	observe(result(err))
+	ev := Event{Time: time.Now().UTC(), Who: who, Remote: r.RemoteAddr, Action: "apply", Infra: name, OK: err == nil,
+		Changes: res.Executed, Seconds: time.Since(start).Seconds()}
+	if err != nil {
+		ev.Error = err.Error()
+	}
+	s.events.add(ev)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, ApplyResult{Infra: name, Changes: len(res.Plan.Actions), Executed: res.Executed, Plan: planActions(res.Plan)})
+	return nil
+}
+
+func result(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, spec.ErrInvalid):
+		return "invalid"
+	}
+	return "failed"
+}
+
+func (s *Server) deleteInfra(w http.ResponseWriter, r *http.Request, who string) error {
+	name, err := nameOf(r)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	p, err := s.be.Destroy(name)
+	ev := Event{Time: time.Now().UTC(), Who: who, Remote: r.RemoteAddr, Action: "destroy", Infra: name, OK: err == nil,
+		Changes: len(p.Actions), Seconds: time.Since(start).Seconds()}
+	if err != nil {
+		ev.Error = err.Error()
+	}
+	s.events.add(ev)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, DestroyResult{Infra: name, Removed: len(p.Actions)})
+	return nil
+}
+
+func (s *Server) status(w http.ResponseWriter, r *http.Request, _ string) error {
+	name, err := nameOf(r)
+	if err != nil {
+		return err
+	}
+	if _, err := s.be.Get(name); err != nil {
+		return err
+	}
+	var st *reconcile.Status
+	if err := s.withKernel(r.Context(), func() (err error) { st, err = s.be.Status(name); return }); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}
+
+// maxIOCInterval bounds how long one request may hold a turn at the kernel.
+const maxIOCInterval = 10 * time.Second
+
+func (s *Server) iocStats(w http.ResponseWriter, r *http.Request, _ string) error {
+	name, err := nameOf(r)
+	if err != nil {
+		return err
+	}
+	interval, err := durationParam(r, "interval", time.Second, 100*time.Millisecond, maxIOCInterval)
+	if err != nil {
+		return err
+	}
+	if _, err := s.be.Get(name); err != nil {
+		return err
+	}
+	var st *reconcile.IOCStats
+	if err := s.withKernel(r.Context(), func() (err error) { st, err = s.be.IOCStats(name, interval); return }); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}
+
+// window reads ?window= for stats and series: at most the history kept.
+func (s *Server) window(r *http.Request, def time.Duration) (string, time.Duration, []*metrics.Snapshot, error) {
+	name, err := nameOf(r)
+	if err != nil {
+		return "", 0, nil, err
+	}
+	d, err := durationParam(r, "window", min(def, s.cfg.History), time.Second, s.cfg.History)
+	if err != nil {
+		return "", 0, nil, err
+	}
+	if _, err := s.be.Get(name); err != nil {
+		return "", 0, nil, err
+	}
+	snaps, serr := s.sampler.Window(name, d)
+	if len(snaps) < 2 {
+		msg := "no samples of " + name + " yet: the server samples every " + s.cfg.SampleInterval.String() + "; try again shortly"
+		if serr != nil {
+			msg = "no samples of " + name + ": " + serr.Error()
+		}
+		return "", 0, nil, fail(http.StatusServiceUnavailable, msg)
+	}
+	return name, d, snaps, nil
+}
+
+// StatsResult are rates averaged over a window, as the server sampled them.
+type StatsResult struct {
+	Window float64 `json:"window_s"` // asked for; Seconds says how much the samples cover
+	*metrics.Averages
+}
+
+func (s *Server) stats(w http.ResponseWriter, r *http.Request, _ string) error {
+	_, d, snaps, err := s.window(r, 5*time.Minute)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, StatsResult{Window: d.Seconds(), Averages: metrics.Average(snaps)})
+	return nil
+}
+
+func (s *Server) series(w http.ResponseWriter, r *http.Request, _ string) error {
+	_, _, snaps, err := s.window(r, 2*time.Minute)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, metrics.MakeSeries(snaps))
+	return nil
+}
+
+func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, _ string) error {
+	infra := r.URL.Query().Get("infra")
+	if infra != "" && (len(infra) > maxInfraName || !infraName.MatchString(infra)) {
+		return failField(http.StatusBadRequest, "infra", "not an infrastructure name")
+	}
+	limit := 100
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxEvents {
+			return failField(http.StatusBadRequest, "limit", fmt.Sprintf("want a number from 1 to %d", maxEvents))
+		}
+		limit = n
+	}
+	writeJSON(w, http.StatusOK, s.events.newest(infra, limit))
+	return nil
+}
+
+func boolParam(r *http.Request, key string) (bool, error) {
+	v := r.URL.Query().Get(key)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, failField(http.StatusBadRequest, key, "want true or false")
+	}
+	return b, nil
+}
+
+func durationParam(r *http.Request, key string, def, lo, hi time.Duration) (time.Duration, error) {
+	v := r.URL.Query().Get(key)
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < lo || d > hi {
+		return 0, failField(http.StatusBadRequest, key, fmt.Sprintf("want a duration from %s to %s, like 30s or 5m", lo, hi))
+	}
+	return d, nil
+}

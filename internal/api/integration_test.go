@@ -1,0 +1,171 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/vnet-project/vnet/examples"
+	"github.com/vnet-project/vnet/internal/nstest"
+)
+
+// scrape reads /metrics and returns each series' value by its name and labels.
+func scrape(t *testing.T, base string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parse /metrics: %v", err)
+	}
+	out := map[string]float64{}
+	for name, f := range fams {
+		for _, m := range f.Metric {
+			var labels []string
+			for _, l := range m.Label {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			v := m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			out[name+"{"+strings.Join(labels, ",")+"}"] = v
+		}
+	}
+	return out
+}
+
+// TestServerOnTheKernel applies the demo through the API, scrapes the
+// metrics while traffic crosses the distributed switch, reads windowed
+// rates and the dashboard, and destroys it through the API.
+func TestServerOnTheKernel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("changes the network; runs without -short")
+	}
+	nstest.RequireRoot(t)
+	infra := fmt.Sprintf("api%d", os.Getpid()%100000)
+	src, err := examples.FS.ReadFile("demo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src = bytes.Replace(src, []byte("name: demo\n"), []byte("name: "+infra+"\n"), 1)
+	dir := t.TempDir()
+	be := &Local{StateDir: dir}
+	t.Cleanup(func() {
+		if _, err := be.Destroy(infra); err != nil && !strings.Contains(err.Error(), "no such infrastructure") {
+			t.Errorf("cleanup: %v", err)
+		}
+		nstest.AssertGone(t, infra)
+	})
+	tf := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(tf, []byte("ci:"+testToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Backend: be, TokenFile: tf, SampleInterval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := startServer(t, s)
+	c, _ := NewClient(base, testToken)
+	ctx := context.Background()
+
+	dry, err := c.Apply(ctx, infra, "demo.yaml", src, true)
+	if err != nil || dry.Changes == 0 || dry.Executed != 0 {
+		t.Fatalf("dry run: %+v %v", dry, err)
+	}
+	res, err := c.Apply(ctx, infra, "demo.yaml", src, false)
+	if err != nil || res.Executed != dry.Changes {
+		t.Fatalf("apply: %+v %v (the dry run planned %d)", res, err, dry.Changes)
+	}
+	if again, err := c.Apply(ctx, infra, "demo.yaml", src, false); err != nil || again.Changes != 0 {
+		t.Fatalf("second apply: %+v %v", again, err)
+	}
+	st, err := c.Status(ctx, infra)
+	if err != nil || len(st.VMs) != 3 || len(st.Drift) != 0 {
+		t.Fatalf("status: %+v %v", st, err)
+	}
+
+	portTx := fmt.Sprintf("vnet_port_transmit_bytes_total{host=esx1,infra=%s,portgroup=pg-vm,vm=web1,vnic=eth0}", infra)
+	poolTx := fmt.Sprintf("vnet_pool_transmit_bytes_total{host=esx1,infra=%s,pool=vm,switch=dvs0,uplink=dvUplink1}", infra)
+	before := scrape(t, base)
+	for _, want := range []string{portTx, poolTx, fmt.Sprintf("vnet_up{infra=%s}", infra),
+		fmt.Sprintf("vnet_pool_limit_bits_per_second{host=esx1,infra=%s,pool=backup,switch=dvs0,uplink=dvUplink1}", infra),
+		fmt.Sprintf("vnet_uplink_up{host=esx2,infra=%s,nic=vmnic0,switch=dvs0,uplink=dvUplink1}", infra)} {
+		if _, ok := before[want]; !ok {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if before[fmt.Sprintf("vnet_up{infra=%s}", infra)] != 1 {
+		t.Error("vnet_up is not 1")
+	}
+
+	// web1 (esx1) sends to web2 (esx2) over dvUplink1 in pool vm.
+	ln := nstest.Listen(t, nstest.NSName(infra, "web2"), "192.168.50.12:5001")
+	go func() {
+		conn, err := ln.Accept()
+		if err == nil {
+			_, _ = io.Copy(io.Discard, conn)
+			conn.Close()
+		}
+	}()
+	conn, err := nstest.Dial(t, nstest.NSName(infra, "web1"), "192.168.50.12:5001", net.Dialer{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64<<10)
+	for deadline := time.Now().Add(1500 * time.Millisecond); time.Now().Before(deadline); {
+		if _, err := conn.Write(buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn.Close()
+	time.Sleep(500 * time.Millisecond) // a sample after the traffic
+	after := scrape(t, base)
+	const atLeast = 1 << 20
+	if grew := after[portTx] - before[portTx]; grew < atLeast {
+		t.Errorf("web1 eth0 sent %.0f bytes by its counter, want at least %d", grew, atLeast)
+	}
+	if grew := after[poolTx] - before[poolTx]; grew < atLeast {
+		t.Errorf("pool vm on esx1 sent %.0f bytes by its counter, want at least %d", grew, atLeast)
+	}
+
+	stats, err := c.Stats(ctx, infra, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range stats.Ports {
+		if p.VM == "web1" && p.VNIC == "eth0" && p.Tx <= 0 {
+			t.Errorf("stats: web1 eth0 sent nothing over %.1f s", stats.Seconds)
+		}
+	}
+
+	if hasChromium() {
+		dom := browse(t, base+"/?infra="+infra, os.Getenv("VNET_DASHBOARD_SCREENSHOT"))
+		for _, vm := range []string{"web1", "db1", "web2"} {
+			if !strings.Contains(dom, `id="vm-`+vm+`"`) {
+				t.Errorf("the dashboard lacks VM %s", vm)
+			}
+		}
+	}
+
+	gone, err := c.Destroy(ctx, infra)
+	if err != nil || gone.Removed == 0 {
+		t.Fatalf("destroy: %+v %v", gone, err)
+	}
+	nstest.AssertGone(t, infra)
+	if _, err := c.Status(ctx, infra); !IsNotFound(err) {
+		t.Errorf("status after destroy: %v", err)
+	}
+}

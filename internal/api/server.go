@@ -1,0 +1,233 @@
+// Package api serves vnet's engine over HTTP: infrastructures to apply,
+// plan and destroy, their status and counters, Prometheus metrics, an
+// OpenAPI document of all of it, and a dashboard. See docs/api.md.
+package api
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/vnet-project/vnet/internal/metrics"
+	"github.com/vnet-project/vnet/internal/spec"
+)
+
+// DefaultAddr is where the server listens unless told otherwise: this
+// machine only.
+const DefaultAddr = "127.0.0.1:8470"
+
+// Defaults of the limits and the sampler.
+const (
+	DefaultMaxBody        = 1 << 20
+	DefaultSampleInterval = time.Second
+	DefaultHistory        = 15 * time.Minute
+	// maxKernelReaders is how many requests may read the kernel at once;
+	// the rest wait their turn rather than crowd the host.
+	maxKernelReaders = 4
+)
+
+// Config is how the server runs.
+type Config struct {
+	Addr      string
+	Backend   Backend
+	TokenFile string // without one the server takes no changes
+	// AuthReads asks for a token on reads too; without it reads are open
+	// to clients on this machine (and need a token from anywhere else).
+	AuthReads       bool
+	TLSCert, TLSKey string
+	MaxBody         int64
+	SampleInterval  time.Duration
+	History         time.Duration // how far back /stats and /series reach
+	// Log receives one line per change asked for (who, what, the result)
+	// and the server's own messages.
+	Log io.Writer
+}
+
+// Server is the HTTP API over one backend.
+type Server struct {
+	cfg      Config
+	be       Backend
+	tokens   *Tokens
+	events   events
+	sampler  *metrics.Sampler
+	registry *prometheus.Registry
+	applies  *prometheus.HistogramVec
+	kernel   chan struct{}
+	log      *log.Logger
+	handler  http.Handler
+	routes   []route
+
+	specMu sync.Mutex
+	specs  map[string]specCache
+}
+
+type specCache struct {
+	source string
+	spec   *spec.Spec
+}
+
+// New builds a server; Run serves it.
+func New(cfg Config) (*Server, error) {
+	if cfg.Backend == nil {
+		return nil, errors.New("api: no backend")
+	}
+	if cfg.Addr == "" {
+		cfg.Addr = DefaultAddr
+	}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.SampleInterval <= 0 {
+		cfg.SampleInterval = DefaultSampleInterval
+	}
+	if cfg.History <= 0 {
+		cfg.History = DefaultHistory
+	}
+	if cfg.Log == nil {
+		cfg.Log = io.Discard
+	}
+	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
+		return nil, errors.New("api: --tls-cert and --tls-key go together")
+	}
+	s := &Server{cfg: cfg, be: cfg.Backend, kernel: make(chan struct{}, maxKernelReaders),
+		log: log.New(cfg.Log, "", log.LstdFlags), specs: map[string]specCache{}}
+	if cfg.TokenFile != "" {
+		t, err := LoadTokens(cfg.TokenFile)
+		if err != nil {
+			return nil, err
+		}
+		s.tokens = t
+	}
+	s.sampler = &metrics.Sampler{Infras: s.infraSpecs, Open: s.be.Counting, Interval: cfg.SampleInterval, Keep: cfg.History}
+	s.registry = prometheus.NewRegistry()
+	s.applies = metrics.NewApplyHistogram()
+	s.registry.MustRegister(&metrics.Collector{Infras: s.infraSpecs, Open: s.be.Counting}, s.applies)
+	s.routes = s.routeTable()
+	s.handler = s.buildHandler()
+	return s, nil
+}
+
+// Handler is the server's HTTP handler, for tests and for embedding.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Sampler is the sampler behind /stats and /series; Run starts it.
+func (s *Server) Sampler() *metrics.Sampler { return s.sampler }
+
+// Run serves until ctx ends, then shuts down, giving requests in flight a
+// few seconds to finish.
+func (s *Server) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", s.cfg.Addr, err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve is Run on a listener of the caller's.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := s.httpServer()
+	if s.cfg.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(s.cfg.TLSCert, s.cfg.TLSKey)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("tls: %w", err)
+		}
+		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		ln = tls.NewListener(ln, srv.TLSConfig)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go s.sampler.Run(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	scheme := "http"
+	if s.cfg.TLSCert != "" {
+		scheme = "https"
+	}
+	s.log.Printf("serving the vnet API at %s://%s", scheme, ln.Addr())
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shut, done := context.WithTimeout(context.Background(), 5*time.Second)
+	defer done()
+	if err := srv.Shutdown(shut); err != nil {
+		return err
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// httpServer bounds what a slow or hostile client can hold: headers must
+// come within 5 s and a whole request within 30 s; an answer may take as
+// long as an apply does, and an idle connection is closed after a minute.
+func (s *Server) httpServer() *http.Server {
+	return &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      10 * time.Minute,
+		IdleTimeout:       time.Minute,
+		MaxHeaderBytes:    32 << 10,
+		ErrorLog:          s.log,
+	}
+}
+
+// Run serves the API with cfg until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	s, err := New(cfg)
+	if err != nil {
+		return err
+	}
+	return s.Run(ctx)
+}
+
+// infraSpecs are the specs of the applied infrastructures, decoded once
+// per version.
+func (s *Server) infraSpecs() []*spec.Spec {
+	recs, err := s.be.List()
+	if err != nil {
+		return nil
+	}
+	s.specMu.Lock()
+	defer s.specMu.Unlock()
+	seen := map[string]bool{}
+	var out []*spec.Spec
+	for _, r := range recs {
+		seen[r.Name] = true
+		c, ok := s.specs[r.Name]
+		if !ok || c.source != string(r.Spec) {
+			doc, err := spec.Decode(r.SpecFile, r.Spec)
+			if err != nil {
+				continue
+			}
+			c = specCache{source: string(r.Spec), spec: doc.Spec}
+			s.specs[r.Name] = c
+		}
+		out = append(out, c.spec)
+	}
+	for name := range s.specs {
+		if !seen[name] {
+			delete(s.specs, name)
+		}
+	}
+	return out
+}
+
+// metricsHandler serves Prometheus's exposition of the registry.
+func (s *Server) metricsHandler() http.Handler {
+	return promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, ErrorLog: s.log})
+}

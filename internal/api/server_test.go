@@ -1,0 +1,392 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/store"
+)
+
+const testToken = "0123456789abcdef0123"
+
+func newTestServer(t testing.TB, mod func(*Config)) (*Server, *fakeBackend) {
+	t.Helper()
+	tf := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tf, []byte("# the test's\nalice:"+testToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	be := newFake()
+	cfg := Config{Backend: be, TokenFile: tf, SampleInterval: 10 * time.Millisecond}
+	if mod != nil {
+		mod(&cfg)
+	}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, be
+}
+
+type req struct {
+	method, path, body, ctype, token, remote string
+}
+
+func (s *Server) do(t *testing.T, q req) (*httptest.ResponseRecorder, ErrorBody) {
+	t.Helper()
+	r := httptest.NewRequest(q.method, "http://x"+q.path, strings.NewReader(q.body))
+	r.RemoteAddr = "127.0.0.1:40000"
+	if q.remote != "" {
+		r.RemoteAddr = q.remote
+	}
+	if q.ctype != "" {
+		r.Header.Set("Content-Type", q.ctype)
+	}
+	if q.token != "" {
+		r.Header.Set("Authorization", "Bearer "+q.token)
+	}
+	w := httptest.NewRecorder()
+	s.Handler().ServeHTTP(w, r)
+	var eb ErrorBody
+	if w.Code >= 300 {
+		if ct := w.Header().Get("Content-Type"); ct != "application/json" {
+			t.Errorf("%s %s: %d answered as %q, want JSON", q.method, q.path, w.Code, ct)
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &eb); err != nil || eb.Error == "" {
+			t.Errorf("%s %s: %d with body %q: want {\"error\": ...}", q.method, q.path, w.Code, w.Body.String())
+		}
+	}
+	return w, eb
+}
+
+func TestStatusCodes(t *testing.T) {
+	s, _ := newTestServer(t, nil)
+	yaml := "application/yaml"
+	put := func(body, ctype, token string) req {
+		return req{method: "PUT", path: "/api/v1/infras/t1", body: body, ctype: ctype, token: token}
+	}
+	tests := []struct {
+		name  string
+		req   req
+		want  int
+		field string
+	}{
+		{"apply without a token", put(smallSpec, yaml, ""), 401, ""},
+		{"apply with a wrong token", put(smallSpec, yaml, "0123456789abcdef0124"), 401, ""},
+		{"destroy without a token", req{method: "DELETE", path: "/api/v1/infras/t1"}, 401, ""},
+		{"dry run without a token", req{method: "PUT", path: "/api/v1/infras/t1?dryRun=true", body: smallSpec, ctype: yaml}, 401, ""},
+		{"no content type", put(smallSpec, "", testToken), 415, ""},
+		{"wrong content type", put(smallSpec, "text/html", testToken), 415, ""},
+		{"empty body", put("", yaml, testToken), 400, ""},
+		{"not JSON", put("{name: t1", "application/json", testToken), 400, ""},
+		{"unknown field", put(strings.Replace(smallSpec, "vms:", "vmz:", 1), yaml, testToken), 400, "vmz"},
+		{"bad reference", put(strings.Replace(smallSpec, "host: esx1\n    nics: [{portgroup: pg-vm, ip: 10.0.0.2/24}]", "host: esx9\n    nics: [{portgroup: pg-vm, ip: 10.0.0.2/24}]", 1), yaml, testToken), 400, "vms[1].host"},
+		{"name differs from the URL", req{method: "PUT", path: "/api/v1/infras/t2", body: smallSpec, ctype: yaml, token: testToken}, 400, "name"},
+		{"body too large", put(strings.Repeat("#", DefaultMaxBody+1), yaml, testToken), 413, ""},
+		{"bad dryRun", req{method: "PUT", path: "/api/v1/infras/t1?dryRun=maybe", body: smallSpec, ctype: yaml, token: testToken}, 400, "dryRun"},
+		{"unknown infra", req{method: "GET", path: "/api/v1/infras/nope"}, 404, ""},
+		{"unknown infra status", req{method: "GET", path: "/api/v1/infras/nope/status"}, 404, ""},
+		{"destroy unknown", req{method: "DELETE", path: "/api/v1/infras/nope", token: testToken}, 404, ""},
+		{"bad name", req{method: "GET", path: "/api/v1/infras/UPPER"}, 400, "name"},
+		{"dot dot", req{method: "GET", path: "/api/v1/infras/../infras"}, 400, ""},
+		{"encoded slash", req{method: "GET", path: "/api/v1/infras/a%2Fb"}, 400, ""},
+		{"encoded dots", req{method: "GET", path: "/api/v1/infras/%2e%2e/status"}, 400, ""},
+		{"empty segment", req{method: "GET", path: "/api/v1//infras"}, 400, ""},
+		{"no such path", req{method: "GET", path: "/api/v2/infras"}, 404, ""},
+		{"no such asset", req{method: "GET", path: "/ui/secret.go"}, 404, ""},
+		{"wrong method", req{method: "POST", path: "/api/v1/infras/t1"}, 405, ""},
+		{"read from afar without a token", req{method: "GET", path: "/api/v1/infras", remote: "192.0.2.7:5000"}, 401, ""},
+		{"read from afar with a token", req{method: "GET", path: "/api/v1/infras", remote: "192.0.2.7:5000", token: testToken}, 200, ""},
+		{"read nearby", req{method: "GET", path: "/api/v1/infras"}, 200, ""},
+		{"bad window", req{method: "GET", path: "/api/v1/infras/t1/stats?window=forever"}, 400, "window"},
+		{"events", req{method: "GET", path: "/api/v1/events"}, 200, ""},
+		{"bad events limit", req{method: "GET", path: "/api/v1/events?limit=0"}, 400, "limit"},
+	}
+	// An applied t1 for the reads that need one.
+	if w, _ := s.do(t, put(smallSpec, yaml, testToken)); w.Code != 200 {
+		t.Fatalf("apply: %d %s", w.Code, w.Body)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, eb := s.do(t, tt.req)
+			if w.Code != tt.want {
+				t.Fatalf("status %d, want %d: %s", w.Code, tt.want, w.Body)
+			}
+			if eb.Field != tt.field {
+				t.Errorf("field %q, want %q (%s)", eb.Field, tt.field, eb.Error)
+			}
+			if tt.field != "" && tt.field != "dryRun" && tt.req.method == "PUT" && eb.Line == 0 {
+				t.Errorf("no line in %+v", eb)
+			}
+			if tt.want == 401 && w.Header().Get("WWW-Authenticate") == "" {
+				t.Error("401 without WWW-Authenticate")
+			}
+		})
+	}
+}
+
+func TestAuthReads(t *testing.T) {
+	s, _ := newTestServer(t, func(c *Config) { c.AuthReads = true })
+	if w, _ := s.do(t, req{method: "GET", path: "/api/v1/infras"}); w.Code != 401 {
+		t.Errorf("read without a token under --auth-reads: %d", w.Code)
+	}
+	if w, _ := s.do(t, req{method: "GET", path: "/api/v1/infras", token: testToken}); w.Code != 200 {
+		t.Errorf("read with a token: %d", w.Code)
+	}
+}
+
+func TestNoTokenFileTakesNoChanges(t *testing.T) {
+	s, _ := newTestServer(t, func(c *Config) { c.TokenFile = "" })
+	w, eb := s.do(t, req{method: "PUT", path: "/api/v1/infras/t1", body: smallSpec, ctype: "application/yaml", token: testToken})
+	if w.Code != 401 || !strings.Contains(eb.Error, "without a token file") {
+		t.Errorf("%d %+v", w.Code, eb)
+	}
+}
+
+func TestApplyDryRunDestroyAndEvents(t *testing.T) {
+	var log bytes.Buffer
+	s, be := newTestServer(t, func(c *Config) { c.Log = &log })
+	w, _ := s.do(t, req{method: "PUT", path: "/api/v1/infras/t1?dryRun=true", body: smallSpec, ctype: "application/yaml", token: testToken})
+	var res ApplyResult
+	if err := json.Unmarshal(w.Body.Bytes(), &res); err != nil || w.Code != 200 {
+		t.Fatalf("dry run: %d %s", w.Code, w.Body)
+	}
+	if !res.DryRun || res.Changes != 1 || res.Executed != 0 || res.Plan[0].Op != "create" || res.Plan[0].Kind != "netns" {
+		t.Errorf("dry run: %+v", res)
+	}
+	if _, err := be.Get("t1"); err == nil {
+		t.Error("a dry run applied")
+	}
+	// JSON is a spec too.
+	body, _ := json.Marshal(map[string]any{"name": "t1", "hosts": []any{map[string]any{"name": "h1"}}})
+	w, _ = s.do(t, req{method: "PUT", path: "/api/v1/infras/t1", body: string(body), ctype: "application/json; charset=utf-8", token: testToken})
+	if w.Code != 200 {
+		t.Fatalf("apply JSON: %d %s", w.Code, w.Body)
+	}
+	w, _ = s.do(t, req{method: "GET", path: "/api/v1/infras/t1"})
+	var inf Infra
+	if err := json.Unmarshal(w.Body.Bytes(), &inf); err != nil || inf.Name != "t1" || inf.Spec != string(body) || inf.SpecFile != "api:t1" {
+		t.Errorf("get: %s", w.Body)
+	}
+	w, _ = s.do(t, req{method: "DELETE", path: "/api/v1/infras/t1", token: testToken})
+	if w.Code != 200 || !strings.Contains(w.Body.String(), `"removed": 1`) {
+		t.Errorf("destroy: %d %s", w.Code, w.Body)
+	}
+	w, _ = s.do(t, req{method: "GET", path: "/api/v1/events"})
+	var evs []Event
+	if err := json.Unmarshal(w.Body.Bytes(), &evs); err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 2 || evs[0].Action != "destroy" || evs[1].Action != "apply" || evs[0].Who != "alice" || !evs[1].OK || evs[1].Changes != 1 {
+		t.Errorf("events: %+v", evs)
+	}
+	if !strings.Contains(log.String(), "PUT /api/v1/infras/t1 by alice from 127.0.0.1:40000: 200") ||
+		!strings.Contains(log.String(), "DELETE /api/v1/infras/t1 by alice") {
+		t.Errorf("log lacks who changed what:\n%s", log.String())
+	}
+}
+
+// TestOpenAPIMatchesRoutes: every route is in the document with its method
+// and every operation of the document is a route.
+func TestOpenAPIMatchesRoutes(t *testing.T) {
+	var doc struct {
+		OpenAPI string                                `json:"openapi"`
+		Paths   map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(OpenAPI(), &doc); err != nil {
+		t.Fatalf("openapi.json: %v", err)
+	}
+	if !strings.HasPrefix(doc.OpenAPI, "3.") {
+		t.Errorf("openapi %q", doc.OpenAPI)
+	}
+	s, _ := newTestServer(t, nil)
+	var routes, documented []string
+	for _, rt := range s.routes {
+		routes = append(routes, rt.Method+" "+rt.Path)
+		var op struct {
+			Security []any `json:"security"`
+		}
+		if raw, ok := doc.Paths[rt.Path][strings.ToLower(rt.Method)]; ok {
+			_ = json.Unmarshal(raw, &op)
+			if rt.Mutates != (len(op.Security) > 0) {
+				t.Errorf("%s %s: needs a token %v, the document says %v", rt.Method, rt.Path, rt.Mutates, len(op.Security) > 0)
+			}
+		}
+	}
+	for path, ops := range doc.Paths {
+		for method := range ops {
+			if method != "parameters" {
+				documented = append(documented, strings.ToUpper(method)+" "+path)
+			}
+		}
+	}
+	sort.Strings(routes)
+	sort.Strings(documented)
+	if !slices.Equal(routes, documented) {
+		t.Errorf("routes and openapi.json differ:\nroutes:     %v\ndocumented: %v", routes, documented)
+	}
+	w, _ := s.do(t, req{method: "GET", path: "/openapi.json"})
+	if w.Code != 200 || !bytes.Equal(w.Body.Bytes(), OpenAPI()) {
+		t.Errorf("GET /openapi.json: %d", w.Code)
+	}
+}
+
+func TestStatsAndSeriesFromSamples(t *testing.T) {
+	s, _ := newTestServer(t, nil)
+	if w, _ := s.do(t, req{method: "PUT", path: "/api/v1/infras/t1", body: smallSpec, ctype: "application/yaml", token: testToken}); w.Code != 200 {
+		t.Fatal(w.Body)
+	}
+	if w, _ := s.do(t, req{method: "GET", path: "/api/v1/infras/t1/stats"}); w.Code != 503 {
+		t.Errorf("stats before any sample: %d", w.Code)
+	}
+	for range 3 {
+		s.Sampler().SampleOnce()
+		time.Sleep(20 * time.Millisecond)
+	}
+	w, _ := s.do(t, req{method: "GET", path: "/api/v1/infras/t1/stats?window=1m"})
+	var st StatsResult
+	if err := json.Unmarshal(w.Body.Bytes(), &st); err != nil || w.Code != 200 {
+		t.Fatalf("stats: %d %s", w.Code, w.Body)
+	}
+	if st.Samples != 3 || len(st.Ports) != 2 || len(st.Pools) == 0 || st.Ports[0].Tx <= 0 || st.Ports[0].Rx >= st.Ports[0].Tx {
+		t.Errorf("stats: %s", w.Body)
+	}
+	w, _ = s.do(t, req{method: "GET", path: "/api/v1/infras/t1/series"})
+	if w.Code != 200 || !strings.Contains(w.Body.String(), `"tx_bps"`) {
+		t.Errorf("series: %d %s", w.Code, w.Body)
+	}
+}
+
+// TestConcurrentRequests fires 200 requests at once, reads and changes
+// mixed, at a real listener; every one gets an answer and the server
+// still answers after.
+func TestConcurrentRequests(t *testing.T) {
+	s, _ := newTestServer(t, nil)
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	c, err := NewClient(srv.URL, testToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 200)
+	for i := range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			switch i % 5 {
+			case 0:
+				_, err = c.Apply(ctx, "t1", "", []byte(smallSpec), i%2 == 0)
+			case 1:
+				_, err = c.List(ctx)
+			case 2:
+				_, err = c.Status(ctx, "t1")
+				if IsNotFound(err) {
+					err = nil
+				}
+			case 3:
+				var resp *http.Response
+				resp, err = http.Get(srv.URL + "/metrics")
+				if err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			case 4:
+				_, err = c.Destroy(ctx, "t1")
+				if IsNotFound(err) {
+					err = nil
+				}
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	resp, err := http.Get(srv.URL + "/healthz")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("after 200 requests: %v", err)
+	}
+	resp.Body.Close()
+}
+
+func TestClientErrors(t *testing.T) {
+	s, _ := newTestServer(t, nil)
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	c, _ := NewClient(srv.URL, testToken)
+	_, err := c.Apply(context.Background(), "t1", "f.yaml", []byte("name: t1\nhosts: 3\n"), false)
+	var ae *Error
+	if !errors.As(err, &ae) || ae.Body.Field != "hosts" || ae.Body.Line != 2 || !errors.Is(err, spec.ErrInvalid) {
+		t.Errorf("bad spec: %v %+v", err, ae)
+	}
+	if _, err := c.Status(context.Background(), "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("unknown infra: %v", err)
+	}
+	anon, _ := NewClient(srv.URL, "")
+	if _, err := anon.Destroy(context.Background(), "t1"); !errors.As(err, &ae) || ae.Status != 401 {
+		t.Errorf("destroy without a token: %v", err)
+	}
+	if _, err := NewClient("ftp://x", ""); err == nil {
+		t.Error("ftp URL accepted")
+	}
+}
+
+func TestDashboardAssets(t *testing.T) {
+	s, _ := newTestServer(t, nil)
+	for path, ctype := range map[string]string{"/": "text/html", "/ui/app.js": "text/javascript", "/ui/uPlot.iife.min.js": "text/javascript",
+		"/ui/uPlot.min.css": "text/css", "/ui/LICENSE.uPlot": "text/plain"} {
+		w, _ := s.do(t, req{method: "GET", path: path})
+		if w.Code != 200 || !strings.HasPrefix(w.Header().Get("Content-Type"), ctype) {
+			t.Errorf("%s: %d %s", path, w.Code, w.Header().Get("Content-Type"))
+		}
+	}
+}
+
+func TestTokenFiles(t *testing.T) {
+	for _, bad := range []string{"", "# only a comment\n", "short\n", "a:short\n"} {
+		if _, err := ParseTokens([]byte(bad)); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	tok, err := ParseTokens([]byte("0123456789abcdef\nbob:fedcba9876543210\n"))
+	if err != nil || !slices.Equal(tok.names, []string{"token1", "bob"}) {
+		t.Errorf("%v %v", tok, err)
+	}
+	path := filepath.Join(t.TempDir(), "sub", "api.token")
+	if made, err := EnsureTokenFile(path); !made || err != nil {
+		t.Fatal(made, err)
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+		t.Errorf("token file mode %v", fi.Mode())
+	}
+	first, err := FirstToken(path)
+	if err != nil || len(first) < minTokenLen {
+		t.Errorf("%q %v", first, err)
+	}
+	if made, _ := EnsureTokenFile(path); made {
+		t.Error("made the token file twice")
+	}
+	if again, _ := FirstToken(path); again != first {
+		t.Error("the token changed")
+	}
+}

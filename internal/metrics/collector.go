@@ -1,0 +1,128 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vnet-project/vnet/internal/spec"
+)
+
+var (
+	portLabels   = []string{"infra", "host", "vm", "vnic", "portgroup"}
+	uplinkLabels = []string{"infra", "host", "switch", "uplink", "nic"}
+	poolLabels   = []string{"infra", "host", "switch", "uplink", "pool"}
+
+	descUp = prometheus.NewDesc("vnet_up", "1 when every counter of the infrastructure could be read at this scrape, else 0.", []string{"infra"}, nil)
+
+	descPortTx = prometheus.NewDesc("vnet_port_transmit_bytes_total", "Bytes a VM's vNIC (or a host port) sent into its switch.", portLabels, nil)
+	descPortRx = prometheus.NewDesc("vnet_port_receive_bytes_total", "Bytes a VM's vNIC (or a host port) received from its switch.", portLabels, nil)
+	descPortUp = prometheus.NewDesc("vnet_port_up", "1 when the vNIC is up and connected to its port group.", portLabels, nil)
+
+	descUplinkTx   = prometheus.NewDesc("vnet_uplink_transmit_bytes_total", "Bytes a host's uplink NIC sent to the physical switch.", uplinkLabels, nil)
+	descUplinkRx   = prometheus.NewDesc("vnet_uplink_receive_bytes_total", "Bytes a host's uplink NIC received from the physical switch.", uplinkLabels, nil)
+	descUplinkUp   = prometheus.NewDesc("vnet_uplink_up", "1 when the uplink NIC is up with carrier.", uplinkLabels, nil)
+	descUplinkLine = prometheus.NewDesc("vnet_uplink_line_bits_per_second", "The uplink NIC's line rate.", uplinkLabels, nil)
+
+	descPoolTx      = prometheus.NewDesc("vnet_pool_transmit_bytes_total", "Bytes a Network I/O Control pool sent through an uplink.", poolLabels, nil)
+	descPoolPackets = prometheus.NewDesc("vnet_pool_transmit_packets_total", "Packets a Network I/O Control pool sent through an uplink.", poolLabels, nil)
+	descPoolDrops   = prometheus.NewDesc("vnet_pool_drops_total", "Packets of the pool dropped at the uplink.", poolLabels, nil)
+	descPoolOver    = prometheus.NewDesc("vnet_pool_overlimits_total", "Times the pool's class was over its rate and had to borrow or wait.", poolLabels, nil)
+	descPoolBacklog = prometheus.NewDesc("vnet_pool_backlog_bytes", "Bytes queued in the pool's class now.", poolLabels, nil)
+	descPoolShares  = prometheus.NewDesc("vnet_pool_shares", "The pool's shares (low 25, normal 50, high 100, or 1..100).", poolLabels, nil)
+	descPoolLimit   = prometheus.NewDesc("vnet_pool_limit_bits_per_second", "The pool's limit per host; absent when it has none.", poolLabels, nil)
+	descPoolResv    = prometheus.NewDesc("vnet_pool_reservation_bits_per_second", "The pool's reservation; absent when it has none.", poolLabels, nil)
+	descPoolAssured = prometheus.NewDesc("vnet_pool_assured_bits_per_second", "The rate the pool's class is assured on this uplink.", poolLabels, nil)
+	descPoolCeil    = prometheus.NewDesc("vnet_pool_ceil_bits_per_second", "The most the pool's class may take on this uplink.", poolLabels, nil)
+)
+
+// Collector reads counters when Prometheus scrapes, so a scrape sees the
+// kernel as it is then, not a copy taken earlier.
+type Collector struct {
+	Infras func() []*spec.Spec
+	Open   OpenCounting
+}
+
+// Describe sends every metric's description.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descUp, descPortTx, descPortRx, descPortUp, descUplinkTx, descUplinkRx, descUplinkUp, descUplinkLine,
+		descPoolTx, descPoolPackets, descPoolDrops, descPoolOver, descPoolBacklog, descPoolShares, descPoolLimit, descPoolResv, descPoolAssured, descPoolCeil} {
+		ch <- d
+	}
+}
+
+// Collect reads every infrastructure's counters.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	infras := c.Infras()
+	counting, done, err := c.Open()
+	if err == nil {
+		defer done()
+	}
+	for _, s := range infras {
+		if err != nil {
+			ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, 0, s.Name)
+			continue
+		}
+		snap, rerr := Read(counting, s)
+		if rerr != nil {
+			ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, 0, s.Name)
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, 1, s.Name)
+		emit(ch, snap)
+	}
+}
+
+func emit(ch chan<- prometheus.Metric, s *Snapshot) {
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	for _, p := range s.Ports {
+		l := []string{s.Infra, p.Host, p.VM, p.VNIC, p.PortGroup}
+		counter(descPortTx, p.TxBytes, l...)
+		counter(descPortRx, p.RxBytes, l...)
+		gauge(descPortUp, b2f(p.Up), l...)
+	}
+	for _, u := range s.Uplinks {
+		l := []string{s.Infra, u.Host, u.Switch, u.Uplink, u.NIC}
+		counter(descUplinkTx, u.TxBytes, l...)
+		counter(descUplinkRx, u.RxBytes, l...)
+		gauge(descUplinkUp, b2f(u.Up), l...)
+		gauge(descUplinkLine, float64(u.Line), l...)
+	}
+	for _, p := range s.Pools {
+		l := []string{s.Infra, p.Host, p.Switch, p.Uplink, p.Pool}
+		counter(descPoolTx, p.Counters.Bytes, l...)
+		counter(descPoolPackets, p.Counters.Packets, l...)
+		counter(descPoolDrops, p.Counters.Drops, l...)
+		counter(descPoolOver, p.Counters.Overlimits, l...)
+		gauge(descPoolBacklog, float64(p.Counters.Backlog), l...)
+		gauge(descPoolShares, float64(p.Shares), l...)
+		gauge(descPoolAssured, float64(p.Assured), l...)
+		gauge(descPoolCeil, float64(p.Ceil), l...)
+		if p.Limit > 0 {
+			gauge(descPoolLimit, float64(p.Limit), l...)
+		}
+		if p.Reservation > 0 {
+			gauge(descPoolResv, float64(p.Reservation), l...)
+		}
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// NewApplyHistogram is the duration of applies (and dry runs) made through
+// the API, by result: ok, invalid or failed.
+func NewApplyHistogram() *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "vnet_apply_duration_seconds",
+		Help:    "Time an apply took through the API, from the request's spec to the host converged (or rolled back).",
+		Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120},
+	}, []string{"dry_run", "result"})
+}

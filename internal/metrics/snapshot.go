@@ -1,0 +1,207 @@
+// Package metrics reads an infrastructure's traffic counters (vNICs,
+// uplinks, Network I/O Control pools), exposes them to Prometheus at scrape
+// time, and keeps rings of samples from which rates over a window are
+// averaged. It reads the kernel only through the Counting interface.
+package metrics
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/vnet-project/vnet/internal/dataplane"
+	"github.com/vnet-project/vnet/internal/ioc"
+	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/spec"
+)
+
+// Counting is what reading counters needs from the dataplane.
+type Counting interface {
+	LinkStates(ns string) (map[string]dataplane.LinkState, error)
+	TCCounters(ns, link string) (map[uint32]plan.Counters, plan.Counters, error)
+}
+
+// Snapshot is every counter of one infrastructure at one moment.
+type Snapshot struct {
+	Infra   string         `json:"infra"`
+	At      time.Time      `json:"at"`
+	Ports   []PortSample   `json:"ports"`
+	Uplinks []UplinkSample `json:"uplinks"`
+	Pools   []PoolSample   `json:"pools"`
+}
+
+// PortSample is a VM's vNIC or a host port. Transmit is what the VM (or
+// host) sends into its switch, receive what it gets from it.
+type PortSample struct {
+	Host      string `json:"host"`
+	VM        string `json:"vm,omitempty"` // empty for a host port
+	VNIC      string `json:"vnic"`
+	PortGroup string `json:"portgroup"`
+	Up        bool   `json:"up"`
+	TxBytes   uint64 `json:"tx_bytes"`
+	RxBytes   uint64 `json:"rx_bytes"`
+}
+
+// Key names the port within its infrastructure.
+func (p PortSample) Key() string {
+	if p.VM == "" {
+		return p.Host + "/" + p.VNIC
+	}
+	return p.VM + "/" + p.VNIC
+}
+
+// UplinkSample is one host's NIC serving as a switch's uplink.
+type UplinkSample struct {
+	Host    string `json:"host"`
+	Switch  string `json:"switch"`
+	Uplink  string `json:"uplink"`
+	NIC     string `json:"nic"`
+	Line    uint64 `json:"line_bps"`
+	Up      bool   `json:"up"`
+	TxBytes uint64 `json:"tx_bytes"`
+	RxBytes uint64 `json:"rx_bytes"`
+}
+
+// Key names the uplink within its infrastructure.
+func (u UplinkSample) Key() string { return u.Host + "/" + u.Switch + "/" + u.Uplink }
+
+// PoolSample is a Network I/O Control pool's class on one host's uplink:
+// its policy as the spec gives it, the class that realizes it, and the
+// class's counters (transmit only: pools divide an uplink's egress).
+type PoolSample struct {
+	Host        string        `json:"host"`
+	Switch      string        `json:"switch"`
+	Uplink      string        `json:"uplink"`
+	NIC         string        `json:"nic"`
+	Pool        string        `json:"pool"`
+	Shares      int           `json:"shares"`
+	Limit       uint64        `json:"limit_bps,omitempty"`       // per host, 0: none
+	Reservation uint64        `json:"reservation_bps,omitempty"` // 0: none
+	Assured     uint64        `json:"assured_bps"`               // the class's rate
+	Ceil        uint64        `json:"ceil_bps"`                  // the class's ceiling
+	Counters    plan.Counters `json:"counters"`
+}
+
+// Key names the pool's class within its infrastructure.
+func (p PoolSample) Key() string { return p.Host + "/" + p.Switch + "/" + p.Uplink + "/" + p.Pool }
+
+// Read takes one snapshot of an infrastructure's counters. A namespace
+// that cannot be read fails the whole snapshot: an infrastructure half
+// there is not one to report rates of.
+func Read(c Counting, s *spec.Spec) (*Snapshot, error) {
+	links := map[string]map[string]dataplane.LinkState{}
+	linksOf := func(node string) (map[string]dataplane.LinkState, error) {
+		ns := plan.NSName(s.Name, node)
+		if m, ok := links[ns]; ok {
+			return m, nil
+		}
+		m, err := c.LinkStates(ns)
+		if err != nil {
+			return nil, fmt.Errorf("read counters of %s: %w (is %s applied?)", ns, err, s.Name)
+		}
+		links[ns] = m
+		return m, nil
+	}
+	snap := &Snapshot{Infra: s.Name, At: time.Now().UTC()}
+	for _, vm := range s.VMs {
+		m, err := linksOf(vm.Name)
+		if err != nil {
+			return nil, err
+		}
+		for i, n := range vm.NICs {
+			name := fmt.Sprintf("eth%d", i)
+			st := m[name]
+			snap.Ports = append(snap.Ports, PortSample{Host: vm.Host, VM: vm.Name, VNIC: name, PortGroup: n.PortGroup,
+				Up: st.Up && n.IsConnected(), TxBytes: st.TxBytes, RxBytes: st.RxBytes})
+		}
+	}
+	for i, hp := range s.HostPorts {
+		m, err := linksOf(hp.Host)
+		if err != nil {
+			return nil, err
+		}
+		name := s.HostPortName(i)
+		st := m[name]
+		snap.Ports = append(snap.Ports, PortSample{Host: hp.Host, VNIC: name, PortGroup: hp.PortGroup, Up: st.Up, TxBytes: st.TxBytes, RxBytes: st.RxBytes})
+	}
+	for _, sw := range s.Switches {
+		for _, u := range sw.Uplinks {
+			for _, host := range sortedKeys(u.NICs) {
+				m, err := linksOf(host)
+				if err != nil {
+					return nil, err
+				}
+				nicName := u.NICs[host]
+				var line uint64
+				if h, ok := s.Host(host); ok {
+					if nic, ok := h.NIC(nicName); ok {
+						line = uint64(nic.Speed)
+					}
+				}
+				st := m[nicName]
+				snap.Uplinks = append(snap.Uplinks, UplinkSample{Host: host, Switch: sw.Name, Uplink: u.Name, NIC: nicName, Line: line,
+					Up: st.Up, TxBytes: st.TxBytes, RxBytes: st.RxBytes})
+			}
+		}
+	}
+	pools, err := readPools(c, s)
+	if err != nil {
+		return nil, err
+	}
+	snap.Pools = pools
+	return snap, nil
+}
+
+func readPools(c Counting, s *spec.Spec) ([]PoolSample, error) {
+	var out []PoolSample
+	for _, u := range plan.IOCUplinks(s) {
+		classes, _, err := c.TCCounters(u.NS, u.NIC)
+		if err != nil {
+			return nil, fmt.Errorf("read pool counters of %s/%s: %w (is %s applied?)", u.NS, u.NIC, err, s.Name)
+		}
+		sw, uplink := switchAndUplink(s, u.Switch, u.Host, u.NIC)
+		policy := map[string]spec.PoolSpec{}
+		shares := map[string]int{ioc.Unclassified: ioc.Normal}
+		if sw != nil {
+			for _, p := range sw.IOCPools() {
+				shares[p.Name] = p.Shares
+			}
+			if sw.IOC != nil {
+				policy = sw.IOC.Pools
+			}
+		}
+		for _, cl := range u.Classes {
+			ps := policy[cl.Pool]
+			out = append(out, PoolSample{Host: u.Host, Switch: u.Switch, Uplink: uplink, NIC: u.NIC, Pool: cl.Pool,
+				Shares: shares[cl.Pool], Limit: uint64(ps.Limit), Reservation: uint64(ps.Reservation),
+				Assured: cl.Rate, Ceil: cl.Ceil, Counters: classes[cl.Minor]})
+		}
+	}
+	return out, nil
+}
+
+// switchAndUplink finds a switch and the name of its uplink that is nic on host.
+func switchAndUplink(s *spec.Spec, swName, host, nic string) (*spec.Switch, string) {
+	for i := range s.Switches {
+		sw := &s.Switches[i]
+		if sw.Name != swName {
+			continue
+		}
+		for _, u := range sw.Uplinks {
+			if u.NICs[host] == nic {
+				return sw, u.Name
+			}
+		}
+		return sw, nic
+	}
+	return nil, nic
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -148,3 +148,69 @@ func (r *Receiver) LongestGap(from, to time.Duration) time.Duration {
 	}
 	return time.Duration(longest) * Bucket
 }
+
+// GoodputWarmup is what Goodput leaves out at a stream's start: slow start
+// and the shaper's first burst.
+const GoodputWarmup = 500 * time.Millisecond
+
+// Goodput streams TCP as fast as it can from fromNS to a listener on ip in
+// toNS for GoodputWarmup plus d, and returns what the receiver got after
+// the warm-up, in bit/s. It reports errors with t.Errorf, so that it can
+// run on goroutines of its own beside other streams.
+func Goodput(t testing.TB, fromNS, toNS, ip string, d time.Duration) float64 {
+	t.Helper()
+	var l net.Listener
+	if err := Do(t, toNS, func() (err error) { l, err = net.Listen("tcp", ip+":0"); return }); err != nil {
+		t.Errorf("listen in %s: %v", toNS, err)
+		return 0
+	}
+	defer l.Close()
+	got := make(chan float64, 1)
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			got <- 0
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, 64<<10)
+		warm := time.Now().Add(GoodputWarmup)
+		var n int64
+		var start time.Time
+		for {
+			k, err := c.Read(buf)
+			if time.Now().After(warm) {
+				if start.IsZero() {
+					start = time.Now()
+				}
+				n += int64(k)
+			}
+			if err != nil {
+				if start.IsZero() {
+					got <- 0
+					return
+				}
+				got <- float64(n*8) / time.Since(start).Seconds()
+				return
+			}
+		}
+	}()
+	c, err := Dial(t, fromNS, l.Addr().String(), net.Dialer{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Errorf("dial %s from %s: %v", l.Addr(), fromNS, err)
+		return 0
+	}
+	buf := make([]byte, 64<<10)
+	end := time.Now().Add(d + GoodputWarmup)
+	for time.Now().Before(end) {
+		// A stream that stops moving is an error, not a hang.
+		_ = c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Write(buf); err != nil {
+			c.Close()
+			t.Errorf("stream %s -> %s: %v", fromNS, ip, err)
+			return 0
+		}
+	}
+	c.Close()
+	return <-got
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vnet-project/vnet/internal/netperf"
+	"github.com/vnet-project/vnet/internal/nstest"
 )
 
 // Every test type, in both directions, between two VMs on two hosts across
@@ -20,7 +21,8 @@ func TestNetperfAcrossNamespaces(t *testing.T) {
 		t.Skip("SKIPPED: needs root to create network namespaces; CI runs these as root")
 	}
 	state := t.TempDir()
-	src := `name: npt
+	infra := nstest.Infra("npt")
+	src := `name: ` + infra + `
 hosts:
   - {name: esx1, nics: [{name: vmnic0, speed: 1Gbit}]}
   - {name: esx2, nics: [{name: vmnic0, speed: 1Gbit}]}
@@ -36,7 +38,7 @@ vms:
 		t.Fatalf("apply: %s", out)
 	}
 	defer func() {
-		if out, code := run(t, state, "destroy", "npt"); code != 0 {
+		if out, code := run(t, state, "destroy", infra); code != 0 {
 			t.Errorf("destroy: %s", out)
 		}
 	}()

@@ -74,13 +74,23 @@ func Apply(t testing.TB, eng *reconcile.Engine, src string) (*spec.Document, rec
 	return doc, res
 }
 
-// AssertGone fails if any namespace or cgroup of the infra remains.
+// AssertGone fails if any namespace, cgroup or stray link of the infra
+// remains. It looks at the infra's own objects only, so other runs on the
+// host cannot fail it.
 func AssertGone(t testing.TB, infra string) {
 	t.Helper()
 	entries, _ := os.ReadDir(dataplane.NetnsDir)
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), plan.InfraNSPrefix(infra)) {
 			t.Errorf("namespace %s left behind", e.Name())
+		}
+	}
+	// vnet makes nothing in the root namespace; a veth end stranded there by
+	// a failed move names its peer, in one of the infra's namespaces.
+	links, _ := netlink.LinkList()
+	for _, l := range links {
+		if a := l.Attrs().Alias; strings.HasPrefix(a, plan.AliasPrefix) && strings.Contains(a, plan.InfraNSPrefix(infra)) {
+			t.Errorf("link %s (%s) left behind in the root namespace", l.Attrs().Name, a)
 		}
 	}
 	for _, root := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpuset"} {

@@ -18,9 +18,12 @@ demo: build
 	./scripts/demo.sh $(BIN)
 
 # Unit tests run anywhere; integration tests need root and skip loudly without it.
+# testlog prints what `go test -v` would, as it happens, and says which test is
+# running whenever the output has rested 20 s; go test's own result lines pass
+# through unchanged and its exit status is kept.
 test:
 	$(GO) vet ./...
-	$(GO) test -count=1 -p 1 ./...
+	GO=$(GO) $(GO) run ./internal/nstest/testlog -count=1 -p 1 -timeout 14m ./...
 	$(GO) test -run=^$$ -fuzz=FuzzReadMsg -fuzztime=20s ./internal/netperf
 
 unit:

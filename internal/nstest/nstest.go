@@ -29,6 +29,9 @@ func RequireRoot(t testing.TB) {
 	if os.Geteuid() != 0 {
 		t.Skip("SKIPPED: needs root to create network namespaces; CI runs these as root (sudo go test ./...)")
 	}
+	if testing.Short() {
+		t.Skip("SKIPPED: an integration test, and -short runs unit tests only")
+	}
 }
 
 // Engine returns an engine on the real kernel with a private state store.

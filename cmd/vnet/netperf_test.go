@@ -47,7 +47,22 @@ vms:
 			t.Fatalf("netserver in %s: %s", vm, out)
 		}
 	}
-	time.Sleep(200 * time.Millisecond)
+	// Each netserver listens on 12865 once it is up; however long that
+	// takes on this machine, wait for it rather than for a fixed time.
+	for _, to := range []struct{ from, addr string }{{"vma", "10.77.0.2:12865"}, {"vmb", "10.77.0.1:12865"}} {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			c, err := nstest.Dial(t, nstest.NSName(infra, to.from), to.addr, net.Dialer{Timeout: time.Second})
+			if err == nil {
+				c.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the netserver on %s does not answer: %v", to.addr, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 	for _, dir := range []struct{ from, to string }{{"vma", "10.77.0.2"}, {"vmb", "10.77.0.1"}} {
 		for _, test := range netperf.Tests {
 			out, code := run(t, state, "exec", dir.from, "--", vnetBin, "netperf", "-H", dir.to, "-l", "1", "-t", test, "-c", "-C", "--json", "--", "-m", "1400")

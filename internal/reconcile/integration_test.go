@@ -89,12 +89,14 @@ func roundTrip(t *testing.T, fromNS, toNS, ip string) error {
 			c.Close()
 		}
 	}()
-	c, err := nstest.Dial(t, fromNS, l.Addr().String(), net.Dialer{Timeout: 2 * time.Second})
+	// Generous: the round trip takes a millisecond; the deadline is only
+	// for a failure, and a loaded machine may be slow to say it.
+	c, err := nstest.Dial(t, fromNS, l.Addr().String(), net.Dialer{Timeout: 10 * time.Second})
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(2 * time.Second))
+	c.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := c.Write([]byte("ping")); err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package nstest
 import (
 	"fmt"
 	"os"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -187,8 +186,8 @@ func shape(h *netlink.Handle, l netlink.Link, rate uint64) error {
 	return nil
 }
 
-// newNamedNS makes a named namespace on a thread of its own, which is
-// discarded after, so no other goroutine ever runs inside it.
+// newNamedNS makes a named namespace. netns.NewNamed moves the calling
+// thread into it, so it runs on a thread that goes back after (see Do).
 func newNamedNS(name string) (netns.NsHandle, error) {
 	type made struct {
 		h   netns.NsHandle
@@ -196,9 +195,13 @@ func newNamedNS(name string) (netns.NsHandle, error) {
 	}
 	c := make(chan made, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		h, err := netns.NewNamed(name)
-		c <- made{h, err}
+		var m made
+		m.err = onThreadPutBack(func() error {
+			var err error
+			m.h, err = netns.NewNamed(name)
+			return err
+		})
+		c <- m
 	}()
 	m := <-c
 	return m.h, m.err

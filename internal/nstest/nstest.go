@@ -104,6 +104,11 @@ func AssertGone(t testing.TB, infra string) {
 }
 
 // Do runs fn on a thread inside the namespace; sockets it opens stay there.
+// The thread goes back to the namespace it came from before it serves
+// other goroutines. It must: Go ends a thread a goroutine leaves locked,
+// except the process's main thread, which it keeps as it is. Left in the
+// namespace, the main thread would make the whole test process count as
+// running there, and destroying the namespace kills what runs there.
 func Do(t testing.TB, ns string, fn func() error) error {
 	t.Helper()
 	target, err := netns.GetFromName(ns)
@@ -113,14 +118,32 @@ func Do(t testing.TB, ns string, fn func() error) error {
 	defer target.Close()
 	errc := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread() // the thread is discarded after, never reused outside ns
-		if err := netns.Set(target); err != nil {
-			errc <- err
-			return
-		}
-		errc <- fn()
+		errc <- onThreadPutBack(func() error {
+			if err := netns.Set(target); err != nil {
+				return err
+			}
+			return fn()
+		})
 	}()
 	return <-errc
+}
+
+// onThreadPutBack runs fn, which may move the thread to another namespace,
+// on the calling goroutine's thread locked, and puts the thread back in
+// its namespace after. A thread that cannot be put back stays locked, so
+// that Go ends it (or keeps it from all other goroutines, the main thread).
+func onThreadPutBack(fn func() error) error {
+	runtime.LockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		return err
+	}
+	defer orig.Close()
+	err = fn()
+	if netns.Set(orig) == nil {
+		runtime.UnlockOSThread()
+	}
+	return err
 }
 
 // Listen opens a TCP listener inside a namespace.

@@ -293,13 +293,20 @@ func TestLBTSpreadsTwoBusyPorts(t *testing.T) {
 	each := []float64{r1.Rate(r1.Since()-2*time.Second, r1.Since()), r2.Rate(r2.Since()-2*time.Second, r2.Since())}
 	agg := each[0] + each[1]
 	t.Logf("after rebalancing: %.0f + %.0f Mbit/s = %.2fx what one shaped path carries", each[0]/1e6, each[1]/1e6, agg/lineCap)
-	if agg < 1.5*lineCap {
-		t.Errorf("together %.0f Mbit/s after rebalancing, want at least 1.5x the %.0f Mbit/s one shaped path carries", agg/1e6, lineCap/1e6)
-	}
 	for i, r := range each {
 		if r > 1.03*lineRate {
 			t.Errorf("port %d carried %.0f Mbit/s on a %.0f Mbit uplink", i+1, r/1e6, lineRate/1e6)
 		}
+	}
+	// Both flows end at the peer, whose 1 Gbit NIC must take two uplinks'
+	// worth for the spread to show.
+	peerCap := nstest.Capacity(t, 1e9)
+	if peerCap < 1.5*lineCap {
+		t.Logf("SKIPPED the aggregate check: a bare path shaped to 1 Gbit carried %.0f Mbit/s here, under 1.5x the %.0f one uplink's carries: the peer's NIC, not the team, sets the total", peerCap/1e6, lineCap/1e6)
+		return
+	}
+	if agg < 1.5*lineCap {
+		t.Errorf("together %.0f Mbit/s after rebalancing, want at least 1.5x the %.0f Mbit/s one shaped path carries", agg/1e6, lineCap/1e6)
 	}
 }
 
@@ -331,8 +338,10 @@ func TestTeamWideLimit(t *testing.T) {
 	if both > 1.05*limit {
 		t.Errorf("together %.1f Mbit/s under a 60 Mbit team-wide limit", both/1e6)
 	}
-	if both < 0.8*2*halfCap {
-		t.Errorf("together %.1f Mbit/s, under 80%% of twice the %.1f Mbit/s a bare path shaped to half the limit carries", both/1e6, halfCap/1e6)
+	// Each uplink starts with half the limit: together they make twice what
+	// half carries, or what the whole limit does, if that is less here.
+	if want := min(2*halfCap, limitCap); both < 0.8*want {
+		t.Errorf("together %.1f Mbit/s, under 80%% of the %.1f Mbit/s bare paths shaped to the limit and its halves carry", both/1e6, want/1e6)
 	}
 	close(stop2)
 	// The agent grows an uplink's part of the limit when the pool is held

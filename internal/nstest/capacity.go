@@ -43,8 +43,12 @@ func Capacity(t testing.TB, rate float64) float64 {
 	p := newBarePath(t, uint64(shaped))
 	defer p.remove(t)
 	got := Goodput(t, p.ns[0], p.ns[2], barePathTo, CapacityMeasure)
-	t.Logf("capacity: a bare path shaped to %s carries %.1f Mbit/s on this machine now (%.0f%%)",
-		units.Rate(shaped), got/1e6, 100*got/rate)
+	capped := ""
+	if shaped < rate {
+		capped = fmt.Sprintf(" (%s, capped by VNET_WIRE_CEILING)", units.Rate(shaped))
+	}
+	t.Logf("capacity: a bare path shaped to %s%s carries %.1f Mbit/s on this machine now (%.0f%%)",
+		units.Rate(rate), capped, got/1e6, 100*got/rate)
 	return got
 }
 

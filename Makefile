@@ -22,8 +22,8 @@ demo: build
 # running whenever the output has rested 20 s; go test's own result lines pass
 # through unchanged and its exit status is kept. The fuzz run counts inputs, not
 # seconds: Go 1.26's fuzzer can fail a run whose time is up while a worker is
-# mid-input ("context deadline exceeded", a race fixed in Go 1.27), more so on a busy
-# machine; 400000 inputs take about 12 s here.
+# mid-input ("context deadline exceeded", a race fixed in Go 1.27), more so on
+# a busy machine. 400000 inputs take about 14 s here.
 test:
 	$(GO) vet ./...
 	GO=$(GO) $(GO) run ./internal/nstest/testlog -count=1 -p 1 -timeout 14m ./...

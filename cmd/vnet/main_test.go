@@ -6,11 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/vnet-project/vnet/internal/dataplane"
+	"github.com/vnet-project/vnet/internal/nstest"
 	"github.com/vnet-project/vnet/internal/spec"
 )
 
@@ -44,13 +45,13 @@ func run(t *testing.T, stateDir string, args ...string) (string, int) {
 	return string(out), 0
 }
 
-func namespaces() []string {
-	entries, _ := os.ReadDir(dataplane.NetnsDir)
-	var out []string
-	for _, e := range entries {
-		out = append(out, e.Name())
+// specName is a spec's top-level name, as written.
+func specName(src []byte) string {
+	m := regexp.MustCompile(`(?m)^name:[ \t]*"?([^"\s#]*)`).FindSubmatch(src)
+	if m == nil {
+		return ""
 	}
-	return out
+	return string(m[1])
 }
 
 // Every bad spec is refused by validate and apply alike: its field path and
@@ -61,7 +62,15 @@ func TestBadSpecsExit2AndChangeNothing(t *testing.T) {
 		t.Fatalf("want at least 20 bad specs, have %d", len(files))
 	}
 	state := t.TempDir()
-	before := namespaces()
+	var infras []string
+	for _, f := range files {
+		src, _ := os.ReadFile(f)
+		if name := specName(src); name != "" {
+			infras = append(infras, name)
+		}
+	}
+	// Only these specs' own namespaces: the rest of the host is others' business.
+	before := nstest.Namespaces(infras...)
 	for _, f := range files {
 		src, _ := os.ReadFile(f)
 		want := spec.WantedError(src)
@@ -72,8 +81,8 @@ func TestBadSpecsExit2AndChangeNothing(t *testing.T) {
 			}
 		}
 	}
-	if after := namespaces(); !slices.Equal(before, after) {
-		t.Errorf("namespaces changed: %v -> %v", before, after)
+	if after := nstest.Namespaces(infras...); !slices.Equal(before, after) {
+		t.Errorf("the bad specs' namespaces changed: %v -> %v", before, after)
 	}
 }
 
@@ -91,7 +100,8 @@ func TestApplyStatusExecDestroy(t *testing.T) {
 		t.Skip("SKIPPED: needs root to create network namespaces; CI runs these as root")
 	}
 	state := t.TempDir()
-	src := `name: clitest
+	infra := nstest.Infra("clitest")
+	src := `name: ` + infra + `
 hosts:
   - {name: esx1, nics: [{name: vmnic0, speed: 1Gbit}]}
 switches:
@@ -101,7 +111,7 @@ vms:
 `
 	f := filepath.Join(t.TempDir(), "s.yaml")
 	os.WriteFile(f, []byte(src), 0o644)
-	defer run(t, state, "destroy", "clitest")
+	defer run(t, state, "destroy", infra)
 	if out, code := run(t, state, "apply", f); code != 0 || !strings.Contains(out, "+ create veth") {
 		t.Fatalf("apply: %d %s", code, out)
 	}
@@ -118,7 +128,7 @@ vms:
 	if out, code := run(t, state, "destroy", f); code != 0 {
 		t.Errorf("destroy: %d %s", code, out)
 	}
-	if _, code := run(t, state, "destroy", "clitest"); code == 0 {
+	if _, code := run(t, state, "destroy", infra); code == 0 {
 		t.Error("destroying an unknown infra succeeded")
 	}
 }
@@ -152,7 +162,8 @@ func TestIOCStats(t *testing.T) {
 		t.Skip("SKIPPED: needs root to create network namespaces; CI runs these as root")
 	}
 	state := t.TempDir()
-	src := `name: iocstat
+	infra := nstest.Infra("iocstat")
+	src := `name: ` + infra + `
 hosts:
   - {name: esx1, nics: [{name: vmnic0, speed: 1Gbit}]}
 switches:
@@ -169,8 +180,8 @@ vms:
 	if out, code := run(t, state, "apply", f); code != 0 {
 		t.Fatalf("apply: %s", out)
 	}
-	defer run(t, state, "destroy", "iocstat")
-	out, code := run(t, state, "ioc", "stats", "iocstat", "-o", "json", "-i", "100ms")
+	defer run(t, state, "destroy", infra)
+	out, code := run(t, state, "ioc", "stats", infra, "-o", "json", "-i", "100ms")
 	if code != 0 {
 		t.Fatalf("ioc stats: %s", out)
 	}
@@ -202,8 +213,13 @@ func TestLabRunAndReport(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("SKIPPED: needs root to create network namespaces; CI runs these as root")
 	}
+	// The lab names its testbeds itself (lab-s4 for this experiment): a lab
+	// run already on this host has it up, and this run would rebuild it.
+	const testbed = "lab-s4"
+	if up := nstest.Namespaces(testbed); len(up) > 0 {
+		t.Skipf("SKIPPED: the lab's %s is up on this host (%d namespaces), another lab run's: running the experiment would rebuild it under that run", testbed, len(up))
+	}
 	state, out := t.TempDir(), t.TempDir()
-	before := namespaces()
 	got, code := run(t, state, "lab", "run", "s4-shares-example", "--quick", "--out", out)
 	if code != 0 || !strings.Contains(got, "| s4-shares-example | S4 |") {
 		t.Fatalf("lab run: exit %d\n%s", code, got)
@@ -220,8 +236,8 @@ func TestLabRunAndReport(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, "report.html")); err != nil {
 		t.Error("report.html not rebuilt")
 	}
-	if after := namespaces(); !slices.Equal(before, after) {
-		t.Errorf("namespaces left behind: %v", after)
+	if left := nstest.Namespaces(testbed); len(left) > 0 {
+		t.Errorf("namespaces left behind: %v", left)
 	}
 	for _, args := range [][]string{{"lab", "run"}, {"lab", "run", "s9-nothing"}, {"lab", "run", "--all", "s0-smp"}, {"lab", "report", t.TempDir()}} {
 		if _, code := run(t, state, args...); code != 2 {
@@ -237,7 +253,8 @@ func TestTeamingAgentLinkUnlink(t *testing.T) {
 		t.Skip("SKIPPED: needs root to create network namespaces; CI runs these as root")
 	}
 	state := t.TempDir()
-	src := `name: cliteam
+	infra := nstest.Infra("cliteam")
+	src := `name: ` + infra + `
 hosts:
   - {name: esx1, nics: [{name: vmnic0, speed: 1Gbit}, {name: vmnic1, speed: 1Gbit}]}
 switches:
@@ -250,24 +267,24 @@ vms:
 `
 	f := filepath.Join(t.TempDir(), "s.yaml")
 	os.WriteFile(f, []byte(src), 0o644)
-	defer run(t, state, "destroy", "cliteam")
-	if out, code := run(t, state, "apply", f); code != 0 || !strings.Contains(out, "agent for cliteam started") {
+	defer run(t, state, "destroy", infra)
+	if out, code := run(t, state, "apply", f); code != 0 || !strings.Contains(out, "agent for "+infra+" started") {
 		t.Fatalf("apply: %d %s", code, out)
 	}
-	pid, err := os.ReadFile(filepath.Join(state, "agent-cliteam.pid"))
+	pid, err := os.ReadFile(filepath.Join(state, "agent-"+infra+".pid"))
 	if err != nil {
 		t.Fatalf("no agent pid file: %v", err)
 	}
 	if _, err := os.Stat("/proc/" + strings.TrimSpace(string(pid))); err != nil {
 		t.Fatalf("agent %s not running", pid)
 	}
-	if out, _ := run(t, state, "status", "cliteam"); !strings.Contains(out, "u1 (failover order") || !strings.Contains(out, "agent: running") {
+	if out, _ := run(t, state, "status", infra); !strings.Contains(out, "u1 (failover order") || !strings.Contains(out, "agent: running") {
 		t.Errorf("status does not show the port's uplink:\n%s", out)
 	}
 	if out, code := run(t, state, "link", "vm1", "eth0", "pg-b"); code != 0 {
 		t.Errorf("link: %d %s", code, out)
 	}
-	if out, _ := run(t, state, "status", "-o", "json", "cliteam"); !strings.Contains(out, `"portgroup": "pg-b"`) {
+	if out, _ := run(t, state, "status", "-o", "json", infra); !strings.Contains(out, `"portgroup": "pg-b"`) {
 		t.Errorf("after link, status: %s", out)
 	}
 	if out, code := run(t, state, "unlink", "vm1", "eth1"); code != 2 || !strings.Contains(out, "has 1 vNICs") {
@@ -276,10 +293,10 @@ vms:
 	if out, code := run(t, state, "unlink", "vm1", "eth0"); code != 0 {
 		t.Errorf("unlink: %d %s", code, out)
 	}
-	if out, _ := run(t, state, "status", "cliteam"); !strings.Contains(out, "disconnected") {
+	if out, _ := run(t, state, "status", infra); !strings.Contains(out, "disconnected") {
 		t.Errorf("after unlink, status:\n%s", out)
 	}
-	if out, code := run(t, state, "destroy", "cliteam"); code != 0 {
+	if out, code := run(t, state, "destroy", infra); code != 0 {
 		t.Errorf("destroy: %d %s", code, out)
 	}
 	if _, err := os.Stat("/proc/" + strings.TrimSpace(string(pid))); err == nil {

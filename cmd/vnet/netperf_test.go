@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vnet-project/vnet/internal/netperf"
+	"github.com/vnet-project/vnet/internal/nstest"
 )
 
 // Every test type, in both directions, between two VMs on two hosts across
@@ -20,7 +21,8 @@ func TestNetperfAcrossNamespaces(t *testing.T) {
 		t.Skip("SKIPPED: needs root to create network namespaces; CI runs these as root")
 	}
 	state := t.TempDir()
-	src := `name: npt
+	infra := nstest.Infra("npt")
+	src := `name: ` + infra + `
 hosts:
   - {name: esx1, nics: [{name: vmnic0, speed: 1Gbit}]}
   - {name: esx2, nics: [{name: vmnic0, speed: 1Gbit}]}
@@ -36,7 +38,7 @@ vms:
 		t.Fatalf("apply: %s", out)
 	}
 	defer func() {
-		if out, code := run(t, state, "destroy", "npt"); code != 0 {
+		if out, code := run(t, state, "destroy", infra); code != 0 {
 			t.Errorf("destroy: %s", out)
 		}
 	}()
@@ -45,7 +47,22 @@ vms:
 			t.Fatalf("netserver in %s: %s", vm, out)
 		}
 	}
-	time.Sleep(200 * time.Millisecond)
+	// Each netserver listens on 12865 once it is up; however long that
+	// takes on this machine, wait for it rather than for a fixed time.
+	for _, to := range []struct{ from, addr string }{{"vma", "10.77.0.2:12865"}, {"vmb", "10.77.0.1:12865"}} {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			c, err := nstest.Dial(t, nstest.NSName(infra, to.from), to.addr, net.Dialer{Timeout: time.Second})
+			if err == nil {
+				c.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the netserver on %s does not answer: %v", to.addr, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 	for _, dir := range []struct{ from, to string }{{"vma", "10.77.0.2"}, {"vmb", "10.77.0.1"}} {
 		for _, test := range netperf.Tests {
 			out, code := run(t, state, "exec", dir.from, "--", vnetBin, "netperf", "-H", dir.to, "-l", "1", "-t", test, "-c", "-C", "--json", "--", "-m", "1400")

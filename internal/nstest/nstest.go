@@ -29,6 +29,9 @@ func RequireRoot(t testing.TB) {
 	if os.Geteuid() != 0 {
 		t.Skip("SKIPPED: needs root to create network namespaces; CI runs these as root (sudo go test ./...)")
 	}
+	if testing.Short() {
+		t.Skip("SKIPPED: an integration test, and -short runs unit tests only")
+	}
 }
 
 // Engine returns an engine on the real kernel with a private state store.
@@ -74,13 +77,23 @@ func Apply(t testing.TB, eng *reconcile.Engine, src string) (*spec.Document, rec
 	return doc, res
 }
 
-// AssertGone fails if any namespace or cgroup of the infra remains.
+// AssertGone fails if any namespace, cgroup or stray link of the infra
+// remains. It looks at the infra's own objects only, so other runs on the
+// host cannot fail it.
 func AssertGone(t testing.TB, infra string) {
 	t.Helper()
 	entries, _ := os.ReadDir(dataplane.NetnsDir)
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), plan.InfraNSPrefix(infra)) {
 			t.Errorf("namespace %s left behind", e.Name())
+		}
+	}
+	// vnet makes nothing in the root namespace; a veth end stranded there by
+	// a failed move names its peer, in one of the infra's namespaces.
+	links, _ := netlink.LinkList()
+	for _, l := range links {
+		if a := l.Attrs().Alias; strings.HasPrefix(a, plan.AliasPrefix) && strings.Contains(a, plan.InfraNSPrefix(infra)) {
+			t.Errorf("link %s (%s) left behind in the root namespace", l.Attrs().Name, a)
 		}
 	}
 	for _, root := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpuset"} {
@@ -91,6 +104,11 @@ func AssertGone(t testing.TB, infra string) {
 }
 
 // Do runs fn on a thread inside the namespace; sockets it opens stay there.
+// The thread goes back to the namespace it came from before it serves
+// other goroutines. It must: Go ends a thread a goroutine leaves locked,
+// except the process's main thread, which it keeps as it is. Left in the
+// namespace, the main thread would make the whole test process count as
+// running there, and destroying the namespace kills what runs there.
 func Do(t testing.TB, ns string, fn func() error) error {
 	t.Helper()
 	target, err := netns.GetFromName(ns)
@@ -100,14 +118,32 @@ func Do(t testing.TB, ns string, fn func() error) error {
 	defer target.Close()
 	errc := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread() // the thread is discarded after, never reused outside ns
-		if err := netns.Set(target); err != nil {
-			errc <- err
-			return
-		}
-		errc <- fn()
+		errc <- onThreadPutBack(func() error {
+			if err := netns.Set(target); err != nil {
+				return err
+			}
+			return fn()
+		})
 	}()
 	return <-errc
+}
+
+// onThreadPutBack runs fn, which may move the thread to another namespace,
+// on the calling goroutine's thread locked, and puts the thread back in
+// its namespace after. A thread that cannot be put back stays locked, so
+// that Go ends it (or keeps it from all other goroutines, the main thread).
+func onThreadPutBack(fn func() error) error {
+	runtime.LockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		return err
+	}
+	defer orig.Close()
+	err = fn()
+	if netns.Set(orig) == nil {
+		runtime.UnlockOSThread()
+	}
+	return err
 }
 
 // Listen opens a TCP listener inside a namespace.

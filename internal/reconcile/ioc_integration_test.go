@@ -16,8 +16,8 @@ import (
 
 // iocLab has one 100 Mbit uplink on esx1, the only contention point: the
 // client's NIC is ten times faster. Each VM's traffic is in its own pool.
-const iocLab = `
-name: itioc
+var iocLab = `
+name: ` + nstest.Infra("itioc") + `
 hosts:
   - name: esx1
     nics: [{name: vmnic0, speed: 100Mbit}]
@@ -61,7 +61,7 @@ func concurrently(t *testing.T, from []string, d time.Duration) []float64 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out[i] = measureTCP(t, ns, nstest.NSName("itioc", "client"), client, d)
+			out[i] = nstest.Goodput(t, ns, nstest.NSName(nstest.Infra("itioc"), "client"), client, d)
 		}()
 	}
 	wg.Wait()
@@ -71,31 +71,40 @@ func concurrently(t *testing.T, from []string, d time.Duration) []float64 {
 func TestIOCSharesLimitsAndLonePools(t *testing.T) {
 	eng := nstest.Engine(t)
 	nstest.Apply(t, eng, iocLab)
-	vm := func(n string) string { return nstest.NSName("itioc", n) }
+	vm := func(n string) string { return nstest.NSName(nstest.Infra("itioc"), n) }
 	const line = 100e6
 
-	// 2:1 shares under contention. Ideal 66.7 : 33.3.
-	r := concurrently(t, []string{vm("vm1"), vm("vm2")}, 3*time.Second)
-	t.Logf("shares 100:50 -> %.1f : %.1f Mbit/s", r[0]/1e6, r[1]/1e6)
+	// 2:1 shares under contention: ideally 2/3 and 1/3 of what the uplink
+	// carries, together all of it.
+	var r []float64
+	both, _ := nstest.CarriesAsMuch(t, line, 0.8, "the 100- and 50-share pools together", func() float64 {
+		r = concurrently(t, []string{vm("vm1"), vm("vm2")}, 3*time.Second)
+		t.Logf("shares 100:50 -> %.1f : %.1f Mbit/s", r[0]/1e6, r[1]/1e6)
+		return r[0] + r[1]
+	})
 	if r[0] < 1.4*r[1] {
 		t.Errorf("the 100-share pool got %.1f Mbit/s, the 50-share pool %.1f: not clearly more", r[0]/1e6, r[1]/1e6)
 	}
-	if r[0]+r[1] < 0.85*line {
-		t.Errorf("together %.1f Mbit/s of a 100 Mbit uplink: not work-conserving", (r[0]+r[1])/1e6)
+	if both > 1.03*line {
+		t.Errorf("together %.1f Mbit/s, above the 100 Mbit uplink", both/1e6)
 	}
 
 	// A lone 25-share pool gets the line.
-	r = concurrently(t, []string{vm("vm3")}, 2*time.Second)
-	t.Logf("lone 25-share pool -> %.1f Mbit/s", r[0]/1e6)
-	if r[0] < 0.85*line {
-		t.Errorf("lone low-share pool got %.1f Mbit/s", r[0]/1e6)
+	lone, _ := nstest.CarriesAsMuch(t, line, 0.8, "a lone 25-share pool", func() float64 {
+		return concurrently(t, []string{vm("vm3")}, 2*time.Second)[0]
+	})
+	if lone > 1.03*line {
+		t.Errorf("a lone pool got %.1f Mbit/s, above the 100 Mbit uplink", lone/1e6)
 	}
 
-	// A 30 Mbit limit holds even with the uplink idle.
-	r = concurrently(t, []string{vm("esx1")}, 2*time.Second)
-	t.Logf("vmotion limited to 30 Mbit -> %.1f Mbit/s", r[0]/1e6)
-	if r[0] > 30e6*1.05 || r[0] < 30e6*0.7 {
-		t.Errorf("limited pool got %.1f Mbit/s, want at most 31.5", r[0]/1e6)
+	// A 30 Mbit limit holds even with the uplink idle, and the pool gets
+	// what this machine carries at 30 Mbit.
+	const limit = 30e6
+	limited, _ := nstest.CarriesAsMuch(t, limit, 0.7, "the vmotion pool, limited to 30 Mbit", func() float64 {
+		return concurrently(t, []string{vm("esx1")}, 2*time.Second)[0]
+	})
+	if limited > 1.05*limit {
+		t.Errorf("the pool limited to 30 Mbit got %.1f Mbit/s", limited/1e6)
 	}
 }
 
@@ -110,7 +119,7 @@ func TestEveryClassBucketHoldsAGSOFrame(t *testing.T) {
 	nstest.Apply(t, eng, iocLab)
 	assertGSOBuckets(t)
 
-	esx1 := nstest.NSName("itioc", "esx1")
+	esx1 := nstest.NSName(nstest.Infra("itioc"), "esx1")
 	if err := nstest.Do(t, esx1, func() error { return shrinkBuckets("vmnic0") }); err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +140,7 @@ func assertGSOBuckets(t *testing.T) {
 	t.Helper()
 	bucket := regexp.MustCompile(` ceil=(\d+) burst=(\d+)B cburst=(\d+)B`)
 	classes := 0
-	for _, line := range nstest.Snapshot(t, "itioc") {
+	for _, line := range nstest.Snapshot(t, nstest.Infra("itioc")) {
 		if !strings.HasPrefix(line, "class ") || !strings.Contains(line, " htb ") {
 			continue
 		}
@@ -179,17 +188,15 @@ func shrinkBuckets(link string) error {
 	return nil
 }
 
-// A UDP flood in one pool does not take a TCP pool's share: each pool has
-// its own queue.
-func TestIOCUDPFloodLeavesTCPItsShare(t *testing.T) {
-	eng := nstest.Engine(t)
-	nstest.Apply(t, eng, iocLab)
+// tcpBesideUDPFlood measures a TCP stream from vm1 (the 100-share pool)
+// while vm2 (a 50-share pool) floods the uplink with UDP.
+func tcpBesideUDPFlood(t *testing.T) float64 {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		nstest.Do(t, nstest.NSName("itioc", "vm2"), func() error {
+		nstest.Do(t, nstest.NSName(nstest.Infra("itioc"), "vm2"), func() error {
 			c, err := net.Dial("udp", client+":9")
 			if err != nil {
 				return err
@@ -207,20 +214,76 @@ func TestIOCUDPFloodLeavesTCPItsShare(t *testing.T) {
 		})
 	}()
 	time.Sleep(300 * time.Millisecond)
-	r := concurrently(t, []string{nstest.NSName("itioc", "vm1")}, 3*time.Second)
+	r := concurrently(t, []string{nstest.NSName(nstest.Infra("itioc"), "vm1")}, 3*time.Second)
 	close(stop)
 	wg.Wait()
-	t.Logf("TCP in the 100-share pool beside a UDP flood in a 50-share pool: %.1f Mbit/s", r[0]/1e6)
-	if r[0] < 0.5*100e6 { // its share is 66.7
-		t.Errorf("TCP pool got %.1f Mbit/s beside the flood", r[0]/1e6)
+	return r[0]
+}
+
+// A UDP flood in one pool does not take a TCP pool's share: each pool has
+// its own queue. The TCP pool's share is two thirds of the uplink, so
+// beside the flood it keeps well over half of what it gets alone, however
+// much this machine carries.
+func TestIOCUDPFloodLeavesTCPItsShare(t *testing.T) {
+	eng := nstest.Engine(t)
+	nstest.Apply(t, eng, iocLab)
+	vm1 := nstest.NSName(nstest.Infra("itioc"), "vm1")
+	for try := 1; ; try++ {
+		alone := concurrently(t, []string{vm1}, 2*time.Second)[0]
+		beside := tcpBesideUDPFlood(t)
+		t.Logf("TCP in the 100-share pool alone: %.1f Mbit/s; beside a UDP flood in a 50-share pool: %.1f Mbit/s", alone/1e6, beside/1e6)
+		if beside >= 0.5*alone {
+			return
+		}
+		if try == 2 { // a slow host's rates swing: one more go before failing
+			t.Errorf("TCP pool got %.1f Mbit/s beside the flood, %.1f alone: the flood took its share", beside/1e6, alone/1e6)
+			return
+		}
 	}
 }
 
-// Shaping passes the peak for about the burst, then the average.
+// Shaping passes the peak for about the burst, then the average: never
+// more than either, and as much as this machine carries.
 func TestShapingPeakThenAverage(t *testing.T) {
 	eng := nstest.Engine(t)
 	nstest.Apply(t, eng, iocLab)
-	l := nstest.Listen(t, nstest.NSName("itioc", "client"), client+":0")
+	const average, peak, burst = 20e6, 60e6, 1 << 20 // pg-shaped's
+	averageCap, peakCap := nstest.Capacity(t, average), nstest.Capacity(t, peak)
+	at := shapedStream(t, 4*time.Second)
+	early := float64(at(200*time.Millisecond)*8) / 0.2
+	late := float64((at(4*time.Second)-at(2*time.Second))*8) / 2
+	// What the burst let through over the average, in the first 2 s.
+	surplus := float64(at(2*time.Second)) - late*2/8
+	t.Logf("first 200 ms: %.1f Mbit/s; seconds 2-4: %.1f Mbit/s; %.0f KiB above that in the first 2 s (average 20, peak 60, burst 1 MiB)",
+		early/1e6, late/1e6, surplus/1024)
+	if early > 1.1*peak {
+		t.Errorf("%.1f Mbit/s in the first 200 ms, above the 60 Mbit/s peak", early/1e6)
+	}
+	if late > 1.05*average {
+		t.Errorf("%.1f Mbit/s in seconds 2-4, above the 20 Mbit/s average", late/1e6)
+	}
+	if surplus > 1.5*burst {
+		t.Errorf("%.0f KiB above the average in the first 2 s, more than the 1 MiB burst", surplus/1024)
+	}
+	if late < 0.8*averageCap {
+		t.Errorf("%.1f Mbit/s in seconds 2-4, under 80%% of the %.1f Mbit/s a bare path shaped to 20 Mbit carries", late/1e6, averageCap/1e6)
+	}
+	// The burst shows only where the machine carries clearly more than the
+	// average through a shaper.
+	if peakCap < 1.5*average {
+		t.Logf("SKIPPED the burst check: a bare path shaped to 60 Mbit carried %.1f Mbit/s, too little above the 20 Mbit/s average for a 1 MiB burst to show", peakCap/1e6)
+		return
+	}
+	if surplus < burst/2 {
+		t.Errorf("only %.0f KiB above the average in the first 2 s: the 1 MiB burst did not pass", surplus/1024)
+	}
+}
+
+// shapedStream streams from vm4 (pg-shaped) to the client for d and
+// returns how many bytes had arrived at each offset from the first.
+func shapedStream(t *testing.T, d time.Duration) func(time.Duration) int64 {
+	t.Helper()
+	l := nstest.Listen(t, nstest.NSName(nstest.Infra("itioc"), "client"), client+":0")
 	type sample struct {
 		at time.Duration
 		n  int64
@@ -247,35 +310,28 @@ func TestShapingPeakThenAverage(t *testing.T) {
 			}
 		}
 	}()
-	c, err := nstest.Dial(t, nstest.NSName("itioc", "vm4"), l.Addr().String(), net.Dialer{Timeout: 2 * time.Second})
+	c, err := nstest.Dial(t, nstest.NSName(nstest.Infra("itioc"), "vm4"), l.Addr().String(), net.Dialer{Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	buf := make([]byte, 64<<10)
-	end := time.Now().Add(4 * time.Second)
-	for time.Now().Before(end) {
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		_ = c.SetWriteDeadline(time.Now().Add(10 * time.Second))
 		if _, err := c.Write(buf); err != nil {
 			t.Fatal(err)
 		}
 	}
 	c.Close()
 	s := <-got
-	at := func(d time.Duration) int64 {
+	if len(s) == 0 {
+		t.Fatal("nothing arrived")
+	}
+	return func(d time.Duration) int64 {
 		for _, x := range s {
 			if x.at >= d {
 				return x.n
 			}
 		}
 		return s[len(s)-1].n
-	}
-	// The first 1 MiB of credit lets 200 ms go at up to 60 Mbit/s.
-	early := float64(at(200*time.Millisecond)*8) / 0.2
-	late := float64((at(4*time.Second)-at(2*time.Second))*8) / 2
-	t.Logf("first 200 ms: %.1f Mbit/s; seconds 2-4: %.1f Mbit/s (average 20, peak 60, burst 1 MiB)", early/1e6, late/1e6)
-	if early < 1.5*20e6 || early > 60e6*1.1 {
-		t.Errorf("burst phase %.1f Mbit/s, want above the average and at most the peak", early/1e6)
-	}
-	if late < 20e6*0.85 || late > 20e6*1.1 {
-		t.Errorf("steady phase %.1f Mbit/s, want about the 20 Mbit/s average", late/1e6)
 	}
 }

@@ -18,8 +18,8 @@ import (
 // teamed has two hosts with two uplinks each on one switch, a peer, and
 // host ports that prefer the second uplink, so that broadcasts enter and
 // leave by both uplinks of a host.
-const teamed = `
-name: itteam
+var teamed = `
+name: ` + nstest.Infra("itteam") + `
 hosts:
   - name: esx1
     nics: [{name: vmnic0, speed: 100Mbit}, {name: vmnic1, speed: 100Mbit}]
@@ -65,12 +65,16 @@ func countBroadcasts(t *testing.T, ns string, port int, d time.Duration) *broadc
 	go func() {
 		n := 0
 		buf := make([]byte, 2048)
+		// Wait up to d for the first datagram, then until none has come for
+		// a second: a copy or a loop shows well within that, however slow
+		// the machine.
 		bc.conn.SetReadDeadline(time.Now().Add(d))
 		for {
 			if _, _, err := bc.conn.ReadFromUDP(buf); err != nil {
 				break
 			}
 			n++
+			bc.conn.SetReadDeadline(time.Now().Add(time.Second))
 		}
 		bc.conn.Close()
 		bc.got <- n
@@ -106,7 +110,7 @@ func sendBroadcasts(t *testing.T, ns, bcast string, port, n int) {
 func TestTeamDeliversEachBroadcastOnce(t *testing.T) {
 	eng := nstest.Engine(t)
 	nstest.Apply(t, eng, teamed)
-	ns := func(n string) string { return nstest.NSName("itteam", n) }
+	ns := func(n string) string { return nstest.NSName(nstest.Infra("itteam"), n) }
 	const n = 20
 	senders := []struct{ name, ns string }{{"peer", ns("peer")}, {"vm1", ns("vm1")}, {"esx1 host port (on u2)", ns("esx1")}}
 	for i, s := range senders {
@@ -114,7 +118,7 @@ func TestTeamDeliversEachBroadcastOnce(t *testing.T) {
 		var counters = map[string]*broadcastCounter{}
 		for _, node := range []string{"peer", "vm1", "vm2", "vm3", "esx1", "esx2"} {
 			if ns(node) != s.ns {
-				counters[node] = countBroadcasts(t, ns(node), port, 2*time.Second)
+				counters[node] = countBroadcasts(t, ns(node), port, 30*time.Second)
 			}
 		}
 		sendBroadcasts(t, s.ns, "10.12.0.255", port, n)
@@ -137,18 +141,22 @@ func netnsInode(t *testing.T, ns string) uint64 {
 
 // Moving a vNIC to another port group, cutting it and connecting it again
 // all happen under a running TCP stream, without recreating the VM's
-// namespace or its interface.
+// namespace or its interface. pg-slow's shaper holds the stream to its
+// 20 Mbit average and no more; how close to it, and to the 100 Mbit line
+// before, depends on what this machine carries, measured first.
 func TestRebindUnderTraffic(t *testing.T) {
 	eng := nstest.Engine(t)
 	doc, _ := nstest.Apply(t, eng, teamed)
-	vm := nstest.NSName("itteam", "vm1")
-	inode, links := netnsInode(t, vm), nstest.Ifindexes(t, "itteam")
+	const line, average = 100e6, 20e6
+	lineCap, averageCap := nstest.Capacity(t, line), nstest.Capacity(t, average)
+	vm := nstest.NSName(nstest.Infra("itteam"), "vm1")
+	inode, links := netnsInode(t, vm), nstest.Ifindexes(t, nstest.Infra("itteam"))
 
 	stop := make(chan struct{})
 	defer close(stop)
-	r := nstest.Stream(t, vm, nstest.NSName("itteam", "peer"), "10.12.0.100:0", stop)
-	time.Sleep(1500 * time.Millisecond)
-	before := r.Rate(r.Since()-time.Second, r.Since())
+	r := nstest.Stream(t, vm, nstest.NSName(nstest.Infra("itteam"), "peer"), "10.12.0.100:0", stop)
+	time.Sleep(2500 * time.Millisecond)
+	before := r.Rate(r.Since()-2*time.Second, r.Since())
 
 	apply := func(d *spec.Document, err error) *spec.Document {
 		t.Helper()
@@ -161,11 +169,20 @@ func TestRebindUnderTraffic(t *testing.T) {
 		return d
 	}
 	slow := apply(spec.SetVNIC(doc, "vm1", "eth0", "pg-slow", true))
-	time.Sleep(2 * time.Second)
-	shaped := r.Rate(r.Since()-time.Second, r.Since())
+	time.Sleep(2500 * time.Millisecond)
+	shaped := r.Rate(r.Since()-2*time.Second, r.Since())
 	t.Logf("pg-vm %.1f Mbit/s, then on pg-slow (20 Mbit average) %.1f Mbit/s", before/1e6, shaped/1e6)
-	if before < 60e6 || shaped > 26e6 || shaped < 10e6 {
-		t.Errorf("rebinding to pg-slow: %.1f -> %.1f Mbit/s, want about 95 -> 20", before/1e6, shaped/1e6)
+	if shaped > 1.05*average {
+		t.Errorf("on pg-slow %.1f Mbit/s, above its 20 Mbit/s average", shaped/1e6)
+	}
+	if shaped < 0.7*averageCap {
+		t.Errorf("on pg-slow %.1f Mbit/s, under 70%% of the %.1f Mbit/s a bare path shaped to 20 Mbit carries", shaped/1e6, averageCap/1e6)
+	}
+	if before < 0.7*lineCap {
+		t.Errorf("on pg-vm %.1f Mbit/s, under 70%% of the %.1f Mbit/s a bare path shaped to 100 Mbit carries", before/1e6, lineCap/1e6)
+	}
+	if lineCap > 1.5*averageCap && shaped > 0.8*before {
+		t.Errorf("rebinding to pg-slow: %.1f -> %.1f Mbit/s, the shaper did not slow the stream", before/1e6, shaped/1e6)
 	}
 
 	cut := apply(spec.SetVNIC(slow, "vm1", "eth0", "", false))
@@ -184,9 +201,18 @@ func TestRebindUnderTraffic(t *testing.T) {
 	}
 
 	apply(spec.SetVNIC(cut, "vm1", "eth0", "pg-vm", true))
+	// TCP retransmits with backoff while cut: wait for the stream to move
+	// again, then measure it.
+	back := r.Since()
+	for r.Rate(r.Since()-200*time.Millisecond, r.Since()) == 0 && r.Since()-back < 20*time.Second {
+		time.Sleep(100 * time.Millisecond)
+	}
+	resumed := r.Since() - back
 	time.Sleep(2500 * time.Millisecond)
-	if got := r.Rate(r.Since()-time.Second, r.Since()); got < 60e6 {
-		t.Errorf("reconnected to pg-vm: %.1f Mbit/s, want the line again", got/1e6)
+	again := r.Rate(r.Since()-2*time.Second, r.Since())
+	t.Logf("reconnected to pg-vm: moving again after %v, then %.1f Mbit/s", resumed.Round(10*time.Millisecond), again/1e6)
+	if again < 0.7*before {
+		t.Errorf("reconnected to pg-vm: %.1f Mbit/s, want the %.1f of before again", again/1e6, before/1e6)
 	}
 	if err := r.Err(); err != nil {
 		t.Errorf("the TCP connection broke: %v", err)
@@ -194,7 +220,7 @@ func TestRebindUnderTraffic(t *testing.T) {
 	if netnsInode(t, vm) != inode {
 		t.Error("the VM's namespace was recreated")
 	}
-	now := nstest.Ifindexes(t, "itteam")
+	now := nstest.Ifindexes(t, nstest.Infra("itteam"))
 	for k, idx := range links {
 		if strings.HasPrefix(k, vm+"/") && now[k] != idx {
 			t.Errorf("%s was recreated (ifindex %d -> %d)", k, idx, now[k])
@@ -208,7 +234,7 @@ func TestRebindUnderTraffic(t *testing.T) {
 func TestTeamWithManyPorts(t *testing.T) {
 	eng := nstest.Engine(t)
 	var b strings.Builder
-	b.WriteString(strings.Replace(strings.SplitN(teamed, "vms:\n", 2)[0], "name: itteam", "name: itmany", 1))
+	b.WriteString(strings.Replace(strings.SplitN(teamed, "vms:\n", 2)[0], "name: "+nstest.Infra("itteam"), "name: "+nstest.Infra("itmany"), 1))
 	b.WriteString("vms:\n")
 	for i := 1; i <= 24; i++ {
 		fmt.Fprintf(&b, "  - {name: vm%d, host: esx1, nics: [{portgroup: pg-vm, ip: 10.12.0.%d/24}]}\n", i, i)
@@ -240,7 +266,7 @@ func txBytes(t *testing.T, ns, link string) uint64 {
 func TestIPHashSpreadsFlows(t *testing.T) {
 	eng := nstest.Engine(t)
 	nstest.Apply(t, eng, `
-name: ithash
+name: `+nstest.Infra("ithash")+`
 hosts:
   - name: esx1
     nics: [{name: vmnic0, speed: 1Gbit}, {name: vmnic1, speed: 1Gbit}]
@@ -257,18 +283,19 @@ switches:
 vms:
   - {name: vm1, host: esx1, nics: [{portgroup: pg, ip: 10.13.0.4/24}]}
 `)
-	esx1, vm, peer := nstest.NSName("ithash", "esx1"), nstest.NSName("ithash", "vm1"), nstest.NSName("ithash", "peer")
+	esx1, vm, peer := nstest.NSName(nstest.Infra("ithash"), "esx1"), nstest.NSName(nstest.Infra("ithash"), "vm1"), nstest.NSName(nstest.Infra("ithash"), "peer")
 	carrier := map[string]string{}
 	for _, dst := range []string{"10.13.0.100", "10.13.0.101"} {
 		before := map[string]uint64{"vmnic0": txBytes(t, esx1, "vmnic0"), "vmnic1": txBytes(t, esx1, "vmnic1")}
 		stop := make(chan struct{})
 		r := nstest.Stream(t, vm, peer, dst+":0", stop)
 		// A flow whose answers are lost stalls within a window's worth of
-		// bytes; 20 MiB takes 0.2 s at the line rate.
-		arrived := r.WaitFor(20<<20, 5*time.Second)
+		// bytes; 20 MiB takes 0.2 s at the line rate, 1 s where the machine
+		// carries a fifth of it.
+		arrived := r.WaitFor(20<<20, time.Minute)
 		close(stop)
 		if !arrived {
-			t.Errorf("to %s: under 20 MiB in 5 s, the flow does not get through", dst)
+			t.Errorf("to %s: under 20 MiB in a minute, the flow does not get through", dst)
 		}
 		for _, nic := range []string{"vmnic0", "vmnic1"} {
 			if txBytes(t, esx1, nic)-before[nic] > 10<<20 {

@@ -1,0 +1,196 @@
+// Command testlog runs `go test -json` with the arguments it is given and
+// prints what go test -v would, as it happens, so that a long run never
+// goes quiet: when nothing has been printed for a while it says which
+// tests are still running and for how long. The lines go test prints
+// (--- PASS, ok, FAIL, the tests' logs) pass through unchanged, and it
+// exits as go test did. At the end it says how long the run took and the
+// longest it went without printing.
+//
+//	go run ./internal/nstest/testlog -count=1 -p 1 ./...
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// quiet is how long testlog lets the output rest before it speaks.
+const quiet = 20 * time.Second
+
+type event struct {
+	Action  string
+	Package string
+	Test    string
+	Output  string
+}
+
+type log struct {
+	mu       sync.Mutex
+	out      io.Writer
+	start    time.Time
+	last     time.Time     // when a line was last printed
+	longest  time.Duration // the longest rest between two lines
+	running  map[string]time.Time
+	packages int
+	failed   bool
+}
+
+func main() {
+	args := append([]string{"test", "-json"}, os.Args[1:]...)
+	goCmd := os.Getenv("GO")
+	if goCmd == "" {
+		goCmd = "go"
+	}
+	cmd := exec.Command(goCmd, args...)
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testlog:", err)
+		os.Exit(2)
+	}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "testlog:", err)
+		os.Exit(2)
+	}
+	now := time.Now()
+	l := &log{out: os.Stdout, start: now, last: now, running: map[string]time.Time{}}
+	done := make(chan struct{})
+	go l.heartbeat(done)
+	l.read(stdout)
+	close(done)
+	err = cmd.Wait()
+	l.summary()
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			os.Exit(ee.ExitCode())
+		}
+		fmt.Fprintln(os.Stderr, "testlog:", err)
+		os.Exit(2)
+	}
+	if l.failed {
+		os.Exit(1)
+	}
+}
+
+func (l *log) read(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var e event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			l.print(sc.Text() + "\n") // not an event: go test's own words
+			continue
+		}
+		l.handle(e)
+	}
+}
+
+func (l *log) handle(e event) {
+	key := e.Package + " " + e.Test
+	l.mu.Lock()
+	switch e.Action {
+	case "start":
+		l.packages++
+		l.running[e.Package] = time.Now()
+	case "run":
+		l.running[key] = time.Now()
+	case "pass", "fail", "skip":
+		if e.Test == "" {
+			delete(l.running, e.Package)
+		} else {
+			delete(l.running, key)
+		}
+		if e.Action == "fail" {
+			l.failed = true
+		}
+	}
+	l.mu.Unlock()
+	if e.Output != "" && !noise(e.Output) {
+		l.print(e.Output)
+	}
+}
+
+// noise is what -v prints that says nothing a reader needs.
+func noise(line string) bool {
+	return strings.HasPrefix(line, "=== PAUSE ") || strings.HasPrefix(line, "=== CONT ") || strings.HasPrefix(line, "=== NAME ")
+}
+
+func (l *log) print(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.printLocked(s)
+}
+
+func (l *log) printLocked(s string) {
+	now := time.Now()
+	l.longest = max(l.longest, now.Sub(l.last))
+	l.last = now
+	fmt.Fprint(l.out, s)
+}
+
+func (l *log) heartbeat(done <-chan struct{}) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+		}
+		l.mu.Lock()
+		if time.Since(l.last) >= quiet {
+			l.printLocked(fmt.Sprintf("    [testlog %s] still running: %s\n", clock(time.Since(l.start)), l.runningLocked()))
+		}
+		l.mu.Unlock()
+	}
+}
+
+// runningLocked names the innermost tests running, with how long each has
+// run, or the packages being built and started.
+func (l *log) runningLocked() string {
+	var names []string
+	for k, since := range l.running {
+		inner := false
+		for other := range l.running {
+			if other != k && strings.HasPrefix(other, k+"/") || (!strings.Contains(k, " ") && strings.HasPrefix(other, k+" ")) {
+				inner = true
+			}
+		}
+		if !inner {
+			names = append(names, fmt.Sprintf("%s (%s)", strings.TrimSpace(short(k)), time.Since(since).Round(time.Second)))
+		}
+	}
+	if len(names) == 0 {
+		return "building"
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+// short drops the module path from a package name.
+func short(key string) string {
+	if i := strings.Index(key, "/vnet/"); i >= 0 {
+		return key[i+len("/vnet/"):]
+	}
+	return key
+}
+
+func (l *log) summary() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintf(l.out, "[testlog] %d packages in %s; the longest the output rested was %s\n",
+		l.packages, clock(time.Since(l.start)), l.longest.Round(100*time.Millisecond))
+}
+
+func clock(d time.Duration) string {
+	d = d.Round(time.Second)
+	return fmt.Sprintf("%d:%02d", int(d.Minutes()), int(d.Seconds())%60)
+}

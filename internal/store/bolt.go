@@ -413,7 +413,7 @@ func createDB(dir, path, id string) error {
 	if id == "" {
 		id = NewID()
 	}
-	tmp := fmt.Sprintf("%s.new-%d", path, os.Getpid())
+	tmp := tempName(path, "new")
 	defer os.Remove(tmp)
 	os.Remove(tmp)
 	db, err := bolt.Open(tmp, 0o600, &bolt.Options{Timeout: fileLockWait})
@@ -478,7 +478,7 @@ func writeWith(path string, fn func(*os.File) error) error {
 // writeFileAtomic replaces a file with data so that a reader sees the old
 // or the new, never a part.
 func writeFileAtomic(path string, data []byte) error {
-	tmp := fmt.Sprintf("%s.tmp-%d", path, os.Getpid())
+	tmp := tempName(path, "tmp")
 	if err := writeWith(tmp, func(f *os.File) error { _, err := f.Write(data); return err }); err != nil {
 		os.Remove(tmp)
 		return err
@@ -487,6 +487,13 @@ func writeFileAtomic(path string, data []byte) error {
 		return err
 	}
 	return syncDir(filepath.Dir(path))
+}
+
+// tempName is a scratch name beside path, unique to this call: two
+// goroutines of one process (the API server's) may write the same file at
+// once, and a name by pid alone had one remove the other's.
+func tempName(path, tag string) string {
+	return fmt.Sprintf("%s.%s-%d-%s", path, tag, os.Getpid(), NewID()[:8])
 }
 
 func syncDir(dir string) error {

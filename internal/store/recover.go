@@ -120,7 +120,7 @@ func copyFile(from, to string) error {
 		return err
 	}
 	defer src.Close()
-	tmp := fmt.Sprintf("%s.tmp-%d", to, os.Getpid())
+	tmp := tempName(to, "tmp")
 	if err := writeWith(tmp, func(f *os.File) error { _, err := io.Copy(f, src); return err }); err != nil {
 		os.Remove(tmp)
 		return err

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vnet-project/vnet/internal/nstest"
 	"github.com/vnet-project/vnet/internal/store"
 )
 
@@ -40,8 +41,9 @@ vms:
 func TestRecoverDamagedState(t *testing.T) {
 	requireRoot(t)
 	state := t.TempDir()
-	f := writeSpec(t, "clirec", "10.72.0")
-	t.Cleanup(func() { run(t, state, "destroy", "clirec") })
+	rec := nstest.Infra("clirec")
+	f := writeSpec(t, rec, "10.72.0")
+	t.Cleanup(func() { run(t, state, "destroy", rec) })
 	if out, code := run(t, state, "apply", f); code != 0 {
 		t.Fatalf("apply: %d %s", code, out)
 	}
@@ -63,7 +65,7 @@ func TestRecoverDamagedState(t *testing.T) {
 	}
 	out, code = run(t, state, "recover")
 	t.Logf("vnet recover:\n%s", out)
-	if code != 0 || !strings.Contains(out, "restored") || !strings.Contains(out, "clirec: 3 namespaces recorded") {
+	if code != 0 || !strings.Contains(out, "restored") || !strings.Contains(out, rec+": 3 namespaces recorded") {
 		t.Fatalf("recover: exit %d\n%s", code, out)
 	}
 	if out, code := run(t, state, "apply", f); code != 0 || !strings.Contains(out, "no changes") {
@@ -82,13 +84,11 @@ func TestRecoverDamagedState(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "started an empty store") || !strings.Contains(out, "made by this store, not recorded") {
 		t.Fatalf("recover without a good copy: exit %d\n%s", code, out)
 	}
-	if out, code := run(t, state, "destroy", "clirec"); code != 0 || !strings.Contains(out, "destroyed clirec") {
+	if out, code := run(t, state, "destroy", rec); code != 0 || !strings.Contains(out, "destroyed "+rec) {
 		t.Fatalf("destroy from marks: %d %s", code, out)
 	}
-	for _, ns := range namespaces() {
-		if strings.HasPrefix(ns, "vnet.clirec.") {
-			t.Errorf("%s left behind", ns)
-		}
+	for _, ns := range nstest.Namespaces(rec) {
+		t.Errorf("%s left behind", ns)
 	}
 }
 
@@ -97,33 +97,34 @@ func TestRecoverDamagedState(t *testing.T) {
 func TestLocksArePerInfrastructure(t *testing.T) {
 	requireRoot(t)
 	state := t.TempDir()
-	fa, fb := writeSpec(t, "clilka", "10.73.0"), writeSpec(t, "clilkb", "10.74.0")
-	t.Cleanup(func() { run(t, state, "destroy", "clilka"); run(t, state, "destroy", "clilkb") })
+	lka, lkb := nstest.Infra("clilka"), nstest.Infra("clilkb")
+	fa, fb := writeSpec(t, lka, "10.73.0"), writeSpec(t, lkb, "10.74.0")
+	t.Cleanup(func() { run(t, state, "destroy", lka); run(t, state, "destroy", lkb) })
 	for _, f := range []string{fa, fb} {
 		if out, code := run(t, state, "apply", f); code != 0 {
 			t.Fatalf("apply: %d %s", code, out)
 		}
 	}
-	// This test holds clilka's lock, as a long destroy of it would.
+	// This test holds lka's lock, as a long destroy of it would.
 	st, err := store.OpenBolt(state)
 	if err != nil {
 		t.Fatal(err)
 	}
-	unlock, err := st.Lock("clilka")
+	unlock, err := st.Lock(lka)
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if out, code := run(t, state, "status", "clilkb"); code != 0 || !strings.Contains(out, "clilkb") {
+	if out, code := run(t, state, "status", lkb); code != 0 || !strings.Contains(out, lkb) {
 		t.Errorf("status of another infrastructure: %d %s", code, out)
 	}
-	if out, code := run(t, state, "status"); code != 0 || !strings.Contains(out, "clilka") {
+	if out, code := run(t, state, "status"); code != 0 || !strings.Contains(out, lka) {
 		t.Errorf("status of all: %d %s", code, out)
 	}
-	if out, code := run(t, state, "exec", "clilkb/vm1", "--", "true"); code != 0 {
+	if out, code := run(t, state, "exec", lkb+"/vm1", "--", "true"); code != 0 {
 		t.Errorf("exec in another infrastructure: %d %s", code, out)
 	}
-	if out, code := run(t, state, "ioc", "stats", "clilkb", "-i", "100ms"); code != 0 {
+	if out, code := run(t, state, "ioc", "stats", lkb, "-i", "100ms"); code != 0 {
 		t.Errorf("ioc stats of another infrastructure: %d %s", code, out)
 	}
 	if out, code := run(t, state, "apply", fb); code != 0 {
@@ -132,15 +133,15 @@ func TestLocksArePerInfrastructure(t *testing.T) {
 	if d := time.Since(start); d > 20*time.Second {
 		t.Errorf("reads and another apply took %s under the lock", d)
 	}
-	for _, args := range [][]string{{"apply", fa}, {"destroy", "clilka"}} {
+	for _, args := range [][]string{{"apply", fa}, {"destroy", lka}} {
 		out, code := run(t, state, args...)
-		if code == 0 || !strings.Contains(out, "clilka is being changed by another vnet command (pid ") {
+		if code == 0 || !strings.Contains(out, lka+" is being changed by another vnet command (pid ") {
 			t.Errorf("%s while locked: %d %s", args[0], code, out)
 		}
 	}
 	unlock()
 	st.Close()
-	if out, code := run(t, state, "destroy", "clilka"); code != 0 {
+	if out, code := run(t, state, "destroy", lka); code != 0 {
 		t.Errorf("destroy after the lock is released: %d %s", code, out)
 	}
 }
@@ -151,8 +152,9 @@ func TestLocksArePerInfrastructure(t *testing.T) {
 func TestOrphanedNamespacesAreAdopted(t *testing.T) {
 	requireRoot(t)
 	gone, state := t.TempDir(), t.TempDir()
-	f := writeSpec(t, "cliorph", "10.75.0")
-	t.Cleanup(func() { run(t, state, "destroy", "cliorph") })
+	orph := nstest.Infra("cliorph")
+	f := writeSpec(t, orph, "10.75.0")
+	t.Cleanup(func() { run(t, state, "destroy", orph) })
 	if out, code := run(t, gone, "apply", f); code != 0 {
 		t.Fatalf("apply: %d %s", code, out)
 	}
@@ -160,23 +162,21 @@ func TestOrphanedNamespacesAreAdopted(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, code := run(t, state, "apply", f)
-	if code == 0 || !strings.Contains(out, "vnet recover --adopt cliorph") {
+	if code == 0 || !strings.Contains(out, "vnet recover --adopt "+orph) {
 		t.Fatalf("apply over an orphan: %d %s", code, out)
 	}
-	out, code = run(t, state, "recover", "--adopt", "cliorph")
+	out, code = run(t, state, "recover", "--adopt", orph)
 	t.Logf("vnet recover --adopt:\n%s", out)
-	if code != 0 || !strings.Contains(out, "adopted 3 namespaces of cliorph") || !strings.Contains(out, "cliorph: 3 namespaces made by this store, not recorded") {
+	if code != 0 || !strings.Contains(out, "adopted 3 namespaces of "+orph) || !strings.Contains(out, orph+": 3 namespaces made by this store, not recorded") {
 		t.Fatalf("recover --adopt: %d %s", code, out)
 	}
 	if out, code := run(t, state, "apply", f); code != 0 || !strings.Contains(out, "no changes") {
 		t.Errorf("apply after adopting: %d %s", code, out)
 	}
-	if out, code := run(t, state, "destroy", "cliorph"); code != 0 {
+	if out, code := run(t, state, "destroy", orph); code != 0 {
 		t.Errorf("destroy: %d %s", code, out)
 	}
-	for _, ns := range namespaces() {
-		if strings.HasPrefix(ns, "vnet.cliorph.") {
-			t.Errorf("%s left behind", ns)
-		}
+	for _, ns := range nstest.Namespaces(orph) {
+		t.Errorf("%s left behind", ns)
 	}
 }

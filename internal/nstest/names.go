@@ -3,6 +3,7 @@ package nstest
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -62,6 +63,35 @@ func Namespaces(infras ...string) []string {
 			if strings.HasPrefix(e.Name(), plan.InfraNSPrefix(infra)) {
 				out = append(out, e.Name())
 			}
+		}
+	}
+	return out
+}
+
+// OrphanedNamespaces lists the namespaces whose infrastructure name starts
+// with infraPrefix and whose mark names a state directory that no longer
+// exists. A `vnet lab run` keeps its state in a temporary directory that
+// it removes when it ends, so what such a run left behind is exactly this,
+// while a lab run of someone else's, still going, is not.
+func OrphanedNamespaces(t testing.TB, infraPrefix string) []string {
+	t.Helper()
+	dp, err := dataplane.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dp.Close()
+	all, err := dp.VnetNamespaces()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, ns := range all {
+		m, ok := plan.ParseMark(ns.Mark)
+		if !ok || !strings.HasPrefix(m.Infra, infraPrefix) || m.Dir == "" {
+			continue
+		}
+		if _, err := os.Stat(m.Dir); errors.Is(err, os.ErrNotExist) {
+			out = append(out, ns.Name)
 		}
 	}
 	return out

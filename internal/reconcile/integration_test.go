@@ -502,8 +502,8 @@ func TestRollbackAtEveryStep(t *testing.T) {
 	// A vNIC renamed behind vnet's back (its port's alias names it as it
 	// now is, so that the state before is one vnet could have made).
 	renamed := func(t *testing.T) {
-		renameLink(t, ns("itroll", "web1"), "eth0", "foo")
-		setLinkAlias(t, ns("itroll", "esx1"), plan.VNICPortName("web1", 0), plan.AliasPrefix+"peer="+ns("itroll", "web1")+"/foo")
+		renameLink(t, ns(nstest.Infra("itroll"), "web1"), "eth0", "foo")
+		setLinkAlias(t, ns(nstest.Infra("itroll"), "esx1"), plan.VNICPortName("web1", 0), plan.AliasPrefix+"peer="+ns(nstest.Infra("itroll"), "web1")+"/foo")
 	}
 	for _, tc := range []struct {
 		name, from, to string

@@ -58,9 +58,10 @@ func renameLink(t *testing.T, namespace, old, name string) {
 // pair, which holds the switch port's name, goes first.
 func TestRenamedVNICIsRepaired(t *testing.T) {
 	eng := nstest.Engine(t)
-	src := small("itren")
+	ren := nstest.Infra("itren")
+	src := small(ren)
 	doc, _ := nstest.Apply(t, eng, src)
-	vm, host := ns("itren", "vm1"), ns("itren", "esx1")
+	vm, host := ns(ren, "vm1"), ns(ren, "esx1")
 	renameLink(t, vm, "eth0", "foo")
 	renameLink(t, host, "vmk0", "bar")
 	p, err := eng.Plan(doc)
@@ -71,7 +72,7 @@ func TestRenamedVNICIsRepaired(t *testing.T) {
 	if _, err := eng.Apply(doc); err != nil {
 		t.Fatalf("apply after the renames: %v", err)
 	}
-	links := nstest.Ifindexes(t, "itren")
+	links := nstest.Ifindexes(t, ren)
 	for _, l := range []string{vm + "/eth0", host + "/vmk0"} {
 		if links[l] == 0 {
 			t.Errorf("%s not made again", l)
@@ -96,13 +97,14 @@ func TestForeignLookalikeNamespaceIsLeftAlone(t *testing.T) {
 	eng := nstest.Engine(t)
 	var log bytes.Buffer
 	eng.Log = &log
-	const extra = "vnet.itfor.extra"
+	foreign := nstest.Infra("itfor")
+	extra := "vnet." + foreign + ".extra"
 	makeNamespace(t, extra)
-	doc, _ := nstest.Apply(t, eng, small("itfor"))
+	doc, _ := nstest.Apply(t, eng, small(foreign))
 	if _, err := eng.Apply(doc); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := eng.Destroy("itfor"); err != nil {
+	if _, err := eng.Destroy(foreign); err != nil {
 		t.Fatal(err)
 	}
 	if !netnsExists(extra) {
@@ -112,7 +114,7 @@ func TestForeignLookalikeNamespaceIsLeftAlone(t *testing.T) {
 		t.Errorf("log does not say %q:\n%s", want, log.String())
 	}
 	// A spec that needs that name is refused, not handed the stranger.
-	needs := strings.Replace(small("itfor"), "name: vm1", "name: extra", 1)
+	needs := strings.Replace(small(foreign), "name: vm1", "name: extra", 1)
 	d, err := spec.Load("needs.yaml", []byte(needs))
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +123,7 @@ func TestForeignLookalikeNamespaceIsLeftAlone(t *testing.T) {
 	if !errors.Is(err, reconcile.ErrNotOwned) || !strings.Contains(err.Error(), extra) {
 		t.Errorf("apply over a stranger: %v", err)
 	}
-	for _, l := range nstest.Snapshot(t, "itfor") {
+	for _, l := range nstest.Snapshot(t, foreign) {
 		if !strings.Contains(l, extra) {
 			t.Errorf("the refused apply changed the host: %s", l)
 		}
@@ -132,10 +134,11 @@ func TestForeignLookalikeNamespaceIsLeftAlone(t *testing.T) {
 // names the first, and its destroy leaves the first's objects alone.
 func TestSecondStoreRefusesAnotherStoresInfrastructure(t *testing.T) {
 	first, second := nstest.Engine(t), nstest.Engine(t)
+	shared := nstest.Infra("itsec")
 	var log bytes.Buffer
 	second.Log = &log
-	doc, _ := nstest.Apply(t, first, small("itsec"))
-	before := nstest.Snapshot(t, "itsec")
+	doc, _ := nstest.Apply(t, first, small(shared))
+	before := nstest.Snapshot(t, shared)
 	_, err := second.Apply(doc)
 	if !errors.Is(err, reconcile.ErrNotOwned) {
 		t.Fatalf("second store's apply: %v", err)
@@ -143,10 +146,10 @@ func TestSecondStoreRefusesAnotherStoresInfrastructure(t *testing.T) {
 	if msg := err.Error(); !strings.Contains(msg, first.Store.Location()) || !strings.Contains(msg, first.Store.ID()) || !strings.Contains(msg, "--state-dir") {
 		t.Errorf("error does not name the other store and what to do: %s", msg)
 	}
-	if _, err := second.Destroy("itsec"); err != nil {
+	if _, err := second.Destroy(shared); err != nil {
 		t.Fatal(err)
 	}
-	if after := nstest.Snapshot(t, "itsec"); !slices.Equal(before, after) {
+	if after := nstest.Snapshot(t, shared); !slices.Equal(before, after) {
 		t.Fatalf("second store's destroy changed the first's infrastructure:\n%s", diffLines(before, after))
 	}
 	if !strings.Contains(log.String(), "made by the store at "+first.Store.Location()) {
@@ -161,25 +164,26 @@ func TestSecondStoreRefusesAnotherStoresInfrastructure(t *testing.T) {
 // only when its record lists them; the next apply marks them.
 func TestUnmarkedNamespacesNeedARecord(t *testing.T) {
 	owner, stranger := nstest.Engine(t), nstest.Engine(t)
-	doc, _ := nstest.Apply(t, owner, small("itold"))
+	old := nstest.Infra("itold")
+	doc, _ := nstest.Apply(t, owner, small(old))
 	for _, n := range []string{"esx1", "vm1", plan.PhysSwitch} {
-		setMark(t, ns("itold", n), "")
+		setMark(t, ns(old, n), "")
 	}
-	before := nstest.Snapshot(t, "itold")
-	if _, err := stranger.Destroy("itold"); err != nil {
+	before := nstest.Snapshot(t, old)
+	if _, err := stranger.Destroy(old); err != nil {
 		t.Fatal(err)
 	}
-	if after := nstest.Snapshot(t, "itold"); !slices.Equal(before, after) {
+	if after := nstest.Snapshot(t, old); !slices.Equal(before, after) {
 		t.Fatalf("a store without a record destroyed unmarked namespaces:\n%s", diffLines(before, after))
 	}
 	p, err := owner.Plan(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.Actions) != 3 || !strings.Contains(p.String(), "mark none -> vnet:itold:"+owner.Store.ID()) {
+	if len(p.Actions) != 3 || !strings.Contains(p.String(), "mark none -> vnet:"+old+":"+owner.Store.ID()) {
 		t.Errorf("want the three namespaces marked:\n%s", p)
 	}
-	nstest.Apply(t, owner, small("itold"))
+	nstest.Apply(t, owner, small(old))
 	if p, err := owner.Plan(doc); err != nil || !p.Empty() {
 		t.Errorf("not converged: %v\n%s", err, p)
 	}

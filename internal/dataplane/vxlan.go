@@ -170,3 +170,37 @@ func observeVxlan(h *netlink.Handle, link netlink.Link, ns, master, owner string
 	}
 	return out, nil
 }
+
+// UnderlayLink finds the link in the namespace vnet runs in that holds
+// the address, and returns its name and MTU: a tunnel's frames leave
+// through it (on a real host the route may say otherwise; the address's
+// link is where the operator configured the underlay).
+func UnderlayLink(addr string) (name string, mtu int, err error) {
+	ip := net.ParseIP(addr)
+	if ip == nil {
+		return "", 0, fmt.Errorf("underlay %q is not an address", addr)
+	}
+	h, err := handleFor(plan.CurrentNS)
+	if err != nil {
+		return "", 0, err
+	}
+	defer h.Close()
+	addrs, err := h.AddrList(nil, netlink.FAMILY_ALL)
+	if err != nil {
+		return "", 0, fmt.Errorf("ip addr show: %w", err)
+	}
+	for _, a := range addrs {
+		if a.IP.Equal(ip) {
+			link, err := h.LinkByIndex(a.LinkIndex)
+			if err != nil {
+				return "", 0, err
+			}
+			return link.Attrs().Name, link.Attrs().MTU, nil
+		}
+	}
+	return "", 0, fmt.Errorf("underlay %s is not an address of this machine: %w", addr, ErrNoUnderlay)
+}
+
+// ErrNoUnderlay is wrapped when a host's underlay address is not configured
+// on the machine its agent runs on.
+var ErrNoUnderlay = errors.New("no such local address")

@@ -19,30 +19,31 @@ import (
 // a thread switched for some other object never passes for it.
 var hostNS struct {
 	sync.Mutex
-	h netns.NsHandle
+	h  netns.NsHandle
+	ok bool // a zero NsHandle is fd 0, not "none"
 }
 
 func captureHostNS() error {
 	hostNS.Lock()
 	defer hostNS.Unlock()
-	if hostNS.h.IsOpen() {
+	if hostNS.ok {
 		return nil
 	}
-	var err error
-	err = onOwnThread(func() error {
+	err := onOwnThread(func() (err error) {
 		hostNS.h, err = netns.Get()
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("open this process's netns: %w", err)
 	}
+	hostNS.ok = true
 	return nil
 }
 
 func openHostNS() (netns.NsHandle, error) {
 	hostNS.Lock()
 	defer hostNS.Unlock()
-	if !hostNS.h.IsOpen() {
+	if !hostNS.ok {
 		return netns.None(), errors.New("the namespace vnet runs in was not captured")
 	}
 	fd, err := unix.Dup(int(hostNS.h))

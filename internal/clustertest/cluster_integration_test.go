@@ -63,7 +63,11 @@ func ping(t *testing.T, infra, from, to string) {
 // tcp sends a line from one VM to another over TCP and reads it back.
 func tcp(t *testing.T, infra, from, to string) {
 	t.Helper()
-	l := nstest.Listen(t, plan.NSName(infra, to), ":7777")
+	var l net.Listener
+	if err := inNS(plan.NSName(infra, to), func() (err error) { l, err = net.Listen("tcp", ":7777"); return }); err != nil {
+		t.Fatalf("listen in %s: %v", to, err)
+	}
+	defer l.Close()
 	go func() {
 		conn, err := l.Accept()
 		if err != nil {
@@ -74,7 +78,11 @@ func tcp(t *testing.T, infra, from, to string) {
 		n, _ := conn.Read(buf)
 		_, _ = conn.Write(buf[:n])
 	}()
-	conn, err := nstest.Dial(t, plan.NSName(infra, from), net.JoinHostPort(to2ip(to), "7777"), net.Dialer{Timeout: 3 * time.Second})
+	var conn net.Conn
+	err := inNS(plan.NSName(infra, from), func() (err error) {
+		conn, err = net.DialTimeout("tcp", net.JoinHostPort(to2ip(to), "7777"), 3*time.Second)
+		return
+	})
 	if err != nil {
 		t.Fatalf("tcp %s -> %s: %v", from, to, err)
 	}

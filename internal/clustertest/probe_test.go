@@ -3,19 +3,55 @@ package clustertest
 import (
 	"encoding/binary"
 	"net"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/vnet-project/vnet/internal/nstest"
+	"github.com/vishvananda/netns"
 )
+
+// inNS runs fn on a thread inside the namespace and brings the thread
+// back. A thread left there (as a goroutine that ends while locked leaves
+// it) can be the test's main thread, which the runtime parks instead of
+// ending; the process then counts as one inside the namespace, and an
+// agent that removes the namespace kills whatever runs in it.
+func inNS(ns string, fn func() error) error {
+	target, err := netns.GetFromName(ns)
+	if err != nil {
+		return err
+	}
+	defer target.Close()
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			errc <- err
+			return // the thread stays locked and ends with the goroutine
+		}
+		defer orig.Close()
+		if err := netns.Set(target); err != nil {
+			errc <- err
+			return
+		}
+		ferr := fn()
+		if err := netns.Set(orig); err != nil {
+			errc <- err
+			return
+		}
+		runtime.UnlockOSThread()
+		errc <- ferr
+	}()
+	return <-errc
+}
 
 // echo answers UDP datagrams in a namespace until the test ends: the far
 // end of a ping that needs no ping binary.
 func echo(t *testing.T, ns string) {
 	t.Helper()
 	var pc net.PacketConn
-	if err := nstest.Do(t, ns, func() (err error) { pc, err = net.ListenPacket("udp", ":7"); return }); err != nil {
+	if err := inNS(ns, func() (err error) { pc, err = net.ListenPacket("udp", ":7"); return }); err != nil {
 		t.Fatalf("echo in %s: %v", ns, err)
 	}
 	t.Cleanup(func() { pc.Close() })
@@ -37,7 +73,7 @@ func echo(t *testing.T, ns string) {
 func udpPing(t *testing.T, ns, to string, interval time.Duration, count int) (sent, got int) {
 	t.Helper()
 	var conn net.Conn
-	if err := nstest.Do(t, ns, func() (err error) { conn, err = net.Dial("udp", net.JoinHostPort(to, "7")); return }); err != nil {
+	if err := inNS(ns, func() (err error) { conn, err = net.Dial("udp", net.JoinHostPort(to, "7")); return }); err != nil {
 		t.Fatalf("ping %s from %s: %v", to, ns, err)
 	}
 	defer conn.Close()

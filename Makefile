@@ -15,7 +15,7 @@ BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR ?= $(PREFIX)/share/zsh/site-functions
 FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
 UNITDIR ?= $(PREFIX)/lib/systemd/system
-UNITS := vnet-agent@.service
+UNITS := vnet-agent@.service vnet-hostagent.service
 
 .PHONY: build run demo test unit bench install uninstall clean
 

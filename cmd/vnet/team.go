@@ -117,7 +117,7 @@ func agentCmd() *cobra.Command {
 			return agent.Stop(stateDir, args[0])
 		},
 	}
-	c.AddCommand(run, stop)
+	c.AddCommand(run, stop, hostAgentCmd())
 	return c
 }
 

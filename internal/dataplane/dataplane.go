@@ -15,6 +15,15 @@ import (
 type Linux struct {
 	handles map[string]*netlink.Handle
 	cgroups *Cgroups
+	// HostNS, when set, is the namespace that holds a host model's
+	// host-level objects (plan.CurrentNS for the one vnet runs in):
+	// Observe reads there the links whose alias names the infrastructure
+	// (plan.OwnedBy).
+	HostNS string
+	// OnlyStore, when set, makes Observe see only namespaces marked by that
+	// store, with their cgroups: several agents on one machine (a test
+	// cluster) share /run/netns and must not see each other's VMs.
+	OnlyStore string
 }
 
 // New returns a dataplane for this machine. It fails with ErrNotRoot when
@@ -22,6 +31,9 @@ type Linux struct {
 func New() (*Linux, error) {
 	if os.Geteuid() != 0 {
 		return nil, ErrNotRoot
+	}
+	if err := captureHostNS(); err != nil {
+		return nil, err
 	}
 	return &Linux{handles: map[string]*netlink.Handle{}, cgroups: DetectCgroups()}, nil
 }
@@ -105,6 +117,10 @@ func (l *Linux) ensure(r plan.Resource) error {
 		return setOffloads(r)
 	case plan.KindCgroup:
 		return l.cgroups.Ensure(r)
+	case plan.KindVxlan:
+		return l.ensureVxlan(r)
+	case plan.KindFDB:
+		return l.ensureFDB(r)
 	}
 	return fmt.Errorf("unknown kind %q", r.Kind)
 }
@@ -134,6 +150,10 @@ func (l *Linux) remove(r plan.Resource) error {
 		return nil // offloads go with their link; a dropped setting is reset as a change (plan.ResetDroppedOffloads)
 	case plan.KindCgroup:
 		return l.cgroups.Remove(r.Name)
+	case plan.KindVxlan:
+		return l.removeLink(r.NS, r.Name)
+	case plan.KindFDB:
+		return l.removeFDB(r)
 	}
 	return fmt.Errorf("unknown kind %q", r.Kind)
 }

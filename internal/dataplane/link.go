@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/vnet-project/vnet/internal/plan"
@@ -100,7 +99,7 @@ func (l *Linux) addVeth(h *netlink.Handle, r plan.Resource) error {
 		PeerMTU:          uint32(r.B.MTU),
 	}
 	if r.B.NS != r.A.NS {
-		peerNS, err := netns.GetFromName(r.B.NS)
+		peerNS, err := openNS(r.B.NS)
 		if err != nil {
 			return fmt.Errorf("open netns %s: %w", r.B.NS, err)
 		}

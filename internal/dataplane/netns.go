@@ -188,6 +188,9 @@ func deleteNetns(name string) error {
 // netnsExists reports whether the named namespace is there to be used: a
 // mounted entry (or the probe's unnamed namespace), not an unfinished one.
 func netnsExists(name string) bool {
+	if name == plan.CurrentNS {
+		return true
+	}
 	if _, ok := anonNS(name); ok {
 		return true
 	}
@@ -521,6 +524,9 @@ func closeAnonNetns(name string) {
 
 // openNS opens a namespace by name; the caller closes the handle.
 func openNS(name string) (netns.NsHandle, error) {
+	if name == plan.CurrentNS {
+		return openHostNS()
+	}
 	if h, ok := anonNS(name); ok {
 		fd, err := unix.Dup(int(h))
 		if err != nil {

@@ -27,9 +27,10 @@ func (l *Linux) Observe(infra string, hints []plan.Resource) ([]plan.Resource, e
 			shaperHints[r.Key()] = r
 		}
 	}
-	var out []plan.Resource
-	aEnds := map[string]*vethEnd{}
-	var bEnds []vethEnd
+	if l.OnlyStore != "" {
+		names = l.markedBy(names, l.OnlyStore)
+	}
+	o := &observation{shaperHints: shaperHints, aEnds: map[string]*vethEnd{}}
 	for _, ns := range names {
 		sysctls, err := readSysctls(ns)
 		if err != nil {
@@ -43,53 +44,27 @@ func (l *Linux) Observe(infra string, hints []plan.Resource) ([]plan.Resource, e
 		if err != nil {
 			return nil, fmt.Errorf("ip -n %s link show: %w", ns, err)
 		}
-		out = append(out, plan.Resource{Kind: plan.KindNetns, Name: ns, Sysctls: sysctls, Mark: loopbackAlias(links)})
-		byIndex := map[int]string{}
-		byName := map[string]int{}
-		for _, link := range links {
-			byIndex[link.Attrs().Index] = link.Attrs().Name
-			byName[link.Attrs().Name] = link.Attrs().Index
-		}
-		for _, link := range links {
-			attrs := link.Attrs()
-			owner, mine := strings.CutPrefix(attrs.Alias, plan.AliasPrefix)
-			if !mine || attrs.Name == "lo" { // lo's alias is the namespace's mark
-				continue
-			}
-			switch link.Type() {
-			case "bridge":
-				sysctls, err := readSysctlSet(ns, bridgeConf(attrs.Name), plan.BridgeSysctls)
-				if err != nil {
-					return nil, err
-				}
-				out = append(out, plan.Resource{Kind: plan.KindBridge, NS: ns, Name: attrs.Name,
-					MAC: attrs.HardwareAddr.String(), MTU: attrs.MTU, Sysctls: sysctls, Owner: owner})
-			case "veth":
-				end := plan.End{NS: ns, Name: attrs.Name, MAC: attrs.HardwareAddr.String(), MTU: attrs.MTU, Master: byIndex[attrs.MasterIndex],
-					Down: attrs.Flags&net.FlagUp == 0}
-				if end.Master != "" {
-					if pi, err := h.LinkGetProtinfo(link); err == nil {
-						end.Isolated = pi.Isolated
-					}
-				}
-				v := vethEnd{end: end, index: attrs.Index, peerIndex: attrs.ParentIndex}
-				if pns, pname, ok := parsePeerAlias(attrs.Alias); ok {
-					v.peer = pns + "/" + pname
-					bEnds = append(bEnds, v)
-				} else {
-					v.r = &plan.Resource{Kind: plan.KindVeth, A: end, Owner: owner}
-					aEnds[ns+"/"+attrs.Name] = &v
-				}
-			}
-			addrs, err := observeAddrs(h, link, ns)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, addrs...)
-			out = append(out, observeTC(h, link, ns, shaperHints)...)
-			out = append(out, observeSteer(h, link, ns, byName)...)
+		o.out = append(o.out, plan.Resource{Kind: plan.KindNetns, Name: ns, Sysctls: sysctls, Mark: loopbackAlias(links)})
+		if err := o.links(h, ns, links, nil); err != nil {
+			return nil, err
 		}
 	}
+	if l.HostNS != "" {
+		h, err := l.handle(l.HostNS)
+		if err != nil {
+			return nil, err
+		}
+		links, err := h.LinkList()
+		if err != nil {
+			return nil, fmt.Errorf("ip -n %s link show: %w", l.HostNS, err)
+		}
+		// The host's namespace is the machine's: only what names the
+		// infrastructure is its.
+		if err := o.links(h, l.HostNS, links, func(alias string) bool { return plan.OwnedBy(alias, infra) }); err != nil {
+			return nil, err
+		}
+	}
+	out, aEnds, bEnds := o.out, o.aEnds, o.bEnds
 	joinVethEnds(aEnds, bEnds)
 	keys := make([]string, 0, len(aEnds))
 	for k := range aEnds {
@@ -100,8 +75,115 @@ func (l *Linux) Observe(infra string, hints []plan.Resource) ([]plan.Resource, e
 		out = append(out, *aEnds[k].r)
 	}
 	out = append(out, l.observeOffloads(hints)...)
-	out = append(out, l.observeCgroups(infra)...)
-	return out, nil
+	cgroups := l.observeCgroups(infra)
+	if l.OnlyStore != "" {
+		cgroups = ofNamespaces(cgroups, names)
+	}
+	return append(out, cgroups...), nil
+}
+
+// observation gathers the links of the namespaces Observe reads.
+type observation struct {
+	shaperHints map[string]plan.Resource
+	out         []plan.Resource
+	aEnds       map[string]*vethEnd
+	bEnds       []vethEnd
+}
+
+// links reads the links vnet made in one namespace (by alias) and what sits
+// on them; keep, when set, further picks the aliases to read.
+func (o *observation) links(h *netlink.Handle, ns string, links []netlink.Link, keep func(alias string) bool) error {
+	byIndex := map[int]string{}
+	byName := map[string]int{}
+	for _, link := range links {
+		byIndex[link.Attrs().Index] = link.Attrs().Name
+		byName[link.Attrs().Name] = link.Attrs().Index
+	}
+	for _, link := range links {
+		attrs := link.Attrs()
+		owner, mine := strings.CutPrefix(attrs.Alias, plan.AliasPrefix)
+		if !mine || attrs.Name == "lo" { // lo's alias is the namespace's mark
+			continue
+		}
+		if keep != nil && !keep(attrs.Alias) {
+			continue
+		}
+		switch link.Type() {
+		case "bridge":
+			sysctls, err := readSysctlSet(ns, bridgeConf(attrs.Name), plan.BridgeSysctls)
+			if err != nil {
+				return err
+			}
+			o.out = append(o.out, plan.Resource{Kind: plan.KindBridge, NS: ns, Name: attrs.Name,
+				MAC: attrs.HardwareAddr.String(), MTU: attrs.MTU, Sysctls: sysctls, Owner: owner})
+		case "vxlan":
+			rs, err := observeVxlan(h, link, ns, byIndex[attrs.MasterIndex], owner)
+			if err != nil {
+				return err
+			}
+			o.out = append(o.out, rs...)
+		case "veth":
+			end := plan.End{NS: ns, Name: attrs.Name, MAC: attrs.HardwareAddr.String(), MTU: attrs.MTU, Master: byIndex[attrs.MasterIndex],
+				Down: attrs.Flags&net.FlagUp == 0}
+			if end.Master != "" {
+				if pi, err := h.LinkGetProtinfo(link); err == nil {
+					end.Isolated = pi.Isolated
+				}
+			}
+			v := vethEnd{end: end, index: attrs.Index, peerIndex: attrs.ParentIndex}
+			if pns, pname, ok := parsePeerAlias(attrs.Alias); ok {
+				v.peer = pns + "/" + pname
+				o.bEnds = append(o.bEnds, v)
+			} else {
+				v.r = &plan.Resource{Kind: plan.KindVeth, A: end, Owner: owner}
+				o.aEnds[ns+"/"+attrs.Name] = &v
+			}
+		}
+		addrs, err := observeAddrs(h, link, ns)
+		if err != nil {
+			return err
+		}
+		o.out = append(o.out, addrs...)
+		o.out = append(o.out, observeTC(h, link, ns, o.shaperHints)...)
+		o.out = append(o.out, observeSteer(h, link, ns, byName)...)
+	}
+	return nil
+}
+
+// markedBy keeps the namespaces whose mark names the store. One that
+// vanishes meanwhile is another agent's, going.
+func (l *Linux) markedBy(names []string, storeID string) []string {
+	var out []string
+	for _, ns := range names {
+		h, err := handleFor(ns)
+		if err != nil {
+			continue
+		}
+		lo, err := h.LinkByName("lo")
+		h.Close()
+		if err != nil {
+			continue
+		}
+		if m, ok := plan.ParseMark(lo.Attrs().Alias); ok && m.Store == storeID {
+			out = append(out, ns)
+		}
+	}
+	return out
+}
+
+// ofNamespaces keeps the cgroups of VMs whose namespace is in names.
+func ofNamespaces(cgroups []plan.Resource, names []string) []plan.Resource {
+	keep := map[string]bool{}
+	for _, n := range names {
+		keep[n] = true
+	}
+	var out []plan.Resource
+	for _, c := range cgroups {
+		if keep[c.Namespace()] {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // vethEnd is one end of a pair as observed, with what joins it to the

@@ -199,6 +199,10 @@ func describeChange(o, d Resource) string {
 	add("cpu milli", o.CPUMilli, d.CPUMilli)
 	add("cpuset", o.CPUs, d.CPUs)
 	add("uplink", o.Why, d.Why)
+	add("vni", o.VNI, d.VNI)
+	add("local", o.Local, d.Local)
+	add("port", o.Port, d.Port)
+	add("bridge", o.Link, d.Link)
 	parts = append(parts, sysctlChanges(o.Sysctls, d.Sysctls)...)
 	return strings.Join(parts, ", ")
 }

@@ -24,10 +24,20 @@ type Options struct {
 	// by LimitKey (see PoolCeils).
 	PoolCeils map[string]uint64
 	Now       time.Time // when assignments that change are made
+	// Host, when set, models only that host's part of the spec, as its
+	// agent realizes it on a real machine: see HostModel.
+	Host string
+	// HostNS is the namespace that holds the host's switches and tunnel
+	// endpoints in a host model; empty means the one the agent runs in
+	// (CurrentNS).
+	HostNS string
 }
 
 // Model returns every kernel object that realizes the spec, in creation order.
 func Model(s *spec.Spec, opt Options) []Resource {
+	if opt.Host != "" {
+		return hostModel(s, opt)
+	}
 	m := &modeler{s: s, opt: opt}
 	m.physSwitch()
 	for i := range s.Hosts {

@@ -23,11 +23,14 @@ const (
 	KindShaper   Kind = "shaper"
 	KindSteer    Kind = "steer"
 	KindCgroup   Kind = "cgroup"
+	KindVxlan    Kind = "vxlan" // a VXLAN tunnel endpoint, a port of its switch's bridge
+	KindFDB      Kind = "fdb"   // a static forwarding entry of a tunnel endpoint
 )
 
 var rank = map[Kind]int{
 	KindNetns: 0, KindBridge: 1, KindVeth: 2, KindOffloads: 3,
 	KindAddr: 4, KindLineRate: 5, KindPool: 6, KindFilter: 7, KindShaper: 8, KindSteer: 9, KindCgroup: 10,
+	KindVxlan: 2, KindFDB: 4,
 }
 
 // End is one end of a veth pair.
@@ -85,6 +88,9 @@ func TriOf(b *bool) Tri {
 //	steer:    NS, Link, Match (Steer's text); on a port also Name (port ID)
 //	          and Why (its team assignment, see whyText)
 //	cgroup:   Name (relative path), CPUMilli, CPUs (cpuset list)
+//	vxlan:    NS, Name, MAC, MTU, VNI, Local (underlay address), Port (UDP),
+//	          Link (the bridge it is a port of)
+//	fdb:      NS, Link (the tunnel endpoint), MAC, Remote (underlay address)
 type Resource struct {
 	Kind     Kind   `json:"kind"`
 	NS       string `json:"ns,omitempty"`
@@ -110,6 +116,10 @@ type Resource struct {
 	Why      string `json:"why,omitempty"`
 	Sysctls  string `json:"sysctls,omitempty"`
 	Mark     string `json:"mark,omitempty"`
+	VNI      uint32 `json:"vni,omitempty"`
+	Local    string `json:"local,omitempty"`
+	Remote   string `json:"remote,omitempty"`
+	Port     uint16 `json:"port,omitempty"`
 	// Owner says which spec object this realizes ("vm web1 eth0"). It is a
 	// label for people and is not compared.
 	Owner string `json:"owner,omitempty"`
@@ -121,8 +131,10 @@ func (r Resource) Key() string {
 	switch r.Kind {
 	case KindNetns:
 		return "netns/" + r.Name
-	case KindBridge:
+	case KindBridge, KindVxlan:
 		return "link/" + r.NS + "/" + r.Name
+	case KindFDB:
+		return "fdb/" + r.NS + "/" + r.Link + "/" + r.MAC + "/" + r.Remote
 	case KindVeth:
 		return "link/" + r.A.NS + "/" + r.A.Name
 	case KindOffloads, KindLineRate, KindShaper, KindSteer:
@@ -148,7 +160,7 @@ func Same(a, b Resource) bool {
 // links returns the namespace/name of every link the resource is.
 func (r Resource) links() []string {
 	switch r.Kind {
-	case KindBridge:
+	case KindBridge, KindVxlan:
 		return []string{r.NS + "/" + r.Name}
 	case KindVeth:
 		return []string{r.A.NS + "/" + r.A.Name, r.B.NS + "/" + r.B.Name}
@@ -159,7 +171,7 @@ func (r Resource) links() []string {
 // onLink returns the namespace/name of the link a resource is attached to.
 func (r Resource) onLink() string {
 	switch r.Kind {
-	case KindOffloads, KindAddr, KindLineRate, KindPool, KindFilter, KindShaper, KindSteer:
+	case KindOffloads, KindAddr, KindLineRate, KindPool, KindFilter, KindShaper, KindSteer, KindFDB, KindVxlan:
 		return r.NS + "/" + r.Link
 	}
 	return ""
@@ -214,6 +226,10 @@ func (r Resource) String() string {
 		}
 	case KindCgroup:
 		s = fmt.Sprintf("cgroup %s (cpu %.2f, cpuset %s)", r.Name, float64(r.CPUMilli)/1000, r.CPUs)
+	case KindVxlan:
+		s = fmt.Sprintf("vxlan %s in %s (vni %d, local %s, port %d, port of %s, mtu %d)", r.Name, r.NS, r.VNI, r.Local, r.Port, r.Link, r.MTU)
+	case KindFDB:
+		s = fmt.Sprintf("fdb %s dst %s on %s in %s", r.MAC, r.Remote, r.Link, r.NS)
 	default:
 		s = string(r.Kind)
 	}

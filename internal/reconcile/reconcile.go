@@ -38,6 +38,15 @@ type Engine struct {
 	// fails the apply there. Tests use it to prove rollback at every step.
 	FailBefore func(step int, a plan.Action) error
 	NumCPU     int // CPUs for VM cpusets; 0 means this machine's
+	// Host and HostNS, when Host is set, realize only that host's part of
+	// each spec, as its agent does (plan.Options.Host).
+	Host, HostNS string
+}
+
+// scoped gives the planner's options the engine's host.
+func (e *Engine) scoped(o plan.Options) plan.Options {
+	o.Host, o.HostNS = e.Host, e.HostNS
+	return o
 }
 
 // Result says what an apply did.
@@ -55,12 +64,12 @@ var ErrRolledBack = errors.New("nothing was changed: the host was restored to it
 // spec of the last apply (nil before the first), set and this one drops go
 // back to a veth's defaults.
 func (e *Engine) model(doc *spec.Document, observed []plan.Resource, last *spec.Spec) []plan.Resource {
-	desired := e.markOwn(doc.Spec.Name, plan.Model(doc.Spec, plan.Options{NumCPU: e.numCPU(), Teams: plan.Assignments(observed), PoolCeils: plan.PoolCeils(observed),
-		Now: time.Now().UTC().Truncate(time.Second)}))
+	desired := e.markOwn(doc.Spec.Name, plan.Model(doc.Spec, e.scoped(plan.Options{NumCPU: e.numCPU(), Teams: plan.Assignments(observed), PoolCeils: plan.PoolCeils(observed),
+		Now: time.Now().UTC().Truncate(time.Second)})))
 	if last == nil {
 		return desired
 	}
-	return plan.ResetDroppedOffloads(desired, plan.Model(last, plan.Options{NumCPU: e.numCPU()}))
+	return plan.ResetDroppedOffloads(desired, plan.Model(last, e.scoped(plan.Options{NumCPU: e.numCPU()})))
 }
 
 func (e *Engine) numCPU() int {
@@ -99,8 +108,8 @@ func (e *Engine) realizedModel(last *spec.Spec, observed []plan.Resource) []plan
 	if last == nil {
 		return nil
 	}
-	return plan.Model(last, plan.Options{NumCPU: e.numCPU(), Teams: plan.Assignments(observed), PoolCeils: plan.PoolCeils(observed),
-		Down: downUplinks(last, observed)})
+	return plan.Model(last, e.scoped(plan.Options{NumCPU: e.numCPU(), Teams: plan.Assignments(observed), PoolCeils: plan.PoolCeils(observed),
+		Down: downUplinks(last, observed)}))
 }
 
 // lastSpec is the spec of the last apply, or nil.

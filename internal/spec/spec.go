@@ -26,6 +26,9 @@ type Host struct {
 	Name   string `yaml:"name"`
 	Native bool   `yaml:"native"`
 	NICs   []NIC  `yaml:"nics"`
+	// Underlay is the host's own IP address that its tunnels start and end
+	// at, for switches that span hosts over VXLAN (docs/cluster.md).
+	Underlay string `yaml:"underlay"`
 }
 
 // NIC is a physical NIC. In the lab it is a veth into the emulated physical
@@ -47,6 +50,7 @@ type Switch struct {
 	PortGroups []PortGroup `yaml:"portgroups"`
 	IOC        *IOC        `yaml:"ioc"`
 	Teaming    *Teaming    `yaml:"teaming"` // the default of its port groups
+	VNI        int         `yaml:"vni"`     // its VXLAN network identifier between hosts; default derived from the infra and switch
 }
 
 // IOC is Network I/O Control on a switch's uplinks.

@@ -87,6 +87,7 @@ func (v *validator) run() {
 	v.checkVMs()
 	v.checkHostPorts()
 	v.checkIfaceNamesPerHost()
+	v.checkUnderlay()
 }
 
 func (v *validator) checkName(path, name string, maxLen int, re *regexp.Regexp, what string) bool {

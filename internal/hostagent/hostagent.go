@@ -1,0 +1,222 @@
+// Package hostagent is the per-host agent of a cluster: it watches the
+// infrastructures stored in etcd, realizes on its host the part of each
+// that the spec places there (plan.Options.Host), keeps a local record of
+// what it realized, and reports under a lease what it did.
+package hostagent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/reconcile"
+	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/store"
+	"github.com/vnet-project/vnet/internal/store/etcdstore"
+)
+
+// DefaultInterval is how often the agent reconciles without a change in
+// etcd, to repair what was changed behind its back.
+const DefaultInterval = 30 * time.Second
+
+// Cluster is what the agent needs of the shared store.
+type Cluster interface {
+	List() ([]*store.Record, error)
+	Reporter(infra, host string, ttl time.Duration) (*etcdstore.Reporter, error)
+	WatchInfra(ctx context.Context) <-chan struct{}
+}
+
+// Agent realizes one host's part of every infrastructure in the cluster.
+type Agent struct {
+	Cluster Cluster
+	Local   store.Store // what this host realized, by infrastructure
+	DP      reconcile.Dataplane
+	Host    string
+	HostNS  string // where host-level objects live; "" for the agent's own namespace
+	// UnderlayMTU finds the MTU of the link that holds an underlay
+	// address, or fails when the machine has no such address.
+	UnderlayMTU func(addr string) (int, error)
+	Interval    time.Duration // DefaultInterval when zero
+	TTL         time.Duration // of the reports; etcdstore.DefaultReportTTL when zero
+	Log         io.Writer
+
+	reporters map[string]*etcdstore.Reporter
+}
+
+// Run reconciles now, on every change in etcd and every Interval, until
+// ctx ends; then it withdraws its reports. The kernel objects stay: a
+// stopped or killed agent changes nothing on its host, and the next one
+// finds them as they are.
+func (a *Agent) Run(ctx context.Context) error {
+	interval := a.Interval
+	if interval <= 0 {
+		interval = DefaultInterval
+	}
+	watch := a.Cluster.WatchInfra(ctx)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	defer a.closeReporters()
+	a.Reconcile()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case _, ok := <-watch:
+			if !ok {
+				return nil
+			}
+		case <-tick.C:
+		}
+		a.Reconcile()
+	}
+}
+
+// Reconcile converges the host to what etcd holds: each infrastructure that
+// places something on the host is applied and reported, each this host
+// realized that etcd no longer places here is destroyed. When etcd cannot
+// be read, nothing changes.
+func (a *Agent) Reconcile() {
+	recs, err := a.Cluster.List()
+	if err != nil {
+		a.logf("read infrastructures: %v; nothing changed\n", err)
+		return
+	}
+	here := map[string]bool{}
+	for _, rec := range recs {
+		doc, err := spec.Load(rec.SpecFile, rec.Spec)
+		if err != nil {
+			a.logf("%s: stored spec does not load: %v\n", rec.Name, err)
+			if local, lerr := a.Local.Get(rec.Name); lerr == nil && local != nil {
+				here[rec.Name] = true // keep what stands until a spec that loads says otherwise
+				a.report(rec.Name, rec.Generation, 0, []string{err.Error()})
+			}
+			continue
+		}
+		if !plan.PlacesOn(doc.Spec, a.Host) {
+			continue
+		}
+		here[rec.Name] = true
+		n, err := a.apply(doc)
+		var errs []string
+		if err != nil {
+			errs = []string{err.Error()}
+		}
+		a.report(rec.Name, rec.Generation, n, errs)
+	}
+	a.removeGone(here)
+}
+
+// apply realizes one infrastructure's part and returns how many objects
+// stand for it on the host.
+func (a *Agent) apply(doc *spec.Document) (int, error) {
+	name := doc.Spec.Name
+	if h, _ := doc.Spec.Host(a.Host); h.Underlay != "" && a.UnderlayMTU != nil {
+		mtu, err := a.UnderlayMTU(h.Underlay)
+		if err != nil {
+			return a.realized(name), fmt.Errorf("host %s: %w", a.Host, err)
+		}
+		if err := plan.CheckHostMTU(doc.Spec, a.Host, mtu); err != nil {
+			return a.realized(name), err
+		}
+	}
+	var log bytes.Buffer
+	eng := a.engine(&log)
+	res, err := eng.Apply(doc)
+	switch {
+	case err != nil:
+		a.logf("%s: apply failed:\n%s", name, log.String())
+	case res.Executed > 0:
+		a.logf("%s: applied %d changes:\n%s", name, res.Executed, log.String())
+	}
+	return a.realized(name), err
+}
+
+func (a *Agent) engine(log io.Writer) *reconcile.Engine {
+	return &reconcile.Engine{DP: a.DP, Store: a.Local, Log: log, Host: a.Host, HostNS: a.HostNS}
+}
+
+func (a *Agent) realized(name string) int {
+	rec, err := a.Local.Get(name)
+	if err != nil {
+		return 0
+	}
+	return len(rec.Realized)
+}
+
+// removeGone destroys what the host realized of infrastructures etcd no
+// longer places on it, and withdraws their reports.
+func (a *Agent) removeGone(here map[string]bool) {
+	locals, err := a.Local.List()
+	if err != nil {
+		a.logf("read local records: %v\n", err)
+		return
+	}
+	sort.Slice(locals, func(i, j int) bool { return locals[i].Name < locals[j].Name })
+	for _, rec := range locals {
+		if here[rec.Name] {
+			continue
+		}
+		var log bytes.Buffer
+		p, err := a.engine(&log).Destroy(rec.Name)
+		if err != nil {
+			a.logf("%s: remove: %v\n%s", rec.Name, err, log.String())
+			continue
+		}
+		a.logf("%s: no longer placed on %s; removed %d objects\n%s", rec.Name, a.Host, len(p.Actions), log.String())
+		a.closeReporter(rec.Name)
+	}
+	for name := range a.reporters {
+		if !here[name] {
+			a.closeReporter(name)
+		}
+	}
+}
+
+func (a *Agent) report(infra string, gen, resources int, errs []string) {
+	if a.reporters == nil {
+		a.reporters = map[string]*etcdstore.Reporter{}
+	}
+	rp, ok := a.reporters[infra]
+	if !ok {
+		var err error
+		if rp, err = a.Cluster.Reporter(infra, a.Host, a.TTL); err != nil {
+			a.logf("%s: report: %v\n", infra, err)
+			return
+		}
+		a.reporters[infra] = rp
+	}
+	err := rp.Report(etcdstore.Report{Generation: gen, Resources: resources, Errors: errs})
+	if err != nil && !errors.Is(err, etcdstore.ErrReporterClosed) {
+		// The reporter publishes again by itself once etcd answers.
+		a.logf("%s: report: %v\n", infra, err)
+	}
+}
+
+func (a *Agent) closeReporter(infra string) {
+	if rp, ok := a.reporters[infra]; ok {
+		if err := rp.Close(); err != nil {
+			a.logf("%s: withdraw report: %v\n", infra, err)
+		}
+		delete(a.reporters, infra)
+	}
+}
+
+func (a *Agent) closeReporters() {
+	for name := range a.reporters {
+		a.closeReporter(name)
+	}
+}
+
+func (a *Agent) logf(format string, args ...any) {
+	if a.Log != nil {
+		fmt.Fprintf(a.Log, time.Now().Format("15:04:05.000 ")+format, args...)
+	}
+}
+
+// ErrRunning is returned by Claim when another agent uses the directory.
+var ErrRunning = errors.New("another host agent uses this state directory")

@@ -125,7 +125,7 @@ func (c *Cluster) start(cmd *exec.Cmd) {
 func (c *Cluster) startServer() {
 	c.t.Helper()
 	listen := UnderlayNet + "1:2379"
-	cmd := c.command(c.Ctl, "server", "--data-dir", filepath.Join(c.dir, "etcd"), "--listen-client", listen,
+	cmd := c.command(c.Ctl, "server", "--no-api", "--data-dir", filepath.Join(c.dir, "etcd"), "--listen-client", listen,
 		"--listen-peer", "127.0.0.1:2380", "--state-dir", filepath.Join(c.dir, "ctl"))
 	out, err := cmd.StdoutPipe()
 	if err != nil {

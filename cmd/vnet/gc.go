@@ -18,8 +18,10 @@ func gcCmd() *cobra.Command {
 		Short: "Remove what vnet commands killed halfway left behind",
 		Long: `Remove what no apply or destroy will: probe namespaces of processes that are
 gone, unfinished namespace entries (a plain file in /run/netns where a
-namespace should be mounted), cgroups of infrastructures that are neither in
-the state store nor have a namespace left, and agents of this state
+namespace should be mounted), namespaces whose mark names a state directory
+that no longer exists (a killed lab run's, whose store was temporary),
+cgroups of infrastructures that are neither in the state store nor have a
+namespace left, and agents of this state
 directory whose infrastructure is not in the store. Infrastructures in the
 store are left alone: vnet apply or vnet destroy repairs those.`,
 		Args: exactArgs(0, "no arguments"),

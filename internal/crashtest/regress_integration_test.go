@@ -255,3 +255,39 @@ func TestGCRemovesWhatNoInfrastructureOwns(t *testing.T) {
 	}
 	destroyClean(t, team, state, 0)
 }
+
+// A command killed with its state directory removed after it (a killed
+// `vnet lab run` keeps its store in a temporary directory) leaves
+// namespaces that no store can claim: vnet gc removes them, and leaves
+// alone those of a store that still exists.
+func TestGCRemovesNamespacesOfAVanishedStore(t *testing.T) {
+	nstest.RequireRoot(t)
+	gone, kept := t.TempDir(), t.TempDir()
+	lost, live := uniqueInfra("crlost"), uniqueInfra("crlive")
+	cleanup(t, live, kept)
+	t.Cleanup(func() {
+		for _, ns := range nstest.Namespaces(lost) {
+			vnet(t, kept, nil, "gc")
+			t.Errorf("left %s", ns)
+		}
+	})
+	must(t, gone, "apply", specFile(t, readExample(t, "demo.yaml"), lost))
+	must(t, kept, "apply", specFile(t, readExample(t, "demo.yaml"), live))
+	if err := os.RemoveAll(gone); err != nil {
+		t.Fatal(err)
+	}
+	out := must(t, kept, "gc", "--dry-run")
+	if !strings.Contains(out, "would remove namespace "+nstest.NSName(lost, "esx1")+" (its store, "+gone+", is gone)") {
+		t.Errorf("gc --dry-run does not list %s's namespaces:\n%s", lost, out)
+	}
+	if len(nstest.Namespaces(lost)) == 0 {
+		t.Fatal("gc --dry-run removed something")
+	}
+	out = must(t, kept, "gc")
+	if left := nstest.Namespaces(lost); len(left) > 0 {
+		t.Errorf("gc left %v:\n%s", left, out)
+	}
+	if strings.Contains(out, live) || len(nstest.Namespaces(live)) == 0 {
+		t.Errorf("gc touched %s, whose store exists:\n%s", live, out)
+	}
+}

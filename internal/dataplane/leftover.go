@@ -106,6 +106,34 @@ func unfinishedEntries(prefix string) ([]Leftover, error) {
 	return out, nil
 }
 
+// orphanNS is a namespace whose mark names a store directory that is gone.
+type orphanNS struct {
+	Name string
+	Mark plan.Mark
+}
+
+// storeGoneNamespaces lists vnet's namespaces whose mark names a store
+// directory that no longer exists. Nothing can own them any more but a
+// `vnet recover --adopt` from a store made there again. A store that is
+// not a directory (etcd's) is never taken for gone.
+func (l *Linux) storeGoneNamespaces() ([]orphanNS, error) {
+	all, err := l.VnetNamespaces()
+	if err != nil {
+		return nil, err
+	}
+	var out []orphanNS
+	for _, ns := range all {
+		m, ok := plan.ParseMark(ns.Mark)
+		if !ok || !filepath.IsAbs(m.Dir) {
+			continue
+		}
+		if _, err := os.Stat(m.Dir); errors.Is(err, os.ErrNotExist) {
+			out = append(out, orphanNS{Name: ns.Name, Mark: m})
+		}
+	}
+	return out, nil
+}
+
 func pidAlive(pid int) bool {
 	if pid <= 0 {
 		return false
@@ -123,9 +151,10 @@ type GarbageOpts struct {
 // Garbage returns what no vnet command will ever clean up on its own:
 // probe namespaces of processes that are gone (kept by earlier versions,
 // which mounted them), unfinished namespace entries and temporary files of
-// any infrastructure, and cgroups of infrastructures that are neither in
-// the store nor have a namespace left (those of another state directory
-// still have theirs).
+// any infrastructure, namespaces whose store's directory is gone (what a
+// killed `vnet lab run`, whose store is a temporary directory, leaves), and
+// cgroups of infrastructures that are neither in the store nor have a
+// namespace left (those of another state directory still have theirs).
 func (l *Linux) Garbage(opts GarbageOpts) ([]Leftover, error) {
 	var out []Leftover
 	probes, err := netnsEntries(ProbeNSPrefix)
@@ -152,11 +181,28 @@ func (l *Linux) Garbage(opts GarbageOpts) ([]Leftover, error) {
 			}
 		}
 	}
+	orphaned, err := l.storeGoneNamespaces()
+	if err != nil {
+		return nil, err
+	}
+	for _, ns := range orphaned {
+		out = append(out, Leftover{What: "namespace " + ns.Name + " (its store, " + ns.Mark.Dir + ", is gone)",
+			path: filepath.Join(NetnsDir, ns.Name),
+			remove: func() error {
+				l.forget(ns.Name)
+				if err := killNetnsProcesses(ns.Name); err != nil {
+					return err
+				}
+				return deleteNetns(ns.Name)
+			}})
+	}
 	for _, infra := range l.cgroups.Infras() {
 		if opts.Known != nil && opts.Known(infra) {
 			continue
 		}
-		if live, _ := listNetns(plan.InfraNSPrefix(infra)); len(live) > 0 {
+		if live, _ := listNetns(plan.InfraNSPrefix(infra)); slices.ContainsFunc(live, func(name string) bool {
+			return !slices.ContainsFunc(orphaned, func(o orphanNS) bool { return o.Name == name })
+		}) {
 			continue
 		}
 		for _, name := range l.cgroups.List("vnet/" + infra) {

@@ -53,6 +53,7 @@ func (v *validator) run() {
 	v.checkVMs()
 	v.checkHostPorts()
 	v.checkIfaceNamesPerHost()
+	v.checkSecurity()
 }
 
 func (v *validator) checkName(path, name string, maxLen int, re *regexp.Regexp, what string) bool {

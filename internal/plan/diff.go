@@ -112,7 +112,8 @@ func modifiable(o, d Resource) bool {
 		// A pair is named by both ends; moving an end to another namespace
 		// or renaming it is a new pair.
 		return o.A.NS == d.A.NS && o.A.Name == d.A.Name && o.B.NS == d.B.NS && o.B.Name == d.B.Name
-	case KindNetns, KindBridge, KindLineRate, KindOffloads, KindCgroup, KindPool, KindShaper, KindSteer:
+	case KindNetns, KindBridge, KindLineRate, KindOffloads, KindCgroup, KindPool, KindShaper, KindSteer,
+		KindFirewall, KindPortSec:
 		return true
 	}
 	return false

@@ -92,6 +92,11 @@ func (l *Linux) Observe(infra string, hints []plan.Resource) ([]plan.Resource, e
 			out = append(out, observeTC(h, link, ns, shaperHints)...)
 			out = append(out, observeSteer(h, link, ns, byName)...)
 		}
+		fw, err := l.observeFirewall(ns)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, fw...)
 	}
 	for _, b := range bEnds {
 		if a, ok := aEnds[b.peer]; ok {

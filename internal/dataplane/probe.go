@@ -58,5 +58,5 @@ func (l *Linux) Probe(needs []plan.Resource) error {
 			return err
 		}
 	}
-	return nil
+	return l.probeFirewall(ns, needs)
 }

@@ -275,3 +275,7 @@ func LinkLocal(mac string) (netip.Addr, bool) {
 	b[12], b[13], b[14], b[15] = 0xfe, hw[3], hw[4], hw[5]
 	return netip.AddrFrom16(b), true
 }
+
+// HostPortSwitchPort is the switch-side port of a host port, where its
+// port policy applies.
+func HostPortSwitchPort(name string) string { return hostPortPeerName(name) }

@@ -280,33 +280,42 @@ func TestSecurityRollbackAtEveryStep(t *testing.T) {
 		"        acl:\n", "        security: {promiscuous: true, macChanges: true, forgedTransmits: true}\n        xacl:\n",
 	).Replace(secLab(infra))
 	open = dropBlock(open, "        xacl:\n")
-	nstest.Apply(t, eng, open)
-	to, err := spec.Load("to.yaml", []byte(secLab(infra)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := eng.Plan(to)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := nstest.Snapshot(t, infra)
-	for step := range p.Actions {
-		eng.FailBefore = func(i int, _ plan.Action) error {
-			if i == step {
-				return errInjected
+	changed := strings.NewReplacer("dport: 443", "dport: 8443", "{portgroup: pg-app, ip: 10.77.0.3/24}", "{portgroup: pg-open, ip: 10.77.0.3/24}").Replace(secLab(infra))
+	for _, tc := range []struct{ name, from, to string }{
+		{"ACLs and conntrack added", open, secLab(infra)},
+		{"a rule and a member changed", secLab(infra), changed},
+		{"ACLs and conntrack removed", secLab(infra), open},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nstest.Apply(t, eng, tc.from)
+			to, err := spec.Load("to.yaml", []byte(tc.to))
+			if err != nil {
+				t.Fatal(err)
 			}
-			return nil
-		}
-		_, err := eng.Apply(to)
-		eng.FailBefore = nil
-		if !errors.Is(err, errInjected) {
-			t.Fatalf("step %d: %v", step, err)
-		}
-		if got := nstest.Snapshot(t, infra); !slices.Equal(want, got) {
-			t.Fatalf("step %d (%s): host changed:\n%s", step, p.Actions[step], diffLines(want, got))
-		}
+			p, err := eng.Plan(to)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := nstest.Snapshot(t, infra)
+			for step := range p.Actions {
+				eng.FailBefore = func(i int, _ plan.Action) error {
+					if i == step {
+						return errInjected
+					}
+					return nil
+				}
+				_, err := eng.Apply(to)
+				eng.FailBefore = nil
+				if !errors.Is(err, errInjected) {
+					t.Fatalf("step %d: %v", step, err)
+				}
+				if got := nstest.Snapshot(t, infra); !slices.Equal(want, got) {
+					t.Fatalf("step %d (%s): host changed:\n%s", step, p.Actions[step], diffLines(want, got))
+				}
+			}
+			t.Logf("%d steps, each rolled back:\n%s", len(p.Actions), p)
+		})
 	}
-	t.Logf("%d steps, each rolled back:\n%s", len(p.Actions), p)
 }
 
 // dropBlock removes the line starting with marker and the more indented

@@ -369,6 +369,9 @@ func (l *Linux) observeFirewall(ns string) ([]plan.Resource, error) {
 	err := nftIn(ns, func(c *nftables.Conn) error {
 		tables, err := c.ListTables()
 		if err != nil {
+			if noNFTables(err) {
+				return nil // a kernel without nftables has no firewall to read
+			}
 			return fmt.Errorf("nft -n %s list tables: %w", ns, err)
 		}
 		if _, ok := findTable(tables, bridgeTable); !ok {
@@ -455,9 +458,15 @@ func (l *Linux) observeFirewall(ns string) ([]plan.Resource, error) {
 // Equivalent to: nft -n NS list table bridge vnet (the counters)
 func (l *Linux) FirewallCounters(ns string) (map[string]map[string]uint64, error) {
 	out := map[string]map[string]uint64{}
+	if !netnsExists(ns) {
+		return out, nil
+	}
 	err := nftIn(ns, func(c *nftables.Conn) error {
 		chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyBridge)
 		if err != nil {
+			if noNFTables(err) {
+				return nil
+			}
 			return fmt.Errorf("nft -n %s list chains: %w", ns, err)
 		}
 		for _, ch := range chains {
@@ -509,9 +518,15 @@ func commentOf(r *nftables.Rule) string {
 
 func isNotFound(err error) bool { return errors.Is(err, unix.ENOENT) }
 
+// noNFTables reports whether err says the kernel has no nftables (or not
+// the family asked for).
+func noNFTables(err error) bool {
+	return errors.Is(err, unix.EPROTONOSUPPORT) || errors.Is(err, unix.EAFNOSUPPORT) || errors.Is(err, unix.EOPNOTSUPP)
+}
+
 // nftErr turns a missing nftables family into a FeatureError.
 func nftErr(ns, what string, err error) error {
-	if errors.Is(err, unix.EAFNOSUPPORT) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EPROTONOSUPPORT) {
+	if noNFTables(err) {
 		return &FeatureError{Feature: "nftables bridge family (port security and ACLs)", Hint: "CONFIG_NF_TABLES and CONFIG_NF_TABLES_BRIDGE", Err: err}
 	}
 	return fmt.Errorf("nft -n %s %s: %w", ns, what, err)

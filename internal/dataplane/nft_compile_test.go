@@ -1,10 +1,14 @@
 package dataplane
 
 import (
+	"errors"
+	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/google/nftables"
+	"golang.org/x/sys/unix"
 
 	"github.com/vnet-project/vnet/internal/plan"
 )
@@ -92,5 +96,15 @@ func TestCommentsRoundTrip(t *testing.T) {
 	}
 	if port, digest, _ := parseJumpComment("port vn1"); port != "vn1" || digest != "" {
 		t.Errorf("a plain jump comment parsed as %q %q", port, digest)
+	}
+}
+
+func TestMissingBridgeFamilyIsNotSupported(t *testing.T) {
+	err := nftErr("vnet.x.esx1", "add table bridge vnet", fmt.Errorf("netlink receive: %w", unix.EAFNOSUPPORT))
+	if !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "CONFIG_NF_TABLES_BRIDGE") {
+		t.Errorf("missing bridge family: %v", err)
+	}
+	if err := nftErr("ns", "x", unix.EPERM); errors.Is(err, ErrNotSupported) {
+		t.Errorf("EPERM called unsupported: %v", err)
 	}
 }

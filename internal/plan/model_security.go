@@ -14,7 +14,7 @@ import (
 // namespace passes bridged IP traffic to the IP hooks (see FirewallStateful).
 func (m *modeler) security() {
 	type fw struct {
-		ns       string
+		ns, host string
 		stateful bool
 	}
 	var hosts []*fw
@@ -31,7 +31,7 @@ func (m *modeler) security() {
 		ns := m.ns(host)
 		f := byNS[ns]
 		if f == nil {
-			f = &fw{ns: ns}
+			f = &fw{ns: ns, host: host}
 			byNS[ns] = f
 			hosts = append(hosts, f)
 		}
@@ -56,7 +56,7 @@ func (m *modeler) security() {
 			m.setNamespaceSysctl(f.ns, ConntrackSysctlV4, "1")
 			m.setNamespaceSysctl(f.ns, ConntrackSysctlV6, "1")
 		}
-		m.add(Resource{Kind: KindFirewall, NS: f.ns, Match: text, Owner: "firewall of " + f.ns})
+		m.add(Resource{Kind: KindFirewall, NS: f.ns, Match: text, Owner: "host " + f.host})
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
+	"github.com/mdlayher/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
@@ -60,11 +61,31 @@ func nftIn(ns string, fn func(c *nftables.Conn) error) error {
 		return fmt.Errorf("open netns %s: %w", ns, err)
 	}
 	defer h.Close()
-	c, err := nftables.New(nftables.WithNetNSFd(int(h)))
+	c, err := nftables.New(nftables.WithNetNSFd(int(h)), nftables.WithSockOptions(largeBuffers))
 	if err != nil {
 		return fmt.Errorf("nftables in %s: %w", ns, err)
 	}
 	return fn(c)
+}
+
+// largeBuffers lets a port's transaction go in whole: it is sent as one
+// message (a policy of a thousand ACL rules is over the default send
+// buffer: EMSGSIZE), and the kernel acknowledges each of its rules, sets
+// and elements, which overflow the default receive buffer (ENOBUFS) before
+// the first acknowledgement is read. Memory is charged only as used.
+func largeBuffers(c *netlink.Conn) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = errors.Join(unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 64<<20),
+			unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 64<<20))
+	}); err != nil {
+		return err
+	}
+	return serr
 }
 
 // addBaseChains queues the bridge table and its base chains; adding what

@@ -145,7 +145,7 @@ func describeChange(o, d Resource) string {
 	add("ceil", o.Ceil, d.Ceil)
 	add("quantum", o.Quantum, d.Quantum)
 	add("burst", o.Burst, d.Burst)
-	add("match", o.Match, d.Match)
+	add("match", shortMatch(o), shortMatch(d))
 	add("class", o.Class, d.Class)
 	add("gro", o.GRO, d.GRO)
 	add("tso", o.TSO, d.TSO)

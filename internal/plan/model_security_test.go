@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -194,5 +195,21 @@ func TestPortSecDigestResolves(t *testing.T) {
 	got := ResolveSteer([]Resource{seen}, rs)
 	if got[0].Match != r.Match {
 		t.Errorf("digest not resolved: %s", got[0].Match)
+	}
+}
+
+func TestLongPolicyIsShortInPlans(t *testing.T) {
+	var rules []string
+	for i := range 200 {
+		rules = append(rules, fmt.Sprintf("{action: deny, direction: ingress, proto: udp, dport: %d}", 20000+i))
+	}
+	rs := secModel(t, "acl: {default: deny, rules: ["+strings.Join(rules, ", ")+"]}")
+	r, _ := portSec(rs, NSName("s", "esx1"), VNICPortName("web", 0))
+	if s := r.String(); len(s) > 400 || !strings.Contains(s, "(200 rules in all, sha256:") {
+		t.Errorf("a 200-rule policy prints as %d bytes: %.300s", len(s), s)
+	}
+	small, _ := portSec(secModel(t, ""), NSName("s", "esx1"), VNICPortName("web", 0))
+	if !strings.Contains(small.String(), small.Match) {
+		t.Errorf("a short policy is cut: %s", small)
 	}
 }

@@ -223,7 +223,7 @@ func (r Resource) String() string {
 	case KindFirewall:
 		s = fmt.Sprintf("firewall in %s: %s", r.NS, r.Match)
 	case KindPortSec:
-		s = fmt.Sprintf("port security on %s in %s: %s", r.Link, r.NS, r.Match)
+		s = fmt.Sprintf("port security on %s in %s: %s", r.Link, r.NS, shortMatch(r))
 	case KindCgroup:
 		s = fmt.Sprintf("cgroup %s (cpu %.2f, cpuset %s)", r.Name, float64(r.CPUMilli)/1000, r.CPUs)
 	default:

@@ -279,3 +279,18 @@ func LinkLocal(mac string) (netip.Addr, bool) {
 // HostPortSwitchPort is the switch-side port of a host port, where its
 // port policy applies.
 func HostPortSwitchPort(name string) string { return hostPortPeerName(name) }
+
+// shortMatch is a resource's Match for people: a port policy of many
+// rules is cut after its first ones, with its rule count and digest, so a
+// plan line stays readable and a change still shows.
+func shortMatch(r Resource) string {
+	const keep = 240
+	if r.Kind != KindPortSec || len(r.Match) <= keep+40 {
+		return r.Match
+	}
+	cut := strings.LastIndex(r.Match[:keep], "; ")
+	if cut < 0 {
+		cut = keep
+	}
+	return fmt.Sprintf("%s; ... (%d rules in all, %s)", r.Match[:cut], strings.Count(r.Match, "; "), SteerDigest(r.Match))
+}

@@ -271,6 +271,26 @@ func TestACLFollowsPortGroupMembers(t *testing.T) {
 	}
 }
 
+// A policy of a thousand rules goes in as one transaction, and a second
+// apply finds it as it was made.
+func TestLargeACLApplies(t *testing.T) {
+	eng := nstest.Engine(t)
+	infra := secInfra("big")
+	var rules strings.Builder
+	for i := range 1000 {
+		fmt.Fprintf(&rules, "            - {action: deny, direction: ingress, proto: udp, dport: %d, from: 192.0.2.0/24}\n", 20000+i)
+	}
+	src := strings.Replace(secLab(infra), "          rules:\n", "          rules:\n"+rules.String(), 1)
+	doc, _ := nstest.Apply(t, eng, src)
+	if p, err := eng.Plan(doc); err != nil || !p.Empty() {
+		t.Fatalf("second plan (%v):\n%s", err, p)
+	}
+	echoTCP(t, nstest.NSName(infra, "web"), "10.77.0.1:443")
+	if err := tcpEcho(t, nstest.NSName(infra, "app"), "10.77.0.1:443"); err != nil {
+		t.Errorf("behind 1000 rules app cannot reach web: %v", err)
+	}
+}
+
 // A failed apply that adds ACLs, connection tracking and port policies
 // leaves the firewall (and everything else) as it found it.
 func TestSecurityRollbackAtEveryStep(t *testing.T) {

@@ -139,7 +139,8 @@ func compilePolicy(p plan.PortPolicy) (map[string][]nftRule, error) {
 
 // aclPreamble lets through, before any ACL rule, what an ACL does not
 // judge: packets of connections already allowed (stateful ACLs), non-IP
-// frames (ARP) and IPv6 neighbour discovery, without which IPv6 does not work.
+// frames (ARP), and IPv6 neighbour and multicast listener discovery
+// (ICMPv6 130 to 137 and 143), without which IPv6 does not work.
 func aclPreamble() []nftRule {
 	return []nftRule{
 		{verdict: expr.VerdictReturn, matches: []nftMatch{{exprs: []expr.Any{
@@ -150,8 +151,10 @@ func aclPreamble() []nftRule {
 			cmp(&expr.Meta{Key: expr.MetaKeyPROTOCOL, Register: 1}, expr.CmpOpNeq, be16(ethIP)),
 			cmp(&expr.Meta{Key: expr.MetaKeyPROTOCOL, Register: 1}, expr.CmpOpNeq, be16(ethIPv6))}},
 		{verdict: expr.VerdictReturn, matches: []nftMatch{isProto(ethIPv6), l4proto(58),
-			cmp(payload(expr.PayloadBaseTransportHeader, 0, 1), expr.CmpOpGte, []byte{133}),
+			cmp(payload(expr.PayloadBaseTransportHeader, 0, 1), expr.CmpOpGte, []byte{130}),
 			cmp(payload(expr.PayloadBaseTransportHeader, 0, 1), expr.CmpOpLte, []byte{137})}},
+		{verdict: expr.VerdictReturn, matches: []nftMatch{isProto(ethIPv6), l4proto(58),
+			cmp(payload(expr.PayloadBaseTransportHeader, 0, 1), expr.CmpOpEq, []byte{143})}},
 	}
 }
 

@@ -42,8 +42,8 @@ func TestCompilePolicy(t *testing.T) {
 				{Allow: false, In: true, Proto: "icmp", Src: pfx("10.0.0.0/8", "192.168.0.0/16")},  // two prefixes: a rule each
 				{Allow: true, Proto: "udp", Dst: pfx("0.0.0.0/0")},
 			}},
-			map[string]int{ingressChain: 3 + 1 + 2 + 2 + 1, egressChain: 3 + 1 + 1},
-			[]string{"", "", "", "acl[0]", "acl[1]", "acl[1]", "acl[3]", "acl[3]", labelDefault}},
+			map[string]int{ingressChain: 4 + 1 + 2 + 2 + 1, egressChain: 4 + 1 + 1},
+			[]string{"", "", "", "", "acl[0]", "acl[1]", "acl[1]", "acl[3]", "acl[3]", labelDefault}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -49,6 +49,7 @@ func printStatus(out io.Writer, st *reconcile.Status) {
 		}
 	}
 	w.Flush()
+	printSecurity(out, st.Security)
 	switch a := st.Agent; {
 	case a == nil:
 	case a.Running:

@@ -113,6 +113,10 @@ func (l *Linux) ensure(r plan.Resource) error {
 		return l.ensureShaper(r)
 	case plan.KindSteer:
 		return l.ensureSteer(r)
+	case plan.KindFirewall:
+		return l.ensureFirewall(r)
+	case plan.KindPortSec:
+		return l.ensurePortSec(r)
 	case plan.KindOffloads:
 		return setOffloads(r)
 	case plan.KindCgroup:
@@ -146,6 +150,10 @@ func (l *Linux) remove(r plan.Resource) error {
 		return l.removeShaper(r)
 	case plan.KindSteer:
 		return l.removeSteer(r)
+	case plan.KindFirewall:
+		return l.removeFirewall(r)
+	case plan.KindPortSec:
+		return l.removePortSec(r)
 	case plan.KindOffloads:
 		return nil // offloads go with their link; a dropped setting is reset as a change (plan.ResetDroppedOffloads)
 	case plan.KindCgroup:

@@ -48,6 +48,11 @@ func (l *Linux) Observe(infra string, hints []plan.Resource) ([]plan.Resource, e
 		if err := o.links(h, ns, links, nil); err != nil {
 			return nil, err
 		}
+		fw, err := l.observeFirewall(ns)
+		if err != nil {
+			return nil, err
+		}
+		o.out = append(o.out, fw...)
 	}
 	if l.HostNS != "" {
 		h, err := l.handle(l.HostNS)

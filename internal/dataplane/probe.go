@@ -71,5 +71,5 @@ func (l *Linux) Probe(needs []plan.Resource) error {
 		}
 		killpoint.At("probe made " + string(r.Kind))
 	}
-	return nil
+	return l.probeFirewall(ns, needs)
 }

@@ -179,6 +179,7 @@ func Snapshot(t testing.TB, infra string) []string {
 		}
 		out = append(out, "netns "+ns)
 		out = append(out, snapshotNS(t, ns)...)
+		out = append(out, snapshotNFT(t, ns)...)
 	}
 	sort.Strings(out)
 	return out

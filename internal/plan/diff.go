@@ -159,7 +159,8 @@ func modifiable(o, d Resource) bool {
 		// A pair is named by both ends; moving an end to another namespace
 		// or renaming it is a new pair.
 		return o.A.NS == d.A.NS && o.A.Name == d.A.Name && o.B.NS == d.B.NS && o.B.Name == d.B.Name
-	case KindNetns, KindBridge, KindLineRate, KindOffloads, KindCgroup, KindPool, KindShaper, KindSteer:
+	case KindNetns, KindBridge, KindLineRate, KindOffloads, KindCgroup, KindPool, KindShaper, KindSteer,
+		KindFirewall, KindPortSec:
 		return true
 	}
 	return false
@@ -192,7 +193,7 @@ func describeChange(o, d Resource) string {
 	add("ceil", o.Ceil, d.Ceil)
 	add("quantum", o.Quantum, d.Quantum)
 	add("burst", o.Burst, d.Burst)
-	add("match", o.Match, d.Match)
+	add("match", shortMatch(o), shortMatch(d))
 	add("class", o.Class, d.Class)
 	add("gro", o.GRO, d.GRO)
 	add("tso", o.TSO, d.TSO)

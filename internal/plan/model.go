@@ -52,6 +52,7 @@ func Model(s *spec.Spec, opt Options) []Resource {
 	m.ioc()
 	m.shapers()
 	m.steering()
+	m.security()
 	return m.out
 }
 

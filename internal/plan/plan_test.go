@@ -127,12 +127,12 @@ func TestDiffAddVMCreatesOnlyItsObjects(t *testing.T) {
 `), Options{})
 	p := Diff(after, before)
 	for _, a := range p.Actions {
-		if a.Op != OpCreate || !strings.Contains(a.Subject().Owner, "vm2") {
+		if a.Op != OpCreate || !strings.Contains(a.Subject().Owner, "vm2") && a.Subject().Kind != KindFirewall {
 			t.Errorf("unexpected action %s", a)
 		}
 	}
-	if len(p.Actions) != 3 { // netns, veth, addr
-		t.Errorf("want 3 actions, got:\n%s", p)
+	if len(p.Actions) != 5 { // netns, veth, addr; esx2's first port policy and its firewall
+		t.Errorf("want 5 actions, got:\n%s", p)
 	}
 }
 
@@ -157,7 +157,8 @@ func TestDiffMoveVMToAnotherHostReplacesAndRecreatesAddress(t *testing.T) {
 		ops = append(ops, string(a.Op)+" "+string(a.Subject().Kind))
 	}
 	got := strings.Join(ops, ", ")
-	if got != "replace veth, create addr" {
+	// The port policy moves with the port; esx1 has no port left to protect.
+	if got != "replace veth, create addr, create firewall, create portsec, delete portsec, delete firewall" {
 		t.Errorf("got %s\n%s", got, p)
 	}
 }

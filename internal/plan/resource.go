@@ -22,6 +22,8 @@ const (
 	KindFilter   Kind = "filter"
 	KindShaper   Kind = "shaper"
 	KindSteer    Kind = "steer"
+	KindFirewall Kind = "firewall" // a host namespace's nftables tables (see model_security.go)
+	KindPortSec  Kind = "portsec"  // one switch port's security policy and ACL
 	KindCgroup   Kind = "cgroup"
 	KindVxlan    Kind = "vxlan" // a VXLAN tunnel endpoint, a port of its switch's bridge
 	KindFDB      Kind = "fdb"   // a static forwarding entry of a tunnel endpoint
@@ -29,7 +31,8 @@ const (
 
 var rank = map[Kind]int{
 	KindNetns: 0, KindBridge: 1, KindVeth: 2, KindOffloads: 3,
-	KindAddr: 4, KindLineRate: 5, KindPool: 6, KindFilter: 7, KindShaper: 8, KindSteer: 9, KindCgroup: 10,
+	KindAddr: 4, KindLineRate: 5, KindPool: 6, KindFilter: 7, KindShaper: 8, KindSteer: 9,
+	KindFirewall: 10, KindPortSec: 11, KindCgroup: 12,
 	KindVxlan: 2, KindFDB: 4,
 }
 
@@ -87,6 +90,8 @@ func TriOf(b *bool) Tri {
 //	shaper:   NS, Link, Rate (average), Ceil (peak, 0: none), Burst (bytes): TBF at the link's root
 //	steer:    NS, Link, Match (Steer's text); on a port also Name (port ID)
 //	          and Why (its team assignment, see whyText)
+//	firewall: NS, Match (FirewallBridge or FirewallStateful)
+//	portsec:  NS, Link (the switch-side port), Match (PortPolicy's text)
 //	cgroup:   Name (relative path), CPUMilli, CPUs (cpuset list)
 //	vxlan:    NS, Name, MAC, MTU, VNI, Local (underlay address), Port (UDP),
 //	          Link (the bridge it is a port of)
@@ -147,6 +152,10 @@ func (r Resource) Key() string {
 		return "addr/" + r.NS + "/" + r.Link + "/" + r.CIDR
 	case KindCgroup:
 		return "cgroup/" + r.Name
+	case KindFirewall:
+		return "firewall/" + r.NS
+	case KindPortSec:
+		return "portsec/" + r.NS + "/" + r.Link
 	}
 	return string(r.Kind) + "/?"
 }
@@ -224,6 +233,10 @@ func (r Resource) String() string {
 		if r.Why != "" {
 			s += " (" + r.Why + ")"
 		}
+	case KindFirewall:
+		s = fmt.Sprintf("firewall in %s: %s", r.NS, r.Match)
+	case KindPortSec:
+		s = fmt.Sprintf("port security on %s in %s: %s", r.Link, r.NS, shortMatch(r))
 	case KindCgroup:
 		s = fmt.Sprintf("cgroup %s (cpu %.2f, cpuset %s)", r.Name, float64(r.CPUMilli)/1000, r.CPUs)
 	case KindVxlan:

@@ -139,6 +139,11 @@ func SteerDigest(text string) string {
 
 const digestPrefix = "sha256:"
 
+// digested reports whether the kernel holds a kind's text as a digest:
+// steering programs, and port policies (nftables keeps at most 256 bytes of
+// a rule's user data).
+func digested(k Kind) bool { return k == KindSteer || k == KindPortSec }
+
 // IsDigest reports whether a steering resource's Match is a digest that no
 // model resolved: its program cannot be made again from it.
 func IsDigest(match string) bool { return strings.Contains(match, digestPrefix) }
@@ -150,7 +155,7 @@ func ResolveSteer(observed []Resource, models ...[]Resource) []Resource {
 	texts := map[string]string{} // key + digest -> text
 	for _, m := range models {
 		for _, r := range m {
-			if r.Kind == KindSteer && !IsDigest(r.Match) {
+			if digested(r.Kind) && !IsDigest(r.Match) {
 				k := r.Key() + " " + SteerDigest(r.Match)
 				if _, ok := texts[k]; !ok {
 					texts[k] = r.Match
@@ -161,7 +166,7 @@ func ResolveSteer(observed []Resource, models ...[]Resource) []Resource {
 	out := make([]Resource, len(observed))
 	copy(out, observed)
 	for i := range out {
-		if r := &out[i]; r.Kind == KindSteer && strings.HasPrefix(r.Match, digestPrefix) {
+		if r := &out[i]; digested(r.Kind) && strings.HasPrefix(r.Match, digestPrefix) {
 			if text, ok := texts[r.Key()+" "+r.Match]; ok {
 				r.Match = text
 			}

@@ -19,6 +19,8 @@ type Status struct {
 	VMs        []VMStatus     `json:"vms"`
 	HostPorts  []PortStatus   `json:"hostports"`
 	Drift      []string       `json:"drift,omitempty"` // what an apply would change
+	// Security lists the ports with port security or an ACL, and their drops.
+	Security []SecurityStatus `json:"security,omitempty"`
 	// Agent is the state of the infrastructure's agent when it teams
 	// uplinks (filled in by the caller, which knows where agents run).
 	Agent *AgentStatus `json:"agent,omitempty"`
@@ -172,6 +174,9 @@ func (e *Engine) Status(doc *spec.Document) (*Status, error) {
 		ps := PortStatus{Host: hp.Host, Name: name, PortGroup: hp.PortGroup, MAC: mac, IP: hp.IP, State: state}
 		team(&ps, plan.PortID(hp.Host, name))
 		st.HostPorts = append(st.HostPorts, ps)
+	}
+	if st.Security, err = e.securityStatus(s, desired); err != nil {
+		return nil, err
 	}
 	for _, a := range plan.Diff(desired, observed).Actions {
 		st.Drift = append(st.Drift, a.String())

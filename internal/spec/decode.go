@@ -287,7 +287,8 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		v.Set(reflect.New(v.Type().Elem()))
 		v = v.Elem()
 	}
-	if reflect.PointerTo(v.Type()).Implements(textUnmarshaler) {
+	// A struct that also reads from text (spec.Peer) takes either form.
+	if reflect.PointerTo(v.Type()).Implements(textUnmarshaler) && (n.Kind != yaml.MappingNode || v.Kind() != reflect.Struct) {
 		if n.Kind != yaml.ScalarNode {
 			d.fail(n, path, "want a single value, got %s", kindName(n))
 			return

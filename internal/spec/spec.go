@@ -79,6 +79,8 @@ type PortGroup struct {
 	Shaping  *Shaping       `yaml:"shaping"`  // per port, both directions
 	Classify []ClassifyRule `yaml:"classify"` // rules that put some of its traffic in other pools
 	Teaming  *Teaming       `yaml:"teaming"`  // fields it sets override the switch's
+	Security *Security      `yaml:"security"` // see security.go
+	ACL      *ACL           `yaml:"acl"`
 }
 
 // Shaping is a port group's traffic shaper.

@@ -88,6 +88,7 @@ func (v *validator) run() {
 	v.checkHostPorts()
 	v.checkIfaceNamesPerHost()
 	v.checkUnderlay()
+	v.checkSecurity()
 }
 
 func (v *validator) checkName(path, name string, maxLen int, re *regexp.Regexp, what string) bool {

@@ -1,0 +1,752 @@
+package reconcile_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/nftables"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/vnet-project/vnet/internal/dataplane"
+	"github.com/vnet-project/vnet/internal/nstest"
+	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/spec"
+)
+
+// secLab has four VMs on one host's switch. pg-web takes only HTTPS, DNS
+// and ping from pg-app and sends nothing it did not answer; pg-app keeps
+// the default port security and also rejects IP spoofing; pg-open accepts
+// everything, as a switch without port security does.
+func secLab(name string) string {
+	return fmt.Sprintf(`
+name: %s
+hosts:
+  - {name: esx1}
+switches:
+  - name: sw0
+    hosts: [esx1]
+    portgroups:
+      - name: pg-web
+        acl:
+          default: deny
+          rules:
+            - {action: allow, direction: ingress, proto: tcp, dport: 443, from: {portgroup: pg-app}}
+            - {action: allow, direction: ingress, proto: udp, dport: 53, from: {portgroup: pg-app}}
+            - {action: allow, direction: ingress, proto: icmp, from: {portgroup: pg-app}}
+            - {action: deny, direction: ingress, proto: tcp, dport: 22}
+      - name: pg-app
+        security: {ipSpoofing: false}
+      - name: pg-open
+        security: {promiscuous: true, macChanges: true, forgedTransmits: true}
+vms:
+  - {name: web, host: esx1, nics: [{portgroup: pg-web, ip: 10.77.0.1/24}]}
+  - {name: app, host: esx1, nics: [{portgroup: pg-app, ip: 10.77.0.2/24}]}
+  - {name: other, host: esx1, nics: [{portgroup: pg-app, ip: 10.77.0.3/24}]}
+  - {name: open, host: esx1, nics: [{portgroup: pg-open, ip: 10.77.0.4/24}]}
+`, name)
+}
+
+// secInfra is unique per run, so that a run never meets another's leftovers.
+func secInfra(prefix string) string { return fmt.Sprintf("%s%d", prefix, os.Getpid()%100000) }
+
+const ethExperimental = 0x88b5 // IEEE local experimental EtherType
+
+func TestPortSecurityDropsForgedFrames(t *testing.T) {
+	eng := nstest.Engine(t)
+	infra := secInfra("sec")
+	doc, _ := nstest.Apply(t, eng, secLab(infra))
+	vm := func(n string) string { return nstest.NSName(infra, n) }
+	appMAC, otherMAC, openMAC := macOf(t, vm("app")), macOf(t, vm("other")), macOf(t, vm("open"))
+	forged := net.HardwareAddr{0x02, 0, 0, 0, 0x99, 0x99}
+	bcast := net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	experimental := func(dst, src net.HardwareAddr, marker string) []byte {
+		return ethFrame(dst, src, ethExperimental, []byte("#"+marker))
+	}
+	before := counters(t, infra)
+
+	t.Run("forged source MAC", func(t *testing.T) {
+		got := exchange(t, vm("app"), vm("other"), ethExperimental,
+			experimental(bcast, forged, "forged"), experimental(bcast, appMAC, "honest"))
+		if got["forged"] != 0 || got["honest"] != 1 {
+			t.Errorf("other received %v: want the honest frame only", got)
+		}
+	})
+
+	t.Run("MAC changed in the guest", func(t *testing.T) {
+		setMAC(t, vm("app"), forged)
+		got := exchange(t, vm("app"), vm("other"), ethExperimental, experimental(bcast, forged, "from-new-mac"))
+		toApp := exchange(t, vm("other"), vm("app"), ethExperimental, experimental(forged, otherMAC, "to-new-mac"))
+		setMAC(t, vm("app"), appMAC)
+		back := exchange(t, vm("other"), vm("app"), ethExperimental, experimental(appMAC, otherMAC, "to-own-mac"))
+		if got["from-new-mac"] != 0 {
+			t.Error("a frame from the changed MAC got through")
+		}
+		if toApp["to-new-mac"] != 0 {
+			t.Error("the VM received unicast for its changed MAC")
+		}
+		if back["to-own-mac"] != 1 {
+			t.Errorf("with its own MAC back the VM received %v", back)
+		}
+	})
+
+	t.Run("spoofed IPv4 source", func(t *testing.T) {
+		app, other, open := netip.MustParseAddr("10.77.0.2"), netip.MustParseAddr("10.77.0.3"), netip.MustParseAddr("10.77.0.4")
+		got := udpExchange(t, vm("app"), vm("open"), 9999,
+			ethFrame(openMAC, appMAC, 0x0800, ipv4UDP(other, open, 4000, 9999, []byte("spoofed"))),
+			ethFrame(openMAC, appMAC, 0x0800, ipv4UDP(app, open, 4000, 9999, []byte("honest"))))
+		if got["spoofed"] != 0 || got["honest"] != 1 {
+			t.Errorf("open received %v: want the datagram from app's own address only", got)
+		}
+	})
+
+	t.Run("gratuitous ARP for another VM's address", func(t *testing.T) {
+		app, other := netip.MustParseAddr("10.77.0.2"), netip.MustParseAddr("10.77.0.3")
+		got := exchange(t, vm("app"), vm("web"), 0x0806,
+			arpFrame(appMAC, appMAC, other, "steal"),
+			arpFrame(appMAC, otherMAC, app, "fake-sha"),
+			arpFrame(appMAC, appMAC, app, "honest"))
+		if got["steal"] != 0 || got["fake-sha"] != 0 || got["honest"] != 1 {
+			t.Errorf("web received %v: want app's own announcement only", got)
+		}
+	})
+
+	t.Run("neighbour advertisement for another VM's address", func(t *testing.T) {
+		appLL, _ := plan.LinkLocal(appMAC.String())
+		otherLL, _ := plan.LinkLocal(otherMAC.String())
+		got := exchange(t, vm("app"), vm("web"), 0x86dd,
+			neighbourAdvert(appMAC, appLL, otherLL, "steal"), neighbourAdvert(appMAC, appLL, appLL, "honest"))
+		if got["steal"] != 0 || got["honest"] != 1 {
+			t.Errorf("web received %v: want app's own advertisement only", got)
+		}
+	})
+
+	t.Run("promiscuous mode rejected", func(t *testing.T) {
+		setPromisc(t, vm("other"))
+		setPromisc(t, vm("open"))
+		unknown := net.HardwareAddr{0x02, 0, 0, 0, 0x77, 0x77} // never seen: the bridge floods it
+		frame := experimental(unknown, appMAC, "flooded")
+		other := capture(t, vm("other"), ethExperimental)
+		open := capture(t, vm("open"), ethExperimental)
+		send(t, vm("app"), frame)
+		if got := other.stop(); got["flooded"] != 0 {
+			t.Error("a promiscuous VM on a port group that rejects promiscuous mode saw unicast for another MAC")
+		}
+		if got := open.stop(); got["flooded"] != 1 {
+			t.Errorf("the VM on pg-open (promiscuous accepted) saw %v; want the flooded frame", got)
+		}
+	})
+
+	after := counters(t, infra)
+	port := func(vmName string) string { return plan.VNICPortName(vmName, 0) }
+	for _, c := range []struct{ port, label string }{
+		{port("app"), "forged-mac"}, {port("app"), "ip-spoof"}, {port("app"), "arp-spoof"}, {port("app"), "nd-spoof"},
+		{port("app"), "not-for-mac"}, {port("other"), "not-for-mac"},
+	} {
+		if after[c.port][c.label] <= before[c.port][c.label] {
+			t.Errorf("%s drops on %s did not count: %d -> %d", c.label, c.port, before[c.port][c.label], after[c.port][c.label])
+		}
+	}
+	if n := after[port("open")]; len(n) != 0 {
+		t.Errorf("pg-open accepts everything yet its port has counters %v", n)
+	}
+	if p, err := eng.Plan(doc); err != nil || !p.Empty() {
+		t.Errorf("after the traffic a plan is not empty (%v):\n%s", err, p)
+	}
+}
+
+func TestACLMatrixIsStatefulAndCounted(t *testing.T) {
+	eng := nstest.Engine(t)
+	infra := secInfra("acl")
+	doc, _ := nstest.Apply(t, eng, secLab(infra))
+	vm := func(n string) string { return nstest.NSName(infra, n) }
+	web, app := "10.77.0.1", "10.77.0.2"
+	for _, port := range []string{"443", "8080", "22"} {
+		echoTCP(t, vm("web"), web+":"+port)
+	}
+	echoTCP(t, vm("app"), app+":8080")
+	echoUDP(t, vm("web"), web+":53")
+	before := counters(t, infra)
+
+	cases := []struct {
+		name     string
+		from, to string
+		proto    string // tcp, udp, icmp
+		addr     string
+		want     bool
+	}{
+		{"app to web https", "app", "web", "tcp", web + ":443", true},
+		{"app to web other port (default deny)", "app", "web", "tcp", web + ":8080", false},
+		{"app to web ssh (denied by rule)", "app", "web", "tcp", web + ":22", false},
+		{"open to web https (not in pg-app)", "open", "web", "tcp", web + ":443", false},
+		{"web to app (egress default deny: only replies leave)", "web", "app", "tcp", app + ":8080", false},
+		{"app to web dns", "app", "web", "udp", web + ":53", true},
+		{"open to web dns", "open", "web", "udp", web + ":53", false},
+		{"app pings web", "app", "web", "icmp", web, true},
+		{"open pings web", "open", "web", "icmp", web, false},
+		{"web pings app", "web", "app", "icmp", app, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var err error
+			switch c.proto {
+			case "tcp":
+				err = tcpEcho(t, vm(c.from), c.addr)
+			case "udp":
+				err = udpEcho(t, vm(c.from), c.addr)
+			case "icmp":
+				err = ping(t, vm(c.from), c.addr)
+			}
+			if got := err == nil; got != c.want {
+				t.Errorf("%s %s -> %s: got through %v, want %v (%v)", c.proto, c.from, c.addr, got, c.want, err)
+			}
+		})
+	}
+	after := counters(t, infra)
+	webPort := plan.VNICPortName("web", 0)
+	for _, label := range []string{"acl[0]", "acl[1]", "acl[2]", "acl[3]", "acl-default"} {
+		if after[webPort][label] <= before[webPort][label] {
+			t.Errorf("%s on web's port did not count: %d -> %d", label, before[webPort][label], after[webPort][label])
+		}
+	}
+	st, err := eng.Status(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(fmt.Sprint(st.Security), "acl-default") {
+		t.Errorf("status shows no ACL drops: %+v", st.Security)
+	}
+
+	// A rule deleted behind vnet's back is drift, and apply repairs it.
+	deleteLastRule(t, vm("esx1"), webPort+"-ingress")
+	p, err := eng.Plan(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Actions) != 1 || p.Actions[0].Op != plan.OpModify || p.Actions[0].Subject().Kind != plan.KindPortSec {
+		t.Fatalf("after deleting a rule the plan is:\n%s", p)
+	}
+	nstest.Apply(t, eng, secLab(infra))
+	if err := tcpEcho(t, vm("open"), web+":443"); err == nil {
+		t.Error("after the repair open reaches web again")
+	}
+	if p, _ := eng.Plan(doc); !p.Empty() {
+		t.Errorf("after the repair the plan is:\n%s", p)
+	}
+}
+
+// A rule naming a port group follows its members: a VM added there is let
+// in without touching anything else.
+func TestACLFollowsPortGroupMembers(t *testing.T) {
+	eng := nstest.Engine(t)
+	infra := secInfra("mem")
+	src := secLab(infra)
+	nstest.Apply(t, eng, src)
+	vm := func(n string) string { return nstest.NSName(infra, n) }
+	echoTCP(t, vm("web"), "10.77.0.1:443")
+	grown := strings.Replace(src, "  - {name: open,", "  - {name: app2, host: esx1, nics: [{portgroup: pg-app, ip: 10.77.0.5/24}]}\n  - {name: open,", 1)
+	_, res := nstest.Apply(t, eng, grown)
+	for _, a := range res.Plan.Actions {
+		if a.Op == plan.OpDelete || a.Op == plan.OpReplace {
+			t.Errorf("adding a member: %s", a)
+		}
+	}
+	if err := tcpEcho(t, vm("app2"), "10.77.0.1:443"); err != nil {
+		t.Errorf("the new member of pg-app cannot reach web: %v", err)
+	}
+	nstest.Apply(t, eng, src)
+	if err := tcpEcho(t, vm("app"), "10.77.0.1:443"); err != nil {
+		t.Errorf("app lost web when app2 went: %v", err)
+	}
+}
+
+// A policy of a thousand rules goes in as one transaction, and a second
+// apply finds it as it was made.
+func TestLargeACLApplies(t *testing.T) {
+	eng := nstest.Engine(t)
+	infra := secInfra("big")
+	var rules strings.Builder
+	for i := range 1000 {
+		fmt.Fprintf(&rules, "            - {action: deny, direction: ingress, proto: udp, dport: %d, from: 192.0.2.0/24}\n", 20000+i)
+	}
+	src := strings.Replace(secLab(infra), "          rules:\n", "          rules:\n"+rules.String(), 1)
+	doc, _ := nstest.Apply(t, eng, src)
+	if p, err := eng.Plan(doc); err != nil || !p.Empty() {
+		t.Fatalf("second plan (%v):\n%s", err, p)
+	}
+	echoTCP(t, nstest.NSName(infra, "web"), "10.77.0.1:443")
+	if err := tcpEcho(t, nstest.NSName(infra, "app"), "10.77.0.1:443"); err != nil {
+		t.Errorf("behind 1000 rules app cannot reach web: %v", err)
+	}
+}
+
+// A failed apply that adds ACLs, connection tracking and port policies
+// leaves the firewall (and everything else) as it found it.
+func TestSecurityRollbackAtEveryStep(t *testing.T) {
+	eng := nstest.Engine(t)
+	infra := secInfra("srb")
+	open := strings.NewReplacer(
+		"        acl:\n", "        security: {promiscuous: true, macChanges: true, forgedTransmits: true}\n        xacl:\n",
+	).Replace(secLab(infra))
+	open = dropBlock(open, "        xacl:\n")
+	changed := strings.NewReplacer("dport: 443", "dport: 8443", "{portgroup: pg-app, ip: 10.77.0.3/24}", "{portgroup: pg-open, ip: 10.77.0.3/24}").Replace(secLab(infra))
+	for _, tc := range []struct{ name, from, to string }{
+		{"ACLs and conntrack added", open, secLab(infra)},
+		{"a rule and a member changed", secLab(infra), changed},
+		{"ACLs and conntrack removed", secLab(infra), open},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nstest.Apply(t, eng, tc.from)
+			to, err := spec.Load("to.yaml", []byte(tc.to))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := eng.Plan(to)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := nstest.Snapshot(t, infra)
+			for step := range p.Actions {
+				eng.FailBefore = func(i int, _ plan.Action) error {
+					if i == step {
+						return errInjected
+					}
+					return nil
+				}
+				_, err := eng.Apply(to)
+				eng.FailBefore = nil
+				if !errors.Is(err, errInjected) {
+					t.Fatalf("step %d: %v", step, err)
+				}
+				if got := nstest.Snapshot(t, infra); !slices.Equal(want, got) {
+					t.Fatalf("step %d (%s): host changed:\n%s", step, p.Actions[step], diffLines(want, got))
+				}
+			}
+			t.Logf("%d steps, each rolled back:\n%s", len(p.Actions), p)
+		})
+	}
+}
+
+// dropBlock removes the line starting with marker and the more indented
+// lines under it.
+func dropBlock(src, marker string) string {
+	i := strings.Index(src, marker)
+	if i < 0 {
+		return src
+	}
+	depth := len(marker) - len(strings.TrimLeft(marker, " "))
+	rest := src[i+len(marker):]
+	for rest != "" {
+		line, after, _ := strings.Cut(rest, "\n")
+		if len(line)-len(strings.TrimLeft(line, " ")) <= depth {
+			break
+		}
+		rest = after
+	}
+	return src[:i] + rest
+}
+
+// --- traffic helpers ---
+
+func counters(t *testing.T, infra string) map[string]map[string]uint64 {
+	t.Helper()
+	dp, err := dataplane.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dp.Close()
+	c, err := dp.FirewallCounters(nstest.NSName(infra, "esx1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func macOf(t *testing.T, ns string) net.HardwareAddr {
+	t.Helper()
+	var mac net.HardwareAddr
+	if err := nstest.Do(t, ns, func() error {
+		ifc, err := net.InterfaceByName("eth0")
+		if err == nil {
+			mac = ifc.HardwareAddr
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return mac
+}
+
+func setMAC(t *testing.T, ns string, mac net.HardwareAddr) {
+	t.Helper()
+	if err := nstest.Do(t, ns, func() error {
+		l, err := netlink.LinkByName("eth0")
+		if err != nil {
+			return err
+		}
+		return netlink.LinkSetHardwareAddr(l, mac)
+	}); err != nil {
+		t.Fatalf("set MAC in %s: %v", ns, err)
+	}
+}
+
+func setPromisc(t *testing.T, ns string) {
+	t.Helper()
+	if err := nstest.Do(t, ns, func() error {
+		l, err := netlink.LinkByName("eth0")
+		if err != nil {
+			return err
+		}
+		return netlink.SetPromiscOn(l)
+	}); err != nil {
+		t.Fatalf("promiscuous mode in %s: %v", ns, err)
+	}
+}
+
+// send writes raw Ethernet frames out of eth0 of a namespace.
+func send(t *testing.T, ns string, frames ...[]byte) {
+	t.Helper()
+	if err := nstest.Do(t, ns, func() error {
+		ifc, err := net.InterfaceByName("eth0")
+		if err != nil {
+			return err
+		}
+		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, 0) // send only
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		for _, f := range frames {
+			to := &unix.SockaddrLinklayer{Ifindex: ifc.Index, Halen: 6}
+			copy(to.Addr[:], f[:6])
+			if err := unix.Sendto(fd, f, 0, to); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("send from %s: %v", ns, err)
+	}
+}
+
+// capturer counts the frames of one EtherType arriving on eth0 of a
+// namespace, by the marker at their end.
+type capturer struct {
+	fd         int
+	mu         sync.Mutex
+	seen       map[string]int
+	quit, done chan struct{}
+}
+
+func capture(t *testing.T, ns string, ethertype uint16) *capturer {
+	t.Helper()
+	c := &capturer{seen: map[string]int{}, quit: make(chan struct{}), done: make(chan struct{})}
+	if err := nstest.Do(t, ns, func() error {
+		ifc, err := net.InterfaceByName("eth0")
+		if err != nil {
+			return err
+		}
+		proto := int(htons(ethertype))
+		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, proto)
+		if err != nil {
+			return err
+		}
+		c.fd = fd
+		tv := unix.Timeval{Usec: 50000}
+		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+			return err
+		}
+		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(ethertype), Ifindex: ifc.Index})
+	}); err != nil {
+		t.Fatalf("capture in %s: %v", ns, err)
+	}
+	go func() {
+		defer close(c.done)
+		buf := make([]byte, 2048)
+		for {
+			n, _, err := unix.Recvfrom(c.fd, buf, 0)
+			if err != nil {
+				if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+					select {
+					case <-c.quit:
+						return
+					default:
+						continue
+					}
+				}
+				return
+			}
+			if m := markerOf(buf[:n]); m != "" {
+				c.mu.Lock()
+				c.seen[m]++
+				c.mu.Unlock()
+			}
+		}
+	}()
+	return c
+}
+
+// stop waits for stragglers, stops, and returns the markers seen.
+func (c *capturer) stop() map[string]int {
+	time.Sleep(300 * time.Millisecond)
+	close(c.quit)
+	<-c.done
+	unix.Close(c.fd)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.seen
+}
+
+// exchange captures in one namespace while frames leave another.
+func exchange(t *testing.T, from, to string, ethertype uint16, frames ...[]byte) map[string]int {
+	t.Helper()
+	c := capture(t, to, ethertype)
+	send(t, from, frames...)
+	return c.stop()
+}
+
+// A marker ends each test frame: "#marker", so that frames the kernel
+// sends itself are not counted.
+func markerOf(frame []byte) string {
+	s := string(frame)
+	i := strings.LastIndexByte(s, '#')
+	if i < 0 || i == len(s)-1 {
+		return ""
+	}
+	m := strings.TrimRight(s[i+1:], "\x00")
+	for _, r := range m {
+		if !(r >= 'a' && r <= 'z' || r == '-') {
+			return ""
+		}
+	}
+	return m
+}
+
+func ethFrame(dst, src net.HardwareAddr, ethertype uint16, payload []byte) []byte {
+	f := append(append(append([]byte{}, dst...), src...), byte(ethertype>>8), byte(ethertype))
+	f = append(f, payload...)
+	for len(f) < 60 {
+		f = append(f, 0)
+	}
+	return f
+}
+
+func ipv4UDP(src, dst netip.Addr, sport, dport uint16, data []byte) []byte {
+	data = append([]byte("#"), data...)
+	udp := make([]byte, 8, 8+len(data))
+	binary.BigEndian.PutUint16(udp[0:], sport)
+	binary.BigEndian.PutUint16(udp[2:], dport)
+	binary.BigEndian.PutUint16(udp[4:], uint16(8+len(data)))
+	udp = append(udp, data...) // checksum 0: none, which IPv4 allows
+	ip := make([]byte, 20)
+	ip[0], ip[8], ip[9] = 0x45, 64, 17
+	binary.BigEndian.PutUint16(ip[2:], uint16(20+len(udp)))
+	copy(ip[12:], src.AsSlice())
+	copy(ip[16:], dst.AsSlice())
+	binary.BigEndian.PutUint16(ip[10:], checksum(ip))
+	return append(ip, udp...)
+}
+
+// arpFrame is a gratuitous ARP request from src claiming spa for sha,
+// with a marker after the ARP body.
+func arpFrame(src, sha net.HardwareAddr, spa netip.Addr, marker string) []byte {
+	body := make([]byte, 28)
+	binary.BigEndian.PutUint16(body[0:], 1)
+	binary.BigEndian.PutUint16(body[2:], 0x0800)
+	body[4], body[5] = 6, 4
+	binary.BigEndian.PutUint16(body[6:], 1)
+	copy(body[8:], sha)
+	copy(body[14:], spa.AsSlice())
+	copy(body[24:], spa.AsSlice())
+	body = append(body, []byte("#"+marker)...)
+	return ethFrame(net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, src, 0x0806, body)
+}
+
+// neighbourAdvert is an unsolicited advertisement from src (sent from
+// address from) claiming target, to all nodes.
+func neighbourAdvert(src net.HardwareAddr, from, target netip.Addr, marker string) []byte {
+	icmp := make([]byte, 24)
+	icmp[0] = 136
+	icmp[4] = 0x20 // override
+	copy(icmp[8:], target.AsSlice())
+	icmp = append(icmp, []byte("#"+marker)...)
+	all := netip.MustParseAddr("ff02::1")
+	pseudo := append(append(append([]byte{}, from.AsSlice()...), all.AsSlice()...), 0, 0, byte(len(icmp)>>8), byte(len(icmp)), 0, 0, 0, 58)
+	binary.BigEndian.PutUint16(icmp[2:], checksum(append(pseudo, icmp...)))
+	ip := make([]byte, 40)
+	ip[0] = 0x60
+	binary.BigEndian.PutUint16(ip[4:], uint16(len(icmp)))
+	ip[6], ip[7] = 58, 255
+	copy(ip[8:], from.AsSlice())
+	copy(ip[24:], all.AsSlice())
+	return ethFrame(net.HardwareAddr{0x33, 0x33, 0, 0, 0, 1}, src, 0x86dd, append(ip, icmp...))
+}
+
+func checksum(b []byte) uint16 {
+	var sum uint32
+	for i := 0; i+1 < len(b); i += 2 {
+		sum += uint32(b[i])<<8 | uint32(b[i+1])
+	}
+	if len(b)%2 == 1 {
+		sum += uint32(b[len(b)-1]) << 8
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	return ^uint16(sum)
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// udpExchange counts, by marker, the datagrams a UDP socket in to receives
+// on port while frames leave from.
+func udpExchange(t *testing.T, from, to string, port int, frames ...[]byte) map[string]int {
+	t.Helper()
+	var pc net.PacketConn
+	if err := nstest.Do(t, to, func() (err error) { pc, err = net.ListenPacket("udp4", fmt.Sprintf(":%d", port)); return }); err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	send(t, from, frames...)
+	seen := map[string]int{}
+	buf := make([]byte, 1500)
+	for {
+		pc.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		n, _, err := pc.ReadFrom(buf)
+		if err != nil {
+			return seen
+		}
+		seen[strings.TrimPrefix(string(buf[:n]), "#")]++
+	}
+}
+
+func echoTCP(t *testing.T, ns, addr string) {
+	t.Helper()
+	l := nstest.Listen(t, ns, addr)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(c, c); c.Close() }()
+		}
+	}()
+}
+
+func echoUDP(t *testing.T, ns, addr string) {
+	t.Helper()
+	var pc net.PacketConn
+	if err := nstest.Do(t, ns, func() (err error) { pc, err = net.ListenPacket("udp4", addr); return }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			pc.WriteTo(buf[:n], from)
+		}
+	}()
+}
+
+const denyWait = 700 * time.Millisecond // how long a dropped attempt is given
+
+func tcpEcho(t *testing.T, ns, addr string) error {
+	c, err := nstest.Dial(t, ns, addr, net.Dialer{Timeout: denyWait})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write([]byte("hello")); err != nil {
+		return err
+	}
+	_, err = io.ReadFull(c, make([]byte, 5))
+	return err
+}
+
+func udpEcho(t *testing.T, ns, addr string) error {
+	var pc net.PacketConn
+	if err := nstest.Do(t, ns, func() (err error) { pc, err = net.ListenPacket("udp4", ":0"); return }); err != nil {
+		return err
+	}
+	defer pc.Close()
+	to, err := net.ResolveUDPAddr("udp4", addr)
+	if err != nil {
+		return err
+	}
+	if _, err := pc.WriteTo([]byte("query"), to); err != nil {
+		return err
+	}
+	pc.SetReadDeadline(time.Now().Add(denyWait))
+	_, _, err = pc.ReadFrom(make([]byte, 64))
+	return err
+}
+
+// ping sends one ICMP echo request and waits for its reply.
+func ping(t *testing.T, ns, addr string) error {
+	var pc net.PacketConn
+	if err := nstest.Do(t, ns, func() (err error) { pc, err = net.ListenPacket("ip4:icmp", "0.0.0.0"); return }); err != nil {
+		return err
+	}
+	defer pc.Close()
+	id := uint16(os.Getpid())
+	req := []byte{8, 0, 0, 0, byte(id >> 8), byte(id), 0, 1, 'v', 'n', 'e', 't'}
+	binary.BigEndian.PutUint16(req[2:], checksum(req))
+	if _, err := pc.WriteTo(req, &net.IPAddr{IP: net.ParseIP(addr)}); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(denyWait)
+	buf := make([]byte, 1500)
+	for {
+		pc.SetReadDeadline(deadline)
+		n, from, err := pc.ReadFrom(buf)
+		if err != nil {
+			return err
+		}
+		if n >= 8 && buf[0] == 0 && from.String() == addr && binary.BigEndian.Uint16(buf[4:]) == id {
+			return nil
+		}
+	}
+}
+
+// deleteLastRule removes a rule from one of vnet's chains, as someone
+// editing the firewall by hand would.
+func deleteLastRule(t *testing.T, ns, chain string) {
+	t.Helper()
+	h, err := netns.GetFromName(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	c, err := nftables.New(nftables.WithNetNSFd(int(h)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := &nftables.Table{Family: nftables.TableFamilyBridge, Name: "vnet"}
+	rules, err := c.GetRules(table, &nftables.Chain{Name: chain, Table: table})
+	if err != nil || len(rules) == 0 {
+		t.Fatalf("rules of %s: %v (%d)", chain, err, len(rules))
+	}
+	if err := c.DelRule(rules[len(rules)-1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -116,26 +116,21 @@ func (b *Local) Get(name string) (*store.Record, error) {
 
 // engine opens the store and a dataplane for one change.
 func (b *Local) engine() (*reconcile.Engine, func(), error) {
-	dp, err := dataplane.New()
-	if err != nil {
-		return nil, nil, err
-	}
-	st, err := store.OpenBolt(b.StateDir)
-	if err != nil {
-		dp.Close()
-		return nil, nil, err
-	}
 	log := b.Log
 	if log == nil {
 		log = io.Discard
 	}
-	return &reconcile.Engine{DP: dp, Store: st, Log: log}, func() { st.Close(); dp.Close() }, nil
+	return b.openEngine(log)
 }
 
 // readEngine is an engine for observing and planning: reading the store
 // takes no lock, so it never waits on a command changing an
 // infrastructure.
 func (b *Local) readEngine() (*reconcile.Engine, func(), error) {
+	return b.openEngine(io.Discard)
+}
+
+func (b *Local) openEngine(log io.Writer) (*reconcile.Engine, func(), error) {
 	dp, err := dataplane.New()
 	if err != nil {
 		return nil, nil, err
@@ -145,7 +140,7 @@ func (b *Local) readEngine() (*reconcile.Engine, func(), error) {
 		dp.Close()
 		return nil, nil, err
 	}
-	return &reconcile.Engine{DP: dp, Store: st, Log: io.Discard}, func() { st.Close(); dp.Close() }, nil
+	return &reconcile.Engine{DP: dp, Store: st, Log: log}, func() { st.Close(); dp.Close() }, nil
 }
 
 // Plan is what applying doc would do.

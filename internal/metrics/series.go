@@ -85,21 +85,7 @@ func MakeSeries(snaps []*Snapshot) *Series {
 		}
 		return Rate(float64(delta(a, b)) * 8 / secs)
 	}
-	uplinks := make([]map[string]UplinkSample, len(snaps))
-	pools := make([]map[string]PoolSample, len(snaps))
-	ports := make([]map[string]PortSample, len(snaps))
-	for i, s := range snaps {
-		uplinks[i], pools[i], ports[i] = map[string]UplinkSample{}, map[string]PoolSample{}, map[string]PortSample{}
-		for _, u := range s.Uplinks {
-			uplinks[i][u.Key()] = u
-		}
-		for _, p := range s.Pools {
-			pools[i][p.Key()] = p
-		}
-		for _, p := range s.Ports {
-			ports[i][p.Key()] = p
-		}
-	}
+	ports, uplinks, pools := indexSnapshots(snaps)
 	for _, u := range last.Uplinks {
 		us := UplinkSeries{Host: u.Host, Switch: u.Switch, Uplink: u.Uplink, NIC: u.NIC, Line: u.Line, Up: u.Up,
 			Tx: make([]Rate, steps), Rx: make([]Rate, steps)}

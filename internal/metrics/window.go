@@ -123,21 +123,7 @@ func Average(snaps []*Snapshot) *Averages {
 		}
 		return float64(bytes) * 8 / avg.Seconds
 	}
-	ports := make([]map[string]PortSample, len(snaps))
-	uplinks := make([]map[string]UplinkSample, len(snaps))
-	pools := make([]map[string]PoolSample, len(snaps))
-	for i, s := range snaps {
-		ports[i], uplinks[i], pools[i] = map[string]PortSample{}, map[string]UplinkSample{}, map[string]PoolSample{}
-		for _, p := range s.Ports {
-			ports[i][p.Key()] = p
-		}
-		for _, u := range s.Uplinks {
-			uplinks[i][u.Key()] = u
-		}
-		for _, p := range s.Pools {
-			pools[i][p.Key()] = p
-		}
-	}
+	ports, uplinks, pools := indexSnapshots(snaps)
 	for _, p := range last.Ports {
 		k := p.Key()
 		tx := sumOver(len(snaps), func(i int) (uint64, bool) { x, ok := ports[i][k]; return x.TxBytes, ok })
@@ -177,4 +163,25 @@ func sumOver(n int, read func(i int) (uint64, bool)) uint64 {
 		prev, have = v, true
 	}
 	return sum
+}
+
+// indexSnapshots keys each snapshot's ports, uplinks and pools, so that a
+// counter can be followed from one snapshot to the next.
+func indexSnapshots(snaps []*Snapshot) (ports []map[string]PortSample, uplinks []map[string]UplinkSample, pools []map[string]PoolSample) {
+	ports = make([]map[string]PortSample, len(snaps))
+	uplinks = make([]map[string]UplinkSample, len(snaps))
+	pools = make([]map[string]PoolSample, len(snaps))
+	for i, s := range snaps {
+		ports[i], uplinks[i], pools[i] = map[string]PortSample{}, map[string]UplinkSample{}, map[string]PoolSample{}
+		for _, p := range s.Ports {
+			ports[i][p.Key()] = p
+		}
+		for _, u := range s.Uplinks {
+			uplinks[i][u.Key()] = u
+		}
+		for _, p := range s.Pools {
+			pools[i][p.Key()] = p
+		}
+	}
+	return ports, uplinks, pools
 }

@@ -7,11 +7,13 @@ no-op apply, adding one VM, changing one VM's address, removing that VM
 (each the median over --reps changes), status, and destroy. Then it prints
 each operation's cost per 100 VMs between the smallest and the largest N.
 
-usage: bench/scale.py [--vnet bin/vnet] [--sizes 100,500] [--reps 5] [--profile DIR]
+usage: bench/scale.py [--vnet bin/vnet] [--sizes 100,500] [--reps 5] [--settle 0] [--profile DIR]
 
 Needs root. It takes /tmp/vnet-kernel.lock for each size itself (do not wrap
 it in flock) and destroys what it made, also when interrupted. --profile
 writes a CPU profile of each timed command to DIR (VNET_CPUPROFILE).
+--settle waits that many seconds before each timed command, untimed, for
+the kernel to finish with new links (IPv6 duplicate address detection).
 Not a test: it prints measurements.
 """
 import argparse, fcntl, os, platform, shutil, statistics, subprocess, sys, tempfile, time
@@ -40,8 +42,8 @@ vms:
 
 
 class Run:
-    def __init__(self, vnet, name, profile):
-        self.vnet, self.name, self.profile = vnet, name, profile
+    def __init__(self, vnet, name, profile, settle):
+        self.vnet, self.name, self.profile, self.settle = vnet, name, profile, settle
         self.state = tempfile.mkdtemp(prefix="vnet-scale.")
         self.file = os.path.join(self.state, "spec.yaml")
         self.n = 0
@@ -51,6 +53,7 @@ class Run:
         if self.profile:
             self.n += 1
             env["VNET_CPUPROFILE"] = os.path.join(self.profile, f"{self.name}-{self.n:03d}-{label}.pprof")
+        time.sleep(self.settle)
         t = time.monotonic()
         r = subprocess.run([self.vnet, "--state-dir", self.state, *args], capture_output=True, text=True, env=env)
         dt = time.monotonic() - t
@@ -68,10 +71,10 @@ class Run:
         shutil.rmtree(self.state, ignore_errors=True)
 
 
-def measure(vnet, n, reps, profile):
+def measure(vnet, n, reps, profile, settle):
     name = f"scl{os.getpid() % 100000}n{n}"
     vms = [(f"vm{i}", ip(i)) for i in range(1, n + 1)]
-    r = Run(vnet, name, profile)
+    r = Run(vnet, name, profile, settle)
     out = {}
     try:
         out["first apply"] = r.apply("first", vms)
@@ -98,6 +101,7 @@ def main():
     ap.add_argument("--vnet", default="bin/vnet")
     ap.add_argument("--sizes", default="100,500")
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--settle", type=float, default=0)
     ap.add_argument("--profile", help="directory for CPU profiles")
     a = ap.parse_args()
     if os.geteuid() != 0:
@@ -112,7 +116,7 @@ def main():
         with open(LOCK, "a") as lk:
             fcntl.flock(lk, fcntl.LOCK_EX)
             try:
-                results[n] = measure(vnet, n, a.reps, a.profile)
+                results[n] = measure(vnet, n, a.reps, a.profile, a.settle)
             finally:
                 fcntl.flock(lk, fcntl.LOCK_UN)
         print(f"N={n}: " + ", ".join(f"{k} {v:.3f}s" for k, v in results[n].items()), flush=True)

@@ -27,7 +27,7 @@ type Linux struct {
 // made in the namespace for the requests the library has no call for.
 type nsHandle struct {
 	*netlink.Handle
-	route *nl.SocketHandle // made when first needed
+	route *nl.SocketHandle
 }
 
 // New returns a dataplane for this machine. It fails with ErrNotRoot when
@@ -60,17 +60,23 @@ func (l *Linux) handle(ns string) (*netlink.Handle, error) {
 
 func (l *Linux) nsHandle(ns string) (*nsHandle, error) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if h, ok := l.handles[ns]; ok {
+	h, ok := l.handles[ns]
+	l.mu.Unlock()
+	if ok {
 		return h, nil
 	}
-	h, err := handleFor(ns)
+	h, err := openNSHandle(ns)
 	if err != nil {
 		return nil, err
 	}
-	nh := &nsHandle{Handle: h}
-	l.handles[ns] = nh
-	return nh, nil
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if had, ok := l.handles[ns]; ok { // opened meanwhile by another goroutine
+		h.close()
+		return had, nil
+	}
+	l.handles[ns] = h
+	return h, nil
 }
 
 // routeSocket returns a route netlink socket inside the namespace.
@@ -79,35 +85,33 @@ func (l *Linux) routeSocket(ns string) (*nl.SocketHandle, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.mu.Lock()
-	route := h.route
-	l.mu.Unlock()
-	if route != nil {
-		return route, nil
-	}
+	return h.route, nil
+}
+
+// openNSHandle opens the handle and the socket of a namespace, entering it
+// once. Only route netlink: vnet uses no other family.
+func openNSHandle(ns string) (*nsHandle, error) {
+	var h *netlink.Handle
 	var s *nl.NetlinkSocket
-	err = inNS(ns, func() (err error) {
-		s, err = nl.GetNetlinkSocketAt(netns.None(), netns.None(), unix.NETLINK_ROUTE)
-		return err
+	err := inNS(ns, func() (err error) {
+		if h, err = netlink.NewHandle(unix.NETLINK_ROUTE); err != nil {
+			return fmt.Errorf("netlink in %s: %w", ns, err)
+		}
+		if s, err = nl.GetNetlinkSocketAt(netns.None(), netns.None(), unix.NETLINK_ROUTE); err != nil {
+			h.Close()
+			return fmt.Errorf("netlink in %s: %w", ns, err)
+		}
+		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("netlink in %s: %w", ns, err)
+		return nil, err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if h.route != nil { // made meanwhile by another goroutine
-		s.Close()
-		return h.route, nil
-	}
-	h.route = &nl.SocketHandle{Socket: s}
-	return h.route, nil
+	return &nsHandle{Handle: h, route: &nl.SocketHandle{Socket: s}}, nil
 }
 
 func (h *nsHandle) close() {
 	h.Handle.Close()
-	if h.route != nil {
-		h.route.Close()
-	}
+	h.route.Close()
 }
 
 func (l *Linux) forget(ns string) {

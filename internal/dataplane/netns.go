@@ -142,11 +142,13 @@ func readSysctlSet(ns, dir string, set []plan.Sysctl) (text string, err error) {
 // as wanted: there is nothing to set.
 func readSysctlsHere(ns, dir string, set []plan.Sysctl) (string, error) {
 	values := map[string]string{}
+	dirs := procSysDirs{}
+	defer dirs.close()
 	for _, s := range set {
-		b, err := os.ReadFile("/proc/sys/" + dir + s.Key)
+		v, err := dirs.read(dir + s.Key)
 		switch {
 		case err == nil:
-			values[s.Key] = strings.TrimSpace(string(b))
+			values[s.Key] = v
 		case s.Optional && errors.Is(err, os.ErrNotExist):
 			values[s.Key] = s.Value
 		default:
@@ -154,6 +156,48 @@ func readSysctlsHere(ns, dir string, set []plan.Sysctl) (string, error) {
 		}
 	}
 	return plan.SysctlText(set, values), nil
+}
+
+// procSysDirs reads settings under /proc/sys, opening each directory
+// once: looking a path up under /proc/sys costs more than reading the
+// file, in a namespace other than the first.
+type procSysDirs map[string]procSysDir
+
+type procSysDir struct {
+	fd  int
+	err error // why it could not be opened
+}
+
+func (d procSysDirs) read(key string) (string, error) {
+	path := "/proc/sys/" + key
+	dir, base := filepath.Split(path)
+	pd, ok := d[dir]
+	if !ok {
+		pd.fd, pd.err = unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		d[dir] = pd
+	}
+	if pd.err != nil {
+		return "", &os.PathError{Op: "open", Path: path, Err: pd.err}
+	}
+	f, err := unix.Openat(pd.fd, base, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(f)
+	var buf [128]byte
+	n, err := unix.Read(f, buf[:])
+	if err != nil {
+		return "", &os.PathError{Op: "read", Path: path, Err: err}
+	}
+	return strings.TrimSpace(string(buf[:n])), nil
+}
+
+func (d procSysDirs) close() {
+	for _, pd := range d {
+		if pd.err == nil {
+			unix.Close(pd.fd)
+		}
+	}
 }
 
 // deleteNetns kills whatever still runs inside the namespace, then removes it.
@@ -319,7 +363,7 @@ func handleFor(name string) (*netlink.Handle, error) {
 		return nil, fmt.Errorf("open netns %s: %w", name, err)
 	}
 	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE) // vnet uses no other family
 	if err != nil {
 		return nil, fmt.Errorf("netlink in %s: %w", name, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/pprof"
 
 	"github.com/spf13/cobra"
 
@@ -22,8 +23,10 @@ const (
 type usageError struct{ error }
 
 func main() {
+	stop := startCPUProfile()
 	root := newRoot()
 	err := root.Execute()
+	stop()
 	if err == nil {
 		return
 	}
@@ -37,6 +40,28 @@ func main() {
 		os.Exit(exitBadInput)
 	default:
 		os.Exit(exitFailure)
+	}
+}
+
+// startCPUProfile writes a CPU profile of the command to the file
+// VNET_CPUPROFILE names, for finding where a slow command spends its time
+// (go tool pprof bin/vnet FILE). The returned function ends it.
+func startCPUProfile() func() {
+	path := os.Getenv("VNET_CPUPROFILE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "vnet: VNET_CPUPROFILE:", err)
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
 	}
 }
 

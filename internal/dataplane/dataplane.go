@@ -4,16 +4,22 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/vnet-project/vnet/internal/killpoint"
 	"github.com/vnet-project/vnet/internal/plan"
 )
 
-// Linux realizes plan actions on this machine's kernel.
+// Linux realizes plan actions on this machine's kernel. Its methods may be
+// called from several goroutines.
 type Linux struct {
-	handles map[string]*netlink.Handle
+	mu      sync.Mutex
+	handles map[string]*nsHandle
 	cgroups *Cgroups
 	// HostNS, when set, is the namespace that holds a host model's
 	// host-level objects (plan.CurrentNS for the one vnet runs in):
@@ -26,6 +32,13 @@ type Linux struct {
 	OnlyStore string
 }
 
+// nsHandle reaches one namespace: the library's handle, and a route socket
+// made in the namespace for the requests the library has no call for.
+type nsHandle struct {
+	*netlink.Handle
+	route *nl.SocketHandle
+}
+
 // New returns a dataplane for this machine. It fails with ErrNotRoot when
 // the process cannot change the network.
 func New() (*Linux, error) {
@@ -35,32 +48,89 @@ func New() (*Linux, error) {
 	if err := captureHostNS(); err != nil {
 		return nil, err
 	}
-	return &Linux{handles: map[string]*netlink.Handle{}, cgroups: DetectCgroups()}, nil
+	return &Linux{handles: map[string]*nsHandle{}, cgroups: DetectCgroups()}, nil
 }
 
 // Close releases the netlink handles.
 func (l *Linux) Close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	for name, h := range l.handles {
-		h.Close()
+		h.close()
 		delete(l.handles, name)
 	}
 }
 
+// handle returns the namespace's netlink handle, opened once per command.
 func (l *Linux) handle(ns string) (*netlink.Handle, error) {
-	if h, ok := l.handles[ns]; ok {
-		return h, nil
-	}
-	h, err := handleFor(ns)
+	h, err := l.nsHandle(ns)
 	if err != nil {
 		return nil, err
+	}
+	return h.Handle, nil
+}
+
+func (l *Linux) nsHandle(ns string) (*nsHandle, error) {
+	l.mu.Lock()
+	h, ok := l.handles[ns]
+	l.mu.Unlock()
+	if ok {
+		return h, nil
+	}
+	h, err := openNSHandle(ns)
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if had, ok := l.handles[ns]; ok { // opened meanwhile by another goroutine
+		h.close()
+		return had, nil
 	}
 	l.handles[ns] = h
 	return h, nil
 }
 
+// routeSocket returns a route netlink socket inside the namespace.
+func (l *Linux) routeSocket(ns string) (*nl.SocketHandle, error) {
+	h, err := l.nsHandle(ns)
+	if err != nil {
+		return nil, err
+	}
+	return h.route, nil
+}
+
+// openNSHandle opens the handle and the socket of a namespace, entering it
+// once. Only route netlink: vnet uses no other family.
+func openNSHandle(ns string) (*nsHandle, error) {
+	var h *netlink.Handle
+	var s *nl.NetlinkSocket
+	err := inNS(ns, func() (err error) {
+		if h, err = netlink.NewHandle(unix.NETLINK_ROUTE); err != nil {
+			return fmt.Errorf("netlink in %s: %w", ns, err)
+		}
+		if s, err = nl.GetNetlinkSocketAt(netns.None(), netns.None(), unix.NETLINK_ROUTE); err != nil {
+			h.Close()
+			return fmt.Errorf("netlink in %s: %w", ns, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &nsHandle{Handle: h, route: &nl.SocketHandle{Socket: s}}, nil
+}
+
+func (h *nsHandle) close() {
+	h.Handle.Close()
+	h.route.Close()
+}
+
 func (l *Linux) forget(ns string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if h, ok := l.handles[ns]; ok {
-		h.Close()
+		h.close()
 		delete(l.handles, ns)
 	}
 }
@@ -170,4 +240,95 @@ func (l *Linux) remove(r plan.Resource) error {
 func isGone(err error) bool {
 	var nf netlink.LinkNotFoundError
 	return errors.As(err, &nf) || errors.Is(err, os.ErrNotExist)
+}
+
+// DeleteAll carries out the deletes of a destroy: it does what executing
+// them one by one would, faster. A namespace takes everything in it with
+// it (its links, a veth with either end in it, their addresses, qdiscs and
+// filters), so only the namespaces are deleted, several at once and the
+// processes in all of them found in one pass; then the rest (cgroups), in
+// the plan's order, once no process of a VM is left to keep its cgroup
+// busy. It returns an error per action that failed.
+func (l *Linux) DeleteAll(actions []plan.Action) []error {
+	gone := map[string]bool{}
+	var namespaces []plan.Action
+	for _, a := range actions {
+		if a.Op == plan.OpDelete && a.Old.Kind == plan.KindNetns {
+			gone[a.Old.Name] = true
+			namespaces = append(namespaces, a)
+		}
+	}
+	var before, after []plan.Action
+	for _, a := range actions {
+		switch {
+		case a.Op != plan.OpDelete:
+			before = append(before, a)
+		case a.Old.Kind == plan.KindNetns || goesWith(*a.Old, gone):
+		case a.Old.Kind == plan.KindCgroup:
+			after = append(after, a)
+		default:
+			before = append(before, a)
+		}
+	}
+	var errs []error
+	for _, a := range before {
+		if err := l.Execute(a); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, l.deleteNamespaces(namespaces)...)
+	for _, a := range after {
+		if err := l.Execute(a); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+// goesWith reports whether deleting the namespaces in gone removes r.
+func goesWith(r plan.Resource, gone map[string]bool) bool {
+	switch r.Kind {
+	case plan.KindNetns, plan.KindCgroup:
+		return false
+	case plan.KindVeth:
+		return gone[r.A.NS] || gone[r.B.NS]
+	}
+	return r.NS != "" && gone[r.NS]
+}
+
+// deleteWorkers is how many namespaces are deleted at once: most of the
+// time of a deletion is the kernel waiting for a grace period, which
+// several deletions share.
+const deleteWorkers = 8
+
+// deleteNamespaces deletes namespaces as Execute would, killing what runs
+// in them first with one look through /proc for all of them.
+func (l *Linux) deleteNamespaces(actions []plan.Action) []error {
+	names := make([]string, len(actions))
+	for i, a := range actions {
+		names[i] = a.Old.Name
+	}
+	var errs []error
+	if err := killProcessesIn(names); err != nil {
+		errs = append(errs, fmt.Errorf("delete namespaces: %w", err))
+	}
+	failed := make([]error, len(actions))
+	_ = forEachParallel(len(actions), deleteWorkers, func(i int) error {
+		a := actions[i]
+		l.forget(a.Old.Name)
+		if err := deleteNetnsEntry(a.Old.Name, false); err != nil {
+			failed[i] = fmt.Errorf("%s %s: %w", a.Op, a.Subject(), err)
+			return nil
+		}
+		if killpoint.Enabled {
+			killpoint.At(fmt.Sprintf("done: %s %s", a.Op, a.Subject()))
+		}
+		return nil
+	})
+	for _, err := range failed {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
 }

@@ -142,14 +142,10 @@ func (l *Linux) existingLink(ns, name string) (*netlink.Handle, netlink.Link, er
 }
 
 // observeTC reads a link's line-rate tree (wire, leaf, pools), filters and
-// shaper. hints give the shaper's burst as applied: the kernel keeps it as
-// a time, which reads back to within a byte or so.
-func observeTC(h *netlink.Handle, link netlink.Link, ns string, hints map[string]plan.Resource) []plan.Resource {
+// shaper from its qdiscs qs. hints give the shaper's burst as applied: the
+// kernel keeps it as a time, which reads back to within a byte or so.
+func observeTC(h *netlink.Handle, link netlink.Link, ns string, qs []netlink.Qdisc, hints map[string]plan.Resource) []plan.Resource {
 	name := link.Attrs().Name
-	qs, err := h.QdiscList(link)
-	if err != nil {
-		return nil
-	}
 	var out []plan.Resource
 	for _, q := range qs {
 		if q.Attrs().Parent != netlink.HANDLE_ROOT {
@@ -182,7 +178,7 @@ func closeTo(a, b uint64) bool {
 
 func observeLineTree(h *netlink.Handle, link netlink.Link, ns string) []plan.Resource {
 	name := link.Attrs().Name
-	classes, err := h.ClassList(link, 0)
+	classes, err := retryDump(func() ([]netlink.Class, error) { return h.ClassList(link, 0) })
 	if err != nil {
 		return nil
 	}
@@ -215,7 +211,7 @@ func observeLineTree(h *netlink.Handle, link netlink.Link, ns string) []plan.Res
 		line.LeafRate, line.Quantum = leafRate, leafQuantum
 	}
 	out = append(out, line)
-	filters, _ := h.FilterList(link, lineRoot)
+	filters, _ := retryDump(func() ([]netlink.Filter, error) { return h.FilterList(link, lineRoot) })
 	for _, f := range filters {
 		u, ok := f.(*netlink.U32)
 		if !ok || u.Sel == nil || u.ClassId == 0 {

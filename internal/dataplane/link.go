@@ -142,7 +142,7 @@ func (l *Linux) configureEnd(e plan.End, alias string) error {
 	if e.Master == "" {
 		return nil
 	}
-	if pi, err := h.LinkGetProtinfo(link); err != nil || pi.Isolated != e.Isolated {
+	if isolated, err := l.linkIsolated(e.NS, link.Attrs().Index); err != nil || isolated != e.Isolated {
 		return setUplinkPort(h, e.NS, link, e.Isolated)
 	}
 	return nil

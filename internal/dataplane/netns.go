@@ -101,12 +101,6 @@ func setSysctls(ns, sysctls string) error {
 	return writeSysctls(ns, "", plan.NamespaceSysctls, sysctls)
 }
 
-// readSysctls reads vnet's settings in a namespace as a netns resource's
-// Sysctls.
-func readSysctls(ns string) (string, error) {
-	return readSysctlSet(ns, "", plan.NamespaceSysctls)
-}
-
 // bridgeConf is where a bridge's IPv4 settings live under /proc/sys, the
 // directory plan.BridgeSysctls' keys are relative to.
 func bridgeConf(bridge string) string { return "net/ipv4/conf/" + bridge + "/" }
@@ -134,24 +128,76 @@ func writeSysctls(ns, dir string, set []plan.Sysctl, text string) error {
 }
 
 // readSysctlSet reads set's settings under /proc/sys/dir as a resource's
-// Sysctls. A missing optional one reads as wanted: there is nothing to set.
-func readSysctlSet(ns, dir string, set []plan.Sysctl) (string, error) {
-	values := map[string]string{}
-	err := inNS(ns, func() error {
-		for _, s := range set {
-			b, err := os.ReadFile("/proc/sys/" + dir + s.Key)
-			switch {
-			case err == nil:
-				values[s.Key] = strings.TrimSpace(string(b))
-			case s.Optional && errors.Is(err, os.ErrNotExist):
-				values[s.Key] = s.Value
-			default:
-				return fmt.Errorf("netns %s: read sysctl %s: %w", ns, strings.ReplaceAll(dir+s.Key, "/", "."), err)
-			}
-		}
-		return nil
+// Sysctls.
+func readSysctlSet(ns, dir string, set []plan.Sysctl) (text string, err error) {
+	err = inNS(ns, func() error {
+		text, err = readSysctlsHere(ns, dir, set)
+		return err
 	})
-	return plan.SysctlText(set, values), err
+	return text, err
+}
+
+// readSysctlsHere reads set's settings under /proc/sys/dir in the calling
+// thread's namespace (ns names it in errors). A missing optional one reads
+// as wanted: there is nothing to set.
+func readSysctlsHere(ns, dir string, set []plan.Sysctl) (string, error) {
+	values := map[string]string{}
+	dirs := procSysDirs{}
+	defer dirs.close()
+	for _, s := range set {
+		v, err := dirs.read(dir + s.Key)
+		switch {
+		case err == nil:
+			values[s.Key] = v
+		case s.Optional && errors.Is(err, os.ErrNotExist):
+			values[s.Key] = s.Value
+		default:
+			return "", fmt.Errorf("netns %s: read sysctl %s: %w", ns, strings.ReplaceAll(dir+s.Key, "/", "."), err)
+		}
+	}
+	return plan.SysctlText(set, values), nil
+}
+
+// procSysDirs reads settings under /proc/sys, opening each directory
+// once: looking a path up under /proc/sys costs more than reading the
+// file, in a namespace other than the first.
+type procSysDirs map[string]procSysDir
+
+type procSysDir struct {
+	fd  int
+	err error // why it could not be opened
+}
+
+func (d procSysDirs) read(key string) (string, error) {
+	path := "/proc/sys/" + key
+	dir, base := filepath.Split(path)
+	pd, ok := d[dir]
+	if !ok {
+		pd.fd, pd.err = unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		d[dir] = pd
+	}
+	if pd.err != nil {
+		return "", &os.PathError{Op: "open", Path: path, Err: pd.err}
+	}
+	f, err := unix.Openat(pd.fd, base, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(f)
+	var buf [128]byte
+	n, err := unix.Read(f, buf[:])
+	if err != nil {
+		return "", &os.PathError{Op: "read", Path: path, Err: err}
+	}
+	return strings.TrimSpace(string(buf[:n])), nil
+}
+
+func (d procSysDirs) close() {
+	for _, pd := range d {
+		if pd.err == nil {
+			unix.Close(pd.fd)
+		}
+	}
 }
 
 // deleteNetns kills whatever still runs inside the namespace, then removes it.
@@ -160,6 +206,12 @@ func readSysctlSet(ns, dir string, set []plan.Sysctl) (string, error) {
 // is already gone, is removed as it is.
 // Equivalent to: ip netns pids NAME | xargs kill -9; ip netns del NAME
 func deleteNetns(name string) error {
+	return deleteNetnsEntry(name, true)
+}
+
+// deleteNetnsEntry is deleteNetns; kill says whether to kill what runs in
+// the namespace first, which a caller deleting many does for all at once.
+func deleteNetnsEntry(name string, kill bool) error {
 	path := filepath.Join(NetnsDir, name)
 	state, err := entryStateOf(path)
 	if err != nil {
@@ -171,8 +223,10 @@ func deleteNetns(name string) error {
 	case entryUnfinished:
 		return removeAbandonedEntry(path)
 	}
-	if err := killNetnsProcesses(name); err != nil {
-		return fmt.Errorf("ip netns del %s: %w", name, err)
+	if kill {
+		if err := killNetnsProcesses(name); err != nil {
+			return fmt.Errorf("ip netns del %s: %w", name, err)
+		}
 	}
 	killpoint.At("netns unmount: " + name)
 	if err := unix.Unmount(path, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
@@ -247,36 +301,62 @@ func NetnsPIDs(name string) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	want := fmt.Sprintf("net:[%d]", ino)
+	byNS, err := pidsInNamespaces(map[string]bool{netnsLink(ino): true})
+	return byNS[netnsLink(ino)], err
+}
+
+// netnsLink is what /proc/PID/ns/net reads for the namespace of an inode.
+func netnsLink(ino uint64) string { return fmt.Sprintf("net:[%d]", ino) }
+
+// pidsInNamespaces returns the processes in each namespace of want (keyed
+// by netnsLink), from one pass through /proc.
+func pidsInNamespaces(want map[string]bool) (map[string][]int, error) {
 	procs, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil, err
 	}
-	var pids []int
+	out := map[string][]int{}
 	for _, p := range procs {
 		pid, err := strconv.Atoi(p.Name())
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
-		if link, err := os.Readlink(filepath.Join("/proc", p.Name(), "ns/net")); err == nil && link == want {
-			pids = append(pids, pid)
+		if link, err := os.Readlink(filepath.Join("/proc", p.Name(), "ns/net")); err == nil && want[link] {
+			out[link] = append(out[link], pid)
 		}
 	}
-	return pids, nil
+	return out, nil
 }
 
 func killNetnsProcesses(name string) error {
+	return killProcessesIn([]string{name})
+}
+
+// killProcessesIn kills whatever runs in the named namespaces and waits
+// until none is left. Names that are no namespace are passed over.
+func killProcessesIn(names []string) error {
+	want := map[string]bool{}
+	for _, name := range names {
+		if ino, err := netnsInode(filepath.Join(NetnsDir, name)); err == nil {
+			want[netnsLink(ino)] = true
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
 	for attempt := 0; attempt < 50; attempt++ {
-		pids, err := NetnsPIDs(name)
-		if err != nil || len(pids) == 0 {
+		byNS, err := pidsInNamespaces(want)
+		if err != nil || len(byNS) == 0 {
 			return err
 		}
-		for _, pid := range pids {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+		for _, pids := range byNS {
+			for _, pid := range pids {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return fmt.Errorf("processes in netns %s do not die", name)
+	return fmt.Errorf("processes in netns %s do not die", strings.Join(names, ", "))
 }
 
 // handleFor opens a netlink handle inside the named namespace.
@@ -286,7 +366,7 @@ func handleFor(name string) (*netlink.Handle, error) {
 		return nil, fmt.Errorf("open netns %s: %w", name, err)
 	}
 	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE) // vnet uses no other family
 	if err != nil {
 		return nil, fmt.Errorf("netlink in %s: %w", name, err)
 	}

@@ -1,12 +1,15 @@
 package dataplane
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
 	"github.com/vnet-project/vnet/internal/plan"
@@ -16,6 +19,11 @@ import (
 // vnet made in them (by alias), their addresses, line rates and cgroups.
 // Offloads are read only for the links named by the hints' offload
 // resources: vnet leaves other links' offloads as the kernel has them.
+//
+// Each namespace is read with one dump per kind of object (links,
+// addresses, qdiscs) rather than one per link, since the kernel answers a
+// per-link query for addresses or qdiscs by walking every link of the
+// namespace; and a few namespaces are read at once.
 func (l *Linux) Observe(infra string, hints []plan.Resource) ([]plan.Resource, error) {
 	names, err := listNetns(plan.InfraNSPrefix(infra))
 	if err != nil {
@@ -30,46 +38,40 @@ func (l *Linux) Observe(infra string, hints []plan.Resource) ([]plan.Resource, e
 	if l.OnlyStore != "" {
 		names = l.markedBy(names, l.OnlyStore)
 	}
-	o := &observation{shaperHints: shaperHints, aEnds: map[string]*vethEnd{}}
-	for _, ns := range names {
-		sysctls, err := readSysctls(ns)
+	views := make([]nsObservation, len(names))
+	err = forEachParallel(len(names), observeWorkers, func(i int) error {
+		v, err := l.observeNS(names[i], shaperHints, nil)
 		if err != nil {
-			return nil, err
+			views[i] = v
+			return err
 		}
-		h, err := l.handle(ns)
-		if err != nil {
-			return nil, err
-		}
-		links, err := h.LinkList()
-		if err != nil {
-			return nil, fmt.Errorf("ip -n %s link show: %w", ns, err)
-		}
-		o.out = append(o.out, plan.Resource{Kind: plan.KindNetns, Name: ns, Sysctls: sysctls, Mark: loopbackAlias(links)})
-		if err := o.links(h, ns, links, nil); err != nil {
-			return nil, err
-		}
-		fw, err := l.observeFirewall(ns)
-		if err != nil {
-			return nil, err
-		}
-		o.out = append(o.out, fw...)
+		fw, err := l.observeFirewall(names[i])
+		v.resources = append(v.resources, fw...)
+		views[i] = v
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	if l.HostNS != "" {
-		h, err := l.handle(l.HostNS)
-		if err != nil {
-			return nil, err
-		}
-		links, err := h.LinkList()
-		if err != nil {
-			return nil, fmt.Errorf("ip -n %s link show: %w", l.HostNS, err)
-		}
 		// The host's namespace is the machine's: only what names the
 		// infrastructure is its.
-		if err := o.links(h, l.HostNS, links, func(alias string) bool { return plan.OwnedBy(alias, infra) }); err != nil {
+		v, err := l.observeNS(l.HostNS, shaperHints, func(alias string) bool { return plan.OwnedBy(alias, infra) })
+		if err != nil {
 			return nil, err
 		}
+		views = append(views, v)
 	}
-	out, aEnds, bEnds := o.out, o.aEnds, o.bEnds
+	var out []plan.Resource
+	aEnds := map[string]*vethEnd{}
+	var bEnds []vethEnd
+	for _, v := range views {
+		out = append(out, v.resources...)
+		for i := range v.aEnds {
+			aEnds[v.aEnds[i].end.NS+"/"+v.aEnds[i].end.Name] = &v.aEnds[i]
+		}
+		bEnds = append(bEnds, v.bEnds...)
+	}
 	joinVethEnds(aEnds, bEnds)
 	keys := make([]string, 0, len(aEnds))
 	for k := range aEnds {
@@ -87,22 +89,91 @@ func (l *Linux) Observe(infra string, hints []plan.Resource) ([]plan.Resource, e
 	return append(out, cgroups...), nil
 }
 
-// observation gathers the links of the namespaces Observe reads.
-type observation struct {
-	shaperHints map[string]plan.Resource
-	out         []plan.Resource
-	aEnds       map[string]*vethEnd
-	bEnds       []vethEnd
+// observeWorkers is how many namespaces are read at once: enough to keep
+// a small machine's cores busy while the others wait on the kernel.
+const observeWorkers = 3
+
+// forEachParallel runs fn for 0..n-1 on up to workers goroutines and
+// returns the error of the lowest index that failed.
+func forEachParallel(n, workers int, fn func(i int) error) error {
+	errs := make([]error, n)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < min(workers, n); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				errs[i] = fn(i)
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// links reads the links vnet made in one namespace (by alias) and what sits
-// on them; keep, when set, further picks the aliases to read.
-func (o *observation) links(h *netlink.Handle, ns string, links []netlink.Link, keep func(alias string) bool) error {
+// nsObservation is what one namespace holds: its resources, and the veth
+// ends to join across namespaces.
+type nsObservation struct {
+	resources []plan.Resource
+	aEnds     []vethEnd
+	bEnds     []vethEnd
+}
+
+// observeNS reads one namespace. keep, when set, picks the links to read
+// by their alias: the namespace is not vnet's own (a host agent's), so it
+// has no netns resource either.
+func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep func(alias string) bool) (nsObservation, error) {
+	var v nsObservation
+	h, err := l.handle(ns)
+	if err != nil {
+		return v, err
+	}
+	links, isolated, err := l.linkList(ns)
+	if err != nil {
+		return v, fmt.Errorf("ip -n %s link show: %w", ns, err)
+	}
+	addrs, err := retryDump(func() ([]netlink.Addr, error) { return h.AddrList(nil, netlink.FAMILY_ALL) })
+	if err != nil {
+		return v, fmt.Errorf("ip -n %s addr show: %w", ns, err)
+	}
+	addrsOf := map[int][]netlink.Addr{}
+	for _, a := range addrs {
+		addrsOf[a.LinkIndex] = append(addrsOf[a.LinkIndex], a)
+	}
+	qdiscs, err := retryDump(func() ([]netlink.Qdisc, error) { return h.QdiscList(nil) })
+	if err != nil {
+		return v, fmt.Errorf("tc -n %s qdisc show: %w", ns, err)
+	}
+	qdiscsOf := map[int][]netlink.Qdisc{}
+	for _, q := range qdiscs {
+		qdiscsOf[q.Attrs().LinkIndex] = append(qdiscsOf[q.Attrs().LinkIndex], q)
+	}
 	byIndex := map[int]string{}
 	byName := map[string]int{}
+	var bridges []string
 	for _, link := range links {
 		byIndex[link.Attrs().Index] = link.Attrs().Name
 		byName[link.Attrs().Name] = link.Attrs().Index
+		if _, mine := strings.CutPrefix(link.Attrs().Alias, plan.AliasPrefix); mine && link.Type() == "bridge" {
+			bridges = append(bridges, link.Attrs().Name)
+		}
+	}
+	sysctls, bridgeSysctls, err := readNamespaceSysctls(ns, bridges)
+	if err != nil {
+		return v, err
+	}
+	if keep == nil {
+		v.resources = append(v.resources, plan.Resource{Kind: plan.KindNetns, Name: ns, Sysctls: sysctls, Mark: loopbackAlias(links)})
 	}
 	for _, link := range links {
 		attrs := link.Attrs()
@@ -114,81 +185,64 @@ func (o *observation) links(h *netlink.Handle, ns string, links []netlink.Link, 
 			continue
 		}
 		switch link.Type() {
-		case "bridge":
-			sysctls, err := readSysctlSet(ns, bridgeConf(attrs.Name), plan.BridgeSysctls)
-			if err != nil {
-				return err
-			}
-			o.out = append(o.out, plan.Resource{Kind: plan.KindBridge, NS: ns, Name: attrs.Name,
-				MAC: attrs.HardwareAddr.String(), MTU: attrs.MTU, Sysctls: sysctls, Owner: owner})
 		case "vxlan":
 			rs, err := observeVxlan(h, link, ns, byIndex[attrs.MasterIndex], owner)
 			if err != nil {
-				return err
+				return v, err
 			}
-			o.out = append(o.out, rs...)
+			v.resources = append(v.resources, rs...)
+		case "bridge":
+			v.resources = append(v.resources, plan.Resource{Kind: plan.KindBridge, NS: ns, Name: attrs.Name,
+				MAC: attrs.HardwareAddr.String(), MTU: attrs.MTU, Sysctls: bridgeSysctls[attrs.Name], Owner: owner})
 		case "veth":
 			end := plan.End{NS: ns, Name: attrs.Name, MAC: attrs.HardwareAddr.String(), MTU: attrs.MTU, Master: byIndex[attrs.MasterIndex],
 				Down: attrs.Flags&net.FlagUp == 0}
 			if end.Master != "" {
-				if pi, err := h.LinkGetProtinfo(link); err == nil {
-					end.Isolated = pi.Isolated
-				}
+				end.Isolated = isolated[attrs.Index]
 			}
-			v := vethEnd{end: end, index: attrs.Index, peerIndex: attrs.ParentIndex}
+			e := vethEnd{end: end, index: attrs.Index, peerIndex: attrs.ParentIndex}
 			if pns, pname, ok := parsePeerAlias(attrs.Alias); ok {
-				v.peer = pns + "/" + pname
-				o.bEnds = append(o.bEnds, v)
+				e.peer = pns + "/" + pname
+				v.bEnds = append(v.bEnds, e)
 			} else {
-				v.r = &plan.Resource{Kind: plan.KindVeth, A: end, Owner: owner}
-				o.aEnds[ns+"/"+attrs.Name] = &v
+				e.r = &plan.Resource{Kind: plan.KindVeth, A: end, Owner: owner}
+				v.aEnds = append(v.aEnds, e)
 			}
 		}
-		addrs, err := observeAddrs(h, link, ns)
-		if err != nil {
-			return err
+		v.resources = append(v.resources, linkAddrs(addrsOf[attrs.Index], ns, attrs.Name)...)
+		qs := qdiscsOf[attrs.Index]
+		v.resources = append(v.resources, observeTC(h, link, ns, qs, shaperHints)...)
+		if hasIngress(qs) {
+			v.resources = append(v.resources, observeSteer(h, link, ns, byName)...)
 		}
-		o.out = append(o.out, addrs...)
-		o.out = append(o.out, observeTC(h, link, ns, o.shaperHints)...)
-		o.out = append(o.out, observeSteer(h, link, ns, byName)...)
 	}
-	return nil
+	return v, nil
 }
 
-// markedBy keeps the namespaces whose mark names the store. One that
-// vanishes meanwhile is another agent's, going.
-func (l *Linux) markedBy(names []string, storeID string) []string {
-	var out []string
-	for _, ns := range names {
-		h, err := handleFor(ns)
-		if err != nil {
-			continue
-		}
-		lo, err := h.LinkByName("lo")
-		h.Close()
-		if err != nil {
-			continue
-		}
-		if m, ok := plan.ParseMark(lo.Attrs().Alias); ok && m.Store == storeID {
-			out = append(out, ns)
+// hasIngress reports whether a link has the qdisc that ingress filters,
+// steering programs among them, hang from.
+func hasIngress(qs []netlink.Qdisc) bool {
+	for _, q := range qs {
+		if q.Attrs().Parent == netlink.HANDLE_CLSACT {
+			return true
 		}
 	}
-	return out
+	return false
 }
 
-// ofNamespaces keeps the cgroups of VMs whose namespace is in names.
-func ofNamespaces(cgroups []plan.Resource, names []string) []plan.Resource {
-	keep := map[string]bool{}
-	for _, n := range names {
-		keep[n] = true
-	}
-	var out []plan.Resource
-	for _, c := range cgroups {
-		if keep[c.Namespace()] {
-			out = append(out, c)
+// dumpRetries bounds how often a dump the kernel interrupted is read
+// again: the namespace changed while it was read (a new link's IPv6
+// address finishing duplicate detection, for one), and what it returned
+// may lack objects that exist.
+const dumpRetries = 20
+
+func retryDump[T any](dump func() (T, error)) (T, error) {
+	for i := 0; ; i++ {
+		v, err := dump()
+		if !errors.Is(err, netlink.ErrDumpInterrupted) || i == dumpRetries {
+			return v, err
 		}
 	}
-	return out
 }
 
 // vethEnd is one end of a pair as observed, with what joins it to the
@@ -232,19 +286,17 @@ func loopbackAlias(links []netlink.Link) string {
 	return ""
 }
 
-func observeAddrs(h *netlink.Handle, link netlink.Link, ns string) ([]plan.Resource, error) {
-	addrs, err := h.AddrList(link, netlink.FAMILY_ALL)
-	if err != nil {
-		return nil, fmt.Errorf("ip -n %s addr show %s: %w", ns, link.Attrs().Name, err)
-	}
+// linkAddrs are the addresses of a link as resources, without the
+// kernel's own IPv6 link-local ones.
+func linkAddrs(addrs []netlink.Addr, ns, link string) []plan.Resource {
 	var out []plan.Resource
 	for _, a := range addrs {
 		if a.Scope == unix.RT_SCOPE_LINK || a.IP.IsLinkLocalUnicast() {
-			continue // the kernel's own IPv6 link-local addresses
+			continue
 		}
-		out = append(out, plan.Resource{Kind: plan.KindAddr, NS: ns, Link: link.Attrs().Name, CIDR: (&net.IPNet{IP: a.IP, Mask: a.Mask}).String()})
+		out = append(out, plan.Resource{Kind: plan.KindAddr, NS: ns, Link: link, CIDR: (&net.IPNet{IP: a.IP, Mask: a.Mask}).String()})
 	}
-	return out, nil
+	return out
 }
 
 func (l *Linux) observeOffloads(hints []plan.Resource) []plan.Resource {
@@ -283,3 +335,168 @@ func (l *Linux) observeCgroups(infra string) []plan.Resource {
 
 // Cgroups returns the cgroup driver, for exec.
 func (l *Linux) Cgroups() *Cgroups { return l.cgroups }
+
+// nlaTypeMask strips the nested and byte-order flags from an attribute type.
+const nlaTypeMask = ^uint16(unix.NLA_F_NESTED | unix.NLA_F_NET_BYTEORDER)
+
+// linkList lists a namespace's links, and which bridge ports are isolated,
+// from one dump. The library drops the bridge-port attributes the kernel
+// sends with each port; asking for them per port (LinkGetProtinfo) dumps
+// every link of the namespace each time.
+// Equivalent to: ip -n NS -d link show
+func (l *Linux) linkList(ns string) ([]netlink.Link, map[int]bool, error) {
+	sock, err := l.routeSocket(ns)
+	if err != nil {
+		return nil, nil, err
+	}
+	msgs, err := retryDump(func() ([][]byte, error) {
+		req := getLinkRequest(sock, 0)
+		return req.Execute(unix.NETLINK_ROUTE, unix.RTM_NEWLINK)
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	links := make([]netlink.Link, 0, len(msgs))
+	isolated := map[int]bool{}
+	for _, m := range msgs {
+		link, err := netlink.LinkDeserialize(nil, m)
+		if err != nil {
+			return nil, nil, err
+		}
+		links = append(links, link)
+		if isolatedPort(m) {
+			isolated[link.Attrs().Index] = true
+		}
+	}
+	return links, isolated, nil
+}
+
+// linkIsolated reports whether a bridge port is isolated.
+// Equivalent to: bridge -n NS -d link show dev LINK
+func (l *Linux) linkIsolated(ns string, index int) (bool, error) {
+	sock, err := l.routeSocket(ns)
+	if err != nil {
+		return false, err
+	}
+	msgs, err := getLinkRequest(sock, index).Execute(unix.NETLINK_ROUTE, unix.RTM_NEWLINK)
+	if err != nil {
+		return false, err
+	}
+	if len(msgs) != 1 {
+		return false, fmt.Errorf("link %d in %s: %d answers", index, ns, len(msgs))
+	}
+	return isolatedPort(msgs[0]), nil
+}
+
+// getLinkRequest asks for one link (index > 0) or all of them, on sock.
+func getLinkRequest(sock *nl.SocketHandle, index int) *nl.NetlinkRequest {
+	flags := 0
+	if index == 0 {
+		flags = unix.NLM_F_DUMP
+	}
+	req := nl.NewNetlinkRequest(unix.RTM_GETLINK, flags)
+	req.Sockets = map[int]*nl.SocketHandle{unix.NETLINK_ROUTE: sock}
+	msg := nl.NewIfInfomsg(unix.AF_UNSPEC)
+	msg.Index = int32(index)
+	req.AddData(msg)
+	req.AddData(nl.NewRtAttr(unix.IFLA_EXT_MASK, nl.Uint32Attr(nl.RTEXT_FILTER_VF)))
+	return req
+}
+
+// isolatedPort reads a link message's bridge-port isolation: the
+// IFLA_BRPORT_ISOLATED flag in the slave data of its link info.
+func isolatedPort(m []byte) bool {
+	info := nl.DeserializeIfInfomsg(m)
+	attrs, err := nl.ParseRouteAttr(m[info.Len():])
+	if err != nil {
+		return false
+	}
+	for _, a := range attrs {
+		if a.Attr.Type&nlaTypeMask != unix.IFLA_LINKINFO {
+			continue
+		}
+		infos, err := nl.ParseRouteAttr(a.Value)
+		if err != nil {
+			return false
+		}
+		bridgePort := false
+		var data []byte
+		for _, i := range infos {
+			switch i.Attr.Type & nlaTypeMask {
+			case nl.IFLA_INFO_SLAVE_KIND:
+				bridgePort = strings.TrimRight(string(i.Value), "\x00") == "bridge"
+			case nl.IFLA_INFO_SLAVE_DATA:
+				data = i.Value
+			}
+		}
+		if !bridgePort {
+			return false
+		}
+		ports, err := nl.ParseRouteAttr(data)
+		if err != nil {
+			return false
+		}
+		for _, p := range ports {
+			if p.Attr.Type&nlaTypeMask == nl.IFLA_BRPORT_ISOLATED && len(p.Value) > 0 {
+				return p.Value[0] != 0
+			}
+		}
+	}
+	return false
+}
+
+// readNamespaceSysctls reads vnet's settings of a namespace and of its
+// bridges, entering it once.
+func readNamespaceSysctls(ns string, bridges []string) (string, map[string]string, error) {
+	var text string
+	byBridge := map[string]string{}
+	err := inNS(ns, func() error {
+		var err error
+		if text, err = readSysctlsHere(ns, "", plan.NamespaceSysctls); err != nil {
+			return err
+		}
+		for _, b := range bridges {
+			if byBridge[b], err = readSysctlsHere(ns, bridgeConf(b), plan.BridgeSysctls); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return text, byBridge, err
+}
+
+// markedBy keeps the namespaces whose mark names the store. One that
+// vanishes meanwhile is another agent's, going.
+func (l *Linux) markedBy(names []string, storeID string) []string {
+	var out []string
+	for _, ns := range names {
+		h, err := handleFor(ns)
+		if err != nil {
+			continue
+		}
+		lo, err := h.LinkByName("lo")
+		h.Close()
+		if err != nil {
+			continue
+		}
+		if m, ok := plan.ParseMark(lo.Attrs().Alias); ok && m.Store == storeID {
+			out = append(out, ns)
+		}
+	}
+	return out
+}
+
+// ofNamespaces keeps the cgroups of VMs whose namespace is in names.
+func ofNamespaces(cgroups []plan.Resource, names []string) []plan.Resource {
+	keep := map[string]bool{}
+	for _, n := range names {
+		keep[n] = true
+	}
+	var out []plan.Resource
+	for _, c := range cgroups {
+		if keep[c.Namespace()] {
+			out = append(out, c)
+		}
+	}
+	return out
+}

@@ -158,7 +158,7 @@ func (l *Linux) removeSteer(r plan.Resource) error {
 // an index that now names another link, or none, is reported as stale so
 // that the next apply recompiles it.
 func observeSteer(h *netlink.Handle, link netlink.Link, ns string, byName map[string]int) []plan.Resource {
-	filters, err := h.FilterList(link, netlink.HANDLE_MIN_INGRESS)
+	filters, err := retryDump(func() ([]netlink.Filter, error) { return h.FilterList(link, netlink.HANDLE_MIN_INGRESS) })
 	if err != nil {
 		return nil
 	}

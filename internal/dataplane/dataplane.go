@@ -291,7 +291,10 @@ func goesWith(r plan.Resource, gone map[string]bool) bool {
 	case plan.KindNetns, plan.KindCgroup:
 		return false
 	case plan.KindVeth:
-		return gone[r.A.NS] || gone[r.B.NS]
+		// Only when both ends go: a namespace lives on, unmounted, while a
+		// socket or process still holds it, and with it a pair whose other
+		// end sits in a namespace that stays (a host agent's own).
+		return gone[r.A.NS] && gone[r.B.NS]
 	}
 	return r.NS != "" && gone[r.NS]
 }

@@ -41,7 +41,8 @@ func TestSlowHeadersAreCutOff(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		client := &http.Client{Timeout: 5 * time.Second}
+		// A new connection each time: the server still accepts them.
+		client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 		for {
 			select {
 			case <-stop:

@@ -1,9 +1,14 @@
 package api
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"html"
 	"os"
 	"os/exec"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -32,16 +37,26 @@ func chromium(t testing.TB) string {
 
 // browse loads a page in headless Chromium, lets its scripts run for a few
 // seconds, and returns the DOM; with shot set it also saves a screenshot.
+// Anything the page wrote to its console fails the test: the dashboard
+// writes nothing there, so a line is a script error or a failed load.
 func browse(t testing.TB, url, shot string) string {
 	t.Helper()
 	bin := chromium(t)
 	args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--user-data-dir=" + t.TempDir(),
-		"--virtual-time-budget=8000", "--window-size=1400,1800"}
+		"--virtual-time-budget=8000", "--window-size=1400,1800", "--enable-logging=stderr", "--v=0"}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, bin, append(args, "--dump-dom", url)...).Output()
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, bin, append(args, "--dump-dom", url)...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("chromium --dump-dom: %v", err)
+		t.Fatalf("chromium --dump-dom: %v\n%s", err, stderr.String())
+	}
+	for line := range strings.Lines(stderr.String()) {
+		if strings.Contains(line, ":CONSOLE") || strings.Contains(line, "Uncaught") {
+			t.Errorf("the page logged: %s", strings.TrimSpace(line))
+		}
 	}
 	if shot != "" {
 		if err := exec.CommandContext(ctx, bin, append(args, "--screenshot="+shot, url)...).Run(); err != nil {
@@ -49,6 +64,85 @@ func browse(t testing.TB, url, shot string) string {
 		}
 	}
 	return string(out)
+}
+
+// chartLatest is what a dumped dashboard says each chart showed last: its
+// newest values in Mbit/s by series name, and the sample's Unix time.
+type chartLatest struct {
+	values map[string]float64
+	time   string
+}
+
+var chartBox = regexp.MustCompile(`<div class="chart" data-key="([^"]*)" data-latest="([^"]*)" data-time="([^"]*)"`)
+
+func chartsIn(t *testing.T, dom string) map[string]chartLatest {
+	t.Helper()
+	out := map[string]chartLatest{}
+	for _, m := range chartBox.FindAllStringSubmatch(dom, -1) {
+		var values map[string]float64
+		if err := json.Unmarshal([]byte(html.UnescapeString(m[2])), &values); err != nil {
+			t.Errorf("chart %s: data-latest %q: %v", m[1], m[2], err)
+			continue
+		}
+		out[html.UnescapeString(m[1])] = chartLatest{values: values, time: m[3]}
+	}
+	return out
+}
+
+// errorsShown is the text of the page's list of script errors.
+var errorsShown = regexp.MustCompile(`(?s)<ul id="errors"[^>]*>(.*?)</ul>`)
+
+// TestDashboardChartsMove loads the dashboard twice, seconds apart, while
+// the counters grow: each chart shows its newest values in the page, they
+// are not zero, and the second load shows later and different ones.
+func TestDashboardChartsMove(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	chromium(t)
+	s, _ := newTestServer(t, func(c *Config) { c.SampleInterval = 200 * time.Millisecond })
+	if w, _ := s.do(t, req{method: "PUT", path: "/api/v1/infras/t1", body: smallSpec, ctype: "application/yaml", token: testToken}); w.Code != 200 {
+		t.Fatal(w.Body)
+	}
+	srv := startServer(t, s)
+	time.Sleep(time.Second) // a few samples, so there are rates to draw
+	const uplink, pool = "uplink esx1/dvs0/up1", "pool esx1/dvs0/up1/vm"
+	var loads []map[string]chartLatest
+	for i := range 2 {
+		if i > 0 {
+			time.Sleep(2 * time.Second)
+		}
+		dom := browse(t, srv+"/?infra=t1", "")
+		if m := errorsShown.FindStringSubmatch(dom); m == nil || strings.TrimSpace(m[1]) != "" {
+			t.Errorf("load %d: the page shows script errors (or lacks their list): %v", i+1, m)
+		}
+		if !strings.Contains(dom, `class="latest muted">now: transmit `) {
+			t.Errorf("load %d: no chart says its latest rate in text", i+1)
+		}
+		charts := chartsIn(t, dom)
+		for _, key := range []string{uplink, pool} {
+			if _, ok := charts[key]; !ok {
+				t.Fatalf("load %d: no chart %q with its latest values; charts: %v", i+1, key, charts)
+			}
+		}
+		for key, name := range map[string]string{uplink: "transmit", pool: "sent"} {
+			if v := charts[key].values[name]; !(v > 0) {
+				t.Errorf("load %d: %s %s is %v, want more than 0", i+1, key, name, v)
+			}
+		}
+		loads = append(loads, charts)
+	}
+	for key, name := range map[string]string{uplink: "transmit", pool: "sent"} {
+		a, b := loads[0][key], loads[1][key]
+		if a.time == b.time || a.values[name] == b.values[name] {
+			t.Errorf("%s did not move between loads: %s %v at %s, then %v at %s", key, name, a.values[name], a.time, b.values[name], b.time)
+		}
+		t1, _ := strconv.ParseFloat(a.time, 64)
+		t2, _ := strconv.ParseFloat(b.time, 64)
+		if !(t2 > t1) {
+			t.Errorf("%s: the second load's newest sample (%s) is not later than the first's (%s)", key, b.time, a.time)
+		}
+	}
 }
 
 // TestDashboardShowsEveryVM loads the dashboard of a test infrastructure in

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/vnet-project/vnet/internal/dataplane"
+	"github.com/vnet-project/vnet/internal/ioc"
 	"github.com/vnet-project/vnet/internal/metrics"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/reconcile"
@@ -19,6 +20,7 @@ type fakeBackend struct {
 	mu      sync.Mutex
 	records map[string]*store.Record
 	reads   int
+	sent    uint64
 }
 
 func newFake() *fakeBackend { return &fakeBackend{records: map[string]*store.Record{}} }
@@ -108,13 +110,15 @@ func (f *fakeBackend) IOCStats(name string, _ time.Duration) (*reconcile.IOCStat
 	return &reconcile.IOCStats{Infra: name}, nil
 }
 
-// Counting reads counters that grow by a megabyte at each read.
+// Counting reads counters that grow by one megabyte more at each read than
+// at the one before, so the rates drawn from them keep changing.
 func (f *fakeBackend) Counting() (metrics.Counting, func(), error) {
 	f.mu.Lock()
 	f.reads++
-	n := uint64(f.reads)
+	f.sent += uint64(f.reads) << 20
+	n := f.sent
 	f.mu.Unlock()
-	return fakeCounting(n << 20), func() {}, nil
+	return fakeCounting(n), func() {}, nil
 }
 
 type fakeCounting uint64
@@ -126,8 +130,12 @@ func (c fakeCounting) LinkStates(string) (map[string]dataplane.LinkState, error)
 
 func (c fakeCounting) TCCounters(string, string) (map[uint32]plan.Counters, plan.Counters, error) {
 	out := map[uint32]plan.Counters{}
+	count := func(minor uint32) { out[minor] = plan.Counters{Bytes: uint64(c), Packets: uint64(c) / 1500} }
 	for minor := uint32(0); minor < 0x40; minor++ {
-		out[minor] = plan.Counters{Bytes: uint64(c), Packets: uint64(c) / 1500}
+		count(minor) // the system pools and the unclassified class
+	}
+	for i := range 0x20 {
+		count(ioc.Minor(i)) // user pools
 	}
 	return out, plan.Counters{}, nil
 }

@@ -158,6 +158,10 @@ func TestServerOnTheKernel(t *testing.T) {
 				t.Errorf("the dashboard lacks VM %s", vm)
 			}
 		}
+		uplink := "uplink esx1/dvs0/dvUplink1"
+		if c, ok := chartsIn(t, dom)[uplink]; !ok || c.time == "" {
+			t.Errorf("the dashboard has no chart of %s with its newest values", uplink)
+		}
 	}
 
 	gone, err := c.Destroy(ctx, infra)

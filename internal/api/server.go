@@ -31,6 +31,13 @@ const (
 	DefaultMaxBody        = 1 << 20
 	DefaultSampleInterval = time.Second
 	DefaultHistory        = 15 * time.Minute
+	// A slow or hostile client must send its headers within
+	// DefaultHeaderTimeout and its whole request within
+	// DefaultRequestTimeout; an idle connection is closed after
+	// DefaultIdleTimeout.
+	DefaultHeaderTimeout  = 5 * time.Second
+	DefaultRequestTimeout = 30 * time.Second
+	DefaultIdleTimeout    = time.Minute
 	// maxKernelReaders is how many requests may read the kernel at once;
 	// the rest wait their turn rather than crowd the host.
 	maxKernelReaders = 4
@@ -48,6 +55,9 @@ type Config struct {
 	MaxBody         int64
 	SampleInterval  time.Duration
 	History         time.Duration // how far back /stats and /series reach
+	// HeaderTimeout, RequestTimeout and IdleTimeout bound what a client may
+	// hold a connection for; zero means the Default of each.
+	HeaderTimeout, RequestTimeout, IdleTimeout time.Duration
 	// Log receives one line per change asked for (who, what, the result)
 	// and the server's own messages.
 	Log io.Writer
@@ -92,6 +102,15 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.History <= 0 {
 		cfg.History = DefaultHistory
+	}
+	if cfg.HeaderTimeout <= 0 {
+		cfg.HeaderTimeout = DefaultHeaderTimeout
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
 	}
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
@@ -171,16 +190,16 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// httpServer bounds what a slow or hostile client can hold: headers must
-// come within 5 s and a whole request within 30 s; an answer may take as
-// long as an apply does, and an idle connection is closed after a minute.
+// httpServer bounds what a slow or hostile client can hold: its headers
+// and its whole request must come in time, and an idle connection is
+// closed. An answer may take as long as an apply does.
 func (s *Server) httpServer() *http.Server {
 	return &http.Server{
 		Handler:           s.handler,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
+		ReadHeaderTimeout: s.cfg.HeaderTimeout,
+		ReadTimeout:       s.cfg.RequestTimeout,
 		WriteTimeout:      10 * time.Minute,
-		IdleTimeout:       time.Minute,
+		IdleTimeout:       s.cfg.IdleTimeout,
 		MaxHeaderBytes:    32 << 10,
 		ErrorLog:          s.log,
 	}

@@ -3,6 +3,19 @@
 // put in the page as text, never as HTML.
 "use strict";
 
+// Script errors are shown on the page rather than only in a console nobody
+// has open.
+function showError(text) {
+  const box = document.getElementById("errors");
+  if (!box) return;
+  const li = document.createElement("li");
+  li.textContent = text;
+  box.append(li);
+  box.hidden = false;
+}
+window.addEventListener("error", (e) => showError("script error: " + e.message + (e.filename ? " (" + e.filename + ":" + e.lineno + ")" : "")));
+window.addEventListener("unhandledrejection", (e) => showError("script error: " + (e.reason && e.reason.message || e.reason)));
+
 const REFRESH_MS = 1500;
 const SERIES_WINDOW = "2m";
 const NORMAL_SHARES = 50;
@@ -119,11 +132,32 @@ function chart(container, key, title, labels, data) {
         dash: l.dashed ? [6, 4] : undefined, points: {show: !l.dashed}, value: (u, v) => v == null ? "-" : v.toFixed(1),
       }))),
     };
-    c = charts[key] = {plot: new uPlot(opts, data, box), box};
+    const caption = el("p", "latest muted");
+    c = charts[key] = {plot: new uPlot(opts, data, box), box, caption};
+    box.append(caption);
   } else {
     c.plot.setData(data);
   }
+  showLatest(c, labels, data);
   c.seen = true;
+}
+
+// showLatest writes each series' newest value under its chart, as text for
+// people and as data-latest (JSON, Mbit/s by series name) and data-time
+// (the sample's Unix time) for scripts and tests.
+function showLatest(c, labels, data) {
+  const t = data[0] || [];
+  const i = t.length - 1;
+  const latest = {};
+  const parts = [];
+  labels.forEach((l, j) => {
+    const v = i >= 0 ? data[j + 1][i] : null;
+    latest[l.name] = v;
+    if (!l.dashed) parts.push(l.name + " " + mbit(v == null ? null : v * 1e6));
+  });
+  c.box.dataset.latest = JSON.stringify(latest);
+  c.box.dataset.time = i >= 0 ? String(t[i]) : "";
+  c.caption.textContent = i >= 0 ? "now: " + parts.join(", ") + " (at " + new Date(t[i] * 1000).toLocaleTimeString() + ")" : "no samples yet";
 }
 
 function mb(list) { return list.map((v) => (v == null ? null : v / 1e6)); }

@@ -26,9 +26,10 @@ import (
 )
 
 // secLab has four VMs on one host's switch. pg-web takes only HTTPS, DNS
-// and ping from pg-app and sends nothing it did not answer; pg-app keeps
-// the default port security and also rejects IP spoofing; pg-open accepts
-// everything, as a switch without port security does.
+// and ping from pg-app, refuses SSH and syslog by rule, and sends nothing
+// it did not answer; pg-app keeps the default port security and also
+// rejects IP spoofing; pg-open accepts everything, as a switch without
+// port security does.
 func secLab(name string) string {
 	return fmt.Sprintf(`
 name: %s
@@ -46,6 +47,7 @@ switches:
             - {action: allow, direction: ingress, proto: udp, dport: 53, from: {portgroup: pg-app}}
             - {action: allow, direction: ingress, proto: icmp, from: {portgroup: pg-app}}
             - {action: deny, direction: ingress, proto: tcp, dport: 22}
+            - {action: deny, direction: ingress, proto: udp, dport: 514}
       - name: pg-app
         security: {ipSpoofing: false}
       - name: pg-open
@@ -166,6 +168,87 @@ func TestPortSecurityDropsForgedFrames(t *testing.T) {
 	}
 }
 
+// v6Lab puts VMs with IPv6 addresses, and one with only an IPv4 address,
+// on a port group that rejects IP spoofing; sink, on a port group that
+// accepts everything, receives what they send.
+func v6Lab(name string) string {
+	return fmt.Sprintf(`
+name: %s
+hosts:
+  - {name: esx1}
+switches:
+  - name: sw0
+    hosts: [esx1]
+    portgroups:
+      - name: pg-guarded
+        security: {ipSpoofing: false}
+      - name: pg-open
+        security: {promiscuous: true, macChanges: true, forgedTransmits: true}
+vms:
+  - {name: a6, host: esx1, nics: [{portgroup: pg-guarded, ip: "fd00:77::2/64"}]}
+  - {name: b6, host: esx1, nics: [{portgroup: pg-guarded, ip: "fd00:77::3/64"}]}
+  - {name: v4, host: esx1, nics: [{portgroup: pg-guarded, ip: 10.78.0.5/24}]}
+  - {name: sink, host: esx1, nics: [{portgroup: pg-open, ip: "fd00:77::4/64"}]}
+`, name)
+}
+
+func TestPortSecurityDropsSpoofedIPv6(t *testing.T) {
+	eng := nstest.Engine(t)
+	infra := secInfra("sv6")
+	doc, _ := nstest.Apply(t, eng, v6Lab(infra))
+	vm := func(n string) string { return nstest.NSName(infra, n) }
+	port := func(vmName string) string { return plan.VNICPortName(vmName, 0) }
+	a6MAC, b6MAC, v4MAC, sinkMAC := macOf(t, vm("a6")), macOf(t, vm("b6")), macOf(t, vm("v4")), macOf(t, vm("sink"))
+	ll := func(mac net.HardwareAddr) netip.Addr { a, _ := plan.LinkLocal(mac.String()); return a }
+	a6, b6, sink := netip.MustParseAddr("fd00:77::2"), netip.MustParseAddr("fd00:77::3"), netip.MustParseAddr("fd00:77::4")
+	waitAddressesSettled(t, vm("sink"))
+	toSink := func(from net.HardwareAddr, src, dst netip.Addr, marker string) []byte {
+		return ethFrame(sinkMAC, from, 0x86dd, ipv6UDP(src, dst, 4000, 9999, []byte(marker)))
+	}
+
+	for _, c := range []struct {
+		name   string
+		vm     string
+		frames [][]byte
+		pass   []string
+		drop   []string
+	}{
+		{"global address of its own", "a6", [][]byte{
+			toSink(a6MAC, b6, sink, "other-vm"),
+			toSink(a6MAC, netip.MustParseAddr("fd00:77::99"), sink, "made-up"),
+			toSink(a6MAC, ll(b6MAC), ll(sinkMAC), "other-link-local"),
+			toSink(a6MAC, a6, sink, "honest"),
+			toSink(a6MAC, ll(a6MAC), ll(sinkMAC), "honest-link-local"),
+		}, []string{"honest", "honest-link-local"}, []string{"other-vm", "made-up", "other-link-local"}},
+		{"only an IPv4 address", "v4", [][]byte{
+			toSink(v4MAC, netip.MustParseAddr("fd00:77::5"), sink, "global"),
+			toSink(v4MAC, ll(a6MAC), ll(sinkMAC), "other-link-local"),
+			toSink(v4MAC, ll(v4MAC), ll(sinkMAC), "honest-link-local"),
+		}, []string{"honest-link-local"}, []string{"global", "other-link-local"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			was := counters(t, infra)[port(c.vm)]["ip-spoof"]
+			got := udp6Exchange(t, vm(c.vm), vm("sink"), 9999, c.frames...)
+			for _, m := range c.pass {
+				if got[m] != 1 {
+					t.Errorf("sink received %q %d times, want once (got %v)", m, got[m], got)
+				}
+			}
+			for _, m := range c.drop {
+				if got[m] != 0 {
+					t.Errorf("sink received the spoofed %q (got %v)", m, got)
+				}
+			}
+			if now := counters(t, infra)[port(c.vm)]["ip-spoof"]; now < was+uint64(len(c.drop)) {
+				t.Errorf("ip-spoof on %s counted %d of %d spoofed datagrams", port(c.vm), now-was, len(c.drop))
+			}
+		})
+	}
+	if p, err := eng.Plan(doc); err != nil || !p.Empty() {
+		t.Errorf("after the traffic a plan is not empty (%v):\n%s", err, p)
+	}
+}
+
 func TestACLMatrixIsStatefulAndCounted(t *testing.T) {
 	eng := nstest.Engine(t)
 	infra := secInfra("acl")
@@ -177,28 +260,37 @@ func TestACLMatrixIsStatefulAndCounted(t *testing.T) {
 	}
 	echoTCP(t, vm("app"), app+":8080")
 	echoUDP(t, vm("web"), web+":53")
+	echoUDP(t, vm("web"), web+":514")
+	echoUDP(t, vm("web"), web+":5000")
 	before := counters(t, infra)
 
+	// counted is the label on web's port that the attempt must make grow:
+	// the rule that decided it, or the default.
 	cases := []struct {
 		name     string
 		from, to string
 		proto    string // tcp, udp, icmp
 		addr     string
 		want     bool
+		counted  string
 	}{
-		{"app to web https", "app", "web", "tcp", web + ":443", true},
-		{"app to web other port (default deny)", "app", "web", "tcp", web + ":8080", false},
-		{"app to web ssh (denied by rule)", "app", "web", "tcp", web + ":22", false},
-		{"open to web https (not in pg-app)", "open", "web", "tcp", web + ":443", false},
-		{"web to app (egress default deny: only replies leave)", "web", "app", "tcp", app + ":8080", false},
-		{"app to web dns", "app", "web", "udp", web + ":53", true},
-		{"open to web dns", "open", "web", "udp", web + ":53", false},
-		{"app pings web", "app", "web", "icmp", web, true},
-		{"open pings web", "open", "web", "icmp", web, false},
-		{"web pings app", "web", "app", "icmp", app, false},
+		{"app to web https", "app", "web", "tcp", web + ":443", true, "acl[0]"},
+		{"app to web other port (default deny)", "app", "web", "tcp", web + ":8080", false, "acl-default"},
+		{"app to web ssh (denied by rule)", "app", "web", "tcp", web + ":22", false, "acl[3]"},
+		{"open to web https (not in pg-app)", "open", "web", "tcp", web + ":443", false, "acl-default"},
+		{"web to app (egress default deny: only replies leave)", "web", "app", "tcp", app + ":8080", false, "acl-default"},
+		{"app to web dns", "app", "web", "udp", web + ":53", true, "acl[1]"},
+		{"open to web dns", "open", "web", "udp", web + ":53", false, "acl-default"},
+		{"app to web syslog (denied by rule)", "app", "web", "udp", web + ":514", false, "acl[4]"},
+		{"app to web other udp port (default deny)", "app", "web", "udp", web + ":5000", false, "acl-default"},
+		{"app pings web", "app", "web", "icmp", web, true, "acl[2]"},
+		{"open pings web", "open", "web", "icmp", web, false, "acl-default"},
+		{"web pings app", "web", "app", "icmp", app, false, "acl-default"},
 	}
+	webPort := plan.VNICPortName("web", 0)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			was := counters(t, infra)[webPort][c.counted]
 			var err error
 			switch c.proto {
 			case "tcp":
@@ -211,11 +303,13 @@ func TestACLMatrixIsStatefulAndCounted(t *testing.T) {
 			if got := err == nil; got != c.want {
 				t.Errorf("%s %s -> %s: got through %v, want %v (%v)", c.proto, c.from, c.addr, got, c.want, err)
 			}
+			if now := counters(t, infra)[webPort][c.counted]; now <= was {
+				t.Errorf("%s on web's port did not count the attempt: %d -> %d", c.counted, was, now)
+			}
 		})
 	}
 	after := counters(t, infra)
-	webPort := plan.VNICPortName("web", 0)
-	for _, label := range []string{"acl[0]", "acl[1]", "acl[2]", "acl[3]", "acl-default"} {
+	for _, label := range []string{"acl[0]", "acl[1]", "acl[2]", "acl[3]", "acl[4]", "acl-default"} {
 		if after[webPort][label] <= before[webPort][label] {
 			t.Errorf("%s on web's port did not count: %d -> %d", label, before[webPort][label], after[webPort][label])
 		}
@@ -613,8 +707,19 @@ func htons(v uint16) uint16 { return v<<8 | v>>8 }
 // on port while frames leave from.
 func udpExchange(t *testing.T, from, to string, port int, frames ...[]byte) map[string]int {
 	t.Helper()
+	return udpExchangeOver(t, "udp4", from, to, port, frames...)
+}
+
+// udp6Exchange is udpExchange for IPv6.
+func udp6Exchange(t *testing.T, from, to string, port int, frames ...[]byte) map[string]int {
+	t.Helper()
+	return udpExchangeOver(t, "udp6", from, to, port, frames...)
+}
+
+func udpExchangeOver(t *testing.T, network, from, to string, port int, frames ...[]byte) map[string]int {
+	t.Helper()
 	var pc net.PacketConn
-	if err := nstest.Do(t, to, func() (err error) { pc, err = net.ListenPacket("udp4", fmt.Sprintf(":%d", port)); return }); err != nil {
+	if err := nstest.Do(t, to, func() (err error) { pc, err = net.ListenPacket(network, fmt.Sprintf(":%d", port)); return }); err != nil {
 		t.Fatal(err)
 	}
 	defer pc.Close()
@@ -628,6 +733,57 @@ func udpExchange(t *testing.T, from, to string, port int, frames ...[]byte) map[
 			return seen
 		}
 		seen[strings.TrimPrefix(string(buf[:n]), "#")]++
+	}
+}
+
+// ipv6UDP is a UDP datagram in an IPv6 packet; IPv6 requires its checksum.
+func ipv6UDP(src, dst netip.Addr, sport, dport uint16, data []byte) []byte {
+	data = append([]byte("#"), data...)
+	udp := make([]byte, 8, 8+len(data))
+	binary.BigEndian.PutUint16(udp[0:], sport)
+	binary.BigEndian.PutUint16(udp[2:], dport)
+	binary.BigEndian.PutUint16(udp[4:], uint16(8+len(data)))
+	udp = append(udp, data...)
+	pseudo := append(append(append([]byte{}, src.AsSlice()...), dst.AsSlice()...), 0, 0, byte(len(udp)>>8), byte(len(udp)), 0, 0, 0, 17)
+	binary.BigEndian.PutUint16(udp[6:], checksum(append(pseudo, udp...)))
+	ip := make([]byte, 40)
+	ip[0] = 0x60
+	binary.BigEndian.PutUint16(ip[4:], uint16(len(udp)))
+	ip[6], ip[7] = 17, 64
+	copy(ip[8:], src.AsSlice())
+	copy(ip[24:], dst.AsSlice())
+	return append(ip, udp...)
+}
+
+// waitAddressesSettled waits until duplicate address detection has passed
+// for eth0's IPv6 addresses: the kernel takes nothing for a tentative one.
+func waitAddressesSettled(t *testing.T, ns string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var tentative []string
+		if err := nstest.Do(t, ns, func() error {
+			l, err := netlink.LinkByName("eth0")
+			if err != nil {
+				return err
+			}
+			addrs, err := netlink.AddrList(l, netlink.FAMILY_V6)
+			for _, a := range addrs {
+				if a.Flags&unix.IFA_F_TENTATIVE != 0 {
+					tentative = append(tentative, a.IPNet.String())
+				}
+			}
+			return err
+		}); err != nil {
+			t.Fatalf("addresses in %s: %v", ns, err)
+		}
+		if len(tentative) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("addresses of %s still tentative: %v", ns, tentative)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

@@ -40,6 +40,7 @@ const (
 	labelARPSpoof  = "arp-spoof"
 	labelIPSpoof   = "ip-spoof"
 	labelNDSpoof   = "nd-spoof"
+	labelStacked   = "stacked-vlan"
 	labelUnicast   = "not-for-mac" // unicast for another MAC: promiscuous mode rejected
 	labelDefault   = "acl-default"
 )
@@ -88,6 +89,12 @@ func compilePolicy(p plan.PortPolicy) (map[string][]nftRule, error) {
 			} else {
 				v6 = append(v6, a.AsSlice())
 			}
+		}
+		// The kernel takes a frame's outer 802.1Q tag off before the
+		// bridge sees it, so the guards below read the packet inside it;
+		// a second tag would hide that packet from them.
+		for _, tag := range []uint16{eth8021Q, eth8021AD} {
+			add(guardChain, nftRule{label: labelStacked, verdict: expr.VerdictDrop, matches: []nftMatch{isProto(tag)}})
 		}
 		arp := isProto(ethARP)
 		add(guardChain, nftRule{label: labelARPSpoof, verdict: expr.VerdictDrop,
@@ -280,6 +287,10 @@ const (
 	ethIP   = 0x0800
 	ethARP  = 0x0806
 	ethIPv6 = 0x86dd
+	// VLAN tags: what meta protocol says of a frame still tagged after the
+	// kernel took its outer tag off.
+	eth8021Q  = 0x8100
+	eth8021AD = 0x88a8
 )
 
 func payload(base expr.PayloadBase, off, n uint32) *expr.Payload {

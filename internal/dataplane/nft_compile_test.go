@@ -32,8 +32,8 @@ func TestCompilePolicy(t *testing.T) {
 		{"forged transmits only", plan.PortPolicy{MAC: mac, GuardMAC: true}, map[string]int{guardChain: 1}, nil},
 		{"vSphere defaults", plan.PortPolicy{MAC: mac, GuardMAC: true, UnicastOnly: true},
 			map[string]int{guardChain: 1, ingressChain: 1}, []string{labelUnicast}},
-		{"ip guard: ARP sender MAC and address, IPv4, IPv6, ND",
-			plan.PortPolicy{MAC: mac, IPs: ips, GuardIP: true}, map[string]int{guardChain: 5}, nil},
+		{"ip guard: stacked tags, ARP sender MAC and address, IPv4, IPv6, ND",
+			plan.PortPolicy{MAC: mac, IPs: ips, GuardIP: true}, map[string]int{guardChain: 7}, nil},
 		{"acl: preamble in both directions, one rule per family, defaults",
 			plan.PortPolicy{MAC: mac, Default: plan.ActionDeny, Rules: []plan.PolicyRule{
 				{Allow: true, In: true, Proto: "tcp", DPort: 443},                                  // any family: one rule

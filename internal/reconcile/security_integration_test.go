@@ -113,6 +113,28 @@ func TestPortSecurityDropsForgedFrames(t *testing.T) {
 		}
 	})
 
+	t.Run("spoofed IPv4 source inside VLAN tags", func(t *testing.T) {
+		app, other, open := netip.MustParseAddr("10.77.0.2"), netip.MustParseAddr("10.77.0.3"), netip.MustParseAddr("10.77.0.4")
+		tagged := func(tags []uint16, payload []byte) []byte {
+			var b []byte
+			for i, tpid := range tags {
+				if i > 0 {
+					b = append(b, byte(tpid>>8), byte(tpid))
+				}
+				b = append(b, 0, 7) // VLAN 7
+			}
+			b = append(b, 0x08, 0x00)
+			return ethFrame(openMAC, appMAC, tags[0], append(b, payload...))
+		}
+		got := exchange(t, vm("app"), vm("open"), 0x0003, // every frame
+			tagged([]uint16{0x8100}, ipv4UDP(other, open, 4000, 9999, []byte("tagged-spoof"))),
+			tagged([]uint16{0x8100}, ipv4UDP(app, open, 4000, 9999, []byte("tagged-honest"))),
+			tagged([]uint16{0x88a8, 0x8100}, ipv4UDP(other, open, 4000, 9999, []byte("stacked-spoof"))))
+		if got["tagged-spoof"] != 0 || got["stacked-spoof"] != 0 || got["tagged-honest"] != 1 {
+			t.Errorf("open received %v: want only the tagged frame from app's own address", got)
+		}
+	})
+
 	t.Run("gratuitous ARP for another VM's address", func(t *testing.T) {
 		app, other := netip.MustParseAddr("10.77.0.2"), netip.MustParseAddr("10.77.0.3")
 		got := exchange(t, vm("app"), vm("web"), 0x0806,

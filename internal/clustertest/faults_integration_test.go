@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -78,6 +79,13 @@ func faultCluster(t *testing.T, limit time.Duration, hosts ...string) *Cluster {
 	for _, m := range c.Machines {
 		m.StartAgent("--interval", "30s")
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, m := range c.Machines {
+				t.Logf("agent of %s:\n%s", m.Host, m.AgentLog())
+			}
+		}
+	})
 	return c
 }
 
@@ -158,6 +166,15 @@ func vnetLinks(m *Machine) []string {
 		}
 	}
 	return links
+}
+
+// nsInode tells namespaces of one name apart: 0 when there is none.
+func nsInode(ns string) uint64 {
+	fi, err := os.Stat(filepath.Join("/run/netns", ns))
+	if err != nil {
+		return 0
+	}
+	return fi.Sys().(*syscall.Stat_t).Ino
 }
 
 func nsExists(ns string) bool {
@@ -346,4 +363,202 @@ func TestClusterPartitionAndHeal(t *testing.T) {
 	if out, _ := hv3.Exec("bridge", "fdb", "show", "dev", vtep); !strings.Contains(out, plan.StableMAC(infra, "vnic/vm4/0")) {
 		t.Errorf("healed hv3's tunnel has no entry for vm4:\n%s", out)
 	}
+}
+
+// hostOf is the machine whose switch has the VM's vNIC as a port, or ""
+// (several hosts listed with commas should one be left behind).
+func hostOf(c *Cluster, infra, vm string) string {
+	var on []string
+	for _, m := range c.Machines {
+		for _, l := range vnetLinks(m) {
+			if strings.Contains(l, "alias "+plan.AliasPrefix+"peer="+plan.NSName(infra, vm)) {
+				on = append(on, m.Host)
+				break
+			}
+		}
+	}
+	return strings.Join(on, ",")
+}
+
+// A VM whose host changes in the spec leaves the old host and comes up on
+// the new one, and the others reach it there.
+func TestClusterVMMovesHost(t *testing.T) {
+	c := faultCluster(t, 60*time.Second, "hv1", "hv2", "hv3")
+	infra := c.Infra()
+	hv3 := c.Machine("hv3")
+	applySpec(t, c, infra, c.Spec(infra, switchAndVMs+addVM4))
+	waitConverged(t, c, infra, 1, 30*time.Second)
+	if on := hostOf(c, infra, "vm4"); on != "hv2" {
+		t.Fatalf("vm4 is on %q, want hv2", on)
+	}
+	echo(t, plan.NSName(infra, "vm1"))
+	echo(t, plan.NSName(infra, "vm4"))
+	ping(t, infra, "vm1", "10.77.0.4")
+
+	// The machines of the harness share /run/netns, where a VM's namespace
+	// has the same name on every host: hv3 making vm4's while hv2 still
+	// removes its own would take each other's (on real hosts they are
+	// apart). So hv3's agent is down until hv2 is done.
+	hv3.KillAgent()
+	moved := strings.Replace(addVM4, "host: hv2", "host: hv3", 1)
+	applySpec(t, c, infra, c.Spec(infra, switchAndVMs+moved))
+	applied := time.Now()
+	took := waitFor(t, 20*time.Second, "vm4 gone from hv2", func() (bool, string) {
+		on := hostOf(c, infra, "vm4")
+		return on == "" && !nsExists(plan.NSName(infra, "vm4")), "on " + on
+	})
+	t.Logf("vm4 gone from hv2 %s after the apply", took.Round(time.Millisecond))
+	hv3.StartAgent("--interval", "30s")
+	restarted := time.Now()
+	// hv1 reconciles every 30 s: what it holds once it reports generation
+	// 2 is what that change made.
+	waitFor(t, 20*time.Second, "hv1 current", func() (bool, string) {
+		st, err := status(t, c, infra)
+		if err != nil {
+			return false, err.Error()
+		}
+		return st.Generation == 2 && st.states()["hv1"] == "current", fmt.Sprint(st.states())
+	})
+	fdb, _ := c.Machine("hv1").Exec("bridge", "fdb", "show", "dev", plan.VTEPName(infra, "dvs"))
+	mac := plan.StableMAC(infra, "vnic/vm4/0")
+	if !strings.Contains(fdb, mac+" dst "+hv3.IP) {
+		t.Errorf("hv1's tunnel does not send vm4's frames to hv3 after the move:\n%s", fdb)
+	}
+	took = waitFor(t, 20*time.Second, "vm4 on hv3", func() (bool, string) {
+		on := hostOf(c, infra, "vm4")
+		return on == "hv3" && nsExists(plan.NSName(infra, "vm4")), "on " + on
+	})
+	t.Logf("vm4 on hv3 %s after its agent started", took.Round(time.Millisecond))
+	// The old namespace went with its echo; answer in the new one.
+	echo(t, plan.NSName(infra, "vm4"))
+	waitFor(t, 20*time.Second, "vm1 reaches vm4 on hv3", func() (bool, string) {
+		_, got := udpPing(t, plan.NSName(infra, "vm1"), "10.77.0.4", 10*time.Millisecond, 5)
+		return got > 0, "no answer"
+	})
+	t.Logf("vm1 (hv1) reaches vm4 on hv3 %s after hv3's agent started (%s after the apply)",
+		time.Since(restarted).Round(time.Millisecond), time.Since(applied).Round(time.Millisecond))
+	waitConverged(t, c, infra, 2, 30*time.Second)
+	ping(t, infra, "vm2", "10.77.0.4")
+	ping(t, infra, "vm4", "10.77.0.1")
+	fdb, _ = c.Machine("hv1").Exec("bridge", "fdb", "show", "dev", plan.VTEPName(infra, "dvs"))
+	for _, line := range strings.Split(fdb, "\n") {
+		if strings.HasPrefix(line, mac) && strings.Contains(line, " self") && !strings.Contains(line, "dst "+c.Machine("hv3").IP) {
+			t.Errorf("hv1 still sends vm4's frames elsewhere than hv3: %s", line)
+		}
+	}
+	if len(vnetLinks(c.Machine("hv2"))) == 0 {
+		t.Errorf("hv2 lost its own part with vm4's move")
+	}
+}
+
+// A host the spec no longer names is emptied by its agent, and the others
+// stop sending to it.
+func TestClusterHostRemoved(t *testing.T) {
+	c := faultCluster(t, 60*time.Second, "hv1", "hv2", "hv3")
+	infra := c.Infra()
+	applySpec(t, c, infra, c.Spec(infra, switchAndVMs))
+	waitConverged(t, c, infra, 1, 30*time.Second)
+	hv3 := c.Machine("hv3")
+	if len(vnetLinks(hv3)) == 0 {
+		t.Fatal("hv3 holds nothing of the infrastructure before its removal")
+	}
+
+	const twoHosts = `switches:
+  - name: dvs
+    hosts: [hv1, hv2]
+    mtu: 1450
+    portgroups:
+      - name: app
+vms:
+  - {name: vm1, host: hv1, nics: [{portgroup: app, ip: 10.77.0.1/24}]}
+  - {name: vm2, host: hv2, nics: [{portgroup: app, ip: 10.77.0.2/24}]}
+`
+	applySpec(t, c, infra, specOn(c, infra, []string{"hv1", "hv2"}, twoHosts))
+	took := waitFor(t, 30*time.Second, "hv3 emptied", func() (bool, string) {
+		links := vnetLinks(hv3)
+		if nsExists(plan.NSName(infra, "vm3")) {
+			links = append(links, plan.NSName(infra, "vm3"))
+		}
+		return len(links) == 0, strings.Join(links, "\n")
+	})
+	t.Logf("hv3 emptied %s after the apply", took.Round(time.Millisecond))
+	waitConverged(t, c, infra, 2, 30*time.Second)
+	st, err := status(t, c, infra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := st.states()["hv3"]; ok {
+		t.Errorf("hv3 still in status as %s", s)
+	}
+	if out, _ := hv3.Exec("ip", "-o", "link", "show"); strings.Contains(out, "vnet:") {
+		t.Errorf("links of vnet left on hv3:\n%s", out)
+	}
+	fdb, _ := c.Machine("hv1").Exec("bridge", "fdb", "show", "dev", plan.VTEPName(infra, "dvs"))
+	if strings.Contains(fdb, "dst "+hv3.IP) {
+		t.Errorf("hv1's tunnel still sends to hv3:\n%s", fdb)
+	}
+	echo(t, plan.NSName(infra, "vm2"))
+	ping(t, infra, "vm1", "10.77.0.2")
+	if !strings.Contains(hv3.AgentLog(), "") || hv3.agent == nil {
+		t.Errorf("hv3's agent ended")
+	}
+}
+
+// With etcd stopped, apply fails at once and traffic flows on; etcd
+// started again on the same data, the agents report and take changes.
+func TestClusterEtcdDown(t *testing.T) {
+	c := faultCluster(t, 60*time.Second, "hv1", "hv2", "hv3")
+	infra := c.Infra()
+	applySpec(t, c, infra, c.Spec(infra, switchAndVMs))
+	waitConverged(t, c, infra, 1, 30*time.Second)
+	for _, vm := range []string{"vm1", "vm2", "vm3"} {
+		echo(t, plan.NSName(infra, vm))
+	}
+	ping(t, infra, "vm1", "10.77.0.3")
+
+	type result struct{ sent, got int }
+	pinged := make(chan result, 1)
+	go func() {
+		sent, got := udpPing(t, plan.NSName(infra, "vm1"), "10.77.0.3", 10*time.Millisecond, 800)
+		pinged <- result{sent, got}
+	}()
+	time.Sleep(500 * time.Millisecond)
+	c.StopServer()
+	stopped := time.Now()
+	specFile := c.WriteSpec(infra, c.Spec(infra, switchAndVMs+addVM4))
+	start := time.Now()
+	out, err := c.Vnet("apply", specFile)
+	took := time.Since(start)
+	t.Logf("apply with etcd down: %s after %s", strings.TrimSpace(out), took.Round(time.Millisecond))
+	if err == nil {
+		t.Errorf("apply with etcd down succeeded:\n%s", out)
+	} else if !strings.Contains(out, "etcd unavailable") {
+		t.Errorf("apply with etcd down does not say etcd is unavailable:\n%s", out)
+	}
+	if took > 10*time.Second {
+		t.Errorf("apply with etcd down took %s to fail", took)
+	}
+	time.Sleep(time.Until(stopped.Add(4 * time.Second)))
+	c.StartServer()
+	t.Logf("etcd down %s", time.Since(stopped).Round(time.Millisecond))
+	r := <-pinged
+	t.Logf("datagram every 10 ms vm1 (hv1) -> vm3 (hv3) and back, across etcd's stop and start: %d sent, %d answered", r.sent, r.got)
+	if r.sent != r.got {
+		t.Errorf("lost %d of %d while etcd was down", r.sent-r.got, r.sent)
+	}
+
+	// Every agent reports again and takes a change.
+	took = waitFor(t, 20*time.Second, "every host reporting again", func() (bool, string) {
+		st, err := status(t, c, infra)
+		if err != nil {
+			return false, err.Error()
+		}
+		return st.Converged, fmt.Sprint(st.states())
+	})
+	t.Logf("every host current again %s after etcd came back", took.Round(time.Millisecond))
+	applySpec(t, c, infra, c.Spec(infra, switchAndVMs+addVM4))
+	took = waitConverged(t, c, infra, 2, 20*time.Second)
+	t.Logf("a change after the restart reached every host in %s", took.Round(time.Millisecond))
+	echo(t, plan.NSName(infra, "vm4"))
+	ping(t, infra, "vm3", "10.77.0.4")
 }

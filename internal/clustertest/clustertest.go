@@ -37,8 +37,9 @@ type Cluster struct {
 	dir      string
 	Machines []*Machine
 
-	mu    sync.Mutex
-	procs []*exec.Cmd
+	mu     sync.Mutex
+	procs  []*exec.Cmd
+	server *exec.Cmd
 }
 
 // Machine is one emulated hypervisor.
@@ -134,6 +135,7 @@ func (c *Cluster) startServer() {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	c.start(cmd)
+	c.server = cmd
 	ready := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -154,6 +156,45 @@ func (c *Cluster) startServer() {
 		c.t.Fatalf("vnet server did not serve within 30s: %s", stderr.String())
 	}
 }
+
+// StopServer stops vnet server with SIGTERM and waits for it to end; its
+// data directory stays for StartServer.
+func (c *Cluster) StopServer() {
+	c.t.Helper()
+	if c.server == nil {
+		return
+	}
+	_ = c.server.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = c.server.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = c.server.Process.Signal(syscall.SIGKILL)
+		<-done
+	}
+	c.server = nil
+}
+
+// StartServer starts vnet server again on the same address and data
+// directory after StopServer.
+func (c *Cluster) StartServer() {
+	c.t.Helper()
+	if c.server != nil {
+		c.t.Fatal("vnet server already runs")
+	}
+	c.startServer()
+}
+
+// Cut takes the machine off the underlay (its port on the underlay bridge
+// goes down): it keeps its namespace, agent and everything in it, but
+// reaches neither etcd nor the other machines until Heal.
+func (m *Machine) Cut() { m.c.ip("-n", m.c.Underlay, "link", "set", m.port(), "down") }
+
+// Heal puts the machine back on the underlay.
+func (m *Machine) Heal() { m.c.ip("-n", m.c.Underlay, "link", "set", m.port(), "up") }
+
+func (m *Machine) port() string { return "u" + strings.TrimPrefix(m.IP, UnderlayNet) }
 
 // Vnet runs a vnet command against the cluster's etcd from the control
 // namespace, as an operator would.

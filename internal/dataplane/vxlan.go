@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -102,9 +103,12 @@ func fdbNeigh(link netlink.Link, r plan.Resource) (*netlink.Neigh, error) {
 }
 
 // ensureFDB adds a static entry: frames to MAC go through the tunnel to
-// the remote endpoint. Entries are appended, so the all-zeros MAC can send
-// to every remote endpoint at once.
-// Equivalent to: bridge fdb append MAC dev VTEP dst REMOTE self permanent
+// the remote endpoint. The all-zeros MAC's entries are appended, so floods
+// reach every remote endpoint at once. A VM's MAC has one remote only, and
+// the kernel ignores an append to a unicast MAC it already has: a VM moved
+// to another host would keep its old remote, whose removal then leaves it
+// none, so that entry is replaced instead.
+// Equivalent to: bridge fdb append|replace MAC dev VTEP dst REMOTE self permanent
 func (l *Linux) ensureFDB(r plan.Resource) error {
 	h, link, err := l.linkIn(r.NS, r.Link)
 	if err != nil {
@@ -114,10 +118,20 @@ func (l *Linux) ensureFDB(r plan.Resource) error {
 	if err != nil {
 		return err
 	}
-	if err := h.NeighAppend(n); err != nil && !errors.Is(err, unix.EEXIST) {
-		return fmt.Errorf("bridge fdb append %s dev %s dst %s: %w", r.MAC, r.Link, r.Remote, err)
+	add, verb := h.NeighAppend, "append"
+	if !isFloodMAC(n.HardwareAddr) {
+		add, verb = h.NeighSet, "replace"
+	}
+	if err := add(n); err != nil && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("bridge fdb %s %s dev %s dst %s: %w", verb, r.MAC, r.Link, r.Remote, err)
 	}
 	return nil
+}
+
+// isFloodMAC is whether a tunnel entry's MAC may have several remotes: the
+// all-zeros default and multicast addresses.
+func isFloodMAC(mac net.HardwareAddr) bool {
+	return len(mac) > 0 && (mac[0]&1 == 1 || bytes.Equal(mac, make(net.HardwareAddr, len(mac))))
 }
 
 // Equivalent to: bridge fdb del MAC dev VTEP dst REMOTE self

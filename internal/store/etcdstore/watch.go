@@ -26,11 +26,14 @@ func (s *Store) WatchInfra(ctx context.Context) <-chan struct{} {
 		defer close(ch)
 		for ctx.Err() == nil {
 			wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-			for resp := range s.cli.Watch(wctx, s.infraKey(""), clientv3.WithPrefix()) {
+			// The first answer says the watch stands; a change between the
+			// watcher's last read and that moment is seen by no watch, so
+			// that answer signals too.
+			for resp := range s.cli.Watch(wctx, s.infraKey(""), clientv3.WithPrefix(), clientv3.WithCreatedNotify()) {
 				if resp.Err() != nil {
 					break
 				}
-				if len(resp.Events) > 0 {
+				if resp.Created || len(resp.Events) > 0 {
 					signal()
 				}
 			}

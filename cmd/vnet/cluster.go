@@ -149,9 +149,9 @@ func statusCluster(cmd *cobra.Command, endpoints []string, args []string, output
 	}
 	all := []clusterStatus{}
 	for _, rec := range recs {
-		doc, err := spec.Decode(rec.SpecFile, rec.Spec)
+		doc, err := rec.Doc()
 		if err != nil {
-			return fmt.Errorf("stored spec of %s: %w", rec.Name, err)
+			return err
 		}
 		reports, err := st.Reports(rec.Name)
 		if err != nil {

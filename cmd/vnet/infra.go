@@ -216,9 +216,9 @@ func statusCmd() *cobra.Command {
 			}
 			var all []*reconcile.Status
 			for _, rec := range recs {
-				doc, err := spec.Decode(rec.SpecFile, rec.Spec)
+				doc, err := rec.Doc()
 				if err != nil {
-					return fmt.Errorf("stored spec of %s: %w", rec.Name, err)
+					return err
 				}
 				st, err := eng.Status(doc)
 				if err != nil {

@@ -258,9 +258,5 @@ func (b *Local) doc(name string) (*spec.Document, error) {
 	if err != nil {
 		return nil, err
 	}
-	doc, err := spec.Decode(rec.SpecFile, rec.Spec)
-	if err != nil {
-		return nil, fmt.Errorf("stored spec of %s: %w", name, err)
-	}
-	return doc, nil
+	return rec.Doc()
 }

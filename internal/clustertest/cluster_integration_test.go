@@ -2,8 +2,10 @@ package clustertest
 
 import (
 	"encoding/json"
+	"fmt"
 	"net"
 	"os/exec"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -112,6 +114,29 @@ func ifindex(t *testing.T, ns, link string) int {
 	return n
 }
 
+// hostIndexes are the ifindexes of one host's tunnel endpoint and switch
+// bridge and of one of its VMs' vNIC: an object made again gets a new one.
+func hostIndexes(t *testing.T, hostNS, infra, vm string) map[string]int {
+	t.Helper()
+	return map[string]int{
+		"vtep":   ifindex(t, hostNS, plan.VTEPName(infra, "dvs")),
+		"bridge": ifindex(t, hostNS, plan.HostBridgeName(infra, "dvs")),
+		"vnic":   ifindex(t, plan.NSName(infra, vm), "eth0"),
+	}
+}
+
+// remade names the objects of hostIndexes whose ifindex changed.
+func remade(before, now map[string]int) []string {
+	var out []string
+	for what, idx := range before {
+		if now[what] != idx {
+			out = append(out, fmt.Sprintf("%s (ifindex %d -> %d)", what, idx, now[what]))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 func TestClusterOverVXLAN(t *testing.T) {
 	nstest.RequireRoot(t)
 	if testing.Short() {
@@ -146,11 +171,7 @@ func TestClusterOverVXLAN(t *testing.T) {
 	// start it again: nothing may be lost or made again.
 	hv1 := c.Machine("hv1")
 	vtep := plan.VTEPName(infra, "dvs")
-	before := map[string]int{
-		"vtep":   ifindex(t, hv1.NS, vtep),
-		"bridge": ifindex(t, hv1.NS, plan.HostBridgeName(infra, "dvs")),
-		"vnic":   ifindex(t, plan.NSName(infra, "vm1"), "eth0"),
-	}
+	before := hostIndexes(t, hv1.NS, infra, "vm1")
 	type result struct{ sent, got int }
 	pinged := make(chan result, 1)
 	go func() {
@@ -172,19 +193,8 @@ func TestClusterOverVXLAN(t *testing.T) {
 	if r.sent != r.got {
 		t.Errorf("lost %d of %d across an agent kill", r.sent-r.got, r.sent)
 	}
-	for what, idx := range before {
-		var now int
-		switch what {
-		case "vtep":
-			now = ifindex(t, hv1.NS, vtep)
-		case "bridge":
-			now = ifindex(t, hv1.NS, plan.HostBridgeName(infra, "dvs"))
-		case "vnic":
-			now = ifindex(t, plan.NSName(infra, "vm1"), "eth0")
-		}
-		if now != idx {
-			t.Errorf("%s was made again by the restarted agent (ifindex %d -> %d)", what, idx, now)
-		}
+	for _, what := range remade(before, hostIndexes(t, hv1.NS, infra, "vm1")) {
+		t.Errorf("%s was made again by the restarted agent", what)
 	}
 	if after := hv1.AgentLog()[logBefore:]; strings.Contains(after, "applied") {
 		t.Errorf("restarted agent changed something:\n%s", after)

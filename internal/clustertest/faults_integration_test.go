@@ -288,11 +288,7 @@ func TestClusterPartitionAndHeal(t *testing.T) {
 
 	hv3 := c.Machine("hv3")
 	vtep := plan.VTEPName(infra, "dvs")
-	before := map[string]int{
-		"vtep":   ifindex(t, hv3.NS, vtep),
-		"bridge": ifindex(t, hv3.NS, plan.HostBridgeName(infra, "dvs")),
-		"vnic":   ifindex(t, plan.NSName(infra, "vm3"), "eth0"),
-	}
+	before := hostIndexes(t, hv3.NS, infra, "vm3")
 	linksBefore := vnetLinks(hv3)
 	fdbBefore, _ := hv3.Exec("bridge", "fdb", "show", "dev", vtep)
 
@@ -329,19 +325,8 @@ func TestClusterPartitionAndHeal(t *testing.T) {
 	t.Logf("hv3 shown gone %s after the cut", time.Since(cut).Round(time.Millisecond))
 
 	// Meanwhile hv3 changed nothing.
-	for what, idx := range before {
-		var now int
-		switch what {
-		case "vtep":
-			now = ifindex(t, hv3.NS, vtep)
-		case "bridge":
-			now = ifindex(t, hv3.NS, plan.HostBridgeName(infra, "dvs"))
-		case "vnic":
-			now = ifindex(t, plan.NSName(infra, "vm3"), "eth0")
-		}
-		if now != idx {
-			t.Errorf("cut hv3's %s was made again (ifindex %d -> %d)", what, idx, now)
-		}
+	for _, what := range remade(before, hostIndexes(t, hv3.NS, infra, "vm3")) {
+		t.Errorf("cut hv3's %s was made again", what)
 	}
 	if now := vnetLinks(hv3); strings.Join(now, "\n") != strings.Join(linksBefore, "\n") {
 		t.Errorf("cut hv3's links changed:\nbefore\n%s\nafter\n%s", strings.Join(linksBefore, "\n"), strings.Join(now, "\n"))

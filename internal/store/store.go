@@ -6,9 +6,11 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/spec"
 )
 
 // ErrNotFound is returned for an infrastructure the store does not know.
@@ -30,6 +32,15 @@ type Record struct {
 	Realized   []plan.Resource `json:"realized"`
 	Generation int             `json:"generation"` // applies that changed something
 	AppliedAt  time.Time       `json:"applied_at"`
+}
+
+// Doc decodes the spec as it was applied.
+func (r *Record) Doc() (*spec.Document, error) {
+	doc, err := spec.Decode(r.SpecFile, r.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("stored spec of %s: %w", r.Name, err)
+	}
+	return doc, nil
 }
 
 // Lists reports whether the record lists the namespace among what was

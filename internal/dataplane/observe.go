@@ -72,7 +72,18 @@ func (l *Linux) Observe(infra string, hints []plan.Resource) ([]plan.Resource, e
 		}
 		bEnds = append(bEnds, v.bEnds...)
 	}
-	joinVethEnds(aEnds, bEnds)
+	observedNS := map[string]bool{}
+	for _, n := range names {
+		observedNS[n] = true
+	}
+	if l.HostNS != "" {
+		observedNS[l.HostNS] = true
+	}
+	for _, b := range joinVethEnds(aEnds, bEnds) {
+		if r, ok := strandedEnd(b, observedNS); ok {
+			out = append(out, r)
+		}
+	}
 	keys := make([]string, 0, len(aEnds))
 	for k := range aEnds {
 		keys = append(keys, k)
@@ -259,21 +270,45 @@ type vethEnd struct {
 // (ip link set eth0 name foo) is found by the ifindexes the two ends hold
 // of each other instead, in the namespace the alias names. Without its
 // second end, the plan would not know that deleting the renamed pair
-// frees the switch port's name.
-func joinVethEnds(aEnds map[string]*vethEnd, bEnds []vethEnd) {
+// frees the switch port's name. It returns the second ends it found no
+// first end for.
+func joinVethEnds(aEnds map[string]*vethEnd, bEnds []vethEnd) (unjoined []vethEnd) {
 	for _, b := range bEnds {
 		if a, ok := aEnds[b.peer]; ok {
 			a.r.B = b.end
 			continue
 		}
 		ns, _, _ := strings.Cut(b.peer, "/")
+		joined := false
 		for _, a := range aEnds {
 			if a.end.NS == ns && a.r.B.Name == "" && a.index == b.peerIndex && a.peerIndex == b.index {
 				a.r.B = b.end
+				joined = true
 				break
 			}
 		}
+		if !joined {
+			unjoined = append(unjoined, b)
+		}
 	}
+	return unjoined
+}
+
+// strandedEnd returns, as a pair of its own to delete, a second end whose
+// first end is gone from the namespace the alias names: that namespace was
+// read and lacks it (the end was moved out of vnet's namespaces), or it is
+// no longer a named namespace at all. The kernel tears down an unmounted
+// namespace, and the pairs with an end in it, some time after the unmount;
+// until then the second end holds its port's name, and what the plan
+// reads on that name (offloads, addresses) belongs to a device on its way
+// out, not to the pair the plan will make. A first end in a namespace that
+// exists but was not read is some other reader's (another host's agent).
+func strandedEnd(b vethEnd, observedNS map[string]bool) (plan.Resource, bool) {
+	ns, _, _ := strings.Cut(b.peer, "/")
+	if !observedNS[ns] && netnsExists(ns) {
+		return plan.Resource{}, false
+	}
+	return plan.Resource{Kind: plan.KindVeth, A: b.end, Owner: "stranded: its other end " + b.peer + " is gone"}, true
 }
 
 // loopbackAlias is the alias of a namespace's lo: its mark, if vnet made it.

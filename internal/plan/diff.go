@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -105,7 +106,10 @@ func Diff(desired, observed []Resource) Plan {
 	for _, a := range first {
 		markAll(replacedLinks, a.Old.links())
 	}
-	// What sits on a replaced link disappears with it and must be made again.
+	// What sits on a replaced link disappears with it and must be made again;
+	// so must what was read on a link name a create makes: it was read on
+	// another device of that name, one on its way out.
+	markAll(replacedLinks, slices.Collect(maps.Keys(needed)))
 	if len(replacedLinks) > 0 {
 		for _, d := range desired {
 			if o, exists := obs[d.Key()]; exists && Same(o, d) && (replacedLinks[d.onLink()] || anyOf(replacedLinks, d.refs())) {

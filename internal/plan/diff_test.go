@@ -3,6 +3,8 @@ package plan
 import (
 	"strings"
 	"testing"
+
+	"github.com/vnet-project/vnet/internal/spec"
 )
 
 // kernelNames replays a plan over the link names it makes and removes, the
@@ -103,6 +105,49 @@ func TestDiffRenamedLinkRemakesWhatSatOnItsPort(t *testing.T) {
 	}
 	if veth < 0 || shaper < veth {
 		t.Errorf("the port's shaper is not made again after the pair:\n%s", p)
+	}
+}
+
+// A VM's namespace unmounted but not yet torn down by the kernel leaves its
+// pair's switch port behind for a while, with the offloads and shaping set
+// on it. The pair made again gets its own port, so what was read on the old
+// one is set again on the new one, after the stranded end is gone; so too
+// when the stranded end went between the reads of its links and of its
+// offloads.
+func TestDiffStrandedPortRemakesWhatWasReadOnIt(t *testing.T) {
+	s := load(t, strings.Replace(base, "portgroups: [{name: pg-a}, {name: pg-b}]",
+		"portgroups: [{name: pg-a, shaping: {ingress: {average: 10Mbit, burst: 100KiB}}}, {name: pg-b}]", 1))
+	s.VMs[0].NICs[0].Offloads = &spec.Offloads{GRO: new(bool)}
+	model := Model(s, Options{})
+	vm, host := NSName("t", "vm1"), NSName("t", "esx1")
+	for _, endSeen := range []bool{true, false} {
+		var observed []Resource
+		for _, r := range model {
+			switch {
+			case r.Kind == KindNetns && r.Name == vm, r.NS == vm:
+			case r.Kind == KindVeth && r.A.NS == vm:
+				if endSeen {
+					observed = append(observed, Resource{Kind: KindVeth, A: r.B, Owner: "stranded"})
+				}
+			default:
+				observed = append(observed, r)
+			}
+		}
+		p := Diff(model, observed)
+		kernelNames(t, observed, p)
+		index := map[string]int{}
+		for i, a := range p.Actions {
+			index[string(a.Op)+" "+string(a.Subject().Kind)+" "+a.Subject().NS] = i
+		}
+		veth := index["create veth "]
+		if del, ok := index["delete veth "]; endSeen && (!ok || del > veth) {
+			t.Fatalf("the stranded port is not deleted before the pair is made:\n%s", p)
+		}
+		for _, kind := range []Kind{KindOffloads, KindShaper} {
+			if i, ok := index["create "+string(kind)+" "+host]; !ok || i < veth {
+				t.Errorf("stranded end seen %v: the port's %s is not set again after the pair is made:\n%s", endSeen, kind, p)
+			}
+		}
 	}
 }
 

@@ -91,6 +91,48 @@ func TestRenamedVNICIsRepaired(t *testing.T) {
 	}
 }
 
+// A vNIC moved out of vnet's namespaces (ip link set eth0 netns other)
+// leaves its switch port behind, holding the port's name and the
+// offloads set on it. Apply deletes that stranded port first and sets the
+// offloads again on the new pair's.
+func TestStrandedSwitchPortIsRepaired(t *testing.T) {
+	eng := nstest.Engine(t)
+	str := nstest.Infra("itstr")
+	src := strings.Replace(small(str), "ip: 10.71.0.1/24}", "ip: 10.71.0.1/24, offloads: {gro: false}}", 1)
+	doc, _ := nstest.Apply(t, eng, src)
+	vm, host := ns(str, "vm1"), ns(str, "esx1")
+	elsewhere := "vnettest-" + str
+	makeNamespace(t, elsewhere)
+	if err := nstest.Do(t, vm, func() error {
+		l, err := netlink.LinkByName("eth0")
+		if err != nil {
+			return err
+		}
+		to, err := netns.GetFromName(elsewhere)
+		if err != nil {
+			return err
+		}
+		defer to.Close()
+		return netlink.LinkSetNsFd(l, int(to))
+	}); err != nil {
+		t.Fatalf("move eth0 out of %s: %v", vm, err)
+	}
+	p, err := eng.Plan(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("plan with the port stranded:\n%s", p)
+	if _, err := eng.Apply(doc); err != nil {
+		t.Fatalf("apply with the port stranded: %v", err)
+	}
+	if p, err := eng.Plan(doc); err != nil || !p.Empty() {
+		t.Errorf("second apply would change:\n%s%v", p, err)
+	}
+	if err := roundTrip(t, vm, host, "10.71.0.50"); err != nil {
+		t.Errorf("repaired vNIC cannot reach the host port: %v", err)
+	}
+}
+
 // A namespace that only looks like one of the infrastructure's is left
 // alone by apply and destroy, which say so.
 func TestForeignLookalikeNamespaceIsLeftAlone(t *testing.T) {

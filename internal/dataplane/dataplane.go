@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync"
 
+	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
@@ -37,6 +38,13 @@ type Linux struct {
 type nsHandle struct {
 	*netlink.Handle
 	route *nl.SocketHandle
+
+	// nft is the namespace's nftables socket for changes, kept open for the
+	// command: closing a socket right after a commit waits for the kernel
+	// to free the commit's old objects (an RCU grace period, ~10 ms), once
+	// per port otherwise. nftMu makes each change one transaction.
+	nftMu sync.Mutex
+	nft   *nftables.Conn
 }
 
 // New returns a dataplane for this machine. It fails with ErrNotRoot when
@@ -122,6 +130,12 @@ func openNSHandle(ns string) (*nsHandle, error) {
 }
 
 func (h *nsHandle) close() {
+	h.nftMu.Lock()
+	if h.nft != nil {
+		_ = h.nft.CloseLasting()
+		h.nft = nil
+	}
+	h.nftMu.Unlock()
 	h.Handle.Close()
 	h.route.Close()
 }

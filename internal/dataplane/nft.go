@@ -67,6 +67,35 @@ func nftIn(ns string, fn func(c *nftables.Conn) error) error {
 	return fn(c)
 }
 
+// nftChange runs fn, which queues one transaction and flushes it, on the
+// namespace's lasting nftables socket. A failed change closes the socket,
+// so that nothing of it is left to confuse the next.
+func (l *Linux) nftChange(ns string, fn func(c *nftables.Conn) error) error {
+	h, err := l.nsHandle(ns)
+	if err != nil {
+		return err
+	}
+	h.nftMu.Lock()
+	defer h.nftMu.Unlock()
+	if h.nft == nil {
+		f, err := openNS(ns)
+		if err != nil {
+			return fmt.Errorf("open netns %s: %w", ns, err)
+		}
+		defer f.Close()
+		if h.nft, err = nftables.New(nftables.AsLasting(), nftables.WithNetNSFd(int(f)), nftables.WithSockOptions(largeBuffers)); err != nil {
+			h.nft = nil
+			return fmt.Errorf("nftables in %s: %w", ns, err)
+		}
+	}
+	if err := fn(h.nft); err != nil {
+		_ = h.nft.CloseLasting()
+		h.nft = nil
+		return err
+	}
+	return nil
+}
+
 // largeBuffers lets a port's transaction go in whole: it is sent as one
 // message (a policy of a thousand ACL rules is over the default send
 // buffer: EMSGSIZE), and the kernel acknowledges each of its rules, sets
@@ -103,7 +132,7 @@ func addBaseChains(c *nftables.Conn) (pre, fwd *nftables.Chain) {
 // the firewall is stateful and without it otherwise.
 // Equivalent to: nft add table bridge vnet; nft add chain bridge vnet prerouting { type filter hook prerouting priority -200; } ...
 func (l *Linux) ensureFirewall(r plan.Resource) error {
-	return nftIn(r.NS, func(c *nftables.Conn) error {
+	return l.nftChange(r.NS, func(c *nftables.Conn) error {
 		tables, err := c.ListTables()
 		if err != nil {
 			return fmt.Errorf("nft -n %s list tables: %w", r.NS, err)
@@ -146,7 +175,7 @@ func (l *Linux) removeFirewall(r plan.Resource) error {
 	if !netnsExists(r.NS) {
 		return nil
 	}
-	return nftIn(r.NS, func(c *nftables.Conn) error {
+	return l.nftChange(r.NS, func(c *nftables.Conn) error {
 		tables, err := c.ListTables()
 		if err != nil {
 			return fmt.Errorf("nft -n %s list tables: %w", r.NS, err)
@@ -188,7 +217,7 @@ func (l *Linux) ensurePortSec(r plan.Resource) error {
 	if err != nil {
 		return err
 	}
-	return nftIn(r.NS, func(c *nftables.Conn) error {
+	return l.nftChange(r.NS, func(c *nftables.Conn) error {
 		existing, err := portChainsIn(c, r.Link)
 		if err != nil {
 			return err
@@ -290,7 +319,7 @@ func (l *Linux) removePortSec(r plan.Resource) error {
 	if !netnsExists(r.NS) {
 		return nil
 	}
-	return nftIn(r.NS, func(c *nftables.Conn) error {
+	return l.nftChange(r.NS, func(c *nftables.Conn) error {
 		existing, err := portChainsIn(c, r.Link)
 		if err != nil || len(existing) == 0 {
 			return err

@@ -103,22 +103,30 @@ func (c *Cgroups) Ensure(r plan.Resource) error {
 		if err := writeFile(dir, "cpu.max", quota+" "+strconv.Itoa(cfsPeriodUS)); err != nil {
 			return err
 		}
+		changed("cgroup written: %s/cpu.max", dir)
 		if r.CPUs != "" {
 			return writeFile(dir, "cpuset.cpus", r.CPUs)
 		}
 		return nil
 	}
-	if err := os.MkdirAll(filepath.Join(c.v1CPU, r.Name), 0o755); err != nil {
-		return fmt.Errorf("cgroup: %w", err)
+	dir := c.v1CPU
+	for _, part := range strings.Split(r.Name, "/") {
+		dir = filepath.Join(dir, part)
+		if err := os.Mkdir(dir, 0o755); err == nil {
+			changed("cgroup made: %s", dir)
+		} else if !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("cgroup: %w", err)
+		}
 	}
-	killpoint.At("cgroup made: " + filepath.Join(c.v1CPU, r.Name))
 	cpuDir := filepath.Join(c.v1CPU, r.Name)
 	if err := writeFile(cpuDir, "cpu.cfs_period_us", strconv.Itoa(cfsPeriodUS)); err != nil {
 		return err
 	}
+	changed("cgroup written: %s/cpu.cfs_period_us", cpuDir)
 	if err := writeFile(cpuDir, "cpu.cfs_quota_us", quota); err != nil {
 		return err
 	}
+	changed("cgroup written: %s/cpu.cfs_quota_us", cpuDir)
 	if err := c.mkdirV1Cpuset(r.Name); err != nil {
 		return err
 	}
@@ -136,7 +144,9 @@ func (c *Cgroups) mkdirV2(name string) error {
 			return err
 		}
 		dir = filepath.Join(dir, part)
-		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		if err := os.Mkdir(dir, 0o755); err == nil {
+			changed("cgroup made: %s", dir)
+		} else if !errors.Is(err, os.ErrExist) {
 			return fmt.Errorf("cgroup: %w", err)
 		}
 	}
@@ -150,7 +160,9 @@ func (c *Cgroups) mkdirV1Cpuset(name string) error {
 	for _, part := range strings.Split(name, "/") {
 		parent := dir
 		dir = filepath.Join(dir, part)
-		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		if err := os.Mkdir(dir, 0o755); err == nil {
+			changed("cgroup made: %s", dir)
+		} else if !errors.Is(err, os.ErrExist) {
 			return fmt.Errorf("cgroup: %w", err)
 		}
 		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
@@ -164,6 +176,7 @@ func (c *Cgroups) mkdirV1Cpuset(name string) error {
 			if err := writeFile(dir, f, strings.TrimSpace(string(v))); err != nil {
 				return err
 			}
+			changed("cgroup written: %s/%s", dir, f)
 		}
 	}
 	return nil
@@ -324,7 +337,10 @@ func (c *Cgroups) Remove(name string) error {
 		}
 		killpoint.At("cgroup removed: " + dir)
 		for p := filepath.Dir(name); p != "." && p != "/"; p = filepath.Dir(p) {
-			_ = os.Remove(filepath.Join(root, p)) // fails while another VM or infra uses it
+			// fails while another VM or infra uses it
+			if os.Remove(filepath.Join(root, p)) == nil {
+				changed("cgroup removed: %s", filepath.Join(root, p))
+			}
 		}
 	}
 	return nil

@@ -250,6 +250,15 @@ func (l *Linux) remove(r plan.Resource) error {
 	return fmt.Errorf("unknown kind %q", r.Kind)
 }
 
+// changed marks a kill point (package killpoint) after one kernel request
+// of a step that makes several, where a kill splits the step; the step's
+// last request is followed by Execute's own point.
+func changed(format string, args ...any) {
+	if killpoint.Enabled {
+		killpoint.At(fmt.Sprintf(format, args...))
+	}
+}
+
 // isGone reports whether err means the object no longer exists.
 func isGone(err error) bool {
 	var nf netlink.LinkNotFoundError

@@ -43,6 +43,7 @@ func (l *Linux) ensureBridge(r plan.Resource) error {
 		if err := h.LinkAdd(br); err != nil {
 			return bridgeErr(err)
 		}
+		changed("bridge made: %s in %s", r.Name, r.NS)
 		link, err = h.LinkByName(r.Name)
 	}
 	if err != nil {
@@ -112,6 +113,7 @@ func (l *Linux) addVeth(h *netlink.Handle, r plan.Resource) error {
 		}
 		return err
 	}
+	changed("veth made: %s in %s <-> %s in %s", r.A.Name, r.A.NS, r.B.Name, r.B.NS)
 	return nil
 }
 
@@ -159,26 +161,31 @@ func setLinkAttrs(h *netlink.Handle, link netlink.Link, mac string, mtu int, ali
 		if err := h.LinkSetHardwareAddr(link, hw); err != nil {
 			return fmt.Errorf("set %s address %s: %w", name, mac, err)
 		}
+		changed("link %s: address set", name)
 	}
 	if mtu != 0 && attrs.MTU != mtu {
 		if err := h.LinkSetMTU(link, mtu); err != nil {
 			return fmt.Errorf("set %s mtu %d: %w", name, mtu, err)
 		}
+		changed("link %s: mtu set", name)
 	}
 	if attrs.Alias != alias {
 		if err := h.LinkSetAlias(link, alias); err != nil {
 			return fmt.Errorf("set %s alias: %w", name, err)
 		}
+		changed("link %s: alias set", name)
 	}
 	switch isUp := attrs.Flags&net.FlagUp != 0; {
 	case up && !isUp:
 		if err := h.LinkSetUp(link); err != nil {
 			return fmt.Errorf("set %s up: %w", name, err)
 		}
+		changed("link %s: up", name)
 	case !up && isUp:
 		if err := h.LinkSetDown(link); err != nil {
 			return fmt.Errorf("set %s down: %w", name, err)
 		}
+		changed("link %s: down", name)
 	}
 	return nil
 }
@@ -193,6 +200,7 @@ func setMaster(h *netlink.Handle, link netlink.Link, master string) error {
 		if err := h.LinkSetNoMaster(link); err != nil {
 			return fmt.Errorf("set %s nomaster: %w", name, err)
 		}
+		changed("link %s: master unset", name)
 		return nil
 	}
 	br, err := h.LinkByName(master)
@@ -205,6 +213,7 @@ func setMaster(h *netlink.Handle, link netlink.Link, master string) error {
 	if err := h.LinkSetMasterByIndex(link, br.Attrs().Index); err != nil {
 		return fmt.Errorf("set %s master %s: %w", name, master, err)
 	}
+	changed("link %s: master %s", name, master)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -68,29 +69,44 @@ func inNS(name string, fn func() error) error {
 // ensureNetns), with its loopback up and its settings as sysctls gives them
 // (a netns resource's Sysctls).
 // Equivalent to: ip netns add NAME && ip -n NAME link set lo alias MARK up
+// A new namespace is set up before it is mounted, so that no kill shows it
+// half set up; an existing one is converged in place.
 func createNetns(name, sysctls, mark string) error {
 	if !netnsExists(name) {
-		if err := makeNetnsEntry(name, mark); err != nil {
+		if err := makeNetnsEntry(name, sysctls, mark); err != nil {
 			return fmt.Errorf("ip netns add %s: %w", name, err)
 		}
+		return nil
 	}
 	return configureNetns(name, sysctls)
 }
 
 func configureNetns(name, sysctls string) error {
-	h, err := handleFor(name)
+	return inNS(name, func() error { return setUpCurrentNetns(name, sysctls, true) })
+}
+
+// setUpCurrentNetns brings up the loopback of the namespace the calling
+// thread is in and writes its settings; visible says whether others can
+// see the namespace meanwhile, so that each change is a kill point.
+func setUpCurrentNetns(name, sysctls string, visible bool) error {
+	h, err := netlink.NewHandle()
 	if err != nil {
-		return err
+		return fmt.Errorf("netns %s: netlink: %w", name, err)
 	}
 	defer h.Close()
 	lo, err := h.LinkByName("lo")
 	if err != nil {
 		return fmt.Errorf("netns %s: find lo: %w", name, err)
 	}
-	if err := h.LinkSetUp(lo); err != nil {
-		return fmt.Errorf("netns %s: set lo up: %w", name, err)
+	if lo.Attrs().Flags&net.FlagUp == 0 {
+		if err := h.LinkSetUp(lo); err != nil {
+			return fmt.Errorf("netns %s: set lo up: %w", name, err)
+		}
+		if visible {
+			changed("netns lo up: %s", name)
+		}
 	}
-	return setSysctls(name, sysctls)
+	return writeSysctlsHere(name, "", plan.NamespaceSysctls, sysctls, visible)
 }
 
 // setSysctls makes vnet's settings in a namespace (plan.NamespaceSysctls
@@ -108,23 +124,34 @@ func bridgeConf(bridge string) string { return "net/ipv4/conf/" + bridge + "/" }
 // writeSysctls writes the settings of set that text gives a value, each
 // under /proc/sys/dir.
 func writeSysctls(ns, dir string, set []plan.Sysctl, text string) error {
+	return inNS(ns, func() error { return writeSysctlsHere(ns, dir, set, text, true) })
+}
+
+// writeSysctlsHere writes them in the namespace the calling thread is in;
+// a value already there is not written again.
+func writeSysctlsHere(ns, dir string, set []plan.Sysctl, text string, visible bool) error {
 	values := plan.SysctlValues(text)
-	return inNS(ns, func() error {
-		for _, s := range set {
-			v, ok := values[s.Key]
-			if !ok || v == "?" {
-				continue
-			}
-			err := os.WriteFile("/proc/sys/"+dir+s.Key, []byte(v), 0o644)
-			if s.Optional && errors.Is(err, os.ErrNotExist) {
-				continue // no module, nothing to set
-			}
-			if err != nil {
-				return fmt.Errorf("netns %s: sysctl %s=%s: %w", ns, strings.ReplaceAll(dir+s.Key, "/", "."), v, err)
-			}
+	for _, s := range set {
+		v, ok := values[s.Key]
+		if !ok || v == "?" {
+			continue
 		}
-		return nil
-	})
+		path := "/proc/sys/" + dir + s.Key
+		if cur, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(cur)) == v {
+			continue
+		}
+		err := os.WriteFile(path, []byte(v), 0o644)
+		if s.Optional && errors.Is(err, os.ErrNotExist) {
+			continue // no module, nothing to set
+		}
+		if err != nil {
+			return fmt.Errorf("netns %s: sysctl %s=%s: %w", ns, strings.ReplaceAll(dir+s.Key, "/", "."), v, err)
+		}
+		if visible {
+			changed("sysctl %s in %s", dir+s.Key, ns)
+		}
+	}
+	return nil
 }
 
 // readSysctlSet reads set's settings under /proc/sys/dir as a resource's
@@ -419,9 +446,10 @@ func isNsfs(fsType int64) bool {
 // makeNetnsEntry makes a new namespace and mounts it at NetnsDir/name. The
 // name appears, locked, by link(2) from a temporary file, and is mounted
 // before the lock is dropped. The namespace carries its mark before it is
-// mounted: a kill right after the mount must not leave a namespace that
-// nobody can tell is its own.
-func makeNetnsEntry(name, mark string) error {
+// mounted, and its loopback and settings: a kill right after the mount
+// must not leave a namespace that nobody can tell is its own, nor one half
+// set up.
+func makeNetnsEntry(name, sysctls, mark string) error {
 	if err := os.MkdirAll(NetnsDir, 0o755); err != nil {
 		return err
 	}
@@ -459,6 +487,9 @@ func makeNetnsEntry(name, mark string) error {
 			return fmt.Errorf("unshare: %w", err)
 		}
 		if err := markCurrentNetns(mark); err != nil {
+			return err
+		}
+		if err := setUpCurrentNetns(name, sysctls, false); err != nil {
 			return err
 		}
 		src := fmt.Sprintf("/proc/%d/task/%d/ns/net", os.Getpid(), unix.Gettid())

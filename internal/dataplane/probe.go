@@ -39,7 +39,7 @@ func (l *Linux) Probe(needs []plan.Resource) error {
 		l.forget(ns)
 		closeAnonNetns(ns)
 	}()
-	if err := configureNetns(ns, plan.WantedSysctls(plan.NamespaceSysctls)); err != nil {
+	if err := inNS(ns, func() error { return setUpCurrentNetns(ns, plan.WantedSysctls(plan.NamespaceSysctls), false) }); err != nil {
 		return &FeatureError{Feature: "network namespaces", Hint: "CONFIG_NET_NS", Err: err}
 	}
 	killpoint.At("probe namespace made")

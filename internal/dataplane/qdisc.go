@@ -38,6 +38,7 @@ func (l *Linux) ensureLineRate(r plan.Resource) error {
 		if err := h.QdiscReplace(q); err != nil {
 			return htbErr(fmt.Errorf("tc qdisc replace dev %s root htb: %w", r.Link, err))
 		}
+		changed("htb root on %s in %s", r.Link, r.NS)
 	}
 	leafRate, leafQuantum := r.Rate, defaultQuantum(r.Rate)
 	if r.LeafRate != 0 { // Network I/O Control: unclassified traffic has a share, not the line
@@ -50,6 +51,7 @@ func (l *Linux) ensureLineRate(r plan.Resource) error {
 		if err := h.ClassReplace(c); err != nil {
 			return htbErr(fmt.Errorf("tc class replace dev %s classid %s: %w", r.Link, netlink.HandleStr(c.Handle), err))
 		}
+		changed("htb class %s on %s in %s", netlink.HandleStr(c.Handle), r.Link, r.NS)
 	}
 	return nil
 }

@@ -129,7 +129,10 @@ func ensureClsact(h *netlink.Handle, link netlink.Link) error {
 		QdiscAttrs: netlink.QdiscAttrs{LinkIndex: link.Attrs().Index, Parent: netlink.HANDLE_CLSACT, Handle: netlink.MakeHandle(0xffff, 0)}}
 	err := h.QdiscAdd(q)
 	switch {
-	case err == nil, errors.Is(err, unix.EEXIST):
+	case err == nil:
+		changed("clsact on %s", link.Attrs().Name)
+		return nil
+	case errors.Is(err, unix.EEXIST):
 		return nil
 	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.EOPNOTSUPP):
 		return &FeatureError{Feature: "clsact qdisc", Hint: "CONFIG_NET_SCH_INGRESS (modprobe sch_ingress)", Err: err}
@@ -193,9 +196,11 @@ func setUplinkPort(h *netlink.Handle, ns string, link netlink.Link, uplink bool)
 		}
 		return fmt.Errorf("bridge link set dev %s isolated %v: %w", name, uplink, err)
 	}
+	changed("bridge port %s: isolated %v", name, uplink)
 	if err := h.LinkSetFlood(link, !uplink); err != nil {
 		return fmt.Errorf("bridge link set dev %s flood %v: %w", name, !uplink, err)
 	}
+	changed("bridge port %s: flood %v", name, !uplink)
 	// The library has no setter for these two flags: send the same
 	// RTM_SETLINK it sends for the others, from inside the namespace.
 	return inNS(ns, func() error {
@@ -203,6 +208,7 @@ func setUplinkPort(h *netlink.Handle, ns string, link netlink.Link, uplink bool)
 			if err := setBrportFlag(link.Attrs().Index, attr, !uplink); err != nil {
 				return fmt.Errorf("bridge link set dev %s mcast/bcast_flood %v: %w", name, !uplink, err)
 			}
+			changed("bridge port %s: flag %d %v", name, attr, !uplink)
 		}
 		return nil
 	})

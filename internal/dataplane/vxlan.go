@@ -74,6 +74,7 @@ func (l *Linux) ensureVxlan(r plan.Resource) error {
 			}
 			return fmt.Errorf("ip link add %s type vxlan id %d local %s: %w", r.Name, r.VNI, r.Local, err)
 		}
+		changed("vxlan made: %s in %s", r.Name, r.NS)
 		link, err = h.LinkByName(r.Name)
 	}
 	if err != nil {

@@ -8,8 +8,8 @@
 //	VNET_KILL_TRACE=FILE append each point's number and name to FILE
 //
 // A child process (the agent vnet apply starts) does not inherit them; it
-// gets VNET_KILL_AGENT_AT and VNET_KILL_AGENT_ON as its own VNET_KILL_AT and
-// VNET_KILL_ON instead.
+// gets VNET_KILL_AGENT_AT, VNET_KILL_AGENT_ON and VNET_KILL_AGENT_TRACE as
+// its own VNET_KILL_AT, VNET_KILL_ON and VNET_KILL_TRACE instead.
 package killpoint
 
 // Enabled reports whether this binary honors the variables.

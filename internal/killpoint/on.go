@@ -39,13 +39,15 @@ func at(name string) {
 
 func childEnv(env []string) []string {
 	var out []string
-	agentAt, agentOn := "", ""
+	agentAt, agentOn, agentTrace := "", "", ""
 	for _, kv := range env {
 		switch {
 		case strings.HasPrefix(kv, "VNET_KILL_AGENT_AT="):
 			agentAt = strings.TrimPrefix(kv, "VNET_KILL_AGENT_AT=")
 		case strings.HasPrefix(kv, "VNET_KILL_AGENT_ON="):
 			agentOn = strings.TrimPrefix(kv, "VNET_KILL_AGENT_ON=")
+		case strings.HasPrefix(kv, "VNET_KILL_AGENT_TRACE="):
+			agentTrace = strings.TrimPrefix(kv, "VNET_KILL_AGENT_TRACE=")
 		case strings.HasPrefix(kv, "VNET_KILL_AT="), strings.HasPrefix(kv, "VNET_KILL_ON="), strings.HasPrefix(kv, "VNET_KILL_TRACE="):
 		default:
 			out = append(out, kv)
@@ -56,6 +58,9 @@ func childEnv(env []string) []string {
 	}
 	if agentOn != "" {
 		out = append(out, "VNET_KILL_ON="+agentOn)
+	}
+	if agentTrace != "" {
+		out = append(out, "VNET_KILL_TRACE="+agentTrace)
 	}
 	return out
 }

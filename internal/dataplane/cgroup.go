@@ -112,10 +112,8 @@ func (c *Cgroups) Ensure(r plan.Resource) error {
 	dir := c.v1CPU
 	for _, part := range strings.Split(r.Name, "/") {
 		dir = filepath.Join(dir, part)
-		if err := os.Mkdir(dir, 0o755); err == nil {
-			changed("cgroup made: %s", dir)
-		} else if !errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("cgroup: %w", err)
+		if err := mkdirLevel(dir); err != nil {
+			return err
 		}
 	}
 	cpuDir := filepath.Join(c.v1CPU, r.Name)
@@ -144,12 +142,22 @@ func (c *Cgroups) mkdirV2(name string) error {
 			return err
 		}
 		dir = filepath.Join(dir, part)
-		if err := os.Mkdir(dir, 0o755); err == nil {
-			changed("cgroup made: %s", dir)
-		} else if !errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("cgroup: %w", err)
+		if err := mkdirLevel(dir); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// mkdirLevel makes one level of a VM cgroup's path. Its kill point is
+// marked whether or not the level was there: the shared vnet/ level exists
+// while any infrastructure has a cgroup, and the points of a command must
+// not depend on others.
+func mkdirLevel(dir string) error {
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("cgroup: %w", err)
+	}
+	changed("cgroup made: %s", dir)
 	return nil
 }
 
@@ -160,26 +168,29 @@ func (c *Cgroups) mkdirV1Cpuset(name string) error {
 	for _, part := range strings.Split(name, "/") {
 		parent := dir
 		dir = filepath.Join(dir, part)
-		if err := os.Mkdir(dir, 0o755); err == nil {
-			changed("cgroup made: %s", dir)
-		} else if !errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("cgroup: %w", err)
+		if err := mkdirLevel(dir); err != nil {
+			return err
 		}
 		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
-			if cur, _ := os.ReadFile(filepath.Join(dir, f)); strings.TrimSpace(string(cur)) != "" {
-				continue
-			}
-			v, err := os.ReadFile(filepath.Join(parent, f))
-			if err != nil {
-				return fmt.Errorf("cgroup: %w", err)
-			}
-			if err := writeFile(dir, f, strings.TrimSpace(string(v))); err != nil {
+			if err := inheritCpuset(parent, dir, f); err != nil {
 				return err
 			}
-			changed("cgroup written: %s/%s", dir, f)
+			changed("cgroup written: %s/%s", dir, f) // written or not, as in mkdirLevel
 		}
 	}
 	return nil
+}
+
+// inheritCpuset gives an empty cpuset file its parent's value.
+func inheritCpuset(parent, dir, f string) error {
+	if cur, _ := os.ReadFile(filepath.Join(dir, f)); strings.TrimSpace(string(cur)) != "" {
+		return nil
+	}
+	v, err := os.ReadFile(filepath.Join(parent, f))
+	if err != nil {
+		return fmt.Errorf("cgroup: %w", err)
+	}
+	return writeFile(dir, f, strings.TrimSpace(string(v)))
 }
 
 // Read returns the VM cgroup's CPU limit in thousandths of a core and its cpuset.
@@ -337,10 +348,8 @@ func (c *Cgroups) Remove(name string) error {
 		}
 		killpoint.At("cgroup removed: " + dir)
 		for p := filepath.Dir(name); p != "." && p != "/"; p = filepath.Dir(p) {
-			// fails while another VM or infra uses it
-			if os.Remove(filepath.Join(root, p)) == nil {
-				changed("cgroup removed: %s", filepath.Join(root, p))
-			}
+			_ = os.Remove(filepath.Join(root, p)) // fails while another VM or infra uses it
+			changed("cgroup parent removed if empty: %s", filepath.Join(root, p))
 		}
 	}
 	return nil

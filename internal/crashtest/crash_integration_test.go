@@ -166,13 +166,13 @@ func leftovers(t *testing.T, infra, state string, pids ...int) []string {
 // nothing, and destroy then leaves nothing.
 func converge(t *testing.T, infra, state, file string, killedPID int) {
 	t.Helper()
-	repaired(t, infra, state, file, killedPID)
+	repaired(t, infra, state, file)
 	destroyClean(t, infra, state, killedPID)
 }
 
 // repaired proves the next apply repairs the host: it succeeds, a further
 // one would change nothing, and one agent at most runs.
-func repaired(t *testing.T, infra, state, file string, killedPID int) {
+func repaired(t *testing.T, infra, state, file string) {
 	t.Helper()
 	must(t, state, "apply", file)
 	if out := must(t, state, "apply", "--dry-run", file); !strings.Contains(out, "no changes") {
@@ -290,7 +290,7 @@ func killEverywhere(t *testing.T, src, prefix string) {
 		if n <= len(applyPoints) {
 			t.Logf("apply killed after %q", applyPoints[n-1])
 			killedPID = killed(t, r.state, []string{fmt.Sprintf("VNET_KILL_AT=%d", n)}, "apply", r.files[0]).pid
-			repaired(t, r.infra, r.state, r.files[0], killedPID)
+			repaired(t, r.infra, r.state, r.files[0])
 		} else {
 			must(t, r.state, "apply", r.files[0])
 		}
@@ -300,7 +300,7 @@ func killEverywhere(t *testing.T, src, prefix string) {
 			if res := vnet(t, r.state, nil, "status", r.infra); res.code != 0 {
 				t.Errorf("status after a killed destroy: exit %d:\n%s", res.code, res.out)
 			}
-			repaired(t, r.infra, r.state, r.files[0], 0)
+			repaired(t, r.infra, r.state, r.files[0])
 		}
 		destroyClean(t, r.infra, r.state, killedPID)
 	})

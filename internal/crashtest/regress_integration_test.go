@@ -291,3 +291,98 @@ func TestGCRemovesNamespacesOfAVanishedStore(t *testing.T) {
 		t.Errorf("gc touched %s, whose store exists:\n%s", live, out)
 	}
 }
+
+// makeCgroups makes a VM cgroup of the infrastructure in the cpu and
+// cpuset hierarchies, removed at the end.
+func makeCgroups(t *testing.T, infra string) []string {
+	t.Helper()
+	var made []string
+	for _, root := range cgroupRoots(t) {
+		if base := filepath.Base(root); base != "cpu" && base != "cpuset" && base != "cpu,cpuacct" {
+			continue
+		}
+		dir := filepath.Join(root, "vnet", infra, "vm1")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		made = append(made, dir)
+	}
+	t.Cleanup(func() {
+		for _, dir := range made {
+			os.Remove(dir)
+			os.Remove(filepath.Dir(dir))
+		}
+	})
+	return made
+}
+
+func allExist(paths []string) bool {
+	for _, p := range paths {
+		if _, err := os.Stat(p); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// vnet gc removes an infrastructure's leftovers under its lock: while a
+// command holds it, gc waits, then gives up and removes nothing of it; and
+// it leaves them when the infrastructure entered the store while it
+// waited (an apply that began after gc looked).
+func TestGCTakesEachInfrastructuresLock(t *testing.T) {
+	nstest.RequireRoot(t)
+	state := t.TempDir()
+	infra := uniqueInfra("crgl")
+	made := makeCgroups(t, infra)
+	st, err := store.OpenBolt(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	unlock, err := st.Lock(infra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := vnet(t, state, nil, "gc")
+	if r.code == 0 || !strings.Contains(r.out, "being changed by another vnet command") {
+		t.Errorf("gc while another command holds %s: exit %d:\n%s", infra, r.code, r.out)
+	}
+	if !allExist(made) {
+		t.Fatalf("gc removed cgroups of %s while it was locked", infra)
+	}
+
+	trace := filepath.Join(t.TempDir(), "trace")
+	var out strings.Builder
+	gc := exec.Command(vnetBin, "--state-dir", state, "gc")
+	gc.Env = append(os.Environ(), "VNET_KILL_TRACE="+trace)
+	gc.Stdout, gc.Stderr = &out, &out
+	if err := gc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if b, _ := os.ReadFile(trace); strings.Contains(string(b), "gc: leftovers listed") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("gc did not list the leftovers")
+		}
+	}
+	if err := st.Put(&store.Record{Name: infra}); err != nil {
+		t.Fatal(err)
+	}
+	unlock()
+	if err := gc.Wait(); err != nil {
+		t.Errorf("gc: %v:\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "applied meanwhile") || !allExist(made) {
+		t.Errorf("gc did not leave what %s left once it was in the store:\n%s", infra, out.String())
+	}
+
+	if err := st.Delete(infra); err != nil {
+		t.Fatal(err)
+	}
+	must(t, state, "gc")
+	if left := leftovers(t, infra, state); len(left) > 0 {
+		t.Errorf("gc left %v", left)
+	}
+}

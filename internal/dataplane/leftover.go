@@ -18,9 +18,16 @@ import (
 // cgroup directory without VMs, or (for gc) what belongs to no known
 // infrastructure.
 type Leftover struct {
-	What   string // what it is and where, for people
-	path   string // the file or directory, so that one is listed once
-	remove func() error
+	What string // what it is and where, for people
+	// Infra is the infrastructure of this host's store it belongs to, ""
+	// when none (a probe's, or one whose store is gone): gc takes its lock
+	// before removing it, so as not to race an apply making it.
+	Infra string
+	// Unowned says it was found because Infra is not in the store, which
+	// gc checks again under the lock.
+	Unowned bool
+	path    string // the file or directory, so that one is listed once
+	remove  func() error
 }
 
 func (l Leftover) String() string { return l.What }
@@ -84,7 +91,7 @@ func unfinishedEntries(prefix string) ([]Leftover, error) {
 		if abandoned, err := entryAbandoned(path, nil); err != nil || !abandoned {
 			continue
 		}
-		out = append(out, Leftover{What: "unfinished namespace entry " + path, path: path, remove: func() error { return removeAbandonedEntry(path) }})
+		out = append(out, Leftover{What: "unfinished namespace entry " + path, Infra: infraOfNS(name), path: path, remove: func() error { return removeAbandonedEntry(path) }})
 	}
 	tmps, err := netnsEntries(tmpPrefix + prefix)
 	if err != nil {
@@ -96,7 +103,7 @@ func unfinishedEntries(prefix string) ([]Leftover, error) {
 			continue
 		}
 		path := filepath.Join(NetnsDir, name)
-		out = append(out, Leftover{What: "temporary namespace entry " + path, path: path, remove: func() error {
+		out = append(out, Leftover{What: "temporary namespace entry " + path, Infra: infraOfNS(strings.TrimPrefix(name, tmpPrefix)), path: path, remove: func() error {
 			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return err
 			}
@@ -104,6 +111,20 @@ func unfinishedEntries(prefix string) ([]Leftover, error) {
 		}})
 	}
 	return out, nil
+}
+
+// infraOfNS returns the infrastructure a vnet.INFRA.NODE name belongs to,
+// "" for another name.
+func infraOfNS(name string) string {
+	rest, ok := strings.CutPrefix(name, plan.NSPrefix)
+	if !ok {
+		return ""
+	}
+	infra, _, ok := strings.Cut(rest, ".")
+	if !ok {
+		return ""
+	}
+	return infra
 }
 
 // orphanNS is a namespace whose mark names a store directory that is gone.
@@ -206,10 +227,10 @@ func (l *Linux) Garbage(opts GarbageOpts) ([]Leftover, error) {
 			continue
 		}
 		for _, name := range l.cgroups.List("vnet/" + infra) {
-			out = append(out, Leftover{What: "cgroup " + strings.Join(l.cgroups.Dirs(name), " ") + " (infrastructure " + infra + " is gone)", remove: func() error { return l.cgroups.Remove(name) }})
+			out = append(out, Leftover{What: "cgroup " + strings.Join(l.cgroups.Dirs(name), " ") + " (infrastructure " + infra + " is gone)", Infra: infra, Unowned: true, remove: func() error { return l.cgroups.Remove(name) }})
 		}
 		for _, dir := range l.cgroups.EmptyInfraDirs(infra) {
-			out = append(out, Leftover{What: "cgroup " + dir + " (infrastructure " + infra + " is gone)", remove: func() error { return l.cgroups.RemoveEmptyDir(dir) }})
+			out = append(out, Leftover{What: "cgroup " + dir + " (infrastructure " + infra + " is gone)", Infra: infra, Unowned: true, remove: func() error { return l.cgroups.RemoveEmptyDir(dir) }})
 		}
 	}
 	return out, nil

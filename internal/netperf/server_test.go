@@ -617,3 +617,37 @@ func TestMemoryBudget(t *testing.T) {
 		t.Errorf("too large for the budget: %v", err)
 	}
 }
+
+// The two timeouts tell a test that never started from one that paused: a
+// test that moved nothing is cut after --start-timeout, while one that
+// moved data and then paused for longer than that (a relink stalls a
+// stream for seconds) is kept until --stall-timeout.
+func TestPausedTestOutlivesTheStartTimeout(t *testing.T) {
+	s := &Server{StartTimeout: 300 * time.Millisecond, StallTimeout: 3 * time.Second}
+	_, port := startServer(t, s)
+	silentCtl, silentData, err := silentTest("127.0.0.5", port, TCPStream, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silentCtl.Close()
+	defer silentData.Close()
+	pausedCtl, pausedData, err := silentTest("127.0.0.6", port, TCPStream, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pausedCtl.Close()
+	defer pausedData.Close()
+	start := time.Now()
+	if why := cutReason(silentCtl); why != "no data moved within 300ms of the request (netserver --start-timeout)" {
+		t.Errorf("the test that moved nothing: %q", why)
+	}
+	// Paused for more than three start timeouts, well within the stall timeout.
+	time.Sleep(time.Until(start.Add(time.Second)))
+	if n := s.Tests(); n != 1 {
+		t.Fatalf("%d tests held after a 1s pause, want the paused one", n)
+	}
+	if why := cutReason(pausedCtl); why != "no data moved for 3s (netserver --stall-timeout)" {
+		t.Errorf("the paused test: %q", why)
+	}
+	waitIdle(t, s)
+}

@@ -357,3 +357,50 @@ func TestKillTwentyVMsAtEveryStep(t *testing.T) {
 	}
 	killEverywhere(t, twentyVMs(), "crv")
 }
+
+// changedDemo is the demo with a VM added (with a CPU limit), a port
+// group's shaping changed and a VM removed.
+func changedDemo(t *testing.T, demo string) string {
+	t.Helper()
+	out := demo
+	for _, r := range []struct{ old, new string }{
+		{"      - {name: pg-vm, pool: vm}\n",
+			"      - {name: pg-vm, pool: vm, shaping: {egress: {average: 100Mbit, peak: 200Mbit, burst: 1MiB}}}\n"},
+		{"  - name: db1\n    host: esx1\n    nics:\n      - {portgroup: pg-private, ip: 10.0.0.2/24}\n", ""},
+		{"hostports:\n",
+			"  - {name: app1, host: esx2, cpus: 0.5, nics: [{portgroup: pg-vm, ip: 192.168.50.13/24}]}\nhostports:\n"},
+	} {
+		if !strings.Contains(out, r.old) {
+			t.Fatalf("the demo no longer holds %q", r.old)
+		}
+		out = strings.Replace(out, r.old, r.new, 1)
+	}
+	return out
+}
+
+// Every kill point of an incremental apply (a VM added, a port group's
+// shaping changed, a VM removed): the next apply converges to the new spec
+// and destroy then leaves nothing.
+func TestKillIncrementalApplyAtEveryStep(t *testing.T) {
+	nstest.RequireRoot(t)
+	if testing.Short() {
+		t.Skip("SKIPPED in -short: kills an incremental apply at every step")
+	}
+	demo := readExample(t, "demo.yaml")
+	rs := rigs(t, workers(), "cri", demo, changedDemo(t, demo))
+	r0 := rs[0]
+	start := time.Now()
+	must(t, r0.state, "apply", r0.files[0])
+	changePoints := points(t, r0.state, "apply", r0.files[1])
+	destroyClean(t, r0.infra, r0.state, 0)
+	defer func() {
+		t.Logf("the incremental apply has %d kill points; killed at each, %d infrastructures at once, in %s",
+			len(changePoints), len(rs), time.Since(start).Round(time.Second))
+	}()
+	atEveryPoint(t, rs, "change", len(changePoints), func(t *testing.T, r rig, n int) {
+		must(t, r.state, "apply", r.files[0])
+		t.Logf("apply killed after %q", changePoints[n-1])
+		k := killed(t, r.state, []string{fmt.Sprintf("VNET_KILL_AT=%d", n)}, "apply", r.files[1])
+		converge(t, r.infra, r.state, r.files[1], k.pid)
+	})
+}

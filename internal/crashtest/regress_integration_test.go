@@ -386,3 +386,107 @@ func TestGCTakesEachInfrastructuresLock(t *testing.T) {
 		t.Errorf("gc left %v", left)
 	}
 }
+
+// traceLines counts the points in a trace file.
+func traceLines(path string) []string {
+	b, _ := os.ReadFile(path)
+	if s := strings.TrimSpace(string(b)); s != "" {
+		return strings.Split(s, "\n")
+	}
+	return nil
+}
+
+// settledTrace waits until the trace has at least n points and has grown
+// no further for quiet, and returns its points.
+func settledTrace(t *testing.T, path string, n int, quiet time.Duration) []string {
+	t.Helper()
+	lines, since := traceLines(path), time.Now()
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		now := traceLines(path)
+		if len(now) != len(lines) {
+			lines, since = now, time.Now()
+		}
+		if len(lines) >= n && time.Since(since) >= quiet {
+			return lines
+		}
+	}
+	t.Fatalf("the agent's trace did not settle at %d points or more: %v", n, lines)
+	return nil
+}
+
+func setLink(t *testing.T, ns, link, state string) {
+	t.Helper()
+	if out, err := exec.Command("ip", "-n", ns, "link", "set", link, state).CombinedOutput(); err != nil {
+		t.Fatalf("ip -n %s link set %s %s: %v %s", ns, link, state, err, out)
+	}
+}
+
+// The agent killed at each of its changes during a failover (an uplink of
+// esx1 going down moves the ports on it to the other): the next apply
+// starts one agent and converges, and destroy leaves nothing, no agent
+// either.
+func TestKillAgentAtEveryFailoverStep(t *testing.T) {
+	nstest.RequireRoot(t)
+	infra := uniqueInfra("crf")
+	file := specFile(t, readExample(t, "teaming.yaml"), infra)
+	state := t.TempDir()
+	cleanup(t, infra, state)
+	esx1 := nstest.NSName(infra, "esx1")
+	// Ports are moved to vmnic0, and back when vmnic1 is up again.
+	const uplink = "vmnic1"
+
+	trace := filepath.Join(t.TempDir(), "trace")
+	must(t, state, "apply", file)
+	destroyClean(t, infra, state, 0)
+	r := vnet(t, state, []string{"VNET_KILL_AGENT_TRACE=" + trace}, "apply", file)
+	if r.code != 0 {
+		t.Fatalf("apply: exit %d:\n%s", r.code, r.out)
+	}
+	startPoints := settledTrace(t, trace, 1, 1500*time.Millisecond)
+	setLink(t, esx1, uplink, "down")
+	failover := settledTrace(t, trace, len(startPoints)+1, 1500*time.Millisecond)[len(startPoints):]
+	setLink(t, esx1, uplink, "up")
+	destroyClean(t, infra, state, 0)
+	t.Logf("the agent has %d kill points at start, %d in the failover: %v", len(startPoints), len(failover), failover)
+
+	for i := range failover {
+		n := len(startPoints) + i + 1
+		ok := t.Run(fmt.Sprintf("agent@%d", n), func(t *testing.T) {
+			r := vnet(t, state, []string{fmt.Sprintf("VNET_KILL_AGENT_AT=%d", n)}, "apply", file)
+			if r.code != 0 {
+				t.Fatalf("apply: exit %d:\n%s", r.code, r.out)
+			}
+			waitAgents(t, state, infra, 1)
+			time.Sleep(300 * time.Millisecond) // the agent has made its start
+			setLink(t, esx1, uplink, "down")
+			// A killed agent leaves /proc, or shows there as a zombie
+			// without a command line, which Find does not count.
+			for deadline := time.Now().Add(5 * time.Second); len(agent.Find(state, infra)) > 0; time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the agent was not killed at point %d (%q)", n, failover[i])
+				}
+			}
+			setLink(t, esx1, uplink, "up")
+			must(t, state, "apply", file)
+			waitAgents(t, state, infra, 1)
+			// The new agent may still be moving ports back: what apply
+			// would change must come to nothing within a few ticks.
+			var out string
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+				if out = must(t, state, "apply", "--dry-run", file); strings.Contains(out, "no changes") {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("after the repairing apply, a further one would change:\n%s", out)
+				}
+			}
+			destroyClean(t, infra, state, 0)
+			if pids := agent.Find(state, infra); len(pids) > 0 {
+				t.Errorf("destroy left agents %v", pids)
+			}
+		})
+		if !ok {
+			return
+		}
+	}
+}

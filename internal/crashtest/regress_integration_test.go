@@ -452,12 +452,13 @@ func TestKillAgentAtEveryFailoverStep(t *testing.T) {
 	for i := range failover {
 		n := len(startPoints) + i + 1
 		ok := t.Run(fmt.Sprintf("agent@%d", n), func(t *testing.T) {
-			r := vnet(t, state, []string{fmt.Sprintf("VNET_KILL_AGENT_AT=%d", n)}, "apply", file)
+			trace := filepath.Join(t.TempDir(), "trace")
+			r := vnet(t, state, []string{fmt.Sprintf("VNET_KILL_AGENT_AT=%d", n), "VNET_KILL_AGENT_TRACE=" + trace}, "apply", file)
 			if r.code != 0 {
 				t.Fatalf("apply: exit %d:\n%s", r.code, r.out)
 			}
 			waitAgents(t, state, infra, 1)
-			time.Sleep(300 * time.Millisecond) // the agent has made its start
+			settledTrace(t, trace, len(startPoints), 300*time.Millisecond) // the agent has made its start
 			setLink(t, esx1, uplink, "down")
 			// A killed agent leaves /proc, or shows there as a zombie
 			// without a command line, which Find does not count.

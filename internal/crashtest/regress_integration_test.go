@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -490,4 +491,50 @@ func TestKillAgentAtEveryFailoverStep(t *testing.T) {
 			return
 		}
 	}
+}
+
+// The agent needs no store lock: while another command holds the
+// infrastructure's, it reloads the spec (SIGHUP, as apply sends) and fails
+// ports over.
+func TestAgentWorksWhileTheInfrastructureIsLocked(t *testing.T) {
+	nstest.RequireRoot(t)
+	infra := uniqueInfra("cral")
+	file := specFile(t, readExample(t, "teaming.yaml"), infra)
+	state := t.TempDir()
+	cleanup(t, infra, state)
+	must(t, state, "apply", file)
+	pid := waitAgents(t, state, infra, 1)[0]
+	st, err := store.OpenBolt(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	unlock, err := st.Lock(infra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	esx1 := nstest.NSName(infra, "esx1")
+	setLink(t, esx1, "vmnic1", "down")
+	logFile := agent.LogFile(state, infra)
+	var log string
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		b, _ := os.ReadFile(logFile)
+		if log = string(b); strings.Contains(log, "-> dvUplink1") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent did not fail over while %s was locked:\n%s", infra, log)
+		}
+	}
+	if strings.Contains(log, "reload:") || strings.Contains(log, "locked") {
+		t.Errorf("the agent's reload under the lock:\n%s", log)
+	}
+	if got := agent.Find(state, infra); len(got) != 1 || got[0] != pid {
+		t.Errorf("agents after the reload: %v, want %d", got, pid)
+	}
+	setLink(t, esx1, "vmnic1", "up")
 }

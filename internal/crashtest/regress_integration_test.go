@@ -504,6 +504,15 @@ func TestAgentWorksWhileTheInfrastructureIsLocked(t *testing.T) {
 	cleanup(t, infra, state)
 	must(t, state, "apply", file)
 	pid := waitAgents(t, state, infra, 1)[0]
+	logFile := agent.LogFile(state, infra)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if b, _ := os.ReadFile(logFile); strings.Contains(string(b), "agent for "+infra) {
+			break // it runs, and SIGHUP reloads it
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the agent did not start")
+		}
+	}
 	st, err := store.OpenBolt(state)
 	if err != nil {
 		t.Fatal(err)
@@ -517,13 +526,14 @@ func TestAgentWorksWhileTheInfrastructureIsLocked(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
+	time.Sleep(300 * time.Millisecond) // the reload reads the store at once
 	esx1 := nstest.NSName(infra, "esx1")
+	before, _ := os.ReadFile(logFile)
 	setLink(t, esx1, "vmnic1", "down")
-	logFile := agent.LogFile(state, infra)
 	var log string
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		b, _ := os.ReadFile(logFile)
-		if log = string(b); strings.Contains(log, "-> dvUplink1") {
+		if log = string(b[len(before):]); strings.Contains(log, "dvUplink2 -> dvUplink1") {
 			break
 		}
 		if time.Now().After(deadline) {

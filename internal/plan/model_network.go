@@ -60,7 +60,7 @@ func NamespaceSysctlSet(ns string) []Sysctl {
 // member is one connected vNIC of a network.
 type member struct {
 	vm, host, mac, ip string // ip without prefix length; "" when it has none
-	idx                 int
+	idx               int
 }
 
 // netIndex is what a host model needs to know of the networks, found in

@@ -298,7 +298,7 @@ func (v *validator) checkNetworkVNIC(path string, n VNIC) {
 // the addresses its tunnels need.
 func (v *validator) checkNetworkUnderlay() {
 	spans := map[string]map[string]bool{} // address space -> hosts with its vNICs
-	first := map[string]string{}         // address space -> path of a vNIC
+	first := map[string]string{}          // address space -> path of a vNIC
 	for i, vm := range v.s.VMs {
 		for j, n := range vm.NICs {
 			net, ok := v.x.networks[n.Network]

@@ -71,8 +71,10 @@ func delBridgeFDB(h *netlink.Handle, link netlink.Link, r plan.Resource) error {
 
 // isBridgeStatic reports whether a bridge entry is a static one a user (or
 // vnet) added: not learned, and not the port's own address (permanent).
+// The bridge reports its entries without NTF_MASTER, naming itself as
+// their master instead; the port's own (NTF_SELF) are the tunnel's.
 func isBridgeStatic(n netlink.Neigh) bool {
-	return n.Flags&netlink.NTF_MASTER != 0 && n.State&netlink.NUD_NOARP != 0 &&
+	return n.Flags&netlink.NTF_SELF == 0 && n.MasterIndex != 0 && n.State&netlink.NUD_NOARP != 0 &&
 		n.State&netlink.NUD_PERMANENT == 0 && n.Vlan == 0 && n.IP == nil
 }
 

@@ -284,3 +284,59 @@ func vniGuesses(t *testing.T, c *Cluster, infra string) []int {
 	}
 	return out
 }
+
+// A VM of a network that moves to another host keeps its address and MAC,
+// the other hosts' tunnels and bridges send its frames to the new host,
+// and its peers reach it there.
+func TestClusterNetworkVMMoves(t *testing.T) {
+	c := faultCluster(t, 90*time.Second, "hv1", "hv2", "hv3")
+	infra := c.Infra()
+	ns := func(vm string) string { return plan.NSName(infra, vm) }
+	hv3 := c.Machine("hv3")
+	applySpec(t, c, infra, c.Spec(infra, twoTenants))
+	waitConverged(t, c, infra, 1, 30*time.Second)
+	echo(t, ns("a2"))
+	if sent, got := udpPing(t, ns("a1"), "10.1.0.12", 20*time.Millisecond, 3); got != sent {
+		t.Fatalf("a1 -> a2 before the move: %d of %d", got, sent)
+	}
+
+	// The harness's machines share /run/netns, where a VM's namespace has
+	// one name on every host: hv3's agent waits until hv2 removed a2's.
+	hv3.KillAgent()
+	applySpec(t, c, infra, c.Spec(infra, strings.Replace(twoTenants, "{name: a2, host: hv2", "{name: a2, host: hv3", 1)))
+	waitFor(t, 20*time.Second, "a2 gone from hv2", func() (bool, string) {
+		return !nsExists(ns("a2")), "still there"
+	})
+	hv3.StartAgent("--interval", "30s")
+	started := time.Now()
+	waitFor(t, 20*time.Second, "a2 on hv3", func() (bool, string) {
+		out, err := exec.Command("ip", "-n", ns("a2"), "-o", "addr", "show", "eth0").CombinedOutput()
+		return err == nil && strings.Contains(string(out), "10.1.0.12/24"), string(out)
+	})
+	echo(t, ns("a2"))
+	var first time.Duration
+	waitFor(t, 20*time.Second, "a1 reaches a2 on hv3", func() (bool, string) {
+		_, got := udpPing(t, ns("a1"), "10.1.0.12", 10*time.Millisecond, 3)
+		first = time.Since(started)
+		return got > 0, "no answer"
+	})
+	t.Logf("a1 (hv1) reaches a2 at its address on hv3 %s after hv3's agent started", first.Round(time.Millisecond))
+	waitConverged(t, c, infra, 2, 30*time.Second)
+	mac, _ := exec.Command("ip", "-n", ns("a2"), "-o", "link", "show", "eth0").CombinedOutput()
+	if !strings.Contains(string(mac), "02:00:00:00:00:12") {
+		t.Errorf("a2 lost its MAC in the move: %s", mac)
+	}
+	fdb, _ := c.Machine("hv1").Exec("bridge", "fdb", "show", "dev", plan.NetVTEPName(infra, "a-web"))
+	if !strings.Contains(fdb, "02:00:00:00:00:12 dst "+hv3.IP) || strings.Contains(fdb, "02:00:00:00:00:12 dst "+c.Machine("hv2").IP) {
+		t.Errorf("hv1's tunnel of a-web does not send a2's frames to hv3 only:\n%s", fdb)
+	}
+	// From a VM on its new host, and through the router from another network.
+	for _, from := range []string{"a4", "a3"} {
+		if out, err := exec.Command("ip", "-n", ns(from), "route", "replace", "default", "via", map[string]string{"a4": "10.2.0.1", "a3": "10.1.0.1"}[from]).CombinedOutput(); err != nil {
+			t.Fatalf("route in %s: %v\n%s", from, err, out)
+		}
+		if sent, got := udpPing(t, ns(from), "10.1.0.12", 20*time.Millisecond, 5); got != sent {
+			t.Errorf("%s -> a2 on hv3: %d of %d answered", from, got, sent)
+		}
+	}
+}

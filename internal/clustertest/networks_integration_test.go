@@ -239,6 +239,23 @@ func TestClusterNetworksIsolation(t *testing.T) {
 		t.Errorf("a1's neighbour entry for a2: %s", neigh)
 	}
 
+	// A frame a VM addresses to its network's bridge itself, for the
+	// host's underlay address, goes nowhere: the bridge has no address,
+	// and the host's stack drops what comes in through it for others
+	// (strict reverse-path filtering).
+	var hostConn net.PacketConn
+	if err := inNS(hv1.NS, func() (err error) { hostConn, err = net.ListenPacket("udp4", ":9999"); return }); err != nil {
+		t.Fatal(err)
+	}
+	defer hostConn.Close()
+	toHost := ethFrame(plan.StableMAC(infra, "netbridge/hv1/b-web"), "02:00:00:00:00:11", unix.ETH_P_IP,
+		ipv4UDP("10.1.0.11", hv1.IP, 4000, 9999, []byte("TO-THE-HOST")))
+	sendFrames(t, ns("b1"), "eth0", 20, toHost)
+	_ = hostConn.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	if n, _, err := hostConn.ReadFrom(make([]byte, 64)); err == nil {
+		t.Errorf("hv1's own socket at %s:9999 got %d bytes from b1 through b-web's bridge", hv1.IP, n)
+	}
+
 	// A VM reaches neither the underlay, nor its host's addresses, nor etcd.
 	for _, addr := range []string{UnderlayNet + "1:2379", c.Machine("hv1").IP + ":22", UnderlayNet + "12:4789"} {
 		unreachable(t, ns("a1"), addr)
@@ -331,6 +348,9 @@ func TestClusterNetworkVMMoves(t *testing.T) {
 		t.Errorf("hv1's tunnel of a-web does not send a2's frames to hv3 only:\n%s", fdb)
 	}
 	// From a VM on its new host, and through the router from another network.
+	if out, err := exec.Command("ip", "-n", ns("a2"), "route", "replace", "default", "via", "10.1.0.1").CombinedOutput(); err != nil {
+		t.Fatalf("route in a2: %v\n%s", err, out)
+	}
 	for _, from := range []string{"a4", "a3"} {
 		if out, err := exec.Command("ip", "-n", ns(from), "route", "replace", "default", "via", map[string]string{"a4": "10.2.0.1", "a3": "10.1.0.1"}[from]).CombinedOutput(); err != nil {
 			t.Fatalf("route in %s: %v\n%s", from, err, out)

@@ -242,6 +242,8 @@ func (v *validator) checkSubnet(p string, n Network) (netip.Prefix, bool) {
 		switch {
 		case err != nil:
 			v.errf(p+".gateway", "%q is not an address (give it without a prefix length)", n.Gateway)
+		case !gw.Is4():
+			v.errf(p+".gateway", "gateway %s: routers route IPv4 only", gw)
 		case !subnet.Contains(gw):
 			v.errf(p+".gateway", "gateway %s is outside subnet %s", gw, subnet)
 		case gw.Is4() && subnet.Bits() < 31 && (gw == subnet.Addr() || gw == lastAddr(subnet)):

@@ -43,6 +43,7 @@ func TestNetworksValidation(t *testing.T) {
 		{"subnet", "subnet: 10.2.0.0/24", "subnet: 10.2.0.1/24", "networks[1].subnet", "has host bits set", 7},
 		{"gateway outside", "gateway: 10.2.0.1", "gateway: 10.3.0.1", "networks[1].gateway", "outside subnet 10.2.0.0/24", 7},
 		{"gateway broadcast", "gateway: 10.2.0.1", "gateway: 10.2.0.255", "networks[1].gateway", "broadcast", 7},
+		{"ipv6 gateway", "subnet: 10.2.0.0/24, gateway: 10.2.0.1", "subnet: \"2001:db8::/64\", gateway: \"2001:db8::1\"", "networks[1].gateway", "IPv4 only", 7},
 		{"router without gateway", "gateway: 10.2.0.1, ", "", "networks[1].gateway", "set gateway", 7},
 		{"overlap on a router", "subnet: 10.2.0.0/24", "subnet: 10.1.0.0/16", "networks[1].subnet", "overlaps 10.1.0.0/24", 7},
 		{"ip outside subnet", "ip: 10.1.0.11/24, mac: \"02:00:00:00:00:11\"}]}\n  - {name: b1", "ip: 10.9.0.11/24, mac: \"02:00:00:00:00:11\"}]}\n  - {name: b1", "vms[0].nics[0].ip", "not in network a-web's subnet", 10},

@@ -14,7 +14,7 @@ cleanup() {
 	for p in $PIDS; do kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
 	for ns in $(ip netns list | awk '{print $1}' | grep '^vnet\.tenants\.' || true); do ip netns del "$ns"; done
-	for ns in hv1 hv2 hv3 ctl ul; do ip netns del "wt-$ns" 2>/dev/null || true; done
+	for ns in hv1 hv2 hv3 ctl ul p1 p2; do ip netns del "wt-$ns" 2>/dev/null || true; done
 	rm -rf "$WORK"
 }
 trap cleanup EXIT INT TERM
@@ -79,6 +79,30 @@ rr b-web1 10.1.0.12        # b-web1 (hv1) -> b-web2 (hv2): the same address in t
 ip -n vnet.tenants.a-web2 -s link show eth0   # a-web2's counters: a's test to 10.1.0.12
 ip -n vnet.tenants.b-web2 -s link show eth0   # b-web2's: b's test only
 set +x
+
+if [ -n "${THROUGHPUT:-}" ]; then
+	# The plain path: one veth pair between two namespaces, the same MTU.
+	ip netns add wt-p1
+	ip netns add wt-p2
+	ip -n wt-p1 link add eth0 mtu 1450 type veth peer name eth0 netns wt-p2 mtu 1450
+	ip -n wt-p1 addr add 10.99.0.1/24 dev eth0
+	ip -n wt-p2 addr add 10.99.0.2/24 dev eth0
+	ip -n wt-p1 link set eth0 up
+	ip -n wt-p2 link set eth0 up
+	ip -n wt-p2 link set lo up
+	ip netns exec wt-p2 "$VNET" netserver -D >/dev/null 2>&1 &
+	PIDS="$PIDS $!"
+	sleep 0.5
+	stream() { # namespace address -> Mbit/s
+		ip netns exec "$1" "$VNET" netperf -H "$2" -l "$THROUGHPUT" -t TCP_STREAM -P 0 -f m | awk 'NF >= 5 {print $NF; exit}'
+	}
+	for round in 1 2; do
+		plain=$(stream wt-p1 10.99.0.2)
+		net=$(stream vnet.tenants.a-web1 10.1.0.12)
+		routed=$(stream vnet.tenants.a-web1 10.2.0.13)
+		echo "round $round: TCP_STREAM Mbit/s: plain veth $plain, one network hv1->hv2 $net ($(echo "$net $plain" | awk '{printf "%.2f", $1/$2}') of plain), routed a-web hv1 -> a-db hv3 $routed ($(echo "$routed $plain" | awk '{printf "%.2f", $1/$2}') of plain)"
+	done
+fi
 
 vnet destroy tenants
 for i in $(seq 100); do

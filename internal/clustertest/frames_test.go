@@ -20,6 +20,7 @@ type frameCounter struct {
 	mu   sync.Mutex
 	tags map[string]int
 	arp  map[string]int // ARP requests received, by target address
+	ns6  map[string]int // IPv6 neighbour solicitations received, by target address
 	done chan struct{}
 }
 
@@ -29,7 +30,7 @@ func htons(v uint16) uint16 { return v<<8 | v>>8 }
 // test ends.
 func countFrames(t *testing.T, ns, link string, tags ...string) *frameCounter {
 	t.Helper()
-	fc := &frameCounter{tags: map[string]int{}, arp: map[string]int{}, done: make(chan struct{})}
+	fc := &frameCounter{tags: map[string]int{}, arp: map[string]int{}, ns6: map[string]int{}, done: make(chan struct{})}
 	for _, tag := range tags {
 		fc.tags[tag] = 0
 	}
@@ -86,6 +87,10 @@ func (fc *frameCounter) run(stop chan struct{}) {
 		if binary.BigEndian.Uint16(frame[12:14]) == unix.ETH_P_ARP && n >= 42 && binary.BigEndian.Uint16(frame[20:22]) == 1 {
 			fc.arp[net.IP(frame[38:42]).String()]++
 		}
+		// IPv6 (untagged), next header ICMPv6, type 135: a solicitation.
+		if binary.BigEndian.Uint16(frame[12:14]) == unix.ETH_P_IPV6 && n >= 78 && frame[20] == unix.IPPROTO_ICMPV6 && frame[54] == 135 {
+			fc.ns6[net.IP(frame[62:78]).String()]++
+		}
 		fc.mu.Unlock()
 	}
 }
@@ -94,6 +99,12 @@ func (fc *frameCounter) tagged(tag string) int {
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
 	return fc.tags[tag]
+}
+
+func (fc *frameCounter) solicitationsFor(ip string) int {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	return fc.ns6[ip]
 }
 
 func (fc *frameCounter) arpFor(ip string) int {

@@ -239,6 +239,25 @@ func TestClusterNetworksIsolation(t *testing.T) {
 		t.Errorf("a1's neighbour entry for a2: %s", neigh)
 	}
 
+	// IPv6 neighbour discovery stays in its network: a1 reaches a2 at its
+	// link-local address (the same as b2's: both derive from the MAC), a2
+	// sees a1's solicitations, b2 none.
+	ll := "fe80::ff:fe00:12"
+	nsA, nsB := counters["a2"].solicitationsFor(ll), counters["b2"].solicitationsFor(ll)
+	if out, err := exec.Command("ip", "-n", ns("a1"), "-6", "neigh", "flush", "all").CombinedOutput(); err != nil {
+		t.Fatalf("neigh flush: %v\n%s", err, out)
+	}
+	if sent, got := udpPing(t, ns("a1"), ll+"%eth0", 20*time.Millisecond, 5); got != sent {
+		t.Errorf("a1 -> a2 over IPv6 link-local: %d sent, %d answered", sent, got)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if counters["a2"].solicitationsFor(ll) == nsA {
+		t.Errorf("a2 saw no neighbour solicitation for %s: the test proves nothing", ll)
+	}
+	if got := counters["b2"].solicitationsFor(ll) - nsB; got != 0 {
+		t.Errorf("b2 (tenant b) received %d of tenant a's neighbour solicitations", got)
+	}
+
 	// A frame a VM addresses to its network's bridge itself, for the
 	// host's underlay address, goes nowhere: the bridge has no address,
 	// and the host's stack drops what comes in through it for others

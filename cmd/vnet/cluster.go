@@ -81,11 +81,23 @@ func applyCluster(cmd *cobra.Command, endpoints []string, doc *spec.Document, dr
 	defer st.Close()
 	name, out := doc.Spec.Name, cmd.OutOrStdout()
 	old, rev, err := st.GetRev(name)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	// Networks' VNIs are stored with the spec, so that one left out keeps
+	// the VNI it got, whatever networks come and go around it.
+	var previous *spec.Spec
+	if old != nil {
+		if d, err := old.Doc(); err == nil {
+			previous = d.Spec
+		}
+	}
+	if doc, err = spec.PinVNIs(doc, previous); err != nil {
+		return fmt.Errorf("apply %s: allocate network VNIs: %w", name, err)
+	}
 	gen := 1
 	switch {
-	case errors.Is(err, store.ErrNotFound):
-	case err != nil:
-		return err
+	case old == nil:
 	case bytes.Equal(old.Spec, doc.Source):
 		fmt.Fprintf(out, "%s: unchanged, generation %d in etcd\n", name, old.Generation)
 		return nil

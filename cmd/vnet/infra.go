@@ -27,8 +27,12 @@ func validateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: valid (%s, %s, %s)\n", args[0],
-				counted(len(doc.Spec.Hosts), "host", "hosts"), counted(len(doc.Spec.Switches), "switch", "switches"), counted(len(doc.Spec.VMs), "VM", "VMs"))
+			parts := []string{counted(len(doc.Spec.Hosts), "host", "hosts"), counted(len(doc.Spec.Switches), "switch", "switches")}
+			if n := len(doc.Spec.Networks); n > 0 {
+				parts = append(parts, counted(n, "network", "networks"))
+			}
+			parts = append(parts, counted(len(doc.Spec.VMs), "VM", "VMs"))
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: valid (%s)\n", args[0], strings.Join(parts, ", "))
 			return nil
 		},
 	}

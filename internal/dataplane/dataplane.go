@@ -209,6 +209,8 @@ func (l *Linux) ensure(r plan.Resource) error {
 		return l.ensureVxlan(r)
 	case plan.KindFDB:
 		return l.ensureFDB(r)
+	case plan.KindNeigh:
+		return l.ensureNeigh(r)
 	}
 	return fmt.Errorf("unknown kind %q", r.Kind)
 }
@@ -246,6 +248,8 @@ func (l *Linux) remove(r plan.Resource) error {
 		return l.removeLink(r.NS, r.Name)
 	case plan.KindFDB:
 		return l.removeFDB(r)
+	case plan.KindNeigh:
+		return l.removeNeigh(r)
 	}
 	return fmt.Errorf("unknown kind %q", r.Kind)
 }

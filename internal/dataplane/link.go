@@ -57,6 +57,11 @@ func (l *Linux) ensureBridge(r plan.Resource) error {
 	if err := writeSysctls(r.NS, bridgeConf(r.Name), plan.BridgeSysctls, r.Sysctls); err != nil {
 		return err
 	}
+	if r.Isolate {
+		if err := isolateBridge(h, link); err != nil {
+			return err
+		}
+	}
 	return setLinkAttrs(h, link, r.MAC, r.MTU, ownerAlias(r.Owner), true)
 }
 

@@ -114,7 +114,7 @@ func setUpCurrentNetns(name, sysctls string, visible bool) error {
 // values, or those found before a failed apply, when rolling back to them.
 // Equivalent to: ip netns exec NS sysctl -w net.ipv4.conf.all.arp_ignore=1 ... net.bridge.bridge-nf-call-arptables=0
 func setSysctls(ns, sysctls string) error {
-	return writeSysctls(ns, "", plan.NamespaceSysctls, sysctls)
+	return writeSysctls(ns, "", plan.NamespaceSysctlSet(ns), sysctls)
 }
 
 // bridgeConf is where a bridge's IPv4 settings live under /proc/sys, the

@@ -149,7 +149,7 @@ func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep 
 	if err != nil {
 		return v, err
 	}
-	links, isolated, err := l.linkList(ns)
+	links, ports, err := l.linkList(ns)
 	if err != nil {
 		return v, fmt.Errorf("ip -n %s link show: %w", ns, err)
 	}
@@ -197,19 +197,28 @@ func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep 
 		}
 		switch link.Type() {
 		case "vxlan":
-			rs, err := observeVxlan(h, link, ns, byIndex[attrs.MasterIndex], owner)
+			rs, err := observeVxlan(h, link, ns, byIndex[attrs.MasterIndex], owner, ports[attrs.Index])
 			if err != nil {
 				return v, err
 			}
 			v.resources = append(v.resources, rs...)
 		case "bridge":
-			v.resources = append(v.resources, plan.Resource{Kind: plan.KindBridge, NS: ns, Name: attrs.Name,
-				MAC: attrs.HardwareAddr.String(), MTU: attrs.MTU, Sysctls: bridgeSysctls[attrs.Name], Owner: owner})
+			r := plan.Resource{Kind: plan.KindBridge, NS: ns, Name: attrs.Name,
+				MAC: attrs.HardwareAddr.String(), MTU: attrs.MTU, Sysctls: bridgeSysctls[attrs.Name], Owner: owner}
+			if isNetworkOwner(owner) {
+				r.Isolate = !hasIPv6(addrsOf[attrs.Index])
+				neighs, err := observeNeighs(h, link, ns)
+				if err != nil {
+					return v, err
+				}
+				v.resources = append(v.resources, neighs...)
+			}
+			v.resources = append(v.resources, r)
 		case "veth":
 			end := plan.End{NS: ns, Name: attrs.Name, MAC: attrs.HardwareAddr.String(), MTU: attrs.MTU, Master: byIndex[attrs.MasterIndex],
 				Down: attrs.Flags&net.FlagUp == 0}
 			if end.Master != "" {
-				end.Isolated = isolated[attrs.Index]
+				end.Isolated = ports[attrs.Index].isolated
 			}
 			e := vethEnd{end: end, index: attrs.Index, peerIndex: attrs.ParentIndex}
 			if pns, pname, ok := parsePeerAlias(attrs.Alias); ok {
@@ -379,7 +388,7 @@ const nlaTypeMask = ^uint16(unix.NLA_F_NESTED | unix.NLA_F_NET_BYTEORDER)
 // sends with each port; asking for them per port (LinkGetProtinfo) dumps
 // every link of the namespace each time.
 // Equivalent to: ip -n NS -d link show
-func (l *Linux) linkList(ns string) ([]netlink.Link, map[int]bool, error) {
+func (l *Linux) linkList(ns string) ([]netlink.Link, map[int]portFlags, error) {
 	sock, err := l.routeSocket(ns)
 	if err != nil {
 		return nil, nil, err
@@ -392,18 +401,18 @@ func (l *Linux) linkList(ns string) ([]netlink.Link, map[int]bool, error) {
 		return nil, nil, err
 	}
 	links := make([]netlink.Link, 0, len(msgs))
-	isolated := map[int]bool{}
+	ports := map[int]portFlags{}
 	for _, m := range msgs {
 		link, err := netlink.LinkDeserialize(nil, m)
 		if err != nil {
 			return nil, nil, err
 		}
 		links = append(links, link)
-		if isolatedPort(m) {
-			isolated[link.Attrs().Index] = true
+		if f, ok := bridgePortFlags(m); ok {
+			ports[link.Attrs().Index] = f
 		}
 	}
-	return links, isolated, nil
+	return links, ports, nil
 }
 
 // linkIsolated reports whether a bridge port is isolated.
@@ -420,7 +429,8 @@ func (l *Linux) linkIsolated(ns string, index int) (bool, error) {
 	if len(msgs) != 1 {
 		return false, fmt.Errorf("link %d in %s: %d answers", index, ns, len(msgs))
 	}
-	return isolatedPort(msgs[0]), nil
+	f, _ := bridgePortFlags(msgs[0])
+	return f.isolated, nil
 }
 
 // getLinkRequest asks for one link (index > 0) or all of them, on sock.
@@ -438,13 +448,21 @@ func getLinkRequest(sock *nl.SocketHandle, index int) *nl.NetlinkRequest {
 	return req
 }
 
-// isolatedPort reads a link message's bridge-port isolation: the
-// IFLA_BRPORT_ISOLATED flag in the slave data of its link info.
-func isolatedPort(m []byte) bool {
+// portFlags are the bridge-port settings vnet reads back.
+type portFlags struct {
+	isolated bool // IFLA_BRPORT_ISOLATED
+	learning bool // IFLA_BRPORT_LEARNING
+	suppress bool // IFLA_BRPORT_NEIGH_SUPPRESS
+}
+
+// bridgePortFlags reads a link message's bridge-port settings, from the
+// slave data of its link info; ok is false for a link that is no bridge
+// port.
+func bridgePortFlags(m []byte) (f portFlags, ok bool) {
 	info := nl.DeserializeIfInfomsg(m)
 	attrs, err := nl.ParseRouteAttr(m[info.Len():])
 	if err != nil {
-		return false
+		return f, false
 	}
 	for _, a := range attrs {
 		if a.Attr.Type&nlaTypeMask != unix.IFLA_LINKINFO {
@@ -452,7 +470,7 @@ func isolatedPort(m []byte) bool {
 		}
 		infos, err := nl.ParseRouteAttr(a.Value)
 		if err != nil {
-			return false
+			return f, false
 		}
 		bridgePort := false
 		var data []byte
@@ -465,19 +483,29 @@ func isolatedPort(m []byte) bool {
 			}
 		}
 		if !bridgePort {
-			return false
+			return f, false
 		}
 		ports, err := nl.ParseRouteAttr(data)
 		if err != nil {
-			return false
+			return f, false
 		}
 		for _, p := range ports {
-			if p.Attr.Type&nlaTypeMask == nl.IFLA_BRPORT_ISOLATED && len(p.Value) > 0 {
-				return p.Value[0] != 0
+			if len(p.Value) == 0 {
+				continue
+			}
+			on := p.Value[0] != 0
+			switch p.Attr.Type & nlaTypeMask {
+			case nl.IFLA_BRPORT_ISOLATED:
+				f.isolated = on
+			case nl.IFLA_BRPORT_LEARNING:
+				f.learning = on
+			case nl.IFLA_BRPORT_NEIGH_SUPPRESS:
+				f.suppress = on
 			}
 		}
+		return f, true
 	}
-	return false
+	return f, false
 }
 
 // readNamespaceSysctls reads vnet's settings of a namespace and of its
@@ -487,7 +515,7 @@ func readNamespaceSysctls(ns string, bridges []string) (string, map[string]strin
 	byBridge := map[string]string{}
 	err := inNS(ns, func() error {
 		var err error
-		if text, err = readSysctlsHere(ns, "", plan.NamespaceSysctls); err != nil {
+		if text, err = readSysctlsHere(ns, "", plan.NamespaceSysctlSet(ns)); err != nil {
 			return err
 		}
 		for _, b := range bridges {

@@ -86,7 +86,13 @@ func (l *Linux) ensureVxlan(r plan.Resource) error {
 	if err := setLinkAttrs(h, link, r.MAC, r.MTU, ownerAlias(r.Owner), true); err != nil {
 		return err
 	}
-	return setMaster(h, link, r.Link)
+	if err := setMaster(h, link, r.Link); err != nil {
+		return err
+	}
+	if r.Isolate {
+		return isolatePort(h, link)
+	}
+	return nil
 }
 
 func fdbNeigh(link netlink.Link, r plan.Resource) (*netlink.Neigh, error) {
@@ -115,6 +121,9 @@ func (l *Linux) ensureFDB(r plan.Resource) error {
 	if err != nil {
 		return err
 	}
+	if r.Remote == "" {
+		return setBridgeFDB(h, link, r)
+	}
 	n, err := fdbNeigh(link, r)
 	if err != nil {
 		return err
@@ -141,6 +150,9 @@ func (l *Linux) removeFDB(r plan.Resource) error {
 	if link == nil || err != nil {
 		return err
 	}
+	if r.Remote == "" {
+		return delBridgeFDB(h, link, r)
+	}
 	n, err := fdbNeigh(link, r)
 	if err != nil {
 		return err
@@ -153,7 +165,7 @@ func (l *Linux) removeFDB(r plan.Resource) error {
 
 // observeVxlan reads a tunnel endpoint and its static entries (those with
 // a remote address; the bridge's own entries have none).
-func observeVxlan(h *netlink.Handle, link netlink.Link, ns, master, owner string) ([]plan.Resource, error) {
+func observeVxlan(h *netlink.Handle, link netlink.Link, ns, master, owner string, port portFlags) ([]plan.Resource, error) {
 	vx, ok := link.(*netlink.Vxlan)
 	if !ok {
 		return nil, nil
@@ -172,13 +184,21 @@ func observeVxlan(h *netlink.Handle, link netlink.Link, ns, master, owner string
 	if attrs.Flags&net.FlagUp == 0 {
 		r.Link += " (down)"
 	}
+	r.Isolate = !port.learning && port.suppress
 	out := []plan.Resource{r}
 	neighs, err := h.NeighList(attrs.Index, unix.AF_BRIDGE)
 	if err != nil {
 		return nil, fmt.Errorf("bridge fdb show dev %s: %w", attrs.Name, err)
 	}
 	for _, n := range neighs {
-		if n.IP == nil || n.Flags&netlink.NTF_SELF == 0 || n.LinkIndex != attrs.Index {
+		if n.LinkIndex != attrs.Index {
+			continue
+		}
+		if isBridgeStatic(n) {
+			out = append(out, plan.Resource{Kind: plan.KindFDB, NS: ns, Link: attrs.Name,
+				MAC: strings.ToLower(n.HardwareAddr.String())})
+		}
+		if n.IP == nil || n.Flags&netlink.NTF_SELF == 0 {
 			continue
 		}
 		out = append(out, plan.Resource{Kind: plan.KindFDB, NS: ns, Link: attrs.Name,

@@ -192,6 +192,7 @@ func describeChange(o, d Resource) string {
 		add(e.name+" isolated", e.o.Isolated, e.d.Isolated)
 		add(e.name+" down", e.o.Down, e.d.Down)
 	}
+	add("isolate", o.Isolate, d.Isolate)
 	add("rate", o.Rate, d.Rate)
 	add("leaf rate", o.LeafRate, d.LeafRate)
 	add("ceil", o.Ceil, d.Ceil)

@@ -61,6 +61,20 @@ type modeler struct {
 	opt     Options
 	out     []Resource
 	nextCPU int
+	nets    map[string]*spec.Network // by name, made on first use
+}
+
+// network finds a network by name in constant time: a spec may hold
+// thousands.
+func (m *modeler) network(name string) (*spec.Network, bool) {
+	if m.nets == nil {
+		m.nets = make(map[string]*spec.Network, len(m.s.Networks))
+		for i := range m.s.Networks {
+			m.nets[m.s.Networks[i].Name] = &m.s.Networks[i]
+		}
+	}
+	n, ok := m.nets[name]
+	return n, ok
 }
 
 func (m *modeler) add(r Resource) { m.out = append(m.out, r) }
@@ -179,18 +193,29 @@ func (m *modeler) vm(vm *spec.VM) {
 	ns := m.ns(vm.Name)
 	m.add(Resource{Kind: KindNetns, Name: ns, Sysctls: WantedSysctls(NamespaceSysctls), Owner: "vm " + vm.Name})
 	for i, n := range vm.NICs {
-		sw, _ := m.s.PortGroupSwitch(n.PortGroup)
 		ifname := "eth" + strconv.Itoa(i)
-		owner := fmt.Sprintf("vm %s %s on %s", vm.Name, ifname, n.PortGroup)
+		on, bridge, portMTU := n.PortGroup, "", 0
+		if n.Network != "" {
+			// A network's bridge exists only in a host model (networks.go).
+			net, ok := m.network(n.Network)
+			if !ok {
+				continue
+			}
+			on, bridge, portMTU = "network "+n.Network, NetBridgeName(m.s.Name, n.Network), net.EffectiveMTU()
+		} else {
+			sw, _ := m.s.PortGroupSwitch(n.PortGroup)
+			bridge, portMTU = sw.Name, sw.EffectiveMTU()
+		}
+		owner := fmt.Sprintf("vm %s %s on %s", vm.Name, ifname, on)
 		mtu := n.MTU
 		if mtu == 0 {
-			mtu = sw.EffectiveMTU()
+			mtu = portMTU
 		}
 		port := End{NS: m.ns(vm.Host), Name: VNICPortName(vm.Name, i), MAC: StableMAC(m.s.Name, fmt.Sprintf("vport/%s/%d", vm.Name, i)),
-			MTU: sw.EffectiveMTU(), Master: sw.Name}
+			MTU: portMTU, Master: bridge}
 		if !n.IsConnected() {
 			// Cut from the switch like an unplugged cable: the VM sees no carrier.
-			owner = fmt.Sprintf("vm %s %s (disconnected from %s)", vm.Name, ifname, n.PortGroup)
+			owner = fmt.Sprintf("vm %s %s (disconnected from %s)", vm.Name, ifname, on)
 			port.Master, port.Down = "", true
 		}
 		m.add(Resource{Kind: KindVeth, Owner: owner, A: End{NS: ns, Name: ifname, MAC: m.vnicMAC(vm, i), MTU: mtu}, B: port})

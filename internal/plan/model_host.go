@@ -147,6 +147,10 @@ func hostModel(s *spec.Spec, opt Options) []Resource {
 			bridges[sw.Name] = HostBridgeName(s.Name, sw.Name)
 		}
 	}
+	for _, n := range s.Networks {
+		nb := NetBridgeName(s.Name, n.Name) // already the host's name for it
+		bridges[nb] = nb
+	}
 	lab := opt
 	lab.Host, lab.HostNS = "", ""
 	lab.Teams, lab.Down, lab.PoolCeils = nil, nil, nil
@@ -189,7 +193,8 @@ func hostModel(s *spec.Spec, opt Options) []Resource {
 		}
 		out = append(out, r)
 	}
-	return append(out, tunnels(s, host, here, bridges)...)
+	out = append(out, tunnels(s, host, here, bridges)...)
+	return append(out, networks(s, host, here)...)
 }
 
 // tunnels are the tunnel endpoints of the host's switches that span hosts,

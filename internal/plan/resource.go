@@ -27,13 +27,14 @@ const (
 	KindCgroup   Kind = "cgroup"
 	KindVxlan    Kind = "vxlan" // a VXLAN tunnel endpoint, a port of its switch's bridge
 	KindFDB      Kind = "fdb"   // a static forwarding entry of a tunnel endpoint
+	KindNeigh    Kind = "neigh" // a static neighbour entry (IP -> MAC) on a link
 )
 
 var rank = map[Kind]int{
 	KindNetns: 0, KindBridge: 1, KindVeth: 2, KindOffloads: 3,
 	KindAddr: 4, KindLineRate: 5, KindPool: 6, KindFilter: 7, KindShaper: 8, KindSteer: 9,
 	KindFirewall: 10, KindPortSec: 11, KindCgroup: 12,
-	KindVxlan: 2, KindFDB: 4,
+	KindVxlan: 2, KindFDB: 4, KindNeigh: 4,
 }
 
 // End is one end of a veth pair.
@@ -93,9 +94,13 @@ func TriOf(b *bool) Tri {
 //	firewall: NS, Match (FirewallBridge or FirewallStateful)
 //	portsec:  NS, Link (the switch-side port), Match (PortPolicy's text)
 //	cgroup:   Name (relative path), CPUMilli, CPUs (cpuset list)
+//	bridge:   with Isolate, the host's IPv6 stack is kept off it (no link-local address)
 //	vxlan:    NS, Name, MAC, MTU, VNI, Local (underlay address), Port (UDP),
-//	          Link (the bridge it is a port of)
-//	fdb:      NS, Link (the tunnel endpoint), MAC, Remote (underlay address)
+//	          Link (the bridge it is a port of); with Isolate its bridge port
+//	          neither learns nor floods ARP the bridge can answer (neigh_suppress)
+//	fdb:      NS, Link (the tunnel endpoint), MAC, Remote (underlay address);
+//	          without Remote, the bridge's own static entry: MAC is behind that port
+//	neigh:    NS, Link, CIDR (an address without prefix length), MAC
 type Resource struct {
 	Kind     Kind   `json:"kind"`
 	NS       string `json:"ns,omitempty"`
@@ -125,6 +130,7 @@ type Resource struct {
 	Local    string `json:"local,omitempty"`
 	Remote   string `json:"remote,omitempty"`
 	Port     uint16 `json:"port,omitempty"`
+	Isolate  bool   `json:"isolate,omitempty"`
 	// Owner says which spec object this realizes ("vm web1 eth0"). It is a
 	// label for people and is not compared.
 	Owner string `json:"owner,omitempty"`
@@ -152,6 +158,8 @@ func (r Resource) Key() string {
 		return "addr/" + r.NS + "/" + r.Link + "/" + r.CIDR
 	case KindCgroup:
 		return "cgroup/" + r.Name
+	case KindNeigh:
+		return "neigh/" + r.NS + "/" + r.Link + "/" + r.CIDR
 	case KindFirewall:
 		return "firewall/" + r.NS
 	case KindPortSec:
@@ -180,7 +188,7 @@ func (r Resource) links() []string {
 // onLink returns the namespace/name of the link a resource is attached to.
 func (r Resource) onLink() string {
 	switch r.Kind {
-	case KindOffloads, KindAddr, KindLineRate, KindPool, KindFilter, KindShaper, KindSteer, KindFDB, KindVxlan:
+	case KindOffloads, KindAddr, KindLineRate, KindPool, KindFilter, KindShaper, KindSteer, KindFDB, KindVxlan, KindNeigh:
 		return r.NS + "/" + r.Link
 	}
 	return ""
@@ -241,8 +249,17 @@ func (r Resource) String() string {
 		s = fmt.Sprintf("cgroup %s (cpu %.2f, cpuset %s)", r.Name, float64(r.CPUMilli)/1000, r.CPUs)
 	case KindVxlan:
 		s = fmt.Sprintf("vxlan %s in %s (vni %d, local %s, port %d, port of %s, mtu %d)", r.Name, r.NS, r.VNI, r.Local, r.Port, r.Link, r.MTU)
+		if r.Isolate {
+			s += " (no learning, neighbour suppression)"
+		}
 	case KindFDB:
-		s = fmt.Sprintf("fdb %s dst %s on %s in %s", r.MAC, r.Remote, r.Link, r.NS)
+		if r.Remote == "" {
+			s = fmt.Sprintf("fdb %s on %s in %s (master static)", r.MAC, r.Link, r.NS)
+		} else {
+			s = fmt.Sprintf("fdb %s dst %s on %s in %s", r.MAC, r.Remote, r.Link, r.NS)
+		}
+	case KindNeigh:
+		s = fmt.Sprintf("neighbour %s lladdr %s on %s in %s", r.CIDR, r.MAC, r.Link, r.NS)
 	default:
 		s = string(r.Kind)
 	}

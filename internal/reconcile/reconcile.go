@@ -56,6 +56,11 @@ func (e *Engine) scoped(o plan.Options) plan.Options {
 	return o
 }
 
+// ErrNetworksNeedAgents is returned by an apply on one machine of a spec
+// with virtual networks: they are realized by the host agents of a cluster
+// (vnet apply --etcd), whose hosts hold the tunnels' underlay addresses.
+var ErrNetworksNeedAgents = errors.New("virtual networks (networks:) are realized by host agents: store the spec with vnet apply --etcd (docs/networks.md)")
+
 // Result says what an apply did.
 type Result struct {
 	Plan     plan.Plan
@@ -145,6 +150,9 @@ func (e *Engine) Plan(doc *spec.Document) (plan.Plan, error) {
 // converged back to the state observed before the first step.
 func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 	name := doc.Spec.Name
+	if e.Host == "" && len(doc.Spec.Networks) > 0 {
+		return Result{}, fmt.Errorf("apply %s: %w", name, ErrNetworksNeedAgents)
+	}
 	unlock, err := e.Store.Lock(name)
 	if err != nil {
 		return Result{}, fmt.Errorf("apply %s: %w", name, err)

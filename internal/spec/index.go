@@ -12,6 +12,7 @@ type index struct {
 	swHosts  map[*Switch][]string
 	swOn     map[*Switch]map[string]bool
 	uplinks  map[*Switch]map[string]bool
+	networks map[string]*Network
 }
 
 func newIndex(s *Spec) *index {
@@ -22,6 +23,12 @@ func newIndex(s *Spec) *index {
 		swHosts:  map[*Switch][]string{},
 		swOn:     map[*Switch]map[string]bool{},
 		uplinks:  map[*Switch]map[string]bool{},
+		networks: map[string]*Network{},
+	}
+	for i := range s.Networks {
+		if _, dup := x.networks[s.Networks[i].Name]; !dup {
+			x.networks[s.Networks[i].Name] = &s.Networks[i]
+		}
 	}
 	for i := range s.Hosts {
 		h := &s.Hosts[i]

@@ -18,6 +18,7 @@ type Spec struct {
 	Switches  []Switch   `yaml:"switches"`
 	VMs       []VM       `yaml:"vms"`
 	HostPorts []HostPort `yaml:"hostports"`
+	Networks  []Network  `yaml:"networks"`
 }
 
 // Host is a hypervisor host, or with Native set a physical machine whose
@@ -142,9 +143,10 @@ type VM struct {
 // MaxVNICs is how many vNICs a VM may have.
 const MaxVNICs = 10
 
-// VNIC is a virtual NIC on a port group.
+// VNIC is a virtual NIC on a port group or on a virtual network.
 type VNIC struct {
 	PortGroup string    `yaml:"portgroup"`
+	Network   string    `yaml:"network"` // instead of a port group: an isolated virtual network (networks.go)
 	IP        string    `yaml:"ip"`
 	MAC       string    `yaml:"mac"` // default: derived from the infra, VM and index, stable
 	MTU       int       `yaml:"mtu"` // default: the switch's MTU

@@ -72,6 +72,10 @@ type validator struct {
 	errs Errors
 	ips  map[netip.Addr]string // address -> path that first used it
 	macs map[string]string
+	// Addresses and MACs of networks' vNICs, by address space (see
+	// Network.AddressSpace): they may repeat in another space.
+	netIPs  map[string]map[netip.Addr]string
+	netMACs map[string]map[string]string
 }
 
 func (v *validator) errf(path, format string, args ...any) {
@@ -88,6 +92,7 @@ func (v *validator) run() {
 	v.checkHostPorts()
 	v.checkIfaceNamesPerHost()
 	v.checkUnderlay()
+	v.checkNetworks()
 	v.checkSecurity()
 }
 
@@ -276,6 +281,10 @@ func (v *validator) checkCPUs(path string, cpus float64) {
 }
 
 func (v *validator) checkVNIC(path, host string, n VNIC) {
+	if n.Network != "" {
+		v.checkNetworkVNIC(path, n)
+		return
+	}
 	sw := v.checkPortGroupOnHost(path+".portgroup", n.PortGroup, host)
 	if n.IP != "" {
 		v.checkCIDR(path+".ip", n.IP)
@@ -284,6 +293,11 @@ func (v *validator) checkVNIC(path, host string, n VNIC) {
 	if sw != nil && n.MTU > sw.EffectiveMTU() {
 		v.errf(path+".mtu", "mtu %d is larger than switch %q's mtu %d", n.MTU, sw.Name, sw.EffectiveMTU())
 	}
+	v.checkVNICMAC(path, n, v.macs)
+}
+
+// checkVNICMAC checks a vNIC's MAC, unique among those in seen.
+func (v *validator) checkVNICMAC(path string, n VNIC, seen map[string]string) {
 	if n.MAC != "" {
 		hw, err := net.ParseMAC(n.MAC)
 		switch {
@@ -294,7 +308,7 @@ func (v *validator) checkVNIC(path, host string, n VNIC) {
 		case hw.String() == "00:00:00:00:00:00":
 			v.errf(path+".mac", "%s is the zero address, which the kernel refuses for a NIC", n.MAC)
 		default:
-			v.unique(v.macs, strings.ToLower(hw.String()), path+".mac", "MAC address")
+			v.unique(seen, strings.ToLower(hw.String()), path+".mac", "MAC address")
 		}
 	}
 }
@@ -387,7 +401,11 @@ func (v *validator) checkIfaceNamesPerHost() {
 	}
 }
 
-func (v *validator) checkCIDR(path, s string) {
+func (v *validator) checkCIDR(path, s string) { v.checkCIDRIn(path, s, v.ips) }
+
+// checkCIDRIn checks an interface address, unique among those in ips (one
+// address space).
+func (v *validator) checkCIDRIn(path, s string, ips map[netip.Addr]string) {
 	pfx, err := netip.ParsePrefix(s)
 	if err != nil {
 		v.errf(path, "%q is not an address with a prefix length, e.g. 192.168.50.11/24", s)
@@ -406,11 +424,11 @@ func (v *validator) checkCIDR(path, s string) {
 		v.errf(path, "%s is the network or broadcast address of %s", a, pfx.Masked())
 		return
 	}
-	if prev, dup := v.ips[a]; dup {
+	if prev, dup := ips[a]; dup {
 		v.errf(path, "address %s is already used at %s", a, prev)
 		return
 	}
-	v.ips[a] = path
+	ips[a] = path
 }
 
 func lastAddr(p netip.Prefix) netip.Addr {

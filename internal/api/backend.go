@@ -11,6 +11,7 @@ import (
 
 	"github.com/vnet-project/vnet/internal/agent"
 	"github.com/vnet-project/vnet/internal/dataplane"
+	"github.com/vnet-project/vnet/internal/events"
 	"github.com/vnet-project/vnet/internal/metrics"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/reconcile"
@@ -38,6 +39,11 @@ type Backend interface {
 	IOCStats(name string, interval time.Duration) (*reconcile.IOCStats, error)
 	// Counting opens the dataplane for reading counters.
 	Counting() (metrics.Counting, func(), error)
+	// Record keeps an event; Events returns up to limit of them, newest
+	// first, of infra (all when empty). Both outlive the server: agents
+	// add failovers, LBT moves and limit splits to the same list.
+	Record(ev events.Event) error
+	Events(infra string, limit int) ([]events.Event, error)
 }
 
 // Local is the backend of one machine: its bbolt store and its kernel.
@@ -242,6 +248,15 @@ func (b *Local) IOCStats(name string, interval time.Duration) (*reconcile.IOCSta
 	}
 	defer dp.Close()
 	return reconcile.CollectIOCStats(dp, doc, interval)
+}
+
+// Record adds an event to the state directory's journal, which the
+// infrastructures' agents write to as well.
+func (b *Local) Record(ev events.Event) error { return events.In(b.StateDir).Append(ev) }
+
+// Events reads the state directory's journal.
+func (b *Local) Events(infra string, limit int) ([]events.Event, error) {
+	return events.In(b.StateDir).Newest(infra, limit)
 }
 
 // Counting opens a dataplane for reading counters.

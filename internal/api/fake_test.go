@@ -17,6 +17,7 @@ import (
 // fakeBackend keeps records in memory and plans one action per apply, so
 // the handlers are tested without root.
 type fakeBackend struct {
+	memoryEvents
 	mu      sync.Mutex
 	records map[string]*store.Record
 	reads   int

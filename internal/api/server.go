@@ -68,7 +68,6 @@ type Server struct {
 	cfg      Config
 	be       Backend
 	tokens   *Tokens
-	events   events
 	sampler  *metrics.Sampler
 	registry *prometheus.Registry
 	applies  *prometheus.HistogramVec

@@ -16,6 +16,7 @@ import (
 
 	"github.com/vnet-project/vnet/internal/api"
 	"github.com/vnet-project/vnet/internal/etcdserver"
+	"github.com/vnet-project/vnet/internal/store/etcdstore"
 )
 
 // etcdFlags are the embedded etcd's flags of vnet server.
@@ -63,6 +64,7 @@ etcd cluster and runs vnet server --no-etcd, or no server at all.`,
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			errc := make(chan error, 2)
+			endpoints := etcdstore.ParseEndpoints(etcdFlag)
 			if !ef.off {
 				srv, err := startEmbeddedEtcd(cmd, ef)
 				if err != nil {
@@ -74,11 +76,27 @@ etcd cluster and runs vnet server --no-etcd, or no server at all.`,
 						errc <- fmt.Errorf("server: etcd: %w", err)
 					}
 				}()
+				if len(endpoints) == 0 {
+					// Over https, --etcd-ca (and with --client-ca, --etcd-cert
+					// and --etcd-key) say how the API reaches it.
+					endpoints = []string{srv.Endpoint()}
+				}
 			}
 			if !noAPI {
 				cfg, err := apiConfig(cmd, af)
 				if err != nil {
 					return err
+				}
+				if len(endpoints) > 0 {
+					// The API serves what etcd holds; each host's agent
+					// realizes it.
+					cluster, err := openCluster(endpoints)
+					if err != nil {
+						return fmt.Errorf("server: %w", err)
+					}
+					defer cluster.Close()
+					cfg.Backend = &api.Cluster{Store: cluster}
+					fmt.Fprintf(cmd.OutOrStdout(), "vnet server: the API serves the infrastructures in etcd at %s\n", strings.Join(endpoints, ","))
 				}
 				go func() { errc <- api.Run(ctx, cfg) }()
 			}
@@ -96,6 +114,7 @@ etcd cluster and runs vnet server --no-etcd, or no server at all.`,
 	addEtcdServerFlags(c, ef)
 	c.Flags().BoolVar(&noAPI, "no-api", false, "serve no HTTP API, metrics or dashboard")
 	addAPIFlags(c, af)
+	addEtcdFlag(c)
 	return c
 }
 

@@ -34,7 +34,7 @@ type Backend interface {
 	// Destroy removes an infrastructure; an unknown one is store.ErrNotFound.
 	Destroy(name string) (plan.Plan, error)
 	// Status observes an applied infrastructure.
-	Status(name string) (*reconcile.Status, error)
+	Status(name string) (*InfraStatus, error)
 	// IOCStats samples Network I/O Control's counters over interval.
 	IOCStats(name string, interval time.Duration) (*reconcile.IOCStats, error)
 	// Counting opens the dataplane for reading counters.
@@ -215,7 +215,7 @@ func (b *Local) Destroy(name string) (plan.Plan, error) {
 }
 
 // Status observes an applied infrastructure.
-func (b *Local) Status(name string) (*reconcile.Status, error) {
+func (b *Local) Status(name string) (*InfraStatus, error) {
 	doc, err := b.doc(name)
 	if err != nil {
 		return nil, err
@@ -233,7 +233,7 @@ func (b *Local) Status(name string) (*reconcile.Status, error) {
 		pid, running := agent.Running(b.StateDir, name)
 		st.Agent = &reconcile.AgentStatus{Running: running, PID: pid, Log: agent.LogFile(b.StateDir, name)}
 	}
-	return st, nil
+	return &InfraStatus{Status: st}, nil
 }
 
 // IOCStats samples Network I/O Control's counters over interval.

@@ -70,7 +70,7 @@ func (f *fakeBackend) Destroy(name string) (plan.Plan, error) {
 }
 
 // Status describes the stored spec as if all of it were up.
-func (f *fakeBackend) Status(name string) (*reconcile.Status, error) {
+func (f *fakeBackend) Status(name string) (*InfraStatus, error) {
 	rec, err := f.Get(name)
 	if err != nil {
 		return nil, err
@@ -104,7 +104,7 @@ func (f *fakeBackend) Status(name string) (*reconcile.Status, error) {
 		}
 		st.VMs = append(st.VMs, vs)
 	}
-	return st, nil
+	return &InfraStatus{Status: st}, nil
 }
 
 func (f *fakeBackend) IOCStats(name string, _ time.Duration) (*reconcile.IOCStats, error) {

@@ -254,7 +254,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request, _ string) error 
 	if _, err := s.be.Get(name); err != nil {
 		return err
 	}
-	var st *reconcile.Status
+	var st *InfraStatus
 	if err := s.withKernel(r.Context(), func() (err error) { st, err = s.be.Status(name); return }); err != nil {
 		return err
 	}

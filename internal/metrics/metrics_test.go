@@ -282,7 +282,7 @@ vms:
 	}
 	want := map[string]float64{
 		"vnet_up{infra=m2}": 1,
-		"vnet_port_transmit_bytes_total{host=hv1,infra=m2,portgroup=pg,vm=vm1,vnic=eth0}": 1000,
+		"vnet_port_transmit_bytes_total{host=hv1,infra=m2,portgroup=pg,vm=vm1,vnic=eth0}":    1000,
 		"vnet_uplink_transmit_bytes_total{host=hv1,infra=m2,nic=eth0,switch=dvs,uplink=up1}": 7000,
 	}
 	for k, v := range want {

@@ -1,11 +1,19 @@
 package api
 
 import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
+	"os/exec"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,6 +21,7 @@ import (
 	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/events"
 	"github.com/vnet-project/vnet/internal/metrics"
+	"github.com/vnet-project/vnet/internal/netperf"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
@@ -44,6 +53,10 @@ type Backend interface {
 	// add failovers, LBT moves and limit splits to the same list.
 	Record(ev events.Event) error
 	Events(infra string, limit int) ([]events.Event, error)
+	// Netperf runs vnet netperf in node from (a VM or host) against a
+	// netserver it starts on addr in VM to, with netperf's arguments, and
+	// stops the netserver; ctx bounds the whole run.
+	Netperf(ctx context.Context, infra, from, to, addr string, args []string) (*netperf.Report, error)
 }
 
 // Local is the backend of one machine: its bbolt store and its kernel.
@@ -257,6 +270,72 @@ func (b *Local) Record(ev events.Event) error { return events.In(b.StateDir).App
 // Events reads the state directory's journal.
 func (b *Local) Events(infra string, limit int) ([]events.Event, error) {
 	return events.In(b.StateDir).Newest(infra, limit)
+}
+
+// Netperf runs the engine of vnet netperf between two nodes, each end in
+// its node's namespace and cgroup by vnet exec, as the lab does. The
+// netserver listens on a port of its own for this run alone.
+func (b *Local) Netperf(ctx context.Context, infra, from, to, addr string, args []string) (*netperf.Report, error) {
+	if b.Exe == "" {
+		return nil, fmt.Errorf("netperf: this server runs no vnet binary: %w", ErrNotHere)
+	}
+	port := strconv.Itoa(20000 + rand.IntN(20000))
+	srv := exec.Command(b.Exe, "--state-dir", b.StateDir, "exec", infra+"/"+to, "--", b.Exe, "netserver", "-D", "-p", port, "-L", addr)
+	stderr, err := srv.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := srv.Start(); err != nil {
+		return nil, fmt.Errorf("netperf: start netserver in %s: %w", to, err)
+	}
+	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
+	if err := awaitListening(ctx, stderr); err != nil {
+		return nil, fmt.Errorf("netperf: netserver in %s on %s:%s: %w", to, addr, port, err)
+	}
+	argv := append([]string{"--state-dir", b.StateDir, "exec", infra + "/" + from, "--", b.Exe, "netperf", "-p", port}, args...)
+	cmd := exec.CommandContext(ctx, b.Exe, argv...)
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	out, err := cmd.Output()
+	if err != nil {
+		msg := strings.TrimSpace(errOut.String())
+		if msg == "" {
+			msg = strings.TrimSpace(string(out))
+		}
+		return nil, fmt.Errorf("netperf from %s: %v: %s", from, err, msg)
+	}
+	var rep netperf.Report
+	if err := json.Unmarshal(out, &rep); err != nil {
+		return nil, fmt.Errorf("netperf from %s: unreadable result: %w", from, err)
+	}
+	return &rep, nil
+}
+
+// awaitListening reads the netserver's log until it listens, it ends, or
+// ctx does; the rest of its log is drained so that it never blocks.
+func awaitListening(ctx context.Context, log io.Reader) error {
+	ready := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(log)
+		var last string
+		for sc.Scan() {
+			last = sc.Text()
+			if strings.Contains(last, "listening on") {
+				ready <- nil
+				_, _ = io.Copy(io.Discard, log)
+				return
+			}
+		}
+		ready <- fmt.Errorf("it ended: %s", last)
+	}()
+	select {
+	case err := <-ready:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(15 * time.Second):
+		return errors.New("not listening after 15 s")
+	}
 }
 
 // Counting opens a dataplane for reading counters.

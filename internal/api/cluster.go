@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/vnet-project/vnet/internal/events"
 	"github.com/vnet-project/vnet/internal/metrics"
+	"github.com/vnet-project/vnet/internal/netperf"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
@@ -248,7 +250,7 @@ func specStatus(rec *store.Record, s *spec.Spec, stateOf func(host string) strin
 
 func (c *Cluster) notHere(what string) error {
 	return &httpError{status: http.StatusNotImplemented, body: ErrorBody{Error: what +
-		" is read on each host over etcd: scrape each host agent's --metrics-addr"}}
+		" is each host's over etcd: the server reads no host's kernel (scrape each host agent's --metrics-addr)"}}
 }
 
 // IOCStats is each host's over etcd.
@@ -259,6 +261,11 @@ func (c *Cluster) IOCStats(string, time.Duration) (*reconcile.IOCStats, error) {
 // Counting is each host's over etcd.
 func (c *Cluster) Counting() (metrics.Counting, func(), error) {
 	return nil, nil, fmt.Errorf("counters: %w", ErrNotHere)
+}
+
+// Netperf is run on the hosts over etcd.
+func (c *Cluster) Netperf(context.Context, string, string, string, string, []string) (*netperf.Report, error) {
+	return nil, c.notHere("a netperf run")
 }
 
 // Record keeps an event in etcd.

@@ -75,6 +75,7 @@ type Server struct {
 	log      *log.Logger
 	handler  http.Handler
 	routes   []route
+	runs     netperfRuns
 
 	specMu sync.Mutex
 	specs  map[string]specCache

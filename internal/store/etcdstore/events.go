@@ -53,11 +53,15 @@ func (s *Store) AppendEvent(ev events.Event) error {
 func (s *Store) trimEvents() error {
 	return s.call("trim events", func(ctx context.Context) error {
 		resp, err := s.cli.Get(ctx, s.eventPrefix(), clientv3.WithPrefix(), clientv3.WithCountOnly())
-		if err != nil || resp.Count <= MaxEvents {
+		keep := int64(MaxEvents)
+		if s.eventCap > 0 {
+			keep = int64(s.eventCap)
+		}
+		if err != nil || resp.Count <= keep {
 			return err
 		}
 		old, err := s.cli.Get(ctx, s.eventPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly(),
-			clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend), clientv3.WithLimit(resp.Count-MaxEvents))
+			clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend), clientv3.WithLimit(resp.Count-keep))
 		if err != nil || len(old.Kvs) == 0 {
 			return err
 		}

@@ -46,9 +46,11 @@ func serverCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "server",
 		Short: "Serve the HTTP API, metrics and dashboard, and a single-member etcd for shared state",
-		Long: `Serve vnet's HTTP API, Prometheus metrics and dashboard over this machine's
-engine (--listen; --no-api to skip), and a single-member etcd for setups
-without an etcd cluster of their own (--listen-client; --no-etcd to skip).
+		Long: `Serve vnet's HTTP API, Prometheus metrics and dashboard (--listen; --no-api
+to skip), and a single-member etcd for setups without an etcd cluster of
+their own (--listen-client; --no-etcd to skip). The API serves the
+infrastructures in etcd (--etcd, else the embedded one), realized by each
+host's agent; with --no-etcd and no --etcd, those of this machine.
 It prints the endpoints to give commands and agents (VNET_SERVER, and
 VNET_ETCD for --etcd) and runs until SIGINT or SIGTERM.
 

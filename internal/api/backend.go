@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/vnet-project/vnet/internal/agent"
@@ -281,6 +282,8 @@ func (b *Local) Netperf(ctx context.Context, infra, from, to, addr string, args 
 	}
 	port := strconv.Itoa(20000 + rand.IntN(20000))
 	srv := exec.Command(b.Exe, "--state-dir", b.StateDir, "exec", infra+"/"+to, "--", b.Exe, "netserver", "-D", "-p", port, "-L", addr)
+	// Both ends die with the server, should it die without ending them.
+	srv.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stderr, err := srv.StderrPipe()
 	if err != nil {
 		return nil, err
@@ -294,6 +297,7 @@ func (b *Local) Netperf(ctx context.Context, infra, from, to, addr string, args 
 	}
 	argv := append([]string{"--state-dir", b.StateDir, "exec", infra + "/" + from, "--", b.Exe, "netperf", "-p", port}, args...)
 	cmd := exec.CommandContext(ctx, b.Exe, argv...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var errOut bytes.Buffer
 	cmd.Stderr = &errOut
 	out, err := cmd.Output()

@@ -201,7 +201,7 @@ func (s *Server) startNetperf(w http.ResponseWriter, r *http.Request, who string
 }
 
 func (s *Server) runNetperf(run *NetperfRun) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(run.Length*float64(time.Second))+netperfGrace)
+	ctx, cancel := context.WithTimeout(s.runsCtx, time.Duration(run.Length*float64(time.Second))+netperfGrace)
 	defer cancel()
 	rep, err := s.be.Netperf(ctx, run.Infra, run.From, run.To, run.Address, run.Args)
 	s.runs.finish(run, rep, err)

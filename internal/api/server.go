@@ -76,6 +76,9 @@ type Server struct {
 	handler  http.Handler
 	routes   []route
 	runs     netperfRuns
+	// runsCtx bounds netperf runs: Serve ends them when it shuts down.
+	runsCtx  context.Context
+	stopRuns context.CancelFunc
 
 	specMu sync.Mutex
 	specs  map[string]specCache
@@ -131,6 +134,7 @@ func New(cfg Config) (*Server, error) {
 	s.registry = prometheus.NewRegistry()
 	s.applies = metrics.NewApplyHistogram()
 	s.registry.MustRegister(&metrics.Collector{Infras: s.infraSpecs, Open: s.be.Counting}, s.applies)
+	s.runsCtx, s.stopRuns = context.WithCancel(context.Background())
 	s.routes = s.routeTable()
 	s.handler = s.buildHandler()
 	return s, nil
@@ -179,6 +183,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
+	s.stopRuns()
 	shut, done := context.WithTimeout(context.Background(), 5*time.Second)
 	defer done()
 	if err := srv.Shutdown(shut); err != nil {

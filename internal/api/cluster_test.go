@@ -103,6 +103,9 @@ func TestAPIOverEtcd(t *testing.T) {
 	if hostStates(got) != "hv1=gone hv2=gone" || len(got.Cluster.Dead) != 2 || len(got.VMs) != 2 {
 		t.Errorf("before any report: %s, dead %v, %d VMs", hostStates(got), got.Cluster.Dead, len(got.VMs))
 	}
+	if w, _ := s.do(t, req{method: "GET", path: "/metrics"}); !strings.Contains(w.Body.String(), `vnet_agent_up{host="hv2",infra="c1"} 0`) {
+		t.Errorf("/metrics before any report:\n%s", w.Body)
+	}
 	// hv1 realizes generation 1; hv2 is still on none.
 	hv1, _ := st.Reporter("c1", "hv1", 5*time.Second)
 	hv2, _ := st.Reporter("c1", "hv2", 5*time.Second)
@@ -120,6 +123,15 @@ func TestAPIOverEtcd(t *testing.T) {
 	}
 	if got.VMs[1].NICs[0].State != "host lagging" {
 		t.Errorf("vm2's port on the lagging host is %q", got.VMs[1].NICs[0].State)
+	}
+	w, _ = s.do(t, req{method: "GET", path: "/metrics"})
+	for _, want := range []string{`vnet_agent_up{host="hv1",infra="c1"} 1`, `vnet_agent_up{host="hv2",infra="c1"} 1`} {
+		if !strings.Contains(w.Body.String(), want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, w.Body)
+		}
+	}
+	if strings.Contains(w.Body.String(), "vnet_up{") {
+		t.Errorf("over etcd the server exports counters it cannot read:\n%s", w.Body)
 	}
 	hv2.Report(etcdstore.Report{Generation: 1})
 	if got = clusterStatusOf(t, s); !got.Cluster.Converged {

@@ -133,7 +133,13 @@ func New(cfg Config) (*Server, error) {
 	s.sampler = &metrics.Sampler{Infras: s.infraSpecs, Open: s.be.Counting, Interval: cfg.SampleInterval, Keep: cfg.History}
 	s.registry = prometheus.NewRegistry()
 	s.applies = metrics.NewApplyHistogram()
-	s.registry.MustRegister(&metrics.Collector{Infras: s.infraSpecs, Open: s.be.Counting}, s.applies)
+	s.registry.MustRegister(s.applies)
+	if rb, ok := s.be.(remoteBackend); !ok || !rb.ReadsNoKernel() {
+		s.registry.MustRegister(&metrics.Collector{Infras: s.infraSpecs, Open: s.be.Counting})
+	}
+	if al, ok := s.be.(agentLister); ok {
+		s.registry.MustRegister(agentCollector{al})
+	}
 	s.runsCtx, s.stopRuns = context.WithCancel(context.Background())
 	s.routes = s.routeTable()
 	s.handler = s.buildHandler()

@@ -133,6 +133,14 @@ func TestAPIOverEtcd(t *testing.T) {
 	if strings.Contains(w.Body.String(), "vnet_up{") {
 		t.Errorf("over etcd the server exports counters it cannot read:\n%s", w.Body)
 	}
+	if hasChromium() {
+		dom := browse(t, startServer(t, s)+"/?infra=c1", "")
+		for _, want := range []string{`id="host-hv1" data-agent="current"`, `id="host-hv2" data-agent="lagging"`} {
+			if !strings.Contains(dom, want) {
+				t.Errorf("the dashboard lacks %s", want)
+			}
+		}
+	}
 	hv2.Report(etcdstore.Report{Generation: 1})
 	if got = clusterStatusOf(t, s); !got.Cluster.Converged {
 		t.Errorf("both current: %s, not converged", hostStates(got))

@@ -65,6 +65,15 @@ function renderTopology(st) {
     const card = el("div", "host");
     card.id = "host-" + h.name;
     card.append(el("h3", "", h.name + (h.native ? " (native)" : "")));
+    // Over etcd: the host's agent's standing, from its report.
+    const view = st.cluster && (st.cluster.hosts || []).find((v) => v.host === h.name);
+    if (view) {
+      card.dataset.agent = view.state;
+      const d = el("div", "item agent", "agent ");
+      d.append(state(view.state));
+      if (view.report) d.append(el("span", "muted", " generation " + view.report.generation + " of " + st.generation));
+      card.append(d);
+    }
     if ((h.nics || []).length) {
       card.append(el("h4", "", "physical NICs"));
       for (const n of h.nics) {

@@ -1,9 +1,9 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +11,6 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/vnet-project/vnet/internal/agent"
-	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/events"
 	"github.com/vnet-project/vnet/internal/nstest"
 	"github.com/vnet-project/vnet/internal/spec"
@@ -34,9 +33,10 @@ vms:
   - {name: vm1, host: esx1, nics: [{portgroup: pg-vm, ip: 10.12.0.1/24}]}
 `
 
-// TestFailoverEventOnTheAPI pulls an uplink's cable under a running agent
-// and finds the failover in the API's event list, again after the server
-// is started anew, and on the dashboard.
+// TestFailoverEventOnTheAPI pulls an uplink's cable under the agent an
+// apply started and finds the failover in the API's event list, again
+// after the server is started anew, and on the dashboard; the agent's
+// vnet_agent_up is 1 meanwhile.
 func TestFailoverEventOnTheAPI(t *testing.T) {
 	if testing.Short() {
 		t.Skip("changes the network; runs without -short")
@@ -45,43 +45,43 @@ func TestFailoverEventOnTheAPI(t *testing.T) {
 	infra := nstest.Infra("apifo")
 	src := strings.ReplaceAll(failoverLab, "INFRA", infra)
 	dir := t.TempDir()
-	be := &Local{StateDir: dir}
+	// With the vnet binary, an apply starts the infrastructure's agent
+	// (vnet agent run) as vnet apply does; it writes its events to the
+	// state directory's journal.
+	be := &Local{StateDir: dir, Exe: vnetBinary(t)}
 	doc, err := spec.Load("failover.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		if t.Failed() { // destroy removes the log
+			log, _ := os.ReadFile(agent.LogFile(dir, infra))
+			t.Logf("agent log:\n%s", log)
+		}
 		if _, err := be.Destroy(infra); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
 		nstest.AssertGone(t, infra)
+		if pids := agent.Find(dir, infra); len(pids) > 0 {
+			t.Errorf("agent %v still runs", pids)
+		}
 	})
 	if _, err := be.Apply(doc); err != nil {
 		t.Fatal(err)
 	}
-	// The agent as `vnet agent run` runs it, in this process.
-	dp, err := dataplane.New()
-	if err != nil {
-		t.Fatal(err)
+	if _, up := agent.Running(dir, infra); !up {
+		t.Fatal("the apply started no agent")
 	}
-	a := &agent.Agent{Infra: infra, DP: dp, Tick: 200 * time.Millisecond,
-		Spec:  func() (*spec.Spec, error) { return doc.Spec, nil },
-		Event: func(ev events.Event) { _ = events.In(dir).Append(ev) }}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-done
-		dp.Close()
-	}()
-	time.Sleep(500 * time.Millisecond) // the agent's first look
+	time.Sleep(time.Second) // the agent's first look
 
 	s, err := New(Config{Backend: be})
 	if err != nil {
 		t.Fatal(err)
 	}
 	base := startServer(t, s)
+	if m := scrape(t, base); m["vnet_agent_up{host=,infra="+infra+"}"] != 1 {
+		t.Errorf("vnet_agent_up of %s is not 1", infra)
+	}
 	setLinkIn(t, nstest.NSName(infra, "esx1"), "vmnic0", false)
 	ev := waitEvent(t, base, infra, events.Failover)
 	if ev.Host != "esx1" || ev.Port != "vm1/eth0" || ev.From != "u1" || ev.To != "u2" || ev.Who != "agent" {

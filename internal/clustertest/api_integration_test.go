@@ -125,8 +125,20 @@ vms:
 		st, body := read()
 		return strings.Join(st.Cluster.Dead, ",") == "hv2" && !st.Cluster.Converged, body
 	})
-	if code, body := getIn(t, c.Ctl, "http://127.0.0.1:8470/api/v1/events?infra="+infra); code != 200 {
-		t.Errorf("events: %d %s", code, body)
+	// Each agent's apply is an event in etcd, listed by the API.
+	code, body = getIn(t, c.Ctl, "http://127.0.0.1:8470/api/v1/events?infra="+infra)
+	var evs []struct{ Action, Host, Who string }
+	if code != 200 || json.Unmarshal([]byte(body), &evs) != nil {
+		t.Fatalf("events: %d %s", code, body)
+	}
+	applied := map[string]bool{}
+	for _, ev := range evs {
+		if ev.Action == "apply" && ev.Who == "agent" {
+			applied[ev.Host] = true
+		}
+	}
+	if !applied["hv1"] || !applied["hv2"] {
+		t.Errorf("events lack an apply by each host's agent: %s", body)
 	}
 	if out, err := c.Vnet("destroy", infra); err != nil {
 		t.Fatalf("destroy: %v\n%s", err, out)

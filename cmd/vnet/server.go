@@ -67,6 +67,7 @@ etcd cluster and runs vnet server --no-etcd, or no server at all.`,
 			defer stop()
 			errc := make(chan error, 2)
 			endpoints := etcdstore.ParseEndpoints(etcdFlag)
+			tlsFiles, embedded := etcdTLSFiles(), false
 			if !ef.off {
 				srv, err := startEmbeddedEtcd(cmd, ef)
 				if err != nil {
@@ -79,9 +80,13 @@ etcd cluster and runs vnet server --no-etcd, or no server at all.`,
 					}
 				}()
 				if len(endpoints) == 0 {
-					// Over https, --etcd-ca (and with --client-ca, --etcd-cert
-					// and --etcd-key) say how the API reaches it.
-					endpoints = []string{srv.Endpoint()}
+					endpoints, embedded = []string{srv.Endpoint()}, true
+					if tlsFiles == (etcdstore.TLSFiles{}) && ef.cert != "" {
+						// etcd's own gateway reaches it with the server's
+						// pair; so does the API, trusting the clients' CA,
+						// unless --etcd-ca and its kin say otherwise.
+						tlsFiles = etcdstore.TLSFiles{CA: ef.clientCA, Cert: ef.cert, Key: ef.key}
+					}
 				}
 			}
 			if !noAPI {
@@ -92,13 +97,17 @@ etcd cluster and runs vnet server --no-etcd, or no server at all.`,
 				if len(endpoints) > 0 {
 					// The API serves what etcd holds; each host's agent
 					// realizes it.
-					cluster, err := openCluster(endpoints)
-					if err != nil {
+					cluster, err := openClusterWith(endpoints, tlsFiles)
+					switch {
+					case err != nil && embedded:
+						fmt.Fprintf(cmd.OutOrStdout(), "vnet server: the API serves this machine: it cannot reach the embedded etcd (%v); --etcd-ca, --etcd-cert and --etcd-key say how\n", err)
+					case err != nil:
 						return fmt.Errorf("server: %w", err)
+					default:
+						defer cluster.Close()
+						cfg.Backend = &api.Cluster{Store: cluster}
+						fmt.Fprintf(cmd.OutOrStdout(), "vnet server: the API serves the infrastructures in etcd at %s\n", strings.Join(endpoints, ","))
 					}
-					defer cluster.Close()
-					cfg.Backend = &api.Cluster{Store: cluster}
-					fmt.Fprintf(cmd.OutOrStdout(), "vnet server: the API serves the infrastructures in etcd at %s\n", strings.Join(endpoints, ","))
 				}
 				go func() { errc <- api.Run(ctx, cfg) }()
 			}

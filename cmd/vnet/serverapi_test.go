@@ -122,6 +122,9 @@ func TestServerAPIOverEmbeddedEtcd(t *testing.T) {
 	if len(st.VMs) != 3 || strings.Join(st.Cluster.Dead, ",") != "esx1,esx2,client" {
 		t.Errorf("status over etcd: %d VMs, dead agents %v", len(st.VMs), st.Cluster.Dead)
 	}
+	if out, code := vnetEnv(t, env, "status", "demo"); code != 0 || !strings.Contains(out, "3 hosts: 3 gone") {
+		t.Errorf("status through the server: exit %d\n%s", code, out)
+	}
 	if out, code := vnetEnv(t, env, "destroy", "demo"); code != 0 {
 		t.Fatalf("destroy through the server: exit %d\n%s", code, out)
 	}

@@ -99,7 +99,7 @@ func writeError(w http.ResponseWriter, err error) {
 	if he.status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="vnet"`)
 	}
-	if he.status == http.StatusServiceUnavailable {
+	if he.status == http.StatusServiceUnavailable || he.status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", "5")
 	}
 	writeJSON(w, he.status, he.body)

@@ -105,8 +105,7 @@ func (nr *netperfRuns) admit(run *NetperfRun) error {
 		}
 	}
 	if len(busy) >= MaxNetperfRuns {
-		he := fail(http.StatusTooManyRequests, fmt.Sprintf("%d netperf runs already run; try again when one ends", len(busy)))
-		return he
+		return fail(http.StatusTooManyRequests, fmt.Sprintf("%d netperf runs already run; try again when one ends", len(busy)))
 	}
 	nr.next++
 	run.ID = strconv.Itoa(nr.next)

@@ -90,10 +90,11 @@ func TestNetperfRuns(t *testing.T) {
 	if code, _, _ := start(`{"to": "vm3", "from": "vm4", "test": "TCP_RR", "options": {"request_size": 1, "response_size": 1}}`); code != 202 {
 		t.Errorf("a second run: %d", code)
 	}
-	if code, _, eb := start(`{"to": "vm5", "from": "vm6"}`); code != 429 {
-		t.Errorf("a third run at once: %d %s, want 429", code, eb.Error)
+	w, eb := s.do(t, req{method: "POST", path: "/api/v1/infras/t6/netperf", body: `{"to": "vm5", "from": "vm6"}`, ctype: "application/json", token: testToken})
+	if w.Code != 429 || w.Header().Get("Retry-After") == "" {
+		t.Errorf("a third run at once: %d %s (Retry-After %q), want 429 with Retry-After", w.Code, eb.Error, w.Header().Get("Retry-After"))
 	}
-	w, _ := s.do(t, req{method: "GET", path: "/api/v1/netperf/" + first.ID})
+	w, _ = s.do(t, req{method: "GET", path: "/api/v1/netperf/" + first.ID})
 	var run NetperfRun
 	if json.Unmarshal(w.Body.Bytes(), &run); w.Code != 200 || run.State != "running" || run.Result != nil {
 		t.Errorf("a running run: %d %s", w.Code, w.Body)

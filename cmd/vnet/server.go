@@ -66,7 +66,7 @@ etcd cluster and runs vnet server --no-etcd, or no server at all.`,
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			errc := make(chan error, 2)
-			endpoints := etcdstore.ParseEndpoints(etcdFlag)
+			endpoints := etcdEndpoints()
 			tlsFiles, embedded := etcdTLSFiles(), false
 			if !ef.off {
 				srv, err := startEmbeddedEtcd(cmd, ef)

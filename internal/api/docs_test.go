@@ -126,6 +126,11 @@ func TestDocsCurlExamples(t *testing.T) {
 	state := t.TempDir()
 	addr := freeAddr(t)
 	srv := exec.Command(bin, "--state-dir", state, "server", "--no-etcd", "--listen", addr, "--sample-interval", "500ms")
+	for _, kv := range os.Environ() { // this machine's server, whatever the caller's etcd
+		if !strings.HasPrefix(kv, "VNET_ETCD") {
+			srv.Env = append(srv.Env, kv)
+		}
+	}
 	logs, err := srv.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -44,6 +44,7 @@ test:
 	$(GO) test -run=^$$ -fuzz=FuzzReadMsg -fuzztime=400000x ./internal/netperf
 	$(GO) test -run=^$$ -fuzz=^FuzzLoad$$ -fuzztime=100000x ./internal/spec
 	$(GO) test -run=^$$ -fuzz=^FuzzPutInfra$$ -fuzztime=20000x ./internal/api
+	$(GO) test -run=^$$ -fuzz=^FuzzNetperfRequest$$ -fuzztime=20000x ./internal/api
 
 unit:
 	$(GO) test -short ./...

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -151,7 +152,17 @@ func statusRemote(cmd *cobra.Command, c *api.Client, args []string, output strin
 			all = append(all, st)
 			continue
 		}
-		printStatus(cmd.OutOrStdout(), st)
+		if st.Cluster != nil {
+			// Over etcd: each host's standing, as vnet status --etcd prints it.
+			info, err := c.Get(cmd.Context(), name)
+			if err != nil {
+				return err
+			}
+			printClusterStatus(cmd.OutOrStdout(), clusterStatus{Name: name, SpecFile: st.SpecFile, Generation: st.Generation,
+				AppliedAt: info.AppliedAt, Converged: st.Cluster.Converged, Hosts: st.Cluster.Hosts}, time.Now())
+			continue
+		}
+		printStatus(cmd.OutOrStdout(), st.Status)
 	}
 	if output == "json" {
 		enc := json.NewEncoder(cmd.OutOrStdout())

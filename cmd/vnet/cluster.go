@@ -55,7 +55,11 @@ func etcdEndpoints() []string {
 }
 
 func openCluster(endpoints []string) (*etcdstore.Store, error) {
-	tc, err := etcdTLSFiles().Config()
+	return openClusterWith(endpoints, etcdTLSFiles())
+}
+
+func openClusterWith(endpoints []string, files etcdstore.TLSFiles) (*etcdstore.Store, error) {
+	tc, err := files.Config()
 	if err != nil {
 		return nil, usageError{err}
 	}

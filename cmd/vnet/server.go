@@ -16,6 +16,7 @@ import (
 
 	"github.com/vnet-project/vnet/internal/api"
 	"github.com/vnet-project/vnet/internal/etcdserver"
+	"github.com/vnet-project/vnet/internal/store/etcdstore"
 )
 
 // etcdFlags are the embedded etcd's flags of vnet server.
@@ -45,9 +46,11 @@ func serverCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "server",
 		Short: "Serve the HTTP API, metrics and dashboard, and a single-member etcd for shared state",
-		Long: `Serve vnet's HTTP API, Prometheus metrics and dashboard over this machine's
-engine (--listen; --no-api to skip), and a single-member etcd for setups
-without an etcd cluster of their own (--listen-client; --no-etcd to skip).
+		Long: `Serve vnet's HTTP API, Prometheus metrics and dashboard (--listen; --no-api
+to skip), and a single-member etcd for setups without an etcd cluster of
+their own (--listen-client; --no-etcd to skip). The API serves the
+infrastructures in etcd (--etcd, else the embedded one), realized by each
+host's agent; with --no-etcd and no --etcd, those of this machine.
 It prints the endpoints to give commands and agents (VNET_SERVER, and
 VNET_ETCD for --etcd) and runs until SIGINT or SIGTERM.
 
@@ -63,6 +66,8 @@ etcd cluster and runs vnet server --no-etcd, or no server at all.`,
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			errc := make(chan error, 2)
+			endpoints := etcdEndpoints()
+			tlsFiles, embedded := etcdTLSFiles(), false
 			if !ef.off {
 				srv, err := startEmbeddedEtcd(cmd, ef)
 				if err != nil {
@@ -74,11 +79,35 @@ etcd cluster and runs vnet server --no-etcd, or no server at all.`,
 						errc <- fmt.Errorf("server: etcd: %w", err)
 					}
 				}()
+				if len(endpoints) == 0 {
+					endpoints, embedded = []string{srv.Endpoint()}, true
+					if tlsFiles == (etcdstore.TLSFiles{}) && ef.cert != "" {
+						// etcd's own gateway reaches it with the server's
+						// pair; so does the API, trusting the clients' CA,
+						// unless --etcd-ca and its kin say otherwise.
+						tlsFiles = etcdstore.TLSFiles{CA: ef.clientCA, Cert: ef.cert, Key: ef.key}
+					}
+				}
 			}
 			if !noAPI {
 				cfg, err := apiConfig(cmd, af)
 				if err != nil {
 					return err
+				}
+				if len(endpoints) > 0 {
+					// The API serves what etcd holds; each host's agent
+					// realizes it.
+					cluster, err := openClusterWith(endpoints, tlsFiles)
+					switch {
+					case err != nil && embedded:
+						fmt.Fprintf(cmd.OutOrStdout(), "vnet server: the API serves this machine: it cannot reach the embedded etcd (%v); --etcd-ca, --etcd-cert and --etcd-key say how\n", err)
+					case err != nil:
+						return fmt.Errorf("server: %w", err)
+					default:
+						defer cluster.Close()
+						cfg.Backend = &api.Cluster{Store: cluster}
+						fmt.Fprintf(cmd.OutOrStdout(), "vnet server: the API serves the infrastructures in etcd at %s\n", strings.Join(endpoints, ","))
+					}
 				}
 				go func() { errc <- api.Run(ctx, cfg) }()
 			}
@@ -96,6 +125,7 @@ etcd cluster and runs vnet server --no-etcd, or no server at all.`,
 	addEtcdServerFlags(c, ef)
 	c.Flags().BoolVar(&noAPI, "no-api", false, "serve no HTTP API, metrics or dashboard")
 	addAPIFlags(c, af)
+	addEtcdFlag(c)
 	return c
 }
 

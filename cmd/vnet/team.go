@@ -13,6 +13,7 @@ import (
 
 	"github.com/vnet-project/vnet/internal/agent"
 	"github.com/vnet-project/vnet/internal/dataplane"
+	"github.com/vnet-project/vnet/internal/events"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/store"
@@ -80,6 +81,11 @@ func agentCmd() *cobra.Command {
 				Gone: func() bool {
 					_, err := storedSpec(args[0])
 					return errors.Is(err, store.ErrNotFound)
+				},
+				Event: func(ev events.Event) {
+					if err := events.In(stateDir).Append(ev); err != nil {
+						fmt.Fprintln(cmd.OutOrStdout(), err)
+					}
 				}}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vnet-project/vnet/internal/dataplane"
+	"github.com/vnet-project/vnet/internal/events"
 	"github.com/vnet-project/vnet/internal/ioc"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/spec"
@@ -44,6 +45,10 @@ type Agent struct {
 	// gone from the store); asked when its namespaces cannot be read, and
 	// the agent ends when it says so. Nil: never.
 	Gone func() bool
+	// Event receives each failover, LBT move and limit split as it is
+	// made (events.In(stateDir).Append keeps them for the API). Nil: only
+	// the log has them.
+	Event func(events.Event)
 
 	gone bool
 
@@ -329,6 +334,9 @@ func (a *Agent) splitLimits(now time.Time) {
 				a.poolCeils[plan.LimitKey(tl.NS, nic, tl.Minor)] = next[i]
 			}
 			a.logf("%s: pool %s limit %s split %s (was %s, using %s)", tl.Host, tl.Pool, units.Rate(tl.Limit), rateList(next), rateList(ceils), rateListF(rates))
+			a.emit(events.Event{Action: events.LimitSplit, Host: tl.Host, Port: "pool " + tl.Pool,
+				From: rateList(ceils), To: rateList(next),
+				Message: fmt.Sprintf("limit %s over %s, using %s", units.Rate(tl.Limit), strings.Join(tl.NICs, "/"), rateListF(rates))})
 		}
 	}
 }
@@ -360,6 +368,8 @@ func (a *Agent) report(before, after map[string]teaming.Assignment, down map[str
 				continue
 			}
 			a.logf("%s: port %s %s -> %s (%s)", t.Host, p.ID, orNone(was.Uplink), orNone(now.Uplink), now.Reason)
+			a.emit(events.Event{Action: moveKind(was, now, down[t.Host+"/"+was.Uplink]), Host: t.Host, Port: p.ID,
+				From: orNone(was.Uplink), To: orNone(now.Uplink), Message: string(now.Reason)})
 			if t.Team.Notify && now.Uplink != "" {
 				k := [2]string{t.NS, t.NIC[now.Uplink]}
 				announce[k] = append(announce[k], p.MAC)
@@ -376,6 +386,26 @@ func (a *Agent) report(before, after map[string]teaming.Assignment, down map[str
 			a.logf("notify: %v", err)
 		}
 	}
+}
+
+// moveKind names why a port changed uplink: its uplink went down, LBT
+// moved it, or otherwise (an uplink came back, or the spec changed).
+func moveKind(was, now teaming.Assignment, wasDown bool) string {
+	switch {
+	case now.Reason == teaming.Moved:
+		return events.LBTMove
+	case was.Uplink != "" && wasDown, now.Uplink == "", now.Reason == teaming.FailedTo:
+		return events.Failover
+	}
+	return events.Failback
+}
+
+func (a *Agent) emit(ev events.Event) {
+	if a.Event == nil {
+		return
+	}
+	ev.Time, ev.Infra, ev.Who, ev.OK = time.Now().UTC(), a.Infra, "agent", true
+	a.Event(ev)
 }
 
 func orNone(s string) string {

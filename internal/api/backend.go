@@ -1,17 +1,28 @@
 package api
 
 import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
+	"os/exec"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/vnet-project/vnet/internal/agent"
 	"github.com/vnet-project/vnet/internal/dataplane"
+	"github.com/vnet-project/vnet/internal/events"
 	"github.com/vnet-project/vnet/internal/metrics"
+	"github.com/vnet-project/vnet/internal/netperf"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
@@ -33,11 +44,20 @@ type Backend interface {
 	// Destroy removes an infrastructure; an unknown one is store.ErrNotFound.
 	Destroy(name string) (plan.Plan, error)
 	// Status observes an applied infrastructure.
-	Status(name string) (*reconcile.Status, error)
+	Status(name string) (*InfraStatus, error)
 	// IOCStats samples Network I/O Control's counters over interval.
 	IOCStats(name string, interval time.Duration) (*reconcile.IOCStats, error)
 	// Counting opens the dataplane for reading counters.
 	Counting() (metrics.Counting, func(), error)
+	// Record keeps an event; Events returns up to limit of them, newest
+	// first, of infra (all when empty). Both outlive the server: agents
+	// add failovers, LBT moves and limit splits to the same list.
+	Record(ev events.Event) error
+	Events(infra string, limit int) ([]events.Event, error)
+	// Netperf runs vnet netperf in node from (a VM or host) against a
+	// netserver it starts on addr in VM to, with netperf's arguments, and
+	// stops the netserver; ctx bounds the whole run.
+	Netperf(ctx context.Context, infra, from, to, addr string, args []string) (*netperf.Report, error)
 }
 
 // Local is the backend of one machine: its bbolt store and its kernel.
@@ -209,7 +229,7 @@ func (b *Local) Destroy(name string) (plan.Plan, error) {
 }
 
 // Status observes an applied infrastructure.
-func (b *Local) Status(name string) (*reconcile.Status, error) {
+func (b *Local) Status(name string) (*InfraStatus, error) {
 	doc, err := b.doc(name)
 	if err != nil {
 		return nil, err
@@ -227,7 +247,7 @@ func (b *Local) Status(name string) (*reconcile.Status, error) {
 		pid, running := agent.Running(b.StateDir, name)
 		st.Agent = &reconcile.AgentStatus{Running: running, PID: pid, Log: agent.LogFile(b.StateDir, name)}
 	}
-	return st, nil
+	return &InfraStatus{Status: st}, nil
 }
 
 // IOCStats samples Network I/O Control's counters over interval.
@@ -242,6 +262,84 @@ func (b *Local) IOCStats(name string, interval time.Duration) (*reconcile.IOCSta
 	}
 	defer dp.Close()
 	return reconcile.CollectIOCStats(dp, doc, interval)
+}
+
+// Record adds an event to the state directory's journal, which the
+// infrastructures' agents write to as well.
+func (b *Local) Record(ev events.Event) error { return events.In(b.StateDir).Append(ev) }
+
+// Events reads the state directory's journal.
+func (b *Local) Events(infra string, limit int) ([]events.Event, error) {
+	return events.In(b.StateDir).Newest(infra, limit)
+}
+
+// Netperf runs the engine of vnet netperf between two nodes, each end in
+// its node's namespace and cgroup by vnet exec, as the lab does. The
+// netserver listens on a port of its own for this run alone.
+func (b *Local) Netperf(ctx context.Context, infra, from, to, addr string, args []string) (*netperf.Report, error) {
+	if b.Exe == "" {
+		return nil, fmt.Errorf("netperf: this server runs no vnet binary: %w", ErrNotHere)
+	}
+	port := strconv.Itoa(20000 + rand.IntN(20000))
+	srv := exec.Command(b.Exe, "--state-dir", b.StateDir, "exec", infra+"/"+to, "--", b.Exe, "netserver", "-D", "-p", port, "-L", addr)
+	// Both ends die with the server, should it die without ending them.
+	srv.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stderr, err := srv.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := srv.Start(); err != nil {
+		return nil, fmt.Errorf("netperf: start netserver in %s: %w", to, err)
+	}
+	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
+	if err := awaitListening(ctx, stderr); err != nil {
+		return nil, fmt.Errorf("netperf: netserver in %s on %s:%s: %w", to, addr, port, err)
+	}
+	argv := append([]string{"--state-dir", b.StateDir, "exec", infra + "/" + from, "--", b.Exe, "netperf", "-p", port}, args...)
+	cmd := exec.CommandContext(ctx, b.Exe, argv...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	out, err := cmd.Output()
+	if err != nil {
+		msg := strings.TrimSpace(errOut.String())
+		if msg == "" {
+			msg = strings.TrimSpace(string(out))
+		}
+		return nil, fmt.Errorf("netperf from %s: %v: %s", from, err, msg)
+	}
+	var rep netperf.Report
+	if err := json.Unmarshal(out, &rep); err != nil {
+		return nil, fmt.Errorf("netperf from %s: unreadable result: %w", from, err)
+	}
+	return &rep, nil
+}
+
+// awaitListening reads the netserver's log until it listens, it ends, or
+// ctx does; the rest of its log is drained so that it never blocks.
+func awaitListening(ctx context.Context, log io.Reader) error {
+	ready := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(log)
+		var last string
+		for sc.Scan() {
+			last = sc.Text()
+			if strings.Contains(last, "listening on") {
+				ready <- nil
+				_, _ = io.Copy(io.Discard, log)
+				return
+			}
+		}
+		ready <- fmt.Errorf("it ended: %s", last)
+	}()
+	select {
+	case err := <-ready:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(15 * time.Second):
+		return errors.New("not listening after 15 s")
+	}
 }
 
 // Counting opens a dataplane for reading counters.

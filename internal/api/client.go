@@ -124,8 +124,8 @@ func (c *Client) Destroy(ctx context.Context, name string) (*DestroyResult, erro
 }
 
 // Status observes an infrastructure.
-func (c *Client) Status(ctx context.Context, name string) (*reconcile.Status, error) {
-	var out reconcile.Status
+func (c *Client) Status(ctx context.Context, name string) (*InfraStatus, error) {
+	out := InfraStatus{Status: &reconcile.Status{}}
 	return &out, c.do(ctx, "GET", "/api/v1/infras/"+url.PathEscape(name)+"/status", nil, nil, &out)
 }
 

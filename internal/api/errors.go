@@ -9,6 +9,7 @@ import (
 	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/store"
+	"github.com/vnet-project/vnet/internal/store/etcdstore"
 )
 
 // ErrorBody is every error the API answers: what went wrong and, for a
@@ -63,7 +64,11 @@ func classify(err error) *httpError {
 		return fail(http.StatusBadRequest, err.Error())
 	case errors.Is(err, store.ErrNotFound):
 		return fail(http.StatusNotFound, err.Error())
-	case errors.Is(err, dataplane.ErrNotSupported):
+	case errors.Is(err, etcdstore.ErrConflict):
+		return fail(http.StatusConflict, err.Error())
+	case errors.Is(err, etcdstore.ErrUnavailable):
+		return fail(http.StatusServiceUnavailable, err.Error())
+	case errors.Is(err, dataplane.ErrNotSupported), errors.Is(err, ErrNotHere):
 		return fail(http.StatusNotImplemented, err.Error())
 	case strings.Contains(err.Error(), "is locked"):
 		// Another vnet command holds the state store.
@@ -94,7 +99,7 @@ func writeError(w http.ResponseWriter, err error) {
 	if he.status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="vnet"`)
 	}
-	if he.status == http.StatusServiceUnavailable {
+	if he.status == http.StatusServiceUnavailable || he.status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", "5")
 	}
 	writeJSON(w, he.status, he.body)

@@ -2,50 +2,35 @@ package api
 
 import (
 	"sync"
-	"time"
+
+	"github.com/vnet-project/vnet/internal/events"
 )
 
-// Event is a change made through the server.
-type Event struct {
-	Time    time.Time `json:"time"`
-	Who     string    `json:"who"`    // the token's name
-	Remote  string    `json:"remote"` // the client's address
-	Action  string    `json:"action"` // apply or destroy
-	Infra   string    `json:"infra"`
-	OK      bool      `json:"ok"`
-	Changes int       `json:"changes"` // actions executed
-	Seconds float64   `json:"seconds"`
-	Error   string    `json:"error,omitempty"`
-}
+// Event is one entry of the event list: a change made through the server,
+// or what an agent did (a failover, an LBT move, a limit split).
+type Event = events.Event
 
-// maxEvents is how many events the server remembers.
+// maxEvents is the most events one request returns.
 const maxEvents = 500
 
-// events keeps the latest changes, oldest first, in memory: a restarted
-// server starts with none.
-type events struct {
+// memoryEvents keeps events in memory, for backends without a journal.
+type memoryEvents struct {
 	mu   sync.Mutex
 	list []Event
 }
 
-func (e *events) add(ev Event) {
+func (e *memoryEvents) Record(ev Event) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.list = append(e.list, ev)
 	if len(e.list) > maxEvents {
 		e.list = append(e.list[:0:0], e.list[len(e.list)-maxEvents:]...)
 	}
+	return nil
 }
 
-// since returns the events, newest first, of the infra (all when empty).
-func (e *events) newest(infra string, limit int) []Event {
+func (e *memoryEvents) Events(infra string, limit int) ([]Event, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	out := []Event{}
-	for i := len(e.list) - 1; i >= 0 && len(out) < limit; i-- {
-		if infra == "" || e.list[i].Infra == infra {
-			out = append(out, e.list[i])
-		}
-	}
-	return out
+	return events.Filter(e.list, infra, limit), nil
 }

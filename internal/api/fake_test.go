@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/ioc"
 	"github.com/vnet-project/vnet/internal/metrics"
+	"github.com/vnet-project/vnet/internal/netperf"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
@@ -17,10 +19,13 @@ import (
 // fakeBackend keeps records in memory and plans one action per apply, so
 // the handlers are tested without root.
 type fakeBackend struct {
+	memoryEvents
 	mu      sync.Mutex
 	records map[string]*store.Record
 	reads   int
 	sent    uint64
+	// gate, when set, holds each netperf run until it is closed.
+	gate chan struct{}
 }
 
 func newFake() *fakeBackend { return &fakeBackend{records: map[string]*store.Record{}} }
@@ -69,7 +74,7 @@ func (f *fakeBackend) Destroy(name string) (plan.Plan, error) {
 }
 
 // Status describes the stored spec as if all of it were up.
-func (f *fakeBackend) Status(name string) (*reconcile.Status, error) {
+func (f *fakeBackend) Status(name string) (*InfraStatus, error) {
 	rec, err := f.Get(name)
 	if err != nil {
 		return nil, err
@@ -103,7 +108,7 @@ func (f *fakeBackend) Status(name string) (*reconcile.Status, error) {
 		}
 		st.VMs = append(st.VMs, vs)
 	}
-	return st, nil
+	return &InfraStatus{Status: st}, nil
 }
 
 func (f *fakeBackend) IOCStats(name string, _ time.Duration) (*reconcile.IOCStats, error) {
@@ -157,3 +162,15 @@ vms:
     host: esx1
     nics: [{portgroup: pg-vm, ip: 10.0.0.2/24}]
 `
+
+// Netperf answers a made-up rate once the gate (if any) opens.
+func (f *fakeBackend) Netperf(ctx context.Context, _, _, _, addr string, args []string) (*netperf.Report, error) {
+	if f.gate != nil {
+		select {
+		case <-f.gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return &netperf.Report{Results: []*netperf.Result{{Test: args[3], Target: addr, Throughput: 1e9}}}, nil
+}

@@ -45,3 +45,32 @@ func FuzzPutInfra(f *testing.F) {
 		}
 	})
 }
+
+// FuzzNetperfRequest checks arbitrary run requests against a spec: each is
+// a run with arguments vnet netperf accepts, or a 400 naming what is
+// wrong, never a panic.
+func FuzzNetperfRequest(f *testing.F) {
+	f.Add(`{"to": "vm2"}`)
+	f.Add(`{"to": "vm6", "vnic": "eth1", "from": "esx1", "test": "UDP_RR", "length": 60, "options": {"request_size": 1, "response_size": 65507}}`)
+	f.Add(`{"to": "vm1", "options": {"send_size": "16M", "instances": 4}}`)
+	f.Add(`{"to": "vm1", "length": 1e309}`)
+	doc, err := DecodeSpec("six.yaml", []byte(sixVMs), false, "t6")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		req, err := DecodeNetperf([]byte(body))
+		if err == nil {
+			var run *NetperfRun
+			if run, err = planRun(doc.Spec, req); err == nil {
+				if run.Length < 1 || run.Length > MaxNetperfLength.Seconds() || run.Address == "" || run.From == run.To {
+					t.Fatalf("%s: admitted %+v", body, run)
+				}
+				return
+			}
+		}
+		if he := classify(err); he.status != 400 {
+			t.Fatalf("%s: %d %v", body, he.status, err)
+		}
+	})
+}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vnet-project/vnet/internal/events"
 	"github.com/vnet-project/vnet/internal/metrics"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/reconcile"
@@ -202,12 +203,12 @@ func (s *Server) putInfra(w http.ResponseWriter, r *http.Request, who string) er
 	}
 	res, err := s.be.Apply(doc)
 	observe(result(err))
-	ev := Event{Time: time.Now().UTC(), Who: who, Remote: r.RemoteAddr, Action: "apply", Infra: name, OK: err == nil,
+	ev := Event{Time: time.Now().UTC(), Who: who, Remote: r.RemoteAddr, Action: events.Apply, Infra: name, OK: err == nil,
 		Changes: res.Executed, Seconds: time.Since(start).Seconds()}
 	if err != nil {
 		ev.Error = err.Error()
 	}
-	s.events.add(ev)
+	s.record(ev)
 	if err != nil {
 		return err
 	}
@@ -232,12 +233,12 @@ func (s *Server) deleteInfra(w http.ResponseWriter, r *http.Request, who string)
 	}
 	start := time.Now()
 	p, err := s.be.Destroy(name)
-	ev := Event{Time: time.Now().UTC(), Who: who, Remote: r.RemoteAddr, Action: "destroy", Infra: name, OK: err == nil,
+	ev := Event{Time: time.Now().UTC(), Who: who, Remote: r.RemoteAddr, Action: events.Destroy, Infra: name, OK: err == nil,
 		Changes: len(p.Actions), Seconds: time.Since(start).Seconds()}
 	if err != nil {
 		ev.Error = err.Error()
 	}
-	s.events.add(ev)
+	s.record(ev)
 	if err != nil {
 		return err
 	}
@@ -253,7 +254,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request, _ string) error 
 	if _, err := s.be.Get(name); err != nil {
 		return err
 	}
-	var st *reconcile.Status
+	var st *InfraStatus
 	if err := s.withKernel(r.Context(), func() (err error) { st, err = s.be.Status(name); return }); err != nil {
 		return err
 	}
@@ -345,8 +346,20 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, _ string) er
 		}
 		limit = n
 	}
-	writeJSON(w, http.StatusOK, s.events.newest(infra, limit))
+	evs, err := s.be.Events(infra, limit)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, evs)
 	return nil
+}
+
+// record keeps an event; a journal that cannot be written loses it, which
+// the log says, and the change it describes stands.
+func (s *Server) record(ev Event) {
+	if err := s.be.Record(ev); err != nil {
+		s.log.Printf("event %s %s: %v", ev.Action, ev.Infra, err)
+	}
 }
 
 func boolParam(r *http.Request, key string) (bool, error) {

@@ -38,6 +38,9 @@ func (s *Server) routeTable() []route {
 		{Method: "GET", Path: "/api/v1/infras/{name}/stats", handle: s.stats},
 		{Method: "GET", Path: "/api/v1/infras/{name}/series", handle: s.series},
 		{Method: "GET", Path: "/api/v1/events", handle: s.listEvents},
+		{Method: "POST", Path: "/api/v1/infras/{name}/netperf", Mutates: true, handle: s.startNetperf},
+		{Method: "GET", Path: "/api/v1/netperf", handle: s.listNetperf},
+		{Method: "GET", Path: "/api/v1/netperf/{id}", handle: s.getNetperf},
 	}
 }
 
@@ -63,7 +66,7 @@ func (s *Server) buildHandler() http.Handler {
 		// What no route matched: a path no route has (404), or one that
 		// another method has (405, with the methods it takes).
 		var allow []string
-		for _, m := range []string{"GET", "PUT", "DELETE"} {
+		for _, m := range []string{"GET", "PUT", "POST", "DELETE"} {
 			r2 := r.Clone(r.Context())
 			r2.Method = m
 			if _, pat := known.Handler(r2); pat != "" {

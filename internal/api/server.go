@@ -68,7 +68,6 @@ type Server struct {
 	cfg      Config
 	be       Backend
 	tokens   *Tokens
-	events   events
 	sampler  *metrics.Sampler
 	registry *prometheus.Registry
 	applies  *prometheus.HistogramVec
@@ -76,6 +75,10 @@ type Server struct {
 	log      *log.Logger
 	handler  http.Handler
 	routes   []route
+	runs     netperfRuns
+	// runsCtx bounds netperf runs: Serve ends them when it shuts down.
+	runsCtx  context.Context
+	stopRuns context.CancelFunc
 
 	specMu sync.Mutex
 	specs  map[string]specCache
@@ -130,7 +133,14 @@ func New(cfg Config) (*Server, error) {
 	s.sampler = &metrics.Sampler{Infras: s.infraSpecs, Open: s.be.Counting, Interval: cfg.SampleInterval, Keep: cfg.History}
 	s.registry = prometheus.NewRegistry()
 	s.applies = metrics.NewApplyHistogram()
-	s.registry.MustRegister(&metrics.Collector{Infras: s.infraSpecs, Open: s.be.Counting}, s.applies)
+	s.registry.MustRegister(s.applies)
+	if rb, ok := s.be.(remoteBackend); !ok || !rb.ReadsNoKernel() {
+		s.registry.MustRegister(&metrics.Collector{Infras: s.infraSpecs, Open: s.be.Counting})
+	}
+	if al, ok := s.be.(agentLister); ok {
+		s.registry.MustRegister(agentCollector{al})
+	}
+	s.runsCtx, s.stopRuns = context.WithCancel(context.Background())
 	s.routes = s.routeTable()
 	s.handler = s.buildHandler()
 	return s, nil
@@ -179,6 +189,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
+	s.stopRuns()
 	shut, done := context.WithTimeout(context.Background(), 5*time.Second)
 	defer done()
 	if err := srv.Shutdown(shut); err != nil {

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/vnet-project/vnet/internal/events"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
@@ -126,12 +127,17 @@ func (a *Agent) apply(doc *spec.Document) (int, error) {
 	}
 	var log bytes.Buffer
 	eng := a.engine(&log)
+	start := time.Now()
 	res, err := eng.Apply(doc)
 	switch {
 	case err != nil:
 		a.logf("%s: apply failed:\n%s", name, log.String())
 	case res.Executed > 0:
 		a.logf("%s: applied %d changes:\n%s", name, res.Executed, log.String())
+	}
+	if err != nil || res.Executed > 0 {
+		a.event(events.Event{Action: events.Apply, Infra: name, OK: err == nil, Changes: res.Executed,
+			Seconds: time.Since(start).Seconds(), Error: errText(err)})
 	}
 	return a.realized(name), err
 }
@@ -168,6 +174,7 @@ func (a *Agent) removeGone(here map[string]bool) {
 			continue
 		}
 		a.logf("%s: no longer placed on %s; removed %d objects\n%s", rec.Name, a.Host, len(p.Actions), log.String())
+		a.event(events.Event{Action: events.Destroy, Infra: rec.Name, OK: true, Changes: len(p.Actions)})
 		a.closeReporter(rec.Name)
 	}
 	for name := range a.reporters {
@@ -210,6 +217,32 @@ func (a *Agent) closeReporters() {
 	for name := range a.reporters {
 		a.closeReporter(name)
 	}
+}
+
+// eventRecorder is a cluster that keeps events (etcdstore.Store does).
+type eventRecorder interface {
+	AppendEvent(ev events.Event) error
+}
+
+// event keeps what the agent changed on its host in the cluster's event
+// list, when the cluster keeps one; etcd out of reach loses the event, not
+// the change.
+func (a *Agent) event(ev events.Event) {
+	rec, ok := a.Cluster.(eventRecorder)
+	if !ok {
+		return
+	}
+	ev.Time, ev.Host, ev.Who = time.Now().UTC(), a.Host, "agent"
+	if err := rec.AppendEvent(ev); err != nil {
+		a.logf("%s: event: %v\n", ev.Infra, err)
+	}
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 func (a *Agent) logf(format string, args ...any) {

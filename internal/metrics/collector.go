@@ -3,6 +3,7 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/spec"
 )
 
@@ -39,6 +40,10 @@ var (
 type Collector struct {
 	Infras func() []*spec.Spec
 	Open   OpenCounting
+	// Host, when set, collects only that host's part of each
+	// infrastructure that places something on it, as a cluster's host
+	// agent realizes it (ReadHost), with host-level links in HostNS.
+	Host, HostNS string
 }
 
 // Describe sends every metric's description.
@@ -61,7 +66,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, 0, s.Name)
 			continue
 		}
-		snap, rerr := Read(counting, s)
+		if c.Host != "" && !plan.PlacesOn(s, c.Host) {
+			continue
+		}
+		snap, rerr := c.read(counting, s)
 		if rerr != nil {
 			ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, 0, s.Name)
 			continue
@@ -69,6 +77,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, 1, s.Name)
 		emit(ch, snap)
 	}
+}
+
+func (c *Collector) read(counting Counting, s *spec.Spec) (*Snapshot, error) {
+	if c.Host != "" {
+		return ReadHost(counting, s, c.Host, c.HostNS)
+	}
+	return Read(counting, s)
 }
 
 func emit(ch chan<- prometheus.Metric, s *Snapshot) {

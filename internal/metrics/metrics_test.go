@@ -228,3 +228,71 @@ func jsonEncode(buf *bytes.Buffer, v any) error {
 	buf.Write(b)
 	return err
 }
+
+// TestHostCollector exposes one host's part: its VMs' vNICs and its NICs
+// found in the agent's namespace, nothing of other hosts.
+func TestHostCollector(t *testing.T) {
+	const two = `name: m2
+hosts:
+  - {name: hv1, underlay: 192.0.2.11, nics: [{name: eth0, speed: 1Gbit}]}
+  - {name: hv2, underlay: 192.0.2.12, nics: [{name: eth0, speed: 1Gbit}]}
+switches:
+  - name: dvs
+    uplinks: [{name: up1, nics: {hv1: eth0, hv2: eth0}}]
+    portgroups: [{name: pg}]
+vms:
+  - {name: vm1, host: hv1, nics: [{portgroup: pg, ip: 10.0.0.1/24}]}
+  - {name: vm2, host: hv2, nics: [{portgroup: pg, ip: 10.0.0.2/24}]}
+`
+	doc, err := spec.Load("two.yaml", []byte(two))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &counting{links: map[string]map[string]dataplane.LinkState{
+		"vnet.m2.vm1":  {"eth0": {Up: true, TxBytes: 1000, RxBytes: 500}},
+		plan.CurrentNS: {"eth0": {Up: true, TxBytes: 7000}},
+	}}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(&Collector{Infras: func() []*spec.Spec { return []*spec.Spec{doc.Spec} },
+		Open: func() (Counting, func(), error) { return k, func() {}, nil }, Host: "hv1", HostNS: plan.CurrentNS})
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	for _, f := range fams {
+		if _, err := expfmt.MetricFamilyToText(&buf, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	parsed, err := parser.TextToMetricFamilies(&buf)
+	if err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	got := map[string]float64{}
+	for name, f := range parsed {
+		for _, m := range f.Metric {
+			var labels []string
+			for _, l := range m.Label {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			got[name+"{"+strings.Join(labels, ",")+"}"] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
+		}
+	}
+	want := map[string]float64{
+		"vnet_up{infra=m2}": 1,
+		"vnet_port_transmit_bytes_total{host=hv1,infra=m2,portgroup=pg,vm=vm1,vnic=eth0}":    1000,
+		"vnet_uplink_transmit_bytes_total{host=hv1,infra=m2,nic=eth0,switch=dvs,uplink=up1}": 7000,
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+	for k := range got {
+		if strings.Contains(k, "hv2") || strings.Contains(k, "vm2") {
+			t.Errorf("host hv1 exposes %s", k)
+		}
+	}
+}

@@ -65,6 +65,15 @@ function renderTopology(st) {
     const card = el("div", "host");
     card.id = "host-" + h.name;
     card.append(el("h3", "", h.name + (h.native ? " (native)" : "")));
+    // Over etcd: the host's agent's standing, from its report.
+    const view = st.cluster && (st.cluster.hosts || []).find((v) => v.host === h.name);
+    if (view) {
+      card.dataset.agent = view.state;
+      const d = el("div", "item agent", "agent ");
+      d.append(state(view.state));
+      if (view.report) d.append(el("span", "muted", " generation " + view.report.generation + " of " + st.generation));
+      card.append(d);
+    }
     if ((h.nics || []).length) {
       card.append(el("h4", "", "physical NICs"));
       for (const n of h.nics) {
@@ -190,10 +199,20 @@ function renderCharts(series) {
   }
 }
 
+// eventDetail says what an agent's event moved: a port between uplinks, or
+// a team-wide limit's split.
+function eventDetail(e) {
+  if (!e.port && !e.from && !e.to) return "";
+  let s = (e.port || "") + " " + (e.from || "") + " \u2192 " + (e.to || "");
+  if (e.message) s += " (" + e.message + ")";
+  return s.trim();
+}
+
 function renderEvents(events) {
   const rows = events.map((e) => {
     const tr = el("tr", e.ok ? "" : "fail");
-    for (const v of [new Date(e.time).toLocaleTimeString(), e.who, e.remote, e.action, e.infra, e.ok ? "ok" : (e.error || "failed"), e.changes, e.seconds.toFixed(2)]) {
+    tr.dataset.action = e.action;
+    for (const v of [new Date(e.time).toLocaleTimeString(), e.who, e.remote || e.host || "", e.action, e.infra, eventDetail(e), e.ok ? "ok" : (e.error || "failed"), e.changes, e.seconds.toFixed(2)]) {
       tr.append(el("td", "", String(v)));
     }
     return tr;

@@ -96,6 +96,8 @@ type Store struct {
 	timeout time.Duration
 	where   string // the endpoints, for error messages
 	ident   identity
+	// eventCap is how many events to keep; MaxEvents when zero.
+	eventCap int
 }
 
 var _ store.Store = (*Store)(nil)

@@ -1,0 +1,66 @@
+package metrics
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/vnet-project/vnet/internal/dataplane"
+	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/spec"
+)
+
+// ReadHost takes one snapshot of what one host of a cluster realizes of an
+// infrastructure, as its agent sees it: the vNICs of the VMs placed on it,
+// each in its own namespace, and the host's NICs that the spec makes
+// uplinks, read in hostNS (plan.CurrentNS: the agent's own) where a NIC of
+// that name exists. A host's NICs are the machine's own, which vnet does
+// not shape, so there are no pool classes to read.
+func ReadHost(c Counting, s *spec.Spec, host, hostNS string) (*Snapshot, error) {
+	snap := &Snapshot{Infra: s.Name, At: time.Now().UTC(), Ports: []PortSample{}, Uplinks: []UplinkSample{}, Pools: []PoolSample{}}
+	for _, vm := range s.VMs {
+		if vm.Host != host {
+			continue
+		}
+		ns := plan.NSName(s.Name, vm.Name)
+		m, err := c.LinkStates(ns)
+		if err != nil {
+			return nil, fmt.Errorf("read counters of %s: %w (has the agent realized %s?)", ns, err, s.Name)
+		}
+		for i, n := range vm.NICs {
+			name := fmt.Sprintf("eth%d", i)
+			st := m[name]
+			snap.Ports = append(snap.Ports, PortSample{Host: host, VM: vm.Name, VNIC: name, PortGroup: n.PortGroup,
+				Up: st.Up && n.IsConnected(), TxBytes: st.TxBytes, RxBytes: st.RxBytes})
+		}
+	}
+	h, ok := s.Host(host)
+	if !ok {
+		return snap, nil
+	}
+	var links map[string]dataplane.LinkState
+	for _, sw := range s.Switches {
+		for _, u := range sw.Uplinks {
+			nicName, ok := u.NICs[host]
+			if !ok {
+				continue
+			}
+			if links == nil {
+				var err error
+				if links, err = c.LinkStates(hostNS); err != nil {
+					return nil, fmt.Errorf("read counters of host %s: %w", host, err)
+				}
+			}
+			st, ok := links[nicName]
+			if !ok {
+				continue
+			}
+			var line uint64
+			if nic, ok := h.NIC(nicName); ok {
+				line = uint64(nic.Speed)
+			}
+			snap.Uplinks = append(snap.Uplinks, UplinkSample{Host: host, Switch: sw.Name, Uplink: u.Name, NIC: nicName, Line: line,
+				Up: st.Up, TxBytes: st.TxBytes, RxBytes: st.RxBytes})
+		}
+	}
+	return snap, nil
+}

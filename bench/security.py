@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from vnetlab import VnetLab  # noqa: E402
 
 NAME = "benchsec"
-OPEN = "{promiscuous: true, macChanges: true, forgedTransmits: true}"
+OPEN = "{promiscuous: true, macChanges: true, forgedTransmits: true, routerAdvertisements: true}"
 GUARD = "{ipSpoofing: false}"
 
 

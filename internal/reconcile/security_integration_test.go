@@ -51,7 +51,7 @@ switches:
       - name: pg-app
         security: {ipSpoofing: false}
       - name: pg-open
-        security: {promiscuous: true, macChanges: true, forgedTransmits: true}
+        security: {promiscuous: true, macChanges: true, forgedTransmits: true, routerAdvertisements: true}
 vms:
   - {name: web, host: esx1, nics: [{portgroup: pg-web, ip: 10.77.0.1/24}]}
   - {name: app, host: esx1, nics: [{portgroup: pg-app, ip: 10.77.0.2/24}]}
@@ -192,7 +192,8 @@ func TestPortSecurityDropsForgedFrames(t *testing.T) {
 
 // v6Lab puts VMs with IPv6 addresses, and one with only an IPv4 address,
 // on a port group that rejects IP spoofing; sink, on a port group that
-// accepts everything, receives what they send.
+// accepts everything, receives what they send. rtr's port group rejects
+// IP spoofing but accepts router advertisements.
 func v6Lab(name string) string {
 	return fmt.Sprintf(`
 name: %s
@@ -205,9 +206,12 @@ switches:
       - name: pg-guarded
         security: {ipSpoofing: false}
       - name: pg-open
-        security: {promiscuous: true, macChanges: true, forgedTransmits: true}
+        security: {promiscuous: true, macChanges: true, forgedTransmits: true, routerAdvertisements: true}
+      - name: pg-router
+        security: {ipSpoofing: false, routerAdvertisements: true}
 vms:
   - {name: a6, host: esx1, nics: [{portgroup: pg-guarded, ip: "fd00:77::2/64"}]}
+  - {name: rtr, host: esx1, nics: [{portgroup: pg-router, ip: "fd00:77::6/64"}]}
   - {name: b6, host: esx1, nics: [{portgroup: pg-guarded, ip: "fd00:77::3/64"}]}
   - {name: v4, host: esx1, nics: [{portgroup: pg-guarded, ip: 10.78.0.5/24}]}
   - {name: sink, host: esx1, nics: [{portgroup: pg-open, ip: "fd00:77::4/64"}]}
@@ -265,6 +269,75 @@ func TestPortSecurityDropsSpoofedIPv6(t *testing.T) {
 				t.Errorf("ip-spoof on %s counted %d of %d spoofed datagrams", port(c.vm), now-was, len(c.drop))
 			}
 		})
+	}
+	if p, err := eng.Plan(doc); err != nil || !p.Empty() {
+		t.Errorf("after the traffic a plan is not empty (%v):\n%s", err, p)
+	}
+}
+
+// Neighbour discovery claims another VM's MAC only in its link-layer
+// options, and routers announce themselves in advertisements: both are
+// dropped and counted, and the same messages with the VM's own MAC, or
+// from a port group that accepts router advertisements, pass.
+func TestPortSecurityGuardsNeighbourDiscovery(t *testing.T) {
+	eng := nstest.Engine(t)
+	infra := secInfra("snd")
+	doc, _ := nstest.Apply(t, eng, v6Lab(infra))
+	vm := func(n string) string { return nstest.NSName(infra, n) }
+	port := func(vmName string) string { return plan.VNICPortName(vmName, 0) }
+	a6MAC, b6MAC, rtrMAC, sinkMAC := macOf(t, vm("a6")), macOf(t, vm("b6")), macOf(t, vm("rtr")), macOf(t, vm("sink"))
+	ll := func(mac net.HardwareAddr) netip.Addr { a, _ := plan.LinkLocal(mac.String()); return a }
+	a6, sinkLL := ll(a6MAC), ll(sinkMAC)
+	allRouters, allNodes := netip.MustParseAddr("ff02::2"), netip.MustParseAddr("ff02::1")
+	lla := func(typ byte, mac net.HardwareAddr) []byte { return append([]byte{typ, 1}, mac...) }
+	target := func(a netip.Addr) []byte { return append(make([]byte, 4), a.AsSlice()...) } // reserved/flags, target
+	na := func(a netip.Addr) []byte { b := target(a); b[0] = 0x20; return b }              // override
+	nonce := []byte{14, 1, 1, 2, 3, 4, 5, 6}
+	hopByHop := []byte{0, 0, 1, 4, 0, 0, 0, 0} // next header (set by ndFrame), length, PadN
+
+	cases := []struct {
+		marker string
+		from   string
+		frame  []byte
+		pass   bool
+	}{
+		{"ns-honest", "a6", ndFrame(sinkMAC, a6MAC, a6, sinkLL, ndNS, target(sinkLL), lla(1, a6MAC), nil), true},
+		{"ns-other-mac", "a6", ndFrame(sinkMAC, a6MAC, a6, sinkLL, ndNS, target(sinkLL), lla(1, b6MAC), nil), false},
+		{"ns-two-options", "a6", ndFrame(sinkMAC, a6MAC, a6, sinkLL, ndNS, target(sinkLL), append(lla(1, a6MAC), lla(1, b6MAC)...), nil), false},
+		{"ns-ext-header", "a6", ndFrame(sinkMAC, a6MAC, a6, sinkLL, ndNS, target(sinkLL), lla(1, a6MAC), hopByHop), false},
+		{"ns-dad-nonce", "a6", ndFrame(sinkMAC, a6MAC, netip.IPv6Unspecified(), sinkLL, ndNS, target(a6), nonce, nil), true},
+		{"na-honest", "a6", ndFrame(sinkMAC, a6MAC, a6, allNodes, ndNA, na(a6), lla(2, a6MAC), nil), true},
+		{"na-other-mac", "a6", ndFrame(sinkMAC, a6MAC, a6, allNodes, ndNA, na(a6), lla(2, b6MAC), nil), false},
+		{"rs-honest", "a6", ndFrame(sinkMAC, a6MAC, a6, allRouters, ndRS, make([]byte, 4), lla(1, a6MAC), nil), true},
+		{"rs-other-mac", "a6", ndFrame(sinkMAC, a6MAC, a6, allRouters, ndRS, make([]byte, 4), lla(1, b6MAC), nil), false},
+		{"ra-from-vm", "a6", ndFrame(sinkMAC, a6MAC, a6, allNodes, ndRA, make([]byte, 12), lla(1, a6MAC), nil), false},
+		{"redirect-from-vm", "a6", ndFrame(sinkMAC, a6MAC, a6, sinkLL, ndRedirect, append(append(make([]byte, 4), a6.AsSlice()...), sinkLL.AsSlice()...), nil, nil), false},
+		{"ra-allowed", "rtr", ndFrame(sinkMAC, rtrMAC, ll(rtrMAC), allNodes, ndRA, make([]byte, 12), lla(1, rtrMAC), nil), true},
+	}
+	before := counters(t, infra)
+	for _, c := range cases {
+		t.Run(c.marker, func(t *testing.T) {
+			// The marker goes in the frame's trailer, after the IPv6
+			// packet, so that the message is as long as it says.
+			got := exchange(t, vm(c.from), vm("sink"), 0x86dd, append(c.frame, "#"+c.marker...))
+			if want := map[bool]int{true: 1, false: 0}[c.pass]; got[c.marker] != want {
+				t.Errorf("sink received %q %d times, want %d", c.marker, got[c.marker], want)
+			}
+		})
+	}
+	after := counters(t, infra)
+	for _, c := range []struct {
+		port, label string
+		drops       uint64
+	}{
+		{port("a6"), "nd-spoof", 5}, {port("a6"), "ra-guard", 2}, {port("rtr"), "ra-guard", 0},
+	} {
+		if got := after[c.port][c.label] - before[c.port][c.label]; got != c.drops {
+			t.Errorf("%s on %s counted %d drops, want %d", c.label, c.port, got, c.drops)
+		}
+	}
+	if _, ok := after[port("rtr")]["ra-guard"]; ok {
+		t.Error("rtr's port group accepts router advertisements, yet its port has an ra-guard rule")
 	}
 	if p, err := eng.Plan(doc); err != nil || !p.Empty() {
 		t.Errorf("after the traffic a plan is not empty (%v):\n%s", err, p)
@@ -413,7 +486,7 @@ func TestSecurityRollbackAtEveryStep(t *testing.T) {
 	eng := nstest.Engine(t)
 	infra := secInfra("srb")
 	open := strings.NewReplacer(
-		"        acl:\n", "        security: {promiscuous: true, macChanges: true, forgedTransmits: true}\n        xacl:\n",
+		"        acl:\n", "        security: {promiscuous: true, macChanges: true, forgedTransmits: true, routerAdvertisements: true}\n        xacl:\n",
 	).Replace(secLab(infra))
 	open = dropBlock(open, "        xacl:\n")
 	changed := strings.NewReplacer("dport: 443", "dport: 8443", "{portgroup: pg-app, ip: 10.77.0.3/24}", "{portgroup: pg-open, ip: 10.77.0.3/24}").Replace(secLab(infra))
@@ -689,24 +762,44 @@ func arpFrame(src, sha net.HardwareAddr, spa netip.Addr, marker string) []byte {
 	return ethFrame(net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, src, 0x0806, body)
 }
 
+// The neighbour discovery messages, by ICMPv6 type.
+const (
+	ndRS       = 133
+	ndRA       = 134
+	ndNS       = 135
+	ndNA       = 136
+	ndRedirect = 137
+)
+
 // neighbourAdvert is an unsolicited advertisement from src (sent from
-// address from) claiming target, to all nodes.
+// address from) claiming target, to all nodes. Its marker is in the
+// message, where it takes less room than an option (a trailer would not
+// survive br_netfilter, which trims a frame to its IP packet).
 func neighbourAdvert(src net.HardwareAddr, from, target netip.Addr, marker string) []byte {
-	icmp := make([]byte, 24)
-	icmp[0] = 136
-	icmp[4] = 0x20 // override
-	copy(icmp[8:], target.AsSlice())
-	icmp = append(icmp, []byte("#"+marker)...)
-	all := netip.MustParseAddr("ff02::1")
-	pseudo := append(append(append([]byte{}, from.AsSlice()...), all.AsSlice()...), 0, 0, byte(len(icmp)>>8), byte(len(icmp)), 0, 0, 0, 58)
+	body := append([]byte{0x20, 0, 0, 0}, target.AsSlice()...) // override
+	return ndFrame(net.HardwareAddr{0x33, 0x33, 0, 0, 0, 1}, src, from, netip.MustParseAddr("ff02::1"), ndNA, body, []byte("#"+marker), nil)
+}
+
+// ndFrame is a neighbour discovery message of type typ: its body after
+// the ICMPv6 header, then its options; extHeader, when not nil, is an
+// extension header put before it.
+func ndFrame(dst, src net.HardwareAddr, from, to netip.Addr, typ byte, body, options, extHeader []byte) []byte {
+	icmp := append(append([]byte{typ, 0, 0, 0}, body...), options...)
+	pseudo := append(append(append([]byte{}, from.AsSlice()...), to.AsSlice()...), 0, 0, byte(len(icmp)>>8), byte(len(icmp)), 0, 0, 0, 58)
 	binary.BigEndian.PutUint16(icmp[2:], checksum(append(pseudo, icmp...)))
+	payload := icmp
+	next := byte(58)
+	if extHeader != nil {
+		ext := append([]byte{58}, extHeader[1:]...)
+		payload, next = append(ext, icmp...), 0
+	}
 	ip := make([]byte, 40)
 	ip[0] = 0x60
-	binary.BigEndian.PutUint16(ip[4:], uint16(len(icmp)))
-	ip[6], ip[7] = 58, 255
+	binary.BigEndian.PutUint16(ip[4:], uint16(len(payload)))
+	ip[6], ip[7] = next, 255
 	copy(ip[8:], from.AsSlice())
-	copy(ip[24:], all.AsSlice())
-	return ethFrame(net.HardwareAddr{0x33, 0x33, 0, 0, 0, 1}, src, 0x86dd, append(ip, icmp...))
+	copy(ip[24:], to.AsSlice())
+	return ethFrame(dst, src, 0x86dd, append(ip, payload...))
 }
 
 func checksum(b []byte) uint16 {

@@ -344,19 +344,49 @@ func TestPortSecurityGuardsNeighbourDiscovery(t *testing.T) {
 	}
 }
 
-func TestACLMatrixIsStatefulAndCounted(t *testing.T) {
-	eng := nstest.Engine(t)
-	infra := secInfra("acl")
-	doc, _ := nstest.Apply(t, eng, secLab(infra))
-	vm := func(n string) string { return nstest.NSName(infra, n) }
-	web, app := "10.77.0.1", "10.77.0.2"
-	for _, port := range []string{"443", "8080", "22"} {
-		echoTCP(t, vm("web"), web+":"+port)
+// secLab6 is secLab over IPv6: the same VMs and rules, fd00:77::N for
+// 10.77.0.N, ICMPv6 for ICMP.
+func secLab6(name string) string {
+	src := secLab(name)
+	for i := 1; i <= 5; i++ {
+		src = strings.ReplaceAll(src, fmt.Sprintf("10.77.0.%d/24", i), fmt.Sprintf(`"fd00:77::%d/64"`, i))
 	}
-	echoTCP(t, vm("app"), app+":8080")
-	echoUDP(t, vm("web"), web+":53")
-	echoUDP(t, vm("web"), web+":514")
-	echoUDP(t, vm("web"), web+":5000")
+	return strings.ReplaceAll(src, "proto: icmp,", "proto: icmpv6,")
+}
+
+// The ACL matrix over IPv4 and IPv6: every allowed pair connects (TCP,
+// UDP, ICMP or ICMPv6), every denied pair does not, replies to allowed
+// connections pass although web sends nothing else, and the rule (or the
+// default) that decided counts each attempt.
+func TestACLMatrixIsStatefulAndCounted(t *testing.T) {
+	for _, fam := range []struct {
+		name, infra string
+		lab         func(string) string
+		addr        func(n int) string
+	}{
+		{"IPv4", "acl", secLab, func(n int) string { return fmt.Sprintf("10.77.0.%d", n) }},
+		{"IPv6", "acl6", secLab6, func(n int) string { return fmt.Sprintf("fd00:77::%d", n) }},
+	} {
+		t.Run(fam.name, func(t *testing.T) { testACLMatrix(t, secInfra(fam.infra), fam.lab, fam.addr) })
+	}
+}
+
+func testACLMatrix(t *testing.T, infra string, lab func(string) string, addr func(n int) string) {
+	eng := nstest.Engine(t)
+	doc, _ := nstest.Apply(t, eng, lab(infra))
+	vm := func(n string) string { return nstest.NSName(infra, n) }
+	for _, n := range []string{"web", "app", "other", "open"} {
+		waitAddressesSettled(t, vm(n))
+	}
+	web, app := addr(1), addr(2)
+	at := func(host, port string) string { return net.JoinHostPort(host, port) }
+	for _, port := range []string{"443", "8080", "22"} {
+		echoTCP(t, vm("web"), at(web, port))
+	}
+	echoTCP(t, vm("app"), at(app, "8080"))
+	echoUDP(t, vm("web"), at(web, "53"))
+	echoUDP(t, vm("web"), at(web, "514"))
+	echoUDP(t, vm("web"), at(web, "5000"))
 	before := counters(t, infra)
 
 	// counted is the label on web's port that the attempt must make grow:
@@ -364,20 +394,20 @@ func TestACLMatrixIsStatefulAndCounted(t *testing.T) {
 	cases := []struct {
 		name     string
 		from, to string
-		proto    string // tcp, udp, icmp
+		proto    string // tcp, udp, icmp (ICMPv6 for an IPv6 address)
 		addr     string
 		want     bool
 		counted  string
 	}{
-		{"app to web https", "app", "web", "tcp", web + ":443", true, "acl[0]"},
-		{"app to web other port (default deny)", "app", "web", "tcp", web + ":8080", false, "acl-default"},
-		{"app to web ssh (denied by rule)", "app", "web", "tcp", web + ":22", false, "acl[3]"},
-		{"open to web https (not in pg-app)", "open", "web", "tcp", web + ":443", false, "acl-default"},
-		{"web to app (egress default deny: only replies leave)", "web", "app", "tcp", app + ":8080", false, "acl-default"},
-		{"app to web dns", "app", "web", "udp", web + ":53", true, "acl[1]"},
-		{"open to web dns", "open", "web", "udp", web + ":53", false, "acl-default"},
-		{"app to web syslog (denied by rule)", "app", "web", "udp", web + ":514", false, "acl[4]"},
-		{"app to web other udp port (default deny)", "app", "web", "udp", web + ":5000", false, "acl-default"},
+		{"app to web https", "app", "web", "tcp", at(web, "443"), true, "acl[0]"},
+		{"app to web other port (default deny)", "app", "web", "tcp", at(web, "8080"), false, "acl-default"},
+		{"app to web ssh (denied by rule)", "app", "web", "tcp", at(web, "22"), false, "acl[3]"},
+		{"open to web https (not in pg-app)", "open", "web", "tcp", at(web, "443"), false, "acl-default"},
+		{"web to app (egress default deny: only replies leave)", "web", "app", "tcp", at(app, "8080"), false, "acl-default"},
+		{"app to web dns", "app", "web", "udp", at(web, "53"), true, "acl[1]"},
+		{"open to web dns", "open", "web", "udp", at(web, "53"), false, "acl-default"},
+		{"app to web syslog (denied by rule)", "app", "web", "udp", at(web, "514"), false, "acl[4]"},
+		{"app to web other udp port (default deny)", "app", "web", "udp", at(web, "5000"), false, "acl-default"},
 		{"app pings web", "app", "web", "icmp", web, true, "acl[2]"},
 		{"open pings web", "open", "web", "icmp", web, false, "acl-default"},
 		{"web pings app", "web", "app", "icmp", app, false, "acl-default"},
@@ -426,8 +456,8 @@ func TestACLMatrixIsStatefulAndCounted(t *testing.T) {
 	if len(p.Actions) != 1 || p.Actions[0].Op != plan.OpModify || p.Actions[0].Subject().Kind != plan.KindPortSec {
 		t.Fatalf("after deleting a rule the plan is:\n%s", p)
 	}
-	nstest.Apply(t, eng, secLab(infra))
-	if err := tcpEcho(t, vm("open"), web+":443"); err == nil {
+	nstest.Apply(t, eng, lab(infra))
+	if err := tcpEcho(t, vm("open"), at(web, "443")); err == nil {
 		t.Error("after the repair open reaches web again")
 	}
 	if p, _ := eng.Plan(doc); !p.Empty() {
@@ -919,7 +949,7 @@ func echoTCP(t *testing.T, ns, addr string) {
 func echoUDP(t *testing.T, ns, addr string) {
 	t.Helper()
 	var pc net.PacketConn
-	if err := nstest.Do(t, ns, func() (err error) { pc, err = net.ListenPacket("udp4", addr); return }); err != nil {
+	if err := nstest.Do(t, ns, func() (err error) { pc, err = net.ListenPacket("udp", addr); return }); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pc.Close() })
@@ -953,11 +983,11 @@ func tcpEcho(t *testing.T, ns, addr string) error {
 
 func udpEcho(t *testing.T, ns, addr string) error {
 	var pc net.PacketConn
-	if err := nstest.Do(t, ns, func() (err error) { pc, err = net.ListenPacket("udp4", ":0"); return }); err != nil {
+	if err := nstest.Do(t, ns, func() (err error) { pc, err = net.ListenPacket("udp", ":0"); return }); err != nil {
 		return err
 	}
 	defer pc.Close()
-	to, err := net.ResolveUDPAddr("udp4", addr)
+	to, err := net.ResolveUDPAddr("udp", addr)
 	if err != nil {
 		return err
 	}
@@ -969,15 +999,20 @@ func udpEcho(t *testing.T, ns, addr string) error {
 	return err
 }
 
-// ping sends one ICMP echo request and waits for its reply.
+// ping sends one ICMP echo request (ICMPv6 to an IPv6 address) and waits
+// for its reply.
 func ping(t *testing.T, ns, addr string) error {
+	network, request, reply := "ip4:icmp", byte(8), byte(0)
+	if netip.MustParseAddr(addr).Is6() {
+		network, request, reply = "ip6:ipv6-icmp", 128, 129 // the kernel sums ICMPv6 itself
+	}
 	var pc net.PacketConn
-	if err := nstest.Do(t, ns, func() (err error) { pc, err = net.ListenPacket("ip4:icmp", "0.0.0.0"); return }); err != nil {
+	if err := nstest.Do(t, ns, func() (err error) { pc, err = net.ListenPacket(network, ""); return }); err != nil {
 		return err
 	}
 	defer pc.Close()
 	id := uint16(os.Getpid())
-	req := []byte{8, 0, 0, 0, byte(id >> 8), byte(id), 0, 1, 'v', 'n', 'e', 't'}
+	req := []byte{request, 0, 0, 0, byte(id >> 8), byte(id), 0, 1, 'v', 'n', 'e', 't'}
 	binary.BigEndian.PutUint16(req[2:], checksum(req))
 	if _, err := pc.WriteTo(req, &net.IPAddr{IP: net.ParseIP(addr)}); err != nil {
 		return err
@@ -990,7 +1025,7 @@ func ping(t *testing.T, ns, addr string) error {
 		if err != nil {
 			return err
 		}
-		if n >= 8 && buf[0] == 0 && from.String() == addr && binary.BigEndian.Uint16(buf[4:]) == id {
+		if n >= 8 && buf[0] == reply && from.String() == addr && binary.BigEndian.Uint16(buf[4:]) == id {
 			return nil
 		}
 	}

@@ -510,6 +510,50 @@ func TestLargeACLApplies(t *testing.T) {
 	}
 }
 
+// Without br_netfilter vnet cannot track the connections of bridged
+// traffic, and it has no stateless ACLs: an apply that needs ACLs is
+// refused before it changes anything, naming what is missing, while port
+// security without an ACL still applies and works.
+func TestACLsRefusedWithoutBrNetfilter(t *testing.T) {
+	eng := nstest.Engine(t)
+	dp, ok := eng.DP.(*dataplane.Linux)
+	if !ok {
+		t.Fatalf("the engine's dataplane is a %T", eng.DP)
+	}
+	dp.WithoutBrNetfilter = true
+	infra := secInfra("nobr")
+	withACL := secLab(infra)
+	noACL := dropBlock(withACL, "        acl:\n")
+	refused := func(what string) {
+		t.Helper()
+		want := nstest.Snapshot(t, infra)
+		doc, err := spec.Load("acl.yaml", []byte(withACL))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = eng.Apply(doc)
+		if !errors.Is(err, dataplane.ErrNotSupported) || !strings.Contains(err.Error(), "br_netfilter") {
+			t.Errorf("%s: apply with ACLs and no br_netfilter: %v; want an error naming br_netfilter that wraps ErrNotSupported", what, err)
+		}
+		if got := nstest.Snapshot(t, infra); !slices.Equal(want, got) {
+			t.Errorf("%s: the refused apply changed the host:\n%s", what, diffLines(want, got))
+		}
+		t.Logf("%s: %d objects on the host, refused: %v", what, len(want), err)
+	}
+	refused("from nothing")
+
+	nstest.Apply(t, eng, noACL)
+	vm := func(n string) string { return nstest.NSName(infra, n) }
+	forged := ethFrame(net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, net.HardwareAddr{0x02, 0, 0, 0, 0x99, 0x99}, ethExperimental, []byte("#forged"))
+	if got := exchange(t, vm("app"), vm("other"), ethExperimental, forged); got["forged"] != 0 {
+		t.Error("without an ACL, port security let a forged frame through")
+	}
+	if n := counters(t, infra)[plan.VNICPortName("app", 0)]["forged-mac"]; n == 0 {
+		t.Error("the forged frame was not counted")
+	}
+	refused("over port security")
+}
+
 // A failed apply that adds ACLs, connection tracking and port policies
 // leaves the firewall (and everything else) as it found it.
 func TestSecurityRollbackAtEveryStep(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -465,29 +466,103 @@ func testACLMatrix(t *testing.T, infra string, lab func(string) string, addr fun
 	}
 }
 
-// A rule naming a port group follows its members: a VM added there is let
-// in without touching anything else.
+// A rule naming a port group follows its members: the addresses the
+// rule's set holds in the kernel change as a VM is added to the group,
+// removed, or moved onto it from another group, in place, and the VM is let
+// in exactly while it is a member.
 func TestACLFollowsPortGroupMembers(t *testing.T) {
 	eng := nstest.Engine(t)
 	infra := secInfra("mem")
 	src := secLab(infra)
-	nstest.Apply(t, eng, src)
 	vm := func(n string) string { return nstest.NSName(infra, n) }
-	echoTCP(t, vm("web"), "10.77.0.1:443")
-	grown := strings.Replace(src, "  - {name: open,", "  - {name: app2, host: esx1, nics: [{portgroup: pg-app, ip: 10.77.0.5/24}]}\n  - {name: open,", 1)
-	_, res := nstest.Apply(t, eng, grown)
-	for _, a := range res.Plan.Actions {
-		if a.Op == plan.OpDelete || a.Op == plan.OpReplace {
-			t.Errorf("adding a member: %s", a)
+	webIn := plan.VNICPortName("web", 0) + "-ingress"
+	withApp2 := func(pg string) string {
+		return strings.Replace(src, "  - {name: open,", "  - {name: app2, host: esx1, nics: [{portgroup: "+pg+", ip: 10.77.0.5/24}]}\n  - {name: open,", 1)
+	}
+	members := []string{"10.77.0.2", "10.77.0.3"}
+	steps := []struct {
+		name      string
+		src       string
+		set       []string // the addresses acl[0] (https from pg-app) holds
+		app2Comes bool     // app2 exists and reaches web
+	}{
+		{"applied", src, members, false},
+		{"app2 added to pg-app", withApp2("pg-app"), append(members, "10.77.0.5"), true},
+		{"app2 removed", src, members, false},
+		{"app2 added to pg-open", withApp2("pg-open"), members, false},
+		{"app2 moved to pg-app", withApp2("pg-app"), append(members, "10.77.0.5"), true},
+	}
+	for i, st := range steps {
+		_, res := nstest.Apply(t, eng, st.src)
+		if i == 0 {
+			echoTCP(t, vm("web"), "10.77.0.1:443")
+		}
+		for _, a := range res.Plan.Actions {
+			if a.Subject().Kind == plan.KindPortSec && a.Subject().Link == plan.VNICPortName("web", 0) && a.Op != plan.OpModify && i > 0 {
+				t.Errorf("%s: web's policy is not changed in place: %s", st.name, a)
+			}
+		}
+		got := ruleAddresses(t, vm("esx1"), webIn, "acl[0]")
+		t.Logf("%s: %d actions, acl[0] holds %v", st.name, len(res.Plan.Actions), got)
+		if !slices.Equal(got, st.set) {
+			t.Errorf("%s: acl[0] holds %v, want %v", st.name, got, st.set)
+		}
+		if err := tcpEcho(t, vm("app"), "10.77.0.1:443"); err != nil {
+			t.Errorf("%s: app cannot reach web: %v", st.name, err)
+		}
+		if strings.Contains(st.src, "name: app2") {
+			if err := tcpEcho(t, vm("app2"), "10.77.0.1:443"); (err == nil) != st.app2Comes {
+				t.Errorf("%s: app2 reaches web: %v, want %v (%v)", st.name, err == nil, st.app2Comes, err)
+			}
 		}
 	}
-	if err := tcpEcho(t, vm("app2"), "10.77.0.1:443"); err != nil {
-		t.Errorf("the new member of pg-app cannot reach web: %v", err)
+}
+
+// ruleAddresses reads, from a chain of vnet's bridge table, the IPv4
+// addresses the rules labelled label look up in their sets, sorted.
+func ruleAddresses(t *testing.T, ns, chain, label string) []string {
+	t.Helper()
+	h, err := netns.GetFromName(ns)
+	if err != nil {
+		t.Fatal(err)
 	}
-	nstest.Apply(t, eng, src)
-	if err := tcpEcho(t, vm("app"), "10.77.0.1:443"); err != nil {
-		t.Errorf("app lost web when app2 went: %v", err)
+	defer h.Close()
+	c, err := nftables.New(nftables.WithNetNSFd(int(h)))
+	if err != nil {
+		t.Fatal(err)
 	}
+	table := &nftables.Table{Family: nftables.TableFamilyBridge, Name: "vnet"}
+	rules, err := c.GetRules(table, &nftables.Chain{Name: chain, Table: table})
+	if err != nil {
+		t.Fatalf("rules of %s: %v", chain, err)
+	}
+	var out []string
+	for _, r := range rules {
+		if len(r.UserData) < 2 || strings.TrimRight(string(r.UserData[2:]), "\x00") != label {
+			continue
+		}
+		for _, e := range r.Exprs {
+			lookup, ok := e.(*expr.Lookup)
+			if !ok {
+				continue
+			}
+			set, err := c.GetSetByName(table, lookup.SetName)
+			if err != nil {
+				t.Fatalf("set %s: %v", lookup.SetName, err)
+			}
+			elems, err := c.GetSetElements(set)
+			if err != nil {
+				t.Fatalf("elements of %s: %v", lookup.SetName, err)
+			}
+			for _, el := range elems {
+				if a, ok := netip.AddrFromSlice(el.Key); ok {
+					out = append(out, a.String())
+				}
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b string) int { return netip.MustParseAddr(a).Compare(netip.MustParseAddr(b)) })
+	return out
 }
 
 // A policy of a thousand rules goes in as one transaction, and a second

@@ -466,6 +466,57 @@ func testACLMatrix(t *testing.T, infra string, lab func(string) string, addr fun
 	}
 }
 
+// vnet has no DHCP server guard; an egress ACL rule on the source ports
+// stops a VM answering DHCP and DHCPv6, as docs/security.md says, and lets
+// its other traffic by.
+func TestACLStopsARogueDHCPServer(t *testing.T) {
+	eng := nstest.Engine(t)
+	infra := secInfra("dhcp")
+	nstest.Apply(t, eng, fmt.Sprintf(`
+name: %s
+hosts:
+  - {name: esx1}
+switches:
+  - name: sw0
+    hosts: [esx1]
+    portgroups:
+      - name: pg-guest
+        acl:
+          rules:
+            - {action: deny, direction: egress, proto: udp, sport: 67}
+            - {action: deny, direction: egress, proto: udp, sport: 547}
+      - name: pg-infra
+vms:
+  - {name: guest, host: esx1, nics: [{portgroup: pg-guest, ip: 10.79.0.2/24}]}
+  - {name: client, host: esx1, nics: [{portgroup: pg-infra, ip: 10.79.0.3/24}]}
+`, infra))
+	vm := func(n string) string { return nstest.NSName(infra, n) }
+	guestMAC := macOf(t, vm("guest"))
+	guest, bcast := netip.MustParseAddr("10.79.0.2"), netip.MustParseAddr("255.255.255.255")
+	guestLL, _ := plan.LinkLocal(guestMAC.String())
+	allNodes := netip.MustParseAddr("ff02::1")
+	ethBcast, ethAllNodes := net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, net.HardwareAddr{0x33, 0x33, 0, 0, 0, 1}
+	before := counters(t, infra)[plan.VNICPortName("guest", 0)]
+	got4 := exchange(t, vm("guest"), vm("client"), 0x0800,
+		ethFrame(ethBcast, guestMAC, 0x0800, ipv4UDP(guest, bcast, 67, 68, []byte("offer"))),
+		ethFrame(ethBcast, guestMAC, 0x0800, ipv4UDP(guest, bcast, 5000, 68, []byte("chatter"))))
+	got6 := exchange(t, vm("guest"), vm("client"), 0x86dd,
+		ethFrame(ethAllNodes, guestMAC, 0x86dd, ipv6UDP(guestLL, allNodes, 547, 546, []byte("advertise"))),
+		ethFrame(ethAllNodes, guestMAC, 0x86dd, ipv6UDP(guestLL, allNodes, 5000, 546, []byte("chatter-six"))))
+	if got4["offer"] != 0 || got4["chatter"] != 1 {
+		t.Errorf("client received %v over IPv4: want the chatter, not the DHCP offer", got4)
+	}
+	if got6["advertise"] != 0 || got6["chatter-six"] != 1 {
+		t.Errorf("client received %v over IPv6: want the chatter, not the DHCPv6 advertise", got6)
+	}
+	after := counters(t, infra)[plan.VNICPortName("guest", 0)]
+	for _, label := range []string{"acl[0]", "acl[1]"} {
+		if after[label] <= before[label] {
+			t.Errorf("%s did not count the server's reply: %d -> %d", label, before[label], after[label])
+		}
+	}
+}
+
 // A rule naming a port group follows its members: the addresses the
 // rule's set holds in the kernel change as a VM is added to the group,
 // removed, or moved onto it from another group, in place, and the VM is let

@@ -517,6 +517,81 @@ vms:
 	}
 }
 
+// A port group spanning two hosts has its firewall on each: web's ingress
+// rules decide on esx1 for traffic that crossed the uplink from esx2, and
+// app's egress rules on esx2 before it leaves; replies pass both hosts'
+// connection tracking.
+func TestACLAcrossHosts(t *testing.T) {
+	eng := nstest.Engine(t)
+	infra := secInfra("xh")
+	nstest.Apply(t, eng, fmt.Sprintf(`
+name: %s
+hosts:
+  - {name: esx1, nics: [{name: vmnic0, speed: 1Gbit}]}
+  - {name: esx2, nics: [{name: vmnic0, speed: 1Gbit}]}
+switches:
+  - name: dvs0
+    uplinks: [{name: u1, nics: {esx1: vmnic0, esx2: vmnic0}}]
+    portgroups:
+      - name: pg-web
+        acl:
+          default: deny
+          rules:
+            - {action: allow, direction: ingress, proto: tcp, dport: 443, from: {portgroup: pg-app}}
+      - name: pg-app
+        acl:
+          default: deny
+          rules:
+            - {action: allow, direction: egress, proto: tcp, dport: 443, to: {portgroup: pg-web}}
+      - name: pg-open
+        security: {promiscuous: true, macChanges: true, forgedTransmits: true, routerAdvertisements: true}
+vms:
+  - {name: web, host: esx1, nics: [{portgroup: pg-web, ip: 10.80.0.1/24}]}
+  - {name: app, host: esx2, nics: [{portgroup: pg-app, ip: 10.80.0.2/24}]}
+  - {name: open, host: esx2, nics: [{portgroup: pg-open, ip: 10.80.0.4/24}]}
+`, infra))
+	vm := func(n string) string { return nstest.NSName(infra, n) }
+	echoTCP(t, vm("web"), "10.80.0.1:443")
+	echoTCP(t, vm("open"), "10.80.0.4:8080")
+	countersOn := func(host string) map[string]map[string]uint64 {
+		t.Helper()
+		dp, err := dataplane.New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dp.Close()
+		c, err := dp.FirewallCounters(nstest.NSName(infra, host))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	webPort, appPort := plan.VNICPortName("web", 0), plan.VNICPortName("app", 0)
+	esx1, esx2 := countersOn("esx1"), countersOn("esx2")
+	if err := tcpEcho(t, vm("app"), "10.80.0.1:443"); err != nil {
+		t.Errorf("app on esx2 cannot reach web on esx1: %v", err)
+	}
+	if err := tcpEcho(t, vm("open"), "10.80.0.1:443"); err == nil {
+		t.Error("open, not in pg-app, reaches web across hosts")
+	}
+	if err := tcpEcho(t, vm("app"), "10.80.0.4:8080"); err == nil {
+		t.Error("app's egress rules let it reach open")
+	}
+	esx1After, esx2After := countersOn("esx1"), countersOn("esx2")
+	for _, c := range []struct {
+		host        string
+		before, now map[string]map[string]uint64
+		port, label string
+	}{
+		{"esx1", esx1, esx1After, webPort, "acl[0]"}, {"esx1", esx1, esx1After, webPort, "acl-default"},
+		{"esx2", esx2, esx2After, appPort, "acl[0]"}, {"esx2", esx2, esx2After, appPort, "acl-default"},
+	} {
+		if c.now[c.port][c.label] <= c.before[c.port][c.label] {
+			t.Errorf("%s on %s (%s) did not count: %d -> %d", c.label, c.port, c.host, c.before[c.port][c.label], c.now[c.port][c.label])
+		}
+	}
+}
+
 // A rule naming a port group follows its members: the addresses the
 // rule's set holds in the kernel change as a VM is added to the group,
 // removed, or moved onto it from another group, in place, and the VM is let

@@ -53,6 +53,7 @@ bench: build
 	./bench/netperf_vs_iperf3.py --vnet $(BIN)
 	./bench/ioc_accuracy.py --vnet $(BIN)
 	./bench/teaming.py --vnet $(BIN)
+	./bench/security.py --vnet $(BIN)
 
 # The binary, shell completion for bash, zsh and fish, the agent's systemd
 # unit and the docs. The completion scripts come from the binary just built.

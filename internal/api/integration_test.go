@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"golang.org/x/sys/unix"
 
 	"github.com/vnet-project/vnet/examples"
 	"github.com/vnet-project/vnet/internal/nstest"
@@ -141,6 +142,28 @@ func TestServerOnTheKernel(t *testing.T) {
 		t.Errorf("pool vm on esx1 sent %.0f bytes by its counter, want at least %d", grew, atLeast)
 	}
 
+	// A frame from a forged source MAC, which the demo's port groups
+	// reject by default: dropped, and counted in the status and metrics the
+	// API serves.
+	forgedTx := fmt.Sprintf("vnet_port_security_packets_total{counter=forged-mac,host=esx1,infra=%s,portgroup=pg-vm,vm=web1,vnic=eth0}", infra)
+	sendForged(t, nstest.NSName(infra, "web1"))
+	st, err = c.Status(ctx, infra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var forged uint64
+	for _, p := range st.Security {
+		if p.Port == "web1 eth0" {
+			forged = p.Counters["forged-mac"]
+		}
+	}
+	if forged == 0 {
+		t.Errorf("status: web1 eth0 counted no forged frame: %+v", st.Security)
+	}
+	if got := scrape(t, base)[forgedTx]; got < 1 {
+		t.Errorf("/metrics: %s = %v, want at least 1", forgedTx, got)
+	}
+
 	stats, err := c.Stats(ctx, infra, time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -171,5 +194,28 @@ func TestServerOnTheKernel(t *testing.T) {
 	nstest.AssertGone(t, infra)
 	if _, err := c.Status(ctx, infra); !IsNotFound(err) {
 		t.Errorf("status after destroy: %v", err)
+	}
+}
+
+// sendForged sends, from eth0 of a namespace, one broadcast frame from a
+// source MAC that is not the vNIC's.
+func sendForged(t *testing.T, ns string) {
+	t.Helper()
+	if err := nstest.Do(t, ns, func() error {
+		ifc, err := net.InterfaceByName("eth0")
+		if err != nil {
+			return err
+		}
+		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		frame := make([]byte, 60)
+		copy(frame, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0, 0, 0, 0x99, 0x99, 0x88, 0xb5}) // local experimental EtherType
+		to := &unix.SockaddrLinklayer{Ifindex: ifc.Index, Halen: 6, Addr: [8]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}}
+		return unix.Sendto(fd, frame, 0, to)
+	}); err != nil {
+		t.Fatalf("send a forged frame from %s: %v", ns, err)
 	}
 }

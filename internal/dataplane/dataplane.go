@@ -31,6 +31,10 @@ type Linux struct {
 	// store, with their cgroups: several agents on one machine (a test
 	// cluster) share /run/netns and must not see each other's VMs.
 	OnlyStore string
+	// WithoutBrNetfilter makes the probe find no br_netfilter, whatever the
+	// kernel has: how tests see what an apply does on a kernel built
+	// without it.
+	WithoutBrNetfilter bool
 }
 
 // nsHandle reaches one namespace: the library's handle, and a route socket

@@ -41,6 +41,7 @@ const (
 	labelIPSpoof   = "ip-spoof"
 	labelNDSpoof   = "nd-spoof"
 	labelStacked   = "stacked-vlan"
+	labelRAGuard   = "ra-guard"
 	labelUnicast   = "not-for-mac" // unicast for another MAC: promiscuous mode rejected
 	labelDefault   = "acl-default"
 )
@@ -107,8 +108,17 @@ func compilePolicy(p plan.PortPolicy) (map[string][]nftRule, error) {
 			matches: []nftMatch{isProto(ethIPv6), notIn(payload(expr.PayloadBaseNetworkHeader, 8, 16), nftables.TypeIP6Addr, v6)}})
 		// A neighbour advertisement claims its target address.
 		add(guardChain, nftRule{label: labelNDSpoof, verdict: expr.VerdictDrop,
-			matches: []nftMatch{isProto(ethIPv6), l4proto(58), cmp(payload(expr.PayloadBaseTransportHeader, 0, 1), expr.CmpOpEq, []byte{136}),
+			matches: []nftMatch{isProto(ethIPv6), l4proto(58), icmpType(expr.CmpOpEq, ndNA),
 				notIn(payload(expr.PayloadBaseTransportHeader, 8, 16), nftables.TypeIP6Addr, v6)}})
+		for _, r := range ndOptionRules(mac) {
+			add(guardChain, r)
+		}
+	}
+	if p.GuardRA {
+		for _, typ := range []byte{ndRA, ndRedirect} {
+			add(guardChain, nftRule{label: labelRAGuard, verdict: expr.VerdictDrop,
+				matches: []nftMatch{isProto(ethIPv6), l4proto(58), icmpType(expr.CmpOpEq, typ)}})
+		}
 	}
 	if p.UnicastOnly {
 		group := nftMatch{exprs: []expr.Any{payload(expr.PayloadBaseLLHeader, 0, 1),
@@ -142,6 +152,45 @@ func compilePolicy(p plan.PortPolicy) (map[string][]nftRule, error) {
 		}
 	}
 	return out, nil
+}
+
+// The neighbour discovery messages (ICMPv6 types).
+const (
+	ndRS       = 133
+	ndRA       = 134
+	ndNS       = 135
+	ndNA       = 136
+	ndRedirect = 137
+)
+
+// ndOptionRules drop neighbour discovery messages that claim another MAC
+// in a link-layer address option, or whose options the rules cannot read
+// at a fixed offset. A guest's solicitations and advertisements carry one
+// option (its link-layer address, or a nonce for duplicate address
+// detection), so one option is all a VM may send; extension headers would
+// move the options, and no neighbour discovery message needs them.
+func ndOptionRules(mac net.HardwareAddr) []nftRule {
+	v6, icmp := isProto(ethIPv6), l4proto(58)
+	out := []nftRule{{label: labelNDSpoof, verdict: expr.VerdictDrop, matches: []nftMatch{v6, icmp,
+		cmp(payload(expr.PayloadBaseNetworkHeader, 6, 1), expr.CmpOpNeq, []byte{58}),
+		icmpType(expr.CmpOpGte, ndRS), icmpType(expr.CmpOpLte, ndRedirect)}}}
+	// The options follow a fixed part whose length depends on the type.
+	for _, m := range []struct{ typ, opts byte }{{ndRS, 8}, {ndNS, 24}, {ndNA, 24}} {
+		oneOption := be16(uint16(m.opts) + 8) // the IPv6 payload length with one 8-byte option
+		out = append(out, nftRule{label: labelNDSpoof, verdict: expr.VerdictDrop, matches: []nftMatch{v6, icmp, icmpType(expr.CmpOpEq, m.typ),
+			cmp(payload(expr.PayloadBaseNetworkHeader, 4, 2), expr.CmpOpGt, oneOption)}})
+		for _, opt := range []byte{1, 2} { // source and target link-layer address
+			out = append(out, nftRule{label: labelNDSpoof, verdict: expr.VerdictDrop, matches: []nftMatch{v6, icmp, icmpType(expr.CmpOpEq, m.typ),
+				cmp(payload(expr.PayloadBaseNetworkHeader, 4, 2), expr.CmpOpEq, oneOption),
+				cmp(payload(expr.PayloadBaseTransportHeader, uint32(m.opts), 1), expr.CmpOpEq, []byte{opt}),
+				cmp(payload(expr.PayloadBaseTransportHeader, uint32(m.opts)+2, 6), expr.CmpOpNeq, mac)}})
+		}
+	}
+	return out
+}
+
+func icmpType(op expr.CmpOp, typ byte) nftMatch {
+	return cmp(payload(expr.PayloadBaseTransportHeader, 0, 1), op, []byte{typ})
 }
 
 // aclPreamble lets through, before any ACL rule, what an ACL does not

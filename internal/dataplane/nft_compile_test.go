@@ -32,8 +32,11 @@ func TestCompilePolicy(t *testing.T) {
 		{"forged transmits only", plan.PortPolicy{MAC: mac, GuardMAC: true}, map[string]int{guardChain: 1}, nil},
 		{"vSphere defaults", plan.PortPolicy{MAC: mac, GuardMAC: true, UnicastOnly: true},
 			map[string]int{guardChain: 1, ingressChain: 1}, []string{labelUnicast}},
-		{"ip guard: stacked tags, ARP sender MAC and address, IPv4, IPv6, ND",
-			plan.PortPolicy{MAC: mac, IPs: ips, GuardIP: true}, map[string]int{guardChain: 7}, nil},
+		{"ip guard: stacked tags, ARP sender MAC and address, IPv4, IPv6, NA target, ND options",
+			// ND options: extension headers, then for RS, NS and NA more
+			// than one option and a source or target link-layer option
+			plan.PortPolicy{MAC: mac, IPs: ips, GuardIP: true}, map[string]int{guardChain: 7 + 1 + 3*3}, nil},
+		{"router advertisements and redirects", plan.PortPolicy{MAC: mac, GuardRA: true}, map[string]int{guardChain: 2}, nil},
 		{"acl: preamble in both directions, one rule per family, defaults",
 			plan.PortPolicy{MAC: mac, Default: plan.ActionDeny, Rules: []plan.PolicyRule{
 				{Allow: true, In: true, Proto: "tcp", DPort: 443},                                  // any family: one rule

@@ -18,6 +18,11 @@ var (
 	descPortRx = prometheus.NewDesc("vnet_port_receive_bytes_total", "Bytes a VM's vNIC (or a host port) received from its switch.", portLabels, nil)
 	descPortUp = prometheus.NewDesc("vnet_port_up", "1 when the vNIC is up and connected to its port group.", portLabels, nil)
 
+	descPortSecurity = prometheus.NewDesc("vnet_port_security_packets_total",
+		"Packets a rule of the port's firewall counted, by counter: a security check's drops (forged-mac, ip-spoof, arp-spoof, nd-spoof, stacked-vlan, ra-guard, not-for-mac), "+
+			"an ACL rule's matches (acl[N], N from 0 in spec order, allow or deny) or the ACL default's drops (acl-default).",
+		append(append([]string{}, portLabels...), "counter"), nil)
+
 	descUplinkTx   = prometheus.NewDesc("vnet_uplink_transmit_bytes_total", "Bytes a host's uplink NIC sent to the physical switch.", uplinkLabels, nil)
 	descUplinkRx   = prometheus.NewDesc("vnet_uplink_receive_bytes_total", "Bytes a host's uplink NIC received from the physical switch.", uplinkLabels, nil)
 	descUplinkUp   = prometheus.NewDesc("vnet_uplink_up", "1 when the uplink NIC is up with carrier.", uplinkLabels, nil)
@@ -48,7 +53,7 @@ type Collector struct {
 
 // Describe sends every metric's description.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descUp, descPortTx, descPortRx, descPortUp, descUplinkTx, descUplinkRx, descUplinkUp, descUplinkLine,
+	for _, d := range []*prometheus.Desc{descUp, descPortTx, descPortRx, descPortUp, descPortSecurity, descUplinkTx, descUplinkRx, descUplinkUp, descUplinkLine,
 		descPoolTx, descPoolPackets, descPoolDrops, descPoolOver, descPoolBacklog, descPoolShares, descPoolLimit, descPoolResv, descPoolAssured, descPoolCeil} {
 		ch <- d
 	}
@@ -98,6 +103,11 @@ func emit(ch chan<- prometheus.Metric, s *Snapshot) {
 		counter(descPortTx, p.TxBytes, l...)
 		counter(descPortRx, p.RxBytes, l...)
 		gauge(descPortUp, b2f(p.Up), l...)
+	}
+	for _, p := range s.Security {
+		for label, n := range p.Counters {
+			counter(descPortSecurity, n, s.Infra, p.Host, p.VM, p.VNIC, p.PortGroup, label)
+		}
 	}
 	for _, u := range s.Uplinks {
 		l := []string{s.Infra, u.Host, u.Switch, u.Uplink, u.NIC}

@@ -37,6 +37,11 @@ hostports:
 type counting struct {
 	links map[string]map[string]dataplane.LinkState
 	tc    map[string]map[uint32]plan.Counters
+	fw    map[string]map[string]map[string]uint64 // ns -> switch port -> label -> packets
+}
+
+func (c *counting) FirewallCounters(ns string) (map[string]map[string]uint64, error) {
+	return c.fw[ns], nil
 }
 
 func (c *counting) LinkStates(ns string) (map[string]dataplane.LinkState, error) {
@@ -57,6 +62,10 @@ func fakeKernel(vmTx, poolBytes uint64) *counting {
 			"vnet.m1.vm1":  {"eth0": {Up: true, TxBytes: vmTx, RxBytes: vmTx / 4}, "eth1": {Up: true}},
 			"vnet.m1.esx1": {"vmnic0": {Up: true, TxBytes: poolBytes}, "vmk0": {Up: false}},
 		},
+		fw: map[string]map[string]map[string]uint64{"vnet.m1.esx1": {
+			plan.VNICPortName("vm1", 0):     {"forged-mac": 4, "acl[0]": 7, "acl-default": 2},
+			plan.HostPortSwitchPort("vmk0"): {"forged-mac": 0},
+		}},
 		tc: map[string]map[uint32]plan.Counters{"vnet.m1.esx1/vmnic0": {0x10: {Bytes: poolBytes, Drops: 3}, 0x11: {Bytes: poolBytes}, 0x12: {Bytes: poolBytes}, 0x13: {Bytes: poolBytes}, 0x14: {Bytes: poolBytes}, 0x15: {Bytes: poolBytes}, 0x16: {Bytes: poolBytes}, 0x17: {Bytes: poolBytes}, 0x18: {Bytes: poolBytes}, 0x19: {Bytes: poolBytes}, 0x1a: {Bytes: poolBytes}, 0x20: {Bytes: poolBytes}, 0x21: {Bytes: poolBytes}}},
 	}
 }
@@ -214,6 +223,25 @@ func TestCollectorExposition(t *testing.T) {
 	}
 	if labels["vm"] != "vm1" || labels["vnic"] != "eth0" || labels["portgroup"] != "pg-vm" || labels["host"] != "esx1" || txValue != 1000 {
 		t.Errorf("port series: %v %v", labels, txValue)
+	}
+	// Port security: a series per port with a firewall and counter; vm1's
+	// second vNIC has none.
+	security := map[string]float64{}
+	for _, m := range parsed["vnet_port_security_packets_total"].Metric {
+		l := map[string]string{}
+		for _, lp := range m.Label {
+			l[lp.GetName()] = lp.GetValue()
+		}
+		security[l["vm"]+"/"+l["vnic"]+"/"+l["portgroup"]+"/"+l["counter"]] = m.Counter.GetValue()
+	}
+	wantSecurity := map[string]float64{"vm1/eth0/pg-vm/forged-mac": 4, "vm1/eth0/pg-vm/acl[0]": 7, "vm1/eth0/pg-vm/acl-default": 2, "/vmk0/pg-mgmt/forged-mac": 0}
+	if len(security) != len(wantSecurity) {
+		t.Errorf("security series %v, want %v", security, wantSecurity)
+	}
+	for k, v := range wantSecurity {
+		if got, ok := security[k]; !ok || got != v {
+			t.Errorf("security series %s = %v (present %v), want %v", k, got, ok, v)
+		}
 	}
 	// An infrastructure that cannot be read is down, and the rest still served.
 	kernel.links = nil

@@ -21,13 +21,33 @@ type Counting interface {
 	TCCounters(ns, link string) (map[uint32]plan.Counters, plan.Counters, error)
 }
 
+// FirewallCounting is what reading port security's counters needs; a
+// dataplane without it has none to report.
+type FirewallCounting interface {
+	FirewallCounters(ns string) (map[string]map[string]uint64, error)
+}
+
 // Snapshot is every counter of one infrastructure at one moment.
 type Snapshot struct {
-	Infra   string         `json:"infra"`
-	At      time.Time      `json:"at"`
-	Ports   []PortSample   `json:"ports"`
-	Uplinks []UplinkSample `json:"uplinks"`
-	Pools   []PoolSample   `json:"pools"`
+	Infra    string           `json:"infra"`
+	At       time.Time        `json:"at"`
+	Ports    []PortSample     `json:"ports"`
+	Uplinks  []UplinkSample   `json:"uplinks"`
+	Pools    []PoolSample     `json:"pools"`
+	Security []SecuritySample `json:"security,omitempty"`
+}
+
+// SecuritySample is what the firewall rules of one vNIC's (or host port's)
+// switch port counted, in packets, by label: a security check's drops
+// (forged-mac, ip-spoof, arp-spoof, nd-spoof, stacked-vlan, ra-guard,
+// not-for-mac), an ACL rule's matches (acl[N], allow or deny) and the ACL
+// default's drops (acl-default). Only ports with a firewall have one.
+type SecuritySample struct {
+	Host      string            `json:"host"`
+	VM        string            `json:"vm,omitempty"` // empty for a host port
+	VNIC      string            `json:"vnic"`
+	PortGroup string            `json:"portgroup"`
+	Counters  map[string]uint64 `json:"counters"`
 }
 
 // PortSample is a VM's vNIC or a host port. Transmit is what the VM (or
@@ -149,7 +169,53 @@ func Read(c Counting, s *spec.Spec) (*Snapshot, error) {
 		return nil, err
 	}
 	snap.Pools = pools
+	if fc, ok := c.(FirewallCounting); ok {
+		if snap.Security, err = readSecurity(fc, s); err != nil {
+			return nil, err
+		}
+	}
 	return snap, nil
+}
+
+// readSecurity reads each host's firewall counters once and gives them to
+// the ports they belong to.
+func readSecurity(fc FirewallCounting, s *spec.Spec) ([]SecuritySample, error) {
+	byNS := map[string]map[string]map[string]uint64{}
+	countersOf := func(host, link string) (map[string]uint64, error) {
+		ns := plan.NSName(s.Name, host)
+		m, ok := byNS[ns]
+		if !ok {
+			var err error
+			if m, err = fc.FirewallCounters(ns); err != nil {
+				return nil, fmt.Errorf("read firewall counters of %s: %w", ns, err)
+			}
+			byNS[ns] = m
+		}
+		return m[link], nil
+	}
+	var out []SecuritySample
+	for _, vm := range s.VMs {
+		for i, n := range vm.NICs {
+			c, err := countersOf(vm.Host, plan.VNICPortName(vm.Name, i))
+			if err != nil {
+				return nil, err
+			}
+			if c != nil {
+				out = append(out, SecuritySample{Host: vm.Host, VM: vm.Name, VNIC: fmt.Sprintf("eth%d", i), PortGroup: n.PortGroup, Counters: c})
+			}
+		}
+	}
+	for i, hp := range s.HostPorts {
+		name := s.HostPortName(i)
+		c, err := countersOf(hp.Host, plan.HostPortSwitchPort(name))
+		if err != nil {
+			return nil, err
+		}
+		if c != nil {
+			out = append(out, SecuritySample{Host: hp.Host, VNIC: name, PortGroup: hp.PortGroup, Counters: c})
+		}
+	}
+	return out, nil
 }
 
 func readPools(c Counting, s *spec.Spec) ([]PoolSample, error) {

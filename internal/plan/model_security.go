@@ -63,7 +63,7 @@ func (m *modeler) security() {
 // portPolicy resolves a port group's security and ACL for one port.
 func (m *modeler) portPolicy(pg *spec.PortGroup, mac, cidr string) PortPolicy {
 	sec := pg.EffectiveSecurity()
-	p := PortPolicy{MAC: mac, GuardMAC: !sec.ForgedTransmits, UnicastOnly: !sec.Promiscuous && !sec.MACChanges}
+	p := PortPolicy{MAC: mac, GuardMAC: !sec.ForgedTransmits, GuardRA: !sec.RouterAdvertisements, UnicastOnly: !sec.Promiscuous && !sec.MACChanges}
 	// Without an address in the spec vnet does not know which addresses
 	// the vNIC may use, so it checks none.
 	if pfx, err := netip.ParsePrefix(cidr); err == nil && !sec.IPSpoofing {

@@ -54,23 +54,25 @@ func TestPortPolicies(t *testing.T) {
 		pg   string // the YAML under pg-web
 		want string // web's port policy text; "" for none
 	}{
-		{"defaults: vSphere's three rejected", "", "mac 02:00:00:00:00:01 guard mac unicast-only"},
-		{"all accepted: no port policy", "security: {promiscuous: true, macChanges: true, forgedTransmits: true}", ""},
-		{"promiscuous alone turns unicast filtering off", "security: {promiscuous: true}", "mac 02:00:00:00:00:01 guard mac"},
-		{"mac changes accepted: the MAC a guest sets is unknown", "security: {macChanges: true}", "mac 02:00:00:00:00:01 guard mac"},
+		{"defaults: vSphere's three rejected", "", "mac 02:00:00:00:00:01 guard mac,ra unicast-only"},
+		{"all accepted: no port policy", "security: {promiscuous: true, macChanges: true, forgedTransmits: true, routerAdvertisements: true}", ""},
+		{"router advertisements rejected by default", "security: {promiscuous: true, macChanges: true, forgedTransmits: true}", "mac 02:00:00:00:00:01 guard ra"},
+		{"router advertisements accepted", "security: {routerAdvertisements: true}", "mac 02:00:00:00:00:01 guard mac unicast-only"},
+		{"promiscuous alone turns unicast filtering off", "security: {promiscuous: true}", "mac 02:00:00:00:00:01 guard mac,ra"},
+		{"mac changes accepted: the MAC a guest sets is unknown", "security: {macChanges: true}", "mac 02:00:00:00:00:01 guard mac,ra"},
 		{"ip spoofing rejected", "security: {ipSpoofing: false}",
-			"mac 02:00:00:00:00:01 ip 10.0.0.1,0.0.0.0,::,fe80::ff:fe00:1 guard mac,ip unicast-only"},
+			"mac 02:00:00:00:00:01 ip 10.0.0.1,0.0.0.0,::,fe80::ff:fe00:1 guard mac,ip,ra unicast-only"},
 		{"acl with a port group and prefixes", `acl:
           default: deny
           rules:
             - {action: allow, direction: ingress, proto: tcp, dport: 443, from: 0.0.0.0/0}
             - {action: allow, direction: ingress, proto: tcp, dport: 5432, from: {portgroup: pg-app}}
             - {action: deny, direction: egress, proto: udp, sport: 53, to: 10.0.0.0/8}`,
-			"mac 02:00:00:00:00:01 guard mac unicast-only acl deny; allow in tcp dport 443 from 0.0.0.0/0; " +
+			"mac 02:00:00:00:00:01 guard mac,ra unicast-only acl deny; allow in tcp dport 443 from 0.0.0.0/0; " +
 				"allow in tcp dport 5432 from 10.0.0.2,10.0.0.100; deny out udp sport 53 to 10.0.0.0/8"},
 		{"acl default allow", "acl: {rules: [{action: deny, direction: egress, proto: icmp}]}",
-			"mac 02:00:00:00:00:01 guard mac unicast-only acl allow; deny out icmp"},
-		{"empty acl is no acl", "acl: {default: allow}", "mac 02:00:00:00:00:01 guard mac unicast-only"},
+			"mac 02:00:00:00:00:01 guard mac,ra unicast-only acl allow; deny out icmp"},
+		{"empty acl is no acl", "acl: {default: allow}", "mac 02:00:00:00:00:01 guard mac,ra unicast-only"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -125,7 +127,7 @@ func TestFirewallPerHostAndConntrack(t *testing.T) {
 		t.Error("the host port has no port policy")
 	}
 	// All accepted everywhere: no firewall at all, as before port security.
-	all := "security: {promiscuous: true, macChanges: true, forgedTransmits: true}"
+	all := "security: {promiscuous: true, macChanges: true, forgedTransmits: true, routerAdvertisements: true}"
 	open := Model(load(t, strings.NewReplacer("WEB", all, "- name: pg-app\n", "- name: pg-app\n        "+all+"\n").Replace(secBase)), Options{})
 	for _, r := range open {
 		if r.Kind == KindFirewall || r.Kind == KindPortSec {

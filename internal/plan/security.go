@@ -24,6 +24,9 @@ type PortPolicy struct {
 	// GuardIP drops IPv4, IPv6, ARP and neighbour advertisements from or
 	// for addresses other than IPs (IP spoofing rejected).
 	GuardIP bool
+	// GuardRA drops IPv6 router advertisements and redirects from the vNIC
+	// (router advertisements rejected): only a router sends those.
+	GuardRA bool
 	// UnicastOnly delivers to the vNIC unicast only for MAC, besides
 	// broadcast and multicast (promiscuous mode and MAC changes rejected).
 	UnicastOnly bool
@@ -55,7 +58,7 @@ const (
 // Empty reports whether the policy lets everything through, so that the
 // port needs no firewall at all.
 func (p PortPolicy) Empty() bool {
-	return !p.GuardMAC && !p.GuardIP && !p.UnicastOnly && p.Default == ""
+	return !p.GuardMAC && !p.GuardIP && !p.GuardRA && !p.UnicastOnly && p.Default == ""
 }
 
 // String is the canonical text: "mac M ip A,B guard mac,ip unicast-only acl
@@ -76,6 +79,9 @@ func (p PortPolicy) String() string {
 	}
 	if p.GuardIP {
 		guards = append(guards, "ip")
+	}
+	if p.GuardRA {
+		guards = append(guards, "ra")
 	}
 	if len(guards) > 0 {
 		b.WriteString(" guard " + strings.Join(guards, ","))
@@ -164,6 +170,8 @@ func ParsePortPolicy(text string) (PortPolicy, error) {
 					p.GuardMAC = true
 				case "ip":
 					p.GuardIP = true
+				case "ra":
+					p.GuardRA = true
 				default:
 					return bad("unknown guard %q", g)
 				}

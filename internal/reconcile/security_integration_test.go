@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -51,7 +52,7 @@ switches:
       - name: pg-app
         security: {ipSpoofing: false}
       - name: pg-open
-        security: {promiscuous: true, macChanges: true, forgedTransmits: true}
+        security: {promiscuous: true, macChanges: true, forgedTransmits: true, routerAdvertisements: true}
 vms:
   - {name: web, host: esx1, nics: [{portgroup: pg-web, ip: 10.77.0.1/24}]}
   - {name: app, host: esx1, nics: [{portgroup: pg-app, ip: 10.77.0.2/24}]}
@@ -192,7 +193,8 @@ func TestPortSecurityDropsForgedFrames(t *testing.T) {
 
 // v6Lab puts VMs with IPv6 addresses, and one with only an IPv4 address,
 // on a port group that rejects IP spoofing; sink, on a port group that
-// accepts everything, receives what they send.
+// accepts everything, receives what they send. rtr's port group rejects
+// IP spoofing but accepts router advertisements.
 func v6Lab(name string) string {
 	return fmt.Sprintf(`
 name: %s
@@ -205,9 +207,12 @@ switches:
       - name: pg-guarded
         security: {ipSpoofing: false}
       - name: pg-open
-        security: {promiscuous: true, macChanges: true, forgedTransmits: true}
+        security: {promiscuous: true, macChanges: true, forgedTransmits: true, routerAdvertisements: true}
+      - name: pg-router
+        security: {ipSpoofing: false, routerAdvertisements: true}
 vms:
   - {name: a6, host: esx1, nics: [{portgroup: pg-guarded, ip: "fd00:77::2/64"}]}
+  - {name: rtr, host: esx1, nics: [{portgroup: pg-router, ip: "fd00:77::6/64"}]}
   - {name: b6, host: esx1, nics: [{portgroup: pg-guarded, ip: "fd00:77::3/64"}]}
   - {name: v4, host: esx1, nics: [{portgroup: pg-guarded, ip: 10.78.0.5/24}]}
   - {name: sink, host: esx1, nics: [{portgroup: pg-open, ip: "fd00:77::4/64"}]}
@@ -271,19 +276,118 @@ func TestPortSecurityDropsSpoofedIPv6(t *testing.T) {
 	}
 }
 
-func TestACLMatrixIsStatefulAndCounted(t *testing.T) {
+// Neighbour discovery claims another VM's MAC only in its link-layer
+// options, and routers announce themselves in advertisements: both are
+// dropped and counted, and the same messages with the VM's own MAC, or
+// from a port group that accepts router advertisements, pass.
+func TestPortSecurityGuardsNeighbourDiscovery(t *testing.T) {
 	eng := nstest.Engine(t)
-	infra := secInfra("acl")
-	doc, _ := nstest.Apply(t, eng, secLab(infra))
+	infra := secInfra("snd")
+	doc, _ := nstest.Apply(t, eng, v6Lab(infra))
 	vm := func(n string) string { return nstest.NSName(infra, n) }
-	web, app := "10.77.0.1", "10.77.0.2"
-	for _, port := range []string{"443", "8080", "22"} {
-		echoTCP(t, vm("web"), web+":"+port)
+	port := func(vmName string) string { return plan.VNICPortName(vmName, 0) }
+	a6MAC, b6MAC, rtrMAC, sinkMAC := macOf(t, vm("a6")), macOf(t, vm("b6")), macOf(t, vm("rtr")), macOf(t, vm("sink"))
+	ll := func(mac net.HardwareAddr) netip.Addr { a, _ := plan.LinkLocal(mac.String()); return a }
+	a6, sinkLL := ll(a6MAC), ll(sinkMAC)
+	allRouters, allNodes := netip.MustParseAddr("ff02::2"), netip.MustParseAddr("ff02::1")
+	lla := func(typ byte, mac net.HardwareAddr) []byte { return append([]byte{typ, 1}, mac...) }
+	target := func(a netip.Addr) []byte { return append(make([]byte, 4), a.AsSlice()...) } // reserved/flags, target
+	na := func(a netip.Addr) []byte { b := target(a); b[0] = 0x20; return b }              // override
+	nonce := []byte{14, 1, 1, 2, 3, 4, 5, 6}
+	hopByHop := []byte{0, 0, 1, 4, 0, 0, 0, 0} // next header (set by ndFrame), length, PadN
+
+	cases := []struct {
+		marker string
+		from   string
+		frame  []byte
+		pass   bool
+	}{
+		{"ns-honest", "a6", ndFrame(sinkMAC, a6MAC, a6, sinkLL, ndNS, target(sinkLL), lla(1, a6MAC), nil), true},
+		{"ns-other-mac", "a6", ndFrame(sinkMAC, a6MAC, a6, sinkLL, ndNS, target(sinkLL), lla(1, b6MAC), nil), false},
+		{"ns-two-options", "a6", ndFrame(sinkMAC, a6MAC, a6, sinkLL, ndNS, target(sinkLL), append(lla(1, a6MAC), lla(1, b6MAC)...), nil), false},
+		{"ns-ext-header", "a6", ndFrame(sinkMAC, a6MAC, a6, sinkLL, ndNS, target(sinkLL), lla(1, a6MAC), hopByHop), false},
+		{"ns-dad-nonce", "a6", ndFrame(sinkMAC, a6MAC, netip.IPv6Unspecified(), sinkLL, ndNS, target(a6), nonce, nil), true},
+		{"na-honest", "a6", ndFrame(sinkMAC, a6MAC, a6, allNodes, ndNA, na(a6), lla(2, a6MAC), nil), true},
+		{"na-other-mac", "a6", ndFrame(sinkMAC, a6MAC, a6, allNodes, ndNA, na(a6), lla(2, b6MAC), nil), false},
+		{"rs-honest", "a6", ndFrame(sinkMAC, a6MAC, a6, allRouters, ndRS, make([]byte, 4), lla(1, a6MAC), nil), true},
+		{"rs-other-mac", "a6", ndFrame(sinkMAC, a6MAC, a6, allRouters, ndRS, make([]byte, 4), lla(1, b6MAC), nil), false},
+		{"ra-from-vm", "a6", ndFrame(sinkMAC, a6MAC, a6, allNodes, ndRA, make([]byte, 12), lla(1, a6MAC), nil), false},
+		{"redirect-from-vm", "a6", ndFrame(sinkMAC, a6MAC, a6, sinkLL, ndRedirect, append(append(make([]byte, 4), a6.AsSlice()...), sinkLL.AsSlice()...), nil, nil), false},
+		{"ra-allowed", "rtr", ndFrame(sinkMAC, rtrMAC, ll(rtrMAC), allNodes, ndRA, make([]byte, 12), lla(1, rtrMAC), nil), true},
 	}
-	echoTCP(t, vm("app"), app+":8080")
-	echoUDP(t, vm("web"), web+":53")
-	echoUDP(t, vm("web"), web+":514")
-	echoUDP(t, vm("web"), web+":5000")
+	before := counters(t, infra)
+	for _, c := range cases {
+		t.Run(c.marker, func(t *testing.T) {
+			// The marker goes in the frame's trailer, after the IPv6
+			// packet, so that the message is as long as it says.
+			got := exchange(t, vm(c.from), vm("sink"), 0x86dd, append(c.frame, "#"+c.marker...))
+			if want := map[bool]int{true: 1, false: 0}[c.pass]; got[c.marker] != want {
+				t.Errorf("sink received %q %d times, want %d", c.marker, got[c.marker], want)
+			}
+		})
+	}
+	after := counters(t, infra)
+	for _, c := range []struct {
+		port, label string
+		drops       uint64
+	}{
+		{port("a6"), "nd-spoof", 5}, {port("a6"), "ra-guard", 2}, {port("rtr"), "ra-guard", 0},
+	} {
+		if got := after[c.port][c.label] - before[c.port][c.label]; got != c.drops {
+			t.Errorf("%s on %s counted %d drops, want %d", c.label, c.port, got, c.drops)
+		}
+	}
+	if _, ok := after[port("rtr")]["ra-guard"]; ok {
+		t.Error("rtr's port group accepts router advertisements, yet its port has an ra-guard rule")
+	}
+	if p, err := eng.Plan(doc); err != nil || !p.Empty() {
+		t.Errorf("after the traffic a plan is not empty (%v):\n%s", err, p)
+	}
+}
+
+// secLab6 is secLab over IPv6: the same VMs and rules, fd00:77::N for
+// 10.77.0.N, ICMPv6 for ICMP.
+func secLab6(name string) string {
+	src := secLab(name)
+	for i := 1; i <= 5; i++ {
+		src = strings.ReplaceAll(src, fmt.Sprintf("10.77.0.%d/24", i), fmt.Sprintf(`"fd00:77::%d/64"`, i))
+	}
+	return strings.ReplaceAll(src, "proto: icmp,", "proto: icmpv6,")
+}
+
+// The ACL matrix over IPv4 and IPv6: every allowed pair connects (TCP,
+// UDP, ICMP or ICMPv6), every denied pair does not, replies to allowed
+// connections pass although web sends nothing else, and the rule (or the
+// default) that decided counts each attempt.
+func TestACLMatrixIsStatefulAndCounted(t *testing.T) {
+	for _, fam := range []struct {
+		name, infra string
+		lab         func(string) string
+		addr        func(n int) string
+	}{
+		{"IPv4", "acl", secLab, func(n int) string { return fmt.Sprintf("10.77.0.%d", n) }},
+		{"IPv6", "acl6", secLab6, func(n int) string { return fmt.Sprintf("fd00:77::%d", n) }},
+	} {
+		t.Run(fam.name, func(t *testing.T) { testACLMatrix(t, secInfra(fam.infra), fam.lab, fam.addr) })
+	}
+}
+
+func testACLMatrix(t *testing.T, infra string, lab func(string) string, addr func(n int) string) {
+	eng := nstest.Engine(t)
+	doc, _ := nstest.Apply(t, eng, lab(infra))
+	vm := func(n string) string { return nstest.NSName(infra, n) }
+	for _, n := range []string{"web", "app", "other", "open"} {
+		waitAddressesSettled(t, vm(n))
+	}
+	web, app := addr(1), addr(2)
+	at := func(host, port string) string { return net.JoinHostPort(host, port) }
+	for _, port := range []string{"443", "8080", "22"} {
+		echoTCP(t, vm("web"), at(web, port))
+	}
+	echoTCP(t, vm("app"), at(app, "8080"))
+	echoUDP(t, vm("web"), at(web, "53"))
+	echoUDP(t, vm("web"), at(web, "514"))
+	echoUDP(t, vm("web"), at(web, "5000"))
 	before := counters(t, infra)
 
 	// counted is the label on web's port that the attempt must make grow:
@@ -291,20 +395,20 @@ func TestACLMatrixIsStatefulAndCounted(t *testing.T) {
 	cases := []struct {
 		name     string
 		from, to string
-		proto    string // tcp, udp, icmp
+		proto    string // tcp, udp, icmp (ICMPv6 for an IPv6 address)
 		addr     string
 		want     bool
 		counted  string
 	}{
-		{"app to web https", "app", "web", "tcp", web + ":443", true, "acl[0]"},
-		{"app to web other port (default deny)", "app", "web", "tcp", web + ":8080", false, "acl-default"},
-		{"app to web ssh (denied by rule)", "app", "web", "tcp", web + ":22", false, "acl[3]"},
-		{"open to web https (not in pg-app)", "open", "web", "tcp", web + ":443", false, "acl-default"},
-		{"web to app (egress default deny: only replies leave)", "web", "app", "tcp", app + ":8080", false, "acl-default"},
-		{"app to web dns", "app", "web", "udp", web + ":53", true, "acl[1]"},
-		{"open to web dns", "open", "web", "udp", web + ":53", false, "acl-default"},
-		{"app to web syslog (denied by rule)", "app", "web", "udp", web + ":514", false, "acl[4]"},
-		{"app to web other udp port (default deny)", "app", "web", "udp", web + ":5000", false, "acl-default"},
+		{"app to web https", "app", "web", "tcp", at(web, "443"), true, "acl[0]"},
+		{"app to web other port (default deny)", "app", "web", "tcp", at(web, "8080"), false, "acl-default"},
+		{"app to web ssh (denied by rule)", "app", "web", "tcp", at(web, "22"), false, "acl[3]"},
+		{"open to web https (not in pg-app)", "open", "web", "tcp", at(web, "443"), false, "acl-default"},
+		{"web to app (egress default deny: only replies leave)", "web", "app", "tcp", at(app, "8080"), false, "acl-default"},
+		{"app to web dns", "app", "web", "udp", at(web, "53"), true, "acl[1]"},
+		{"open to web dns", "open", "web", "udp", at(web, "53"), false, "acl-default"},
+		{"app to web syslog (denied by rule)", "app", "web", "udp", at(web, "514"), false, "acl[4]"},
+		{"app to web other udp port (default deny)", "app", "web", "udp", at(web, "5000"), false, "acl-default"},
 		{"app pings web", "app", "web", "icmp", web, true, "acl[2]"},
 		{"open pings web", "open", "web", "icmp", web, false, "acl-default"},
 		{"web pings app", "web", "app", "icmp", app, false, "acl-default"},
@@ -353,8 +457,8 @@ func TestACLMatrixIsStatefulAndCounted(t *testing.T) {
 	if len(p.Actions) != 1 || p.Actions[0].Op != plan.OpModify || p.Actions[0].Subject().Kind != plan.KindPortSec {
 		t.Fatalf("after deleting a rule the plan is:\n%s", p)
 	}
-	nstest.Apply(t, eng, secLab(infra))
-	if err := tcpEcho(t, vm("open"), web+":443"); err == nil {
+	nstest.Apply(t, eng, lab(infra))
+	if err := tcpEcho(t, vm("open"), at(web, "443")); err == nil {
 		t.Error("after the repair open reaches web again")
 	}
 	if p, _ := eng.Plan(doc); !p.Empty() {
@@ -362,29 +466,229 @@ func TestACLMatrixIsStatefulAndCounted(t *testing.T) {
 	}
 }
 
-// A rule naming a port group follows its members: a VM added there is let
-// in without touching anything else.
+// vnet has no DHCP server guard; an egress ACL rule on the source ports
+// stops a VM answering DHCP and DHCPv6, as docs/security.md says, and lets
+// its other traffic by.
+func TestACLStopsARogueDHCPServer(t *testing.T) {
+	eng := nstest.Engine(t)
+	infra := secInfra("dhcp")
+	nstest.Apply(t, eng, fmt.Sprintf(`
+name: %s
+hosts:
+  - {name: esx1}
+switches:
+  - name: sw0
+    hosts: [esx1]
+    portgroups:
+      - name: pg-guest
+        acl:
+          rules:
+            - {action: deny, direction: egress, proto: udp, sport: 67}
+            - {action: deny, direction: egress, proto: udp, sport: 547}
+      - name: pg-infra
+vms:
+  - {name: guest, host: esx1, nics: [{portgroup: pg-guest, ip: 10.79.0.2/24}]}
+  - {name: client, host: esx1, nics: [{portgroup: pg-infra, ip: 10.79.0.3/24}]}
+`, infra))
+	vm := func(n string) string { return nstest.NSName(infra, n) }
+	guestMAC := macOf(t, vm("guest"))
+	guest, bcast := netip.MustParseAddr("10.79.0.2"), netip.MustParseAddr("255.255.255.255")
+	guestLL, _ := plan.LinkLocal(guestMAC.String())
+	allNodes := netip.MustParseAddr("ff02::1")
+	ethBcast, ethAllNodes := net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, net.HardwareAddr{0x33, 0x33, 0, 0, 0, 1}
+	before := counters(t, infra)[plan.VNICPortName("guest", 0)]
+	got4 := exchange(t, vm("guest"), vm("client"), 0x0800,
+		ethFrame(ethBcast, guestMAC, 0x0800, ipv4UDP(guest, bcast, 67, 68, []byte("offer"))),
+		ethFrame(ethBcast, guestMAC, 0x0800, ipv4UDP(guest, bcast, 5000, 68, []byte("chatter"))))
+	got6 := exchange(t, vm("guest"), vm("client"), 0x86dd,
+		ethFrame(ethAllNodes, guestMAC, 0x86dd, ipv6UDP(guestLL, allNodes, 547, 546, []byte("advertise"))),
+		ethFrame(ethAllNodes, guestMAC, 0x86dd, ipv6UDP(guestLL, allNodes, 5000, 546, []byte("chatter-six"))))
+	if got4["offer"] != 0 || got4["chatter"] != 1 {
+		t.Errorf("client received %v over IPv4: want the chatter, not the DHCP offer", got4)
+	}
+	if got6["advertise"] != 0 || got6["chatter-six"] != 1 {
+		t.Errorf("client received %v over IPv6: want the chatter, not the DHCPv6 advertise", got6)
+	}
+	after := counters(t, infra)[plan.VNICPortName("guest", 0)]
+	for _, label := range []string{"acl[0]", "acl[1]"} {
+		if after[label] <= before[label] {
+			t.Errorf("%s did not count the server's reply: %d -> %d", label, before[label], after[label])
+		}
+	}
+}
+
+// A port group spanning two hosts has its firewall on each: web's ingress
+// rules decide on esx1 for traffic that crossed the uplink from esx2, and
+// app's egress rules on esx2 before it leaves; replies pass both hosts'
+// connection tracking.
+func TestACLAcrossHosts(t *testing.T) {
+	eng := nstest.Engine(t)
+	infra := secInfra("xh")
+	nstest.Apply(t, eng, fmt.Sprintf(`
+name: %s
+hosts:
+  - {name: esx1, nics: [{name: vmnic0, speed: 1Gbit}]}
+  - {name: esx2, nics: [{name: vmnic0, speed: 1Gbit}]}
+switches:
+  - name: dvs0
+    uplinks: [{name: u1, nics: {esx1: vmnic0, esx2: vmnic0}}]
+    portgroups:
+      - name: pg-web
+        acl:
+          default: deny
+          rules:
+            - {action: allow, direction: ingress, proto: tcp, dport: 443, from: {portgroup: pg-app}}
+      - name: pg-app
+        acl:
+          default: deny
+          rules:
+            - {action: allow, direction: egress, proto: tcp, dport: 443, to: {portgroup: pg-web}}
+      - name: pg-open
+        security: {promiscuous: true, macChanges: true, forgedTransmits: true, routerAdvertisements: true}
+vms:
+  - {name: web, host: esx1, nics: [{portgroup: pg-web, ip: 10.80.0.1/24}]}
+  - {name: app, host: esx2, nics: [{portgroup: pg-app, ip: 10.80.0.2/24}]}
+  - {name: open, host: esx2, nics: [{portgroup: pg-open, ip: 10.80.0.4/24}]}
+`, infra))
+	vm := func(n string) string { return nstest.NSName(infra, n) }
+	echoTCP(t, vm("web"), "10.80.0.1:443")
+	echoTCP(t, vm("open"), "10.80.0.4:8080")
+	countersOn := func(host string) map[string]map[string]uint64 {
+		t.Helper()
+		dp, err := dataplane.New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dp.Close()
+		c, err := dp.FirewallCounters(nstest.NSName(infra, host))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	webPort, appPort := plan.VNICPortName("web", 0), plan.VNICPortName("app", 0)
+	esx1, esx2 := countersOn("esx1"), countersOn("esx2")
+	if err := tcpEcho(t, vm("app"), "10.80.0.1:443"); err != nil {
+		t.Errorf("app on esx2 cannot reach web on esx1: %v", err)
+	}
+	if err := tcpEcho(t, vm("open"), "10.80.0.1:443"); err == nil {
+		t.Error("open, not in pg-app, reaches web across hosts")
+	}
+	if err := tcpEcho(t, vm("app"), "10.80.0.4:8080"); err == nil {
+		t.Error("app's egress rules let it reach open")
+	}
+	esx1After, esx2After := countersOn("esx1"), countersOn("esx2")
+	for _, c := range []struct {
+		host        string
+		before, now map[string]map[string]uint64
+		port, label string
+	}{
+		{"esx1", esx1, esx1After, webPort, "acl[0]"}, {"esx1", esx1, esx1After, webPort, "acl-default"},
+		{"esx2", esx2, esx2After, appPort, "acl[0]"}, {"esx2", esx2, esx2After, appPort, "acl-default"},
+	} {
+		if c.now[c.port][c.label] <= c.before[c.port][c.label] {
+			t.Errorf("%s on %s (%s) did not count: %d -> %d", c.label, c.port, c.host, c.before[c.port][c.label], c.now[c.port][c.label])
+		}
+	}
+}
+
+// A rule naming a port group follows its members: the addresses the
+// rule's set holds in the kernel change as a VM is added to the group,
+// removed, or moved onto it from another group, in place, and the VM is let
+// in exactly while it is a member.
 func TestACLFollowsPortGroupMembers(t *testing.T) {
 	eng := nstest.Engine(t)
 	infra := secInfra("mem")
 	src := secLab(infra)
-	nstest.Apply(t, eng, src)
 	vm := func(n string) string { return nstest.NSName(infra, n) }
-	echoTCP(t, vm("web"), "10.77.0.1:443")
-	grown := strings.Replace(src, "  - {name: open,", "  - {name: app2, host: esx1, nics: [{portgroup: pg-app, ip: 10.77.0.5/24}]}\n  - {name: open,", 1)
-	_, res := nstest.Apply(t, eng, grown)
-	for _, a := range res.Plan.Actions {
-		if a.Op == plan.OpDelete || a.Op == plan.OpReplace {
-			t.Errorf("adding a member: %s", a)
+	webIn := plan.VNICPortName("web", 0) + "-ingress"
+	withApp2 := func(pg string) string {
+		return strings.Replace(src, "  - {name: open,", "  - {name: app2, host: esx1, nics: [{portgroup: "+pg+", ip: 10.77.0.5/24}]}\n  - {name: open,", 1)
+	}
+	members := []string{"10.77.0.2", "10.77.0.3"}
+	steps := []struct {
+		name      string
+		src       string
+		set       []string // the addresses acl[0] (https from pg-app) holds
+		app2Comes bool     // app2 exists and reaches web
+	}{
+		{"applied", src, members, false},
+		{"app2 added to pg-app", withApp2("pg-app"), append(members, "10.77.0.5"), true},
+		{"app2 removed", src, members, false},
+		{"app2 added to pg-open", withApp2("pg-open"), members, false},
+		{"app2 moved to pg-app", withApp2("pg-app"), append(members, "10.77.0.5"), true},
+	}
+	for i, st := range steps {
+		_, res := nstest.Apply(t, eng, st.src)
+		if i == 0 {
+			echoTCP(t, vm("web"), "10.77.0.1:443")
+		}
+		for _, a := range res.Plan.Actions {
+			if a.Subject().Kind == plan.KindPortSec && a.Subject().Link == plan.VNICPortName("web", 0) && a.Op != plan.OpModify && i > 0 {
+				t.Errorf("%s: web's policy is not changed in place: %s", st.name, a)
+			}
+		}
+		got := ruleAddresses(t, vm("esx1"), webIn, "acl[0]")
+		t.Logf("%s: %d actions, acl[0] holds %v", st.name, len(res.Plan.Actions), got)
+		if !slices.Equal(got, st.set) {
+			t.Errorf("%s: acl[0] holds %v, want %v", st.name, got, st.set)
+		}
+		if err := tcpEcho(t, vm("app"), "10.77.0.1:443"); err != nil {
+			t.Errorf("%s: app cannot reach web: %v", st.name, err)
+		}
+		if strings.Contains(st.src, "name: app2") {
+			if err := tcpEcho(t, vm("app2"), "10.77.0.1:443"); (err == nil) != st.app2Comes {
+				t.Errorf("%s: app2 reaches web: %v, want %v (%v)", st.name, err == nil, st.app2Comes, err)
+			}
 		}
 	}
-	if err := tcpEcho(t, vm("app2"), "10.77.0.1:443"); err != nil {
-		t.Errorf("the new member of pg-app cannot reach web: %v", err)
+}
+
+// ruleAddresses reads, from a chain of vnet's bridge table, the IPv4
+// addresses the rules labelled label look up in their sets, sorted.
+func ruleAddresses(t *testing.T, ns, chain, label string) []string {
+	t.Helper()
+	h, err := netns.GetFromName(ns)
+	if err != nil {
+		t.Fatal(err)
 	}
-	nstest.Apply(t, eng, src)
-	if err := tcpEcho(t, vm("app"), "10.77.0.1:443"); err != nil {
-		t.Errorf("app lost web when app2 went: %v", err)
+	defer h.Close()
+	c, err := nftables.New(nftables.WithNetNSFd(int(h)))
+	if err != nil {
+		t.Fatal(err)
 	}
+	table := &nftables.Table{Family: nftables.TableFamilyBridge, Name: "vnet"}
+	rules, err := c.GetRules(table, &nftables.Chain{Name: chain, Table: table})
+	if err != nil {
+		t.Fatalf("rules of %s: %v", chain, err)
+	}
+	var out []string
+	for _, r := range rules {
+		if len(r.UserData) < 2 || strings.TrimRight(string(r.UserData[2:]), "\x00") != label {
+			continue
+		}
+		for _, e := range r.Exprs {
+			lookup, ok := e.(*expr.Lookup)
+			if !ok {
+				continue
+			}
+			set, err := c.GetSetByName(table, lookup.SetName)
+			if err != nil {
+				t.Fatalf("set %s: %v", lookup.SetName, err)
+			}
+			elems, err := c.GetSetElements(set)
+			if err != nil {
+				t.Fatalf("elements of %s: %v", lookup.SetName, err)
+			}
+			for _, el := range elems {
+				if a, ok := netip.AddrFromSlice(el.Key); ok {
+					out = append(out, a.String())
+				}
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b string) int { return netip.MustParseAddr(a).Compare(netip.MustParseAddr(b)) })
+	return out
 }
 
 // A policy of a thousand rules goes in as one transaction, and a second
@@ -407,13 +711,57 @@ func TestLargeACLApplies(t *testing.T) {
 	}
 }
 
+// Without br_netfilter vnet cannot track the connections of bridged
+// traffic, and it has no stateless ACLs: an apply that needs ACLs is
+// refused before it changes anything, naming what is missing, while port
+// security without an ACL still applies and works.
+func TestACLsRefusedWithoutBrNetfilter(t *testing.T) {
+	eng := nstest.Engine(t)
+	dp, ok := eng.DP.(*dataplane.Linux)
+	if !ok {
+		t.Fatalf("the engine's dataplane is a %T", eng.DP)
+	}
+	dp.WithoutBrNetfilter = true
+	infra := secInfra("nobr")
+	withACL := secLab(infra)
+	noACL := dropBlock(withACL, "        acl:\n")
+	refused := func(what string) {
+		t.Helper()
+		want := nstest.Snapshot(t, infra)
+		doc, err := spec.Load("acl.yaml", []byte(withACL))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = eng.Apply(doc)
+		if !errors.Is(err, dataplane.ErrNotSupported) || !strings.Contains(err.Error(), "br_netfilter") {
+			t.Errorf("%s: apply with ACLs and no br_netfilter: %v; want an error naming br_netfilter that wraps ErrNotSupported", what, err)
+		}
+		if got := nstest.Snapshot(t, infra); !slices.Equal(want, got) {
+			t.Errorf("%s: the refused apply changed the host:\n%s", what, diffLines(want, got))
+		}
+		t.Logf("%s: %d objects on the host, refused: %v", what, len(want), err)
+	}
+	refused("from nothing")
+
+	nstest.Apply(t, eng, noACL)
+	vm := func(n string) string { return nstest.NSName(infra, n) }
+	forged := ethFrame(net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, net.HardwareAddr{0x02, 0, 0, 0, 0x99, 0x99}, ethExperimental, []byte("#forged"))
+	if got := exchange(t, vm("app"), vm("other"), ethExperimental, forged); got["forged"] != 0 {
+		t.Error("without an ACL, port security let a forged frame through")
+	}
+	if n := counters(t, infra)[plan.VNICPortName("app", 0)]["forged-mac"]; n == 0 {
+		t.Error("the forged frame was not counted")
+	}
+	refused("over port security")
+}
+
 // A failed apply that adds ACLs, connection tracking and port policies
 // leaves the firewall (and everything else) as it found it.
 func TestSecurityRollbackAtEveryStep(t *testing.T) {
 	eng := nstest.Engine(t)
 	infra := secInfra("srb")
 	open := strings.NewReplacer(
-		"        acl:\n", "        security: {promiscuous: true, macChanges: true, forgedTransmits: true}\n        xacl:\n",
+		"        acl:\n", "        security: {promiscuous: true, macChanges: true, forgedTransmits: true, routerAdvertisements: true}\n        xacl:\n",
 	).Replace(secLab(infra))
 	open = dropBlock(open, "        xacl:\n")
 	changed := strings.NewReplacer("dport: 443", "dport: 8443", "{portgroup: pg-app, ip: 10.77.0.3/24}", "{portgroup: pg-open, ip: 10.77.0.3/24}").Replace(secLab(infra))
@@ -689,24 +1037,44 @@ func arpFrame(src, sha net.HardwareAddr, spa netip.Addr, marker string) []byte {
 	return ethFrame(net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, src, 0x0806, body)
 }
 
+// The neighbour discovery messages, by ICMPv6 type.
+const (
+	ndRS       = 133
+	ndRA       = 134
+	ndNS       = 135
+	ndNA       = 136
+	ndRedirect = 137
+)
+
 // neighbourAdvert is an unsolicited advertisement from src (sent from
-// address from) claiming target, to all nodes.
+// address from) claiming target, to all nodes. Its marker is in the
+// message, where it takes less room than an option (a trailer would not
+// survive br_netfilter, which trims a frame to its IP packet).
 func neighbourAdvert(src net.HardwareAddr, from, target netip.Addr, marker string) []byte {
-	icmp := make([]byte, 24)
-	icmp[0] = 136
-	icmp[4] = 0x20 // override
-	copy(icmp[8:], target.AsSlice())
-	icmp = append(icmp, []byte("#"+marker)...)
-	all := netip.MustParseAddr("ff02::1")
-	pseudo := append(append(append([]byte{}, from.AsSlice()...), all.AsSlice()...), 0, 0, byte(len(icmp)>>8), byte(len(icmp)), 0, 0, 0, 58)
+	body := append([]byte{0x20, 0, 0, 0}, target.AsSlice()...) // override
+	return ndFrame(net.HardwareAddr{0x33, 0x33, 0, 0, 0, 1}, src, from, netip.MustParseAddr("ff02::1"), ndNA, body, []byte("#"+marker), nil)
+}
+
+// ndFrame is a neighbour discovery message of type typ: its body after
+// the ICMPv6 header, then its options; extHeader, when not nil, is an
+// extension header put before it.
+func ndFrame(dst, src net.HardwareAddr, from, to netip.Addr, typ byte, body, options, extHeader []byte) []byte {
+	icmp := append(append([]byte{typ, 0, 0, 0}, body...), options...)
+	pseudo := append(append(append([]byte{}, from.AsSlice()...), to.AsSlice()...), 0, 0, byte(len(icmp)>>8), byte(len(icmp)), 0, 0, 0, 58)
 	binary.BigEndian.PutUint16(icmp[2:], checksum(append(pseudo, icmp...)))
+	payload := icmp
+	next := byte(58)
+	if extHeader != nil {
+		ext := append([]byte{58}, extHeader[1:]...)
+		payload, next = append(ext, icmp...), 0
+	}
 	ip := make([]byte, 40)
 	ip[0] = 0x60
-	binary.BigEndian.PutUint16(ip[4:], uint16(len(icmp)))
-	ip[6], ip[7] = 58, 255
+	binary.BigEndian.PutUint16(ip[4:], uint16(len(payload)))
+	ip[6], ip[7] = next, 255
 	copy(ip[8:], from.AsSlice())
-	copy(ip[24:], all.AsSlice())
-	return ethFrame(net.HardwareAddr{0x33, 0x33, 0, 0, 0, 1}, src, 0x86dd, append(ip, icmp...))
+	copy(ip[24:], to.AsSlice())
+	return ethFrame(dst, src, 0x86dd, append(ip, payload...))
 }
 
 func checksum(b []byte) uint16 {
@@ -826,7 +1194,7 @@ func echoTCP(t *testing.T, ns, addr string) {
 func echoUDP(t *testing.T, ns, addr string) {
 	t.Helper()
 	var pc net.PacketConn
-	if err := nstest.Do(t, ns, func() (err error) { pc, err = net.ListenPacket("udp4", addr); return }); err != nil {
+	if err := nstest.Do(t, ns, func() (err error) { pc, err = net.ListenPacket("udp", addr); return }); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pc.Close() })
@@ -860,11 +1228,11 @@ func tcpEcho(t *testing.T, ns, addr string) error {
 
 func udpEcho(t *testing.T, ns, addr string) error {
 	var pc net.PacketConn
-	if err := nstest.Do(t, ns, func() (err error) { pc, err = net.ListenPacket("udp4", ":0"); return }); err != nil {
+	if err := nstest.Do(t, ns, func() (err error) { pc, err = net.ListenPacket("udp", ":0"); return }); err != nil {
 		return err
 	}
 	defer pc.Close()
-	to, err := net.ResolveUDPAddr("udp4", addr)
+	to, err := net.ResolveUDPAddr("udp", addr)
 	if err != nil {
 		return err
 	}
@@ -876,15 +1244,20 @@ func udpEcho(t *testing.T, ns, addr string) error {
 	return err
 }
 
-// ping sends one ICMP echo request and waits for its reply.
+// ping sends one ICMP echo request (ICMPv6 to an IPv6 address) and waits
+// for its reply.
 func ping(t *testing.T, ns, addr string) error {
+	network, request, reply := "ip4:icmp", byte(8), byte(0)
+	if netip.MustParseAddr(addr).Is6() {
+		network, request, reply = "ip6:ipv6-icmp", 128, 129 // the kernel sums ICMPv6 itself
+	}
 	var pc net.PacketConn
-	if err := nstest.Do(t, ns, func() (err error) { pc, err = net.ListenPacket("ip4:icmp", "0.0.0.0"); return }); err != nil {
+	if err := nstest.Do(t, ns, func() (err error) { pc, err = net.ListenPacket(network, ""); return }); err != nil {
 		return err
 	}
 	defer pc.Close()
 	id := uint16(os.Getpid())
-	req := []byte{8, 0, 0, 0, byte(id >> 8), byte(id), 0, 1, 'v', 'n', 'e', 't'}
+	req := []byte{request, 0, 0, 0, byte(id >> 8), byte(id), 0, 1, 'v', 'n', 'e', 't'}
 	binary.BigEndian.PutUint16(req[2:], checksum(req))
 	if _, err := pc.WriteTo(req, &net.IPAddr{IP: net.ParseIP(addr)}); err != nil {
 		return err
@@ -897,7 +1270,7 @@ func ping(t *testing.T, ns, addr string) error {
 		if err != nil {
 			return err
 		}
-		if n >= 8 && buf[0] == 0 && from.String() == addr && binary.BigEndian.Uint16(buf[4:]) == id {
+		if n >= 8 && buf[0] == reply && from.String() == addr && binary.BigEndian.Uint16(buf[4:]) == id {
 			return nil
 		}
 	}

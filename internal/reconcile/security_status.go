@@ -17,7 +17,7 @@ type FirewallCounting interface {
 
 // SecurityStatus is one switch port's firewall: its policy in short and
 // what its rules counted (packets), by label: forged-mac, ip-spoof,
-// arp-spoof, nd-spoof, not-for-mac (unicast for another MAC), acl[N] (the
+// arp-spoof, nd-spoof, stacked-vlan, ra-guard, not-for-mac (unicast for another MAC), acl[N] (the
 // port group's rule N, allow or deny) and acl-default.
 type SecurityStatus struct {
 	Port      string            `json:"port"` // "web1 eth0" or "esx1 vmk0"
@@ -74,6 +74,9 @@ func policySummary(text string) string {
 	}
 	if p.GuardIP {
 		parts = append(parts, "ip")
+	}
+	if p.GuardRA {
+		parts = append(parts, "ra")
 	}
 	if p.UnicastOnly {
 		parts = append(parts, "unicast")

@@ -9,18 +9,21 @@ import (
 // port group. Each field says whether the behaviour is accepted; an unset
 // field takes vSphere's default: promiscuous mode, MAC address changes and
 // forged transmits are rejected, IP spoofing is accepted (vSphere has no
-// such check of its own).
+// such check of its own). Router advertisements are rejected: a VM is not
+// a router unless its port group says so.
 type Security struct {
 	Promiscuous     *bool `yaml:"promiscuous"`     // false: a vNIC gets only unicast for its MAC, broadcast and multicast
 	MACChanges      *bool `yaml:"macChanges"`      // false: a VM that changes its MAC stops receiving
 	ForgedTransmits *bool `yaml:"forgedTransmits"` // false: frames from another source MAC are dropped
 	IPSpoofing      *bool `yaml:"ipSpoofing"`      // false: IP sources and ARP/ND claims other than the vNIC's are dropped
+	// false: IPv6 router advertisements and redirects from the vNIC are dropped
+	RouterAdvertisements *bool `yaml:"routerAdvertisements"`
 }
 
 // SecurityPolicy is a port group's security with the defaults applied;
 // true means accepted.
 type SecurityPolicy struct {
-	Promiscuous, MACChanges, ForgedTransmits, IPSpoofing bool
+	Promiscuous, MACChanges, ForgedTransmits, IPSpoofing, RouterAdvertisements bool
 }
 
 // EffectiveSecurity resolves the port group's security policy.
@@ -36,6 +39,7 @@ func (pg *PortGroup) EffectiveSecurity() SecurityPolicy {
 		set(&p.MACChanges, s.MACChanges)
 		set(&p.ForgedTransmits, s.ForgedTransmits)
 		set(&p.IPSpoofing, s.IPSpoofing)
+		set(&p.RouterAdvertisements, s.RouterAdvertisements)
 	}
 	return p
 }

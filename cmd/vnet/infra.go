@@ -48,11 +48,14 @@ func openEngine(cmd *cobra.Command) (*reconcile.Engine, func(), error) {
 		return nil, nil, err
 	}
 	eng := &reconcile.Engine{DP: dp, Store: st, Log: cmd.OutOrStdout()}
+	if os.Getenv("VNET_TRACE") != "" {
+		eng.Trace = cmd.ErrOrStderr()
+	}
 	return eng, func() { dp.Close(); st.Close() }, nil
 }
 
 func applyCmd() *cobra.Command {
-	var dryRun bool
+	var dryRun, full bool
 	c := &cobra.Command{
 		Use:   "apply FILE",
 		Short: "Converge the host to the spec (prints the plan first)",
@@ -76,6 +79,7 @@ func applyCmd() *cobra.Command {
 				return err
 			}
 			defer done()
+			eng.Full = full
 			if dryRun {
 				p, err := eng.Plan(doc)
 				if err == nil {
@@ -100,6 +104,7 @@ func applyCmd() *cobra.Command {
 		},
 	}
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing")
+	c.Flags().BoolVar(&full, "full", false, "read the whole infrastructure and repair any drift, not only what changed since the last apply")
 	addEtcdFlag(c)
 	return c
 }

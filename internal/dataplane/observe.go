@@ -25,7 +25,15 @@ import (
 // per-link query for addresses or qdiscs by walking every link of the
 // namespace; and a few namespaces are read at once.
 func (l *Linux) Observe(infra string, hints []plan.Resource) ([]plan.Resource, error) {
-	names, err := listNetns(plan.InfraNSPrefix(infra))
+	return l.ObserveScope(infra, nil, hints)
+}
+
+// ObserveScope is Observe of only the namespaces in scope (all of them
+// when it is nil): what a change can touch. A veth end whose other end's
+// namespace is outside the scope is read as a pair without its second end,
+// and is not judged stranded.
+func (l *Linux) ObserveScope(infra string, scope plan.Scope, hints []plan.Resource) ([]plan.Resource, error) {
+	names, err := listNetnsIn(plan.InfraNSPrefix(infra), scope)
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +61,8 @@ func (l *Linux) Observe(infra string, hints []plan.Resource) ([]plan.Resource, e
 	if err != nil {
 		return nil, err
 	}
-	if l.HostNS != "" {
+	readHostNS := l.HostNS != "" && (scope.Full() || scope[l.HostNS])
+	if readHostNS {
 		// The host's namespace is the machine's: only what names the
 		// infrastructure is its.
 		v, err := l.observeNS(l.HostNS, shaperHints, func(alias string) bool { return plan.OwnedBy(alias, infra) })
@@ -76,10 +85,13 @@ func (l *Linux) Observe(infra string, hints []plan.Resource) ([]plan.Resource, e
 	for _, n := range names {
 		observedNS[n] = true
 	}
-	if l.HostNS != "" {
+	if readHostNS {
 		observedNS[l.HostNS] = true
 	}
 	for _, b := range joinVethEnds(aEnds, bEnds) {
+		if peerNS, _, _ := strings.Cut(b.peer, "/"); !scope.Full() && !scope[peerNS] {
+			continue
+		}
 		if r, ok := strandedEnd(b, observedNS); ok {
 			out = append(out, r)
 		}
@@ -93,7 +105,14 @@ func (l *Linux) Observe(infra string, hints []plan.Resource) ([]plan.Resource, e
 		out = append(out, *aEnds[k].r)
 	}
 	out = append(out, l.observeOffloads(hints)...)
-	cgroups := l.observeCgroups(infra)
+	var cgroups []plan.Resource
+	if scope.Full() {
+		cgroups = l.observeCgroups(infra)
+	} else {
+		// A VM's cgroup can outlive its namespace (a kill between the two
+		// deletions): read it for every namespace in scope.
+		cgroups = l.observeCgroupsOf(infra, scope.Names())
+	}
 	if l.OnlyStore != "" {
 		cgroups = ofNamespaces(cgroups, names)
 	}
@@ -362,6 +381,23 @@ func (l *Linux) observeCgroups(infra string) []plan.Resource {
 	for _, name := range l.cgroups.List("vnet/" + infra) {
 		milli, cpus, ok := l.cgroups.Read(name)
 		if ok {
+			out = append(out, plan.Resource{Kind: plan.KindCgroup, Name: name, CPUMilli: milli, CPUs: cpus})
+		}
+	}
+	return out
+}
+
+// observeCgroupsOf reads the cgroups of the VMs whose namespaces are
+// named, where they have one.
+func (l *Linux) observeCgroupsOf(infra string, namespaces []string) []plan.Resource {
+	var out []plan.Resource
+	for _, ns := range namespaces {
+		in, node, ok := plan.SplitNSName(ns)
+		if !ok || in != infra {
+			continue
+		}
+		name := plan.CgroupName(infra, node)
+		if milli, cpus, ok := l.cgroups.Read(name); ok {
 			out = append(out, plan.Resource{Kind: plan.KindCgroup, Name: name, CPUMilli: milli, CPUs: cpus})
 		}
 	}

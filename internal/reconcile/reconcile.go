@@ -22,6 +22,12 @@ type Dataplane interface {
 	Probe(needs []plan.Resource) error
 }
 
+// ScopedObserver is a dataplane that can read only some namespaces of an
+// infrastructure (all of them for a nil scope).
+type ScopedObserver interface {
+	ObserveScope(infra string, scope plan.Scope, hints []plan.Resource) ([]plan.Resource, error)
+}
+
 // Sweeper is a dataplane that can find and remove what a command killed
 // halfway left of an infrastructure where no observation sees it (an
 // unfinished namespace entry, an emptied cgroup directory).
@@ -45,6 +51,11 @@ type Engine struct {
 	// fails the apply there. Tests use it to prove rollback at every step.
 	FailBefore func(step int, a plan.Action) error
 	NumCPU     int // CPUs for VM cpusets; 0 means this machine's
+	// Full makes every apply read the whole infrastructure and repair any
+	// drift, rather than only what the change from the last apply touches.
+	Full bool
+	// Trace, when set, receives where an apply's time goes.
+	Trace io.Writer
 	// Host and HostNS, when Host is set, realize only that host's part of
 	// each spec, as its agent does (plan.Options.Host).
 	Host, HostNS string
@@ -86,25 +97,82 @@ func (e *Engine) numCPU() int {
 	return runtime.NumCPU()
 }
 
+// observation is what an apply reads and works out before it plans.
+type observation struct {
+	scope    plan.Scope      // what it read; nil: everything
+	model    []plan.Resource // the desired state of the whole infrastructure
+	desired  []plan.Resource // the part of model the scope holds
+	observed []plan.Resource // what it read that the plan compares with desired
+}
+
 // observe reads what of the host is this store's, and the desired state in
-// the light of it. It fails when the spec would meet namespaces this store
+// the light of it, within the scope a change from the last apply can touch
+// (see scopeFor). It fails when the spec would meet namespaces this store
 // did not make (see claim).
-func (e *Engine) observe(doc *spec.Document) (desired, observed []plan.Resource, err error) {
+func (e *Engine) observe(doc *spec.Document) (observation, error) {
 	name := doc.Spec.Name
+	lap := e.stopwatch()
 	last := e.lastSpec(name)
-	observed, err = e.DP.Observe(name, e.model(doc, nil, last))
+	scope := e.scopeFor(doc, last)
+	hints := scope.Desired(e.model(doc, nil, last))
+	lap("scope and hints")
+	observed, err := e.observeScope(name, scope, hints)
 	if err != nil {
-		return nil, nil, fmt.Errorf("observe %s: %w", name, err)
+		return observation{}, fmt.Errorf("observe %s: %w", name, err)
 	}
+	lap("observe (%d resources)", len(observed))
 	observed, strangers := e.claim(name, observed, nil)
-	desired = e.model(doc, observed, last)
-	if err := refuseStrangers(name, strangers, desired); err != nil {
-		return nil, nil, err
+	model := e.model(doc, observed, last)
+	if err := refuseStrangers(name, strangers, model); err != nil {
+		return observation{}, err
 	}
 	for _, s := range strangers {
 		e.logf("left %s\n", s)
 	}
-	return desired, plan.ResolveSteer(observed, desired, e.realizedModel(last, observed)), nil
+	desired := scope.Desired(model)
+	observed = scope.Observed(observed, desired, model)
+	realized := scope.Desired(e.realizedModel(last, observed))
+	lap("model")
+	return observation{scope: scope, model: model, desired: desired,
+		observed: plan.ResolveSteer(observed, desired, realized)}, nil
+}
+
+// scopeFor returns the namespaces an apply of doc reads and plans, nil for
+// all of them. An apply is full when asked (Full), when there is no record
+// of a previous one, when the last one never finished (it may have left
+// changes anywhere), when the store cannot tell that, and when the change
+// reaches beyond VMs (plan.ChangeScope). Otherwise it reads only the
+// namespaces of what the change creates, deletes or changes: drift
+// elsewhere waits for a full apply.
+func (e *Engine) scopeFor(doc *spec.Document, last *spec.Spec) plan.Scope {
+	why := ""
+	var scope plan.Scope
+	p, journaled := e.Store.(store.Pending)
+	switch {
+	case e.Full:
+		why = "asked for"
+	case !journaled:
+		why = "the store cannot tell an unfinished apply"
+	case p.IsPending(doc.Spec.Name):
+		why = "the last apply did not finish"
+	default:
+		scope, why = plan.ChangeScope(last, doc.Spec, e.scoped(plan.Options{NumCPU: e.numCPU()}))
+	}
+	if scope.Full() {
+		e.tracef("full observation: %s\n", why)
+	} else {
+		e.tracef("scoped observation: %d namespaces\n", len(scope))
+	}
+	return scope
+}
+
+// observeScope reads the namespaces in scope, all when it is nil or the
+// dataplane cannot read only some.
+func (e *Engine) observeScope(name string, scope plan.Scope, hints []plan.Resource) ([]plan.Resource, error) {
+	if so, ok := e.DP.(ScopedObserver); ok {
+		return so.ObserveScope(name, scope, hints)
+	}
+	return e.DP.Observe(name, hints)
 }
 
 // realizedModel is what last, the spec of the last apply, makes of the host
@@ -134,11 +202,11 @@ func (e *Engine) lastSpec(name string) *spec.Spec {
 
 // Plan returns what an apply of the spec would do.
 func (e *Engine) Plan(doc *spec.Document) (plan.Plan, error) {
-	desired, observed, err := e.observe(doc)
+	o, err := e.observe(doc)
 	if err != nil {
 		return plan.Plan{}, err
 	}
-	return plan.Diff(desired, observed), nil
+	return plan.Diff(o.desired, o.observed), nil
 }
 
 // Apply converges the host to the spec. If any step fails, the host is
@@ -150,20 +218,27 @@ func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 		return Result{}, fmt.Errorf("apply %s: %w", name, err)
 	}
 	defer unlock()
+	lap := e.stopwatch()
 	if _, err := e.Sweep(name); err != nil {
 		return Result{}, fmt.Errorf("apply %s: %w", name, err)
 	}
-	desired, before, err := e.observe(doc)
+	lap("sweep")
+	o, err := e.observe(doc)
 	if err != nil {
 		return Result{}, err
 	}
-	p := plan.Diff(desired, before)
+	p := plan.Diff(o.desired, o.observed)
+	lap("plan (%d actions)", len(p.Actions))
 	res := Result{Plan: p}
 	e.logf("%s", p)
 	if !p.Empty() {
-		if err := e.DP.Probe(desired); err != nil {
+		if err := e.DP.Probe(o.desired); err != nil {
 			return res, fmt.Errorf("apply %s: %w", name, err)
 		}
+		if err := e.setPending(name); err != nil {
+			return res, fmt.Errorf("apply %s: %w", name, err)
+		}
+		lap("probe")
 	}
 	for i, a := range p.Actions {
 		err := e.step(i, a)
@@ -171,12 +246,35 @@ func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 			res.Executed++
 			continue
 		}
-		return res, e.rollback(name, before, desired, fmt.Errorf("apply %s: step %d of %d: %w", name, i+1, len(p.Actions), err))
+		return res, e.rollback(name, o, fmt.Errorf("apply %s: step %d of %d: %w", name, i+1, len(p.Actions), err))
 	}
-	if err := e.record(doc, desired, !p.Empty()); err != nil {
-		return res, e.rollback(name, before, desired, fmt.Errorf("apply %s: %w", name, err))
+	lap("execute")
+	if err := e.record(doc, o.model, !p.Empty()); err != nil {
+		return res, e.rollback(name, o, fmt.Errorf("apply %s: %w", name, err))
 	}
+	// A full apply leaves the host as the record says, also after a killed one.
+	if !p.Empty() || o.scope.Full() {
+		e.clearPending(name)
+	}
+	lap("record")
 	return res, nil
+}
+
+// setPending notes, where the store can, that the host begins to change:
+// should the apply be killed, the next one reads everything.
+func (e *Engine) setPending(name string) error {
+	if p, ok := e.Store.(store.Pending); ok {
+		return p.SetPending(name)
+	}
+	return nil
+}
+
+// clearPending notes that the host is as the record says. Should it fail,
+// the next apply is merely full.
+func (e *Engine) clearPending(name string) {
+	if p, ok := e.Store.(store.Pending); ok {
+		_ = p.ClearPending(name)
+	}
 }
 
 func (e *Engine) step(i int, a plan.Action) error {
@@ -190,9 +288,12 @@ func (e *Engine) step(i int, a plan.Action) error {
 
 // rollback converges back to the snapshot. The same planner that made the
 // failed plan works out the way back, so no step needs its own undo.
-func (e *Engine) rollback(name string, before, desired []plan.Resource, cause error) error {
+// It reads what the apply could have touched: the scope of the apply.
+func (e *Engine) rollback(name string, o observation, cause error) error {
+	before, desired := o.observed, o.desired
 	e.logf("apply failed: %v\nrolling back\n", cause)
-	now, err := e.DP.Observe(name, append(append([]plan.Resource{}, before...), desired...))
+	touched := append(append([]plan.Resource{}, before...), desired...)
+	now, err := e.observeScope(name, o.scope, touched)
 	if err != nil {
 		return fmt.Errorf("%w; rollback could not observe the host: %v", cause, err)
 	}
@@ -204,6 +305,7 @@ func (e *Engine) rollback(name string, before, desired []plan.Resource, cause er
 		}
 	}
 	now, _ = e.claim(name, now, making)
+	now = o.scope.Observed(now, touched, append(append([]plan.Resource{}, o.model...), before...))
 	now = plan.ResolveSteer(now, before, desired)
 	var errs []error
 	for _, a := range plan.Diff(before, now).Actions {
@@ -214,6 +316,7 @@ func (e *Engine) rollback(name string, before, desired []plan.Resource, cause er
 	if len(errs) > 0 {
 		return fmt.Errorf("%w; rollback incomplete: %v", cause, errors.Join(errs...))
 	}
+	e.clearPending(name)
 	return fmt.Errorf("%w (%w)", cause, ErrRolledBack)
 }
 
@@ -289,6 +392,26 @@ func (e *Engine) Sweep(name string) ([]string, error) {
 		return done, fmt.Errorf("remove what an interrupted command left: %w", err)
 	}
 	return done, nil
+}
+
+// stopwatch returns a function that traces the time since it was last
+// called (or made), under a label.
+func (e *Engine) stopwatch() func(format string, args ...any) {
+	t := time.Now()
+	return func(format string, args ...any) {
+		if e.Trace == nil {
+			return
+		}
+		now := time.Now()
+		e.tracef("%8.1f ms  %s\n", float64(now.Sub(t).Microseconds())/1000, fmt.Sprintf(format, args...))
+		t = now
+	}
+}
+
+func (e *Engine) tracef(format string, args ...any) {
+	if e.Trace != nil {
+		fmt.Fprintf(e.Trace, format, args...)
+	}
 }
 
 func (e *Engine) logf(format string, args ...any) {

@@ -1,0 +1,165 @@
+package plan
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// scopeBase has a teamed distributed switch, a private one and two VMs.
+const scopeBase = `
+name: t
+hosts:
+  - name: esx1
+    nics: [{name: vmnic0, speed: 1Gbit}, {name: vmnic1, speed: 1Gbit}]
+  - name: esx2
+    nics: [{name: vmnic0, speed: 1Gbit}]
+switches:
+  - name: dvs0
+    uplinks:
+      - {name: u1, nics: {esx1: vmnic0, esx2: vmnic0}}
+      - {name: u2, nics: {esx1: vmnic1}}
+    teaming: {active: [u1, u2]}
+    portgroups: [{name: pg-a}, {name: pg-b}]
+  - name: priv
+    hosts: [esx1]
+    portgroups: [{name: pg-p}]
+vms:
+  - name: vm1
+    host: esx1
+    cpus: 1
+    nics: [{portgroup: pg-a, ip: 10.0.0.1/24}]
+  - name: vm2
+    host: esx2
+    nics: [{portgroup: pg-a, ip: 10.0.0.2/24}]
+`
+
+func TestChangeScope(t *testing.T) {
+	ns := func(nodes ...string) Scope {
+		s := Scope{}
+		for _, n := range nodes {
+			s[NSName("t", n)] = true
+		}
+		return s
+	}
+	vm3 := "\n  - name: vm3\n    host: esx2\n    nics: [{portgroup: pg-a, ip: 10.0.0.3/24}]\n"
+	tests := []struct {
+		name     string
+		last     string // "" for no previous apply
+		next     string
+		want     Scope
+		fullWhy  string // the reason given for a full scope
+		wantNone bool   // an empty, not full, scope
+	}{
+		{name: "first apply", next: scopeBase, fullWhy: "no record"},
+		{name: "no change", last: scopeBase, next: scopeBase, wantNone: true},
+		{name: "add a VM", last: scopeBase, next: scopeBase + vm3, want: ns("vm3", "esx2")},
+		{name: "remove a VM", last: scopeBase + vm3, next: scopeBase, want: ns("vm3", "esx2")},
+		{name: "change a VM's address", last: scopeBase,
+			next: strings.Replace(scopeBase, "10.0.0.2/24", "10.0.0.9/24", 1), want: ns("vm2")},
+		{name: "change a VM's CPU limit", last: scopeBase,
+			next: strings.Replace(scopeBase, "cpus: 1", "cpus: 0.5", 1), want: ns("vm1")},
+		{name: "move a vNIC to another switch", last: scopeBase,
+			next: strings.Replace(scopeBase, "nics: [{portgroup: pg-a, ip: 10.0.0.1/24}]", "nics: [{portgroup: pg-p, ip: 10.0.0.1/24}]", 1),
+			want: ns("vm1", "esx1")},
+		{name: "move a vNIC to a port group of the same policy", last: scopeBase,
+			next: strings.Replace(scopeBase, "nics: [{portgroup: pg-a, ip: 10.0.0.2/24}]", "nics: [{portgroup: pg-b, ip: 10.0.0.2/24}]", 1),
+			wantNone: true},
+		{name: "move a VM to another host", last: scopeBase,
+			next: strings.Replace(scopeBase, "host: esx2\n    nics: [{portgroup: pg-a, ip: 10.0.0.2/24}]", "host: esx1\n    nics: [{portgroup: pg-a, ip: 10.0.0.2/24}]", 1),
+			want: ns("vm2", "esx1", "esx2")},
+		{name: "add a port group", last: scopeBase,
+			next: strings.Replace(scopeBase, "{name: pg-b}", "{name: pg-b}, {name: pg-c}", 1), fullWhy: "switch"},
+		{name: "change teaming", last: scopeBase,
+			next: strings.Replace(scopeBase, "active: [u1, u2]", "active: [u1]", 1), fullWhy: "switch"},
+		{name: "change a NIC's speed", last: scopeBase,
+			next: strings.Replace(scopeBase, "{name: vmnic1, speed: 1Gbit}", "{name: vmnic1, speed: 10Gbit}", 1), fullWhy: "host"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			next := load(t, tt.next)
+			var got Scope
+			var why string
+			if tt.last == "" {
+				got, why = ChangeScope(nil, next, Options{NumCPU: 2})
+			} else {
+				got, why = ChangeScope(load(t, tt.last), next, Options{NumCPU: 2})
+			}
+			switch {
+			case tt.fullWhy != "":
+				if !got.Full() || !strings.Contains(why, tt.fullWhy) {
+					t.Errorf("got scope %v (%q), want full because of %q", got.Names(), why, tt.fullWhy)
+				}
+			case tt.wantNone:
+				if got.Full() || len(got) != 0 {
+					t.Errorf("got scope %v (%q), want an empty one", got.Names(), why)
+				}
+			case !reflect.DeepEqual(got, tt.want):
+				t.Errorf("got scope %v (%q), want %v", got.Names(), why, tt.want.Names())
+			}
+		})
+	}
+}
+
+// A scoped apply of a change plans, on what the scope holds, exactly what
+// a full apply of it plans.
+func TestScopedDiffIsTheFullDiffOfTheChange(t *testing.T) {
+	vm3 := "\n  - name: vm3\n    host: esx2\n    nics: [{portgroup: pg-a, ip: 10.0.0.3/24}]\n"
+	changes := map[string][2]string{
+		"add":     {scopeBase, scopeBase + vm3},
+		"remove":  {scopeBase + vm3, scopeBase},
+		"address": {scopeBase, strings.Replace(scopeBase, "10.0.0.2/24", "10.0.0.9/24", 1)},
+		"move":    {scopeBase, strings.Replace(scopeBase, "host: esx2\n    nics: [{portgroup: pg-a, ip: 10.0.0.2/24}]", "host: esx1\n    nics: [{portgroup: pg-a, ip: 10.0.0.2/24}]", 1)},
+	}
+	for name, c := range changes {
+		t.Run(name, func(t *testing.T) {
+			opt := Options{NumCPU: 2}
+			last, next := load(t, c[0]), load(t, c[1])
+			scope, why := ChangeScope(last, next, opt)
+			if scope.Full() {
+				t.Fatalf("full scope: %s", why)
+			}
+			host, want := Model(last, opt), Model(next, opt)
+			full := Diff(want, host).String()
+			// A scoped observation reads, of a veth pair with an end outside
+			// the scope, the end inside only.
+			var read []Resource
+			for _, r := range host {
+				if r.Kind == KindVeth && scope[r.A.NS] && !scope[r.B.NS] {
+					r.B = End{}
+				}
+				if scope[r.Namespace()] {
+					read = append(read, r)
+				}
+			}
+			desired := scope.Desired(want)
+			scoped := Diff(desired, scope.Observed(read, desired, want)).String()
+			if scoped != full {
+				t.Errorf("scoped plan:\n%s\nfull plan:\n%s", scoped, full)
+			}
+		})
+	}
+}
+
+func TestScopeHolds(t *testing.T) {
+	s := Scope{"a": true, "b": true}
+	tests := []struct {
+		r    Resource
+		want bool
+	}{
+		{Resource{Kind: KindNetns, Name: "a"}, true},
+		{Resource{Kind: KindNetns, Name: "c"}, false},
+		{Resource{Kind: KindVeth, A: End{NS: "a"}, B: End{NS: "b"}}, true},
+		{Resource{Kind: KindVeth, A: End{NS: "a"}, B: End{NS: "c"}}, false},
+		{Resource{Kind: KindVeth, A: End{NS: "a"}}, true},
+		{Resource{Kind: KindAddr, NS: "c", Link: "eth0"}, false},
+	}
+	for _, tt := range tests {
+		if got := s.Holds(tt.r); got != tt.want {
+			t.Errorf("Holds(%s) = %v, want %v", tt.r, got, tt.want)
+		}
+		if !Scope(nil).Holds(tt.r) {
+			t.Errorf("the full scope does not hold %s", tt.r)
+		}
+	}
+}

@@ -63,7 +63,7 @@ func TestChangeScope(t *testing.T) {
 			next: strings.Replace(scopeBase, "nics: [{portgroup: pg-a, ip: 10.0.0.1/24}]", "nics: [{portgroup: pg-p, ip: 10.0.0.1/24}]", 1),
 			want: ns("vm1", "esx1")},
 		{name: "move a vNIC to a port group of the same policy", last: scopeBase,
-			next: strings.Replace(scopeBase, "nics: [{portgroup: pg-a, ip: 10.0.0.2/24}]", "nics: [{portgroup: pg-b, ip: 10.0.0.2/24}]", 1),
+			next:     strings.Replace(scopeBase, "nics: [{portgroup: pg-a, ip: 10.0.0.2/24}]", "nics: [{portgroup: pg-b, ip: 10.0.0.2/24}]", 1),
 			wantNone: true},
 		{name: "move a VM to another host", last: scopeBase,
 			next: strings.Replace(scopeBase, "host: esx2\n    nics: [{portgroup: pg-a, ip: 10.0.0.2/24}]", "host: esx1\n    nics: [{portgroup: pg-a, ip: 10.0.0.2/24}]", 1),

@@ -28,10 +28,11 @@ func (l *Linux) Observe(infra string, hints []plan.Resource) ([]plan.Resource, e
 	return l.ObserveScope(infra, nil, hints)
 }
 
-// ObserveScope is Observe of only the namespaces in scope (all of them
-// when it is nil): what a change can touch. A veth end whose other end's
-// namespace is outside the scope is read as a pair without its second end,
-// and is not judged stranded.
+// ObserveScope is Observe of only what is in scope (everything when it is
+// nil): what a change can touch. Of a namespace the scope holds some links
+// of, only those links are read, with what sits on them, and the
+// namespace's mark. A veth end whose other end is outside the scope is
+// read as a pair without its second end, and is not judged stranded.
 func (l *Linux) ObserveScope(infra string, scope plan.Scope, hints []plan.Resource) ([]plan.Resource, error) {
 	names, err := listNetnsIn(plan.InfraNSPrefix(infra), scope)
 	if err != nil {
@@ -48,12 +49,13 @@ func (l *Linux) ObserveScope(infra string, scope plan.Scope, hints []plan.Resour
 	}
 	views := make([]nsObservation, len(names))
 	err = forEachParallel(len(names), observeWorkers, func(i int) error {
-		v, err := l.observeNS(names[i], shaperHints, nil)
+		links, _ := scope.Links(names[i])
+		v, err := l.observeNS(names[i], shaperHints, nil, links)
 		if err != nil {
 			views[i] = v
 			return err
 		}
-		fw, err := l.observeFirewall(names[i])
+		fw, err := l.observeFirewall(names[i], links)
 		v.resources = append(v.resources, fw...)
 		views[i] = v
 		return err
@@ -61,11 +63,12 @@ func (l *Linux) ObserveScope(infra string, scope plan.Scope, hints []plan.Resour
 	if err != nil {
 		return nil, err
 	}
-	readHostNS := l.HostNS != "" && (scope.Full() || scope[l.HostNS])
+	hostLinks, readHostNS := scope.Links(l.HostNS)
+	readHostNS = readHostNS && l.HostNS != ""
 	if readHostNS {
 		// The host's namespace is the machine's: only what names the
 		// infrastructure is its.
-		v, err := l.observeNS(l.HostNS, shaperHints, func(alias string) bool { return plan.OwnedBy(alias, infra) })
+		v, err := l.observeNS(l.HostNS, shaperHints, func(alias string) bool { return plan.OwnedBy(alias, infra) }, hostLinks)
 		if err != nil {
 			return nil, err
 		}
@@ -89,8 +92,9 @@ func (l *Linux) ObserveScope(infra string, scope plan.Scope, hints []plan.Resour
 		observedNS[l.HostNS] = true
 	}
 	for _, b := range joinVethEnds(aEnds, bEnds) {
-		if peerNS, _, _ := strings.Cut(b.peer, "/"); !scope.Full() && !scope[peerNS] {
-			continue
+		peerNS, peerName, _ := strings.Cut(b.peer, "/")
+		if links, ok := scope.Links(peerNS); !ok || links != nil && !links[peerName] {
+			continue // its first end was not read
 		}
 		if r, ok := strandedEnd(b, observedNS); ok {
 			out = append(out, r)
@@ -111,7 +115,13 @@ func (l *Linux) ObserveScope(infra string, scope plan.Scope, hints []plan.Resour
 	} else {
 		// A VM's cgroup can outlive its namespace (a kill between the two
 		// deletions): read it for every namespace in scope.
-		cgroups = l.observeCgroupsOf(infra, scope.Names())
+		var whole []string
+		for _, ns := range scope.Names() {
+			if links, _ := scope.Links(ns); links == nil {
+				whole = append(whole, ns)
+			}
+		}
+		cgroups = l.observeCgroupsOf(infra, whole)
 	}
 	if l.OnlyStore != "" {
 		cgroups = ofNamespaces(cgroups, names)
@@ -161,8 +171,9 @@ type nsObservation struct {
 
 // observeNS reads one namespace. keep, when set, picks the links to read
 // by their alias: the namespace is not vnet's own (a host agent's), so it
-// has no netns resource either.
-func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep func(alias string) bool) (nsObservation, error) {
+// has no netns resource either. only, when set, picks them by name: then
+// the namespace's settings are not read, only its mark.
+func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep func(alias string) bool, only map[string]bool) (nsObservation, error) {
 	var v nsObservation
 	h, err := l.handle(ns)
 	if err != nil {
@@ -194,13 +205,16 @@ func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep 
 	for _, link := range links {
 		byIndex[link.Attrs().Index] = link.Attrs().Name
 		byName[link.Attrs().Name] = link.Attrs().Index
-		if _, mine := strings.CutPrefix(link.Attrs().Alias, plan.AliasPrefix); mine && link.Type() == "bridge" {
+		if _, mine := strings.CutPrefix(link.Attrs().Alias, plan.AliasPrefix); mine && link.Type() == "bridge" && (only == nil || only[link.Attrs().Name]) {
 			bridges = append(bridges, link.Attrs().Name)
 		}
 	}
-	sysctls, bridgeSysctls, err := readNamespaceSysctls(ns, bridges)
-	if err != nil {
-		return v, err
+	var sysctls string
+	bridgeSysctls := map[string]string{}
+	if only == nil || len(bridges) > 0 {
+		if sysctls, bridgeSysctls, err = readNamespaceSysctls(ns, bridges); err != nil {
+			return v, err
+		}
 	}
 	if keep == nil {
 		v.resources = append(v.resources, plan.Resource{Kind: plan.KindNetns, Name: ns, Sysctls: sysctls, Mark: loopbackAlias(links)})
@@ -211,7 +225,7 @@ func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep 
 		if !mine || attrs.Name == "lo" { // lo's alias is the namespace's mark
 			continue
 		}
-		if keep != nil && !keep(attrs.Alias) {
+		if keep != nil && !keep(attrs.Alias) || only != nil && !only[attrs.Name] {
 			continue
 		}
 		switch link.Type() {

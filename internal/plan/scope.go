@@ -7,9 +7,10 @@ import (
 	"github.com/vnet-project/vnet/internal/spec"
 )
 
-// Scope is the set of namespaces an apply reads and plans. A nil Scope is
-// every namespace of the infrastructure: a full apply.
-type Scope map[string]bool
+// Scope is what an apply reads and plans: namespaces, each whole (a nil
+// link set) or only some of its links. A nil Scope is every namespace of
+// the infrastructure: a full apply.
+type Scope map[string]map[string]bool
 
 // Full reports whether the scope is every namespace.
 func (s Scope) Full() bool { return s == nil }
@@ -24,34 +25,82 @@ func (s Scope) Names() []string {
 	return out
 }
 
-// Holds reports whether every namespace the resource touches is in the
-// scope: only then does a scoped observation see all of it. A veth pair
-// read without its second end (B.NS empty) touches only its first end's.
+// Links returns the links of ns the scope holds, nil for all of them;
+// ok is false when ns is not in the scope.
+func (s Scope) Links(ns string) (links map[string]bool, ok bool) {
+	if s == nil {
+		return nil, true
+	}
+	links, ok = s[ns]
+	return links, ok
+}
+
+// addWhole puts all of ns in the scope.
+func (s Scope) addWhole(ns string) { s[ns] = nil }
+
+// addLink puts one link of ns in the scope, unless all of ns is.
+func (s Scope) addLink(ns, link string) {
+	links, ok := s[ns]
+	switch {
+	case ok && links == nil:
+	case ok:
+		links[link] = true
+	default:
+		s[ns] = map[string]bool{link: true}
+	}
+}
+
+func (s Scope) add(r Resource) {
+	for _, p := range r.places() {
+		if p.link == "" {
+			s.addWhole(p.ns)
+		} else {
+			s.addLink(p.ns, p.link)
+		}
+	}
+}
+
+// Holds reports whether the scope holds every place the resource is: only
+// then does a scoped observation see all of it. A veth pair read without
+// its second end (B.NS empty) is only where its first end is.
 func (s Scope) Holds(r Resource) bool {
 	if s == nil {
 		return true
 	}
-	for _, ns := range r.namespaces() {
-		if !s[ns] {
+	for _, p := range r.places() {
+		links, ok := s[p.ns]
+		if !ok || links != nil && (p.link == "" || !links[p.link]) {
 			return false
 		}
 	}
 	return true
 }
 
-// namespaces are those a resource lives in: both ends' for a veth pair,
-// its VM's for a cgroup.
-func (r Resource) namespaces() []string {
-	if r.Kind == KindVeth {
+// place is a link of a namespace, or (link empty) the namespace itself.
+type place struct{ ns, link string }
+
+// places are where a resource is: the links it is or sits on, or its
+// namespace for what belongs to a namespace as a whole (the namespace
+// itself, its firewall, a VM's cgroup).
+func (r Resource) places() []place {
+	switch r.Kind {
+	case KindVeth:
 		if r.B.NS == "" {
-			return []string{r.A.NS}
+			return []place{{r.A.NS, r.A.Name}}
 		}
-		return []string{r.A.NS, r.B.NS}
+		return []place{{r.A.NS, r.A.Name}, {r.B.NS, r.B.Name}}
+	case KindBridge, KindVxlan:
+		return []place{{r.NS, r.Name}}
+	case KindNetns, KindFirewall, KindCgroup:
+		if ns := r.Namespace(); ns != "" {
+			return []place{{ns, ""}}
+		}
+		return nil
 	}
-	if ns := r.Namespace(); ns != "" {
-		return []string{ns}
+	if r.Link == "" {
+		return []place{{r.NS, ""}}
 	}
-	return nil
+	return []place{{r.NS, r.Link}}
 }
 
 // Desired keeps the resources the scope holds.
@@ -103,47 +152,55 @@ func keySet(rs []Resource) map[string]bool {
 	return set
 }
 
-// ChangeScope returns the namespaces a change from the spec last applied
-// to next can touch: those of every resource the two models disagree on,
-// created, deleted or changed. It returns a nil Scope (full), and why,
+// ChangeScope returns what a change from the spec last applied to next
+// can touch: where every resource the two models disagree on is, created,
+// deleted or changed (see ModelScope). It returns a nil Scope (full), and why,
 // when it cannot bound the change: there is no last spec, or something
 // other than the VMs changed (hosts, NICs, switches, port groups, uplinks,
 // host ports), whose effects reach every port. Both models are made with
 // the same options, so what they depend on beyond the specs (team
-// assignments, the time) cancels out.
-func ChangeScope(last, next *spec.Spec, opt Options) (Scope, string) {
+// assignments, the time) cancels out: lastModel and nextModel are their
+// models, made with the same Options.
+func ChangeScope(last, next *spec.Spec, lastModel, nextModel []Resource) (Scope, string) {
 	if last == nil {
 		return nil, "no record of a previous apply"
 	}
 	if !sameButVMs(last, next) {
 		return nil, "a host, switch, port group or host port changed"
 	}
-	return ModelScope(Model(last, opt), Model(next, opt)), ""
+	return ModelScope(lastModel, nextModel), ""
 }
 
-// ModelScope returns the namespaces of the resources two models disagree
-// on (both versions of a changed one).
+// ModelScope returns where the resources two models disagree on are (both
+// versions of a changed one). A namespace that holds team steering or
+// IOC pools is whole in it wherever it is in it at all: what a change
+// there makes depends on what the other ports and uplinks hold (their
+// team assignments, how a team-wide limit is split).
 func ModelScope(last, next []Resource) Scope {
 	scope := Scope{}
-	add := func(r Resource) {
-		for _, ns := range r.namespaces() {
-			scope[ns] = true
-		}
-	}
 	was := indexByKey(last)
 	for _, r := range next {
 		o, ok := was[r.Key()]
 		if !ok || !Same(o, r) {
-			add(r)
+			scope.add(r)
 			if ok {
-				add(o)
+				scope.add(o)
 			}
 		}
 	}
 	is := keySet(next)
 	for _, r := range last {
 		if !is[r.Key()] {
-			add(r)
+			scope.add(r)
+		}
+	}
+	for _, m := range [][]Resource{last, next} {
+		for _, r := range m {
+			if r.Kind == KindSteer || r.Kind == KindPool {
+				if _, ok := scope[r.NS]; ok {
+					scope.addWhole(r.NS)
+				}
+			}
 		}
 	}
 	return scope

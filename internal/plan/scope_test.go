@@ -35,13 +35,24 @@ vms:
 `
 
 func TestChangeScope(t *testing.T) {
+	// ns: whole namespaces of nodes; port: one vNIC's switch port.
 	ns := func(nodes ...string) Scope {
 		s := Scope{}
 		for _, n := range nodes {
-			s[NSName("t", n)] = true
+			s.addWhole(NSName("t", n))
 		}
 		return s
 	}
+	port := func(s Scope, host, vm string) Scope {
+		s.addLink(NSName("t", host), VNICPortName(vm, 0))
+		return s
+	}
+	eth0 := func(s Scope, vm string) Scope {
+		s.addLink(NSName("t", vm), "eth0")
+		return s
+	}
+	plain := strings.Replace(scopeBase, "    teaming: {active: [u1, u2]}\n", "", 1)
+	plain = strings.Replace(plain, "      - {name: u2, nics: {esx1: vmnic1}}\n", "", 1)
 	vm3 := "\n  - name: vm3\n    host: esx2\n    nics: [{portgroup: pg-a, ip: 10.0.0.3/24}]\n"
 	tests := []struct {
 		name     string
@@ -53,21 +64,26 @@ func TestChangeScope(t *testing.T) {
 	}{
 		{name: "first apply", next: scopeBase, fullWhy: "no record"},
 		{name: "no change", last: scopeBase, next: scopeBase, wantNone: true},
-		{name: "add a VM", last: scopeBase, next: scopeBase + vm3, want: ns("vm3", "esx2")},
-		{name: "remove a VM", last: scopeBase + vm3, next: scopeBase, want: ns("vm3", "esx2")},
+		{name: "add a VM to a host with one uplink", last: scopeBase, next: scopeBase + vm3, want: port(ns("vm3"), "esx2", "vm3")},
+		{name: "remove a VM from a host with one uplink", last: scopeBase + vm3, next: scopeBase, want: port(ns("vm3"), "esx2", "vm3")},
+		{name: "add a VM", last: plain, next: plain + vm3, want: port(ns("vm3"), "esx2", "vm3")},
+		{name: "remove a VM", last: plain + vm3, next: plain, want: port(ns("vm3"), "esx2", "vm3")},
 		{name: "change a VM's address", last: scopeBase,
-			next: strings.Replace(scopeBase, "10.0.0.2/24", "10.0.0.9/24", 1), want: ns("vm2")},
+			next: strings.Replace(scopeBase, "10.0.0.2/24", "10.0.0.9/24", 1), want: eth0(Scope{}, "vm2")},
 		{name: "change a VM's CPU limit", last: scopeBase,
 			next: strings.Replace(scopeBase, "cpus: 1", "cpus: 0.5", 1), want: ns("vm1")},
 		{name: "move a vNIC to another switch", last: scopeBase,
 			next: strings.Replace(scopeBase, "nics: [{portgroup: pg-a, ip: 10.0.0.1/24}]", "nics: [{portgroup: pg-p, ip: 10.0.0.1/24}]", 1),
-			want: ns("vm1", "esx1")},
+			want: eth0(ns("esx1"), "vm1")},
+		{name: "move a vNIC to another switch, without teams", last: plain,
+			next: strings.Replace(plain, "nics: [{portgroup: pg-a, ip: 10.0.0.1/24}]", "nics: [{portgroup: pg-p, ip: 10.0.0.1/24}]", 1),
+			want: port(eth0(Scope{}, "vm1"), "esx1", "vm1")},
 		{name: "move a vNIC to a port group of the same policy", last: scopeBase,
 			next:     strings.Replace(scopeBase, "nics: [{portgroup: pg-a, ip: 10.0.0.2/24}]", "nics: [{portgroup: pg-b, ip: 10.0.0.2/24}]", 1),
 			wantNone: true},
 		{name: "move a VM to another host", last: scopeBase,
 			next: strings.Replace(scopeBase, "host: esx2\n    nics: [{portgroup: pg-a, ip: 10.0.0.2/24}]", "host: esx1\n    nics: [{portgroup: pg-a, ip: 10.0.0.2/24}]", 1),
-			want: ns("vm2", "esx1", "esx2")},
+			want: eth0(ns("esx1", "esx2"), "vm2")},
 		{name: "add a port group", last: scopeBase,
 			next: strings.Replace(scopeBase, "{name: pg-b}", "{name: pg-b}, {name: pg-c}", 1), fullWhy: "switch"},
 		{name: "change teaming", last: scopeBase,
@@ -80,10 +96,12 @@ func TestChangeScope(t *testing.T) {
 			next := load(t, tt.next)
 			var got Scope
 			var why string
+			opt := Options{NumCPU: 2}
 			if tt.last == "" {
-				got, why = ChangeScope(nil, next, Options{NumCPU: 2})
+				got, why = ChangeScope(nil, next, nil, Model(next, opt))
 			} else {
-				got, why = ChangeScope(load(t, tt.last), next, Options{NumCPU: 2})
+				last := load(t, tt.last)
+				got, why = ChangeScope(last, next, Model(last, opt), Model(next, opt))
 			}
 			switch {
 			case tt.fullWhy != "":
@@ -95,7 +113,7 @@ func TestChangeScope(t *testing.T) {
 					t.Errorf("got scope %v (%q), want an empty one", got.Names(), why)
 				}
 			case !reflect.DeepEqual(got, tt.want):
-				t.Errorf("got scope %v (%q), want %v", got.Names(), why, tt.want.Names())
+				t.Errorf("got scope %v (%q), want %v", got, why, tt.want)
 			}
 		})
 	}
@@ -105,17 +123,20 @@ func TestChangeScope(t *testing.T) {
 // a full apply of it plans.
 func TestScopedDiffIsTheFullDiffOfTheChange(t *testing.T) {
 	vm3 := "\n  - name: vm3\n    host: esx2\n    nics: [{portgroup: pg-a, ip: 10.0.0.3/24}]\n"
+	plain := strings.Replace(scopeBase, "    teaming: {active: [u1, u2]}\n", "", 1)
 	changes := map[string][2]string{
-		"add":     {scopeBase, scopeBase + vm3},
-		"remove":  {scopeBase + vm3, scopeBase},
-		"address": {scopeBase, strings.Replace(scopeBase, "10.0.0.2/24", "10.0.0.9/24", 1)},
-		"move":    {scopeBase, strings.Replace(scopeBase, "host: esx2\n    nics: [{portgroup: pg-a, ip: 10.0.0.2/24}]", "host: esx1\n    nics: [{portgroup: pg-a, ip: 10.0.0.2/24}]", 1)},
+		"add, no teams":    {plain, plain + vm3},
+		"remove, no teams": {plain + vm3, plain},
+		"add":              {scopeBase, scopeBase + vm3},
+		"remove":           {scopeBase + vm3, scopeBase},
+		"address":          {scopeBase, strings.Replace(scopeBase, "10.0.0.2/24", "10.0.0.9/24", 1)},
+		"move":             {scopeBase, strings.Replace(scopeBase, "host: esx2\n    nics: [{portgroup: pg-a, ip: 10.0.0.2/24}]", "host: esx1\n    nics: [{portgroup: pg-a, ip: 10.0.0.2/24}]", 1)},
 	}
 	for name, c := range changes {
 		t.Run(name, func(t *testing.T) {
 			opt := Options{NumCPU: 2}
 			last, next := load(t, c[0]), load(t, c[1])
-			scope, why := ChangeScope(last, next, opt)
+			scope, why := ChangeScope(last, next, Model(last, opt), Model(next, opt))
 			if scope.Full() {
 				t.Fatalf("full scope: %s", why)
 			}
@@ -125,10 +146,10 @@ func TestScopedDiffIsTheFullDiffOfTheChange(t *testing.T) {
 			// the scope, the end inside only.
 			var read []Resource
 			for _, r := range host {
-				if r.Kind == KindVeth && scope[r.A.NS] && !scope[r.B.NS] {
+				if r.Kind == KindVeth && scope.Holds(Resource{Kind: KindVeth, A: r.A}) && !scope.Holds(Resource{Kind: KindVeth, A: r.B}) {
 					r.B = End{}
 				}
-				if scope[r.Namespace()] {
+				if _, ok := scope[r.Namespace()]; ok && scope.Holds(r) {
 					read = append(read, r)
 				}
 			}
@@ -142,7 +163,7 @@ func TestScopedDiffIsTheFullDiffOfTheChange(t *testing.T) {
 }
 
 func TestScopeHolds(t *testing.T) {
-	s := Scope{"a": true, "b": true}
+	s := Scope{"a": nil, "b": nil, "h": {"p1": true}}
 	tests := []struct {
 		r    Resource
 		want bool
@@ -153,6 +174,13 @@ func TestScopeHolds(t *testing.T) {
 		{Resource{Kind: KindVeth, A: End{NS: "a"}, B: End{NS: "c"}}, false},
 		{Resource{Kind: KindVeth, A: End{NS: "a"}}, true},
 		{Resource{Kind: KindAddr, NS: "c", Link: "eth0"}, false},
+		{Resource{Kind: KindVeth, A: End{NS: "a", Name: "eth0"}, B: End{NS: "h", Name: "p1"}}, true},
+		{Resource{Kind: KindVeth, A: End{NS: "a", Name: "eth0"}, B: End{NS: "h", Name: "p2"}}, false},
+		{Resource{Kind: KindPortSec, NS: "h", Link: "p1"}, true},
+		{Resource{Kind: KindPortSec, NS: "h", Link: "p2"}, false},
+		{Resource{Kind: KindNetns, Name: "h"}, false},
+		{Resource{Kind: KindFirewall, NS: "h"}, false},
+		{Resource{Kind: KindBridge, NS: "h", Name: "br"}, false},
 	}
 	for _, tt := range tests {
 		if got := s.Holds(tt.r); got != tt.want {

@@ -99,6 +99,7 @@ func (e *Engine) numCPU() int {
 
 // observation is what an apply reads and works out before it plans.
 type observation struct {
+	rec      *store.Record   // of the last apply; nil before the first
 	scope    plan.Scope      // what it read; nil: everything
 	model    []plan.Resource // the desired state of the whole infrastructure
 	desired  []plan.Resource // the part of model the scope holds
@@ -112,17 +113,23 @@ type observation struct {
 func (e *Engine) observe(doc *spec.Document) (observation, error) {
 	name := doc.Spec.Name
 	lap := e.stopwatch()
-	last := e.lastSpec(name)
-	scope := e.scopeFor(doc, last)
-	hints := scope.Desired(e.model(doc, nil, last))
+	rec, err := e.Store.Get(name)
+	if errors.Is(err, store.ErrNotFound) {
+		rec = nil
+	} else if err != nil {
+		return observation{}, fmt.Errorf("apply %s: %w", name, err)
+	}
+	m := e.models(doc, specOf(rec))
+	scope := e.scopeFor(doc, m)
+	hints := scope.Desired(m.desired(nil))
 	lap("scope and hints")
 	observed, err := e.observeScope(name, scope, hints)
 	if err != nil {
 		return observation{}, fmt.Errorf("observe %s: %w", name, err)
 	}
 	lap("observe (%d resources)", len(observed))
-	observed, strangers := e.claim(name, observed, nil)
-	model := e.model(doc, observed, last)
+	observed, strangers := claimWith(rec, e.Store.ID(), name, observed, nil)
+	model := m.desired(observed)
 	if err := refuseStrangers(name, strangers, model); err != nil {
 		return observation{}, err
 	}
@@ -131,10 +138,70 @@ func (e *Engine) observe(doc *spec.Document) (observation, error) {
 	}
 	desired := scope.Desired(model)
 	observed = scope.Observed(observed, desired, model)
-	realized := scope.Desired(e.realizedModel(last, observed))
+	realized := scope.Desired(m.realized(observed))
 	lap("model")
-	return observation{scope: scope, model: model, desired: desired,
+	return observation{rec: rec, scope: scope, model: model, desired: desired,
 		observed: plan.ResolveSteer(observed, desired, realized)}, nil
+}
+
+// modelSet makes the models an apply needs, each once: the specs' models
+// made without what observation tells are the same as those made with it
+// when observation tells nothing (no team assignments, pool splits or
+// uplinks down), as it does for an infrastructure without teams or pools.
+type modelSet struct {
+	e          *Engine
+	doc        *spec.Document
+	last       *spec.Spec      // nil before the first apply
+	next, prev []plan.Resource // of doc and of last, with no observation
+}
+
+func (e *Engine) models(doc *spec.Document, last *spec.Spec) *modelSet {
+	m := &modelSet{e: e, doc: doc, last: last}
+	opt := e.scoped(plan.Options{NumCPU: e.numCPU()})
+	m.next = plan.Model(doc.Spec, opt)
+	if last != nil {
+		m.prev = plan.Model(last, opt)
+	}
+	return m
+}
+
+// desired is the model of the spec in the light of what was observed (see
+// model).
+func (m *modelSet) desired(observed []plan.Resource) []plan.Resource {
+	teams, ceils := plan.Assignments(observed), plan.PoolCeils(observed)
+	next := m.next
+	if len(teams) > 0 || len(ceils) > 0 || hasSteer(next) {
+		next = plan.Model(m.doc.Spec, m.e.scoped(plan.Options{NumCPU: m.e.numCPU(), Teams: teams, PoolCeils: ceils,
+			Now: time.Now().UTC().Truncate(time.Second)}))
+	}
+	desired := m.e.markOwn(m.doc.Spec.Name, next)
+	if m.last == nil {
+		return desired
+	}
+	return plan.ResetDroppedOffloads(desired, m.prev)
+}
+
+// realized is realizedModel, made once more only when observation tells
+// something.
+func (m *modelSet) realized(observed []plan.Resource) []plan.Resource {
+	if m.last == nil {
+		return nil
+	}
+	if len(plan.Assignments(observed)) == 0 && len(plan.PoolCeils(observed)) == 0 && len(downUplinks(m.last, observed)) == 0 {
+		return m.prev
+	}
+	return m.e.realizedModel(m.last, observed)
+}
+
+// hasSteer reports whether a model steers (teams): what it makes then
+// depends on the time (plan.Options.Now).
+func hasSteer(rs []plan.Resource) bool {
+	for _, r := range rs {
+		if r.Kind == plan.KindSteer {
+			return true
+		}
+	}
+	return false
 }
 
 // scopeFor returns the namespaces an apply of doc reads and plans, nil for
@@ -144,7 +211,7 @@ func (e *Engine) observe(doc *spec.Document) (observation, error) {
 // reaches beyond VMs (plan.ChangeScope). Otherwise it reads only the
 // namespaces of what the change creates, deletes or changes: drift
 // elsewhere waits for a full apply.
-func (e *Engine) scopeFor(doc *spec.Document, last *spec.Spec) plan.Scope {
+func (e *Engine) scopeFor(doc *spec.Document, m *modelSet) plan.Scope {
 	why := ""
 	var scope plan.Scope
 	p, journaled := e.Store.(store.Pending)
@@ -156,7 +223,7 @@ func (e *Engine) scopeFor(doc *spec.Document, last *spec.Spec) plan.Scope {
 	case p.IsPending(doc.Spec.Name):
 		why = "the last apply did not finish"
 	default:
-		scope, why = plan.ChangeScope(last, doc.Spec, e.scoped(plan.Options{NumCPU: e.numCPU()}))
+		scope, why = plan.ChangeScope(m.last, doc.Spec, m.prev, m.next)
 	}
 	if scope.Full() {
 		e.tracef("full observation: %s\n", why)
@@ -191,6 +258,14 @@ func (e *Engine) realizedModel(last *spec.Spec, observed []plan.Resource) []plan
 func (e *Engine) lastSpec(name string) *spec.Spec {
 	rec, err := e.Store.Get(name)
 	if err != nil {
+		return nil
+	}
+	return specOf(rec)
+}
+
+// specOf is a record's spec, or nil.
+func specOf(rec *store.Record) *spec.Spec {
+	if rec == nil {
 		return nil
 	}
 	doc, err := spec.Decode(rec.SpecFile, rec.Spec)
@@ -249,7 +324,7 @@ func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 		return res, e.rollback(name, o, fmt.Errorf("apply %s: step %d of %d: %w", name, i+1, len(p.Actions), err))
 	}
 	lap("execute")
-	if err := e.record(doc, o.model, !p.Empty()); err != nil {
+	if err := e.record(doc, o.rec, o.model, !p.Empty()); err != nil {
 		return res, e.rollback(name, o, fmt.Errorf("apply %s: %w", name, err))
 	}
 	// A full apply leaves the host as the record says, also after a killed one.
@@ -304,7 +379,7 @@ func (e *Engine) rollback(name string, o observation, cause error) error {
 			making[r.Name] = true
 		}
 	}
-	now, _ = e.claim(name, now, making)
+	now, _ = claimWith(o.rec, e.Store.ID(), name, now, making)
 	now = o.scope.Observed(now, touched, append(append([]plan.Resource{}, o.model...), before...))
 	now = plan.ResolveSteer(now, before, desired)
 	var errs []error
@@ -320,12 +395,12 @@ func (e *Engine) rollback(name string, o observation, cause error) error {
 	return fmt.Errorf("%w (%w)", cause, ErrRolledBack)
 }
 
-func (e *Engine) record(doc *spec.Document, realized []plan.Resource, changed bool) error {
+// record stores the apply; old is the record it read (nil: none), which
+// the infrastructure's lock kept current.
+func (e *Engine) record(doc *spec.Document, old *store.Record, realized []plan.Resource, changed bool) error {
 	gen := 0
-	if old, err := e.Store.Get(doc.Spec.Name); err == nil {
+	if old != nil {
 		gen = old.Generation
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return err
 	}
 	if changed {
 		gen++

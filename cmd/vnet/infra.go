@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -38,6 +39,7 @@ func validateCmd() *cobra.Command {
 // The store holds no lock while open: the engine takes the infrastructure's
 // lock for an apply or a destroy, and reads need none.
 func openEngine(cmd *cobra.Command) (*reconcile.Engine, func(), error) {
+	collectLessOften()
 	dp, err := dataplane.New()
 	if err != nil {
 		return nil, nil, err
@@ -52,6 +54,20 @@ func openEngine(cmd *cobra.Command) (*reconcile.Engine, func(), error) {
 		eng.Trace = cmd.ErrOrStderr()
 	}
 	return eng, func() { dp.Close(); st.Close() }, nil
+}
+
+// collectLessOften trades memory for time in a command that runs once:
+// planning a large infrastructure allocates much that lives until the
+// command ends, and at the collector's default pace much of a one-VM
+// change's time goes to it. The limit keeps the heap bounded. GOGC and
+// GOMEMLIMIT, when set, decide instead.
+func collectLessOften() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(1 << 30)
+	}
 }
 
 func applyCmd() *cobra.Command {

@@ -113,13 +113,10 @@ type observation struct {
 func (e *Engine) observe(doc *spec.Document) (observation, error) {
 	name := doc.Spec.Name
 	lap := e.stopwatch()
-	rec, err := e.Store.Get(name)
-	if errors.Is(err, store.ErrNotFound) {
-		rec = nil
-	} else if err != nil {
+	rec, m, err := e.models(doc)
+	if err != nil {
 		return observation{}, fmt.Errorf("apply %s: %w", name, err)
 	}
-	m := e.models(doc, specOf(rec))
 	scope := e.scopeFor(doc, m)
 	hints := scope.Desired(m.desired(nil))
 	lap("scope and hints")
@@ -155,14 +152,27 @@ type modelSet struct {
 	next, prev []plan.Resource // of doc and of last, with no observation
 }
 
-func (e *Engine) models(doc *spec.Document, last *spec.Spec) *modelSet {
-	m := &modelSet{e: e, doc: doc, last: last}
+// models reads the record of the last apply (nil before the first) and
+// makes the models of both specs, the last one's meanwhile.
+func (e *Engine) models(doc *spec.Document) (*store.Record, *modelSet, error) {
+	m := &modelSet{e: e, doc: doc}
 	opt := e.scoped(plan.Options{NumCPU: e.numCPU()})
+	var rec *store.Record
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		rec, err = e.Store.Get(doc.Spec.Name)
+		if errors.Is(err, store.ErrNotFound) {
+			rec, err = nil, nil
+		}
+		if m.last = specOf(rec); m.last != nil {
+			m.prev = plan.Model(m.last, opt)
+		}
+	}()
 	m.next = plan.Model(doc.Spec, opt)
-	if last != nil {
-		m.prev = plan.Model(last, opt)
-	}
-	return m
+	<-done
+	return rec, m, err
 }
 
 // desired is the model of the spec in the light of what was observed (see

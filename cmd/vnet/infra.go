@@ -81,6 +81,9 @@ func applyCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
+				if full {
+					return errors.New("--full: only an apply on this host reads it; the server's applies read what they change")
+				}
 				return applyRemote(cmd, c, args[0], dryRun)
 			}
 			doc, err := spec.LoadFile(args[0])
@@ -88,6 +91,9 @@ func applyCmd() *cobra.Command {
 				return err
 			}
 			if eps := etcdEndpoints(); eps != nil {
+				if full {
+					return errors.New("--full: only an apply on this host reads it; each host's agent reads everything every --interval")
+				}
 				return applyCluster(cmd, eps, doc, dryRun)
 			}
 			eng, done, err := openEngine(cmd)

@@ -69,7 +69,7 @@ func run(tag string, args []string) error {
 	case args[0] == "addr" && len(args) == 3:
 		return b.readdress(arg(1), args[2])
 	case args[0] == "rm" && len(args) == 2:
-		return deleteNS(b.ns(fmt.Sprintf("vm%d", arg(1))))
+		return b.removeVM(arg(1))
 	case args[0] == "down" && len(args) == 1:
 		return b.down()
 	}
@@ -220,6 +220,26 @@ func (b *builder) readdress(i int, addr string) error {
 	}
 	defer h.Close()
 	return setAddr(h, addr, false)
+}
+
+// removeVM deletes VM i's pair from the host's side, then its namespace:
+// the kernel tears down an unmounted namespace, and the pairs with an end
+// in it, only some time later, and until then the port keeps its name.
+func (b *builder) removeVM(i int) error {
+	hns, hh, err := b.openHost()
+	if err != nil {
+		return err
+	}
+	defer hns.Close()
+	defer hh.Close()
+	p, err := hh.LinkByName(port(i))
+	if err != nil {
+		return err
+	}
+	if err := hh.LinkDel(p); err != nil {
+		return fmt.Errorf("delete veth %s: %w", port(i), err)
+	}
+	return deleteNS(b.ns(fmt.Sprintf("vm%d", i)))
 }
 
 func deleteNS(name string) error {

@@ -313,7 +313,7 @@ func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 		return Result{}, err
 	}
 	p := plan.Diff(o.desired, o.observed)
-	lap("plan (%d actions)", len(p.Actions))
+	lap("read and planned in all (%d actions)", len(p.Actions))
 	res := Result{Plan: p}
 	e.logf("%s", p)
 	if !p.Empty() {

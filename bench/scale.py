@@ -1,28 +1,38 @@
 #!/usr/bin/env python3
-"""How vnet's commands grow with the size of an infrastructure.
+"""How vnet's commands grow with the size of an infrastructure, beside the
+kernel's own cost for the same objects.
 
 One host, one private switch with one port group, N VMs with one vNIC each.
-For each N it times, as wall time of the vnet command: the first apply, a
-no-op apply, adding one VM, changing one VM's address, removing that VM
-(each the median over --reps changes), status, and destroy. Then it prints
-each operation's cost per 100 VMs between the smallest and the largest N.
+For each N it times, as wall time of each command: vnet's first apply, a
+no-op apply, a full no-op apply (`apply --full`), one-VM changes (add a VM,
+change its address, remove it; the median over --changes of each), status
+and destroy. Beside it, in the same run and under the same lock,
+bench/rawnetlink issues the same netlink requests directly (namespaces,
+veth pairs, bridge, addresses) for the same N and the same changes, and
+deletes them. Then it prints each operation's cost per 100 VMs between the
+smallest and the largest N (the slope).
 
-usage: bench/scale.py [--vnet bin/vnet] [--sizes 100,500] [--reps 5] [--settle 0] [--profile DIR]
+usage: bench/scale.py [--vnet bin/vnet] [--sizes 100,300,1000] [--changes 20]
+                      [--settle 0] [--profile] [--cpuprofile DIR]
 
-Needs root. It takes /tmp/vnet-kernel.lock for each size itself (do not wrap
-it in flock) and destroys what it made, also when interrupted. --profile
-writes a CPU profile of each timed command to DIR (VNET_CPUPROFILE).
---settle waits that many seconds before each timed command, untimed, for
-the kernel to finish with new links (IPv6 duplicate address detection).
+Needs root and Go (it builds bench/rawnetlink). It takes /tmp/vnet-kernel.lock
+for each size itself (do not wrap it in flock) and removes what it made, also
+when interrupted or terminated. --profile shows where a one-VM change's time
+goes at the largest N: the engine's phases (VNET_TRACE) and, from one change
+under strace, its namespace switches (setns), netlink messages and fsyncs.
+--cpuprofile writes a CPU profile of each timed vnet command to DIR
+(VNET_CPUPROFILE). --settle waits that many seconds before each timed
+command, untimed, for the kernel to finish with new links.
 Not a test: it prints measurements.
 """
-import argparse, fcntl, os, platform, shutil, statistics, subprocess, sys, tempfile, time
+import argparse, fcntl, os, platform, re, shutil, signal, statistics, subprocess, sys, tempfile, time
 
 LOCK = "/tmp/vnet-kernel.lock"
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def ip(i):
-    """The address of VM i (1-based), unique below 65,000 VMs."""
+    """The address of VM i (1-based), unique below 65,000 VMs; as bench/rawnetlink gives it."""
     return f"10.{100 + i // 65000}.{i // 250 % 256}.{i % 250 + 1}/8"
 
 
@@ -41,96 +51,184 @@ vms:
 """
 
 
-class Run:
-    def __init__(self, vnet, name, profile, settle):
-        self.vnet, self.name, self.profile, self.settle = vnet, name, profile, settle
+def run(args, env=None):
+    t = time.monotonic()
+    r = subprocess.run(args, capture_output=True, text=True, env=env)
+    dt = time.monotonic() - t
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)}: {r.stderr or r.stdout}")
+    return dt, r
+
+
+class Vnet:
+    def __init__(self, vnet, name, cpuprofile, settle, trace):
+        self.vnet, self.name, self.cpuprofile, self.settle, self.trace = vnet, name, cpuprofile, settle, trace
         self.state = tempfile.mkdtemp(prefix="vnet-scale.")
         self.file = os.path.join(self.state, "spec.yaml")
         self.n = 0
+        self.phases = {}  # label -> [ms] from VNET_TRACE, of the one-VM changes
 
-    def timed(self, label, *args):
+    def timed(self, label, *args, wrap=()):
         env = dict(os.environ)
-        if self.profile:
+        if self.cpuprofile:
             self.n += 1
-            env["VNET_CPUPROFILE"] = os.path.join(self.profile, f"{self.name}-{self.n:03d}-{label}.pprof")
+            env["VNET_CPUPROFILE"] = os.path.join(self.cpuprofile, f"{self.name}-{self.n:03d}-{label}.pprof")
+        if self.trace:
+            env["VNET_TRACE"] = "1"
         time.sleep(self.settle)
-        t = time.monotonic()
-        r = subprocess.run([self.vnet, "--state-dir", self.state, *args], capture_output=True, text=True, env=env)
-        dt = time.monotonic() - t
-        if r.returncode != 0:
-            raise RuntimeError(f"vnet {' '.join(args)}: {r.stderr or r.stdout}")
+        dt, r = run([*wrap, self.vnet, "--state-dir", self.state, *args], env)
+        if self.trace and label in ("add", "change", "remove"):
+            for m in re.finditer(r"^\s*([\d.]+) ms  (\w[\w ]*?)(?: \(.*\))?$", r.stderr, re.M):
+                self.phases.setdefault(m.group(2), []).append(float(m.group(1)))
         return dt
 
-    def apply(self, label, vms):
+    def apply(self, label, vms, *flags, wrap=()):
         with open(self.file, "w") as f:
             f.write(spec(self.name, vms))
-        return self.timed(label, "apply", self.file)
+        return self.timed(label, "apply", *flags, self.file, wrap=wrap)
 
     def cleanup(self):
         subprocess.run([self.vnet, "--state-dir", self.state, "destroy", self.name], capture_output=True)
         shutil.rmtree(self.state, ignore_errors=True)
 
 
-def measure(vnet, n, reps, profile, settle):
-    name = f"scl{os.getpid() % 100000}n{n}"
+class Raw:
+    def __init__(self, exe, tag):
+        self.exe, self.tag = exe, tag
+
+    def timed(self, *args):
+        return run([self.exe, "-tag", self.tag, *args])[0]
+
+    def cleanup(self):
+        subprocess.run([self.exe, "-tag", self.tag, "down"], capture_output=True)
+
+
+def ops_of(changes, add, change, remove):
+    """Runs `changes` rounds of add, change address, remove; returns the medians."""
+    a, c, r = [], [], []
+    for k in range(changes):
+        a.append(add(k))
+        c.append(change(k))
+        r.append(remove(k))
+    return {"add one VM": statistics.median(a), "change one address": statistics.median(c),
+            "remove one VM": statistics.median(r)}
+
+
+def measure_vnet(v, n, changes, profile):
     vms = [(f"vm{i}", ip(i)) for i in range(1, n + 1)]
-    r = Run(vnet, name, profile, settle)
-    out = {}
-    try:
-        out["first apply"] = r.apply("first", vms)
-        out["no-op apply"] = statistics.median(r.apply("noop", vms) for _ in range(reps))
-        add, change, remove = [], [], []
-        extra = (f"vm{n + 1}", ip(n + 1))
-        for k in range(reps):
-            add.append(r.apply("add", vms + [extra]))
-            moved = (extra[0], ip(n + 2 + k))
-            change.append(r.apply("change", vms + [moved]))
-            remove.append(r.apply("remove", vms))
-        out["add one VM"] = statistics.median(add)
-        out["change one address"] = statistics.median(change)
-        out["remove one VM"] = statistics.median(remove)
-        out["status"] = statistics.median(r.timed("status", "status", name) for _ in range(reps))
-        out["destroy"] = r.timed("destroy", "destroy", name)
-    finally:
-        r.cleanup()
+    extra = f"vm{n + 1}"
+    out = {"first apply": v.apply("first", vms)}
+    out["no-op apply"] = statistics.median(v.apply("noop", vms) for _ in range(3))
+    out["no-op apply --full"] = statistics.median(v.apply("full", vms, "--full") for _ in range(3))
+    out.update(ops_of(changes,
+                      lambda k: v.apply("add", vms + [(extra, ip(n + 1))]),
+                      lambda k: v.apply("change", vms + [(extra, ip(n + 2 + k))]),
+                      lambda k: v.apply("remove", vms)))
+    out["status"] = statistics.median(v.timed("status", "status", v.name) for _ in range(3))
+    if profile:
+        out["syscalls"] = strace_change(v, vms, extra, n)
+    out["destroy"] = v.timed("destroy", "destroy", v.name)
     return out
+
+
+def strace_change(v, vms, extra, n):
+    """Counts the syscalls of one added VM: namespace switches, netlink messages, fsyncs."""
+    path = os.path.join(v.state, "strace.txt")
+    v.apply("add", vms + [(extra, ip(n + 1))], wrap=("strace", "-f", "-c", "-o", path))
+    v.apply("remove", vms)
+    counts = {}
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 5 and parts[-1] in ("setns", "sendto", "sendmsg", "recvfrom", "recvmsg", "fsync", "fdatasync"):
+                counts[parts[-1]] = int(parts[3])
+    return counts
+
+
+def measure_raw(r, n, changes):
+    out = {"first apply": r.timed("up", str(n))}
+    i = n + 1
+    out.update(ops_of(changes,
+                      lambda k: r.timed("add", str(i), ip(i)),
+                      lambda k: r.timed("addr", str(i), ip(n + 2 + k)),
+                      lambda k: r.timed("rm", str(i))))
+    out["destroy"] = r.timed("down")
+    return out
+
+
+def build_raw():
+    exe = os.path.join(tempfile.mkdtemp(prefix="rawnetlink."), "rawnetlink")
+    subprocess.run(["go", "build", "-o", exe, "./bench/rawnetlink"], cwd=os.path.dirname(HERE), check=True)
+    return exe
+
+
+def terminate(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--vnet", default="bin/vnet")
-    ap.add_argument("--sizes", default="100,500")
-    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--sizes", default="100,300,1000")
+    ap.add_argument("--changes", type=int, default=20)
     ap.add_argument("--settle", type=float, default=0)
-    ap.add_argument("--profile", help="directory for CPU profiles")
+    ap.add_argument("--profile", action="store_true", help="where a one-VM change's time goes")
+    ap.add_argument("--cpuprofile", help="directory for CPU profiles")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("scale.py: needs root")
+    signal.signal(signal.SIGTERM, terminate)
+    signal.signal(signal.SIGHUP, terminate)
     vnet = os.path.abspath(a.vnet)
-    if a.profile:
-        os.makedirs(a.profile, exist_ok=True)
+    if a.cpuprofile:
+        os.makedirs(a.cpuprofile, exist_ok=True)
+    raw_exe = build_raw()
     sizes = [int(s) for s in a.sizes.split(",")]
-    print(f"machine: {os.cpu_count()} CPUs, Linux {platform.release()}; vnet {subprocess.run([vnet, '--version'], capture_output=True, text=True).stdout.strip()}")
-    results = {}
+    print(f"machine: {os.cpu_count()} CPUs, Linux {platform.release()}; vnet {run([vnet, '--version'])[1].stdout.strip()}")
+    results, raws, phases = {}, {}, {}
     for n in sizes:
+        tag = f"s{os.getpid() % 100000}n{n}"
+        v = Vnet(vnet, "scl" + tag, a.cpuprofile, a.settle, a.profile and n == sizes[-1])
+        r = Raw(raw_exe, tag)
         with open(LOCK, "a") as lk:
             fcntl.flock(lk, fcntl.LOCK_EX)
             try:
-                results[n] = measure(vnet, n, a.reps, a.profile, a.settle)
+                results[n] = measure_vnet(v, n, a.changes, a.profile and n == sizes[-1])
+                raws[n] = measure_raw(r, n, a.changes)
             finally:
+                v.cleanup()
+                r.cleanup()
                 fcntl.flock(lk, fcntl.LOCK_UN)
-        print(f"N={n}: " + ", ".join(f"{k} {v:.3f}s" for k, v in results[n].items()), flush=True)
-    ops = list(results[sizes[0]])
-    head = f"{'operation':<20}" + "".join(f"{'N=' + str(n):>10}" for n in sizes)
+        phases[n] = v.phases
+        print(f"N={n}: vnet " + ", ".join(f"{k} {x:.3f}s" for k, x in results[n].items() if k != "syscalls")
+              + "; raw netlink " + ", ".join(f"{k} {x:.3f}s" for k, x in raws[n].items()), flush=True)
+    shutil.rmtree(os.path.dirname(raw_exe), ignore_errors=True)
+    report(sizes, results, raws)
+    if a.profile:
+        profile(sizes[-1], results[sizes[-1]].get("syscalls", {}), phases[sizes[-1]])
+
+
+def report(sizes, results, raws):
+    lo, hi = sizes[0], sizes[-1]
+    head = f"{'operation':<20}" + "".join(f"{'vnet N=' + str(n):>13}{'raw N=' + str(n):>13}" for n in sizes)
     if len(sizes) > 1:
-        head += f"{'per 100 VMs':>13}"
+        head += f"{'vnet/100 VMs':>14}{'raw/100 VMs':>13}"
     print("\n" + head)
-    for op in ops:
-        row = f"{op:<20}" + "".join(f"{results[n][op]:>9.3f}s" for n in sizes)
+    for op in (k for k in results[lo] if k != "syscalls"):
+        row = f"{op:<20}"
+        for n in sizes:
+            row += f"{results[n][op]:>12.3f}s" + (f"{raws[n][op]:>12.3f}s" if op in raws[n] else f"{'-':>13}")
         if len(sizes) > 1:
-            lo, hi = sizes[0], sizes[-1]
-            row += f"{(results[hi][op] - results[lo][op]) / (hi - lo) * 100:>12.3f}s"
+            row += f"{(results[hi][op] - results[lo][op]) / (hi - lo) * 100:>13.3f}s"
+            row += f"{(raws[hi][op] - raws[lo][op]) / (hi - lo) * 100:>12.3f}s" if op in raws[hi] else f"{'-':>13}"
         print(row)
+
+
+def profile(n, syscalls, phases):
+    print(f"\nwhere a one-VM change goes at N={n} (median ms of each engine phase over the changes, VNET_TRACE):")
+    for label, ms in phases.items():
+        print(f"  {label:<20}{statistics.median(ms):>8.1f} ms")
+    print("syscalls of one added VM (strace -f -c): " + ", ".join(f"{k} {v}" for k, v in sorted(syscalls.items())))
 
 
 if __name__ == "__main__":

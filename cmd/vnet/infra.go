@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -42,6 +43,7 @@ func validateCmd() *cobra.Command {
 // The store holds no lock while open: the engine takes the infrastructure's
 // lock for an apply or a destroy, and reads need none.
 func openEngine(cmd *cobra.Command) (*reconcile.Engine, func(), error) {
+	collectLessOften()
 	dp, err := dataplane.New()
 	if err != nil {
 		return nil, nil, err
@@ -52,11 +54,28 @@ func openEngine(cmd *cobra.Command) (*reconcile.Engine, func(), error) {
 		return nil, nil, err
 	}
 	eng := &reconcile.Engine{DP: dp, Store: st, Log: cmd.OutOrStdout()}
+	if os.Getenv("VNET_TRACE") != "" {
+		eng.Trace = cmd.ErrOrStderr()
+	}
 	return eng, func() { dp.Close(); st.Close() }, nil
 }
 
+// collectLessOften trades memory for time in a command that runs once:
+// planning a large infrastructure allocates much that lives until the
+// command ends, and at the collector's default pace much of a one-VM
+// change's time goes to it. The limit keeps the heap bounded. GOGC and
+// GOMEMLIMIT, when set, decide instead.
+func collectLessOften() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(1 << 30)
+	}
+}
+
 func applyCmd() *cobra.Command {
-	var dryRun bool
+	var dryRun, full bool
 	c := &cobra.Command{
 		Use:   "apply FILE",
 		Short: "Converge the host to the spec (prints the plan first)",
@@ -66,6 +85,9 @@ func applyCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
+				if full {
+					return errors.New("--full: only an apply on this host reads it; the server's applies read what they change")
+				}
 				return applyRemote(cmd, c, args[0], dryRun)
 			}
 			doc, err := spec.LoadFile(args[0])
@@ -73,6 +95,9 @@ func applyCmd() *cobra.Command {
 				return err
 			}
 			if eps := etcdEndpoints(); eps != nil {
+				if full {
+					return errors.New("--full: only an apply on this host reads it; each host's agent reads everything every --interval")
+				}
 				return applyCluster(cmd, eps, doc, dryRun)
 			}
 			eng, done, err := openEngine(cmd)
@@ -80,6 +105,7 @@ func applyCmd() *cobra.Command {
 				return err
 			}
 			defer done()
+			eng.Full = full
 			if dryRun {
 				p, err := eng.Plan(doc)
 				if err == nil {
@@ -104,6 +130,7 @@ func applyCmd() *cobra.Command {
 		},
 	}
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing")
+	c.Flags().BoolVar(&full, "full", false, "read the whole infrastructure and repair any drift, not only what changed since the last apply")
 	addEtcdFlag(c)
 	return c
 }

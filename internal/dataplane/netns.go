@@ -295,6 +295,23 @@ func listNetns(prefix string) ([]string, error) {
 	return out, nil
 }
 
+// listNetnsIn is listNetns of only the names in scope (all when nil).
+func listNetnsIn(prefix string, scope plan.Scope) ([]string, error) {
+	if scope.Full() {
+		return listNetns(prefix)
+	}
+	var out []string
+	for _, name := range scope.Names() {
+		if !strings.HasPrefix(name, prefix) {
+			continue
+		}
+		if state, err := entryStateOf(filepath.Join(NetnsDir, name)); err == nil && state == entryMounted {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
 // netnsEntries returns the names in NetnsDir that start with prefix.
 func netnsEntries(prefix string) ([]string, error) {
 	entries, err := os.ReadDir(NetnsDir)

@@ -96,6 +96,21 @@ func (l *Linux) nftChange(ns string, fn func(c *nftables.Conn) error) error {
 	return nil
 }
 
+// nftLastingIn is nftIn with one socket for all of fn's requests.
+func nftLastingIn(ns string, fn func(c *nftables.Conn) error) error {
+	h, err := openNS(ns)
+	if err != nil {
+		return fmt.Errorf("open netns %s: %w", ns, err)
+	}
+	defer h.Close()
+	c, err := nftables.New(nftables.WithNetNSFd(int(h)), nftables.AsLasting(), nftables.WithSockOptions(largeBuffers))
+	if err != nil {
+		return fmt.Errorf("nftables in %s: %w", ns, err)
+	}
+	defer c.CloseLasting()
+	return fn(c)
+}
+
 // largeBuffers lets a port's transaction go in whole: it is sent as one
 // message (a policy of a thousand ACL rules is over the default send
 // buffer: EMSGSIZE), and the kernel acknowledges each of its rules, sets
@@ -412,10 +427,22 @@ func parseJumpComment(s string) (port string, digest string, counts [2]int) {
 
 // observeFirewall reads a namespace's firewall and port policies back: the
 // firewall's text, and each port's policy as the digest its jump rule
-// carries, "stale" before it when rules are missing or extra.
-func (l *Linux) observeFirewall(ns string) ([]plan.Resource, error) {
+// carries, "stale" before it when rules are missing or extra. only, when
+// set, names the ports to read; the rules of the others are not listed.
+// One connection serves every request (the library opens a socket, in the
+// namespace, for each otherwise).
+func (l *Linux) observeFirewall(ns string, only map[string]bool) ([]plan.Resource, error) {
 	var out []plan.Resource
-	err := nftIn(ns, func(c *nftables.Conn) error {
+	var wanted map[string]bool // the chains of the ports in only
+	if only != nil {
+		wanted = map[string]bool{}
+		for port := range only {
+			for _, kind := range portChains {
+				wanted[portChain(port, kind)] = true
+			}
+		}
+	}
+	err := nftLastingIn(ns, func(c *nftables.Conn) error {
 		tables, err := c.ListTables()
 		if err != nil {
 			if noNFTables(err) {
@@ -443,6 +470,7 @@ func (l *Linux) observeFirewall(ns string) ([]plan.Resource, error) {
 			case ch.Table.Family != nftables.TableFamilyBridge:
 			case ch.Name == preChain || ch.Name == fwdChain:
 				bases++
+			case wanted != nil && !wanted[ch.Name]:
 			default:
 				rules, err := c.GetRules(bridgeTable, ch)
 				if err != nil {
@@ -485,6 +513,9 @@ func (l *Linux) observeFirewall(ns string) ([]plan.Resource, error) {
 			}
 		}
 		for _, port := range order {
+			if only != nil && !only[port] {
+				continue
+			}
 			s := ports[port]
 			rules := 0
 			for _, kind := range portChains {

@@ -25,7 +25,16 @@ import (
 // per-link query for addresses or qdiscs by walking every link of the
 // namespace; and a few namespaces are read at once.
 func (l *Linux) Observe(infra string, hints []plan.Resource) ([]plan.Resource, error) {
-	names, err := listNetns(plan.InfraNSPrefix(infra))
+	return l.ObserveScope(infra, nil, hints)
+}
+
+// ObserveScope is Observe of only what is in scope (everything when it is
+// nil): what a change can touch. Of a namespace the scope holds some links
+// of, only those links are read, with what sits on them, and the
+// namespace's mark. A veth end whose other end is outside the scope is
+// read as a pair without its second end, and is not judged stranded.
+func (l *Linux) ObserveScope(infra string, scope plan.Scope, hints []plan.Resource) ([]plan.Resource, error) {
+	names, err := listNetnsIn(plan.InfraNSPrefix(infra), scope)
 	if err != nil {
 		return nil, err
 	}
@@ -40,12 +49,13 @@ func (l *Linux) Observe(infra string, hints []plan.Resource) ([]plan.Resource, e
 	}
 	views := make([]nsObservation, len(names))
 	err = forEachParallel(len(names), observeWorkers, func(i int) error {
-		v, err := l.observeNS(names[i], shaperHints, nil)
+		links, _ := scope.Links(names[i])
+		v, err := l.observeNS(names[i], shaperHints, nil, links)
 		if err != nil {
 			views[i] = v
 			return err
 		}
-		fw, err := l.observeFirewall(names[i])
+		fw, err := l.observeFirewall(names[i], links)
 		v.resources = append(v.resources, fw...)
 		views[i] = v
 		return err
@@ -53,10 +63,12 @@ func (l *Linux) Observe(infra string, hints []plan.Resource) ([]plan.Resource, e
 	if err != nil {
 		return nil, err
 	}
-	if l.HostNS != "" {
+	hostLinks, readHostNS := scope.Links(l.HostNS)
+	readHostNS = readHostNS && l.HostNS != ""
+	if readHostNS {
 		// The host's namespace is the machine's: only what names the
 		// infrastructure is its.
-		v, err := l.observeNS(l.HostNS, shaperHints, func(alias string) bool { return plan.OwnedBy(alias, infra) })
+		v, err := l.observeNS(l.HostNS, shaperHints, func(alias string) bool { return plan.OwnedBy(alias, infra) }, hostLinks)
 		if err != nil {
 			return nil, err
 		}
@@ -76,10 +88,14 @@ func (l *Linux) Observe(infra string, hints []plan.Resource) ([]plan.Resource, e
 	for _, n := range names {
 		observedNS[n] = true
 	}
-	if l.HostNS != "" {
+	if readHostNS {
 		observedNS[l.HostNS] = true
 	}
 	for _, b := range joinVethEnds(aEnds, bEnds) {
+		peerNS, peerName, _ := strings.Cut(b.peer, "/")
+		if links, ok := scope.Links(peerNS); !ok || links != nil && !links[peerName] {
+			continue // its first end was not read
+		}
 		if r, ok := strandedEnd(b, observedNS); ok {
 			out = append(out, r)
 		}
@@ -93,7 +109,20 @@ func (l *Linux) Observe(infra string, hints []plan.Resource) ([]plan.Resource, e
 		out = append(out, *aEnds[k].r)
 	}
 	out = append(out, l.observeOffloads(hints)...)
-	cgroups := l.observeCgroups(infra)
+	var cgroups []plan.Resource
+	if scope.Full() {
+		cgroups = l.observeCgroups(infra)
+	} else {
+		// A VM's cgroup can outlive its namespace (a kill between the two
+		// deletions): read it for every namespace in scope.
+		var whole []string
+		for _, ns := range scope.Names() {
+			if links, _ := scope.Links(ns); links == nil {
+				whole = append(whole, ns)
+			}
+		}
+		cgroups = l.observeCgroupsOf(infra, whole)
+	}
 	if l.OnlyStore != "" {
 		cgroups = ofNamespaces(cgroups, names)
 	}
@@ -142,8 +171,9 @@ type nsObservation struct {
 
 // observeNS reads one namespace. keep, when set, picks the links to read
 // by their alias: the namespace is not vnet's own (a host agent's), so it
-// has no netns resource either.
-func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep func(alias string) bool) (nsObservation, error) {
+// has no netns resource either. only, when set, picks them by name: then
+// the namespace's settings are not read, only its mark.
+func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep func(alias string) bool, only map[string]bool) (nsObservation, error) {
 	var v nsObservation
 	h, err := l.handle(ns)
 	if err != nil {
@@ -175,13 +205,16 @@ func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep 
 	for _, link := range links {
 		byIndex[link.Attrs().Index] = link.Attrs().Name
 		byName[link.Attrs().Name] = link.Attrs().Index
-		if _, mine := strings.CutPrefix(link.Attrs().Alias, plan.AliasPrefix); mine && link.Type() == "bridge" {
+		if _, mine := strings.CutPrefix(link.Attrs().Alias, plan.AliasPrefix); mine && link.Type() == "bridge" && (only == nil || only[link.Attrs().Name]) {
 			bridges = append(bridges, link.Attrs().Name)
 		}
 	}
-	sysctls, bridgeSysctls, err := readNamespaceSysctls(ns, bridges)
-	if err != nil {
-		return v, err
+	var sysctls string
+	bridgeSysctls := map[string]string{}
+	if only == nil || len(bridges) > 0 {
+		if sysctls, bridgeSysctls, err = readNamespaceSysctls(ns, bridges); err != nil {
+			return v, err
+		}
 	}
 	if keep == nil {
 		v.resources = append(v.resources, plan.Resource{Kind: plan.KindNetns, Name: ns, Sysctls: sysctls, Mark: loopbackAlias(links)})
@@ -192,7 +225,7 @@ func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep 
 		if !mine || attrs.Name == "lo" { // lo's alias is the namespace's mark
 			continue
 		}
-		if keep != nil && !keep(attrs.Alias) {
+		if keep != nil && !keep(attrs.Alias) || only != nil && !only[attrs.Name] {
 			continue
 		}
 		switch link.Type() {
@@ -371,6 +404,23 @@ func (l *Linux) observeCgroups(infra string) []plan.Resource {
 	for _, name := range l.cgroups.List("vnet/" + infra) {
 		milli, cpus, ok := l.cgroups.Read(name)
 		if ok {
+			out = append(out, plan.Resource{Kind: plan.KindCgroup, Name: name, CPUMilli: milli, CPUs: cpus})
+		}
+	}
+	return out
+}
+
+// observeCgroupsOf reads the cgroups of the VMs whose namespaces are
+// named, where they have one.
+func (l *Linux) observeCgroupsOf(infra string, namespaces []string) []plan.Resource {
+	var out []plan.Resource
+	for _, ns := range namespaces {
+		in, node, ok := plan.SplitNSName(ns)
+		if !ok || in != infra {
+			continue
+		}
+		name := plan.CgroupName(infra, node)
+		if milli, cpus, ok := l.cgroups.Read(name); ok {
 			out = append(out, plan.Resource{Kind: plan.KindCgroup, Name: name, CPUMilli: milli, CPUs: cpus})
 		}
 	}

@@ -71,17 +71,25 @@ func (a *Agent) Run(ctx context.Context) error {
 			if !ok {
 				return nil
 			}
+			// A change in etcd: read only what it touches.
+			a.reconcile(false)
 		case <-tick.C:
+			// Every interval, read everything and repair drift.
+			a.Reconcile()
 		}
-		a.Reconcile()
 	}
 }
 
 // Reconcile converges the host to what etcd holds: each infrastructure that
 // places something on the host is applied and reported, each this host
 // realized that etcd no longer places here is destroyed. When etcd cannot
-// be read, nothing changes.
-func (a *Agent) Reconcile() {
+// be read, nothing changes. It reads every namespace of the host's
+// infrastructures, and so repairs drift.
+func (a *Agent) Reconcile() { a.reconcile(true) }
+
+// reconcile is Reconcile; unless full, each apply reads only what the
+// change from its last apply on this host touches.
+func (a *Agent) reconcile(full bool) {
 	recs, err := a.Cluster.List()
 	if err != nil {
 		a.logf("read infrastructures: %v; nothing changed\n", err)
@@ -102,7 +110,7 @@ func (a *Agent) Reconcile() {
 			continue
 		}
 		here[rec.Name] = true
-		n, err := a.apply(doc)
+		n, err := a.apply(doc, full)
 		var errs []string
 		if err != nil {
 			errs = []string{err.Error()}
@@ -114,7 +122,7 @@ func (a *Agent) Reconcile() {
 
 // apply realizes one infrastructure's part and returns how many objects
 // stand for it on the host.
-func (a *Agent) apply(doc *spec.Document) (int, error) {
+func (a *Agent) apply(doc *spec.Document, full bool) (int, error) {
 	name := doc.Spec.Name
 	if h, _ := doc.Spec.Host(a.Host); h.Underlay != "" && a.UnderlayMTU != nil {
 		mtu, err := a.UnderlayMTU(h.Underlay)
@@ -128,6 +136,7 @@ func (a *Agent) apply(doc *spec.Document) (int, error) {
 	var log bytes.Buffer
 	eng := a.engine(&log)
 	start := time.Now()
+	eng.Full = full
 	res, err := eng.Apply(doc)
 	switch {
 	case err != nil:

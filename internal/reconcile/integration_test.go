@@ -265,10 +265,11 @@ func features(t *testing.T, namespace, link string) map[string]bool {
 
 // A namespace or bridge setting changed behind vnet's back (or started at
 // the kernel's default by a module loaded later, as br_netfilter's are) is
-// a change in place in the next plan, not a new namespace or bridge, and
+// a change in place in the next full plan, not a new namespace or bridge, and
 // that apply puts it back.
 func TestNamespaceSettingsDriftIsRepaired(t *testing.T) {
 	eng := nstest.Engine(t)
+	eng.Full = true // drift is repaired by a full apply (see TestDriftOutsideTheScopeWaitsForAFullApply)
 	doc, _ := nstest.Apply(t, eng, twoHosts(nstest.Infra("itsys")))
 	esx1 := ns(nstest.Infra("itsys"), "esx1")
 	const rpFilter = "net/ipv4/conf/dvs0/rp_filter"
@@ -505,12 +506,23 @@ func TestRollbackAtEveryStep(t *testing.T) {
 		renameLink(t, ns(nstest.Infra("itroll"), "web1"), "eth0", "foo")
 		setLinkAlias(t, ns(nstest.Infra("itroll"), "esx1"), plan.VNICPortName("web1", 0), plan.AliasPrefix+"peer="+ns(nstest.Infra("itroll"), "web1")+"/foo")
 	}
+	// Changes of VMs only: the apply reads and plans only what they touch.
+	oneVMAdded := withExtraVM(base)
+	oneVMReaddressed := strings.Replace(base, "{portgroup: pg-vm, ip: 192.168.50.12/24}", "{portgroup: pg-vm, ip: 192.168.50.22/24}", 1)
 	for _, tc := range []struct {
 		name, from, to string
 		drift          func(t *testing.T)
-	}{{"first apply", "", base, nil}, {"incremental", base, changed, nil}, {"network I/O control", base, withIOC, nil}, {"teaming", base, withTeam, nil},
-		{"renamed vNIC", base, base, renamed}} {
+		full           bool // repairing drift needs a full apply
+		// A port policy deleted and made again by the rollback has its jump
+		// rules at the end of the base chains: each matches only its own
+		// port, so their order changes nothing.
+		jumpsReordered bool
+	}{{"first apply", "", base, nil, false, false}, {"incremental", base, changed, nil, false, false}, {"network I/O control", base, withIOC, nil, false, false},
+		{"teaming", base, withTeam, nil, false, false}, {"renamed vNIC", base, base, renamed, true, false}, {"scoped: one VM added", base, oneVMAdded, nil, false, false},
+		{"scoped: one VM's address", base, oneVMReaddressed, nil, false, false}, {"scoped: one VM removed", oneVMAdded, base, nil, false, true}} {
 		t.Run(tc.name, func(t *testing.T) {
+			eng.Full = tc.full
+			defer func() { eng.Full = false }()
 			if tc.from != "" {
 				nstest.Apply(t, eng, tc.from)
 			}
@@ -541,7 +553,7 @@ func TestRollbackAtEveryStep(t *testing.T) {
 				if !errors.Is(err, errInjected) || !errors.Is(err, reconcile.ErrRolledBack) {
 					t.Fatalf("step %d: error %v", step, err)
 				}
-				if got := nstest.Snapshot(t, nstest.Infra("itroll")); !slices.Equal(want, got) {
+				if got := nstest.Snapshot(t, nstest.Infra("itroll")); !slices.Equal(want, got) && !(tc.jumpsReordered && slices.Equal(withoutRuleOrder(want), withoutRuleOrder(got))) {
 					t.Fatalf("step %d (%s): host changed:\n%s", step, p.Actions[step], diffLines(want, got))
 				}
 			}
@@ -553,6 +565,24 @@ func TestRollbackAtEveryStep(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withoutRuleOrder is a snapshot with its nftables rules' positions
+// dropped, sorted.
+func withoutRuleOrder(snapshot []string) []string {
+	out := make([]string, len(snapshot))
+	for i, line := range snapshot {
+		if strings.HasPrefix(line, "rule nft ") {
+			if at := strings.Index(line, " #"); at >= 0 {
+				if end := strings.IndexByte(line[at+2:], ' '); end >= 0 {
+					line = line[:at] + line[at+2+end:]
+				}
+			}
+		}
+		out[i] = line
+	}
+	slices.Sort(out)
+	return out
 }
 
 func mapsEqual(a, b map[string]int) bool {

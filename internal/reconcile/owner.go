@@ -64,6 +64,12 @@ func (s stranger) whatToDo(infra string) string {
 // an apply was making when it failed, before their mark was set.
 func (e *Engine) claim(infra string, observed []plan.Resource, adopt map[string]bool) (mine []plan.Resource, strangers []stranger) {
 	rec, _ := e.Store.Get(infra)
+	return claimWith(rec, e.Store.ID(), infra, observed, adopt)
+}
+
+// claimWith is claim with the store's record of the infrastructure (nil
+// when it has none) and ID.
+func claimWith(rec *store.Record, storeID, infra string, observed []plan.Resource, adopt map[string]bool) (mine []plan.Resource, strangers []stranger) {
 	foreign := map[string]bool{}
 	for _, r := range observed {
 		if r.Kind != plan.KindNetns {
@@ -71,7 +77,7 @@ func (e *Engine) claim(infra string, observed []plan.Resource, adopt map[string]
 		}
 		m, marked := plan.ParseMark(r.Mark)
 		switch {
-		case marked && m.Store == e.Store.ID() && m.Infra == infra:
+		case marked && m.Store == storeID && m.Infra == infra:
 		case !marked && (adopt[r.Name] || rec != nil && rec.Lists(r.Name)):
 		default:
 			foreign[r.Name] = true

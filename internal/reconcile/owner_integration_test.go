@@ -58,6 +58,7 @@ func renameLink(t *testing.T, namespace, old, name string) {
 // pair, which holds the switch port's name, goes first.
 func TestRenamedVNICIsRepaired(t *testing.T) {
 	eng := nstest.Engine(t)
+	eng.Full = true // drift is repaired by a full apply
 	ren := nstest.Infra("itren")
 	src := small(ren)
 	doc, _ := nstest.Apply(t, eng, src)
@@ -97,6 +98,7 @@ func TestRenamedVNICIsRepaired(t *testing.T) {
 // offloads again on the new pair's.
 func TestStrandedSwitchPortIsRepaired(t *testing.T) {
 	eng := nstest.Engine(t)
+	eng.Full = true // drift is repaired by a full apply
 	str := nstest.Infra("itstr")
 	src := strings.Replace(small(str), "ip: 10.71.0.1/24}", "ip: 10.71.0.1/24, offloads: {gro: false}}", 1)
 	doc, _ := nstest.Apply(t, eng, src)
@@ -206,6 +208,7 @@ func TestSecondStoreRefusesAnotherStoresInfrastructure(t *testing.T) {
 // only when its record lists them; the next apply marks them.
 func TestUnmarkedNamespacesNeedARecord(t *testing.T) {
 	owner, stranger := nstest.Engine(t), nstest.Engine(t)
+	owner.Full = true // marks removed behind its back are drift, which a full apply repairs
 	old := nstest.Infra("itold")
 	doc, _ := nstest.Apply(t, owner, small(old))
 	for _, n := range []string{"esx1", "vm1", plan.PhysSwitch} {

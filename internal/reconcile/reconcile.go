@@ -22,6 +22,12 @@ type Dataplane interface {
 	Probe(needs []plan.Resource) error
 }
 
+// ScopedObserver is a dataplane that can read only some namespaces of an
+// infrastructure (all of them for a nil scope).
+type ScopedObserver interface {
+	ObserveScope(infra string, scope plan.Scope, hints []plan.Resource) ([]plan.Resource, error)
+}
+
 // Sweeper is a dataplane that can find and remove what a command killed
 // halfway left of an infrastructure where no observation sees it (an
 // unfinished namespace entry, an emptied cgroup directory).
@@ -45,6 +51,11 @@ type Engine struct {
 	// fails the apply there. Tests use it to prove rollback at every step.
 	FailBefore func(step int, a plan.Action) error
 	NumCPU     int // CPUs for VM cpusets; 0 means this machine's
+	// Full makes every apply read the whole infrastructure and repair any
+	// drift, rather than only what the change from the last apply touches.
+	Full bool
+	// Trace, when set, receives where an apply's time goes.
+	Trace io.Writer
 	// Host and HostNS, when Host is set, realize only that host's part of
 	// each spec, as its agent does (plan.Options.Host).
 	Host, HostNS string
@@ -91,25 +102,159 @@ func (e *Engine) numCPU() int {
 	return runtime.NumCPU()
 }
 
+// observation is what an apply reads and works out before it plans.
+type observation struct {
+	rec      *store.Record   // of the last apply; nil before the first
+	scope    plan.Scope      // what it read; nil: everything
+	model    []plan.Resource // the desired state of the whole infrastructure
+	desired  []plan.Resource // the part of model the scope holds
+	observed []plan.Resource // what it read that the plan compares with desired
+}
+
 // observe reads what of the host is this store's, and the desired state in
-// the light of it. It fails when the spec would meet namespaces this store
+// the light of it, within the scope a change from the last apply can touch
+// (see scopeFor). It fails when the spec would meet namespaces this store
 // did not make (see claim).
-func (e *Engine) observe(doc *spec.Document) (desired, observed []plan.Resource, err error) {
+func (e *Engine) observe(doc *spec.Document) (observation, error) {
 	name := doc.Spec.Name
-	last := e.lastSpec(name)
-	observed, err = e.DP.Observe(name, e.model(doc, nil, last))
+	lap := e.stopwatch()
+	rec, m, err := e.models(doc)
 	if err != nil {
-		return nil, nil, fmt.Errorf("observe %s: %w", name, err)
+		return observation{}, fmt.Errorf("apply %s: %w", name, err)
 	}
-	observed, strangers := e.claim(name, observed, nil)
-	desired = e.model(doc, observed, last)
-	if err := refuseStrangers(name, strangers, desired); err != nil {
-		return nil, nil, err
+	scope := e.scopeFor(doc, m)
+	hints := scope.Desired(m.desired(nil))
+	lap("scope and hints")
+	observed, err := e.observeScope(name, scope, hints)
+	if err != nil {
+		return observation{}, fmt.Errorf("observe %s: %w", name, err)
+	}
+	lap("observe (%d resources)", len(observed))
+	observed, strangers := claimWith(rec, e.Store.ID(), name, observed, nil)
+	model := m.desired(observed)
+	if err := refuseStrangers(name, strangers, model); err != nil {
+		return observation{}, err
 	}
 	for _, s := range strangers {
 		e.logf("left %s\n", s)
 	}
-	return desired, plan.ResolveSteer(observed, desired, e.realizedModel(last, observed)), nil
+	desired := scope.Desired(model)
+	observed = scope.Observed(observed, desired, model)
+	realized := scope.Desired(m.realized(observed))
+	lap("model")
+	return observation{rec: rec, scope: scope, model: model, desired: desired,
+		observed: plan.ResolveSteer(observed, desired, realized)}, nil
+}
+
+// modelSet makes the models an apply needs, each once: the specs' models
+// made without what observation tells are the same as those made with it
+// when observation tells nothing (no team assignments, pool splits or
+// uplinks down), as it does for an infrastructure without teams or pools.
+type modelSet struct {
+	e          *Engine
+	doc        *spec.Document
+	last       *spec.Spec      // nil before the first apply
+	next, prev []plan.Resource // of doc and of last, with no observation
+}
+
+// models reads the record of the last apply (nil before the first) and
+// makes the models of both specs, the last one's meanwhile.
+func (e *Engine) models(doc *spec.Document) (*store.Record, *modelSet, error) {
+	m := &modelSet{e: e, doc: doc}
+	opt := e.scoped(plan.Options{NumCPU: e.numCPU()})
+	var rec *store.Record
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		rec, err = e.Store.Get(doc.Spec.Name)
+		if errors.Is(err, store.ErrNotFound) {
+			rec, err = nil, nil
+		}
+		if m.last = specOf(rec); m.last != nil {
+			m.prev = plan.Model(m.last, opt)
+		}
+	}()
+	m.next = plan.Model(doc.Spec, opt)
+	<-done
+	return rec, m, err
+}
+
+// desired is the model of the spec in the light of what was observed (see
+// model).
+func (m *modelSet) desired(observed []plan.Resource) []plan.Resource {
+	teams, ceils := plan.Assignments(observed), plan.PoolCeils(observed)
+	next := m.next
+	if len(teams) > 0 || len(ceils) > 0 || hasSteer(next) {
+		next = plan.Model(m.doc.Spec, m.e.scoped(plan.Options{NumCPU: m.e.numCPU(), Teams: teams, PoolCeils: ceils,
+			Now: time.Now().UTC().Truncate(time.Second)}))
+	}
+	desired := m.e.markOwn(m.doc.Spec.Name, next)
+	if m.last == nil {
+		return desired
+	}
+	return plan.ResetDroppedOffloads(desired, m.prev)
+}
+
+// realized is realizedModel, made once more only when observation tells
+// something.
+func (m *modelSet) realized(observed []plan.Resource) []plan.Resource {
+	if m.last == nil {
+		return nil
+	}
+	if len(plan.Assignments(observed)) == 0 && len(plan.PoolCeils(observed)) == 0 && len(downUplinks(m.last, observed)) == 0 {
+		return m.prev
+	}
+	return m.e.realizedModel(m.last, observed)
+}
+
+// hasSteer reports whether a model steers (teams): what it makes then
+// depends on the time (plan.Options.Now).
+func hasSteer(rs []plan.Resource) bool {
+	for _, r := range rs {
+		if r.Kind == plan.KindSteer {
+			return true
+		}
+	}
+	return false
+}
+
+// scopeFor returns the namespaces an apply of doc reads and plans, nil for
+// all of them. An apply is full when asked (Full), when there is no record
+// of a previous one, when the last one never finished (it may have left
+// changes anywhere), when the store cannot tell that, and when the change
+// reaches beyond VMs (plan.ChangeScope). Otherwise it reads only the
+// namespaces of what the change creates, deletes or changes: drift
+// elsewhere waits for a full apply.
+func (e *Engine) scopeFor(doc *spec.Document, m *modelSet) plan.Scope {
+	why := ""
+	var scope plan.Scope
+	p, journaled := e.Store.(store.Pending)
+	switch {
+	case e.Full:
+		why = "asked for"
+	case !journaled:
+		why = "the store cannot tell an unfinished apply"
+	case p.IsPending(doc.Spec.Name):
+		why = "the last apply did not finish"
+	default:
+		scope, why = plan.ChangeScope(m.last, doc.Spec, m.prev, m.next)
+	}
+	if scope.Full() {
+		e.tracef("full observation: %s\n", why)
+	} else {
+		e.tracef("scoped observation: %d namespaces\n", len(scope))
+	}
+	return scope
+}
+
+// observeScope reads the namespaces in scope, all when it is nil or the
+// dataplane cannot read only some.
+func (e *Engine) observeScope(name string, scope plan.Scope, hints []plan.Resource) ([]plan.Resource, error) {
+	if so, ok := e.DP.(ScopedObserver); ok {
+		return so.ObserveScope(name, scope, hints)
+	}
+	return e.DP.Observe(name, hints)
 }
 
 // realizedModel is what last, the spec of the last apply, makes of the host
@@ -130,6 +275,14 @@ func (e *Engine) lastSpec(name string) *spec.Spec {
 	if err != nil {
 		return nil
 	}
+	return specOf(rec)
+}
+
+// specOf is a record's spec, or nil.
+func specOf(rec *store.Record) *spec.Spec {
+	if rec == nil {
+		return nil
+	}
 	doc, err := spec.Decode(rec.SpecFile, rec.Spec)
 	if err != nil {
 		return nil
@@ -139,11 +292,11 @@ func (e *Engine) lastSpec(name string) *spec.Spec {
 
 // Plan returns what an apply of the spec would do.
 func (e *Engine) Plan(doc *spec.Document) (plan.Plan, error) {
-	desired, observed, err := e.observe(doc)
+	o, err := e.observe(doc)
 	if err != nil {
 		return plan.Plan{}, err
 	}
-	return plan.Diff(desired, observed), nil
+	return plan.Diff(o.desired, o.observed), nil
 }
 
 // Apply converges the host to the spec. If any step fails, the host is
@@ -158,20 +311,27 @@ func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 		return Result{}, fmt.Errorf("apply %s: %w", name, err)
 	}
 	defer unlock()
+	lap := e.stopwatch()
 	if _, err := e.Sweep(name); err != nil {
 		return Result{}, fmt.Errorf("apply %s: %w", name, err)
 	}
-	desired, before, err := e.observe(doc)
+	lap("sweep")
+	o, err := e.observe(doc)
 	if err != nil {
 		return Result{}, err
 	}
-	p := plan.Diff(desired, before)
+	p := plan.Diff(o.desired, o.observed)
+	lap("read and planned in all (%d actions)", len(p.Actions))
 	res := Result{Plan: p}
 	e.logf("%s", p)
 	if !p.Empty() {
-		if err := e.DP.Probe(desired); err != nil {
+		if err := e.DP.Probe(o.desired); err != nil {
 			return res, fmt.Errorf("apply %s: %w", name, err)
 		}
+		if err := e.setPending(name); err != nil {
+			return res, fmt.Errorf("apply %s: %w", name, err)
+		}
+		lap("probe")
 	}
 	for i, a := range p.Actions {
 		err := e.step(i, a)
@@ -179,12 +339,35 @@ func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 			res.Executed++
 			continue
 		}
-		return res, e.rollback(name, before, desired, fmt.Errorf("apply %s: step %d of %d: %w", name, i+1, len(p.Actions), err))
+		return res, e.rollback(name, o, fmt.Errorf("apply %s: step %d of %d: %w", name, i+1, len(p.Actions), err))
 	}
-	if err := e.record(doc, desired, !p.Empty()); err != nil {
-		return res, e.rollback(name, before, desired, fmt.Errorf("apply %s: %w", name, err))
+	lap("execute")
+	if err := e.record(doc, o.rec, o.model, !p.Empty()); err != nil {
+		return res, e.rollback(name, o, fmt.Errorf("apply %s: %w", name, err))
 	}
+	// A full apply leaves the host as the record says, also after a killed one.
+	if !p.Empty() || o.scope.Full() {
+		e.clearPending(name)
+	}
+	lap("record")
 	return res, nil
+}
+
+// setPending notes, where the store can, that the host begins to change:
+// should the apply be killed, the next one reads everything.
+func (e *Engine) setPending(name string) error {
+	if p, ok := e.Store.(store.Pending); ok {
+		return p.SetPending(name)
+	}
+	return nil
+}
+
+// clearPending notes that the host is as the record says. Should it fail,
+// the next apply is merely full.
+func (e *Engine) clearPending(name string) {
+	if p, ok := e.Store.(store.Pending); ok {
+		_ = p.ClearPending(name)
+	}
 }
 
 func (e *Engine) step(i int, a plan.Action) error {
@@ -198,9 +381,12 @@ func (e *Engine) step(i int, a plan.Action) error {
 
 // rollback converges back to the snapshot. The same planner that made the
 // failed plan works out the way back, so no step needs its own undo.
-func (e *Engine) rollback(name string, before, desired []plan.Resource, cause error) error {
+// It reads what the apply could have touched: the scope of the apply.
+func (e *Engine) rollback(name string, o observation, cause error) error {
+	before, desired := o.observed, o.desired
 	e.logf("apply failed: %v\nrolling back\n", cause)
-	now, err := e.DP.Observe(name, append(append([]plan.Resource{}, before...), desired...))
+	touched := append(append([]plan.Resource{}, before...), desired...)
+	now, err := e.observeScope(name, o.scope, touched)
 	if err != nil {
 		return fmt.Errorf("%w; rollback could not observe the host: %v", cause, err)
 	}
@@ -211,7 +397,8 @@ func (e *Engine) rollback(name string, before, desired []plan.Resource, cause er
 			making[r.Name] = true
 		}
 	}
-	now, _ = e.claim(name, now, making)
+	now, _ = claimWith(o.rec, e.Store.ID(), name, now, making)
+	now = o.scope.Observed(now, touched, append(append([]plan.Resource{}, o.model...), before...))
 	now = plan.ResolveSteer(now, before, desired)
 	var errs []error
 	for _, a := range plan.Diff(before, now).Actions {
@@ -222,15 +409,16 @@ func (e *Engine) rollback(name string, before, desired []plan.Resource, cause er
 	if len(errs) > 0 {
 		return fmt.Errorf("%w; rollback incomplete: %v", cause, errors.Join(errs...))
 	}
+	e.clearPending(name)
 	return fmt.Errorf("%w (%w)", cause, ErrRolledBack)
 }
 
-func (e *Engine) record(doc *spec.Document, realized []plan.Resource, changed bool) error {
+// record stores the apply; old is the record it read (nil: none), which
+// the infrastructure's lock kept current.
+func (e *Engine) record(doc *spec.Document, old *store.Record, realized []plan.Resource, changed bool) error {
 	gen := 0
-	if old, err := e.Store.Get(doc.Spec.Name); err == nil {
+	if old != nil {
 		gen = old.Generation
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return err
 	}
 	if changed {
 		gen++
@@ -261,6 +449,14 @@ func (e *Engine) Destroy(name string) (plan.Plan, error) {
 		e.logf("left %s\n", s)
 	}
 	p := plan.Diff(nil, mine)
+	// A destroy killed halfway leaves the record beside a half-emptied
+	// host; the next apply must then read everything, not only what its
+	// spec changes since the record.
+	if !p.Empty() {
+		if err := e.setPending(name); err != nil {
+			return p, fmt.Errorf("destroy %s: %w", name, err)
+		}
+	}
 	var errs []error
 	if bd, ok := e.DP.(BatchDeleter); ok {
 		errs = bd.DeleteAll(p.Actions)
@@ -277,6 +473,7 @@ func (e *Engine) Destroy(name string) (plan.Plan, error) {
 	if err := e.Store.Delete(name); err != nil {
 		return p, fmt.Errorf("destroy %s: forget state: %w", name, err)
 	}
+	e.clearPending(name)
 	return p, nil
 }
 
@@ -297,6 +494,26 @@ func (e *Engine) Sweep(name string) ([]string, error) {
 		return done, fmt.Errorf("remove what an interrupted command left: %w", err)
 	}
 	return done, nil
+}
+
+// stopwatch returns a function that traces the time since it was last
+// called (or made), under a label.
+func (e *Engine) stopwatch() func(format string, args ...any) {
+	t := time.Now()
+	return func(format string, args ...any) {
+		if e.Trace == nil {
+			return
+		}
+		now := time.Now()
+		e.tracef("%8.1f ms  %s\n", float64(now.Sub(t).Microseconds())/1000, fmt.Sprintf(format, args...))
+		t = now
+	}
+}
+
+func (e *Engine) tracef(format string, args ...any) {
+	if e.Trace != nil {
+		fmt.Fprintf(e.Trace, format, args...)
+	}
 }
 
 func (e *Engine) logf(format string, args ...any) {

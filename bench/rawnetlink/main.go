@@ -1,0 +1,277 @@
+// Command rawnetlink builds and removes, with netlink requests issued
+// directly, what vnet makes for one host with one switch and N VMs of one
+// vNIC each: a namespace for the host with a bridge, and per VM a
+// namespace, a veth pair from the VM's eth0 to a bridge port, and an
+// address. bench/scale.py times it beside vnet, as what the kernel itself
+// costs for the same objects. It keeps no state: each command works on the
+// namespaces named after its -tag.
+//
+// usage:
+//
+//	rawnetlink -tag T up N           host, bridge and VMs 1..N
+//	rawnetlink -tag T add I CIDR     VM I with its address
+//	rawnetlink -tag T addr I CIDR    VM I's address replaced
+//	rawnetlink -tag T rm I           VM I removed
+//	rawnetlink -tag T down           every namespace of the tag removed
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+const netnsDir = "/run/netns"
+
+func main() {
+	tag := flag.String("tag", "", "names the namespaces: rawnl.TAG.NODE")
+	flag.Parse()
+	if *tag == "" || flag.NArg() == 0 {
+		fmt.Fprintln(os.Stderr, "usage: rawnetlink -tag T up N | add I CIDR | addr I CIDR | rm I | down")
+		os.Exit(2)
+	}
+	if err := run(*tag, flag.Args()); err != nil {
+		fmt.Fprintln(os.Stderr, "rawnetlink:", err)
+		os.Exit(1)
+	}
+}
+
+func run(tag string, args []string) error {
+	// Namespaces are entered on this thread only (netns.NewNamed).
+	runtime.LockOSThread()
+	b := &builder{tag: tag}
+	arg := func(i int) int {
+		n, _ := strconv.Atoi(args[i])
+		return n
+	}
+	switch {
+	case args[0] == "up" && len(args) == 2:
+		if err := b.host(); err != nil {
+			return err
+		}
+		for i := 1; i <= arg(1); i++ {
+			if err := b.vm(i, cidr(i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	case args[0] == "add" && len(args) == 3:
+		return b.vm(arg(1), args[2])
+	case args[0] == "addr" && len(args) == 3:
+		return b.readdress(arg(1), args[2])
+	case args[0] == "rm" && len(args) == 2:
+		return b.removeVM(arg(1))
+	case args[0] == "down" && len(args) == 1:
+		return b.down()
+	}
+	return fmt.Errorf("bad arguments %q", args)
+}
+
+// cidr is VM i's address, as bench/scale.py gives vnet's VMs.
+func cidr(i int) string {
+	return fmt.Sprintf("10.%d.%d.%d/8", 100+i/65000, i/250%256, i%250+1)
+}
+
+type builder struct {
+	tag string
+}
+
+func (b *builder) ns(node string) string { return "rawnl." + b.tag + "." + node }
+
+// port is VM i's bridge port in the host namespace.
+func port(i int) string { return "p" + strconv.Itoa(i) }
+
+// newNS makes a named namespace, its loopback up, and returns a handle in
+// it; the thread stays in the namespace it was in.
+func newNS(name string) (netns.NsHandle, *netlink.Handle, error) {
+	orig, err := netns.Get()
+	if err != nil {
+		return 0, nil, err
+	}
+	defer orig.Close()
+	ns, err := netns.NewNamed(name)
+	if err != nil {
+		return 0, nil, fmt.Errorf("add netns %s: %w", name, err)
+	}
+	if err := netns.Set(orig); err != nil {
+		return 0, nil, err
+	}
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return 0, nil, err
+	}
+	lo, err := h.LinkByName("lo")
+	if err == nil {
+		err = h.LinkSetUp(lo)
+	}
+	return ns, h, err
+}
+
+func (b *builder) host() error {
+	ns, h, err := newNS(b.ns("h1"))
+	if err != nil {
+		return err
+	}
+	defer ns.Close()
+	defer h.Close()
+	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "br0"}}
+	if err := h.LinkAdd(br); err != nil {
+		return fmt.Errorf("add bridge: %w", err)
+	}
+	return h.LinkSetUp(br)
+}
+
+func (b *builder) openHost() (netns.NsHandle, *netlink.Handle, error) {
+	ns, err := netns.GetFromName(b.ns("h1"))
+	if err != nil {
+		return 0, nil, err
+	}
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		ns.Close()
+		return 0, nil, err
+	}
+	return ns, h, nil
+}
+
+// vm makes VM i: its namespace, the pair made in the host namespace with
+// the VM's end moved into the VM's, the port on the bridge, the address.
+func (b *builder) vm(i int, addr string) error {
+	hns, hh, err := b.openHost()
+	if err != nil {
+		return err
+	}
+	defer hns.Close()
+	defer hh.Close()
+	vns, vh, err := newNS(b.ns(fmt.Sprintf("vm%d", i)))
+	if err != nil {
+		return err
+	}
+	defer vns.Close()
+	defer vh.Close()
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: port(i)}, PeerName: "eth0", PeerNamespace: netlink.NsFd(vns)}
+	if err := hh.LinkAdd(veth); err != nil {
+		return fmt.Errorf("add veth %s: %w", port(i), err)
+	}
+	br, err := hh.LinkByName("br0")
+	if err != nil {
+		return err
+	}
+	p, err := hh.LinkByName(port(i))
+	if err != nil {
+		return err
+	}
+	if err := hh.LinkSetMaster(p, br); err != nil {
+		return err
+	}
+	if err := hh.LinkSetUp(p); err != nil {
+		return err
+	}
+	return setAddr(vh, addr, true)
+}
+
+// setAddr replaces eth0's IPv4 addresses with addr and brings it up.
+func setAddr(h *netlink.Handle, addr string, up bool) error {
+	eth0, err := h.LinkByName("eth0")
+	if err != nil {
+		return err
+	}
+	old, err := h.AddrList(eth0, netlink.FAMILY_V4)
+	if err != nil {
+		return err
+	}
+	for _, a := range old {
+		if err := h.AddrDel(eth0, &a); err != nil {
+			return err
+		}
+	}
+	ip, ipnet, err := net.ParseCIDR(addr)
+	if err != nil {
+		return err
+	}
+	ipnet.IP = ip
+	if err := h.AddrAdd(eth0, &netlink.Addr{IPNet: ipnet}); err != nil {
+		return fmt.Errorf("add address %s: %w", addr, err)
+	}
+	if up {
+		return h.LinkSetUp(eth0)
+	}
+	return nil
+}
+
+func (b *builder) readdress(i int, addr string) error {
+	ns, err := netns.GetFromName(b.ns(fmt.Sprintf("vm%d", i)))
+	if err != nil {
+		return err
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	return setAddr(h, addr, false)
+}
+
+// removeVM deletes VM i's pair from the host's side, then its namespace:
+// the kernel tears down an unmounted namespace, and the pairs with an end
+// in it, only some time later, and until then the port keeps its name.
+func (b *builder) removeVM(i int) error {
+	hns, hh, err := b.openHost()
+	if err != nil {
+		return err
+	}
+	defer hns.Close()
+	defer hh.Close()
+	p, err := hh.LinkByName(port(i))
+	if err != nil {
+		return err
+	}
+	if err := hh.LinkDel(p); err != nil {
+		return fmt.Errorf("delete veth %s: %w", port(i), err)
+	}
+	return deleteNS(b.ns(fmt.Sprintf("vm%d", i)))
+}
+
+func deleteNS(name string) error {
+	if err := netns.DeleteNamed(name); err != nil {
+		return fmt.Errorf("delete netns %s: %w", name, err)
+	}
+	return nil
+}
+
+// down deletes every namespace of the tag, the VMs' first: a namespace
+// takes its links, and the pairs with an end in it, with it.
+func (b *builder) down() error {
+	entries, err := os.ReadDir(netnsDir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	prefix := b.ns("")
+	var errs []error
+	host := ""
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasPrefix(name, prefix) {
+			continue
+		}
+		if name == b.ns("h1") {
+			host = name
+			continue
+		}
+		errs = append(errs, deleteNS(name))
+	}
+	if host != "" {
+		errs = append(errs, deleteNS(filepath.Base(host)))
+	}
+	return errors.Join(errs...)
+}

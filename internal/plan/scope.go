@@ -1,0 +1,214 @@
+package plan
+
+import (
+	"reflect"
+	"sort"
+
+	"github.com/vnet-project/vnet/internal/spec"
+)
+
+// Scope is what an apply reads and plans: namespaces, each whole (a nil
+// link set) or only some of its links. A nil Scope is every namespace of
+// the infrastructure: a full apply.
+type Scope map[string]map[string]bool
+
+// Full reports whether the scope is every namespace.
+func (s Scope) Full() bool { return s == nil }
+
+// Names returns the namespaces of a scope, sorted.
+func (s Scope) Names() []string {
+	out := make([]string, 0, len(s))
+	for n := range s {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Links returns the links of ns the scope holds, nil for all of them;
+// ok is false when ns is not in the scope.
+func (s Scope) Links(ns string) (links map[string]bool, ok bool) {
+	if s == nil {
+		return nil, true
+	}
+	links, ok = s[ns]
+	return links, ok
+}
+
+// addWhole puts all of ns in the scope.
+func (s Scope) addWhole(ns string) { s[ns] = nil }
+
+// addLink puts one link of ns in the scope, unless all of ns is.
+func (s Scope) addLink(ns, link string) {
+	links, ok := s[ns]
+	switch {
+	case ok && links == nil:
+	case ok:
+		links[link] = true
+	default:
+		s[ns] = map[string]bool{link: true}
+	}
+}
+
+func (s Scope) add(r Resource) {
+	for _, p := range r.places() {
+		if p.link == "" {
+			s.addWhole(p.ns)
+		} else {
+			s.addLink(p.ns, p.link)
+		}
+	}
+}
+
+// Holds reports whether the scope holds every place the resource is: only
+// then does a scoped observation see all of it. A veth pair read without
+// its second end (B.NS empty) is only where its first end is.
+func (s Scope) Holds(r Resource) bool {
+	if s == nil {
+		return true
+	}
+	for _, p := range r.places() {
+		links, ok := s[p.ns]
+		if !ok || links != nil && (p.link == "" || !links[p.link]) {
+			return false
+		}
+	}
+	return true
+}
+
+// place is a link of a namespace, or (link empty) the namespace itself.
+type place struct{ ns, link string }
+
+// places are where a resource is: the links it is or sits on, or its
+// namespace for what belongs to a namespace as a whole (the namespace
+// itself, its firewall, a VM's cgroup).
+func (r Resource) places() []place {
+	switch r.Kind {
+	case KindVeth:
+		if r.B.NS == "" {
+			return []place{{r.A.NS, r.A.Name}}
+		}
+		return []place{{r.A.NS, r.A.Name}, {r.B.NS, r.B.Name}}
+	case KindBridge, KindVxlan:
+		return []place{{r.NS, r.Name}}
+	case KindNetns, KindFirewall, KindCgroup:
+		if ns := r.Namespace(); ns != "" {
+			return []place{{ns, ""}}
+		}
+		return nil
+	}
+	if r.Link == "" {
+		return []place{{r.NS, ""}}
+	}
+	return []place{{r.NS, r.Link}}
+}
+
+// Desired keeps the resources the scope holds.
+func (s Scope) Desired(rs []Resource) []Resource {
+	if s == nil {
+		return rs
+	}
+	var out []Resource
+	for _, r := range rs {
+		if s.Holds(r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Observed keeps what a scoped observation read that the plan may compare:
+// a resource whose key planned names (a scoped desired state), or, for a
+// key that known (the whole model) does not name, one the scope holds.
+// A resource the model has outside the scope is dropped even when read: a
+// pair read from a switch port's side only, without the VM's end, is not
+// the pair as it stands.
+func (s Scope) Observed(observed, planned, known []Resource) []Resource {
+	if s == nil {
+		return observed
+	}
+	in := keySet(planned)
+	out := keySet(known)
+	var kept []Resource
+	for _, r := range observed {
+		k := r.Key()
+		switch {
+		case in[k]:
+		case out[k]:
+			continue
+		case !s.Holds(r):
+			continue
+		}
+		kept = append(kept, r)
+	}
+	return kept
+}
+
+func keySet(rs []Resource) map[string]bool {
+	set := make(map[string]bool, len(rs))
+	for _, r := range rs {
+		set[r.Key()] = true
+	}
+	return set
+}
+
+// ChangeScope returns what a change from the spec last applied to next
+// can touch: where every resource the two models disagree on is, created,
+// deleted or changed (see ModelScope). It returns a nil Scope (full), and why,
+// when it cannot bound the change: there is no last spec, or something
+// other than the VMs changed (hosts, NICs, switches, port groups, uplinks,
+// host ports), whose effects reach every port. Both models are made with
+// the same options, so what they depend on beyond the specs (team
+// assignments, the time) cancels out: lastModel and nextModel are their
+// models, made with the same Options.
+func ChangeScope(last, next *spec.Spec, lastModel, nextModel []Resource) (Scope, string) {
+	if last == nil {
+		return nil, "no record of a previous apply"
+	}
+	if !sameButVMs(last, next) {
+		return nil, "a host, switch, port group or host port changed"
+	}
+	return ModelScope(lastModel, nextModel), ""
+}
+
+// ModelScope returns where the resources two models disagree on are (both
+// versions of a changed one). A namespace that holds team steering or
+// IOC pools is whole in it wherever it is in it at all: what a change
+// there makes depends on what the other ports and uplinks hold (their
+// team assignments, how a team-wide limit is split).
+func ModelScope(last, next []Resource) Scope {
+	scope := Scope{}
+	was := indexByKey(last)
+	for _, r := range next {
+		o, ok := was[r.Key()]
+		if !ok || !Same(o, r) {
+			scope.add(r)
+			if ok {
+				scope.add(o)
+			}
+		}
+	}
+	is := keySet(next)
+	for _, r := range last {
+		if !is[r.Key()] {
+			scope.add(r)
+		}
+	}
+	for _, m := range [][]Resource{last, next} {
+		for _, r := range m {
+			if r.Kind == KindSteer || r.Kind == KindPool {
+				if _, ok := scope[r.NS]; ok {
+					scope.addWhole(r.NS)
+				}
+			}
+		}
+	}
+	return scope
+}
+
+// sameButVMs reports whether two specs differ at most in their VMs.
+func sameButVMs(a, b *spec.Spec) bool {
+	x, y := *a, *b
+	x.VMs, y.VMs = nil, nil
+	return reflect.DeepEqual(x, y)
+}

@@ -106,7 +106,7 @@ func setUpCurrentNetns(name, sysctls string, visible bool) error {
 			changed("netns lo up: %s", name)
 		}
 	}
-	return writeSysctlsHere(name, "", plan.NamespaceSysctls, sysctls, visible)
+	return writeSysctlsHere(name, "", plan.NamespaceSysctlSet(name), sysctls, visible)
 }
 
 // setSysctls makes vnet's settings in a namespace (plan.NamespaceSysctls

@@ -94,19 +94,24 @@ func TestClusterThroughputOverlay(t *testing.T) {
 	t.Logf("overlay / underlay: %.2f", median(over)/median(under))
 }
 
-// vmsOn is a spec body of one switch over the hosts with n VMs on each
-// host named, host by host.
+// vmsOn is a spec body of one switch over the hosts with perHost[h] VMs
+// on each host h: VM j of h is named h+"v"+j (hv1v0, ...), so that adding
+// one leaves the others' names as they were.
 func vmsOn(hosts []string, perHost map[string]int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "switches:\n  - name: dvs\n    hosts: [%s]\n    mtu: 1450\n    portgroups:\n      - name: app\nvms:\n", strings.Join(hosts, ", "))
-	i := 0
-	for _, h := range hosts {
+	for i, h := range hosts {
 		for j := 0; j < perHost[h]; j++ {
-			i++
-			fmt.Fprintf(&b, "  - {name: vm%d, host: %s, nics: [{portgroup: app, ip: 10.77.%d.%d/16}]}\n", i, h, i/200, i%200+1)
+			fmt.Fprintf(&b, "  - {name: %sv%d, host: %s, nics: [{portgroup: app, ip: %s/16}]}\n", h, j, h, vmIP(i, j))
 		}
 	}
 	return b.String()
+}
+
+// vmIP is the address of VM j of the i-th host in vmsOn.
+func vmIP(i, j int) string {
+	n := i*1000 + j
+	return fmt.Sprintf("10.77.%d.%d", n/200, n%200+1)
 }
 
 // convergedIn runs an apply and returns how long the apply took and how
@@ -134,8 +139,8 @@ func TestClusterScale(t *testing.T) {
 	apply, conv := convergedIn(t, c, infra, c.Spec(infra, vmsOn(hosts, per)), 1, 5*time.Minute)
 	t.Logf("3 hosts x 100 VMs from empty: apply %s, then every host current %s later (%s in all)",
 		apply.Round(time.Millisecond), conv.Round(time.Millisecond), (apply + conv).Round(time.Millisecond))
-	echo(t, plan.NSName(infra, "vm150"))
-	ping(t, infra, "vm1", "10.77.0.151")
+	echo(t, plan.NSName(infra, "hv2v49"))
+	ping(t, infra, "hv1v0", vmIP(1, 49))
 	for i, h := range hosts {
 		per[h]++
 		apply, conv = convergedIn(t, c, infra, c.Spec(infra, vmsOn(hosts, per)), 2+i, time.Minute)
@@ -157,12 +162,12 @@ func TestClusterAgentRestart300(t *testing.T) {
 	apply, conv := convergedIn(t, c, infra, specOn(c, infra, hosts, vmsOn(hosts, map[string]int{"hv1": 300, "hv2": 1})), 1, 5*time.Minute)
 	t.Logf("hv1 with 300 VMs, hv2 with 1: apply %s, every host current %s later", apply.Round(time.Millisecond), conv.Round(time.Millisecond))
 	hv1 := c.Machine("hv1")
-	echo(t, plan.NSName(infra, "vm301"))
-	ping(t, infra, "vm1", "10.77.1.102")
-	before := hostIndexes(t, hv1.NS, infra, "vm1")
+	echo(t, plan.NSName(infra, "hv2v0"))
+	ping(t, infra, "hv1v0", vmIP(1, 0))
+	before := hostIndexes(t, hv1.NS, infra, "hv1v0")
 	linksBefore := strings.Join(vnetLinks(hv1), "\n")
 	for round := 0; round < 3; round++ {
-		p := startPinger(t, plan.NSName(infra, "vm1"), "10.77.1.102", 10*time.Millisecond)
+		p := startPinger(t, plan.NSName(infra, "hv1v0"), vmIP(1, 0), 10*time.Millisecond)
 		time.Sleep(500 * time.Millisecond)
 		logBefore := len(hv1.AgentLog())
 		hv1.KillAgent()
@@ -182,7 +187,7 @@ func TestClusterAgentRestart300(t *testing.T) {
 			t.Errorf("restarted agent changed something:\n%s", after)
 		}
 	}
-	for _, what := range remade(before, hostIndexes(t, hv1.NS, infra, "vm1")) {
+	for _, what := range remade(before, hostIndexes(t, hv1.NS, infra, "hv1v0")) {
 		t.Errorf("%s was made again by a restarted agent", what)
 	}
 	if now := strings.Join(vnetLinks(hv1), "\n"); now != linksBefore {

@@ -30,6 +30,10 @@ type Linux struct {
 	// store, with their cgroups: several agents on one machine (a test
 	// cluster) share /run/netns and must not see each other's VMs.
 	OnlyStore string
+	// DeviceStateDir is where the state of real devices and TAPs is kept
+	// from before vnet first changed them, until they are given back
+	// (plan.KindDevice).
+	DeviceStateDir string
 }
 
 // nsHandle reaches one namespace: the library's handle, and a route socket
@@ -195,6 +199,8 @@ func (l *Linux) ensure(r plan.Resource) error {
 		return l.ensureVxlan(r)
 	case plan.KindFDB:
 		return l.ensureFDB(r)
+	case plan.KindDevice:
+		return l.ensureDevice(r)
 	}
 	return fmt.Errorf("unknown kind %q", r.Kind)
 }
@@ -232,6 +238,8 @@ func (l *Linux) remove(r plan.Resource) error {
 		return l.removeLink(r.NS, r.Name)
 	case plan.KindFDB:
 		return l.removeFDB(r)
+	case plan.KindDevice:
+		return l.removeDevice(r)
 	}
 	return fmt.Errorf("unknown kind %q", r.Kind)
 }

@@ -62,6 +62,18 @@ func (l *Linux) Observe(infra string, hints []plan.Resource) ([]plan.Resource, e
 		}
 		views = append(views, v)
 	}
+	attachedNS := attachedNamespaces(infra, hints)
+	for _, ns := range sortedKeys(attachedNS) {
+		// A container's namespace: only the vNIC ends of this
+		// infrastructure's switch ports are its.
+		ends := attachedNS[ns]
+		v, err := l.observeNS(ns, shaperHints, func(alias string) bool { return ends[alias] })
+		if err != nil {
+			return nil, err
+		}
+		views = append(views, v)
+		names = append(names, ns)
+	}
 	var out []plan.Resource
 	aEnds := map[string]*vethEnd{}
 	var bEnds []vethEnd
@@ -93,6 +105,7 @@ func (l *Linux) Observe(infra string, hints []plan.Resource) ([]plan.Resource, e
 		out = append(out, *aEnds[k].r)
 	}
 	out = append(out, l.observeOffloads(hints)...)
+	out = deviceMTUs(out, hints)
 	cgroups := l.observeCgroups(infra)
 	if l.OnlyStore != "" {
 		cgroups = ofNamespaces(cgroups, names)
@@ -195,17 +208,19 @@ func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep 
 		if keep != nil && !keep(attrs.Alias) {
 			continue
 		}
-		switch link.Type() {
-		case "vxlan":
+		switch {
+		case plan.IsDeviceAlias(attrs.Alias):
+			v.resources = append(v.resources, observeDevice(link, ns, byIndex[attrs.MasterIndex], owner))
+		case link.Type() == "vxlan":
 			rs, err := observeVxlan(h, link, ns, byIndex[attrs.MasterIndex], owner)
 			if err != nil {
 				return v, err
 			}
 			v.resources = append(v.resources, rs...)
-		case "bridge":
+		case link.Type() == "bridge":
 			v.resources = append(v.resources, plan.Resource{Kind: plan.KindBridge, NS: ns, Name: attrs.Name,
 				MAC: attrs.HardwareAddr.String(), MTU: attrs.MTU, Sysctls: bridgeSysctls[attrs.Name], Owner: owner})
-		case "veth":
+		case link.Type() == "veth":
 			end := plan.End{NS: ns, Name: attrs.Name, MAC: attrs.HardwareAddr.String(), MTU: attrs.MTU, Master: byIndex[attrs.MasterIndex],
 				Down: attrs.Flags&net.FlagUp == 0}
 			if end.Master != "" {
@@ -534,4 +549,48 @@ func ofNamespaces(cgroups []plan.Resource, names []string) []plan.Resource {
 		}
 	}
 	return out
+}
+
+// attachedNamespaces finds, among the hints, the vNICs that go into
+// namespaces vnet does not own (attach: netns), and returns per namespace
+// the aliases their ends carry.
+func attachedNamespaces(infra string, hints []plan.Resource) map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	for _, r := range hints {
+		if r.Kind != plan.KindVeth || strings.HasPrefix(r.B.NS, plan.InfraNSPrefix(infra)) || r.B.NS == r.A.NS ||
+			!plan.OwnedBy(ownerAlias(r.Owner), infra) || !netnsExists(r.B.NS) {
+			continue
+		}
+		if out[r.B.NS] == nil {
+			out[r.B.NS] = map[string]bool{}
+		}
+		out[r.B.NS][peerAlias(r.A)] = true
+	}
+	return out
+}
+
+// deviceMTUs leaves out the MTU of observed devices whose resource leaves
+// it as found: a device's MTU is the spec's to set only when it says so.
+func deviceMTUs(observed, hints []plan.Resource) []plan.Resource {
+	leave := map[string]bool{}
+	for _, r := range hints {
+		if r.Kind == plan.KindDevice && r.MTU == 0 {
+			leave[r.Key()] = true
+		}
+	}
+	for i, r := range observed {
+		if r.Kind == plan.KindDevice && leave[r.Key()] {
+			observed[i].MTU = 0
+		}
+	}
+	return observed
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

@@ -143,7 +143,7 @@ func hostModel(s *spec.Spec, opt Options) []Resource {
 		here = CurrentNS
 	}
 	labNS := NSName(s.Name, host)
-	vms := map[string]bool{}         // namespaces of the host's VMs that vnet makes
+	vms := map[string]bool{}            // namespaces of the host's VMs that vnet makes
 	attached := map[string]*spec.VNIC{} // lab vNIC ns/ethN -> its attachment
 	for _, vm := range s.VMs {
 		if vm.Host != host {
@@ -178,7 +178,7 @@ func hostModel(s *spec.Spec, opt Options) []Resource {
 				Owner: DeviceOwner(s.Name, "nic "+host+"/"+n.Name+", uplink of "+sw.Name)})
 		}
 	}
-	ports := map[string]string{} // vNIC switch ports on the host: lab name -> name on the host
+	ports := map[string]string{}  // vNIC switch ports on the host: lab name -> name on the host
 	vnicNS := map[string]string{} // VM namespaces of attached vNICs -> the namespace they are in
 	for _, r := range Model(labSpec, lab) {
 		switch r.Kind {

@@ -130,6 +130,8 @@ func readDevice(h *netlink.Handle, link netlink.Link) (deviceState, error) {
 
 // rootQdiscKinds are the root qdiscs vnet can make again with the settings
 // it read, should deleting its own not bring back the one the device had.
+// Others are made again by kind alone, which is all of them for a kind
+// without settings (pfifo_fast, mq).
 var rootQdiscKinds = map[string]func() netlink.Qdisc{
 	"fq_codel": func() netlink.Qdisc { return &netlink.FqCodel{} },
 	"fq":       func() netlink.Qdisc { return &netlink.Fq{} },
@@ -214,9 +216,19 @@ func (l *Linux) removeDevice(r plan.Resource) error {
 	return nil
 }
 
-func restoreDevice(h *netlink.Handle, link netlink.Link, st deviceState) error {
+func restoreDevice(h *netlink.Handle, link netlink.Link, st deviceState) (err error) {
 	if err := setMaster(h, link, st.Master); err != nil {
 		return err
+	}
+	if !st.Up && link.Attrs().Flags&net.FlagUp != 0 {
+		// Down before its qdiscs go: a device that is down gets no
+		// default qdisc in place of the deleted one, as it had none.
+		if err := h.LinkSetDown(link); err != nil {
+			return fmt.Errorf("set %s down: %w", link.Attrs().Name, err)
+		}
+		if link, err = h.LinkByIndex(link.Attrs().Index); err != nil {
+			return err
+		}
 	}
 	if err := restoreQdiscs(h, link, st); err != nil {
 		return err
@@ -267,18 +279,17 @@ func restoreQdiscs(h *netlink.Handle, link netlink.Link, st deviceState) error {
 			return nil
 		}
 	}
-	newQdisc, ok := rootQdiscKinds[st.Root]
-	if !ok || len(st.RootParams) == 0 {
-		return fmt.Errorf("root qdisc %s of %s did not come back with the kernel's default; set it again (tc qdisc replace dev %s root %s)", st.Root, name, name, st.Root)
-	}
-	q := newQdisc()
-	if err := json.Unmarshal(st.RootParams, q); err != nil {
-		return fmt.Errorf("recorded root qdisc of %s: %w", name, err)
+	var q netlink.Qdisc = &netlink.GenericQdisc{QdiscType: st.Root}
+	if newQdisc, ok := rootQdiscKinds[st.Root]; ok && len(st.RootParams) > 0 {
+		q = newQdisc()
+		if err := json.Unmarshal(st.RootParams, q); err != nil {
+			return fmt.Errorf("recorded root qdisc of %s: %w", name, err)
+		}
 	}
 	q.Attrs().LinkIndex = link.Attrs().Index
 	q.Attrs().Parent, q.Attrs().Handle = netlink.HANDLE_ROOT, st.RootHandle
 	if err := h.QdiscReplace(q); err != nil {
-		return fmt.Errorf("tc qdisc replace dev %s root %s: %w", name, st.Root, err)
+		return fmt.Errorf("tc qdisc replace dev %s root %s: %w (vnet could not make the device's own root qdisc again; set it by hand)", name, st.Root, err)
 	}
 	return nil
 }

@@ -235,7 +235,9 @@ func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep 
 				v.aEnds = append(v.aEnds, e)
 			}
 		}
-		v.resources = append(v.resources, linkAddrs(addrsOf[attrs.Index], ns, attrs.Name)...)
+		if !plan.IsDeviceAlias(attrs.Alias) { // a real device's addresses are the machine's
+			v.resources = append(v.resources, linkAddrs(addrsOf[attrs.Index], ns, attrs.Name)...)
+		}
 		qs := qdiscsOf[attrs.Index]
 		v.resources = append(v.resources, observeTC(h, link, ns, qs, shaperHints)...)
 		if hasIngress(qs) {

@@ -73,6 +73,7 @@ it realized is in <state-dir>/hostagent. See docs/cluster.md.`,
 			}
 			defer local.Close()
 			dp.HostNS, dp.OnlyStore = plan.CurrentNS, local.ID()
+			dp.DeviceStateDir = filepath.Join(dir, "devices")
 			cluster, err := openCluster(endpoints)
 			if err != nil {
 				return err

@@ -35,6 +35,10 @@ type Linux struct {
 	// kernel has: how tests see what an apply does on a kernel built
 	// without it.
 	WithoutBrNetfilter bool
+	// DeviceStateDir is where the state of real devices and TAPs is kept
+	// from before vnet first changed them, until they are given back
+	// (plan.KindDevice).
+	DeviceStateDir string
 }
 
 // nsHandle reaches one namespace: the library's handle, and a route socket
@@ -215,6 +219,8 @@ func (l *Linux) ensure(r plan.Resource) error {
 		return l.ensureFDB(r)
 	case plan.KindNeigh:
 		return l.ensureNeigh(r)
+	case plan.KindDevice:
+		return l.ensureDevice(r)
 	}
 	return fmt.Errorf("unknown kind %q", r.Kind)
 }
@@ -254,6 +260,8 @@ func (l *Linux) remove(r plan.Resource) error {
 		return l.removeFDB(r)
 	case plan.KindNeigh:
 		return l.removeNeigh(r)
+	case plan.KindDevice:
+		return l.removeDevice(r)
 	}
 	return fmt.Errorf("unknown kind %q", r.Kind)
 }

@@ -74,6 +74,18 @@ func (l *Linux) ObserveScope(infra string, scope plan.Scope, hints []plan.Resour
 		}
 		views = append(views, v)
 	}
+	attachedNS := attachedNamespaces(infra, hints)
+	for _, ns := range sortedKeys(attachedNS) {
+		// A container's namespace: only the vNIC ends of this
+		// infrastructure's switch ports are its.
+		ends := attachedNS[ns]
+		v, err := l.observeNS(ns, shaperHints, func(alias string) bool { return ends[alias] }, nil)
+		if err != nil {
+			return nil, err
+		}
+		views = append(views, v)
+		names = append(names, ns)
+	}
 	var out []plan.Resource
 	aEnds := map[string]*vethEnd{}
 	var bEnds []vethEnd
@@ -109,6 +121,7 @@ func (l *Linux) ObserveScope(infra string, scope plan.Scope, hints []plan.Resour
 		out = append(out, *aEnds[k].r)
 	}
 	out = append(out, l.observeOffloads(hints)...)
+	out = deviceMTUs(out, hints)
 	var cgroups []plan.Resource
 	if scope.Full() {
 		cgroups = l.observeCgroups(infra)
@@ -228,14 +241,16 @@ func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep 
 		if keep != nil && !keep(attrs.Alias) || only != nil && !only[attrs.Name] {
 			continue
 		}
-		switch link.Type() {
-		case "vxlan":
+		switch {
+		case plan.IsDeviceAlias(attrs.Alias):
+			v.resources = append(v.resources, observeDevice(link, ns, byIndex[attrs.MasterIndex], owner))
+		case link.Type() == "vxlan":
 			rs, err := observeVxlan(h, link, ns, byIndex[attrs.MasterIndex], owner, ports[attrs.Index])
 			if err != nil {
 				return v, err
 			}
 			v.resources = append(v.resources, rs...)
-		case "bridge":
+		case link.Type() == "bridge":
 			r := plan.Resource{Kind: plan.KindBridge, NS: ns, Name: attrs.Name,
 				MAC: attrs.HardwareAddr.String(), MTU: attrs.MTU, Sysctls: bridgeSysctls[attrs.Name], Owner: owner}
 			if isNetworkOwner(owner) {
@@ -247,7 +262,7 @@ func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep 
 				v.resources = append(v.resources, neighs...)
 			}
 			v.resources = append(v.resources, r)
-		case "veth":
+		case link.Type() == "veth":
 			end := plan.End{NS: ns, Name: attrs.Name, MAC: attrs.HardwareAddr.String(), MTU: attrs.MTU, Master: byIndex[attrs.MasterIndex],
 				Down: attrs.Flags&net.FlagUp == 0}
 			if end.Master != "" {
@@ -262,7 +277,9 @@ func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep 
 				v.aEnds = append(v.aEnds, e)
 			}
 		}
-		v.resources = append(v.resources, linkAddrs(addrsOf[attrs.Index], ns, attrs.Name)...)
+		if !plan.IsDeviceAlias(attrs.Alias) { // a real device's addresses are the machine's
+			v.resources = append(v.resources, linkAddrs(addrsOf[attrs.Index], ns, attrs.Name)...)
+		}
 		qs := qdiscsOf[attrs.Index]
 		v.resources = append(v.resources, observeTC(h, link, ns, qs, shaperHints)...)
 		if hasIngress(qs) {
@@ -612,4 +629,48 @@ func ofNamespaces(cgroups []plan.Resource, names []string) []plan.Resource {
 		}
 	}
 	return out
+}
+
+// attachedNamespaces finds, among the hints, the vNICs that go into
+// namespaces vnet does not own (attach: netns), and returns per namespace
+// the aliases their ends carry.
+func attachedNamespaces(infra string, hints []plan.Resource) map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	for _, r := range hints {
+		if r.Kind != plan.KindVeth || strings.HasPrefix(r.B.NS, plan.InfraNSPrefix(infra)) || r.B.NS == r.A.NS ||
+			!plan.OwnedBy(ownerAlias(r.Owner), infra) || !netnsExists(r.B.NS) {
+			continue
+		}
+		if out[r.B.NS] == nil {
+			out[r.B.NS] = map[string]bool{}
+		}
+		out[r.B.NS][peerAlias(r.A)] = true
+	}
+	return out
+}
+
+// deviceMTUs leaves out the MTU of observed devices whose resource leaves
+// it as found: a device's MTU is the spec's to set only when it says so.
+func deviceMTUs(observed, hints []plan.Resource) []plan.Resource {
+	leave := map[string]bool{}
+	for _, r := range hints {
+		if r.Kind == plan.KindDevice && r.MTU == 0 {
+			leave[r.Key()] = true
+		}
+	}
+	for i, r := range observed {
+		if r.Kind == plan.KindDevice && leave[r.Key()] {
+			observed[i].MTU = 0
+		}
+	}
+	return observed
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

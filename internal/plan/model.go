@@ -31,6 +31,10 @@ type Options struct {
 	// endpoints in a host model; empty means the one the agent runs in
 	// (CurrentNS).
 	HostNS string
+	// DeviceSpeeds holds, in a host model, the line rate in bit/s of each
+	// real NIC (spec.NIC.Device) whose spec gives no speed, as the device
+	// reports it (ethtool).
+	DeviceSpeeds map[string]uint64
 }
 
 // Model returns every kernel object that realizes the spec, in creation order.

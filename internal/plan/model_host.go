@@ -5,9 +5,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
 
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/units"
 )
 
 // CurrentNS names, in a host model, the namespace the agent runs in: on a
@@ -122,12 +124,18 @@ func CheckHostMTU(s *spec.Spec, host string, underlayMTU int) error {
 // VMs' namespaces and cgroups as in the lab. What the lab emulates of the
 // physical network (the physical switch, NICs as veths, their line rates,
 // Network I/O Control and teaming on them) is the machine's own and is
-// left out, and so are host ports. A switch that spans hosts (Tunneled)
-// gets a tunnel endpoint in its bridge, with a flooding entry per remote
-// host and an entry per remote vNIC towards its host.
+// left out, and so are host ports; but a NIC that names a real device
+// (spec.NIC.Device) and is an uplink of a switch is that device, made a
+// port of the switch's bridge, with the NIC's line rate and Network I/O
+// Control on it. A vNIC attached to a TAP is that TAP as the switch port; one
+// attached to a namespace is the lab's veth with its VM end in that
+// namespace. A switch that spans hosts (Tunneled) gets a tunnel endpoint in
+// its bridge, with a flooding entry per remote host and an entry per remote
+// vNIC towards its host.
 func hostModel(s *spec.Spec, opt Options) []Resource {
 	host := opt.Host
-	if _, ok := s.Host(host); !ok {
+	h, ok := s.Host(host)
+	if !ok {
 		return nil
 	}
 	here := opt.HostNS
@@ -135,10 +143,19 @@ func hostModel(s *spec.Spec, opt Options) []Resource {
 		here = CurrentNS
 	}
 	labNS := NSName(s.Name, host)
-	vms := map[string]bool{}
+	vms := map[string]bool{}            // namespaces of the host's VMs that vnet makes
+	attached := map[string]*spec.VNIC{} // lab vNIC ns/ethN -> its attachment
 	for _, vm := range s.VMs {
-		if vm.Host == host {
-			vms[NSName(s.Name, vm.Name)] = true
+		if vm.Host != host {
+			continue
+		}
+		ns := NSName(s.Name, vm.Name)
+		if !vm.Attached() {
+			vms[ns] = true
+			continue
+		}
+		for i := range vm.NICs {
+			attached[ns+"/eth"+strconv.Itoa(i)] = &vm.NICs[i]
 		}
 	}
 	bridges := map[string]string{} // switch name -> bridge name
@@ -151,12 +168,23 @@ func hostModel(s *spec.Spec, opt Options) []Resource {
 		nb := NetBridgeName(s.Name, n.Name) // already the host's name for it
 		bridges[nb] = nb
 	}
+	devices := map[string]string{} // lab NIC name -> real device, for the attached uplinks
 	lab := opt
 	lab.Host, lab.HostNS = "", ""
 	lab.Teams, lab.Down, lab.PoolCeils = nil, nil, nil
-	ports := map[string]bool{} // vNIC switch ports on the host
+	labSpec := withDeviceSpeeds(s, host, opt.DeviceSpeeds)
+	lm := &modeler{s: labSpec}
 	var out []Resource
-	for _, r := range Model(s, lab) {
+	for _, n := range h.NICs {
+		if sw := lm.uplinkOf(host, n.Name); n.IsDevice() && sw != nil {
+			devices[n.Name] = n.Device
+			out = append(out, Resource{Kind: KindDevice, NS: here, Name: n.Device, Link: bridges[sw.Name], MTU: n.MTU,
+				Owner: DeviceOwner(s.Name, "nic "+host+"/"+n.Name+", uplink of "+sw.Name)})
+		}
+	}
+	ports := map[string]string{}  // vNIC switch ports on the host: lab name -> name on the host
+	vnicNS := map[string]string{} // VM namespaces of attached vNICs -> the namespace they are in
+	for _, r := range Model(labSpec, lab) {
 		switch r.Kind {
 		case KindNetns:
 			if !vms[r.Name] {
@@ -168,6 +196,13 @@ func hostModel(s *spec.Spec, opt Options) []Resource {
 			}
 			r.NS, r.Name, r.Owner = here, bridges[r.Name], HostOwner(s.Name, r.Owner)
 		case KindVeth:
+			if n, ok := attached[r.A.NS+"/"+r.A.Name]; ok {
+				rs, port := attachedVNIC(s.Name, here, bridges, r, n)
+				ports[r.B.Name] = port
+				vnicNS[r.A.NS] = n.NetnsName()
+				out = append(out, rs...)
+				continue
+			}
 			if !vms[r.A.NS] {
 				continue // the host's NICs and host ports
 			}
@@ -175,26 +210,99 @@ func hostModel(s *spec.Spec, opt Options) []Resource {
 			if r.B.Master != "" {
 				r.B.Master = bridges[r.B.Master]
 			}
-			ports[r.B.Name] = true
+			ports[r.B.Name] = r.B.Name
 		case KindCgroup:
 			if !vms[r.Namespace()] {
 				continue
 			}
+		case KindLineRate, KindPool, KindFilter:
+			dev, ok := devices[r.Link]
+			if r.NS != labNS || !ok {
+				continue // the emulated NICs and the physical switch
+			}
+			r.NS, r.Link, r.Owner = here, dev, HostOwner(s.Name, r.Owner)
 		case KindOffloads, KindAddr, KindShaper:
 			switch {
 			case vms[r.NS]:
-			case r.NS == labNS && ports[r.Link]:
-				r.NS = here
+			case vnicNS[r.NS] != "":
+				r.NS = vnicNS[r.NS]
+			case r.NS == labNS && ports[r.Link] != "":
+				r.NS, r.Link = here, ports[r.Link]
 			default:
 				continue
 			}
 		default:
-			continue // line rates, pools, filters and steering of the emulated NICs
+			continue // pools and filters of emulated NICs, steering
 		}
 		out = append(out, r)
 	}
 	out = append(out, tunnels(s, host, here, bridges)...)
 	return append(out, networks(s, host, here)...)
+}
+
+// attachedVNIC realizes a vNIC the VM brings, from the lab's veth r: a TAP
+// becomes the switch port itself; a namespace gets the lab's VM end, the
+// switch port staying in the host's namespace. It returns the resources and
+// the switch port's name on the host.
+func attachedVNIC(infra, here string, bridges map[string]string, r Resource, n *spec.VNIC) ([]Resource, string) {
+	master := ""
+	if r.B.Master != "" {
+		master = bridges[r.B.Master]
+	}
+	if tap := n.TapName(); tap != "" {
+		return []Resource{{Kind: KindDevice, NS: here, Name: tap, Link: master, MTU: r.B.MTU,
+			Owner: DeviceOwner(infra, r.Owner+", its TAP")}}, tap
+	}
+	// The port names the pair: it is in the host's namespace, which is
+	// observed by alias, while the VM's end is in a namespace vnet does
+	// not own.
+	port, vm := r.B, r.A
+	port.NS, port.Master = here, master
+	vm.NS = n.NetnsName()
+	return []Resource{{Kind: KindVeth, A: port, B: vm, Owner: HostOwner(infra, r.Owner)}}, port.Name
+}
+
+// withDeviceSpeeds returns the spec with the host's real NICs that give no
+// speed at the speed their device reports, so that line rates and Network
+// I/O Control are worked out from it as from a speed in the spec.
+func withDeviceSpeeds(s *spec.Spec, host string, speeds map[string]uint64) *spec.Spec {
+	h, ok := s.Host(host)
+	if !ok {
+		return s
+	}
+	out := *s
+	out.Hosts = append([]spec.Host(nil), s.Hosts...)
+	for i := range out.Hosts {
+		if out.Hosts[i].Name != h.Name {
+			continue
+		}
+		nics := append([]spec.NIC(nil), h.NICs...)
+		for j := range nics {
+			if nics[j].IsDevice() && nics[j].Speed == 0 {
+				nics[j].Speed = units.Rate(speeds[nics[j].Device])
+			}
+		}
+		out.Hosts[i].NICs = nics
+	}
+	return &out
+}
+
+// DeviceOwner is the owner label of an existing link vnet uses (KindDevice).
+// Its alias says so, so that observation tells it from the links vnet
+// makes, whatever its type.
+func DeviceOwner(infra, what string) string { return HostOwner(infra, deviceMark+what) }
+
+const deviceMark = "device of "
+
+// IsDeviceAlias reports whether a link's alias marks an existing link that
+// an infrastructure uses (DeviceOwner).
+func IsDeviceAlias(alias string) bool {
+	rest, ok := strings.CutPrefix(alias, AliasPrefix)
+	if !ok {
+		return false
+	}
+	_, label, ok := strings.Cut(rest, ": ")
+	return ok && strings.HasPrefix(label, deviceMark)
 }
 
 // tunnels are the tunnel endpoints of the host's switches that span hosts,
@@ -232,6 +340,9 @@ func tunnels(s *spec.Spec, host, here string, bridges map[string]string) []Resou
 			for ni, n := range vm.NICs {
 				if pgSw, _ := s.PortGroupSwitch(n.PortGroup); pgSw == nil || pgSw.Name != sw.Name || !n.IsConnected() {
 					continue
+				}
+				if n.TapName() != "" && n.MAC == "" {
+					continue // its guest chose its MAC: the flooding entries reach it
 				}
 				out = append(out, Resource{Kind: KindFDB, NS: here, Link: vtep, MAC: m.vnicMAC(vm, ni), Remote: under,
 					Owner: fmt.Sprintf("%s: vm %s eth%d on %s", owner, vm.Name, ni, vm.Host)})

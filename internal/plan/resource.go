@@ -28,13 +28,17 @@ const (
 	KindVxlan    Kind = "vxlan" // a VXLAN tunnel endpoint, a port of its switch's bridge
 	KindFDB      Kind = "fdb"   // a static forwarding entry of a tunnel endpoint
 	KindNeigh    Kind = "neigh" // a static neighbour entry (IP -> MAC) on a link
+	// KindDevice is a link vnet did not make and never deletes (a real
+	// host's NIC, a hypervisor's TAP): it is made a port of a bridge, and
+	// given back as it was found when the resource goes.
+	KindDevice Kind = "device"
 )
 
 var rank = map[Kind]int{
 	KindNetns: 0, KindBridge: 1, KindVeth: 2, KindOffloads: 3,
 	KindAddr: 4, KindLineRate: 5, KindPool: 6, KindFilter: 7, KindShaper: 8, KindSteer: 9,
 	KindFirewall: 10, KindPortSec: 11, KindCgroup: 12,
-	KindVxlan: 2, KindFDB: 4, KindNeigh: 4,
+	KindVxlan: 2, KindFDB: 4, KindNeigh: 4, KindDevice: 2,
 }
 
 // End is one end of a veth pair.
@@ -101,6 +105,8 @@ func TriOf(b *bool) Tri {
 //	fdb:      NS, Link (the tunnel endpoint), MAC, Remote (underlay address);
 //	          without Remote, the bridge's own static entry: MAC is behind that port
 //	neigh:    NS, Link, CIDR (an address without prefix length), MAC
+//	device:   NS, Name (the existing link), Link (the bridge it is a port of;
+//	          "" for none), MTU (0: left as found)
 type Resource struct {
 	Kind     Kind   `json:"kind"`
 	NS       string `json:"ns,omitempty"`
@@ -144,6 +150,8 @@ func (r Resource) Key() string {
 		return "netns/" + r.Name
 	case KindBridge, KindVxlan:
 		return "link/" + r.NS + "/" + r.Name
+	case KindDevice:
+		return "device/" + r.NS + "/" + r.Name
 	case KindFDB:
 		return "fdb/" + r.NS + "/" + r.Link + "/" + r.MAC + "/" + r.Remote
 	case KindVeth:
@@ -177,7 +185,7 @@ func Same(a, b Resource) bool {
 // links returns the namespace/name of every link the resource is.
 func (r Resource) links() []string {
 	switch r.Kind {
-	case KindBridge, KindVxlan:
+	case KindBridge, KindVxlan, KindDevice:
 		return []string{r.NS + "/" + r.Name}
 	case KindVeth:
 		return []string{r.A.NS + "/" + r.A.Name, r.B.NS + "/" + r.B.Name}
@@ -188,7 +196,7 @@ func (r Resource) links() []string {
 // onLink returns the namespace/name of the link a resource is attached to.
 func (r Resource) onLink() string {
 	switch r.Kind {
-	case KindOffloads, KindAddr, KindLineRate, KindPool, KindFilter, KindShaper, KindSteer, KindFDB, KindVxlan, KindNeigh:
+	case KindOffloads, KindAddr, KindLineRate, KindPool, KindFilter, KindShaper, KindSteer, KindFDB, KindVxlan, KindNeigh, KindDevice:
 		return r.NS + "/" + r.Link
 	}
 	return ""
@@ -251,6 +259,14 @@ func (r Resource) String() string {
 		s = fmt.Sprintf("vxlan %s in %s (vni %d, local %s, port %d, port of %s, mtu %d)", r.Name, r.NS, r.VNI, r.Local, r.Port, r.Link, r.MTU)
 		if r.Isolate {
 			s += " (no learning, neighbour suppression)"
+		}
+	case KindDevice:
+		s = fmt.Sprintf("device %s in %s", r.Name, r.NS)
+		if r.Link != "" {
+			s += " (port of " + r.Link + ")"
+		}
+		if r.MTU != 0 {
+			s += fmt.Sprintf(" (mtu %d)", r.MTU)
 		}
 	case KindFDB:
 		if r.Remote == "" {

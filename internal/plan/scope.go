@@ -168,6 +168,11 @@ func ChangeScope(last, next *spec.Spec, lastModel, nextModel []Resource) (Scope,
 	if !sameButVMs(last, next) {
 		return nil, "a host, switch, port group or host port changed"
 	}
+	if last.UsesRealHost() || next.UsesRealHost() {
+		// A TAP or a real NIC is a port under its own name, which a scope
+		// of switch ports by their made names would not read.
+		return nil, "the spec names real devices or attached vNICs"
+	}
 	return ModelScope(lastModel, nextModel), ""
 }
 

@@ -59,11 +59,19 @@ type Engine struct {
 	// Host and HostNS, when Host is set, realize only that host's part of
 	// each spec, as its agent does (plan.Options.Host).
 	Host, HostNS string
+
+	deviceSpeeds map[string]uint64 // of the host's real NICs, read by checkHost
+}
+
+// HostFactReader is a dataplane that can read the links and namespaces of
+// the machine that a host's part of a spec names (plan.HostFacts).
+type HostFactReader interface {
+	HostFacts(hostNS string, links, namespaces []string, underlay string) (plan.HostFacts, error)
 }
 
 // scoped gives the planner's options the engine's host.
 func (e *Engine) scoped(o plan.Options) plan.Options {
-	o.Host, o.HostNS = e.Host, e.HostNS
+	o.Host, o.HostNS, o.DeviceSpeeds = e.Host, e.HostNS, e.deviceSpeeds
 	return o
 }
 
@@ -71,6 +79,45 @@ func (e *Engine) scoped(o plan.Options) plan.Options {
 // with virtual networks: they are realized by the host agents of a cluster
 // (vnet apply --etcd), whose hosts hold the tunnels' underlay addresses.
 var ErrNetworksNeedAgents = errors.New("virtual networks (networks:) are realized by host agents: store the spec with vnet apply --etcd (docs/networks.md)")
+
+// checkHost checks what the spec names of a real machine (devices, TAPs,
+// namespaces) against the machine, before anything is planned. Only a host
+// model realizes these: the single-machine lab has no real host.
+func (e *Engine) checkHost(doc *spec.Document) error {
+	s := doc.Spec
+	if e.Host == "" {
+		if s.UsesRealHost() {
+			return fmt.Errorf("%s names real devices or attaches vNICs (device:, attach:), which only a host agent realizes on its own host (vnet agent host, docs/hosts.md)", s.Name)
+		}
+		return nil
+	}
+	hf, ok := e.DP.(HostFactReader)
+	if !ok {
+		return nil
+	}
+	links, namespaces := plan.HostNames(s, e.Host)
+	if len(links) == 0 && len(namespaces) == 0 {
+		return nil
+	}
+	underlay := ""
+	if h, ok := s.Host(e.Host); ok {
+		underlay = h.Underlay
+	}
+	ns := e.HostNS
+	if ns == "" {
+		ns = plan.CurrentNS
+	}
+	facts, err := hf.HostFacts(ns, links, namespaces, underlay)
+	if err != nil {
+		return fmt.Errorf("read host %s: %w", e.Host, err)
+	}
+	speeds, err := plan.CheckHostFacts(doc, e.Host, facts)
+	if err != nil {
+		return err
+	}
+	e.deviceSpeeds = speeds
+	return nil
+}
 
 // Result says what an apply did.
 type Result struct {
@@ -117,6 +164,9 @@ type observation struct {
 // did not make (see claim).
 func (e *Engine) observe(doc *spec.Document) (observation, error) {
 	name := doc.Spec.Name
+	if err := e.checkHost(doc); err != nil {
+		return observation{}, err
+	}
 	lap := e.stopwatch()
 	rec, m, err := e.models(doc)
 	if err != nil {

@@ -39,7 +39,15 @@ type NIC struct {
 	Speed units.Rate `yaml:"speed"`
 	IP    string     `yaml:"ip"`  // only on native hosts: the machine's own address
 	MTU   int        `yaml:"mtu"` // default: the largest MTU of the switches it serves, else 1500
+	// Device names an existing interface of a real host (eth1) that this
+	// NIC is: vnet enslaves it to the switch it is an uplink of and gives
+	// it back as found, but never creates or deletes it. Realized by the
+	// host agent only (docs/hosts.md).
+	Device string `yaml:"device"`
 }
+
+// IsDevice reports whether the NIC is an existing device of a real host.
+func (n *NIC) IsDevice() bool { return n.Device != "" }
 
 // Switch is a virtual switch. It is distributed when its uplinks map NICs of
 // several hosts, and a private segment when it has no uplink at all.
@@ -152,6 +160,62 @@ type VNIC struct {
 	MTU       int       `yaml:"mtu"` // default: the switch's MTU
 	Offloads  *Offloads `yaml:"offloads"`
 	Connected *bool     `yaml:"connected"` // false: the port exists but is cut from the switch (default true)
+	// Attach, when set, makes the vNIC something that exists already
+	// instead of a namespace of vnet's own (docs/hosts.md).
+	Attach *Attach `yaml:"attach"`
+}
+
+// Attach names what an existing VM or container brings as a vNIC: a TAP
+// device its hypervisor opened, or its network namespace. Exactly one is
+// set.
+type Attach struct {
+	Tap   string `yaml:"tap"`   // an existing TAP device on the host: it becomes the switch port
+	Netns string `yaml:"netns"` // an existing network namespace (/run/netns/NAME): vnet puts the vNIC in it
+}
+
+// TapName is the TAP device the vNIC is, or "".
+func (n *VNIC) TapName() string {
+	if n.Attach == nil {
+		return ""
+	}
+	return n.Attach.Tap
+}
+
+// NetnsName is the existing namespace the vNIC goes into, or "".
+func (n *VNIC) NetnsName() string {
+	if n.Attach == nil {
+		return ""
+	}
+	return n.Attach.Netns
+}
+
+// Attached reports whether the VM brings its vNICs itself (QEMU or a
+// container): then vnet makes no namespace or cgroup for it.
+func (vm *VM) Attached() bool {
+	for _, n := range vm.NICs {
+		if n.Attach != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// UsesRealHost reports whether the spec names existing devices or
+// namespaces of a machine, which only a host model realizes.
+func (s *Spec) UsesRealHost() bool {
+	for _, h := range s.Hosts {
+		for _, n := range h.NICs {
+			if n.IsDevice() {
+				return true
+			}
+		}
+	}
+	for _, vm := range s.VMs {
+		if vm.Attached() {
+			return true
+		}
+	}
+	return false
 }
 
 // IsConnected reports whether the vNIC is attached to its port group.

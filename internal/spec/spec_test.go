@@ -87,3 +87,55 @@ func TestAllErrorsReported(t *testing.T) {
 		t.Errorf("errors not in file order: %v", es)
 	}
 }
+
+func TestValidateRealHostFields(t *testing.T) {
+	base := `name: rh
+hosts:
+  - name: hv1
+    nics: [{name: vmnic0, device: eth1}]
+  - name: lab
+    native: true
+    nics: [{name: eth0, speed: 1Gbit, ip: 10.0.0.1/24}]
+switches:
+  - name: dvs0
+    uplinks: [{name: up1, nics: {hv1: vmnic0}}]
+    portgroups: [{name: pg}]
+vms:
+`
+	for _, tc := range []struct {
+		name, vms, want string
+	}{
+		{"tap", "  - {name: g1, host: hv1, nics: [{portgroup: pg, attach: {tap: tap0}, mac: \"52:54:00:00:00:01\"}]}\n", ""},
+		{"netns", "  - {name: c1, host: hv1, nics: [{portgroup: pg, attach: {netns: box1}, ip: 10.1.0.1/24}]}\n", ""},
+		{"both", "  - {name: g1, host: hv1, nics: [{portgroup: pg, attach: {tap: tap0, netns: box1}}]}\n", "attach either a tap or a netns"},
+		{"neither", "  - {name: g1, host: hv1, nics: [{portgroup: pg, attach: {}}]}\n", "attach needs tap: NAME"},
+		{"mixed", "  - {name: g1, host: hv1, nics: [{portgroup: pg, attach: {tap: tap0}}, {portgroup: pg}]}\n", "vms[0].nics[1].attach: VM g1 attaches its other vNICs"},
+		{"two netns", "  - {name: c1, host: hv1, nics: [{portgroup: pg, attach: {netns: a}}, {portgroup: pg, attach: {netns: b}}]}\n", "one VM is one namespace"},
+		{"vnet netns", "  - {name: c1, host: hv1, nics: [{portgroup: pg, attach: {netns: vnet.rh.x}}]}\n", "named like vnet's own"},
+		{"slash", "  - {name: c1, host: hv1, nics: [{portgroup: pg, attach: {netns: ../x}}]}\n", "not a name in /run/netns"},
+		{"tap offloads", "  - {name: g1, host: hv1, nics: [{portgroup: pg, attach: {tap: tap0}, offloads: {gro: true}}]}\n", "vms[0].nics[0].offloads: a TAP's offloads"},
+		{"cpus", "  - {name: g1, host: hv1, cpus: 1, nics: [{portgroup: pg, attach: {tap: tap0}}]}\n", "vms[0].cpus: VM g1 brings its own vNICs"},
+		{"same tap", "  - {name: g1, host: hv1, nics: [{portgroup: pg, attach: {tap: tap0}}]}\n  - {name: g2, host: hv1, nics: [{portgroup: pg, attach: {tap: tap0}}]}\n", "vms[1].nics[0].attach.tap: duplicate TAP device"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load("t.yaml", []byte(base+tc.vms))
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("unexpected: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("got %v, want %q", err, tc.want)
+			}
+		})
+	}
+	for _, tc := range []struct{ nics, want string }{
+		{"[{name: vmnic0, device: eth1, ip: 10.0.0.5/24}]", "hosts[0].nics[0].ip: vnet leaves a real device's addresses alone"},
+		{"[{name: vmnic0, device: eth1}, {name: vmnic1, device: eth1}]", "hosts[0].nics[1].device: duplicate device"},
+		{"[{name: vmnic0, device: 'eth 1'}]", "not a valid interface name"},
+		{"[{name: vmnic0}]", "hosts[0].nics[0].speed: a NIC needs a line rate"},
+	} {
+		src := strings.Replace(base, "[{name: vmnic0, device: eth1}]", tc.nics, 1)
+		if _, err := Load("t.yaml", []byte(src)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("nics %s: got %v, want %q", tc.nics, err, tc.want)
+		}
+	}
+}

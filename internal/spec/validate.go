@@ -94,6 +94,7 @@ func (v *validator) run() {
 	v.checkUnderlay()
 	v.checkNetworks()
 	v.checkSecurity()
+	v.checkRealHosts()
 }
 
 func (v *validator) checkName(path, name string, maxLen int, re *regexp.Regexp, what string) bool {
@@ -148,7 +149,7 @@ func (v *validator) checkHosts() {
 			if v.checkLinkName(np+".name", n.Name, "a NIC") {
 				v.unique(nics, n.Name, np+".name", "NIC")
 			}
-			if n.Speed == 0 {
+			if n.Speed == 0 && !n.IsDevice() {
 				v.errf(np+".speed", "a NIC needs a line rate, e.g. speed: 1Gbit")
 			}
 			v.checkRate(np+".speed", n.Speed)

@@ -1,0 +1,370 @@
+package dataplane
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/safchain/ethtool"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/vnet-project/vnet/internal/plan"
+)
+
+// A device (plan.KindDevice) is a link vnet did not make: a real NIC, a
+// hypervisor's TAP. vnet makes it a port of a bridge and hangs its line
+// rate or shaper on it; when the resource goes, the device gets back the
+// master, MTU, alias, up state and root and ingress qdiscs it had before
+// vnet first changed it. That state is written to a file (DeviceStateDir)
+// before the first change and removed after the device is given back, so
+// a command killed at any point in between leaves what the next destroy
+// needs: a device whose alias marks it as used (the first change) always
+// has its file.
+
+// deviceState is a device as vnet found it.
+type deviceState struct {
+	Index  int    `json:"ifindex"` // tells the device from a later one of the same name
+	Name   string `json:"name"`
+	MTU    int    `json:"mtu"`
+	Master string `json:"master,omitempty"`
+	Alias  string `json:"alias,omitempty"`
+	Up     bool   `json:"up"`
+	// Root is the root qdisc's kind ("noqueue", "mq", "fq_codel", ...),
+	// RootHandle its handle and RootParams its settings where vnet knows
+	// how to make that kind again (rootQdiscKinds).
+	Root       string          `json:"root,omitempty"`
+	RootHandle uint32          `json:"root_handle,omitempty"`
+	RootParams json.RawMessage `json:"root_params,omitempty"`
+	Ingress    bool            `json:"ingress"` // it had an ingress or clsact qdisc of its own
+}
+
+// deviceFile is where a device's state is kept: one directory per
+// namespace, one file per device.
+func (l *Linux) deviceFile(ns, name string) (string, error) {
+	if l.DeviceStateDir == "" {
+		return "", errors.New("no directory to record the state of real devices in (Linux.DeviceStateDir)")
+	}
+	dir := "host"
+	if ns != plan.CurrentNS {
+		dir = "netns-" + strings.ReplaceAll(ns, "/", "_")
+	}
+	return filepath.Join(l.DeviceStateDir, dir, name+".json"), nil
+}
+
+// ensureDevice makes an existing link a port of the resource's bridge,
+// with the resource's MTU, marked by its alias and up.
+// Equivalent to: ip link set NAME alias A mtu MTU master BRIDGE up
+func (l *Linux) ensureDevice(r plan.Resource) error {
+	h, link, err := l.linkIn(r.NS, r.Name)
+	if err != nil {
+		return fmt.Errorf("device %s: %w", r.Name, err)
+	}
+	if err := l.recordDevice(h, r.NS, link); err != nil {
+		return err
+	}
+	// The alias first: from here on observation sees the device as used.
+	if err := setLinkAttrs(h, link, "", 0, ownerAlias(r.Owner), link.Attrs().Flags&net.FlagUp != 0); err != nil {
+		return err
+	}
+	if err := setLinkAttrs(h, link, "", r.MTU, ownerAlias(r.Owner), true); err != nil {
+		return err
+	}
+	return setMaster(h, link, r.Link)
+}
+
+// recordDevice writes the device's state unless a record of this very
+// device exists: then vnet changed it already and the record holds the
+// state from before.
+func (l *Linux) recordDevice(h *netlink.Handle, ns string, link netlink.Link) error {
+	path, err := l.deviceFile(ns, link.Attrs().Name)
+	if err != nil {
+		return err
+	}
+	if old, err := readDeviceState(path); err == nil && old.Index == link.Attrs().Index {
+		return nil
+	}
+	st, err := readDevice(h, link)
+	if err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileSynced(path, append(data, '\n'))
+}
+
+func readDevice(h *netlink.Handle, link netlink.Link) (deviceState, error) {
+	a := link.Attrs()
+	st := deviceState{Index: a.Index, Name: a.Name, MTU: a.MTU, Alias: a.Alias, Up: a.Flags&net.FlagUp != 0}
+	if a.MasterIndex != 0 {
+		m, err := h.LinkByIndex(a.MasterIndex)
+		if err != nil {
+			return st, fmt.Errorf("master of %s: %w", a.Name, err)
+		}
+		st.Master = m.Attrs().Name
+	}
+	qs, err := h.QdiscList(link)
+	if err != nil {
+		return st, fmt.Errorf("tc qdisc show dev %s: %w", a.Name, err)
+	}
+	for _, q := range qs {
+		switch q.Attrs().Parent {
+		case netlink.HANDLE_ROOT:
+			st.Root, st.RootHandle = q.Type(), q.Attrs().Handle
+			if _, ok := rootQdiscKinds[q.Type()]; ok {
+				st.RootParams, _ = json.Marshal(q)
+			}
+		case netlink.HANDLE_CLSACT: // the ingress qdisc's parent too
+			st.Ingress = true
+		}
+	}
+	return st, nil
+}
+
+// rootQdiscKinds are the root qdiscs vnet can make again with the settings
+// it read, should deleting its own not bring back the one the device had.
+// Others are made again by kind alone, which is all of them for a kind
+// without settings (pfifo_fast, mq).
+var rootQdiscKinds = map[string]func() netlink.Qdisc{
+	"fq_codel": func() netlink.Qdisc { return &netlink.FqCodel{} },
+	"fq":       func() netlink.Qdisc { return &netlink.Fq{} },
+	"sfq":      func() netlink.Qdisc { return &netlink.Sfq{} },
+	"tbf":      func() netlink.Qdisc { return &netlink.Tbf{} },
+}
+
+func readDeviceState(path string) (deviceState, error) {
+	var st deviceState
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(data, &st); err != nil {
+		return st, fmt.Errorf("%s: %w", path, err)
+	}
+	return st, nil
+}
+
+// writeFileSynced writes a file whole or not at all: a temporary file,
+// synced, renamed into place, the directory synced.
+func writeFileSynced(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// removeDevice gives a device back as it was found. Without a record (lost
+// with its state directory) it is taken out of its bridge, its alias
+// cleared and vnet's qdiscs deleted, which is what vnet changes of a
+// device that had none of these.
+// Equivalent to: ip link set NAME nomaster; tc qdisc del dev NAME root|clsact; ip link set NAME mtu M alias A up|down
+func (l *Linux) removeDevice(r plan.Resource) error {
+	h, link, err := l.existingLink(r.NS, r.Name)
+	if link == nil || err != nil {
+		return err
+	}
+	path, err := l.deviceFile(r.NS, r.Name)
+	if err != nil {
+		return err
+	}
+	st, err := readDeviceState(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist) || (err == nil && st.Index != link.Attrs().Index):
+		a := link.Attrs()
+		st = deviceState{Index: a.Index, Name: a.Name, MTU: a.MTU, Up: a.Flags&net.FlagUp != 0}
+	case err != nil:
+		return err
+	}
+	if err := restoreDevice(h, link, st); err != nil {
+		return fmt.Errorf("give back %s: %w", r.Name, err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+func restoreDevice(h *netlink.Handle, link netlink.Link, st deviceState) (err error) {
+	if err := setMaster(h, link, st.Master); err != nil {
+		return err
+	}
+	if !st.Up && link.Attrs().Flags&net.FlagUp != 0 {
+		// Down before its qdiscs go: a device that is down gets no
+		// default qdisc in place of the deleted one, as it had none.
+		if err := h.LinkSetDown(link); err != nil {
+			return fmt.Errorf("set %s down: %w", link.Attrs().Name, err)
+		}
+		if link, err = h.LinkByIndex(link.Attrs().Index); err != nil {
+			return err
+		}
+	}
+	if err := restoreQdiscs(h, link, st); err != nil {
+		return err
+	}
+	// The alias last: until it goes, observation sees the device as used
+	// and a later destroy finishes what this one could not.
+	if err := setLinkAttrs(h, link, "", st.MTU, link.Attrs().Alias, st.Up); err != nil {
+		return err
+	}
+	if link.Attrs().Alias != st.Alias {
+		if err := h.LinkSetAlias(link, st.Alias); err != nil {
+			return fmt.Errorf("set %s alias: %w", link.Attrs().Name, err)
+		}
+	}
+	return nil
+}
+
+// restoreQdiscs deletes what vnet put at the device's root and ingress, so
+// the kernel attaches its default root again, and makes the recorded root
+// again where the default is not it.
+func restoreQdiscs(h *netlink.Handle, link netlink.Link, st deviceState) error {
+	name := link.Attrs().Name
+	qs, err := h.QdiscList(link)
+	if err != nil {
+		return fmt.Errorf("tc qdisc show dev %s: %w", name, err)
+	}
+	for _, q := range qs {
+		a := q.Attrs()
+		switch {
+		case a.Parent == netlink.HANDLE_ROOT && (q.Type() != st.Root || a.Handle != st.RootHandle):
+		case a.Parent == netlink.HANDLE_CLSACT && !st.Ingress:
+		default:
+			continue
+		}
+		if err := h.QdiscDel(q); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("tc qdisc del dev %s %s: %w", name, netlink.HandleStr(a.Parent), err)
+		}
+	}
+	if st.Root == "" {
+		return nil
+	}
+	qs, err = h.QdiscList(link)
+	if err != nil {
+		return fmt.Errorf("tc qdisc show dev %s: %w", name, err)
+	}
+	for _, q := range qs {
+		if q.Attrs().Parent == netlink.HANDLE_ROOT && q.Type() == st.Root {
+			return nil
+		}
+	}
+	var q netlink.Qdisc = &netlink.GenericQdisc{QdiscType: st.Root}
+	if newQdisc, ok := rootQdiscKinds[st.Root]; ok && len(st.RootParams) > 0 {
+		q = newQdisc()
+		if err := json.Unmarshal(st.RootParams, q); err != nil {
+			return fmt.Errorf("recorded root qdisc of %s: %w", name, err)
+		}
+	}
+	q.Attrs().LinkIndex = link.Attrs().Index
+	q.Attrs().Parent, q.Attrs().Handle = netlink.HANDLE_ROOT, st.RootHandle
+	if err := h.QdiscReplace(q); err != nil {
+		return fmt.Errorf("tc qdisc replace dev %s root %s: %w (vnet could not make the device's own root qdisc again; set it by hand)", name, st.Root, err)
+	}
+	return nil
+}
+
+// observeDevice reads a device vnet uses as a resource.
+func observeDevice(link netlink.Link, ns, master, owner string) plan.Resource {
+	return plan.Resource{Kind: plan.KindDevice, NS: ns, Name: link.Attrs().Name, Link: master, MTU: link.Attrs().MTU, Owner: owner}
+}
+
+// HostFacts reads what a host's part of a spec names of the machine: the
+// links in its namespace (type, master, alias, speed) and which of the
+// namespaces exist (plan.CheckHostFacts).
+func (l *Linux) HostFacts(ns string, links, namespaces []string, underlay string) (plan.HostFacts, error) {
+	f := plan.HostFacts{Links: map[string]plan.LinkFacts{}, Netns: map[string]bool{}}
+	h, err := l.handle(ns)
+	if err != nil {
+		return f, err
+	}
+	for _, name := range links {
+		link, err := h.LinkByName(name)
+		if isGone(err) {
+			continue
+		}
+		if err != nil {
+			return f, fmt.Errorf("ip link show %s: %w", name, err)
+		}
+		a := link.Attrs()
+		lf := plan.LinkFacts{Type: link.Type(), Alias: a.Alias}
+		if tt, ok := link.(*netlink.Tuntap); ok {
+			lf.Tap = tt.Mode == netlink.TUNTAP_MODE_TAP
+		}
+		if a.MasterIndex != 0 {
+			if m, err := h.LinkByIndex(a.MasterIndex); err == nil {
+				lf.Master, lf.MasterAlias = m.Attrs().Name, m.Attrs().Alias
+			}
+		}
+		lf.Speed = linkSpeed(ns, name)
+		f.Links[name] = lf
+	}
+	for _, n := range namespaces {
+		f.Netns[n] = netnsExists(n)
+	}
+	if ip := net.ParseIP(underlay); ip != nil {
+		addrs, err := h.AddrList(nil, netlink.FAMILY_ALL)
+		if err != nil {
+			return f, fmt.Errorf("ip addr show: %w", err)
+		}
+		for _, a := range addrs {
+			if a.IP.Equal(ip) {
+				if link, err := h.LinkByIndex(a.LinkIndex); err == nil {
+					f.UnderlayLink = link.Attrs().Name
+				}
+			}
+		}
+	}
+	return f, nil
+}
+
+// linkSpeed is the link's speed in bit/s as the driver reports it, 0 when
+// it reports none (dummy, virtio without a speed set) or an unknown one.
+// Equivalent to: ethtool LINK | grep Speed
+func linkSpeed(ns, name string) uint64 {
+	var mbit uint32
+	_ = inNS(ns, func() error {
+		e, err := ethtool.NewEthtool()
+		if err != nil {
+			return err
+		}
+		defer e.Close()
+		var cmd ethtool.EthtoolCmd
+		mbit, err = e.CmdGet(&cmd, name)
+		return err
+	})
+	if mbit == 0 || mbit == math.MaxUint32 || mbit == math.MaxUint16 {
+		return 0
+	}
+	return uint64(mbit) * 1_000_000
+}

@@ -1,0 +1,144 @@
+// Command guestinit is the whole userland of the QEMU guest that
+// TestQEMUGuestOnTap boots: as PID 1 it loads the virtio network modules
+// packed beside it, configures the first NIC, echoes a line over TCP with
+// a VM behind a vnet switch, prints the outcome on the serial console and
+// powers the guest off.
+//
+// Its settings come from the kernel command line:
+// vnet.ip=10.30.0.9/24 vnet.peer=10.30.0.1:7001 vnet.modules=a.ko,b.ko
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+func main() {
+	err := run()
+	if err != nil {
+		fmt.Printf("GUEST-FAIL: %v\n", err)
+	}
+	unix.Sync()
+	unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
+}
+
+func run() error {
+	for _, m := range []struct{ src, dst, fs string }{{"proc", "/proc", "proc"}, {"sysfs", "/sys", "sysfs"}, {"devtmpfs", "/dev", "devtmpfs"}} {
+		os.MkdirAll(m.dst, 0o755)
+		if err := unix.Mount(m.src, m.dst, m.fs, 0, ""); err != nil {
+			return fmt.Errorf("mount %s: %w", m.dst, err)
+		}
+	}
+	cmdline, err := os.ReadFile("/proc/cmdline")
+	if err != nil {
+		return err
+	}
+	args := map[string]string{}
+	for _, f := range strings.Fields(string(cmdline)) {
+		if k, v, ok := strings.Cut(f, "="); ok && strings.HasPrefix(k, "vnet.") {
+			args[strings.TrimPrefix(k, "vnet.")] = v
+		}
+	}
+	for _, m := range strings.Split(args["modules"], ",") {
+		if m == "" {
+			continue
+		}
+		if err := loadModule("/modules/" + m); err != nil {
+			return err
+		}
+	}
+	link, err := firstNIC(20 * time.Second)
+	if err != nil {
+		return err
+	}
+	addr, err := netlink.ParseAddr(args["ip"])
+	if err != nil {
+		return err
+	}
+	if err := netlink.AddrAdd(link, addr); err != nil {
+		return fmt.Errorf("address %s on %s: %w", args["ip"], link.Attrs().Name, err)
+	}
+	if err := netlink.LinkSetUp(link); err != nil {
+		return err
+	}
+	lo, err := netlink.LinkByName("lo")
+	if err == nil {
+		netlink.LinkSetUp(lo)
+	}
+	fmt.Printf("guest: %s (%s) has %s\n", link.Attrs().Name, link.Attrs().HardwareAddr, args["ip"])
+	return echo(args["peer"], 90*time.Second)
+}
+
+// loadModule loads a kernel module from a file.
+// Equivalent to: insmod FILE
+func loadModule(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	err = unix.FinitModule(int(f.Fd()), "", 0)
+	if err == unix.EEXIST {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("finit_module %s: %w", path, err)
+	}
+	fmt.Printf("guest: loaded %s\n", path)
+	return nil
+}
+
+func firstNIC(timeout time.Duration) (netlink.Link, error) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		links, err := netlink.LinkList()
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range links {
+			if l.Attrs().Name != "lo" && l.Type() == "device" {
+				return l, nil
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return nil, fmt.Errorf("no NIC appeared in %s", timeout)
+}
+
+// echo sends a line to the peer and expects it back, retrying while the
+// switch port comes up.
+func echo(peer string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for time.Now().Before(deadline) {
+		c, err := net.DialTimeout("tcp", peer, 3*time.Second)
+		if err != nil {
+			last = err
+			time.Sleep(500 * time.Millisecond)
+			continue
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		msg := "hello from the QEMU guest\n"
+		if _, err := c.Write([]byte(msg)); err != nil {
+			c.Close()
+			last = err
+			continue
+		}
+		got, err := bufio.NewReader(c).ReadString('\n')
+		c.Close()
+		if err != nil || got != msg {
+			last = fmt.Errorf("echo: got %q, %v", got, err)
+			continue
+		}
+		fmt.Printf("GUEST-OK: echoed %q with %s\n", strings.TrimSpace(msg), peer)
+		return nil
+	}
+	return fmt.Errorf("echo with %s: %v", peer, last)
+}

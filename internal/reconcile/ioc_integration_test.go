@@ -113,7 +113,8 @@ func TestIOCSharesLimitsAndLonePools(t *testing.T) {
 // one MTU) the frame after it waited out its wire time, so a request queued
 // behind one bulk frame on a fast, idle port lost tens of microseconds.
 // Classes left by an older vnet with tc's default buckets are rebuilt by
-// the next apply, and the apply after that has nothing to do.
+// the next apply (the record names the older build), and the apply after
+// that has nothing to do.
 func TestEveryClassBucketHoldsAGSOFrame(t *testing.T) {
 	eng := nstest.Engine(t)
 	nstest.Apply(t, eng, iocLab)
@@ -121,6 +122,16 @@ func TestEveryClassBucketHoldsAGSOFrame(t *testing.T) {
 
 	esx1 := nstest.NSName(nstest.Infra("itioc"), "esx1")
 	if err := nstest.Do(t, esx1, func() error { return shrinkBuckets("vmnic0") }); err != nil {
+		t.Fatal(err)
+	}
+	// As an older build of vnet would have recorded it: the next apply
+	// reads the whole host, not only what a change of the spec names.
+	rec, err := eng.Store.Get(nstest.Infra("itioc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Engine = "an older vnet"
+	if err := eng.Store.Put(rec); err != nil {
 		t.Fatal(err)
 	}
 	_, res := nstest.Apply(t, eng, iocLab)

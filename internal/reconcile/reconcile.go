@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/vnet-project/vnet/internal/plan"
@@ -205,6 +207,9 @@ type modelSet struct {
 	doc        *spec.Document
 	last       *spec.Spec      // nil before the first apply
 	next, prev []plan.Resource // of doc and of last, with no observation
+	// otherBuild says the last apply was made by another build of vnet,
+	// whose model of the same spec may differ from this one's.
+	otherBuild bool
 }
 
 // models reads the record of the last apply (nil before the first) and
@@ -223,6 +228,7 @@ func (e *Engine) models(doc *spec.Document) (*store.Record, *modelSet, error) {
 		}
 		if m.last = specOf(rec); m.last != nil {
 			m.prev = plan.Model(m.last, opt)
+			m.otherBuild = rec.Engine != engineBuild()
 		}
 	}()
 	m.next = plan.Model(doc.Spec, opt)
@@ -287,6 +293,8 @@ func (e *Engine) scopeFor(doc *spec.Document, m *modelSet) plan.Scope {
 		why = "the store cannot tell an unfinished apply"
 	case p.IsPending(doc.Spec.Name):
 		why = "the last apply did not finish"
+	case m.otherBuild:
+		why = "the last apply was made by another build of vnet"
 	default:
 		scope, why = plan.ChangeScope(m.last, doc.Spec, m.prev, m.next)
 	}
@@ -474,8 +482,25 @@ func (e *Engine) record(doc *spec.Document, old *store.Record, realized []plan.R
 		gen++
 	}
 	return e.Store.Put(&store.Record{Name: doc.Spec.Name, SpecFile: doc.File, Spec: doc.Source,
-		Realized: realized, Generation: gen, AppliedAt: time.Now().UTC()})
+		Realized: realized, Generation: gen, AppliedAt: time.Now().UTC(), Engine: engineBuild()})
 }
+
+// engineBuild names this build of vnet: its module version and, when the
+// binary was built from a checkout, the commit and whether it was modified.
+var engineBuild = sync.OnceValue(func() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	build := info.Main.Version
+	for _, kv := range info.Settings {
+		switch kv.Key {
+		case "vcs.revision", "vcs.modified":
+			build += " " + kv.Key + "=" + kv.Value
+		}
+	}
+	return build
+})
 
 // Destroy removes everything of the infrastructure this store made, and
 // only that: its namespaces (with what runs in them), links and cgroups.

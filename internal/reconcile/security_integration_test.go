@@ -448,8 +448,9 @@ func testACLMatrix(t *testing.T, infra string, lab func(string) string, addr fun
 		t.Errorf("status shows no ACL drops: %+v", st.Security)
 	}
 
-	// A rule deleted behind vnet's back is drift, and apply repairs it.
+	// A rule deleted behind vnet's back is drift, and a full apply repairs it.
 	deleteLastRule(t, vm("esx1"), webPort+"-ingress")
+	eng.Full = true
 	p, err := eng.Plan(doc)
 	if err != nil {
 		t.Fatal(err)

@@ -32,6 +32,9 @@ type Record struct {
 	Realized   []plan.Resource `json:"realized"`
 	Generation int             `json:"generation"` // applies that changed something
 	AppliedAt  time.Time       `json:"applied_at"`
+	// Engine is the build of vnet that made the apply: an apply by another
+	// build reads the whole host, since its model may differ.
+	Engine string `json:"engine,omitempty"`
 }
 
 // Doc decodes the spec as it was applied.

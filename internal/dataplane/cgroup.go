@@ -90,10 +90,28 @@ func (c *Cgroups) Available() error {
 
 // Ensure creates the VM's cgroup with its CPU limit and cpuset.
 // Equivalent to: mkdir -p ROOT/NAME; echo "QUOTA 100000" > cpu.max; echo CPUS > cpuset.cpus
+//
+// The vnet/ level is shared by every infrastructure, and a destroy of
+// another one removes it when it finds it empty: between making that
+// level and the next, it may vanish. Then the whole path is made again.
 func (c *Cgroups) Ensure(r plan.Resource) error {
 	if err := c.Available(); err != nil {
 		return err
 	}
+	var err error
+	for range ensureAttempts {
+		if err = c.ensureOnce(r); !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return err
+}
+
+// ensureAttempts bounds how often Ensure makes a path whose levels others
+// remove meanwhile.
+const ensureAttempts = 5
+
+func (c *Cgroups) ensureOnce(r plan.Resource) error {
 	quota := strconv.Itoa(r.CPUMilli * cfsPeriodUS / 1000)
 	if c.v2 != "" {
 		if err := c.mkdirV2(r.Name); err != nil {

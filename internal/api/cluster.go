@@ -225,15 +225,7 @@ func specStatus(rec *store.Record, s *spec.Spec, stateOf func(host string) strin
 		st.Hosts = append(st.Hosts, hs)
 	}
 	for i := range s.Switches {
-		sw := &s.Switches[i]
-		ss := reconcile.SwitchStatus{Name: sw.Name, Hosts: sw.SwitchHosts(), Uplinks: []string{}, PortGroups: []string{}}
-		for _, u := range sw.Uplinks {
-			ss.Uplinks = append(ss.Uplinks, u.Name)
-		}
-		for _, pg := range sw.PortGroups {
-			ss.PortGroups = append(ss.PortGroups, pg.Name)
-		}
-		st.Switches = append(st.Switches, ss)
+		st.Switches = append(st.Switches, reconcile.SwitchStatusOf(&s.Switches[i]))
 	}
 	for _, vm := range s.VMs {
 		vs := reconcile.VMStatus{Name: vm.Name, Host: vm.Host, NICs: []reconcile.PortStatus{}}

@@ -3,7 +3,6 @@ package clustertest
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"os/exec"
 	"sort"
 	"strconv"
@@ -65,39 +64,7 @@ func ping(t *testing.T, infra, from, to string) {
 // tcp sends a line from one VM to another over TCP and reads it back.
 func tcp(t *testing.T, infra, from, to string) {
 	t.Helper()
-	var l net.Listener
-	if err := inNS(plan.NSName(infra, to), func() (err error) { l, err = net.Listen("tcp", ":7777"); return }); err != nil {
-		t.Fatalf("listen in %s: %v", to, err)
-	}
-	defer l.Close()
-	go func() {
-		conn, err := l.Accept()
-		if err != nil {
-			return
-		}
-		defer conn.Close()
-		buf := make([]byte, 64)
-		n, _ := conn.Read(buf)
-		_, _ = conn.Write(buf[:n])
-	}()
-	var conn net.Conn
-	err := inNS(plan.NSName(infra, from), func() (err error) {
-		conn, err = net.DialTimeout("tcp", net.JoinHostPort(to2ip(to), "7777"), 3*time.Second)
-		return
-	})
-	if err != nil {
-		t.Fatalf("tcp %s -> %s: %v", from, to, err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(3 * time.Second))
-	if _, err := conn.Write([]byte("hello over vxlan")); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 64)
-	n, err := conn.Read(buf)
-	if err != nil || string(buf[:n]) != "hello over vxlan" {
-		t.Fatalf("tcp %s -> %s: read %q, %v", from, to, buf[:n], err)
-	}
+	tcpTo(t, plan.NSName(infra, from), plan.NSName(infra, to), to2ip(to))
 }
 
 func to2ip(vm string) string { return "10.77.0." + strings.TrimPrefix(vm, "vm") }

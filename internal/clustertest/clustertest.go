@@ -73,6 +73,15 @@ func Build(t testing.TB) string {
 // machine per host name (agents are not started: see StartAgent).
 func New(t testing.TB, bin string, hosts ...string) *Cluster {
 	t.Helper()
+	c := newMachines(t, bin, hosts)
+	c.startServer()
+	return c
+}
+
+// newMachines makes the underlay, the control namespace and one machine per
+// host name, with nothing running in them.
+func newMachines(t testing.TB, bin string, hosts []string) *Cluster {
+	t.Helper()
 	c := &Cluster{t: t, Bin: bin, Prefix: "vnetm" + strconv.FormatInt(int64(os.Getpid()), 36), dir: t.TempDir()}
 	c.Underlay, c.Ctl = c.Prefix+"-ul", c.Prefix+"-ctl"
 	t.Cleanup(c.teardown)
@@ -85,7 +94,6 @@ func New(t testing.TB, bin string, hosts ...string) *Cluster {
 		c.attach(m.NS, m.IP)
 		c.Machines = append(c.Machines, m)
 	}
-	c.startServer()
 	return c
 }
 

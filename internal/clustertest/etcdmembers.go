@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -41,18 +40,7 @@ func EtcdBinary() string {
 // them all. It waits until the members have elected a leader.
 func NewWithMembers(t testing.TB, bin, etcdBin string, n int, hosts ...string) (*Cluster, Members) {
 	t.Helper()
-	c := &Cluster{t: t, Bin: bin, Prefix: "vnetm" + strconv.FormatInt(int64(os.Getpid()), 36), dir: t.TempDir()}
-	c.Underlay, c.Ctl = c.Prefix+"-ul", c.Prefix+"-ctl"
-	t.Cleanup(c.teardown)
-	c.ip("netns", "add", c.Underlay)
-	c.ip("-n", c.Underlay, "link", "add", "ul", "type", "bridge")
-	c.ip("-n", c.Underlay, "link", "set", "ul", "up")
-	c.attach(c.Ctl, UnderlayNet+"1")
-	for i, h := range hosts {
-		m := &Machine{Host: h, NS: c.Prefix + "-" + h, IP: UnderlayNet + strconv.Itoa(11+i), c: c}
-		c.attach(m.NS, m.IP)
-		c.Machines = append(c.Machines, m)
-	}
+	c := newMachines(t, bin, hosts)
 	ms := make(Members, n)
 	var initial, clients []string
 	for i := range ms {

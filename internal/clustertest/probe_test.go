@@ -77,6 +77,23 @@ func udpPing(t *testing.T, ns, to string, interval time.Duration, count int) (se
 		t.Fatalf("ping %s from %s: %v", to, ns, err)
 	}
 	defer conn.Close()
+	answered := collectEchoes(conn)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	buf := make([]byte, 4)
+	for i := 0; i < count; i++ {
+		<-tick.C
+		binary.BigEndian.PutUint32(buf, uint32(i))
+		_, _ = conn.Write(buf) // a refused send counts as lost
+		sent++
+	}
+	return sent, answered()
+}
+
+// collectEchoes reads the echoes of numbered datagrams on conn. answered
+// waits a second more for late ones and says how many distinct numbers
+// came back.
+func collectEchoes(conn net.Conn) (answered func() int) {
 	var mu sync.Mutex
 	seen := map[uint32]bool{}
 	done := make(chan struct{})
@@ -95,18 +112,11 @@ func udpPing(t *testing.T, ns, to string, interval time.Duration, count int) (se
 			}
 		}
 	}()
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	buf := make([]byte, 4)
-	for i := 0; i < count; i++ {
-		<-tick.C
-		binary.BigEndian.PutUint32(buf, uint32(i))
-		_, _ = conn.Write(buf) // a refused send counts as lost
-		sent++
+	return func() int {
+		_ = conn.SetReadDeadline(time.Now().Add(time.Second))
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen)
 	}
-	_ = conn.SetReadDeadline(time.Now().Add(time.Second))
-	<-done
-	mu.Lock()
-	defer mu.Unlock()
-	return sent, len(seen)
 }

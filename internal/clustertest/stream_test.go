@@ -28,24 +28,7 @@ func startPinger(t *testing.T, ns, to string, interval time.Duration) *pinger {
 		t.Fatalf("ping %s from %s: %v", to, ns, err)
 	}
 	p := &pinger{stop: make(chan struct{}), done: make(chan [2]int, 1)}
-	var mu sync.Mutex
-	seen := map[uint32]bool{}
-	read := make(chan struct{})
-	go func() {
-		defer close(read)
-		buf := make([]byte, 64)
-		for {
-			n, err := conn.Read(buf)
-			if err != nil {
-				return
-			}
-			if n >= 4 {
-				mu.Lock()
-				seen[binary.BigEndian.Uint32(buf)] = true
-				mu.Unlock()
-			}
-		}
-	}()
+	answered := collectEchoes(conn)
 	go func() {
 		defer conn.Close()
 		tick := time.NewTicker(interval)
@@ -55,11 +38,7 @@ func startPinger(t *testing.T, ns, to string, interval time.Duration) *pinger {
 		for {
 			select {
 			case <-p.stop:
-				_ = conn.SetReadDeadline(time.Now().Add(time.Second))
-				<-read
-				mu.Lock()
-				p.done <- [2]int{sent, len(seen)}
-				mu.Unlock()
+				p.done <- [2]int{sent, answered()}
 				return
 			case <-tick.C:
 			}

@@ -207,17 +207,7 @@ func TestGCRemovesWhatNoInfrastructureOwns(t *testing.T) {
 	if err := dead.Run(); err != nil {
 		t.Fatal(err)
 	}
-	var made []string
-	for _, root := range cgroupRoots(t) {
-		if base := filepath.Base(root); base != "cpu" && base != "cpuset" && base != "cpu,cpuacct" {
-			continue
-		}
-		dir := filepath.Join(root, "vnet", gone, "vm1")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		made = append(made, dir)
-	}
+	made := makeCgroups(t, gone)
 	unfinished := filepath.Join(dataplane.NetnsDir, nstest.NSName(gone, "esx1"))
 	tmp := filepath.Join(dataplane.NetnsDir, fmt.Sprintf(".vnet-tmp.%s.%d", nstest.NSName(gone, "esx2"), dead.Process.Pid))
 	for _, f := range []string{unfinished, tmp} {

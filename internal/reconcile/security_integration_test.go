@@ -649,17 +649,7 @@ func TestACLFollowsPortGroupMembers(t *testing.T) {
 // addresses the rules labelled label look up in their sets, sorted.
 func ruleAddresses(t *testing.T, ns, chain, label string) []string {
 	t.Helper()
-	h, err := netns.GetFromName(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	c, err := nftables.New(nftables.WithNetNSFd(int(h)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	table := &nftables.Table{Family: nftables.TableFamilyBridge, Name: "vnet"}
-	rules, err := c.GetRules(table, &nftables.Chain{Name: chain, Table: table})
+	c, rules, err := vnetChainRules(t, ns, chain)
 	if err != nil {
 		t.Fatalf("rules of %s: %v", chain, err)
 	}
@@ -673,7 +663,7 @@ func ruleAddresses(t *testing.T, ns, chain, label string) []string {
 			if !ok {
 				continue
 			}
-			set, err := c.GetSetByName(table, lookup.SetName)
+			set, err := c.GetSetByName(r.Table, lookup.SetName)
 			if err != nil {
 				t.Fatalf("set %s: %v", lookup.SetName, err)
 			}
@@ -1277,21 +1267,29 @@ func ping(t *testing.T, ns, addr string) error {
 	}
 }
 
-// deleteLastRule removes a rule from one of vnet's chains, as someone
-// editing the firewall by hand would.
-func deleteLastRule(t *testing.T, ns, chain string) {
+// vnetChainRules reads the rules of a chain of vnet's bridge table in a
+// namespace, on a connection that stays usable until the test ends.
+func vnetChainRules(t *testing.T, ns, chain string) (*nftables.Conn, []*nftables.Rule, error) {
 	t.Helper()
 	h, err := netns.GetFromName(ns)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h.Close()
+	t.Cleanup(func() { h.Close() })
 	c, err := nftables.New(nftables.WithNetNSFd(int(h)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	table := &nftables.Table{Family: nftables.TableFamilyBridge, Name: "vnet"}
 	rules, err := c.GetRules(table, &nftables.Chain{Name: chain, Table: table})
+	return c, rules, err
+}
+
+// deleteLastRule removes a rule from one of vnet's chains, as someone
+// editing the firewall by hand would.
+func deleteLastRule(t *testing.T, ns, chain string) {
+	t.Helper()
+	c, rules, err := vnetChainRules(t, ns, chain)
 	if err != nil || len(rules) == 0 {
 		t.Fatalf("rules of %s: %v (%d)", chain, err, len(rules))
 	}

@@ -60,6 +60,19 @@ type SwitchStatus struct {
 	PortGroups []string `json:"portgroups"`
 }
 
+// SwitchStatusOf is a switch as its spec describes it: the kernel holds
+// nothing of a switch that status reports beyond that.
+func SwitchStatusOf(sw *spec.Switch) SwitchStatus {
+	ss := SwitchStatus{Name: sw.Name, Hosts: sw.SwitchHosts(), Type: switchType(sw), Uplinks: []string{}, PortGroups: []string{}}
+	for _, u := range sw.Uplinks {
+		ss.Uplinks = append(ss.Uplinks, u.Name)
+	}
+	for _, pg := range sw.PortGroups {
+		ss.PortGroups = append(ss.PortGroups, pg.Name)
+	}
+	return ss
+}
+
 // VMStatus is a VM and its vNICs.
 type VMStatus struct {
 	Name      string       `json:"name"`
@@ -142,15 +155,8 @@ func (e *Engine) Status(doc *spec.Document) (*Status, error) {
 		}
 		st.Hosts = append(st.Hosts, hs)
 	}
-	for _, sw := range s.Switches {
-		ss := SwitchStatus{Name: sw.Name, Hosts: sw.SwitchHosts(), Type: switchType(&sw)}
-		for _, u := range sw.Uplinks {
-			ss.Uplinks = append(ss.Uplinks, u.Name)
-		}
-		for _, pg := range sw.PortGroups {
-			ss.PortGroups = append(ss.PortGroups, pg.Name)
-		}
-		st.Switches = append(st.Switches, ss)
+	for i := range s.Switches {
+		st.Switches = append(st.Switches, SwitchStatusOf(&s.Switches[i]))
 	}
 	for _, vm := range s.VMs {
 		ns := plan.NSName(s.Name, vm.Name)

@@ -1,0 +1,273 @@
+package clustertest
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vnet-project/vnet/internal/plan"
+)
+
+// Real NICs under `vnet agent host`: a machine's eth1 and eth2 are veths
+// the test made (vnet neither creates nor deletes them) whose far ends are
+// ports p1 and p2 of an emulated physical switch, with a peer behind it.
+// Generation 1 makes eth1 the switch's one uplink; generation 2 teams eth1
+// and eth2 (eth1 active, eth2 standby, a pool limit shared by both). The
+// traffic of a VM to the peer is counted on the physical switch's ports,
+// per phase, by a tag in each datagram.
+func TestClusterRealUplinkTeam(t *testing.T) {
+	c := faultCluster(t, 2*time.Minute, "hv1")
+	m := c.Machine("hv1")
+	infra := c.Infra()
+	phys, peer := c.Prefix+"-phys", c.Prefix+"-peer"
+	t.Cleanup(func() {
+		_ = exec.Command("ip", "netns", "del", peer).Run()
+		_ = exec.Command("ip", "netns", "del", phys).Run()
+	})
+	c.ip("netns", "add", phys)
+	c.ip("netns", "add", peer)
+	c.ip("-n", phys, "link", "add", "pbr", "type", "bridge")
+	c.ip("-n", phys, "link", "set", "pbr", "up")
+	for _, l := range [][2]string{{"eth1", "p1"}, {"eth2", "p2"}} {
+		c.ip("-n", m.NS, "link", "add", l[0], "type", "veth", "peer", "name", l[1], "netns", phys)
+		c.ip("-n", phys, "link", "set", l[1], "master", "pbr", "up")
+	}
+	c.ip("-n", phys, "link", "add", "pp", "type", "veth", "peer", "name", "eth0", "netns", peer)
+	c.ip("-n", phys, "link", "set", "pp", "master", "pbr", "up")
+	c.ip("-n", peer, "link", "set", "lo", "up")
+	c.ip("-n", peer, "addr", "add", "10.88.0.100/24", "dev", "eth0")
+	c.ip("-n", peer, "link", "set", "eth0", "up")
+	// Each device as a machine has it: eth1 with an alias and a root
+	// qdisc of its own, eth2 with jumbo frames, both up.
+	c.ip("-n", m.NS, "link", "set", "eth1", "alias", "uplink A", "up")
+	c.ip("-n", m.NS, "link", "set", "eth2", "mtu", "9000", "up")
+	tcCmd(t, "-n", m.NS, "qdisc", "replace", "dev", "eth1", "root", "handle", "5:", "pfifo_fast")
+	before := map[string]string{"eth1": deviceState(t, m.NS, "eth1"), "eth2": deviceState(t, m.NS, "eth2")}
+	echo(t, peer)
+	vm := plan.NSName(infra, "vm1")
+	p1 := countFrames(t, phys, "p1", "rt-A", "rt-B", "rt-C", "rt-D")
+	p2 := countFrames(t, phys, "p2", "rt-A", "rt-B", "rt-C", "rt-D")
+
+	// Generation 1: one real NIC, end to end through the binary.
+	one := fmt.Sprintf(`name: %s
+hosts:
+  - name: hv1
+    underlay: %s
+    nics:
+      - {name: vmnic0, device: eth1, speed: 1Gbit}
+switches:
+  - name: dvs0
+    uplinks:
+      - {name: up1, nics: {hv1: vmnic0}}
+    portgroups:
+      - {name: pg}
+vms:
+  - {name: vm1, host: hv1, nics: [{portgroup: pg, ip: 10.88.0.1/24}]}
+`, infra, m.IP)
+	if out, err := c.Vnet("apply", c.WriteSpec("one", one)); err != nil {
+		t.Fatalf("apply: %v\n%s", err, out)
+	}
+	waitConverged(t, c, infra, 1, 30*time.Second)
+	if got := sendTagged(t, vm, "10.88.0.100", "rt-A", 50); got < 45 || p1.tagged("rt-A") < got || p2.tagged("rt-A") != 0 {
+		t.Fatalf("one real uplink: %d of 50 answered, p1 saw %d, p2 %d", got, p1.tagged("rt-A"), p2.tagged("rt-A"))
+	}
+	if s := deviceState(t, m.NS, "eth2"); s != before["eth2"] {
+		t.Errorf("eth2, not in the spec, changed:\n%s\nwas:\n%s", s, before["eth2"])
+	}
+
+	// Generation 2: both teamed, eth1 active and eth2 standby.
+	two := strings.Replace(one, "      - {name: vmnic0, device: eth1, speed: 1Gbit}\n",
+		"      - {name: vmnic0, device: eth1, speed: 1Gbit}\n      - {name: vmnic1, device: eth2, speed: 1Gbit, mtu: 1500}\n", 1)
+	two = strings.Replace(two, `      - {name: up1, nics: {hv1: vmnic0}}
+    portgroups:
+      - {name: pg}`, `      - {name: up1, nics: {hv1: vmnic0}}
+      - {name: up2, nics: {hv1: vmnic1}}
+    teaming: {policy: failover, active: [up1], standby: [up2]}
+    ioc:
+      enabled: true
+      pools: {vm: {shares: high, limit: 400Mbit}}
+    portgroups:
+      - {name: pg, pool: vm}`, 1)
+	if out, err := c.Vnet("apply", c.WriteSpec("two", two)); err != nil {
+		t.Fatalf("apply: %v\n%s", err, out)
+	}
+	waitConverged(t, c, infra, 2, 30*time.Second)
+	waitLog(t, m, "teaming agent started", 10*time.Second)
+	if mtu := linkMTU(t, m.NS, "eth2"); mtu != 1500 {
+		t.Errorf("eth2's MTU in the team: %d, want the spec's 1500", mtu)
+	}
+	if got := sendTagged(t, vm, "10.88.0.100", "rt-B", 50); got < 45 || p1.tagged("rt-B") < got || p2.tagged("rt-B") != 0 {
+		t.Fatalf("teamed, up1 active: %d of 50 answered, p1 saw %d, p2 %d", got, p1.tagged("rt-B"), p2.tagged("rt-B"))
+	}
+	ceils := poolCeils(t, m.NS, "eth1", "eth2")
+	if sum := ceils[0] + ceils[1]; ceils[0] == 0 || ceils[1] == 0 || sum < 396e6 || sum > 404e6 {
+		t.Errorf("the pool's limit over eth1 and eth2: %v bit/s, want parts adding up to 400 Mbit/s", ceils)
+	}
+
+	// The physical switch's port of eth1 goes down: eth1 loses carrier and
+	// the VM's traffic continues over eth2, with a datagram every 10 ms
+	// across the cut.
+	pg := startPinger(t, vm, "10.88.0.100", 10*time.Millisecond)
+	time.Sleep(500 * time.Millisecond)
+	cut := time.Now()
+	c.ip("-n", phys, "link", "set", "p1", "down")
+	waitLog(t, m, "port vm1/eth0 up1 -> up2", 10*time.Second)
+	t.Logf("failover logged %s after the cut", time.Since(cut).Round(time.Millisecond))
+	time.Sleep(500 * time.Millisecond)
+	sent, got := pg.Stop()
+	t.Logf("across the cut: %d datagrams sent, %d answered", sent, got)
+	if sent-got > 200 {
+		t.Errorf("across the cut %d of %d datagrams were lost: more than 2 s of traffic", sent-got, sent)
+	}
+	if got := sendTagged(t, vm, "10.88.0.100", "rt-C", 100); got < 90 || p2.tagged("rt-C") < got || p1.tagged("rt-C") != 0 {
+		t.Fatalf("eth1 without carrier: %d of 100 answered, p2 saw %d, p1 %d", got, p2.tagged("rt-C"), p1.tagged("rt-C"))
+	}
+
+	// Back up: the port fails back to up1.
+	c.ip("-n", phys, "link", "set", "p1", "up")
+	waitLog(t, m, "port vm1/eth0 up2 -> up1", 10*time.Second)
+	if got := sendTagged(t, vm, "10.88.0.100", "rt-D", 50); got < 45 || p1.tagged("rt-D") < got || p2.tagged("rt-D") != 0 {
+		t.Fatalf("failed back: %d of 50 answered, p1 saw %d, p2 %d", got, p1.tagged("rt-D"), p2.tagged("rt-D"))
+	}
+	st, err := status(t, c, infra)
+	if err != nil || !st.Converged {
+		t.Errorf("status after failover and failback: %+v (%v)", st, err)
+	}
+
+	// Destroy gives both devices back exactly as they were.
+	if out, err := c.Vnet("destroy", infra); err != nil {
+		t.Fatalf("destroy: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for left := leftovers(t, c, infra); len(left) > 0; left = leftovers(t, c, infra) {
+		if time.Now().After(deadline) {
+			t.Fatalf("30 s after destroy, left: %v", left)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	waitLog(t, m, "teaming agent stopped", 10*time.Second)
+	for _, dev := range []string{"eth1", "eth2"} {
+		if s := deviceState(t, m.NS, dev); s != before[dev] {
+			t.Errorf("%s after destroy:\n%s\nwas:\n%s", dev, s, before[dev])
+		}
+		if _, err := os.Stat(filepath.Join(c.dir, "state-hv1", "hostagent", "devices", "host", dev+".json")); !os.IsNotExist(err) {
+			t.Errorf("%s's record is left after destroy (%v)", dev, err)
+		}
+	}
+}
+
+// sendTagged sends n datagrams, 10 ms apart, from a namespace to an echo,
+// each carrying tag, and returns how many were answered.
+func sendTagged(t *testing.T, ns, to, tag string, n int) int {
+	t.Helper()
+	var conn net.Conn
+	if err := inNS(ns, func() (err error) { conn, err = net.Dial("udp", net.JoinHostPort(to, "7")); return }); err != nil {
+		t.Fatalf("send to %s from %s: %v", to, ns, err)
+	}
+	defer conn.Close()
+	answered := collectEchoes(conn)
+	buf := make([]byte, 4+len(tag))
+	copy(buf[4:], tag)
+	for i := range n {
+		binary.BigEndian.PutUint32(buf, uint32(i))
+		_, _ = conn.Write(buf)
+		time.Sleep(10 * time.Millisecond)
+	}
+	return answered()
+}
+
+// deviceState is what vnet must give back of a device: its link as `ip -d
+// link show` has it (index, master, MTU, alias, flags, promiscuity) and its
+// qdiscs with their handles and settings.
+func deviceState(t *testing.T, ns, dev string) string {
+	t.Helper()
+	link, err := exec.Command("ip", "-n", ns, "-d", "link", "show", "dev", dev).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip link show %s: %v\n%s", dev, err, link)
+	}
+	return string(link) + tcCmd(t, "-n", ns, "qdisc", "show", "dev", dev)
+}
+
+func tcCmd(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("tc", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("tc %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func linkMTU(t *testing.T, ns, dev string) int {
+	t.Helper()
+	out, err := exec.Command("ip", "-n", ns, "-j", "link", "show", "dev", dev).Output()
+	if err != nil {
+		t.Fatalf("ip link show %s: %v", dev, err)
+	}
+	var links []struct {
+		MTU int `json:"mtu"`
+	}
+	if err := json.Unmarshal(out, &links); err != nil || len(links) != 1 {
+		t.Fatalf("ip -j link show %s: %q: %v", dev, out, err)
+	}
+	return links[0].MTU
+}
+
+// poolCeils reads, on each device, the ceiling of the one HTB class below
+// the wire class whose ceiling is under the line rate: the pool's part of
+// its limit, in bit/s.
+func poolCeils(t *testing.T, ns string, devs ...string) []float64 {
+	t.Helper()
+	out := make([]float64, len(devs))
+	for i, dev := range devs {
+		for _, line := range strings.Split(tcCmd(t, "-n", ns, "class", "show", "dev", dev), "\n") {
+			f := strings.Fields(line)
+			if !slices.Contains(f, "parent") || f[slices.Index(f, "parent")+1] != "1:1" {
+				continue
+			}
+			if j := slices.Index(f, "ceil"); j > 0 && j+1 < len(f) {
+				if ceil := tcRate(f[j+1]); ceil > 0 && ceil < 900e6 {
+					out[i] = ceil
+				}
+			}
+		}
+	}
+	return out
+}
+
+// tcRate reads a rate as tc prints it (200Mbit, 1Gbit, 999Kbit, 64bit).
+func tcRate(s string) float64 {
+	for _, u := range []struct {
+		suffix string
+		mult   float64
+	}{{"Gbit", 1e9}, {"Mbit", 1e6}, {"Kbit", 1e3}, {"bit", 1}} {
+		if v, ok := strings.CutSuffix(s, u.suffix); ok {
+			x, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return 0
+			}
+			return x * u.mult
+		}
+	}
+	return 0
+}
+
+// waitLog waits for a line in the machine's agent log.
+func waitLog(t *testing.T, m *Machine, text string, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !strings.Contains(m.AgentLog(), text) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%q not in the agent's log within %s", text, limit)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

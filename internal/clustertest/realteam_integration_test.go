@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vnet-project/vnet/internal/nstest"
 	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/spec"
 )
 
 // Real NICs under `vnet agent host`: a machine's eth1 and eth2 are veths
@@ -28,24 +30,7 @@ func TestClusterRealUplinkTeam(t *testing.T) {
 	c := faultCluster(t, 2*time.Minute, "hv1")
 	m := c.Machine("hv1")
 	infra := c.Infra()
-	phys, peer := c.Prefix+"-phys", c.Prefix+"-peer"
-	t.Cleanup(func() {
-		_ = exec.Command("ip", "netns", "del", peer).Run()
-		_ = exec.Command("ip", "netns", "del", phys).Run()
-	})
-	c.ip("netns", "add", phys)
-	c.ip("netns", "add", peer)
-	c.ip("-n", phys, "link", "add", "pbr", "type", "bridge")
-	c.ip("-n", phys, "link", "set", "pbr", "up")
-	for _, l := range [][2]string{{"eth1", "p1"}, {"eth2", "p2"}} {
-		c.ip("-n", m.NS, "link", "add", l[0], "type", "veth", "peer", "name", l[1], "netns", phys)
-		c.ip("-n", phys, "link", "set", l[1], "master", "pbr", "up")
-	}
-	c.ip("-n", phys, "link", "add", "pp", "type", "veth", "peer", "name", "eth0", "netns", peer)
-	c.ip("-n", phys, "link", "set", "pp", "master", "pbr", "up")
-	c.ip("-n", peer, "link", "set", "lo", "up")
-	c.ip("-n", peer, "addr", "add", "10.88.0.100/24", "dev", "eth0")
-	c.ip("-n", peer, "link", "set", "eth0", "up")
+	phys, peer := realNICs(t, c, m)
 	// Each device as a machine has it: eth1 with an alias and a root
 	// qdisc of its own, eth2 with jumbo frames, both up.
 	c.ip("-n", m.NS, "link", "set", "eth1", "alias", "uplink A", "up")
@@ -165,6 +150,34 @@ vms:
 	}
 }
 
+// realNICs gives the machine eth1 and eth2, veths whose far ends p1 and p2
+// are ports of an emulated physical switch (bridge pbr in namespace phys),
+// with a peer behind it at 10.88.0.100 (namespace peer), up and as a
+// machine would have them; all of it goes when the test ends.
+func realNICs(t *testing.T, c *Cluster, m *Machine) (phys, peer string) {
+	t.Helper()
+	phys, peer = c.Prefix+"-phys", c.Prefix+"-peer"
+	t.Cleanup(func() {
+		_ = exec.Command("ip", "netns", "del", peer).Run()
+		_ = exec.Command("ip", "netns", "del", phys).Run()
+	})
+	c.ip("netns", "add", phys)
+	c.ip("netns", "add", peer)
+	c.ip("-n", phys, "link", "add", "pbr", "type", "bridge")
+	c.ip("-n", phys, "link", "set", "pbr", "up")
+	for _, l := range [][2]string{{"eth1", "p1"}, {"eth2", "p2"}} {
+		c.ip("-n", m.NS, "link", "add", l[0], "type", "veth", "peer", "name", l[1], "netns", phys)
+		c.ip("-n", phys, "link", "set", l[1], "master", "pbr", "up")
+		c.ip("-n", m.NS, "link", "set", l[0], "up")
+	}
+	c.ip("-n", phys, "link", "add", "pp", "type", "veth", "peer", "name", "eth0", "netns", peer)
+	c.ip("-n", phys, "link", "set", "pp", "master", "pbr", "up")
+	c.ip("-n", peer, "link", "set", "lo", "up")
+	c.ip("-n", peer, "addr", "add", "10.88.0.100/24", "dev", "eth0")
+	c.ip("-n", peer, "link", "set", "eth0", "up")
+	return phys, peer
+}
+
 // sendTagged sends n datagrams, 10 ms apart, from a namespace to an echo,
 // each carrying tag, and returns how many were answered.
 func sendTagged(t *testing.T, ns, to, tag string, n int) int {
@@ -270,4 +283,105 @@ func waitLog(t *testing.T, m *Machine, text string, limit time.Duration) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// realLBT is a machine's two 100 Mbit real NICs teamed with load-based
+// teaming, and two VMs whose names portid pins to the same uplink.
+const realLBT = `name: INFRA
+hosts:
+  - name: hv1
+    underlay: UNDERLAY
+    nics:
+      - {name: vmnic0, device: eth1, speed: 100Mbit}
+      - {name: vmnic1, device: eth2, speed: 100Mbit}
+switches:
+  - name: dvs0
+    uplinks:
+      - {name: up1, nics: {hv1: vmnic0}}
+      - {name: up2, nics: {hv1: vmnic1}}
+    teaming: {policy: loadbased, lbt: {threshold: 75%, window: 2s, interval: 2s}}
+    portgroups: [{name: pg}]
+vms:
+  - {name: VM1, host: hv1, nics: [{portgroup: pg, ip: 10.88.0.1/24}]}
+  - {name: VM2, host: hv1, nics: [{portgroup: pg, ip: 10.88.0.2/24}]}
+`
+
+// Load-based teaming over real NICs under `vnet agent host`: two VMs
+// streaming TCP to the peer start on one uplink, and the host's teaming
+// agent moves one of them to the other, after which the physical switch
+// takes traffic from both NICs. The threshold is set at three quarters of
+// what a bare path shaped to the line rate carries on this machine.
+func TestClusterRealUplinkLBT(t *testing.T) {
+	c := faultCluster(t, 2*time.Minute, "hv1")
+	m := c.Machine("hv1")
+	infra := c.Infra()
+	phys, peer := realNICs(t, c, m)
+	lineCap := nstest.RequireCapacity(t, 100e6, 0.2, "a port busy against its line rate")
+	var src, vm1, vm2, uplink string
+	for i := 0; i < 50 && vm1 == ""; i++ {
+		a, b := fmt.Sprintf("vm%da", i), fmt.Sprintf("vm%db", i)
+		text := strings.NewReplacer("INFRA", infra, "UNDERLAY", m.IP, "VM1", a, "VM2", b,
+			"threshold: 75%", fmt.Sprintf("threshold: %d%%", int(75*lineCap/100e6))).Replace(realLBT)
+		doc, err := spec.Load("lbt.yaml", []byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		as := plan.Assignments(plan.Model(doc.Spec, plan.Options{Host: "hv1"}))
+		if as[a+"/eth0"].Uplink == as[b+"/eth0"].Uplink {
+			src, vm1, vm2, uplink = text, a, b, as[a+"/eth0"].Uplink
+		}
+	}
+	if vm1 == "" {
+		t.Fatal("no two VM names pinned to one uplink")
+	}
+	if out, err := c.Vnet("apply", c.WriteSpec("lbt", src)); err != nil {
+		t.Fatalf("apply: %v\n%s", err, out)
+	}
+	waitConverged(t, c, infra, 1, 30*time.Second)
+	waitLog(t, m, "teaming agent started", 10*time.Second)
+
+	stop := make(chan struct{})
+	defer close(stop)
+	nstest.Stream(t, plan.NSName(infra, vm1), peer, "10.88.0.100:0", stop)
+	nstest.Stream(t, plan.NSName(infra, vm2), peer, "10.88.0.100:0", stop)
+	waitLog(t, m, "LBT on hv1: port", 20*time.Second)
+	t.Logf("both started on %s; the agent moved one:\n%s", uplink, grepLines(m.AgentLog(), "LBT on hv1"))
+	time.Sleep(time.Second)
+	r1, r2 := rxBytes(t, phys, "p1"), rxBytes(t, phys, "p2")
+	time.Sleep(2 * time.Second)
+	d1, d2 := rxBytes(t, phys, "p1")-r1, rxBytes(t, phys, "p2")-r2
+	t.Logf("after the move, over 2 s: %.1f Mbit/s from eth1, %.1f Mbit/s from eth2", float64(d1)*8/2e6, float64(d2)*8/2e6)
+	if d1 < 1e6 || d2 < 1e6 {
+		t.Errorf("after the move the physical switch got %d bytes from eth1 and %d from eth2 in 2 s: want both NICs busy", d1, d2)
+	}
+}
+
+// rxBytes is what a link has received so far.
+func rxBytes(t *testing.T, ns, link string) uint64 {
+	t.Helper()
+	out, err := exec.Command("ip", "-n", ns, "-j", "-s", "link", "show", "dev", link).Output()
+	if err != nil {
+		t.Fatalf("ip -s link show %s: %v", link, err)
+	}
+	var links []struct {
+		Stats struct {
+			RX struct {
+				Bytes uint64 `json:"bytes"`
+			} `json:"rx"`
+		} `json:"stats64"`
+	}
+	if err := json.Unmarshal(out, &links); err != nil || len(links) != 1 {
+		t.Fatalf("ip -j -s link show %s: %q: %v", link, out, err)
+	}
+	return links[0].Stats.RX.Bytes
+}
+
+func grepLines(text, sub string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

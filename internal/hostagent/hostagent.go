@@ -151,7 +151,7 @@ func (a *Agent) apply(doc *spec.Document, full bool) (int, error) {
 	eng.UplinksDown = a.uplinksDown(doc.Spec)
 	res, err := eng.Apply(doc)
 	if err == nil {
-		a.syncTeaming(a.runContext(), doc)
+		a.syncTeaming(a.runContext(), doc, res.Executed > 0)
 	}
 	switch {
 	case err != nil:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"reflect"
 	"sync"
 
 	"github.com/vnet-project/vnet/internal/agent"
@@ -42,11 +43,11 @@ func (t *teamRun) current() (*spec.Spec, plan.Options) {
 // hostScope is the part of the spec this host realizes, as the planner's
 // options: with the speeds of the real NICs whose spec gives none, read
 // from the devices as an apply reads them.
-func (a *Agent) hostScope(doc *spec.Document) plan.Options {
+func (a *Agent) hostScope(doc *spec.Document) (plan.Options, error) {
 	opt := plan.Options{Host: a.Host, HostNS: a.HostNS}
 	hf, ok := a.DP.(reconcile.HostFactReader)
 	if !ok {
-		return opt
+		return opt, nil
 	}
 	links, namespaces := plan.HostNames(doc.Spec, a.Host)
 	ns := a.HostNS
@@ -59,10 +60,12 @@ func (a *Agent) hostScope(doc *spec.Document) plan.Options {
 	}
 	facts, err := hf.HostFacts(ns, links, namespaces, underlay)
 	if err != nil {
-		return opt
+		return opt, err
 	}
-	opt.DeviceSpeeds, _ = plan.CheckHostFacts(doc, a.Host, facts)
-	return opt
+	// The line rates must be the apply's: the agent's model of the pool
+	// classes is compared with what the apply made of them.
+	opt.DeviceSpeeds, err = plan.CheckHostFacts(doc, a.Host, facts)
+	return opt, err
 }
 
 // uplinksDown are the host's teamed uplinks without carrier now, which an
@@ -88,13 +91,19 @@ func (a *Agent) uplinksDown(s *spec.Spec) map[string]bool {
 
 // syncTeaming runs the infrastructure's teaming agent when its host part
 // teams uplinks or shares a pool's limit over several, with the spec just
-// applied, and stops it when it no longer does.
-func (a *Agent) syncTeaming(ctx context.Context, doc *spec.Document) {
+// applied, and stops it when it no longer does. A running one reads the
+// spec and the kernel again when the spec changed or the apply changed
+// the host (executed).
+func (a *Agent) syncTeaming(ctx context.Context, doc *spec.Document, executed bool) {
 	if a.TeamDP == nil {
 		return
 	}
 	name := doc.Spec.Name
-	scope := a.hostScope(doc)
+	scope, err := a.hostScope(doc)
+	if err != nil {
+		a.logf("%s: teaming: read host %s: %v; the teaming agent keeps what it had\n", name, a.Host, err)
+		return
+	}
 	teams, limits := plan.Teaming(doc.Spec, scope)
 	if len(teams) == 0 && len(limits) == 0 {
 		a.stopTeaming(name)
@@ -102,9 +111,12 @@ func (a *Agent) syncTeaming(ctx context.Context, doc *spec.Document) {
 	}
 	if t, ok := a.teaming[name]; ok {
 		t.mu.Lock()
+		same := reflect.DeepEqual(t.spec, doc.Spec) && reflect.DeepEqual(t.scope, scope)
 		t.spec, t.scope = doc.Spec, scope
 		t.mu.Unlock()
-		t.agent.Reload()
+		if !same || executed {
+			t.agent.Reload()
+		}
 		return
 	}
 	t := &teamRun{spec: doc.Spec, scope: scope, done: make(chan struct{})}

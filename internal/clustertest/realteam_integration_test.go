@@ -39,8 +39,8 @@ func TestClusterRealUplinkTeam(t *testing.T) {
 	before := map[string]string{"eth1": deviceState(t, m.NS, "eth1"), "eth2": deviceState(t, m.NS, "eth2")}
 	echo(t, peer)
 	vm := plan.NSName(infra, "vm1")
-	p1 := countFrames(t, phys, "p1", "rt-A", "rt-B", "rt-C", "rt-D")
-	p2 := countFrames(t, phys, "p2", "rt-A", "rt-B", "rt-C", "rt-D")
+	p1 := countFrames(t, phys, "p1", "rt-A", "rt-B", "rt-C", "rt-D", "rt-E")
+	p2 := countFrames(t, phys, "p2", "rt-A", "rt-B", "rt-C", "rt-D", "rt-E")
 
 	// Generation 1: one real NIC, end to end through the binary.
 	one := fmt.Sprintf(`name: %s
@@ -128,11 +128,31 @@ vms:
 		t.Errorf("status after failover and failback: %+v (%v)", st, err)
 	}
 
+	// A host agent killed and started again finds the team as it is and
+	// changes nothing: no apply, no move.
+	m.KillAgent()
+	seen := len(m.AgentLog())
+	m.StartAgent("--interval", "30s")
+	deadline := time.Now().Add(15 * time.Second)
+	for !strings.Contains(m.AgentLog()[seen:], "teaming agent started") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the restarted host agent started no teaming agent:\n%s", m.AgentLog()[seen:])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if after := m.AgentLog()[seen:]; strings.Contains(after, "applied") || strings.Contains(after, "port vm1/eth0") {
+		t.Errorf("the restarted agent changed something:\n%s", after)
+	}
+	if got := sendTagged(t, vm, "10.88.0.100", "rt-E", 50); got < 45 || p1.tagged("rt-E") < got || p2.tagged("rt-E") != 0 {
+		t.Fatalf("after the restart: %d of 50 answered, p1 saw %d, p2 %d", got, p1.tagged("rt-E"), p2.tagged("rt-E"))
+	}
+
 	// Destroy gives both devices back exactly as they were.
 	if out, err := c.Vnet("destroy", infra); err != nil {
 		t.Fatalf("destroy: %v\n%s", err, out)
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline = time.Now().Add(30 * time.Second)
 	for left := leftovers(t, c, infra); len(left) > 0; left = leftovers(t, c, infra) {
 		if time.Now().After(deadline) {
 			t.Fatalf("30 s after destroy, left: %v", left)

@@ -128,8 +128,8 @@ func CheckHostMTU(s *spec.Spec, host string, underlayMTU int) error {
 // (spec.NIC.Device) and is an uplink of a switch is that device, made a
 // port of the switch's bridge, with the NIC's line rate and Network I/O
 // Control on it, and with several such uplinks the lab's steering on the
-// devices and the switch ports (model_hostteam.go). A vNIC attached to a TAP is that TAP as the switch port; one
-// attached to a namespace is the lab's veth with its VM end in that
+// devices and the switch ports (model_hostteam.go). A vNIC attached to a
+// TAP is that TAP as the switch port; one attached to a namespace is the lab's veth with its VM end in that
 // namespace. A switch that spans hosts (Tunneled) gets a tunnel endpoint in
 // its bridge, with a flooding entry per remote host and an entry per remote
 // vNIC towards its host.
@@ -229,7 +229,8 @@ func hostModel(s *spec.Spec, opt Options) []Resource {
 				continue
 			}
 		case KindSteer:
-			if r, ok = hl.steer(r); !ok {
+			var kept bool
+			if r, kept = hl.steer(r); !kept {
 				continue
 			}
 		default:

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"maps"
+	"slices"
 
 	"github.com/vnet-project/vnet/internal/spec"
 )
@@ -57,7 +58,8 @@ func newHostLab(s *spec.Spec, opt Options) *hostLab {
 }
 
 // realUplinksOnly returns the spec with the host's NICs that name no
-// device taken out of the switches' uplinks.
+// device taken out of the switches' uplinks. A switch stays on the host
+// all the same (its bridge and the VMs' ports on it).
 func realUplinksOnly(s *spec.Spec, host string) *spec.Spec {
 	h, ok := s.Host(host)
 	if !ok {
@@ -67,6 +69,7 @@ func realUplinksOnly(s *spec.Spec, host string) *spec.Spec {
 	out.Switches = append([]spec.Switch(nil), s.Switches...)
 	for i := range out.Switches {
 		sw := &out.Switches[i]
+		onHost := sw.OnHost(host)
 		var ups []spec.Uplink
 		for _, u := range sw.Uplinks {
 			if nic, ok := h.NIC(u.NICs[host]); ok && !nic.IsDevice() {
@@ -76,6 +79,9 @@ func realUplinksOnly(s *spec.Spec, host string) *spec.Spec {
 			ups = append(ups, u)
 		}
 		sw.Uplinks = ups
+		if onHost && !sw.OnHost(host) {
+			sw.Hosts = append(slices.Clone(sw.Hosts), host)
+		}
 	}
 	return &out
 }

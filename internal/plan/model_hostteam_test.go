@@ -16,6 +16,7 @@ hosts:
       - {name: vmnic0, device: eth1, speed: 1Gbit}
       - {name: vmnic1, device: eth2, speed: 1Gbit}
       - {name: vmnic2, speed: 1Gbit}
+      - {name: vmnic3, speed: 1Gbit}
 switches:
   - name: dvs0
     uplinks:
@@ -29,7 +30,13 @@ switches:
         vm: {shares: high, limit: 400Mbit}
     portgroups:
       - {name: pg, pool: vm}
+  - name: dvs1
+    uplinks:
+      - {name: e1, nics: {hv1: vmnic3}}
+    portgroups:
+      - {name: pg1}
 vms:
+  - {name: db1, host: hv1, nics: [{portgroup: pg1, ip: 10.2.0.1/24}]}
   - {name: web1, host: hv1, nics: [{portgroup: pg, ip: 10.1.0.1/24}]}
   - name: guest1
     host: hv1
@@ -86,6 +93,15 @@ func TestHostModelTeamsRealUplinks(t *testing.T) {
 	if _, ok := byKey["steer/machine/vmnic2"]; ok {
 		t.Error("steering on an emulated NIC on a real host")
 	}
+	// A switch whose only uplink on the host is an emulated NIC is still
+	// on the host: its bridge and its VMs' ports.
+	br1 := HostBridgeName("rt", "dvs1")
+	if _, ok := byKey["link/machine/"+br1]; !ok {
+		t.Errorf("no bridge %s for dvs1 on hv1", br1)
+	}
+	if p := byKey["link/"+NSName("rt", "db1")+"/eth0"]; p.B.Master != br1 || p.B.NS != "machine" {
+		t.Errorf("db1's port: %+v, want in machine on %s", p.B, br1)
+	}
 	pool := func(dev string, o Options) uint64 {
 		for _, r := range Model(s, o) {
 			if r.Kind == KindPool && r.NS == "machine" && r.Link == dev && r.Ceil < 1e9 {
@@ -128,7 +144,7 @@ func TestCheckHostFactsTeamedTapNeedsMAC(t *testing.T) {
 	doc := hostTeamDoc(t, text)
 	f := HostFacts{Links: map[string]LinkFacts{"eth1": {Type: "veth"}, "eth2": {Type: "veth"}, "tap-g1": {Type: "tuntap", Tap: true}}}
 	_, err := CheckHostFacts(doc, "hv1", f)
-	if err == nil || !strings.Contains(err.Error(), "vms[1].nics[0]: TAP tap-g1 has no mac:, but switch dvs0 teams 2 real uplinks") {
+	if err == nil || !strings.Contains(err.Error(), "vms[2].nics[0]: TAP tap-g1 has no mac:, but switch dvs0 teams 2 real uplinks") {
 		t.Errorf("got %v", err)
 	}
 	if _, err := CheckHostFacts(hostTeamDoc(t, hostTeamSpec), "hv1", f); err != nil {

@@ -41,6 +41,9 @@ The agent watches etcd, applies each infrastructure that names this host (its
 switches' bridges and VXLAN tunnels in this network namespace, its VMs as
 namespaces), removes what etcd no longer places here, repairs drift every
 --interval, and reports what it realized under a lease (vnet status --etcd).
+Where a switch teams several real NICs of this host, it also runs the teaming
+agent for it: failover when a NIC loses carrier, load-based teaming and
+team-wide limits (docs/hosts.md).
 Stopping or killing it changes nothing on the machine. Its own record of what
 it realized is in <state-dir>/hostagent. See docs/cluster.md.`,
 		Args: exactArgs(0, "no arguments (the host is --host)"),
@@ -85,7 +88,7 @@ it realized is in <state-dir>/hostagent. See docs/cluster.md.`,
 					_, mtu, err := dataplane.UnderlayLink(addr)
 					return mtu, err
 				},
-				Interval: interval, TTL: ttl, Log: out}
+				Interval: interval, TTL: ttl, Log: out, TeamDP: dp}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
 			fmt.Fprintf(out, "vnet agent host: host %s, etcd %s, state in %s\n", host, strings.Join(endpoints, ","), dir)

@@ -49,8 +49,14 @@ type Agent struct {
 	// made (events.In(stateDir).Append keeps them for the API). Nil: only
 	// the log has them.
 	Event func(events.Event)
+	// Scope gives the options that say which part of the spec the agent
+	// keeps and in whose names: on a real host the host's part
+	// (plan.Options.Host, HostNS, DeviceSpeeds), as its host agent
+	// realizes it. Nil: the whole spec, as the lab realizes it.
+	Scope func(*spec.Spec) plan.Options
 
-	gone bool
+	gone  bool
+	scope plan.Options
 
 	reload    chan struct{}
 	once      sync.Once
@@ -142,8 +148,13 @@ func (a *Agent) load() error {
 	if err != nil {
 		return fmt.Errorf("agent %s: %w", a.Infra, err)
 	}
-	a.spec, a.teams, a.current = s, plan.HostTeams(s), runtimeState(observed)
-	a.limits, a.poolCeils = plan.TeamLimits(plan.IOCUplinks(s), s), plan.PoolCeils(observed)
+	a.scope = plan.Options{}
+	if a.Scope != nil {
+		a.scope = a.Scope(s)
+	}
+	a.spec, a.current = s, runtimeState(observed)
+	a.teams, a.limits = plan.Teaming(s, a.scope)
+	a.poolCeils = plan.PoolCeils(observed)
 	if a.balancers == nil {
 		a.balancers, a.last = map[string]*teaming.Balancer{}, map[string]counterSample{}
 	}
@@ -209,20 +220,15 @@ func (a *Agent) step(now time.Time, sample bool) {
 		}
 		states[ns] = st
 	}
-	down := map[string]bool{}
-	for _, t := range a.teams {
-		for _, u := range t.Uplinks {
-			if !states[t.NS][t.NIC[u]].Up {
-				down[t.Host+"/"+u] = true
-			}
-		}
-	}
+	down := DownUplinks(a.teams, states)
 	prev := plan.Assignments(a.current)
 	if sample {
 		a.balance(now, states, down, prev)
 		a.splitLimits(now)
 	}
-	desired := runtimeState(plan.Model(a.spec, plan.Options{Teams: prev, Down: down, PoolCeils: a.poolCeils, Now: now.UTC().Truncate(time.Second)}))
+	opt := a.scope
+	opt.Teams, opt.Down, opt.PoolCeils, opt.Now = prev, down, a.poolCeils, now.UTC().Truncate(time.Second)
+	desired := runtimeState(plan.Model(a.spec, opt))
 	a.current = plan.ResolveSteer(a.current, desired)
 	p := plan.Diff(desired, a.current)
 	if p.Empty() {
@@ -243,6 +249,20 @@ func (a *Agent) step(now time.Time, sample bool) {
 		}
 	}
 	a.report(before, plan.Assignments(a.current), down)
+}
+
+// DownUplinks are the teams' uplinks whose NIC is not up with carrier, as
+// "host/uplink" (plan.Options.Down), from each namespace's link states.
+func DownUplinks(teams []plan.HostTeam, states map[string]map[string]dataplane.LinkState) map[string]bool {
+	down := map[string]bool{}
+	for _, t := range teams {
+		for _, u := range t.Uplinks {
+			if !states[t.NS][t.NIC[u]].Up {
+				down[t.Host+"/"+u] = true
+			}
+		}
+	}
+	return down
 }
 
 // balance feeds LBT the load since the last sample and applies its moves

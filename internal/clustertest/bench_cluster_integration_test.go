@@ -64,9 +64,11 @@ func median(xs []float64) float64 {
 }
 
 // TestClusterThroughputOverlay measures TCP from a VM on hv1 to a VM on
-// hv2 over the VXLAN overlay, and between the two machines themselves
-// over the underlay it is carried on (veth to a bridge to veth), taking
-// turns, three runs of 5 s each; it prints the medians and their ratio.
+// hv2 over the VXLAN overlay, between the two machines themselves over the
+// underlay it is carried on (veth to a bridge to veth), and over a plain
+// veth pair between two namespaces with the overlay's MTU (the least any
+// path between namespaces costs on this machine), taking turns, three runs
+// of 5 s each; it prints the medians and their ratios to the veth pair's.
 func TestClusterThroughputOverlay(t *testing.T) {
 	benchOnly(t)
 	if _, err := exec.LookPath("iperf3"); err != nil {
@@ -77,8 +79,10 @@ func TestClusterThroughputOverlay(t *testing.T) {
 	applySpec(t, c, infra, c.Spec(infra, switchAndVMs))
 	waitConverged(t, c, infra, 1, 30*time.Second)
 	hv1, hv2 := c.Machine("hv1"), c.Machine("hv2")
-	var under, over []float64
+	va, vb := vethPair(t, c, 1450)
+	var under, over, veth []float64
 	for i := 0; i < 3; i++ {
+		veth = append(veth, iperf3(t, va, vb, "10.99.0.2", 5))
 		under = append(under, iperf3(t, hv1.NS, hv2.NS, hv2.IP, 5))
 		over = append(over, iperf3(t, plan.NSName(infra, "vm1"), plan.NSName(infra, "vm2"), "10.77.0.2", 5))
 	}
@@ -89,9 +93,31 @@ func TestClusterThroughputOverlay(t *testing.T) {
 		}
 		return strings.Join(s, " ")
 	}
+	t.Logf("veth pair between two namespaces (MTU 1450): %s Gbit/s, median %.2f", gbit(veth), median(veth)/1e9)
 	t.Logf("underlay hv1 -> hv2 (MTU 1500): %s Gbit/s, median %.2f", gbit(under), median(under)/1e9)
 	t.Logf("overlay vm1 (hv1) -> vm2 (hv2) over VXLAN (MTU 1450): %s Gbit/s, median %.2f", gbit(over), median(over)/1e9)
-	t.Logf("overlay / underlay: %.2f", median(over)/median(under))
+	t.Logf("underlay / veth pair: %.2f; overlay / veth pair: %.2f; overlay / underlay: %.2f",
+		median(under)/median(veth), median(over)/median(veth), median(over)/median(under))
+}
+
+// vethPair makes two namespaces joined by one veth pair with the MTU,
+// 10.99.0.1 and 10.99.0.2, removed when the test ends.
+func vethPair(t *testing.T, c *Cluster, mtu int) (a, b string) {
+	t.Helper()
+	a, b = c.Prefix+"-va", c.Prefix+"-vb"
+	t.Cleanup(func() {
+		_ = exec.Command("ip", "netns", "del", a).Run()
+		_ = exec.Command("ip", "netns", "del", b).Run()
+	})
+	c.ip("netns", "add", a)
+	c.ip("netns", "add", b)
+	c.ip("-n", a, "link", "add", "eth0", "mtu", fmt.Sprint(mtu), "type", "veth", "peer", "name", "eth0", "netns", b, "mtu", fmt.Sprint(mtu))
+	for i, ns := range []string{a, b} {
+		c.ip("-n", ns, "link", "set", "lo", "up")
+		c.ip("-n", ns, "addr", "add", fmt.Sprintf("10.99.0.%d/24", i+1), "dev", "eth0")
+		c.ip("-n", ns, "link", "set", "eth0", "up")
+	}
+	return a, b
 }
 
 // vmsOn is a spec body of one switch over the hosts with perHost[h] VMs

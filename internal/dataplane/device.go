@@ -75,7 +75,15 @@ func (l *Linux) ensureDevice(r plan.Resource) error {
 	if err := setLinkAttrs(h, link, "", r.MTU, ownerAlias(r.Owner), true); err != nil {
 		return err
 	}
-	return setMaster(h, link, r.Link)
+	if err := setMaster(h, link, r.Link); err != nil || r.Link == "" {
+		return err
+	}
+	// A teamed uplink: isolated, nothing flooded to it (steering decides).
+	// Taking it out of the bridge on give-back drops these port flags.
+	if isolated, err := l.linkIsolated(r.NS, link.Attrs().Index); err != nil || isolated != r.Isolate {
+		return setUplinkPort(h, r.NS, link, r.Isolate)
+	}
+	return nil
 }
 
 // recordDevice writes the device's state unless a record of this very
@@ -294,9 +302,11 @@ func restoreQdiscs(h *netlink.Handle, link netlink.Link, st deviceState) error {
 	return nil
 }
 
-// observeDevice reads a device vnet uses as a resource.
-func observeDevice(link netlink.Link, ns, master, owner string) plan.Resource {
-	return plan.Resource{Kind: plan.KindDevice, NS: ns, Name: link.Attrs().Name, Link: master, MTU: link.Attrs().MTU, Owner: owner}
+// observeDevice reads a device vnet uses as a resource; isolated is its
+// bridge port's flag.
+func observeDevice(link netlink.Link, ns, master, owner string, isolated bool) plan.Resource {
+	return plan.Resource{Kind: plan.KindDevice, NS: ns, Name: link.Attrs().Name, Link: master, MTU: link.Attrs().MTU,
+		Isolate: master != "" && isolated, Owner: owner}
 }
 
 // HostFacts reads what a host's part of a spec names of the machine: the

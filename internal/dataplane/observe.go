@@ -243,7 +243,7 @@ func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep 
 		}
 		switch {
 		case plan.IsDeviceAlias(attrs.Alias):
-			v.resources = append(v.resources, observeDevice(link, ns, byIndex[attrs.MasterIndex], owner))
+			v.resources = append(v.resources, observeDevice(link, ns, byIndex[attrs.MasterIndex], owner, ports[attrs.Index].isolated))
 		case link.Type() == "vxlan":
 			rs, err := observeVxlan(h, link, ns, byIndex[attrs.MasterIndex], owner, ports[attrs.Index])
 			if err != nil {

@@ -7,7 +7,6 @@ import (
 	"net"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -46,7 +45,7 @@ func (l *Linux) LinkStates(ns string) (map[string]LinkState, error) {
 // within milliseconds instead of at its next poll.
 // Equivalent to: ip -n NS monitor link
 func WatchLinks(ctx context.Context, ns string, changed chan<- string) error {
-	target, err := netns.GetFromName(ns)
+	target, err := openNS(ns)
 	if err != nil {
 		return fmt.Errorf("open netns %s: %w", ns, err)
 	}

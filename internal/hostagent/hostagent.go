@@ -11,8 +11,10 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"sync"
 	"time"
 
+	"github.com/vnet-project/vnet/internal/agent"
 	"github.com/vnet-project/vnet/internal/events"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/reconcile"
@@ -45,8 +47,15 @@ type Agent struct {
 	Interval    time.Duration // DefaultInterval when zero
 	TTL         time.Duration // of the reports; etcdstore.DefaultReportTTL when zero
 	Log         io.Writer
+	// TeamDP, when set, runs the lab's teaming agent (package agent) for
+	// each infrastructure that teams real uplinks on this host: failover
+	// on carrier loss, LBT, team-wide limit splits. Nil: none runs.
+	TeamDP agent.Dataplane
 
 	reporters map[string]*etcdstore.Reporter
+	teaming   map[string]*teamRun // by infrastructure
+	ctx       context.Context     // of Run, which the teaming agents run under
+	logMu     sync.Mutex
 }
 
 // Run reconciles now, on every change in etcd and every Interval, until
@@ -58,10 +67,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	if interval <= 0 {
 		interval = DefaultInterval
 	}
+	a.ctx = ctx
 	watch := a.Cluster.WatchInfra(ctx)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	defer a.closeReporters()
+	defer a.stopAllTeaming()
 	a.Reconcile()
 	for {
 		select {
@@ -137,7 +148,11 @@ func (a *Agent) apply(doc *spec.Document, full bool) (int, error) {
 	eng := a.engine(&log)
 	start := time.Now()
 	eng.Full = full
+	eng.UplinksDown = a.uplinksDown(doc.Spec)
 	res, err := eng.Apply(doc)
+	if err == nil {
+		a.syncTeaming(a.runContext(), doc, res.Executed > 0)
+	}
 	switch {
 	case err != nil:
 		a.logf("%s: apply failed:\n%s", name, log.String())
@@ -176,6 +191,7 @@ func (a *Agent) removeGone(here map[string]bool) {
 		if here[rec.Name] {
 			continue
 		}
+		a.stopTeaming(rec.Name)
 		var log bytes.Buffer
 		p, err := a.engine(&log).Destroy(rec.Name)
 		if err != nil {
@@ -256,8 +272,19 @@ func errText(err error) string {
 
 func (a *Agent) logf(format string, args ...any) {
 	if a.Log != nil {
+		a.logMu.Lock()
+		defer a.logMu.Unlock()
 		fmt.Fprintf(a.Log, time.Now().Format("15:04:05.000 ")+format, args...)
 	}
+}
+
+// runContext is Run's context, or the background's for a Reconcile
+// called without Run.
+func (a *Agent) runContext() context.Context {
+	if a.ctx == nil {
+		return context.Background()
+	}
+	return a.ctx
 }
 
 // ErrRunning is returned by Claim when another agent uses the directory.

@@ -102,11 +102,6 @@ func CheckHostFacts(doc *spec.Document, host string, f HostFacts) (map[string]ui
 			}
 		}
 	}
-	for i, sw := range s.Switches {
-		if n := realUplinks(s, &sw, host); n > 1 {
-			errs = append(errs, doc.Errorf(fmt.Sprintf("switches[%d].uplinks", i), "switch %s teams %d real devices on host %s; the host agent attaches one real uplink per switch so far", sw.Name, n, host))
-		}
-	}
 	for i, vm := range s.VMs {
 		if vm.Host != host {
 			continue
@@ -116,6 +111,9 @@ func CheckHostFacts(doc *spec.Document, host string, f HostFacts) (map[string]ui
 			if t := n.TapName(); t != "" {
 				if lf, ok := usable(p+".tap", t, "TAP device"); ok && !lf.Tap {
 					errs = append(errs, doc.Errorf(p+".tap", "%s is a %s, not a TAP device", t, lf.Type))
+				}
+				if sw, _ := s.PortGroupSwitch(n.PortGroup); n.MAC == "" && n.IsConnected() && sw != nil && realUplinks(s, sw, host) > 1 {
+					errs = append(errs, doc.Errorf(fmt.Sprintf("vms[%d].nics[%d]", i, j), "TAP %s has no mac:, but switch %s teams %d real uplinks on host %s, whose steering needs each port's MAC: give the guest's MAC (mac: 52:54:00:...)", t, sw.Name, realUplinks(s, sw, host), host))
 				}
 			}
 			if ns := n.NetnsName(); ns != "" && !f.Netns[ns] {

@@ -127,8 +127,9 @@ func CheckHostMTU(s *spec.Spec, host string, underlayMTU int) error {
 // left out, and so are host ports; but a NIC that names a real device
 // (spec.NIC.Device) and is an uplink of a switch is that device, made a
 // port of the switch's bridge, with the NIC's line rate and Network I/O
-// Control on it. A vNIC attached to a TAP is that TAP as the switch port; one
-// attached to a namespace is the lab's veth with its VM end in that
+// Control on it, and with several such uplinks the lab's steering on the
+// devices and the switch ports (model_hostteam.go). A vNIC attached to a
+// TAP is that TAP as the switch port; one attached to a namespace is the lab's veth with its VM end in that
 // namespace. A switch that spans hosts (Tunneled) gets a tunnel endpoint in
 // its bridge, with a flooding entry per remote host and an entry per remote
 // vNIC towards its host.
@@ -168,18 +169,14 @@ func hostModel(s *spec.Spec, opt Options) []Resource {
 		nb := NetBridgeName(s.Name, n.Name) // already the host's name for it
 		bridges[nb] = nb
 	}
-	devices := map[string]string{} // lab NIC name -> real device, for the attached uplinks
-	lab := opt
-	lab.Host, lab.HostNS = "", ""
-	lab.Teams, lab.Down, lab.PoolCeils = nil, nil, nil
-	labSpec := withDeviceSpeeds(s, host, opt.DeviceSpeeds)
+	hl := newHostLab(s, opt) // teaming over the real uplinks: model_hostteam.go
+	devices, labSpec, lab := hl.devices, hl.spec, hl.labOptions(opt)
 	lm := &modeler{s: labSpec}
 	var out []Resource
 	for _, n := range h.NICs {
 		if sw := lm.uplinkOf(host, n.Name); n.IsDevice() && sw != nil {
-			devices[n.Name] = n.Device
 			out = append(out, Resource{Kind: KindDevice, NS: here, Name: n.Device, Link: bridges[sw.Name], MTU: n.MTU,
-				Owner: DeviceOwner(s.Name, "nic "+host+"/"+n.Name+", uplink of "+sw.Name)})
+				Isolate: hl.teamed(host, n.Name), Owner: DeviceOwner(s.Name, "nic "+host+"/"+n.Name+", uplink of "+sw.Name)})
 		}
 	}
 	ports := map[string]string{}  // vNIC switch ports on the host: lab name -> name on the host
@@ -231,8 +228,13 @@ func hostModel(s *spec.Spec, opt Options) []Resource {
 			default:
 				continue
 			}
+		case KindSteer:
+			var kept bool
+			if r, kept = hl.steer(r); !kept {
+				continue
+			}
 		default:
-			continue // pools and filters of emulated NICs, steering
+			continue
 		}
 		out = append(out, r)
 	}

@@ -106,7 +106,8 @@ func TriOf(b *bool) Tri {
 //	          without Remote, the bridge's own static entry: MAC is behind that port
 //	neigh:    NS, Link, CIDR (an address without prefix length), MAC
 //	device:   NS, Name (the existing link), Link (the bridge it is a port of;
-//	          "" for none), MTU (0: left as found)
+//	          "" for none), MTU (0: left as found); with Isolate a teamed
+//	          uplink: an isolated bridge port nothing is flooded to
 type Resource struct {
 	Kind     Kind   `json:"kind"`
 	NS       string `json:"ns,omitempty"`

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"runtime"
 	"runtime/debug"
 	"sync"
@@ -61,6 +62,10 @@ type Engine struct {
 	// Host and HostNS, when Host is set, realize only that host's part of
 	// each spec, as its agent does (plan.Options.Host).
 	Host, HostNS string
+	// UplinksDown, on a real host, are the teamed uplinks whose device has
+	// no carrier ("host/uplink", plan.Options.Down): an apply cannot bring
+	// those up, so it keeps ports off them as the host's teaming agent does.
+	UplinksDown map[string]bool
 
 	deviceSpeeds map[string]uint64 // of the host's real NICs, read by checkHost
 }
@@ -74,6 +79,11 @@ type HostFactReader interface {
 // scoped gives the planner's options the engine's host.
 func (e *Engine) scoped(o plan.Options) plan.Options {
 	o.Host, o.HostNS, o.DeviceSpeeds = e.Host, e.HostNS, e.deviceSpeeds
+	if len(e.UplinksDown) > 0 {
+		down := maps.Clone(e.UplinksDown)
+		maps.Copy(down, o.Down)
+		o.Down = down
+	}
 	return o
 }
 

@@ -23,8 +23,8 @@ type labUnderlay struct {
 // namespace holds what a host agent makes on a real host (networks), so a
 // network that spans hosts goes from host namespace to host namespace over
 // VXLAN, across the emulated physical switch. Its tunnels start at the
-// host's underlay address: on the NIC that has it, else on an underlay link
-// that the lab adds to the physical switch (underlays).
+// host's underlay address: on the host port that has it, else on an
+// underlay link that the lab adds to the physical switch (underlays).
 func (m *modeler) labNetworks() (out []Resource, underlays []labUnderlay) {
 	if len(m.s.Networks) == 0 {
 		return nil, nil
@@ -39,7 +39,7 @@ func (m *modeler) labNetworks() (out []Resource, underlays []labUnderlay) {
 				mtu = max(mtu, r.MTU+TunnelOverhead(r.Local))
 			}
 		}
-		if mtu == 0 || m.nicHolds(h.Name, h.Underlay) {
+		if mtu == 0 || m.holdsAddr(h.Name, h.Underlay) {
 			continue
 		}
 		underlays = append(underlays, labUnderlay{host: h.Name, addr: h.Underlay, mtu: max(mtu, 1500)})
@@ -47,15 +47,27 @@ func (m *modeler) labNetworks() (out []Resource, underlays []labUnderlay) {
 	return out, underlays
 }
 
-// nicHolds reports whether one of the host's NICs has the address.
-func (m *modeler) nicHolds(host, addr string) bool {
+// holdsAddr reports whether one of the host's host ports (a VMkernel
+// port, on a switch whose uplinks reach the physical switch) or NICs has
+// the address: then the tunnels start there, and cross the emulated
+// NICs, their line rates and Network I/O Control, as on a real host.
+func (m *modeler) holdsAddr(host, addr string) bool {
 	a, err := netip.ParseAddr(addr)
 	if err != nil {
 		return false
 	}
+	has := func(cidr string) bool {
+		p, err := netip.ParsePrefix(cidr)
+		return err == nil && p.Addr() == a
+	}
+	for _, hp := range m.s.HostPorts {
+		if hp.Host == host && has(hp.IP) {
+			return true
+		}
+	}
 	h, _ := m.s.Host(host)
 	for _, n := range h.NICs {
-		if p, err := netip.ParsePrefix(n.IP); err == nil && p.Addr() == a {
+		if has(n.IP) {
 			return true
 		}
 	}

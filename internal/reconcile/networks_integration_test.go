@@ -316,3 +316,31 @@ func TestNetworksApplyRollsBack(t *testing.T) {
 		})
 	}
 }
+
+// A scoped apply of a change to one network VM (added, readdressed,
+// removed, moved) plans what a full one plans: the entries of the other
+// hosts' tunnels and bridges that the VM's change touches are in its scope.
+func TestNetworksScopedApplyIsTheFullApply(t *testing.T) {
+	eng := nstest.Engine(t)
+	infra := nstest.Infra("itnetscope")
+	base := twoTenantsOneMachine(infra)
+	added := base + `  - {name: a5, host: hv1, nics: [{network: a-db, ip: 10.2.0.15/24, mac: "02:00:00:00:00:15"}]}` + "\n"
+	readdressed := strings.Replace(added, "10.2.0.15/24", "10.2.0.25/24", 1)
+	moved := strings.Replace(readdressed, "{name: a5, host: hv1", "{name: a5, host: hv2", 1)
+	nstest.Apply(t, eng, base)
+	for _, step := range []struct{ name, src string }{{"add", added}, {"change address", readdressed}, {"move", moved}, {"remove", base}} {
+		t.Run(step.name, func(t *testing.T) {
+			full, scoped := planOf(t, eng, step.src, true), planOf(t, eng, step.src, false)
+			if full != scoped {
+				t.Fatalf("scoped plan:\n%s\nfull plan:\n%s", scoped, full)
+			}
+			if scoped == "" {
+				t.Fatal("nothing to do")
+			}
+			nstest.Apply(t, eng, step.src)
+			if p := planOf(t, eng, step.src, true); p != "" {
+				t.Errorf("a full apply after the scoped one would do:\n%s", p)
+			}
+		})
+	}
+}

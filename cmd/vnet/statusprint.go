@@ -39,7 +39,11 @@ func printStatus(out io.Writer, st *reconcile.Status) {
 			fmt.Fprintf(w, "%s\t%s\t%s\t-\t\t\t\t\n", vm.Name, vm.Host, cpus)
 		}
 		for _, n := range vm.NICs {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", vm.Name, vm.Host, cpus, n.Name, n.PortGroup, n.MAC, dash(n.IP), n.State, uplinkText(n))
+			on := n.PortGroup
+			if n.Network != "" {
+				on = "network " + n.Network
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", vm.Name, vm.Host, cpus, n.Name, on, n.MAC, dash(n.IP), n.State, uplinkText(n))
 		}
 	}
 	if len(st.HostPorts) > 0 {

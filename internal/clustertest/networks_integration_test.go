@@ -174,31 +174,31 @@ func TestClusterNetworksIsolation(t *testing.T) {
 	time.Sleep(time.Second)
 
 	for _, vm := range []string{"a2", "a3"} {
-		if got := counters[vm].tagged("TENANT-A-TAG"); got < 20 {
+		if got := counters[vm].Tagged("TENANT-A-TAG"); got < 20 {
 			t.Errorf("%s got %d of a1's tagged broadcasts (sent 20)", vm, got)
 		}
 	}
-	if got := counters["a2"].tagged("TENANT-A-TAG"); got < 40 {
+	if got := counters["a2"].Tagged("TENANT-A-TAG"); got < 40 {
 		t.Errorf("a2 got %d of a1's broadcasts and unicasts (sent 40)", got)
 	}
-	if got := counters["a4"].tagged("TENANT-A-TAG"); got != 0 {
+	if got := counters["a4"].Tagged("TENANT-A-TAG"); got != 0 {
 		t.Errorf("a4 (network a-db) got %d of a-web's frames", got)
 	}
 	for _, vm := range []string{"b1", "b2", "b3"} {
-		if got := counters[vm].tagged("TENANT-A-TAG"); got != 0 {
+		if got := counters[vm].Tagged("TENANT-A-TAG"); got != 0 {
 			t.Errorf("%s (tenant b) got %d of tenant a's frames", vm, got)
 		}
 	}
 	for _, vm := range []string{"a1", "a2", "a3", "a4"} {
 		for _, tag := range []string{"TENANT-B-TAG", "SPOOF-TAG", "VXLAN-INJECT"} {
-			if got := counters[vm].tagged(tag); got != 0 {
+			if got := counters[vm].Tagged(tag); got != 0 {
 				t.Errorf("%s (tenant a) got %d frames tagged %s from tenant b", vm, got, tag)
 			}
 		}
 	}
 	// A storm loses some frames on a busy host; half is enough to show
 	// the path was open and the zeros above mean something.
-	if got := counters["b3"].tagged("SPOOF-TAG"); got < 1000 {
+	if got := counters["b3"].Tagged("SPOOF-TAG"); got < 1000 {
 		t.Errorf("b3 got %d of b1's 2000 unicasts to its MAC: the storm test proves nothing", got)
 	}
 	for _, vm := range vms {
@@ -222,7 +222,7 @@ func TestClusterNetworksIsolation(t *testing.T) {
 
 	// ARP is answered on the source host: a1 asks for a2 (on hv2), and a2
 	// never sees the request.
-	arps := counters["a2"].arpFor("10.1.0.12")
+	arps := counters["a2"].ARPFor("10.1.0.12")
 	if out, err := exec.Command("ip", "-n", ns("a1"), "neigh", "flush", "all").CombinedOutput(); err != nil {
 		t.Fatalf("neigh flush: %v\n%s", err, out)
 	}
@@ -231,7 +231,7 @@ func TestClusterNetworksIsolation(t *testing.T) {
 		t.Errorf("a1 -> a2 after flushing its neighbours: %d sent, %d answered", sent, got)
 	}
 	time.Sleep(200 * time.Millisecond)
-	if got := counters["a2"].arpFor("10.1.0.12") - arps; got != 0 {
+	if got := counters["a2"].ARPFor("10.1.0.12") - arps; got != 0 {
 		t.Errorf("a2 on hv2 received %d ARP requests for itself from a1 on hv1: they should be answered on hv1", got)
 	}
 	neigh, _ := exec.Command("ip", "-n", ns("a1"), "neigh", "show", "10.1.0.12").CombinedOutput()
@@ -243,7 +243,7 @@ func TestClusterNetworksIsolation(t *testing.T) {
 	// link-local address (the same as b2's: both derive from the MAC), a2
 	// sees a1's solicitations, b2 none.
 	ll := "fe80::ff:fe00:12"
-	nsA, nsB := counters["a2"].solicitationsFor(ll), counters["b2"].solicitationsFor(ll)
+	nsA, nsB := counters["a2"].SolicitationsFor(ll), counters["b2"].SolicitationsFor(ll)
 	if out, err := exec.Command("ip", "-n", ns("a1"), "-6", "neigh", "flush", "all").CombinedOutput(); err != nil {
 		t.Fatalf("neigh flush: %v\n%s", err, out)
 	}
@@ -251,10 +251,10 @@ func TestClusterNetworksIsolation(t *testing.T) {
 		t.Errorf("a1 -> a2 over IPv6 link-local: %d sent, %d answered", sent, got)
 	}
 	time.Sleep(200 * time.Millisecond)
-	if counters["a2"].solicitationsFor(ll) == nsA {
+	if counters["a2"].SolicitationsFor(ll) == nsA {
 		t.Errorf("a2 saw no neighbour solicitation for %s: the test proves nothing", ll)
 	}
-	if got := counters["b2"].solicitationsFor(ll) - nsB; got != 0 {
+	if got := counters["b2"].SolicitationsFor(ll) - nsB; got != 0 {
 		t.Errorf("b2 (tenant b) received %d of tenant a's neighbour solicitations", got)
 	}
 

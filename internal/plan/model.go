@@ -42,8 +42,21 @@ func Model(s *spec.Spec, opt Options) []Resource {
 	if opt.Host != "" {
 		return hostModel(s, opt)
 	}
+	return labModel(s, opt, true)
+}
+
+// labModel is the lab's model of the whole spec on one machine: hosts and
+// the physical switch as namespaces. withNetworks adds the virtual networks
+// to the host namespaces; a host model, which starts from the lab's, makes
+// them in the host's own namespace instead.
+func labModel(s *spec.Spec, opt Options, withNetworks bool) []Resource {
 	m := &modeler{s: s, opt: opt}
-	m.physSwitch()
+	var nets []Resource
+	var underlays []labUnderlay
+	if withNetworks {
+		nets, underlays = m.labNetworks()
+	}
+	m.physSwitch(underlays)
 	for i := range s.Hosts {
 		m.host(&s.Hosts[i])
 	}
@@ -53,6 +66,10 @@ func Model(s *spec.Spec, opt Options) []Resource {
 	for i := range s.HostPorts {
 		m.hostPort(i)
 	}
+	for _, u := range underlays {
+		m.underlayLink(u)
+	}
+	m.out = append(m.out, nets...)
 	m.ioc()
 	m.shapers()
 	m.steering()
@@ -85,12 +102,15 @@ func (m *modeler) add(r Resource) { m.out = append(m.out, r) }
 
 func (m *modeler) ns(node string) string { return NSName(m.s.Name, node) }
 
-func (m *modeler) physSwitch() {
+func (m *modeler) physSwitch(underlays []labUnderlay) {
 	mtu := 0
 	for _, h := range m.s.Hosts {
 		for _, n := range h.NICs {
 			mtu = max(mtu, m.nicMTU(&h, &n))
 		}
+	}
+	for _, u := range underlays {
+		mtu = max(mtu, u.mtu)
 	}
 	if mtu == 0 {
 		return // no NIC anywhere: no physical network to emulate

@@ -181,7 +181,7 @@ func hostModel(s *spec.Spec, opt Options) []Resource {
 	}
 	ports := map[string]string{}  // vNIC switch ports on the host: lab name -> name on the host
 	vnicNS := map[string]string{} // VM namespaces of attached vNICs -> the namespace they are in
-	for _, r := range Model(labSpec, lab) {
+	for _, r := range labModel(labSpec, lab, false) {
 		switch r.Kind {
 		case KindNetns:
 			if !vms[r.Name] {

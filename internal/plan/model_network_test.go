@@ -158,9 +158,8 @@ func networkOf(owner string) string {
 	return n
 }
 
-// The lab model of the whole spec carries no network objects: networks
-// are realized by host agents only (and an apply on one machine refuses
-// them, see reconcile).
+// A host model puts a network vNIC's port in the network's bridge in the
+// host's namespace, with the vNIC's own MAC and the network's MTU.
 func TestNetworkVNICPortInHostModel(t *testing.T) {
 	s := mustLoad(t, tenantsSpec)
 	for _, r := range Model(s, Options{Host: "hv2"}) {

@@ -615,6 +615,8 @@ func diffLines(a, b []string) string {
 // Every study testbed in examples/ applies, converges, and goes away.
 func TestExamplesApply(t *testing.T) {
 	files, _ := filepath.Glob("../../examples/*.yaml")
+	networks, _ := filepath.Glob("../../examples/networks/*.yaml")
+	files = append(files, networks...)
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			eng := nstest.Engine(t)

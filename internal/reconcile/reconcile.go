@@ -87,10 +87,21 @@ func (e *Engine) scoped(o plan.Options) plan.Options {
 	return o
 }
 
-// ErrNetworksNeedAgents is returned by an apply on one machine of a spec
-// with virtual networks: they are realized by the host agents of a cluster
-// (vnet apply --etcd), whose hosts hold the tunnels' underlay addresses.
-var ErrNetworksNeedAgents = errors.New("virtual networks (networks:) are realized by host agents: store the spec with vnet apply --etcd (docs/networks.md)")
+// pinVNIs gives each network of a spec applied on one machine that leaves
+// its VNI out the one it had in the last apply, else a free one, and
+// writes them into the spec the record keeps, as a cluster's stored spec
+// does: a network keeps its VNI while others come and go. A host's agent
+// reads a spec pinned already.
+func (e *Engine) pinVNIs(doc *spec.Document) (*spec.Document, error) {
+	if e.Host != "" || len(doc.Spec.Networks) == 0 {
+		return doc, nil
+	}
+	pinned, err := spec.PinVNIs(doc, e.lastSpec(doc.Spec.Name))
+	if err != nil {
+		return nil, fmt.Errorf("apply %s: allocate network VNIs: %w", doc.Spec.Name, err)
+	}
+	return pinned, nil
+}
 
 // checkHost checks what the spec names of a real machine (devices, TAPs,
 // namespaces) against the machine, before anything is planned. Only a host
@@ -360,6 +371,10 @@ func specOf(rec *store.Record) *spec.Spec {
 
 // Plan returns what an apply of the spec would do.
 func (e *Engine) Plan(doc *spec.Document) (plan.Plan, error) {
+	doc, err := e.pinVNIs(doc)
+	if err != nil {
+		return plan.Plan{}, err
+	}
 	o, err := e.observe(doc)
 	if err != nil {
 		return plan.Plan{}, err
@@ -371,14 +386,14 @@ func (e *Engine) Plan(doc *spec.Document) (plan.Plan, error) {
 // converged back to the state observed before the first step.
 func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 	name := doc.Spec.Name
-	if e.Host == "" && len(doc.Spec.Networks) > 0 {
-		return Result{}, fmt.Errorf("apply %s: %w", name, ErrNetworksNeedAgents)
-	}
 	unlock, err := e.Store.Lock(name)
 	if err != nil {
 		return Result{}, fmt.Errorf("apply %s: %w", name, err)
 	}
 	defer unlock()
+	if doc, err = e.pinVNIs(doc); err != nil {
+		return Result{}, err
+	}
 	lap := e.stopwatch()
 	if _, err := e.Sweep(name); err != nil {
 		return Result{}, fmt.Errorf("apply %s: %w", name, err)

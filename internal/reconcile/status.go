@@ -87,6 +87,7 @@ type PortStatus struct {
 	Host      string `json:"host,omitempty"`
 	Name      string `json:"name"`
 	PortGroup string `json:"portgroup"`
+	Network   string `json:"network,omitempty"` // a vNIC's virtual network
 	MAC       string `json:"mac"`
 	IP        string `json:"ip,omitempty"`
 	State     string `json:"state"`
@@ -167,7 +168,7 @@ func (e *Engine) Status(doc *spec.Document) (*Status, error) {
 			if !n.IsConnected() && state == "up" {
 				state = "disconnected"
 			}
-			ps := PortStatus{Name: name, PortGroup: n.PortGroup, MAC: mac, IP: n.IP, State: state}
+			ps := PortStatus{Name: name, PortGroup: n.PortGroup, Network: n.Network, MAC: mac, IP: n.IP, State: state}
 			team(&ps, plan.PortID(vm.Name, name))
 			vs.NICs = append(vs.NICs, ps)
 		}

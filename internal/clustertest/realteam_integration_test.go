@@ -62,8 +62,8 @@ vms:
 		t.Fatalf("apply: %v\n%s", err, out)
 	}
 	waitConverged(t, c, infra, 1, 30*time.Second)
-	if got := sendTagged(t, vm, "10.88.0.100", "rt-A", 50); got < 45 || p1.tagged("rt-A") < got || p2.tagged("rt-A") != 0 {
-		t.Fatalf("one real uplink: %d of 50 answered, p1 saw %d, p2 %d", got, p1.tagged("rt-A"), p2.tagged("rt-A"))
+	if got := sendTagged(t, vm, "10.88.0.100", "rt-A", 50); got < 45 || p1.Tagged("rt-A") < got || p2.Tagged("rt-A") != 0 {
+		t.Fatalf("one real uplink: %d of 50 answered, p1 saw %d, p2 %d", got, p1.Tagged("rt-A"), p2.Tagged("rt-A"))
 	}
 	if s := deviceState(t, m.NS, "eth2"); s != before["eth2"] {
 		t.Errorf("eth2, not in the spec, changed:\n%s\nwas:\n%s", s, before["eth2"])
@@ -90,8 +90,8 @@ vms:
 	if mtu := linkMTU(t, m.NS, "eth2"); mtu != 1500 {
 		t.Errorf("eth2's MTU in the team: %d, want the spec's 1500", mtu)
 	}
-	if got := sendTagged(t, vm, "10.88.0.100", "rt-B", 50); got < 45 || p1.tagged("rt-B") < got || p2.tagged("rt-B") != 0 {
-		t.Fatalf("teamed, up1 active: %d of 50 answered, p1 saw %d, p2 %d", got, p1.tagged("rt-B"), p2.tagged("rt-B"))
+	if got := sendTagged(t, vm, "10.88.0.100", "rt-B", 50); got < 45 || p1.Tagged("rt-B") < got || p2.Tagged("rt-B") != 0 {
+		t.Fatalf("teamed, up1 active: %d of 50 answered, p1 saw %d, p2 %d", got, p1.Tagged("rt-B"), p2.Tagged("rt-B"))
 	}
 	ceils := poolCeils(t, m.NS, "eth1", "eth2")
 	if sum := ceils[0] + ceils[1]; ceils[0] == 0 || ceils[1] == 0 || sum < 396e6 || sum > 404e6 {
@@ -113,15 +113,15 @@ vms:
 	if sent-got > 200 {
 		t.Errorf("across the cut %d of %d datagrams were lost: more than 2 s of traffic", sent-got, sent)
 	}
-	if got := sendTagged(t, vm, "10.88.0.100", "rt-C", 100); got < 90 || p2.tagged("rt-C") < got || p1.tagged("rt-C") != 0 {
-		t.Fatalf("eth1 without carrier: %d of 100 answered, p2 saw %d, p1 %d", got, p2.tagged("rt-C"), p1.tagged("rt-C"))
+	if got := sendTagged(t, vm, "10.88.0.100", "rt-C", 100); got < 90 || p2.Tagged("rt-C") < got || p1.Tagged("rt-C") != 0 {
+		t.Fatalf("eth1 without carrier: %d of 100 answered, p2 saw %d, p1 %d", got, p2.Tagged("rt-C"), p1.Tagged("rt-C"))
 	}
 
 	// Back up: the port fails back to up1.
 	c.ip("-n", phys, "link", "set", "p1", "up")
 	waitLog(t, m, "port vm1/eth0 up2 -> up1", 10*time.Second)
-	if got := sendTagged(t, vm, "10.88.0.100", "rt-D", 50); got < 45 || p1.tagged("rt-D") < got || p2.tagged("rt-D") != 0 {
-		t.Fatalf("failed back: %d of 50 answered, p1 saw %d, p2 %d", got, p1.tagged("rt-D"), p2.tagged("rt-D"))
+	if got := sendTagged(t, vm, "10.88.0.100", "rt-D", 50); got < 45 || p1.Tagged("rt-D") < got || p2.Tagged("rt-D") != 0 {
+		t.Fatalf("failed back: %d of 50 answered, p1 saw %d, p2 %d", got, p1.Tagged("rt-D"), p2.Tagged("rt-D"))
 	}
 	st, err := status(t, c, infra)
 	if err != nil || !st.Converged {
@@ -144,8 +144,8 @@ vms:
 	if after := m.AgentLog()[seen:]; strings.Contains(after, "applied") || strings.Contains(after, "port vm1/eth0") {
 		t.Errorf("the restarted agent changed something:\n%s", after)
 	}
-	if got := sendTagged(t, vm, "10.88.0.100", "rt-E", 50); got < 45 || p1.tagged("rt-E") < got || p2.tagged("rt-E") != 0 {
-		t.Fatalf("after the restart: %d of 50 answered, p1 saw %d, p2 %d", got, p1.tagged("rt-E"), p2.tagged("rt-E"))
+	if got := sendTagged(t, vm, "10.88.0.100", "rt-E", 50); got < 45 || p1.Tagged("rt-E") < got || p2.Tagged("rt-E") != 0 {
+		t.Fatalf("after the restart: %d of 50 answered, p1 saw %d, p2 %d", got, p1.Tagged("rt-E"), p2.Tagged("rt-E"))
 	}
 
 	// Destroy gives both devices back exactly as they were.

@@ -212,3 +212,47 @@ func TestNetworkChangeIsLocal(t *testing.T) {
 		}
 	}
 }
+
+// A dual-stack network: the VMs' IPv6 addresses are on their vNICs and,
+// like their IPv4 ones, neighbour entries of every carrying host's bridge
+// (from which the bridge answers solicitations for remote VMs); the router
+// leg holds gateway6 with subnet6's prefix, and the bridge a neighbour
+// entry for it with the gateway MAC.
+func TestNetworkIPv6(t *testing.T) {
+	src := strings.Replace(tenantsSpec, "gateway: 10.1.0.1, router: ta}", `gateway: 10.1.0.1, subnet6: "fd00:1::/64", gateway6: "fd00:1::1", router: ta}`, 1)
+	src = strings.Replace(src, `{network: a-web, ip: 10.1.0.12/24,`, `{network: a-web, ip: 10.1.0.12/24, ip6: "fd00:1:0:0::12/64",`, 1)
+	src = strings.Replace(src, `{name: a-db, vni: 102, subnet: 10.2.0.0/24, gateway: 10.2.0.1,`, `{name: a-db, vni: 102, subnet6: "fd00:2::/64", gateway6: "fd00:2::1",`, 1)
+	src = strings.Replace(src, `{network: a-db, ip: 10.2.0.14/24,`, `{network: a-db, ip6: "fd00:2::14/64",`, 1)
+	s := mustLoad(t, src)
+	var text []string
+	for _, r := range Model(s, Options{Host: "hv1"}) {
+		text = append(text, r.String())
+	}
+	all := strings.Join(text, "\n")
+	for _, w := range []string{
+		"neighbour fd00:1::12 lladdr 02:00:00:00:00:12 on " + NetBridgeName("dc", "a-web"),
+		"neighbour fd00:1::1 lladdr " + GatewayMAC("dc", "ta", "a-web") + " on " + NetBridgeName("dc", "a-web"),
+		"neighbour fd00:2::14 lladdr 02:00:00:00:00:14 on " + NetBridgeName("dc", "a-db"),
+		"neighbour fd00:2::1 lladdr " + GatewayMAC("dc", "ta", "a-db") + " on " + NetBridgeName("dc", "a-db"),
+		"fd00:1::1/64", "fd00:2::1/64", "10.1.0.1/24",
+	} {
+		if !strings.Contains(all, w) {
+			t.Errorf("hv1 has no %q:\n%s", w, all)
+		}
+	}
+	if strings.Contains(all, "10.2.0.1") {
+		t.Errorf("IPv6-only a-db has an IPv4 gateway on hv1:\n%s", all)
+	}
+	found := false
+	for _, r := range Model(s, Options{Host: "hv2"}) {
+		if r.Kind == KindAddr && r.NS == NSName("dc", "a2") && r.CIDR == "fd00:1::12/64" {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("a2's eth0 has no fd00:1::12/64 (canonical form of its ip6)")
+	}
+	if !strings.Contains(fmt.Sprint(RouterSysctls), "net/ipv6/conf/all/forwarding") {
+		t.Error("routers do not forward IPv6")
+	}
+}

@@ -30,6 +30,41 @@ type Network struct {
 	Gateway6 string `yaml:"gateway6"` // e.g. fd00:1::1
 	Router   string `yaml:"router"`   // networks on one router route to each other
 	MTU      int    `yaml:"mtu"`      // default DefaultNetworkMTU
+	// PortGroup, when set, carries the network's tunnels: each host's
+	// tunnel address is its host port on that port group instead of its
+	// underlay, so the tunnels leave through the port group's switch and
+	// its uplinks, with the port group's pool, shaping and teaming.
+	PortGroup string `yaml:"portgroup"`
+}
+
+// TunnelPort returns the host port on the network's port group on a host:
+// the network's tunnel address there (docs/networks.md). It is false for a
+// network without a port group and for a host without such a port.
+func (s *Spec) TunnelPort(n *Network, host string) (int, bool) {
+	if n.PortGroup == "" {
+		return 0, false
+	}
+	for i, hp := range s.HostPorts {
+		if hp.Host == host && hp.PortGroup == n.PortGroup {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// TunnelAddress is the address a host's tunnels of the network start and
+// end at: its host port's on the network's port group, or its underlay.
+func (s *Spec) TunnelAddress(n *Network, host string) string {
+	if i, ok := s.TunnelPort(n, host); ok {
+		if p, err := netip.ParsePrefix(s.HostPorts[i].IP); err == nil {
+			return p.Addr().String()
+		}
+		return ""
+	}
+	if h, ok := s.Host(host); ok {
+		return h.Underlay
+	}
+	return ""
 }
 
 // DefaultNetworkMTU leaves room for VXLAN's 50 bytes on a 1500-byte
@@ -217,6 +252,7 @@ func (v *validator) checkNetworks() {
 		}
 	}
 	v.checkNetworkUnderlay()
+	v.checkNetworkPortGroups()
 }
 
 // checkRouterOverlap checks that a subnet overlaps none of its router's
@@ -405,7 +441,7 @@ func (v *validator) checkNetworkUnderlay() {
 	for i, vm := range v.s.VMs {
 		for j, n := range vm.NICs {
 			net, ok := v.x.networks[n.Network]
-			if !ok || n.PortGroup != "" {
+			if !ok || n.PortGroup != "" || net.PortGroup != "" { // a port group's host ports carry its tunnels
 				continue
 			}
 			sp := net.AddressSpace()
@@ -432,4 +468,132 @@ func (v *validator) checkNetworkUnderlay() {
 				sp, strings.Join(without, ", "))
 		}
 	}
+}
+
+// networkSpans returns, per address space, the hosts with its vNICs: the
+// hosts that carry its networks (a router's part forwards into each).
+func (v *validator) networkSpans() map[string]map[string]bool {
+	spans := map[string]map[string]bool{}
+	for _, vm := range v.s.VMs {
+		for _, n := range vm.NICs {
+			if net, ok := v.x.networks[n.Network]; ok && n.PortGroup == "" {
+				if spans[net.AddressSpace()] == nil {
+					spans[net.AddressSpace()] = map[string]bool{}
+				}
+				spans[net.AddressSpace()][vm.Host] = true
+			}
+		}
+	}
+	return spans
+}
+
+// checkNetworkPortGroups checks the networks whose tunnels a port group
+// carries: the port group exists, its switch has an uplink on every host
+// the network spans (else the tunnels could not leave it) and no VM (a VM
+// there could send VXLAN to the tunnel addresses), each such host has one
+// host port on the port group, of one address family, and the switch's MTU
+// has room for the network's frames and VXLAN's overhead.
+func (v *validator) checkNetworkPortGroups() {
+	spans := v.networkSpans()
+	carriers := map[string]string{} // switch -> path of a network whose tunnels it carries
+	for i := range v.s.Networks {
+		n := &v.s.Networks[i]
+		if n.PortGroup == "" {
+			continue
+		}
+		p := fmt.Sprintf("networks[%d]", i)
+		sw, ok := v.x.pgSwitch[n.PortGroup]
+		if !ok {
+			v.errf(p+".portgroup", "unknown port group %q", n.PortGroup)
+			continue
+		}
+		if _, seen := carriers[sw.Name]; !seen {
+			carriers[sw.Name] = p + ".portgroup"
+		}
+		if len(sw.Uplinks) == 0 {
+			v.errf(p+".portgroup", "port group %s is on switch %s, which has no uplinks: the network's tunnels could not leave a host", n.PortGroup, sw.Name)
+			continue
+		}
+		hosts := spans[n.AddressSpace()]
+		if len(hosts) < 2 {
+			continue // no tunnels
+		}
+		family := ""
+		for _, h := range v.sortedHosts(hosts) {
+			v.checkTunnelPort(p, n, sw, h, &family)
+		}
+	}
+	for i, vm := range v.s.VMs {
+		for j, nic := range vm.NICs {
+			if sw, ok := v.x.pgSwitch[nic.PortGroup]; ok && nic.Network == "" {
+				if by, carries := carriers[sw.Name]; carries {
+					v.errf(fmt.Sprintf("vms[%d].nics[%d].portgroup", i, j),
+						"switch %s carries virtual networks' tunnels (%s): a VM on it could reach their tunnel addresses; put the VM on another switch", sw.Name, by)
+				}
+			}
+		}
+	}
+}
+
+// checkTunnelPort checks a host's part of a network's tunnels over a port
+// group: an uplink of the switch there, and one host port on the port
+// group whose address family is the others' (family).
+func (v *validator) checkTunnelPort(p string, n *Network, sw *Switch, host string, family *string) {
+	uplinked := false
+	for _, u := range sw.Uplinks {
+		_, on := u.NICs[host]
+		uplinked = uplinked || on
+	}
+	if !uplinked {
+		v.errf(p+".portgroup", "switch %s has no uplink on host %s, where network %s's tunnels start", sw.Name, host, n.Name)
+	}
+	var ports []int
+	for i, hp := range v.s.HostPorts {
+		if hp.Host == host && hp.PortGroup == n.PortGroup {
+			ports = append(ports, i)
+		}
+	}
+	switch {
+	case len(ports) == 0:
+		v.errf(p+".portgroup", "host %s has no host port on port group %s: give it one (hostports:), its address is the network's tunnel address there", host, n.PortGroup)
+		return
+	case len(ports) > 1:
+		v.errf(p+".portgroup", "host %s has %d host ports on port group %s (hostports[%d] and hostports[%d]): which one is the tunnel address is unclear", host, len(ports), n.PortGroup, ports[0], ports[1])
+		return
+	}
+	hp := v.s.HostPorts[ports[0]]
+	pfx, err := netip.ParsePrefix(hp.IP)
+	if err != nil {
+		return // hostports[].ip says why
+	}
+	f := "IPv4"
+	if pfx.Addr().Is6() && !pfx.Addr().Is4In6() {
+		f = "IPv6"
+	}
+	if *family == "" {
+		*family = f
+	} else if f != *family {
+		v.errf(fmt.Sprintf("hostports[%d].ip", ports[0]), "network %s's tunnels are %s on other hosts, but this host port's address is %s", n.Name, *family, f)
+	}
+	overhead := 50
+	if f == "IPv6" {
+		overhead = 70
+	}
+	mtu := hp.MTU
+	if mtu == 0 {
+		mtu = sw.EffectiveMTU()
+	}
+	if n.EffectiveMTU()+overhead > mtu {
+		v.errf(p+".mtu", "network %s's MTU %d needs %d on port group %s's host port on %s (VXLAN adds %d), which has MTU %d",
+			n.Name, n.EffectiveMTU(), n.EffectiveMTU()+overhead, n.PortGroup, host, overhead, mtu)
+	}
+}
+
+func (v *validator) sortedHosts(set map[string]bool) []string {
+	out := make([]string, 0, len(set))
+	for h := range set {
+		out = append(out, h)
+	}
+	sort.Strings(out)
+	return out
 }

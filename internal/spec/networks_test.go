@@ -172,3 +172,66 @@ func TestPinVNIs(t *testing.T) {
 		t.Errorf("re-pinning the same file differs")
 	}
 }
+
+// pgNetSpec carries network a-web's tunnels over port group pg-tun: each
+// host's host port there is its tunnel address.
+const pgNetSpec = `name: dc
+hosts:
+  - {name: hv1, nics: [{name: vmnic1, device: data0, speed: 1Gbit}]}
+  - {name: hv2, nics: [{name: vmnic1, device: data0, speed: 1Gbit}]}
+switches:
+  - name: dvs
+    uplinks: [{name: up1, nics: {hv1: vmnic1, hv2: vmnic1}}]
+    portgroups: [{name: pg-tun}]
+  - {name: priv, hosts: [hv1], portgroups: [{name: pg-priv}]}
+hostports:
+  - {host: hv1, portgroup: pg-tun, ip: 10.9.0.11/24}
+  - {host: hv2, portgroup: pg-tun, ip: 10.9.0.12/24}
+networks:
+  - {name: a-web, subnet: 10.1.0.0/24, portgroup: pg-tun}
+vms:
+  - {name: a1, host: hv1, nics: [{network: a-web, ip: 10.1.0.11/24}]}
+  - {name: a2, host: hv2, nics: [{network: a-web, ip: 10.1.0.12/24}]}
+`
+
+func TestNetworkPortGroup(t *testing.T) {
+	doc, err := Load("t.yaml", []byte(pgNetSpec))
+	if err != nil {
+		t.Fatalf("tunnels over a port group, hosts without underlay: %v", err)
+	}
+	n, _ := doc.Spec.Network("a-web")
+	if got := doc.Spec.TunnelAddress(n, "hv2"); got != "10.9.0.12" {
+		t.Errorf("hv2's tunnel address %q, want its host port's 10.9.0.12", got)
+	}
+	cases := []struct {
+		name, old, new, path, msg string
+	}{
+		{"unknown port group", "portgroup: pg-tun}\nvms", "portgroup: pg-nope}\nvms", "networks[0].portgroup", `unknown port group "pg-nope"`},
+		{"switch without uplinks", "portgroup: pg-tun}\nvms", "portgroup: pg-priv}\nvms", "networks[0].portgroup", "no uplinks"},
+		{"no uplink on a host", "{hv1: vmnic1, hv2: vmnic1}", "{hv1: vmnic1}", "networks[0].portgroup", "no uplink on host hv2"},
+		{"no host port", "  - {host: hv2, portgroup: pg-tun, ip: 10.9.0.12/24}\n", "", "networks[0].portgroup", "host hv2 has no host port on port group pg-tun"},
+		{"two host ports", "  - {host: hv2, portgroup: pg-tun, ip: 10.9.0.12/24}\n", "  - {host: hv2, portgroup: pg-tun, ip: 10.9.0.12/24}\n  - {host: hv2, portgroup: pg-tun, ip: 10.9.0.13/24}\n", "networks[0].portgroup", "2 host ports"},
+		{"families", "ip: 10.9.0.12/24}", `ip: "fd09::12/64"}`, "hostports[1].ip", "IPv4 on other hosts"},
+		{"mtu", "portgroup: pg-tun}\nvms", "portgroup: pg-tun, mtu: 1480}\nvms", "networks[0].mtu", "needs 1530"},
+		{"a VM on the carrier", "  - {name: a2,", "  - {name: x1, host: hv1, nics: [{portgroup: pg-tun, ip: 10.9.0.99/24}]}\n  - {name: a2,", "vms[1].nics[0].portgroup", "carries virtual networks' tunnels"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if !strings.Contains(pgNetSpec, c.old) {
+				t.Fatalf("spec has no %q", c.old)
+			}
+			src := strings.Replace(pgNetSpec, c.old, c.new, 1)
+			_, err := Load("t.yaml", []byte(src))
+			var es Errors
+			if !errors.As(err, &es) {
+				t.Fatalf("accepted or not Errors: %v\n%s", err, src)
+			}
+			for _, e := range es {
+				if e.Path == c.path && strings.Contains(e.Msg, c.msg) {
+					return
+				}
+			}
+			t.Errorf("got\n%v\nwant %s: ...%s...", err, c.path, c.msg)
+		})
+	}
+}

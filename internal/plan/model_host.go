@@ -182,6 +182,7 @@ func hostModel(s *spec.Spec, opt Options) []Resource {
 				Owner: DeviceOwner(s.Name, "nic "+host+"/"+n.Name+", uplink of "+sw.Name)})
 		}
 	}
+	tunnelPorts := TunnelHostPorts(s, host)
 	ports := map[string]string{}  // vNIC switch ports on the host: lab name -> name on the host
 	vnicNS := map[string]string{} // VM namespaces of attached vNICs -> the namespace they are in
 	for _, r := range Model(labSpec, lab) {
@@ -201,6 +202,10 @@ func hostModel(s *spec.Spec, opt Options) []Resource {
 				ports[r.B.Name] = port
 				vnicNS[r.A.NS] = n.NetnsName()
 				out = append(out, rs...)
+				continue
+			}
+			if r.A.NS == labNS && tunnelPorts[r.A.Name] {
+				out = append(out, tunnelHostPort(s.Name, here, bridges, r, ports))
 				continue
 			}
 			if !vms[r.A.NS] {
@@ -238,6 +243,17 @@ func hostModel(s *spec.Spec, opt Options) []Resource {
 	}
 	out = append(out, tunnels(s, host, here, bridges)...)
 	return append(out, networks(s, host, here)...)
+}
+
+// tunnelHostPort is a host port that carries networks' tunnels, from the
+// lab's veth r: both ends in the host's namespace, one a port of its
+// switch's bridge. ports learns both ends' names, so the port's address and
+// shapers follow it.
+func tunnelHostPort(infra, here string, bridges map[string]string, r Resource, ports map[string]string) Resource {
+	r.A.NS, r.B.NS, r.B.Master = here, here, bridges[r.B.Master]
+	r.Owner = HostOwner(infra, r.Owner)
+	ports[r.A.Name], ports[r.B.Name] = r.A.Name, r.B.Name
+	return r
 }
 
 // attachedVNIC realizes a vNIC the VM brings, from the lab's veth r: a TAP

@@ -201,19 +201,20 @@ func networks(s *spec.Spec, host, here string) []Resource {
 // tunnel is a network's tunnel endpoint on the host and its entries:
 // floods to each other host with the network's vNICs, and each remote
 // vNIC's MAC towards its host, in the tunnel and in the bridge.
+// The tunnel's addresses are the hosts' underlay addresses, or, for a
+// network with a port group, their host ports on it (spec.TunnelAddress):
+// then the host routes the tunnel's packets out of that host port, into its
+// switch and out of the switch's uplink, where the port group's pool and
+// shaping hold them like any other port's traffic.
 func tunnel(s *spec.Spec, n *spec.Network, host, here string, x *netIndex, bridge, owner string) []Resource {
-	h, _ := s.Host(host)
 	vtep := NetVTEPName(s.Name, n.Name)
 	out := []Resource{{Kind: KindVxlan, NS: here, Name: vtep, Link: bridge,
 		MAC: StableMAC(s.Name, "netvtep/"+host+"/"+n.Name), MTU: n.EffectiveMTU(),
-		VNI: uint32(x.vnis[n.Name]), Local: h.Underlay, Port: VXLANPort, Isolate: true, Owner: owner + ": tunnel"}}
-	underlay := func(hn string) string {
-		rh, _ := s.Host(hn)
-		return rh.Underlay
-	}
+		VNI: uint32(x.vnis[n.Name]), Local: s.TunnelAddress(n, host), Port: VXLANPort, Isolate: true, Owner: owner + ": tunnel"}}
+	underlay := func(hn string) string { return s.TunnelAddress(n, hn) }
 	for _, hn := range s.Hosts {
 		if hn.Name != host && x.hosts[n.Name][hn.Name] {
-			out = append(out, Resource{Kind: KindFDB, NS: here, Link: vtep, MAC: ZeroMAC, Remote: hn.Underlay,
+			out = append(out, Resource{Kind: KindFDB, NS: here, Link: vtep, MAC: ZeroMAC, Remote: underlay(hn.Name),
 				Owner: owner + ": flood to " + hn.Name})
 		}
 	}
@@ -225,6 +226,28 @@ func tunnel(s *spec.Spec, n *spec.Network, host, here string, x *netIndex, bridg
 		out = append(out,
 			Resource{Kind: KindFDB, NS: here, Link: vtep, MAC: mem.mac, Remote: underlay(mem.host), Owner: who},
 			Resource{Kind: KindFDB, NS: here, Link: vtep, MAC: mem.mac, Owner: who + " (bridge)"})
+	}
+	return out
+}
+
+// TunnelHostPorts are the names of the host ports on a host that carry
+// networks' tunnels (spec.Network.PortGroup), for the networks the host
+// carries. A host agent makes these host ports; it makes no others.
+func TunnelHostPorts(s *spec.Spec, host string) map[string]bool {
+	out := map[string]bool{}
+	var x *netIndex
+	for i := range s.Networks {
+		n := &s.Networks[i]
+		hp, ok := s.TunnelPort(n, host)
+		if !ok {
+			continue
+		}
+		if x == nil {
+			x = indexNetworks(s)
+		}
+		if c := x.carriers(n); c[host] && len(c) > 1 {
+			out[s.HostPortName(hp)] = true
+		}
 	}
 	return out
 }

@@ -124,7 +124,8 @@ func CheckHostMTU(s *spec.Spec, host string, underlayMTU int) error {
 // VMs' namespaces and cgroups as in the lab. What the lab emulates of the
 // physical network (the physical switch, NICs as veths, their line rates,
 // Network I/O Control and teaming on them) is the machine's own and is
-// left out, and so are host ports; but a NIC that names a real device
+// left out, and so are host ports but those that carry networks' tunnels
+// (TunnelHostPorts); a NIC that names a real device
 // (spec.NIC.Device) and is an uplink of a switch is that device, made a
 // port of the switch's bridge, with the NIC's line rate and Network I/O
 // Control on it. A vNIC attached to a TAP is that TAP as the switch port; one

@@ -193,7 +193,7 @@ func isolateBridge(h *netlink.Handle, link netlink.Link) error {
 func hostPeerAliases(infra string, hints []plan.Resource) map[string]bool {
 	out := map[string]bool{}
 	for _, r := range hints {
-		if r.Kind == plan.KindVeth && r.A.NS == plan.CurrentNS && r.B.NS == plan.CurrentNS &&
+		if r.Kind == plan.KindVeth && r.A.NS == r.B.NS &&
 			plan.OwnedBy(ownerAlias(r.Owner), infra) {
 			out[peerAlias(r.A)] = true
 		}

@@ -183,3 +183,20 @@ func isolateBridge(h *netlink.Handle, link netlink.Link) error {
 	}
 	return nil
 }
+
+// hostPeerAliases are the aliases of the second ends of the infrastructure's
+// veth pairs with both ends in the host's namespace (the host ports that
+// carry networks' tunnels). Such an end's alias names its first end's
+// namespace, the host's, which does not tell whose it is, so the desired
+// pairs say which are the infrastructure's. One the model no longer wants
+// goes with its first end, which names the infrastructure itself.
+func hostPeerAliases(infra string, hints []plan.Resource) map[string]bool {
+	out := map[string]bool{}
+	for _, r := range hints {
+		if r.Kind == plan.KindVeth && r.A.NS == r.B.NS &&
+			plan.OwnedBy(ownerAlias(r.Owner), infra) {
+			out[peerAlias(r.A)] = true
+		}
+	}
+	return out
+}

@@ -68,7 +68,8 @@ func (l *Linux) ObserveScope(infra string, scope plan.Scope, hints []plan.Resour
 	if readHostNS {
 		// The host's namespace is the machine's: only what names the
 		// infrastructure is its.
-		v, err := l.observeNS(l.HostNS, shaperHints, func(alias string) bool { return plan.OwnedBy(alias, infra) }, hostLinks)
+		peers := hostPeerAliases(infra, hints)
+		v, err := l.observeNS(l.HostNS, shaperHints, func(alias string) bool { return plan.OwnedBy(alias, infra) || peers[alias] }, hostLinks)
 		if err != nil {
 			return nil, err
 		}

@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"math"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -251,6 +252,9 @@ func (m *modeler) vm(vm *spec.VM) {
 		}
 		if n.IP != "" {
 			m.add(Resource{Kind: KindAddr, NS: ns, Link: ifname, CIDR: n.IP, Owner: owner})
+		}
+		if p, err := netip.ParsePrefix(n.IP6); err == nil {
+			m.add(Resource{Kind: KindAddr, NS: ns, Link: ifname, CIDR: p.String(), Owner: owner})
 		}
 	}
 	if vm.CPUs > 0 {

@@ -124,7 +124,8 @@ func CheckHostMTU(s *spec.Spec, host string, underlayMTU int) error {
 // VMs' namespaces and cgroups as in the lab. What the lab emulates of the
 // physical network (the physical switch, NICs as veths, their line rates,
 // Network I/O Control and teaming on them) is the machine's own and is
-// left out, and so are host ports; but a NIC that names a real device
+// left out, and so are host ports but those that carry networks' tunnels
+// (TunnelHostPorts); a NIC that names a real device
 // (spec.NIC.Device) and is an uplink of a switch is that device, made a
 // port of the switch's bridge, with the NIC's line rate and Network I/O
 // Control on it, and with several such uplinks the lab's steering on the
@@ -179,6 +180,7 @@ func hostModel(s *spec.Spec, opt Options) []Resource {
 				Isolate: hl.teamed(host, n.Name), Owner: DeviceOwner(s.Name, "nic "+host+"/"+n.Name+", uplink of "+sw.Name)})
 		}
 	}
+	tunnelPorts := TunnelHostPorts(s, host)
 	ports := map[string]string{}  // vNIC switch ports on the host: lab name -> name on the host
 	vnicNS := map[string]string{} // VM namespaces of attached vNICs -> the namespace they are in
 	for _, r := range labModel(labSpec, lab, false) {
@@ -198,6 +200,10 @@ func hostModel(s *spec.Spec, opt Options) []Resource {
 				ports[r.B.Name] = port
 				vnicNS[r.A.NS] = n.NetnsName()
 				out = append(out, rs...)
+				continue
+			}
+			if r.A.NS == labNS && tunnelPorts[r.A.Name] {
+				out = append(out, tunnelHostPort(s.Name, here, bridges, r, ports))
 				continue
 			}
 			if !vms[r.A.NS] {
@@ -240,6 +246,17 @@ func hostModel(s *spec.Spec, opt Options) []Resource {
 	}
 	out = append(out, tunnels(s, host, here, bridges)...)
 	return append(out, networks(s, host, here)...)
+}
+
+// tunnelHostPort is a host port that carries networks' tunnels, from the
+// lab's veth r: both ends in the host's namespace, one a port of its
+// switch's bridge. ports learns both ends' names, so the port's address and
+// shapers follow it.
+func tunnelHostPort(infra, here string, bridges map[string]string, r Resource, ports map[string]string) Resource {
+	r.A.NS, r.B.NS, r.B.Master = here, here, bridges[r.B.Master]
+	r.Owner = HostOwner(infra, r.Owner)
+	ports[r.A.Name], ports[r.B.Name] = r.A.Name, r.B.Name
+	return r
 }
 
 // attachedVNIC realizes a vNIC the VM brings, from the lab's veth r: a TAP

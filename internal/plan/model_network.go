@@ -40,13 +40,19 @@ func IsRouterNS(ns string) bool {
 }
 
 // RouterSysctls are a router namespace's settings: those of every
-// namespace, and forwarding. IPv6 is off: a leg's link-local address comes
-// from the gateway MAC, which is the same on every host, so duplicate
-// address detection would fail on all but one.
+// namespace, and forwarding for both families. Duplicate address detection
+// is off: a leg's addresses (its gateway6, and the link-local address from
+// the gateway MAC) are the same on every host by design, so that a VM finds
+// its gateway wherever it runs, and the other hosts' legs, reached through
+// the tunnel, would fail every leg's detection. Setting "all" as well keeps
+// the kernel from detecting on a leg whatever the leg's own setting.
 var RouterSysctls = append(append([]Sysctl(nil), NamespaceSysctls...),
 	Sysctl{Key: "net/ipv4/ip_forward", Value: "1"},
-	Sysctl{Key: "net/ipv6/conf/all/disable_ipv6", Value: "1", Optional: true},
-	Sysctl{Key: "net/ipv6/conf/default/disable_ipv6", Value: "1", Optional: true},
+	Sysctl{Key: "net/ipv6/conf/all/disable_ipv6", Value: "0", Optional: true},
+	Sysctl{Key: "net/ipv6/conf/default/disable_ipv6", Value: "0", Optional: true},
+	Sysctl{Key: "net/ipv6/conf/all/accept_dad", Value: "0", Optional: true},
+	Sysctl{Key: "net/ipv6/conf/default/accept_dad", Value: "0", Optional: true},
+	Sysctl{Key: "net/ipv6/conf/all/forwarding", Value: "1", Optional: true},
 )
 
 // NamespaceSysctlSet is the set of settings a namespace carries.
@@ -59,8 +65,8 @@ func NamespaceSysctlSet(ns string) []Sysctl {
 
 // member is one connected vNIC of a network.
 type member struct {
-	vm, host, mac, ip string // ip without prefix length; "" when it has none
-	idx               int
+	vm, host, mac, ip, ip6 string // addresses without prefix length; "" when it has none
+	idx                    int
 }
 
 // netIndex is what a host model needs to know of the networks, found in
@@ -89,6 +95,9 @@ func indexNetworks(s *spec.Spec) *netIndex {
 			mem := member{vm: vm.Name, host: vm.Host, mac: m.vnicMAC(vm, i), idx: i}
 			if p, err := netip.ParsePrefix(n.IP); err == nil {
 				mem.ip = p.Addr().String()
+			}
+			if p, err := netip.ParsePrefix(n.IP6); err == nil {
+				mem.ip6 = p.Addr().String()
 			}
 			x.members[n.Network] = append(x.members[n.Network], mem)
 			addTo(x.hosts, n.Network, vm.Host)
@@ -151,10 +160,14 @@ func networks(s *spec.Spec, host, here string) []Resource {
 		if len(carriers) > 1 {
 			out = append(out, tunnel(s, n, host, here, x, bridge, owner)...)
 		}
+		// IPv6 addresses too: the bridge answers neighbour solicitations
+		// for remote VMs from them as it answers ARP.
 		for _, mem := range x.members[n.Name] {
-			if mem.ip != "" {
-				out = append(out, Resource{Kind: KindNeigh, NS: here, Link: bridge, CIDR: mem.ip, MAC: mem.mac,
-					Owner: fmt.Sprintf("%s: vm %s eth%d", owner, mem.vm, mem.idx)})
+			for _, ip := range []string{mem.ip, mem.ip6} {
+				if ip != "" {
+					out = append(out, Resource{Kind: KindNeigh, NS: here, Link: bridge, CIDR: ip, MAC: mem.mac,
+						Owner: fmt.Sprintf("%s: vm %s eth%d", owner, mem.vm, mem.idx)})
+				}
 			}
 		}
 		if n.Router == "" {
@@ -166,15 +179,21 @@ func networks(s *spec.Spec, host, here string) []Resource {
 			out = append(out, Resource{Kind: KindNetns, Name: rns, Sysctls: WantedSysctls(RouterSysctls),
 				Owner: "router " + n.Router + " on " + host})
 		}
-		gw, _ := netip.ParseAddr(n.Gateway)
-		subnet, _ := netip.ParsePrefix(n.Subnet)
 		legOwner := "router " + n.Router + " on network " + n.Name + " on " + host
-		out = append(out,
-			Resource{Kind: KindVeth, Owner: legOwner,
-				A: End{NS: rns, Name: RouterLegName(n.Name), MAC: GatewayMAC(s.Name, n.Router, n.Name), MTU: mtu},
-				B: End{NS: here, Name: RouterPortName(s.Name, n.Name), MAC: StableMAC(s.Name, "routerport/"+host+"/"+n.Name), MTU: mtu, Master: bridge}},
-			Resource{Kind: KindAddr, NS: rns, Link: RouterLegName(n.Name), CIDR: netip.PrefixFrom(gw, subnet.Bits()).String(), Owner: legOwner},
-			Resource{Kind: KindNeigh, NS: here, Link: bridge, CIDR: gw.String(), MAC: GatewayMAC(s.Name, n.Router, n.Name), Owner: legOwner})
+		gwMAC := GatewayMAC(s.Name, n.Router, n.Name)
+		out = append(out, Resource{Kind: KindVeth, Owner: legOwner,
+			A: End{NS: rns, Name: RouterLegName(n.Name), MAC: gwMAC, MTU: mtu},
+			B: End{NS: here, Name: RouterPortName(s.Name, n.Name), MAC: StableMAC(s.Name, "routerport/"+host+"/"+n.Name), MTU: mtu, Master: bridge}})
+		for _, g := range [][2]string{{n.Gateway, n.Subnet}, {n.Gateway6, n.Subnet6}} {
+			gw, err := netip.ParseAddr(g[0])
+			if err != nil {
+				continue
+			}
+			subnet, _ := netip.ParsePrefix(g[1])
+			out = append(out,
+				Resource{Kind: KindAddr, NS: rns, Link: RouterLegName(n.Name), CIDR: netip.PrefixFrom(gw, subnet.Bits()).String(), Owner: legOwner},
+				Resource{Kind: KindNeigh, NS: here, Link: bridge, CIDR: gw.String(), MAC: gwMAC, Owner: legOwner})
+		}
 	}
 	return out
 }
@@ -182,19 +201,20 @@ func networks(s *spec.Spec, host, here string) []Resource {
 // tunnel is a network's tunnel endpoint on the host and its entries:
 // floods to each other host with the network's vNICs, and each remote
 // vNIC's MAC towards its host, in the tunnel and in the bridge.
+// The tunnel's addresses are the hosts' underlay addresses, or, for a
+// network with a port group, their host ports on it (spec.TunnelAddress):
+// then the host routes the tunnel's packets out of that host port, into its
+// switch and out of the switch's uplink, where the port group's pool and
+// shaping hold them like any other port's traffic.
 func tunnel(s *spec.Spec, n *spec.Network, host, here string, x *netIndex, bridge, owner string) []Resource {
-	h, _ := s.Host(host)
 	vtep := NetVTEPName(s.Name, n.Name)
 	out := []Resource{{Kind: KindVxlan, NS: here, Name: vtep, Link: bridge,
 		MAC: StableMAC(s.Name, "netvtep/"+host+"/"+n.Name), MTU: n.EffectiveMTU(),
-		VNI: uint32(x.vnis[n.Name]), Local: h.Underlay, Port: VXLANPort, Isolate: true, Owner: owner + ": tunnel"}}
-	underlay := func(hn string) string {
-		rh, _ := s.Host(hn)
-		return rh.Underlay
-	}
+		VNI: uint32(x.vnis[n.Name]), Local: s.TunnelAddress(n, host), Port: VXLANPort, Isolate: true, Owner: owner + ": tunnel"}}
+	underlay := func(hn string) string { return s.TunnelAddress(n, hn) }
 	for _, hn := range s.Hosts {
 		if hn.Name != host && x.hosts[n.Name][hn.Name] {
-			out = append(out, Resource{Kind: KindFDB, NS: here, Link: vtep, MAC: ZeroMAC, Remote: hn.Underlay,
+			out = append(out, Resource{Kind: KindFDB, NS: here, Link: vtep, MAC: ZeroMAC, Remote: underlay(hn.Name),
 				Owner: owner + ": flood to " + hn.Name})
 		}
 	}
@@ -206,6 +226,28 @@ func tunnel(s *spec.Spec, n *spec.Network, host, here string, x *netIndex, bridg
 		out = append(out,
 			Resource{Kind: KindFDB, NS: here, Link: vtep, MAC: mem.mac, Remote: underlay(mem.host), Owner: who},
 			Resource{Kind: KindFDB, NS: here, Link: vtep, MAC: mem.mac, Owner: who + " (bridge)"})
+	}
+	return out
+}
+
+// TunnelHostPorts are the names of the host ports on a host that carry
+// networks' tunnels (spec.Network.PortGroup), for the networks the host
+// carries. A host agent makes these host ports; it makes no others.
+func TunnelHostPorts(s *spec.Spec, host string) map[string]bool {
+	out := map[string]bool{}
+	var x *netIndex
+	for i := range s.Networks {
+		n := &s.Networks[i]
+		hp, ok := s.TunnelPort(n, host)
+		if !ok {
+			continue
+		}
+		if x == nil {
+			x = indexNetworks(s)
+		}
+		if c := x.carriers(n); c[host] && len(c) > 1 {
+			out[s.HostPortName(hp)] = true
+		}
 	}
 	return out
 }

@@ -211,3 +211,115 @@ func TestNetworkChangeIsLocal(t *testing.T) {
 		}
 	}
 }
+
+// A dual-stack network: the VMs' IPv6 addresses are on their vNICs and,
+// like their IPv4 ones, neighbour entries of every carrying host's bridge
+// (from which the bridge answers solicitations for remote VMs); the router
+// leg holds gateway6 with subnet6's prefix, and the bridge a neighbour
+// entry for it with the gateway MAC.
+func TestNetworkIPv6(t *testing.T) {
+	src := strings.Replace(tenantsSpec, "gateway: 10.1.0.1, router: ta}", `gateway: 10.1.0.1, subnet6: "fd00:1::/64", gateway6: "fd00:1::1", router: ta}`, 1)
+	src = strings.Replace(src, `{network: a-web, ip: 10.1.0.12/24,`, `{network: a-web, ip: 10.1.0.12/24, ip6: "fd00:1:0:0::12/64",`, 1)
+	src = strings.Replace(src, `{name: a-db, vni: 102, subnet: 10.2.0.0/24, gateway: 10.2.0.1,`, `{name: a-db, vni: 102, subnet6: "fd00:2::/64", gateway6: "fd00:2::1",`, 1)
+	src = strings.Replace(src, `{network: a-db, ip: 10.2.0.14/24,`, `{network: a-db, ip6: "fd00:2::14/64",`, 1)
+	s := mustLoad(t, src)
+	var text []string
+	for _, r := range Model(s, Options{Host: "hv1"}) {
+		text = append(text, r.String())
+	}
+	all := strings.Join(text, "\n")
+	for _, w := range []string{
+		"neighbour fd00:1::12 lladdr 02:00:00:00:00:12 on " + NetBridgeName("dc", "a-web"),
+		"neighbour fd00:1::1 lladdr " + GatewayMAC("dc", "ta", "a-web") + " on " + NetBridgeName("dc", "a-web"),
+		"neighbour fd00:2::14 lladdr 02:00:00:00:00:14 on " + NetBridgeName("dc", "a-db"),
+		"neighbour fd00:2::1 lladdr " + GatewayMAC("dc", "ta", "a-db") + " on " + NetBridgeName("dc", "a-db"),
+		"fd00:1::1/64", "fd00:2::1/64", "10.1.0.1/24",
+	} {
+		if !strings.Contains(all, w) {
+			t.Errorf("hv1 has no %q:\n%s", w, all)
+		}
+	}
+	if strings.Contains(all, "10.2.0.1") {
+		t.Errorf("IPv6-only a-db has an IPv4 gateway on hv1:\n%s", all)
+	}
+	found := false
+	for _, r := range Model(s, Options{Host: "hv2"}) {
+		if r.Kind == KindAddr && r.NS == NSName("dc", "a2") && r.CIDR == "fd00:1::12/64" {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("a2's eth0 has no fd00:1::12/64 (canonical form of its ip6)")
+	}
+	if !strings.Contains(fmt.Sprint(RouterSysctls), "net/ipv6/conf/all/forwarding") {
+		t.Error("routers do not forward IPv6")
+	}
+}
+
+// A network whose tunnels a port group carries: on each host its tunnel
+// starts at the host's host port on the port group, which the agent makes
+// (into the switch's bridge, with the port group's shaping), and the uplink
+// device's pool filters send that port's frames to the port group's pool.
+func TestNetworkPortGroupTunnels(t *testing.T) {
+	s := mustLoad(t, `name: dc
+hosts:
+  - {name: hv1, nics: [{name: vmnic1, device: data0, speed: 1Gbit}]}
+  - {name: hv2, nics: [{name: vmnic1, device: data0, speed: 1Gbit}]}
+switches:
+  - name: dvs
+    uplinks: [{name: up1, nics: {hv1: vmnic1, hv2: vmnic1}}]
+    ioc: {enabled: true, pools: {tunnels: {shares: low, limit: 50Mbit}}}
+    portgroups:
+      - {name: pg-tun, pool: tunnels, shaping: {egress: {average: 40Mbit, peak: 40Mbit, burst: 64KiB}}}
+      - {name: pg-other}
+hostports:
+  - {host: hv1, portgroup: pg-tun, ip: 10.9.0.11/24, name: vtep0}
+  - {host: hv2, portgroup: pg-tun, ip: 10.9.0.12/24, name: vtep0}
+  - {host: hv1, portgroup: pg-other, ip: 10.8.0.11/24, name: mgmt0}
+networks:
+  - {name: a-web, subnet: 10.1.0.0/24, portgroup: pg-tun}
+vms:
+  - {name: a1, host: hv1, nics: [{network: a-web, ip: 10.1.0.11/24}]}
+  - {name: a2, host: hv2, nics: [{network: a-web, ip: 10.1.0.12/24}]}
+`)
+	var text []string
+	var vtep, port *Resource
+	for _, r := range Model(s, Options{Host: "hv1"}) {
+		text = append(text, r.String())
+		switch {
+		case r.Kind == KindVxlan && r.Name == NetVTEPName("dc", "a-web"):
+			vtep = &r
+		case r.Kind == KindVeth && r.A.Name == "vtep0":
+			port = &r
+		}
+	}
+	all := strings.Join(text, "\n")
+	if vtep == nil || vtep.Local != "10.9.0.11" {
+		t.Fatalf("a-web's tunnel on hv1 does not start at its host port 10.9.0.11: %v\n%s", vtep, all)
+	}
+	if !strings.Contains(all, "fdb 00:00:00:00:00:00 dst 10.9.0.12 on "+vtep.Name) {
+		t.Errorf("floods do not go to hv2's host port:\n%s", all)
+	}
+	if port == nil || port.A.NS != CurrentNS || port.B.NS != CurrentNS || port.B.Master != HostBridgeName("dc", "dvs") {
+		t.Fatalf("host port vtep0 is not made into dvs's bridge on the host: %v\n%s", port, all)
+	}
+	for _, w := range []string{"address 10.9.0.11/24 on vtep0 in @host"} {
+		if !strings.Contains(all, w) {
+			t.Errorf("hv1's model has no %q:\n%s", w, all)
+		}
+	}
+	var shaped, filtered bool
+	for _, r := range Model(s, Options{Host: "hv1"}) {
+		shaped = shaped || (r.Kind == KindShaper && r.Link == "vtep0")
+		filtered = filtered || (r.Kind == KindFilter && r.Link == "data0" && strings.Contains(r.String(), "hostport hv1/vtep0 on pg-tun -> pool tunnels"))
+		if r.Kind == KindVeth && r.A.Name == "mgmt0" {
+			t.Errorf("a host port that carries no tunnel is made on the host: %v", r)
+		}
+	}
+	if !shaped {
+		t.Errorf("vtep0 has no shaper:\n%s", all)
+	}
+	if !filtered {
+		t.Errorf("no filter on data0 sending vtep0's frames to pool tunnels:\n%s", all)
+	}
+}

@@ -21,10 +21,50 @@ import (
 type Network struct {
 	Name    string `yaml:"name"`
 	VNI     int    `yaml:"vni"`     // 1..16777215; allocated and stored with the spec when left out
-	Subnet  string `yaml:"subnet"`  // e.g. 10.1.0.0/24: its vNICs' addresses must be in it
-	Gateway string `yaml:"gateway"` // the router's address on the network, in Subnet
-	Router  string `yaml:"router"`  // networks on one router route to each other
-	MTU     int    `yaml:"mtu"`     // default DefaultNetworkMTU
+	Subnet  string `yaml:"subnet"`  // IPv4, e.g. 10.1.0.0/24: its vNICs' ip must be in it
+	Gateway string `yaml:"gateway"` // the router's IPv4 address on the network, in Subnet
+	// Subnet6 and Gateway6 are the network's IPv6 side, beside or instead
+	// of the IPv4 one: its vNICs' ip6 must be in Subnet6, and the router
+	// holds Gateway6.
+	Subnet6  string `yaml:"subnet6"`  // e.g. fd00:1::/64
+	Gateway6 string `yaml:"gateway6"` // e.g. fd00:1::1
+	Router   string `yaml:"router"`   // networks on one router route to each other
+	MTU      int    `yaml:"mtu"`      // default DefaultNetworkMTU
+	// PortGroup, when set, carries the network's tunnels: each host's
+	// tunnel address is its host port on that port group instead of its
+	// underlay, so the tunnels leave through the port group's switch and
+	// its uplinks, with the port group's pool, shaping and teaming.
+	PortGroup string `yaml:"portgroup"`
+}
+
+// TunnelPort returns the host port on the network's port group on a host:
+// the network's tunnel address there (docs/networks.md). It is false for a
+// network without a port group and for a host without such a port.
+func (s *Spec) TunnelPort(n *Network, host string) (int, bool) {
+	if n.PortGroup == "" {
+		return 0, false
+	}
+	for i, hp := range s.HostPorts {
+		if hp.Host == host && hp.PortGroup == n.PortGroup {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// TunnelAddress is the address a host's tunnels of the network start and
+// end at: its host port's on the network's port group, or its underlay.
+func (s *Spec) TunnelAddress(n *Network, host string) string {
+	if i, ok := s.TunnelPort(n, host); ok {
+		if p, err := netip.ParsePrefix(s.HostPorts[i].IP); err == nil {
+			return p.Addr().String()
+		}
+		return ""
+	}
+	if h, ok := s.Host(host); ok {
+		return h.Underlay
+	}
+	return ""
 }
 
 // DefaultNetworkMTU leaves room for VXLAN's 50 bytes on a 1500-byte
@@ -200,23 +240,36 @@ func (v *validator) checkNetworks() {
 			v.checkName(p+".router", n.Router, maxObjectName, objectName, "a router")
 		}
 		subnet, ok := v.checkSubnet(p, n)
-		if !ok || n.Router == "" {
+		subnet6, ok6 := v.checkSubnet6(p, n)
+		if n.Router == "" {
 			continue
 		}
-		for _, other := range subnets[n.Router] {
-			if other.Overlaps(subnet) {
-				v.errf(p+".subnet", "subnet %s overlaps %s, another network of router %s: a router cannot tell them apart", subnet, other, n.Router)
-			}
+		if ok {
+			v.checkRouterOverlap(p+".subnet", subnet, n.Router, subnets)
 		}
-		subnets[n.Router] = append(subnets[n.Router], subnet)
+		if ok6 {
+			v.checkRouterOverlap(p+".subnet6", subnet6, n.Router, subnets)
+		}
 	}
 	v.checkNetworkUnderlay()
+	v.checkNetworkPortGroups()
 }
 
-// checkSubnet checks a network's subnet and gateway, and returns the
+// checkRouterOverlap checks that a subnet overlaps none of its router's
+// other networks' (subnets holds those seen so far, and gets this one).
+func (v *validator) checkRouterOverlap(path string, subnet netip.Prefix, router string, subnets map[string][]netip.Prefix) {
+	for _, other := range subnets[router] {
+		if other.Overlaps(subnet) {
+			v.errf(path, "subnet %s overlaps %s, another network of router %s: a router cannot tell them apart", subnet, other, router)
+		}
+	}
+	subnets[router] = append(subnets[router], subnet)
+}
+
+// checkSubnet checks a network's IPv4 subnet and gateway, and returns the
 // subnet when it is one.
 func (v *validator) checkSubnet(p string, n Network) (netip.Prefix, bool) {
-	if n.Router != "" && n.Gateway == "" {
+	if n.Router != "" && n.Gateway == "" && (n.Subnet != "" || n.Subnet6 == "") {
 		v.errf(p+".gateway", "network %s is on router %s, which needs its address on the network: set gateway", n.Name, n.Router)
 	}
 	if n.Subnet == "" {
@@ -229,6 +282,9 @@ func (v *validator) checkSubnet(p string, n Network) (netip.Prefix, bool) {
 	switch {
 	case err != nil:
 		v.errf(p+".subnet", "%q is not a prefix, e.g. 10.1.0.0/24", n.Subnet)
+		return netip.Prefix{}, false
+	case subnet.Addr().Is6():
+		v.errf(p+".subnet", "%s is IPv6: give it as subnet6 (and its router's address as gateway6)", n.Subnet)
 		return netip.Prefix{}, false
 	case subnet != subnet.Masked():
 		v.errf(p+".subnet", "%s has host bits set: the subnet is %s", n.Subnet, subnet.Masked())
@@ -243,11 +299,58 @@ func (v *validator) checkSubnet(p string, n Network) (netip.Prefix, bool) {
 		case err != nil:
 			v.errf(p+".gateway", "%q is not an address (give it without a prefix length)", n.Gateway)
 		case !gw.Is4():
-			v.errf(p+".gateway", "gateway %s: routers route IPv4 only", gw)
+			v.errf(p+".gateway", "gateway %s is IPv6: give it as gateway6", gw)
 		case !subnet.Contains(gw):
 			v.errf(p+".gateway", "gateway %s is outside subnet %s", gw, subnet)
 		case gw.Is4() && subnet.Bits() < 31 && (gw == subnet.Addr() || gw == lastAddr(subnet)):
 			v.errf(p+".gateway", "gateway %s is the network or broadcast address of %s", gw, subnet)
+		}
+	}
+	return subnet, true
+}
+
+// checkSubnet6 checks a network's IPv6 subnet and gateway, and returns the
+// subnet when it is one.
+func (v *validator) checkSubnet6(p string, n Network) (netip.Prefix, bool) {
+	if n.Router != "" && n.Subnet6 != "" && n.Gateway6 == "" {
+		v.errf(p+".gateway6", "network %s is on router %s, which needs its IPv6 address on the network: set gateway6", n.Name, n.Router)
+	}
+	if n.Gateway6 != "" && n.Router == "" {
+		v.errf(p+".gateway6", "a gateway6 is a router's address: set router")
+	}
+	if n.Subnet6 == "" {
+		if n.Gateway6 != "" {
+			v.errf(p+".subnet6", "a gateway6 needs the network's subnet6, e.g. subnet6: fd00:1::/64")
+		}
+		return netip.Prefix{}, false
+	}
+	subnet, err := netip.ParsePrefix(n.Subnet6)
+	switch {
+	case err != nil:
+		v.errf(p+".subnet6", "%q is not a prefix, e.g. fd00:1::/64", n.Subnet6)
+		return netip.Prefix{}, false
+	case !subnet.Addr().Is6() || subnet.Addr().Is4In6():
+		v.errf(p+".subnet6", "%s is not IPv6: give an IPv4 subnet as subnet", n.Subnet6)
+		return netip.Prefix{}, false
+	case subnet != subnet.Masked():
+		v.errf(p+".subnet6", "%s has host bits set: the subnet is %s", n.Subnet6, subnet.Masked())
+		return netip.Prefix{}, false
+	case subnet.Bits() == 0 || subnet.Bits() > 126:
+		v.errf(p+".subnet6", "%s: an IPv6 subnet has a prefix length of 1..126", n.Subnet6)
+		return netip.Prefix{}, false
+	case subnet.Addr().IsLinkLocalUnicast() || subnet.Addr().IsMulticast():
+		v.errf(p+".subnet6", "%s is link-local or multicast: VMs make their link-local addresses themselves", n.Subnet6)
+		return netip.Prefix{}, false
+	}
+	if n.Gateway6 != "" {
+		gw, err := netip.ParseAddr(n.Gateway6)
+		switch {
+		case err != nil:
+			v.errf(p+".gateway6", "%q is not an address (give it without a prefix length)", n.Gateway6)
+		case !subnet.Contains(gw):
+			v.errf(p+".gateway6", "gateway6 %s is outside subnet6 %s", gw, subnet)
+		case gw == subnet.Addr():
+			v.errf(p+".gateway6", "gateway6 %s is the subnet-router anycast address of %s", gw, subnet)
 		}
 	}
 	return subnet, true
@@ -278,6 +381,9 @@ func (v *validator) checkNetworkVNIC(path string, n VNIC) {
 			if gw, err := netip.ParseAddr(other.Gateway); err == nil {
 				v.netIPs[space][gw] = fmt.Sprintf("networks[%d].gateway", i)
 			}
+			if gw, err := netip.ParseAddr(other.Gateway6); err == nil {
+				v.netIPs[space][gw] = fmt.Sprintf("networks[%d].gateway6", i)
+			}
 		}
 	}
 	if n.IP != "" {
@@ -289,11 +395,42 @@ func (v *validator) checkNetworkVNIC(path string, n VNIC) {
 			}
 		}
 	}
+	if n.IP6 != "" {
+		v.checkNetworkIP6(path+".ip6", n.IP6, net, v.netIPs[space])
+	}
 	v.checkMTU(path+".mtu", n.MTU)
 	if n.MTU > net.EffectiveMTU() {
 		v.errf(path+".mtu", "mtu %d is larger than network %q's mtu %d", n.MTU, net.Name, net.EffectiveMTU())
 	}
 	v.checkVNICMAC(path, n, v.netMACs[space])
+}
+
+// checkNetworkIP6 checks a network vNIC's IPv6 address: in the network's
+// subnet6 with its prefix length, and unique in its address space.
+func (v *validator) checkNetworkIP6(path, ip6 string, net *Network, ips map[netip.Addr]string) {
+	pfx, err := netip.ParsePrefix(ip6)
+	if err != nil {
+		v.errf(path, "%q is not an address with a prefix length, e.g. fd00:1::11/64", ip6)
+		return
+	}
+	if !pfx.Addr().Is6() || pfx.Addr().Is4In6() {
+		v.errf(path, "%s is not IPv6: give an IPv4 address as ip", ip6)
+		return
+	}
+	if pfx.Addr().IsLinkLocalUnicast() {
+		v.errf(path, "%s is link-local: the VM makes its link-local address itself", ip6)
+		return
+	}
+	if net.Subnet6 == "" {
+		v.errf(path, "network %s has no subnet6 for IPv6 addresses", net.Name)
+		return
+	}
+	if subnet, err := netip.ParsePrefix(net.Subnet6); err == nil &&
+		(!subnet.Contains(pfx.Addr()) || pfx.Bits() != subnet.Bits()) {
+		v.errf(path, "%s is not in network %s's subnet6 %s", ip6, net.Name, subnet)
+		return
+	}
+	v.checkCIDRIn(path, ip6, ips)
 }
 
 // checkNetworkUnderlay checks that hosts a network or router spans have
@@ -304,7 +441,7 @@ func (v *validator) checkNetworkUnderlay() {
 	for i, vm := range v.s.VMs {
 		for j, n := range vm.NICs {
 			net, ok := v.x.networks[n.Network]
-			if !ok || n.PortGroup != "" {
+			if !ok || n.PortGroup != "" || net.PortGroup != "" { // a port group's host ports carry its tunnels
 				continue
 			}
 			sp := net.AddressSpace()
@@ -331,4 +468,132 @@ func (v *validator) checkNetworkUnderlay() {
 				sp, strings.Join(without, ", "))
 		}
 	}
+}
+
+// networkSpans returns, per address space, the hosts with its vNICs: the
+// hosts that carry its networks (a router's part forwards into each).
+func (v *validator) networkSpans() map[string]map[string]bool {
+	spans := map[string]map[string]bool{}
+	for _, vm := range v.s.VMs {
+		for _, n := range vm.NICs {
+			if net, ok := v.x.networks[n.Network]; ok && n.PortGroup == "" {
+				if spans[net.AddressSpace()] == nil {
+					spans[net.AddressSpace()] = map[string]bool{}
+				}
+				spans[net.AddressSpace()][vm.Host] = true
+			}
+		}
+	}
+	return spans
+}
+
+// checkNetworkPortGroups checks the networks whose tunnels a port group
+// carries: the port group exists, its switch has an uplink on every host
+// the network spans (else the tunnels could not leave it) and no VM (a VM
+// there could send VXLAN to the tunnel addresses), each such host has one
+// host port on the port group, of one address family, and the switch's MTU
+// has room for the network's frames and VXLAN's overhead.
+func (v *validator) checkNetworkPortGroups() {
+	spans := v.networkSpans()
+	carriers := map[string]string{} // switch -> path of a network whose tunnels it carries
+	for i := range v.s.Networks {
+		n := &v.s.Networks[i]
+		if n.PortGroup == "" {
+			continue
+		}
+		p := fmt.Sprintf("networks[%d]", i)
+		sw, ok := v.x.pgSwitch[n.PortGroup]
+		if !ok {
+			v.errf(p+".portgroup", "unknown port group %q", n.PortGroup)
+			continue
+		}
+		if _, seen := carriers[sw.Name]; !seen {
+			carriers[sw.Name] = p + ".portgroup"
+		}
+		if len(sw.Uplinks) == 0 {
+			v.errf(p+".portgroup", "port group %s is on switch %s, which has no uplinks: the network's tunnels could not leave a host", n.PortGroup, sw.Name)
+			continue
+		}
+		hosts := spans[n.AddressSpace()]
+		if len(hosts) < 2 {
+			continue // no tunnels
+		}
+		family := ""
+		for _, h := range v.sortedHosts(hosts) {
+			v.checkTunnelPort(p, n, sw, h, &family)
+		}
+	}
+	for i, vm := range v.s.VMs {
+		for j, nic := range vm.NICs {
+			if sw, ok := v.x.pgSwitch[nic.PortGroup]; ok && nic.Network == "" {
+				if by, carries := carriers[sw.Name]; carries {
+					v.errf(fmt.Sprintf("vms[%d].nics[%d].portgroup", i, j),
+						"switch %s carries virtual networks' tunnels (%s): a VM on it could reach their tunnel addresses; put the VM on another switch", sw.Name, by)
+				}
+			}
+		}
+	}
+}
+
+// checkTunnelPort checks a host's part of a network's tunnels over a port
+// group: an uplink of the switch there, and one host port on the port
+// group whose address family is the others' (family).
+func (v *validator) checkTunnelPort(p string, n *Network, sw *Switch, host string, family *string) {
+	uplinked := false
+	for _, u := range sw.Uplinks {
+		_, on := u.NICs[host]
+		uplinked = uplinked || on
+	}
+	if !uplinked {
+		v.errf(p+".portgroup", "switch %s has no uplink on host %s, where network %s's tunnels start", sw.Name, host, n.Name)
+	}
+	var ports []int
+	for i, hp := range v.s.HostPorts {
+		if hp.Host == host && hp.PortGroup == n.PortGroup {
+			ports = append(ports, i)
+		}
+	}
+	switch {
+	case len(ports) == 0:
+		v.errf(p+".portgroup", "host %s has no host port on port group %s: give it one (hostports:), its address is the network's tunnel address there", host, n.PortGroup)
+		return
+	case len(ports) > 1:
+		v.errf(p+".portgroup", "host %s has %d host ports on port group %s (hostports[%d] and hostports[%d]): which one is the tunnel address is unclear", host, len(ports), n.PortGroup, ports[0], ports[1])
+		return
+	}
+	hp := v.s.HostPorts[ports[0]]
+	pfx, err := netip.ParsePrefix(hp.IP)
+	if err != nil {
+		return // hostports[].ip says why
+	}
+	f := "IPv4"
+	if pfx.Addr().Is6() && !pfx.Addr().Is4In6() {
+		f = "IPv6"
+	}
+	if *family == "" {
+		*family = f
+	} else if f != *family {
+		v.errf(fmt.Sprintf("hostports[%d].ip", ports[0]), "network %s's tunnels are %s on other hosts, but this host port's address is %s", n.Name, *family, f)
+	}
+	overhead := 50
+	if f == "IPv6" {
+		overhead = 70
+	}
+	mtu := hp.MTU
+	if mtu == 0 {
+		mtu = sw.EffectiveMTU()
+	}
+	if n.EffectiveMTU()+overhead > mtu {
+		v.errf(p+".mtu", "network %s's MTU %d needs %d on port group %s's host port on %s (VXLAN adds %d), which has MTU %d",
+			n.Name, n.EffectiveMTU(), n.EffectiveMTU()+overhead, n.PortGroup, host, overhead, mtu)
+	}
+}
+
+func (v *validator) sortedHosts(set map[string]bool) []string {
+	out := make([]string, 0, len(set))
+	for h := range set {
+		out = append(out, h)
+	}
+	sort.Strings(out)
+	return out
 }

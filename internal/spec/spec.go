@@ -156,6 +156,7 @@ type VNIC struct {
 	PortGroup string    `yaml:"portgroup"`
 	Network   string    `yaml:"network"` // instead of a port group: an isolated virtual network (networks.go)
 	IP        string    `yaml:"ip"`
+	IP6       string    `yaml:"ip6"` // a network vNIC's IPv6 address, beside ip (networks.go)
 	MAC       string    `yaml:"mac"` // default: derived from the infra, VM and index, stable
 	MTU       int       `yaml:"mtu"` // default: the switch's MTU
 	Offloads  *Offloads `yaml:"offloads"`

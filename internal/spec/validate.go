@@ -290,6 +290,9 @@ func (v *validator) checkVNIC(path, host string, n VNIC) {
 	if n.IP != "" {
 		v.checkCIDR(path+".ip", n.IP)
 	}
+	if n.IP6 != "" {
+		v.errf(path+".ip6", "ip6 is for vNICs on a network; on a port group give an IPv6 address as ip")
+	}
 	v.checkMTU(path+".mtu", n.MTU)
 	if sw != nil && n.MTU > sw.EffectiveMTU() {
 		v.errf(path+".mtu", "mtu %d is larger than switch %q's mtu %d", n.MTU, sw.Name, sw.EffectiveMTU())

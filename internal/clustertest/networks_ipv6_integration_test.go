@@ -78,14 +78,14 @@ func TestClusterNetworksIPv6(t *testing.T) {
 		t.Errorf("a1 -> a2 over IPv6 link-local: %d sent, %d answered", sent, got)
 	}
 	time.Sleep(200 * time.Millisecond)
-	if a2.solicitationsFor(ll) == 0 {
+	if a2.SolicitationsFor(ll) == 0 {
 		t.Fatalf("a2 saw no neighbour solicitation for %s: the count below would prove nothing", ll)
 	}
 
 	// A solicitation for a remote VM's IPv6 address is answered on the
 	// sender's host: a1 (hv1) reaches a2 (hv2) and learns its MAC, and a2
 	// counts no solicitation for its address.
-	before := a2.solicitationsFor("fd00:1::12")
+	before := a2.SolicitationsFor("fd00:1::12")
 	if out, err := exec.Command("ip", "-n", ns("a1"), "-6", "neigh", "flush", "all").CombinedOutput(); err != nil {
 		t.Fatalf("neigh flush: %v\n%s", err, out)
 	}
@@ -94,7 +94,7 @@ func TestClusterNetworksIPv6(t *testing.T) {
 	}
 	tcpTo(t, ns("a1"), ns("a2"), "fd00:1::12")
 	time.Sleep(200 * time.Millisecond)
-	if got := a2.solicitationsFor("fd00:1::12") - before; got != 0 {
+	if got := a2.SolicitationsFor("fd00:1::12") - before; got != 0 {
 		t.Errorf("a2 on hv2 received %d neighbour solicitations for fd00:1::12: they should be answered on hv1", got)
 	}
 	neigh, _ := exec.Command("ip", "-n", ns("a1"), "-6", "neigh", "show", "fd00:1::12").CombinedOutput()
@@ -122,7 +122,7 @@ func TestClusterNetworksIPv6(t *testing.T) {
 		t.Errorf("b1 reached a4 across routers over IPv6: %d of %d answered", got, sent)
 	}
 	unreachable(t, ns("b1"), net.JoinHostPort("fd00:2::14", "7777"))
-	if got := b2.solicitationsFor("fd00:1::12") + b2.solicitationsFor(ll); got != 0 {
+	if got := b2.SolicitationsFor("fd00:1::12") + b2.SolicitationsFor(ll); got != 0 {
 		t.Errorf("b2 (tenant b) received %d solicitations for its addresses: tenant a's, or b1's that hv1 should answer", got)
 	}
 

@@ -35,7 +35,10 @@ func (m *modeler) labNetworks() (out []Resource, underlays []labUnderlay) {
 		out = append(out, rs...)
 		mtu := 0
 		for _, r := range rs {
-			if r.Kind == KindVxlan {
+			// Tunnels of a network with a portgroup start at a host port's
+			// address, which the lab makes anyway; only those on the
+			// underlay address may need a link.
+			if r.Kind == KindVxlan && h.Underlay != "" && r.Local == h.Underlay {
 				mtu = max(mtu, r.MTU+TunnelOverhead(r.Local))
 			}
 		}

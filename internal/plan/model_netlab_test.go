@@ -138,3 +138,35 @@ func TestCommonBits(t *testing.T) {
 		}
 	}
 }
+
+func TestLabNetworkOnPortGroupTunnelsThroughItsHostPorts(t *testing.T) {
+	s := mustLoad(t, `name: pgl
+hosts:
+  - {name: hv1, nics: [{name: vmnic1, speed: 1Gbit}]}
+  - {name: hv2, nics: [{name: vmnic1, speed: 1Gbit}]}
+switches:
+  - name: dvs
+    uplinks: [{name: up1, nics: {hv1: vmnic1, hv2: vmnic1}}]
+    portgroups: [{name: pg-tun}]
+hostports:
+  - {host: hv1, portgroup: pg-tun, ip: 10.9.0.11/24, name: vtep0}
+  - {host: hv2, portgroup: pg-tun, ip: 10.9.0.12/24, name: vtep0}
+networks:
+  - {name: a-web, subnet: 10.1.0.0/24, portgroup: pg-tun}
+vms:
+  - {name: a1, host: hv1, nics: [{network: a-web, ip: 10.1.0.11/24}]}
+  - {name: a2, host: hv2, nics: [{network: a-web, ip: 10.1.0.12/24}]}
+`)
+	var locals []string
+	for _, r := range Model(s, Options{}) {
+		if r.Kind == KindVeth && r.A.Name == UnderlayLinkName {
+			t.Errorf("hosts whose tunnels start at host ports get an underlay link: %s", r)
+		}
+		if r.Kind == KindVxlan {
+			locals = append(locals, r.Local)
+		}
+	}
+	if strings.Join(locals, ",") != "10.9.0.11,10.9.0.12" {
+		t.Errorf("tunnels start at %v, want the host ports' 10.9.0.11 and 10.9.0.12", locals)
+	}
+}

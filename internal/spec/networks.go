@@ -25,6 +25,35 @@ type Network struct {
 	Gateway string `yaml:"gateway"` // the router's address on the network, in Subnet
 	Router  string `yaml:"router"`  // networks on one router route to each other
 	MTU     int    `yaml:"mtu"`     // default DefaultNetworkMTU
+	// Security and ACL are as on a port group (security.go), with the same
+	// defaults: a network vNIC sends only from its own MAC, receives only
+	// unicast for it, and sends no IPv6 router advertisements.
+	Security *Security `yaml:"security"`
+	ACL      *ACL      `yaml:"acl"`
+}
+
+// EffectiveSecurity resolves the network's security policy, with a port
+// group's defaults.
+func (n *Network) EffectiveSecurity() SecurityPolicy { return n.Security.Effective() }
+
+// HasACL reports whether the network filters traffic by an ACL.
+func (n *Network) HasACL() bool { return n.ACL.Filters() }
+
+// NetworkMembers returns the addresses (without prefix length) of every
+// connected vNIC on the network, in spec order.
+func (s *Spec) NetworkMembers(network string) []netip.Addr {
+	var out []netip.Addr
+	for _, vm := range s.VMs {
+		for _, n := range vm.NICs {
+			if n.Network != network || n.IP == "" || !n.IsConnected() {
+				continue
+			}
+			if p, err := netip.ParsePrefix(n.IP); err == nil {
+				out = append(out, p.Addr())
+			}
+		}
+	}
+	return out
 }
 
 // DefaultNetworkMTU leaves room for VXLAN's 50 bytes on a 1500-byte

@@ -45,6 +45,7 @@ networks:
       rules:
         - {action: allow, direction: ingress, proto: tcp, from: {network: n-a}}
         - {action: allow, direction: ingress, proto: udp, from: {network: n-a}}
+        - {action: allow, direction: egress}
   - {name: n-b, subnet: 10.9.2.0/24, gateway: 10.9.2.1, router: r1}
 vms:
   - {name: web1, host: hv1, nics: [{portgroup: web, ip: 10.78.0.1/24, mac: "02:00:00:00:78:01"}]}
@@ -244,12 +245,15 @@ func TestClusterPortSecurityAndACLs(t *testing.T) {
 		t.Errorf("hv1's metrics for na1: acl[0] %v, acl-default %v, want both >= 1", sec1["na1 acl[0]"], sec1["na1 acl-default"])
 	}
 
-	// A VM joins app on hv2: hv1's agent admits it to web1.
+	// A VM joins app on hv2: hv1's agent admits it to web1, changing
+	// web1's policy in place.
+	logBefore = len(hv1.AgentLog())
 	applySpec(t, c, infra, c.Spec(infra, securitySpec+addApp2))
 	took := waitConverged(t, c, infra, 2, 30*time.Second)
 	t.Logf("app2 added on hv2 -> both agents current: %s", took.Round(time.Millisecond))
-	if !strings.Contains(hv1.AgentLog(), "port security on "+plan.VNICPortName("web1", 0)) {
-		t.Errorf("hv1's agent did not change web1's port policy:\n%s", hv1.AgentLog())
+	if pass := hv1.AgentLog()[logBefore:]; !strings.Contains(pass, "~ change port security on "+plan.VNICPortName("web1", 0)) ||
+		!strings.Contains(pass, "10.78.0.2,10.78.0.3") {
+		t.Errorf("hv1's agent did not admit app2 to web1's port policy:\n%s", pass)
 	}
 	tcpTo(t, ns("app2"), ns("web1"), "10.78.0.1")
 

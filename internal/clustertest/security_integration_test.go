@@ -2,6 +2,7 @@ package clustertest
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"os/exec"
 	"strings"
@@ -55,6 +56,12 @@ vms:
   - {name: na1, host: hv1, nics: [{network: n-a, ip: 10.9.1.11/24, mac: "02:00:00:00:91:11"}]}
   - {name: na2, host: hv2, nics: [{network: n-a, ip: 10.9.1.12/24, mac: "02:00:00:00:91:12"}]}
   - {name: nb2, host: hv2, nics: [{network: n-b, ip: 10.9.2.12/24, mac: "02:00:00:00:92:12"}]}
+`
+
+// attachedVMs are a QEMU guest's TAP and a container's namespace on hv1,
+// on port group app (%s: the container's namespace).
+const attachedVMs = `  - {name: g1, host: hv1, nics: [{portgroup: app, attach: {tap: tap-g1}, mac: "52:54:00:00:78:21", ip: 10.78.0.21/24}]}
+  - {name: box1, host: hv1, nics: [{portgroup: app, attach: {netns: %s}, mac: "02:00:00:00:78:22", ip: 10.78.0.22/24}]}
 `
 
 // app2 joins port group app on hv2, after web1's policy on hv1 was made.
@@ -171,7 +178,14 @@ func TestClusterPortSecurityAndACLs(t *testing.T) {
 	})
 	infra := c.Infra()
 	ns := func(vm string) string { return plan.NSName(infra, vm) }
-	applySpec(t, c, infra, c.Spec(infra, securitySpec))
+	// A TAP and a container's namespace on hv1, as libvirt and a container
+	// runtime make them.
+	nstest.AddTap(t, hv1.NS, "tap-g1")
+	box := c.Prefix + "-box1"
+	c.ip("netns", "add", box)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", box).Run() })
+	spec := securitySpec + fmt.Sprintf(attachedVMs, box)
+	applySpec(t, c, infra, c.Spec(infra, spec))
 	waitConverged(t, c, infra, 1, 30*time.Second)
 	for vm, gw := range map[string]string{"na1": "10.9.1.1", "na2": "10.9.1.1", "nb2": "10.9.2.1"} {
 		if out, err := exec.Command("ip", "-n", ns(vm), "route", "add", "default", "via", gw).CombinedOutput(); err != nil {
@@ -189,13 +203,31 @@ func TestClusterPortSecurityAndACLs(t *testing.T) {
 		t.Errorf("restarted agent changed something:\n%s", after)
 	}
 
+	const bcast = "ff:ff:ff:ff:ff:ff"
 	// Forging from app1 (hv2) and na2 (hv2): a forged source MAC and a
 	// spoofed IPv4 source are dropped on hv2, legitimate broadcasts around
-	// them reach oth1 and na1 on hv1.
+	// them reach oth1 and na1 on hv1. The same from the QEMU guest's TAP
+	// and the container on hv1, to oth2 on hv2.
 	const n = 20
+	attSeen := countFrames(t, ns("oth2"), "eth0", "TAP-LEGIT", "TAP-FORGED-MAC", "TAP-SPOOFED-IP", "BOX-LEGIT", "BOX-FORGED-MAC", "BOX-SPOOFED-IP")
+	tap := nstest.OpenTap(t, hv1.NS, "tap-g1")
+	for i := 0; i < n; i++ {
+		for _, f := range [][]byte{
+			ethFrame(bcast, "52:54:00:00:78:21", unix.ETH_P_IP, ipv4UDP("10.78.0.21", "10.78.0.255", 4000, 4000, []byte("TAP-LEGIT"))),
+			ethFrame(bcast, "52:54:00:00:78:99", unix.ETH_P_IP, ipv4UDP("10.78.0.21", "10.78.0.255", 4000, 4000, []byte("TAP-FORGED-MAC"))),
+			ethFrame(bcast, "52:54:00:00:78:21", unix.ETH_P_IP, ipv4UDP("10.78.0.98", "10.78.0.255", 4000, 4000, []byte("TAP-SPOOFED-IP"))),
+		} {
+			if _, err := tap.Write(f); err != nil {
+				t.Fatalf("write to tap-g1: %v", err)
+			}
+		}
+	}
+	sendFrames(t, box, "eth0", n,
+		ethFrame(bcast, "02:00:00:00:78:22", unix.ETH_P_IP, ipv4UDP("10.78.0.22", "10.78.0.255", 4000, 4000, []byte("BOX-LEGIT"))),
+		ethFrame(bcast, "02:00:00:00:78:98", unix.ETH_P_IP, ipv4UDP("10.78.0.22", "10.78.0.255", 4000, 4000, []byte("BOX-FORGED-MAC"))),
+		ethFrame(bcast, "02:00:00:00:78:22", unix.ETH_P_IP, ipv4UDP("10.78.0.97", "10.78.0.255", 4000, 4000, []byte("BOX-SPOOFED-IP"))))
 	pgSeen := countFrames(t, ns("oth1"), "eth0", "PG-LEGIT", "PG-FORGED-MAC", "PG-SPOOFED-IP")
 	netSeen := countFrames(t, ns("na1"), "eth0", "NET-LEGIT", "NET-FORGED-MAC", "NET-SPOOFED-IP")
-	bcast := "ff:ff:ff:ff:ff:ff"
 	sendFrames(t, ns("app1"), "eth0", n,
 		ethFrame(bcast, "02:00:00:00:78:02", unix.ETH_P_IP, ipv4UDP("10.78.0.2", "10.78.0.255", 4000, 4000, []byte("PG-LEGIT"))),
 		ethFrame(bcast, "02:00:00:00:78:99", unix.ETH_P_IP, ipv4UDP("10.78.0.2", "10.78.0.255", 4000, 4000, []byte("PG-FORGED-MAC"))),
@@ -213,10 +245,18 @@ func TestClusterPortSecurityAndACLs(t *testing.T) {
 	}{
 		{pgSeen, "PG-LEGIT", n, false}, {pgSeen, "PG-FORGED-MAC", 0, true}, {pgSeen, "PG-SPOOFED-IP", 0, true},
 		{netSeen, "NET-LEGIT", n, false}, {netSeen, "NET-FORGED-MAC", 0, true}, {netSeen, "NET-SPOOFED-IP", 0, true},
+		{attSeen, "TAP-LEGIT", n, false}, {attSeen, "TAP-FORGED-MAC", 0, true}, {attSeen, "TAP-SPOOFED-IP", 0, true},
+		{attSeen, "BOX-LEGIT", n, false}, {attSeen, "BOX-FORGED-MAC", 0, true}, {attSeen, "BOX-SPOOFED-IP", 0, true},
 	} {
 		got := c.fc.tagged(c.tag)
 		if c.wantExact && got != c.atLeast || !c.wantExact && got < c.atLeast {
-			t.Errorf("%s: %d received on hv1, want %d", c.tag, got, c.atLeast)
+			t.Errorf("%s: %d received on the other host, want %d", c.tag, got, c.atLeast)
+		}
+	}
+	sec1 := securityCounters(t, hv1)
+	for _, k := range []string{"g1 forged-mac", "g1 ip-spoof", "box1 forged-mac", "box1 ip-spoof"} {
+		if sec1[k] < n {
+			t.Errorf("hv1's metrics count %v for %s, want at least %d", sec1[k], k, n)
 		}
 	}
 	sec2 := securityCounters(t, hv2)
@@ -231,7 +271,7 @@ func TestClusterPortSecurityAndACLs(t *testing.T) {
 	tcpTo(t, ns("app1"), ns("web1"), "10.78.0.1")
 	denied(t, ns("oth2"), ns("web1"), "10.78.0.1")
 	denied(t, ns("oth1"), ns("web1"), "10.78.0.1")
-	sec1 := securityCounters(t, hv1)
+	sec1 = securityCounters(t, hv1)
 	if sec1["web1 acl[0]"] < 1 || sec1["web1 acl-default"] < 2 {
 		t.Errorf("hv1's metrics for web1: acl[0] %v (want >= 1), acl-default %v (want >= 2)", sec1["web1 acl[0]"], sec1["web1 acl-default"])
 	}
@@ -248,11 +288,11 @@ func TestClusterPortSecurityAndACLs(t *testing.T) {
 	// A VM joins app on hv2: hv1's agent admits it to web1, changing
 	// web1's policy in place.
 	logBefore = len(hv1.AgentLog())
-	applySpec(t, c, infra, c.Spec(infra, securitySpec+addApp2))
+	applySpec(t, c, infra, c.Spec(infra, spec+addApp2))
 	took := waitConverged(t, c, infra, 2, 30*time.Second)
 	t.Logf("app2 added on hv2 -> both agents current: %s", took.Round(time.Millisecond))
 	if pass := hv1.AgentLog()[logBefore:]; !strings.Contains(pass, "~ change port security on "+plan.VNICPortName("web1", 0)) ||
-		!strings.Contains(pass, "10.78.0.2,10.78.0.3") {
+		!strings.Contains(pass, ",10.78.0.3") {
 		t.Errorf("hv1's agent did not admit app2 to web1's port policy:\n%s", pass)
 	}
 	tcpTo(t, ns("app2"), ns("web1"), "10.78.0.1")

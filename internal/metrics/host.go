@@ -22,6 +22,14 @@ func ReadHost(c Counting, s *spec.Spec, host, hostNS string) (*Snapshot, error) 
 			continue
 		}
 		ns := plan.NSName(s.Name, vm.Name)
+		if vm.Attached() {
+			// A container's namespace holds its vNICs; a QEMU guest's are
+			// inside the guest, out of reach.
+			ns = vm.NICs[0].NetnsName()
+			if ns == "" {
+				continue
+			}
+		}
 		m, err := c.LinkStates(ns)
 		if err != nil {
 			return nil, fmt.Errorf("read counters of %s: %w (has the agent realized %s?)", ns, err, s.Name)

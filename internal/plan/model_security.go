@@ -38,7 +38,7 @@ func (m *modeler) security() {
 			mac := m.vnicMAC(&vm, i)
 			var p PortPolicy
 			owner := fmt.Sprintf("vm %s eth%d on %s", vm.Name, i, n.PortGroup)
-			if net, ok := m.s.Network(n.Network); ok {
+			if net, ok := m.network(n.Network); ok {
 				p = m.policy(net.EffectiveSecurity(), net.ACL, mac, n.IP)
 				owner = fmt.Sprintf("vm %s eth%d on network %s", vm.Name, i, n.Network)
 			} else if pg, _, ok := m.s.PortGroup(n.PortGroup); ok {
@@ -105,20 +105,29 @@ func (m *modeler) policy(sec spec.SecurityPolicy, acl *spec.ACL, mac, cidr strin
 // network's members' addresses (an empty list while it has none), or the
 // prefix. Members are those of the whole spec, on every host.
 func (m *modeler) peer(p *spec.Peer) []netip.Prefix {
-	members := func(addrs []netip.Addr) []netip.Prefix {
+	// Every port of a group with an ACL names the same peers: resolve
+	// each once, not once per port (each resolution reads every VM).
+	members := func(key string, addrs func() []netip.Addr) []netip.Prefix {
+		if out, ok := m.peers[key]; ok {
+			return out
+		}
 		out := []netip.Prefix{}
-		for _, a := range addrs {
+		for _, a := range addrs() {
 			out = append(out, netip.PrefixFrom(a, a.BitLen()))
 		}
+		if m.peers == nil {
+			m.peers = map[string][]netip.Prefix{}
+		}
+		m.peers[key] = out
 		return out
 	}
 	switch {
 	case p == nil:
 		return nil
 	case p.PortGroup != "":
-		return members(m.s.PortGroupMembers(p.PortGroup))
+		return members("portgroup/"+p.PortGroup, func() []netip.Addr { return m.s.PortGroupMembers(p.PortGroup) })
 	case p.Network != "":
-		return members(m.s.NetworkMembers(p.Network))
+		return members("network/"+p.Network, func() []netip.Addr { return m.s.NetworkMembers(p.Network) })
 	}
 	pfx, err := p.Prefix()
 	if err != nil {

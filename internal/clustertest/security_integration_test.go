@@ -210,7 +210,13 @@ func TestClusterPortSecurityAndACLs(t *testing.T) {
 	// and the container on hv1, to oth2 on hv2.
 	const n = 20
 	attSeen := countFrames(t, ns("oth2"), "eth0", "TAP-LEGIT", "TAP-FORGED-MAC", "TAP-SPOOFED-IP", "BOX-LEGIT", "BOX-FORGED-MAC", "BOX-SPOOFED-IP")
+	// QEMU opens the TAP: its carrier comes up, and the bridge forwards
+	// from it once the kernel has noted that (link events are deferred).
 	tap := nstest.OpenTap(t, hv1.NS, "tap-g1")
+	waitFor(t, 5*time.Second, "tap-g1 forwarding", func() (bool, string) {
+		out, _ := hv1.Exec("bridge", "link", "show", "dev", "tap-g1")
+		return strings.Contains(out, "state forwarding"), out
+	})
 	for i := 0; i < n; i++ {
 		for _, f := range [][]byte{
 			ethFrame(bcast, "52:54:00:00:78:21", unix.ETH_P_IP, ipv4UDP("10.78.0.21", "10.78.0.255", 4000, 4000, []byte("TAP-LEGIT"))),

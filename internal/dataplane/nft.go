@@ -48,10 +48,35 @@ const (
 	portTag        = "port "
 )
 
-var (
-	bridgeTable = &nftables.Table{Family: nftables.TableFamilyBridge, Name: fwTable}
-	inetTable   = &nftables.Table{Family: nftables.TableFamilyINet, Name: fwTable}
-)
+// A firewall's tables are named by its resource: "vnet" in a namespace of
+// vnet's own, the infrastructure's (plan.FirewallTable) in a host's own
+// namespace, which the machine and other infrastructures share.
+func tableName(name string) string {
+	if name == "" {
+		return fwTable
+	}
+	return name
+}
+
+func bridgeTableOf(name string) *nftables.Table {
+	return &nftables.Table{Family: nftables.TableFamilyBridge, Name: tableName(name)}
+}
+
+func inetTableOf(name string) *nftables.Table {
+	return &nftables.Table{Family: nftables.TableFamilyINet, Name: tableName(name)}
+}
+
+// isVnetTable reports whether a table is one of vnet's firewalls, of any
+// infrastructure.
+func isVnetTable(name string) bool { return name == fwTable || strings.HasPrefix(name, fwTable+"-") }
+
+// hostConntrack are the settings a stateful firewall in a host's own
+// namespace needs (a namespace of vnet's own has them on its netns
+// resource): br_netfilter passes bridged IP traffic to the IP hooks.
+var hostConntrack = []plan.Sysctl{
+	{Key: plan.ConntrackSysctlV4, Value: "1"},
+	{Key: plan.ConntrackSysctlV6, Value: "1", Optional: true},
+}
 
 // nftIn runs fn with an nftables connection into the namespace.
 func nftIn(ns string, fn func(c *nftables.Conn) error) error {
@@ -133,7 +158,7 @@ func largeBuffers(c *netlink.Conn) error {
 
 // addBaseChains queues the bridge table and its base chains; adding what
 // exists changes nothing.
-func addBaseChains(c *nftables.Conn) (pre, fwd *nftables.Chain) {
+func addBaseChains(c *nftables.Conn, bridgeTable *nftables.Table) (pre, fwd *nftables.Chain) {
 	c.AddTable(bridgeTable)
 	prio := nftables.ChainPriorityRef(-200) // the bridge family's filter priority
 	pre = c.AddChain(&nftables.Chain{Name: preChain, Table: bridgeTable, Type: nftables.ChainTypeFilter,
@@ -146,13 +171,23 @@ func addBaseChains(c *nftables.Conn) (pre, fwd *nftables.Chain) {
 // ensureFirewall makes the host's tables, with the conntrack table when
 // the firewall is stateful and without it otherwise.
 // Equivalent to: nft add table bridge vnet; nft add chain bridge vnet prerouting { type filter hook prerouting priority -200; } ...
+// In a host's own namespace, a stateful firewall also turns br_netfilter's
+// IP hooks on for bridged traffic (its settings are the namespace's, and
+// stay on when the firewall goes: other users of the machine may rely on
+// them, and on 1, the kernel's default once br_netfilter is loaded).
 func (l *Linux) ensureFirewall(r plan.Resource) error {
+	if r.Name != "" && r.Match == plan.FirewallStateful {
+		if err := writeSysctls(r.NS, "", hostConntrack, plan.WantedSysctls(hostConntrack)); err != nil {
+			return err
+		}
+	}
+	bridgeTable, inetTable := bridgeTableOf(r.Name), inetTableOf(r.Name)
 	return l.nftChange(r.NS, func(c *nftables.Conn) error {
 		tables, err := c.ListTables()
 		if err != nil {
 			return fmt.Errorf("nft -n %s list tables: %w", r.NS, err)
 		}
-		addBaseChains(c)
+		addBaseChains(c, bridgeTable)
 		_, hasInet := findTable(tables, inetTable)
 		switch {
 		case r.Match == plan.FirewallStateful:
@@ -165,7 +200,7 @@ func (l *Linux) ensureFirewall(r plan.Resource) error {
 			c.DelTable(inetTable)
 		}
 		if err := c.Flush(); err != nil {
-			return nftErr(r.NS, "add table bridge vnet", err)
+			return nftErr(r.NS, "add table bridge "+bridgeTable.Name, err)
 		}
 		return nil
 	})
@@ -190,6 +225,7 @@ func (l *Linux) removeFirewall(r plan.Resource) error {
 	if !netnsExists(r.NS) {
 		return nil
 	}
+	bridgeTable, inetTable := bridgeTableOf(r.Name), inetTableOf(r.Name)
 	return l.nftChange(r.NS, func(c *nftables.Conn) error {
 		tables, err := c.ListTables()
 		if err != nil {
@@ -201,7 +237,7 @@ func (l *Linux) removeFirewall(r plan.Resource) error {
 			}
 		}
 		if err := c.Flush(); err != nil {
-			return fmt.Errorf("nft -n %s delete table vnet: %w", r.NS, err)
+			return fmt.Errorf("nft -n %s delete table %s: %w", r.NS, bridgeTable.Name, err)
 		}
 		return nil
 	})
@@ -232,16 +268,17 @@ func (l *Linux) ensurePortSec(r plan.Resource) error {
 	if err != nil {
 		return err
 	}
+	bridgeTable := bridgeTableOf(r.Name)
 	return l.nftChange(r.NS, func(c *nftables.Conn) error {
-		existing, err := portChainsIn(c, r.Link)
+		existing, err := portChainsIn(c, bridgeTable, r.Link)
 		if err != nil {
 			return err
 		}
-		jumps, err := portJumps(c, r.NS, r.Link)
+		jumps, err := portJumps(c, bridgeTable, r.NS, r.Link)
 		if err != nil {
 			return err
 		}
-		pre, fwd := addBaseChains(c)
+		pre, fwd := addBaseChains(c, bridgeTable)
 		for _, j := range jumps {
 			if err := c.DelRule(j); err != nil {
 				return err
@@ -264,7 +301,7 @@ func (l *Linux) ensurePortSec(r plan.Resource) error {
 				c.FlushChain(ch)
 			}
 			for _, nr := range rules[kind] {
-				if err := addRule(c, ch, nr); err != nil {
+				if err := addRule(c, bridgeTable, ch, nr); err != nil {
 					return err
 				}
 			}
@@ -299,7 +336,7 @@ func (l *Linux) ensurePortSec(r plan.Resource) error {
 }
 
 // addRule queues one compiled rule, with the anonymous sets it looks up.
-func addRule(c *nftables.Conn, ch *nftables.Chain, nr nftRule) error {
+func addRule(c *nftables.Conn, bridgeTable *nftables.Table, ch *nftables.Chain, nr nftRule) error {
 	var exprs []expr.Any
 	for _, m := range nr.matches {
 		exprs = append(exprs, m.exprs...)
@@ -334,12 +371,13 @@ func (l *Linux) removePortSec(r plan.Resource) error {
 	if !netnsExists(r.NS) {
 		return nil
 	}
+	bridgeTable := bridgeTableOf(r.Name)
 	return l.nftChange(r.NS, func(c *nftables.Conn) error {
-		existing, err := portChainsIn(c, r.Link)
+		existing, err := portChainsIn(c, bridgeTable, r.Link)
 		if err != nil || len(existing) == 0 {
 			return err
 		}
-		jumps, err := portJumps(c, r.NS, r.Link)
+		jumps, err := portJumps(c, bridgeTable, r.NS, r.Link)
 		if err != nil {
 			return err
 		}
@@ -362,14 +400,14 @@ func (l *Linux) removePortSec(r plan.Resource) error {
 
 // portChainsIn returns which of the port's chains exist; none when the
 // table does not.
-func portChainsIn(c *nftables.Conn, port string) (map[string]bool, error) {
+func portChainsIn(c *nftables.Conn, bridgeTable *nftables.Table, port string) (map[string]bool, error) {
 	chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyBridge)
 	if err != nil {
 		return nil, fmt.Errorf("nft list chains bridge: %w", err)
 	}
 	out := map[string]bool{}
 	for _, ch := range chains {
-		if ch.Table.Name != fwTable {
+		if ch.Table.Name != bridgeTable.Name {
 			continue
 		}
 		for _, kind := range portChains {
@@ -382,7 +420,7 @@ func portChainsIn(c *nftables.Conn, port string) (map[string]bool, error) {
 }
 
 // portJumps returns the base chains' rules that jump to the port's chains.
-func portJumps(c *nftables.Conn, ns, port string) ([]*nftables.Rule, error) {
+func portJumps(c *nftables.Conn, bridgeTable *nftables.Table, ns, port string) ([]*nftables.Rule, error) {
 	var out []*nftables.Rule
 	for _, base := range []string{preChain, fwdChain} {
 		rules, err := c.GetRules(bridgeTable, &nftables.Chain{Name: base, Table: bridgeTable})
@@ -390,7 +428,7 @@ func portJumps(c *nftables.Conn, ns, port string) ([]*nftables.Rule, error) {
 			if isNotFound(err) {
 				continue
 			}
-			return nil, fmt.Errorf("nft -n %s list chain bridge vnet %s: %w", ns, base, err)
+			return nil, fmt.Errorf("nft -n %s list chain bridge %s %s: %w", ns, bridgeTable.Name, base, err)
 		}
 		for _, r := range rules {
 			if p, _, _ := parseJumpComment(commentOf(r)); p == port {
@@ -431,8 +469,14 @@ func parseJumpComment(s string) (port string, digest string, counts [2]int) {
 // set, names the ports to read; the rules of the others are not listed.
 // One connection serves every request (the library opens a socket, in the
 // namespace, for each otherwise).
-func (l *Linux) observeFirewall(ns string, only map[string]bool) ([]plan.Resource, error) {
+//
+// table names the firewall's tables (plan.FirewallTable, "" for vnet's
+// own namespaces); in a host's own namespace a stateful firewall whose
+// br_netfilter settings are off reads as not quite that, so that the next
+// apply sets them.
+func (l *Linux) observeFirewall(ns string, only map[string]bool, table string) ([]plan.Resource, error) {
 	var out []plan.Resource
+	bridgeTable, inetTable := bridgeTableOf(table), inetTableOf(table)
 	var wanted map[string]bool // the chains of the ports in only
 	if only != nil {
 		wanted = map[string]bool{}
@@ -457,12 +501,12 @@ func (l *Linux) observeFirewall(ns string, only map[string]bool) ([]plan.Resourc
 		if err != nil {
 			return fmt.Errorf("nft -n %s list chains: %w", ns, err)
 		}
-		fw := plan.Resource{Kind: plan.KindFirewall, NS: ns, Match: plan.FirewallBridge}
+		fw := plan.Resource{Kind: plan.KindFirewall, NS: ns, Name: table, Match: plan.FirewallBridge}
 		counts := map[string]int{} // bridge chain -> rules
 		bases := 0
 		for _, ch := range chains {
 			switch {
-			case ch.Table.Name != fwTable:
+			case ch.Table.Name != bridgeTable.Name:
 			case ch.Table.Family == nftables.TableFamilyINet && ch.Name == conntrackChain:
 				if rules, err := c.GetRules(inetTable, ch); err == nil && len(rules) == 1 {
 					fw.Match = plan.FirewallStateful
@@ -481,6 +525,11 @@ func (l *Linux) observeFirewall(ns string, only map[string]bool) ([]plan.Resourc
 		}
 		if bases != 2 {
 			fw.Match += " (base chains missing)"
+		}
+		if table != "" && fw.Match == plan.FirewallStateful {
+			if text, err := readSysctlSet(ns, "", hostConntrack); err == nil && text != plan.WantedSysctls(hostConntrack) {
+				fw.Match += " (br_netfilter off: " + text + ")"
+			}
 		}
 		out = append(out, fw)
 		type seen struct {
@@ -525,7 +574,7 @@ func (l *Linux) observeFirewall(ns string, only map[string]bool) ([]plan.Resourc
 			if match == "" || s.found != s.jumps || rules != s.rules {
 				match = "stale " + match
 			}
-			out = append(out, plan.Resource{Kind: plan.KindPortSec, NS: ns, Link: port, Match: match})
+			out = append(out, plan.Resource{Kind: plan.KindPortSec, NS: ns, Name: table, Link: port, Match: match})
 		}
 		return nil
 	})
@@ -533,7 +582,9 @@ func (l *Linux) observeFirewall(ns string, only map[string]bool) ([]plan.Resourc
 }
 
 // FirewallCounters reads, for each port of a host namespace, the packets
-// its counting rules have seen, by label (forged-mac, acl[0], ...). A
+// its counting rules have seen, by label (forged-mac, acl[0], ...), in
+// every firewall of vnet's there (a host's own namespace may hold several
+// infrastructures' tables; a port, a link of the namespace, is in one). A
 // namespace without a firewall has none.
 // Equivalent to: nft -n NS list table bridge vnet (the counters)
 func (l *Linux) FirewallCounters(ns string) (map[string]map[string]uint64, error) {
@@ -550,13 +601,13 @@ func (l *Linux) FirewallCounters(ns string) (map[string]map[string]uint64, error
 			return fmt.Errorf("nft -n %s list chains: %w", ns, err)
 		}
 		for _, ch := range chains {
-			if ch.Table.Name != fwTable || ch.Hooknum != nil {
+			if !isVnetTable(ch.Table.Name) || ch.Hooknum != nil {
 				continue
 			}
 			port := ch.Name[:max(strings.LastIndex(ch.Name, "-"), 0)]
-			rules, err := c.GetRules(bridgeTable, ch)
+			rules, err := c.GetRules(ch.Table, ch)
 			if err != nil {
-				return fmt.Errorf("nft -n %s list chain bridge vnet %s: %w", ns, ch.Name, err)
+				return fmt.Errorf("nft -n %s list chain bridge %s %s: %w", ns, ch.Table.Name, ch.Name, err)
 			}
 			for _, r := range rules {
 				label := commentOf(r)

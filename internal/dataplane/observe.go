@@ -55,7 +55,7 @@ func (l *Linux) ObserveScope(infra string, scope plan.Scope, hints []plan.Resour
 			views[i] = v
 			return err
 		}
-		fw, err := l.observeFirewall(names[i], links)
+		fw, err := l.observeFirewall(names[i], links, "")
 		v.resources = append(v.resources, fw...)
 		views[i] = v
 		return err
@@ -73,6 +73,12 @@ func (l *Linux) ObserveScope(infra string, scope plan.Scope, hints []plan.Resour
 		if err != nil {
 			return nil, err
 		}
+		// Its firewall is the infrastructure's own tables there.
+		fw, err := l.observeFirewall(l.HostNS, hostLinks, plan.FirewallTable(infra))
+		if err != nil {
+			return nil, err
+		}
+		v.resources = append(v.resources, fw...)
 		views = append(views, v)
 	}
 	attachedNS := attachedNamespaces(infra, hints)

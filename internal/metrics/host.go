@@ -22,6 +22,14 @@ func ReadHost(c Counting, s *spec.Spec, host, hostNS string) (*Snapshot, error) 
 			continue
 		}
 		ns := plan.NSName(s.Name, vm.Name)
+		if vm.Attached() {
+			// A container's namespace holds its vNICs; a QEMU guest's are
+			// inside the guest, out of reach.
+			ns = vm.NICs[0].NetnsName()
+			if ns == "" {
+				continue
+			}
+		}
 		m, err := c.LinkStates(ns)
 		if err != nil {
 			return nil, fmt.Errorf("read counters of %s: %w (has the agent realized %s?)", ns, err, s.Name)
@@ -32,6 +40,13 @@ func ReadHost(c Counting, s *spec.Spec, host, hostNS string) (*Snapshot, error) 
 			snap.Ports = append(snap.Ports, PortSample{Host: host, VM: vm.Name, VNIC: name, PortGroup: n.PortGroup,
 				Up: st.Up && n.IsConnected(), TxBytes: st.TxBytes, RxBytes: st.RxBytes})
 		}
+	}
+	if fc, ok := c.(FirewallCounting); ok {
+		sec, err := readHostSecurity(fc, s, host, hostNS)
+		if err != nil {
+			return nil, err
+		}
+		snap.Security = sec
 	}
 	h, ok := s.Host(host)
 	if !ok {
@@ -63,4 +78,33 @@ func ReadHost(c Counting, s *spec.Spec, host, hostNS string) (*Snapshot, error) 
 		}
 	}
 	return snap, nil
+}
+
+// readHostSecurity reads what the firewall rules of the host's vNICs'
+// switch ports counted: their ports are in hostNS, a TAP under its own
+// name.
+func readHostSecurity(fc FirewallCounting, s *spec.Spec, host, hostNS string) ([]SecuritySample, error) {
+	var counters map[string]map[string]uint64
+	var out []SecuritySample
+	for _, vm := range s.VMs {
+		if vm.Host != host {
+			continue
+		}
+		for i, n := range vm.NICs {
+			if counters == nil {
+				var err error
+				if counters, err = fc.FirewallCounters(hostNS); err != nil {
+					return nil, fmt.Errorf("read firewall counters of host %s: %w", host, err)
+				}
+			}
+			port := plan.VNICPortName(vm.Name, i)
+			if tap := n.TapName(); tap != "" {
+				port = tap
+			}
+			if c := counters[port]; c != nil {
+				out = append(out, SecuritySample{Host: host, VM: vm.Name, VNIC: fmt.Sprintf("eth%d", i), PortGroup: n.PortGroup, Counters: c})
+			}
+		}
+	}
+	return out, nil
 }

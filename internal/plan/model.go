@@ -83,7 +83,8 @@ type modeler struct {
 	opt     Options
 	out     []Resource
 	nextCPU int
-	nets    map[string]*spec.Network // by name, made on first use
+	nets    map[string]*spec.Network  // by name, made on first use
+	peers   map[string][]netip.Prefix // ACL peers' members, by "portgroup/NAME" or "network/NAME" (model_security.go)
 }
 
 // network finds a network by name in constant time: a spec may hold

@@ -183,8 +183,12 @@ func hostModel(s *spec.Spec, opt Options) []Resource {
 	tunnelPorts := TunnelHostPorts(s, host)
 	ports := map[string]string{}  // vNIC switch ports on the host: lab name -> name on the host
 	vnicNS := map[string]string{} // VM namespaces of attached vNICs -> the namespace they are in
+	var sec []Resource            // the lab's port policies, placed once every port is known
 	for _, r := range labModel(labSpec, lab, false) {
 		switch r.Kind {
+		case KindPortSec, KindFirewall:
+			sec = append(sec, r)
+			continue
 		case KindNetns:
 			if !vms[r.Name] {
 				continue
@@ -244,6 +248,7 @@ func hostModel(s *spec.Spec, opt Options) []Resource {
 		}
 		out = append(out, r)
 	}
+	out = append(out, hostSecurity(s.Name, host, here, labNS, ports, sec)...)
 	out = append(out, tunnels(s, host, here, bridges)...)
 	return append(out, networks(s, host, here)...)
 }

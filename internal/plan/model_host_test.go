@@ -32,6 +32,9 @@ func TestHostModelOfClusterSpec(t *testing.T) {
 		"fdb/" + CurrentNS + "/" + vtep + "/" + ZeroMAC + "/10.0.0.13": true,
 		"fdb/" + CurrentNS + "/" + vtep + "/" + web2MAC + "/10.0.0.12": true,
 		"fdb/" + CurrentNS + "/" + vtep + "/" + db1MAC + "/10.0.0.13":  true,
+		// the port group's default security, on the VM's port
+		"firewall/" + CurrentNS + "/" + FirewallTable("dc"):    true,
+		"portsec/" + CurrentNS + "/" + VNICPortName("web1", 0): true,
 	}
 	for _, r := range got {
 		if !want[r.Key()] {

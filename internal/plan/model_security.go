@@ -19,12 +19,7 @@ func (m *modeler) security() {
 	}
 	var hosts []*fw
 	byNS := map[string]*fw{}
-	port := func(host, link, mac, cidr, pgName, owner string) {
-		pg, _, ok := m.s.PortGroup(pgName)
-		if !ok {
-			return
-		}
-		p := m.portPolicy(pg, mac, cidr)
+	port := func(host, link string, p PortPolicy, owner string) {
 		if p.Empty() {
 			return
 		}
@@ -40,14 +35,29 @@ func (m *modeler) security() {
 	}
 	for _, vm := range m.s.VMs {
 		for i, n := range vm.NICs {
-			port(vm.Host, VNICPortName(vm.Name, i), m.vnicMAC(&vm, i), n.IP, n.PortGroup,
-				fmt.Sprintf("vm %s eth%d on %s", vm.Name, i, n.PortGroup))
+			mac := m.vnicMAC(&vm, i)
+			var p PortPolicy
+			owner := fmt.Sprintf("vm %s eth%d on %s", vm.Name, i, n.PortGroup)
+			if net, ok := m.network(n.Network); ok {
+				p = m.policy(net.EffectiveSecurity(), net.ACL, mac, n.IP, n.IP6)
+				owner = fmt.Sprintf("vm %s eth%d on network %s", vm.Name, i, n.Network)
+			} else if pg, _, ok := m.s.PortGroup(n.PortGroup); ok {
+				p = m.portPolicy(pg, mac, n.IP)
+			} else {
+				continue
+			}
+			if n.TapName() != "" && n.MAC == "" {
+				p = p.WithoutMAC()
+			}
+			port(vm.Host, VNICPortName(vm.Name, i), p, owner)
 		}
 	}
 	for i, hp := range m.s.HostPorts {
 		name := m.s.HostPortName(i)
-		port(hp.Host, hostPortPeerName(name), m.hostPortMAC(hp.Host, name), hp.IP, hp.PortGroup,
-			fmt.Sprintf("hostport %s/%s on %s", hp.Host, name, hp.PortGroup))
+		if pg, _, ok := m.s.PortGroup(hp.PortGroup); ok {
+			port(hp.Host, hostPortPeerName(name), m.portPolicy(pg, m.hostPortMAC(hp.Host, name), hp.IP),
+				fmt.Sprintf("hostport %s/%s on %s", hp.Host, name, hp.PortGroup))
+		}
 	}
 	for _, f := range hosts {
 		text := FirewallBridge
@@ -62,23 +72,34 @@ func (m *modeler) security() {
 
 // portPolicy resolves a port group's security and ACL for one port.
 func (m *modeler) portPolicy(pg *spec.PortGroup, mac, cidr string) PortPolicy {
-	sec := pg.EffectiveSecurity()
+	return m.policy(pg.EffectiveSecurity(), pg.ACL, mac, cidr)
+}
+
+// policy resolves a security policy and ACL (a port group's or a
+// network's) for one port with that MAC and addresses (a network vNIC may
+// have an IPv4 and an IPv6 one).
+func (m *modeler) policy(sec spec.SecurityPolicy, acl *spec.ACL, mac string, cidrs ...string) PortPolicy {
 	p := PortPolicy{MAC: mac, GuardMAC: !sec.ForgedTransmits, GuardRA: !sec.RouterAdvertisements, UnicastOnly: !sec.Promiscuous && !sec.MACChanges}
 	// Without an address in the spec vnet does not know which addresses
 	// the vNIC may use, so it checks none.
-	if pfx, err := netip.ParsePrefix(cidr); err == nil && !sec.IPSpoofing {
-		p.GuardIP = true
-		p.IPs = append(p.IPs, pfx.Addr(), netip.IPv4Unspecified(), netip.IPv6Unspecified())
+	for _, cidr := range cidrs {
+		if pfx, err := netip.ParsePrefix(cidr); err == nil && !sec.IPSpoofing {
+			p.GuardIP = true
+			p.IPs = append(p.IPs, pfx.Addr())
+		}
+	}
+	if p.GuardIP {
+		p.IPs = append(p.IPs, netip.IPv4Unspecified(), netip.IPv6Unspecified())
 		if ll, ok := LinkLocal(mac); ok {
 			p.IPs = append(p.IPs, ll)
 		}
 	}
-	if pg.HasACL() {
+	if acl.Filters() {
 		p.Default = ActionAllow
-		if pg.ACL.Default == spec.ActionDeny {
+		if acl.Default == spec.ActionDeny {
 			p.Default = ActionDeny
 		}
-		for _, r := range pg.ACL.Rules {
+		for _, r := range acl.Rules {
 			p.Rules = append(p.Rules, PolicyRule{Allow: r.Action == spec.ActionAllow, In: r.Direction == spec.DirIngress,
 				Proto: r.Proto, SPort: r.SPort, DPort: r.DPort, Src: m.peer(r.From), Dst: m.peer(r.To)})
 		}
@@ -86,18 +107,33 @@ func (m *modeler) portPolicy(pg *spec.PortGroup, mac, cidr string) PortPolicy {
 	return p
 }
 
-// peer resolves one end of a rule: nil for any, a port group's members'
-// addresses (an empty list while it has none), or the prefix.
+// peer resolves one end of a rule: nil for any, a port group's or
+// network's members' addresses (an empty list while it has none), or the
+// prefix. Members are those of the whole spec, on every host.
 func (m *modeler) peer(p *spec.Peer) []netip.Prefix {
+	// Every port of a group with an ACL names the same peers: resolve
+	// each once, not once per port (each resolution reads every VM).
+	members := func(key string, addrs func() []netip.Addr) []netip.Prefix {
+		if out, ok := m.peers[key]; ok {
+			return out
+		}
+		out := []netip.Prefix{}
+		for _, a := range addrs() {
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+		}
+		if m.peers == nil {
+			m.peers = map[string][]netip.Prefix{}
+		}
+		m.peers[key] = out
+		return out
+	}
 	switch {
 	case p == nil:
 		return nil
 	case p.PortGroup != "":
-		out := []netip.Prefix{}
-		for _, a := range m.s.PortGroupMembers(p.PortGroup) {
-			out = append(out, netip.PrefixFrom(a, a.BitLen()))
-		}
-		return out
+		return members("portgroup/"+p.PortGroup, func() []netip.Addr { return m.s.PortGroupMembers(p.PortGroup) })
+	case p.Network != "":
+		return members("network/"+p.Network, func() []netip.Addr { return m.s.NetworkMembers(p.Network) })
 	}
 	pfx, err := p.Prefix()
 	if err != nil {
@@ -116,4 +152,36 @@ func (m *modeler) setNamespaceSysctl(ns, key, value string) {
 			r.Sysctls = SysctlText(NamespaceSysctls, values)
 		}
 	}
+}
+
+// hostSecurity places the lab's port policies (lab: its KindPortSec
+// resources, among others) of the host's vNICs on their switch ports on a
+// real host: a VM's port, an attached namespace's port or a TAP. They go in
+// the infrastructure's own tables there (FirewallTable), since the host's
+// namespace is the machine's, shared with other infrastructures, with the
+// host's firewall when any port has a policy. Host ports are not part of a
+// host's part (hostModel), so neither are their policies.
+func hostSecurity(infra, host, here, labNS string, ports map[string]string, lab []Resource) []Resource {
+	var out []Resource
+	stateful := false
+	for _, r := range lab {
+		port, ok := ports[r.Link]
+		if r.Kind != KindPortSec || r.NS != labNS || !ok {
+			continue
+		}
+		r.NS, r.Link, r.Name = here, port, FirewallTable(infra)
+		if p, err := ParsePortPolicy(r.Match); err == nil && p.Default != "" {
+			stateful = true
+		}
+		out = append(out, r)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	text := FirewallBridge
+	if stateful {
+		text = FirewallStateful
+	}
+	fw := Resource{Kind: KindFirewall, NS: here, Name: FirewallTable(infra), Match: text, Owner: HostOwner(infra, "firewall of host "+host)}
+	return append([]Resource{fw}, out...)
 }

@@ -215,3 +215,25 @@ func TestLongPolicyIsShortInPlans(t *testing.T) {
 		t.Errorf("a short policy is cut: %s", small)
 	}
 }
+
+func TestDualStackNetworkVNICMayUseBothAddresses(t *testing.T) {
+	s := mustLoad(t, `name: ds
+hosts: [{name: hv1}]
+networks:
+  - {name: web, subnet: 10.1.0.0/24, subnet6: "fd00:1::/64", security: {ipSpoofing: false}}
+vms:
+  - {name: a, host: hv1, nics: [{network: web, ip: 10.1.0.11/24, ip6: "fd00:1::11/64"}]}
+`)
+	for _, r := range Model(s, Options{}) {
+		if r.Kind != KindPortSec {
+			continue
+		}
+		for _, want := range []string{"10.1.0.11", "fd00:1::11"} {
+			if !strings.Contains(r.Match, want) {
+				t.Errorf("a's policy %q does not let it use %s", r.Match, want)
+			}
+		}
+		return
+	}
+	t.Fatal("a's vNIC has no port policy")
+}

@@ -95,8 +95,10 @@ func TriOf(b *bool) Tri {
 //	shaper:   NS, Link, Rate (average), Ceil (peak, 0: none), Burst (bytes): TBF at the link's root
 //	steer:    NS, Link, Match (Steer's text); on a port also Name (port ID)
 //	          and Why (its team assignment, see whyText)
-//	firewall: NS, Match (FirewallBridge or FirewallStateful)
-//	portsec:  NS, Link (the switch-side port), Match (PortPolicy's text)
+//	firewall: NS, Match (FirewallBridge or FirewallStateful); Name, the
+//	          tables' name, in a host's own namespace (FirewallTable; "": vnet)
+//	portsec:  NS, Link (the switch-side port), Match (PortPolicy's text),
+//	          Name (its firewall's)
 //	cgroup:   Name (relative path), CPUMilli, CPUs (cpuset list)
 //	bridge:   with Isolate, the host's IPv6 stack is kept off it (no link-local address)
 //	vxlan:    NS, Name, MAC, MTU, VNI, Local (underlay address), Port (UDP),
@@ -170,6 +172,9 @@ func (r Resource) Key() string {
 	case KindNeigh:
 		return "neigh/" + r.NS + "/" + r.Link + "/" + r.CIDR
 	case KindFirewall:
+		if r.Name != "" {
+			return "firewall/" + r.NS + "/" + r.Name
+		}
 		return "firewall/" + r.NS
 	case KindPortSec:
 		return "portsec/" + r.NS + "/" + r.Link
@@ -252,6 +257,9 @@ func (r Resource) String() string {
 		}
 	case KindFirewall:
 		s = fmt.Sprintf("firewall in %s: %s", r.NS, r.Match)
+		if r.Name != "" {
+			s = fmt.Sprintf("firewall %s in %s: %s", r.Name, r.NS, r.Match)
+		}
 	case KindPortSec:
 		s = fmt.Sprintf("port security on %s in %s: %s", r.Link, r.NS, shortMatch(r))
 	case KindCgroup:

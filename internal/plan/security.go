@@ -61,6 +61,16 @@ func (p PortPolicy) Empty() bool {
 	return !p.GuardMAC && !p.GuardIP && !p.GuardRA && !p.UnicastOnly && p.Default == ""
 }
 
+// WithoutMAC is the policy of a port whose MAC vnet does not know (a QEMU
+// guest's TAP without mac: in the spec, whose guest chose it): the checks
+// that compare with the MAC (forged transmits, unicast filtering, and the
+// IP guard, which checks the MAC in ARP and neighbour discovery) are off;
+// the router advertisement guard and the ACL stay.
+func (p PortPolicy) WithoutMAC() PortPolicy {
+	p.GuardMAC, p.UnicastOnly, p.GuardIP, p.IPs = false, false, false, nil
+	return p
+}
+
 // String is the canonical text: "mac M ip A,B guard mac,ip unicast-only acl
 // deny; allow in tcp dport 443 from 0.0.0.0/0; ...".
 func (p PortPolicy) String() string {
@@ -268,6 +278,12 @@ const (
 	ConntrackSysctlV4 = "net/bridge/bridge-nf-call-iptables"
 	ConntrackSysctlV6 = "net/bridge/bridge-nf-call-ip6tables"
 )
+
+// FirewallTable is the name of an infrastructure's nftables tables (bridge
+// and inet) in a host's own namespace (a host model's), which the machine
+// and other infrastructures share: a KindFirewall or KindPortSec resource
+// whose Name is empty is in the table "vnet" of a namespace of vnet's own.
+func FirewallTable(infra string) string { return "vnet-" + infra }
 
 // LinkLocal is the IPv6 link-local address the kernel derives from a MAC
 // (EUI-64), the address a VM's stack sends router and neighbour

@@ -35,6 +35,11 @@ type Network struct {
 	// underlay, so the tunnels leave through the port group's switch and
 	// its uplinks, with the port group's pool, shaping and teaming.
 	PortGroup string `yaml:"portgroup"`
+	// Security and ACL are as on a port group (security.go), with the same
+	// defaults: a network vNIC sends only from its own MAC, receives only
+	// unicast for it, and sends no IPv6 router advertisements.
+	Security *Security `yaml:"security"`
+	ACL      *ACL      `yaml:"acl"`
 }
 
 // TunnelPort returns the host port on the network's port group on a host:
@@ -65,6 +70,32 @@ func (s *Spec) TunnelAddress(n *Network, host string) string {
 		return h.Underlay
 	}
 	return ""
+}
+
+// EffectiveSecurity resolves the network's security policy, with a port
+// group's defaults.
+func (n *Network) EffectiveSecurity() SecurityPolicy { return n.Security.Effective() }
+
+// HasACL reports whether the network filters traffic by an ACL.
+func (n *Network) HasACL() bool { return n.ACL.Filters() }
+
+// NetworkMembers returns the addresses (without prefix length) of every
+// connected vNIC on the network, in spec order.
+func (s *Spec) NetworkMembers(network string) []netip.Addr {
+	var out []netip.Addr
+	for _, vm := range s.VMs {
+		for _, n := range vm.NICs {
+			if n.Network != network || !n.IsConnected() {
+				continue
+			}
+			for _, ip := range []string{n.IP, n.IP6} {
+				if p, err := netip.ParsePrefix(ip); err == nil {
+					out = append(out, p.Addr())
+				}
+			}
+		}
+	}
+	return out
 }
 
 // DefaultNetworkMTU leaves room for VXLAN's 50 bytes on a 1500-byte

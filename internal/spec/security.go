@@ -27,9 +27,13 @@ type SecurityPolicy struct {
 }
 
 // EffectiveSecurity resolves the port group's security policy.
-func (pg *PortGroup) EffectiveSecurity() SecurityPolicy {
+func (pg *PortGroup) EffectiveSecurity() SecurityPolicy { return pg.Security.Effective() }
+
+// Effective is the policy with the defaults applied; a nil Security is all
+// defaults.
+func (s *Security) Effective() SecurityPolicy {
 	p := SecurityPolicy{IPSpoofing: true}
-	if s := pg.Security; s != nil {
+	if s != nil {
 		set := func(dst *bool, v *bool) {
 			if v != nil {
 				*dst = *v
@@ -75,11 +79,13 @@ type ACLRule struct {
 }
 
 // Peer is one end of the traffic an ACL rule matches: a prefix
-// (from: 10.0.0.0/8, or an address) or the members of a port group
-// (from: {portgroup: pg-app}), which follow its vNICs and host ports.
+// (from: 10.0.0.0/8, or an address), the members of a port group
+// (from: {portgroup: pg-app}), which follow its vNICs and host ports, or
+// the vNICs of a virtual network (from: {network: a-web}).
 type Peer struct {
 	CIDR      string `yaml:"-"`
 	PortGroup string `yaml:"portgroup"`
+	Network   string `yaml:"network"`
 }
 
 // UnmarshalText takes the scalar form, a prefix or an address.
@@ -101,8 +107,12 @@ func (p *Peer) Prefix() (netip.Prefix, error) {
 }
 
 // HasACL reports whether the port group filters traffic by an ACL.
-func (pg *PortGroup) HasACL() bool {
-	return pg.ACL != nil && (len(pg.ACL.Rules) > 0 || pg.ACL.Default == ActionDeny)
+func (pg *PortGroup) HasACL() bool { return pg.ACL.Filters() }
+
+// Filters reports whether the ACL filters anything: it has rules or denies
+// by default. A nil ACL filters nothing.
+func (acl *ACL) Filters() bool {
+	return acl != nil && (len(acl.Rules) > 0 || acl.Default == ActionDeny)
 }
 
 // PortGroupMembers returns the addresses (without prefix length) of every

@@ -5,8 +5,8 @@ import (
 	"net/netip"
 )
 
-// checkSecurity validates every port group's ACL: actions, directions,
-// protocols, ports and peers.
+// checkSecurity validates every port group's and network's ACL: actions,
+// directions, protocols, ports and peers.
 func (v *validator) checkSecurity() {
 	for i := range v.s.Switches {
 		for j := range v.s.Switches[i].PortGroups {
@@ -14,6 +14,11 @@ func (v *validator) checkSecurity() {
 			if pg.ACL != nil {
 				v.checkACL(fmt.Sprintf("switches[%d].portgroups[%d].acl", i, j), pg.ACL)
 			}
+		}
+	}
+	for i := range v.s.Networks {
+		if acl := v.s.Networks[i].ACL; acl != nil {
+			v.checkACL(fmt.Sprintf("networks[%d].acl", i), acl)
 		}
 	}
 }
@@ -84,12 +89,22 @@ func (v *validator) checkACLRule(p string, r *ACLRule) {
 // the rule's protocol and other end (family, 0 when not fixed yet); it
 // returns the family the rule has after this end.
 func (v *validator) checkPeer(p string, peer *Peer, family int) int {
+	kinds := 0
+	for _, set := range []bool{peer.CIDR != "", peer.PortGroup != "", peer.Network != ""} {
+		if set {
+			kinds++
+		}
+	}
 	switch {
-	case peer.CIDR != "" && peer.PortGroup != "":
-		v.errf(p, "a peer is a prefix or {portgroup: NAME}, not both")
+	case kinds > 1:
+		v.errf(p, "a peer is one of a prefix, {portgroup: NAME} or {network: NAME}")
 	case peer.PortGroup != "":
 		if _, _, ok := v.s.PortGroup(peer.PortGroup); !ok {
 			v.errf(p+".portgroup", "unknown port group %q", peer.PortGroup)
+		}
+	case peer.Network != "":
+		if _, ok := v.s.Network(peer.Network); !ok {
+			v.errf(p+".network", "unknown network %q", peer.Network)
 		}
 	case peer.CIDR != "":
 		pfx, err := peer.Prefix()
@@ -103,7 +118,7 @@ func (v *validator) checkPeer(p string, peer *Peer, family int) int {
 		}
 		return f
 	default:
-		v.errf(p, "a peer needs a prefix (e.g. 10.0.0.0/8) or {portgroup: NAME}")
+		v.errf(p, "a peer needs a prefix (e.g. 10.0.0.0/8), {portgroup: NAME} or {network: NAME}")
 	}
 	return family
 }

@@ -45,6 +45,10 @@ type Agent struct {
 	Interval    time.Duration // DefaultInterval when zero
 	TTL         time.Duration // of the reports; etcdstore.DefaultReportTTL when zero
 	Log         io.Writer
+	// Trace, when set, receives where each pass's time goes: reading etcd,
+	// loading each spec, the engine's phases (reconcile.Engine.Trace) and
+	// the report.
+	Trace io.Writer
 
 	reporters map[string]*etcdstore.Reporter
 }
@@ -90,14 +94,18 @@ func (a *Agent) Reconcile() { a.reconcile(true) }
 // reconcile is Reconcile; unless full, each apply reads only what the
 // change from its last apply on this host touches.
 func (a *Agent) reconcile(full bool) {
+	lap := a.stopwatch()
+	a.tracef("pass (full %v)\n", full)
 	recs, err := a.Cluster.List()
 	if err != nil {
 		a.logf("read infrastructures: %v; nothing changed\n", err)
 		return
 	}
+	lap("read %d infrastructures from etcd", len(recs))
 	here := map[string]bool{}
 	for _, rec := range recs {
 		doc, err := spec.Load(rec.SpecFile, rec.Spec)
+		lap("%s: load the spec (%d bytes)", rec.Name, len(rec.Spec))
 		if err != nil {
 			a.logf("%s: stored spec does not load: %v\n", rec.Name, err)
 			if local, lerr := a.Local.Get(rec.Name); lerr == nil && local != nil {
@@ -111,13 +119,36 @@ func (a *Agent) reconcile(full bool) {
 		}
 		here[rec.Name] = true
 		n, err := a.apply(doc, full)
+		lap("%s: apply", rec.Name)
 		var errs []string
 		if err != nil {
 			errs = []string{err.Error()}
 		}
 		a.report(rec.Name, rec.Generation, n, errs)
+		lap("%s: report", rec.Name)
 	}
 	a.removeGone(here)
+	lap("remove what is gone")
+}
+
+// stopwatch returns a function that traces the time since it was last
+// called (or made), under a label.
+func (a *Agent) stopwatch() func(format string, args ...any) {
+	t := time.Now()
+	return func(format string, args ...any) {
+		if a.Trace == nil {
+			return
+		}
+		now := time.Now()
+		a.tracef("%8.1f ms  %s\n", float64(now.Sub(t).Microseconds())/1000, fmt.Sprintf(format, args...))
+		t = now
+	}
+}
+
+func (a *Agent) tracef(format string, args ...any) {
+	if a.Trace != nil {
+		fmt.Fprintf(a.Trace, time.Now().Format("15:04:05.000 ")+format, args...)
+	}
 }
 
 // apply realizes one infrastructure's part and returns how many objects
@@ -152,7 +183,7 @@ func (a *Agent) apply(doc *spec.Document, full bool) (int, error) {
 }
 
 func (a *Agent) engine(log io.Writer) *reconcile.Engine {
-	return &reconcile.Engine{DP: a.DP, Store: a.Local, Log: log, Host: a.Host, HostNS: a.HostNS}
+	return &reconcile.Engine{DP: a.DP, Store: a.Local, Log: log, Host: a.Host, HostNS: a.HostNS, Trace: a.Trace}
 }
 
 func (a *Agent) realized(name string) int {

@@ -51,6 +51,34 @@ type Agent struct {
 	Trace io.Writer
 
 	reporters map[string]*etcdstore.Reporter
+	// loaded is each infrastructure's spec as last loaded, and memo its
+	// model: a pass over a spec that did not change, or changed in one
+	// network, need not decode and model all of it again.
+	loaded map[string]loadedSpec
+	memo   reconcile.Memo
+}
+
+type loadedSpec struct {
+	src []byte
+	doc *spec.Document
+}
+
+// load decodes and validates a stored spec, or returns the document it
+// made of the same bytes before.
+func (a *Agent) load(rec *store.Record) (*spec.Document, error) {
+	if l, ok := a.loaded[rec.Name]; ok && l.doc.File == rec.SpecFile && bytes.Equal(l.src, rec.Spec) {
+		return l.doc, nil
+	}
+	doc, err := spec.Load(rec.SpecFile, rec.Spec)
+	if err != nil {
+		delete(a.loaded, rec.Name)
+		return nil, err
+	}
+	if a.loaded == nil {
+		a.loaded = map[string]loadedSpec{}
+	}
+	a.loaded[rec.Name] = loadedSpec{src: rec.Spec, doc: doc}
+	return doc, nil
 }
 
 // Run reconciles now, on every change in etcd and every Interval, until
@@ -104,7 +132,7 @@ func (a *Agent) reconcile(full bool) {
 	lap("read %d infrastructures from etcd", len(recs))
 	here := map[string]bool{}
 	for _, rec := range recs {
-		doc, err := spec.Load(rec.SpecFile, rec.Spec)
+		doc, err := a.load(rec)
 		lap("%s: load the spec (%d bytes)", rec.Name, len(rec.Spec))
 		if err != nil {
 			a.logf("%s: stored spec does not load: %v\n", rec.Name, err)
@@ -183,7 +211,7 @@ func (a *Agent) apply(doc *spec.Document, full bool) (int, error) {
 }
 
 func (a *Agent) engine(log io.Writer) *reconcile.Engine {
-	return &reconcile.Engine{DP: a.DP, Store: a.Local, Log: log, Host: a.Host, HostNS: a.HostNS, Trace: a.Trace}
+	return &reconcile.Engine{DP: a.DP, Store: a.Local, Log: log, Host: a.Host, HostNS: a.HostNS, Trace: a.Trace, Memo: &a.memo}
 }
 
 func (a *Agent) realized(name string) int {
@@ -213,6 +241,8 @@ func (a *Agent) removeGone(here map[string]bool) {
 			a.logf("%s: remove: %v\n%s", rec.Name, err, log.String())
 			continue
 		}
+		a.memo.Forget(rec.Name)
+		delete(a.loaded, rec.Name)
 		a.logf("%s: no longer placed on %s; removed %d objects\n%s", rec.Name, a.Host, len(p.Actions), log.String())
 		a.event(events.Event{Action: events.Destroy, Infra: rec.Name, OK: true, Changes: len(p.Actions)})
 		a.closeReporter(rec.Name)

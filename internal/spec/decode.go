@@ -30,7 +30,7 @@ const (
 	// MaxValues is how many YAML values (mappings, lists, scalars, keys)
 	// a spec may hold once its aliases are expanded: an alias repeats
 	// everything under its anchor, so a small file can stand for millions.
-	MaxValues = 1_000_000
+	MaxValues = 500_000
 	// MaxValueBytes is the longest single value or key.
 	MaxValueBytes = 256
 	// MaxReported is how many problems an error lists before it counts

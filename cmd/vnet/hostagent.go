@@ -89,6 +89,9 @@ it realized is in <state-dir>/hostagent. See docs/cluster.md.`,
 					return mtu, err
 				},
 				Interval: interval, TTL: ttl, Log: out, TeamDP: dp}
+			if os.Getenv("VNET_TRACE") != "" {
+				a.Trace = out
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
 			fmt.Fprintf(out, "vnet agent host: host %s, etcd %s, state in %s\n", host, strings.Join(endpoints, ","), dir)

@@ -5,10 +5,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vnet-project/vnet/internal/etcdserver"
 )
 
 // Member is one process of an etcd cluster the harness runs in the
@@ -60,7 +63,9 @@ func NewWithMembers(t testing.TB, bin, etcdBin string, n int, hosts ...string) (
 			"--listen-client-urls", m.Client, "--advertise-client-urls", m.Client,
 			"--listen-peer-urls", m.Peer, "--initial-advertise-peer-urls", m.Peer,
 			"--initial-cluster", strings.Join(initial, ","),
-			"--initial-cluster-state", "new", "--initial-cluster-token", c.Prefix}
+			"--initial-cluster-state", "new", "--initial-cluster-token", c.Prefix,
+			// as the embedded member: a large spec is one value of several MiB
+			"--max-request-bytes", strconv.Itoa(etcdserver.MaxRequestBytes)}
 		m.Start()
 	}
 	c.Etcd = strings.Join(clients, ",")

@@ -199,17 +199,35 @@ func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep 
 	if err != nil {
 		return v, err
 	}
-	links, ports, err := l.linkList(ns)
-	if err != nil {
-		return v, fmt.Errorf("ip -n %s link show: %w", ns, err)
-	}
-	addrs, err := retryDump(func() ([]netlink.Addr, error) { return h.AddrList(nil, netlink.FAMILY_ALL) })
-	if err != nil {
-		return v, fmt.Errorf("ip -n %s addr show: %w", ns, err)
-	}
-	addrsOf := map[int][]netlink.Addr{}
-	for _, a := range addrs {
-		addrsOf[a.LinkIndex] = append(addrsOf[a.LinkIndex], a)
+	var links []netlink.Link
+	var ports map[int]portFlags
+	var addrsOf map[int][]netlink.Addr
+	byIndex := map[int]string{}
+	if only != nil && len(only) <= fewLinks {
+		// A few links of a namespace that may hold thousands (a host's,
+		// with its virtual networks): each asked for by name.
+		var masters map[int]string
+		if links, masters, ports, err = l.linksNamed(ns, only); err != nil {
+			return v, fmt.Errorf("ip -n %s link show: %w", ns, err)
+		}
+		for i, name := range masters {
+			byIndex[i] = name
+		}
+		if addrsOf, err = l.addrsOfLinks(ns, links); err != nil {
+			return v, fmt.Errorf("ip -n %s addr show: %w", ns, err)
+		}
+	} else {
+		if links, ports, err = l.linkList(ns); err != nil {
+			return v, fmt.Errorf("ip -n %s link show: %w", ns, err)
+		}
+		addrs, err := retryDump(func() ([]netlink.Addr, error) { return h.AddrList(nil, netlink.FAMILY_ALL) })
+		if err != nil {
+			return v, fmt.Errorf("ip -n %s addr show: %w", ns, err)
+		}
+		addrsOf = map[int][]netlink.Addr{}
+		for _, a := range addrs {
+			addrsOf[a.LinkIndex] = append(addrsOf[a.LinkIndex], a)
+		}
 	}
 	qdiscs, err := retryDump(func() ([]netlink.Qdisc, error) { return h.QdiscList(nil) })
 	if err != nil {
@@ -219,7 +237,6 @@ func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep 
 	for _, q := range qdiscs {
 		qdiscsOf[q.Attrs().LinkIndex] = append(qdiscsOf[q.Attrs().LinkIndex], q)
 	}
-	byIndex := map[int]string{}
 	byName := map[string]int{}
 	var bridges []string
 	for _, link := range links {

@@ -28,6 +28,14 @@ const (
 	DefaultPeerURL   = "http://127.0.0.1:2380"
 )
 
+// MaxRequestBytes is the largest request the member takes (etcd's
+// --max-request-bytes, 1.5 MiB by default). An infrastructure is one value,
+// its spec inside base64-encoded JSON, about 4/3 of the spec file; at the
+// spec's limit of 4 MiB (spec.MaxSpecBytes) that is 5.4 MiB, and a spec of
+// 10,000 virtual networks is 2.7 MiB. Every stored version of a value counts
+// against the database's quota (2 GiB) until compaction drops it.
+const MaxRequestBytes = 8 << 20
+
 // Config says where the member keeps its data and listens.
 type Config struct {
 	Name    string // member name, "vnet" when empty
@@ -140,6 +148,7 @@ func Start(c Config) (*Server, error) {
 	}
 	// Reports are rewritten as agents come and go; keep an hour of history
 	// so the database does not grow without bound.
+	cfg.MaxRequestBytes = MaxRequestBytes
 	cfg.AutoCompactionMode = embed.CompactorModePeriodic
 	cfg.AutoCompactionRetention = "1h"
 

@@ -47,6 +47,11 @@ type Agent struct {
 	Interval    time.Duration // DefaultInterval when zero
 	TTL         time.Duration // of the reports; etcdstore.DefaultReportTTL when zero
 	Log         io.Writer
+	// Trace, when set, receives where each pass's time goes: reading etcd,
+	// loading each spec, the engine's phases (reconcile.Engine.Trace) and
+	// the report.
+	Trace io.Writer
+
 	// TeamDP, when set, runs the lab's teaming agent (package agent) for
 	// each infrastructure that teams real uplinks on this host: failover
 	// on carrier loss, LBT, team-wide limit splits. Nil: none runs.
@@ -56,6 +61,34 @@ type Agent struct {
 	teaming   map[string]*teamRun // by infrastructure
 	ctx       context.Context     // of Run, which the teaming agents run under
 	logMu     sync.Mutex
+	// loaded is each infrastructure's spec as last loaded, and memo its
+	// model: a pass over a spec that did not change, or changed in one
+	// network, need not decode and model all of it again.
+	loaded map[string]loadedSpec
+	memo   reconcile.Memo
+}
+
+type loadedSpec struct {
+	src []byte
+	doc *spec.Document
+}
+
+// load decodes and validates a stored spec, or returns the document it
+// made of the same bytes before.
+func (a *Agent) load(rec *store.Record) (*spec.Document, error) {
+	if l, ok := a.loaded[rec.Name]; ok && l.doc.File == rec.SpecFile && bytes.Equal(l.src, rec.Spec) {
+		return l.doc, nil
+	}
+	doc, err := spec.Load(rec.SpecFile, rec.Spec)
+	if err != nil {
+		delete(a.loaded, rec.Name)
+		return nil, err
+	}
+	if a.loaded == nil {
+		a.loaded = map[string]loadedSpec{}
+	}
+	a.loaded[rec.Name] = loadedSpec{src: rec.Spec, doc: doc}
+	return doc, nil
 }
 
 // Run reconciles now, on every change in etcd and every Interval, until
@@ -101,14 +134,18 @@ func (a *Agent) Reconcile() { a.reconcile(true) }
 // reconcile is Reconcile; unless full, each apply reads only what the
 // change from its last apply on this host touches.
 func (a *Agent) reconcile(full bool) {
+	lap := a.stopwatch()
+	a.tracef("pass (full %v)\n", full)
 	recs, err := a.Cluster.List()
 	if err != nil {
 		a.logf("read infrastructures: %v; nothing changed\n", err)
 		return
 	}
+	lap("read %d infrastructures from etcd", len(recs))
 	here := map[string]bool{}
 	for _, rec := range recs {
-		doc, err := spec.Load(rec.SpecFile, rec.Spec)
+		doc, err := a.load(rec)
+		lap("%s: load the spec (%d bytes)", rec.Name, len(rec.Spec))
 		if err != nil {
 			a.logf("%s: stored spec does not load: %v\n", rec.Name, err)
 			if local, lerr := a.Local.Get(rec.Name); lerr == nil && local != nil {
@@ -122,13 +159,36 @@ func (a *Agent) reconcile(full bool) {
 		}
 		here[rec.Name] = true
 		n, err := a.apply(doc, full)
+		lap("%s: apply", rec.Name)
 		var errs []string
 		if err != nil {
 			errs = []string{err.Error()}
 		}
 		a.report(rec.Name, rec.Generation, n, errs)
+		lap("%s: report", rec.Name)
 	}
 	a.removeGone(here)
+	lap("remove what is gone")
+}
+
+// stopwatch returns a function that traces the time since it was last
+// called (or made), under a label.
+func (a *Agent) stopwatch() func(format string, args ...any) {
+	t := time.Now()
+	return func(format string, args ...any) {
+		if a.Trace == nil {
+			return
+		}
+		now := time.Now()
+		a.tracef("%8.1f ms  %s\n", float64(now.Sub(t).Microseconds())/1000, fmt.Sprintf(format, args...))
+		t = now
+	}
+}
+
+func (a *Agent) tracef(format string, args ...any) {
+	if a.Trace != nil {
+		fmt.Fprintf(a.Trace, time.Now().Format("15:04:05.000 ")+format, args...)
+	}
 }
 
 // apply realizes one infrastructure's part and returns how many objects
@@ -167,7 +227,7 @@ func (a *Agent) apply(doc *spec.Document, full bool) (int, error) {
 }
 
 func (a *Agent) engine(log io.Writer) *reconcile.Engine {
-	return &reconcile.Engine{DP: a.DP, Store: a.Local, Log: log, Host: a.Host, HostNS: a.HostNS}
+	return &reconcile.Engine{DP: a.DP, Store: a.Local, Log: log, Host: a.Host, HostNS: a.HostNS, Trace: a.Trace, Memo: &a.memo}
 }
 
 func (a *Agent) realized(name string) int {
@@ -198,6 +258,8 @@ func (a *Agent) removeGone(here map[string]bool) {
 			a.logf("%s: remove: %v\n%s", rec.Name, err, log.String())
 			continue
 		}
+		a.memo.Forget(rec.Name)
+		delete(a.loaded, rec.Name)
 		a.logf("%s: no longer placed on %s; removed %d objects\n%s", rec.Name, a.Host, len(p.Actions), log.String())
 		a.event(events.Event{Action: events.Destroy, Infra: rec.Name, OK: true, Changes: len(p.Actions)})
 		a.closeReporter(rec.Name)

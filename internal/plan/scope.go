@@ -156,8 +156,13 @@ func keySet(rs []Resource) map[string]bool {
 // can touch: where every resource the two models disagree on is, created,
 // deleted or changed (see ModelScope). It returns a nil Scope (full), and why,
 // when it cannot bound the change: there is no last spec, or something
-// other than the VMs changed (hosts, NICs, switches, port groups, uplinks,
-// host ports), whose effects reach every port. Both models are made with
+// other than the VMs and the virtual networks changed (hosts, NICs,
+// switches, port groups, uplinks, host ports), whose effects reach every
+// port. A virtual network's objects (its bridge, tunnel, forwarding and
+// neighbour entries, router legs) are links and entries of their own,
+// each named by its network, and a change to one network changes only
+// its own objects and those of its router's legs in the models, so the
+// models' difference bounds it as it does a VM's. Both models are made with
 // the same options, so what they depend on beyond the specs (team
 // assignments, the time) cancels out: lastModel and nextModel are their
 // models, made with the same Options.
@@ -165,7 +170,7 @@ func ChangeScope(last, next *spec.Spec, lastModel, nextModel []Resource) (Scope,
 	if last == nil {
 		return nil, "no record of a previous apply"
 	}
-	if !sameButVMs(last, next) {
+	if !sameButVMsAndNetworks(last, next) {
 		return nil, "a host, switch, port group or host port changed"
 	}
 	if last.UsesRealHost() || next.UsesRealHost() {
@@ -211,9 +216,11 @@ func ModelScope(last, next []Resource) Scope {
 	return scope
 }
 
-// sameButVMs reports whether two specs differ at most in their VMs.
-func sameButVMs(a, b *spec.Spec) bool {
+// sameButVMsAndNetworks reports whether two specs differ at most in their
+// VMs and virtual networks.
+func sameButVMsAndNetworks(a, b *spec.Spec) bool {
 	x, y := *a, *b
 	x.VMs, y.VMs = nil, nil
+	x.Networks, y.Networks = nil, nil
 	return reflect.DeepEqual(x, y)
 }

@@ -66,6 +66,9 @@ type Engine struct {
 	// no carrier ("host/uplink", plan.Options.Down): an apply cannot bring
 	// those up, so it keeps ports off them as the host's teaming agent does.
 	UplinksDown map[string]bool
+	// Memo, when set, keeps the spec and model of each apply for the next
+	// one, which otherwise decodes the record's spec and models it again.
+	Memo *Memo
 
 	deviceSpeeds map[string]uint64 // of the host's real NICs, read by checkHost
 }
@@ -174,6 +177,7 @@ func (e *Engine) numCPU() int {
 
 // observation is what an apply reads and works out before it plans.
 type observation struct {
+	models   *modelSet
 	rec      *store.Record   // of the last apply; nil before the first
 	scope    plan.Scope      // what it read; nil: everything
 	model    []plan.Resource // the desired state of the whole infrastructure
@@ -215,7 +219,7 @@ func (e *Engine) observe(doc *spec.Document) (observation, error) {
 	observed = scope.Observed(observed, desired, model)
 	realized := scope.Desired(m.realized(observed))
 	lap("model")
-	return observation{rec: rec, scope: scope, model: model, desired: desired,
+	return observation{models: m, rec: rec, scope: scope, model: model, desired: desired,
 		observed: plan.ResolveSteer(observed, desired, realized)}, nil
 }
 
@@ -228,6 +232,7 @@ type modelSet struct {
 	doc        *spec.Document
 	last       *spec.Spec      // nil before the first apply
 	next, prev []plan.Resource // of doc and of last, with no observation
+	opt        plan.Options    // what they were made with
 	// otherBuild says the last apply was made by another build of vnet,
 	// whose model of the same spec may differ from this one's.
 	otherBuild bool
@@ -236,8 +241,8 @@ type modelSet struct {
 // models reads the record of the last apply (nil before the first) and
 // makes the models of both specs, the last one's meanwhile.
 func (e *Engine) models(doc *spec.Document) (*store.Record, *modelSet, error) {
-	m := &modelSet{e: e, doc: doc}
 	opt := e.scoped(plan.Options{NumCPU: e.numCPU()})
+	m := &modelSet{e: e, doc: doc, opt: opt}
 	var rec *store.Record
 	var err error
 	done := make(chan struct{})
@@ -247,8 +252,15 @@ func (e *Engine) models(doc *spec.Document) (*store.Record, *modelSet, error) {
 		if errors.Is(err, store.ErrNotFound) {
 			rec, err = nil, nil
 		}
-		if m.last = specOf(rec); m.last != nil {
+		if rec == nil {
+			return
+		}
+		if s, model, ok := e.Memo.get(doc.Spec.Name, rec.Spec, opt); ok {
+			m.last, m.prev = s, model
+		} else if m.last = specOf(rec); m.last != nil {
 			m.prev = plan.Model(m.last, opt)
+		}
+		if m.last != nil {
 			m.otherBuild = rec.Engine != engineBuild()
 		}
 	}()
@@ -428,6 +440,7 @@ func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 	if err := e.record(doc, o.rec, o.model, !p.Empty()); err != nil {
 		return res, e.rollback(name, o, fmt.Errorf("apply %s: %w", name, err))
 	}
+	e.Memo.put(name, doc.Source, doc.Spec, o.models.opt, o.models.next)
 	// A full apply leaves the host as the record says, also after a killed one.
 	if !p.Empty() || o.scope.Full() {
 		e.clearPending(name)

@@ -17,16 +17,20 @@ import (
 )
 
 // Bounds on what Decode reads, so that no input, however hostile, makes a
-// command take more than a moment or much memory. A real spec is far below
-// each: the largest study testbed is a few KB and a few hundred values.
+// command take more than a few seconds or more than a few hundred MB. They
+// are sized for the largest spec vnet is meant to hold: a cluster's, with
+// 10,000 virtual networks of two VMs each (about 2 MiB and 310,000 values
+// written one object a line, 2.6 MiB in block style), with room to spare.
+// The study testbeds are a few KB and a few hundred values.
 const (
 	// MaxSpecBytes is the largest spec file. The YAML parser alone takes
-	// about half a second and 60 MB per MiB of dense input.
-	MaxSpecBytes = 512 << 10
+	// about half a second and 60 MB per MiB of dense input, so the worst
+	// file costs about two seconds and 250 MB before it is refused or read.
+	MaxSpecBytes = 4 << 20
 	// MaxValues is how many YAML values (mappings, lists, scalars, keys)
 	// a spec may hold once its aliases are expanded: an alias repeats
 	// everything under its anchor, so a small file can stand for millions.
-	MaxValues = 100_000
+	MaxValues = 500_000
 	// MaxValueBytes is the longest single value or key.
 	MaxValueBytes = 256
 	// MaxReported is how many problems an error lists before it counts

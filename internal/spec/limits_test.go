@@ -208,7 +208,7 @@ func TestErrorsAreCapped(t *testing.T) {
 func TestTooLargeSpec(t *testing.T) {
 	big := "name: t\n" + strings.Repeat("# padding\n", MaxSpecBytes/10+1)
 	_, err := Load("t.yaml", []byte(big))
-	if err == nil || !strings.Contains(err.Error(), "the spec is larger than 512 KiB") || !errors.Is(err, ErrInvalid) {
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("the spec is larger than %d KiB", MaxSpecBytes>>10)) || !errors.Is(err, ErrInvalid) {
 		t.Fatalf("err = %v", err)
 	}
 	f := filepath.Join(t.TempDir(), "big.yaml")
@@ -227,20 +227,21 @@ func TestTooLargeSpec(t *testing.T) {
 // An alias repeated many times over stands for more values than vnet reads:
 // the load stops at MaxValues, quickly, and says why.
 func TestAliasBombFailsFast(t *testing.T) {
-	for _, n := range []int{300, 1000} {
+	for _, n := range []int{500, 1000} {
 		src := aliasBomb(n)
 		start := time.Now()
 		_, err := Load("bomb.yaml", []byte(src))
 		took := time.Since(start)
-		if err == nil || !strings.Contains(err.Error(), "more than 100000 values once its aliases (*name) are expanded") {
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("more than %d values once its aliases (*name) are expanded", MaxValues)) {
 			t.Fatalf("%d x %d (%d bytes): err = %.500v", n, n, len(src), err)
 		}
 		if lines := strings.Count(err.Error(), "\n") + 1; lines > MaxReported+1 {
 			t.Errorf("%d lines of errors", lines)
 		}
 		t.Logf("%d x %d: %d bytes refused in %v", n, n, len(src), took)
-		// Far above what it takes (tens of ms); the unbounded decoder took minutes.
-		if took > time.Second {
+		// Far above what it takes (well under a second); the unbounded
+		// decoder took minutes.
+		if took > 5*time.Second {
 			t.Errorf("%d x %d: took %v", n, n, took)
 		}
 	}
@@ -251,7 +252,7 @@ func TestAliasBombFailsFast(t *testing.T) {
 func TestValueLimitIsReportedFirst(t *testing.T) {
 	src := strings.Replace(aliasBomb(1000), "speed: 1Gbit", "speed: 1Gbit, bogus: 1", 1)
 	_, err := Load("bomb.yaml", []byte(src))
-	if err == nil || !strings.HasPrefix(err.Error(), "hosts[") || !strings.Contains(strings.Split(err.Error(), "\n")[0], "more than 100000 values") {
+	if err == nil || !strings.HasPrefix(err.Error(), "hosts[") || !strings.Contains(strings.Split(err.Error(), "\n")[0], fmt.Sprintf("more than %d values", MaxValues)) {
 		t.Fatalf("err = %.300v", err)
 	}
 	if !strings.Contains(err.Error(), "unknown field") || !strings.Contains(err.Error(), "more problems") {

@@ -11,8 +11,10 @@ import (
 )
 
 // loadBound is how long one load (and, for a valid spec, its plan) may take.
-// A fuzzed input takes milliseconds; the bound leaves room for a loaded host.
-const loadBound = 2 * time.Second
+// A fuzzed input takes milliseconds, one that stands for as many values as
+// a spec may hold (spec.MaxValues) about a second; the bound leaves room
+// for a loaded host.
+const loadBound = 5 * time.Second
 
 // FuzzLoad feeds arbitrary bytes to Load: it must return an error or a
 // valid spec, never panic or take long, and a valid spec must model, plan

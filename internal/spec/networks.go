@@ -401,21 +401,7 @@ func (v *validator) checkNetworkVNIC(path string, n VNIC) {
 	}
 	space := net.AddressSpace()
 	if v.netIPs == nil {
-		v.netIPs, v.netMACs = map[string]map[netip.Addr]string{}, map[string]map[string]string{}
-	}
-	if v.netIPs[space] == nil {
-		v.netIPs[space], v.netMACs[space] = map[netip.Addr]string{}, map[string]string{}
-		for i, other := range v.s.Networks {
-			if other.AddressSpace() != space {
-				continue
-			}
-			if gw, err := netip.ParseAddr(other.Gateway); err == nil {
-				v.netIPs[space][gw] = fmt.Sprintf("networks[%d].gateway", i)
-			}
-			if gw, err := netip.ParseAddr(other.Gateway6); err == nil {
-				v.netIPs[space][gw] = fmt.Sprintf("networks[%d].gateway6", i)
-			}
-		}
+		v.indexAddressSpaces()
 	}
 	if n.IP != "" {
 		v.checkCIDRIn(path+".ip", n.IP, v.netIPs[space])
@@ -462,6 +448,25 @@ func (v *validator) checkNetworkIP6(path, ip6 string, net *Network, ips map[neti
 		return
 	}
 	v.checkCIDRIn(path, ip6, ips)
+}
+
+// indexAddressSpaces makes every address space's sets of addresses and
+// MACs, each holding its networks' gateways, in one pass over the
+// networks: per vNIC it would cost as many passes as there are spaces.
+func (v *validator) indexAddressSpaces() {
+	v.netIPs, v.netMACs = map[string]map[netip.Addr]string{}, map[string]map[string]string{}
+	for i := range v.s.Networks {
+		space := v.s.Networks[i].AddressSpace()
+		if v.netIPs[space] == nil {
+			v.netIPs[space], v.netMACs[space] = map[netip.Addr]string{}, map[string]string{}
+		}
+		if gw, err := netip.ParseAddr(v.s.Networks[i].Gateway); err == nil {
+			v.netIPs[space][gw] = fmt.Sprintf("networks[%d].gateway", i)
+		}
+		if gw, err := netip.ParseAddr(v.s.Networks[i].Gateway6); err == nil {
+			v.netIPs[space][gw] = fmt.Sprintf("networks[%d].gateway6", i)
+		}
+	}
 }
 
 // checkNetworkUnderlay checks that hosts a network or router spans have

@@ -1,0 +1,186 @@
+package plan
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/vnet-project/vnet/internal/spec"
+)
+
+// networksBase is the tenants' spec with n more router-less networks of
+// two VMs each, network i on hv1 and hv2.
+func networksBase(n int) string {
+	var nets, vms strings.Builder
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&nets, "  - {name: m%d, vni: %d, subnet: 10.200.%d.0/24}\n", i, 1000+i, i)
+		for j := 0; j < 2; j++ {
+			fmt.Fprintf(&vms, "  - {name: m%d-%d, host: hv%d, nics: [{network: m%d, ip: 10.200.%d.%d/24}]}\n", i, j, j+1, i, i, 10+j)
+		}
+	}
+	s := strings.Replace(tenantsSpec, "vms:\n", nets.String()+"vms:\n", 1)
+	return s + vms.String()
+}
+
+// withNetwork adds a network and its VMs (name@host) to a spec.
+func withNetwork(src, network string, vms ...string) string {
+	src = strings.Replace(src, "vms:\n", fmt.Sprintf("  - {name: %s, vni: 9999, subnet: 10.250.0.0/24}\nvms:\n", network), 1)
+	for i, v := range vms {
+		name, host, _ := strings.Cut(v, "@")
+		src += fmt.Sprintf("  - {name: %s, host: %s, nics: [{network: %s, ip: 10.250.0.%d/24}]}\n", name, host, network, 10+i)
+	}
+	return src
+}
+
+// scopeView describes a scope by what it holds: whole namespaces by node
+// name, and the host namespace's links by what they are (bridge, tunnel,
+// router port of a network, or a VM's port).
+func scopeView(s Scope, infra string, networks, vms []string) []string {
+	what := map[string]string{}
+	for _, n := range networks {
+		what[NetBridgeName(infra, n)] = "bridge " + n
+		what[NetVTEPName(infra, n)] = "tunnel " + n
+		what[RouterPortName(infra, n)] = "router port " + n
+	}
+	for _, v := range vms {
+		what[VNICPortName(v, 0)] = "port " + v
+	}
+	var out []string
+	for ns, links := range s {
+		if ns != CurrentNS {
+			_, node, _ := SplitNSName(ns)
+			if links == nil {
+				out = append(out, "ns "+node)
+			} else {
+				for l := range links {
+					out = append(out, "ns "+node+" link "+l)
+				}
+			}
+			continue
+		}
+		for l := range links {
+			if w, ok := what[l]; ok {
+				out = append(out, w)
+			} else {
+				out = append(out, "other link "+l)
+			}
+		}
+		if links == nil {
+			out = append(out, "the whole host namespace")
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// A change to one network scopes its own objects on the host: its bridge,
+// tunnel and the ports and namespaces of its VMs there, and nothing of the
+// other networks, however many there are.
+func TestChangeScopeOfNetworks(t *testing.T) {
+	base := networksBase(20)
+	tests := []struct {
+		name       string
+		last, next string
+		host       string
+		want       []string // scopeView; nil: an empty scope
+		fullWhy    string
+	}{
+		{name: "add a network on two hosts", last: base, next: withNetwork(base, "new", "x1@hv1", "x2@hv2"), host: "hv1",
+			want: []string{"bridge new", "ns x1", "port x1", "tunnel new"}},
+		{name: "add a network, seen from its other host", last: base, next: withNetwork(base, "new", "x1@hv1", "x2@hv2"), host: "hv2",
+			want: []string{"bridge new", "ns x2", "port x2", "tunnel new"}},
+		{name: "add a network, seen from a host without it", last: base, next: withNetwork(base, "new", "x1@hv1", "x2@hv2"), host: "hv3"},
+		{name: "add a network on one host", last: base, next: withNetwork(base, "new", "x1@hv1", "x2@hv1"), host: "hv1",
+			want: []string{"bridge new", "ns x1", "ns x2", "port x1", "port x2"}},
+		{name: "remove a network", last: withNetwork(base, "new", "x1@hv1", "x2@hv2"), next: base, host: "hv1",
+			want: []string{"bridge new", "ns x1", "port x1", "tunnel new"}},
+		{name: "a network's second VM on another host", last: withNetwork(base, "new", "x1@hv1"),
+			next: withNetwork(base, "new", "x1@hv1", "x2@hv3"), host: "hv1",
+			// the tunnel comes, with the new VM's entries in the tunnel and
+			// the bridge; its neighbour entry is on the bridge
+			want: []string{"bridge new", "tunnel new"}},
+		{name: "change a network's MTU", last: base, next: strings.Replace(base, "{name: m3, vni: 1003,", "{name: m3, vni: 1003, mtu: 1400,", 1), host: "hv2",
+			want: []string{"bridge m3", "ns m3-1 link eth0", "port m3-1", "tunnel m3"}},
+		{name: "add a network to a router", last: base,
+			next: strings.Replace(base, "  - {name: lonely", "  - {name: a-app, vni: 103, subnet: 10.3.0.0/24, gateway: 10.3.0.1, router: ta}\n  - {name: lonely", 1) +
+				"  - {name: a5, host: hv1, nics: [{network: a-app, ip: 10.3.0.15/24}]}\n",
+			host: "hv1",
+			want: []string{"bridge a-app", "ns _r.ta.hv1 link " + RouterLegName("a-app"), "ns a5", "port a5", "router port a-app", "tunnel a-app"}},
+		{name: "change a host", last: base, next: strings.Replace(base, "underlay: 10.0.0.13", "underlay: 10.0.0.23", 1), host: "hv1",
+			fullWhy: "host"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			last, next := load(t, tt.last), load(t, tt.next)
+			opt := Options{Host: tt.host, NumCPU: 2}
+			got, why := ChangeScope(last, next, Model(last, opt), Model(next, opt))
+			if tt.fullWhy != "" {
+				if !got.Full() || !strings.Contains(why, tt.fullWhy) {
+					t.Fatalf("got scope %v (%q), want full because of %q", got, why, tt.fullWhy)
+				}
+				return
+			}
+			if got.Full() {
+				t.Fatalf("full scope: %s", why)
+			}
+			var networks, vms []string
+			for _, n := range next.Networks {
+				networks = append(networks, n.Name)
+			}
+			for _, n := range last.Networks {
+				networks = append(networks, n.Name)
+			}
+			for _, v := range append(append([]spec.VM(nil), next.VMs...), last.VMs...) {
+				vms = append(vms, v.Name)
+			}
+			view := scopeView(got, "dc", networks, vms)
+			if !reflect.DeepEqual(view, tt.want) {
+				t.Errorf("scope holds %q, want %q", view, tt.want)
+			}
+		})
+	}
+}
+
+// On what the scope of a network change holds, a scoped apply plans what a
+// full apply of the change plans.
+func TestScopedDiffOfNetworkChanges(t *testing.T) {
+	base := networksBase(5)
+	routed := strings.Replace(base, "  - {name: lonely", "  - {name: a-app, vni: 103, subnet: 10.3.0.0/24, gateway: 10.3.0.1, router: ta}\n  - {name: lonely", 1) +
+		"  - {name: a5, host: hv1, nics: [{network: a-app, ip: 10.3.0.15/24}]}\n"
+	changes := map[string][2]string{
+		"add":                  {base, withNetwork(base, "new", "x1@hv1", "x2@hv2")},
+		"remove":               {withNetwork(base, "new", "x1@hv1", "x2@hv2"), base},
+		"span another host":    {withNetwork(base, "new", "x1@hv1"), withNetwork(base, "new", "x1@hv1", "x2@hv3")},
+		"add to a router":      {base, routed},
+		"remove from a router": {routed, base},
+	}
+	for name, c := range changes {
+		for _, host := range []string{"hv1", "hv2", "hv3"} {
+			t.Run(name+" on "+host, func(t *testing.T) {
+				opt := Options{Host: host, NumCPU: 2}
+				last, next := load(t, c[0]), load(t, c[1])
+				before, want := Model(last, opt), Model(next, opt)
+				scope, why := ChangeScope(last, next, before, want)
+				if scope.Full() {
+					t.Fatalf("full scope: %s", why)
+				}
+				full := Diff(want, before).String()
+				var read []Resource
+				for _, r := range before {
+					if r.Kind == KindVeth && scope.Holds(Resource{Kind: KindVeth, A: r.A}) && !scope.Holds(Resource{Kind: KindVeth, A: r.B}) {
+						r.B = End{}
+					}
+					if scope.Holds(r) {
+						read = append(read, r)
+					}
+				}
+				desired := scope.Desired(want)
+				if scoped := Diff(desired, scope.Observed(read, desired, want)).String(); scoped != full {
+					t.Errorf("scoped plan:\n%s\nfull plan:\n%s", scoped, full)
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,67 @@
+package reconcile
+
+import (
+	"bytes"
+	"reflect"
+	"sync"
+
+	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/spec"
+)
+
+// Memo keeps, per infrastructure, the spec of the last apply and its model
+// (made without observation), for a process that applies again and again:
+// a host agent's next pass finds its record's spec here, by its bytes,
+// instead of decoding and modelling it once more, which for a spec of
+// thousands of virtual networks costs more than the change. A nil Memo
+// keeps nothing.
+type Memo struct {
+	mu      sync.Mutex
+	byInfra map[string]memoEntry
+}
+
+type memoEntry struct {
+	src   []byte
+	spec  *spec.Spec
+	opt   plan.Options
+	model []plan.Resource
+}
+
+// get returns the spec and model kept for infra when they were made of
+// src with opt.
+func (m *Memo) get(infra string, src []byte, opt plan.Options) (*spec.Spec, []plan.Resource, bool) {
+	if m == nil {
+		return nil, nil, false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.byInfra[infra]
+	if !ok || !bytes.Equal(e.src, src) || !reflect.DeepEqual(e.opt, opt) {
+		return nil, nil, false
+	}
+	return e.spec, e.model, true
+}
+
+// put keeps what an apply recorded: its spec's source, the spec, and its
+// model made with opt.
+func (m *Memo) put(infra string, src []byte, s *spec.Spec, opt plan.Options, model []plan.Resource) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.byInfra == nil {
+		m.byInfra = map[string]memoEntry{}
+	}
+	m.byInfra[infra] = memoEntry{src: src, spec: s, opt: opt, model: model}
+}
+
+// Forget drops what is kept for infra.
+func (m *Memo) Forget(infra string) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.byInfra, infra)
+}

@@ -541,7 +541,9 @@ func (l *Linux) FirewallCounters(ns string) (map[string]map[string]uint64, error
 	if !netnsExists(ns) {
 		return out, nil
 	}
-	err := nftIn(ns, func(c *nftables.Conn) error {
+	// One socket for all the chains: a port's chains are read one dump
+	// each, and a socket per dump costs more than the dump.
+	err := nftLastingIn(ns, func(c *nftables.Conn) error {
 		chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyBridge)
 		if err != nil {
 			if noNFTables(err) {

@@ -237,7 +237,7 @@ func (l *Linux) ensurePortSec(r plan.Resource) error {
 		if err != nil {
 			return err
 		}
-		jumps, err := portJumps(c, r.NS, r.Link)
+		jumps, err := portJumps(r.NS, r.Link)
 		if err != nil {
 			return err
 		}
@@ -339,7 +339,7 @@ func (l *Linux) removePortSec(r plan.Resource) error {
 		if err != nil || len(existing) == 0 {
 			return err
 		}
-		jumps, err := portJumps(c, r.NS, r.Link)
+		jumps, err := portJumps(r.NS, r.Link)
 		if err != nil {
 			return err
 		}
@@ -382,19 +382,19 @@ func portChainsIn(c *nftables.Conn, port string) (map[string]bool, error) {
 }
 
 // portJumps returns the base chains' rules that jump to the port's chains.
-func portJumps(c *nftables.Conn, ns, port string) ([]*nftables.Rule, error) {
+func portJumps(ns, port string) ([]*nftables.Rule, error) {
 	var out []*nftables.Rule
 	for _, base := range []string{preChain, fwdChain} {
-		rules, err := c.GetRules(bridgeTable, &nftables.Chain{Name: base, Table: bridgeTable})
+		notes, err := chainNotes(ns, base)
 		if err != nil {
 			if isNotFound(err) {
 				continue
 			}
 			return nil, fmt.Errorf("nft -n %s list chain bridge vnet %s: %w", ns, base, err)
 		}
-		for _, r := range rules {
-			if p, _, _ := parseJumpComment(commentOf(r)); p == port {
-				out = append(out, r)
+		for _, n := range notes {
+			if p, _, _ := parseJumpComment(n.comment); p == port {
+				out = append(out, baseRule(base, n))
 			}
 		}
 	}
@@ -491,12 +491,12 @@ func (l *Linux) observeFirewall(ns string, only map[string]bool) ([]plan.Resourc
 		ports := map[string]*seen{}
 		var order []string
 		for _, base := range []string{preChain, fwdChain} {
-			rules, err := c.GetRules(bridgeTable, &nftables.Chain{Name: base, Table: bridgeTable})
+			notes, err := chainNotes(ns, base)
 			if err != nil {
 				continue // reported as a missing base chain
 			}
-			for _, r := range rules {
-				port, digest, n := parseJumpComment(commentOf(r))
+			for _, r := range notes {
+				port, digest, n := parseJumpComment(r.comment)
 				if port == "" {
 					continue
 				}
@@ -541,39 +541,26 @@ func (l *Linux) FirewallCounters(ns string) (map[string]map[string]uint64, error
 	if !netnsExists(ns) {
 		return out, nil
 	}
-	// One socket for all the chains: a port's chains are read one dump
-	// each, and a socket per dump costs more than the dump.
-	err := nftLastingIn(ns, func(c *nftables.Conn) error {
-		chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyBridge)
-		if err != nil {
-			if noNFTables(err) {
-				return nil
-			}
-			return fmt.Errorf("nft -n %s list chains: %w", ns, err)
+	// One dump for the whole table: a dump per port chain costs a round
+	// trip each, and decoding every expression of every rule, for a
+	// thousand ports.
+	notes, err := tableNotes(ns)
+	switch {
+	case noNFTables(err) || isNotFound(err):
+		return out, nil
+	case err != nil:
+		return nil, fmt.Errorf("nft -n %s list table bridge vnet: %w", ns, err)
+	}
+	for _, n := range notes {
+		if n.chain == preChain || n.chain == fwdChain || !n.counted || n.comment == "" {
+			continue
 		}
-		for _, ch := range chains {
-			if ch.Table.Name != fwTable || ch.Hooknum != nil {
-				continue
-			}
-			port := ch.Name[:max(strings.LastIndex(ch.Name, "-"), 0)]
-			rules, err := c.GetRules(bridgeTable, ch)
-			if err != nil {
-				return fmt.Errorf("nft -n %s list chain bridge vnet %s: %w", ns, ch.Name, err)
-			}
-			for _, r := range rules {
-				label := commentOf(r)
-				for _, e := range r.Exprs {
-					if ctr, ok := e.(*expr.Counter); ok && label != "" {
-						if out[port] == nil {
-							out[port] = map[string]uint64{}
-						}
-						out[port][label] += ctr.Packets
-					}
-				}
-			}
+		port := n.chain[:max(strings.LastIndex(n.chain, "-"), 0)]
+		if out[port] == nil {
+			out[port] = map[string]uint64{}
 		}
-		return nil
-	})
+		out[port][n.comment] += n.packets
+	}
 	return out, err
 }
 
@@ -583,8 +570,10 @@ func comment(s string) []byte {
 }
 
 // commentOf reads a rule's comment; "" when it has none.
-func commentOf(r *nftables.Rule) string {
-	b := r.UserData
+func commentOf(r *nftables.Rule) string { return commentIn(r.UserData) }
+
+// commentIn reads the comment from a rule's user data.
+func commentIn(b []byte) string {
 	for len(b) >= 2 {
 		typ, n := b[0], int(b[1])
 		if len(b) < 2+n {

@@ -233,7 +233,7 @@ func (l *Linux) ensurePortSec(r plan.Resource) error {
 		return err
 	}
 	return l.nftChange(r.NS, func(c *nftables.Conn) error {
-		existing, err := portChainsIn(c, r.Link)
+		existing, err := portChainsIn(r.NS, r.Link)
 		if err != nil {
 			return err
 		}
@@ -335,7 +335,7 @@ func (l *Linux) removePortSec(r plan.Resource) error {
 		return nil
 	}
 	return l.nftChange(r.NS, func(c *nftables.Conn) error {
-		existing, err := portChainsIn(c, r.Link)
+		existing, err := portChainsIn(r.NS, r.Link)
 		if err != nil || len(existing) == 0 {
 			return err
 		}
@@ -360,23 +360,41 @@ func (l *Linux) removePortSec(r plan.Resource) error {
 	})
 }
 
-// portChainsIn returns which of the port's chains exist; none when the
-// table does not.
-func portChainsIn(c *nftables.Conn, port string) (map[string]bool, error) {
-	chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyBridge)
-	if err != nil {
-		return nil, fmt.Errorf("nft list chains bridge: %w", err)
-	}
-	out := map[string]bool{}
-	for _, ch := range chains {
-		if ch.Table.Name != fwTable {
-			continue
+// namedChains returns, of the chains a scoped read of a firewall looks at
+// (the conntrack chain, the base chains and the wanted ports' chains),
+// those that exist, without listing every port's.
+func namedChains(ns string, wanted map[string]bool) ([]*nftables.Chain, error) {
+	var out []*nftables.Chain
+	for _, t := range []struct {
+		table *nftables.Table
+		names []string
+	}{
+		{inetTable, []string{conntrackChain}},
+		{bridgeTable, append([]string{preChain, fwdChain}, sortedKeys(wanted)...)},
+	} {
+		exist, err := chainsIn(ns, t.table, t.names)
+		if err != nil {
+			return nil, err
 		}
-		for _, kind := range portChains {
-			if ch.Name == portChain(port, kind) {
-				out[ch.Name] = true
+		for _, name := range t.names {
+			if exist[name] {
+				out = append(out, &nftables.Chain{Name: name, Table: t.table})
 			}
 		}
+	}
+	return out, nil
+}
+
+// portChainsIn returns which of the port's chains exist; none when the
+// table does not.
+func portChainsIn(ns, port string) (map[string]bool, error) {
+	var names []string
+	for _, kind := range portChains {
+		names = append(names, portChain(port, kind))
+	}
+	out, err := chainsIn(ns, bridgeTable, names)
+	if err != nil {
+		return nil, fmt.Errorf("nft -n %s list chains bridge: %w", ns, err)
 	}
 	return out, nil
 }
@@ -453,7 +471,12 @@ func (l *Linux) observeFirewall(ns string, only map[string]bool) ([]plan.Resourc
 		if _, ok := findTable(tables, bridgeTable); !ok {
 			return nil
 		}
-		chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyUnspecified)
+		var chains []*nftables.Chain
+		if wanted == nil {
+			chains, err = c.ListChainsOfTableFamily(nftables.TableFamilyUnspecified)
+		} else {
+			chains, err = namedChains(ns, wanted)
+		}
 		if err != nil {
 			return fmt.Errorf("nft -n %s list chains: %w", ns, err)
 		}

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/google/nftables"
@@ -148,4 +149,47 @@ func counterPackets(list *netlink.AttributeDecoder) (packets uint64, counted boo
 // baseRule is a rule of a base chain by its handle, enough to delete it.
 func baseRule(chain string, n ruleNote) *nftables.Rule {
 	return &nftables.Rule{Table: bridgeTable, Chain: &nftables.Chain{Name: chain, Table: bridgeTable}, Handle: n.handle}
+}
+
+// chainsIn returns which of the chains named exist in a table of ns, with
+// one request each: listing every chain of a table that holds a thousand
+// ports' chains costs more than asking for the few a change touches. A
+// table that does not exist holds none.
+// Equivalent to: nft -n NS list chain FAMILY vnet NAME, for each
+func chainsIn(ns string, table *nftables.Table, names []string) (map[string]bool, error) {
+	f, err := openNS(ns)
+	if err != nil {
+		return nil, fmt.Errorf("open netns %s: %w", ns, err)
+	}
+	defer f.Close()
+	conn, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: int(f)})
+	if err != nil {
+		return nil, fmt.Errorf("nftables in %s: %w", ns, err)
+	}
+	defer conn.Close()
+	out := map[string]bool{}
+	for _, name := range names {
+		attrs, err := netlink.MarshalAttributes([]netlink.Attribute{
+			{Type: unix.NFTA_CHAIN_TABLE, Data: []byte(table.Name + "\x00")},
+			{Type: unix.NFTA_CHAIN_NAME, Data: []byte(name + "\x00")},
+		})
+		if err != nil {
+			return nil, err
+		}
+		_, err = conn.Execute(netlink.Message{
+			Header: netlink.Header{
+				Type:  netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETCHAIN),
+				Flags: netlink.Request,
+			},
+			Data: append([]byte{byte(table.Family), unix.NFNETLINK_V0, 0, 0}, attrs...),
+		})
+		switch {
+		case errors.Is(err, unix.ENOENT) || noNFTables(err):
+		case err != nil:
+			return nil, err
+		default:
+			out[name] = true
+		}
+	}
+	return out, nil
 }

@@ -13,7 +13,12 @@ deletes them. Then it prints each operation's cost per 100 VMs between the
 smallest and the largest N (the slope).
 
 usage: bench/scale.py [--vnet bin/vnet] [--sizes 100,300,1000] [--changes 20]
-                      [--settle 0] [--profile] [--cpuprofile DIR]
+                      [--hosts 1] [--settle 0] [--profile] [--cpuprofile DIR]
+
+--hosts H spreads the N VMs evenly over H hosts on one distributed switch
+(one uplink, a NIC on each host); the one-VM changes happen on the first
+host. bench/rawnetlink then still makes the N VMs on one host: its figure
+leaves out the other hosts' namespaces and the uplinks.
 
 Needs root and Go (it builds bench/rawnetlink). It takes /tmp/vnet-kernel.lock
 for each size itself (do not wrap it in flock) and removes what it made, also
@@ -36,15 +41,34 @@ def ip(i):
     return f"10.{100 + i // 65000}.{i // 250 % 256}.{i % 250 + 1}/8"
 
 
-def spec(name, vms):
-    """vms: list of (vm name, address)."""
-    rows = "\n".join(f"  - {{name: {v}, host: h1, nics: [{{portgroup: pg, ip: {a}}}]}}" for v, a in vms)
-    return f"""name: {name}
+def host_of(i, n, hosts):
+    """The host of VM i (1-based) of n spread evenly over `hosts` hosts; VMs past n go on h1."""
+    return f"h{(i - 1) * hosts // n + 1}" if i <= n else "h1"
+
+
+def spec(name, vms, hosts=1):
+    """vms: list of (vm name, address, host). One host: a private switch on it; more: a
+    distributed switch over all of them, one uplink on each host's NIC."""
+    rows = "\n".join(f"  - {{name: {v}, host: {h}, nics: [{{portgroup: pg, ip: {a}}}]}}" for v, a, h in vms)
+    if hosts == 1:
+        return f"""name: {name}
 hosts:
   - name: h1
 switches:
   - name: sw0
     hosts: [h1]
+    portgroups: [{{name: pg}}]
+vms:
+{rows}
+"""
+    hs = "\n".join(f"  - {{name: h{k}, nics: [{{name: nic0, speed: 10Gbit}}]}}" for k in range(1, hosts + 1))
+    nics = ", ".join(f"h{k}: nic0" for k in range(1, hosts + 1))
+    return f"""name: {name}
+hosts:
+{hs}
+switches:
+  - name: dvs0
+    uplinks: [{{name: up0, nics: {{{nics}}}}}]
     portgroups: [{{name: pg}}]
 vms:
 {rows}
@@ -61,8 +85,9 @@ def run(args, env=None):
 
 
 class Vnet:
-    def __init__(self, vnet, name, cpuprofile, settle, trace):
+    def __init__(self, vnet, name, cpuprofile, settle, trace, hosts=1):
         self.vnet, self.name, self.cpuprofile, self.settle, self.trace = vnet, name, cpuprofile, settle, trace
+        self.hosts = hosts
         self.state = tempfile.mkdtemp(prefix="vnet-scale.")
         self.file = os.path.join(self.state, "spec.yaml")
         self.n = 0
@@ -84,7 +109,7 @@ class Vnet:
 
     def apply(self, label, vms, *flags, wrap=()):
         with open(self.file, "w") as f:
-            f.write(spec(self.name, vms))
+            f.write(spec(self.name, vms, self.hosts))
         return self.timed(label, "apply", *flags, self.file, wrap=wrap)
 
     def cleanup(self):
@@ -115,14 +140,14 @@ def ops_of(changes, add, change, remove):
 
 
 def measure_vnet(v, n, changes, profile):
-    vms = [(f"vm{i}", ip(i)) for i in range(1, n + 1)]
+    vms = [(f"vm{i}", ip(i), host_of(i, n, v.hosts)) for i in range(1, n + 1)]
     extra = f"vm{n + 1}"
     out = {"first apply": v.apply("first", vms)}
     out["no-op apply"] = statistics.median(v.apply("noop", vms) for _ in range(3))
     out["no-op apply --full"] = statistics.median(v.apply("full", vms, "--full") for _ in range(3))
     out.update(ops_of(changes,
-                      lambda k: v.apply("add", vms + [(extra, ip(n + 1))]),
-                      lambda k: v.apply("change", vms + [(extra, ip(n + 2 + k))]),
+                      lambda k: v.apply("add", vms + [(extra, ip(n + 1), "h1")]),
+                      lambda k: v.apply("change", vms + [(extra, ip(n + 2 + k), "h1")]),
                       lambda k: v.apply("remove", vms)))
     out["status"] = statistics.median(v.timed("status", "status", v.name) for _ in range(3))
     if profile:
@@ -134,7 +159,7 @@ def measure_vnet(v, n, changes, profile):
 def strace_change(v, vms, extra, n):
     """Counts the syscalls of one added VM: namespace switches, netlink messages, fsyncs."""
     path = os.path.join(v.state, "strace.txt")
-    v.apply("add", vms + [(extra, ip(n + 1))], wrap=("strace", "-f", "-c", "-o", path))
+    v.apply("add", vms + [(extra, ip(n + 1), "h1")], wrap=("strace", "-f", "-c", "-o", path))
     v.apply("remove", vms)
     counts = {}
     with open(path) as f:
@@ -172,6 +197,7 @@ def main():
     ap.add_argument("--sizes", default="100,300,1000")
     ap.add_argument("--changes", type=int, default=20)
     ap.add_argument("--settle", type=float, default=0)
+    ap.add_argument("--hosts", type=int, default=1, help="hosts the N VMs are spread over, on one distributed switch")
     ap.add_argument("--profile", action="store_true", help="where a one-VM change's time goes")
     ap.add_argument("--cpuprofile", help="directory for CPU profiles")
     a = ap.parse_args()
@@ -184,11 +210,14 @@ def main():
         os.makedirs(a.cpuprofile, exist_ok=True)
     raw_exe = build_raw()
     sizes = [int(s) for s in a.sizes.split(",")]
+    if a.hosts > 1:
+        print(f"{a.hosts} hosts on one distributed switch, the VMs spread evenly, the one-VM changes on h1; "
+              "raw netlink makes the same VMs on one host (no host namespaces for the others, no uplinks)")
     print(f"machine: {os.cpu_count()} CPUs, Linux {platform.release()}; vnet {run([vnet, '--version'])[1].stdout.strip()}")
     results, raws, phases = {}, {}, {}
     for n in sizes:
         tag = f"s{os.getpid() % 100000}n{n}"
-        v = Vnet(vnet, "scl" + tag, a.cpuprofile, a.settle, a.profile and n == sizes[-1])
+        v = Vnet(vnet, "scl" + tag, a.cpuprofile, a.settle, a.profile and n == sizes[-1], a.hosts)
         r = Raw(raw_exe, tag)
         with open(LOCK, "a") as lk:
             fcntl.flock(lk, fcntl.LOCK_EX)

@@ -280,6 +280,15 @@ func statusCmd() *cobra.Command {
 	return c
 }
 
+// recordHead reads a record without what was realized where the store can:
+// the commands that select records read only their specs.
+func recordHead(st store.Store, name string) (*store.Record, error) {
+	if h, ok := st.(store.HeadReader); ok {
+		return h.Head(name)
+	}
+	return st.Get(name)
+}
+
 func selectRecords(st store.Store, args []string) ([]*store.Record, error) {
 	if len(args) == 0 {
 		return st.List()
@@ -290,7 +299,7 @@ func selectRecords(st store.Store, args []string) ([]*store.Record, error) {
 		if err != nil {
 			return nil, err
 		}
-		r, err := st.Get(name)
+		r, err := recordHead(st, name)
 		if err != nil {
 			return nil, err
 		}

@@ -270,11 +270,11 @@ func (l *Linux) ensurePortSec(r plan.Resource) error {
 	}
 	bridgeTable := bridgeTableOf(r.Name)
 	return l.nftChange(r.NS, func(c *nftables.Conn) error {
-		existing, err := portChainsIn(c, bridgeTable, r.Link)
+		existing, err := portChainsIn(r.NS, bridgeTable, r.Link)
 		if err != nil {
 			return err
 		}
-		jumps, err := portJumps(c, bridgeTable, r.NS, r.Link)
+		jumps, err := portJumps(r.NS, bridgeTable, r.Link)
 		if err != nil {
 			return err
 		}
@@ -373,11 +373,11 @@ func (l *Linux) removePortSec(r plan.Resource) error {
 	}
 	bridgeTable := bridgeTableOf(r.Name)
 	return l.nftChange(r.NS, func(c *nftables.Conn) error {
-		existing, err := portChainsIn(c, bridgeTable, r.Link)
+		existing, err := portChainsIn(r.NS, bridgeTable, r.Link)
 		if err != nil || len(existing) == 0 {
 			return err
 		}
-		jumps, err := portJumps(c, bridgeTable, r.NS, r.Link)
+		jumps, err := portJumps(r.NS, bridgeTable, r.Link)
 		if err != nil {
 			return err
 		}
@@ -398,41 +398,60 @@ func (l *Linux) removePortSec(r plan.Resource) error {
 	})
 }
 
-// portChainsIn returns which of the port's chains exist; none when the
-// table does not.
-func portChainsIn(c *nftables.Conn, bridgeTable *nftables.Table, port string) (map[string]bool, error) {
-	chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyBridge)
-	if err != nil {
-		return nil, fmt.Errorf("nft list chains bridge: %w", err)
-	}
-	out := map[string]bool{}
-	for _, ch := range chains {
-		if ch.Table.Name != bridgeTable.Name {
-			continue
+// namedChains returns, of the chains a scoped read of a firewall looks at
+// (the conntrack chain, the base chains and the wanted ports' chains),
+// those that exist, without listing every port's.
+func namedChains(ns, table string, wanted map[string]bool) ([]*nftables.Chain, error) {
+	var out []*nftables.Chain
+	bridgeTable, inetTable := bridgeTableOf(table), inetTableOf(table)
+	for _, t := range []struct {
+		table *nftables.Table
+		names []string
+	}{
+		{inetTable, []string{conntrackChain}},
+		{bridgeTable, append([]string{preChain, fwdChain}, sortedKeys(wanted)...)},
+	} {
+		exist, err := chainsIn(ns, t.table, t.names)
+		if err != nil {
+			return nil, err
 		}
-		for _, kind := range portChains {
-			if ch.Name == portChain(port, kind) {
-				out[ch.Name] = true
+		for _, name := range t.names {
+			if exist[name] {
+				out = append(out, &nftables.Chain{Name: name, Table: t.table})
 			}
 		}
 	}
 	return out, nil
 }
 
+// portChainsIn returns which of the port's chains exist; none when the
+// table does not.
+func portChainsIn(ns string, bridgeTable *nftables.Table, port string) (map[string]bool, error) {
+	var names []string
+	for _, kind := range portChains {
+		names = append(names, portChain(port, kind))
+	}
+	out, err := chainsIn(ns, bridgeTable, names)
+	if err != nil {
+		return nil, fmt.Errorf("nft -n %s list chains bridge: %w", ns, err)
+	}
+	return out, nil
+}
+
 // portJumps returns the base chains' rules that jump to the port's chains.
-func portJumps(c *nftables.Conn, bridgeTable *nftables.Table, ns, port string) ([]*nftables.Rule, error) {
+func portJumps(ns string, bridgeTable *nftables.Table, port string) ([]*nftables.Rule, error) {
 	var out []*nftables.Rule
 	for _, base := range []string{preChain, fwdChain} {
-		rules, err := c.GetRules(bridgeTable, &nftables.Chain{Name: base, Table: bridgeTable})
+		notes, err := chainNotes(ns, bridgeTable, base)
 		if err != nil {
 			if isNotFound(err) {
 				continue
 			}
 			return nil, fmt.Errorf("nft -n %s list chain bridge %s %s: %w", ns, bridgeTable.Name, base, err)
 		}
-		for _, r := range rules {
-			if p, _, _ := parseJumpComment(commentOf(r)); p == port {
-				out = append(out, r)
+		for _, n := range notes {
+			if p, _, _ := parseJumpComment(n.comment); p == port {
+				out = append(out, baseRule(bridgeTable, base, n))
 			}
 		}
 	}
@@ -497,7 +516,12 @@ func (l *Linux) observeFirewall(ns string, only map[string]bool, table string) (
 		if _, ok := findTable(tables, bridgeTable); !ok {
 			return nil
 		}
-		chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyUnspecified)
+		var chains []*nftables.Chain
+		if wanted == nil {
+			chains, err = c.ListChainsOfTableFamily(nftables.TableFamilyUnspecified)
+		} else {
+			chains, err = namedChains(ns, table, wanted)
+		}
 		if err != nil {
 			return fmt.Errorf("nft -n %s list chains: %w", ns, err)
 		}
@@ -540,12 +564,12 @@ func (l *Linux) observeFirewall(ns string, only map[string]bool, table string) (
 		ports := map[string]*seen{}
 		var order []string
 		for _, base := range []string{preChain, fwdChain} {
-			rules, err := c.GetRules(bridgeTable, &nftables.Chain{Name: base, Table: bridgeTable})
+			notes, err := chainNotes(ns, bridgeTable, base)
 			if err != nil {
 				continue // reported as a missing base chain
 			}
-			for _, r := range rules {
-				port, digest, n := parseJumpComment(commentOf(r))
+			for _, r := range notes {
+				port, digest, n := parseJumpComment(r.comment)
 				if port == "" {
 					continue
 				}
@@ -592,38 +616,46 @@ func (l *Linux) FirewallCounters(ns string) (map[string]map[string]uint64, error
 	if !netnsExists(ns) {
 		return out, nil
 	}
+	// One dump per table of vnet's (the lab's, or each infrastructure's
+	// in a host's own namespace): a dump per port chain costs a round trip
+	// each, and decoding every expression of every rule, for a thousand
+	// ports.
+	var tables []*nftables.Table
 	err := nftIn(ns, func(c *nftables.Conn) error {
-		chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyBridge)
-		if err != nil {
-			if noNFTables(err) {
-				return nil
+		all, err := c.ListTablesOfFamily(nftables.TableFamilyBridge)
+		for _, t := range all {
+			if isVnetTable(t.Name) {
+				tables = append(tables, t)
 			}
-			return fmt.Errorf("nft -n %s list chains: %w", ns, err)
 		}
-		for _, ch := range chains {
-			if !isVnetTable(ch.Table.Name) || ch.Hooknum != nil {
+		return err
+	})
+	switch {
+	case noNFTables(err):
+		return out, nil
+	case err != nil:
+		return nil, fmt.Errorf("nft -n %s list tables bridge: %w", ns, err)
+	}
+	for _, t := range tables {
+		notes, err := tableNotes(ns, t)
+		switch {
+		case isNotFound(err):
+			continue // deleted meanwhile
+		case err != nil:
+			return nil, fmt.Errorf("nft -n %s list table bridge %s: %w", ns, t.Name, err)
+		}
+		for _, n := range notes {
+			if n.chain == preChain || n.chain == fwdChain || !n.counted || n.comment == "" {
 				continue
 			}
-			port := ch.Name[:max(strings.LastIndex(ch.Name, "-"), 0)]
-			rules, err := c.GetRules(ch.Table, ch)
-			if err != nil {
-				return fmt.Errorf("nft -n %s list chain bridge %s %s: %w", ns, ch.Table.Name, ch.Name, err)
+			port := n.chain[:max(strings.LastIndex(n.chain, "-"), 0)]
+			if out[port] == nil {
+				out[port] = map[string]uint64{}
 			}
-			for _, r := range rules {
-				label := commentOf(r)
-				for _, e := range r.Exprs {
-					if ctr, ok := e.(*expr.Counter); ok && label != "" {
-						if out[port] == nil {
-							out[port] = map[string]uint64{}
-						}
-						out[port][label] += ctr.Packets
-					}
-				}
-			}
+			out[port][n.comment] += n.packets
 		}
-		return nil
-	})
-	return out, err
+	}
+	return out, nil
 }
 
 // comment is an nftables rule comment, as nft(8) writes it in user data.
@@ -632,8 +664,10 @@ func comment(s string) []byte {
 }
 
 // commentOf reads a rule's comment; "" when it has none.
-func commentOf(r *nftables.Rule) string {
-	b := r.UserData
+func commentOf(r *nftables.Rule) string { return commentIn(r.UserData) }
+
+// commentIn reads the comment from a rule's user data.
+func commentIn(b []byte) string {
 	for len(b) >= 2 {
 		typ, n := b[0], int(b[1])
 		if len(b) < 2+n {

@@ -55,6 +55,12 @@ func (l *Linux) ObserveScope(infra string, scope plan.Scope, hints []plan.Resour
 			views[i] = v
 			return err
 		}
+		if links == nil && !v.bridged {
+			// A bridge family table filters nothing without a bridge:
+			// a VM's namespace has none to read.
+			views[i] = v
+			return nil
+		}
 		fw, err := l.observeFirewall(names[i], links, "")
 		v.resources = append(v.resources, fw...)
 		views[i] = v
@@ -187,6 +193,7 @@ type nsObservation struct {
 	resources []plan.Resource
 	aEnds     []vethEnd
 	bEnds     []vethEnd
+	bridged   bool // it holds a bridge, vnet's or not
 }
 
 // observeNS reads one namespace. keep, when set, picks the links to read
@@ -240,6 +247,7 @@ func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep 
 	byName := map[string]int{}
 	var bridges []string
 	for _, link := range links {
+		v.bridged = v.bridged || link.Type() == "bridge"
 		byIndex[link.Attrs().Index] = link.Attrs().Name
 		byName[link.Attrs().Name] = link.Attrs().Index
 		if _, mine := strings.CutPrefix(link.Attrs().Alias, plan.AliasPrefix); mine && link.Type() == "bridge" && (only == nil || only[link.Attrs().Name]) {

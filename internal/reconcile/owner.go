@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/store"
@@ -64,12 +65,31 @@ func (s stranger) whatToDo(infra string) string {
 // an apply was making when it failed, before their mark was set.
 func (e *Engine) claim(infra string, observed []plan.Resource, adopt map[string]bool) (mine []plan.Resource, strangers []stranger) {
 	rec, _ := e.Store.Get(infra)
-	return claimWith(rec, e.Store.ID(), infra, observed, adopt)
+	return claimWith(e.listedIn(infra, rec), e.Store.ID(), infra, observed, adopt)
 }
 
-// claimWith is claim with the store's record of the infrastructure (nil
-// when it has none) and ID.
-func claimWith(rec *store.Record, storeID, infra string, observed []plan.Resource, adopt map[string]bool) (mine []plan.Resource, strangers []stranger) {
+// listedIn says whether the record of infra (nil when there is none) lists
+// a namespace among what was realized. A record read without that (a
+// store.HeadReader's) is read whole the first time it is asked: only a
+// namespace without a mark asks.
+func (e *Engine) listedIn(infra string, rec *store.Record) func(ns string) bool {
+	if rec == nil {
+		return func(string) bool { return false }
+	}
+	if rec.Realized != nil {
+		return rec.Lists
+	}
+	var whole *store.Record
+	read := sync.OnceFunc(func() { whole, _ = e.Store.Get(infra) })
+	return func(ns string) bool {
+		read()
+		return whole != nil && whole.Lists(ns)
+	}
+}
+
+// claimWith is claim with what the store's record of the infrastructure
+// lists (see listedIn) and the store's ID.
+func claimWith(listed func(ns string) bool, storeID, infra string, observed []plan.Resource, adopt map[string]bool) (mine []plan.Resource, strangers []stranger) {
 	foreign := map[string]bool{}
 	for _, r := range observed {
 		if r.Kind != plan.KindNetns {
@@ -78,7 +98,7 @@ func claimWith(rec *store.Record, storeID, infra string, observed []plan.Resourc
 		m, marked := plan.ParseMark(r.Mark)
 		switch {
 		case marked && m.Store == storeID && m.Infra == infra:
-		case !marked && (adopt[r.Name] || rec != nil && rec.Lists(r.Name)):
+		case !marked && (adopt[r.Name] || listed(r.Name)):
 		default:
 			foreign[r.Name] = true
 			strangers = append(strangers, stranger{ns: r.Name, mark: m, marked: marked})

@@ -4,6 +4,7 @@
 package reconcile
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -99,7 +100,7 @@ func (e *Engine) pinVNIs(doc *spec.Document) (*spec.Document, error) {
 	if e.Host != "" || len(doc.Spec.Networks) == 0 {
 		return doc, nil
 	}
-	pinned, err := spec.PinVNIs(doc, e.lastSpec(doc.Spec.Name))
+	pinned, err := spec.PinVNIs(doc, e.lastSpec(doc))
 	if err != nil {
 		return nil, fmt.Errorf("apply %s: allocate network VNIs: %w", doc.Spec.Name, err)
 	}
@@ -162,7 +163,7 @@ var ErrRolledBack = errors.New("nothing was changed: the host was restored to it
 func (e *Engine) model(doc *spec.Document, observed []plan.Resource, last *spec.Spec) []plan.Resource {
 	desired := e.markOwn(doc.Spec.Name, plan.Model(doc.Spec, e.scoped(plan.Options{NumCPU: e.numCPU(), Teams: plan.Assignments(observed), PoolCeils: plan.PoolCeils(observed),
 		Now: time.Now().UTC().Truncate(time.Second)})))
-	if last == nil {
+	if last == nil || last == doc.Spec { // the same spec drops no offloads
 		return desired
 	}
 	return plan.ResetDroppedOffloads(desired, plan.Model(last, e.scoped(plan.Options{NumCPU: e.numCPU()})))
@@ -207,7 +208,7 @@ func (e *Engine) observe(doc *spec.Document) (observation, error) {
 		return observation{}, fmt.Errorf("observe %s: %w", name, err)
 	}
 	lap("observe (%d resources)", len(observed))
-	observed, strangers := claimWith(rec, e.Store.ID(), name, observed, nil)
+	observed, strangers := claimWith(e.listedIn(name, rec), e.Store.ID(), name, observed, nil)
 	model := m.desired(observed)
 	if err := refuseStrangers(name, strangers, model); err != nil {
 		return observation{}, err
@@ -248,12 +249,12 @@ func (e *Engine) models(doc *spec.Document) (*store.Record, *modelSet, error) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		rec, err = e.Store.Get(doc.Spec.Name)
+		rec, err = e.lastRecord(doc.Spec.Name)
 		if errors.Is(err, store.ErrNotFound) {
 			rec, err = nil, nil
 		}
-		if rec == nil {
-			return
+		if rec == nil || sameSpec(rec, doc) {
+			return // none, or the last spec is this one: its model is m.next
 		}
 		if s, model, ok := e.Memo.get(doc.Spec.Name, rec.Spec, opt); ok {
 			m.last, m.prev = s, model
@@ -266,7 +267,20 @@ func (e *Engine) models(doc *spec.Document) (*store.Record, *modelSet, error) {
 	}()
 	m.next = plan.Model(doc.Spec, opt)
 	<-done
+	if err == nil && sameSpec(rec, doc) {
+		m.last, m.prev = doc.Spec, m.next
+		m.otherBuild = rec.Engine != engineBuild()
+	}
 	return rec, m, err
+}
+
+// lastRecord reads the record of the last apply, without what was realized
+// where the store can (see listedIn).
+func (e *Engine) lastRecord(name string) (*store.Record, error) {
+	if h, ok := e.Store.(store.HeadReader); ok {
+		return h.Head(name)
+	}
+	return e.Store.Get(name)
 }
 
 // desired is the model of the spec in the light of what was observed (see
@@ -360,13 +374,23 @@ func (e *Engine) realizedModel(last *spec.Spec, observed []plan.Resource) []plan
 		Down: downUplinks(last, observed)}))
 }
 
-// lastSpec is the spec of the last apply, or nil.
-func (e *Engine) lastSpec(name string) *spec.Spec {
-	rec, err := e.Store.Get(name)
+// lastSpec is the spec of the last apply of doc's infrastructure, or nil;
+// doc's own when the record holds the same file.
+func (e *Engine) lastSpec(doc *spec.Document) *spec.Spec {
+	rec, err := e.lastRecord(doc.Spec.Name)
 	if err != nil {
 		return nil
 	}
+	if sameSpec(rec, doc) {
+		return doc.Spec
+	}
 	return specOf(rec)
+}
+
+// sameSpec reports whether a record (nil: none) holds doc as it was
+// applied, byte for byte: then its spec need not be decoded again.
+func sameSpec(rec *store.Record, doc *spec.Document) bool {
+	return rec != nil && len(doc.Source) > 0 && rec.SpecFile == doc.File && bytes.Equal(rec.Spec, doc.Source)
 }
 
 // specOf is a record's spec, or nil.
@@ -493,7 +517,7 @@ func (e *Engine) rollback(name string, o observation, cause error) error {
 			making[r.Name] = true
 		}
 	}
-	now, _ = claimWith(o.rec, e.Store.ID(), name, now, making)
+	now, _ = claimWith(e.listedIn(name, o.rec), e.Store.ID(), name, now, making)
 	now = o.scope.Observed(now, touched, append(append([]plan.Resource{}, o.model...), before...))
 	now = plan.ResolveSteer(now, before, desired)
 	var errs []error

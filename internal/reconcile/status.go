@@ -101,11 +101,15 @@ type PortStatus struct {
 // Status describes an infrastructure from its spec and what is observed.
 func (e *Engine) Status(doc *spec.Document) (*Status, error) {
 	s := doc.Spec
-	observed, err := e.DP.Observe(s.Name, e.model(doc, nil, e.lastSpec(s.Name)))
+	rec, err := e.lastRecord(s.Name)
+	if err != nil {
+		rec = nil
+	}
+	observed, err := e.DP.Observe(s.Name, e.model(doc, nil, e.lastSpec(doc)))
 	if err != nil {
 		return nil, err
 	}
-	observed, _ = e.claim(s.Name, observed, nil)
+	observed, _ = claimWith(e.listedIn(s.Name, rec), e.Store.ID(), s.Name, observed, nil)
 	// Judge drift against the uplinks as they are: steering away from a
 	// down uplink is the agent doing its job, not drift.
 	assigned := plan.Assignments(observed)
@@ -144,7 +148,7 @@ func (e *Engine) Status(doc *spec.Document) (*Status, error) {
 		}
 	}
 	st := &Status{Name: s.Name}
-	if rec, err := e.Store.Get(s.Name); err == nil {
+	if rec != nil {
 		st.Generation, st.SpecFile = rec.Generation, rec.SpecFile
 	}
 	for _, h := range s.Hosts {

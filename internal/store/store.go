@@ -57,6 +57,13 @@ func (r *Record) Lists(ns string) bool {
 	return false
 }
 
+// HeadReader is a store that can read a record without what was realized
+// (Realized nil): all an apply needs of the last record unless it meets a
+// namespace without a mark.
+type HeadReader interface {
+	Head(name string) (*Record, error)
+}
+
 // Store holds records. Implementations serialize writers across processes.
 type Store interface {
 	Get(name string) (*Record, error)

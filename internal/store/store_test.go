@@ -51,6 +51,29 @@ func TestBoltRoundTrip(t *testing.T) {
 	}
 }
 
+func TestHeadIsTheRecordWithoutWhatWasRealized(t *testing.T) {
+	s := open(t, t.TempDir())
+	if _, err := s.Head("x"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Head missing: %v", err)
+	}
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	full := &Record{Name: "a", SpecFile: "a.yaml", Spec: []byte("name: a"), Generation: 7, AppliedAt: at, Engine: "v1",
+		Realized: []plan.Resource{{Kind: plan.KindNetns, Name: "vnet-a-h1"}}}
+	if err := s.Put(full); err != nil {
+		t.Fatal(err)
+	}
+	h, err := s.Head("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := *full
+	want.Realized = nil
+	if h.Name != want.Name || h.SpecFile != want.SpecFile || string(h.Spec) != string(want.Spec) ||
+		h.Generation != want.Generation || !h.AppliedAt.Equal(at) || h.Engine != want.Engine || h.Realized != nil {
+		t.Fatalf("Head = %+v, want %+v", h, want)
+	}
+}
+
 func TestStoreKeepsItsID(t *testing.T) {
 	dir := t.TempDir()
 	a := open(t, dir)

@@ -1,0 +1,195 @@
+package dataplane
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/google/nftables"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// ruleNote is a rule as vnet reads it back without decoding all its
+// expressions: its chain, handle, comment and what its counter counted.
+type ruleNote struct {
+	chain   string
+	handle  uint64
+	comment string
+	packets uint64 // of its counters
+	counted bool   // it has a counter
+}
+
+// chainNotes dumps the rules of a chain of the bridge table in ns and keeps
+// of each only its handle and comment. A base chain holds a jump for every
+// port with a policy; decoding each jump's expressions, as reading whole
+// rules does, costs most of reading the chain.
+// Equivalent to: nft -a -n NS list chain bridge vnet CHAIN (handles and comments)
+func chainNotes(ns string, table *nftables.Table, chain string) ([]ruleNote, error) {
+	return ruleNotes(ns, table, chain)
+}
+
+// tableNotes dumps the rules of every chain of the bridge table in ns at
+// once: one request, where a request per chain costs a round trip for each
+// of a thousand ports' chains.
+// Equivalent to: nft -n NS list table bridge vnet
+func tableNotes(ns string, table *nftables.Table) ([]ruleNote, error) {
+	return ruleNotes(ns, table, "")
+}
+
+// ruleNotes dumps the rules of one chain of the bridge table, or of all of
+// them for "".
+func ruleNotes(ns string, table *nftables.Table, chain string) ([]ruleNote, error) {
+	f, err := openNS(ns)
+	if err != nil {
+		return nil, fmt.Errorf("open netns %s: %w", ns, err)
+	}
+	defer f.Close()
+	conn, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: int(f)})
+	if err != nil {
+		return nil, fmt.Errorf("nftables in %s: %w", ns, err)
+	}
+	defer conn.Close()
+	filter := []netlink.Attribute{{Type: unix.NFTA_RULE_TABLE, Data: []byte(table.Name + "\x00")}}
+	if chain != "" {
+		filter = append(filter, netlink.Attribute{Type: unix.NFTA_RULE_CHAIN, Data: []byte(chain + "\x00")})
+	}
+	attrs, err := netlink.MarshalAttributes(filter)
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := conn.Execute(netlink.Message{
+		Header: netlink.Header{
+			Type:  netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETRULE),
+			Flags: netlink.Request | netlink.Dump,
+		},
+		// nfgenmsg: family, version, resource id
+		Data: append([]byte{byte(table.Family), unix.NFNETLINK_V0, 0, 0}, attrs...),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return parseRuleNotes(msgs)
+}
+
+// parseRuleNotes reads handles and comments from rule messages.
+func parseRuleNotes(msgs []netlink.Message) ([]ruleNote, error) {
+	out := make([]ruleNote, 0, len(msgs))
+	for _, m := range msgs {
+		if len(m.Data) < 4 {
+			continue
+		}
+		ad, err := netlink.NewAttributeDecoder(m.Data[4:])
+		if err != nil {
+			return nil, err
+		}
+		ad.ByteOrder = binary.BigEndian
+		var n ruleNote
+		for ad.Next() {
+			switch ad.Type() {
+			case unix.NFTA_RULE_CHAIN:
+				n.chain = ad.String()
+			case unix.NFTA_RULE_HANDLE:
+				n.handle = ad.Uint64()
+			case unix.NFTA_RULE_USERDATA:
+				n.comment = commentIn(ad.Bytes())
+			case unix.NFTA_RULE_EXPRESSIONS:
+				ad.Nested(func(nad *netlink.AttributeDecoder) error {
+					n.packets, n.counted = counterPackets(nad)
+					return nil
+				})
+			}
+		}
+		if err := ad.Err(); err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// counterPackets sums the packets of the counters in a rule's list of
+// expressions; other expressions are skipped undecoded.
+func counterPackets(list *netlink.AttributeDecoder) (packets uint64, counted bool) {
+	for list.Next() {
+		if list.Type() != unix.NFTA_LIST_ELEM {
+			continue
+		}
+		list.Nested(func(e *netlink.AttributeDecoder) error {
+			var name string
+			var data []byte
+			for e.Next() {
+				switch e.Type() {
+				case unix.NFTA_EXPR_NAME:
+					name = e.String()
+				case unix.NFTA_EXPR_DATA:
+					data = e.Bytes()
+				}
+			}
+			if name != "counter" {
+				return nil
+			}
+			counted = true
+			d, err := netlink.NewAttributeDecoder(data)
+			if err != nil {
+				return nil
+			}
+			d.ByteOrder = binary.BigEndian
+			for d.Next() {
+				if d.Type() == unix.NFTA_COUNTER_PACKETS {
+					packets += d.Uint64()
+				}
+			}
+			return nil
+		})
+	}
+	return packets, counted
+}
+
+// baseRule is a rule of a base chain by its handle, enough to delete it.
+func baseRule(table *nftables.Table, chain string, n ruleNote) *nftables.Rule {
+	return &nftables.Rule{Table: table, Chain: &nftables.Chain{Name: chain, Table: table}, Handle: n.handle}
+}
+
+// chainsIn returns which of the chains named exist in a table of ns, with
+// one request each: listing every chain of a table that holds a thousand
+// ports' chains costs more than asking for the few a change touches. A
+// table that does not exist holds none.
+// Equivalent to: nft -n NS list chain FAMILY vnet NAME, for each
+func chainsIn(ns string, table *nftables.Table, names []string) (map[string]bool, error) {
+	f, err := openNS(ns)
+	if err != nil {
+		return nil, fmt.Errorf("open netns %s: %w", ns, err)
+	}
+	defer f.Close()
+	conn, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: int(f)})
+	if err != nil {
+		return nil, fmt.Errorf("nftables in %s: %w", ns, err)
+	}
+	defer conn.Close()
+	out := map[string]bool{}
+	for _, name := range names {
+		attrs, err := netlink.MarshalAttributes([]netlink.Attribute{
+			{Type: unix.NFTA_CHAIN_TABLE, Data: []byte(table.Name + "\x00")},
+			{Type: unix.NFTA_CHAIN_NAME, Data: []byte(name + "\x00")},
+		})
+		if err != nil {
+			return nil, err
+		}
+		_, err = conn.Execute(netlink.Message{
+			Header: netlink.Header{
+				Type:  netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETCHAIN),
+				Flags: netlink.Request,
+			},
+			Data: append([]byte{byte(table.Family), unix.NFNETLINK_V0, 0, 0}, attrs...),
+		})
+		switch {
+		case errors.Is(err, unix.ENOENT) || noNFTables(err):
+		case err != nil:
+			return nil, err
+		default:
+			out[name] = true
+		}
+	}
+	return out, nil
+}

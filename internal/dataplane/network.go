@@ -35,17 +35,20 @@ func isolatePort(h *netlink.Handle, link netlink.Link) error {
 	return nil
 }
 
-// bridgeFDB is the bridge's static entry for MAC on a port.
+// bridgeFDB is the bridge's static entry for MAC on a port. It is sticky:
+// the bridge would otherwise move a static entry to whatever port a frame
+// from that MAC arrives on (a VM that just moved here, before the entry
+// naming its old host is deleted), and then flush it with that port.
 func bridgeFDB(link netlink.Link, r plan.Resource) (*netlink.Neigh, error) {
 	mac, err := net.ParseMAC(r.MAC)
 	if err != nil {
 		return nil, err
 	}
 	return &netlink.Neigh{LinkIndex: link.Attrs().Index, Family: unix.AF_BRIDGE,
-		State: netlink.NUD_NOARP, Flags: netlink.NTF_MASTER, HardwareAddr: mac}, nil
+		State: netlink.NUD_NOARP, Flags: netlink.NTF_MASTER | netlink.NTF_STICKY, HardwareAddr: mac}, nil
 }
 
-// Equivalent to: bridge fdb replace MAC dev PORT master static
+// Equivalent to: bridge fdb replace MAC dev PORT master static sticky
 func setBridgeFDB(h *netlink.Handle, link netlink.Link, r plan.Resource) error {
 	n, err := bridgeFDB(link, r)
 	if err != nil {

@@ -107,23 +107,14 @@ func (b *Bolt) Location() string { return b.dir }
 func (b *Bolt) goodPath() string { return filepath.Join(b.dir, goodFile) }
 
 // Get returns the record of an infrastructure.
-func (b *Bolt) Get(name string) (*Record, error) {
-	var r *Record
-	err := b.view(func(tx *bolt.Tx) error {
-		v := tx.Bucket(bucket).Get([]byte(name))
-		if v == nil {
-			return fmt.Errorf("%q: %w", name, ErrNotFound)
-		}
-		var err error
-		r, err = decodeRecord(name, v)
-		return err
-	})
-	return r, err
-}
+func (b *Bolt) Get(name string) (*Record, error) { return b.read(name, decodeRecord) }
 
 // Head returns the record of an infrastructure without what was realized
 // (Realized is nil), which is most of a large record's decoding.
-func (b *Bolt) Head(name string) (*Record, error) {
+func (b *Bolt) Head(name string) (*Record, error) { return b.read(name, decodeHead) }
+
+// read decodes an infrastructure's record with decode.
+func (b *Bolt) read(name string, decode func(string, []byte) (*Record, error)) (*Record, error) {
 	var r *Record
 	err := b.view(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bucket).Get([]byte(name))
@@ -131,7 +122,7 @@ func (b *Bolt) Head(name string) (*Record, error) {
 			return fmt.Errorf("%q: %w", name, ErrNotFound)
 		}
 		var err error
-		r, err = decodeHead(name, v)
+		r, err = decode(name, v)
 		return err
 	})
 	return r, err

@@ -40,14 +40,9 @@ func tableNotes(ns string, table *nftables.Table) ([]ruleNote, error) {
 // ruleNotes dumps the rules of one chain of the bridge table, or of all of
 // them for "".
 func ruleNotes(ns string, table *nftables.Table, chain string) ([]ruleNote, error) {
-	f, err := openNS(ns)
+	conn, err := netfilterConn(ns)
 	if err != nil {
-		return nil, fmt.Errorf("open netns %s: %w", ns, err)
-	}
-	defer f.Close()
-	conn, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: int(f)})
-	if err != nil {
-		return nil, fmt.Errorf("nftables in %s: %w", ns, err)
+		return nil, err
 	}
 	defer conn.Close()
 	filter := []netlink.Attribute{{Type: unix.NFTA_RULE_TABLE, Data: []byte(table.Name + "\x00")}}
@@ -157,14 +152,9 @@ func baseRule(table *nftables.Table, chain string, n ruleNote) *nftables.Rule {
 // table that does not exist holds none.
 // Equivalent to: nft -n NS list chain FAMILY vnet NAME, for each
 func chainsIn(ns string, table *nftables.Table, names []string) (map[string]bool, error) {
-	f, err := openNS(ns)
+	conn, err := netfilterConn(ns)
 	if err != nil {
-		return nil, fmt.Errorf("open netns %s: %w", ns, err)
-	}
-	defer f.Close()
-	conn, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: int(f)})
-	if err != nil {
-		return nil, fmt.Errorf("nftables in %s: %w", ns, err)
+		return nil, err
 	}
 	defer conn.Close()
 	out := map[string]bool{}
@@ -192,4 +182,19 @@ func chainsIn(ns string, table *nftables.Table, names []string) (map[string]bool
 		}
 	}
 	return out, nil
+}
+
+// netfilterConn is a netfilter socket in ns, for requests the nftables
+// library has no call for.
+func netfilterConn(ns string) (*netlink.Conn, error) {
+	f, err := openNS(ns)
+	if err != nil {
+		return nil, fmt.Errorf("open netns %s: %w", ns, err)
+	}
+	defer f.Close() // the socket keeps the namespace
+	conn, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: int(f)})
+	if err != nil {
+		return nil, fmt.Errorf("nftables in %s: %w", ns, err)
+	}
+	return conn, nil
 }

@@ -120,7 +120,17 @@ vms:
 	// Back up: the port fails back to up1.
 	c.ip("-n", phys, "link", "set", "p1", "up")
 	waitLog(t, m, "port vm1/eth0 up2 -> up1", 10*time.Second)
-	if got := sendTagged(t, vm, "10.88.0.100", "rt-D", 50); got < 45 || p1.Tagged("rt-D") < got || p2.Tagged("rt-D") != 0 {
+	// On a loaded machine the answers may take a moment to find their way
+	// back after the failback: rounds of 50 for up to 5 s, each through
+	// eth1 only.
+	back := time.Now()
+	got = 0
+	for round := 0; got < 45 && time.Since(back) < 5*time.Second; round++ {
+		if got = sendTagged(t, vm, "10.88.0.100", "rt-D", 50); round > 0 || got < 45 {
+			t.Logf("failed back, round %d after %s: %d of 50 answered", round, time.Since(back).Round(time.Millisecond), got)
+		}
+	}
+	if got < 45 || p1.Tagged("rt-D") < got || p2.Tagged("rt-D") != 0 {
 		t.Fatalf("failed back: %d of 50 answered, p1 saw %d, p2 %d", got, p1.Tagged("rt-D"), p2.Tagged("rt-D"))
 	}
 	st, err := status(t, c, infra)

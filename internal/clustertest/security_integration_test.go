@@ -351,6 +351,7 @@ func TestClusterPortSecurityAndACLs(t *testing.T) {
 	if !strings.Contains(out, "SECURITY PORT ON hv1") || !regexp.MustCompile(`app1 eth0 +app +mac, ip, ra, unicast +.*forged-mac \d+`).MatchString(hv2Table) {
 		t.Errorf("vnet status --etcd lacks hv2's table with app1's drops:\n%s", out)
 	}
+	t.Logf("vnet status --etcd:\n%s", out)
 
 	// A VM joins app on hv2: hv1's agent admits it to web1, changing
 	// web1's policy in place.

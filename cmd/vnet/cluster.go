@@ -215,4 +215,5 @@ func printClusterStatus(out io.Writer, cs clusterStatus, now time.Time) {
 		}
 	}
 	fmt.Fprintf(out, "\n%s: %s\n\n", counted(len(cs.Hosts), "host", "hosts"), strings.Join(parts, ", "))
+	printHostSecurity(out, cs.Hosts)
 }

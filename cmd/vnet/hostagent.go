@@ -31,7 +31,7 @@ import (
 // cluster, realizing what etcd places on it.
 func hostAgentCmd() *cobra.Command {
 	var host, metricsAddr string
-	var interval, ttl time.Duration
+	var interval, counterInterval, ttl time.Duration
 	c := &cobra.Command{
 		Use:   "host --etcd URL --host NAME",
 		Short: "Realize on this machine its host's part of every infrastructure stored in etcd, and report it",
@@ -40,7 +40,9 @@ func hostAgentCmd() *cobra.Command {
 The agent watches etcd, applies each infrastructure that names this host (its
 switches' bridges and VXLAN tunnels in this network namespace, its VMs as
 namespaces), removes what etcd no longer places here, repairs drift every
---interval, and reports what it realized under a lease (vnet status --etcd).
+--interval, and reports what it realized under a lease (vnet status --etcd),
+with what its ports' port security and ACL rules counted, read again every
+--counter-interval and reported when it changed.
 Where a switch teams several real NICs of this host, it also runs the teaming
 agent for it: failover when a NIC loses carrier, load-based teaming and
 team-wide limits (docs/hosts.md).
@@ -88,7 +90,7 @@ it realized is in <state-dir>/hostagent. See docs/cluster.md.`,
 					_, mtu, err := dataplane.UnderlayLink(addr)
 					return mtu, err
 				},
-				Interval: interval, TTL: ttl, Log: out, TeamDP: dp}
+				Interval: interval, CounterInterval: counterInterval, TTL: ttl, Log: out, TeamDP: dp}
 			if os.Getenv("VNET_TRACE") != "" {
 				a.Trace = out
 			}
@@ -108,6 +110,8 @@ it realized is in <state-dir>/hostagent. See docs/cluster.md.`,
 	addEtcdFlag(c)
 	c.Flags().StringVar(&host, "host", "", "the spec's name of this machine (default: the hostname up to its first dot)")
 	c.Flags().DurationVar(&interval, "interval", hostagent.DefaultInterval, "how often to reconcile without a change in etcd (repairs drift)")
+	c.Flags().DurationVar(&counterInterval, "counter-interval", hostagent.DefaultCounterInterval,
+		"how often to read the port security counters between passes, reporting them when they changed")
 	c.Flags().DurationVar(&ttl, "ttl", etcdstore.DefaultReportTTL, "how long a report outlives a dead agent")
 	c.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve this host's Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9471; default: none)")
 	return c

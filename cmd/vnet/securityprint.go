@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/vnet-project/vnet/internal/reconcile"
+	"github.com/vnet-project/vnet/internal/store/etcdstore"
 )
 
 // printSecurity shows each protected port's policy and what its rules
@@ -16,12 +17,36 @@ func printSecurity(out io.Writer, ports []reconcile.SecurityStatus) {
 	if len(ports) == 0 {
 		return
 	}
+	fmt.Fprintln(out)
+	writeSecurity(out, "SECURITY PORT", ports)
+}
+
+// writeSecurity is printSecurity's table under a heading for its first
+// column: the ports of one machine, or of one host of a cluster.
+func writeSecurity(out io.Writer, heading string, ports []reconcile.SecurityStatus) {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "\nSECURITY PORT\tPORT GROUP\tPOLICY\tCOUNTED (packets)")
+	fmt.Fprintf(w, "%s\tPORT GROUP\tPOLICY\tCOUNTED (packets)\n", heading)
 	for _, p := range ports {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", p.Port, p.PortGroup, p.Policy, counterText(p.Counters))
 	}
 	w.Flush()
+}
+
+// printHostSecurity shows, per host of a cluster, what its agent reported
+// its ports' firewall rules counted, as printSecurity does for one machine.
+// An agent leaves out counters that counted nothing, and ports beyond its
+// report's bound.
+func printHostSecurity(out io.Writer, hosts []etcdstore.HostView) {
+	for _, v := range hosts {
+		if v.Report == nil || len(v.Report.Security) == 0 {
+			continue
+		}
+		writeSecurity(out, "SECURITY PORT ON "+v.Host, v.Report.Security)
+		if n := v.Report.SecurityOmitted; n > 0 {
+			fmt.Fprintf(out, "(and %s with a policy, not reported)\n", counted(n, "port", "ports"))
+		}
+		fmt.Fprintln(out)
+	}
 }
 
 func counterText(c map[string]uint64) string {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vnet-project/vnet/internal/etcdserver/etcdtest"
+	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
 )
 
@@ -139,7 +140,8 @@ func TestServerApplyStatusDestroy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rp.Close()
-	if err := rp.Report(etcdstore.Report{Generation: 2, Resources: 7}); err != nil {
+	if err := rp.Report(etcdstore.Report{Generation: 2, Resources: 7, Security: []reconcile.SecurityStatus{
+		{Port: "web1 eth0", PortGroup: "pg-web", Link: "vn0", Policy: "mac, ra, unicast", Counters: map[string]uint64{"forged-mac": 3}}}}); err != nil {
 		t.Fatal(err)
 	}
 	rp2, err := st.Reporter("demo", "esx2", 5*time.Second)
@@ -155,6 +157,9 @@ func TestServerApplyStatusDestroy(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "3 hosts: 1 current, 1 lagging, 1 gone") {
 		t.Fatalf("status: exit %d\n%s", code, out)
 	}
+	if !strings.Contains(out, "SECURITY PORT ON esx1") || !strings.Contains(out, "forged-mac 3") {
+		t.Errorf("status lacks esx1's port security counters:\n%s", out)
+	}
 	out, code = etcd("status", "-o", "json")
 	var got []clusterStatus
 	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil {
@@ -163,6 +168,9 @@ func TestServerApplyStatusDestroy(t *testing.T) {
 	if len(got) != 1 || got[0].Generation != 2 || got[0].Converged || len(got[0].Hosts) != 3 ||
 		got[0].Hosts[0].State != etcdstore.HostCurrent || got[0].Hosts[1].State != etcdstore.HostLagging || got[0].Hosts[2].State != etcdstore.HostGone {
 		t.Errorf("status -o json = %+v", got)
+	}
+	if sec := got[0].Hosts[0].Report.Security; len(sec) != 1 || sec[0].Counters["forged-mac"] != 3 {
+		t.Errorf("status -o json: esx1's counters %+v", sec)
 	}
 
 	if out, code = etcd("destroy", "demo"); code != 0 || !strings.Contains(out, "removed demo (generation 2)") {

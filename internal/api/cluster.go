@@ -209,6 +209,7 @@ func (c *Cluster) Status(name string) (*InfraStatus, error) {
 		}
 		return "unknown"
 	})
+	st.Security = hostsSecurity(views)
 	return &InfraStatus{Status: st, Cluster: cs}, nil
 }
 
@@ -270,4 +271,18 @@ func (c *Cluster) Events(infra string, limit int) ([]events.Event, error) {
 		return nil, err
 	}
 	return events.Filter(all, infra, limit), nil
+}
+
+// hostsSecurity gathers the port security counters the hosts' agents
+// reported into one list by port, as status on one machine has them: a VM,
+// and so its ports, is on one host.
+func hostsSecurity(views []etcdstore.HostView) []reconcile.SecurityStatus {
+	var out []reconcile.SecurityStatus
+	for _, v := range views {
+		if v.Report != nil {
+			out = append(out, v.Report.Security...)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Port < out[j].Port })
+	return out
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vnet-project/vnet/internal/etcdserver"
+	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
 )
 
@@ -111,7 +112,8 @@ func TestAPIOverEtcd(t *testing.T) {
 	hv2, _ := st.Reporter("c1", "hv2", 5*time.Second)
 	defer hv1.Close()
 	defer hv2.Close()
-	if err := hv1.Report(etcdstore.Report{Generation: 1, Resources: 5}); err != nil {
+	if err := hv1.Report(etcdstore.Report{Generation: 1, Resources: 5, Security: []reconcile.SecurityStatus{
+		{Port: "vm1 eth0", PortGroup: "pg", Link: "vn0", Policy: "mac, ra, unicast", Counters: map[string]uint64{"forged-mac": 3}}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := hv2.Report(etcdstore.Report{Generation: 0}); err != nil {
@@ -120,6 +122,12 @@ func TestAPIOverEtcd(t *testing.T) {
 	got = clusterStatusOf(t, s)
 	if hostStates(got) != "hv1=current hv2=lagging" || got.Cluster.Converged || strings.Join(got.Cluster.Lagging, ",") != "hv2" {
 		t.Errorf("with hv2 behind: %s, lagging %v, converged %v", hostStates(got), got.Cluster.Lagging, got.Cluster.Converged)
+	}
+	// The counters hv1's agent reported are the status's, as on one
+	// machine, and in hv1's report.
+	if len(got.Security) != 1 || got.Security[0].Port != "vm1 eth0" || got.Security[0].Counters["forged-mac"] != 3 ||
+		len(got.Cluster.Hosts[0].Report.Security) != 1 {
+		t.Errorf("security over etcd: %+v, hv1's report %+v", got.Security, got.Cluster.Hosts[0].Report)
 	}
 	if got.VMs[1].NICs[0].State != "host lagging" {
 		t.Errorf("vm2's port on the lagging host is %q", got.VMs[1].NICs[0].State)

@@ -1,10 +1,12 @@
 package clustertest
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/vnet-project/vnet/internal/nstest"
 	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/store/etcdstore"
 )
 
 // securitySpec spans two machines: port group web admits TCP only from
@@ -69,6 +72,34 @@ const addApp2 = `  - {name: app2, host: hv2, nics: [{portgroup: app, ip: 10.78.0
 `
 
 const metricsAddr = "127.0.0.1:9472"
+
+// statusCounters reads the counters vnet status --etcd -o json shows, by
+// "host port counter", with the text they came from.
+func statusCounters(t *testing.T, c *Cluster, infra string) (map[string]uint64, string) {
+	t.Helper()
+	out, err := c.Vnet("status", infra, "-o", "json")
+	if err != nil {
+		return nil, out
+	}
+	var got []struct {
+		Hosts []etcdstore.HostView `json:"hosts"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got) != 1 {
+		t.Fatalf("status -o json: %v\n%s", err, out)
+	}
+	counts := map[string]uint64{}
+	for _, v := range got[0].Hosts {
+		if v.Report == nil {
+			continue
+		}
+		for _, p := range v.Report.Security {
+			for label, n := range p.Counters {
+				counts[v.Host+" "+p.Port+" "+label] = n
+			}
+		}
+	}
+	return counts, out
+}
 
 // securityCounters reads an agent's vnet_port_security_packets_total, by
 // "vm counter".
@@ -291,11 +322,42 @@ func TestClusterPortSecurityAndACLs(t *testing.T) {
 		t.Errorf("hv1's metrics for na1: acl[0] %v, acl-default %v, want both >= 1", sec1["na1 acl[0]"], sec1["na1 acl-default"])
 	}
 
+	// vnet status --etcd shows the same counters, each under its host, as
+	// the agents report them (every few seconds while they move).
+	took := waitFor(t, 20*time.Second, "vnet status --etcd shows the counters", func() (bool, string) {
+		got, text := statusCounters(t, c, infra)
+		for _, k := range []string{"hv2 app1 eth0 forged-mac", "hv2 app1 eth0 ip-spoof", "hv2 na2 eth0 forged-mac",
+			"hv1 g1 eth0 forged-mac", "hv1 box1 eth0 ip-spoof"} {
+			if got[k] < n {
+				return false, fmt.Sprintf("%s = %d:\n%s", k, got[k], text)
+			}
+		}
+		if got["hv1 web1 eth0 acl[0]"] < 1 || got["hv1 web1 eth0 acl-default"] < 2 || got["hv1 na1 eth0 acl-default"] < 1 {
+			return false, "web1's or na1's ACL counters:\n" + text
+		}
+		for k := range got {
+			if strings.HasPrefix(k, "hv1 app1 ") || strings.HasPrefix(k, "hv2 web1 ") {
+				return false, "a port under the wrong host: " + k
+			}
+		}
+		return true, ""
+	})
+	t.Logf("counters in vnet status --etcd after %s", took.Round(time.Millisecond))
+	out, err := c.Vnet("status", infra)
+	if err != nil {
+		t.Fatalf("status: %v\n%s", err, out)
+	}
+	_, hv2Table, _ := strings.Cut(out, "SECURITY PORT ON hv2")
+	if !strings.Contains(out, "SECURITY PORT ON hv1") || !regexp.MustCompile(`app1 eth0 +app +mac, ip, ra, unicast +.*forged-mac \d+`).MatchString(hv2Table) {
+		t.Errorf("vnet status --etcd lacks hv2's table with app1's drops:\n%s", out)
+	}
+	t.Logf("vnet status --etcd:\n%s", out)
+
 	// A VM joins app on hv2: hv1's agent admits it to web1, changing
 	// web1's policy in place.
 	logBefore = len(hv1.AgentLog())
 	applySpec(t, c, infra, c.Spec(infra, spec+addApp2))
-	took := waitConverged(t, c, infra, 2, 30*time.Second)
+	took = waitConverged(t, c, infra, 2, 30*time.Second)
 	t.Logf("app2 added on hv2 -> both agents current: %s", took.Round(time.Millisecond))
 	if pass := hv1.AgentLog()[logBefore:]; !strings.Contains(pass, "~ change port security on "+plan.VNICPortName("web1", 0)) ||
 		!strings.Contains(pass, ",10.78.0.3") {

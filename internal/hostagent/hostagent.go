@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"sort"
 	"sync"
 	"time"
@@ -26,6 +27,10 @@ import (
 // DefaultInterval is how often the agent reconciles without a change in
 // etcd, to repair what was changed behind its back.
 const DefaultInterval = 30 * time.Second
+
+// DefaultCounterInterval is how often the agent reads its host's port
+// security counters between passes, and reports them again if they moved.
+const DefaultCounterInterval = 5 * time.Second
 
 // Cluster is what the agent needs of the shared store.
 type Cluster interface {
@@ -45,8 +50,12 @@ type Agent struct {
 	// address, or fails when the machine has no such address.
 	UnderlayMTU func(addr string) (int, error)
 	Interval    time.Duration // DefaultInterval when zero
-	TTL         time.Duration // of the reports; etcdstore.DefaultReportTTL when zero
-	Log         io.Writer
+	// CounterInterval is how often the port security counters in the
+	// reports are refreshed between passes (DefaultCounterInterval when
+	// zero): a report is rewritten only when they changed.
+	CounterInterval time.Duration
+	TTL             time.Duration // of the reports; etcdstore.DefaultReportTTL when zero
+	Log             io.Writer
 	// Trace, when set, receives where each pass's time goes: reading etcd,
 	// loading each spec, the engine's phases (reconcile.Engine.Trace) and
 	// the report.
@@ -58,8 +67,10 @@ type Agent struct {
 	TeamDP agent.Dataplane
 
 	reporters map[string]*etcdstore.Reporter
-	teaming   map[string]*teamRun // by infrastructure
-	ctx       context.Context     // of Run, which the teaming agents run under
+	last      map[string]etcdstore.Report // what each reporter last published
+	secRes    map[string][]plan.Resource  // each infrastructure's realized port policies
+	teaming   map[string]*teamRun         // by infrastructure
+	ctx       context.Context             // of Run, which the teaming agents run under
 	logMu     sync.Mutex
 	// loaded is each infrastructure's spec as last loaded, and memo its
 	// model: a pass over a spec that did not change, or changed in one
@@ -104,6 +115,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	watch := a.Cluster.WatchInfra(ctx)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	counterInterval := a.CounterInterval
+	if counterInterval <= 0 {
+		counterInterval = DefaultCounterInterval
+	}
+	counters := time.NewTicker(counterInterval)
+	defer counters.Stop()
 	defer a.closeReporters()
 	defer a.stopAllTeaming()
 	a.Reconcile()
@@ -120,6 +137,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		case <-tick.C:
 			// Every interval, read everything and repair drift.
 			a.Reconcile()
+		case <-counters.C:
+			a.RefreshCounters()
 		}
 	}
 }
@@ -230,12 +249,67 @@ func (a *Agent) engine(log io.Writer) *reconcile.Engine {
 	return &reconcile.Engine{DP: a.DP, Store: a.Local, Log: log, Host: a.Host, HostNS: a.HostNS, Trace: a.Trace, Memo: &a.memo}
 }
 
+// realized counts the objects that stand for an infrastructure on the host,
+// and keeps its port policies for the counters in its reports.
 func (a *Agent) realized(name string) int {
 	rec, err := a.Local.Get(name)
 	if err != nil {
+		delete(a.secRes, name)
 		return 0
 	}
+	var sec []plan.Resource
+	for _, r := range rec.Realized {
+		if r.Kind == plan.KindPortSec {
+			sec = append(sec, r)
+		}
+	}
+	if a.secRes == nil {
+		a.secRes = map[string][]plan.Resource{}
+	}
+	a.secRes[name] = sec
 	return len(rec.Realized)
+}
+
+// security reads what the firewall rules of the infrastructure's ports on
+// the host counted, compacted for a report; nothing when the host has no
+// port policy of it or the dataplane counts nothing.
+func (a *Agent) security(infra string) ([]reconcile.SecurityStatus, int, error) {
+	fc, ok := a.DP.(reconcile.FirewallCounting)
+	l, loaded := a.loaded[infra]
+	if !ok || !loaded || len(a.secRes[infra]) == 0 {
+		return nil, 0, nil
+	}
+	ports, err := reconcile.HostSecurity(fc, l.doc.Spec, a.Host, a.secRes[infra])
+	if err != nil {
+		return nil, 0, err
+	}
+	kept, omitted := etcdstore.CompactSecurity(ports, etcdstore.MaxReportedPorts)
+	return kept, omitted, nil
+}
+
+// RefreshCounters reports again, with the port security counters as they
+// are now, each infrastructure whose counters changed since its last
+// report. Between passes this is all that changes in a report: a quiet
+// host does not write to etcd.
+func (a *Agent) RefreshCounters() {
+	names := make([]string, 0, len(a.last))
+	for name := range a.last {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		last := a.last[name]
+		sec, omitted, err := a.security(name)
+		if err != nil {
+			a.logf("%s: read port security counters: %v\n", name, err)
+			continue
+		}
+		if omitted == last.SecurityOmitted && reflect.DeepEqual(sec, last.Security) {
+			continue
+		}
+		last.Security, last.SecurityOmitted, last.At = sec, omitted, time.Time{}
+		a.publish(name, last)
+	}
 }
 
 // removeGone destroys what the host realized of infrastructures etcd no
@@ -272,8 +346,20 @@ func (a *Agent) removeGone(here map[string]bool) {
 }
 
 func (a *Agent) report(infra string, gen, resources int, errs []string) {
+	r := etcdstore.Report{Generation: gen, Resources: resources, Errors: errs}
+	var err error
+	if r.Security, r.SecurityOmitted, err = a.security(infra); err != nil {
+		// The standing matters more than the counters: report it without.
+		a.logf("%s: read port security counters: %v\n", infra, err)
+	}
+	a.publish(infra, r)
+}
+
+// publish hands r to the infrastructure's reporter, made on first use.
+func (a *Agent) publish(infra string, r etcdstore.Report) {
 	if a.reporters == nil {
 		a.reporters = map[string]*etcdstore.Reporter{}
+		a.last = map[string]etcdstore.Report{}
 	}
 	rp, ok := a.reporters[infra]
 	if !ok {
@@ -284,7 +370,8 @@ func (a *Agent) report(infra string, gen, resources int, errs []string) {
 		}
 		a.reporters[infra] = rp
 	}
-	err := rp.Report(etcdstore.Report{Generation: gen, Resources: resources, Errors: errs})
+	a.last[infra] = r
+	err := rp.Report(r)
 	if err != nil && !errors.Is(err, etcdstore.ErrReporterClosed) {
 		// The reporter publishes again by itself once etcd answers.
 		a.logf("%s: report: %v\n", infra, err)
@@ -297,6 +384,8 @@ func (a *Agent) closeReporter(infra string) {
 			a.logf("%s: withdraw report: %v\n", infra, err)
 		}
 		delete(a.reporters, infra)
+		delete(a.last, infra)
+		delete(a.secRes, infra)
 	}
 }
 

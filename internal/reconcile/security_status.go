@@ -42,9 +42,36 @@ func (e *Engine) securityStatus(s *spec.Spec, desired []plan.Resource) ([]Securi
 	for i, hp := range s.HostPorts {
 		owners[plan.NSName(s.Name, hp.Host)+"/"+plan.HostPortSwitchPort(s.HostPortName(i))] = [2]string{hp.Host + " " + s.HostPortName(i), hp.PortGroup}
 	}
+	return securityOf(fc, desired, func(r plan.Resource) [2]string { return owners[r.NS+"/"+r.Link] })
+}
+
+// HostSecurity lists the ports of one host of a cluster that have a
+// firewall, with their counters, from what the host's agent realized
+// (realized: its record's resources). A vNIC's switch port there is named
+// as in the lab, a TAP by itself; host ports are not part of a host's part.
+func HostSecurity(fc FirewallCounting, s *spec.Spec, host string, realized []plan.Resource) ([]SecurityStatus, error) {
+	owners := map[string][2]string{} // link -> port, port group
+	for _, vm := range s.VMs {
+		if vm.Host != host {
+			continue
+		}
+		for i, n := range vm.NICs {
+			link := plan.VNICPortName(vm.Name, i)
+			if tap := n.TapName(); tap != "" {
+				link = tap
+			}
+			owners[link] = [2]string{fmt.Sprintf("%s eth%d", vm.Name, i), n.PortGroup}
+		}
+	}
+	return securityOf(fc, realized, func(r plan.Resource) [2]string { return owners[r.Link] })
+}
+
+// securityOf reads the counters of each port policy among resources, one
+// dump per namespace, and names each port by owner.
+func securityOf(fc FirewallCounting, resources []plan.Resource, owner func(plan.Resource) [2]string) ([]SecurityStatus, error) {
 	counts := map[string]map[string]map[string]uint64{}
 	var out []SecurityStatus
-	for _, r := range desired {
+	for _, r := range resources {
 		if r.Kind != plan.KindPortSec {
 			continue
 		}
@@ -55,7 +82,7 @@ func (e *Engine) securityStatus(s *spec.Spec, desired []plan.Resource) ([]Securi
 			}
 			counts[r.NS] = c
 		}
-		o := owners[r.NS+"/"+r.Link]
+		o := owner(r)
 		out = append(out, SecurityStatus{Port: o[0], PortGroup: o[1], Link: r.Link, Policy: policySummary(r.Match), Counters: counts[r.NS][r.Link]})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Port < out[j].Port })

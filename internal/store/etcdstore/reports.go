@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sort"
 	"sync"
 	"time"
 
+	"github.com/vnet-project/vnet/internal/reconcile"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -23,6 +25,62 @@ type Report struct {
 	Resources  int       `json:"resources"`  // objects vnet made on that host
 	Errors     []string  `json:"errors,omitempty"`
 	At         time.Time `json:"at"`
+	// Security is what the firewall rules of the host's ports with port
+	// security or an ACL counted, as CompactSecurity leaves it: only
+	// non-zero counters, at most MaxReportedPorts ports.
+	Security []reconcile.SecurityStatus `json:"security,omitempty"`
+	// SecurityOmitted is how many more ports have a policy than Security
+	// holds.
+	SecurityOmitted int `json:"security_omitted,omitempty"`
+}
+
+// MaxReportedPorts bounds the ports a report carries counters of. A port
+// costs about 150 bytes of JSON plus 20 per counter that counted
+// something, so a full report stays well under 100 KiB: small next to
+// etcd's request limit (1.5 MiB), and cheap to rewrite every few seconds
+// while counters move, which each rewrite keeps in etcd's history until it
+// compacts.
+const MaxReportedPorts = 256
+
+// CompactSecurity makes ports fit a report: counters that counted nothing
+// are left out, and beyond max ports (MaxReportedPorts when max <= 0) those
+// whose rules counted something are kept before those whose rules did not,
+// by port; it returns the ports kept, by port, and how many were left out.
+// ports is not changed.
+func CompactSecurity(ports []reconcile.SecurityStatus, max int) ([]reconcile.SecurityStatus, int) {
+	if max <= 0 {
+		max = MaxReportedPorts
+	}
+	out := make([]reconcile.SecurityStatus, 0, len(ports))
+	for _, p := range ports {
+		var c map[string]uint64
+		for label, n := range p.Counters {
+			if n == 0 {
+				continue
+			}
+			if c == nil {
+				c = map[string]uint64{}
+			}
+			c[label] = n
+		}
+		p.Counters = c
+		out = append(out, p)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if (len(out[i].Counters) > 0) != (len(out[j].Counters) > 0) {
+			return len(out[i].Counters) > 0
+		}
+		return out[i].Port < out[j].Port
+	})
+	omitted := 0
+	if len(out) > max {
+		omitted, out = len(out)-max, out[:max]
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Port < out[j].Port })
+	if len(out) == 0 {
+		out = nil
+	}
+	return out, omitted
 }
 
 func (s *Store) reportPrefix(infra string) string { return s.prefix + "status/" + infra + "/" }

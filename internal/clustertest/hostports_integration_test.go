@@ -126,3 +126,53 @@ func machineIndex(c *Cluster, m *Machine) int {
 	}
 	return -1
 }
+
+// A host port on a switch that teams two real NICs (eth1 active, eth2
+// standby) is steered like a VM's port: its datagrams to the peer behind
+// the physical switch leave by eth1, and when eth1 loses carrier the
+// machine's teaming agent moves it to eth2.
+func TestClusterHostPortTeamFailover(t *testing.T) {
+	c := faultCluster(t, 2*time.Minute, "hv1")
+	m := c.Machine("hv1")
+	infra := c.Infra()
+	phys, peer := realNICs(t, c, m)
+	echo(t, peer)
+	p1 := countFrames(t, phys, "p1", "hp-A", "hp-B")
+	p2 := countFrames(t, phys, "p2", "hp-A", "hp-B")
+	src := fmt.Sprintf(`name: %s
+hosts:
+  - name: hv1
+    nics:
+      - {name: vmnic0, device: eth1, speed: 1Gbit}
+      - {name: vmnic1, device: eth2, speed: 1Gbit}
+switches:
+  - name: dvs0
+    uplinks:
+      - {name: up1, nics: {hv1: vmnic0}}
+      - {name: up2, nics: {hv1: vmnic1}}
+    teaming: {policy: failover, active: [up1], standby: [up2]}
+    ioc: {enabled: true}
+    portgroups:
+      - {name: pg-vmotion, pool: vmotion}
+hostports:
+  - {host: hv1, portgroup: pg-vmotion, ip: 10.88.0.5/24, name: vmotion0}
+`, infra)
+	applySpec(t, c, infra, src)
+	waitConverged(t, c, infra, 1, 30*time.Second)
+	waitLog(t, m, "teaming agent started", 10*time.Second)
+	if got := sendTagged(t, m.NS, "10.88.0.100", "hp-A", 50); got < 45 || p1.Tagged("hp-A") < got || p2.Tagged("hp-A") != 0 {
+		t.Fatalf("host port on up1: %d of 50 answered, p1 saw %d, p2 %d", got, p1.Tagged("hp-A"), p2.Tagged("hp-A"))
+	}
+	c.ip("-n", phys, "link", "set", "p1", "down")
+	waitLog(t, m, "port hv1/vmotion0 up1 -> up2", 10*time.Second)
+	if got := sendTagged(t, m.NS, "10.88.0.100", "hp-B", 50); got < 45 || p2.Tagged("hp-B") < got || p1.Tagged("hp-B") != 0 {
+		t.Fatalf("host port after eth1's cut: %d of 50 answered, p2 saw %d, p1 %d", got, p2.Tagged("hp-B"), p1.Tagged("hp-B"))
+	}
+	if out, err := c.Vnet("destroy", infra); err != nil {
+		t.Fatalf("destroy: %v\n%s", err, out)
+	}
+	waitFor(t, 30*time.Second, "nothing left after destroy", func() (bool, string) {
+		left := leftovers(t, c, infra)
+		return len(left) == 0, strings.Join(left, ", ")
+	})
+}

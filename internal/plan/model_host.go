@@ -124,8 +124,11 @@ func CheckHostMTU(s *spec.Spec, host string, underlayMTU int) error {
 // VMs' namespaces and cgroups as in the lab. What the lab emulates of the
 // physical network (the physical switch, NICs as veths, their line rates,
 // Network I/O Control and teaming on them) is the machine's own and is
-// left out, and so are host ports but those that carry networks' tunnels
-// (TunnelHostPorts); a NIC that names a real device
+// left out. A host port is a veth pair in the host's namespace: its own end
+// with its address, where the machine's system traffic (vMotion, storage,
+// networks' tunnels) starts, the other a port of its switch's bridge, so
+// that traffic leaves by the switch's real uplinks in its pool, shaped and
+// teamed like a VM's. A NIC that names a real device
 // (spec.NIC.Device) and is an uplink of a switch is that device, made a
 // port of the switch's bridge, with the NIC's line rate and Network I/O
 // Control on it, and with several such uplinks the lab's steering on the
@@ -180,7 +183,7 @@ func hostModel(s *spec.Spec, opt Options) []Resource {
 				Isolate: hl.teamed(host, n.Name), Owner: DeviceOwner(s.Name, "nic "+host+"/"+n.Name+", uplink of "+sw.Name)})
 		}
 	}
-	tunnelPorts := TunnelHostPorts(s, host)
+	hostPorts := hostPortsOn(s, host)
 	ports := map[string]string{}  // vNIC switch ports on the host: lab name -> name on the host
 	vnicNS := map[string]string{} // VM namespaces of attached vNICs -> the namespace they are in
 	var sec []Resource            // the lab's port policies, placed once every port is known
@@ -206,12 +209,12 @@ func hostModel(s *spec.Spec, opt Options) []Resource {
 				out = append(out, rs...)
 				continue
 			}
-			if r.A.NS == labNS && tunnelPorts[r.A.Name] {
-				out = append(out, tunnelHostPort(s.Name, here, bridges, r, ports))
+			if r.A.NS == labNS && hostPorts[r.A.Name] {
+				out = append(out, hostPort(s.Name, here, bridges, r, ports))
 				continue
 			}
 			if !vms[r.A.NS] {
-				continue // the host's NICs and host ports
+				continue // the host's emulated NICs
 			}
 			r.B.NS = here
 			if r.B.Master != "" {
@@ -253,11 +256,23 @@ func hostModel(s *spec.Spec, opt Options) []Resource {
 	return append(out, networks(s, host, here)...)
 }
 
-// tunnelHostPort is a host port that carries networks' tunnels, from the
-// lab's veth r: both ends in the host's namespace, one a port of its
-// switch's bridge. ports learns both ends' names, so the port's address and
-// shapers follow it.
-func tunnelHostPort(infra, here string, bridges map[string]string, r Resource, ports map[string]string) Resource {
+// hostPortsOn are the interface names of the host's host ports.
+func hostPortsOn(s *spec.Spec, host string) map[string]bool {
+	out := map[string]bool{}
+	for i, hp := range s.HostPorts {
+		if hp.Host == host {
+			out[s.HostPortName(i)] = true
+		}
+	}
+	return out
+}
+
+// hostPort is a host port from the lab's veth r: both ends in the host's
+// namespace, one a port of its switch's bridge. The names, MACs and owner
+// are the lab's, so a host port made before stays as it is. ports learns
+// both ends' names, so the port's address, shapers and port security
+// follow it.
+func hostPort(infra, here string, bridges map[string]string, r Resource, ports map[string]string) Resource {
 	r.A.NS, r.B.NS, r.B.Master = here, here, bridges[r.B.Master]
 	r.Owner = HostOwner(infra, r.Owner)
 	ports[r.A.Name], ports[r.B.Name] = r.A.Name, r.B.Name

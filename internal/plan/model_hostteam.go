@@ -22,7 +22,7 @@ type hostLab struct {
 	labNS   string            // the host's namespace in the lab model
 	here    string            // the namespace the host's objects live in
 	devices map[string]string // NIC name -> device, for the attached uplinks
-	ports   map[string]string // lab switch port of a vNIC on the host -> its name on the host
+	ports   map[string]string // lab switch port of a vNIC or host port on the host -> its name on the host
 }
 
 func newHostLab(s *spec.Spec, opt Options) *hostLab {
@@ -39,6 +39,12 @@ func newHostLab(s *spec.Spec, opt Options) *hostLab {
 			if n.IsDevice() && lm.uplinkOf(host, n.Name) != nil {
 				hl.devices[n.Name] = n.Device
 			}
+		}
+	}
+	for i, hp := range s.HostPorts {
+		if hp.Host == host {
+			port := hostPortPeerName(s.HostPortName(i))
+			hl.ports[port] = port
 		}
 	}
 	for _, vm := range s.VMs {
@@ -110,8 +116,8 @@ func (hl *hostLab) labOptions(opt Options) Options {
 }
 
 // steer maps a steering program of the lab's model to the host: on a
-// device or a vNIC's switch port, redirecting to devices. It reports false
-// for one on a link the host does not make (a host port).
+// device or a switch port of a vNIC or host port, redirecting to devices.
+// It reports false for one on a link the host does not make.
 func (hl *hostLab) steer(r Resource) (Resource, bool) {
 	if r.NS != hl.labNS {
 		return r, false

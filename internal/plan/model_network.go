@@ -229,25 +229,3 @@ func tunnel(s *spec.Spec, n *spec.Network, host, here string, x *netIndex, bridg
 	}
 	return out
 }
-
-// TunnelHostPorts are the names of the host ports on a host that carry
-// networks' tunnels (spec.Network.PortGroup), for the networks the host
-// carries. A host agent makes these host ports; it makes no others.
-func TunnelHostPorts(s *spec.Spec, host string) map[string]bool {
-	out := map[string]bool{}
-	var x *netIndex
-	for i := range s.Networks {
-		n := &s.Networks[i]
-		hp, ok := s.TunnelPort(n, host)
-		if !ok {
-			continue
-		}
-		if x == nil {
-			x = indexNetworks(s)
-		}
-		if c := x.carriers(n); c[host] && len(c) > 1 {
-			out[s.HostPortName(hp)] = true
-		}
-	}
-	return out
-}

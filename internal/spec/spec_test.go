@@ -127,6 +127,10 @@ vms:
 			}
 		})
 	}
+	hostPort := base + "hostports:\n  - {host: hv1, portgroup: pg, ip: 10.2.0.1/24, name: eth1}\n"
+	if _, err := Load("t.yaml", []byte(hostPort)); err == nil || !strings.Contains(err.Error(), `hostports[0].name: host port "eth1" on host "hv1" has the name of the machine's device at hosts[0].nics[0].device`) {
+		t.Errorf("a host port named as a device of its host: got %v", err)
+	}
 	for _, tc := range []struct{ nics, want string }{
 		{"[{name: vmnic0, device: eth1, ip: 10.0.0.5/24}]", "hosts[0].nics[0].ip: vnet leaves a real device's addresses alone"},
 		{"[{name: vmnic0, device: eth1}, {name: vmnic1, device: eth1}]", "hosts[0].nics[1].device: duplicate device"},

@@ -395,11 +395,25 @@ func (v *validator) checkIfaceNamesPerHost() {
 			claim(h, sw.Name, fmt.Sprintf("switches[%d].name", i), "switch")
 		}
 	}
+	// On a real host a host port is made beside the machine's own
+	// interfaces, of which the spec knows the devices.
+	devices := map[[2]string]string{} // host, device -> path
+	for i, h := range v.s.Hosts {
+		for j, n := range h.NICs {
+			if n.Device != "" {
+				devices[[2]string{h.Name, n.Device}] = fmt.Sprintf("hosts[%d].nics[%d].device", i, j)
+			}
+		}
+	}
 	names := hostPortNames(v.s)
 	for i, hp := range v.s.HostPorts {
 		path := fmt.Sprintf("hostports[%d].name", i)
 		if hp.Name == "" {
 			path = fmt.Sprintf("hostports[%d]", i)
+		}
+		if dev, ok := devices[[2]string{hp.Host, names[i]}]; ok {
+			v.errf(path, "host port %q on host %q has the name of the machine's device at %s: name the host port otherwise", names[i], hp.Host, dev)
+			continue
 		}
 		claim(hp.Host, names[i], path, "host port")
 	}

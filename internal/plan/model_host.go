@@ -73,10 +73,13 @@ func TunnelOverhead(underlay string) int {
 }
 
 // Tunneled reports whether a switch spans hosts over VXLAN: it exists on
-// more than one host, all of which have an underlay address.
+// more than one host, all of which have an underlay address, and none of
+// its uplinks is a real NIC. Real uplinks say the hosts share a physical
+// network, which carries the switch; a tunnel beside it would be a second
+// path between the same bridges, a loop for every broadcast.
 func Tunneled(s *spec.Spec, sw *spec.Switch) bool {
 	hosts := sw.SwitchHosts()
-	if len(hosts) < 2 {
+	if len(hosts) < 2 || s.HasRealUplink(sw) {
 		return false
 	}
 	for _, hn := range hosts {

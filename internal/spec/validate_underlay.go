@@ -51,8 +51,8 @@ func (v *validator) checkUnderlay() {
 			}
 		}
 		hosts := sw.SwitchHosts()
-		if len(hosts) < 2 {
-			continue
+		if len(hosts) < 2 || v.s.HasRealUplink(&sw) {
+			continue // not carried over VXLAN
 		}
 		var with, without []string
 		for _, hn := range hosts {
@@ -67,4 +67,24 @@ func (v *validator) checkUnderlay() {
 				sw.Name, strings.Join(hosts, ", "), strings.Join(without, ", "))
 		}
 	}
+}
+
+// HasRealUplink reports whether an uplink of the switch is a real NIC
+// (device:) on some host: then the hosts share a physical network, which
+// carries the switch between them, and no tunnel does.
+func (s *Spec) HasRealUplink(sw *Switch) bool {
+	for _, u := range sw.Uplinks {
+		for host, nic := range u.NICs {
+			h, ok := s.Host(host)
+			if !ok {
+				continue
+			}
+			for _, n := range h.NICs {
+				if n.Name == nic && n.IsDevice() {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }

@@ -2,7 +2,8 @@
 // directly, what vnet makes for one host with one switch and N VMs of one
 // vNIC each: a namespace for the host with a bridge, and per VM a
 // namespace, a veth pair from the VM's eth0 to a bridge port, and an
-// address. bench/scale.py times it beside vnet, as what the kernel itself
+// address; the bridge and its ports without IPv6 link-local addresses.
+// bench/scale.py times it beside vnet, as what the kernel itself
 // costs for the same objects. It keeps no state: each command works on the
 // namespaces named after its -tag.
 //
@@ -31,6 +32,10 @@ import (
 )
 
 const netnsDir = "/run/netns"
+
+// addrGenNone (IN6_ADDR_GEN_MODE_NONE): as vnet does, the bridge and its
+// ports get no IPv6 link-local address.
+const addrGenNone = 1
 
 func main() {
 	tag := flag.String("tag", "", "names the namespaces: rawnl.TAG.NODE")
@@ -127,6 +132,9 @@ func (b *builder) host() error {
 	if err := h.LinkAdd(br); err != nil {
 		return fmt.Errorf("add bridge: %w", err)
 	}
+	if err := h.LinkSetIP6AddrGenMode(br, addrGenNone); err != nil {
+		return err
+	}
 	return h.LinkSetUp(br)
 }
 
@@ -171,6 +179,9 @@ func (b *builder) vm(i int, addr string) error {
 		return err
 	}
 	if err := hh.LinkSetMaster(p, br); err != nil {
+		return err
+	}
+	if err := hh.LinkSetIP6AddrGenMode(p, addrGenNone); err != nil {
 		return err
 	}
 	if err := hh.LinkSetUp(p); err != nil {

@@ -75,7 +75,9 @@ func (l *Linux) ensureVxlan(r plan.Resource) error {
 			return fmt.Errorf("ip link add %s type vxlan id %d local %s: %w", r.Name, r.VNI, r.Local, err)
 		}
 		changed("vxlan made: %s in %s", r.Name, r.NS)
-		link, err = h.LinkByName(r.Name)
+		if link, err = h.LinkByName(r.Name); err == nil {
+			err = quietIPv6(h, link, r.NS)
+		}
 	}
 	if err != nil {
 		return err

@@ -146,7 +146,9 @@ func (l *Linux) configureEnd(e plan.End, alias string, made bool) error {
 	if err != nil {
 		return fmt.Errorf("find %s in %s: %w", e.Name, e.NS, err)
 	}
-	if made && e.Master != "" {
+	// A switch port cut from its switch (Down) is still a switch port: it
+	// gets its master back when the vNIC is connected again.
+	if made && (e.Master != "" || e.Down) {
 		if err := quietIPv6(h, link, e.NS); err != nil {
 			return err
 		}

@@ -30,7 +30,8 @@ func parsePeerAlias(alias string) (ns, name string, ok bool) {
 // (plan.BridgeSysctls, as the resource gives them). The MAC is set
 // explicitly, otherwise the bridge takes its lowest port's and changes as
 // ports come and go.
-// Equivalent to: ip -n NS link add NAME type bridge; ip netns exec NS sysctl -w net.ipv4.conf.NAME.rp_filter=1;
+// Equivalent to: ip -n NS link add NAME type bridge; ip -n NS link set NAME addrgenmode none;
+// ip netns exec NS sysctl -w net.ipv4.conf.NAME.rp_filter=1;
 // ip -n NS link set NAME address MAC mtu MTU alias A up
 func (l *Linux) ensureBridge(r plan.Resource) error {
 	h, err := l.handle(r.NS)

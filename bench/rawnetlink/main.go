@@ -2,7 +2,8 @@
 // directly, what vnet makes for one host with one switch and N VMs of one
 // vNIC each: a namespace for the host with a bridge, and per VM a
 // namespace, a veth pair from the VM's eth0 to a bridge port, and an
-// address. bench/scale.py times it beside vnet, as what the kernel itself
+// address; the bridge and its ports without IPv6 link-local addresses.
+// bench/scale.py times it beside vnet, as what the kernel itself
 // costs for the same objects. It keeps no state: each command works on the
 // namespaces named after its -tag.
 //
@@ -12,7 +13,12 @@
 //	rawnetlink -tag T add I CIDR     VM I with its address
 //	rawnetlink -tag T addr I CIDR    VM I's address replaced
 //	rawnetlink -tag T rm I           VM I removed
+//	rawnetlink -tag T bridges N      host, and N bridges with one port each,
+//	                                 the port's peer in a VM namespace of its own
 //	rawnetlink -tag T down           every namespace of the tag removed
+//
+// -linklocal leaves the bridges and ports at the kernel's default, an IPv6
+// link-local address each, as vnet made them before.
 package main
 
 import (
@@ -25,6 +31,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -32,11 +39,26 @@ import (
 
 const netnsDir = "/run/netns"
 
+// addrGenNone (IN6_ADDR_GEN_MODE_NONE): as vnet does, the bridge and its
+// ports get no IPv6 link-local address.
+const addrGenNone = 1
+
+var linkLocal bool
+
+// quietIPv6 sets a bridge or port to make no IPv6 address, unless -linklocal.
+func quietIPv6(h *netlink.Handle, l netlink.Link) error {
+	if linkLocal {
+		return nil
+	}
+	return h.LinkSetIP6AddrGenMode(l, addrGenNone)
+}
+
 func main() {
 	tag := flag.String("tag", "", "names the namespaces: rawnl.TAG.NODE")
+	flag.BoolVar(&linkLocal, "linklocal", false, "give bridges and ports IPv6 link-local addresses (the kernel's default)")
 	flag.Parse()
 	if *tag == "" || flag.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "usage: rawnetlink -tag T up N | add I CIDR | addr I CIDR | rm I | down")
+		fmt.Fprintln(os.Stderr, "usage: rawnetlink -tag T [-linklocal] up N | add I CIDR | addr I CIDR | rm I | bridges N | down")
 		os.Exit(2)
 	}
 	if err := run(*tag, flag.Args()); err != nil {
@@ -70,6 +92,8 @@ func run(tag string, args []string) error {
 		return b.readdress(arg(1), args[2])
 	case args[0] == "rm" && len(args) == 2:
 		return b.removeVM(arg(1))
+	case args[0] == "bridges" && len(args) == 2:
+		return b.bridges(arg(1))
 	case args[0] == "down" && len(args) == 1:
 		return b.down()
 	}
@@ -127,6 +151,9 @@ func (b *builder) host() error {
 	if err := h.LinkAdd(br); err != nil {
 		return fmt.Errorf("add bridge: %w", err)
 	}
+	if err := quietIPv6(h, br); err != nil {
+		return err
+	}
 	return h.LinkSetUp(br)
 }
 
@@ -173,10 +200,79 @@ func (b *builder) vm(i int, addr string) error {
 	if err := hh.LinkSetMaster(p, br); err != nil {
 		return err
 	}
+	if err := quietIPv6(hh, p); err != nil {
+		return err
+	}
 	if err := hh.LinkSetUp(p); err != nil {
 		return err
 	}
 	return setAddr(vh, addr, true)
+}
+
+// bridges makes the host namespace with n bridges of one port each, as a
+// host carrying n virtual networks holds them; the port's peer is eth0 of
+// a VM namespace of its own. It prints the time of each 500.
+func (b *builder) bridges(n int) error {
+	hns, hh, err := newNS(b.ns("h1"))
+	if err != nil {
+		return err
+	}
+	defer hns.Close()
+	defer hh.Close()
+	start, lap := time.Now(), time.Now()
+	for i := 1; i <= n; i++ {
+		if err := b.bridge(hh, i); err != nil {
+			return err
+		}
+		if i%500 == 0 || i == n {
+			fmt.Printf("%d bridges: last %.2fs, total %.2fs\n", i, time.Since(lap).Seconds(), time.Since(start).Seconds())
+			lap = time.Now()
+		}
+	}
+	return nil
+}
+
+func (b *builder) bridge(hh *netlink.Handle, i int) error {
+	vns, vh, err := newNS(b.ns(fmt.Sprintf("vm%d", i)))
+	if err != nil {
+		return err
+	}
+	defer vns.Close()
+	defer vh.Close()
+	name := "b" + strconv.Itoa(i)
+	if err := hh.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: name}}); err != nil {
+		return fmt.Errorf("add bridge %s: %w", name, err)
+	}
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: port(i)}, PeerName: "eth0", PeerNamespace: netlink.NsFd(vns)}
+	if err := hh.LinkAdd(veth); err != nil {
+		return fmt.Errorf("add veth %s: %w", port(i), err)
+	}
+	br, err := hh.LinkByName(name)
+	if err != nil {
+		return err
+	}
+	p, err := hh.LinkByName(port(i))
+	if err != nil {
+		return err
+	}
+	for _, l := range []netlink.Link{br, p} {
+		if err := quietIPv6(hh, l); err != nil {
+			return err
+		}
+	}
+	if err := hh.LinkSetMaster(p, br); err != nil {
+		return err
+	}
+	for _, l := range []netlink.Link{br, p} {
+		if err := hh.LinkSetUp(l); err != nil {
+			return err
+		}
+	}
+	eth0, err := vh.LinkByName("eth0")
+	if err != nil {
+		return err
+	}
+	return vh.LinkSetUp(eth0)
 }
 
 // setAddr replaces eth0's IPv4 addresses with addr and brings it up.

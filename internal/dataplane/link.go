@@ -30,7 +30,8 @@ func parsePeerAlias(alias string) (ns, name string, ok bool) {
 // (plan.BridgeSysctls, as the resource gives them). The MAC is set
 // explicitly, otherwise the bridge takes its lowest port's and changes as
 // ports come and go.
-// Equivalent to: ip -n NS link add NAME type bridge; ip netns exec NS sysctl -w net.ipv4.conf.NAME.rp_filter=1;
+// Equivalent to: ip -n NS link add NAME type bridge; ip -n NS link set NAME addrgenmode none;
+// ip netns exec NS sysctl -w net.ipv4.conf.NAME.rp_filter=1;
 // ip -n NS link set NAME address MAC mtu MTU alias A up
 func (l *Linux) ensureBridge(r plan.Resource) error {
 	h, err := l.handle(r.NS)
@@ -44,7 +45,9 @@ func (l *Linux) ensureBridge(r plan.Resource) error {
 			return bridgeErr(err)
 		}
 		changed("bridge made: %s in %s", r.Name, r.NS)
-		link, err = h.LinkByName(r.Name)
+		if link, err = h.LinkByName(r.Name); err == nil {
+			err = quietIPv6(h, link, r.NS)
+		}
 	}
 	if err != nil {
 		return err
@@ -79,14 +82,16 @@ func (l *Linux) ensureVeth(r plan.Resource) error {
 	if err != nil {
 		return err
 	}
+	made := false
 	if _, err := h.LinkByName(r.A.Name); isGone(err) {
 		if err := l.addVeth(h, r); err != nil {
 			return err
 		}
+		made = true
 	} else if err != nil {
 		return err
 	}
-	return l.configureVeth(r)
+	return l.configureVeth(r, made)
 }
 
 func (l *Linux) addVeth(h *netlink.Handle, r plan.Resource) error {
@@ -123,15 +128,17 @@ func (l *Linux) addVeth(h *netlink.Handle, r plan.Resource) error {
 }
 
 // configureVeth brings both ends to their desired MAC, MTU, master and alias.
-func (l *Linux) configureVeth(r plan.Resource) error {
-	if err := l.configureEnd(r.A, ownerAlias(r.Owner)); err != nil {
+// made says the pair was just made, still down.
+func (l *Linux) configureVeth(r plan.Resource, made bool) error {
+	if err := l.configureEnd(r.A, ownerAlias(r.Owner), made); err != nil {
 		return err
 	}
-	return l.configureEnd(r.B, peerAlias(r.A))
+	return l.configureEnd(r.B, peerAlias(r.A), made)
 }
 
 // Equivalent to: ip -n NS link set NAME address MAC mtu MTU alias ALIAS [no]master M up
-func (l *Linux) configureEnd(e plan.End, alias string) error {
+// (and, for a bridge port just made, addrgenmode none before up)
+func (l *Linux) configureEnd(e plan.End, alias string, made bool) error {
 	h, err := l.handle(e.NS)
 	if err != nil {
 		return err
@@ -139,6 +146,13 @@ func (l *Linux) configureEnd(e plan.End, alias string) error {
 	link, err := h.LinkByName(e.Name)
 	if err != nil {
 		return fmt.Errorf("find %s in %s: %w", e.Name, e.NS, err)
+	}
+	// A switch port cut from its switch (Down) is still a switch port: it
+	// gets its master back when the vNIC is connected again.
+	if made && (e.Master != "" || e.Down) {
+		if err := quietIPv6(h, link, e.NS); err != nil {
+			return err
+		}
 	}
 	if err := setLinkAttrs(h, link, e.MAC, e.MTU, alias, !e.Down); err != nil {
 		return err
@@ -152,6 +166,32 @@ func (l *Linux) configureEnd(e plan.End, alias string) error {
 	if isolated, err := l.linkIsolated(e.NS, link.Attrs().Index); err != nil || isolated != e.Isolated {
 		return setUplinkPort(h, e.NS, link, e.Isolated)
 	}
+	return nil
+}
+
+// inet6AddrGenNone is IN6_ADDR_GEN_MODE_NONE: the link makes no IPv6
+// address of its own, not even a link-local one.
+const inet6AddrGenNone = 1
+
+// quietIPv6 stops the kernel from giving a link vnet just made, before it
+// comes up, an IPv6 link-local address: a bridge or a bridge port carries
+// no address, and each link-local one costs duplicate detection, a router
+// solicitation and multicast reports, work of the kernel's addrconf worker
+// under the rtnl lock that grew with the links already in the namespace
+// (a host's namespace holds a port per VM). The link still takes IPv6
+// neighbour entries, and frames of any protocol pass through it. Only links
+// vnet makes get it, never a namespace's default, and it is not read back:
+// a link made by an older vnet keeps its address until it is made again.
+// A kernel without IPv6 (ipv6.disable=1) has nothing to stop.
+func quietIPv6(h *netlink.Handle, link netlink.Link, ns string) error {
+	err := h.LinkSetIP6AddrGenMode(link, inet6AddrGenNone)
+	if errors.Is(err, unix.EAFNOSUPPORT) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("ip -n %s link set %s addrgenmode none: %w", ns, link.Attrs().Name, err)
+	}
+	changed("link %s: addrgenmode none", link.Attrs().Name)
 	return nil
 }
 

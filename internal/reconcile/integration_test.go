@@ -392,6 +392,49 @@ func TestSecondApplyChangesNothing(t *testing.T) {
 	}
 }
 
+// Bridges and bridge ports carry no address, so vnet makes them without an
+// IPv6 link-local one (the kernel's addrconf work for each grew with the
+// links in a host's namespace); links with addresses keep theirs: a VM's
+// vNIC, a native host's NIC, a host port.
+func TestOnlyAddressedLinksGetLinkLocal(t *testing.T) {
+	infra := nstest.Infra("itll")
+	eng := nstest.Engine(t)
+	nstest.Apply(t, eng, twoHosts(infra))
+	for _, node := range []string{"esx1", plan.PhysSwitch, "web1", "client"} {
+		nstest.InNS(t, ns(infra, node), func(h *netlink.Handle) error {
+			links, err := h.LinkList()
+			if err != nil {
+				return err
+			}
+			addrs, err := h.AddrList(nil, netlink.FAMILY_V6)
+			if err != nil {
+				return err
+			}
+			withLL := map[int]bool{}
+			for _, a := range addrs {
+				if a.IP.IsLinkLocalUnicast() {
+					withLL[a.LinkIndex] = true
+				}
+			}
+			for _, l := range links {
+				a := l.Attrs()
+				if a.Name == "lo" {
+					continue
+				}
+				want := a.MasterIndex == 0 && l.Type() != "bridge"
+				if withLL[a.Index] != want {
+					t.Errorf("%s: %s (%s, master %d) has a link-local address: %v, want %v",
+						node, a.Name, l.Type(), a.MasterIndex, withLL[a.Index], want)
+				}
+			}
+			return nil
+		})
+	}
+	if _, res := nstest.Apply(t, eng, twoHosts(infra)); !res.Plan.Empty() {
+		t.Errorf("second apply planned:\n%s", res.Plan)
+	}
+}
+
 func TestAddingAVMRecreatesNothingElse(t *testing.T) {
 	eng := nstest.Engine(t)
 	src := twoHosts(nstest.Infra("itincr"))

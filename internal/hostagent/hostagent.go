@@ -193,15 +193,10 @@ func (a *Agent) reconcile(full bool) {
 // stopwatch returns a function that traces the time since it was last
 // called (or made), under a label.
 func (a *Agent) stopwatch() func(format string, args ...any) {
-	t := time.Now()
-	return func(format string, args ...any) {
-		if a.Trace == nil {
-			return
-		}
-		now := time.Now()
-		a.tracef("%8.1f ms  %s\n", float64(now.Sub(t).Microseconds())/1000, fmt.Sprintf(format, args...))
-		t = now
+	if a.Trace == nil {
+		return reconcile.Stopwatch(nil)
 	}
+	return reconcile.Stopwatch(a.tracef)
 }
 
 func (a *Agent) tracef(format string, args ...any) {

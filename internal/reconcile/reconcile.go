@@ -636,13 +636,23 @@ func (e *Engine) Sweep(name string) ([]string, error) {
 // stopwatch returns a function that traces the time since it was last
 // called (or made), under a label.
 func (e *Engine) stopwatch() func(format string, args ...any) {
+	if e.Trace == nil {
+		return Stopwatch(nil)
+	}
+	return Stopwatch(e.tracef)
+}
+
+// Stopwatch returns a function that prints, with printf, the time since it
+// was last called (or made) under a label; with a nil printf it prints
+// nothing.
+func Stopwatch(printf func(format string, args ...any)) func(format string, args ...any) {
 	t := time.Now()
 	return func(format string, args ...any) {
-		if e.Trace == nil {
+		if printf == nil {
 			return
 		}
 		now := time.Now()
-		e.tracef("%8.1f ms  %s\n", float64(now.Sub(t).Microseconds())/1000, fmt.Sprintf(format, args...))
+		printf("%8.1f ms  %s\n", float64(now.Sub(t).Microseconds())/1000, fmt.Sprintf(format, args...))
 		t = now
 	}
 }

@@ -40,13 +40,19 @@ func SetVNIC(doc *Document, vm, nic, portgroup string, connected bool) (*Documen
 	} else {
 		setKey(m, "connected", "false", "!!bool")
 	}
+	return reload(doc.File, &root)
+}
+
+// reload writes an edited YAML tree back out and loads it as the spec of
+// file, so that the edit is validated like any file.
+func reload(file string, root *yaml.Node) (*Document, error) {
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
-	if err := enc.Encode(&root); err != nil {
+	if err := enc.Encode(root); err != nil {
 		return nil, err
 	}
-	return Load(doc.File, buf.Bytes())
+	return Load(file, buf.Bytes())
 }
 
 func vnicIndex(nic string) (int, error) {

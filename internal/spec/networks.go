@@ -1,7 +1,6 @@
 package spec
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
@@ -216,13 +215,7 @@ func PinVNIs(doc *Document, previous *Spec) (*Document, error) {
 		}
 		setKey(item, "vni", strconv.Itoa(vnis[name.Value]), "!!int")
 	}
-	var buf bytes.Buffer
-	enc := yaml.NewEncoder(&buf)
-	enc.SetIndent(2)
-	if err := enc.Encode(&root); err != nil {
-		return nil, err
-	}
-	return Load(doc.File, buf.Bytes())
+	return reload(doc.File, &root)
 }
 
 // NetworkHosts returns, in spec order, the hosts where the network has a

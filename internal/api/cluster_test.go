@@ -191,3 +191,24 @@ type httpResult struct {
 	body string
 	eb   ErrorBody
 }
+
+// A spec of 10,000 networks (above 2 MiB, an etcd value of about 2.7 MiB)
+// goes through the API into etcd whole.
+func TestLargeSpecOverEtcd(t *testing.T) {
+	s, st, _ := clusterServer(t)
+	large := strings.Replace(manyNetworks(10000), "name: big", "name: c1", 1)
+	if len(large) <= 2<<20 {
+		t.Fatalf("the spec is %d bytes, want above 2 MiB", len(large))
+	}
+	w, _ := s.do(t, req{method: "PUT", path: "/api/v1/infras/c1", body: large, ctype: "application/yaml", token: testToken})
+	if w.Code != http.StatusOK {
+		t.Fatalf("apply of %d bytes: %d %.500s", len(large), w.Code, w.Body)
+	}
+	rec, err := st.Get("c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Generation != 1 || !strings.Contains(string(rec.Spec), "name: net9999") {
+		t.Fatalf("etcd holds generation %d of %d bytes", rec.Generation, len(rec.Spec))
+	}
+}

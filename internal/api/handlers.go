@@ -16,6 +16,7 @@ import (
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/units"
 )
 
 // InfraSummary is one infrastructure in the list.
@@ -126,11 +127,15 @@ func (s *Server) decodeSpec(w http.ResponseWriter, r *http.Request, name string)
 	if !json && !isYAML(mt) {
 		return nil, fail(http.StatusUnsupportedMediaType, "Content-Type "+mt+": want application/yaml or application/json")
 	}
+	// A body announced as too large is refused before a byte of it is read.
+	if r.ContentLength > s.cfg.MaxBody {
+		return nil, s.bodyTooLarge()
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		return nil, fail(http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is larger than %d bytes", s.cfg.MaxBody))
+		return nil, s.bodyTooLarge()
 	case err != nil:
 		return nil, fail(http.StatusBadRequest, "read the body: "+err.Error())
 	}
@@ -138,7 +143,18 @@ func (s *Server) decodeSpec(w http.ResponseWriter, r *http.Request, name string)
 	if f := r.Header.Get(SpecFileHeader); f != "" && len(f) <= 256 && !strings.ContainsFunc(f, func(r rune) bool { return r < 0x20 }) {
 		file = f
 	}
+	select {
+	case s.decoders <- struct{}{}:
+	case <-r.Context().Done():
+		return nil, fail(http.StatusServiceUnavailable, "the server is busy; try again")
+	}
+	defer func() { <-s.decoders }()
 	return DecodeSpec(file, body, json, name)
+}
+
+func (s *Server) bodyTooLarge() error {
+	return fail(http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is larger than %s (%d bytes), the largest spec the server takes",
+		units.Size(s.cfg.MaxBody), s.cfg.MaxBody))
 }
 
 // DecodeSpec checks a request body as the spec of infrastructure name. JSON

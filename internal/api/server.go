@@ -28,7 +28,9 @@ const DefaultAddr = "127.0.0.1:8470"
 
 // Defaults of the limits and the sampler.
 const (
-	DefaultMaxBody        = 1 << 20
+	// DefaultMaxBody is the largest spec the spec loader reads, so that
+	// whatever `vnet apply FILE` takes, a PUT takes too.
+	DefaultMaxBody        = spec.MaxSpecBytes
 	DefaultSampleInterval = time.Second
 	DefaultHistory        = 15 * time.Minute
 	// A slow or hostile client must send its headers within
@@ -41,6 +43,12 @@ const (
 	// maxKernelReaders is how many requests may read the kernel at once;
 	// the rest wait their turn rather than crowd the host.
 	maxKernelReaders = 4
+	// maxSpecDecoders is how many bodies may be decoded as specs at once.
+	// Decoding a spec at the largest size costs a couple of seconds and a
+	// few hundred MB, so a burst of large PUTs waits its turn rather than
+	// holding that many times over. Bodies are read before the turn, so a
+	// slow client holds no turn.
+	maxSpecDecoders = 2
 )
 
 // Config is how the server runs.
@@ -52,7 +60,7 @@ type Config struct {
 	// to clients on this machine (and need a token from anywhere else).
 	AuthReads       bool
 	TLSCert, TLSKey string
-	MaxBody         int64
+	MaxBody         int64 // the largest PUT body; DefaultMaxBody when zero
 	SampleInterval  time.Duration
 	History         time.Duration // how far back /stats and /series reach
 	// HeaderTimeout, RequestTimeout and IdleTimeout bound what a client may
@@ -72,6 +80,7 @@ type Server struct {
 	registry *prometheus.Registry
 	applies  *prometheus.HistogramVec
 	kernel   chan struct{}
+	decoders chan struct{}
 	log      *log.Logger
 	handler  http.Handler
 	routes   []route
@@ -122,7 +131,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("api: --tls-cert and --tls-key go together")
 	}
 	s := &Server{cfg: cfg, be: cfg.Backend, kernel: make(chan struct{}, maxKernelReaders),
-		log: log.New(cfg.Log, "", log.LstdFlags), specs: map[string]specCache{}}
+		decoders: make(chan struct{}, maxSpecDecoders),
+		log:      log.New(cfg.Log, "", log.LstdFlags), specs: map[string]specCache{}}
 	if cfg.TokenFile != "" {
 		t, err := LoadTokens(cfg.TokenFile)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -95,7 +96,7 @@ func TestStatusCodes(t *testing.T) {
 		{"unknown field", put(strings.Replace(smallSpec, "vms:", "vmz:", 1), yaml, testToken), 400, "vmz"},
 		{"bad reference", put(strings.Replace(smallSpec, "host: esx1\n    nics: [{portgroup: pg-vm, ip: 10.0.0.2/24}]", "host: esx9\n    nics: [{portgroup: pg-vm, ip: 10.0.0.2/24}]", 1), yaml, testToken), 400, "vms[1].host"},
 		{"name differs from the URL", req{method: "PUT", path: "/api/v1/infras/t2", body: smallSpec, ctype: yaml, token: testToken}, 400, "name"},
-		{"body too large", put(strings.Repeat("#", DefaultMaxBody+1), yaml, testToken), 413, ""},
+		{"body too large", put(strings.Repeat("#", spec.MaxSpecBytes+1), yaml, testToken), 413, ""},
 		{"bad dryRun", req{method: "PUT", path: "/api/v1/infras/t1?dryRun=maybe", body: smallSpec, ctype: yaml, token: testToken}, 400, "dryRun"},
 		{"unknown infra", req{method: "GET", path: "/api/v1/infras/nope"}, 404, ""},
 		{"unknown infra status", req{method: "GET", path: "/api/v1/infras/nope/status"}, 404, ""},
@@ -136,6 +137,64 @@ func TestStatusCodes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The API takes every spec the spec loader takes: one of thousands of
+// networks, above 1 MiB, is applied; past the loader's limit the answer is
+// 413 and names the limit, whether the client announced the body's length
+// or streamed it.
+func TestLargeSpecs(t *testing.T) {
+	s, be := newTestServer(t, nil)
+	large := manyNetworks(7000)
+	t.Logf("a spec of %d bytes", len(large))
+	if len(large) <= 1<<20 || len(large) >= spec.MaxSpecBytes {
+		t.Fatalf("the spec is %d bytes, want between 1 MiB and %d", len(large), spec.MaxSpecBytes)
+	}
+	w, _ := s.do(t, req{method: "PUT", path: "/api/v1/infras/big", body: large, ctype: "application/yaml", token: testToken})
+	if w.Code != http.StatusOK {
+		t.Fatalf("a spec of %d bytes: %d %.500s", len(large), w.Code, w.Body)
+	}
+	if rec, err := be.Get("big"); err != nil || len(rec.Spec) != len(large) {
+		t.Fatalf("stored %v, %v", rec, err)
+	}
+
+	tooLarge := large + strings.Repeat("# padding\n", (spec.MaxSpecBytes-len(large))/10+1)
+	for _, announced := range []bool{true, false} {
+		r := httptest.NewRequest("PUT", "http://x/api/v1/infras/big", strings.NewReader(tooLarge))
+		if !announced {
+			r.ContentLength = -1 // as a chunked body arrives
+		}
+		r.RemoteAddr = "127.0.0.1:40000"
+		r.Header.Set("Content-Type", "application/yaml")
+		r.Header.Set("Authorization", "Bearer "+testToken)
+		w := httptest.NewRecorder()
+		s.Handler().ServeHTTP(w, r)
+		var eb ErrorBody
+		if err := json.Unmarshal(w.Body.Bytes(), &eb); err != nil {
+			t.Fatalf("length announced %v: %d %q: %v", announced, w.Code, w.Body, err)
+		}
+		want := fmt.Sprintf("larger than 4MiB (%d bytes)", spec.MaxSpecBytes)
+		if w.Code != http.StatusRequestEntityTooLarge || !strings.Contains(eb.Error, want) {
+			t.Errorf("length announced %v: %d %q, want 413 saying %q", announced, w.Code, eb.Error, want)
+		}
+	}
+}
+
+// manyNetworks is a valid spec of n networks, each with a VM on either of
+// two hosts: the shape of a cluster's large spec.
+func manyNetworks(n int) string {
+	var b strings.Builder
+	b.WriteString("name: big\nhosts:\n  - {name: hv1, underlay: 192.0.2.11}\n  - {name: hv2, underlay: 192.0.2.12}\nnetworks:\n")
+	for i := range n {
+		fmt.Fprintf(&b, "  - {name: net%d, vni: %d, subnet: 10.%d.%d.0/24}\n", i, 10000+i, i/256, i%256)
+	}
+	b.WriteString("vms:\n")
+	for i := range n {
+		for h := 1; h <= 2; h++ {
+			fmt.Fprintf(&b, "  - {name: vm%d-%d, host: hv%d, nics: [{network: net%d, ip: 10.%d.%d.%d/24}]}\n", i, h, h, i, i/256, i%256, 10+h)
+		}
+	}
+	return b.String()
 }
 
 func TestAuthReads(t *testing.T) {

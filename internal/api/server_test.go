@@ -158,7 +158,17 @@ func TestLargeSpecs(t *testing.T) {
 		t.Fatalf("stored %v, %v", rec, err)
 	}
 
-	tooLarge := large + strings.Repeat("# padding\n", (spec.MaxSpecBytes-len(large))/10+1)
+	// Exactly at the limit is still a spec.
+	exact := large + padding(spec.MaxSpecBytes-len(large))
+	if len(exact) != spec.MaxSpecBytes {
+		t.Fatalf("padded to %d bytes, want %d", len(exact), spec.MaxSpecBytes)
+	}
+	w, _ = s.do(t, req{method: "PUT", path: "/api/v1/infras/big", body: exact, ctype: "application/yaml", token: testToken})
+	if w.Code != http.StatusOK {
+		t.Fatalf("a spec of %d bytes: %d %.500s", len(exact), w.Code, w.Body)
+	}
+
+	tooLarge := exact + "\n"
 	for _, announced := range []bool{true, false} {
 		r := httptest.NewRequest("PUT", "http://x/api/v1/infras/big", strings.NewReader(tooLarge))
 		if !announced {
@@ -178,6 +188,19 @@ func TestLargeSpecs(t *testing.T) {
 			t.Errorf("length announced %v: %d %q, want 413 saying %q", announced, w.Code, eb.Error, want)
 		}
 	}
+}
+
+// padding is n bytes of YAML comments.
+func padding(n int) string {
+	line := "#" + strings.Repeat("-", 98) + "\n"
+	pad := strings.Repeat(line, n/len(line))
+	switch rest := n % len(line); {
+	case rest == 1:
+		pad += "\n"
+	case rest > 1:
+		pad += "#" + strings.Repeat("-", rest-2) + "\n"
+	}
+	return pad
 }
 
 // manyNetworks is a valid spec of n networks, each with a VM on either of

@@ -190,6 +190,34 @@ func TestLargeSpecs(t *testing.T) {
 	}
 }
 
+// While every turn to decode a spec is taken, a PUT waits, and a client
+// that gives up meanwhile is answered 503 without its spec decoded; a turn
+// given back lets the next PUT through.
+func TestSpecDecodesWaitTheirTurn(t *testing.T) {
+	s, _ := newTestServer(t, nil)
+	for range maxSpecDecoders {
+		s.decoders <- struct{}{}
+	}
+	put := func(ctx context.Context) *httptest.ResponseRecorder {
+		r := httptest.NewRequestWithContext(ctx, "PUT", "http://x/api/v1/infras/t1", strings.NewReader(smallSpec))
+		r.RemoteAddr = "127.0.0.1:40000"
+		r.Header.Set("Content-Type", "application/yaml")
+		r.Header.Set("Authorization", "Bearer "+testToken)
+		w := httptest.NewRecorder()
+		s.Handler().ServeHTTP(w, r)
+		return w
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if w := put(ctx); w.Code != http.StatusServiceUnavailable {
+		t.Fatalf("with every turn taken: %d %s, want 503", w.Code, w.Body)
+	}
+	<-s.decoders
+	if w := put(context.Background()); w.Code != http.StatusOK {
+		t.Fatalf("with a turn free: %d %s", w.Code, w.Body)
+	}
+}
+
 // padding is n bytes of YAML comments.
 func padding(n int) string {
 	line := "#" + strings.Repeat("-", 98) + "\n"

@@ -1,0 +1,95 @@
+package spec
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// What loading a large spec costs (docs/benchmarks.md):
+//
+//	go test -run '^$' -bench Load -benchmem ./internal/spec
+
+// networksSpec is an infrastructure of three hosts and n virtual networks
+// with two VMs each, network i on hosts hv(i%3+1) and hv((i+1)%3+1), written
+// one object a line as a cluster's spec is.
+func networksSpec(n int) []byte {
+	var b strings.Builder
+	b.WriteString("name: big\nhosts:\n")
+	for h := 1; h <= 3; h++ {
+		fmt.Fprintf(&b, "  - {name: hv%d, underlay: 192.168.0.%d}\n", h, h)
+	}
+	b.WriteString("networks:\n")
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "  - {name: n%d, subnet: 10.%d.%d.0/24}\n", i, i/256, i%256)
+	}
+	b.WriteString("vms:\n")
+	for i := 0; i < n; i++ {
+		for j := 0; j < 2; j++ {
+			fmt.Fprintf(&b, "  - {name: v%d-%d, host: hv%d, nics: [{network: n%d, ip: 10.%d.%d.%d/24}]}\n",
+				i, j, (i+j)%3+1, i, i/256, i%256, 10+j)
+		}
+	}
+	return []byte(b.String())
+}
+
+// vmsSpec is one host with one private switch and n VMs of one vNIC each.
+func vmsSpec(n int) []byte {
+	var b strings.Builder
+	b.WriteString("name: big\nhosts:\n  - name: h1\nswitches:\n  - name: sw0\n    hosts: [h1]\n    portgroups: [{name: pg}]\nvms:\n")
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, "  - {name: vm%d, host: h1, nics: [{portgroup: pg, ip: 10.100.%d.%d/8}]}\n", i, i/250%256, i%250+1)
+	}
+	return []byte(b.String())
+}
+
+var benchSpecs = []struct {
+	name string
+	src  func() []byte
+}{
+	{"1000VMs", func() []byte { return vmsSpec(1000) }},
+	{"10000Networks", func() []byte { return networksSpec(10000) }},
+}
+
+func BenchmarkLoad(b *testing.B) {
+	for _, bs := range benchSpecs {
+		src := bs.src()
+		b.Run(bs.name, func(b *testing.B) {
+			b.SetBytes(int64(len(src)))
+			for b.Loop() {
+				if _, err := Load("big.yaml", src); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkDecode(b *testing.B) {
+	for _, bs := range benchSpecs {
+		src := bs.src()
+		b.Run(bs.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := Decode("big.yaml", src); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkValidate(b *testing.B) {
+	for _, bs := range benchSpecs {
+		doc, err := Decode("big.yaml", bs.src())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(bs.name, func(b *testing.B) {
+			for b.Loop() {
+				if errs := Validate(doc); len(errs) > 0 {
+					b.Fatal(errs)
+				}
+			}
+		})
+	}
+}

@@ -127,24 +127,45 @@ type Document struct {
 	Source    []byte
 	positions map[string]Pos
 	nulls     map[string]bool // paths written out as null (~), which leaves the default
+	// located, when set, holds the positions and nulls instead, read from
+	// Source when first asked for: a document from a Cache has its Spec
+	// without decoding its YAML.
+	located *lazyPositions
+}
+
+// where returns the document's positions and nulls.
+func (d *Document) where() (map[string]Pos, map[string]bool) {
+	l := d.located
+	if l == nil {
+		return d.positions, d.nulls
+	}
+	l.once.Do(func() {
+		// The source decoded before it was kept, so it decodes again.
+		if doc, err := Decode(d.File, d.Source); err == nil {
+			l.positions, l.nulls = doc.positions, doc.nulls
+		}
+	})
+	return l.positions, l.nulls
 }
 
 // Given reports whether the spec gives a field a value of its own, rather
 // than leaving it out or null.
 func (d *Document) Given(path string) bool {
-	_, ok := d.positions[path]
-	return ok && !d.nulls[path]
+	positions, nulls := d.where()
+	_, ok := positions[path]
+	return ok && !nulls[path]
 }
 
 // PosOf returns where a field path stands in the file, or the nearest
 // enclosing path that was written out.
 func (d *Document) PosOf(path string) Pos {
+	positions, _ := d.where()
 	for p := path; p != ""; p = parentPath(p) {
-		if pos, ok := d.positions[p]; ok {
+		if pos, ok := positions[p]; ok {
 			return pos
 		}
 	}
-	return d.positions[""] // a missing top-level field: point at the document
+	return positions[""] // a missing top-level field: point at the document
 }
 
 // Errorf builds a FieldError located at path.

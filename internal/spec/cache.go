@@ -47,7 +47,8 @@ const (
 )
 
 // NewCache makes a cache that keeps specs in memory, and in files in dir
-// unless dir is "". The directory is made when a spec is first kept.
+// unless dir is "". The directory is made when a spec is first kept, if
+// its parent exists.
 func NewCache(dir string) *Cache {
 	return &Cache{dir: dir, memory: map[[sha256.Size]byte][]byte{}}
 }
@@ -64,6 +65,16 @@ func (c *Cache) Load(file string, src []byte) (*Document, error) {
 	}
 	c.keep(src, doc.Spec)
 	return doc, nil
+}
+
+// LoadFile is the package's LoadFile, from the cache when the file's bytes
+// loaded before.
+func (c *Cache) LoadFile(path string) (*Document, error) {
+	src, err := readSpecFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return c.Load(path, src)
 }
 
 // Decode is the package's Decode, from the cache when the same bytes
@@ -189,8 +200,8 @@ func (c *Cache) toFile(sum [sha256.Size]byte, encoded []byte) {
 	if c.dir == "" {
 		return
 	}
-	if err := os.MkdirAll(c.dir, 0o755); err != nil {
-		return
+	if err := os.Mkdir(c.dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return // no state directory to put it in, or not ours to write
 	}
 	tmp, err := os.CreateTemp(c.dir, ".spec-*")
 	if err != nil {

@@ -183,6 +183,14 @@ func parentPath(p string) string {
 
 // LoadFile reads, decodes and validates a spec file.
 func LoadFile(path string) (*Document, error) {
+	src, err := readSpecFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Load(path, src)
+}
+
+func readSpecFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read spec: %w", err)
@@ -194,7 +202,7 @@ func LoadFile(path string) (*Document, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read spec: %w", err)
 	}
-	return Load(path, src)
+	return src, nil
 }
 
 // Load decodes and validates a spec. Every problem is reported, not just the

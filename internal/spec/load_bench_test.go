@@ -93,3 +93,33 @@ func BenchmarkValidate(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCachedLoad loads a spec the cache holds, from memory and from
+// its file in a new process's cache.
+func BenchmarkCachedLoad(b *testing.B) {
+	for _, bs := range benchSpecs {
+		src := bs.src()
+		dir := b.TempDir()
+		if _, err := NewCache(dir).Load("big.yaml", src); err != nil {
+			b.Fatal(err)
+		}
+		b.Run(bs.name+"/memory", func(b *testing.B) {
+			c := NewCache("")
+			if _, err := c.Load("big.yaml", src); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if _, err := c.Load("big.yaml", src); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(bs.name+"/file", func(b *testing.B) {
+			for b.Loop() {
+				if _, err := NewCache(dir).Load("big.yaml", src); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -336,6 +337,32 @@ func TestPlainScalars(t *testing.T) {
 				t.Errorf("%s into %s: read %v, yaml.v3 fails: %v", value, name, got, werr)
 			} else if got.Interface() != want.Interface() {
 				t.Errorf("%s into %s: read %v, yaml.v3 reads %v", value, name, got, want)
+			}
+		}
+	}
+}
+
+// TestNameMatches checks the hand-written name patterns against their
+// regular expressions.
+func TestNameMatches(t *testing.T) {
+	chars := []byte{'a', 'z', 'A', 'Z', '0', '9', '-', '_', '.', ' ', '/', 0xc3}
+	var names []string
+	var grow func(prefix string, depth int)
+	grow = func(prefix string, depth int) {
+		names = append(names, prefix)
+		if depth == 0 {
+			return
+		}
+		for _, c := range chars {
+			grow(prefix+string([]byte{c}), depth-1)
+		}
+	}
+	grow("", 3)
+	names = append(names, "vm1\n", "a-b-c", "eth0.100", "n9999")
+	for _, s := range names {
+		for _, re := range []*regexp.Regexp{objectName, ifaceName} {
+			if got, want := nameMatches(re, s), re.MatchString(s); got != want {
+				t.Errorf("%q against %s: %v, want %v", s, re, got, want)
 			}
 		}
 	}

@@ -465,9 +465,9 @@ func (v *validator) indexAddressSpaces() {
 // checkNetworkUnderlay checks that hosts a network or router spans have
 // the addresses its tunnels need.
 func (v *validator) checkNetworkUnderlay() {
-	spans := map[string][]string{} // address space -> hosts with its vNICs, each once
-	on := map[[2]string]bool{}     // address space and a host in its span
-	first := map[string]string{}   // address space -> path of a vNIC
+	spans := make(map[string][]string, len(v.s.Networks)) // address space -> hosts with its vNICs, each once
+	on := make(map[[2]string]bool, 2*len(v.s.Networks))   // address space and a host in its span
+	first := make(map[string][2]int, len(v.s.Networks))   // address space -> its first vNIC, vms[i].nics[j]
 	for i, vm := range v.s.VMs {
 		for j, n := range vm.NICs {
 			net, ok := v.x.networks[n.Network]
@@ -476,7 +476,7 @@ func (v *validator) checkNetworkUnderlay() {
 			}
 			sp := v.x.spaces[net]
 			if _, ok := first[sp]; !ok {
-				first[sp] = indexPath(indexPath("vms", i)+".nics", j) + ".network"
+				first[sp] = [2]int{i, j}
 			}
 			if key := [2]string{sp, vm.Host}; !on[key] {
 				on[key] = true
@@ -496,7 +496,8 @@ func (v *validator) checkNetworkUnderlay() {
 		}
 		sort.Strings(without)
 		if len(without) > 0 {
-			v.errf(first[sp], "%s spans hosts over VXLAN, but %s has no underlay address (hosts[].underlay)",
+			at := first[sp]
+			v.errf(indexPath(indexPath("vms", at[0])+".nics", at[1])+".network", "%s spans hosts over VXLAN, but %s has no underlay address (hosts[].underlay)",
 				sp, strings.Join(without, ", "))
 		}
 	}
@@ -528,7 +529,7 @@ func (v *validator) networkSpans() map[string]map[string]bool {
 // has room for the network's frames and VXLAN's overhead.
 func (v *validator) checkNetworkPortGroups() {
 	var spans map[string]map[string]bool // made when a network needs it: most have no port group
-	carriers := map[string]string{} // switch -> path of a network whose tunnels it carries
+	carriers := map[string]string{}      // switch -> path of a network whose tunnels it carries
 	for i := range v.s.Networks {
 		n := &v.s.Networks[i]
 		if n.PortGroup == "" {

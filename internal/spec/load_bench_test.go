@@ -123,3 +123,28 @@ func BenchmarkCachedLoad(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPinVNIs pins the VNIs of a spec whose networks leave them out,
+// as an apply does: the first time, and again with the VNIs stored before.
+func BenchmarkPinVNIs(b *testing.B) {
+	doc, err := Load("big.yaml", networksSpec(10000))
+	if err != nil {
+		b.Fatal(err)
+	}
+	pinned, err := PinVNIs(doc, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name     string
+		previous *Spec
+	}{{"10000Networks/first", nil}, {"10000Networks/again", pinned.Spec}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := PinVNIs(doc, bc.previous); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -158,15 +158,24 @@ func AllocateVNIs(s *Spec, previous *Spec) map[string]int {
 			taken[n.VNI] = true
 		}
 	}
+	var before map[string]int // previous's VNIs by network name, the first of a name as Spec.Network finds it
+	if previous != nil {
+		before = make(map[string]int, len(previous.Networks))
+		for _, n := range previous.Networks {
+			if _, dup := before[n.Name]; !dup {
+				before[n.Name] = n.VNI
+			}
+		}
+	}
 	var open []string
 	for _, n := range s.Networks {
 		if n.VNI != 0 {
 			continue
 		}
 		if previous != nil {
-			if old, ok := previous.Network(n.Name); ok && old.VNI != 0 && !taken[old.VNI] {
-				out[n.Name] = old.VNI
-				taken[old.VNI] = true
+			if old, ok := before[n.Name]; ok && old != 0 && !taken[old] {
+				out[n.Name] = old
+				taken[old] = true
 				continue
 			}
 		}
@@ -197,6 +206,15 @@ func PinVNIs(doc *Document, previous *Spec) (*Document, error) {
 		return doc, nil
 	}
 	vnis := AllocateVNIs(doc.Spec, previous)
+	if pinned, ok := pinInText(doc, vnis); ok {
+		return pinned, nil
+	}
+	return pinInTree(doc, vnis)
+}
+
+// pinInTree is PinVNIs for any spec: it edits the YAML tree and loads it
+// again, as written out anew.
+func pinInTree(doc *Document, vnis map[string]int) (*Document, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(doc.Source, &root); err != nil {
 		return nil, err

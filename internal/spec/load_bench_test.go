@@ -148,3 +148,18 @@ func BenchmarkPinVNIs(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSetVNIC moves one vNIC of 1,000 VMs to another port group, as
+// vnet link does.
+func BenchmarkSetVNIC(b *testing.B) {
+	src := strings.Replace(string(vmsSpec(1000)), "portgroups: [{name: pg}]", "portgroups: [{name: pg}, {name: pg2}]", 1)
+	doc, err := Load("big.yaml", []byte(src))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := SetVNIC(doc, "vm500", "eth0", "pg2", true); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

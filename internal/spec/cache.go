@@ -3,8 +3,10 @@ package spec
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"hash/crc32"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -165,12 +167,17 @@ func (c *Cache) file(sum [sha256.Size]byte) string {
 
 // header starts every cache file: what it is, the layout of the Spec that
 // wrote it (another version of vnet reads nothing it would misread), and
-// the SHA-256 of the source it was made of.
+// the SHA-256 of the source it was made of. A CRC-32C of the encoded spec
+// follows it, so that a damaged file is not read as another spec.
 func header(sum [sha256.Size]byte) []byte {
 	layout := sha256.Sum256([]byte(specLayout()))
 	h := append([]byte(cacheMagic), layout[:]...)
 	return append(h, sum[:]...)
 }
+
+const checksumSize = 4
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // fromFile reads a spec the directory keeps; a file that is damaged or
 // was written by another layout is a miss.
@@ -184,13 +191,18 @@ func (c *Cache) fromFile(sum [sha256.Size]byte) ([]byte, bool) {
 		return nil, false
 	}
 	h := header(sum)
-	if !bytes.HasPrefix(data, h) {
+	if !bytes.HasPrefix(data, h) || len(data) < len(h)+checksumSize {
+		_ = os.Remove(name)
+		return nil, false
+	}
+	encoded := data[len(h)+checksumSize:]
+	if binary.BigEndian.Uint32(data[len(h):]) != crc32.Checksum(encoded, castagnoli) {
 		_ = os.Remove(name)
 		return nil, false
 	}
 	now := time.Now()
 	_ = os.Chtimes(name, now, now) // the files least used are dropped first
-	return data[len(h):], true
+	return encoded, true
 }
 
 // toFile writes a spec to the directory, whole or not at all, and drops
@@ -207,7 +219,8 @@ func (c *Cache) toFile(sum [sha256.Size]byte, encoded []byte) {
 	if err != nil {
 		return
 	}
-	_, werr := tmp.Write(append(header(sum), encoded...))
+	data := binary.BigEndian.AppendUint32(header(sum), crc32.Checksum(encoded, castagnoli))
+	_, werr := tmp.Write(append(data, encoded...))
 	if cerr := tmp.Close(); werr != nil || cerr != nil {
 		_ = os.Remove(tmp.Name())
 		return

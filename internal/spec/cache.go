@@ -91,9 +91,21 @@ func (c *Cache) Decode(file string, src []byte) (*Document, error) {
 		return nil, err
 	}
 	if c != nil && len(Validate(doc)) == 0 {
+		doc.valid = true
 		c.keep(src, doc.Spec)
 	}
 	return doc, nil
+}
+
+// Add keeps a document that validated, as Load, a Cache or PinVNIs
+// returned it, its Spec unchanged: a process that stores a spec it made
+// (an apply, with its pinned VNIs) thus finds it when it reads the stored
+// spec back. A document that did not validate (Decode's) is not kept.
+func (c *Cache) Add(doc *Document) {
+	if c == nil || doc == nil || !doc.valid || len(doc.Source) > MaxSpecBytes {
+		return
+	}
+	c.keep(doc.Source, doc.Spec)
 }
 
 // lookup makes the document of src from the cache, when it is there.
@@ -114,7 +126,7 @@ func (c *Cache) lookup(file string, src []byte) (*Document, bool) {
 		c.forget(sum)
 		return nil, false
 	}
-	return &Document{Spec: s, File: file, Source: src, located: &lazyPositions{}}, true
+	return &Document{Spec: s, File: file, Source: src, located: &lazyPositions{}, valid: true}, true
 }
 
 // keep stores a spec that validated, as src's.

@@ -366,3 +366,39 @@ func TestNameMatches(t *testing.T) {
 		}
 	}
 }
+
+// TestCacheAdd keeps documents made elsewhere: a loaded one and a pinned
+// one are found by their bytes, a decoded one that did not validate is
+// not kept.
+func TestCacheAdd(t *testing.T) {
+	c := NewCache(t.TempDir())
+	loaded, err := Load("rich.yaml", []byte(richSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned, err := PinVNIs(loaded, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, err := Decode("bad.yaml", []byte(strings.Replace(richSpec, "host: esx2", "host: nowhere", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range []*Document{loaded, pinned, bad} {
+		c.Add(doc)
+	}
+	if len(c.memory) != 2 {
+		t.Fatalf("%d specs kept, want 2", len(c.memory))
+	}
+	for _, doc := range []*Document{loaded, pinned} {
+		got, ok := NewCache(c.dir).lookup(doc.File, doc.Source)
+		if !ok {
+			t.Fatalf("%s not kept", doc.File)
+		}
+		want, err := Load(doc.File, doc.Source)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameDocument(t, "added", got, want)
+	}
+}

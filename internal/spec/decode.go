@@ -131,6 +131,9 @@ type Document struct {
 	// Source when first asked for: a document from a Cache has its Spec
 	// without decoding its YAML.
 	located *lazyPositions
+	// valid is set on a document that validated (Load, a Cache, PinVNIs),
+	// which a Cache may keep.
+	valid bool
 }
 
 // where returns the document's positions and nulls.
@@ -215,6 +218,7 @@ func Load(file string, src []byte) (*Document, error) {
 	if errs := Validate(doc); len(errs) > 0 {
 		return nil, errs
 	}
+	doc.valid = true
 	return doc, nil
 }
 

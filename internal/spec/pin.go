@@ -69,6 +69,7 @@ func pinInText(doc *Document, vnis map[string]int) (*Document, bool) {
 	if errs := Validate(pinned); len(errs) > 0 {
 		return nil, false // as the tree's edit would have found: let it say so
 	}
+	pinned.valid = true
 	return pinned, true
 }
 

@@ -164,8 +164,9 @@ func statusCluster(cmd *cobra.Command, endpoints []string, args []string, output
 		return err
 	}
 	all := []clusterStatus{}
+	cache := specCache()
 	for _, rec := range recs {
-		doc, err := rec.Doc()
+		doc, err := storedDoc(cache, rec)
 		if err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 
@@ -246,8 +247,9 @@ func statusCmd() *cobra.Command {
 				return err
 			}
 			var all []*reconcile.Status
+			cache := specCache()
 			for _, rec := range recs {
-				doc, err := rec.Doc()
+				doc, err := storedDoc(cache, rec)
 				if err != nil {
 					return err
 				}
@@ -306,4 +308,18 @@ func selectRecords(st store.Store, args []string) ([]*store.Record, error) {
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// specCache keeps the stored specs that status read before in the state
+// directory, so that the next status does not decode and validate a large
+// spec's YAML again.
+func specCache() *spec.Cache { return spec.NewCache(filepath.Join(stateDir, "spec-cache")) }
+
+// storedDoc is rec.Doc, through the cache.
+func storedDoc(cache *spec.Cache, rec *store.Record) (*spec.Document, error) {
+	doc, err := cache.Decode(rec.SpecFile, rec.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("stored spec of %s: %w", rec.Name, err)
+	}
+	return doc, nil
 }

@@ -10,7 +10,9 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
@@ -125,24 +127,48 @@ type Document struct {
 	Source    []byte
 	positions map[string]Pos
 	nulls     map[string]bool // paths written out as null (~), which leaves the default
+	// located, when set, holds the positions and nulls instead, read from
+	// Source when first asked for: a document from a Cache has its Spec
+	// without decoding its YAML.
+	located *lazyPositions
+	// valid is set on a document that validated (Load, a Cache, PinVNIs),
+	// which a Cache may keep.
+	valid bool
+}
+
+// where returns the document's positions and nulls.
+func (d *Document) where() (map[string]Pos, map[string]bool) {
+	l := d.located
+	if l == nil {
+		return d.positions, d.nulls
+	}
+	l.once.Do(func() {
+		// The source decoded before it was kept, so it decodes again.
+		if doc, err := Decode(d.File, d.Source); err == nil {
+			l.positions, l.nulls = doc.positions, doc.nulls
+		}
+	})
+	return l.positions, l.nulls
 }
 
 // Given reports whether the spec gives a field a value of its own, rather
 // than leaving it out or null.
 func (d *Document) Given(path string) bool {
-	_, ok := d.positions[path]
-	return ok && !d.nulls[path]
+	positions, nulls := d.where()
+	_, ok := positions[path]
+	return ok && !nulls[path]
 }
 
 // PosOf returns where a field path stands in the file, or the nearest
 // enclosing path that was written out.
 func (d *Document) PosOf(path string) Pos {
+	positions, _ := d.where()
 	for p := path; p != ""; p = parentPath(p) {
-		if pos, ok := d.positions[p]; ok {
+		if pos, ok := positions[p]; ok {
 			return pos
 		}
 	}
-	return d.positions[""] // a missing top-level field: point at the document
+	return positions[""] // a missing top-level field: point at the document
 }
 
 // Errorf builds a FieldError located at path.
@@ -160,6 +186,14 @@ func parentPath(p string) string {
 
 // LoadFile reads, decodes and validates a spec file.
 func LoadFile(path string) (*Document, error) {
+	src, err := readSpecFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Load(path, src)
+}
+
+func readSpecFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read spec: %w", err)
@@ -171,7 +205,7 @@ func LoadFile(path string) (*Document, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read spec: %w", err)
 	}
-	return Load(path, src)
+	return src, nil
 }
 
 // Load decodes and validates a spec. Every problem is reported, not just the
@@ -184,6 +218,7 @@ func Load(file string, src []byte) (*Document, error) {
 	if errs := Validate(doc); len(errs) > 0 {
 		return nil, errs
 	}
+	doc.valid = true
 	return doc, nil
 }
 
@@ -199,10 +234,13 @@ func Decode(file string, src []byte) (*Document, error) {
 		msg := clipTo(strings.TrimPrefix(err.Error(), "yaml: "), 4*clipBytes)
 		return nil, Errors{{Msg: msg, Pos: yamlErrorPos(err)}}
 	}
-	doc := &Document{Spec: &Spec{}, File: file, Source: src, positions: map[string]Pos{}, nulls: map[string]bool{}}
 	if len(root.Content) == 0 {
 		return nil, Errors{{Msg: "the spec is empty"}}
 	}
+	// A position for each value written out: a map made at its size is
+	// not grown (and rehashed) a dozen times over.
+	doc := &Document{Spec: &Spec{}, File: file, Source: src,
+		positions: make(map[string]Pos, min(countNodes(root.Content[0]), MaxValues)), nulls: map[string]bool{}}
 	d := decoder{doc: doc, expanding: map[*yaml.Node]bool{}}
 	d.decode(root.Content[0], reflect.ValueOf(doc.Spec).Elem(), "")
 	if len(d.errs) > 0 {
@@ -215,6 +253,23 @@ func Decode(file string, src []byte) (*Document, error) {
 		return nil, d.errs
 	}
 	return doc, nil
+}
+
+// countNodes is how many values a tree holds as written, its aliases
+// counted once each; keys are not counted, as they have no position of
+// their own.
+func countNodes(n *yaml.Node) int {
+	c := 1
+	if n.Kind == yaml.MappingNode {
+		for i := 1; i < len(n.Content); i += 2 {
+			c += countNodes(n.Content[i])
+		}
+		return c
+	}
+	for _, m := range n.Content {
+		c += countNodes(m)
+	}
+	return c
 }
 
 func yamlErrorPos(err error) Pos {
@@ -261,6 +316,19 @@ func (d *decoder) spend(n *yaml.Node, path string, k int) bool {
 
 var textUnmarshaler = reflect.TypeOf((*encoding.TextUnmarshaler)(nil)).Elem()
 
+// readsTextType caches readsText, which is asked of every value.
+var readsTextType sync.Map // reflect.Type -> bool
+
+// readsText reports whether a value of type t reads itself from text.
+func readsText(t reflect.Type) bool {
+	if r, ok := readsTextType.Load(t); ok {
+		return r.(bool)
+	}
+	r := reflect.PointerTo(t).Implements(textUnmarshaler)
+	readsTextType.Store(t, r)
+	return r
+}
+
 func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	if !d.spend(n, path, 1) {
 		return
@@ -292,7 +360,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		v = v.Elem()
 	}
 	// A struct that also reads from text (spec.Peer) takes either form.
-	if reflect.PointerTo(v.Type()).Implements(textUnmarshaler) && (n.Kind != yaml.MappingNode || v.Kind() != reflect.Struct) {
+	if readsText(v.Type()) && (n.Kind != yaml.MappingNode || v.Kind() != reflect.Struct) {
 		if n.Kind != yaml.ScalarNode {
 			d.fail(n, path, "want a single value, got %s", kindName(n))
 			return
@@ -316,7 +384,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		d.values -= len(n.Content)
 		v.Set(reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content)))
 		for i, item := range n.Content {
-			d.decode(item, v.Index(i), fmt.Sprintf("%s[%d]", path, i))
+			d.decode(item, v.Index(i), path+"["+strconv.Itoa(i)+"]")
 		}
 	case reflect.Map:
 		d.decodeMap(n, v, path)
@@ -333,6 +401,9 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 // exactly what the field holds: YAML would otherwise cut 1500.5 to 1500
 // for a whole-number field, and let .inf and .nan into any number.
 func (d *decoder) decodeScalar(n *yaml.Node, v reflect.Value, path string) {
+	if setPlainScalar(n, v) {
+		return
+	}
 	switch v.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
@@ -353,6 +424,63 @@ func (d *decoder) decodeScalar(n *yaml.Node, v reflect.Value, path string) {
 	if v.CanFloat() && (math.IsInf(v.Float(), 0) || math.IsNaN(v.Float())) {
 		d.fail(n, path, "want a finite number, got %q", n.Value)
 	}
+}
+
+// setPlainScalar sets v to n's value for the forms that make most of a
+// spec, a string, a decimal whole number and true or false, as yaml.v3
+// would but without its decoder for every value. It reports false for
+// anything else, left to yaml.v3.
+func setPlainScalar(n *yaml.Node, v reflect.Value) bool {
+	if v.Type().PkgPath() != "" {
+		return false // a named type may decode itself
+	}
+	switch v.Kind() {
+	case reflect.String:
+		if n.ShortTag() != "!!str" {
+			return false
+		}
+		v.SetString(n.Value)
+		return true
+	case reflect.Bool:
+		if n.ShortTag() != "!!bool" || (n.Value != "true" && n.Value != "false") {
+			return false
+		}
+		v.SetBool(n.Value == "true")
+		return true
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		i, ok := plainDecimal(n)
+		if !ok || v.OverflowInt(i) {
+			return false
+		}
+		v.SetInt(i)
+		return true
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		i, ok := plainDecimal(n)
+		if !ok || i < 0 || v.OverflowUint(uint64(i)) {
+			return false
+		}
+		v.SetUint(uint64(i))
+		return true
+	}
+	return false
+}
+
+// plainDecimal reads a whole number written in decimal without a sign, an
+// underscore or a leading zero, which every YAML reading takes for the
+// same number; anything else is left to yaml.v3.
+func plainDecimal(n *yaml.Node) (int64, bool) {
+	s := n.Value
+	if n.ShortTag() != "!!int" || s == "" || len(s) > 18 || (s[0] == '0' && len(s) > 1) {
+		return 0, false
+	}
+	var i int64
+	for _, c := range []byte(s) {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		i = i*10 + int64(c-'0')
+	}
+	return i, true
 }
 
 // key resolves a mapping key, which must be a plain value.
@@ -404,34 +532,71 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 		d.fail(n, path, "want a mapping of fields, got %s", kindName(n))
 		return
 	}
-	fields := map[string]int{}
-	var names []string
-	for i := 0; i < v.NumField(); i++ {
-		tag := strings.Split(v.Type().Field(i).Tag.Get("yaml"), ",")[0]
-		if tag != "" && tag != "-" {
-			fields[tag] = i
-			names = append(names, tag)
-		}
-	}
-	first := map[string]*yaml.Node{}
+	info := fieldsOf(v.Type())
+	var given uint64 // the fields seen so far, by index
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, ok := d.key(n.Content[i], path)
 		if !ok {
 			continue
 		}
 		fp := joinPath(path, k.Value)
-		idx, ok := fields[k.Value]
+		idx, ok := info.index[k.Value]
 		if !ok {
-			d.fail(k, fp, "unknown field%s (known: %s)", suggest(k.Value, names), strings.Join(names, ", "))
+			d.fail(k, fp, "unknown field%s (known: %s)", suggest(k.Value, info.names), strings.Join(info.names, ", "))
 			continue
 		}
-		if prev, dup := first[k.Value]; dup {
-			d.fail(k, fp, "field given twice (first at line %d)", prev.Line)
+		if given&(1<<idx) != 0 {
+			d.fail(k, fp, "field given twice (first at line %d)", firstKey(n, i, k.Value).Line)
 			continue
 		}
-		first[k.Value] = k
+		given |= 1 << idx
 		d.decode(n.Content[i+1], v.Field(idx), fp)
 	}
+}
+
+// firstKey is the first key of mapping n, before its i-th content node,
+// that names value.
+func firstKey(n *yaml.Node, i int, value string) *yaml.Node {
+	for j := 0; j < i; j += 2 {
+		k := n.Content[j]
+		if k.Kind == yaml.AliasNode {
+			k = k.Alias
+		}
+		if k.Kind == yaml.ScalarNode && k.Value == value {
+			return k
+		}
+	}
+	return n.Content[i]
+}
+
+// structFields is what decoding needs of a struct type: its fields by
+// YAML name, and the names in order for messages.
+type structFields struct {
+	index map[string]int
+	names []string
+}
+
+// fieldsOfType holds the structFields of each struct type decoded so far:
+// a spec has hundreds of thousands of structs of a dozen types.
+var fieldsOfType sync.Map // reflect.Type -> *structFields
+
+func fieldsOf(t reflect.Type) *structFields {
+	if f, ok := fieldsOfType.Load(t); ok {
+		return f.(*structFields)
+	}
+	if t.NumField() > 64 {
+		panic(fmt.Sprintf("spec: %s has more fields than decodeStruct tracks", t))
+	}
+	f := &structFields{index: map[string]int{}}
+	for i := 0; i < t.NumField(); i++ {
+		tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		if tag != "" && tag != "-" {
+			f.index[tag] = i
+			f.names = append(f.names, tag)
+		}
+	}
+	fieldsOfType.Store(t, f)
+	return f
 }
 
 // joinPath names a field or a map entry under path; a long map key is

@@ -13,6 +13,7 @@ type index struct {
 	swOn     map[*Switch]map[string]bool
 	uplinks  map[*Switch]map[string]bool
 	networks map[string]*Network
+	spaces   map[*Network]string // every network's AddressSpace, made once
 }
 
 func newIndex(s *Spec) *index {
@@ -23,9 +24,11 @@ func newIndex(s *Spec) *index {
 		swHosts:  map[*Switch][]string{},
 		swOn:     map[*Switch]map[string]bool{},
 		uplinks:  map[*Switch]map[string]bool{},
-		networks: map[string]*Network{},
+		networks: make(map[string]*Network, len(s.Networks)),
+		spaces:   make(map[*Network]string, len(s.Networks)),
 	}
 	for i := range s.Networks {
+		x.spaces[&s.Networks[i]] = s.Networks[i].AddressSpace()
 		if _, dup := x.networks[s.Networks[i].Name]; !dup {
 			x.networks[s.Networks[i].Name] = &s.Networks[i]
 		}

@@ -3,6 +3,7 @@ package spec_test
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -41,6 +42,14 @@ func FuzzLoad(f *testing.F) {
 		if err != nil {
 			_ = err.Error()
 		} else {
+			// The cache gives the same spec, from memory and copied anew.
+			cache := spec.NewCache("")
+			for i := 0; i < 2; i++ {
+				cached, err := cache.Load("fuzz.yaml", src)
+				if err != nil || !reflect.DeepEqual(cached.Spec, doc.Spec) {
+					t.Fatalf("the cache's load %d differs from Load's (%v)", i, err)
+				}
+			}
 			desired := plan.Model(doc.Spec, plan.Options{NumCPU: 4, Now: time.Unix(0, 0)})
 			_ = plan.Diff(desired, nil).String()
 			if p := plan.Diff(desired, desired); !p.Empty() {

@@ -158,15 +158,24 @@ func AllocateVNIs(s *Spec, previous *Spec) map[string]int {
 			taken[n.VNI] = true
 		}
 	}
+	var before map[string]int // previous's VNIs by network name, the first of a name as Spec.Network finds it
+	if previous != nil {
+		before = make(map[string]int, len(previous.Networks))
+		for _, n := range previous.Networks {
+			if _, dup := before[n.Name]; !dup {
+				before[n.Name] = n.VNI
+			}
+		}
+	}
 	var open []string
 	for _, n := range s.Networks {
 		if n.VNI != 0 {
 			continue
 		}
 		if previous != nil {
-			if old, ok := previous.Network(n.Name); ok && old.VNI != 0 && !taken[old.VNI] {
-				out[n.Name] = old.VNI
-				taken[old.VNI] = true
+			if old, ok := before[n.Name]; ok && old != 0 && !taken[old] {
+				out[n.Name] = old
+				taken[old] = true
 				continue
 			}
 		}
@@ -197,6 +206,15 @@ func PinVNIs(doc *Document, previous *Spec) (*Document, error) {
 		return doc, nil
 	}
 	vnis := AllocateVNIs(doc.Spec, previous)
+	if pinned, ok := pinInText(doc, vnis); ok {
+		return pinned, nil
+	}
+	return pinInTree(doc, vnis)
+}
+
+// pinInTree is PinVNIs for any spec: it edits the YAML tree and loads it
+// again, as written out anew.
+func pinInTree(doc *Document, vnis map[string]int) (*Document, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(doc.Source, &root); err != nil {
 		return nil, err
@@ -241,12 +259,12 @@ func (v *validator) checkNetworks() {
 	vnis := map[int]string{}
 	for i, sw := range v.s.Switches {
 		if sw.VNI != 0 {
-			vnis[sw.VNI] = fmt.Sprintf("switches[%d]", i)
+			vnis[sw.VNI] = indexPath("switches", i)
 		}
 	}
 	subnets := map[string][]netip.Prefix{} // router -> its networks' subnets so far
 	for i, n := range v.s.Networks {
-		p := fmt.Sprintf("networks[%d]", i)
+		p := indexPath("networks", i)
 		if v.checkName(p+".name", n.Name, maxObjectName, objectName, "a network") {
 			v.unique(seen, n.Name, p+".name", "network")
 		}
@@ -392,7 +410,7 @@ func (v *validator) checkNetworkVNIC(path string, n VNIC) {
 		v.errf(path+".network", "unknown network %q", n.Network)
 		return
 	}
-	space := net.AddressSpace()
+	space := v.x.spaces[net]
 	if v.netIPs == nil {
 		v.indexAddressSpaces()
 	}
@@ -449,7 +467,7 @@ func (v *validator) checkNetworkIP6(path, ip6 string, net *Network, ips map[neti
 func (v *validator) indexAddressSpaces() {
 	v.netIPs, v.netMACs = map[string]map[netip.Addr]string{}, map[string]map[string]string{}
 	for i := range v.s.Networks {
-		space := v.s.Networks[i].AddressSpace()
+		space := v.x.spaces[&v.s.Networks[i]]
 		if v.netIPs[space] == nil {
 			v.netIPs[space], v.netMACs[space] = map[netip.Addr]string{}, map[string]string{}
 		}
@@ -465,20 +483,23 @@ func (v *validator) indexAddressSpaces() {
 // checkNetworkUnderlay checks that hosts a network or router spans have
 // the addresses its tunnels need.
 func (v *validator) checkNetworkUnderlay() {
-	spans := map[string]map[string]bool{} // address space -> hosts with its vNICs
-	first := map[string]string{}          // address space -> path of a vNIC
+	spans := make(map[string][]string, len(v.s.Networks)) // address space -> hosts with its vNICs, each once
+	on := make(map[[2]string]bool, 2*len(v.s.Networks))   // address space and a host in its span
+	first := make(map[string][2]int, len(v.s.Networks))   // address space -> its first vNIC, vms[i].nics[j]
 	for i, vm := range v.s.VMs {
 		for j, n := range vm.NICs {
 			net, ok := v.x.networks[n.Network]
 			if !ok || n.PortGroup != "" || net.PortGroup != "" { // a port group's host ports carry its tunnels
 				continue
 			}
-			sp := net.AddressSpace()
-			if spans[sp] == nil {
-				spans[sp] = map[string]bool{}
-				first[sp] = fmt.Sprintf("vms[%d].nics[%d].network", i, j)
+			sp := v.x.spaces[net]
+			if _, ok := first[sp]; !ok {
+				first[sp] = [2]int{i, j}
 			}
-			spans[sp][vm.Host] = true
+			if key := [2]string{sp, vm.Host}; !on[key] {
+				on[key] = true
+				spans[sp] = append(spans[sp], vm.Host)
+			}
 		}
 	}
 	for sp, hosts := range spans {
@@ -486,14 +507,15 @@ func (v *validator) checkNetworkUnderlay() {
 			continue
 		}
 		var without []string
-		for h := range hosts {
+		for _, h := range hosts {
 			if x, ok := v.x.host(h); ok && x.Underlay == "" {
 				without = append(without, h)
 			}
 		}
 		sort.Strings(without)
 		if len(without) > 0 {
-			v.errf(first[sp], "%s spans hosts over VXLAN, but %s has no underlay address (hosts[].underlay)",
+			at := first[sp]
+			v.errf(indexPath(indexPath("vms", at[0])+".nics", at[1])+".network", "%s spans hosts over VXLAN, but %s has no underlay address (hosts[].underlay)",
 				sp, strings.Join(without, ", "))
 		}
 	}
@@ -506,10 +528,11 @@ func (v *validator) networkSpans() map[string]map[string]bool {
 	for _, vm := range v.s.VMs {
 		for _, n := range vm.NICs {
 			if net, ok := v.x.networks[n.Network]; ok && n.PortGroup == "" {
-				if spans[net.AddressSpace()] == nil {
-					spans[net.AddressSpace()] = map[string]bool{}
+				sp := v.x.spaces[net]
+				if spans[sp] == nil {
+					spans[sp] = map[string]bool{}
 				}
-				spans[net.AddressSpace()][vm.Host] = true
+				spans[sp][vm.Host] = true
 			}
 		}
 	}
@@ -523,14 +546,14 @@ func (v *validator) networkSpans() map[string]map[string]bool {
 // host port on the port group, of one address family, and the switch's MTU
 // has room for the network's frames and VXLAN's overhead.
 func (v *validator) checkNetworkPortGroups() {
-	spans := v.networkSpans()
-	carriers := map[string]string{} // switch -> path of a network whose tunnels it carries
+	var spans map[string]map[string]bool // made when a network needs it: most have no port group
+	carriers := map[string]string{}      // switch -> path of a network whose tunnels it carries
 	for i := range v.s.Networks {
 		n := &v.s.Networks[i]
 		if n.PortGroup == "" {
 			continue
 		}
-		p := fmt.Sprintf("networks[%d]", i)
+		p := indexPath("networks", i)
 		sw, ok := v.x.pgSwitch[n.PortGroup]
 		if !ok {
 			v.errf(p+".portgroup", "unknown port group %q", n.PortGroup)
@@ -543,7 +566,10 @@ func (v *validator) checkNetworkPortGroups() {
 			v.errf(p+".portgroup", "port group %s is on switch %s, which has no uplinks: the network's tunnels could not leave a host", n.PortGroup, sw.Name)
 			continue
 		}
-		hosts := spans[n.AddressSpace()]
+		if spans == nil {
+			spans = v.networkSpans()
+		}
+		hosts := spans[v.x.spaces[n]]
 		if len(hosts) < 2 {
 			continue // no tunnels
 		}

@@ -163,7 +163,7 @@ func knownList(sw *Switch) string {
 
 // checkTeams validates the switch's default teaming and each port group's.
 func (v *validator) checkTeams(i int, sw *Switch) {
-	p := fmt.Sprintf("switches[%d]", i)
+	p := indexPath("switches", i)
 	v.checkTeaming(p+".teaming", sw.Teaming, sw)
 	for j := range sw.PortGroups {
 		pp := fmt.Sprintf("%s.portgroups[%d].teaming", p, j)

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -103,7 +104,7 @@ func (v *validator) checkName(path, name string, maxLen int, re *regexp.Regexp, 
 		v.errf(path, "%s needs a name", what)
 	case len(name) > maxLen:
 		v.errf(path, "name %q is longer than %d characters", name, maxLen)
-	case !re.MatchString(name):
+	case !nameMatches(re, name):
 		if re == objectName {
 			v.errf(path, "name %q: use lower-case letters, digits and inner dashes", name)
 		} else {
@@ -139,13 +140,13 @@ func (v *validator) checkRate(path string, r units.Rate) bool {
 func (v *validator) checkHosts() {
 	seen := map[string]string{}
 	for i, h := range v.s.Hosts {
-		p := fmt.Sprintf("hosts[%d]", i)
+		p := indexPath("hosts", i)
 		if v.checkName(p+".name", h.Name, maxObjectName, objectName, "a host") {
 			v.unique(seen, h.Name, p+".name", "host")
 		}
 		nics := map[string]string{}
 		for j, n := range h.NICs {
-			np := fmt.Sprintf("%s.nics[%d]", p, j)
+			np := indexPath(p+".nics", j)
 			if v.checkLinkName(np+".name", n.Name, "a NIC") {
 				v.unique(nics, n.Name, np+".name", "NIC")
 			}
@@ -170,17 +171,17 @@ func (v *validator) checkSwitches() {
 	seenPG := map[string]string{}
 	nicOwner := map[string]string{} // host/nic -> path of the uplink that binds it
 	for i, sw := range v.s.Switches {
-		p := fmt.Sprintf("switches[%d]", i)
+		p := indexPath("switches", i)
 		if v.checkLinkName(p+".name", sw.Name, "a switch") {
 			v.unique(seenSw, sw.Name, p+".name", "switch")
 		}
 		v.checkMTU(p+".mtu", sw.MTU)
 		for j, h := range sw.Hosts {
-			v.checkSwitchHost(fmt.Sprintf("%s.hosts[%d]", p, j), h)
+			v.checkSwitchHost(indexPath(p+".hosts", j), h)
 		}
 		upNames := map[string]string{}
 		for j, u := range sw.Uplinks {
-			up := fmt.Sprintf("%s.uplinks[%d]", p, j)
+			up := indexPath(p+".uplinks", j)
 			if v.checkName(up+".name", u.Name, maxObjectName, ifaceName, "an uplink") {
 				v.unique(upNames, u.Name, up+".name", "uplink")
 			}
@@ -244,7 +245,7 @@ func (v *validator) checkUplinkNIC(path, hostName, nicName string, sw *Switch, o
 func (v *validator) checkVMs() {
 	seen := map[string]string{}
 	for i, vm := range v.s.VMs {
-		p := fmt.Sprintf("vms[%d]", i)
+		p := indexPath("vms", i)
 		if v.checkName(p+".name", vm.Name, maxObjectName, objectName, "a VM") {
 			if _, clash := v.x.host(vm.Name); clash {
 				v.errf(p+".name", "VM %q has the name of a host; vnet exec could not tell them apart", vm.Name)
@@ -265,7 +266,7 @@ func (v *validator) checkVMs() {
 			v.errf(p+".nics", "a VM has at most %d vNICs, got %d", MaxVNICs, len(vm.NICs))
 		}
 		for j, n := range vm.NICs {
-			v.checkVNIC(fmt.Sprintf("%s.nics[%d]", p, j), vm.Host, n)
+			v.checkVNIC(indexPath(p+".nics", j), vm.Host, n)
 		}
 	}
 }
@@ -341,7 +342,7 @@ func (v *validator) checkPortGroupOnHost(path, pg, host string) *Switch {
 
 func (v *validator) checkHostPorts() {
 	for i, hp := range v.s.HostPorts {
-		p := fmt.Sprintf("hostports[%d]", i)
+		p := indexPath("hostports", i)
 		h, ok := v.x.host(hp.Host)
 		switch {
 		case hp.Host == "":
@@ -409,7 +410,7 @@ func (v *validator) checkIfaceNamesPerHost() {
 	for i, hp := range v.s.HostPorts {
 		path := fmt.Sprintf("hostports[%d].name", i)
 		if hp.Name == "" {
-			path = fmt.Sprintf("hostports[%d]", i)
+			path = indexPath("hostports", i)
 		}
 		if dev, ok := devices[[2]string{hp.Host, names[i]}]; ok {
 			v.errf(path, "host port %q on host %q has the name of the machine's device at %s: name the host port otherwise", names[i], hp.Host, dev)
@@ -468,4 +469,46 @@ func (v *validator) unique(seen map[string]string, name, path, what string) {
 		return
 	}
 	seen[name] = path
+}
+
+// indexPath names the i-th item of the list at path, without the cost of
+// fmt.Sprintf for each of a large spec's many paths.
+func indexPath(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }
+
+// nameMatches is re.MatchString, by hand for the two patterns of names,
+// which a large spec asks of tens of thousands of names.
+func nameMatches(re *regexp.Regexp, s string) bool {
+	switch re {
+	case objectName:
+		return isObjectName(s)
+	case ifaceName:
+		return isIfaceName(s)
+	}
+	return re.MatchString(s)
+}
+
+// isObjectName is objectName.MatchString(s).
+func isObjectName(s string) bool {
+	if s == "" || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// isIfaceName is ifaceName.MatchString(s).
+func isIfaceName(s string) bool {
+	if s == "" || s[0] == '-' || s[0] == '_' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }

@@ -34,13 +34,13 @@ func (v *validator) checkRealHosts() {
 	}
 	taps := map[string]string{} // host/tap -> path
 	for i, vm := range v.s.VMs {
-		p := fmt.Sprintf("vms[%d]", i)
+		p := indexPath("vms", i)
 		if !vm.Attached() {
 			continue
 		}
 		var kind, netns string
 		for j, n := range vm.NICs {
-			np := fmt.Sprintf("%s.nics[%d]", p, j)
+			np := indexPath(p+".nics", j)
 			a := n.Attach
 			if a == nil {
 				v.errf(np+".attach", "VM %s attaches its other vNICs; attach this one too (tap or netns)", vm.Name)

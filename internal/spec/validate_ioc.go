@@ -11,7 +11,7 @@ import (
 // checkIOC validates a switch's Network I/O Control, its port groups'
 // pools, shaping and rules, and runs admission control on reservations.
 func (v *validator) checkIOC(i int, sw *Switch) {
-	p := fmt.Sprintf("switches[%d]", i)
+	p := indexPath("switches", i)
 	pools := map[string]bool{}
 	for _, name := range ioc.SystemPools {
 		pools[name] = true
@@ -43,7 +43,7 @@ func (v *validator) checkIOC(i int, sw *Switch) {
 		}
 	}
 	for j := range sw.PortGroups {
-		v.checkPortGroupPolicy(fmt.Sprintf("%s.portgroups[%d]", p, j), &sw.PortGroups[j], sw, pools)
+		v.checkPortGroupPolicy(indexPath(p+".portgroups", j), &sw.PortGroups[j], sw, pools)
 	}
 }
 
@@ -62,7 +62,7 @@ func (v *validator) checkPortGroupPolicy(p string, pg *PortGroup, sw *Switch, po
 		v.errf(p+".pool", "unknown pool %q (system pools: management, vmotion, ft, iscsi, nfs, vm; others go under ioc.pools)", pg.Pool)
 	}
 	for k, r := range pg.Classify {
-		rp := fmt.Sprintf("%s.classify[%d]", p, k)
+		rp := indexPath(p+".classify", k)
 		switch {
 		case r.Pool == "":
 			v.errf(rp+".pool", "a rule names the pool its traffic goes to")

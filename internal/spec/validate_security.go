@@ -34,7 +34,7 @@ func (v *validator) checkACL(p string, acl *ACL) {
 		return
 	}
 	for k := range acl.Rules {
-		v.checkACLRule(fmt.Sprintf("%s.rules[%d]", p, k), &acl.Rules[k])
+		v.checkACLRule(indexPath(p+".rules", k), &acl.Rules[k])
 	}
 }
 

@@ -40,7 +40,7 @@ func (v *validator) checkUnderlay() {
 	}
 	vnis := map[int]string{}
 	for i, sw := range v.s.Switches {
-		p := fmt.Sprintf("switches[%d]", i)
+		p := indexPath("switches", i)
 		if sw.VNI != 0 {
 			if sw.VNI < 1 || sw.VNI > MaxVNI {
 				v.errf(p+".vni", "vni %d is outside 1..%d", sw.VNI, MaxVNI)

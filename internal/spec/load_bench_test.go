@@ -1,0 +1,165 @@
+package spec
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// What loading a large spec costs (docs/benchmarks.md):
+//
+//	go test -run '^$' -bench Load -benchmem ./internal/spec
+
+// networksSpec is an infrastructure of three hosts and n virtual networks
+// with two VMs each, network i on hosts hv(i%3+1) and hv((i+1)%3+1), written
+// one object a line as a cluster's spec is.
+func networksSpec(n int) []byte {
+	var b strings.Builder
+	b.WriteString("name: big\nhosts:\n")
+	for h := 1; h <= 3; h++ {
+		fmt.Fprintf(&b, "  - {name: hv%d, underlay: 192.168.0.%d}\n", h, h)
+	}
+	b.WriteString("networks:\n")
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "  - {name: n%d, subnet: 10.%d.%d.0/24}\n", i, i/256, i%256)
+	}
+	b.WriteString("vms:\n")
+	for i := 0; i < n; i++ {
+		for j := 0; j < 2; j++ {
+			fmt.Fprintf(&b, "  - {name: v%d-%d, host: hv%d, nics: [{network: n%d, ip: 10.%d.%d.%d/24}]}\n",
+				i, j, (i+j)%3+1, i, i/256, i%256, 10+j)
+		}
+	}
+	return []byte(b.String())
+}
+
+// vmsSpec is one host with one private switch and n VMs of one vNIC each.
+func vmsSpec(n int) []byte {
+	var b strings.Builder
+	b.WriteString("name: big\nhosts:\n  - name: h1\nswitches:\n  - name: sw0\n    hosts: [h1]\n    portgroups: [{name: pg}]\nvms:\n")
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, "  - {name: vm%d, host: h1, nics: [{portgroup: pg, ip: 10.100.%d.%d/8}]}\n", i, i/250%256, i%250+1)
+	}
+	return []byte(b.String())
+}
+
+var benchSpecs = []struct {
+	name string
+	src  func() []byte
+}{
+	{"1000VMs", func() []byte { return vmsSpec(1000) }},
+	{"10000Networks", func() []byte { return networksSpec(10000) }},
+}
+
+func BenchmarkLoad(b *testing.B) {
+	for _, bs := range benchSpecs {
+		src := bs.src()
+		b.Run(bs.name, func(b *testing.B) {
+			b.SetBytes(int64(len(src)))
+			for b.Loop() {
+				if _, err := Load("big.yaml", src); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkDecode(b *testing.B) {
+	for _, bs := range benchSpecs {
+		src := bs.src()
+		b.Run(bs.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := Decode("big.yaml", src); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkValidate(b *testing.B) {
+	for _, bs := range benchSpecs {
+		doc, err := Decode("big.yaml", bs.src())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(bs.name, func(b *testing.B) {
+			for b.Loop() {
+				if errs := Validate(doc); len(errs) > 0 {
+					b.Fatal(errs)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkCachedLoad loads a spec the cache holds, from memory and from
+// its file in a new process's cache.
+func BenchmarkCachedLoad(b *testing.B) {
+	for _, bs := range benchSpecs {
+		src := bs.src()
+		dir := b.TempDir()
+		if _, err := NewCache(dir).Load("big.yaml", src); err != nil {
+			b.Fatal(err)
+		}
+		b.Run(bs.name+"/memory", func(b *testing.B) {
+			c := NewCache("")
+			if _, err := c.Load("big.yaml", src); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if _, err := c.Load("big.yaml", src); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(bs.name+"/file", func(b *testing.B) {
+			for b.Loop() {
+				if _, err := NewCache(dir).Load("big.yaml", src); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkPinVNIs pins the VNIs of a spec whose networks leave them out,
+// as an apply does: the first time, and again with the VNIs stored before.
+func BenchmarkPinVNIs(b *testing.B) {
+	doc, err := Load("big.yaml", networksSpec(10000))
+	if err != nil {
+		b.Fatal(err)
+	}
+	pinned, err := PinVNIs(doc, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name     string
+		previous *Spec
+	}{{"10000Networks/first", nil}, {"10000Networks/again", pinned.Spec}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := PinVNIs(doc, bc.previous); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkSetVNIC moves one vNIC of 1,000 VMs to another port group, as
+// vnet link does.
+func BenchmarkSetVNIC(b *testing.B) {
+	src := strings.Replace(string(vmsSpec(1000)), "portgroups: [{name: pg}]", "portgroups: [{name: pg}, {name: pg2}]", 1)
+	doc, err := Load("big.yaml", []byte(src))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := SetVNIC(doc, "vm500", "eth0", "pg2", true); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

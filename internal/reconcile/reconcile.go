@@ -150,6 +150,9 @@ func (e *Engine) checkHost(doc *spec.Document) error {
 type Result struct {
 	Plan     plan.Plan
 	Executed int
+	// Realized is what the apply recorded as realized (nil when it
+	// recorded nothing): a caller that keeps it need not read the record.
+	Realized []plan.Resource
 }
 
 // ErrRolledBack wraps an apply failure after which the host was restored.
@@ -464,6 +467,7 @@ func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 	if err := e.record(doc, o.rec, o.model, !p.Empty()); err != nil {
 		return res, e.rollback(name, o, fmt.Errorf("apply %s: %w", name, err))
 	}
+	res.Realized = o.model
 	e.Memo.put(name, doc.Source, doc.Spec, o.models.opt, o.models.next)
 	// A full apply leaves the host as the record says, also after a killed one.
 	if !p.Empty() || o.scope.Full() {

@@ -26,10 +26,13 @@ import (
 type memoryDP struct {
 	mu       sync.Mutex
 	objs     map[string]plan.Resource
+	byNS     map[string]map[string]bool // keys of the objects with a place in each namespace
 	executed []plan.Action
 }
 
-func newMemoryDP() *memoryDP { return &memoryDP{objs: map[string]plan.Resource{}} }
+func newMemoryDP() *memoryDP {
+	return &memoryDP{objs: map[string]plan.Resource{}, byNS: map[string]map[string]bool{}}
+}
 
 func (d *memoryDP) Observe(infra string, hints []plan.Resource) ([]plan.Resource, error) {
 	return d.ObserveScope(infra, nil, hints)
@@ -38,8 +41,21 @@ func (d *memoryDP) Observe(infra string, hints []plan.Resource) ([]plan.Resource
 func (d *memoryDP) ObserveScope(_ string, scope plan.Scope, _ []plan.Resource) ([]plan.Resource, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	keys := map[string]bool{}
+	if scope.Full() {
+		keys = maps.Collect(func(yield func(string, bool) bool) {
+			for k := range d.objs {
+				if !yield(k, true) {
+					return
+				}
+			}
+		})
+	}
+	for ns := range scope {
+		maps.Copy(keys, d.byNS[ns])
+	}
 	var out []plan.Resource
-	for _, k := range slices.Sorted(maps.Keys(d.objs)) {
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
 		if r := d.objs[k]; scope.Holds(r) {
 			out = append(out, r)
 		}
@@ -47,15 +63,34 @@ func (d *memoryDP) ObserveScope(_ string, scope plan.Scope, _ []plan.Resource) (
 	return out, nil
 }
 
+// namespacesOf are the namespaces a resource has a place in.
+func namespacesOf(r plan.Resource) []string {
+	if r.Kind == plan.KindVeth {
+		return []string{r.A.NS, r.B.NS}
+	}
+	return []string{r.Namespace()}
+}
+
 func (d *memoryDP) Execute(a plan.Action) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.executed = append(d.executed, a)
 	if a.Old != nil {
-		delete(d.objs, a.Old.Key())
+		k := a.Old.Key()
+		for _, ns := range namespacesOf(d.objs[k]) {
+			delete(d.byNS[ns], k)
+		}
+		delete(d.objs, k)
 	}
 	if a.New != nil {
-		d.objs[a.New.Key()] = *a.New
+		k := a.New.Key()
+		d.objs[k] = *a.New
+		for _, ns := range namespacesOf(*a.New) {
+			if d.byNS[ns] == nil {
+				d.byNS[ns] = map[string]bool{}
+			}
+			d.byNS[ns][k] = true
+		}
 	}
 	return nil
 }
@@ -192,5 +227,119 @@ func TestPassScale(t *testing.T) {
 		a.reconcile(false)
 		t.Logf("add one network to %d: %s (CPU %s), %d actions; trace:\n%s", n+round,
 			time.Since(start).Round(time.Millisecond), (cpuTime() - cpu0).Round(time.Millisecond), len(dp.takeExecuted()), trace.String())
+	}
+}
+
+// applyPass makes an agent over dp and dir run one pass (full or not) of
+// the spec src, and returns what it executed and the local record.
+func applyPass(t *testing.T, c *memoryCluster, a *Agent, dp *memoryDP, src string, full bool) ([]plan.Action, *store.Record) {
+	t.Helper()
+	c.put("inc", src)
+	var log strings.Builder
+	a.Log = &log
+	a.reconcile(full)
+	if strings.Contains(log.String(), "failed") || strings.Contains(log.String(), "does not load") {
+		t.Fatalf("pass failed:\n%s", log.String())
+	}
+	rec, err := a.Local.Get("inc")
+	if err != nil {
+		t.Fatalf("local record: %v", err)
+	}
+	return dp.takeExecuted(), rec
+}
+
+// sortedResources is rs sorted by key, for comparing records whose order
+// the store does not keep, without the namespaces' marks, which name the
+// store.
+func sortedResources(rs []plan.Resource) []plan.Resource {
+	out := slices.Clone(rs)
+	for i := range out {
+		out[i].Mark = ""
+	}
+	slices.SortFunc(out, func(a, b plan.Resource) int { return strings.Compare(a.Key(), b.Key()) })
+	return out
+}
+
+func actionText(as []plan.Action) string {
+	var b strings.Builder
+	for _, a := range as {
+		b.WriteString(a.String() + "\n")
+	}
+	return b.String()
+}
+
+// A pass that reads only what a change touches does exactly what a full
+// pass does, and records the same; an agent started afresh on the result
+// changes nothing, in a full pass or not.
+func TestIncrementalPassIsFullPass(t *testing.T) {
+	base := scaleSpec("inc", 12, 2)
+	edit := func(old, new string) string {
+		if !strings.Contains(base, old) {
+			t.Fatalf("base spec holds no %q", old)
+		}
+		return strings.Replace(base, old, new, 1)
+	}
+	cases := []struct{ name, next string }{
+		{"no change", base},
+		{"add a network", scaleSpec("inc", 12, 3)},
+		{"remove a network", scaleSpec("inc", 12, 1)},
+		{"remove a network of other hosts", strings.Replace(strings.Replace(strings.Replace(base,
+			"  - {name: n5, subnet: 10.0.5.0/24, vni: 6}\n", "", 1),
+			"  - {name: v5-0, host: hv3, nics: [{network: n5, ip: 10.0.5.10/24}]}\n", "", 1),
+			"  - {name: v5-1, host: hv1, nics: [{network: n5, ip: 10.0.5.11/24}]}\n", "", 1)},
+		{"change a network's MTU", edit("{name: n3, subnet: 10.0.3.0/24, vni: 4}", "{name: n3, subnet: 10.0.3.0/24, vni: 4, mtu: 1400}")},
+		{"change a network's VNI", edit("vni: 4}", "vni: 4444}")},
+		{"add a VM to a network", strings.Replace(base, "vms:\n", "vms:\n  - {name: extra, host: hv1, nics: [{network: n4, ip: 10.0.4.20/24}]}\n", 1)},
+		{"remove a VM", edit("  - {name: v3-0, host: hv1, nics: [{network: n3, ip: 10.0.3.10/24}]}\n", "")},
+		{"move a VM to another host", edit("{name: v3-0, host: hv1,", "{name: v3-0, host: hv2,")},
+		{"change a VM's address", edit("ip: 10.0.3.10/24", "ip: 10.0.3.30/24")},
+		{"add a port to a VM", edit("nics: [{network: n3, ip: 10.0.3.10/24}]", "nics: [{network: n3, ip: 10.0.3.10/24}, {network: n4, ip: 10.0.4.30/24}]")},
+		{"remove a port of a VM", strings.Replace(edit("nics: [{network: n3, ip: 10.0.3.10/24}]", "nics: [{network: n3, ip: 10.0.3.10/24}, {network: n4, ip: 10.0.4.30/24}]"),
+			", {network: n4, ip: 10.0.4.30/24}]", "]", 1)},
+		{"disconnect a port", edit("{network: n3, ip: 10.0.3.10/24}", "{network: n3, ip: 10.0.3.10/24, connected: false}")},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			from := base
+			if tc.name == "remove a port of a VM" {
+				from = edit("nics: [{network: n3, ip: 10.0.3.10/24}]", "nics: [{network: n3, ip: 10.0.3.10/24}, {network: n4, ip: 10.0.4.30/24}]")
+			}
+			type world struct {
+				c   *memoryCluster
+				dp  *memoryDP
+				dir string
+				a   *Agent
+			}
+			newWorld := func() *world {
+				w := &world{c: &memoryCluster{}, dp: newMemoryDP(), dir: t.TempDir()}
+				w.a = newMemoryAgent(t, w.c, w.dp, w.dir, nil)
+				applyPass(t, w.c, w.a, w.dp, from, true)
+				return w
+			}
+			inc, full := newWorld(), newWorld()
+			incActs, incRec := applyPass(t, inc.c, inc.a, inc.dp, tc.next, false)
+			fullActs, fullRec := applyPass(t, full.c, full.a, full.dp, tc.next, true)
+			if got, want := actionText(incActs), actionText(fullActs); got != want {
+				t.Errorf("incremental pass did\n%swant, as a full pass does,\n%s", got, want)
+			}
+			if !slices.Equal(sortedResources(incRec.Realized), sortedResources(fullRec.Realized)) ||
+				string(incRec.Spec) != string(fullRec.Spec) || incRec.Generation != fullRec.Generation {
+				t.Errorf("incremental pass recorded %d resources, generation %d; a full pass %d, generation %d",
+					len(incRec.Realized), incRec.Generation, len(fullRec.Realized), fullRec.Generation)
+			}
+			if !slices.Equal(sortedResources(slices.Collect(maps.Values(inc.dp.objs))), sortedResources(slices.Collect(maps.Values(full.dp.objs)))) {
+				t.Errorf("the kernels differ: %d objects after the incremental pass, %d after the full one", len(inc.dp.objs), len(full.dp.objs))
+			}
+			if p := plan.Diff(sortedResources(incRec.Realized), sortedResources(slices.Collect(maps.Values(inc.dp.objs)))); !p.Empty() {
+				t.Errorf("the record is not the kernel:\n%s", p)
+			}
+			// An agent started afresh on the same host and record.
+			again := newMemoryAgent(t, inc.c, inc.dp, inc.dir, nil)
+			for _, f := range []bool{false, true} {
+				if acts, _ := applyPass(t, inc.c, again, inc.dp, tc.next, f); len(acts) > 0 {
+					t.Errorf("a restarted agent's pass (full %v) did\n%s", f, actionText(acts))
+				}
+			}
+		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -140,6 +141,10 @@ func CheckHostMTU(s *spec.Spec, host string, underlayMTU int) error {
 // namespace. A switch that spans hosts (Tunneled) gets a tunnel endpoint in
 // its bridge, with a flooding entry per remote host and an entry per remote
 // vNIC towards its host.
+// onlyHostVMs is the host whose VMs alone a host's model models of the
+// lab's; "" models them all, which tests compare with.
+var onlyHostVMs = func(host string) string { return host }
+
 func hostModel(s *spec.Spec, opt Options) []Resource {
 	host := opt.Host
 	h, ok := s.Host(host)
@@ -190,7 +195,9 @@ func hostModel(s *spec.Spec, opt Options) []Resource {
 	ports := map[string]string{}  // vNIC switch ports on the host: lab name -> name on the host
 	vnicNS := map[string]string{} // VM namespaces of attached vNICs -> the namespace they are in
 	var sec []Resource            // the lab's port policies, placed once every port is known
-	for _, r := range labModel(labSpec, lab, false) {
+	labOut := (&modeler{s: labSpec, opt: lab, onlyHost: onlyHostVMs(host)}).lab(false)
+	out = slices.Grow(out, len(labOut)+8*len(s.Networks))
+	for _, r := range labOut {
 		switch r.Kind {
 		case KindPortSec, KindFirewall:
 			sec = append(sec, r)
@@ -256,7 +263,7 @@ func hostModel(s *spec.Spec, opt Options) []Resource {
 	}
 	out = append(out, hostSecurity(s.Name, host, here, labNS, ports, sec)...)
 	out = append(out, tunnels(s, host, here, bridges)...)
-	return append(out, networks(s, host, here)...)
+	return appendNetworks(out, s, host, here)
 }
 
 // hostPortsOn are the interface names of the host's host ports.

@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"math"
+	"slices"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -299,6 +300,9 @@ func portSegments(port End, owner string) Resource {
 // Once the spec without it is applied, last no longer sets it either and
 // the reset leaves the plan.
 func ResetDroppedOffloads(desired, last []Resource) []Resource {
+	if !slices.ContainsFunc(last, func(r Resource) bool { return r.Kind == KindOffloads }) {
+		return desired // nothing to reset: most models set no offloads
+	}
 	index := map[string]int{}
 	links := map[string]bool{} // ns/name of every veth end desired keeps
 	for i, r := range desired {

@@ -3,8 +3,8 @@ package plan
 import (
 	"fmt"
 	"math"
-	"slices"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"

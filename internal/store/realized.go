@@ -15,9 +15,11 @@ import (
 
 // A record's realized resources are kept apart from the rest of it, in
 // chunks: bucket "realized", a bucket per infrastructure, one JSON list per
-// chunk. A resource's chunk follows from its place (see chunkOf), so a
-// change to a few resources rewrites only their chunks, and a read of the
-// record without them (Head) reads none. A record written before records
+// chunk. A resource's chunk follows from a hash of it (see splitChunks),
+// so a change to a few resources rewrites only their chunks (a changed
+// resource may move to another), and a read of the record without them
+// (Head) reads none. Which chunk holds a resource is of this process
+// alone: a process that did not write the chunks last rewrites them all. A record written before records
 // were chunked holds its resources itself; Get reads either.
 var realizedBucket = []byte("realized")
 
@@ -33,20 +35,6 @@ var tokenKey = []byte("token")
 
 func chunkKey(id uint16) []byte { return binary.BigEndian.AppendUint16([]byte("c"), id) }
 
-// chunkOf is the chunk of a resource, from what names it (its kind, its
-// namespace, its own and its link's name, address and MAC), the same in
-// every process.
-func chunkOf(r *plan.Resource) uint16 {
-	h := uint32(2166136261)
-	for _, s := range [...]string{string(r.Kind), r.NS, r.Name, r.Link, r.A.NS, r.A.Name, r.CIDR, r.MAC, r.Remote} {
-		for i := 0; i < len(s); i++ {
-			h = (h ^ uint32(s[i])) * 16777619
-		}
-		h = (h ^ 0xff) * 16777619
-	}
-	return uint16(h % chunks)
-}
-
 // chunkCache is what this process last wrote of an infrastructure's
 // chunks: the token it wrote and a hash of each chunk's resources, in
 // order. Another writer's token makes it void.
@@ -57,17 +45,37 @@ type chunkCache struct {
 
 var chunkSeed = maphash.MakeSeed()
 
-// splitChunks groups resources by chunk, each group in the order given,
-// with a hash of each group.
-func splitChunks(rs []plan.Resource) (map[uint16][]plan.Resource, map[uint16]uint64) {
-	groups := map[uint16][]plan.Resource{}
-	hashes := map[uint16]uint64{}
+// splitChunks finds each resource's chunk and a hash of each chunk's
+// resources, in order.
+func splitChunks(rs []plan.Resource) (ids []uint16, hashes map[uint16]uint64) {
+	ids = make([]uint16, len(rs))
+	var sums [chunks]uint64
+	var used [chunks]bool
 	for i := range rs {
-		id := chunkOf(&rs[i])
-		groups[id] = append(groups[id], rs[i])
-		hashes[id] = hashes[id]*1099511628211 ^ maphash.Comparable(chunkSeed, rs[i])
+		h := maphash.Comparable(chunkSeed, rs[i])
+		id := uint16(h % chunks)
+		ids[i] = id
+		sums[id] = sums[id]*1099511628211 ^ h
+		used[id] = true
 	}
-	return groups, hashes
+	hashes = map[uint16]uint64{}
+	for id := range sums {
+		if used[id] {
+			hashes[uint16(id)] = sums[id]
+		}
+	}
+	return ids, hashes
+}
+
+// group is the resources of the chunks wanted, each in the order given.
+func group(rs []plan.Resource, ids []uint16, wanted map[uint16]bool) map[uint16][]plan.Resource {
+	out := map[uint16][]plan.Resource{}
+	for i, id := range ids {
+		if wanted[id] {
+			out[id] = append(out[id], rs[i])
+		}
+	}
+	return out
 }
 
 // putRealized writes an infrastructure's resources in its bucket of
@@ -82,7 +90,7 @@ func putRealized(tx *bolt.Tx, name string, rs []plan.Resource, cache *chunkCache
 	if err != nil {
 		return nil, err
 	}
-	groups, hashes := splitChunks(rs)
+	ids, hashes := splitChunks(rs)
 	if cache == nil || string(b.Get(tokenKey)) != cache.token {
 		// What the bucket holds is unknown: every chunk it has goes.
 		var stale [][]byte
@@ -97,16 +105,19 @@ func putRealized(tx *bolt.Tx, name string, rs []plan.Resource, cache *chunkCache
 		cache = &chunkCache{}
 	}
 	for id := range cache.hashes {
-		if _, ok := groups[id]; !ok {
+		if _, ok := hashes[id]; !ok {
 			if err := b.Delete(chunkKey(id)); err != nil {
 				return nil, err
 			}
 		}
 	}
-	for id, g := range groups {
-		if h, ok := cache.hashes[id]; ok && h == hashes[id] {
-			continue
+	changed := map[uint16]bool{}
+	for id, h := range hashes {
+		if old, ok := cache.hashes[id]; !ok || old != h {
+			changed[id] = true
 		}
+	}
+	for id, g := range group(rs, ids, changed) {
 		v, err := json.Marshal(g)
 		if err != nil {
 			return nil, err

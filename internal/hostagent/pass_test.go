@@ -335,6 +335,9 @@ func TestIncrementalPassIsFullPass(t *testing.T) {
 			if !slices.Equal(sortedResources(slices.Collect(maps.Values(inc.dp.objs))), sortedResources(slices.Collect(maps.Values(full.dp.objs)))) {
 				t.Errorf("the kernels differ: %d objects after the incremental pass, %d after the full one", len(inc.dp.objs), len(full.dp.objs))
 			}
+			if got := inc.a.realized("inc"); got != len(incRec.Realized) {
+				t.Errorf("the agent counts %d objects standing, its record %d", got, len(incRec.Realized))
+			}
 			if p := plan.Diff(sortedResources(incRec.Realized), sortedResources(slices.Collect(maps.Values(inc.dp.objs)))); !p.Empty() {
 				t.Errorf("the record is not the kernel:\n%s", p)
 			}

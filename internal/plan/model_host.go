@@ -121,9 +121,14 @@ func CheckHostMTU(s *spec.Spec, host string, underlayMTU int) error {
 	return nil
 }
 
+// onlyHostVMs is the host whose VMs alone a host's model models of the
+// lab's; "" models them all, which tests compare with.
+var onlyHostVMs = func(host string) string { return host }
+
 // hostModel is one host's part of the spec as its agent realizes it on a
-// real machine. It starts from the lab's model of the whole spec and keeps
-// what belongs to the host, moved to the host's namespace: the switches'
+// real machine. It starts from the lab's model of the spec (without the
+// other hosts' VMs, of which it would keep nothing) and keeps what belongs
+// to the host, moved to the host's namespace: the switches'
 // bridges (under HostBridgeName) and the ports of its VMs' vNICs there, its
 // VMs' namespaces and cgroups as in the lab. What the lab emulates of the
 // physical network (the physical switch, NICs as veths, their line rates,
@@ -141,10 +146,6 @@ func CheckHostMTU(s *spec.Spec, host string, underlayMTU int) error {
 // namespace. A switch that spans hosts (Tunneled) gets a tunnel endpoint in
 // its bridge, with a flooding entry per remote host and an entry per remote
 // vNIC towards its host.
-// onlyHostVMs is the host whose VMs alone a host's model models of the
-// lab's; "" models them all, which tests compare with.
-var onlyHostVMs = func(host string) string { return host }
-
 func hostModel(s *spec.Spec, opt Options) []Resource {
 	host := opt.Host
 	h, ok := s.Host(host)

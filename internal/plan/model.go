@@ -58,7 +58,13 @@ func labModel(s *spec.Spec, opt Options, withNetworks bool) []Resource {
 // lab is labModel; with onlyHost set, of the VMs only those on onlyHost.
 func (m *modeler) lab(withNetworks bool) []Resource {
 	s := m.s
-	m.out = make([]Resource, 0, 4*len(s.VMs)+16)
+	vms := 0
+	for i := range s.VMs {
+		if !m.skips(&s.VMs[i]) {
+			vms++
+		}
+	}
+	m.out = make([]Resource, 0, 4*vms+16) // a VM's namespace, vNIC, address and port policy
 	var nets []Resource
 	var underlays []labUnderlay
 	if withNetworks {

@@ -171,7 +171,7 @@ func (a *Agent) reconcile(full bool) {
 		lap("%s: load the spec (%d bytes)", rec.Name, len(rec.Spec))
 		if err != nil {
 			a.logf("%s: stored spec does not load: %v\n", rec.Name, err)
-			if local, lerr := a.Local.Get(rec.Name); lerr == nil && local != nil {
+			if a.recorded(rec.Name) {
 				here[rec.Name] = true // keep what stands until a spec that loads says otherwise
 				a.report(rec.Name, rec.Generation, 0, []string{err.Error()})
 			}
@@ -360,6 +360,19 @@ func (a *Agent) removeGone(here map[string]bool) {
 			a.closeReporter(name)
 		}
 	}
+}
+
+// recorded reports whether the local store records the infrastructure,
+// reading its record without what was realized where the store can.
+func (a *Agent) recorded(name string) bool {
+	var rec *store.Record
+	var err error
+	if h, ok := a.Local.(store.HeadReader); ok {
+		rec, err = h.Head(name)
+	} else {
+		rec, err = a.Local.Get(name)
+	}
+	return err == nil && rec != nil
 }
 
 // namer is a store that lists its records' names without reading them

@@ -351,3 +351,24 @@ func TestIncrementalPassIsFullPass(t *testing.T) {
 		})
 	}
 }
+
+// A stored spec that does not load leaves what stands on the host, and its
+// record, until one that loads says otherwise.
+func TestSpecThatDoesNotLoadKeepsWhatStands(t *testing.T) {
+	c, dp := &memoryCluster{}, newMemoryDP()
+	a := newMemoryAgent(t, c, dp, t.TempDir(), nil)
+	_, rec := applyPass(t, c, a, dp, scaleSpec("inc", 3, 1), false)
+	c.put("inc", "name: inc\nvms: [{name: broken\n")
+	var log strings.Builder
+	a.Log = &log
+	a.reconcile(false)
+	if !strings.Contains(log.String(), "does not load") {
+		t.Fatalf("no complaint about the spec:\n%s", log.String())
+	}
+	if acts := dp.takeExecuted(); len(acts) > 0 {
+		t.Errorf("the pass did\n%s", actionText(acts))
+	}
+	if again, err := a.Local.Get("inc"); err != nil || len(again.Realized) != len(rec.Realized) {
+		t.Errorf("the record after the pass: %v, %v", again, err)
+	}
+}

@@ -69,9 +69,13 @@ type Agent struct {
 	reporters map[string]*etcdstore.Reporter
 	last      map[string]etcdstore.Report // what each reporter last published
 	secRes    map[string][]plan.Resource  // each infrastructure's realized port policies
-	teaming   map[string]*teamRun         // by infrastructure
-	ctx       context.Context             // of Run, which the teaming agents run under
-	logMu     sync.Mutex
+	// standing is how many objects stand for each infrastructure on the
+	// host, as its last apply recorded them: a pass need not read the
+	// local record back to report it.
+	standing map[string]int
+	teaming  map[string]*teamRun // by infrastructure
+	ctx      context.Context     // of Run, which the teaming agents run under
+	logMu    sync.Mutex
 	// loaded is each infrastructure's spec as last loaded, and memo its
 	// model: a pass over a spec that did not change, or changed in one
 	// network, need not decode and model all of it again.
@@ -167,7 +171,7 @@ func (a *Agent) reconcile(full bool) {
 		lap("%s: load the spec (%d bytes)", rec.Name, len(rec.Spec))
 		if err != nil {
 			a.logf("%s: stored spec does not load: %v\n", rec.Name, err)
-			if local, lerr := a.Local.Get(rec.Name); lerr == nil && local != nil {
+			if a.recorded(rec.Name) {
 				here[rec.Name] = true // keep what stands until a spec that loads says otherwise
 				a.report(rec.Name, rec.Generation, 0, []string{err.Error()})
 			}
@@ -237,6 +241,9 @@ func (a *Agent) apply(doc *spec.Document, full bool) (int, error) {
 		a.event(events.Event{Action: events.Apply, Infra: name, OK: err == nil, Changes: res.Executed,
 			Seconds: time.Since(start).Seconds(), Error: errText(err)})
 	}
+	if err == nil {
+		return a.keepRealized(name, res.Realized), nil
+	}
 	return a.realized(name), err
 }
 
@@ -244,16 +251,27 @@ func (a *Agent) engine(log io.Writer) *reconcile.Engine {
 	return &reconcile.Engine{DP: a.DP, Store: a.Local, Log: log, Host: a.Host, HostNS: a.HostNS, Trace: a.Trace, Memo: &a.memo}
 }
 
-// realized counts the objects that stand for an infrastructure on the host,
-// and keeps its port policies for the counters in its reports.
+// realized counts the objects that stand for an infrastructure on the host
+// as its last apply recorded them, read from the local record when no
+// apply of this agent recorded it yet (see keepRealized).
 func (a *Agent) realized(name string) int {
+	if n, ok := a.standing[name]; ok {
+		return n
+	}
 	rec, err := a.Local.Get(name)
 	if err != nil {
 		delete(a.secRes, name)
 		return 0
 	}
+	return a.keepRealized(name, rec.Realized)
+}
+
+// keepRealized counts what an apply recorded as standing for an
+// infrastructure, and keeps its port policies for the counters in its
+// reports.
+func (a *Agent) keepRealized(name string, recorded []plan.Resource) int {
 	var sec []plan.Resource
-	for _, r := range rec.Realized {
+	for _, r := range recorded {
 		if r.Kind == plan.KindPortSec {
 			sec = append(sec, r)
 		}
@@ -262,7 +280,11 @@ func (a *Agent) realized(name string) int {
 		a.secRes = map[string][]plan.Resource{}
 	}
 	a.secRes[name] = sec
-	return len(rec.Realized)
+	if a.standing == nil {
+		a.standing = map[string]int{}
+	}
+	a.standing[name] = len(recorded)
+	return len(recorded)
 }
 
 // security reads what the firewall rules of the infrastructure's ports on
@@ -310,34 +332,69 @@ func (a *Agent) RefreshCounters() {
 // removeGone destroys what the host realized of infrastructures etcd no
 // longer places on it, and withdraws their reports.
 func (a *Agent) removeGone(here map[string]bool) {
-	locals, err := a.Local.List()
+	locals, err := a.localNames()
 	if err != nil {
 		a.logf("read local records: %v\n", err)
 		return
 	}
-	sort.Slice(locals, func(i, j int) bool { return locals[i].Name < locals[j].Name })
-	for _, rec := range locals {
-		if here[rec.Name] {
+	for _, name := range locals {
+		if here[name] {
 			continue
 		}
-		a.stopTeaming(rec.Name)
+		a.stopTeaming(name)
 		var log bytes.Buffer
-		p, err := a.engine(&log).Destroy(rec.Name)
+		p, err := a.engine(&log).Destroy(name)
 		if err != nil {
-			a.logf("%s: remove: %v\n%s", rec.Name, err, log.String())
+			a.logf("%s: remove: %v\n%s", name, err, log.String())
 			continue
 		}
-		a.memo.Forget(rec.Name)
-		delete(a.loaded, rec.Name)
-		a.logf("%s: no longer placed on %s; removed %d objects\n%s", rec.Name, a.Host, len(p.Actions), log.String())
-		a.event(events.Event{Action: events.Destroy, Infra: rec.Name, OK: true, Changes: len(p.Actions)})
-		a.closeReporter(rec.Name)
+		a.memo.Forget(name)
+		delete(a.loaded, name)
+		delete(a.standing, name)
+		a.logf("%s: no longer placed on %s; removed %d objects\n%s", name, a.Host, len(p.Actions), log.String())
+		a.event(events.Event{Action: events.Destroy, Infra: name, OK: true, Changes: len(p.Actions)})
+		a.closeReporter(name)
 	}
 	for name := range a.reporters {
 		if !here[name] {
 			a.closeReporter(name)
 		}
 	}
+}
+
+// recorded reports whether the local store records the infrastructure,
+// reading its record without what was realized where the store can.
+func (a *Agent) recorded(name string) bool {
+	var rec *store.Record
+	var err error
+	if h, ok := a.Local.(store.HeadReader); ok {
+		rec, err = h.Head(name)
+	} else {
+		rec, err = a.Local.Get(name)
+	}
+	return err == nil && rec != nil
+}
+
+// namer is a store that lists its records' names without reading them
+// (store.Bolt does).
+type namer interface {
+	Names() ([]string, error)
+}
+
+// localNames are the infrastructures the local store records, by name.
+func (a *Agent) localNames() ([]string, error) {
+	if n, ok := a.Local.(namer); ok {
+		names, err := n.Names()
+		sort.Strings(names)
+		return names, err
+	}
+	recs, err := a.Local.List()
+	names := make([]string, 0, len(recs))
+	for _, r := range recs {
+		names = append(names, r.Name)
+	}
+	sort.Strings(names)
+	return names, err
 }
 
 func (a *Agent) report(infra string, gen, resources int, errs []string) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -51,7 +52,19 @@ func Model(s *spec.Spec, opt Options) []Resource {
 // to the host namespaces; a host model, which starts from the lab's, makes
 // them in the host's own namespace instead.
 func labModel(s *spec.Spec, opt Options, withNetworks bool) []Resource {
-	m := &modeler{s: s, opt: opt}
+	return (&modeler{s: s, opt: opt}).lab(withNetworks)
+}
+
+// lab is labModel; with onlyHost set, of the VMs only those on onlyHost.
+func (m *modeler) lab(withNetworks bool) []Resource {
+	s := m.s
+	vms := 0
+	for i := range s.VMs {
+		if !m.skips(&s.VMs[i]) {
+			vms++
+		}
+	}
+	m.out = make([]Resource, 0, 4*vms+16) // a VM's namespace, vNIC, address and port policy
 	var nets []Resource
 	var underlays []labUnderlay
 	if withNetworks {
@@ -62,6 +75,12 @@ func labModel(s *spec.Spec, opt Options, withNetworks bool) []Resource {
 		m.host(&s.Hosts[i])
 	}
 	for i := range s.VMs {
+		if vm := &s.VMs[i]; m.skips(vm) {
+			if vm.CPUs > 0 {
+				m.cpuset(vm.CPUs) // the next VMs' cpusets follow spec order
+			}
+			continue
+		}
 		m.vm(&s.VMs[i])
 	}
 	for i := range s.HostPorts {
@@ -79,12 +98,15 @@ func labModel(s *spec.Spec, opt Options, withNetworks bool) []Resource {
 }
 
 type modeler struct {
-	s       *spec.Spec
-	opt     Options
-	out     []Resource
-	nextCPU int
-	nets    map[string]*spec.Network  // by name, made on first use
-	peers   map[string][]netip.Prefix // ACL peers' members, by "portgroup/NAME" or "network/NAME" (model_security.go)
+	s   *spec.Spec
+	opt Options
+	// onlyHost, when set, leaves out the VMs of other hosts: a host's
+	// model (hostModel) keeps nothing of them.
+	onlyHost string
+	out      []Resource
+	nextCPU  int
+	nets     map[string]*spec.Network  // by name, made on first use
+	peers    map[string][]netip.Prefix // ACL peers' members, by "portgroup/NAME" or "network/NAME" (model_security.go)
 }
 
 // network finds a network by name in constant time: a spec may hold
@@ -101,6 +123,9 @@ func (m *modeler) network(name string) (*spec.Network, bool) {
 }
 
 func (m *modeler) add(r Resource) { m.out = append(m.out, r) }
+
+// skips reports whether the model leaves vm out (see onlyHost).
+func (m *modeler) skips(vm *spec.VM) bool { return m.onlyHost != "" && vm.Host != m.onlyHost }
 
 func (m *modeler) ns(node string) string { return NSName(m.s.Name, node) }
 
@@ -281,6 +306,9 @@ func portSegments(port End, owner string) Resource {
 // Once the spec without it is applied, last no longer sets it either and
 // the reset leaves the plan.
 func ResetDroppedOffloads(desired, last []Resource) []Resource {
+	if !slices.ContainsFunc(last, func(r Resource) bool { return r.Kind == KindOffloads }) {
+		return desired // nothing to reset: most models set no offloads
+	}
 	index := map[string]int{}
 	links := map[string]bool{} // ns/name of every veth end desired keeps
 	for i, r := range desired {

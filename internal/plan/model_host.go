@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -120,9 +121,14 @@ func CheckHostMTU(s *spec.Spec, host string, underlayMTU int) error {
 	return nil
 }
 
+// onlyHostVMs is the host whose VMs alone a host's model models of the
+// lab's; "" models them all, which tests compare with.
+var onlyHostVMs = func(host string) string { return host }
+
 // hostModel is one host's part of the spec as its agent realizes it on a
-// real machine. It starts from the lab's model of the whole spec and keeps
-// what belongs to the host, moved to the host's namespace: the switches'
+// real machine. It starts from the lab's model of the spec (without the
+// other hosts' VMs, of which it would keep nothing) and keeps what belongs
+// to the host, moved to the host's namespace: the switches'
 // bridges (under HostBridgeName) and the ports of its VMs' vNICs there, its
 // VMs' namespaces and cgroups as in the lab. What the lab emulates of the
 // physical network (the physical switch, NICs as veths, their line rates,
@@ -190,7 +196,9 @@ func hostModel(s *spec.Spec, opt Options) []Resource {
 	ports := map[string]string{}  // vNIC switch ports on the host: lab name -> name on the host
 	vnicNS := map[string]string{} // VM namespaces of attached vNICs -> the namespace they are in
 	var sec []Resource            // the lab's port policies, placed once every port is known
-	for _, r := range labModel(labSpec, lab, false) {
+	labOut := (&modeler{s: labSpec, opt: lab, onlyHost: onlyHostVMs(host)}).lab(false)
+	out = slices.Grow(out, len(labOut)+8*len(s.Networks))
+	for _, r := range labOut {
 		switch r.Kind {
 		case KindPortSec, KindFirewall:
 			sec = append(sec, r)
@@ -256,7 +264,7 @@ func hostModel(s *spec.Spec, opt Options) []Resource {
 	}
 	out = append(out, hostSecurity(s.Name, host, here, labNS, ports, sec)...)
 	out = append(out, tunnels(s, host, here, bridges)...)
-	return append(out, networks(s, host, here)...)
+	return appendNetworks(out, s, host, here)
 }
 
 // hostPortsOn are the interface names of the host's host ports.

@@ -139,11 +139,15 @@ func (x *netIndex) carriers(n *spec.Network) map[string]bool {
 // carries, holding its gateway address and MAC. A host carries nothing of
 // a network it has no part in.
 func networks(s *spec.Spec, host, here string) []Resource {
+	return appendNetworks(nil, s, host, here)
+}
+
+// appendNetworks appends networks(s, host, here) to out.
+func appendNetworks(out []Resource, s *spec.Spec, host, here string) []Resource {
 	if len(s.Networks) == 0 {
-		return nil
+		return out
 	}
 	x := indexNetworks(s)
-	var out []Resource
 	routers := map[string]bool{}
 	for i := range s.Networks {
 		n := &s.Networks[i]
@@ -158,7 +162,7 @@ func networks(s *spec.Spec, host, here string) []Resource {
 			MAC: StableMAC(s.Name, "netbridge/"+host+"/"+n.Name), Sysctls: WantedSysctls(BridgeSysctls),
 			Isolate: true, Owner: owner})
 		if len(carriers) > 1 {
-			out = append(out, tunnel(s, n, host, here, x, bridge, owner)...)
+			out = appendTunnel(out, s, n, host, here, x, bridge, owner)
 		}
 		// IPv6 addresses too: the bridge answers neighbour solicitations
 		// for remote VMs from them as it answers ARP.
@@ -198,7 +202,7 @@ func networks(s *spec.Spec, host, here string) []Resource {
 	return out
 }
 
-// tunnel is a network's tunnel endpoint on the host and its entries:
+// appendTunnel appends a network's tunnel endpoint on the host and its entries:
 // floods to each other host with the network's vNICs, and each remote
 // vNIC's MAC towards its host, in the tunnel and in the bridge.
 // The tunnel's addresses are the hosts' underlay addresses, or, for a
@@ -206,11 +210,11 @@ func networks(s *spec.Spec, host, here string) []Resource {
 // then the host routes the tunnel's packets out of that host port, into its
 // switch and out of the switch's uplink, where the port group's pool and
 // shaping hold them like any other port's traffic.
-func tunnel(s *spec.Spec, n *spec.Network, host, here string, x *netIndex, bridge, owner string) []Resource {
+func appendTunnel(out []Resource, s *spec.Spec, n *spec.Network, host, here string, x *netIndex, bridge, owner string) []Resource {
 	vtep := NetVTEPName(s.Name, n.Name)
-	out := []Resource{{Kind: KindVxlan, NS: here, Name: vtep, Link: bridge,
+	out = append(out, Resource{Kind: KindVxlan, NS: here, Name: vtep, Link: bridge,
 		MAC: StableMAC(s.Name, "netvtep/"+host+"/"+n.Name), MTU: n.EffectiveMTU(),
-		VNI: uint32(x.vnis[n.Name]), Local: s.TunnelAddress(n, host), Port: VXLANPort, Isolate: true, Owner: owner + ": tunnel"}}
+		VNI: uint32(x.vnis[n.Name]), Local: s.TunnelAddress(n, host), Port: VXLANPort, Isolate: true, Owner: owner + ": tunnel"})
 	underlay := func(hn string) string { return s.TunnelAddress(n, hn) }
 	for _, hn := range s.Hosts {
 		if hn.Name != host && x.hosts[n.Name][hn.Name] {

@@ -33,9 +33,13 @@ func (m *modeler) security() {
 		f.stateful = f.stateful || p.Default != ""
 		m.add(Resource{Kind: KindPortSec, NS: ns, Link: link, Match: p.String(), Owner: owner})
 	}
-	for _, vm := range m.s.VMs {
+	for vi := range m.s.VMs {
+		vm := &m.s.VMs[vi]
+		if m.skips(vm) {
+			continue
+		}
 		for i, n := range vm.NICs {
-			mac := m.vnicMAC(&vm, i)
+			mac := m.vnicMAC(vm, i)
 			var p PortPolicy
 			owner := fmt.Sprintf("vm %s eth%d on %s", vm.Name, i, n.PortGroup)
 			if net, ok := m.network(n.Network); ok {

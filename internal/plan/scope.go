@@ -188,25 +188,36 @@ func ChangeScope(last, next *spec.Spec, lastModel, nextModel []Resource) (Scope,
 // team assignments, how a team-wide limit is split).
 func ModelScope(last, next []Resource) Scope {
 	scope := Scope{}
-	was := indexByKey(last)
-	for _, r := range next {
-		o, ok := was[r.Key()]
-		if !ok || !Same(o, r) {
-			scope.add(r)
+	// Indexes, not resources, by key: a model of tens of thousands of
+	// resources is copied into no map.
+	lastKeys := make([]string, len(last))
+	was := make(map[string]int, len(last))
+	for i := range last {
+		lastKeys[i] = last[i].Key()
+		was[lastKeys[i]] = i
+	}
+	kept := make([]bool, len(last)) // by index in last: next has its key
+	for i := range next {
+		r := &next[i]
+		j, ok := was[r.Key()]
+		if ok {
+			kept[j] = true
+		}
+		if !ok || !Same(last[j], *r) {
+			scope.add(*r)
 			if ok {
-				scope.add(o)
+				scope.add(last[j])
 			}
 		}
 	}
-	is := keySet(next)
-	for _, r := range last {
-		if !is[r.Key()] {
-			scope.add(r)
+	for i := range last {
+		if !kept[was[lastKeys[i]]] {
+			scope.add(last[i])
 		}
 	}
 	for _, m := range [][]Resource{last, next} {
-		for _, r := range m {
-			if r.Kind == KindSteer || r.Kind == KindPool {
+		for i := range m {
+			if r := &m[i]; r.Kind == KindSteer || r.Kind == KindPool {
 				if _, ok := scope[r.NS]; ok {
 					scope.addWhole(r.NS)
 				}

@@ -150,6 +150,9 @@ func (e *Engine) checkHost(doc *spec.Document) error {
 type Result struct {
 	Plan     plan.Plan
 	Executed int
+	// Realized is what the apply recorded as realized (nil when it
+	// recorded nothing): a caller that keeps it need not read the record.
+	Realized []plan.Resource
 }
 
 // ErrRolledBack wraps an apply failure after which the host was restored.
@@ -237,6 +240,9 @@ type modelSet struct {
 	// otherBuild says the last apply was made by another build of vnet,
 	// whose model of the same spec may differ from this one's.
 	otherBuild bool
+	// plain is desired when observation tells nothing, made once: an
+	// apply asks for it before and after it observes.
+	plain []plan.Resource
 }
 
 // models reads the record of the last apply (nil before the first) and
@@ -288,15 +294,22 @@ func (e *Engine) lastRecord(name string) (*store.Record, error) {
 func (m *modelSet) desired(observed []plan.Resource) []plan.Resource {
 	teams, ceils := plan.Assignments(observed), plan.PoolCeils(observed)
 	next := m.next
-	if len(teams) > 0 || len(ceils) > 0 || hasSteer(next) {
+	plain := len(teams) == 0 && len(ceils) == 0 && !hasSteer(next)
+	if plain && m.plain != nil {
+		return m.plain
+	}
+	if !plain {
 		next = plan.Model(m.doc.Spec, m.e.scoped(plan.Options{NumCPU: m.e.numCPU(), Teams: teams, PoolCeils: ceils,
 			Now: time.Now().UTC().Truncate(time.Second)}))
 	}
 	desired := m.e.markOwn(m.doc.Spec.Name, next)
-	if m.last == nil {
-		return desired
+	if m.last != nil {
+		desired = plan.ResetDroppedOffloads(desired, m.prev)
 	}
-	return plan.ResetDroppedOffloads(desired, m.prev)
+	if plain {
+		m.plain = desired
+	}
+	return desired
 }
 
 // realized is realizedModel, made once more only when observation tells
@@ -464,6 +477,7 @@ func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 	if err := e.record(doc, o.rec, o.model, !p.Empty()); err != nil {
 		return res, e.rollback(name, o, fmt.Errorf("apply %s: %w", name, err))
 	}
+	res.Realized = o.model
 	e.Memo.put(name, doc.Source, doc.Spec, o.models.opt, o.models.next)
 	// A full apply leaves the host as the record says, also after a killed one.
 	if !p.Empty() || o.scope.Full() {

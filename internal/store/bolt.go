@@ -57,6 +57,11 @@ type Bolt struct {
 
 	mu   sync.Mutex
 	held map[string]*heldLock
+	// written is, per infrastructure, what this value last wrote of its
+	// realized resources, so that the next write rewrites only what
+	// changed (see putRealized).
+	written map[string]*chunkCache
+	wmu     sync.Mutex // of written, held across a write
 }
 
 // OpenBolt opens dir/state.db, creating it (and the store's ID) if the
@@ -107,7 +112,30 @@ func (b *Bolt) Location() string { return b.dir }
 func (b *Bolt) goodPath() string { return filepath.Join(b.dir, goodFile) }
 
 // Get returns the record of an infrastructure.
-func (b *Bolt) Get(name string) (*Record, error) { return b.read(name, decodeRecord) }
+func (b *Bolt) Get(name string) (*Record, error) {
+	var r *Record
+	err := b.view(func(tx *bolt.Tx) error {
+		var err error
+		r, err = getRecord(tx, name)
+		return err
+	})
+	return r, err
+}
+
+// getRecord reads a record with its realized resources, wherever they are
+// kept: in their chunks, or in the record as written before chunks.
+func getRecord(tx *bolt.Tx, name string) (*Record, error) {
+	v := tx.Bucket(bucket).Get([]byte(name))
+	if v == nil {
+		return nil, fmt.Errorf("%q: %w", name, ErrNotFound)
+	}
+	r, err := decodeRecord(name, v)
+	if err != nil || r.Realized != nil {
+		return r, err
+	}
+	r.Realized, err = getRealized(tx, name)
+	return r, err
+}
 
 // Head returns the record of an infrastructure without what was realized
 // (Realized is nil), which is most of a large record's decoding.
@@ -128,30 +156,74 @@ func (b *Bolt) read(name string, decode func(string, []byte) (*Record, error)) (
 	return r, err
 }
 
-// Put stores a record, replacing any with the same name.
+// Put stores a record, replacing any with the same name, in one
+// transaction: the record and its realized resources, of which it writes
+// only the chunks that changed since this value's last write.
 func (b *Bolt) Put(r *Record) error {
-	v, err := json.Marshal(r)
+	head := *r
+	head.Realized = nil
+	v, err := json.Marshal(&head)
 	if err != nil {
 		return err
 	}
-	return b.update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Put([]byte(r.Name), v) })
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	var wrote *chunkCache
+	err = b.update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucket).Put([]byte(r.Name), v); err != nil {
+			return err
+		}
+		var err error
+		wrote, err = putRealized(tx, r.Name, r.Realized, b.written[r.Name])
+		return err
+	}, func() {
+		if b.written == nil {
+			b.written = map[string]*chunkCache{}
+		}
+		b.written[r.Name] = wrote
+	})
+	if wrote == nil {
+		delete(b.written, r.Name)
+	}
+	return err
 }
 
 // Delete removes a record; removing a missing one is not an error.
 func (b *Bolt) Delete(name string) error {
-	return b.update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Delete([]byte(name)) })
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	delete(b.written, name)
+	return b.update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucket).Delete([]byte(name)); err != nil {
+			return err
+		}
+		return deleteRealized(tx, name)
+	}, nil)
 }
 
 // List returns every record, by name.
 func (b *Bolt) List() ([]*Record, error) {
 	var out []*Record
 	err := b.view(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucket).ForEach(func(k, v []byte) error {
-			r, err := decodeRecord(string(k), v)
+		return tx.Bucket(bucket).ForEach(func(k, _ []byte) error {
+			r, err := getRecord(tx, string(k))
 			if err != nil {
 				return err
 			}
 			out = append(out, r)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// Names returns the names of the infrastructures the store records, by
+// name, without reading their records.
+func (b *Bolt) Names() ([]string, error) {
+	var out []string
+	err := b.view(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucket).ForEach(func(k, _ []byte) error {
+			out = append(out, string(k))
 			return nil
 		})
 	})
@@ -206,9 +278,9 @@ func (b *Bolt) view(fn func(*bolt.Tx) error) error {
 	return b.classify(guard(func() error { return db.View(fn) }))
 }
 
-// update runs fn in a write transaction and then keeps a checked copy of
-// the file as it now is.
-func (b *Bolt) update(fn func(*bolt.Tx) error) error {
+// update runs fn in a write transaction, then committed (when set), and
+// then keeps a checked copy of the file as it now is.
+func (b *Bolt) update(fn func(*bolt.Tx) error, committed func()) error {
 	db, err := b.open(false)
 	if err != nil {
 		return err
@@ -216,6 +288,9 @@ func (b *Bolt) update(fn func(*bolt.Tx) error) error {
 	defer db.Close()
 	if err := b.classify(guard(func() error { return db.Update(fn) })); err != nil {
 		return err
+	}
+	if committed != nil {
+		committed()
 	}
 	return b.keepGood(db)
 }
@@ -347,6 +422,9 @@ func checkTx(tx *bolt.Tx, path string) ([]string, error) {
 	}); err != nil {
 		return nil, err
 	}
+	if err := checkRealized(tx); err != nil {
+		return nil, err
+	}
 	var problems []string
 	for err := range tx.Check() {
 		problems = append(problems, err.Error())
@@ -436,7 +514,7 @@ func (b *Bolt) assignID() (string, error) {
 			return nil
 		}
 		return mb.Put(idKey, []byte(id))
-	})
+	}, nil)
 	return id, err
 }
 

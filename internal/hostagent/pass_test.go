@@ -1,0 +1,374 @@
+package hostagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/store"
+	"github.com/vnet-project/vnet/internal/store/etcdstore"
+)
+
+// memoryDP is a kernel in memory: it holds what it was told to make, by
+// key, and reads it back, whole or within a scope. It lets an agent's
+// passes be measured, and compared, with the kernel left out.
+type memoryDP struct {
+	mu       sync.Mutex
+	objs     map[string]plan.Resource
+	byNS     map[string]map[string]bool // keys of the objects with a place in each namespace
+	executed []plan.Action
+}
+
+func newMemoryDP() *memoryDP {
+	return &memoryDP{objs: map[string]plan.Resource{}, byNS: map[string]map[string]bool{}}
+}
+
+func (d *memoryDP) Observe(infra string, hints []plan.Resource) ([]plan.Resource, error) {
+	return d.ObserveScope(infra, nil, hints)
+}
+
+func (d *memoryDP) ObserveScope(_ string, scope plan.Scope, _ []plan.Resource) ([]plan.Resource, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	keys := map[string]bool{}
+	held := func(k string) {
+		if r := d.objs[k]; scope.Holds(r) {
+			keys[k] = true
+		}
+	}
+	if scope.Full() {
+		for k := range d.objs {
+			held(k)
+		}
+	}
+	for ns := range scope {
+		for k := range d.byNS[ns] {
+			held(k)
+		}
+	}
+	var out []plan.Resource
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		out = append(out, d.objs[k])
+	}
+	return out, nil
+}
+
+// namespacesOf are the namespaces a resource has a place in.
+func namespacesOf(r plan.Resource) []string {
+	if r.Kind == plan.KindVeth {
+		return []string{r.A.NS, r.B.NS}
+	}
+	return []string{r.Namespace()}
+}
+
+func (d *memoryDP) Execute(a plan.Action) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.executed = append(d.executed, a)
+	if a.Old != nil {
+		k := a.Old.Key()
+		for _, ns := range namespacesOf(d.objs[k]) {
+			delete(d.byNS[ns], k)
+		}
+		delete(d.objs, k)
+	}
+	if a.New != nil {
+		k := a.New.Key()
+		d.objs[k] = *a.New
+		for _, ns := range namespacesOf(*a.New) {
+			if d.byNS[ns] == nil {
+				d.byNS[ns] = map[string]bool{}
+			}
+			d.byNS[ns][k] = true
+		}
+	}
+	return nil
+}
+
+func (d *memoryDP) Probe([]plan.Resource) error { return nil }
+
+// takeExecuted returns the actions executed since it was last called.
+func (d *memoryDP) takeExecuted() []plan.Action {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := d.executed
+	d.executed = nil
+	return out
+}
+
+// memoryCluster is a cluster that holds its records in memory and takes
+// no reports.
+type memoryCluster struct {
+	mu   sync.Mutex
+	recs map[string]*store.Record
+}
+
+func (c *memoryCluster) List() ([]*store.Record, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*store.Record
+	for _, k := range slices.Sorted(maps.Keys(c.recs)) {
+		out = append(out, c.recs[k])
+	}
+	return out, nil
+}
+
+func (c *memoryCluster) put(name, src string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.recs == nil {
+		c.recs = map[string]*store.Record{}
+	}
+	gen := 1
+	if old, ok := c.recs[name]; ok {
+		gen = old.Generation + 1
+	}
+	c.recs[name] = &store.Record{Name: name, SpecFile: name + ".yaml", Spec: []byte(src), Generation: gen}
+}
+
+func (c *memoryCluster) remove(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.recs, name)
+}
+
+var errNoReports = errors.New("this cluster takes no reports")
+
+func (c *memoryCluster) Reporter(string, string, time.Duration) (*etcdstore.Reporter, error) {
+	return nil, errNoReports
+}
+
+func (c *memoryCluster) WatchInfra(ctx context.Context) <-chan struct{} { return make(chan struct{}) }
+
+// scaleSpec is the spec a cluster stores for n networks of two VMs each,
+// network i on hosts hv(i%3+1) and hv((i+1)%3+1), their VNIs pinned, and
+// extra networks more with their VMs on hv1 and hv2.
+func scaleSpec(name string, n, extra int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "name: %s\nhosts:\n", name)
+	for h := 1; h <= 3; h++ {
+		fmt.Fprintf(&b, "  - {name: hv%d, underlay: 192.0.2.%d}\n", h, h)
+	}
+	b.WriteString("networks:\n")
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "  - {name: n%d, subnet: 10.%d.%d.0/24, vni: %d}\n", i, i/256, i%256, i+1)
+	}
+	for k := 0; k < extra; k++ {
+		fmt.Fprintf(&b, "  - {name: x%d, subnet: 10.250.%d.0/24, vni: %d}\n", k, k, 100000+k)
+	}
+	b.WriteString("vms:\n")
+	for i := 0; i < n; i++ {
+		for j := 0; j < 2; j++ {
+			fmt.Fprintf(&b, "  - {name: v%d-%d, host: hv%d, nics: [{network: n%d, ip: 10.%d.%d.%d/24}]}\n",
+				i, j, (i+j)%3+1, i, i/256, i%256, 10+j)
+		}
+	}
+	for k := 0; k < extra; k++ {
+		fmt.Fprintf(&b, "  - {name: x%d-0, host: hv1, nics: [{network: x%d, ip: 10.250.%d.10/24}]}\n", k, k, k)
+		fmt.Fprintf(&b, "  - {name: x%d-1, host: hv2, nics: [{network: x%d, ip: 10.250.%d.11/24}]}\n", k, k, k)
+	}
+	return b.String()
+}
+
+// newMemoryAgent is hv1's agent over a cluster and kernel in memory, with
+// its local record in dir.
+func newMemoryAgent(t testing.TB, c *memoryCluster, dp *memoryDP, dir string, trace io.Writer) *Agent {
+	t.Helper()
+	local, err := store.OpenBolt(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { local.Close() })
+	return &Agent{Cluster: c, Local: local, DP: dp, Host: "hv1", HostNS: "hv1", Trace: trace}
+}
+
+// TestPassScale measures hv1's agent, with the kernel in memory, adding
+// one network to VNET_AGENT_BENCH networks, VNET_AGENT_ROUNDS times (3
+// unless set): each pass's trace and its CPU time. Run it with -v.
+func TestPassScale(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("VNET_AGENT_BENCH"))
+	if n <= 0 {
+		t.Skip("set VNET_AGENT_BENCH=<networks> to measure")
+	}
+	c, dp := &memoryCluster{}, newMemoryDP()
+	c.put("big", scaleSpec("big", n, 0))
+	var trace strings.Builder
+	a := newMemoryAgent(t, c, dp, t.TempDir(), &trace)
+	start := time.Now()
+	a.reconcile(false)
+	t.Logf("first pass: %s, %d objects", time.Since(start).Round(time.Millisecond), len(dp.objs))
+	dp.takeExecuted()
+	if path := os.Getenv("VNET_AGENT_PROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			t.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	rounds := 3
+	if r, err := strconv.Atoi(os.Getenv("VNET_AGENT_ROUNDS")); err == nil && r > 0 {
+		rounds = r
+	}
+	for round := range rounds {
+		c.put("big", scaleSpec("big", n, round+1))
+		trace.Reset()
+		cpu0 := cpuTime()
+		start = time.Now()
+		a.reconcile(false)
+		t.Logf("add one network to %d: %s (CPU %s), %d actions; trace:\n%s", n+round,
+			time.Since(start).Round(time.Millisecond), (cpuTime() - cpu0).Round(time.Millisecond), len(dp.takeExecuted()), trace.String())
+	}
+}
+
+// applyPass makes an agent over dp and dir run one pass (full or not) of
+// the spec src, and returns what it executed and the local record.
+func applyPass(t *testing.T, c *memoryCluster, a *Agent, dp *memoryDP, src string, full bool) ([]plan.Action, *store.Record) {
+	t.Helper()
+	c.put("inc", src)
+	var log strings.Builder
+	a.Log = &log
+	a.reconcile(full)
+	if strings.Contains(log.String(), "failed") || strings.Contains(log.String(), "does not load") {
+		t.Fatalf("pass failed:\n%s", log.String())
+	}
+	rec, err := a.Local.Get("inc")
+	if err != nil {
+		t.Fatalf("local record: %v", err)
+	}
+	return dp.takeExecuted(), rec
+}
+
+// sortedResources is rs sorted by key, for comparing records whose order
+// the store does not keep, without the namespaces' marks, which name the
+// store.
+func sortedResources(rs []plan.Resource) []plan.Resource {
+	out := slices.Clone(rs)
+	for i := range out {
+		out[i].Mark = ""
+	}
+	slices.SortFunc(out, func(a, b plan.Resource) int { return strings.Compare(a.Key(), b.Key()) })
+	return out
+}
+
+func actionText(as []plan.Action) string {
+	var b strings.Builder
+	for _, a := range as {
+		b.WriteString(a.String() + "\n")
+	}
+	return b.String()
+}
+
+// A pass that reads only what a change touches does exactly what a full
+// pass does, and records the same; an agent started afresh on the result
+// changes nothing, in a full pass or not.
+func TestIncrementalPassIsFullPass(t *testing.T) {
+	base := scaleSpec("inc", 12, 2)
+	edit := func(old, new string) string {
+		if !strings.Contains(base, old) {
+			t.Fatalf("base spec holds no %q", old)
+		}
+		return strings.Replace(base, old, new, 1)
+	}
+	cases := []struct{ name, next string }{
+		{"no change", base},
+		{"add a network", scaleSpec("inc", 12, 3)},
+		{"remove a network", scaleSpec("inc", 12, 1)},
+		{"remove a network of other hosts", strings.Replace(strings.Replace(strings.Replace(base,
+			"  - {name: n5, subnet: 10.0.5.0/24, vni: 6}\n", "", 1),
+			"  - {name: v5-0, host: hv3, nics: [{network: n5, ip: 10.0.5.10/24}]}\n", "", 1),
+			"  - {name: v5-1, host: hv1, nics: [{network: n5, ip: 10.0.5.11/24}]}\n", "", 1)},
+		{"change a network's MTU", edit("{name: n3, subnet: 10.0.3.0/24, vni: 4}", "{name: n3, subnet: 10.0.3.0/24, vni: 4, mtu: 1400}")},
+		{"change a network's VNI", edit("vni: 4}", "vni: 4444}")},
+		{"add a VM to a network", strings.Replace(base, "vms:\n", "vms:\n  - {name: extra, host: hv1, nics: [{network: n4, ip: 10.0.4.20/24}]}\n", 1)},
+		{"remove a VM", edit("  - {name: v3-0, host: hv1, nics: [{network: n3, ip: 10.0.3.10/24}]}\n", "")},
+		{"move a VM to another host", edit("{name: v3-0, host: hv1,", "{name: v3-0, host: hv2,")},
+		{"change a VM's address", edit("ip: 10.0.3.10/24", "ip: 10.0.3.30/24")},
+		{"add a port to a VM", edit("nics: [{network: n3, ip: 10.0.3.10/24}]", "nics: [{network: n3, ip: 10.0.3.10/24}, {network: n4, ip: 10.0.4.30/24}]")},
+		{"remove a port of a VM", strings.Replace(edit("nics: [{network: n3, ip: 10.0.3.10/24}]", "nics: [{network: n3, ip: 10.0.3.10/24}, {network: n4, ip: 10.0.4.30/24}]"),
+			", {network: n4, ip: 10.0.4.30/24}]", "]", 1)},
+		{"disconnect a port", edit("{network: n3, ip: 10.0.3.10/24}", "{network: n3, ip: 10.0.3.10/24, connected: false}")},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			from := base
+			if tc.name == "remove a port of a VM" {
+				from = edit("nics: [{network: n3, ip: 10.0.3.10/24}]", "nics: [{network: n3, ip: 10.0.3.10/24}, {network: n4, ip: 10.0.4.30/24}]")
+			}
+			type world struct {
+				c   *memoryCluster
+				dp  *memoryDP
+				dir string
+				a   *Agent
+			}
+			newWorld := func() *world {
+				w := &world{c: &memoryCluster{}, dp: newMemoryDP(), dir: t.TempDir()}
+				w.a = newMemoryAgent(t, w.c, w.dp, w.dir, nil)
+				applyPass(t, w.c, w.a, w.dp, from, true)
+				return w
+			}
+			inc, full := newWorld(), newWorld()
+			incActs, incRec := applyPass(t, inc.c, inc.a, inc.dp, tc.next, false)
+			fullActs, fullRec := applyPass(t, full.c, full.a, full.dp, tc.next, true)
+			if got, want := actionText(incActs), actionText(fullActs); got != want {
+				t.Errorf("incremental pass did\n%swant, as a full pass does,\n%s", got, want)
+			}
+			if !slices.Equal(sortedResources(incRec.Realized), sortedResources(fullRec.Realized)) ||
+				string(incRec.Spec) != string(fullRec.Spec) || incRec.Generation != fullRec.Generation {
+				t.Errorf("incremental pass recorded %d resources, generation %d; a full pass %d, generation %d",
+					len(incRec.Realized), incRec.Generation, len(fullRec.Realized), fullRec.Generation)
+			}
+			if !slices.Equal(sortedResources(slices.Collect(maps.Values(inc.dp.objs))), sortedResources(slices.Collect(maps.Values(full.dp.objs)))) {
+				t.Errorf("the kernels differ: %d objects after the incremental pass, %d after the full one", len(inc.dp.objs), len(full.dp.objs))
+			}
+			if got := inc.a.realized("inc"); got != len(incRec.Realized) {
+				t.Errorf("the agent counts %d objects standing, its record %d", got, len(incRec.Realized))
+			}
+			if p := plan.Diff(sortedResources(incRec.Realized), sortedResources(slices.Collect(maps.Values(inc.dp.objs)))); !p.Empty() {
+				t.Errorf("the record is not the kernel:\n%s", p)
+			}
+			// An agent started afresh on the same host and record.
+			again := newMemoryAgent(t, inc.c, inc.dp, inc.dir, nil)
+			for _, f := range []bool{false, true} {
+				if acts, _ := applyPass(t, inc.c, again, inc.dp, tc.next, f); len(acts) > 0 {
+					t.Errorf("a restarted agent's pass (full %v) did\n%s", f, actionText(acts))
+				}
+			}
+		})
+	}
+}
+
+// A stored spec that does not load leaves what stands on the host, and its
+// record, until one that loads says otherwise.
+func TestSpecThatDoesNotLoadKeepsWhatStands(t *testing.T) {
+	c, dp := &memoryCluster{}, newMemoryDP()
+	a := newMemoryAgent(t, c, dp, t.TempDir(), nil)
+	_, rec := applyPass(t, c, a, dp, scaleSpec("inc", 3, 1), false)
+	c.put("inc", "name: inc\nvms: [{name: broken\n")
+	var log strings.Builder
+	a.Log = &log
+	a.reconcile(false)
+	if !strings.Contains(log.String(), "does not load") {
+		t.Fatalf("no complaint about the spec:\n%s", log.String())
+	}
+	if acts := dp.takeExecuted(); len(acts) > 0 {
+		t.Errorf("the pass did\n%s", actionText(acts))
+	}
+	if again, err := a.Local.Get("inc"); err != nil || len(again.Realized) != len(rec.Realized) {
+		t.Errorf("the record after the pass: %v, %v", again, err)
+	}
+}

@@ -1,0 +1,180 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/vnet-project/vnet/internal/plan"
+)
+
+// resources is n veths and addresses, as VMs' vNICs are realized.
+func resources(n int) []plan.Resource {
+	var out []plan.Resource
+	for i := range n {
+		ns := fmt.Sprintf("vnet.x.vm%d", i)
+		out = append(out,
+			plan.Resource{Kind: plan.KindNetns, Name: ns},
+			plan.Resource{Kind: plan.KindAddr, NS: ns, Link: "eth0", CIDR: fmt.Sprintf("10.0.%d.%d/16", i/250, i%250+1)})
+	}
+	return out
+}
+
+func byKey(rs []plan.Resource) []plan.Resource {
+	out := slices.Clone(rs)
+	slices.SortFunc(out, func(a, b plan.Resource) int { return strings.Compare(a.Key(), b.Key()) })
+	return out
+}
+
+// chunkValues are the chunks (and token) a store's file holds for infra.
+func chunkValues(t *testing.T, s *Bolt, infra string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	if err := s.view(func(tx *bolt.Tx) error {
+		top := tx.Bucket(realizedBucket)
+		if top == nil || top.Bucket([]byte(infra)) == nil {
+			return nil
+		}
+		return top.Bucket([]byte(infra)).ForEach(func(k, v []byte) error { out[string(k)] = string(v); return nil })
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// A record reads back as it was written, through any sequence of changes
+// and whichever store value wrote it last; a write rewrites only the
+// chunks whose resources changed.
+func TestRealizedRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	all := resources(300)
+	steps := []struct {
+		name     string
+		realized []plan.Resource
+		by       *Bolt // nil: s
+	}{
+		{"first", all[:400], nil},
+		{"one more", all[:402], nil},
+		{"one less", all[:400], nil},
+		{"one changed", append(slices.Clone(all[:399]), plan.Resource{Kind: plan.KindAddr, NS: all[399].NS, Link: "eth0", CIDR: "10.9.9.9/16"}), nil},
+		{"another store value writes", all[:300], open(t, dir)},
+		{"then this one again", all[:350], nil},
+		{"none", nil, nil},
+		{"all", all, nil},
+	}
+	for _, st := range steps {
+		by := st.by
+		if by == nil {
+			by = s
+		}
+		before := chunkValues(t, s, "x")
+		if len(before) == 0 && st.name != "first" {
+			t.Fatalf("%s: no chunks", st.name)
+		}
+		if err := by.Put(&Record{Name: "x", Spec: []byte("name: x"), Realized: st.realized, Generation: 1}); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		got, err := open(t, dir).Get("x")
+		if err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		if !slices.Equal(byKey(got.Realized), byKey(st.realized)) {
+			t.Fatalf("%s: read back %d resources, wrote %d", st.name, len(got.Realized), len(st.realized))
+		}
+		if st.name == "one more" || st.name == "one changed" {
+			after := chunkValues(t, s, "x")
+			changed := 0
+			for k, v := range after {
+				if k != string(tokenKey) && before[k] != v {
+					changed++
+				}
+			}
+			if changed > 2 {
+				t.Errorf("%s: %d chunks rewritten, want at most 2", st.name, changed)
+			}
+		}
+	}
+	if err := s.Delete("x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.view(func(tx *bolt.Tx) error {
+		if tx.Bucket(realizedBucket).Bucket([]byte("x")) != nil {
+			t.Error("Delete left the record's chunks")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A record written before records were chunked, its resources in it,
+// reads back whole, and its next write moves them into chunks.
+func TestRecordWithRealizedInside(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	old := &Record{Name: "old", Spec: []byte("name: old"), Realized: resources(5), Generation: 2}
+	v, err := json.Marshal(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Put([]byte("old"), v) }, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []string{"as written before", "after a write"} {
+		got, err := s.Get("old")
+		if err != nil || !slices.Equal(byKey(got.Realized), byKey(old.Realized)) || got.Generation != 2 {
+			t.Fatalf("%s: Get = %+v, %v", step, got, err)
+		}
+		if h, err := s.Head("old"); err != nil || h.Realized != nil || h.Generation != 2 {
+			t.Fatalf("%s: Head = %+v, %v", step, h, err)
+		}
+		if err := s.Put(got); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(chunkValues(t, s, "old")); n < 2 {
+		t.Errorf("%d chunks after a write, want the resources in chunks", n)
+	}
+}
+
+// A chunk that is no longer JSON is damage, found on opening.
+func TestDamagedChunk(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	if err := s.Put(&Record{Name: "x", Realized: resources(3)}); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(filepath.Join(dir, dbFile), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(realizedBucket).Bucket([]byte("x"))
+		k, _ := b.Cursor().First()
+		return b.Put(k, []byte(`[{"kind":`))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	_, err = OpenBolt(dir)
+	wantCorrupt(t, err, filepath.Join(dir, dbFile))
+}
+
+// Names lists the records without reading them.
+func TestNames(t *testing.T) {
+	s := open(t, t.TempDir())
+	for _, n := range []string{"b", "a"} {
+		if err := s.Put(&Record{Name: n, Realized: resources(2)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := s.Names(); err != nil || !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("Names = %v, %v", got, err)
+	}
+}

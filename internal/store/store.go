@@ -26,20 +26,20 @@ var ErrLocked = errors.New("infrastructure is locked")
 
 // Record is one infrastructure's state.
 type Record struct {
-	Name     string `json:"name"`
-	SpecFile string `json:"spec_file"`
-	Spec     []byte `json:"spec"` // the YAML as applied
+	Name       string          `json:"name"`
+	SpecFile   string          `json:"spec_file"`
+	Spec       []byte          `json:"spec"` // the YAML as applied
+	Realized   []plan.Resource `json:"realized"`
+	Generation int             `json:"generation"` // applies that changed something
+	AppliedAt  time.Time       `json:"applied_at"`
+	// Engine is the build of vnet that made the apply: an apply by another
+	// build reads the whole host, since its model may differ.
+	Engine string `json:"engine,omitempty"`
 	// SpecEncoded is the spec in compact form (spec.EncodeValidated),
 	// when the apply stored it: a reader of the same build makes the spec
 	// of it instead of decoding the YAML (spec.DecodeValidated), and any
 	// other reader ignores it.
-	SpecEncoded []byte          `json:"spec_encoded,omitempty"`
-	Realized    []plan.Resource `json:"realized"`
-	Generation  int             `json:"generation"` // applies that changed something
-	AppliedAt   time.Time       `json:"applied_at"`
-	// Engine is the build of vnet that made the apply: an apply by another
-	// build reads the whole host, since its model may differ.
-	Engine string `json:"engine,omitempty"`
+	SpecEncoded []byte `json:"spec_encoded,omitempty"`
 }
 
 // Doc decodes the spec as it was applied.

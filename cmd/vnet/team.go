@@ -51,7 +51,7 @@ func storedSpec(name string) (*spec.Document, error) {
 	if err != nil {
 		return nil, err
 	}
-	return rec.Doc()
+	return storedDoc(specCache(), rec)
 }
 
 func agentCmd() *cobra.Command {

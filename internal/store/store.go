@@ -51,6 +51,22 @@ func (r *Record) Doc() (*spec.Document, error) {
 	return doc, nil
 }
 
+// DocVia is Doc, made of the spec's compact encoding when the apply
+// stored one beside the YAML, or else through the cache (nil: none),
+// which spares a reader that read the same bytes before decoding them.
+func (r *Record) DocVia(c *spec.Cache) (*spec.Document, error) {
+	if len(r.SpecEncoded) > 0 {
+		if doc, err := spec.DecodeValidated(r.SpecFile, r.Spec, r.SpecEncoded); err == nil {
+			return doc, nil
+		}
+	}
+	doc, err := c.Decode(r.SpecFile, r.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("stored spec of %s: %w", r.Name, err)
+	}
+	return doc, nil
+}
+
 // Lists reports whether the record lists the namespace among what was
 // realized.
 func (r *Record) Lists(ns string) bool {

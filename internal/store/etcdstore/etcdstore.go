@@ -323,11 +323,14 @@ func withoutEncoding(r *store.Record) *store.Record {
 	return &c
 }
 
-// tooLarge says etcd refused a write as larger than its
-// --max-request-bytes: the write had no effect.
+// tooLarge says a write was refused as too large, and so had no effect:
+// by etcd, above its --max-request-bytes, or by gRPC on either side, above
+// what the server takes in a message (that limit and 512 KiB) or what this
+// client sends.
 func tooLarge(err error) bool {
 	return errors.Is(err, rpctypes.ErrRequestTooLarge) || errors.Is(err, rpctypes.ErrGRPCRequestTooLarge) ||
-		strings.Contains(err.Error(), rpctypes.ErrRequestTooLarge.Error())
+		strings.Contains(err.Error(), rpctypes.ErrRequestTooLarge.Error()) ||
+		status.Code(err) == codes.ResourceExhausted && strings.Contains(err.Error(), "larger than max")
 }
 
 // Put stores a record whatever is there; PutIf is the safe form for apply.

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/vnet-project/vnet/internal/spec"
 )
@@ -63,12 +65,15 @@ func TestSpecEncodingIsStoredWhenItFits(t *testing.T) {
 
 func TestTooLarge(t *testing.T) {
 	for _, err := range []error{rpctypes.ErrRequestTooLarge, rpctypes.ErrGRPCRequestTooLarge,
-		fmt.Errorf("put x: etcd at y: %w", rpctypes.ErrRequestTooLarge), errors.New("etcdserver: request is too large")} {
+		fmt.Errorf("put x: etcd at y: %w", rpctypes.ErrRequestTooLarge), errors.New("etcdserver: request is too large"),
+		fmt.Errorf("put x: %w", status.Error(codes.ResourceExhausted, "grpc: received message larger than max (2217531 vs. 2097152)"))} {
 		if !tooLarge(err) {
 			t.Errorf("tooLarge(%v) = false", err)
 		}
 	}
-	if tooLarge(ErrConflict) {
-		t.Error("a conflict is too large")
+	for _, err := range []error{ErrConflict, status.Error(codes.ResourceExhausted, "etcdserver: mvcc: database space exceeded")} {
+		if tooLarge(err) {
+			t.Errorf("tooLarge(%v) = true", err)
+		}
 	}
 }

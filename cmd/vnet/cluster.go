@@ -90,9 +90,10 @@ func applyCluster(cmd *cobra.Command, endpoints []string, doc *spec.Document, dr
 	}
 	// Networks' VNIs are stored with the spec, so that one left out keeps
 	// the VNI it got, whatever networks come and go around it.
+	cache := specCache()
 	var previous *spec.Spec
 	if old != nil {
-		if d, err := old.Doc(); err == nil {
+		if d, err := storedDoc(cache, old); err == nil {
 			previous = d.Spec
 		}
 	}
@@ -113,10 +114,13 @@ func applyCluster(cmd *cobra.Command, endpoints []string, doc *spec.Document, dr
 		fmt.Fprintf(out, "would store %s generation %d in etcd for hosts %s\n", name, gen, hosts)
 		return nil
 	}
-	rec := &store.Record{Name: name, SpecFile: doc.File, Spec: doc.Source, Generation: gen, AppliedAt: time.Now().UTC()}
+	// The agents make the spec of its encoding, not of its YAML.
+	rec := &store.Record{Name: name, SpecFile: doc.File, Spec: doc.Source, SpecEncoded: spec.EncodeValidated(doc),
+		Generation: gen, AppliedAt: time.Now().UTC()}
 	if _, err := st.PutIf(rec, rev); err != nil {
 		return fmt.Errorf("apply %s: %w", name, err)
 	}
+	cache.Add(doc)
 	fmt.Fprintf(out, "stored %s generation %d in etcd for hosts %s\n", name, gen, hosts)
 	return nil
 }

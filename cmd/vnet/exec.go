@@ -8,7 +8,6 @@ import (
 
 	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/plan"
-	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/store"
 )
 
@@ -53,11 +52,12 @@ func resolveNode(st store.Store, arg string) (ns, cgroup string, err error) {
 		return "", "", err
 	}
 	var found []string
+	cache := specCache()
 	for _, rec := range recs {
 		if infra != "" && rec.Name != infra {
 			continue
 		}
-		doc, err := spec.Decode(rec.SpecFile, rec.Spec)
+		doc, err := storedDoc(cache, rec)
 		if err != nil {
 			continue
 		}

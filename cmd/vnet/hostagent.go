@@ -125,6 +125,7 @@ func serveHostMetrics(ctx context.Context, addr string, local store.Store, host 
 	if err != nil {
 		return "", fmt.Errorf("--metrics-addr: %w", err)
 	}
+	cache := specCache()
 	infras := func() []*spec.Spec {
 		recs, err := local.List()
 		if err != nil {
@@ -132,7 +133,7 @@ func serveHostMetrics(ctx context.Context, addr string, local store.Store, host 
 		}
 		var out []*spec.Spec
 		for _, r := range recs {
-			if doc, err := r.Doc(); err == nil {
+			if doc, err := storedDoc(cache, r); err == nil {
 				out = append(out, doc.Spec)
 			}
 		}

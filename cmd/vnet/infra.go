@@ -25,6 +25,8 @@ func validateCmd() *cobra.Command {
 		Short: "Check a spec; errors name the field path and line",
 		Args:  exactArgs(1, "one spec file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// Validated afresh, never from the cache: its verdict is the
+			// one of this build's rules.
 			doc, err := spec.LoadFile(args[0])
 			if err != nil {
 				return err
@@ -54,7 +56,7 @@ func openEngine(cmd *cobra.Command) (*reconcile.Engine, func(), error) {
 		dp.Close()
 		return nil, nil, err
 	}
-	eng := &reconcile.Engine{DP: dp, Store: st, Log: cmd.OutOrStdout()}
+	eng := &reconcile.Engine{DP: dp, Store: st, Log: cmd.OutOrStdout(), Specs: specCache()}
 	if os.Getenv("VNET_TRACE") != "" {
 		eng.Trace = cmd.ErrOrStderr()
 	}
@@ -91,7 +93,7 @@ func applyCmd() *cobra.Command {
 				}
 				return applyRemote(cmd, c, args[0], dryRun)
 			}
-			doc, err := spec.LoadFile(args[0])
+			doc, err := specCache().LoadFile(args[0])
 			if err != nil {
 				return err
 			}
@@ -139,7 +141,7 @@ func applyCmd() *cobra.Command {
 // infraName reads NAME|FILE: a file's spec names the infra.
 func infraName(arg string) (string, error) {
 	if _, err := os.Stat(arg); err == nil {
-		doc, err := spec.LoadFile(arg)
+		doc, err := specCache().LoadFile(arg)
 		if err != nil {
 			return "", err
 		}
@@ -310,16 +312,13 @@ func selectRecords(st store.Store, args []string) ([]*store.Record, error) {
 	return out, nil
 }
 
-// specCache keeps the stored specs that status read before in the state
-// directory, so that the next status does not decode and validate a large
-// spec's YAML again.
+// specCache keeps the specs that commands loaded, applied or read back in
+// the state directory, so that the next command given the same bytes does
+// not decode and validate a large spec's YAML again.
 func specCache() *spec.Cache { return spec.NewCache(filepath.Join(stateDir, "spec-cache")) }
 
-// storedDoc is rec.Doc, through the cache.
+// storedDoc is rec.Doc, from the encoding stored beside the YAML (an apply
+// over etcd stores one) or through the cache.
 func storedDoc(cache *spec.Cache, rec *store.Record) (*spec.Document, error) {
-	doc, err := cache.Decode(rec.SpecFile, rec.Spec)
-	if err != nil {
-		return nil, fmt.Errorf("stored spec of %s: %w", rec.Name, err)
-	}
-	return doc, nil
+	return rec.DocVia(cache)
 }

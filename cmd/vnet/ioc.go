@@ -16,7 +16,6 @@ import (
 
 	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/reconcile"
-	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/store"
 	"github.com/vnet-project/vnet/internal/units"
 )
@@ -46,9 +45,10 @@ func iocCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			cache := specCache()
 			for {
 				for _, rec := range recs {
-					doc, err := spec.Decode(rec.SpecFile, rec.Spec)
+					doc, err := storedDoc(cache, rec)
 					if err != nil {
 						return err
 					}

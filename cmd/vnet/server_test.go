@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/vnet-project/vnet/internal/etcdserver/etcdtest"
 	"github.com/vnet-project/vnet/internal/reconcile"
+	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
 )
 
@@ -135,6 +137,20 @@ func TestServerApplyStatusDestroy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
+	// The spec is stored with its encoding, which makes the spec the YAML
+	// makes, VNIs pinned.
+	rec, err := st.Get("demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := spec.Load(rec.SpecFile, rec.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := spec.DecodeValidated(rec.SpecFile, rec.Spec, rec.SpecEncoded); len(rec.SpecEncoded) == 0 || err != nil ||
+		!reflect.DeepEqual(got.Spec, want.Spec) {
+		t.Errorf("stored encoding (%d bytes) makes another spec than the YAML: %v", len(rec.SpecEncoded), err)
+	}
 	rp, err := st.Reporter("demo", "esx1", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)

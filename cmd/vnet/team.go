@@ -51,7 +51,7 @@ func storedSpec(name string) (*spec.Document, error) {
 	if err != nil {
 		return nil, err
 	}
-	return rec.Doc()
+	return storedDoc(specCache(), rec)
 }
 
 func agentCmd() *cobra.Command {
@@ -199,8 +199,9 @@ func vmInfra(infra, vm string) (string, error) {
 		return "", err
 	}
 	var found []string
+	cache := specCache()
 	for _, r := range recs {
-		if doc, err := spec.Decode(r.SpecFile, r.Spec); err == nil {
+		if doc, err := storedDoc(cache, r); err == nil {
 			if _, ok := doc.Spec.VM(vm); ok {
 				found = append(found, r.Name)
 			}

@@ -58,7 +58,7 @@ func (b *Local) Agents() ([]AgentUp, error) {
 	}
 	var out []AgentUp
 	for _, r := range recs {
-		doc, err := r.Doc()
+		doc, err := storedDoc(r)
 		if err != nil || len(plan.HostTeams(doc.Spec)) == 0 {
 			continue
 		}
@@ -77,7 +77,7 @@ func (c *Cluster) Agents() ([]AgentUp, error) {
 	}
 	var out []AgentUp
 	for _, r := range recs {
-		doc, err := r.Doc()
+		doc, err := storedDoc(r)
 		if err != nil {
 			continue
 		}

@@ -160,7 +160,7 @@ func (b *Local) openEngine(log io.Writer) (*reconcile.Engine, func(), error) {
 		dp.Close()
 		return nil, nil, err
 	}
-	return &reconcile.Engine{DP: dp, Store: st, Log: log}, func() { st.Close(); dp.Close() }, nil
+	return &reconcile.Engine{DP: dp, Store: st, Log: log, Specs: storedSpecs}, func() { st.Close(); dp.Close() }, nil
 }
 
 // Plan is what applying doc would do.
@@ -356,5 +356,5 @@ func (b *Local) doc(name string) (*spec.Document, error) {
 	if err != nil {
 		return nil, err
 	}
-	return rec.Doc()
+	return storedDoc(rec)
 }

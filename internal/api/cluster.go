@@ -86,7 +86,7 @@ func (c *Cluster) Plan(doc *spec.Document) (plan.Plan, error) {
 	case err != nil:
 		return plan.Plan{}, err
 	default:
-		od, err := rec.Doc()
+		od, err := storedDoc(rec)
 		if err != nil {
 			return plan.Plan{}, err
 		}
@@ -145,10 +145,13 @@ func (c *Cluster) Apply(doc *spec.Document) (reconcile.Result, error) {
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	rec := &store.Record{Name: name, SpecFile: doc.File, Spec: doc.Source, Generation: gen, AppliedAt: time.Now().UTC()}
+	// The agents make the spec of its encoding, not of its YAML.
+	rec := &store.Record{Name: name, SpecFile: doc.File, Spec: doc.Source, SpecEncoded: spec.EncodeValidated(doc),
+		Generation: gen, AppliedAt: time.Now().UTC()}
 	if _, err := c.Store.PutIf(rec, rev); err != nil {
 		return reconcile.Result{}, fmt.Errorf("apply %s: %w", name, err)
 	}
+	storedSpecs.Add(doc)
 	return reconcile.Result{Plan: p}, nil
 }
 
@@ -161,7 +164,7 @@ func (c *Cluster) Destroy(name string) (plan.Plan, error) {
 	if err != nil {
 		return plan.Plan{}, fmt.Errorf("destroy %s: %w", name, err)
 	}
-	doc, err := rec.Doc()
+	doc, err := storedDoc(rec)
 	if err != nil {
 		return plan.Plan{}, err
 	}
@@ -179,7 +182,7 @@ func (c *Cluster) Status(name string) (*InfraStatus, error) {
 	if err != nil {
 		return nil, err
 	}
-	doc, err := rec.Doc()
+	doc, err := storedDoc(rec)
 	if err != nil {
 		return nil, err
 	}

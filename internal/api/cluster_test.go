@@ -3,12 +3,14 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vnet-project/vnet/internal/etcdserver"
 	"github.com/vnet-project/vnet/internal/reconcile"
+	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
 )
 
@@ -93,6 +95,12 @@ func TestAPIOverEtcd(t *testing.T) {
 	rec, err := st.Get("c1")
 	if err != nil || rec.Generation != 1 {
 		t.Fatalf("etcd holds %+v %v, want generation 1", rec, err)
+	}
+	// The agents make the spec of the encoding stored beside the YAML.
+	if want, err := spec.Load(rec.SpecFile, rec.Spec); err != nil || len(rec.SpecEncoded) == 0 {
+		t.Errorf("stored spec: %d bytes of encoding, %v", len(rec.SpecEncoded), err)
+	} else if got, err := spec.DecodeValidated(rec.SpecFile, rec.Spec, rec.SpecEncoded); err != nil || !reflect.DeepEqual(got.Spec, want.Spec) {
+		t.Errorf("the stored encoding makes another spec than the YAML: %v", err)
 	}
 	w, _ = s.do(t, req{method: "GET", path: "/api/v1/infras"})
 	if !strings.Contains(w.Body.String(), `"name": "c1"`) {

@@ -175,7 +175,7 @@ func DecodeSpec(file string, body []byte, isJSON bool, name string) (*spec.Docum
 			return nil, he
 		}
 	}
-	doc, err := spec.Load(file, body)
+	doc, err := storedSpecs.Load(file, body)
 	if err != nil {
 		return nil, err
 	}

@@ -180,7 +180,7 @@ func (s *Server) startNetperf(w http.ResponseWriter, r *http.Request, who string
 	if err != nil {
 		return err
 	}
-	doc, err := rec.Doc()
+	doc, err := storedDoc(rec)
 	if err != nil {
 		return err
 	}

@@ -250,7 +250,7 @@ func (s *Server) infraSpecs() []*spec.Spec {
 		seen[r.Name] = true
 		c, ok := s.specs[r.Name]
 		if !ok || c.source != string(r.Spec) {
-			doc, err := spec.Decode(r.SpecFile, r.Spec)
+			doc, err := storedDoc(r)
 			if err != nil {
 				continue
 			}

@@ -88,13 +88,14 @@ type loadedSpec struct {
 	doc *spec.Document
 }
 
-// load decodes and validates a stored spec, or returns the document it
-// made of the same bytes before.
+// load decodes and validates a stored spec, or makes it of the compact
+// encoding stored beside it, or returns the document it made of the same
+// bytes before.
 func (a *Agent) load(rec *store.Record) (*spec.Document, error) {
 	if l, ok := a.loaded[rec.Name]; ok && l.doc.File == rec.SpecFile && bytes.Equal(l.src, rec.Spec) {
 		return l.doc, nil
 	}
-	doc, err := spec.Load(rec.SpecFile, rec.Spec)
+	doc, err := spec.DecodeValidated(rec.SpecFile, rec.Spec, rec.SpecEncoded)
 	if err != nil {
 		delete(a.loaded, rec.Name)
 		return nil, err

@@ -70,6 +70,9 @@ type Engine struct {
 	// Memo, when set, keeps the spec and model of each apply for the next
 	// one, which otherwise decodes the record's spec and models it again.
 	Memo *Memo
+	// Specs, when set, keeps the specs applied, so that reading the last
+	// one back does not decode its YAML again.
+	Specs *spec.Cache
 
 	deviceSpeeds map[string]uint64 // of the host's real NICs, read by checkHost
 }
@@ -264,7 +267,7 @@ func (e *Engine) models(doc *spec.Document) (*store.Record, *modelSet, error) {
 		}
 		if s, model, ok := e.Memo.get(doc.Spec.Name, rec.Spec, opt); ok {
 			m.last, m.prev = s, model
-		} else if m.last = specOf(rec); m.last != nil {
+		} else if m.last = e.specOf(rec); m.last != nil {
 			m.prev = plan.Model(m.last, opt)
 		}
 		if m.last != nil {
@@ -397,7 +400,7 @@ func (e *Engine) lastSpec(doc *spec.Document) *spec.Spec {
 	if sameSpec(rec, doc) {
 		return doc.Spec
 	}
-	return specOf(rec)
+	return e.specOf(rec)
 }
 
 // sameSpec reports whether a record (nil: none) holds doc as it was
@@ -407,11 +410,11 @@ func sameSpec(rec *store.Record, doc *spec.Document) bool {
 }
 
 // specOf is a record's spec, or nil.
-func specOf(rec *store.Record) *spec.Spec {
+func (e *Engine) specOf(rec *store.Record) *spec.Spec {
 	if rec == nil {
 		return nil
 	}
-	doc, err := spec.Decode(rec.SpecFile, rec.Spec)
+	doc, err := e.Specs.Decode(rec.SpecFile, rec.Spec)
 	if err != nil {
 		return nil
 	}
@@ -557,8 +560,12 @@ func (e *Engine) record(doc *spec.Document, old *store.Record, realized []plan.R
 	if changed {
 		gen++
 	}
-	return e.Store.Put(&store.Record{Name: doc.Spec.Name, SpecFile: doc.File, Spec: doc.Source,
+	err := e.Store.Put(&store.Record{Name: doc.Spec.Name, SpecFile: doc.File, Spec: doc.Source,
 		Realized: realized, Generation: gen, AppliedAt: time.Now().UTC(), Engine: engineBuild()})
+	if err == nil {
+		e.Specs.Add(doc)
+	}
+	return err
 }
 
 // engineBuild names this build of vnet: its module version and, when the

@@ -1,9 +1,7 @@
 package spec
 
 import (
-	"bytes"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"hash/crc32"
@@ -202,13 +200,8 @@ func (c *Cache) fromFile(sum [sha256.Size]byte) ([]byte, bool) {
 	if err != nil {
 		return nil, false
 	}
-	h := header(sum)
-	if !bytes.HasPrefix(data, h) || len(data) < len(h)+checksumSize {
-		_ = os.Remove(name)
-		return nil, false
-	}
-	encoded := data[len(h)+checksumSize:]
-	if binary.BigEndian.Uint32(data[len(h):]) != crc32.Checksum(encoded, castagnoli) {
+	encoded, ok := unframe(sum, data)
+	if !ok {
 		_ = os.Remove(name)
 		return nil, false
 	}
@@ -231,8 +224,7 @@ func (c *Cache) toFile(sum [sha256.Size]byte, encoded []byte) {
 	if err != nil {
 		return
 	}
-	data := binary.BigEndian.AppendUint32(header(sum), crc32.Checksum(encoded, castagnoli))
-	_, werr := tmp.Write(append(data, encoded...))
+	_, werr := tmp.Write(frame(sum, encoded))
 	if cerr := tmp.Close(); werr != nil || cerr != nil {
 		_ = os.Remove(tmp.Name())
 		return

@@ -163,3 +163,24 @@ func BenchmarkSetVNIC(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecodeValidated makes a spec from the encoding stored beside
+// its YAML, as a host agent does with a spec vnet apply --etcd stored.
+func BenchmarkDecodeValidated(b *testing.B) {
+	for _, bs := range benchSpecs {
+		doc, err := Load("big.yaml", bs.src())
+		if err != nil {
+			b.Fatal(err)
+		}
+		encoded := EncodeValidated(doc)
+		b.Run(bs.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := DecodeValidated("big.yaml", doc.Source, encoded); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(doc.Source)), "yaml-bytes")
+			b.ReportMetric(float64(len(encoded)), "encoded-bytes")
+		})
+	}
+}

@@ -35,11 +35,32 @@ type Record struct {
 	// Engine is the build of vnet that made the apply: an apply by another
 	// build reads the whole host, since its model may differ.
 	Engine string `json:"engine,omitempty"`
+	// SpecEncoded is the spec in compact form (spec.EncodeValidated),
+	// when the apply stored it: a reader of the same build makes the spec
+	// of it instead of decoding the YAML (spec.DecodeValidated), and any
+	// other reader ignores it.
+	SpecEncoded []byte `json:"spec_encoded,omitempty"`
 }
 
 // Doc decodes the spec as it was applied.
 func (r *Record) Doc() (*spec.Document, error) {
 	doc, err := spec.Decode(r.SpecFile, r.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("stored spec of %s: %w", r.Name, err)
+	}
+	return doc, nil
+}
+
+// DocVia is Doc, made of the spec's compact encoding when the apply
+// stored one beside the YAML, or else through the cache (nil: none),
+// which spares a reader that read the same bytes before decoding them.
+func (r *Record) DocVia(c *spec.Cache) (*spec.Document, error) {
+	if len(r.SpecEncoded) > 0 {
+		if doc, err := spec.DecodeValidated(r.SpecFile, r.Spec, r.SpecEncoded); err == nil {
+			return doc, nil
+		}
+	}
+	doc, err := c.Decode(r.SpecFile, r.Spec)
 	if err != nil {
 		return nil, fmt.Errorf("stored spec of %s: %w", r.Name, err)
 	}

@@ -297,6 +297,12 @@ func decodeRecord(key, val []byte) (*store.Record, error) {
 	return r, nil
 }
 
+// MaxEncodedRecord is the largest value a record is stored as with its
+// spec's compact encoding (store.Record.SpecEncoded); a larger one is
+// stored without it, as its YAML alone, within the 8 MiB this client
+// sends. The encoding only spares the agents decoding the YAML.
+const MaxEncodedRecord = 7 << 20
+
 func encodeRecord(r *store.Record) (string, error) {
 	if err := checkName("infrastructure", r.Name); err != nil {
 		return "", err
@@ -305,7 +311,26 @@ func encodeRecord(r *store.Record) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("encode %s: %w", r.Name, err)
 	}
+	if len(v) > MaxEncodedRecord && r.SpecEncoded != nil {
+		return encodeRecord(withoutEncoding(r))
+	}
 	return string(v), nil
+}
+
+func withoutEncoding(r *store.Record) *store.Record {
+	c := *r
+	c.SpecEncoded = nil
+	return &c
+}
+
+// tooLarge says a write was refused as too large, and so had no effect:
+// by etcd, above its --max-request-bytes, or by gRPC on either side, above
+// what the server takes in a message (that limit and 512 KiB) or what this
+// client sends.
+func tooLarge(err error) bool {
+	return errors.Is(err, rpctypes.ErrRequestTooLarge) || errors.Is(err, rpctypes.ErrGRPCRequestTooLarge) ||
+		strings.Contains(err.Error(), rpctypes.ErrRequestTooLarge.Error()) ||
+		status.Code(err) == codes.ResourceExhausted && strings.Contains(err.Error(), "larger than max")
 }
 
 // Put stores a record whatever is there; PutIf is the safe form for apply.
@@ -314,21 +339,29 @@ func (s *Store) Put(r *store.Record) error {
 	if err != nil {
 		return err
 	}
-	return s.call("put "+r.Name, func(ctx context.Context) error {
+	err = s.call("put "+r.Name, func(ctx context.Context) error {
 		_, err := s.cli.Put(ctx, s.infraKey(r.Name), v)
 		return err
 	})
+	if err != nil && r.SpecEncoded != nil && tooLarge(err) {
+		return s.Put(withoutEncoding(r))
+	}
+	return err
 }
 
 // PutIf stores a record only if it still has revision expectRev (0: only if
 // it does not exist), and returns the new revision. Otherwise it writes
-// nothing and returns a *ConflictError.
+// nothing and returns a *ConflictError. A record that etcd finds too large
+// with its spec's encoding is stored without it.
 func (s *Store) PutIf(r *store.Record, expectRev int64) (int64, error) {
 	v, err := encodeRecord(r)
 	if err != nil {
 		return 0, err
 	}
 	resp, err := s.txnIf("put "+r.Name, s.infraKey(r.Name), expectRev, clientv3.OpPut(s.infraKey(r.Name), v))
+	if err != nil && r.SpecEncoded != nil && tooLarge(err) {
+		return s.PutIf(withoutEncoding(r), expectRev)
+	}
 	if err != nil {
 		return 0, err
 	}

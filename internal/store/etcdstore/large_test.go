@@ -2,8 +2,14 @@ package etcdstore
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/vnet-project/vnet/internal/spec"
 )
@@ -26,5 +32,48 @@ func TestLargestSpecIsStored(t *testing.T) {
 	recs, err := s.List()
 	if err != nil || len(recs) != 1 || len(recs[0].Spec) != len(r.Spec) {
 		t.Fatalf("List: %d records, %v", len(recs), err)
+	}
+}
+
+// A record keeps its spec's encoding while its value stays within
+// MaxEncodedRecord; the largest spec is stored without it, whole.
+func TestSpecEncodingIsStoredWhenItFits(t *testing.T) {
+	s := openStore(t, startEtcd(t).Endpoint())
+	for _, tc := range []struct {
+		name             string
+		yaml, encoded    int
+		keepsTheEncoding bool
+	}{
+		{"mid", 2 << 20, 1 << 20, true},
+		{"big", spec.MaxSpecBytes, spec.MaxSpecBytes * 6 / 10, false},
+	} {
+		r := record(tc.name, 1)
+		r.Spec = []byte("name: " + tc.name + "\n" + strings.Repeat("#", tc.yaml-len("name: \n")-len(tc.name)))
+		r.SpecEncoded = bytes.Repeat([]byte{0xa5}, tc.encoded)
+		if _, err := s.PutIf(r, 0); err != nil {
+			t.Fatalf("%s: PutIf: %v", tc.name, err)
+		}
+		got, err := s.Get(tc.name)
+		if err != nil || !bytes.Equal(got.Spec, r.Spec) {
+			t.Fatalf("%s: Get: %v", tc.name, err)
+		}
+		if kept := bytes.Equal(got.SpecEncoded, r.SpecEncoded); kept != tc.keepsTheEncoding || (!kept && got.SpecEncoded != nil) {
+			t.Errorf("%s: %d bytes of encoding stored, want the %d given: %v", tc.name, len(got.SpecEncoded), tc.encoded, tc.keepsTheEncoding)
+		}
+	}
+}
+
+func TestTooLarge(t *testing.T) {
+	for _, err := range []error{rpctypes.ErrRequestTooLarge, rpctypes.ErrGRPCRequestTooLarge,
+		fmt.Errorf("put x: etcd at y: %w", rpctypes.ErrRequestTooLarge), errors.New("etcdserver: request is too large"),
+		fmt.Errorf("put x: %w", status.Error(codes.ResourceExhausted, "grpc: received message larger than max (2217531 vs. 2097152)"))} {
+		if !tooLarge(err) {
+			t.Errorf("tooLarge(%v) = false", err)
+		}
+	}
+	for _, err := range []error{ErrConflict, status.Error(codes.ResourceExhausted, "etcdserver: mvcc: database space exceeded")} {
+		if tooLarge(err) {
+			t.Errorf("tooLarge(%v) = true", err)
+		}
 	}
 }

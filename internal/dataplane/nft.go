@@ -182,6 +182,7 @@ func (l *Linux) ensureFirewall(r plan.Resource) error {
 		}
 	}
 	bridgeTable, inetTable := bridgeTableOf(r.Name), inetTableOf(r.Name)
+	defer l.jumps.drop(r.NS, bridgeTable.Name)
 	return l.nftChange(r.NS, func(c *nftables.Conn) error {
 		tables, err := c.ListTables()
 		if err != nil {
@@ -226,6 +227,7 @@ func (l *Linux) removeFirewall(r plan.Resource) error {
 		return nil
 	}
 	bridgeTable, inetTable := bridgeTableOf(r.Name), inetTableOf(r.Name)
+	defer l.jumps.drop(r.NS, bridgeTable.Name)
 	return l.nftChange(r.NS, func(c *nftables.Conn) error {
 		tables, err := c.ListTables()
 		if err != nil {
@@ -269,12 +271,9 @@ func (l *Linux) ensurePortSec(r plan.Resource) error {
 		return err
 	}
 	bridgeTable := bridgeTableOf(r.Name)
-	return l.nftChange(r.NS, func(c *nftables.Conn) error {
+	defer l.jumps.changed(r.NS, bridgeTable.Name, r.Link, false)
+	return l.portChange(r.NS, bridgeTable, r.Link, func(c *nftables.Conn, jumps []*nftables.Rule) error {
 		existing, err := portChainsIn(r.NS, bridgeTable, r.Link)
-		if err != nil {
-			return err
-		}
-		jumps, err := portJumps(r.NS, bridgeTable, r.Link)
 		if err != nil {
 			return err
 		}
@@ -372,13 +371,9 @@ func (l *Linux) removePortSec(r plan.Resource) error {
 		return nil
 	}
 	bridgeTable := bridgeTableOf(r.Name)
-	return l.nftChange(r.NS, func(c *nftables.Conn) error {
+	err := l.portChange(r.NS, bridgeTable, r.Link, func(c *nftables.Conn, jumps []*nftables.Rule) error {
 		existing, err := portChainsIn(r.NS, bridgeTable, r.Link)
 		if err != nil || len(existing) == 0 {
-			return err
-		}
-		jumps, err := portJumps(r.NS, bridgeTable, r.Link)
-		if err != nil {
 			return err
 		}
 		for _, j := range jumps {
@@ -395,6 +390,29 @@ func (l *Linux) removePortSec(r plan.Resource) error {
 			return fmt.Errorf("nft -n %s delete port security on %s: %w", r.NS, r.Link, err)
 		}
 		return nil
+	})
+	l.jumps.changed(r.NS, bridgeTable.Name, r.Link, err == nil)
+	return err
+}
+
+// portChange runs fn, one transaction on a port's policy, with the base
+// chains' rules that jump to the port's chains: as the observation before
+// read them, or read now when it did not, or when the port's jumps changed
+// since. Should the transaction fail with jumps the observation read, it is
+// tried once more with jumps read now: the table may have changed behind
+// vnet's back meanwhile.
+func (l *Linux) portChange(ns string, bridgeTable *nftables.Table, port string, fn func(c *nftables.Conn, jumps []*nftables.Rule) error) error {
+	if jumps, ok := l.jumps.of(ns, bridgeTable, port); ok {
+		if err := l.nftChange(ns, func(c *nftables.Conn) error { return fn(c, jumps) }); err == nil {
+			return nil
+		}
+	}
+	return l.nftChange(ns, func(c *nftables.Conn) error {
+		jumps, err := portJumps(ns, bridgeTable, port)
+		if err != nil {
+			return err
+		}
+		return fn(c, jumps)
 	})
 }
 
@@ -486,8 +504,11 @@ func parseJumpComment(s string) (port string, digest string, counts [2]int) {
 // firewall's text, and each port's policy as the digest its jump rule
 // carries, "stale" before it when rules are missing or extra. only, when
 // set, names the ports to read; the rules of the others are not listed.
-// One connection serves every request (the library opens a socket, in the
-// namespace, for each otherwise).
+// Rules are read as notes (chain, handle, comment), without decoding their
+// expressions: without only, the whole bridge table in one dump, as a
+// request per port chain costs a round trip for each of a thousand ports.
+// What it read of the base chains' jumps serves the port policies' changes
+// that follow (seenJumps).
 //
 // table names the firewall's tables (plan.FirewallTable, "" for vnet's
 // own namespaces); in a host's own namespace a stateful firewall whose
@@ -516,38 +537,28 @@ func (l *Linux) observeFirewall(ns string, only map[string]bool, table string) (
 		if _, ok := findTable(tables, bridgeTable); !ok {
 			return nil
 		}
-		var chains []*nftables.Chain
-		if wanted == nil {
-			chains, err = c.ListChainsOfTableFamily(nftables.TableFamilyUnspecified)
-		} else {
-			chains, err = namedChains(ns, table, wanted)
-		}
+		chains, err := namedChains(ns, table, wanted)
 		if err != nil {
 			return fmt.Errorf("nft -n %s list chains: %w", ns, err)
 		}
 		fw := plan.Resource{Kind: plan.KindFirewall, NS: ns, Name: table, Match: plan.FirewallBridge}
-		counts := map[string]int{} // bridge chain -> rules
-		bases := 0
+		bases := map[string]bool{}
+		var portChainsRead []string
 		for _, ch := range chains {
 			switch {
-			case ch.Table.Name != bridgeTable.Name:
-			case ch.Table.Family == nftables.TableFamilyINet && ch.Name == conntrackChain:
-				if rules, err := c.GetRules(inetTable, ch); err == nil && len(rules) == 1 {
-					fw.Match = plan.FirewallStateful
+			case ch.Table.Family == nftables.TableFamilyINet:
+				if ch.Name == conntrackChain {
+					if rules, err := c.GetRules(inetTable, ch); err == nil && len(rules) == 1 {
+						fw.Match = plan.FirewallStateful
+					}
 				}
-			case ch.Table.Family != nftables.TableFamilyBridge:
 			case ch.Name == preChain || ch.Name == fwdChain:
-				bases++
-			case wanted != nil && !wanted[ch.Name]:
+				bases[ch.Name] = true
 			default:
-				rules, err := c.GetRules(bridgeTable, ch)
-				if err != nil {
-					return fmt.Errorf("nft -n %s list chain bridge vnet %s: %w", ns, ch.Name, err)
-				}
-				counts[ch.Name] = len(rules)
+				portChainsRead = append(portChainsRead, ch.Name)
 			}
 		}
-		if bases != 2 {
+		if len(bases) != 2 {
 			fw.Match += " (base chains missing)"
 		}
 		if table != "" && fw.Match == plan.FirewallStateful {
@@ -556,53 +567,115 @@ func (l *Linux) observeFirewall(ns string, only map[string]bool, table string) (
 			}
 		}
 		out = append(out, fw)
-		type seen struct {
-			digest       string
-			rules, jumps int
-			found        int
+		counts, baseNotes, err := firewallNotes(ns, bridgeTable, wanted == nil, bases, portChainsRead)
+		if err != nil {
+			return err
 		}
-		ports := map[string]*seen{}
-		var order []string
-		for _, base := range []string{preChain, fwdChain} {
-			notes, err := chainNotes(ns, bridgeTable, base)
-			if err != nil {
-				continue // reported as a missing base chain
-			}
-			for _, r := range notes {
-				port, digest, n := parseJumpComment(r.comment)
-				if port == "" {
-					continue
-				}
-				s := ports[port]
-				if s == nil {
-					s = &seen{rules: -1, jumps: -1}
-					ports[port] = s
-					order = append(order, port)
-				}
-				s.found++
-				if digest != "" {
-					s.digest, s.rules, s.jumps = digest, n[0], n[1]
-				}
-			}
+		if len(baseNotes) == 2 {
+			l.jumps.note(ns, bridgeTable.Name, baseNotes)
 		}
-		for _, port := range order {
-			if only != nil && !only[port] {
-				continue
-			}
-			s := ports[port]
-			rules := 0
-			for _, kind := range portChains {
-				rules += counts[portChain(port, kind)]
-			}
-			match := s.digest
-			if match == "" || s.found != s.jumps || rules != s.rules {
-				match = "stale " + match
-			}
-			out = append(out, plan.Resource{Kind: plan.KindPortSec, NS: ns, Name: table, Link: port, Match: match})
-		}
+		out = append(out, portPolicies(ns, table, only, counts, baseNotes)...)
 		return nil
 	})
 	return out, err
+}
+
+// firewallNotes reads the rules of a bridge table as notes: how many each
+// port chain holds, and the rules of the base chains that exist (a base
+// chain that could not be read is left out: it reads as missing). whole
+// reads every chain in one dump; otherwise the base chains and the chains
+// named.
+func firewallNotes(ns string, bridgeTable *nftables.Table, whole bool, exist map[string]bool, chains []string) (counts map[string]int, bases map[string][]ruleNote, err error) {
+	conn, err := netfilterConn(ns)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer conn.Close()
+	counts, bases = map[string]int{}, map[string][]ruleNote{}
+	if whole {
+		notes, err := ruleNotesOn(conn, bridgeTable, "")
+		if err != nil && !isNotFound(err) {
+			return nil, nil, fmt.Errorf("nft -n %s list table bridge %s: %w", ns, bridgeTable.Name, err)
+		}
+		for name := range exist {
+			bases[name] = nil // a chain without rules sends none
+		}
+		for _, n := range notes {
+			if n.chain == preChain || n.chain == fwdChain {
+				bases[n.chain] = append(bases[n.chain], n)
+			} else {
+				counts[n.chain]++
+			}
+		}
+		return counts, bases, nil
+	}
+	for _, ch := range chains {
+		notes, err := ruleNotesOn(conn, bridgeTable, ch)
+		if err != nil {
+			return nil, nil, fmt.Errorf("nft -n %s list chain bridge %s %s: %w", ns, bridgeTable.Name, ch, err)
+		}
+		counts[ch] = len(notes)
+	}
+	for _, base := range []string{preChain, fwdChain} {
+		if !exist[base] {
+			continue
+		}
+		notes, err := ruleNotesOn(conn, bridgeTable, base)
+		if err != nil {
+			continue // reported as a missing base chain
+		}
+		bases[base] = notes
+	}
+	return counts, bases, nil
+}
+
+// portPolicies are the port policies the base chains' jump rules tell of
+// (of the ports in only, when set), each as the digest its first jump
+// carries, "stale" before it when its jumps or its chains' rules are not
+// as many as it says.
+func portPolicies(ns, table string, only map[string]bool, counts map[string]int, bases map[string][]ruleNote) []plan.Resource {
+	type seen struct {
+		digest       string
+		rules, jumps int
+		found        int
+	}
+	ports := map[string]*seen{}
+	var order []string
+	for _, base := range []string{preChain, fwdChain} {
+		for _, r := range bases[base] {
+			port, digest, n := parseJumpComment(r.comment)
+			if port == "" {
+				continue
+			}
+			s := ports[port]
+			if s == nil {
+				s = &seen{rules: -1, jumps: -1}
+				ports[port] = s
+				order = append(order, port)
+			}
+			s.found++
+			if digest != "" {
+				s.digest, s.rules, s.jumps = digest, n[0], n[1]
+			}
+		}
+	}
+	var out []plan.Resource
+	for _, port := range order {
+		if only != nil && !only[port] {
+			continue
+		}
+		s := ports[port]
+		rules := 0
+		for _, kind := range portChains {
+			rules += counts[portChain(port, kind)]
+		}
+		match := s.digest
+		if match == "" || s.found != s.jumps || rules != s.rules {
+			match = "stale " + match
+		}
+		out = append(out, plan.Resource{Kind: plan.KindPortSec, NS: ns, Name: table, Link: port, Match: match})
+	}
+	return out
 }
 
 // FirewallCounters reads, for each port of a host namespace, the packets

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
@@ -514,7 +515,10 @@ func parseJumpComment(s string) (port string, digest string, counts [2]int) {
 // own namespaces); in a host's own namespace a stateful firewall whose
 // br_netfilter settings are off reads as not quite that, so that the next
 // apply sets them.
-func (l *Linux) observeFirewall(ns string, only map[string]bool, table string) ([]plan.Resource, error) {
+//
+// counters, when set, gets the rules' counters of a namespace whose whole
+// firewall it read, as FirewallCounters reads them.
+func (l *Linux) observeFirewall(ns string, only map[string]bool, table string, counters *firewallCounts) ([]plan.Resource, error) {
 	var out []plan.Resource
 	bridgeTable, inetTable := bridgeTableOf(table), inetTableOf(table)
 	var wanted map[string]bool // the chains of the ports in only
@@ -567,9 +571,12 @@ func (l *Linux) observeFirewall(ns string, only map[string]bool, table string) (
 			}
 		}
 		out = append(out, fw)
-		counts, baseNotes, err := firewallNotes(ns, bridgeTable, wanted == nil, bases, portChainsRead)
+		counts, baseNotes, notes, err := firewallNotes(ns, bridgeTable, wanted == nil, bases, portChainsRead)
 		if err != nil {
 			return err
+		}
+		if counters != nil && wanted == nil && onlyVnetTable(tables, bridgeTable) {
+			counters.put(ns, portCounters(map[string]map[string]uint64{}, notes))
 		}
 		if len(baseNotes) == 2 {
 			l.jumps.note(ns, bridgeTable.Name, baseNotes)
@@ -584,18 +591,18 @@ func (l *Linux) observeFirewall(ns string, only map[string]bool, table string) (
 // port chain holds, and the rules of the base chains that exist (a base
 // chain that could not be read is left out: it reads as missing). whole
 // reads every chain in one dump; otherwise the base chains and the chains
-// named.
-func firewallNotes(ns string, bridgeTable *nftables.Table, whole bool, exist map[string]bool, chains []string) (counts map[string]int, bases map[string][]ruleNote, err error) {
+// named. Whole, it returns the notes of the whole table too.
+func firewallNotes(ns string, bridgeTable *nftables.Table, whole bool, exist map[string]bool, chains []string) (counts map[string]int, bases map[string][]ruleNote, all []ruleNote, err error) {
 	conn, err := netfilterConn(ns)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	defer conn.Close()
 	counts, bases = map[string]int{}, map[string][]ruleNote{}
 	if whole {
 		notes, err := ruleNotesOn(conn, bridgeTable, "")
 		if err != nil && !isNotFound(err) {
-			return nil, nil, fmt.Errorf("nft -n %s list table bridge %s: %w", ns, bridgeTable.Name, err)
+			return nil, nil, nil, fmt.Errorf("nft -n %s list table bridge %s: %w", ns, bridgeTable.Name, err)
 		}
 		for name := range exist {
 			bases[name] = nil // a chain without rules sends none
@@ -607,12 +614,12 @@ func firewallNotes(ns string, bridgeTable *nftables.Table, whole bool, exist map
 				counts[n.chain]++
 			}
 		}
-		return counts, bases, nil
+		return counts, bases, notes, nil
 	}
 	for _, ch := range chains {
 		notes, err := ruleNotesOn(conn, bridgeTable, ch)
 		if err != nil {
-			return nil, nil, fmt.Errorf("nft -n %s list chain bridge %s %s: %w", ns, bridgeTable.Name, ch, err)
+			return nil, nil, nil, fmt.Errorf("nft -n %s list chain bridge %s %s: %w", ns, bridgeTable.Name, ch, err)
 		}
 		counts[ch] = len(notes)
 	}
@@ -626,7 +633,47 @@ func firewallNotes(ns string, bridgeTable *nftables.Table, whole bool, exist map
 		}
 		bases[base] = notes
 	}
-	return counts, bases, nil
+	return counts, bases, nil, nil
+}
+
+// onlyVnetTable reports whether the bridge table is the only one of
+// vnet's among tables: then it holds every port's counters there.
+func onlyVnetTable(tables []*nftables.Table, bridgeTable *nftables.Table) bool {
+	for _, t := range tables {
+		if t.Family == nftables.TableFamilyBridge && isVnetTable(t.Name) && t.Name != bridgeTable.Name {
+			return false
+		}
+	}
+	return true
+}
+
+// firewallCounts are the counters an observation read on the way, by
+// namespace (see ObserveCounting).
+type firewallCounts struct {
+	mu   sync.Mutex
+	byNS map[string]map[string]map[string]uint64
+}
+
+func (c *firewallCounts) put(ns string, counters map[string]map[string]uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.byNS[ns] = counters
+}
+
+// portCounters adds to out, by port and label, the packets of the
+// counting rules among a table's notes.
+func portCounters(out map[string]map[string]uint64, notes []ruleNote) map[string]map[string]uint64 {
+	for _, n := range notes {
+		if n.chain == preChain || n.chain == fwdChain || !n.counted || n.comment == "" {
+			continue
+		}
+		port := n.chain[:max(strings.LastIndex(n.chain, "-"), 0)]
+		if out[port] == nil {
+			out[port] = map[string]uint64{}
+		}
+		out[port][n.comment] += n.packets
+	}
+	return out
 }
 
 // portPolicies are the port policies the base chains' jump rules tell of
@@ -717,16 +764,7 @@ func (l *Linux) FirewallCounters(ns string) (map[string]map[string]uint64, error
 		case err != nil:
 			return nil, fmt.Errorf("nft -n %s list table bridge %s: %w", ns, t.Name, err)
 		}
-		for _, n := range notes {
-			if n.chain == preChain || n.chain == fwdChain || !n.counted || n.comment == "" {
-				continue
-			}
-			port := n.chain[:max(strings.LastIndex(n.chain, "-"), 0)]
-			if out[port] == nil {
-				out[port] = map[string]uint64{}
-			}
-			out[port][n.comment] += n.packets
-		}
+		portCounters(out, notes)
 	}
 	return out, nil
 }

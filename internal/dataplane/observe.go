@@ -34,6 +34,21 @@ func (l *Linux) Observe(infra string, hints []plan.Resource) ([]plan.Resource, e
 // namespace's mark. A veth end whose other end is outside the scope is
 // read as a pair without its second end, and is not judged stranded.
 func (l *Linux) ObserveScope(infra string, scope plan.Scope, hints []plan.Resource) ([]plan.Resource, error) {
+	return l.observe(infra, scope, hints, nil)
+}
+
+// ObserveCounting is Observe that also returns, by namespace, the
+// firewall counters it read on the way (as FirewallCounters reads them):
+// status shows both, and the counters come with the dump of each
+// firewall's rules that observation makes. A namespace it has none for is
+// left out.
+func (l *Linux) ObserveCounting(infra string, hints []plan.Resource) ([]plan.Resource, map[string]map[string]map[string]uint64, error) {
+	counters := &firewallCounts{byNS: map[string]map[string]map[string]uint64{}}
+	rs, err := l.observe(infra, nil, hints, counters)
+	return rs, counters.byNS, err
+}
+
+func (l *Linux) observe(infra string, scope plan.Scope, hints []plan.Resource, counters *firewallCounts) ([]plan.Resource, error) {
 	l.jumps.reset()
 	names, err := listNetnsIn(plan.InfraNSPrefix(infra), scope)
 	if err != nil {
@@ -62,7 +77,7 @@ func (l *Linux) ObserveScope(infra string, scope plan.Scope, hints []plan.Resour
 			views[i] = v
 			return nil
 		}
-		fw, err := l.observeFirewall(names[i], links, "")
+		fw, err := l.observeFirewall(names[i], links, "", counters)
 		v.resources = append(v.resources, fw...)
 		views[i] = v
 		return err
@@ -81,7 +96,7 @@ func (l *Linux) ObserveScope(infra string, scope plan.Scope, hints []plan.Resour
 			return nil, err
 		}
 		// Its firewall is the infrastructure's own tables there.
-		fw, err := l.observeFirewall(l.HostNS, hostLinks, plan.FirewallTable(infra))
+		fw, err := l.observeFirewall(l.HostNS, hostLinks, plan.FirewallTable(infra), counters)
 		if err != nil {
 			return nil, err
 		}

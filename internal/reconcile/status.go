@@ -98,6 +98,13 @@ type PortStatus struct {
 	Why    string `json:"why,omitempty"`
 }
 
+// CountingObserver is a dataplane that, observing everything, returns the
+// firewall counters it read on the way, by namespace: status then reads
+// them only for a namespace left out.
+type CountingObserver interface {
+	ObserveCounting(infra string, hints []plan.Resource) ([]plan.Resource, map[string]map[string]map[string]uint64, error)
+}
+
 // Status describes an infrastructure from its spec and what is observed.
 func (e *Engine) Status(doc *spec.Document) (*Status, error) {
 	s := doc.Spec
@@ -112,7 +119,13 @@ func (e *Engine) Status(doc *spec.Document) (*Status, error) {
 		last = specOf(rec)
 	}
 	hints := e.model(doc, nil, last)
-	observed, err := e.DP.Observe(s.Name, hints)
+	var counters map[string]map[string]map[string]uint64
+	var observed []plan.Resource
+	if co, ok := e.DP.(CountingObserver); ok {
+		observed, counters, err = co.ObserveCounting(s.Name, hints)
+	} else {
+		observed, err = e.DP.Observe(s.Name, hints)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +209,7 @@ func (e *Engine) Status(doc *spec.Document) (*Status, error) {
 		team(&ps, plan.PortID(hp.Host, name))
 		st.HostPorts = append(st.HostPorts, ps)
 	}
-	if st.Security, err = e.securityStatus(s, desired); err != nil {
+	if st.Security, err = e.securityStatus(s, desired, counters); err != nil {
 		return nil, err
 	}
 	for _, a := range plan.Diff(desired, observed).Actions {

@@ -186,11 +186,8 @@ func readSysctlsHere(ns, dir string, set []plan.Sysctl) (string, error) {
 }
 
 // procSysDirs reads settings under /proc/sys, opening each directory
-// once, and those under /proc/sys/net from one open of that directory:
-// looking a path up under /proc/sys costs more than reading the file, in a
-// namespace other than the first, and looking up "net" costs the most, as
-// the kernel keeps an entry of that name for each namespace that read it
-// and compares the name with each of them.
+// once: looking a path up under /proc/sys costs more than reading the
+// file, in a namespace other than the first.
 type procSysDirs map[string]procSysDir
 
 type procSysDir struct {
@@ -198,31 +195,14 @@ type procSysDir struct {
 	err error // why it could not be opened
 }
 
-const procSysNet = "/proc/sys/net/"
-
-// dir opens a directory (a path that ends in "/") once.
-func (d procSysDirs) dir(path string) procSysDir {
-	if pd, ok := d[path]; ok {
-		return pd
-	}
-	var pd procSysDir
-	if rest, ok := strings.CutPrefix(path, procSysNet); ok && rest != "" {
-		if net := d.dir(procSysNet); net.err == nil {
-			pd.fd, pd.err = unix.Openat(net.fd, rest, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		} else {
-			pd.err = net.err
-		}
-	} else {
-		pd.fd, pd.err = unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	}
-	d[path] = pd
-	return pd
-}
-
 func (d procSysDirs) read(key string) (string, error) {
 	path := "/proc/sys/" + key
 	dir, base := filepath.Split(path)
-	pd := d.dir(dir)
+	pd, ok := d[dir]
+	if !ok {
+		pd.fd, pd.err = unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		d[dir] = pd
+	}
 	if pd.err != nil {
 		return "", &os.PathError{Op: "open", Path: path, Err: pd.err}
 	}

@@ -66,8 +66,7 @@ func openEngine(cmd *cobra.Command) (*reconcile.Engine, func(), error) {
 // collecting it as it goes costs a one-VM change at 1,000 VMs about a
 // sixth of its CPU time (the whole command allocates under 100 MB there).
 // The collector then runs only when the heap nears the limit, which keeps
-// it bounded: a first apply of 1,000 VMs stays near it, with a tenth of it
-// live. GOGC and GOMEMLIMIT, when set, decide instead.
+// it bounded. GOGC and GOMEMLIMIT, when set, decide instead.
 func collectLessOften() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(-1)

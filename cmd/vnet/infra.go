@@ -63,17 +63,19 @@ func openEngine(cmd *cobra.Command) (*reconcile.Engine, func(), error) {
 	return eng, func() { dp.Close(); st.Close() }, nil
 }
 
-// collectLessOften trades memory for time in a command that runs once:
-// planning a large infrastructure allocates much that lives until the
-// command ends, and at the collector's default pace much of a one-VM
-// change's time goes to it. The limit keeps the heap bounded. GOGC and
-// GOMEMLIMIT, when set, decide instead.
+// collectLessOften trades memory for time in a command that runs once
+// (apply, destroy, status), from its start: planning a large
+// infrastructure allocates much that lives until the command ends, and
+// collecting it as it goes costs a one-VM change at 1,000 VMs about a
+// sixth of its CPU time (the whole command allocates under 100 MB there).
+// The collector then runs only when the heap nears the limit, which keeps
+// it bounded. GOGC and GOMEMLIMIT, when set, decide instead.
 func collectLessOften() {
 	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(400)
+		debug.SetGCPercent(-1)
 	}
 	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(1 << 30)
+		debug.SetMemoryLimit(512 << 20)
 	}
 }
 
@@ -84,6 +86,7 @@ func applyCmd() *cobra.Command {
 		Short: "Converge the host to the spec (prints the plan first)",
 		Args:  exactArgs(1, "one spec file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			collectLessOften()
 			if c, err := remote(); c != nil || err != nil {
 				if err != nil {
 					return err
@@ -159,6 +162,7 @@ func destroyCmd() *cobra.Command {
 		Short: "Remove everything of one infrastructure and nothing else",
 		Args:  exactArgs(1, "an infrastructure name or spec file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			collectLessOften()
 			name, err := infraName(args[0])
 			if err != nil {
 				return err
@@ -230,6 +234,7 @@ func statusCmd() *cobra.Command {
 		Use:   "status [NAME]",
 		Short: "Show hosts, switches, VMs and vNICs with MACs, addresses, state and line rates",
 		RunE: func(cmd *cobra.Command, args []string) error {
+			collectLessOften()
 			if c, err := remote(); c != nil || err != nil {
 				if err != nil {
 					return err

@@ -39,6 +39,8 @@ type Linux struct {
 	// from before vnet first changed them, until they are given back
 	// (plan.KindDevice).
 	DeviceStateDir string
+
+	jumps seenJumps // of the firewalls the last observation read
 }
 
 // nsHandle reaches one namespace: the library's handle, and a route socket
@@ -97,14 +99,43 @@ func (l *Linux) nsHandle(ns string) (*nsHandle, error) {
 	if err != nil {
 		return nil, err
 	}
+	return l.keepHandle(ns, h), nil
+}
+
+// keepHandle keeps a namespace's handle for the command, unless another
+// goroutine opened one meanwhile; it returns the one kept.
+func (l *Linux) keepHandle(ns string, h *nsHandle) *nsHandle {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if had, ok := l.handles[ns]; ok { // opened meanwhile by another goroutine
+	if had, ok := l.handles[ns]; ok {
 		h.close()
-		return had, nil
+		return had
 	}
 	l.handles[ns] = h
-	return h, nil
+	return h
+}
+
+// inNSOpening runs fn in the namespace, as inNS does, and opens the
+// namespace's handle in the same entry when it is not open yet: entering
+// a namespace costs more than most of what is done there.
+func (l *Linux) inNSOpening(ns string, fn func() error) error {
+	l.mu.Lock()
+	_, open := l.handles[ns]
+	l.mu.Unlock()
+	if open {
+		return inNS(ns, fn)
+	}
+	var h *nsHandle
+	err := inNS(ns, func() (err error) {
+		if h, err = nsHandleHere(ns); err != nil {
+			return err
+		}
+		return fn()
+	})
+	if h != nil {
+		l.keepHandle(ns, h)
+	}
+	return err
 }
 
 // routeSocket returns a route netlink socket inside the namespace.
@@ -119,20 +150,25 @@ func (l *Linux) routeSocket(ns string) (*nl.SocketHandle, error) {
 // openNSHandle opens the handle and the socket of a namespace, entering it
 // once. Only route netlink: vnet uses no other family.
 func openNSHandle(ns string) (*nsHandle, error) {
-	var h *netlink.Handle
-	var s *nl.NetlinkSocket
+	var h *nsHandle
 	err := inNS(ns, func() (err error) {
-		if h, err = netlink.NewHandle(unix.NETLINK_ROUTE); err != nil {
-			return fmt.Errorf("netlink in %s: %w", ns, err)
-		}
-		if s, err = nl.GetNetlinkSocketAt(netns.None(), netns.None(), unix.NETLINK_ROUTE); err != nil {
-			h.Close()
-			return fmt.Errorf("netlink in %s: %w", ns, err)
-		}
-		return nil
+		h, err = nsHandleHere(ns)
+		return err
 	})
+	return h, err
+}
+
+// nsHandleHere opens the handle and the socket of the namespace the
+// calling thread is in (ns names it in errors).
+func nsHandleHere(ns string) (*nsHandle, error) {
+	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("netlink in %s: %w", ns, err)
+	}
+	s, err := nl.GetNetlinkSocketAt(netns.None(), netns.None(), unix.NETLINK_ROUTE)
+	if err != nil {
+		h.Close()
+		return nil, fmt.Errorf("netlink in %s: %w", ns, err)
 	}
 	return &nsHandle{Handle: h, route: &nl.SocketHandle{Socket: s}}, nil
 }
@@ -155,6 +191,7 @@ func (l *Linux) forget(ns string) {
 		h.close()
 		delete(l.handles, ns)
 	}
+	l.jumps.drop(ns, "")
 }
 
 // Execute carries out one action.

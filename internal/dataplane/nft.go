@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
@@ -182,6 +183,7 @@ func (l *Linux) ensureFirewall(r plan.Resource) error {
 		}
 	}
 	bridgeTable, inetTable := bridgeTableOf(r.Name), inetTableOf(r.Name)
+	defer l.jumps.drop(r.NS, bridgeTable.Name)
 	return l.nftChange(r.NS, func(c *nftables.Conn) error {
 		tables, err := c.ListTables()
 		if err != nil {
@@ -226,6 +228,7 @@ func (l *Linux) removeFirewall(r plan.Resource) error {
 		return nil
 	}
 	bridgeTable, inetTable := bridgeTableOf(r.Name), inetTableOf(r.Name)
+	defer l.jumps.drop(r.NS, bridgeTable.Name)
 	return l.nftChange(r.NS, func(c *nftables.Conn) error {
 		tables, err := c.ListTables()
 		if err != nil {
@@ -269,12 +272,9 @@ func (l *Linux) ensurePortSec(r plan.Resource) error {
 		return err
 	}
 	bridgeTable := bridgeTableOf(r.Name)
-	return l.nftChange(r.NS, func(c *nftables.Conn) error {
+	defer l.jumps.changed(r.NS, bridgeTable.Name, r.Link, false)
+	return l.portChange(r.NS, bridgeTable, r.Link, func(c *nftables.Conn, jumps []*nftables.Rule) error {
 		existing, err := portChainsIn(r.NS, bridgeTable, r.Link)
-		if err != nil {
-			return err
-		}
-		jumps, err := portJumps(r.NS, bridgeTable, r.Link)
 		if err != nil {
 			return err
 		}
@@ -372,13 +372,9 @@ func (l *Linux) removePortSec(r plan.Resource) error {
 		return nil
 	}
 	bridgeTable := bridgeTableOf(r.Name)
-	return l.nftChange(r.NS, func(c *nftables.Conn) error {
+	err := l.portChange(r.NS, bridgeTable, r.Link, func(c *nftables.Conn, jumps []*nftables.Rule) error {
 		existing, err := portChainsIn(r.NS, bridgeTable, r.Link)
 		if err != nil || len(existing) == 0 {
-			return err
-		}
-		jumps, err := portJumps(r.NS, bridgeTable, r.Link)
-		if err != nil {
 			return err
 		}
 		for _, j := range jumps {
@@ -395,6 +391,29 @@ func (l *Linux) removePortSec(r plan.Resource) error {
 			return fmt.Errorf("nft -n %s delete port security on %s: %w", r.NS, r.Link, err)
 		}
 		return nil
+	})
+	l.jumps.changed(r.NS, bridgeTable.Name, r.Link, err == nil)
+	return err
+}
+
+// portChange runs fn, one transaction on a port's policy, with the base
+// chains' rules that jump to the port's chains: as the observation before
+// read them, or read now when it did not, or when the port's jumps changed
+// since. Should the transaction fail with jumps the observation read, it is
+// tried once more with jumps read now: the table may have changed behind
+// vnet's back meanwhile.
+func (l *Linux) portChange(ns string, bridgeTable *nftables.Table, port string, fn func(c *nftables.Conn, jumps []*nftables.Rule) error) error {
+	if jumps, ok := l.jumps.of(ns, bridgeTable, port); ok {
+		if err := l.nftChange(ns, func(c *nftables.Conn) error { return fn(c, jumps) }); err == nil {
+			return nil
+		}
+	}
+	return l.nftChange(ns, func(c *nftables.Conn) error {
+		jumps, err := portJumps(ns, bridgeTable, port)
+		if err != nil {
+			return err
+		}
+		return fn(c, jumps)
 	})
 }
 
@@ -486,14 +505,20 @@ func parseJumpComment(s string) (port string, digest string, counts [2]int) {
 // firewall's text, and each port's policy as the digest its jump rule
 // carries, "stale" before it when rules are missing or extra. only, when
 // set, names the ports to read; the rules of the others are not listed.
-// One connection serves every request (the library opens a socket, in the
-// namespace, for each otherwise).
+// Rules are read as notes (chain, handle, comment), without decoding their
+// expressions: without only, the whole bridge table in one dump, as a
+// request per port chain costs a round trip for each of a thousand ports.
+// What it read of the base chains' jumps serves the port policies' changes
+// that follow (seenJumps).
 //
 // table names the firewall's tables (plan.FirewallTable, "" for vnet's
 // own namespaces); in a host's own namespace a stateful firewall whose
 // br_netfilter settings are off reads as not quite that, so that the next
 // apply sets them.
-func (l *Linux) observeFirewall(ns string, only map[string]bool, table string) ([]plan.Resource, error) {
+//
+// counters, when set, gets the rules' counters of a namespace whose whole
+// firewall it read, as FirewallCounters reads them.
+func (l *Linux) observeFirewall(ns string, only map[string]bool, table string, counters *firewallCounts) ([]plan.Resource, error) {
 	var out []plan.Resource
 	bridgeTable, inetTable := bridgeTableOf(table), inetTableOf(table)
 	var wanted map[string]bool // the chains of the ports in only
@@ -516,38 +541,28 @@ func (l *Linux) observeFirewall(ns string, only map[string]bool, table string) (
 		if _, ok := findTable(tables, bridgeTable); !ok {
 			return nil
 		}
-		var chains []*nftables.Chain
-		if wanted == nil {
-			chains, err = c.ListChainsOfTableFamily(nftables.TableFamilyUnspecified)
-		} else {
-			chains, err = namedChains(ns, table, wanted)
-		}
+		chains, err := namedChains(ns, table, wanted)
 		if err != nil {
 			return fmt.Errorf("nft -n %s list chains: %w", ns, err)
 		}
 		fw := plan.Resource{Kind: plan.KindFirewall, NS: ns, Name: table, Match: plan.FirewallBridge}
-		counts := map[string]int{} // bridge chain -> rules
-		bases := 0
+		bases := map[string]bool{}
+		var portChainsRead []string
 		for _, ch := range chains {
 			switch {
-			case ch.Table.Name != bridgeTable.Name:
-			case ch.Table.Family == nftables.TableFamilyINet && ch.Name == conntrackChain:
-				if rules, err := c.GetRules(inetTable, ch); err == nil && len(rules) == 1 {
-					fw.Match = plan.FirewallStateful
+			case ch.Table.Family == nftables.TableFamilyINet:
+				if ch.Name == conntrackChain {
+					if rules, err := c.GetRules(inetTable, ch); err == nil && len(rules) == 1 {
+						fw.Match = plan.FirewallStateful
+					}
 				}
-			case ch.Table.Family != nftables.TableFamilyBridge:
 			case ch.Name == preChain || ch.Name == fwdChain:
-				bases++
-			case wanted != nil && !wanted[ch.Name]:
+				bases[ch.Name] = true
 			default:
-				rules, err := c.GetRules(bridgeTable, ch)
-				if err != nil {
-					return fmt.Errorf("nft -n %s list chain bridge vnet %s: %w", ns, ch.Name, err)
-				}
-				counts[ch.Name] = len(rules)
+				portChainsRead = append(portChainsRead, ch.Name)
 			}
 		}
-		if bases != 2 {
+		if len(bases) != 2 {
 			fw.Match += " (base chains missing)"
 		}
 		if table != "" && fw.Match == plan.FirewallStateful {
@@ -556,53 +571,158 @@ func (l *Linux) observeFirewall(ns string, only map[string]bool, table string) (
 			}
 		}
 		out = append(out, fw)
-		type seen struct {
-			digest       string
-			rules, jumps int
-			found        int
+		counts, baseNotes, notes, err := firewallNotes(ns, bridgeTable, wanted == nil, bases, portChainsRead)
+		if err != nil {
+			return err
 		}
-		ports := map[string]*seen{}
-		var order []string
-		for _, base := range []string{preChain, fwdChain} {
-			notes, err := chainNotes(ns, bridgeTable, base)
-			if err != nil {
-				continue // reported as a missing base chain
-			}
-			for _, r := range notes {
-				port, digest, n := parseJumpComment(r.comment)
-				if port == "" {
-					continue
-				}
-				s := ports[port]
-				if s == nil {
-					s = &seen{rules: -1, jumps: -1}
-					ports[port] = s
-					order = append(order, port)
-				}
-				s.found++
-				if digest != "" {
-					s.digest, s.rules, s.jumps = digest, n[0], n[1]
-				}
-			}
+		if counters != nil && wanted == nil && onlyVnetTable(tables, bridgeTable) {
+			counters.put(ns, portCounters(map[string]map[string]uint64{}, notes))
 		}
-		for _, port := range order {
-			if only != nil && !only[port] {
-				continue
-			}
-			s := ports[port]
-			rules := 0
-			for _, kind := range portChains {
-				rules += counts[portChain(port, kind)]
-			}
-			match := s.digest
-			if match == "" || s.found != s.jumps || rules != s.rules {
-				match = "stale " + match
-			}
-			out = append(out, plan.Resource{Kind: plan.KindPortSec, NS: ns, Name: table, Link: port, Match: match})
+		if len(baseNotes) == 2 {
+			l.jumps.note(ns, bridgeTable.Name, baseNotes)
 		}
+		out = append(out, portPolicies(ns, table, only, counts, baseNotes)...)
 		return nil
 	})
 	return out, err
+}
+
+// firewallNotes reads the rules of a bridge table as notes: how many each
+// port chain holds, and the rules of the base chains that exist (a base
+// chain that could not be read is left out: it reads as missing). whole
+// reads every chain in one dump; otherwise the base chains and the chains
+// named. Whole, it returns the notes of the whole table too.
+func firewallNotes(ns string, bridgeTable *nftables.Table, whole bool, exist map[string]bool, chains []string) (counts map[string]int, bases map[string][]ruleNote, all []ruleNote, err error) {
+	conn, err := netfilterConn(ns)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	defer conn.Close()
+	counts, bases = map[string]int{}, map[string][]ruleNote{}
+	if whole {
+		notes, err := ruleNotesOn(conn, bridgeTable, "")
+		if err != nil && !isNotFound(err) {
+			return nil, nil, nil, fmt.Errorf("nft -n %s list table bridge %s: %w", ns, bridgeTable.Name, err)
+		}
+		for name := range exist {
+			bases[name] = nil // a chain without rules sends none
+		}
+		for _, n := range notes {
+			if n.chain == preChain || n.chain == fwdChain {
+				bases[n.chain] = append(bases[n.chain], n)
+			} else {
+				counts[n.chain]++
+			}
+		}
+		return counts, bases, notes, nil
+	}
+	for _, ch := range chains {
+		notes, err := ruleNotesOn(conn, bridgeTable, ch)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("nft -n %s list chain bridge %s %s: %w", ns, bridgeTable.Name, ch, err)
+		}
+		counts[ch] = len(notes)
+	}
+	for _, base := range []string{preChain, fwdChain} {
+		if !exist[base] {
+			continue
+		}
+		notes, err := ruleNotesOn(conn, bridgeTable, base)
+		if err != nil {
+			continue // reported as a missing base chain
+		}
+		bases[base] = notes
+	}
+	return counts, bases, nil, nil
+}
+
+// onlyVnetTable reports whether the bridge table is the only one of
+// vnet's among tables: then it holds every port's counters there.
+func onlyVnetTable(tables []*nftables.Table, bridgeTable *nftables.Table) bool {
+	for _, t := range tables {
+		if t.Family == nftables.TableFamilyBridge && isVnetTable(t.Name) && t.Name != bridgeTable.Name {
+			return false
+		}
+	}
+	return true
+}
+
+// firewallCounts are the counters an observation read on the way, by
+// namespace (see ObserveCounting).
+type firewallCounts struct {
+	mu   sync.Mutex
+	byNS map[string]map[string]map[string]uint64
+}
+
+func (c *firewallCounts) put(ns string, counters map[string]map[string]uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.byNS[ns] = counters
+}
+
+// portCounters adds to out, by port and label, the packets of the
+// counting rules among a table's notes.
+func portCounters(out map[string]map[string]uint64, notes []ruleNote) map[string]map[string]uint64 {
+	for _, n := range notes {
+		if n.chain == preChain || n.chain == fwdChain || !n.counted || n.comment == "" {
+			continue
+		}
+		port := n.chain[:max(strings.LastIndex(n.chain, "-"), 0)]
+		if out[port] == nil {
+			out[port] = map[string]uint64{}
+		}
+		out[port][n.comment] += n.packets
+	}
+	return out
+}
+
+// portPolicies are the port policies the base chains' jump rules tell of
+// (of the ports in only, when set), each as the digest its first jump
+// carries, "stale" before it when its jumps or its chains' rules are not
+// as many as it says.
+func portPolicies(ns, table string, only map[string]bool, counts map[string]int, bases map[string][]ruleNote) []plan.Resource {
+	type seen struct {
+		digest       string
+		rules, jumps int
+		found        int
+	}
+	ports := map[string]*seen{}
+	var order []string
+	for _, base := range []string{preChain, fwdChain} {
+		for _, r := range bases[base] {
+			port, digest, n := parseJumpComment(r.comment)
+			if port == "" {
+				continue
+			}
+			s := ports[port]
+			if s == nil {
+				s = &seen{rules: -1, jumps: -1}
+				ports[port] = s
+				order = append(order, port)
+			}
+			s.found++
+			if digest != "" {
+				s.digest, s.rules, s.jumps = digest, n[0], n[1]
+			}
+		}
+	}
+	var out []plan.Resource
+	for _, port := range order {
+		if only != nil && !only[port] {
+			continue
+		}
+		s := ports[port]
+		rules := 0
+		for _, kind := range portChains {
+			rules += counts[portChain(port, kind)]
+		}
+		match := s.digest
+		if match == "" || s.found != s.jumps || rules != s.rules {
+			match = "stale " + match
+		}
+		out = append(out, plan.Resource{Kind: plan.KindPortSec, NS: ns, Name: table, Link: port, Match: match})
+	}
+	return out
 }
 
 // FirewallCounters reads, for each port of a host namespace, the packets
@@ -644,16 +764,7 @@ func (l *Linux) FirewallCounters(ns string) (map[string]map[string]uint64, error
 		case err != nil:
 			return nil, fmt.Errorf("nft -n %s list table bridge %s: %w", ns, t.Name, err)
 		}
-		for _, n := range notes {
-			if n.chain == preChain || n.chain == fwdChain || !n.counted || n.comment == "" {
-				continue
-			}
-			port := n.chain[:max(strings.LastIndex(n.chain, "-"), 0)]
-			if out[port] == nil {
-				out[port] = map[string]uint64{}
-			}
-			out[port][n.comment] += n.packets
-		}
+		portCounters(out, notes)
 	}
 	return out, nil
 }

@@ -45,6 +45,11 @@ func ruleNotes(ns string, table *nftables.Table, chain string) ([]ruleNote, erro
 		return nil, err
 	}
 	defer conn.Close()
+	return ruleNotesOn(conn, table, chain)
+}
+
+// ruleNotesOn is ruleNotes on a netfilter socket of the namespace.
+func ruleNotesOn(conn *netlink.Conn, table *nftables.Table, chain string) ([]ruleNote, error) {
 	filter := []netlink.Attribute{{Type: unix.NFTA_RULE_TABLE, Data: []byte(table.Name + "\x00")}}
 	if chain != "" {
 		filter = append(filter, netlink.Attribute{Type: unix.NFTA_RULE_CHAIN, Data: []byte(chain + "\x00")})

@@ -34,6 +34,22 @@ func (l *Linux) Observe(infra string, hints []plan.Resource) ([]plan.Resource, e
 // namespace's mark. A veth end whose other end is outside the scope is
 // read as a pair without its second end, and is not judged stranded.
 func (l *Linux) ObserveScope(infra string, scope plan.Scope, hints []plan.Resource) ([]plan.Resource, error) {
+	return l.observe(infra, scope, hints, nil)
+}
+
+// ObserveCounting is Observe that also returns, by namespace, the
+// firewall counters it read on the way (as FirewallCounters reads them):
+// status shows both, and the counters come with the dump of each
+// firewall's rules that observation makes. A namespace it has none for is
+// left out.
+func (l *Linux) ObserveCounting(infra string, hints []plan.Resource) ([]plan.Resource, map[string]map[string]map[string]uint64, error) {
+	counters := &firewallCounts{byNS: map[string]map[string]map[string]uint64{}}
+	rs, err := l.observe(infra, nil, hints, counters)
+	return rs, counters.byNS, err
+}
+
+func (l *Linux) observe(infra string, scope plan.Scope, hints []plan.Resource, counters *firewallCounts) ([]plan.Resource, error) {
+	l.jumps.reset()
 	names, err := listNetnsIn(plan.InfraNSPrefix(infra), scope)
 	if err != nil {
 		return nil, err
@@ -61,7 +77,7 @@ func (l *Linux) ObserveScope(infra string, scope plan.Scope, hints []plan.Resour
 			views[i] = v
 			return nil
 		}
-		fw, err := l.observeFirewall(names[i], links, "")
+		fw, err := l.observeFirewall(names[i], links, "", counters)
 		v.resources = append(v.resources, fw...)
 		views[i] = v
 		return err
@@ -80,7 +96,7 @@ func (l *Linux) ObserveScope(infra string, scope plan.Scope, hints []plan.Resour
 			return nil, err
 		}
 		// Its firewall is the infrastructure's own tables there.
-		fw, err := l.observeFirewall(l.HostNS, hostLinks, plan.FirewallTable(infra))
+		fw, err := l.observeFirewall(l.HostNS, hostLinks, plan.FirewallTable(infra), counters)
 		if err != nil {
 			return nil, err
 		}
@@ -202,6 +218,18 @@ type nsObservation struct {
 // the namespace's settings are not read, only its mark.
 func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep func(alias string) bool, only map[string]bool) (nsObservation, error) {
 	var v nsObservation
+	// The namespace's own settings are read where the whole namespace is,
+	// in the entry into it that opens its handle.
+	var sysctls string
+	nsSysctlsRead := only == nil
+	if nsSysctlsRead {
+		if err := l.inNSOpening(ns, func() (err error) {
+			sysctls, err = readSysctlsHere(ns, "", plan.NamespaceSysctlSet(ns))
+			return err
+		}); err != nil {
+			return v, err
+		}
+	}
 	h, err := l.handle(ns)
 	if err != nil {
 		return v, err
@@ -254,11 +282,14 @@ func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep 
 			bridges = append(bridges, link.Attrs().Name)
 		}
 	}
-	var sysctls string
 	bridgeSysctls := map[string]string{}
-	if only == nil || len(bridges) > 0 {
-		if sysctls, bridgeSysctls, err = readNamespaceSysctls(ns, bridges); err != nil {
+	if len(bridges) > 0 {
+		var text string
+		if text, bridgeSysctls, err = readNamespaceSysctls(ns, bridges, !nsSysctlsRead); err != nil {
 			return v, err
+		}
+		if !nsSysctlsRead {
+			sysctls = text
 		}
 	}
 	if keep == nil {
@@ -607,15 +638,17 @@ func bridgePortFlags(m []byte) (f portFlags, ok bool) {
 	return f, false
 }
 
-// readNamespaceSysctls reads vnet's settings of a namespace and of its
-// bridges, entering it once.
-func readNamespaceSysctls(ns string, bridges []string) (string, map[string]string, error) {
+// readNamespaceSysctls reads vnet's settings of a namespace's bridges,
+// and of the namespace when withNS, entering it once.
+func readNamespaceSysctls(ns string, bridges []string, withNS bool) (string, map[string]string, error) {
 	var text string
 	byBridge := map[string]string{}
 	err := inNS(ns, func() error {
 		var err error
-		if text, err = readSysctlsHere(ns, "", plan.NamespaceSysctlSet(ns)); err != nil {
-			return err
+		if withNS {
+			if text, err = readSysctlsHere(ns, "", plan.NamespaceSysctlSet(ns)); err != nil {
+				return err
+			}
 		}
 		for _, b := range bridges {
 			if byBridge[b], err = readSysctlsHere(ns, bridgeConf(b), plan.BridgeSysctls); err != nil {

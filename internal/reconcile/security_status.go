@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 
@@ -27,8 +28,10 @@ type SecurityStatus struct {
 	Counters  map[string]uint64 `json:"counters,omitempty"`
 }
 
-// securityStatus lists the ports that have a firewall, with their counters.
-func (e *Engine) securityStatus(s *spec.Spec, desired []plan.Resource) ([]SecurityStatus, error) {
+// securityStatus lists the ports that have a firewall, with their counters:
+// those of read (by namespace, as FirewallCounters returns them), else
+// read now.
+func (e *Engine) securityStatus(s *spec.Spec, desired []plan.Resource, read map[string]map[string]map[string]uint64) ([]SecurityStatus, error) {
 	fc, ok := e.DP.(FirewallCounting)
 	if !ok {
 		return nil, nil
@@ -42,7 +45,7 @@ func (e *Engine) securityStatus(s *spec.Spec, desired []plan.Resource) ([]Securi
 	for i, hp := range s.HostPorts {
 		owners[plan.NSName(s.Name, hp.Host)+"/"+plan.HostPortSwitchPort(s.HostPortName(i))] = [2]string{hp.Host + " " + s.HostPortName(i), hp.PortGroup}
 	}
-	return securityOf(fc, desired, func(r plan.Resource) [2]string { return owners[r.NS+"/"+r.Link] })
+	return securityOf(fc, desired, read, func(r plan.Resource) [2]string { return owners[r.NS+"/"+r.Link] })
 }
 
 // HostSecurity lists the ports of one host of a cluster that have a
@@ -63,13 +66,16 @@ func HostSecurity(fc FirewallCounting, s *spec.Spec, host string, realized []pla
 			owners[link] = [2]string{fmt.Sprintf("%s eth%d", vm.Name, i), n.PortGroup}
 		}
 	}
-	return securityOf(fc, realized, func(r plan.Resource) [2]string { return owners[r.Link] })
+	return securityOf(fc, realized, nil, func(r plan.Resource) [2]string { return owners[r.Link] })
 }
 
 // securityOf reads the counters of each port policy among resources, one
-// dump per namespace, and names each port by owner.
-func securityOf(fc FirewallCounting, resources []plan.Resource, owner func(plan.Resource) [2]string) ([]SecurityStatus, error) {
-	counts := map[string]map[string]map[string]uint64{}
+// dump per namespace that read does not hold, and names each port by owner.
+func securityOf(fc FirewallCounting, resources []plan.Resource, read map[string]map[string]map[string]uint64, owner func(plan.Resource) [2]string) ([]SecurityStatus, error) {
+	counts := maps.Clone(read)
+	if counts == nil {
+		counts = map[string]map[string]map[string]uint64{}
+	}
 	var out []SecurityStatus
 	for _, r := range resources {
 		if r.Kind != plan.KindPortSec {

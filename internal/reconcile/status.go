@@ -98,6 +98,13 @@ type PortStatus struct {
 	Why    string `json:"why,omitempty"`
 }
 
+// CountingObserver is a dataplane that, observing everything, returns the
+// firewall counters it read on the way, by namespace: status then reads
+// them only for a namespace left out.
+type CountingObserver interface {
+	ObserveCounting(infra string, hints []plan.Resource) ([]plan.Resource, map[string]map[string]map[string]uint64, error)
+}
+
 // Status describes an infrastructure from its spec and what is observed.
 func (e *Engine) Status(doc *spec.Document) (*Status, error) {
 	s := doc.Spec
@@ -105,16 +112,32 @@ func (e *Engine) Status(doc *spec.Document) (*Status, error) {
 	if err != nil {
 		rec = nil
 	}
-	observed, err := e.DP.Observe(s.Name, e.model(doc, nil, e.lastSpec(doc)))
+	var last *spec.Spec // the record's, read once
+	if sameSpec(rec, doc) {
+		last = doc.Spec
+	} else {
+		last = specOf(rec)
+	}
+	hints := e.model(doc, nil, last)
+	var counters map[string]map[string]map[string]uint64
+	var observed []plan.Resource
+	if co, ok := e.DP.(CountingObserver); ok {
+		observed, counters, err = co.ObserveCounting(s.Name, hints)
+	} else {
+		observed, err = e.DP.Observe(s.Name, hints)
+	}
 	if err != nil {
 		return nil, err
 	}
 	observed, _ = claimWith(e.listedIn(s.Name, rec), e.Store.ID(), s.Name, observed, nil)
 	// Judge drift against the uplinks as they are: steering away from a
 	// down uplink is the agent doing its job, not drift.
-	assigned := plan.Assignments(observed)
-	desired := e.markOwn(s.Name, plan.Model(s, plan.Options{NumCPU: e.numCPU(), Teams: assigned, Down: downUplinks(s, observed), PoolCeils: plan.PoolCeils(observed),
-		Now: time.Now().UTC().Truncate(time.Second)}))
+	assigned, down, ceils := plan.Assignments(observed), downUplinks(s, observed), plan.PoolCeils(observed)
+	desired := hints
+	if len(assigned) > 0 || len(down) > 0 || len(ceils) > 0 || hasSteer(hints) || !e.modelsAlike(last, doc) {
+		desired = e.markOwn(s.Name, plan.Model(s, plan.Options{NumCPU: e.numCPU(), Teams: assigned, Down: down, PoolCeils: ceils,
+			Now: time.Now().UTC().Truncate(time.Second)}))
+	}
 	observed = plan.ResolveSteer(observed, desired)
 	links := map[string]plan.End{}
 	addrs := map[string]bool{}
@@ -186,13 +209,21 @@ func (e *Engine) Status(doc *spec.Document) (*Status, error) {
 		team(&ps, plan.PortID(hp.Host, name))
 		st.HostPorts = append(st.HostPorts, ps)
 	}
-	if st.Security, err = e.securityStatus(s, desired); err != nil {
+	if st.Security, err = e.securityStatus(s, desired, counters); err != nil {
 		return nil, err
 	}
 	for _, a := range plan.Diff(desired, observed).Actions {
 		st.Drift = append(st.Drift, a.String())
 	}
 	return st, nil
+}
+
+// modelsAlike reports whether the model of doc that reads the host for
+// status (model, with nothing observed) is the one status judges drift
+// against when observation tells nothing: when no spec of another apply
+// resets offloads in it, and the engine models every host alike.
+func (e *Engine) modelsAlike(last *spec.Spec, doc *spec.Document) bool {
+	return (last == nil || last == doc.Spec) && e.Host == "" && len(e.UplinksDown) == 0 && len(e.deviceSpeeds) == 0
 }
 
 // downUplinks are the uplinks whose NIC, or its physical switch port, is

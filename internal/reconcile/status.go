@@ -116,7 +116,7 @@ func (e *Engine) Status(doc *spec.Document) (*Status, error) {
 	if sameSpec(rec, doc) {
 		last = doc.Spec
 	} else {
-		last = specOf(rec)
+		last = e.specOf(rec)
 	}
 	hints := e.model(doc, nil, last)
 	var counters map[string]map[string]map[string]uint64

@@ -58,7 +58,7 @@ func openHostNS() (netns.NsHandle, error) {
 // endpoint is, the plan's forwarding entries say. Its VNI, local address
 // and port are fixed once made (a change is a replace).
 // Equivalent to: ip link add NAME type vxlan id VNI local LOCAL dstport PORT nolearning;
-// ip link set NAME addrgenmode none;
+// ip link set NAME addrgenmode none; sysctl -w net.ipv6.conf.NAME.disable_ipv6=1 (a bridge port);
 // ip link set NAME address MAC mtu MTU alias A master BRIDGE up
 func (l *Linux) ensureVxlan(r plan.Resource) error {
 	h, err := l.handle(r.NS)
@@ -78,6 +78,9 @@ func (l *Linux) ensureVxlan(r plan.Resource) error {
 		changed("vxlan made: %s in %s", r.Name, r.NS)
 		if link, err = h.LinkByName(r.Name); err == nil {
 			err = quietIPv6(h, link, r.NS)
+		}
+		if err == nil && r.Link != "" {
+			err = portWithoutIPv6(r.NS, r.Name)
 		}
 	}
 	if err != nil {

@@ -171,7 +171,7 @@ func (l *Linux) removeFDB(r plan.Resource) error {
 
 // observeVxlan reads a tunnel endpoint and its static entries (those with
 // a remote address; the bridge's own entries have none).
-func observeVxlan(h *netlink.Handle, link netlink.Link, ns, master, owner string, port portFlags) ([]plan.Resource, error) {
+func observeVxlan(entries *neighDumps, link netlink.Link, ns, master, owner string, port portFlags) ([]plan.Resource, error) {
 	vx, ok := link.(*netlink.Vxlan)
 	if !ok {
 		return nil, nil
@@ -192,7 +192,7 @@ func observeVxlan(h *netlink.Handle, link netlink.Link, ns, master, owner string
 	}
 	r.Isolate = !port.learning && port.suppress
 	out := []plan.Resource{r}
-	neighs, err := h.NeighList(attrs.Index, unix.AF_BRIDGE)
+	neighs, err := entries.of(attrs.Index, unix.AF_BRIDGE)
 	if err != nil {
 		return nil, fmt.Errorf("bridge fdb show dev %s: %w", attrs.Name, err)
 	}

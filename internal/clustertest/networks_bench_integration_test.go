@@ -213,6 +213,8 @@ func waitCurrent(t *testing.T, c *Cluster, infra string, gen int, limit time.Dur
 // VNET_NETWORKS_ROUTED=1 puts the networks on routers, two to a router;
 // VNET_NETWORKS_PORTS=tap makes each VM a guest on a TAP made before the
 // apply, rather than a namespace (netns, the default).
+// VNET_NETWORKS_APPLY_WAIT and VNET_NETWORKS_DESTROY_WAIT bound the waits
+// for the apply from empty (default 20 minutes) and for destroy (25).
 // The agents' periodic full pass is kept out of the way (--interval 1h),
 // so that the change's pass is measured alone. Skipped unless
 // VNET_NETWORKS_BENCH is set.
@@ -241,7 +243,7 @@ func TestClusterNetworksScale(t *testing.T) {
 	start := time.Now()
 	applySpec(t, c, infra, c.Spec(infra, networksSpec(n, routed, taps)))
 	stored := time.Since(start)
-	took := waitCurrent(t, c, infra, 1, 20*time.Minute)
+	took := waitCurrent(t, c, infra, 1, envDuration(t, "VNET_NETWORKS_APPLY_WAIT", 20*time.Minute))
 	vmKind := "namespaces"
 	if taps {
 		vmKind = "TAPs"
@@ -311,17 +313,9 @@ func TestClusterNetworksScale(t *testing.T) {
 	t.Logf("a full pass of hv1's agent (start, or every --interval): %s; its trace:\n%s",
 		time.Since(start).Round(time.Millisecond), hv1.AgentLog()[logs["hv1"]:])
 
-	// VNET_NETWORKS_DESTROY_WAIT bounds the wait for destroy (default 25
-	// minutes); when it runs out, the test says how much was left, and the
-	// harness removes the rest.
-	wait := 25 * time.Minute
-	if v := os.Getenv("VNET_NETWORKS_DESTROY_WAIT"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			t.Fatalf("VNET_NETWORKS_DESTROY_WAIT: %v", err)
-		}
-		wait = d
-	}
+	// When the wait for destroy runs out, the test says how much was
+	// left, and the harness removes the rest.
+	wait := envDuration(t, "VNET_NETWORKS_DESTROY_WAIT", 25*time.Minute)
 	all := len(leftovers(t, c, infra))
 	start = time.Now()
 	if out, err := c.Vnet("destroy", infra); err != nil {
@@ -338,6 +332,19 @@ func TestClusterNetworksScale(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 	t.Logf("destroy: every host empty after %s (%d namespaces and links)", time.Since(start).Round(time.Millisecond), all)
+}
+
+// envDuration is the duration an environment variable gives, else def.
+func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return d
 }
 
 // Adding a network to an infrastructure, or a VM to one network, reads

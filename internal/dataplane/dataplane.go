@@ -53,6 +53,11 @@ type nsHandle struct {
 	// per port otherwise. nftMu makes each change one transaction.
 	nftMu sync.Mutex
 	nft   *nftables.Conn
+
+	// sys is the namespace's /proc/sys/net, kept open for the command
+	// (procSysNet says why); used from a thread in the namespace.
+	sysMu sync.Mutex
+	sys   procSysNet
 }
 
 // New returns a dataplane for this machine. It fails with ErrNotRoot when
@@ -144,6 +149,9 @@ func (h *nsHandle) close() {
 		h.nft = nil
 	}
 	h.nftMu.Unlock()
+	h.sysMu.Lock()
+	h.sys.close()
+	h.sysMu.Unlock()
 	h.Handle.Close()
 	h.route.Close()
 }

@@ -154,7 +154,7 @@ func (l *Linux) configureEnd(e plan.End, alias string, made bool) error {
 		if err := quietIPv6(h, link, e.NS); err != nil {
 			return err
 		}
-		if err := portWithoutIPv6(e.NS, e.Name); err != nil {
+		if err := l.portWithoutIPv6(e.NS, e.Name); err != nil {
 			return err
 		}
 	}
@@ -209,9 +209,16 @@ func quietIPv6(h *netlink.Handle, link netlink.Link, ns string) error {
 // scale"). Not for bridges: a link with IPv6 off refuses IPv6 neighbour
 // entries, which a network's bridge holds. Like quietIPv6, not read back.
 // Equivalent to: ip netns exec NS sysctl -w net.ipv6.conf.NAME.disable_ipv6=1
-func portWithoutIPv6(ns, name string) error {
-	key := "/proc/sys/net/ipv6/conf/" + name + "/disable_ipv6"
-	err := inNS(ns, func() error { return os.WriteFile(key, []byte("1"), 0o644) })
+func (l *Linux) portWithoutIPv6(ns, name string) error {
+	h, err := l.nsHandle(ns)
+	if err != nil {
+		return err
+	}
+	err = inNS(ns, func() error {
+		h.sysMu.Lock()
+		defer h.sysMu.Unlock()
+		return h.sys.write("net/ipv6/conf/"+name+"/disable_ipv6", "1")
+	})
 	if errors.Is(err, os.ErrNotExist) {
 		return nil // a kernel without IPv6
 	}

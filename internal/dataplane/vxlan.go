@@ -80,7 +80,7 @@ func (l *Linux) ensureVxlan(r plan.Resource) error {
 			err = quietIPv6(h, link, r.NS)
 		}
 		if err == nil && r.Link != "" {
-			err = portWithoutIPv6(r.NS, r.Name)
+			err = l.portWithoutIPv6(r.NS, r.Name)
 		}
 	}
 	if err != nil {

@@ -7,7 +7,12 @@ size: N networks with two VMs each, on two of the three hosts. Prints, per
 size, the apply from empty until every host reports it, adding one network,
 the kernel objects a host holds per network it carries, and destroy.
 
-usage: bench/networks.py [--sizes 300,1000] [--routed] [--throughput SECONDS] [--vnet bin/vnet]
+usage: bench/networks.py [--sizes 300,1000] [--ports netns|tap] [--routed] [--throughput SECONDS] [--vnet bin/vnet]
+
+--ports tap makes each VM a hypervisor's guest: its vNIC is a TAP that the
+test makes on its host before the apply (as QEMU's host set-up would) and
+the spec attaches (attach: {tap: NAME}), not a namespace of its own. The
+default, netns, makes each VM a namespace with a veth pair.
 
 --throughput runs scripts/networks-walkthrough.sh instead, with
 THROUGHPUT=SECONDS: TCP_STREAM within a network across two hosts, through
@@ -24,8 +29,9 @@ import argparse, fcntl, os, re, subprocess, sys
 LOCK = "/tmp/vnet-kernel.lock"
 
 
-def run(size, routed):
-    env = dict(os.environ, VNET_NETWORKS_BENCH=str(size), VNET_NETWORKS_ROUTED="1" if routed else "0")
+def run(size, routed, ports):
+    env = dict(os.environ, VNET_NETWORKS_BENCH=str(size), VNET_NETWORKS_ROUTED="1" if routed else "0",
+               VNET_NETWORKS_PORTS=ports)
     with open(LOCK, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         r = subprocess.run(["go", "test", "-count=1", "-timeout", "60m", "-run", "TestClusterNetworksScale", "-v",
@@ -48,6 +54,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="300,1000")
     ap.add_argument("--routed", action="store_true", help="two networks to a router")
+    ap.add_argument("--ports", choices=["netns", "tap"], default="netns", help="what a VM's vNIC is")
     ap.add_argument("--throughput", type=int, default=0, metavar="SECONDS")
     ap.add_argument("--vnet", default="bin/vnet")
     a = ap.parse_args()
@@ -66,8 +73,8 @@ def main():
         return
     print(subprocess.run(["uname", "-sr"], capture_output=True, text=True).stdout.strip(), f"{os.cpu_count()} CPUs")
     for size in [int(s) for s in a.sizes.split(",")]:
-        print(f"{size} networks, 2 VMs each, 3 hosts{' (routed)' if a.routed else ''}:")
-        run(size, a.routed)
+        print(f"{size} networks, 2 VMs ({a.ports}) each, 3 hosts{' (routed)' if a.routed else ''}:")
+        run(size, a.routed, a.ports)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,8 +18,10 @@ import (
 
 // networksSpec is n networks with two VMs each, network i on hosts
 // hv(i%3+1) and hv((i+1)%3+1), every network on a router of its own pair
-// of networks when routed is set.
-func networksSpec(n int, routed bool) string {
+// of networks when routed is set. With taps, each VM is a hypervisor's
+// guest whose vNIC is the TAP tapName(i, j) (see makeTaps), not a
+// namespace.
+func networksSpec(n int, routed, taps bool) string {
 	var b strings.Builder
 	b.WriteString("networks:\n")
 	for i := 0; i < n; i++ {
@@ -31,11 +34,67 @@ func networksSpec(n int, routed bool) string {
 	b.WriteString("vms:\n")
 	for i := 0; i < n; i++ {
 		for j := 0; j < 2; j++ {
-			fmt.Fprintf(&b, "  - {name: v%d-%d, host: hv%d, nics: [{network: n%d, ip: 10.%d.%d.%d/24}]}\n",
-				i, j, (i+j)%3+1, i, i/256, i%256, 10+j)
+			fmt.Fprintf(&b, "  - {name: v%d-%d, host: hv%d, nics: [{network: n%d, ip: 10.%d.%d.%d/24%s}]}\n",
+				i, j, (i+j)%3+1, i, i/256, i%256, 10+j, tapAttach(taps, i, j))
 		}
 	}
 	return b.String()
+}
+
+// tapName is the TAP of VM j of network i when the VMs are guests.
+func tapName(i, j int) string { return fmt.Sprintf("t%d-%d", i, j) }
+
+// tapAttach is the vNIC's attachment to its TAP, with the guest's MAC, or
+// nothing for a namespace VM.
+func tapAttach(taps bool, i, j int) string {
+	if !taps {
+		return ""
+	}
+	return fmt.Sprintf(", attach: {tap: %s}, mac: \"52:54:00:%02x:%02x:%02x\"", tapName(i, j), i>>8&0xff, i&0xff, j)
+}
+
+// guestTap is the TAP of VM j of network i, on host.
+type guestTap struct {
+	host string
+	i, j int
+}
+
+// networksTaps are the TAPs of networksSpec(n)'s VMs.
+func networksTaps(n int) []guestTap {
+	var out []guestTap
+	for i := 0; i < n; i++ {
+		for j := 0; j < 2; j++ {
+			out = append(out, guestTap{fmt.Sprintf("hv%d", (i+j)%3+1), i, j})
+		}
+	}
+	return out
+}
+
+// makeTaps makes TAPs on their machines as QEMU's host set-up does (ip
+// tuntap add NAME mode tap; ip link set NAME up), one ip -batch per
+// machine. The machines' namespaces take them with them.
+func makeTaps(t *testing.T, c *Cluster, taps []guestTap) {
+	t.Helper()
+	batches := map[string]*strings.Builder{}
+	for _, m := range c.Machines {
+		batches[m.Host] = &strings.Builder{}
+	}
+	for _, g := range taps {
+		name := tapName(g.i, g.j)
+		fmt.Fprintf(batches[g.host], "tuntap add %s mode tap\nlink set %s up\n", name, name)
+	}
+	for _, m := range c.Machines {
+		if batches[m.Host].Len() == 0 {
+			continue
+		}
+		path := filepath.Join(t.TempDir(), m.Host+".batch")
+		if err := os.WriteFile(path, []byte(batches[m.Host].String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := m.Exec("ip", "-batch", path); err != nil {
+			t.Fatalf("TAPs on %s: %v\n%s", m.Host, err, out)
+		}
+	}
 }
 
 // networksCluster is three machines with an agent each that traces its
@@ -107,12 +166,15 @@ func agentRSS(m *Machine) int {
 }
 
 // withExtraNetwork is networksSpec(n) with network n added, its VMs on
-// hv1 and hv2.
-func withExtraNetwork(n int, routed bool) string {
-	extra := fmt.Sprintf("  - {name: v%d-0, host: hv1, nics: [{network: n%d, ip: 10.250.0.10/24}]}\n  - {name: v%d-1, host: hv2, nics: [{network: n%d, ip: 10.250.0.11/24}]}\n", n, n, n, n)
-	src := networksSpec(n, routed)
+// hv1 and hv2 (with taps, the TAPs extraTaps(n)).
+func withExtraNetwork(n int, routed, taps bool) string {
+	extra := fmt.Sprintf("  - {name: v%d-0, host: hv1, nics: [{network: n%d, ip: 10.250.0.10/24%s}]}\n  - {name: v%d-1, host: hv2, nics: [{network: n%d, ip: 10.250.0.11/24%s}]}\n",
+		n, n, tapAttach(taps, n, 0), n, n, tapAttach(taps, n, 1))
+	src := networksSpec(n, routed, taps)
 	return strings.Replace(src, "vms:\n", fmt.Sprintf("  - {name: n%d, subnet: 10.250.0.0/24}\nvms:\n", n), 1) + extra
 }
+
+func extraTaps(n int) []guestTap { return []guestTap{{"hv1", n, 0}, {"hv2", n, 1}} }
 
 // waitCurrent is waitConverged, polling every 50 ms for 5 s and every
 // second after: each poll is a vnet status that reads the whole spec, which
@@ -148,7 +210,11 @@ func waitCurrent(t *testing.T, c *Cluster, infra string, gen int, limit time.Dur
 // reports it, adding one network to them, a full pass of one agent (what
 // it does on start and every --interval to repair drift), the kernel
 // objects and memory a host holds per network it carries, and destroy.
-// VNET_NETWORKS_ROUTED=1 puts the networks on routers, two to a router.
+// VNET_NETWORKS_ROUTED=1 puts the networks on routers, two to a router;
+// VNET_NETWORKS_PORTS=tap makes each VM a guest on a TAP made before the
+// apply, rather than a namespace (netns, the default).
+// VNET_NETWORKS_APPLY_WAIT and VNET_NETWORKS_DESTROY_WAIT bound the waits
+// for the apply from empty (default 20 minutes) and for destroy (25).
 // The agents' periodic full pass is kept out of the way (--interval 1h),
 // so that the change's pass is measured alone. Skipped unless
 // VNET_NETWORKS_BENCH is set.
@@ -158,15 +224,32 @@ func TestClusterNetworksScale(t *testing.T) {
 		t.Skip("set VNET_NETWORKS_BENCH=<networks> to measure")
 	}
 	routed := os.Getenv("VNET_NETWORKS_ROUTED") == "1"
+	taps := false
+	switch ports := os.Getenv("VNET_NETWORKS_PORTS"); ports {
+	case "", "netns":
+	case "tap":
+		taps = true
+	default:
+		t.Fatalf("VNET_NETWORKS_PORTS=%q: want netns or tap", ports)
+	}
 	before := memInfo(t)
 	c := networksCluster(t, 30*time.Minute, time.Hour)
 	infra := c.Infra()
+	if taps {
+		start := time.Now()
+		makeTaps(t, c, append(networksTaps(n), extraTaps(n)...))
+		t.Logf("%d TAPs made (as QEMU would hold them) in %s, before the apply", 2*n+2, time.Since(start).Round(time.Millisecond))
+	}
 	start := time.Now()
-	applySpec(t, c, infra, c.Spec(infra, networksSpec(n, routed)))
+	applySpec(t, c, infra, c.Spec(infra, networksSpec(n, routed, taps)))
 	stored := time.Since(start)
-	took := waitCurrent(t, c, infra, 1, 20*time.Minute)
-	t.Logf("%d networks, %d VMs, routed %v: apply stored in %s, every host current %s later (%s in all)",
-		n, 2*n, routed, stored.Round(time.Millisecond), took.Round(time.Millisecond), (stored + took).Round(time.Millisecond))
+	took := waitCurrent(t, c, infra, 1, envDuration(t, "VNET_NETWORKS_APPLY_WAIT", 20*time.Minute))
+	vmKind := "namespaces"
+	if taps {
+		vmKind = "TAPs"
+	}
+	t.Logf("%d networks, %d VMs (%s), routed %v: apply stored in %s, every host current %s later (%s in all)",
+		n, 2*n, vmKind, routed, stored.Round(time.Millisecond), took.Round(time.Millisecond), (stored + took).Round(time.Millisecond))
 
 	hv1 := c.Machine("hv1")
 	count := func(args ...string) int {
@@ -204,7 +287,7 @@ func TestClusterNetworksScale(t *testing.T) {
 		logs[m.Host] = len(m.AgentLog())
 	}
 	start = time.Now()
-	applySpec(t, c, infra, c.Spec(infra, withExtraNetwork(n, routed)))
+	applySpec(t, c, infra, c.Spec(infra, withExtraNetwork(n, routed, taps)))
 	stored = time.Since(start)
 	took = waitCurrent(t, c, infra, 2, 5*time.Minute)
 	t.Logf("one network added to %d: stored in %s, every host current %s later (%s in all)", n,
@@ -230,17 +313,38 @@ func TestClusterNetworksScale(t *testing.T) {
 	t.Logf("a full pass of hv1's agent (start, or every --interval): %s; its trace:\n%s",
 		time.Since(start).Round(time.Millisecond), hv1.AgentLog()[logs["hv1"]:])
 
+	// When the wait for destroy runs out, the test says how much was
+	// left, and the harness removes the rest.
+	wait := envDuration(t, "VNET_NETWORKS_DESTROY_WAIT", 25*time.Minute)
+	all := len(leftovers(t, c, infra))
 	start = time.Now()
 	if out, err := c.Vnet("destroy", infra); err != nil {
 		t.Fatalf("destroy: %v\n%s", err, out)
 	}
-	for len(leftovers(t, c, infra)) > 0 {
-		if time.Since(start) > 25*time.Minute {
-			t.Fatalf("destroy not done in 25 minutes")
+	for {
+		left := len(leftovers(t, c, infra))
+		if left == 0 {
+			break
 		}
-		time.Sleep(500 * time.Millisecond)
+		if time.Since(start) > wait {
+			t.Fatalf("destroy: %d of %d namespaces and links left after %s", left, all, wait)
+		}
+		time.Sleep(time.Second)
 	}
-	t.Logf("destroy: every host empty after %s", time.Since(start).Round(time.Millisecond))
+	t.Logf("destroy: every host empty after %s (%d namespaces and links)", time.Since(start).Round(time.Millisecond), all)
+}
+
+// envDuration is the duration an environment variable gives, else def.
+func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return d
 }
 
 // Adding a network to an infrastructure, or a VM to one network, reads
@@ -251,7 +355,7 @@ func TestClusterNetworkChangeIsScoped(t *testing.T) {
 	const n = 24
 	c := networksCluster(t, 3*time.Minute, time.Hour)
 	infra := c.Infra()
-	applySpec(t, c, infra, c.Spec(infra, networksSpec(n, false)))
+	applySpec(t, c, infra, c.Spec(infra, networksSpec(n, false, false)))
 	waitConverged(t, c, infra, 1, time.Minute)
 
 	changes := []struct {
@@ -259,9 +363,9 @@ func TestClusterNetworkChangeIsScoped(t *testing.T) {
 		network   string // the network the change is to
 		hosts     []string
 	}{
-		{"add network n24 on hv1 and hv2", withExtraNetwork(n, false), fmt.Sprintf("n%d", n), []string{"hv1", "hv2"}},
+		{"add network n24 on hv1 and hv2", withExtraNetwork(n, false, false), fmt.Sprintf("n%d", n), []string{"hv1", "hv2"}},
 		// network 3 is on hv1 and hv2; its third VM goes to hv3
-		{"add a VM of n3 on hv3", withExtraNetwork(n, false) + "  - {name: v3-2, host: hv3, nics: [{network: n3, ip: 10.0.3.12/24}]}\n", "n3", []string{"hv1", "hv2", "hv3"}},
+		{"add a VM of n3 on hv3", withExtraNetwork(n, false, false) + "  - {name: v3-2, host: hv3, nics: [{network: n3, ip: 10.0.3.12/24}]}\n", "n3", []string{"hv1", "hv2", "hv3"}},
 	}
 	for i, ch := range changes {
 		logs := map[string]int{}

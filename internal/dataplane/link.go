@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 
 	"github.com/vishvananda/netlink"
@@ -137,7 +138,7 @@ func (l *Linux) configureVeth(r plan.Resource, made bool) error {
 }
 
 // Equivalent to: ip -n NS link set NAME address MAC mtu MTU alias ALIAS [no]master M up
-// (and, for a bridge port just made, addrgenmode none before up)
+// (and, for a bridge port just made, addrgenmode none and net.ipv6.conf.NAME.disable_ipv6=1 before up)
 func (l *Linux) configureEnd(e plan.End, alias string, made bool) error {
 	h, err := l.handle(e.NS)
 	if err != nil {
@@ -151,6 +152,9 @@ func (l *Linux) configureEnd(e plan.End, alias string, made bool) error {
 	// gets its master back when the vNIC is connected again.
 	if made && (e.Master != "" || e.Down) {
 		if err := quietIPv6(h, link, e.NS); err != nil {
+			return err
+		}
+		if err := l.portWithoutIPv6(e.NS, e.Name); err != nil {
 			return err
 		}
 	}
@@ -192,6 +196,36 @@ func quietIPv6(h *netlink.Handle, link netlink.Link, ns string) error {
 		return fmt.Errorf("ip -n %s link set %s addrgenmode none: %w", ns, link.Attrs().Name, err)
 	}
 	changed("link %s: addrgenmode none", link.Attrs().Name)
+	return nil
+}
+
+// portWithoutIPv6 turns the host's IPv6 off on a bridge port vnet just
+// made, before it comes up: a port only carries frames to its bridge, and
+// on every link with IPv6 on the kernel adds a multicast route (ff00::/8)
+// to the namespace's one IPv6 table, each in the same list, and walks the
+// whole table whenever such a link comes up or changes its MTU. In a host
+// namespace with thousands of ports that work grew with the links already
+// there and held the rtnl lock (docs/benchmarks.md, "Virtual networks at
+// scale"). Not for bridges: a link with IPv6 off refuses IPv6 neighbour
+// entries, which a network's bridge holds. Like quietIPv6, not read back.
+// Equivalent to: ip netns exec NS sysctl -w net.ipv6.conf.NAME.disable_ipv6=1
+func (l *Linux) portWithoutIPv6(ns, name string) error {
+	h, err := l.nsHandle(ns)
+	if err != nil {
+		return err
+	}
+	err = inNS(ns, func() error {
+		h.sysMu.Lock()
+		defer h.sysMu.Unlock()
+		return h.sys.write("net/ipv6/conf/"+name+"/disable_ipv6", "1")
+	})
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // a kernel without IPv6
+	}
+	if err != nil {
+		return fmt.Errorf("ip netns exec %s sysctl -w net.ipv6.conf.%s.disable_ipv6=1: %w", ns, name, err)
+	}
+	changed("link %s: disable_ipv6", name)
 	return nil
 }
 

@@ -128,30 +128,95 @@ func writeSysctls(ns, dir string, set []plan.Sysctl, text string) error {
 }
 
 // writeSysctlsHere writes them in the namespace the calling thread is in;
-// a value already there is not written again.
+// a value already there is not written again. Paths are looked up from
+// the namespace's /proc/sys/net, opened once (procSysNet).
 func writeSysctlsHere(ns, dir string, set []plan.Sysctl, text string, visible bool) error {
 	values := plan.SysctlValues(text)
+	var root procSysNet
+	defer root.close()
 	for _, s := range set {
 		v, ok := values[s.Key]
 		if !ok || v == "?" {
 			continue
 		}
-		path := "/proc/sys/" + dir + s.Key
-		if cur, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(cur)) == v {
+		key := dir + s.Key
+		if cur, err := root.read(key); err == nil && cur == v {
 			continue
 		}
-		err := os.WriteFile(path, []byte(v), 0o644)
+		err := root.write(key, v)
 		if s.Optional && errors.Is(err, os.ErrNotExist) {
 			continue // no module, nothing to set
 		}
 		if err != nil {
-			return fmt.Errorf("netns %s: sysctl %s=%s: %w", ns, strings.ReplaceAll(dir+s.Key, "/", "."), v, err)
+			return fmt.Errorf("netns %s: sysctl %s=%s: %w", ns, strings.ReplaceAll(key, "/", "."), v, err)
 		}
 		if visible {
-			changed("sysctl %s in %s", dir+s.Key, ns)
+			changed("sysctl %s in %s", key, ns)
 		}
 	}
 	return nil
+}
+
+// procSysNet opens settings under /proc/sys relative to the calling
+// thread's namespace's /proc/sys/net, which it looks up once. The kernel
+// keeps a /proc/sys/net of every namespace that was looked at under the
+// one /proc/sys, all of the same name, and a path lookup compares its way
+// through all of them: with 20,000 VM namespaces that one step was most of
+// the kernel's time in making a namespace (docs/benchmarks.md, "Virtual
+// networks at scale"). Below it, each namespace's entries are its own.
+type procSysNet struct {
+	fd     int
+	err    error
+	opened bool
+}
+
+// open returns a file of key ("net/..." or any other path under
+// /proc/sys) with flags.
+func (p *procSysNet) open(key string, flags int) (int, error) {
+	rest, ok := strings.CutPrefix(key, "net/")
+	if !ok {
+		return unix.Open("/proc/sys/"+key, flags|unix.O_CLOEXEC, 0)
+	}
+	if !p.opened {
+		p.fd, p.err = unix.Open("/proc/sys/net", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		p.opened = true
+	}
+	if p.err != nil {
+		return -1, p.err
+	}
+	return unix.Openat(p.fd, rest, flags|unix.O_CLOEXEC, 0)
+}
+
+func (p *procSysNet) read(key string) (string, error) {
+	f, err := p.open(key, unix.O_RDONLY)
+	if err != nil {
+		return "", &os.PathError{Op: "open", Path: "/proc/sys/" + key, Err: err}
+	}
+	defer unix.Close(f)
+	var buf [128]byte
+	n, err := unix.Read(f, buf[:])
+	if err != nil {
+		return "", &os.PathError{Op: "read", Path: "/proc/sys/" + key, Err: err}
+	}
+	return strings.TrimSpace(string(buf[:n])), nil
+}
+
+func (p *procSysNet) write(key, v string) error {
+	f, err := p.open(key, unix.O_WRONLY)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: "/proc/sys/" + key, Err: err}
+	}
+	defer unix.Close(f)
+	if _, err := unix.Write(f, []byte(v)); err != nil {
+		return &os.PathError{Op: "write", Path: "/proc/sys/" + key, Err: err}
+	}
+	return nil
+}
+
+func (p *procSysNet) close() {
+	if p.opened && p.err == nil {
+		unix.Close(p.fd)
+	}
 }
 
 // readSysctlSet reads set's settings under /proc/sys/dir as a resource's
@@ -200,7 +265,7 @@ func (d procSysDirs) read(key string) (string, error) {
 	dir, base := filepath.Split(path)
 	pd, ok := d[dir]
 	if !ok {
-		pd.fd, pd.err = unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		pd = d.openDir(dir)
 		d[dir] = pd
 	}
 	if pd.err != nil {
@@ -217,6 +282,28 @@ func (d procSysDirs) read(key string) (string, error) {
 		return "", &os.PathError{Op: "read", Path: path, Err: err}
 	}
 	return strings.TrimSpace(string(buf[:n])), nil
+}
+
+// openDir opens a directory under /proc/sys/net relative to the
+// namespace's /proc/sys/net, opened once (procSysNet says why).
+func (d procSysDirs) openDir(dir string) procSysDir {
+	const root = "/proc/sys/net/"
+	var pd procSysDir
+	rest, ok := strings.CutPrefix(dir, root)
+	if !ok || rest == "" {
+		pd.fd, pd.err = unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		return pd
+	}
+	r, ok := d[root]
+	if !ok {
+		r = d.openDir(root)
+		d[root] = r
+	}
+	if r.err != nil {
+		return r
+	}
+	pd.fd, pd.err = unix.Openat(r.fd, rest, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	return pd
 }
 
 func (d procSysDirs) close() {

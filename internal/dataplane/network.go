@@ -132,9 +132,40 @@ func (l *Linux) removeNeigh(r plan.Resource) error {
 	return nil
 }
 
+// neighDumps reads a namespace's neighbour or forwarding entries of one
+// family once and hands them out by link. The kernel answers a dump with
+// every entry of the namespace whatever link it is asked for (the links are
+// picked out here), so one dump per link would read all of them again for
+// each of a host's thousands of networks.
+type neighDumps struct {
+	h      *netlink.Handle
+	byLink map[int]map[int][]netlink.Neigh // family -> link index -> entries
+}
+
+// of returns the link's entries of family (netlink.FAMILY_ALL: the
+// neighbour tables; unix.AF_BRIDGE: the forwarding databases).
+func (d *neighDumps) of(index, family int) ([]netlink.Neigh, error) {
+	if d.byLink == nil {
+		d.byLink = map[int]map[int][]netlink.Neigh{}
+	}
+	m, ok := d.byLink[family]
+	if !ok {
+		all, err := retryDump(func() ([]netlink.Neigh, error) { return d.h.NeighList(0, family) })
+		if err != nil {
+			return nil, err
+		}
+		m = map[int][]netlink.Neigh{}
+		for _, n := range all {
+			m[n.LinkIndex] = append(m[n.LinkIndex], n)
+		}
+		d.byLink[family] = m
+	}
+	return m[index], nil
+}
+
 // observeNeighs reads a link's permanent neighbour entries.
-func observeNeighs(h *netlink.Handle, link netlink.Link, ns string) ([]plan.Resource, error) {
-	neighs, err := h.NeighList(link.Attrs().Index, netlink.FAMILY_ALL)
+func observeNeighs(entries *neighDumps, link netlink.Link, ns string) ([]plan.Resource, error) {
+	neighs, err := entries.of(link.Attrs().Index, netlink.FAMILY_ALL)
 	if err != nil {
 		return nil, fmt.Errorf("ip -n %s neigh show dev %s: %w", ns, link.Attrs().Name, err)
 	}

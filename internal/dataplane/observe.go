@@ -295,6 +295,7 @@ func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep 
 	if keep == nil {
 		v.resources = append(v.resources, plan.Resource{Kind: plan.KindNetns, Name: ns, Sysctls: sysctls, Mark: loopbackAlias(links)})
 	}
+	entries := &neighDumps{h: h}
 	for _, link := range links {
 		attrs := link.Attrs()
 		owner, mine := strings.CutPrefix(attrs.Alias, plan.AliasPrefix)
@@ -308,7 +309,7 @@ func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep 
 		case plan.IsDeviceAlias(attrs.Alias):
 			v.resources = append(v.resources, observeDevice(link, ns, byIndex[attrs.MasterIndex], owner, ports[attrs.Index].isolated))
 		case link.Type() == "vxlan":
-			rs, err := observeVxlan(h, link, ns, byIndex[attrs.MasterIndex], owner, ports[attrs.Index])
+			rs, err := observeVxlan(entries, link, ns, byIndex[attrs.MasterIndex], owner, ports[attrs.Index])
 			if err != nil {
 				return v, err
 			}
@@ -318,7 +319,7 @@ func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep 
 				MAC: attrs.HardwareAddr.String(), MTU: attrs.MTU, Sysctls: bridgeSysctls[attrs.Name], Owner: owner}
 			if isNetworkOwner(owner) {
 				r.Isolate = !hasIPv6(addrsOf[attrs.Index])
-				neighs, err := observeNeighs(h, link, ns)
+				neighs, err := observeNeighs(entries, link, ns)
 				if err != nil {
 					return v, err
 				}

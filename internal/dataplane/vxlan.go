@@ -58,7 +58,7 @@ func openHostNS() (netns.NsHandle, error) {
 // endpoint is, the plan's forwarding entries say. Its VNI, local address
 // and port are fixed once made (a change is a replace).
 // Equivalent to: ip link add NAME type vxlan id VNI local LOCAL dstport PORT nolearning;
-// ip link set NAME addrgenmode none;
+// ip link set NAME addrgenmode none; sysctl -w net.ipv6.conf.NAME.disable_ipv6=1 (a bridge port);
 // ip link set NAME address MAC mtu MTU alias A master BRIDGE up
 func (l *Linux) ensureVxlan(r plan.Resource) error {
 	h, err := l.handle(r.NS)
@@ -78,6 +78,9 @@ func (l *Linux) ensureVxlan(r plan.Resource) error {
 		changed("vxlan made: %s in %s", r.Name, r.NS)
 		if link, err = h.LinkByName(r.Name); err == nil {
 			err = quietIPv6(h, link, r.NS)
+		}
+		if err == nil && r.Link != "" {
+			err = l.portWithoutIPv6(r.NS, r.Name)
 		}
 	}
 	if err != nil {
@@ -168,7 +171,7 @@ func (l *Linux) removeFDB(r plan.Resource) error {
 
 // observeVxlan reads a tunnel endpoint and its static entries (those with
 // a remote address; the bridge's own entries have none).
-func observeVxlan(h *netlink.Handle, link netlink.Link, ns, master, owner string, port portFlags) ([]plan.Resource, error) {
+func observeVxlan(entries *neighDumps, link netlink.Link, ns, master, owner string, port portFlags) ([]plan.Resource, error) {
 	vx, ok := link.(*netlink.Vxlan)
 	if !ok {
 		return nil, nil
@@ -189,7 +192,7 @@ func observeVxlan(h *netlink.Handle, link netlink.Link, ns, master, owner string
 	}
 	r.Isolate = !port.learning && port.suppress
 	out := []plan.Resource{r}
-	neighs, err := h.NeighList(attrs.Index, unix.AF_BRIDGE)
+	neighs, err := entries.of(attrs.Index, unix.AF_BRIDGE)
 	if err != nil {
 		return nil, fmt.Errorf("bridge fdb show dev %s: %w", attrs.Name, err)
 	}

@@ -59,10 +59,10 @@ func pinInText(doc *Document, vnis map[string]int) (*Document, bool) {
 	}
 	out = append(out, src[last:]...)
 
-	s, err := cloneSpec(doc.Spec)
-	if err != nil {
-		return nil, false
-	}
+	// Only the networks change: the rest of the spec is doc's, shared
+	// rather than copied, as a deep copy costs more than the edit.
+	s := *doc.Spec
+	s.Networks = slices.Clone(s.Networks)
 	for _, e := range edits {
 		s.Networks[e.network].VNI = vnis[s.Networks[e.network].Name]
 	}
@@ -75,10 +75,10 @@ func pinInText(doc *Document, vnis map[string]int) (*Document, bool) {
 			return movePositions(positions, edits), nulls
 		}
 	} // else the new source decodes when a position is asked for
-	pinned := &Document{Spec: s, File: doc.File, Source: out, located: located}
+	pinned := &Document{Spec: &s, File: doc.File, Source: out, located: located}
 	if doc.valid {
 		// Only the VNIs changed: they are all that need checking again.
-		if !vnisValid(s) {
+		if !vnisValid(&s) {
 			return nil, false // as the tree's edit would have found: let it say so
 		}
 	} else if errs := Validate(pinned); len(errs) > 0 {
@@ -308,6 +308,3 @@ func offsetOf(src []byte, lines []int, p Pos) (int, bool) {
 	}
 	return off, true
 }
-
-// cloneSpec is a deep copy of s.
-func cloneSpec(s *Spec) (*Spec, error) { return decodeSpec(encodeSpec(nil, s)) }

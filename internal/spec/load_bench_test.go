@@ -200,7 +200,7 @@ func BenchmarkApplyPin(b *testing.B) {
 	if err := os.WriteFile(file, src, 0o644); err != nil {
 		b.Fatal(err)
 	}
-	first, err := NewCache(dir+"/cache").LoadFile(file)
+	first, err := NewCache(dir + "/cache").LoadFile(file)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func BenchmarkApplyPin(b *testing.B) {
 	}
 	b.Run("10000Networks/unchanged", func(b *testing.B) {
 		for b.Loop() {
-			doc, err := NewCache(dir+"/cache").LoadFile(file)
+			doc, err := NewCache(dir + "/cache").LoadFile(file)
 			if err != nil {
 				b.Fatal(err)
 			}

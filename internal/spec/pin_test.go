@@ -142,9 +142,17 @@ func FuzzPinInText(f *testing.F) {
 		if err != nil {
 			return
 		}
-		text, ok := pinInText(doc, AllocateVNIs(doc.Spec, nil))
+		vnis := AllocateVNIs(doc.Spec, nil)
+		text, ok := pinInText(doc, vnis)
 		if !ok {
 			return
+		}
+		// The same document made of its encoding, without its positions,
+		// pins to the same text.
+		if encoded, ok := fromEncoding("t.yaml", doc.Source, EncodeValidated(doc)); !ok {
+			t.Fatal("the encoding does not read back")
+		} else if again, ok := pinInText(encoded, vnis); !ok || string(again.Source) != string(text.Source) || !reflect.DeepEqual(again.Spec, text.Spec) {
+			t.Fatalf("pinned from its encoding (%v):\n%s\nfrom its YAML:\n%s", ok, again.Source, text.Source)
 		}
 		loaded, err := Load("t.yaml", text.Source)
 		if err != nil {

@@ -91,14 +91,8 @@ func applyCluster(cmd *cobra.Command, endpoints []string, doc *spec.Document, dr
 	// Networks' VNIs are stored with the spec, so that one left out keeps
 	// the VNI it got, whatever networks come and go around it.
 	cache := specCache()
-	var previous *spec.Spec
-	if old != nil {
-		if d, err := storedDoc(cache, old); err == nil {
-			previous = d.Spec
-		}
-	}
-	if doc, err = spec.PinVNIs(doc, previous); err != nil {
-		return fmt.Errorf("apply %s: allocate network VNIs: %w", name, err)
+	if doc, err = store.PinVNIs(doc, old, cache); err != nil {
+		return err
 	}
 	gen := 1
 	switch {

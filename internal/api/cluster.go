@@ -77,12 +77,14 @@ func (c *Cluster) Get(name string) (*store.Record, error) {
 }
 
 // Plan is what the hosts' agents would change, host by host: the kernel
-// objects of the new spec's part on each host against the stored one's.
+// objects of the new spec's part on each host against the stored one's,
+// the new spec's networks with the VNIs an apply would store.
 func (c *Cluster) Plan(doc *spec.Document) (plan.Plan, error) {
 	var old *spec.Spec
 	rec, _, err := c.Store.GetRev(doc.Spec.Name)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
+		rec = nil
 	case err != nil:
 		return plan.Plan{}, err
 	default:
@@ -91,6 +93,9 @@ func (c *Cluster) Plan(doc *spec.Document) (plan.Plan, error) {
 			return plan.Plan{}, err
 		}
 		old = od.Spec
+	}
+	if doc, err = store.PinVNIs(doc, rec, storedSpecs); err != nil {
+		return plan.Plan{}, err
 	}
 	return hostsPlan(old, doc.Spec), nil
 }
@@ -131,11 +136,17 @@ func (c *Cluster) Apply(doc *spec.Document) (reconcile.Result, error) {
 	defer c.change.Unlock()
 	name := doc.Spec.Name
 	old, rev, err := c.Store.GetRev(name)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return reconcile.Result{}, err
+	}
+	// Networks' VNIs are stored with the spec, as vnet apply --etcd
+	// stores them: one left out keeps the VNI it got.
+	if doc, err = store.PinVNIs(doc, old, storedSpecs); err != nil {
+		return reconcile.Result{}, err
+	}
 	gen := 1
 	switch {
-	case errors.Is(err, store.ErrNotFound):
-	case err != nil:
-		return reconcile.Result{}, err
+	case old == nil:
 	case bytes.Equal(old.Spec, doc.Source):
 		return reconcile.Result{}, nil
 	default:

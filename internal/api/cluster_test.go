@@ -220,3 +220,64 @@ func TestLargeSpecOverEtcd(t *testing.T) {
 		t.Fatalf("etcd holds generation %d of %d bytes", rec.Generation, len(rec.Spec))
 	}
 }
+
+// TestAPIPinsVNIs applies networks that leave their VNIs out, then the
+// same with a network added before them: the API stores the VNIs with the
+// spec, as vnet apply --etcd does, so the networks keep theirs.
+func TestAPIPinsVNIs(t *testing.T) {
+	s, st, _ := clusterServer(t)
+	const head = `name: c1
+hosts:
+  - {name: hv1, underlay: 192.0.2.1}
+  - {name: hv2, underlay: 192.0.2.2}
+networks:
+`
+	const rest = `  - {name: web, subnet: 10.1.0.0/24}
+  - name: db
+    subnet: 10.2.0.0/24
+vms:
+  - {name: vm1, host: hv1, nics: [{network: web, ip: 10.1.0.1/24}]}
+  - {name: vm2, host: hv2, nics: [{network: db, ip: 10.2.0.1/24}]}
+`
+	stored := func(gen int) *spec.Spec {
+		t.Helper()
+		rec, err := st.Get("c1")
+		if err != nil || rec.Generation != gen {
+			t.Fatalf("etcd holds %+v %v, want generation %d", rec, err, gen)
+		}
+		doc, err := spec.Load(rec.SpecFile, rec.Spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range doc.Spec.Networks {
+			if n.VNI == 0 {
+				t.Fatalf("generation %d stores network %s without its VNI:\n%s", gen, n.Name, rec.Spec)
+			}
+		}
+		if enc, err := spec.DecodeValidated(rec.SpecFile, rec.Spec, rec.SpecEncoded); err != nil || !reflect.DeepEqual(enc.Spec, doc.Spec) {
+			t.Errorf("the stored encoding makes another spec than the YAML: %v", err)
+		}
+		return doc.Spec
+	}
+	put := func(body string) {
+		t.Helper()
+		w, _ := s.do(t, req{method: "PUT", path: "/api/v1/infras/c1", body: body, ctype: "application/yaml", token: testToken})
+		if w.Code != http.StatusOK {
+			t.Fatalf("apply: %d %s", w.Code, w.Body)
+		}
+	}
+	put(head + rest)
+	first := stored(1)
+	put(head + "  - {name: app, subnet: 10.3.0.0/24}\n" + rest)
+	second := stored(2)
+	for _, name := range []string{"web", "db"} {
+		was, _ := first.Network(name)
+		now, _ := second.Network(name)
+		if was.VNI != now.VNI {
+			t.Errorf("network %s had VNI %d, has %d after a network was added", name, was.VNI, now.VNI)
+		}
+	}
+	// The same spec again changes nothing: its VNIs are pinned as before.
+	put(head + "  - {name: app, subnet: 10.3.0.0/24}\n" + rest)
+	stored(2)
+}

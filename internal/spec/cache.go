@@ -43,7 +43,7 @@ const (
 	// cacheSuffix names the cache's files in its directory, which may
 	// hold other things.
 	cacheSuffix = ".spec"
-	cacheMagic  = "vnet spec cache 1\n"
+	cacheMagic  = "vnet spec cache 2\n"
 )
 
 // NewCache makes a cache that keeps specs in memory, and in files in dir
@@ -63,7 +63,7 @@ func (c *Cache) Load(file string, src []byte) (*Document, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.keep(src, doc.Spec)
+	c.keep(doc)
 	return doc, nil
 }
 
@@ -90,7 +90,7 @@ func (c *Cache) Decode(file string, src []byte) (*Document, error) {
 	}
 	if c != nil && len(Validate(doc)) == 0 {
 		doc.valid = true
-		c.keep(src, doc.Spec)
+		c.keep(doc)
 	}
 	return doc, nil
 }
@@ -103,7 +103,7 @@ func (c *Cache) Add(doc *Document) {
 	if c == nil || doc == nil || !doc.valid || len(doc.Source) > MaxSpecBytes {
 		return
 	}
-	c.keep(doc.Source, doc.Spec)
+	c.keep(doc)
 }
 
 // lookup makes the document of src from the cache, when it is there.
@@ -119,21 +119,21 @@ func (c *Cache) lookup(file string, src []byte) (*Document, bool) {
 		}
 		c.remember(sum, encoded)
 	}
-	s, err := decodeSpec(encoded)
+	s, anchors, err := decodeCached(encoded)
 	if err != nil {
 		c.forget(sum)
 		return nil, false
 	}
-	return &Document{Spec: s, File: file, Source: src, located: &lazyPositions{}, valid: true}, true
+	return &Document{Spec: s, File: file, Source: src, located: &lazyPositions{anchors: anchors}, valid: true}, true
 }
 
-// keep stores a spec that validated, as src's.
-func (c *Cache) keep(src []byte, s *Spec) {
+// keep stores a document that validated, as its source's.
+func (c *Cache) keep(doc *Document) {
 	if c == nil {
 		return
 	}
-	sum := sha256.Sum256(src)
-	encoded := encodeSpec(nil, s)
+	sum := sha256.Sum256(doc.Source)
+	encoded := encodeCached(doc)
 	c.remember(sum, encoded)
 	c.toFile(sum, encoded)
 }
@@ -267,10 +267,14 @@ func (c *Cache) prune() {
 	}
 }
 
-// lazyPositions are the positions of a document that the cache made: they
-// are read from its YAML once, when first asked for.
+// lazyPositions are the positions of a document that the cache or
+// PinVNIs made: they are read from its YAML, or made by fill, once, when
+// first asked for. anchors, when known, are the few that pinning VNIs
+// reads, so that it need not ask for the rest.
 type lazyPositions struct {
 	once      sync.Once
+	fill      func() (map[string]Pos, map[string]bool)
 	positions map[string]Pos
 	nulls     map[string]bool
+	anchors   *netAnchors
 }

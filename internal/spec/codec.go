@@ -322,3 +322,77 @@ func decodeSpec(data []byte) (*Spec, error) {
 	}
 	return s, nil
 }
+
+// encodeCached is the form a Cache and EncodeValidated keep of a document
+// that validated: its encoded spec, then the anchors PinVNIs reads
+// (netAnchors) when they are known without decoding its YAML: 0 when not,
+// else the number of networks plus one, the list's line and column, and
+// each network's line, column and whether it writes a vni.
+func encodeCached(doc *Document) []byte {
+	buf := encodeSpec(nil, doc.Spec)
+	a := knownAnchors(doc)
+	if a == nil {
+		return binary.AppendUvarint(buf, 0)
+	}
+	buf = binary.AppendUvarint(buf, uint64(len(a.items))+1)
+	buf = binary.AppendUvarint(binary.AppendUvarint(buf, uint64(a.list.Line)), uint64(a.list.Col))
+	for i, p := range a.items {
+		buf = binary.AppendUvarint(binary.AppendUvarint(buf, uint64(p.Line)), uint64(p.Col))
+		written := uint64(0)
+		if a.vni[i] {
+			written = 1
+		}
+		buf = binary.AppendUvarint(buf, written)
+	}
+	return buf
+}
+
+// decodeCached reads what encodeCached wrote, which must be all of data.
+// The anchors are nil when they were not known.
+func decodeCached(data []byte) (*Spec, *netAnchors, error) {
+	s := &Spec{}
+	r := &specReader{data: string(data)}
+	if err := specCodec().dec(r, reflect.ValueOf(s).Elem()); err != nil {
+		return nil, nil, err
+	}
+	n, none, err := r.length()
+	if err != nil {
+		return nil, nil, err
+	}
+	var a *netAnchors
+	if !none {
+		if n != len(s.Networks) {
+			return nil, nil, errCorrupt
+		}
+		a = &netAnchors{items: make([]Pos, n), vni: make([]bool, n)}
+		if a.list, err = r.pos(); err != nil {
+			return nil, nil, err
+		}
+		for i := range n {
+			if a.items[i], err = r.pos(); err != nil {
+				return nil, nil, err
+			}
+			written, err := r.uvarint()
+			if err != nil || written > 1 {
+				return nil, nil, errCorrupt
+			}
+			a.vni[i] = written == 1
+		}
+	}
+	if r.off != len(r.data) {
+		return nil, nil, errCorrupt
+	}
+	return s, a, nil
+}
+
+func (r *specReader) pos() (Pos, error) {
+	line, err := r.uvarint()
+	if err != nil || line > math.MaxInt32 {
+		return Pos{}, errCorrupt
+	}
+	col, err := r.uvarint()
+	if err != nil || col > math.MaxInt32 {
+		return Pos{}, errCorrupt
+	}
+	return Pos{int(line), int(col)}, nil
+}

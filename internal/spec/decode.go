@@ -143,6 +143,10 @@ func (d *Document) where() (map[string]Pos, map[string]bool) {
 		return d.positions, d.nulls
 	}
 	l.once.Do(func() {
+		if l.fill != nil {
+			l.positions, l.nulls = l.fill()
+			return
+		}
 		// The source decoded before it was kept, so it decodes again.
 		if doc, err := Decode(d.File, d.Source); err == nil {
 			l.positions, l.nulls = doc.positions, doc.nulls

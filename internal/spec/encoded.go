@@ -17,7 +17,7 @@ func EncodeValidated(doc *Document) []byte {
 	if doc == nil || !doc.valid || len(doc.Source) > MaxSpecBytes {
 		return nil
 	}
-	return frame(sha256.Sum256(doc.Source), encodeSpec(nil, doc.Spec))
+	return frame(sha256.Sum256(doc.Source), encodeCached(doc))
 }
 
 // DecodeValidated is Load(file, src), made from encoded when encoded is
@@ -40,11 +40,11 @@ func fromEncoding(file string, src, encoded []byte) (*Document, bool) {
 	if !ok {
 		return nil, false
 	}
-	s, err := decodeSpec(body)
+	s, anchors, err := decodeCached(body)
 	if err != nil {
 		return nil, false
 	}
-	return &Document{Spec: s, File: file, Source: src, located: &lazyPositions{}, valid: true}, true
+	return &Document{Spec: s, File: file, Source: src, located: &lazyPositions{anchors: anchors}, valid: true}, true
 }
 
 // frame puts the header of src's SHA-256 and a CRC-32C before an encoded

@@ -196,7 +196,9 @@ func AllocateVNIs(s *Spec, previous *Spec) map[string]int {
 // PinVNIs writes into the spec's source the VNI of every network that
 // leaves it out (AllocateVNIs, keeping those previous had), so the VNIs
 // are stored with the spec and stay as they are while the network exists.
-// A spec whose networks all have one is returned as it is.
+// A spec whose networks all have one is returned as it is. The new
+// document may share what it does not change with doc: neither's Spec is
+// to be changed in place after.
 func PinVNIs(doc *Document, previous *Spec) (*Document, error) {
 	missing := false
 	for _, n := range doc.Spec.Networks {

@@ -11,40 +11,41 @@ import (
 // "vni: N" into the source text at the start of each network that leaves
 // its VNI out, keeping every other byte of the file as written, and makes
 // the new document from doc without decoding the YAML again: its spec is
-// doc's with the VNIs set, its positions doc's moved by what was
-// inserted. Decoding, re-encoding and loading the YAML tree instead costs
-// more than a second for a spec of 10,000 networks. It reports false for
-// a spec it cannot edit so, which PinVNIs then edits as a tree: a list
-// of networks in flow style, an item that is an alias or starts with a
-// quoted key, a file with line breaks other than \n.
+// doc's with the VNIs set, its positions doc's moved by what was inserted
+// (when first asked for). Decoding, re-encoding and loading the YAML tree
+// instead costs more than a second for a spec of 10,000 networks. It
+// reads only where the networks stand (netAnchors), which a document from
+// a Cache or an encoding carries, so pinning costs what it edits, not a
+// decoding of the YAML. It reports false for a spec it cannot edit so,
+// which PinVNIs then edits as a tree: a list of networks in flow style,
+// an item that is an alias or starts with a quoted key, a file with line
+// breaks other than \n.
 func pinInText(doc *Document, vnis map[string]int) (*Document, bool) {
 	src := doc.Source
 	if !plainLines(src) {
 		return nil, false
 	}
-	positions, nulls := doc.where()
-	lines := lineStarts(src)
-	listAt, ok := positions["networks"]
-	if !ok {
+	a := doc.pinAnchors()
+	if a == nil {
 		return nil, false
 	}
-	if off, ok := offsetOf(src, lines, listAt); !ok || src[off] != '-' {
+	lines := lineStarts(src)
+	if off, ok := offsetOf(src, lines, a.list); !ok || src[off] != '-' {
 		return nil, false // a flow list, or not a list
 	}
 	var edits []pinEdit
 	for i, n := range doc.Spec.Networks {
-		path := indexPath("networks", i)
-		if _, written := positions[path+".vni"]; written || n.VNI != 0 {
+		if a.vni[i] || n.VNI != 0 {
 			continue
 		}
 		if n.Name == "" {
 			return nil, false
 		}
-		e, ok := pinEditAt(src, lines, positions[path], vnis[n.Name])
+		e, ok := pinEditAt(src, lines, a.items[i], vnis[n.Name])
 		if !ok {
 			return nil, false
 		}
-		e.network, e.path = i, path
+		e.network, e.path = i, indexPath("networks", i)
 		edits = append(edits, e)
 	}
 	if len(edits) == 0 {
@@ -58,19 +59,114 @@ func pinInText(doc *Document, vnis map[string]int) (*Document, bool) {
 	}
 	out = append(out, src[last:]...)
 
-	s, err := cloneSpec(doc.Spec)
-	if err != nil {
-		return nil, false
-	}
+	// Only the networks change: the rest of the spec is doc's, shared
+	// rather than copied, as a deep copy costs more than the edit.
+	s := *doc.Spec
+	s.Networks = slices.Clone(s.Networks)
 	for _, e := range edits {
 		s.Networks[e.network].VNI = vnis[s.Networks[e.network].Name]
 	}
-	pinned := &Document{Spec: s, File: doc.File, Source: out, positions: movePositions(positions, edits), nulls: nulls}
-	if errs := Validate(pinned); len(errs) > 0 {
-		return nil, false // as the tree's edit would have found: let it say so
+	located := &lazyPositions{anchors: a.moved(edits)}
+	if doc.located == nil {
+		// Moving some 30 positions a network costs more than the edit:
+		// it is done when a position is first asked for, if ever.
+		positions, nulls := doc.positions, doc.nulls
+		located.fill = func() (map[string]Pos, map[string]bool) {
+			return movePositions(positions, edits), nulls
+		}
+	} // else the new source decodes when a position is asked for
+	pinned := &Document{Spec: &s, File: doc.File, Source: out, located: located}
+	if doc.valid {
+		// Only the VNIs changed: they are all that need checking again.
+		if !vnisValid(&s) {
+			return nil, false // as the tree's edit would have found: let it say so
+		}
+	} else if errs := Validate(pinned); len(errs) > 0 {
+		return nil, false
 	}
 	pinned.valid = true
 	return pinned, true
+}
+
+// netAnchors are the positions pinning VNIs reads: the list of networks'
+// and each network's (where its mapping starts), and which networks write
+// a vni, even a null one.
+type netAnchors struct {
+	list  Pos
+	items []Pos
+	vni   []bool
+}
+
+// anchorsIn are the anchors among a document's positions, nil when it has
+// no list of networks.
+func anchorsIn(positions map[string]Pos, networks int) *netAnchors {
+	list, ok := positions["networks"]
+	if !ok {
+		return nil
+	}
+	a := &netAnchors{list: list, items: make([]Pos, networks), vni: make([]bool, networks)}
+	for i := range networks {
+		path := indexPath("networks", i)
+		a.items[i] = positions[path]
+		_, a.vni[i] = positions[path+".vni"]
+	}
+	return a
+}
+
+// knownAnchors are a document's anchors when they are known without
+// decoding its YAML, else nil.
+func knownAnchors(doc *Document) *netAnchors {
+	if doc.located == nil {
+		return anchorsIn(doc.positions, len(doc.Spec.Networks))
+	}
+	return doc.located.anchors
+}
+
+// pinAnchors are the document's anchors, from its positions when it
+// carries no anchors of its own.
+func (d *Document) pinAnchors() *netAnchors {
+	if a := knownAnchors(d); a != nil && len(a.items) == len(d.Spec.Networks) {
+		return a
+	}
+	positions, _ := d.where()
+	return anchorsIn(positions, len(d.Spec.Networks))
+}
+
+// moved are the anchors once the edits are made.
+func (a *netAnchors) moved(edits []pinEdit) *netAnchors {
+	m := newMover(edits)
+	out := &netAnchors{list: m.move(a.list), items: make([]Pos, len(a.items)), vni: slices.Clone(a.vni)}
+	for i, p := range a.items {
+		out.items[i] = m.move(p)
+	}
+	for _, e := range edits {
+		out.vni[e.network] = true
+		if e.block {
+			out.items[e.network] = m.editStart(e)
+		}
+	}
+	return out
+}
+
+// vnisValid checks the networks' VNIs as Validate does, for a spec that
+// validated before they were set.
+func vnisValid(s *Spec) bool {
+	taken := map[int]bool{}
+	for _, sw := range s.Switches {
+		if sw.VNI != 0 {
+			taken[sw.VNI] = true
+		}
+	}
+	for _, n := range s.Networks {
+		if n.VNI == 0 {
+			continue
+		}
+		if n.VNI < 1 || n.VNI > MaxVNI || taken[n.VNI] {
+			return false
+		}
+		taken[n.VNI] = true
+	}
+	return true
 }
 
 // pinEdit is one insertion into the source: text at byte off, which is at
@@ -113,42 +209,64 @@ func pinEditAt(src []byte, lines []int, pos Pos, vni int) (pinEdit, bool) {
 // movePositions is where every value stands after the edits, which are in
 // file order, with the position of each inserted vni.
 func movePositions(positions map[string]Pos, edits []pinEdit) map[string]Pos {
-	// blockAt[l]: a block edit on line l at that column; shifted[l]: how many
-	// block edits are on lines before l. flowAt[l]: a flow edit's column
-	// and length on line l.
-	type flow struct{ col, width int }
-	blockAt := map[int]int{}
-	flowAt := map[int]flow{}
-	var blockLines []int
-	for _, e := range edits {
-		if e.block {
-			blockAt[e.pos.Line] = e.pos.Col
-			blockLines = append(blockLines, e.pos.Line)
-		} else {
-			flowAt[e.pos.Line] = flow{e.pos.Col, utf8.RuneCountInString(e.text)}
-		}
-	}
+	m := newMover(edits)
 	out := make(map[string]Pos, len(positions)+len(edits))
 	for path, p := range positions {
-		moved := p
-		before, _ := slices.BinarySearch(blockLines, p.Line) // block edits on earlier lines
-		moved.Line += before
-		if col, ok := blockAt[p.Line]; ok && p.Col >= col {
-			moved.Line++
-		}
-		if f, ok := flowAt[p.Line]; ok && p.Col > f.col {
-			moved.Col += f.width
-		}
-		out[path] = moved
+		out[path] = m.move(p)
 	}
 	for _, e := range edits {
-		before, _ := slices.BinarySearch(blockLines, e.pos.Line)
+		before, _ := slices.BinarySearch(m.blockLines, e.pos.Line)
 		out[e.path+".vni"] = Pos{e.vni.Line + before, e.vni.Col}
 		if e.block { // the mapping starts where its new first key does
-			out[e.path] = Pos{e.pos.Line + before, e.pos.Col}
+			out[e.path] = m.editStart(e)
 		}
 	}
 	return out
+}
+
+// mover moves positions past edits in file order. blockAt[l]: a block
+// edit on line l at that column; blockLines: the lines of block edits, in
+// order. flowAt[l]: a flow edit's column and length on line l.
+type mover struct {
+	blockAt    map[int]int
+	flowAt     map[int]flowEdit
+	blockLines []int
+}
+
+type flowEdit struct{ col, width int }
+
+func newMover(edits []pinEdit) *mover {
+	m := &mover{blockAt: map[int]int{}, flowAt: map[int]flowEdit{}}
+	for _, e := range edits {
+		if e.block {
+			m.blockAt[e.pos.Line] = e.pos.Col
+			m.blockLines = append(m.blockLines, e.pos.Line)
+		} else {
+			m.flowAt[e.pos.Line] = flowEdit{e.pos.Col, utf8.RuneCountInString(e.text)}
+		}
+	}
+	return m
+}
+
+// move is where the value at p stands after the edits.
+func (m *mover) move(p Pos) Pos {
+	moved := p
+	before, _ := slices.BinarySearch(m.blockLines, p.Line) // block edits on earlier lines
+	moved.Line += before
+	if col, ok := m.blockAt[p.Line]; ok && p.Col >= col {
+		moved.Line++
+	}
+	if f, ok := m.flowAt[p.Line]; ok && p.Col > f.col {
+		moved.Col += f.width
+	}
+	return moved
+}
+
+// editStart is where a block edit's mapping starts: at its new first key,
+// the vni.
+func (m *mover) editStart(e pinEdit) Pos {
+	before, _ := slices.BinarySearch(m.blockLines, e.pos.Line)
+	return Pos{e.pos.Line + before, e.pos.Col}
 }
 
 // plainLines reports whether the source breaks lines only with \n and
@@ -190,6 +308,3 @@ func offsetOf(src []byte, lines []int, p Pos) (int, bool) {
 	}
 	return off, true
 }
-
-// cloneSpec is a deep copy of s.
-func cloneSpec(s *Spec) (*Spec, error) { return decodeSpec(encodeSpec(nil, s)) }

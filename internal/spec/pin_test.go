@@ -91,16 +91,23 @@ func TestPinInText(t *testing.T) {
 			if !reflect.DeepEqual(text.Spec, loaded.Spec) {
 				t.Errorf("spec differs from its source's")
 			}
-			if !reflect.DeepEqual(text.nulls, loaded.nulls) {
-				t.Errorf("nulls %v, its source's %v", text.nulls, loaded.nulls)
+			positions, nulls := text.where()
+			if !reflect.DeepEqual(nulls, loaded.nulls) {
+				t.Errorf("nulls %v, its source's %v", nulls, loaded.nulls)
 			}
 			for path, pos := range loaded.positions {
-				if got, ok := text.positions[path]; !ok || got != pos {
+				if got, ok := positions[path]; !ok || got != pos {
 					t.Errorf("%s at %v, in its source at %v", path, got, pos)
 				}
 			}
-			if len(text.positions) != len(loaded.positions) {
-				t.Errorf("%d positions, its source has %d", len(text.positions), len(loaded.positions))
+			if len(positions) != len(loaded.positions) {
+				t.Errorf("%d positions, its source has %d", len(positions), len(loaded.positions))
+			}
+			if text == doc {
+				return
+			}
+			if got, want := text.located.anchors, anchorsIn(loaded.positions, len(loaded.Spec.Networks)); !reflect.DeepEqual(got, want) {
+				t.Errorf("anchors %+v, its source's %+v", got, want)
 			}
 			again, err := PinVNIs(doc, text.Spec)
 			if err != nil || string(again.Source) != string(text.Source) {
@@ -135,16 +142,84 @@ func FuzzPinInText(f *testing.F) {
 		if err != nil {
 			return
 		}
-		text, ok := pinInText(doc, AllocateVNIs(doc.Spec, nil))
+		vnis := AllocateVNIs(doc.Spec, nil)
+		text, ok := pinInText(doc, vnis)
 		if !ok {
 			return
+		}
+		// The same document made of its encoding, without its positions,
+		// pins to the same text.
+		if encoded, ok := fromEncoding("t.yaml", doc.Source, EncodeValidated(doc)); !ok {
+			t.Fatal("the encoding does not read back")
+		} else if again, ok := pinInText(encoded, vnis); !ok || string(again.Source) != string(text.Source) || !reflect.DeepEqual(again.Spec, text.Spec) {
+			t.Fatalf("pinned from its encoding (%v):\n%s\nfrom its YAML:\n%s", ok, again.Source, text.Source)
 		}
 		loaded, err := Load("t.yaml", text.Source)
 		if err != nil {
 			t.Fatalf("the edit does not load: %v\n%s", err, text.Source)
 		}
-		if !reflect.DeepEqual(text.Spec, loaded.Spec) || !reflect.DeepEqual(text.positions, loaded.positions) || !reflect.DeepEqual(text.nulls, loaded.nulls) {
+		if text == doc {
+			return
+		}
+		positions, nulls := text.where()
+		if !reflect.DeepEqual(text.Spec, loaded.Spec) || !reflect.DeepEqual(positions, loaded.positions) || !reflect.DeepEqual(nulls, loaded.nulls) ||
+			!reflect.DeepEqual(text.located.anchors, anchorsIn(loaded.positions, len(loaded.Spec.Networks))) {
 			t.Fatalf("the edit differs from its source's document:\n%s", text.Source)
 		}
 	})
+}
+
+// TestPinFromCache pins documents made without decoding their YAML (from
+// a Cache, in memory and in its files, and from a stored encoding), and
+// documents pinned before: each must give the source, spec and positions
+// that pinning the freshly loaded document gives.
+func TestPinFromCache(t *testing.T) {
+	for _, src := range []string{netSpec, blockNetSpec, string(networksSpec(50)), flowList(netSpec)} {
+		fresh, err := Load("t.yaml", []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := PinVNIs(fresh, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref, err := Load("t.yaml", want.Source) // with all its positions
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		c := NewCache(dir)
+		if _, err := c.Load("t.yaml", []byte(src)); err != nil {
+			t.Fatal(err)
+		}
+		fromMemory, _ := c.Load("t.yaml", []byte(src))
+		fromFile, _ := NewCache(dir).Load("t.yaml", []byte(src))
+		encoded, err := DecodeValidated("t.yaml", []byte(src), EncodeValidated(fresh))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A cached document whose positions were asked for already.
+		located, _ := c.Load("t.yaml", []byte(src))
+		located.PosOf("networks")
+		for what, doc := range map[string]*Document{"memory": fromMemory, "file": fromFile, "encoded": encoded, "located": located} {
+			if doc.located == nil {
+				t.Fatalf("%s: the document was decoded", what)
+			}
+			got, err := PinVNIs(doc, nil)
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			sameDocument(t, what, got, ref)
+		}
+		// The pinned document, kept and read back, pins to itself.
+		c.Add(want)
+		kept, ok := c.lookup("t.yaml", want.Source)
+		if !ok {
+			t.Fatal("the pinned document was not kept")
+		}
+		again, err := PinVNIs(kept, want.Spec)
+		if err != nil || string(again.Source) != string(want.Source) {
+			t.Errorf("pinning the kept pinned document changed it (%v)", err)
+		}
+	}
 }

@@ -67,6 +67,26 @@ func (r *Record) DocVia(c *spec.Cache) (*spec.Document, error) {
 	return doc, nil
 }
 
+// PinVNIs is spec.PinVNIs against the spec stored before (old; nil when
+// none): every network that leaves its VNI out gets the one it was stored
+// with, and a new one a VNI no other has, written into the spec that is
+// to be stored, so that networks keep their VNIs whatever networks come
+// and go around them. A stored spec that no longer reads only costs its
+// networks their old VNIs. Every apply that stores a spec pins it so.
+func PinVNIs(doc *spec.Document, old *Record, c *spec.Cache) (*spec.Document, error) {
+	var previous *spec.Spec
+	if old != nil {
+		if d, err := old.DocVia(c); err == nil {
+			previous = d.Spec
+		}
+	}
+	pinned, err := spec.PinVNIs(doc, previous)
+	if err != nil {
+		return nil, fmt.Errorf("apply %s: allocate network VNIs: %w", doc.Spec.Name, err)
+	}
+	return pinned, nil
+}
+
 // Lists reports whether the record lists the namespace among what was
 // realized.
 func (r *Record) Lists(ns string) bool {

@@ -34,7 +34,8 @@ under strace, its namespace switches (setns), netlink messages and fsyncs.
 --cpuprofile writes a CPU profile of each timed vnet command to DIR
 (VNET_CPUPROFILE). Mininet's hosts are shells in namespaces of their own; after
 each size it checks that none of this run's shells, bridge or ports is left and
-removes them if one is (it never runs `mn -c`, which removes every Mininet's).
+removes any that is, by the run's tag (it never runs `mn -c`, which kills every
+Mininet shell and deletes every link named like x-ethN).
 --settle waits that many seconds before each timed
 command, untimed, for the kernel to finish with new links.
 Not a test: it prints measurements.

@@ -2,7 +2,8 @@
 """The star of bench/scale.py built with Mininet's Python API, timed.
 
 One Linux bridge (Mininet's LinuxBridge, no controller), N hosts each linked to
-it by a plain veth Link (or TCLink with --tc) with an address. It times, as
+it by a plain veth Link (or, with --tc, a TCLink with bw=1000: an HTB
+qdisc of 1 Gbit/s on each end, made with tc) with an address. It times, as
 wall time: building the star (the Mininet object, the switch, the hosts and
 their links, net.build and net.start), adding one host (addHost, addLink, the
 link's end attached to the bridge, the host's address configured), changing
@@ -46,8 +47,9 @@ def timed(fn):
 
 
 class Star:
-    def __init__(self, tag, link):
-        self.tag, self.link = tag, link
+    def __init__(self, tag, tc):
+        self.tag, self.tc = tag, tc
+        self.link = TCLink if tc else Link
         self.net = self.sw = None
         self.pids = set()  # every shell this run started, to check they are gone
 
@@ -64,7 +66,10 @@ class Star:
     def add_host(self, i):
         h = self.net.addHost(f"{self.tag}h{i}", ip=ip(i))
         self.pids.add(h.pid)
-        self.net.addLink(h, self.sw)
+        if self.tc:
+            self.net.addLink(h, self.sw, bw=1000)
+        else:
+            self.net.addLink(h, self.sw)
         return h
 
     def add_live(self, i):
@@ -111,7 +116,7 @@ def main():
     ap.add_argument("--tag", required=True, help="prefix of every name, at most 5 characters")
     ap.add_argument("--n", type=int, required=True)
     ap.add_argument("--changes", type=int, default=5)
-    ap.add_argument("--tc", action="store_true", help="TCLink instead of Link")
+    ap.add_argument("--tc", action="store_true", help="TCLink with bw=1000 (HTB, Mbit/s) instead of Link")
     a = ap.parse_args()
     if len(a.tag) > 5:
         sys.exit("mininet_star.py: --tag longer than 5 characters makes names past the kernel's 15")
@@ -124,7 +129,7 @@ def main():
     setLogLevel("warning")
     for s in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(s, terminate)
-    star = Star(a.tag, TCLink if a.tc else Link)
+    star = Star(a.tag, a.tc)
     out = {}
     try:
         out["first apply"] = timed(lambda: star.build(a.n))

@@ -11,8 +11,8 @@ bench/rawnetlink issues the same netlink requests directly (namespaces,
 veth pairs, bridge, addresses) for the same N and the same changes, and
 deletes them. With --mininet, also in the same run and under the same lock,
 bench/mininet_star.py builds the same star with Mininet's Python API (one
-LinuxBridge, N hosts on plain veth Links, or TCLinks with --mininet-tc, no
-controller) and times its build and start, the same one-host changes and its
+LinuxBridge, N hosts on plain veth Links, or with --mininet-tc TCLinks with
+an HTB qdisc of 1 Gbit/s on each end, no controller) and times its build and start, the same one-host changes and its
 stop. Then it prints each operation's cost per 100 VMs between the
 smallest and the largest N (the slope).
 
@@ -261,7 +261,7 @@ def main():
     ap.add_argument("--profile", action="store_true", help="where a one-VM change's time goes")
     ap.add_argument("--cpuprofile", help="directory for CPU profiles")
     ap.add_argument("--mininet", action="store_true", help="also Mininet (bench/mininet_star.py) for each size")
-    ap.add_argument("--mininet-tc", action="store_true", help="Mininet with TCLink instead of Link")
+    ap.add_argument("--mininet-tc", action="store_true", help="Mininet with TCLink, bw=1000 (HTB), instead of Link")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("scale.py: needs root")
@@ -281,7 +281,7 @@ def main():
                            capture_output=True, text=True)
         if v.returncode != 0:
             sys.exit(f"scale.py: --mininet needs mininet for {Mininet.PYTHON} (apt-get install mininet): {v.stderr}")
-        print(f"mininet {v.stdout.strip()}: LinuxBridge, {'TCLink' if a.mininet_tc else 'Link'}, no controller")
+        print(f"mininet {v.stdout.strip()}: LinuxBridge, {'TCLink bw=1000' if a.mininet_tc else 'Link'}, no controller")
     results, raws, mns, phases = {}, {}, {}, {}
     for n in sizes:
         tag = f"s{os.getpid() % 100000}n{n}"

@@ -9,28 +9,38 @@ change its address, remove it; the median over --changes of each), status
 and destroy. Beside it, in the same run and under the same lock,
 bench/rawnetlink issues the same netlink requests directly (namespaces,
 veth pairs, bridge, addresses) for the same N and the same changes, and
-deletes them. Then it prints each operation's cost per 100 VMs between the
+deletes them. With --mininet, also in the same run and under the same lock,
+bench/mininet_star.py builds the same star with Mininet's Python API (one
+LinuxBridge, N hosts on plain veth Links, or with --mininet-tc TCLinks with
+an HTB qdisc of 1 Gbit/s on each end, no controller) and times its build and start, the same one-host changes and its
+stop. Then it prints each operation's cost per 100 VMs between the
 smallest and the largest N (the slope).
 
 usage: bench/scale.py [--vnet bin/vnet] [--sizes 100,300,1000] [--changes 20]
                       [--hosts 1] [--settle 0] [--profile] [--cpuprofile DIR]
+                      [--mininet [--mininet-tc]]
 
 --hosts H spreads the N VMs evenly over H hosts on one distributed switch
 (one uplink, a NIC on each host); the one-VM changes happen on the first
 host. bench/rawnetlink then still makes the N VMs on one host: its figure
 leaves out the other hosts' namespaces and the uplinks.
 
-Needs root and Go (it builds bench/rawnetlink). It takes /tmp/vnet-kernel.lock
+Needs root and Go (it builds bench/rawnetlink); --mininet needs Mininet 2.3
+for /usr/bin/python3 (Debian's `mininet`) and bridge-utils. It takes /tmp/vnet-kernel.lock
 for each size itself (do not wrap it in flock) and removes what it made, also
 when interrupted or terminated. --profile shows where a one-VM change's time
 goes at the largest N: the engine's phases (VNET_TRACE) and, from one change
 under strace, its namespace switches (setns), netlink messages and fsyncs.
 --cpuprofile writes a CPU profile of each timed vnet command to DIR
-(VNET_CPUPROFILE). --settle waits that many seconds before each timed
+(VNET_CPUPROFILE). Mininet's hosts are shells in namespaces of their own; after
+each size it checks that none of this run's shells, bridge or ports is left and
+removes any that is, by the run's tag (it never runs `mn -c`, which kills every
+Mininet shell and deletes every link named like x-ethN).
+--settle waits that many seconds before each timed
 command, untimed, for the kernel to finish with new links.
 Not a test: it prints measurements.
 """
-import argparse, fcntl, os, platform, re, shutil, signal, statistics, subprocess, sys, tempfile, time
+import argparse, fcntl, json, os, platform, re, shutil, signal, statistics, subprocess, sys, tempfile, time
 
 LOCK = "/tmp/vnet-kernel.lock"
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -128,6 +138,56 @@ class Raw:
         subprocess.run([self.exe, "-tag", self.tag, "down"], capture_output=True)
 
 
+class Mininet:
+    """bench/mininet_star.py under the system python3, which has Debian's mininet."""
+    PYTHON = "/usr/bin/python3"
+
+    def __init__(self, tag, tc):
+        self.tag, self.tc = tag, tc
+
+    def measure(self, n, changes):
+        args = [self.PYTHON, os.path.join(HERE, "mininet_star.py"), "--tag", self.tag,
+                "--n", str(n), "--changes", str(changes)] + (["--tc"] if self.tc else [])
+        p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            out, err = p.communicate()
+        except BaseException:
+            # Let it stop its network itself; subprocess.run would SIGKILL it.
+            p.terminate()
+            try:
+                p.communicate(timeout=600)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+            raise
+        if p.returncode != 0:
+            raise RuntimeError(f"{' '.join(args)}: {err or out}")
+        return json.loads(out.strip().splitlines()[-1])
+
+    def cleanup(self):
+        """Removes what of this run is left: its hosts' shells (their namespaces go with
+        them), its bridge and the bridge's ports, matched by the run's own tag only."""
+        mine = re.compile(r"mininet:" + self.tag + r"[hs]\d*$")
+        for pid in (d for d in os.listdir("/proc") if d.isdigit()):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    argv = f.read().split(b"\0")
+            except OSError:
+                continue
+            if any(mine.match(x.decode(errors="replace")) for x in argv):
+                print(f"mininet: killing a leftover shell {pid}", file=sys.stderr)
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+        for line in links.splitlines():
+            name = line.split(":")[1].strip().split("@")[0]
+            if name == self.tag + "s" or name.startswith(self.tag + "s-eth"):
+                print(f"mininet: deleting a leftover link {name}", file=sys.stderr)
+                subprocess.run(["ip", "link", "del", name], capture_output=True)
+
+
 def ops_of(changes, add, change, remove):
     """Runs `changes` rounds of add, change address, remove; returns the medians."""
     a, c, r = [], [], []
@@ -200,6 +260,8 @@ def main():
     ap.add_argument("--hosts", type=int, default=1, help="hosts the N VMs are spread over, on one distributed switch")
     ap.add_argument("--profile", action="store_true", help="where a one-VM change's time goes")
     ap.add_argument("--cpuprofile", help="directory for CPU profiles")
+    ap.add_argument("--mininet", action="store_true", help="also Mininet (bench/mininet_star.py) for each size")
+    ap.add_argument("--mininet-tc", action="store_true", help="Mininet with TCLink, bw=1000 (HTB), instead of Link")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("scale.py: needs root")
@@ -214,42 +276,64 @@ def main():
         print(f"{a.hosts} hosts on one distributed switch, the VMs spread evenly, the one-VM changes on h1; "
               "raw netlink makes the same VMs on one host (no host namespaces for the others, no uplinks)")
     print(f"machine: {os.cpu_count()} CPUs, Linux {platform.release()}; vnet {run([vnet, '--version'])[1].stdout.strip()}")
-    results, raws, phases = {}, {}, {}
+    if a.mininet:
+        v = subprocess.run([Mininet.PYTHON, "-c", "import mininet.net as m; print(m.VERSION)"],
+                           capture_output=True, text=True)
+        if v.returncode != 0:
+            sys.exit(f"scale.py: --mininet needs mininet for {Mininet.PYTHON} (apt-get install mininet): {v.stderr}")
+        print(f"mininet {v.stdout.strip()}: LinuxBridge, {'TCLink bw=1000' if a.mininet_tc else 'Link'}, no controller")
+    results, raws, mns, phases = {}, {}, {}, {}
     for n in sizes:
         tag = f"s{os.getpid() % 100000}n{n}"
         v = Vnet(vnet, "scl" + tag, a.cpuprofile, a.settle, a.profile and n == sizes[-1], a.hosts)
         r = Raw(raw_exe, tag)
+        m = Mininet(f"m{os.getpid() % 10000:04d}", a.mininet_tc) if a.mininet else None
         with open(LOCK, "a") as lk:
             fcntl.flock(lk, fcntl.LOCK_EX)
             try:
                 results[n] = measure_vnet(v, n, a.changes, a.profile and n == sizes[-1])
                 raws[n] = measure_raw(r, n, a.changes)
+                if m:
+                    mns[n] = m.measure(n, a.changes)
             finally:
                 v.cleanup()
                 r.cleanup()
+                if m:
+                    m.cleanup()
                 fcntl.flock(lk, fcntl.LOCK_UN)
         phases[n] = v.phases
         print(f"N={n}: vnet " + ", ".join(f"{k} {x:.3f}s" for k, x in results[n].items() if k != "syscalls")
-              + "; raw netlink " + ", ".join(f"{k} {x:.3f}s" for k, x in raws[n].items()), flush=True)
+              + "; raw netlink " + ", ".join(f"{k} {x:.3f}s" for k, x in raws[n].items())
+              + ("; mininet " + ", ".join(f"{k} {x:.3f}s" for k, x in mns[n].items()) if m else ""), flush=True)
     shutil.rmtree(os.path.dirname(raw_exe), ignore_errors=True)
-    report(sizes, results, raws)
+    report(sizes, results, raws, mns)
     if a.profile:
         profile(sizes[-1], results[sizes[-1]].get("syscalls", {}), phases[sizes[-1]])
 
 
-def report(sizes, results, raws):
+def report(sizes, results, raws, mns):
+    """A column per tool and size; with Mininet, each tool's ratio to raw netlink too;
+    with two sizes or more, each tool's cost per 100 VMs between the smallest and largest."""
     lo, hi = sizes[0], sizes[-1]
-    head = f"{'operation':<20}" + "".join(f"{'vnet N=' + str(n):>13}{'raw N=' + str(n):>13}" for n in sizes)
+    tools = [("vnet", results), ("raw", raws)] + ([("mininet", mns)] if mns else [])
+    head = f"{'operation':<20}" + "".join(f"{t + ' N=' + str(n):>15}" for n in sizes for t, _ in tools)
+    if mns:
+        head += "".join(f"{t + '/raw N=' + str(n):>16}" for n in sizes for t in ("vnet", "mn"))
     if len(sizes) > 1:
-        head += f"{'vnet/100 VMs':>14}{'raw/100 VMs':>13}"
+        head += "".join(f"{t + '/100 VMs':>17}" for t, _ in tools)
     print("\n" + head)
     for op in (k for k in results[lo] if k != "syscalls"):
         row = f"{op:<20}"
         for n in sizes:
-            row += f"{results[n][op]:>12.3f}s" + (f"{raws[n][op]:>12.3f}s" if op in raws[n] else f"{'-':>13}")
+            row += "".join(f"{d[n][op]:>14.3f}s" if op in d[n] else f"{'-':>15}" for _, d in tools)
+        if mns:
+            for n in sizes:
+                for d in (results, mns):
+                    ok = op in d[n] and op in raws[n] and raws[n][op] > 0
+                    row += f"{d[n][op] / raws[n][op]:>15.1f}x" if ok else f"{'-':>16}"
         if len(sizes) > 1:
-            row += f"{(results[hi][op] - results[lo][op]) / (hi - lo) * 100:>13.3f}s"
-            row += f"{(raws[hi][op] - raws[lo][op]) / (hi - lo) * 100:>12.3f}s" if op in raws[hi] else f"{'-':>13}"
+            for _, d in tools:
+                row += f"{(d[hi][op] - d[lo][op]) / (hi - lo) * 100:>16.3f}s" if op in d[hi] else f"{'-':>17}"
         print(row)
 
 

@@ -150,7 +150,8 @@ class Mininet:
                 "--n", str(n), "--changes", str(changes)] + (["--tc"] if self.tc else [])
         p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            out, err = p.communicate()
+            # Bounded, so that a Mininet stuck in its set-up does not keep the kernel lock.
+            out, err = p.communicate(timeout=300 + n)
         except BaseException:
             # Let it stop its network itself; subprocess.run would SIGKILL it.
             p.terminate()

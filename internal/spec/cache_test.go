@@ -80,7 +80,7 @@ func validSources(t *testing.T) map[string][]byte {
 		"rich.yaml":     []byte(richSpec),
 		"limits.yaml":   []byte(limitsBase),
 		"vms.yaml":      vmsSpec(300),
-		"networks.yaml": networksSpec(500),
+		"networks.yaml": GeneratedNetworks(500),
 	}
 	err := filepath.WalkDir("../../examples", func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".yaml") {

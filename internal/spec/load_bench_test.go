@@ -12,29 +12,6 @@ import (
 //
 //	go test -run '^$' -bench Load -benchmem ./internal/spec
 
-// networksSpec is an infrastructure of three hosts and n virtual networks
-// with two VMs each, network i on hosts hv(i%3+1) and hv((i+1)%3+1), written
-// one object a line as a cluster's spec is.
-func networksSpec(n int) []byte {
-	var b strings.Builder
-	b.WriteString("name: big\nhosts:\n")
-	for h := 1; h <= 3; h++ {
-		fmt.Fprintf(&b, "  - {name: hv%d, underlay: 192.168.0.%d}\n", h, h)
-	}
-	b.WriteString("networks:\n")
-	for i := 0; i < n; i++ {
-		fmt.Fprintf(&b, "  - {name: n%d, subnet: 10.%d.%d.0/24}\n", i, i/256, i%256)
-	}
-	b.WriteString("vms:\n")
-	for i := 0; i < n; i++ {
-		for j := 0; j < 2; j++ {
-			fmt.Fprintf(&b, "  - {name: v%d-%d, host: hv%d, nics: [{network: n%d, ip: 10.%d.%d.%d/24}]}\n",
-				i, j, (i+j)%3+1, i, i/256, i%256, 10+j)
-		}
-	}
-	return []byte(b.String())
-}
-
 // vmsSpec is one host with one private switch and n VMs of one vNIC each.
 func vmsSpec(n int) []byte {
 	var b strings.Builder
@@ -50,7 +27,7 @@ var benchSpecs = []struct {
 	src  func() []byte
 }{
 	{"1000VMs", func() []byte { return vmsSpec(1000) }},
-	{"10000Networks", func() []byte { return networksSpec(10000) }},
+	{"10000Networks", func() []byte { return GeneratedNetworks(10000) }},
 }
 
 func BenchmarkLoad(b *testing.B) {
@@ -129,7 +106,7 @@ func BenchmarkCachedLoad(b *testing.B) {
 // BenchmarkPinVNIs pins the VNIs of a spec whose networks leave them out,
 // as an apply does: the first time, and again with the VNIs stored before.
 func BenchmarkPinVNIs(b *testing.B) {
-	doc, err := Load("big.yaml", networksSpec(10000))
+	doc, err := Load("big.yaml", GeneratedNetworks(10000))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -196,7 +173,7 @@ func BenchmarkDecodeValidated(b *testing.B) {
 func BenchmarkApplyPin(b *testing.B) {
 	dir := b.TempDir()
 	file := dir + "/big.yaml"
-	src := networksSpec(10000)
+	src := GeneratedNetworks(10000)
 	if err := os.WriteFile(file, src, 0o644); err != nil {
 		b.Fatal(err)
 	}

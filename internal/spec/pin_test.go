@@ -51,7 +51,7 @@ func TestPinInText(t *testing.T) {
 	}{
 		{"flow items", netSpec, true},
 		{"block items", blockNetSpec, true},
-		{"generated", string(networksSpec(300)), true},
+		{"generated", string(GeneratedNetworks(300)), true},
 		{"all pinned", strings.Replace(netSpec, "{name: a-db,", "{name: a-db, vni: 5,", 1), true},
 		{"flow list", flowList(netSpec), false},
 		{"alias", strings.Replace(netSpec, "- {name: a-db", "- &db {name: a-db", 1) + "x: *db\n", false},
@@ -134,7 +134,7 @@ func flowList(src string) string {
 //
 //	go test -run='^$' -fuzz=FuzzPinInText -fuzztime=60s ./internal/spec
 func FuzzPinInText(f *testing.F) {
-	for _, src := range []string{netSpec, blockNetSpec, string(networksSpec(3)), flowList(netSpec)} {
+	for _, src := range []string{netSpec, blockNetSpec, string(GeneratedNetworks(3)), flowList(netSpec)} {
 		f.Add(src)
 	}
 	f.Fuzz(func(t *testing.T, src string) {
@@ -174,7 +174,7 @@ func FuzzPinInText(f *testing.F) {
 // documents pinned before: each must give the source, spec and positions
 // that pinning the freshly loaded document gives.
 func TestPinFromCache(t *testing.T) {
-	for _, src := range []string{netSpec, blockNetSpec, string(networksSpec(50)), flowList(netSpec)} {
+	for _, src := range []string{netSpec, blockNetSpec, string(GeneratedNetworks(50)), flowList(netSpec)} {
 		fresh, err := Load("t.yaml", []byte(src))
 		if err != nil {
 			t.Fatal(err)

@@ -1,6 +1,9 @@
 package spec
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // WantedError returns TEXT from a first line "# want: TEXT". Bad-spec test
 // files carry their expected error this way so that unit tests and command
@@ -12,4 +15,28 @@ func WantedError(src []byte) string {
 		return ""
 	}
 	return strings.TrimSpace(want)
+}
+
+// GeneratedNetworks is an infrastructure of three hosts and n virtual networks
+// with two VMs each, network i on hosts hv(i%3+1) and hv((i+1)%3+1), written
+// one object a line as a cluster's spec is: the large spec that the
+// spec's and the stores' benchmarks load.
+func GeneratedNetworks(n int) []byte {
+	var b strings.Builder
+	b.WriteString("name: big\nhosts:\n")
+	for h := 1; h <= 3; h++ {
+		fmt.Fprintf(&b, "  - {name: hv%d, underlay: 192.168.0.%d}\n", h, h)
+	}
+	b.WriteString("networks:\n")
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "  - {name: n%d, subnet: 10.%d.%d.0/24}\n", i, i/256, i%256)
+	}
+	b.WriteString("vms:\n")
+	for i := 0; i < n; i++ {
+		for j := 0; j < 2; j++ {
+			fmt.Fprintf(&b, "  - {name: v%d-%d, host: hv%d, nics: [{network: n%d, ip: 10.%d.%d.%d/24}]}\n",
+				i, j, (i+j)%3+1, i, i/256, i%256, 10+j)
+		}
+	}
+	return []byte(b.String())
 }

@@ -2,7 +2,6 @@ package etcdstore
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/vnet-project/vnet/internal/spec"
@@ -18,7 +17,7 @@ import (
 // that vnet apply --etcd stores.
 func BenchmarkAgentLoad(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
-		doc, err := spec.Load("big.yaml", benchNetworksSpec(n))
+		doc, err := spec.Load("big.yaml", spec.GeneratedNetworks(n))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -46,26 +45,4 @@ func BenchmarkAgentLoad(b *testing.B) {
 			})
 		}
 	}
-}
-
-// benchNetworksSpec is n virtual networks of two VMs each on three hosts,
-// one object a line, as internal/spec's benchmarks write them.
-func benchNetworksSpec(n int) []byte {
-	var b strings.Builder
-	b.WriteString("name: big\nhosts:\n")
-	for h := 1; h <= 3; h++ {
-		fmt.Fprintf(&b, "  - {name: hv%d, underlay: 192.168.0.%d}\n", h, h)
-	}
-	b.WriteString("networks:\n")
-	for i := 0; i < n; i++ {
-		fmt.Fprintf(&b, "  - {name: n%d, subnet: 10.%d.%d.0/24}\n", i, i/256, i%256)
-	}
-	b.WriteString("vms:\n")
-	for i := 0; i < n; i++ {
-		for j := 0; j < 2; j++ {
-			fmt.Fprintf(&b, "  - {name: v%d-%d, host: hv%d, nics: [{network: n%d, ip: 10.%d.%d.%d/24}]}\n",
-				i, j, (i+j)%3+1, i, i/256, i%256, 10+j)
-		}
-	}
-	return []byte(b.String())
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/store"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
 )
@@ -134,7 +135,13 @@ func (c *memoryCluster) put(name, src string) {
 	if old, ok := c.recs[name]; ok {
 		gen = old.Generation + 1
 	}
-	c.recs[name] = &store.Record{Name: name, SpecFile: name + ".yaml", Spec: []byte(src), Generation: gen}
+	rec := &store.Record{Name: name, SpecFile: name + ".yaml", Spec: []byte(src), Generation: gen}
+	// As vnet apply --etcd stores a spec that validated: with its encoding,
+	// which the agent makes its spec of.
+	if doc, err := spec.Load(rec.SpecFile, rec.Spec); err == nil {
+		rec.SpecEncoded = spec.EncodeValidated(doc)
+	}
+	c.recs[name] = rec
 }
 
 func (c *memoryCluster) remove(name string) {

@@ -320,10 +320,12 @@ func changed(format string, args ...any) {
 	}
 }
 
-// isGone reports whether err means the object no longer exists.
+// isGone reports whether err means the object no longer exists. ENODEV
+// is a link found by name and gone by the time it was asked for by index:
+// the kernel tore down a namespace with the link's other end meanwhile.
 func isGone(err error) bool {
 	var nf netlink.LinkNotFoundError
-	return errors.As(err, &nf) || errors.Is(err, os.ErrNotExist)
+	return errors.As(err, &nf) || errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENODEV)
 }
 
 // DeleteAll carries out the deletes of a destroy: it does what executing

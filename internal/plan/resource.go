@@ -182,6 +182,14 @@ func (r Resource) Key() string {
 	return string(r.Kind) + "/?"
 }
 
+// HalfPair reports whether r is a veth pair read without its second end:
+// the kernel is taking it down with a namespace that is gone, or is
+// about to. No request can make such a pair again, so a rollback does
+// not try to.
+func (r Resource) HalfPair() bool {
+	return r.Kind == KindVeth && r.B.Name == ""
+}
+
 // Same reports whether two resources are in the same state, labels aside.
 func Same(a, b Resource) bool {
 	a.Owner, b.Owner = "", ""

@@ -520,7 +520,7 @@ func (e *Engine) step(i int, a plan.Action) error {
 // failed plan works out the way back, so no step needs its own undo.
 // It reads what the apply could have touched: the scope of the apply.
 func (e *Engine) rollback(name string, o observation, cause error) error {
-	before, desired := o.observed, o.desired
+	before, desired := remakeable(o.observed), o.desired
 	e.logf("apply failed: %v\nrolling back\n", cause)
 	touched := append(append([]plan.Resource{}, before...), desired...)
 	now, err := e.observeScope(name, o.scope, touched)
@@ -548,6 +548,18 @@ func (e *Engine) rollback(name string, o observation, cause error) error {
 	}
 	e.clearPending(name)
 	return fmt.Errorf("%w (%w)", cause, ErrRolledBack)
+}
+
+// remakeable leaves out what no rollback can make again: half pairs the
+// kernel was already tearing down when the apply read the host.
+func remakeable(observed []plan.Resource) []plan.Resource {
+	out := make([]plan.Resource, 0, len(observed))
+	for _, r := range observed {
+		if !r.HalfPair() {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // record stores the apply; old is the record it read (nil: none), which

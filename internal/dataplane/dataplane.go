@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/google/nftables"
@@ -60,6 +61,10 @@ type nsHandle struct {
 	// (procSysNet says why); used from a thread in the namespace.
 	sysMu sync.Mutex
 	sys   procSysNet
+
+	// ino is the namespace's inode when the handle was opened: a name can
+	// come to stand for another namespace (forgetReplaced).
+	ino uint64
 }
 
 // New returns a dataplane for this machine. It fails with ErrNotRoot when
@@ -175,7 +180,37 @@ func nsHandleHere(ns string) (*nsHandle, error) {
 		h.Close()
 		return nil, fmt.Errorf("netlink in %s: %w", ns, err)
 	}
-	return &nsHandle{Handle: h, route: &nl.SocketHandle{Socket: s}}, nil
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/thread-self/ns/net", &st); err != nil {
+		h.Close()
+		s.Close()
+		return nil, fmt.Errorf("netns %s: %w", ns, err)
+	}
+	return &nsHandle{Handle: h, route: &nl.SocketHandle{Socket: s}, ino: st.Ino}, nil
+}
+
+// forgetReplaced drops the handles of named namespaces that are gone, or
+// whose name now stands for another namespace. A dataplane that outlives
+// one command (an agent's) would otherwise go on changing, through its
+// handle, a namespace deleted behind its back: the handle keeps it alive
+// and out of sight.
+func (l *Linux) forgetReplaced() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for name, h := range l.handles {
+		if name == plan.CurrentNS {
+			continue
+		}
+		if _, ok := anonNS(name); ok {
+			continue
+		}
+		var st unix.Stat_t
+		if err := unix.Stat(filepath.Join(NetnsDir, name), &st); err == nil && st.Ino == h.ino {
+			continue
+		}
+		h.close()
+		delete(l.handles, name)
+	}
 }
 
 func (h *nsHandle) close() {

@@ -50,6 +50,7 @@ func (l *Linux) ObserveCounting(infra string, hints []plan.Resource) ([]plan.Res
 
 func (l *Linux) observe(infra string, scope plan.Scope, hints []plan.Resource, counters *firewallCounts) ([]plan.Resource, error) {
 	l.jumps.reset()
+	l.forgetReplaced()
 	names, err := listNetnsIn(plan.InfraNSPrefix(infra), scope)
 	if err != nil {
 		return nil, err

@@ -225,7 +225,7 @@ func (s *Store) fail(op string, err error) error {
 // with an error of its own), and whether the call ran out of time.
 func (s *Store) unavailable(err error) (reason string, timedOut bool) {
 	code := status.Code(err)
-	timedOut = errors.Is(err, context.DeadlineExceeded) || code == codes.DeadlineExceeded
+	timedOut = ranOutOfTime(err)
 	if noLeader(err) {
 		return "no quorum (no leader)", true
 	}
@@ -248,6 +248,19 @@ func (s *Store) unavailable(err error) (reason string, timedOut bool) {
 	// The connection broke under the call: whether a write took effect is
 	// unknown, which the caller learns by reading again.
 	return "connection lost", false
+}
+
+// ranOutOfTime reports whether a call failed because its deadline passed.
+// The client says so in more than one way: the context's own error, a
+// status with that code, or, when the deadline passes inside its retries,
+// a status of code Unknown whose message is the context's error.
+func ranOutOfTime(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	st := status.Convert(err)
+	return st.Code() == codes.DeadlineExceeded ||
+		st.Code() == codes.Unknown && strings.Contains(st.Message(), context.DeadlineExceeded.Error())
 }
 
 func (s *Store) infraKey(name string) string { return s.prefix + "infra/" + name }

@@ -1,8 +1,13 @@
 package etcdstore
 
 import (
+	"context"
+	"fmt"
 	"reflect"
 	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 func TestAssess(t *testing.T) {
@@ -81,6 +86,26 @@ func TestParseEndpoints(t *testing.T) {
 	for in, want := range tests {
 		if got := ParseEndpoints(in); !reflect.DeepEqual(got, want) {
 			t.Errorf("ParseEndpoints(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestRanOutOfTime(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"the context's error", context.DeadlineExceeded, true},
+		{"wrapped", fmt.Errorf("get: %w", context.DeadlineExceeded), true},
+		{"status DeadlineExceeded", status.Error(codes.DeadlineExceeded, "context deadline exceeded"), true},
+		{"status Unknown with the context's error", status.Error(codes.Unknown, "context deadline exceeded"), true},
+		{"status Unknown, another cause", status.Error(codes.Unknown, "etcdserver: request is too large"), false},
+		{"status Unavailable", status.Error(codes.Unavailable, "connection refused"), false},
+		{"canceled", context.Canceled, false},
+	} {
+		if got := ranOutOfTime(tc.err); got != tc.want {
+			t.Errorf("%s: ranOutOfTime(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
 		}
 	}
 }

@@ -183,13 +183,20 @@ func (l *Linux) ensureFirewall(r plan.Resource) error {
 		}
 	}
 	bridgeTable, inetTable := bridgeTableOf(r.Name), inetTableOf(r.Name)
-	defer l.jumps.drop(r.NS, bridgeTable.Name)
+	made := false
+	defer func() {
+		l.jumps.drop(r.NS, bridgeTable.Name)
+		if made {
+			l.jumps.fresh(r.NS, bridgeTable.Name)
+		}
+	}()
 	return l.nftChange(r.NS, func(c *nftables.Conn) error {
 		tables, err := c.ListTables()
 		if err != nil {
 			return fmt.Errorf("nft -n %s list tables: %w", r.NS, err)
 		}
 		addBaseChains(c, bridgeTable)
+		_, hadBridge := findTable(tables, bridgeTable)
 		_, hasInet := findTable(tables, inetTable)
 		switch {
 		case r.Match == plan.FirewallStateful:
@@ -204,6 +211,7 @@ func (l *Linux) ensureFirewall(r plan.Resource) error {
 		if err := c.Flush(); err != nil {
 			return nftErr(r.NS, "add table bridge "+bridgeTable.Name, err)
 		}
+		made = !hadBridge
 		return nil
 	})
 }
@@ -273,11 +281,9 @@ func (l *Linux) ensurePortSec(r plan.Resource) error {
 	}
 	bridgeTable := bridgeTableOf(r.Name)
 	defer l.jumps.changed(r.NS, bridgeTable.Name, r.Link, false)
-	return l.portChange(r.NS, bridgeTable, r.Link, func(c *nftables.Conn, jumps []*nftables.Rule) error {
-		existing, err := portChainsIn(r.NS, bridgeTable, r.Link)
-		if err != nil {
-			return err
-		}
+	var made []string
+	err = l.portChange(r.NS, bridgeTable, r.Link, func(c *nftables.Conn, jumps []*nftables.Rule, existing map[string]bool) error {
+		made = nil
 		pre, fwd := addBaseChains(c, bridgeTable)
 		for _, j := range jumps {
 			if err := c.DelRule(j); err != nil {
@@ -307,6 +313,7 @@ func (l *Linux) ensurePortSec(r plan.Resource) error {
 			}
 			total += len(rules[kind])
 			chains[kind] = ch
+			made = append(made, name)
 		}
 		var jumpRules []*nftables.Rule
 		jump := func(base *nftables.Chain, key expr.MetaKey, kind string) {
@@ -333,6 +340,8 @@ func (l *Linux) ensurePortSec(r plan.Resource) error {
 		}
 		return nil
 	})
+	l.jumps.madeChains(r.NS, bridgeTable.Name, r.Link, made, err == nil)
+	return err
 }
 
 // addRule queues one compiled rule, with the anonymous sets it looks up.
@@ -372,10 +381,9 @@ func (l *Linux) removePortSec(r plan.Resource) error {
 		return nil
 	}
 	bridgeTable := bridgeTableOf(r.Name)
-	err := l.portChange(r.NS, bridgeTable, r.Link, func(c *nftables.Conn, jumps []*nftables.Rule) error {
-		existing, err := portChainsIn(r.NS, bridgeTable, r.Link)
-		if err != nil || len(existing) == 0 {
-			return err
+	err := l.portChange(r.NS, bridgeTable, r.Link, func(c *nftables.Conn, jumps []*nftables.Rule, existing map[string]bool) error {
+		if len(existing) == 0 {
+			return nil
 		}
 		for _, j := range jumps {
 			if err := c.DelRule(j); err != nil {
@@ -393,6 +401,7 @@ func (l *Linux) removePortSec(r plan.Resource) error {
 		return nil
 	})
 	l.jumps.changed(r.NS, bridgeTable.Name, r.Link, err == nil)
+	l.jumps.madeChains(r.NS, bridgeTable.Name, r.Link, nil, err == nil)
 	return err
 }
 
@@ -402,9 +411,19 @@ func (l *Linux) removePortSec(r plan.Resource) error {
 // since. Should the transaction fail with jumps the observation read, it is
 // tried once more with jumps read now: the table may have changed behind
 // vnet's back meanwhile.
-func (l *Linux) portChange(ns string, bridgeTable *nftables.Table, port string, fn func(c *nftables.Conn, jumps []*nftables.Rule) error) error {
+func (l *Linux) portChange(ns string, bridgeTable *nftables.Table, port string, fn func(c *nftables.Conn, jumps []*nftables.Rule, chains map[string]bool) error) error {
 	if jumps, ok := l.jumps.of(ns, bridgeTable, port); ok {
-		if err := l.nftChange(ns, func(c *nftables.Conn) error { return fn(c, jumps) }); err == nil {
+		err := l.nftChange(ns, func(c *nftables.Conn) error {
+			chains, known := l.jumps.chainsOf(ns, bridgeTable.Name, port)
+			if !known {
+				var err error
+				if chains, err = portChainsIn(ns, bridgeTable, port); err != nil {
+					return err
+				}
+			}
+			return fn(c, jumps, chains)
+		})
+		if err == nil {
 			return nil
 		}
 	}
@@ -413,7 +432,11 @@ func (l *Linux) portChange(ns string, bridgeTable *nftables.Table, port string, 
 		if err != nil {
 			return err
 		}
-		return fn(c, jumps)
+		chains, err := portChainsIn(ns, bridgeTable, port)
+		if err != nil {
+			return err
+		}
+		return fn(c, jumps, chains)
 	})
 }
 

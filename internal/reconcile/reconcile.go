@@ -468,8 +468,11 @@ func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 		}
 		lap("probe")
 	}
+	kinds := e.kindTimes()
 	for i, a := range p.Actions {
+		began := kinds.begin()
 		err := e.step(i, a)
+		kinds.end(a, began)
 		if err == nil {
 			res.Executed++
 			continue
@@ -477,6 +480,7 @@ func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 		return res, e.rollback(name, o, fmt.Errorf("apply %s: step %d of %d: %w", name, i+1, len(p.Actions), err))
 	}
 	lap("execute")
+	kinds.trace(e.tracef)
 	if err := e.record(doc, o.rec, o.model, !p.Empty()); err != nil {
 		return res, e.rollback(name, o, fmt.Errorf("apply %s: %w", name, err))
 	}

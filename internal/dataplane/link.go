@@ -32,7 +32,7 @@ func parsePeerAlias(alias string) (ns, name string, ok bool) {
 // explicitly, otherwise the bridge takes its lowest port's and changes as
 // ports come and go.
 // Equivalent to: ip -n NS link add NAME type bridge; ip -n NS link set NAME addrgenmode none;
-// ip netns exec NS sysctl -w net.ipv4.conf.NAME.rp_filter=1;
+// ip netns exec NS sysctl -w net.ipv4.conf.NAME.rp_filter=1 [net.ipv6.conf.NAME.disable_ipv6=1];
 // ip -n NS link set NAME address MAC mtu MTU alias A up
 func (l *Linux) ensureBridge(r plan.Resource) error {
 	h, err := l.handle(r.NS)
@@ -58,7 +58,7 @@ func (l *Linux) ensureBridge(r plan.Resource) error {
 	}
 	// Settings before the link comes up, so that it never takes a frame
 	// without them.
-	if err := writeSysctls(r.NS, bridgeConf(r.Name), plan.BridgeSysctls, r.Sysctls); err != nil {
+	if err := writeBridgeSysctls(r.NS, r.Name, r.Sysctls); err != nil {
 		return err
 	}
 	if r.Isolate {

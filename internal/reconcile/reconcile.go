@@ -46,6 +46,13 @@ type BatchDeleter interface {
 	DeleteAll(actions []plan.Action) []error
 }
 
+// DevicePreparer is a dataplane that records, for a whole plan before its
+// first step, the state of the devices the plan changes, which each step
+// would otherwise record alone.
+type DevicePreparer interface {
+	PrepareDevices(actions []plan.Action) error
+}
+
 // Engine applies and destroys infrastructures.
 type Engine struct {
 	DP    Dataplane
@@ -462,6 +469,11 @@ func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 	if !p.Empty() {
 		if err := e.DP.Probe(o.desired); err != nil {
 			return res, fmt.Errorf("apply %s: %w", name, err)
+		}
+		if d, ok := e.DP.(DevicePreparer); ok {
+			if err := d.PrepareDevices(p.Actions); err != nil {
+				return res, fmt.Errorf("apply %s: %w", name, err)
+			}
 		}
 		if err := e.setPending(name); err != nil {
 			return res, fmt.Errorf("apply %s: %w", name, err)

@@ -31,7 +31,8 @@ func (k *kindTimes) begin() time.Time {
 	return time.Now()
 }
 
-func (k *kindTimes) end(a plan.Action, began time.Time) {
+// end adds the time since began to n steps of a's operation and kind.
+func (k *kindTimes) end(a plan.Action, n int, began time.Time) {
 	if !k.on {
 		return
 	}
@@ -41,7 +42,7 @@ func (k *kindTimes) end(a plan.Action, began time.Time) {
 		t = &kindTime{}
 		k.spent[key] = t
 	}
-	t.steps++
+	t.steps += n
 	t.took += time.Since(began)
 }
 

@@ -53,6 +53,17 @@ type DevicePreparer interface {
 	PrepareDevices(actions []plan.Action) error
 }
 
+// BatchExecutor is a dataplane that carries out some consecutive steps of
+// a plan faster together than one by one, with the same result: those
+// with the same non-empty BatchKey, at most MaxBatch at once.
+// ExecuteBatch returns how many it carried out before the first that
+// failed, and that one's error.
+type BatchExecutor interface {
+	BatchKey(a plan.Action) string
+	MaxBatch() int
+	ExecuteBatch(actions []plan.Action) (int, error)
+}
+
 // Engine applies and destroys infrastructures.
 type Engine struct {
 	DP    Dataplane
@@ -481,15 +492,16 @@ func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 		lap("probe")
 	}
 	kinds := e.kindTimes()
-	for i, a := range p.Actions {
+	for i := 0; i < len(p.Actions); {
+		steps := p.Actions[i : i+e.batchLen(p.Actions[i:])]
 		began := kinds.begin()
-		err := e.step(i, a)
-		kinds.end(a, began)
-		if err == nil {
-			res.Executed++
-			continue
+		done, err := e.steps(i, steps)
+		kinds.end(steps[0], len(steps), began)
+		res.Executed += done
+		if err != nil {
+			return res, e.rollback(name, o, fmt.Errorf("apply %s: step %d of %d: %w", name, i+done+1, len(p.Actions), err))
 		}
-		return res, e.rollback(name, o, fmt.Errorf("apply %s: step %d of %d: %w", name, i+1, len(p.Actions), err))
+		i += len(steps)
 	}
 	lap("execute")
 	kinds.trace(e.tracef)
@@ -521,6 +533,55 @@ func (e *Engine) clearPending(name string) {
 	if p, ok := e.Store.(store.Pending); ok {
 		_ = p.ClearPending(name)
 	}
+}
+
+// batchLen is how many of the steps, from the first, go together: the
+// first and those after it with its batch key (BatchExecutor).
+func (e *Engine) batchLen(actions []plan.Action) int {
+	b, ok := e.DP.(BatchExecutor)
+	if !ok {
+		return 1
+	}
+	key := b.BatchKey(actions[0])
+	if key == "" {
+		return 1
+	}
+	n := 1
+	for n < len(actions) && n < b.MaxBatch() && b.BatchKey(actions[n]) == key {
+		n++
+	}
+	return n
+}
+
+// steps carries out consecutive steps, the first being step i of the plan,
+// together where the dataplane can (batchLen). It returns how many it
+// carried out before the first that failed, and that one's error.
+func (e *Engine) steps(i int, actions []plan.Action) (int, error) {
+	if len(actions) == 1 {
+		if err := e.step(i, actions[0]); err != nil {
+			return 0, err
+		}
+		return 1, nil
+	}
+	// FailBefore fails the apply before the step it names: the steps before
+	// it are carried out, together, and it is not.
+	var failed error
+	if e.FailBefore != nil {
+		for k, a := range actions {
+			if err := e.FailBefore(i+k, a); err != nil {
+				actions, failed = actions[:k], err
+				break
+			}
+		}
+	}
+	done := 0
+	if len(actions) > 0 {
+		var err error
+		if done, err = e.DP.(BatchExecutor).ExecuteBatch(actions); err != nil {
+			return done, err
+		}
+	}
+	return done, failed
 }
 
 func (e *Engine) step(i int, a plan.Action) error {

@@ -40,6 +40,7 @@ func (l *Linux) ensureBridge(r plan.Resource) error {
 		return err
 	}
 	link, err := h.LinkByName(r.Name)
+	made := false
 	if isGone(err) {
 		br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: r.Name, MTU: r.MTU}}
 		if err := h.LinkAdd(br); err != nil {
@@ -48,6 +49,7 @@ func (l *Linux) ensureBridge(r plan.Resource) error {
 		changed("bridge made: %s in %s", r.Name, r.NS)
 		if link, err = h.LinkByName(r.Name); err == nil {
 			err = quietIPv6(h, link, r.NS)
+			made = true
 		}
 	}
 	if err != nil {
@@ -61,7 +63,9 @@ func (l *Linux) ensureBridge(r plan.Resource) error {
 	if err := writeBridgeSysctls(r.NS, r.Name, r.Sysctls); err != nil {
 		return err
 	}
-	if r.Isolate {
+	// A bridge just made, down and without link-local addresses, has no
+	// address to remove: asking would dump every address of the namespace.
+	if r.Isolate && !made {
 		if err := isolateBridge(h, link); err != nil {
 			return err
 		}

@@ -42,7 +42,7 @@ func (l *Linux) ensureBridge(r plan.Resource) error {
 	link, err := h.LinkByName(r.Name)
 	made := false
 	if isGone(err) {
-		br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: r.Name, MTU: r.MTU}}
+		br := &netlink.Bridge{LinkAttrs: newLinkAttrs(r.Name, r.MAC, r.MTU, ownerAlias(r.Owner))}
 		if err := h.LinkAdd(br); err != nil {
 			return bridgeErr(err)
 		}
@@ -71,6 +71,19 @@ func (l *Linux) ensureBridge(r plan.Resource) error {
 		}
 	}
 	return setLinkAttrs(h, link, r.MAC, r.MTU, ownerAlias(r.Owner), true)
+}
+
+// newLinkAttrs are the attributes a link vnet makes is made with: its
+// name, MTU, MAC (when set) and alias in the request that makes it, so
+// that the steps that set them otherwise have nothing left to do (each
+// request takes the rtnl lock that every link change of the machine
+// waits for), and the link is marked as vnet's from its start.
+func newLinkAttrs(name, mac string, mtu int, alias string) netlink.LinkAttrs {
+	attrs := netlink.LinkAttrs{Name: name, MTU: mtu, Alias: alias}
+	if hw, err := net.ParseMAC(mac); err == nil {
+		attrs.HardwareAddr = hw
+	}
+	return attrs
 }
 
 func bridgeErr(err error) error {

@@ -80,6 +80,9 @@ func (l *Linux) ensureDevice(r plan.Resource) error {
 	}
 	// A teamed uplink: isolated, nothing flooded to it (steering decides).
 	// Taking it out of the bridge on give-back drops these port flags.
+	if newPort(link) && !r.Isolate {
+		return nil
+	}
 	if isolated, err := l.linkIsolated(r.NS, link.Attrs().Index); err != nil || isolated != r.Isolate {
 		return setUplinkPort(h, r.NS, link, r.Isolate)
 	}

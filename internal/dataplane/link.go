@@ -184,6 +184,9 @@ func (l *Linux) configureEnd(e plan.End, alias string, made bool) error {
 	if e.Master == "" {
 		return nil
 	}
+	if newPort(link) && !e.Isolated {
+		return nil
+	}
 	if isolated, err := l.linkIsolated(e.NS, link.Attrs().Index); err != nil || isolated != e.Isolated {
 		return setUplinkPort(h, e.NS, link, e.Isolated)
 	}
@@ -285,6 +288,11 @@ func setLinkAttrs(h *netlink.Handle, link netlink.Link, mac string, mtu int, ali
 	}
 	return nil
 }
+
+// newPort reports whether setMaster just made link, as read before it, a
+// bridge port: then its port flags are the bridge's defaults (not
+// isolated), and need not be read.
+func newPort(link netlink.Link) bool { return link.Attrs().MasterIndex == 0 }
 
 func setMaster(h *netlink.Handle, link netlink.Link, master string) error {
 	name := link.Attrs().Name

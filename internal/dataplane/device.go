@@ -137,6 +137,31 @@ func (l *Linux) PrepareDevices(actions []plan.Action) error {
 	return writeFilesSynced(files)
 }
 
+// DropUnusedDeviceRecords removes, after a failed apply's rollback, the
+// records PrepareDevices wrote of devices the apply never got to change
+// (their alias does not mark them as vnet's): nothing else would remove
+// them.
+func (l *Linux) DropUnusedDeviceRecords(actions []plan.Action) {
+	for _, a := range actions {
+		if a.New == nil || a.New.Kind != plan.KindDevice || a.Op == plan.OpDelete {
+			continue
+		}
+		h, err := l.handle(a.New.NS)
+		if err != nil {
+			continue
+		}
+		link, err := h.LinkByName(a.New.Name)
+		if err != nil || strings.HasPrefix(link.Attrs().Alias, plan.AliasPrefix) {
+			continue
+		}
+		if path, err := l.deviceFile(a.New.NS, a.New.Name); err == nil {
+			if st, err := readDeviceState(path); err == nil && st.Index == link.Attrs().Index {
+				_ = os.Remove(path)
+			}
+		}
+	}
+}
+
 // pendingFile is a file to write whole: data for path.
 type pendingFile struct {
 	path string

@@ -51,6 +51,9 @@ type BatchDeleter interface {
 // would otherwise record alone.
 type DevicePreparer interface {
 	PrepareDevices(actions []plan.Action) error
+	// DropUnusedDeviceRecords removes, after a rollback, the records of
+	// devices the plan never got to change.
+	DropUnusedDeviceRecords(actions []plan.Action)
 }
 
 // BatchExecutor is a dataplane that carries out some consecutive steps of
@@ -622,6 +625,9 @@ func (e *Engine) rollback(name string, o observation, cause error) error {
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w; rollback incomplete: %v", cause, errors.Join(errs...))
+	}
+	if d, ok := e.DP.(DevicePreparer); ok {
+		d.DropUnusedDeviceRecords(plan.Diff(desired, before).Actions)
 	}
 	e.clearPending(name)
 	return fmt.Errorf("%w (%w)", cause, ErrRolledBack)

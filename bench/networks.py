@@ -14,6 +14,12 @@ test makes on its host before the apply (as QEMU's host set-up would) and
 the spec attaches (attach: {tap: NAME}), not a namespace of its own. The
 default, netns, makes each VM a namespace with a veth pair.
 
+VNET_NETWORKS_ONLY_APPLY=1 in the environment ends each size after the
+apply from empty (its time, the kernel objects per network and each
+agent's first pass, with what each kind of step took), and
+VNET_NETWORKS_APPLY_WAIT (a Go duration, 20m by default) bounds the wait
+for it.
+
 --throughput runs scripts/networks-walkthrough.sh instead, with
 THROUGHPUT=SECONDS: TCP_STREAM within a network across two hosts, through
 the distributed router across two hosts, and over a plain veth pair between

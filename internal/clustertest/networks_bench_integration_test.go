@@ -213,6 +213,7 @@ func waitCurrent(t *testing.T, c *Cluster, infra string, gen int, limit time.Dur
 // VNET_NETWORKS_ROUTED=1 puts the networks on routers, two to a router;
 // VNET_NETWORKS_PORTS=tap makes each VM a guest on a TAP made before the
 // apply, rather than a namespace (netns, the default).
+// VNET_NETWORKS_ONLY_APPLY=1 ends the test after the apply from empty.
 // VNET_NETWORKS_APPLY_WAIT and VNET_NETWORKS_DESTROY_WAIT bound the waits
 // for the apply from empty (default 20 minutes) and for destroy (25).
 // The agents' periodic full pass is kept out of the way (--interval 1h),
@@ -275,6 +276,13 @@ func TestClusterNetworksScale(t *testing.T) {
 		used>>10, float64(used)/float64(n), float64(used)/float64(2*n), slab>>10, float64(slab)/float64(n),
 		agentRSS(c.Machines[0])>>10, agentRSS(c.Machines[1])>>10, agentRSS(c.Machines[2])>>10)
 
+	for _, m := range c.Machines {
+		t.Logf("agent of %s, its first pass:\n%s", m.Host, firstPassTrace(m.AgentLog()))
+	}
+	if os.Getenv("VNET_NETWORKS_ONLY_APPLY") == "1" {
+		return
+	}
+
 	statusStart := time.Now()
 	if out, err := c.Vnet("status", infra, "-o", "json"); err != nil {
 		t.Fatalf("status: %v\n%s", err, out)
@@ -332,6 +340,18 @@ func TestClusterNetworksScale(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 	t.Logf("destroy: every host empty after %s (%d namespaces and links)", time.Since(start).Round(time.Millisecond), all)
+}
+
+// firstPassTrace is the trace of the agent's pass that applied something
+// first, without the list of changes it printed.
+func firstPassTrace(log string) string {
+	lines := strings.Split(log, "\n")
+	end := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, ": applied ") })
+	if end < 0 {
+		return lastLines(log, 40)
+	}
+	start := max(0, end-40)
+	return strings.Join(lines[start:end+1], "\n")
 }
 
 // envDuration is the duration an environment variable gives, else def.

@@ -589,3 +589,47 @@ func (l *Linux) deleteNamespaces(actions []plan.Action) []error {
 	}
 	return errs
 }
+
+// maxBatch bounds the steps one batch carries out together: a batch is
+// one kernel transaction, whose size the kernel's socket buffers bound.
+const maxBatch = 256
+
+// BatchKey says which steps of a plan ExecuteBatch carries out together:
+// consecutive ones with the same key. Only creates of port policies in
+// one firewall have one now.
+func (l *Linux) BatchKey(a plan.Action) string {
+	if a.Op == plan.OpCreate && a.New != nil && a.New.Kind == plan.KindPortSec {
+		return "portsec\x00" + a.New.NS + "\x00" + a.New.Name
+	}
+	return ""
+}
+
+// ExecuteBatch carries out steps of one BatchKey, with the result of
+// executing them one by one: all together where it can, else each on its
+// own. It returns how many were carried out before the first that failed,
+// and that one's error.
+func (l *Linux) ExecuteBatch(actions []plan.Action) (int, error) {
+	if len(actions) > 1 && l.BatchKey(actions[0]) != "" && len(actions) <= maxBatch {
+		rs := make([]plan.Resource, len(actions))
+		for i, a := range actions {
+			rs[i] = *a.New
+		}
+		if l.ensurePortSecs(rs) == nil {
+			if killpoint.Enabled {
+				for _, a := range actions {
+					killpoint.At(fmt.Sprintf("done: %s %s", a.Op, a.Subject()))
+				}
+			}
+			return len(actions), nil
+		}
+	}
+	for i, a := range actions {
+		if err := l.Execute(a); err != nil {
+			return i, err
+		}
+	}
+	return len(actions), nil
+}
+
+// MaxBatch is the most steps ExecuteBatch takes at once.
+func (l *Linux) MaxBatch() int { return maxBatch }

@@ -80,6 +80,9 @@ func (l *Linux) ensureDevice(r plan.Resource) error {
 	}
 	// A teamed uplink: isolated, nothing flooded to it (steering decides).
 	// Taking it out of the bridge on give-back drops these port flags.
+	if newPort(link) && !r.Isolate {
+		return nil
+	}
 	if isolated, err := l.linkIsolated(r.NS, link.Attrs().Index); err != nil || isolated != r.Isolate {
 		return setUplinkPort(h, r.NS, link, r.Isolate)
 	}
@@ -108,7 +111,117 @@ func (l *Linux) recordDevice(h *netlink.Handle, ns string, link netlink.Link) er
 	return writeFileSynced(path, append(data, '\n'))
 }
 
+// PrepareDevices writes the state of every device the actions will change
+// first that has no record yet, before any of them runs, as each step's
+// recordDevice would: with one qdisc dump per namespace rather than one per
+// device (the kernel answers each with every link's), and one sync of the
+// file system for all the files rather than two per device. A step then
+// finds its device's record and writes none; one whose device could not be
+// found here records it, or fails, on its own. A device the apply does not
+// get to keeps its record, of the state it still has, for the next apply.
+func (l *Linux) PrepareDevices(actions []plan.Action) error {
+	byNS := map[string][]string{}
+	for _, a := range actions {
+		if a.New != nil && a.New.Kind == plan.KindDevice && a.Op != plan.OpDelete {
+			byNS[a.New.NS] = append(byNS[a.New.NS], a.New.Name)
+		}
+	}
+	var files []pendingFile
+	for ns, names := range byNS {
+		f, err := l.deviceRecords(ns, names)
+		if err != nil {
+			return err
+		}
+		files = append(files, f...)
+	}
+	return writeFilesSynced(files)
+}
+
+// DropUnusedDeviceRecords removes, after a failed apply's rollback, the
+// records PrepareDevices wrote of devices the apply never got to change
+// (their alias does not mark them as vnet's): nothing else would remove
+// them.
+func (l *Linux) DropUnusedDeviceRecords(actions []plan.Action) {
+	for _, a := range actions {
+		if a.New == nil || a.New.Kind != plan.KindDevice || a.Op == plan.OpDelete {
+			continue
+		}
+		h, err := l.handle(a.New.NS)
+		if err != nil {
+			continue
+		}
+		link, err := h.LinkByName(a.New.Name)
+		if err != nil || strings.HasPrefix(link.Attrs().Alias, plan.AliasPrefix) {
+			continue
+		}
+		if path, err := l.deviceFile(a.New.NS, a.New.Name); err == nil {
+			if st, err := readDeviceState(path); err == nil && st.Index == link.Attrs().Index {
+				_ = os.Remove(path)
+			}
+		}
+	}
+}
+
+// pendingFile is a file to write whole: data for path.
+type pendingFile struct {
+	path string
+	data []byte
+}
+
+// deviceRecords returns the records to write of the named devices of ns
+// that have none of their own.
+func (l *Linux) deviceRecords(ns string, names []string) ([]pendingFile, error) {
+	h, err := l.handle(ns)
+	if err != nil {
+		return nil, nil // its steps fail, or record, on their own
+	}
+	var qdiscs map[int][]netlink.Qdisc
+	var out []pendingFile
+	for _, name := range names {
+		link, err := h.LinkByName(name)
+		if err != nil {
+			continue // its step says why
+		}
+		path, err := l.deviceFile(ns, name)
+		if err != nil {
+			return nil, err
+		}
+		if old, err := readDeviceState(path); err == nil && old.Index == link.Attrs().Index {
+			continue
+		}
+		if qdiscs == nil {
+			all, err := retryDump(func() ([]netlink.Qdisc, error) { return h.QdiscList(nil) })
+			if err != nil {
+				return nil, fmt.Errorf("tc -n %s qdisc show: %w", ns, err)
+			}
+			qdiscs = map[int][]netlink.Qdisc{}
+			for _, q := range all {
+				qdiscs[q.Attrs().LinkIndex] = append(qdiscs[q.Attrs().LinkIndex], q)
+			}
+		}
+		st, err := deviceStateOf(h, link, qdiscs[link.Attrs().Index])
+		if err != nil {
+			return nil, err
+		}
+		data, err := json.MarshalIndent(st, "", "  ")
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, pendingFile{path: path, data: append(data, '\n')})
+	}
+	return out, nil
+}
+
 func readDevice(h *netlink.Handle, link netlink.Link) (deviceState, error) {
+	qs, err := h.QdiscList(link)
+	if err != nil {
+		return deviceState{}, fmt.Errorf("tc qdisc show dev %s: %w", link.Attrs().Name, err)
+	}
+	return deviceStateOf(h, link, qs)
+}
+
+// deviceStateOf is the state of a device with the qdiscs qs.
+func deviceStateOf(h *netlink.Handle, link netlink.Link, qs []netlink.Qdisc) (deviceState, error) {
 	a := link.Attrs()
 	st := deviceState{Index: a.Index, Name: a.Name, MTU: a.MTU, Alias: a.Alias, Up: a.Flags&net.FlagUp != 0}
 	if a.MasterIndex != 0 {
@@ -117,10 +230,6 @@ func readDevice(h *netlink.Handle, link netlink.Link) (deviceState, error) {
 			return st, fmt.Errorf("master of %s: %w", a.Name, err)
 		}
 		st.Master = m.Attrs().Name
-	}
-	qs, err := h.QdiscList(link)
-	if err != nil {
-		return st, fmt.Errorf("tc qdisc show dev %s: %w", a.Name, err)
 	}
 	for _, q := range qs {
 		switch q.Attrs().Parent {
@@ -191,6 +300,79 @@ func writeFileSynced(path string, data []byte) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// writeFilesSynced writes each file whole or not at all, as
+// writeFileSynced does, with one sync of the file system for all of them
+// and one of each directory, after which every file is in place.
+func writeFilesSynced(files []pendingFile) error {
+	if len(files) == 0 {
+		return nil
+	}
+	type staged struct{ tmp, path string }
+	var done []staged
+	defer func() {
+		for _, s := range done {
+			os.Remove(s.tmp)
+		}
+	}()
+	dirs := map[string]bool{}
+	for _, f := range files {
+		dir := filepath.Dir(f.path)
+		if !dirs[dir] {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return err
+			}
+			dirs[dir] = true
+		}
+		tmp, err := os.CreateTemp(dir, ".tmp-*")
+		if err != nil {
+			return err
+		}
+		done = append(done, staged{tmp.Name(), f.path})
+		_, err = tmp.Write(f.data)
+		if cerr := tmp.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := syncFS(filepath.Dir(files[0].path)); err != nil {
+		return err
+	}
+	for i, s := range done {
+		if err := os.Rename(s.tmp, s.path); err != nil {
+			done = done[i:]
+			return err
+		}
+	}
+	done = nil
+	for dir := range dirs {
+		d, err := os.Open(dir)
+		if err != nil {
+			return err
+		}
+		err = d.Sync()
+		d.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// syncFS writes out everything of the file system that holds dir.
+func syncFS(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := unix.Syncfs(int(d.Fd())); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
 }
 
 // removeDevice gives a device back as it was found. Without a record (lost

@@ -32,7 +32,7 @@ func parsePeerAlias(alias string) (ns, name string, ok bool) {
 // explicitly, otherwise the bridge takes its lowest port's and changes as
 // ports come and go.
 // Equivalent to: ip -n NS link add NAME type bridge; ip -n NS link set NAME addrgenmode none;
-// ip netns exec NS sysctl -w net.ipv4.conf.NAME.rp_filter=1;
+// ip netns exec NS sysctl -w net.ipv4.conf.NAME.rp_filter=1 [net.ipv6.conf.NAME.disable_ipv6=1];
 // ip -n NS link set NAME address MAC mtu MTU alias A up
 func (l *Linux) ensureBridge(r plan.Resource) error {
 	h, err := l.handle(r.NS)
@@ -40,14 +40,16 @@ func (l *Linux) ensureBridge(r plan.Resource) error {
 		return err
 	}
 	link, err := h.LinkByName(r.Name)
+	made := false
 	if isGone(err) {
-		br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: r.Name, MTU: r.MTU}}
+		br := &netlink.Bridge{LinkAttrs: newLinkAttrs(r.Name, r.MAC, r.MTU, ownerAlias(r.Owner))}
 		if err := h.LinkAdd(br); err != nil {
 			return bridgeErr(err)
 		}
 		changed("bridge made: %s in %s", r.Name, r.NS)
 		if link, err = h.LinkByName(r.Name); err == nil {
 			err = quietIPv6(h, link, r.NS)
+			made = true
 		}
 	}
 	if err != nil {
@@ -58,15 +60,30 @@ func (l *Linux) ensureBridge(r plan.Resource) error {
 	}
 	// Settings before the link comes up, so that it never takes a frame
 	// without them.
-	if err := writeSysctls(r.NS, bridgeConf(r.Name), plan.BridgeSysctls, r.Sysctls); err != nil {
+	if err := writeBridgeSysctls(r.NS, r.Name, r.Sysctls); err != nil {
 		return err
 	}
-	if r.Isolate {
+	// A bridge just made, down and without link-local addresses, has no
+	// address to remove: asking would dump every address of the namespace.
+	if r.Isolate && !made {
 		if err := isolateBridge(h, link); err != nil {
 			return err
 		}
 	}
 	return setLinkAttrs(h, link, r.MAC, r.MTU, ownerAlias(r.Owner), true)
+}
+
+// newLinkAttrs are the attributes a link vnet makes is made with: its
+// name, MTU, MAC (when set) and alias in the request that makes it, so
+// that the steps that set them otherwise have nothing left to do (each
+// request takes the rtnl lock that every link change of the machine
+// waits for), and the link is marked as vnet's from its start.
+func newLinkAttrs(name, mac string, mtu int, alias string) netlink.LinkAttrs {
+	attrs := netlink.LinkAttrs{Name: name, MTU: mtu, Alias: alias}
+	if hw, err := net.ParseMAC(mac); err == nil {
+		attrs.HardwareAddr = hw
+	}
+	return attrs
 }
 
 func bridgeErr(err error) error {
@@ -165,6 +182,9 @@ func (l *Linux) configureEnd(e plan.End, alias string, made bool) error {
 		return err
 	}
 	if e.Master == "" {
+		return nil
+	}
+	if newPort(link) && !e.Isolated {
 		return nil
 	}
 	if isolated, err := l.linkIsolated(e.NS, link.Attrs().Index); err != nil || isolated != e.Isolated {
@@ -268,6 +288,11 @@ func setLinkAttrs(h *netlink.Handle, link netlink.Link, mac string, mtu int, ali
 	}
 	return nil
 }
+
+// newPort reports whether setMaster just made link, as read before it, a
+// bridge port: then its port flags are the bridge's defaults (not
+// isolated), and need not be read.
+func newPort(link netlink.Link) bool { return link.Attrs().MasterIndex == 0 }
 
 func setMaster(h *netlink.Handle, link netlink.Link, master string) error {
 	name := link.Attrs().Name

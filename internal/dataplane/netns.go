@@ -117,6 +117,48 @@ func setSysctls(ns, sysctls string) error {
 	return writeSysctls(ns, "", plan.NamespaceSysctlSet(ns), sysctls)
 }
 
+// bridgeIPv6 is where a bridge's IPv6 settings live under /proc/sys.
+func bridgeIPv6(bridge string) string { return "net/ipv6/conf/" + bridge + "/disable_ipv6" }
+
+// writeBridgeSysctls makes a bridge's settings (plan.BridgeSysctls, and
+// its IPv6 on or off as plan.BridgeIPv6Off says) in one entry into its
+// namespace. IPv6 is turned on again only where it is off.
+// Equivalent to: ip netns exec NS sysctl -w net.ipv4.conf.BRIDGE.rp_filter=1 net.ipv6.conf.BRIDGE.disable_ipv6=1|0
+func writeBridgeSysctls(ns, bridge, text string) error {
+	return inNS(ns, func() error {
+		if err := writeSysctlsHere(ns, bridgeConf(bridge), plan.BridgeSysctls, text, true); err != nil {
+			return err
+		}
+		want := "0"
+		if plan.BridgeWantsIPv6Off(text) {
+			want = "1"
+		}
+		var dirs procSysDirs = procSysDirs{}
+		defer dirs.close()
+		cur, err := dirs.read(bridgeIPv6(bridge))
+		if errors.Is(err, os.ErrNotExist) || (err == nil && cur == want) {
+			return nil // a kernel without IPv6, or as wanted
+		}
+		var root procSysNet
+		defer root.close()
+		if err := root.write(bridgeIPv6(bridge), want); err != nil {
+			return fmt.Errorf("netns %s: sysctl %s=%s: %w", ns, strings.ReplaceAll(bridgeIPv6(bridge), "/", "."), want, err)
+		}
+		changed("sysctl %s in %s", bridgeIPv6(bridge), ns)
+		return nil
+	})
+}
+
+// readBridgeIPv6Off reads, in the calling thread's namespace, whether a
+// bridge has IPv6 off (on a kernel without IPv6, every link has).
+func readBridgeIPv6Off(dirs procSysDirs, bridge string) (bool, error) {
+	v, err := dirs.read(bridgeIPv6(bridge))
+	if errors.Is(err, os.ErrNotExist) {
+		return true, nil
+	}
+	return v == "1", err
+}
+
 // bridgeConf is where a bridge's IPv4 settings live under /proc/sys, the
 // directory plan.BridgeSysctls' keys are relative to.
 func bridgeConf(bridge string) string { return "net/ipv4/conf/" + bridge + "/" }

@@ -183,13 +183,20 @@ func (l *Linux) ensureFirewall(r plan.Resource) error {
 		}
 	}
 	bridgeTable, inetTable := bridgeTableOf(r.Name), inetTableOf(r.Name)
-	defer l.jumps.drop(r.NS, bridgeTable.Name)
+	made := false
+	defer func() {
+		l.jumps.drop(r.NS, bridgeTable.Name)
+		if made {
+			l.jumps.fresh(r.NS, bridgeTable.Name)
+		}
+	}()
 	return l.nftChange(r.NS, func(c *nftables.Conn) error {
 		tables, err := c.ListTables()
 		if err != nil {
 			return fmt.Errorf("nft -n %s list tables: %w", r.NS, err)
 		}
 		addBaseChains(c, bridgeTable)
+		_, hadBridge := findTable(tables, bridgeTable)
 		_, hasInet := findTable(tables, inetTable)
 		switch {
 		case r.Match == plan.FirewallStateful:
@@ -204,6 +211,7 @@ func (l *Linux) ensureFirewall(r plan.Resource) error {
 		if err := c.Flush(); err != nil {
 			return nftErr(r.NS, "add table bridge "+bridgeTable.Name, err)
 		}
+		made = !hadBridge
 		return nil
 	})
 }
@@ -260,80 +268,158 @@ func findTable(tables []*nftables.Table, want *nftables.Table) (*nftables.Table,
 // the old one.
 // Equivalent to: nft -f - <<< 'flush chain bridge vnet PORT-guard; add rule bridge vnet PORT-guard ether saddr != MAC counter drop; ...'
 func (l *Linux) ensurePortSec(r plan.Resource) error {
-	if plan.IsDigest(r.Match) {
-		return fmt.Errorf("port security on %s in %s: only its digest is known (%s), not the policy: run vnet apply to make it from the spec", r.Link, r.NS, r.Match)
-	}
-	p, err := plan.ParsePortPolicy(r.Match)
-	if err != nil {
-		return err
-	}
-	rules, err := compilePolicy(p)
+	rules, err := portSecRules(r)
 	if err != nil {
 		return err
 	}
 	bridgeTable := bridgeTableOf(r.Name)
 	defer l.jumps.changed(r.NS, bridgeTable.Name, r.Link, false)
-	return l.portChange(r.NS, bridgeTable, r.Link, func(c *nftables.Conn, jumps []*nftables.Rule) error {
-		existing, err := portChainsIn(r.NS, bridgeTable, r.Link)
-		if err != nil {
+	var made []string
+	err = l.portChange(r.NS, bridgeTable, r.Link, func(c *nftables.Conn, jumps []*nftables.Rule, existing map[string]bool) error {
+		var err error
+		if made, err = queuePortSec(c, bridgeTable, r, rules, jumps, existing); err != nil {
 			return err
-		}
-		pre, fwd := addBaseChains(c, bridgeTable)
-		for _, j := range jumps {
-			if err := c.DelRule(j); err != nil {
-				return err
-			}
-		}
-		total := 0
-		chains := map[string]*nftables.Chain{}
-		for _, kind := range portChains {
-			name := portChain(r.Link, kind)
-			if len(rules[kind]) == 0 {
-				if existing[name] {
-					ch := &nftables.Chain{Name: name, Table: bridgeTable}
-					c.FlushChain(ch)
-					c.DelChain(ch)
-				}
-				continue
-			}
-			ch := c.AddChain(&nftables.Chain{Name: name, Table: bridgeTable})
-			if existing[name] {
-				c.FlushChain(ch)
-			}
-			for _, nr := range rules[kind] {
-				if err := addRule(c, bridgeTable, ch, nr); err != nil {
-					return err
-				}
-			}
-			total += len(rules[kind])
-			chains[kind] = ch
-		}
-		var jumpRules []*nftables.Rule
-		jump := func(base *nftables.Chain, key expr.MetaKey, kind string) {
-			if ch, ok := chains[kind]; ok {
-				jumpRules = append(jumpRules, &nftables.Rule{Table: bridgeTable, Chain: base, Exprs: []expr.Any{
-					&expr.Meta{Key: key, Register: 1},
-					&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifname(r.Link)},
-					&expr.Verdict{Kind: expr.VerdictJump, Chain: ch.Name}}})
-			}
-		}
-		jump(pre, expr.MetaKeyIIFNAME, guardChain)
-		jump(fwd, expr.MetaKeyIIFNAME, egressChain)
-		jump(fwd, expr.MetaKeyOIFNAME, ingressChain)
-		for i, jr := range jumpRules {
-			text := portTag + r.Link
-			if i == 0 {
-				text += fmt.Sprintf(" %s rules=%d jumps=%d", plan.SteerDigest(r.Match), total, len(jumpRules))
-			}
-			jr.UserData = comment(text)
-			c.AddRule(jr)
 		}
 		if err := c.Flush(); err != nil {
 			return nftErr(r.NS, "port security on "+r.Link, err)
 		}
 		return nil
 	})
+	l.jumps.madeChains(r.NS, bridgeTable.Name, r.Link, made, err == nil)
+	return err
 }
+
+// portSecRules compiles a port security resource's policy.
+func portSecRules(r plan.Resource) (map[string][]nftRule, error) {
+	if plan.IsDigest(r.Match) {
+		return nil, fmt.Errorf("port security on %s in %s: only its digest is known (%s), not the policy: run vnet apply to make it from the spec", r.Link, r.NS, r.Match)
+	}
+	p, err := plan.ParsePortPolicy(r.Match)
+	if err != nil {
+		return nil, err
+	}
+	return compilePolicy(p)
+}
+
+// queuePortSec queues, on c, what makes a port's policy rules: its old
+// jumps deleted, its chains made or emptied (those it no longer needs
+// deleted) and filled, its jumps added. It returns the chains it makes.
+func queuePortSec(c *nftables.Conn, bridgeTable *nftables.Table, r plan.Resource, rules map[string][]nftRule,
+	jumps []*nftables.Rule, existing map[string]bool) ([]string, error) {
+	var made []string
+	pre, fwd := addBaseChains(c, bridgeTable)
+	for _, j := range jumps {
+		if err := c.DelRule(j); err != nil {
+			return nil, err
+		}
+	}
+	total := 0
+	chains := map[string]*nftables.Chain{}
+	for _, kind := range portChains {
+		name := portChain(r.Link, kind)
+		if len(rules[kind]) == 0 {
+			if existing[name] {
+				ch := &nftables.Chain{Name: name, Table: bridgeTable}
+				c.FlushChain(ch)
+				c.DelChain(ch)
+			}
+			continue
+		}
+		ch := c.AddChain(&nftables.Chain{Name: name, Table: bridgeTable})
+		if existing[name] {
+			c.FlushChain(ch)
+		}
+		for _, nr := range rules[kind] {
+			if err := addRule(c, bridgeTable, ch, nr); err != nil {
+				return nil, err
+			}
+		}
+		total += len(rules[kind])
+		chains[kind] = ch
+		made = append(made, name)
+	}
+	var jumpRules []*nftables.Rule
+	jump := func(base *nftables.Chain, key expr.MetaKey, kind string) {
+		if ch, ok := chains[kind]; ok {
+			jumpRules = append(jumpRules, &nftables.Rule{Table: bridgeTable, Chain: base, Exprs: []expr.Any{
+				&expr.Meta{Key: key, Register: 1},
+				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifname(r.Link)},
+				&expr.Verdict{Kind: expr.VerdictJump, Chain: ch.Name}}})
+		}
+	}
+	jump(pre, expr.MetaKeyIIFNAME, guardChain)
+	jump(fwd, expr.MetaKeyIIFNAME, egressChain)
+	jump(fwd, expr.MetaKeyOIFNAME, ingressChain)
+	for i, jr := range jumpRules {
+		text := portTag + r.Link
+		if i == 0 {
+			text += fmt.Sprintf(" %s rules=%d jumps=%d", plan.SteerDigest(r.Match), total, len(jumpRules))
+		}
+		jr.UserData = comment(text)
+		c.AddRule(jr)
+	}
+	return made, nil
+}
+
+// ensurePortSecs makes the policies of several ports of one firewall in
+// one transaction, where each port's jumps and chains are known without
+// asking the kernel (a table this command made, ports not changed since):
+// a first apply's thousand ports in a few commits rather than one each,
+// and the kernel checks the whole table at each commit. It returns
+// errNotBatched, having changed nothing, when some port's state is not
+// known or the transaction failed: then each port is made on its own, whose
+// error names the port.
+func (l *Linux) ensurePortSecs(rs []plan.Resource) error {
+	ns, table := rs[0].NS, rs[0].Name
+	bridgeTable := bridgeTableOf(table)
+	type port struct {
+		r        plan.Resource
+		rules    map[string][]nftRule
+		jumps    []*nftables.Rule
+		existing map[string]bool
+		made     []string
+	}
+	ports := make([]port, 0, len(rs))
+	for _, r := range rs {
+		if r.NS != ns || r.Name != table {
+			return errNotBatched
+		}
+		rules, err := portSecRules(r)
+		if err != nil {
+			return errNotBatched
+		}
+		jumps, ok := l.jumps.of(ns, bridgeTable, r.Link)
+		if !ok {
+			return errNotBatched
+		}
+		existing, ok := l.jumps.chainsOf(ns, table, r.Link)
+		if !ok {
+			return errNotBatched
+		}
+		ports = append(ports, port{r: r, rules: rules, jumps: jumps, existing: existing})
+	}
+	err := l.nftChange(ns, func(c *nftables.Conn) error {
+		for i := range ports {
+			p := &ports[i]
+			var err error
+			if p.made, err = queuePortSec(c, bridgeTable, p.r, p.rules, p.jumps, p.existing); err != nil {
+				return err
+			}
+		}
+		return c.Flush()
+	})
+	if err != nil {
+		return errNotBatched
+	}
+	for _, p := range ports {
+		l.jumps.changed(ns, table, p.r.Link, false)
+		l.jumps.madeChains(ns, table, p.r.Link, p.made, true)
+	}
+	return nil
+}
+
+// errNotBatched says a batch was not made together and nothing of it was.
+var errNotBatched = errors.New("not made together")
 
 // addRule queues one compiled rule, with the anonymous sets it looks up.
 func addRule(c *nftables.Conn, bridgeTable *nftables.Table, ch *nftables.Chain, nr nftRule) error {
@@ -372,10 +458,9 @@ func (l *Linux) removePortSec(r plan.Resource) error {
 		return nil
 	}
 	bridgeTable := bridgeTableOf(r.Name)
-	err := l.portChange(r.NS, bridgeTable, r.Link, func(c *nftables.Conn, jumps []*nftables.Rule) error {
-		existing, err := portChainsIn(r.NS, bridgeTable, r.Link)
-		if err != nil || len(existing) == 0 {
-			return err
+	err := l.portChange(r.NS, bridgeTable, r.Link, func(c *nftables.Conn, jumps []*nftables.Rule, existing map[string]bool) error {
+		if len(existing) == 0 {
+			return nil
 		}
 		for _, j := range jumps {
 			if err := c.DelRule(j); err != nil {
@@ -393,6 +478,7 @@ func (l *Linux) removePortSec(r plan.Resource) error {
 		return nil
 	})
 	l.jumps.changed(r.NS, bridgeTable.Name, r.Link, err == nil)
+	l.jumps.madeChains(r.NS, bridgeTable.Name, r.Link, nil, err == nil)
 	return err
 }
 
@@ -402,9 +488,19 @@ func (l *Linux) removePortSec(r plan.Resource) error {
 // since. Should the transaction fail with jumps the observation read, it is
 // tried once more with jumps read now: the table may have changed behind
 // vnet's back meanwhile.
-func (l *Linux) portChange(ns string, bridgeTable *nftables.Table, port string, fn func(c *nftables.Conn, jumps []*nftables.Rule) error) error {
+func (l *Linux) portChange(ns string, bridgeTable *nftables.Table, port string, fn func(c *nftables.Conn, jumps []*nftables.Rule, chains map[string]bool) error) error {
 	if jumps, ok := l.jumps.of(ns, bridgeTable, port); ok {
-		if err := l.nftChange(ns, func(c *nftables.Conn) error { return fn(c, jumps) }); err == nil {
+		err := l.nftChange(ns, func(c *nftables.Conn) error {
+			chains, known := l.jumps.chainsOf(ns, bridgeTable.Name, port)
+			if !known {
+				var err error
+				if chains, err = portChainsIn(ns, bridgeTable, port); err != nil {
+					return err
+				}
+			}
+			return fn(c, jumps, chains)
+		})
+		if err == nil {
 			return nil
 		}
 	}
@@ -413,7 +509,11 @@ func (l *Linux) portChange(ns string, bridgeTable *nftables.Table, port string, 
 		if err != nil {
 			return err
 		}
-		return fn(c, jumps)
+		chains, err := portChainsIn(ns, bridgeTable, port)
+		if err != nil {
+			return err
+		}
+		return fn(c, jumps, chains)
 	})
 }
 

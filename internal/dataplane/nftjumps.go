@@ -20,9 +20,19 @@ type seenJumps struct {
 
 // tableJumps are a table's jump rules by port; a port it does not list
 // has none. Unknown ports have changed since.
+//
+// Where the table was made by this command (fresh), it also knows each
+// port's chains: none but those its port policies made since, so that a
+// first apply's thousand port policies ask the kernel nothing before
+// their transactions (each such read opened a netfilter socket and dumped
+// the base chains, whose jumps grow with every port made).
 type tableJumps struct {
 	byPort  map[string][]baseJump
 	unknown map[string]bool
+
+	chainsKnown   bool
+	chains        map[string][]string // port -> its chains, of a fresh table
+	chainsUnknown map[string]bool
 }
 
 // baseJump is one jump rule: its base chain and handle.
@@ -56,6 +66,55 @@ func (s *seenJumps) note(ns, table string, notes map[string][]ruleNote) {
 		s.tables = map[string]*tableJumps{}
 	}
 	s.tables[jumpsKey(ns, table)] = t
+}
+
+// fresh notes a table this command just made: no port has jumps or chains.
+func (s *seenJumps) fresh(ns, table string) {
+	t := &tableJumps{byPort: map[string][]baseJump{}, unknown: map[string]bool{},
+		chainsKnown: true, chains: map[string][]string{}, chainsUnknown: map[string]bool{}}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tables == nil {
+		s.tables = map[string]*tableJumps{}
+	}
+	s.tables[jumpsKey(ns, table)] = t
+}
+
+// chainsOf returns which of a port's chains exist, and false when that is
+// not known.
+func (s *seenJumps) chainsOf(ns, table, port string) (map[string]bool, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.tables[jumpsKey(ns, table)]
+	if !ok || !t.chainsKnown || t.chainsUnknown[port] {
+		return nil, false
+	}
+	out := map[string]bool{}
+	for _, name := range t.chains[port] {
+		out[name] = true
+	}
+	return out, true
+}
+
+// madeChains notes a port's chains after a change: those named, or
+// unknown when the change failed (ok false).
+func (s *seenJumps) madeChains(ns, table, port string, chains []string, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, found := s.tables[jumpsKey(ns, table)]
+	if !found || !t.chainsKnown {
+		return
+	}
+	if !ok {
+		t.chainsUnknown[port] = true
+		return
+	}
+	delete(t.chainsUnknown, port)
+	if len(chains) == 0 {
+		delete(t.chains, port)
+		return
+	}
+	t.chains[port] = chains
 }
 
 // of returns a port's jump rules, and false when they are not known.

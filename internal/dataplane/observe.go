@@ -275,18 +275,22 @@ func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep 
 	}
 	byName := map[string]int{}
 	var bridges []string
+	networkBridges := map[string]bool{}
 	for _, link := range links {
 		v.bridged = v.bridged || link.Type() == "bridge"
 		byIndex[link.Attrs().Index] = link.Attrs().Name
 		byName[link.Attrs().Name] = link.Attrs().Index
 		if _, mine := strings.CutPrefix(link.Attrs().Alias, plan.AliasPrefix); mine && link.Type() == "bridge" && (only == nil || only[link.Attrs().Name]) {
 			bridges = append(bridges, link.Attrs().Name)
+			if isNetworkOwner(strings.TrimPrefix(link.Attrs().Alias, plan.AliasPrefix)) {
+				networkBridges[link.Attrs().Name] = true
+			}
 		}
 	}
 	bridgeSysctls := map[string]string{}
 	if len(bridges) > 0 {
 		var text string
-		if text, bridgeSysctls, err = readNamespaceSysctls(ns, bridges, !nsSysctlsRead); err != nil {
+		if text, bridgeSysctls, err = readNamespaceSysctls(ns, bridges, networkBridges, !nsSysctlsRead); err != nil {
 			return v, err
 		}
 		if !nsSysctlsRead {
@@ -641,8 +645,10 @@ func bridgePortFlags(m []byte) (f portFlags, ok bool) {
 }
 
 // readNamespaceSysctls reads vnet's settings of a namespace's bridges,
-// and of the namespace when withNS, entering it once.
-func readNamespaceSysctls(ns string, bridges []string, withNS bool) (string, map[string]string, error) {
+// and of the namespace when withNS, entering it once. Of the bridges of
+// virtual networks (networkBridges) it reads whether IPv6 is off
+// (plan.BridgeIPv6Off); on a kernel without IPv6 it is.
+func readNamespaceSysctls(ns string, bridges []string, networkBridges map[string]bool, withNS bool) (string, map[string]string, error) {
 	var text string
 	byBridge := map[string]string{}
 	err := inNS(ns, func() error {
@@ -652,9 +658,21 @@ func readNamespaceSysctls(ns string, bridges []string, withNS bool) (string, map
 				return err
 			}
 		}
+		dirs := procSysDirs{}
+		defer dirs.close()
 		for _, b := range bridges {
 			if byBridge[b], err = readSysctlsHere(ns, bridgeConf(b), plan.BridgeSysctls); err != nil {
 				return err
+			}
+			if !networkBridges[b] {
+				continue
+			}
+			off, err := readBridgeIPv6Off(dirs, b)
+			if err != nil {
+				return fmt.Errorf("netns %s: read sysctl %s: %w", ns, strings.ReplaceAll(bridgeIPv6(b), "/", "."), err)
+			}
+			if off {
+				byBridge[b] += " " + plan.BridgeIPv6Off
 			}
 		}
 		return nil

@@ -67,7 +67,7 @@ func (l *Linux) ensureVxlan(r plan.Resource) error {
 	}
 	link, err := h.LinkByName(r.Name)
 	if isGone(err) {
-		vx := &netlink.Vxlan{LinkAttrs: netlink.LinkAttrs{Name: r.Name, MTU: r.MTU},
+		vx := &netlink.Vxlan{LinkAttrs: newLinkAttrs(r.Name, r.MAC, r.MTU, ownerAlias(r.Owner)),
 			VxlanId: int(r.VNI), SrcAddr: net.ParseIP(r.Local), Port: int(r.Port), Learning: false}
 		if err := h.LinkAdd(vx); err != nil {
 			if errors.Is(err, unix.EOPNOTSUPP) {

@@ -159,7 +159,7 @@ func appendNetworks(out []Resource, s *spec.Spec, host, here string) []Resource 
 		owner := HostOwner(s.Name, "network "+n.Name+" on "+host)
 		mtu := n.EffectiveMTU()
 		out = append(out, Resource{Kind: KindBridge, NS: here, Name: bridge, MTU: mtu,
-			MAC: StableMAC(s.Name, "netbridge/"+host+"/"+n.Name), Sysctls: WantedSysctls(BridgeSysctls),
+			MAC: StableMAC(s.Name, "netbridge/"+host+"/"+n.Name), Sysctls: BridgeSysctlText(n.Subnet6 == ""),
 			Isolate: true, Owner: owner})
 		if len(carriers) > 1 {
 			out = appendTunnel(out, s, n, host, here, x, bridge, owner)

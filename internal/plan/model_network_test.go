@@ -254,6 +254,49 @@ func TestNetworkIPv6(t *testing.T) {
 	if !strings.Contains(fmt.Sprint(RouterSysctls), "net/ipv6/conf/all/forwarding") {
 		t.Error("routers do not forward IPv6")
 	}
+	// The bridges of networks with IPv6 keep it on (they hold IPv6
+	// neighbour entries); the others have it off.
+	want := map[string]bool{NetBridgeName("dc", "a-web"): false, NetBridgeName("dc", "a-db"): false}
+	plain := mustLoad(t, tenantsSpec)
+	for _, r := range Model(plain, Options{Host: "hv1"}) {
+		if r.Kind == KindBridge && r.Name == NetBridgeName("dc", "a-web") {
+			want["plain "+r.Name] = true
+			if !BridgeWantsIPv6Off(r.Sysctls) {
+				t.Errorf("bridge of a network without IPv6 keeps it on: %q", r.Sysctls)
+			}
+		}
+	}
+	for _, r := range Model(s, Options{Host: "hv1"}) {
+		if _, ok := want[r.Name]; ok && r.Kind == KindBridge {
+			want[r.Name] = true
+			if BridgeWantsIPv6Off(r.Sysctls) {
+				t.Errorf("bridge %s of a network with IPv6 has it off: %q", r.Name, r.Sysctls)
+			}
+		}
+	}
+	for name, seen := range want {
+		if !seen {
+			t.Errorf("no bridge %s on hv1", name)
+		}
+	}
+}
+
+func TestBridgeSysctlText(t *testing.T) {
+	for _, tc := range []struct {
+		off  bool
+		text string
+	}{
+		{false, "rp_filter=1"},
+		{true, "rp_filter=1 disable_ipv6=1"},
+	} {
+		got := BridgeSysctlText(tc.off)
+		if got != tc.text || BridgeWantsIPv6Off(got) != tc.off {
+			t.Errorf("BridgeSysctlText(%v) = %q (off %v), want %q", tc.off, got, BridgeWantsIPv6Off(got), tc.text)
+		}
+	}
+	if BridgeWantsIPv6Off("rp_filter=1 disable_ipv6=0") {
+		t.Error("disable_ipv6=0 read as off")
+	}
 }
 
 // A network whose tunnels a port group carries: on each host its tunnel

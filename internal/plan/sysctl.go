@@ -53,6 +53,31 @@ var BridgeSysctls = []Sysctl{
 	{Key: "rp_filter", Value: "1"},
 }
 
+// BridgeIPv6Off follows BridgeSysctls' settings in the Sysctls of a
+// virtual network's bridge when the network has no IPv6 (no subnet6): the
+// host's IPv6 is off on the bridge (net.ipv6.conf.BRIDGE.disable_ipv6=1,
+// set before the bridge comes up), so it adds no multicast route to the
+// host namespace's one IPv6 table, which every link coming up walks. Its
+// frames, IPv6 ones too, still cross it. A network with IPv6 keeps it on:
+// its bridge holds IPv6 neighbour entries, which a link with IPv6 off
+// refuses. Observation adds it where a bridge has IPv6 off.
+const BridgeIPv6Off = "disable_ipv6=1"
+
+// BridgeSysctlText is the Sysctls of a bridge vnet makes: BridgeSysctls,
+// and BridgeIPv6Off when the bridge has no use for IPv6.
+func BridgeSysctlText(ipv6Off bool) string {
+	text := WantedSysctls(BridgeSysctls)
+	if ipv6Off {
+		text += " " + BridgeIPv6Off
+	}
+	return text
+}
+
+// BridgeWantsIPv6Off reports whether a bridge's Sysctls say IPv6 off.
+func BridgeWantsIPv6Off(text string) bool {
+	return strings.HasSuffix(text, " "+BridgeIPv6Off) || text == BridgeIPv6Off
+}
+
 // SysctlText is a resource's Sysctls: "key=value" for each of set in order
 // (NamespaceSysctls or BridgeSysctls), the value from values, "?" where it
 // has none.

@@ -215,6 +215,33 @@ func TestNetworksOnOneMachine(t *testing.T) {
 		t.Errorf("b1 -> b2 after the repair: %d of %d answered", got, sent)
 	}
 
+	// The bridges of these networks, which have no IPv6, have it off; IPv6
+	// turned on by hand is drift, which a full apply repairs.
+	bridgeIPv6 := func() string {
+		out, err := exec.Command("ip", "netns", "exec", ns("hv1"), "cat",
+			"/proc/sys/net/ipv6/conf/"+plan.NetBridgeName(infra, "a-web")+"/disable_ipv6").CombinedOutput()
+		if err != nil {
+			t.Fatalf("read a-web's bridge's disable_ipv6 on hv1: %v\n%s", err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if got := bridgeIPv6(); got != "1" {
+		t.Errorf("a-web's bridge on hv1 (a network without IPv6): disable_ipv6 %s, want 1", got)
+	}
+	if out, err := exec.Command("ip", "netns", "exec", ns("hv1"), "sysctl", "-qw",
+		"net.ipv6.conf."+plan.NetBridgeName(infra, "a-web")+".disable_ipv6=0").CombinedOutput(); err != nil {
+		t.Fatalf("turn IPv6 on: %v\n%s", err, out)
+	}
+	if p := planOf(t, eng, src, true); !strings.Contains(p, "disable_ipv6 ? -> 1") {
+		t.Fatalf("a full apply would not turn IPv6 off again:\n%s", p)
+	}
+	eng.Full = true
+	nstest.Apply(t, eng, src)
+	eng.Full = false
+	if got := bridgeIPv6(); got != "1" {
+		t.Errorf("after the full apply, a-web's bridge on hv1 has disable_ipv6 %s, want 1", got)
+	}
+
 	// a2 moves from hv2 to hv3: same address and MAC, hv1's tunnel sends
 	// its frames to hv3 only, and its peers reach it there, on its network
 	// and through the router.

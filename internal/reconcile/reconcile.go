@@ -46,6 +46,27 @@ type BatchDeleter interface {
 	DeleteAll(actions []plan.Action) []error
 }
 
+// DevicePreparer is a dataplane that records, for a whole plan before its
+// first step, the state of the devices the plan changes, which each step
+// would otherwise record alone.
+type DevicePreparer interface {
+	PrepareDevices(actions []plan.Action) error
+	// DropUnusedDeviceRecords removes, after a rollback, the records of
+	// devices the plan never got to change.
+	DropUnusedDeviceRecords(actions []plan.Action)
+}
+
+// BatchExecutor is a dataplane that carries out some consecutive steps of
+// a plan faster together than one by one, with the same result: those
+// with the same non-empty BatchKey, at most MaxBatch at once.
+// ExecuteBatch returns how many it carried out before the first that
+// failed, and that one's error.
+type BatchExecutor interface {
+	BatchKey(a plan.Action) string
+	MaxBatch() int
+	ExecuteBatch(actions []plan.Action) (int, error)
+}
+
 // Engine applies and destroys infrastructures.
 type Engine struct {
 	DP    Dataplane
@@ -463,20 +484,30 @@ func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 		if err := e.DP.Probe(o.desired); err != nil {
 			return res, fmt.Errorf("apply %s: %w", name, err)
 		}
+		if d, ok := e.DP.(DevicePreparer); ok {
+			if err := d.PrepareDevices(p.Actions); err != nil {
+				return res, fmt.Errorf("apply %s: %w", name, err)
+			}
+		}
 		if err := e.setPending(name); err != nil {
 			return res, fmt.Errorf("apply %s: %w", name, err)
 		}
 		lap("probe")
 	}
-	for i, a := range p.Actions {
-		err := e.step(i, a)
-		if err == nil {
-			res.Executed++
-			continue
+	kinds := e.kindTimes()
+	for i := 0; i < len(p.Actions); {
+		steps := p.Actions[i : i+e.batchLen(p.Actions[i:])]
+		began := kinds.begin()
+		done, err := e.steps(i, steps)
+		kinds.end(steps[0], len(steps), began)
+		res.Executed += done
+		if err != nil {
+			return res, e.rollback(name, o, fmt.Errorf("apply %s: step %d of %d: %w", name, i+done+1, len(p.Actions), err))
 		}
-		return res, e.rollback(name, o, fmt.Errorf("apply %s: step %d of %d: %w", name, i+1, len(p.Actions), err))
+		i += len(steps)
 	}
 	lap("execute")
+	kinds.trace(e.tracef)
 	if err := e.record(doc, o.rec, o.model, !p.Empty()); err != nil {
 		return res, e.rollback(name, o, fmt.Errorf("apply %s: %w", name, err))
 	}
@@ -505,6 +536,55 @@ func (e *Engine) clearPending(name string) {
 	if p, ok := e.Store.(store.Pending); ok {
 		_ = p.ClearPending(name)
 	}
+}
+
+// batchLen is how many of the steps, from the first, go together: the
+// first and those after it with its batch key (BatchExecutor).
+func (e *Engine) batchLen(actions []plan.Action) int {
+	b, ok := e.DP.(BatchExecutor)
+	if !ok {
+		return 1
+	}
+	key := b.BatchKey(actions[0])
+	if key == "" {
+		return 1
+	}
+	n := 1
+	for n < len(actions) && n < b.MaxBatch() && b.BatchKey(actions[n]) == key {
+		n++
+	}
+	return n
+}
+
+// steps carries out consecutive steps, the first being step i of the plan,
+// together where the dataplane can (batchLen). It returns how many it
+// carried out before the first that failed, and that one's error.
+func (e *Engine) steps(i int, actions []plan.Action) (int, error) {
+	if len(actions) == 1 {
+		if err := e.step(i, actions[0]); err != nil {
+			return 0, err
+		}
+		return 1, nil
+	}
+	// FailBefore fails the apply before the step it names: the steps before
+	// it are carried out, together, and it is not.
+	var failed error
+	if e.FailBefore != nil {
+		for k, a := range actions {
+			if err := e.FailBefore(i+k, a); err != nil {
+				actions, failed = actions[:k], err
+				break
+			}
+		}
+	}
+	done := 0
+	if len(actions) > 0 {
+		var err error
+		if done, err = e.DP.(BatchExecutor).ExecuteBatch(actions); err != nil {
+			return done, err
+		}
+	}
+	return done, failed
 }
 
 func (e *Engine) step(i int, a plan.Action) error {
@@ -545,6 +625,9 @@ func (e *Engine) rollback(name string, o observation, cause error) error {
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w; rollback incomplete: %v", cause, errors.Join(errs...))
+	}
+	if d, ok := e.DP.(DevicePreparer); ok {
+		d.DropUnusedDeviceRecords(plan.Diff(desired, before).Actions)
 	}
 	e.clearPending(name)
 	return fmt.Errorf("%w (%w)", cause, ErrRolledBack)

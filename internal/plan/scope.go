@@ -89,7 +89,8 @@ func (r Resource) places() []place {
 			return []place{{r.A.NS, r.A.Name}}
 		}
 		return []place{{r.A.NS, r.A.Name}, {r.B.NS, r.B.Name}}
-	case KindBridge, KindVxlan:
+	case KindBridge, KindVxlan, KindDevice:
+		// A device's Link is its bridge: the device is where its name is.
 		return []place{{r.NS, r.Name}}
 	case KindNetns, KindFirewall, KindCgroup:
 		if ns := r.Namespace(); ns != "" {
@@ -173,12 +174,36 @@ func ChangeScope(last, next *spec.Spec, lastModel, nextModel []Resource) (Scope,
 	if !sameButVMsAndNetworks(last, next) {
 		return nil, "a host, switch, port group or host port changed"
 	}
-	if last.UsesRealHost() || next.UsesRealHost() {
-		// A TAP or a real NIC is a port under its own name, which a scope
-		// of switch ports by their made names would not read.
-		return nil, "the spec names real devices or attached vNICs"
+	if namesDevicesOrNamespaces(last) || namesDevicesOrNamespaces(next) {
+		// A real NIC carries every port of its switch (teams, Network I/O
+		// Control), and a namespace vnet does not own is read by the
+		// aliases of its ends, not by name: neither is bounded by the
+		// changed resources' places. A TAP is: it is a switch port under
+		// its own name, which its resource's place names.
+		return nil, "the spec names real devices or namespaces"
 	}
 	return ModelScope(lastModel, nextModel), ""
+}
+
+// namesDevicesOrNamespaces reports whether a spec names real NICs or
+// attaches vNICs to existing namespaces: all it names of the machine
+// but TAPs.
+func namesDevicesOrNamespaces(s *spec.Spec) bool {
+	for _, h := range s.Hosts {
+		for _, n := range h.NICs {
+			if n.IsDevice() {
+				return true
+			}
+		}
+	}
+	for _, vm := range s.VMs {
+		for _, n := range vm.NICs {
+			if n.NetnsName() != "" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ModelScope returns where the resources two models disagree on are (both

@@ -56,6 +56,16 @@ func (m *Memo) put(infra string, src []byte, s *spec.Spec, opt plan.Options, mod
 	m.byInfra[infra] = memoEntry{src: src, spec: s, opt: opt, model: model}
 }
 
+// lastSpec is the spec of the last apply kept for infra, or nil.
+func (m *Memo) lastSpec(infra string) *spec.Spec {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.byInfra[infra].spec
+}
+
 // Forget drops what is kept for infra.
 func (m *Memo) Forget(infra string) {
 	if m == nil {

@@ -125,7 +125,13 @@ func (e *Engine) checkHost(doc *spec.Document) error {
 	if !ok {
 		return nil
 	}
-	links, namespaces := plan.HostNames(s, e.Host)
+	checked := plan.AllVMs
+	if !e.Full {
+		// What the last apply in this process checked stood then; what
+		// became of it since is drift, which a full apply checks.
+		checked = plan.CheckedVMs(e.Memo.lastSpec(s.Name), s)
+	}
+	links, namespaces := plan.HostNames(s, e.Host, checked)
 	if len(links) == 0 && len(namespaces) == 0 {
 		return nil
 	}
@@ -141,7 +147,7 @@ func (e *Engine) checkHost(doc *spec.Document) error {
 	if err != nil {
 		return fmt.Errorf("read host %s: %w", e.Host, err)
 	}
-	speeds, err := plan.CheckHostFacts(doc, e.Host, facts)
+	speeds, err := plan.CheckHostFacts(doc, e.Host, facts, checked)
 	if err != nil {
 		return err
 	}

@@ -51,7 +51,8 @@ func (s Scope) addLink(ns, link string) {
 }
 
 func (s Scope) add(r Resource) {
-	for _, p := range r.places() {
+	var buf [2]place
+	for _, p := range r.places(buf[:0]) {
 		if p.link == "" {
 			s.addWhole(p.ns)
 		} else {
@@ -67,7 +68,8 @@ func (s Scope) Holds(r Resource) bool {
 	if s == nil {
 		return true
 	}
-	for _, p := range r.places() {
+	var buf [2]place
+	for _, p := range r.places(buf[:0]) {
 		links, ok := s[p.ns]
 		if !ok || links != nil && (p.link == "" || !links[p.link]) {
 			return false
@@ -79,29 +81,28 @@ func (s Scope) Holds(r Resource) bool {
 // place is a link of a namespace, or (link empty) the namespace itself.
 type place struct{ ns, link string }
 
-// places are where a resource is: the links it is or sits on, or its
-// namespace for what belongs to a namespace as a whole (the namespace
-// itself, its firewall, a VM's cgroup).
-func (r Resource) places() []place {
+// places appends to buf where a resource is: the links it is or sits on,
+// or its namespace for what belongs to a namespace as a whole (the
+// namespace itself, its firewall, a VM's cgroup). Two places at most: a
+// scope asks for those of every resource of a model, and buf spares it
+// an allocation for each.
+func (r Resource) places(buf []place) []place {
 	switch r.Kind {
 	case KindVeth:
 		if r.B.NS == "" {
-			return []place{{r.A.NS, r.A.Name}}
+			return append(buf, place{r.A.NS, r.A.Name})
 		}
-		return []place{{r.A.NS, r.A.Name}, {r.B.NS, r.B.Name}}
+		return append(buf, place{r.A.NS, r.A.Name}, place{r.B.NS, r.B.Name})
 	case KindBridge, KindVxlan, KindDevice:
 		// A device's Link is its bridge: the device is where its name is.
-		return []place{{r.NS, r.Name}}
+		return append(buf, place{r.NS, r.Name})
 	case KindNetns, KindFirewall, KindCgroup:
 		if ns := r.Namespace(); ns != "" {
-			return []place{{ns, ""}}
+			return append(buf, place{ns, ""})
 		}
-		return nil
+		return buf
 	}
-	if r.Link == "" {
-		return []place{{r.NS, ""}}
-	}
-	return []place{{r.NS, r.Link}}
+	return append(buf, place{r.NS, r.Link})
 }
 
 // Desired keeps the resources the scope holds.
@@ -129,16 +130,17 @@ func (s Scope) Observed(observed, planned, known []Resource) []Resource {
 		return observed
 	}
 	in := keySet(planned)
-	out := keySet(known)
+	var out map[string]bool // made only when needed: known may be a whole host's model
 	var kept []Resource
 	for _, r := range observed {
 		k := r.Key()
-		switch {
-		case in[k]:
-		case out[k]:
-			continue
-		case !s.Holds(r):
-			continue
+		if !in[k] {
+			if out == nil {
+				out = keySet(known)
+			}
+			if out[k] || !s.Holds(r) {
+				continue
+			}
 		}
 		kept = append(kept, r)
 	}

@@ -1,7 +1,9 @@
 package plan
 
 import (
+	"maps"
 	"reflect"
+	"slices"
 
 	"github.com/vnet-project/vnet/internal/spec"
 )
@@ -11,6 +13,7 @@ import (
 // change touches are modelled again (see SpliceModel).
 type Splice struct {
 	Model []Resource // the whole model of the next spec
+	Keys  []string   // the keys of Model's resources, in its order
 	// Before and After are the resources the change can touch (those the
 	// touched part of either spec makes), as the last model has them and
 	// as Model has them: the resources the two models disagree on are all
@@ -27,15 +30,22 @@ type Splice struct {
 // thousand networks models one or two of them instead of all.
 //
 // It returns false when it cannot bound the change that way, and the
-// caller models next whole: the specs differ elsewhere, a network leaves
+// caller models next whole: the specs differ elsewhere, either has an ACL
+// (whose peers may be any network's members), a network leaves
 // its VNI to allocation (which depends on every network), a touched VM is
 // on a port group as well (whose policies, teams and pools span its
 // switch), a touched network's tunnels use a port group, the model holds
 // team steering or pools, or the part made of the last spec does not
 // match lastModel (a resource the part makes depends on more than the
 // part).
-func SpliceModel(last, next *spec.Spec, lastModel []Resource, opt Options) (Splice, bool) {
+//
+// lastKeys, when not nil, are the keys of lastModel's resources (a
+// Splice's Keys): a splice then works out no key of the resources it keeps.
+func SpliceModel(last, next *spec.Spec, lastModel []Resource, lastKeys []string, opt Options) (Splice, bool) {
 	if opt.Host == "" || last == nil || !sameButVMsAndNetworks(last, next) || !allPinned(last) || !allPinned(next) {
+		return Splice{}, false
+	}
+	if hasACL(last) || hasACL(next) {
 		return Splice{}, false
 	}
 	for i := range lastModel {
@@ -49,11 +59,33 @@ func SpliceModel(last, next *spec.Spec, lastModel []Resource, opt Options) (Spli
 	}
 	before := Model(part(last, nets, vms), opt)
 	after := Model(part(next, nets, vms), opt)
-	model, was, now, ok := splice(lastModel, before, after)
-	if !ok {
-		return Splice{}, false
+	if len(lastKeys) != len(lastModel) {
+		lastKeys = make([]string, len(lastModel))
+		for i := range lastModel {
+			lastKeys[i] = lastModel[i].Key()
+		}
 	}
-	return Splice{Model: model, Before: was, After: now}, true
+	sp, ok := splice(lastModel, lastKeys, before, after)
+	return sp, ok
+}
+
+// hasACL reports whether a network or port group of s has an ACL: its
+// rules may name other networks or port groups, whose members then make
+// its ports' policies, beyond any part of the spec.
+func hasACL(s *spec.Spec) bool {
+	for i := range s.Networks {
+		if s.Networks[i].ACL != nil {
+			return true
+		}
+	}
+	for i := range s.Switches {
+		for j := range s.Switches[i].PortGroups {
+			if s.Switches[i].PortGroups[j].ACL != nil {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // allPinned reports whether every network of s gives its VNI.
@@ -172,15 +204,16 @@ func part(s *spec.Spec, nets, vms map[string]bool) *spec.Spec {
 	return &p
 }
 
-// splice drops from model what before holds and adds what after holds,
-// in place where a resource changes and at the end where it is new. It
-// returns the new model and, of the resources either part makes, model's
-// versions and the new model's. It is false when a resource before holds
-// is not as model has it: then model was made of more than before's spec,
-// and before does not explain it. A host's firewall is all its ports': it
-// is worked out again from the port policies of the new model
-// (hostFirewall).
-func splice(model, before, after []Resource) (out, was, now []Resource, ok bool) {
+// splice drops from model (keys: its resources' keys) what before holds
+// and adds what after holds, in place where a resource changes and at the
+// end where it is new; of the resources either part makes, Before holds
+// model's versions and After the new model's. It is false when a resource
+// before holds is not as model has it: then model was made of more than
+// before's spec, and before does not explain it. A host's firewall is all
+// its ports': it is worked out again from the port policies of the new
+// model (hostFirewall).
+func splice(model []Resource, keys []string, before, after []Resource) (Splice, bool) {
+	var sp Splice
 	firewalls := map[string]Resource{} // by key: the host firewalls either part makes
 	inBefore := make(map[string]int, len(before))
 	for i := range before {
@@ -198,94 +231,149 @@ func splice(model, before, after []Resource) (out, was, now []Resource, ok bool)
 		}
 		inAfter[after[i].Key()] = i
 	}
-	out = make([]Resource, 0, len(model)+len(after)-len(before))
+	n := len(model) + len(after) - len(before)
+	sp.Model, sp.Keys = make([]Resource, 0, n), make([]string, 0, n)
+	keep := func(r *Resource, k string) {
+		sp.Model = append(sp.Model, *r)
+		sp.Keys = append(sp.Keys, k)
+	}
+	matched := 0
 	for i := range model {
-		r := &model[i]
-		k := r.Key()
+		r, k := &model[i], keys[i]
 		if _, ok := firewalls[k]; ok {
-			was = append(was, *r)
-			out = append(out, *r)
+			sp.Before = append(sp.Before, *r)
+			keep(r, k)
 			continue
 		}
 		j, ok := inBefore[k]
 		if !ok {
-			out = append(out, *r)
+			keep(r, k)
 			continue
 		}
 		if *r != before[j] {
-			return nil, nil, nil, false
+			return Splice{}, false
 		}
-		was = append(was, *r)
-		if k, ok := inAfter[k]; ok {
-			out = append(out, after[k])
+		matched++
+		sp.Before = append(sp.Before, *r)
+		if j, ok := inAfter[k]; ok {
+			keep(&after[j], k)
 		}
 	}
-	if len(was) != len(inBefore)+countKind(was, KindFirewall) {
-		return nil, nil, nil, false // before makes what model lacks
+	if matched != len(inBefore) {
+		return Splice{}, false // before makes what model lacks
 	}
 	for i := range after {
 		if after[i].Kind == KindFirewall {
 			continue
 		}
-		now = append(now, after[i])
-		if _, ok := inBefore[after[i].Key()]; !ok {
-			out = append(out, after[i])
+		sp.After = append(sp.After, after[i])
+		k := after[i].Key()
+		if _, ok := inBefore[k]; !ok {
+			keep(&after[i], k)
+		}
+	}
+	for k, fw := range firewalls {
+		if sp.addedFirewall(k, fw, before, after) {
+			delete(firewalls, k)
 		}
 	}
 	if len(firewalls) > 0 {
-		var fws []Resource
-		out, fws = refirewall(out, firewalls)
-		now = append(now, fws...)
+		sp.refirewall(firewalls)
 	}
-	return out, was, now, true
+	return sp, true
 }
 
-func countKind(rs []Resource, k Kind) int {
-	n := 0
-	for i := range rs {
-		if rs[i].Kind == k {
-			n++
+// addedFirewall works out the host firewall of key k (fw, as a part makes
+// it) without reading every port policy of the model, where the parts
+// allow: when both make it alike, the ports they hold make the same of it
+// and the model keeps it as it was; when only after makes it, the new
+// policies add to the others, and it is stateful when either was.
+func (sp *Splice) addedFirewall(k string, fw Resource, before, after []Resource) bool {
+	b, inBefore := firewallIn(before, k)
+	a, inAfter := firewallIn(after, k)
+	switch {
+	case inBefore && inAfter && b == a:
+		sp.After = append(sp.After, sp.firewall(k, a))
+		return true
+	case inBefore || !inAfter:
+		return false
+	}
+	for i := range sp.Model {
+		if sp.Keys[i] == k {
+			if a.Match != FirewallStateful {
+				a.Match = sp.Model[i].Match
+			}
+			a.Owner = sp.Model[i].Owner
+			sp.Model[i] = a
+			sp.After = append(sp.After, a)
+			return true
 		}
 	}
-	return n
+	sp.Model, sp.Keys = append(sp.Model, a), append(sp.Keys, k)
+	sp.After = append(sp.After, a)
+	return true
+}
+
+// firewall is the model's resource of key k, or def when it has none.
+func (sp *Splice) firewall(k string, def Resource) Resource {
+	for i := range sp.Model {
+		if sp.Keys[i] == k {
+			return sp.Model[i]
+		}
+	}
+	return def
+}
+
+func firewallIn(rs []Resource, k string) (Resource, bool) {
+	for _, r := range rs {
+		if r.Kind == KindFirewall && r.Key() == k {
+			return r, true
+		}
+	}
+	return Resource{}, false
 }
 
 // refirewall makes each of the host firewalls (by key) what the port
-// policies of model make of it: gone without any, else in model once, as
-// hostFirewall makes it; and returns them as they are now. A firewall
-// stays where model has it.
-func refirewall(model []Resource, firewalls map[string]Resource) (out, now []Resource) {
-	policies := map[string][]Resource{} // by the firewall's key
-	for _, r := range model {
-		if r.Kind == KindPortSec {
-			if k := (Resource{Kind: KindFirewall, NS: r.NS, Name: r.Name}).Key(); firewalls[k].Kind != "" {
-				policies[k] = append(policies[k], r)
+// policies of the model make of it: gone without any, else in the model
+// once, as hostFirewall makes it, and in After as it is now. A firewall
+// stays where the model has it.
+func (sp *Splice) refirewall(firewalls map[string]Resource) {
+	type table struct{ ns, name string }
+	policies := map[table][]Resource{}
+	for _, fw := range firewalls {
+		policies[table{fw.NS, fw.Name}] = nil
+	}
+	for i := range sp.Model {
+		if r := &sp.Model[i]; r.Kind == KindPortSec {
+			if ps, ok := policies[table{r.NS, r.Name}]; ok {
+				policies[table{r.NS, r.Name}] = append(ps, *r)
 			}
 		}
 	}
-	out = model[:0]
+	model, keys := sp.Model[:0], sp.Keys[:0]
 	placed := map[string]bool{}
-	for _, r := range model {
-		if r.Kind == KindFirewall {
-			if fw, ok := firewalls[r.Key()]; ok {
-				placed[r.Key()] = true
-				if len(policies[r.Key()]) == 0 {
-					continue
-				}
-				r = hostFirewall(fw, policies[r.Key()])
-				now = append(now, r)
+	for i, r := range sp.Model {
+		k := sp.Keys[i]
+		if fw, ok := firewalls[k]; ok && r.Kind == KindFirewall {
+			placed[k] = true
+			ps := policies[table{fw.NS, fw.Name}]
+			if len(ps) == 0 {
+				continue
 			}
+			r = hostFirewall(fw, ps)
+			sp.After = append(sp.After, r)
 		}
-		out = append(out, r)
+		model, keys = append(model, r), append(keys, k)
 	}
-	for k, fw := range firewalls {
-		if !placed[k] && len(policies[k]) > 0 {
-			fw = hostFirewall(fw, policies[k])
-			out = append(out, fw)
-			now = append(now, fw)
+	for _, k := range slices.Sorted(maps.Keys(firewalls)) {
+		fw := firewalls[k]
+		if ps := policies[table{fw.NS, fw.Name}]; !placed[k] && len(ps) > 0 {
+			fw = hostFirewall(fw, ps)
+			model, keys = append(model, fw), append(keys, k)
+			sp.After = append(sp.After, fw)
 		}
 	}
-	return out, now
+	sp.Model, sp.Keys = model, keys
 }
 
 // sameNetwork reports whether two networks are given alike.

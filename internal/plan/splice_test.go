@@ -41,7 +41,7 @@ func TestSpliceModelIsTheWholeModel(t *testing.T) {
 				opt := Options{Host: host, NumCPU: 2}
 				last, next := load(t, c[0]), load(t, c[1])
 				before, want := Model(last, opt), Model(next, opt)
-				sp, ok := SpliceModel(last, next, before, opt)
+				sp, ok := SpliceModel(last, next, before, nil, opt)
 				if !ok {
 					t.Fatal("not spliced")
 				}
@@ -57,6 +57,13 @@ func TestSpliceModelIsTheWholeModel(t *testing.T) {
 						t.Errorf("spliced %+v\nwant %+v", r, byKey[r.Key()])
 					}
 				}
+				if !slices.Equal(sp.Keys, keysOf(sp.Model)) {
+					t.Errorf("keys %q are not the model's", sp.Keys)
+				}
+				// Spliced again, from a splice, with its keys.
+				if again, ok := SpliceModel(next, last, sp.Model, sp.Keys, opt); !ok || !slices.Equal(sortedKeys(again.Model), sortedKeys(before)) {
+					t.Errorf("spliced back (%v): %d resources, want %d", ok, len(again.Model), len(before))
+				}
 				if got, want := ModelScope(sp.Before, sp.After), ModelScope(before, want); !scopesEqual(got, want) {
 					t.Errorf("scope of the parts %v, of the whole models %v", got, want)
 				}
@@ -68,27 +75,35 @@ func TestSpliceModelIsTheWholeModel(t *testing.T) {
 // What a splice cannot bound is modelled whole.
 func TestSpliceModelRefuses(t *testing.T) {
 	base := networksBase(3)
+	acl := strings.Replace(base, "{name: m2, vni: 1002, subnet: 10.200.2.0/24}",
+		"{name: m2, vni: 1002, subnet: 10.200.2.0/24, acl: {default: deny, rules: [{action: allow, direction: ingress, from: {network: m1}}]}}", 1)
 	tests := map[string][2]string{
 		"a host changes":           {base, strings.Replace(base, "underlay: 10.0.0.13", "underlay: 10.0.0.23", 1)},
 		"a network without a VNI":  {base, strings.Replace(withNetwork(base, "new", "x1@hv1"), "{name: new, vni: 9999,", "{name: new,", 1)},
 		"a VM on a port group too": {scopeBase, scopeBase + "\n  - name: vm3\n    host: esx2\n    nics: [{portgroup: pg-a, ip: 10.0.0.3/24}]\n"},
+		"an ACL naming a network": {acl, strings.Replace(acl, "ip: 10.200.1.10/24", "ip: 10.200.1.30/24", 1)},
 	}
 	for name, c := range tests {
 		t.Run(name, func(t *testing.T) {
 			opt := Options{Host: "hv1", NumCPU: 2}
 			last, next := load(t, c[0]), load(t, c[1])
-			if _, ok := SpliceModel(last, next, Model(last, opt), opt); ok {
+			if _, ok := SpliceModel(last, next, Model(last, opt), nil, opt); ok {
 				t.Error("spliced")
 			}
 		})
 	}
 }
 
-func sortedKeys(rs []Resource) []string {
+func keysOf(rs []Resource) []string {
 	out := make([]string, len(rs))
 	for i, r := range rs {
 		out[i] = r.Key()
 	}
+	return out
+}
+
+func sortedKeys(rs []Resource) []string {
+	out := keysOf(rs)
 	slices.Sort(out)
 	return out
 }

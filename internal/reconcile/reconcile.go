@@ -252,13 +252,22 @@ type modelSet struct {
 	// plain is desired when observation tells nothing, made once: an
 	// apply asks for it before and after it observes.
 	plain []plan.Resource
+	// change, when set, is how next was spliced from prev: the resources
+	// the two can disagree on.
+	change *plan.Splice
 }
 
 // models reads the record of the last apply (nil before the first) and
-// makes the models of both specs, the last one's meanwhile.
+// makes the models of both specs, the last one's meanwhile. When the memo
+// holds the last spec's model and the change is one of virtual networks,
+// the next model is that one with the touched networks modelled again
+// (plan.SpliceModel).
 func (e *Engine) models(doc *spec.Document) (*store.Record, *modelSet, error) {
 	opt := e.scoped(plan.Options{NumCPU: e.numCPU()})
 	m := &modelSet{e: e, doc: doc, opt: opt}
+	if rec, ok := e.splice(doc, m); ok {
+		return rec, m, nil
+	}
 	var rec *store.Record
 	var err error
 	done := make(chan struct{})
@@ -287,6 +296,29 @@ func (e *Engine) models(doc *spec.Document) (*store.Record, *modelSet, error) {
 		m.otherBuild = rec.Engine != engineBuild()
 	}
 	return rec, m, err
+}
+
+// splice makes m's models of the memo's model of the last apply, when it
+// holds the record's spec and the change is one plan.SpliceModel bounds.
+func (e *Engine) splice(doc *spec.Document, m *modelSet) (*store.Record, bool) {
+	if e.Memo == nil {
+		return nil, false
+	}
+	rec, err := e.lastRecord(doc.Spec.Name)
+	if err != nil || sameSpec(rec, doc) {
+		return nil, false
+	}
+	kept, ok := e.Memo.entry(doc.Spec.Name, rec.Spec, m.opt)
+	if !ok {
+		return nil, false
+	}
+	sp, ok := plan.SpliceModel(kept.spec, doc.Spec, kept.model, kept.keys, m.opt)
+	if !ok {
+		return nil, false
+	}
+	m.last, m.prev, m.next, m.change = kept.spec, kept.model, sp.Model, &sp
+	m.otherBuild = rec.Engine != engineBuild()
+	return rec, true
 }
 
 // lastRecord reads the record of the last apply, without what was realized
@@ -365,7 +397,11 @@ func (e *Engine) scopeFor(doc *spec.Document, m *modelSet) plan.Scope {
 	case m.otherBuild:
 		why = "the last apply was made by another build of vnet"
 	default:
-		scope, why = plan.ChangeScope(m.last, doc.Spec, m.prev, m.next)
+		before, after := m.prev, m.next
+		if m.change != nil {
+			before, after = m.change.Before, m.change.After
+		}
+		scope, why = plan.ChangeScope(m.last, doc.Spec, before, after)
 	}
 	if scope.Full() {
 		e.tracef("full observation: %s\n", why)
@@ -487,7 +523,11 @@ func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 		return res, e.rollback(name, o, fmt.Errorf("apply %s: %w", name, err))
 	}
 	res.Realized = o.model
-	e.Memo.put(name, doc.Source, doc.Spec, o.models.opt, o.models.next)
+	var keys []string
+	if o.models.change != nil {
+		keys = o.models.change.Keys
+	}
+	e.Memo.put(name, doc.Source, doc.Spec, o.models.opt, o.models.next, keys)
 	// A full apply leaves the host as the record says, also after a killed one.
 	if !p.Empty() || o.scope.Full() {
 		e.clearPending(name)

@@ -201,9 +201,11 @@ func newMemoryAgent(t testing.TB, c *memoryCluster, dp *memoryDP, dir string, tr
 	return &Agent{Cluster: c, Local: local, DP: dp, Host: "hv1", HostNS: "hv1", Trace: trace}
 }
 
-// TestPassScale measures hv1's agent, with the kernel in memory, adding
-// one network to VNET_AGENT_BENCH networks, VNET_AGENT_ROUNDS times (3
-// unless set): each pass's trace and its CPU time. Run it with -v.
+// TestPassScale measures hv1's agent (VNET_AGENT_HOST's when set), with
+// the kernel in memory, adding one network to VNET_AGENT_BENCH networks,
+// VNET_AGENT_ROUNDS times (3 unless set), on hv1 and hv2: each pass's
+// trace and its CPU time. VNET_AGENT_PORTS=tap makes the VMs guests on
+// TAPs. Run it with -v.
 func TestPassScale(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("VNET_AGENT_BENCH"))
 	if n <= 0 {
@@ -217,6 +219,9 @@ func TestPassScale(t *testing.T) {
 	c.put("big", ports(scaleSpec("big", n, 0)))
 	var trace strings.Builder
 	a := newMemoryAgent(t, c, dp, t.TempDir(), &trace)
+	if h := os.Getenv("VNET_AGENT_HOST"); h != "" {
+		a.Host, a.HostNS = h, h // hv3 carries none of the networks added
+	}
 	start := time.Now()
 	a.reconcile(false)
 	t.Logf("first pass: %s, %d objects", time.Since(start).Round(time.Millisecond), len(dp.objs))

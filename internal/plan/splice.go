@@ -213,6 +213,12 @@ func part(s *spec.Spec, nets, vms map[string]bool) *spec.Spec {
 // its ports': it is worked out again from the port policies of the new
 // model (hostFirewall).
 func splice(model []Resource, keys []string, before, after []Resource) (Splice, bool) {
+	if slices.Equal(before, after) {
+		// The change makes nothing different here (a host that carries
+		// none of it): the model stays, not copied, once it is seen to
+		// hold the part as the part makes it.
+		return Splice{Model: model, Keys: keys, Before: before, After: after}, holds(model, keys, before)
+	}
 	var sp Splice
 	firewalls := map[string]Resource{} // by key: the host firewalls either part makes
 	inBefore := make(map[string]int, len(before))
@@ -331,6 +337,28 @@ func firewallIn(rs []Resource, k string) (Resource, bool) {
 		}
 	}
 	return Resource{}, false
+}
+
+// holds reports whether model (keys: its resources' keys) holds each of
+// part as it is.
+func holds(model []Resource, keys []string, part []Resource) bool {
+	if len(part) == 0 {
+		return true
+	}
+	want := make(map[string]int, len(part))
+	for i := range part {
+		want[part[i].Key()] = i
+	}
+	found := 0
+	for i, k := range keys {
+		if j, ok := want[k]; ok {
+			if model[i] != part[j] {
+				return false
+			}
+			found++
+		}
+	}
+	return found == len(want)
 }
 
 // refirewall makes each of the host firewalls (by key) what the port

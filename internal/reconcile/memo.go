@@ -26,6 +26,9 @@ type memoEntry struct {
 	opt   plan.Options
 	model []plan.Resource
 	keys  []string // of model's resources, when a splice worked them out
+	// desired is the desired state the apply made of model when
+	// observation told nothing (modelSet.plain), or nil.
+	desired []plan.Resource
 }
 
 // get returns the spec and model kept for infra when they were made of
@@ -50,8 +53,9 @@ func (m *Memo) entry(infra string, src []byte, opt plan.Options) (memoEntry, boo
 }
 
 // put keeps what an apply recorded: its spec's source, the spec, and its
-// model made with opt, with the model's keys when known (nil: not).
-func (m *Memo) put(infra string, src []byte, s *spec.Spec, opt plan.Options, model []plan.Resource, keys []string) {
+// model made with opt, with the model's keys when known (nil: not) and
+// the desired state made of it when observation told nothing (nil: none).
+func (m *Memo) put(infra string, src []byte, s *spec.Spec, opt plan.Options, model []plan.Resource, keys []string, desired []plan.Resource) {
 	if m == nil {
 		return
 	}
@@ -60,7 +64,7 @@ func (m *Memo) put(infra string, src []byte, s *spec.Spec, opt plan.Options, mod
 	if m.byInfra == nil {
 		m.byInfra = map[string]memoEntry{}
 	}
-	m.byInfra[infra] = memoEntry{src: src, spec: s, opt: opt, model: model, keys: keys}
+	m.byInfra[infra] = memoEntry{src: src, spec: s, opt: opt, model: model, keys: keys, desired: desired}
 }
 
 // lastSpec is the spec of the last apply kept for infra, or nil.

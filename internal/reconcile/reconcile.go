@@ -11,6 +11,7 @@ import (
 	"maps"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -317,8 +318,22 @@ func (e *Engine) splice(doc *spec.Document, m *modelSet) (*store.Record, bool) {
 		return nil, false
 	}
 	m.last, m.prev, m.next, m.change = kept.spec, kept.model, sp.Model, &sp
+	if sameSlice(sp.Model, kept.model) && len(kept.desired) == len(kept.model) &&
+		!slices.ContainsFunc(kept.model, func(r plan.Resource) bool { return r.Kind == plan.KindOffloads }) {
+		// Nothing of the host changes: the desired state is the last
+		// one's, as the last apply made it of the same model (which
+		// reset no offloads an earlier spec set: a model without
+		// offloads resets none).
+		m.plain = kept.desired
+	}
 	m.otherBuild = rec.Engine != engineBuild()
 	return rec, true
+}
+
+// sameSlice reports whether two slices are one: the same elements in
+// the same memory.
+func sameSlice(a, b []plan.Resource) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // lastRecord reads the record of the last apply, without what was realized
@@ -527,7 +542,7 @@ func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 	if o.models.change != nil {
 		keys = o.models.change.Keys
 	}
-	e.Memo.put(name, doc.Source, doc.Spec, o.models.opt, o.models.next, keys)
+	e.Memo.put(name, doc.Source, doc.Spec, o.models.opt, o.models.next, keys, o.models.plain)
 	// A full apply leaves the host as the record says, also after a killed one.
 	if !p.Empty() || o.scope.Full() {
 		e.clearPending(name)

@@ -15,13 +15,13 @@ import (
 func TestSimpleYAMLIsYAML(t *testing.T) {
 	srcs := map[string]string{
 		"generated networks": string(GeneratedNetworks(50)),
-		"block items": "name: a\nhosts:\n  - name: h1\n    nics: [{name: n0, speed: 1Gbit}]\n  - name: h2\nvms:\n- name: v1\n  host: h1\n  cpus: 0.5\n  nics:\n    - {portgroup: pg, ip: 10.0.0.1/24, mac: \"52:54:00:00:00:01\"}\n",
-		"nested maps":    "name: b\nswitches:\n  - name: s\n    teaming:\n      active: [u1, u2]\n    portgroups: [{name: pg, vlan: 10}]\n",
-		"quotes":         "name: 'c'\nhosts: [{name: \"h\"}]\n",
-		"nulls":          "name: d\nvms: ~\nhosts: null\n",
-		"ipv6 block":     "name: e\nnetworks:\n  - name: n\n    subnet6: fd00:2::/64\n",
-		"empty flow":     "name: f\nhosts: []\nvms: {}\n",
-		"blank lines":    "\nname: g\n\nhosts:\n\n  - {name: h}\n\n",
+		"block items":        "name: a\nhosts:\n  - name: h1\n    nics: [{name: n0, speed: 1Gbit}]\n  - name: h2\nvms:\n- name: v1\n  host: h1\n  cpus: 0.5\n  nics:\n    - {portgroup: pg, ip: 10.0.0.1/24, mac: \"52:54:00:00:00:01\"}\n",
+		"nested maps":        "name: b\nswitches:\n  - name: s\n    teaming:\n      active: [u1, u2]\n    portgroups: [{name: pg, vlan: 10}]\n",
+		"quotes":             "name: 'c'\nhosts: [{name: \"h\"}]\n",
+		"nulls":              "name: d\nvms: ~\nhosts: null\n",
+		"ipv6 block":         "name: e\nnetworks:\n  - name: n\n    subnet6: fd00:2::/64\n",
+		"empty flow":         "name: f\nhosts: []\nvms: {}\n",
+		"blank lines":        "\nname: g\n\nhosts:\n\n  - {name: h}\n\n",
 		// outside the simple shape: yaml.v3 parses these
 		"comment":         "name: h # the name\n",
 		"anchor":          "name: i\nhosts: &h [{name: h}]\n",

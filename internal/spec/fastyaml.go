@@ -53,6 +53,19 @@ type simpleParser struct {
 	lines []string
 	i     int  // the line being read
 	bad   bool // outside the simple shape
+	nodes nodeSlab
+}
+
+// nodeSlab hands out nodes from blocks: a large spec has hundreds of
+// thousands, which one allocation each would make the most of the cost.
+type nodeSlab []yaml.Node
+
+func (s *nodeSlab) new(n yaml.Node) *yaml.Node {
+	if len(*s) == cap(*s) {
+		*s = make([]yaml.Node, 0, 1024)
+	}
+	*s = append(*s, n)
+	return &(*s)[len(*s)-1]
 }
 
 func indentOf(l string) int { return len(l) - len(strings.TrimLeft(l, " ")) }
@@ -80,7 +93,7 @@ func (p *simpleParser) next() int {
 
 // mapping reads a block mapping whose keys start at column indent.
 func (p *simpleParser) mapping(indent int) *yaml.Node {
-	n := &yaml.Node{Kind: yaml.MappingNode, Line: p.i + 1, Column: indent + 1}
+	n := p.nodes.new(yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: p.i + 1, Column: indent + 1})
 	for !p.bad && p.next() == indent && !isSeqLine(p.lines[p.i], indent) {
 		line, row := p.lines[p.i], p.i+1
 		colon := strings.Index(line, ":")
@@ -88,7 +101,7 @@ func (p *simpleParser) mapping(indent int) *yaml.Node {
 			p.bad = true
 			return n
 		}
-		key := &yaml.Node{Kind: yaml.ScalarNode, Value: line[indent:colon], Line: row, Column: indent + 1}
+		key := plainScalar(&p.nodes, line[indent:colon], row, indent+1)
 		p.i++
 		rest := strings.TrimLeft(line[colon+1:], " ")
 		var value *yaml.Node
@@ -125,7 +138,7 @@ func (p *simpleParser) block(indent int) *yaml.Node {
 
 // sequence reads a block sequence whose dashes are at column indent.
 func (p *simpleParser) sequence(indent int) *yaml.Node {
-	n := &yaml.Node{Kind: yaml.SequenceNode, Line: p.i + 1, Column: indent + 1}
+	n := p.nodes.new(yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Line: p.i + 1, Column: indent + 1})
 	for !p.bad && p.next() == indent && isSeqLine(p.lines[p.i], indent) {
 		line, row := p.lines[p.i], p.i+1
 		rest := strings.TrimLeft(line[indent+1:], " ")
@@ -151,7 +164,7 @@ func (p *simpleParser) sequence(indent int) *yaml.Node {
 func (p *simpleParser) inline(text string, row, col int) *yaml.Node {
 	text = strings.TrimRight(text, " ")
 	if text[0] == '{' || text[0] == '[' {
-		f := flowParser{text: text, row: row, col0: col}
+		f := flowParser{text: text, row: row, col0: col, nodes: &p.nodes}
 		n := f.value()
 		f.space()
 		if f.bad || f.pos != len(text) {
@@ -159,7 +172,7 @@ func (p *simpleParser) inline(text string, row, col int) *yaml.Node {
 		}
 		return n
 	}
-	n, ok := blockScalar(text, row, col)
+	n, ok := blockScalar(&p.nodes, text, row, col)
 	if !ok {
 		p.bad = true
 	}
@@ -167,7 +180,7 @@ func (p *simpleParser) inline(text string, row, col int) *yaml.Node {
 }
 
 // blockScalar is a scalar that makes up the rest of a line.
-func blockScalar(text string, row, col int) (*yaml.Node, bool) {
+func blockScalar(nodes *nodeSlab, text string, row, col int) (*yaml.Node, bool) {
 	switch text[0] {
 	case '"', '\'':
 		v, ok := quoted(text)
@@ -175,13 +188,30 @@ func blockScalar(text string, row, col int) (*yaml.Node, bool) {
 		if text[0] == '\'' {
 			style = yaml.SingleQuotedStyle
 		}
-		return &yaml.Node{Kind: yaml.ScalarNode, Style: style, Value: v, Line: row, Column: col}, ok && len(v)+2 == len(text)
+		return nodes.new(yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Style: style, Value: v, Line: row, Column: col}), ok && len(v)+2 == len(text)
 	}
 	if !plainStart(text) || strings.Contains(text, ": ") || strings.HasSuffix(text, ":") {
 		return nil, false
 	}
-	return &yaml.Node{Kind: yaml.ScalarNode, Value: text, Line: row, Column: col}, true
+	return plainScalar(nodes, text, row, col), true
 }
+
+// plainScalar is a plain scalar with its tag resolved once, as the parser
+// resolves it: a value that starts with a letter is a string unless it
+// is a boolean or null; any other is left to yaml.v3's resolution.
+func plainScalar(nodes *nodeSlab, v string, row, col int) *yaml.Node {
+	n := nodes.new(yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v, Line: row, Column: col})
+	if c := v[0]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') || specialWords[v] {
+		n.Tag = ""
+		n.Tag = n.ShortTag()
+	}
+	return n
+}
+
+// specialWords are the plain scalars starting with a letter that the
+// parser does not take for strings.
+var specialWords = map[string]bool{"true": true, "True": true, "TRUE": true, "false": true, "False": true, "FALSE": true,
+	"null": true, "Null": true, "NULL": true}
 
 // quoted is the value of a quoted scalar at the start of text, without
 // escapes or doubled quotes.
@@ -221,11 +251,12 @@ const maxSimpleKey = 128
 
 // flowParser reads a flow collection on one line.
 type flowParser struct {
-	text string
-	pos  int
-	row  int
-	col0 int // the 1-based column of text[0]
-	bad  bool
+	text  string
+	pos   int
+	row   int
+	col0  int // the 1-based column of text[0]
+	bad   bool
+	nodes *nodeSlab
 }
 
 func (f *flowParser) space() {
@@ -250,7 +281,16 @@ func (f *flowParser) value() *yaml.Node {
 }
 
 func (f *flowParser) collection(kind yaml.Kind, end byte) *yaml.Node {
-	n := &yaml.Node{Kind: kind, Style: yaml.FlowStyle, Line: f.row, Column: f.col0 + f.pos}
+	tag := "!!seq"
+	if kind == yaml.MappingNode {
+		tag = "!!map"
+	}
+	n := f.nodes.new(yaml.Node{Kind: kind, Tag: tag, Style: yaml.FlowStyle, Line: f.row, Column: f.col0 + f.pos})
+	if kind == yaml.MappingNode {
+		// Room for a few entries' keys and values, as many as the commas
+		// to the end of the line allow: those of a spec's flow mappings.
+		n.Content = make([]*yaml.Node, 0, 2*(min(strings.Count(f.text[f.pos:], ","), 7)+1))
+	}
 	f.pos++
 	for !f.bad {
 		f.space()
@@ -260,7 +300,7 @@ func (f *flowParser) collection(kind yaml.Kind, end byte) *yaml.Node {
 		}
 		if kind == yaml.MappingNode {
 			key := f.scalar()
-			if f.bad || key.Style != 0 || !simpleKey(key.Value) || f.pos >= len(f.text) || f.text[f.pos] != ':' || f.pos+1 < len(f.text) && f.text[f.pos+1] != ' ' {
+			if f.bad || key == nil || key.Style != 0 || !simpleKey(key.Value) || f.pos >= len(f.text) || f.text[f.pos] != ':' || f.pos+1 < len(f.text) && f.text[f.pos+1] != ' ' {
 				f.bad = true
 				return n
 			}
@@ -292,18 +332,17 @@ func (f *flowParser) collection(kind yaml.Kind, end byte) *yaml.Node {
 // ": ".
 func (f *flowParser) scalar() *yaml.Node {
 	start := f.pos
-	n := &yaml.Node{Kind: yaml.ScalarNode, Line: f.row, Column: f.col0 + start}
 	if start >= len(f.text) {
 		f.bad = true
-		return n
+		return nil
 	}
 	if c := f.text[start]; c == '"' || c == '\'' {
 		v, ok := quoted(f.text[start:])
 		if !ok {
 			f.bad = true
-			return n
+			return nil
 		}
-		n.Value, n.Style = v, yaml.DoubleQuotedStyle
+		n := f.nodes.new(yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Style: yaml.DoubleQuotedStyle, Value: v, Line: f.row, Column: f.col0 + start})
 		if c == '\'' {
 			n.Style = yaml.SingleQuotedStyle
 		}
@@ -317,9 +356,8 @@ func (f *flowParser) scalar() *yaml.Node {
 	v := strings.TrimRight(f.text[start:end], " ")
 	if !plainStart(v) || strings.Contains(v, "  ") {
 		f.bad = true
-		return n
+		return nil
 	}
-	n.Value = v
 	f.pos = start + len(v)
-	return n
+	return plainScalar(f.nodes, v, f.row, f.col0+start)
 }

@@ -72,13 +72,13 @@ func TestSimpleYAMLIsYAML(t *testing.T) {
 	}
 }
 
-// treeText is what a tree says to the decoder: kinds, short tags, styles,
+// treeText is what a tree says to the decoder: kinds, tags, styles,
 // values and positions.
 func treeText(n *yaml.Node) string {
 	var b strings.Builder
 	var walk func(n *yaml.Node, depth int)
 	walk = func(n *yaml.Node, depth int) {
-		fmt.Fprintf(&b, "%s%d %s %d %q %d:%d\n", strings.Repeat(" ", depth), n.Kind, n.ShortTag(), n.Style, n.Value, n.Line, n.Column)
+		fmt.Fprintf(&b, "%s%d %s %s %d %q %d:%d\n", strings.Repeat(" ", depth), n.Kind, n.Tag, n.ShortTag(), n.Style, n.Value, n.Line, n.Column)
 		for _, c := range n.Content {
 			walk(c, depth+1)
 		}

@@ -31,7 +31,8 @@ type Splice struct {
 //
 // It returns false when it cannot bound the change that way, and the
 // caller models next whole: the specs differ elsewhere, either has an ACL
-// (whose peers may be any network's members), a network leaves
+// (whose peers may be any network's members) or a VM with a CPU limit
+// (whose cpuset depends on the VMs before it), a network leaves
 // its VNI to allocation (which depends on every network), a touched VM is
 // on a port group as well (whose policies, teams and pools span its
 // switch), a touched network's tunnels use a port group, the model holds
@@ -45,7 +46,7 @@ func SpliceModel(last, next *spec.Spec, lastModel []Resource, lastKeys []string,
 	if opt.Host == "" || last == nil || !sameButVMsAndNetworks(last, next) || !allPinned(last) || !allPinned(next) {
 		return Splice{}, false
 	}
-	if hasACL(last) || hasACL(next) {
+	if hasACL(last) || hasACL(next) || opt.NumCPU > 0 && (limitsCPUs(last) || limitsCPUs(next)) {
 		return Splice{}, false
 	}
 	for i := range lastModel {
@@ -83,6 +84,18 @@ func hasACL(s *spec.Spec) bool {
 			if s.Switches[i].PortGroups[j].ACL != nil {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// limitsCPUs reports whether a VM of s has a CPU limit: the VMs' cpusets
+// follow one another in spec order (modeler.cpuset), so a VM added or
+// removed anywhere moves those of the VMs after it.
+func limitsCPUs(s *spec.Spec) bool {
+	for i := range s.VMs {
+		if s.VMs[i].CPUs > 0 {
+			return true
 		}
 	}
 	return false

@@ -81,6 +81,7 @@ func TestSpliceModelRefuses(t *testing.T) {
 		"a host changes":           {base, strings.Replace(base, "underlay: 10.0.0.13", "underlay: 10.0.0.23", 1)},
 		"a network without a VNI":  {base, strings.Replace(withNetwork(base, "new", "x1@hv1"), "{name: new, vni: 9999,", "{name: new,", 1)},
 		"a VM on a port group too": {scopeBase, scopeBase + "\n  - name: vm3\n    host: esx2\n    nics: [{portgroup: pg-a, ip: 10.0.0.3/24}]\n"},
+		"a VM with a CPU limit":    {base, strings.Replace(withNetwork(base, "new", "x1@hv1"), "{name: x1, host: hv1,", "{name: x1, host: hv1, cpus: 1,", 1)},
 		"an ACL naming a network":  {acl, strings.Replace(acl, "ip: 10.200.1.10/24", "ip: 10.200.1.30/24", 1)},
 	}
 	for name, c := range tests {

@@ -30,6 +30,7 @@ type memoryDP struct {
 	objs     map[string]plan.Resource
 	byNS     map[string]map[string]bool // keys of the objects with a place in each namespace
 	executed []plan.Action
+	sweeps   int
 }
 
 func newMemoryDP() *memoryDP {
@@ -99,6 +100,14 @@ func (d *memoryDP) Execute(a plan.Action) error {
 }
 
 func (d *memoryDP) Probe([]plan.Resource) error { return nil }
+
+// Sweep finds nothing a killed command left, and counts that it looked.
+func (d *memoryDP) Sweep(string) ([]string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.sweeps++
+	return nil, nil
+}
 
 // takeExecuted returns the actions executed since it was last called.
 func (d *memoryDP) takeExecuted() []plan.Action {
@@ -426,5 +435,34 @@ func TestSpecThatDoesNotLoadKeepsWhatStands(t *testing.T) {
 	}
 	if again, err := a.Local.Get("inc"); err != nil || len(again.Realized) != len(rec.Realized) {
 		t.Errorf("the record after the pass: %v, %v", again, err)
+	}
+}
+
+// An agent's pass for a change does not sweep for what killed commands
+// left when the last apply finished; a full pass does, and so does the
+// pass after an apply that did not finish.
+func TestChangePassSweepsOnlyAfterAnUnfinishedApply(t *testing.T) {
+	c, dp := &memoryCluster{}, newMemoryDP()
+	a := newMemoryAgent(t, c, dp, t.TempDir(), nil)
+	pass := func(src string, full bool) int {
+		t.Helper()
+		before := dp.sweeps
+		applyPass(t, c, a, dp, src, full)
+		return dp.sweeps - before
+	}
+	if n := pass(scaleSpec("inc", 6, 0), true); n != 1 {
+		t.Errorf("the first pass (full, as on start) swept %d times, want 1", n)
+	}
+	if n := pass(scaleSpec("inc", 6, 1), false); n != 0 {
+		t.Errorf("a change's pass swept %d times, want 0", n)
+	}
+	if n := pass(scaleSpec("inc", 6, 2), true); n != 1 {
+		t.Errorf("a full pass swept %d times, want 1", n)
+	}
+	if err := a.Local.(store.Pending).SetPending("inc"); err != nil {
+		t.Fatal(err)
+	}
+	if n := pass(scaleSpec("inc", 6, 3), false); n != 1 {
+		t.Errorf("the pass after an unfinished apply swept %d times, want 1", n)
 	}
 }

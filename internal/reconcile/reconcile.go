@@ -504,10 +504,12 @@ func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 		return Result{}, err
 	}
 	lap := e.stopwatch()
-	if _, err := e.Sweep(name); err != nil {
-		return Result{}, fmt.Errorf("apply %s: %w", name, err)
+	if e.mustSweep(name) {
+		if _, err := e.Sweep(name); err != nil {
+			return Result{}, fmt.Errorf("apply %s: %w", name, err)
+		}
+		lap("sweep")
 	}
-	lap("sweep")
 	o, err := e.observe(doc)
 	if err != nil {
 		return Result{}, err
@@ -706,6 +708,17 @@ func (e *Engine) Destroy(name string) (plan.Plan, error) {
 	}
 	e.clearPending(name)
 	return p, nil
+}
+
+// mustSweep reports whether an apply sweeps first. A host agent's pass
+// for a change does not when the store says the last apply or destroy
+// finished: what a killed command leaves, it leaves with that note set
+// (setPending), and a sweep reads every namespace entry of the machine,
+// tens of thousands at scale. Its full passes sweep, as every other
+// apply does.
+func (e *Engine) mustSweep(name string) bool {
+	p, journaled := e.Store.(store.Pending)
+	return e.Host == "" || e.Full || !journaled || p.IsPending(name)
 }
 
 // Sweep removes what a command killed halfway left of the infrastructure

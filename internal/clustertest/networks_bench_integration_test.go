@@ -372,10 +372,23 @@ func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
 // show a scoped observation whose size does not depend on how many other
 // networks the host carries, and their plans name no other network.
 func TestClusterNetworkChangeIsScoped(t *testing.T) {
+	networkChangeIsScoped(t, false)
+}
+
+// With the VMs as guests on TAPs, a change reads the TAPs it touches by
+// their names, and the others not at all.
+func TestClusterNetworkChangeOnTapsIsScoped(t *testing.T) {
+	networkChangeIsScoped(t, true)
+}
+
+func networkChangeIsScoped(t *testing.T, taps bool) {
 	const n = 24
 	c := networksCluster(t, 3*time.Minute, time.Hour)
 	infra := c.Infra()
-	applySpec(t, c, infra, c.Spec(infra, networksSpec(n, false, false)))
+	if taps {
+		makeTaps(t, c, append(append(networksTaps(n), extraTaps(n)...), guestTap{"hv3", 3, 2}))
+	}
+	applySpec(t, c, infra, c.Spec(infra, networksSpec(n, false, taps)))
 	waitConverged(t, c, infra, 1, time.Minute)
 
 	changes := []struct {
@@ -383,9 +396,9 @@ func TestClusterNetworkChangeIsScoped(t *testing.T) {
 		network   string // the network the change is to
 		hosts     []string
 	}{
-		{"add network n24 on hv1 and hv2", withExtraNetwork(n, false, false), fmt.Sprintf("n%d", n), []string{"hv1", "hv2"}},
+		{"add network n24 on hv1 and hv2", withExtraNetwork(n, false, taps), fmt.Sprintf("n%d", n), []string{"hv1", "hv2"}},
 		// network 3 is on hv1 and hv2; its third VM goes to hv3
-		{"add a VM of n3 on hv3", withExtraNetwork(n, false, false) + "  - {name: v3-2, host: hv3, nics: [{network: n3, ip: 10.0.3.12/24}]}\n", "n3", []string{"hv1", "hv2", "hv3"}},
+		{"add a VM of n3 on hv3", withExtraNetwork(n, false, taps) + "  - {name: v3-2, host: hv3, nics: [{network: n3, ip: 10.0.3.12/24" + tapAttach(taps, 3, 2) + "}]}\n", "n3", []string{"hv1", "hv2", "hv3"}},
 	}
 	for i, ch := range changes {
 		logs := map[string]int{}

@@ -87,6 +87,14 @@ func TestReportCarriesCounters(t *testing.T) {
 		len(r.Security[0].Counters) != 1 || r.Security[0].Counters["forged-mac"] != 3 || r.Generation != 1 {
 		t.Fatalf("report after a pass: %+v", r)
 	}
+	// A pass's report after the first carries the last counters, read
+	// again only by RefreshCounters.
+	reads := dp.reads
+	a.report("c1", 1, 5, nil)
+	if dp.reads != reads || report().Security[0].Counters["forged-mac"] != 3 {
+		t.Errorf("a later pass's report read the counters (%d reads) or dropped them: %+v", dp.reads-reads, report())
+	}
+	r = report()
 	time.Sleep(10 * time.Millisecond)
 	a.RefreshCounters()
 	if again := report(); !again.At.Equal(r.At) {
@@ -100,7 +108,7 @@ func TestReportCarriesCounters(t *testing.T) {
 	}
 	// An infrastructure without port policies on the host reads nothing.
 	a.secRes["c1"] = nil
-	reads := dp.reads
+	reads = dp.reads
 	a.RefreshCounters()
 	if dp.reads != reads || report().Security != nil {
 		t.Errorf("no port policy: %d reads, report %+v", dp.reads-reads, report())

@@ -398,8 +398,18 @@ func (a *Agent) localNames() ([]string, error) {
 	return names, err
 }
 
+// report publishes what a pass left standing. The port security counters
+// are the last report's: reading them dumps every port's rules on the
+// host, which at thousands of ports would hold the report back longer
+// than the pass took, so they follow within CounterInterval
+// (RefreshCounters). Only an infrastructure's first report reads them.
 func (a *Agent) report(infra string, gen, resources int, errs []string) {
 	r := etcdstore.Report{Generation: gen, Resources: resources, Errors: errs}
+	if last, ok := a.last[infra]; ok {
+		r.Security, r.SecurityOmitted = last.Security, last.SecurityOmitted
+		a.publish(infra, r)
+		return
+	}
 	var err error
 	if r.Security, r.SecurityOmitted, err = a.security(infra); err != nil {
 		// The standing matters more than the counters: report it without.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"regexp"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -29,6 +30,7 @@ type memoryDP struct {
 	objs     map[string]plan.Resource
 	byNS     map[string]map[string]bool // keys of the objects with a place in each namespace
 	executed []plan.Action
+	sweeps   int
 }
 
 func newMemoryDP() *memoryDP {
@@ -98,6 +100,14 @@ func (d *memoryDP) Execute(a plan.Action) error {
 }
 
 func (d *memoryDP) Probe([]plan.Resource) error { return nil }
+
+// Sweep finds nothing a killed command left, and counts that it looked.
+func (d *memoryDP) Sweep(string) ([]string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.sweeps++
+	return nil, nil
+}
 
 // takeExecuted returns the actions executed since it was last called.
 func (d *memoryDP) takeExecuted() []plan.Action {
@@ -200,18 +210,27 @@ func newMemoryAgent(t testing.TB, c *memoryCluster, dp *memoryDP, dir string, tr
 	return &Agent{Cluster: c, Local: local, DP: dp, Host: "hv1", HostNS: "hv1", Trace: trace}
 }
 
-// TestPassScale measures hv1's agent, with the kernel in memory, adding
-// one network to VNET_AGENT_BENCH networks, VNET_AGENT_ROUNDS times (3
-// unless set): each pass's trace and its CPU time. Run it with -v.
+// TestPassScale measures hv1's agent (VNET_AGENT_HOST's when set), with
+// the kernel in memory, adding one network to VNET_AGENT_BENCH networks,
+// VNET_AGENT_ROUNDS times (3 unless set), on hv1 and hv2: each pass's
+// trace and its CPU time. VNET_AGENT_PORTS=tap makes the VMs guests on
+// TAPs. Run it with -v.
 func TestPassScale(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("VNET_AGENT_BENCH"))
 	if n <= 0 {
 		t.Skip("set VNET_AGENT_BENCH=<networks> to measure")
 	}
 	c, dp := &memoryCluster{}, newMemoryDP()
-	c.put("big", scaleSpec("big", n, 0))
+	ports := func(src string) string { return src }
+	if os.Getenv("VNET_AGENT_PORTS") == "tap" {
+		ports = onTaps
+	}
+	c.put("big", ports(scaleSpec("big", n, 0)))
 	var trace strings.Builder
 	a := newMemoryAgent(t, c, dp, t.TempDir(), &trace)
+	if h := os.Getenv("VNET_AGENT_HOST"); h != "" {
+		a.Host, a.HostNS = h, h // hv3 carries none of the networks added
+	}
 	start := time.Now()
 	a.reconcile(false)
 	t.Logf("first pass: %s, %d objects", time.Since(start).Round(time.Millisecond), len(dp.objs))
@@ -232,7 +251,7 @@ func TestPassScale(t *testing.T) {
 		rounds = r
 	}
 	for round := range rounds {
-		c.put("big", scaleSpec("big", n, round+1))
+		c.put("big", ports(scaleSpec("big", n, round+1)))
 		trace.Reset()
 		cpu0 := cpuTime()
 		start = time.Now()
@@ -310,54 +329,93 @@ func TestIncrementalPassIsFullPass(t *testing.T) {
 			", {network: n4, ip: 10.0.4.30/24}]", "]", 1)},
 		{"disconnect a port", edit("{network: n3, ip: 10.0.3.10/24}", "{network: n3, ip: 10.0.3.10/24, connected: false}")},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, taps := range []bool{false, true} {
+		for _, tc := range cases {
+			name := tc.name
+			if taps {
+				name += ", VMs on TAPs"
+			}
 			from := base
 			if tc.name == "remove a port of a VM" {
 				from = edit("nics: [{network: n3, ip: 10.0.3.10/24}]", "nics: [{network: n3, ip: 10.0.3.10/24}, {network: n4, ip: 10.0.4.30/24}]")
 			}
-			type world struct {
-				c   *memoryCluster
-				dp  *memoryDP
-				dir string
-				a   *Agent
+			if taps {
+				from, tc.next = onTaps(from), onTaps(tc.next)
 			}
-			newWorld := func() *world {
-				w := &world{c: &memoryCluster{}, dp: newMemoryDP(), dir: t.TempDir()}
-				w.a = newMemoryAgent(t, w.c, w.dp, w.dir, nil)
-				applyPass(t, w.c, w.a, w.dp, from, true)
-				return w
-			}
-			inc, full := newWorld(), newWorld()
-			incActs, incRec := applyPass(t, inc.c, inc.a, inc.dp, tc.next, false)
-			fullActs, fullRec := applyPass(t, full.c, full.a, full.dp, tc.next, true)
-			if got, want := actionText(incActs), actionText(fullActs); got != want {
-				t.Errorf("incremental pass did\n%swant, as a full pass does,\n%s", got, want)
-			}
-			if !slices.Equal(sortedResources(incRec.Realized), sortedResources(fullRec.Realized)) ||
-				string(incRec.Spec) != string(fullRec.Spec) || incRec.Generation != fullRec.Generation {
-				t.Errorf("incremental pass recorded %d resources, generation %d; a full pass %d, generation %d",
-					len(incRec.Realized), incRec.Generation, len(fullRec.Realized), fullRec.Generation)
-			}
-			if !slices.Equal(sortedResources(slices.Collect(maps.Values(inc.dp.objs))), sortedResources(slices.Collect(maps.Values(full.dp.objs)))) {
-				t.Errorf("the kernels differ: %d objects after the incremental pass, %d after the full one", len(inc.dp.objs), len(full.dp.objs))
-			}
-			if got := inc.a.realized("inc"); got != len(incRec.Realized) {
-				t.Errorf("the agent counts %d objects standing, its record %d", got, len(incRec.Realized))
-			}
-			if p := plan.Diff(sortedResources(incRec.Realized), sortedResources(slices.Collect(maps.Values(inc.dp.objs)))); !p.Empty() {
-				t.Errorf("the record is not the kernel:\n%s", p)
-			}
-			// An agent started afresh on the same host and record.
-			again := newMemoryAgent(t, inc.c, inc.dp, inc.dir, nil)
-			for _, f := range []bool{false, true} {
-				if acts, _ := applyPass(t, inc.c, again, inc.dp, tc.next, f); len(acts) > 0 {
-					t.Errorf("a restarted agent's pass (full %v) did\n%s", f, actionText(acts))
-				}
-			}
-		})
+			incrementalIsFull(t, name, from, tc.next)
+		}
 	}
 }
+
+// incrementalIsFull checks that an agent's incremental pass from the spec
+// from to next does what a full pass does, and records the same.
+func incrementalIsFull(t *testing.T, name, from, next string) {
+	t.Run(name, func(t *testing.T) {
+		type world struct {
+			c   *memoryCluster
+			dp  *memoryDP
+			dir string
+			a   *Agent
+		}
+		newWorld := func() *world {
+			w := &world{c: &memoryCluster{}, dp: newMemoryDP(), dir: t.TempDir()}
+			w.a = newMemoryAgent(t, w.c, w.dp, w.dir, nil)
+			applyPass(t, w.c, w.a, w.dp, from, true)
+			return w
+		}
+		inc, full := newWorld(), newWorld()
+		incActs, incRec := applyPass(t, inc.c, inc.a, inc.dp, next, false)
+		fullActs, fullRec := applyPass(t, full.c, full.a, full.dp, next, true)
+		if got, want := actionText(incActs), actionText(fullActs); got != want {
+			t.Errorf("incremental pass did\n%swant, as a full pass does,\n%s", got, want)
+		}
+		if !slices.Equal(sortedResources(incRec.Realized), sortedResources(fullRec.Realized)) ||
+			string(incRec.Spec) != string(fullRec.Spec) || incRec.Generation != fullRec.Generation {
+			t.Errorf("incremental pass recorded %d resources, generation %d; a full pass %d, generation %d",
+				len(incRec.Realized), incRec.Generation, len(fullRec.Realized), fullRec.Generation)
+		}
+		if !slices.Equal(sortedResources(slices.Collect(maps.Values(inc.dp.objs))), sortedResources(slices.Collect(maps.Values(full.dp.objs)))) {
+			t.Errorf("the kernels differ: %d objects after the incremental pass, %d after the full one", len(inc.dp.objs), len(full.dp.objs))
+		}
+		if got := inc.a.realized("inc"); got != len(incRec.Realized) {
+			t.Errorf("the agent counts %d objects standing, its record %d", got, len(incRec.Realized))
+		}
+		if p := plan.Diff(sortedResources(incRec.Realized), sortedResources(slices.Collect(maps.Values(inc.dp.objs)))); !p.Empty() {
+			t.Errorf("the record is not the kernel:\n%s", p)
+		}
+		// An agent started afresh on the same host and record.
+		again := newMemoryAgent(t, inc.c, inc.dp, inc.dir, nil)
+		for _, f := range []bool{false, true} {
+			if acts, _ := applyPass(t, inc.c, again, inc.dp, next, f); len(acts) > 0 {
+				t.Errorf("a restarted agent's pass (full %v) did\n%s", f, actionText(acts))
+			}
+		}
+	})
+}
+
+// onTaps makes every VM of a spec a guest whose vNICs are TAPs (attach:
+// {tap: ...}), named after the VM and the vNIC's place, as a hypervisor's
+// VMs are.
+func onTaps(src string) string {
+	lines := strings.Split(src, "\n")
+	for i, l := range lines {
+		m := vmLine.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		k := 0
+		lines[i] = vnicOnNetwork.ReplaceAllStringFunc(l, func(nic string) string {
+			k++
+			return fmt.Sprintf("%s, attach: {tap: t%s-%d}", nic, m[1], k-1)
+		})
+	}
+	return strings.Join(lines, "\n")
+}
+
+var (
+	vmLine        = regexp.MustCompile(`^  - \{name: ([^,]+), host: `)
+	vnicOnNetwork = regexp.MustCompile(`\{network: [^,]+, ip: [^,}]+`)
+)
 
 // A stored spec that does not load leaves what stands on the host, and its
 // record, until one that loads says otherwise.
@@ -377,5 +435,34 @@ func TestSpecThatDoesNotLoadKeepsWhatStands(t *testing.T) {
 	}
 	if again, err := a.Local.Get("inc"); err != nil || len(again.Realized) != len(rec.Realized) {
 		t.Errorf("the record after the pass: %v, %v", again, err)
+	}
+}
+
+// An agent's pass for a change does not sweep for what killed commands
+// left when the last apply finished; a full pass does, and so does the
+// pass after an apply that did not finish.
+func TestChangePassSweepsOnlyAfterAnUnfinishedApply(t *testing.T) {
+	c, dp := &memoryCluster{}, newMemoryDP()
+	a := newMemoryAgent(t, c, dp, t.TempDir(), nil)
+	pass := func(src string, full bool) int {
+		t.Helper()
+		before := dp.sweeps
+		applyPass(t, c, a, dp, src, full)
+		return dp.sweeps - before
+	}
+	if n := pass(scaleSpec("inc", 6, 0), true); n != 1 {
+		t.Errorf("the first pass (full, as on start) swept %d times, want 1", n)
+	}
+	if n := pass(scaleSpec("inc", 6, 1), false); n != 0 {
+		t.Errorf("a change's pass swept %d times, want 0", n)
+	}
+	if n := pass(scaleSpec("inc", 6, 2), true); n != 1 {
+		t.Errorf("a full pass swept %d times, want 1", n)
+	}
+	if err := a.Local.(store.Pending).SetPending("inc"); err != nil {
+		t.Fatal(err)
+	}
+	if n := pass(scaleSpec("inc", 6, 3), false); n != 1 {
+		t.Errorf("the pass after an unfinished apply swept %d times, want 1", n)
 	}
 }

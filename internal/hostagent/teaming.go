@@ -49,7 +49,12 @@ func (a *Agent) hostScope(doc *spec.Document) (plan.Options, error) {
 	if !ok {
 		return opt, nil
 	}
-	links, namespaces := plan.HostNames(doc.Spec, a.Host)
+	// Only the real NICs' speeds matter here; the apply checked the VMs'
+	// TAPs and namespaces, of which a host may have thousands.
+	links, namespaces := plan.HostNames(doc.Spec, a.Host, plan.NoVMs)
+	if len(links) == 0 && len(namespaces) == 0 {
+		return opt, nil
+	}
 	ns := a.HostNS
 	if ns == "" {
 		ns = plan.CurrentNS
@@ -64,7 +69,7 @@ func (a *Agent) hostScope(doc *spec.Document) (plan.Options, error) {
 	}
 	// The line rates must be the apply's: the agent's model of the pool
 	// classes is compared with what the apply made of them.
-	opt.DeviceSpeeds, err = plan.CheckHostFacts(doc, a.Host, facts)
+	opt.DeviceSpeeds, err = plan.CheckHostFacts(doc, a.Host, facts, plan.NoVMs)
 	return opt, err
 }
 

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"reflect"
 
 	"github.com/vnet-project/vnet/internal/spec"
 )
@@ -28,7 +29,8 @@ type HostFacts struct {
 
 // HostNames lists what a host's part of the spec needs of the machine: the
 // devices and TAPs in its namespace, and the namespaces vNICs attach to.
-func HostNames(s *spec.Spec, host string) (links, namespaces []string) {
+// Of the VMs, only those checked does (see CheckedVMs).
+func HostNames(s *spec.Spec, host string, checked func(vm *spec.VM) bool) (links, namespaces []string) {
 	if h, ok := s.Host(host); ok {
 		for _, n := range h.NICs {
 			if n.IsDevice() {
@@ -36,8 +38,9 @@ func HostNames(s *spec.Spec, host string) (links, namespaces []string) {
 			}
 		}
 	}
-	for _, vm := range s.VMs {
-		if vm.Host != host {
+	for i := range s.VMs {
+		vm := &s.VMs[i]
+		if vm.Host != host || !checked(vm) {
 			continue
 		}
 		for _, n := range vm.NICs {
@@ -56,7 +59,8 @@ func HostNames(s *spec.Spec, host string) (links, namespaces []string) {
 // host's part of the spec names against what the machine has. Each error
 // names the spec field. It returns the line rates of the devices whose NIC
 // gives no speed, for Options.DeviceSpeeds.
-func CheckHostFacts(doc *spec.Document, host string, f HostFacts) (map[string]uint64, error) {
+// Of the VMs, only those checked does: f need hold no other VM's names.
+func CheckHostFacts(doc *spec.Document, host string, f HostFacts, checked func(vm *spec.VM) bool) (map[string]uint64, error) {
 	s := doc.Spec
 	var errs spec.Errors
 	speeds := map[string]uint64{}
@@ -102,8 +106,9 @@ func CheckHostFacts(doc *spec.Document, host string, f HostFacts) (map[string]ui
 			}
 		}
 	}
-	for i, vm := range s.VMs {
-		if vm.Host != host {
+	for i := range s.VMs {
+		vm := &s.VMs[i]
+		if vm.Host != host || !checked(vm) {
 			continue
 		}
 		for j, n := range vm.NICs {
@@ -141,4 +146,30 @@ func realUplinks(s *spec.Spec, sw *spec.Switch, host string) int {
 		}
 	}
 	return n
+}
+
+// AllVMs checks every VM's names (HostNames, CheckHostFacts).
+func AllVMs(*spec.VM) bool { return true }
+
+// NoVMs checks no VM's names, only the host's real NICs.
+func NoVMs(*spec.VM) bool { return false }
+
+// CheckedVMs returns which VMs of next a check of the host's names must
+// look at when last, a spec whose names were checked on the host, was
+// applied there: those new or changed since. The others' TAPs and
+// namespaces were there, and what became of them since is drift, which a
+// full check finds. A change of the hosts or switches, which the checks
+// of a TAP depend on, checks all of them; so does no last spec.
+func CheckedVMs(last, next *spec.Spec) func(vm *spec.VM) bool {
+	if last == nil || !reflect.DeepEqual(last.Hosts, next.Hosts) || !reflect.DeepEqual(last.Switches, next.Switches) {
+		return AllVMs
+	}
+	was := make(map[string]*spec.VM, len(last.VMs))
+	for i := range last.VMs {
+		was[last.VMs[i].Name] = &last.VMs[i]
+	}
+	return func(vm *spec.VM) bool {
+		old, ok := was[vm.Name]
+		return !ok || old.Host != vm.Host || !reflect.DeepEqual(old.NICs, vm.NICs)
+	}
 }

@@ -143,11 +143,11 @@ func TestCheckHostFactsTeamedTapNeedsMAC(t *testing.T) {
 	text := strings.Replace(hostTeamSpec, `, mac: "52:54:00:00:00:01"`, "", 1)
 	doc := hostTeamDoc(t, text)
 	f := HostFacts{Links: map[string]LinkFacts{"eth1": {Type: "veth"}, "eth2": {Type: "veth"}, "tap-g1": {Type: "tuntap", Tap: true}}}
-	_, err := CheckHostFacts(doc, "hv1", f)
+	_, err := CheckHostFacts(doc, "hv1", f, AllVMs)
 	if err == nil || !strings.Contains(err.Error(), "vms[2].nics[0]: TAP tap-g1 has no mac:, but switch dvs0 teams 2 real uplinks") {
 		t.Errorf("got %v", err)
 	}
-	if _, err := CheckHostFacts(hostTeamDoc(t, hostTeamSpec), "hv1", f); err != nil {
+	if _, err := CheckHostFacts(hostTeamDoc(t, hostTeamSpec), "hv1", f, AllVMs); err != nil {
 		t.Errorf("with the guest's MAC: %v", err)
 	}
 }

@@ -86,7 +86,7 @@ func TestCheckHostFacts(t *testing.T) {
 		},
 		Netns: map[string]bool{"box1": true},
 	}
-	speeds, err := CheckHostFacts(doc, "hv1", good)
+	speeds, err := CheckHostFacts(doc, "hv1", good, AllVMs)
 	if err != nil || speeds["eth1"] != 25e9 {
 		t.Fatalf("good facts: speeds %v, err %v", speeds, err)
 	}
@@ -118,7 +118,7 @@ func TestCheckHostFacts(t *testing.T) {
 				f.Netns[k] = v
 			}
 			tc.edit(&f)
-			_, err := CheckHostFacts(doc, "hv1", f)
+			_, err := CheckHostFacts(doc, "hv1", f, AllVMs)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Errorf("unexpected error: %v", err)

@@ -167,25 +167,30 @@ func (m *modeler) setNamespaceSysctl(ns, key, value string) {
 // host's part (hostModel), so neither are their policies.
 func hostSecurity(infra, host, here, labNS string, ports map[string]string, lab []Resource) []Resource {
 	var out []Resource
-	stateful := false
 	for _, r := range lab {
 		port, ok := ports[r.Link]
 		if r.Kind != KindPortSec || r.NS != labNS || !ok {
 			continue
 		}
 		r.NS, r.Link, r.Name = here, port, FirewallTable(infra)
-		if p, err := ParsePortPolicy(r.Match); err == nil && p.Default != "" {
-			stateful = true
-		}
 		out = append(out, r)
 	}
 	if len(out) == 0 {
 		return nil
 	}
-	text := FirewallBridge
-	if stateful {
-		text = FirewallStateful
-	}
-	fw := Resource{Kind: KindFirewall, NS: here, Name: FirewallTable(infra), Match: text, Owner: HostOwner(infra, "firewall of host "+host)}
+	fw := hostFirewall(Resource{Kind: KindFirewall, NS: here, Name: FirewallTable(infra), Owner: HostOwner(infra, "firewall of host "+host)}, out)
 	return append([]Resource{fw}, out...)
+}
+
+// hostFirewall is a host's firewall fw for the port policies it holds:
+// stateful when any policy has a default.
+func hostFirewall(fw Resource, policies []Resource) Resource {
+	fw.Match = FirewallBridge
+	for _, r := range policies {
+		if p, err := ParsePortPolicy(r.Match); err == nil && p.Default != "" {
+			fw.Match = FirewallStateful
+			break
+		}
+	}
+	return fw
 }

@@ -51,7 +51,8 @@ func (s Scope) addLink(ns, link string) {
 }
 
 func (s Scope) add(r Resource) {
-	for _, p := range r.places() {
+	var buf [2]place
+	for _, p := range r.places(buf[:0]) {
 		if p.link == "" {
 			s.addWhole(p.ns)
 		} else {
@@ -67,7 +68,8 @@ func (s Scope) Holds(r Resource) bool {
 	if s == nil {
 		return true
 	}
-	for _, p := range r.places() {
+	var buf [2]place
+	for _, p := range r.places(buf[:0]) {
 		links, ok := s[p.ns]
 		if !ok || links != nil && (p.link == "" || !links[p.link]) {
 			return false
@@ -79,28 +81,28 @@ func (s Scope) Holds(r Resource) bool {
 // place is a link of a namespace, or (link empty) the namespace itself.
 type place struct{ ns, link string }
 
-// places are where a resource is: the links it is or sits on, or its
-// namespace for what belongs to a namespace as a whole (the namespace
-// itself, its firewall, a VM's cgroup).
-func (r Resource) places() []place {
+// places appends to buf where a resource is: the links it is or sits on,
+// or its namespace for what belongs to a namespace as a whole (the
+// namespace itself, its firewall, a VM's cgroup). Two places at most: a
+// scope asks for those of every resource of a model, and buf spares it
+// an allocation for each.
+func (r Resource) places(buf []place) []place {
 	switch r.Kind {
 	case KindVeth:
 		if r.B.NS == "" {
-			return []place{{r.A.NS, r.A.Name}}
+			return append(buf, place{r.A.NS, r.A.Name})
 		}
-		return []place{{r.A.NS, r.A.Name}, {r.B.NS, r.B.Name}}
-	case KindBridge, KindVxlan:
-		return []place{{r.NS, r.Name}}
+		return append(buf, place{r.A.NS, r.A.Name}, place{r.B.NS, r.B.Name})
+	case KindBridge, KindVxlan, KindDevice:
+		// A device's Link is its bridge: the device is where its name is.
+		return append(buf, place{r.NS, r.Name})
 	case KindNetns, KindFirewall, KindCgroup:
 		if ns := r.Namespace(); ns != "" {
-			return []place{{ns, ""}}
+			return append(buf, place{ns, ""})
 		}
-		return nil
+		return buf
 	}
-	if r.Link == "" {
-		return []place{{r.NS, ""}}
-	}
-	return []place{{r.NS, r.Link}}
+	return append(buf, place{r.NS, r.Link})
 }
 
 // Desired keeps the resources the scope holds.
@@ -128,16 +130,17 @@ func (s Scope) Observed(observed, planned, known []Resource) []Resource {
 		return observed
 	}
 	in := keySet(planned)
-	out := keySet(known)
+	var out map[string]bool // made only when needed: known may be a whole host's model
 	var kept []Resource
 	for _, r := range observed {
 		k := r.Key()
-		switch {
-		case in[k]:
-		case out[k]:
-			continue
-		case !s.Holds(r):
-			continue
+		if !in[k] {
+			if out == nil {
+				out = keySet(known)
+			}
+			if out[k] || !s.Holds(r) {
+				continue
+			}
 		}
 		kept = append(kept, r)
 	}
@@ -173,12 +176,36 @@ func ChangeScope(last, next *spec.Spec, lastModel, nextModel []Resource) (Scope,
 	if !sameButVMsAndNetworks(last, next) {
 		return nil, "a host, switch, port group or host port changed"
 	}
-	if last.UsesRealHost() || next.UsesRealHost() {
-		// A TAP or a real NIC is a port under its own name, which a scope
-		// of switch ports by their made names would not read.
-		return nil, "the spec names real devices or attached vNICs"
+	if namesDevicesOrNamespaces(last) || namesDevicesOrNamespaces(next) {
+		// A real NIC carries every port of its switch (teams, Network I/O
+		// Control), and a namespace vnet does not own is read by the
+		// aliases of its ends, not by name: neither is bounded by the
+		// changed resources' places. A TAP is: it is a switch port under
+		// its own name, which its resource's place names.
+		return nil, "the spec names real devices or namespaces"
 	}
 	return ModelScope(lastModel, nextModel), ""
+}
+
+// namesDevicesOrNamespaces reports whether a spec names real NICs or
+// attaches vNICs to existing namespaces: all it names of the machine
+// but TAPs.
+func namesDevicesOrNamespaces(s *spec.Spec) bool {
+	for _, h := range s.Hosts {
+		for _, n := range h.NICs {
+			if n.IsDevice() {
+				return true
+			}
+		}
+	}
+	for _, vm := range s.VMs {
+		for _, n := range vm.NICs {
+			if n.NetnsName() != "" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ModelScope returns where the resources two models disagree on are (both

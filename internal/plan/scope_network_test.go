@@ -2,7 +2,9 @@ package plan
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -46,6 +48,7 @@ func scopeView(s Scope, infra string, networks, vms []string) []string {
 	}
 	for _, v := range vms {
 		what[VNICPortName(v, 0)] = "port " + v
+		what["t"+v] = "port " + v // its TAP (onTaps)
 	}
 	var out []string
 	for ns, links := range s {
@@ -156,6 +159,13 @@ func TestScopedDiffOfNetworkChanges(t *testing.T) {
 		"add to a router":      {base, routed},
 		"remove from a router": {routed, base},
 	}
+	for name, c := range maps.Clone(changes) {
+		changes[name+", VMs on TAPs"] = [2]string{onTaps(c[0]), onTaps(c[1])}
+	}
+	tapped := onTaps(base)
+	changes["a VM moves to another TAP"] = [2]string{tapped, strings.Replace(tapped, "attach: {tap: tm3-1}", "attach: {tap: tm3-1b}", 1)}
+	changes["a VM on a TAP gets its MAC"] = [2]string{tapped, strings.Replace(tapped, "attach: {tap: tm3-1}", "attach: {tap: tm3-1}, mac: \"02:00:00:00:03:01\"", 1)}
+	changes["a TAP's network's MTU"] = [2]string{tapped, strings.Replace(tapped, "{name: m3, vni: 1003,", "{name: m3, vni: 1003, mtu: 1400,", 1)}
 	for name, c := range changes {
 		for _, host := range []string{"hv1", "hv2", "hv3"} {
 			t.Run(name+" on "+host, func(t *testing.T) {
@@ -182,5 +192,80 @@ func TestScopedDiffOfNetworkChanges(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// onTaps makes every VM of a spec a guest whose vNIC is the TAP "t" and
+// its name (attach: {tap: ...}), as a hypervisor's VMs are.
+func onTaps(src string) string {
+	lines := strings.Split(src, "\n")
+	for i, l := range lines {
+		m := vmLine.FindStringSubmatch(l)
+		if m == nil || strings.Contains(l, "attach:") {
+			continue
+		}
+		lines[i] = strings.Replace(l, m[2], m[2]+", attach: {tap: t"+m[1]+"}", 1)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// vmLine is a VM of one vNIC on a network, on one line: its name and its
+// vNIC's network and address.
+var vmLine = regexp.MustCompile(`^  - \{name: ([^,]+), host: [^,]+, nics: \[\{(network: [^,]+, ip: [^,}]+)`)
+
+// A change to one network of VMs on TAPs scopes its own objects on the
+// host and each VM's TAP by its name, and nothing of the other networks.
+func TestChangeScopeOfNetworksOnTaps(t *testing.T) {
+	base := onTaps(networksBase(20))
+	tests := []struct {
+		name       string
+		last, next string
+		host       string
+		want       []string // scopeView; nil: an empty scope
+		fullWhy    string
+	}{
+		{name: "add a network on two hosts", last: base, next: onTaps(withNetwork(base, "new", "x1@hv1", "x2@hv2")), host: "hv1",
+			want: []string{"bridge new", "port x1", "tunnel new"}},
+		{name: "add a network, seen from a host without it", last: base, next: onTaps(withNetwork(base, "new", "x1@hv1", "x2@hv2")), host: "hv3"},
+		{name: "remove a network", last: onTaps(withNetwork(base, "new", "x1@hv1", "x2@hv2")), next: base, host: "hv2",
+			want: []string{"bridge new", "port x2", "tunnel new"}},
+		{name: "a VM moves to another TAP", last: base, next: strings.Replace(base, "attach: {tap: tm3-1}", "attach: {tap: tm3-1b}", 1), host: "hv2",
+			want: []string{"other link tm3-1b", "port m3-1"}},
+		{name: "change a network's MTU", last: base, next: strings.Replace(base, "{name: m3, vni: 1003,", "{name: m3, vni: 1003, mtu: 1400,", 1), host: "hv2",
+			want: []string{"bridge m3", "port m3-1", "tunnel m3"}},
+		{name: "a VM on a TAP and one in a namespace of its own", last: base,
+			next: base + "  - {name: n1, host: hv1, nics: [{network: m1, ip: 10.200.1.20/24}]}\n", host: "hv1",
+			// the new VM's neighbour entry is on the network's bridge
+			want: []string{"bridge m1", "ns n1", "port n1"}},
+		{name: "a vNIC into an existing namespace", last: base,
+			next: base + "  - {name: c1, host: hv1, nics: [{network: m1, ip: 10.200.1.21/24, attach: {netns: c1}}]}\n", host: "hv1",
+			fullWhy: "namespaces"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			last, next := load(t, tt.last), load(t, tt.next)
+			opt := Options{Host: tt.host, NumCPU: 2}
+			got, why := ChangeScope(last, next, Model(last, opt), Model(next, opt))
+			if tt.fullWhy != "" {
+				if !got.Full() || !strings.Contains(why, tt.fullWhy) {
+					t.Fatalf("got scope %v (%q), want full because of %q", got, why, tt.fullWhy)
+				}
+				return
+			}
+			if got.Full() {
+				t.Fatalf("full scope: %s", why)
+			}
+			var networks, vms []string
+			for _, n := range append(append([]spec.Network(nil), next.Networks...), last.Networks...) {
+				networks = append(networks, n.Name)
+			}
+			for _, v := range append(append([]spec.VM(nil), next.VMs...), last.VMs...) {
+				vms = append(vms, v.Name)
+			}
+			view := scopeView(got, "dc", networks, vms)
+			if !reflect.DeepEqual(view, tt.want) {
+				t.Errorf("scope holds %q, want %q", view, tt.want)
+			}
+		})
 	}
 }

@@ -25,26 +25,37 @@ type memoEntry struct {
 	spec  *spec.Spec
 	opt   plan.Options
 	model []plan.Resource
+	keys  []string // of model's resources, when a splice worked them out
+	// desired is the desired state the apply made of model when
+	// observation told nothing (modelSet.plain), or nil.
+	desired []plan.Resource
 }
 
 // get returns the spec and model kept for infra when they were made of
 // src with opt.
 func (m *Memo) get(infra string, src []byte, opt plan.Options) (*spec.Spec, []plan.Resource, bool) {
+	e, ok := m.entry(infra, src, opt)
+	return e.spec, e.model, ok
+}
+
+// entry is what is kept for infra when it was made of src with opt.
+func (m *Memo) entry(infra string, src []byte, opt plan.Options) (memoEntry, bool) {
 	if m == nil {
-		return nil, nil, false
+		return memoEntry{}, false
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, ok := m.byInfra[infra]
 	if !ok || !bytes.Equal(e.src, src) || !reflect.DeepEqual(e.opt, opt) {
-		return nil, nil, false
+		return memoEntry{}, false
 	}
-	return e.spec, e.model, true
+	return e, true
 }
 
 // put keeps what an apply recorded: its spec's source, the spec, and its
-// model made with opt.
-func (m *Memo) put(infra string, src []byte, s *spec.Spec, opt plan.Options, model []plan.Resource) {
+// model made with opt, with the model's keys when known (nil: not) and
+// the desired state made of it when observation told nothing (nil: none).
+func (m *Memo) put(infra string, src []byte, s *spec.Spec, opt plan.Options, model []plan.Resource, keys []string, desired []plan.Resource) {
 	if m == nil {
 		return
 	}
@@ -53,7 +64,17 @@ func (m *Memo) put(infra string, src []byte, s *spec.Spec, opt plan.Options, mod
 	if m.byInfra == nil {
 		m.byInfra = map[string]memoEntry{}
 	}
-	m.byInfra[infra] = memoEntry{src: src, spec: s, opt: opt, model: model}
+	m.byInfra[infra] = memoEntry{src: src, spec: s, opt: opt, model: model, keys: keys, desired: desired}
+}
+
+// lastSpec is the spec of the last apply kept for infra, or nil.
+func (m *Memo) lastSpec(infra string) *spec.Spec {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.byInfra[infra].spec
 }
 
 // Forget drops what is kept for infra.

@@ -12,7 +12,7 @@ func TestMemoKeepsWhatWasMadeOfTheSameBytes(t *testing.T) {
 	model := []plan.Resource{{Kind: plan.KindNetns, Name: "vnet.a.x"}}
 	opt := plan.Options{Host: "hv1", NumCPU: 2}
 	var m Memo
-	m.put("a", []byte("name: a\n"), s, opt, model)
+	m.put("a", []byte("name: a\n"), s, opt, model, nil, nil)
 	tests := []struct {
 		name  string
 		infra string
@@ -36,7 +36,7 @@ func TestMemoKeepsWhatWasMadeOfTheSameBytes(t *testing.T) {
 		t.Error("kept after Forget")
 	}
 	var none *Memo
-	none.put("a", nil, s, opt, model)
+	none.put("a", nil, s, opt, model, nil, nil)
 	if _, _, ok := none.get("a", nil, opt); ok {
 		t.Error("a nil Memo kept something")
 	}

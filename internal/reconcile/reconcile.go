@@ -11,6 +11,7 @@ import (
 	"maps"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -146,7 +147,13 @@ func (e *Engine) checkHost(doc *spec.Document) error {
 	if !ok {
 		return nil
 	}
-	links, namespaces := plan.HostNames(s, e.Host)
+	checked := plan.AllVMs
+	if !e.Full {
+		// What the last apply in this process checked stood then; what
+		// became of it since is drift, which a full apply checks.
+		checked = plan.CheckedVMs(e.Memo.lastSpec(s.Name), s)
+	}
+	links, namespaces := plan.HostNames(s, e.Host, checked)
 	if len(links) == 0 && len(namespaces) == 0 {
 		return nil
 	}
@@ -162,7 +169,7 @@ func (e *Engine) checkHost(doc *spec.Document) error {
 	if err != nil {
 		return fmt.Errorf("read host %s: %w", e.Host, err)
 	}
-	speeds, err := plan.CheckHostFacts(doc, e.Host, facts)
+	speeds, err := plan.CheckHostFacts(doc, e.Host, facts, checked)
 	if err != nil {
 		return err
 	}
@@ -267,13 +274,22 @@ type modelSet struct {
 	// plain is desired when observation tells nothing, made once: an
 	// apply asks for it before and after it observes.
 	plain []plan.Resource
+	// change, when set, is how next was spliced from prev: the resources
+	// the two can disagree on.
+	change *plan.Splice
 }
 
 // models reads the record of the last apply (nil before the first) and
-// makes the models of both specs, the last one's meanwhile.
+// makes the models of both specs, the last one's meanwhile. When the memo
+// holds the last spec's model and the change is one of virtual networks,
+// the next model is that one with the touched networks modelled again
+// (plan.SpliceModel).
 func (e *Engine) models(doc *spec.Document) (*store.Record, *modelSet, error) {
 	opt := e.scoped(plan.Options{NumCPU: e.numCPU()})
 	m := &modelSet{e: e, doc: doc, opt: opt}
+	if rec, ok := e.splice(doc, m); ok {
+		return rec, m, nil
+	}
 	var rec *store.Record
 	var err error
 	done := make(chan struct{})
@@ -302,6 +318,43 @@ func (e *Engine) models(doc *spec.Document) (*store.Record, *modelSet, error) {
 		m.otherBuild = rec.Engine != engineBuild()
 	}
 	return rec, m, err
+}
+
+// splice makes m's models of the memo's model of the last apply, when it
+// holds the record's spec and the change is one plan.SpliceModel bounds.
+func (e *Engine) splice(doc *spec.Document, m *modelSet) (*store.Record, bool) {
+	if e.Memo == nil {
+		return nil, false
+	}
+	rec, err := e.lastRecord(doc.Spec.Name)
+	if err != nil || sameSpec(rec, doc) {
+		return nil, false
+	}
+	kept, ok := e.Memo.entry(doc.Spec.Name, rec.Spec, m.opt)
+	if !ok {
+		return nil, false
+	}
+	sp, ok := plan.SpliceModel(kept.spec, doc.Spec, kept.model, kept.keys, m.opt)
+	if !ok {
+		return nil, false
+	}
+	m.last, m.prev, m.next, m.change = kept.spec, kept.model, sp.Model, &sp
+	if sameSlice(sp.Model, kept.model) && len(kept.desired) == len(kept.model) &&
+		!slices.ContainsFunc(kept.model, func(r plan.Resource) bool { return r.Kind == plan.KindOffloads }) {
+		// Nothing of the host changes: the desired state is the last
+		// one's, as the last apply made it of the same model (which
+		// reset no offloads an earlier spec set: a model without
+		// offloads resets none).
+		m.plain = kept.desired
+	}
+	m.otherBuild = rec.Engine != engineBuild()
+	return rec, true
+}
+
+// sameSlice reports whether two slices are one: the same elements in
+// the same memory.
+func sameSlice(a, b []plan.Resource) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // lastRecord reads the record of the last apply, without what was realized
@@ -380,7 +433,11 @@ func (e *Engine) scopeFor(doc *spec.Document, m *modelSet) plan.Scope {
 	case m.otherBuild:
 		why = "the last apply was made by another build of vnet"
 	default:
-		scope, why = plan.ChangeScope(m.last, doc.Spec, m.prev, m.next)
+		before, after := m.prev, m.next
+		if m.change != nil {
+			before, after = m.change.Before, m.change.After
+		}
+		scope, why = plan.ChangeScope(m.last, doc.Spec, before, after)
 	}
 	if scope.Full() {
 		e.tracef("full observation: %s\n", why)
@@ -468,10 +525,12 @@ func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 		return Result{}, err
 	}
 	lap := e.stopwatch()
-	if _, err := e.Sweep(name); err != nil {
-		return Result{}, fmt.Errorf("apply %s: %w", name, err)
+	if e.mustSweep(name) {
+		if _, err := e.Sweep(name); err != nil {
+			return Result{}, fmt.Errorf("apply %s: %w", name, err)
+		}
+		lap("sweep")
 	}
-	lap("sweep")
 	o, err := e.observe(doc)
 	if err != nil {
 		return Result{}, err
@@ -512,7 +571,11 @@ func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 		return res, e.rollback(name, o, fmt.Errorf("apply %s: %w", name, err))
 	}
 	res.Realized = o.model
-	e.Memo.put(name, doc.Source, doc.Spec, o.models.opt, o.models.next)
+	var keys []string
+	if o.models.change != nil {
+		keys = o.models.change.Keys
+	}
+	e.Memo.put(name, doc.Source, doc.Spec, o.models.opt, o.models.next, keys, o.models.plain)
 	// A full apply leaves the host as the record says, also after a killed one.
 	if !p.Empty() || o.scope.Full() {
 		e.clearPending(name)
@@ -728,6 +791,17 @@ func (e *Engine) Destroy(name string) (plan.Plan, error) {
 	}
 	e.clearPending(name)
 	return p, nil
+}
+
+// mustSweep reports whether an apply sweeps first. A host agent's pass
+// for a change does not when the store says the last apply or destroy
+// finished: what a killed command leaves, it leaves with that note set
+// (setPending), and a sweep reads every namespace entry of the machine,
+// tens of thousands at scale. Its full passes sweep, as every other
+// apply does.
+func (e *Engine) mustSweep(name string) bool {
+	p, journaled := e.Store.(store.Pending)
+	return e.Host == "" || e.Full || !journaled || p.IsPending(name)
 }
 
 // Sweep removes what a command killed halfway left of the infrastructure

@@ -232,8 +232,8 @@ func Decode(file string, src []byte) (*Document, error) {
 	if len(src) > MaxSpecBytes {
 		return nil, Errors{{Msg: fmt.Sprintf("the spec is larger than %d KiB; vnet reads no more", MaxSpecBytes>>10)}}
 	}
-	var root yaml.Node
-	if err := yaml.Unmarshal(src, &root); err != nil {
+	root, err := parseYAML(src)
+	if err != nil {
 		// The parser's message may quote the input (an anchor's name), so it is clipped too.
 		msg := clipTo(strings.TrimPrefix(err.Error(), "yaml: "), 4*clipBytes)
 		return nil, Errors{{Msg: msg, Pos: yamlErrorPos(err)}}

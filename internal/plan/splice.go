@@ -1,0 +1,453 @@
+package plan
+
+import (
+	"maps"
+	"reflect"
+	"slices"
+
+	"github.com/vnet-project/vnet/internal/spec"
+)
+
+// Splice is a model of a spec made from the model of the spec before it,
+// for a change of virtual networks and their VMs: only the networks the
+// change touches are modelled again (see SpliceModel).
+type Splice struct {
+	Model []Resource // the whole model of the next spec
+	Keys  []string   // the keys of Model's resources, in its order
+	// Before and After are the resources the change can touch (those the
+	// touched part of either spec makes), as the last model has them and
+	// as Model has them: the resources the two models disagree on are all
+	// among them, so ModelScope of the two is the scope of the change.
+	Before, After []Resource
+}
+
+// SpliceModel makes the model of next from lastModel, the model of last
+// made with the same options, when the two specs differ only in virtual
+// networks and VMs on them: it models the part of each spec the change
+// touches (the changed networks, the networks of the changed VMs and of
+// the routers of either, with all their VMs), drops from lastModel what the
+// last part made and adds what the next part makes. A host of ten
+// thousand networks models one or two of them instead of all.
+//
+// It returns false when it cannot bound the change that way, and the
+// caller models next whole: the specs differ elsewhere, either has an ACL
+// (whose peers may be any network's members) or a VM with a CPU limit
+// (whose cpuset depends on the VMs before it), a network leaves
+// its VNI to allocation (which depends on every network), a touched VM is
+// on a port group as well (whose policies, teams and pools span its
+// switch), a touched network's tunnels use a port group, the model holds
+// team steering or pools, or the part made of the last spec does not
+// match lastModel (a resource the part makes depends on more than the
+// part).
+//
+// lastKeys, when not nil, are the keys of lastModel's resources (a
+// Splice's Keys): a splice then works out no key of the resources it keeps.
+func SpliceModel(last, next *spec.Spec, lastModel []Resource, lastKeys []string, opt Options) (Splice, bool) {
+	if opt.Host == "" || last == nil || !sameButVMsAndNetworks(last, next) || !allPinned(last) || !allPinned(next) {
+		return Splice{}, false
+	}
+	if hasACL(last) || hasACL(next) || opt.NumCPU > 0 && (limitsCPUs(last) || limitsCPUs(next)) {
+		return Splice{}, false
+	}
+	for i := range lastModel {
+		if k := lastModel[i].Kind; k == KindSteer || k == KindPool {
+			return Splice{}, false
+		}
+	}
+	nets, vms, ok := touched(last, next)
+	if !ok {
+		return Splice{}, false
+	}
+	before := Model(part(last, nets, vms), opt)
+	after := Model(part(next, nets, vms), opt)
+	if len(lastKeys) != len(lastModel) {
+		lastKeys = make([]string, len(lastModel))
+		for i := range lastModel {
+			lastKeys[i] = lastModel[i].Key()
+		}
+	}
+	sp, ok := splice(lastModel, lastKeys, before, after)
+	return sp, ok
+}
+
+// hasACL reports whether a network or port group of s has an ACL: its
+// rules may name other networks or port groups, whose members then make
+// its ports' policies, beyond any part of the spec.
+func hasACL(s *spec.Spec) bool {
+	for i := range s.Networks {
+		if s.Networks[i].ACL != nil {
+			return true
+		}
+	}
+	for i := range s.Switches {
+		for j := range s.Switches[i].PortGroups {
+			if s.Switches[i].PortGroups[j].ACL != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// limitsCPUs reports whether a VM of s has a CPU limit: the VMs' cpusets
+// follow one another in spec order (modeler.cpuset), so a VM added or
+// removed anywhere moves those of the VMs after it.
+func limitsCPUs(s *spec.Spec) bool {
+	for i := range s.VMs {
+		if s.VMs[i].CPUs > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// allPinned reports whether every network of s gives its VNI.
+func allPinned(s *spec.Spec) bool {
+	for i := range s.Networks {
+		if s.Networks[i].VNI == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// touched returns the networks and VMs a change from last to next touches,
+// by name: networks added, removed or changed, those of VMs added, removed
+// or changed, every network of the routers of those, and every VM with a
+// vNIC on any of them. It is false when a touched VM has a vNIC on a port
+// group, or a touched network carries its tunnels over one.
+func touched(last, next *spec.Spec) (nets, vms map[string]bool, ok bool) {
+	nets, vms = map[string]bool{}, map[string]bool{}
+	lastNets := make(map[string]*spec.Network, len(last.Networks))
+	for i := range last.Networks {
+		lastNets[last.Networks[i].Name] = &last.Networks[i]
+	}
+	for i := range next.Networks {
+		n := &next.Networks[i]
+		if old, ok := lastNets[n.Name]; !ok || !sameNetwork(old, n) {
+			nets[n.Name] = true
+		}
+		delete(lastNets, n.Name)
+	}
+	for name := range lastNets {
+		nets[name] = true
+	}
+	lastVMs := make(map[string]*spec.VM, len(last.VMs))
+	for i := range last.VMs {
+		lastVMs[last.VMs[i].Name] = &last.VMs[i]
+	}
+	changedVM := func(vm *spec.VM) {
+		for _, n := range vm.NICs {
+			if n.Network != "" {
+				nets[n.Network] = true
+			}
+		}
+	}
+	for i := range next.VMs {
+		vm := &next.VMs[i]
+		if old, ok := lastVMs[vm.Name]; !ok || !sameVM(old, vm) {
+			changedVM(vm)
+			if ok {
+				changedVM(old)
+			}
+			vms[vm.Name] = true
+		}
+		delete(lastVMs, vm.Name)
+	}
+	for name, vm := range lastVMs {
+		changedVM(vm)
+		vms[name] = true
+	}
+	// A router's networks are modelled together: its namespace on a host,
+	// and which hosts carry each of them, depend on all of them.
+	routers := map[string]bool{}
+	for _, s := range []*spec.Spec{last, next} {
+		for i := range s.Networks {
+			if n := &s.Networks[i]; nets[n.Name] && n.Router != "" {
+				routers[n.Router] = true
+			}
+		}
+	}
+	for _, s := range []*spec.Spec{last, next} {
+		for i := range s.Networks {
+			n := &s.Networks[i]
+			if routers[n.Router] && n.Router != "" {
+				nets[n.Name] = true
+			}
+			if nets[n.Name] && n.PortGroup != "" {
+				return nil, nil, false
+			}
+		}
+	}
+	for _, s := range []*spec.Spec{last, next} {
+		for i := range s.VMs {
+			vm := &s.VMs[i]
+			for _, n := range vm.NICs {
+				if nets[n.Network] {
+					vms[vm.Name] = true
+				}
+			}
+			if !vms[vm.Name] {
+				continue
+			}
+			for _, n := range vm.NICs {
+				if n.Network == "" {
+					return nil, nil, false
+				}
+			}
+		}
+	}
+	return nets, vms, true
+}
+
+// part is the spec with only the networks and VMs named.
+func part(s *spec.Spec, nets, vms map[string]bool) *spec.Spec {
+	p := *s
+	p.Networks, p.VMs = nil, nil
+	for _, n := range s.Networks {
+		if nets[n.Name] {
+			p.Networks = append(p.Networks, n)
+		}
+	}
+	for _, vm := range s.VMs {
+		if vms[vm.Name] {
+			p.VMs = append(p.VMs, vm)
+		}
+	}
+	return &p
+}
+
+// splice drops from model (keys: its resources' keys) what before holds
+// and adds what after holds, in place where a resource changes and at the
+// end where it is new; of the resources either part makes, Before holds
+// model's versions and After the new model's. It is false when a resource
+// before holds is not as model has it: then model was made of more than
+// before's spec, and before does not explain it. A host's firewall is all
+// its ports': it is worked out again from the port policies of the new
+// model (hostFirewall).
+func splice(model []Resource, keys []string, before, after []Resource) (Splice, bool) {
+	if slices.Equal(before, after) {
+		// The change makes nothing different here (a host that carries
+		// none of it): the model stays, not copied, once it is seen to
+		// hold the part as the part makes it.
+		return Splice{Model: model, Keys: keys, Before: before, After: after}, holds(model, keys, before)
+	}
+	var sp Splice
+	firewalls := map[string]Resource{} // by key: the host firewalls either part makes
+	inBefore := make(map[string]int, len(before))
+	for i := range before {
+		if before[i].Kind == KindFirewall {
+			firewalls[before[i].Key()] = before[i]
+			continue
+		}
+		inBefore[before[i].Key()] = i
+	}
+	inAfter := make(map[string]int, len(after))
+	for i := range after {
+		if after[i].Kind == KindFirewall {
+			firewalls[after[i].Key()] = after[i]
+			continue
+		}
+		inAfter[after[i].Key()] = i
+	}
+	n := len(model) + len(after) - len(before)
+	sp.Model, sp.Keys = make([]Resource, 0, n), make([]string, 0, n)
+	keep := func(r *Resource, k string) {
+		sp.Model = append(sp.Model, *r)
+		sp.Keys = append(sp.Keys, k)
+	}
+	matched := 0
+	for i := range model {
+		r, k := &model[i], keys[i]
+		if _, ok := firewalls[k]; ok {
+			sp.Before = append(sp.Before, *r)
+			keep(r, k)
+			continue
+		}
+		j, ok := inBefore[k]
+		if !ok {
+			keep(r, k)
+			continue
+		}
+		if *r != before[j] {
+			return Splice{}, false
+		}
+		matched++
+		sp.Before = append(sp.Before, *r)
+		if j, ok := inAfter[k]; ok {
+			keep(&after[j], k)
+		}
+	}
+	if matched != len(inBefore) {
+		return Splice{}, false // before makes what model lacks
+	}
+	for i := range after {
+		if after[i].Kind == KindFirewall {
+			continue
+		}
+		sp.After = append(sp.After, after[i])
+		k := after[i].Key()
+		if _, ok := inBefore[k]; !ok {
+			keep(&after[i], k)
+		}
+	}
+	for k, fw := range firewalls {
+		if sp.addedFirewall(k, fw, before, after) {
+			delete(firewalls, k)
+		}
+	}
+	if len(firewalls) > 0 {
+		sp.refirewall(firewalls)
+	}
+	return sp, true
+}
+
+// addedFirewall works out the host firewall of key k (fw, as a part makes
+// it) without reading every port policy of the model, where the parts
+// allow: when both make it alike, the ports they hold make the same of it
+// and the model keeps it as it was; when only after makes it, the new
+// policies add to the others, and it is stateful when either was.
+func (sp *Splice) addedFirewall(k string, fw Resource, before, after []Resource) bool {
+	b, inBefore := firewallIn(before, k)
+	a, inAfter := firewallIn(after, k)
+	switch {
+	case inBefore && inAfter && b == a:
+		sp.After = append(sp.After, sp.firewall(k, a))
+		return true
+	case inBefore || !inAfter:
+		return false
+	}
+	for i := range sp.Model {
+		if sp.Keys[i] == k {
+			if a.Match != FirewallStateful {
+				a.Match = sp.Model[i].Match
+			}
+			a.Owner = sp.Model[i].Owner
+			sp.Model[i] = a
+			sp.After = append(sp.After, a)
+			return true
+		}
+	}
+	sp.Model, sp.Keys = append(sp.Model, a), append(sp.Keys, k)
+	sp.After = append(sp.After, a)
+	return true
+}
+
+// firewall is the model's resource of key k, or def when it has none.
+func (sp *Splice) firewall(k string, def Resource) Resource {
+	for i := range sp.Model {
+		if sp.Keys[i] == k {
+			return sp.Model[i]
+		}
+	}
+	return def
+}
+
+func firewallIn(rs []Resource, k string) (Resource, bool) {
+	for _, r := range rs {
+		if r.Kind == KindFirewall && r.Key() == k {
+			return r, true
+		}
+	}
+	return Resource{}, false
+}
+
+// holds reports whether model (keys: its resources' keys) holds each of
+// part as it is.
+func holds(model []Resource, keys []string, part []Resource) bool {
+	if len(part) == 0 {
+		return true
+	}
+	want := make(map[string]int, len(part))
+	for i := range part {
+		want[part[i].Key()] = i
+	}
+	found := 0
+	for i, k := range keys {
+		if j, ok := want[k]; ok {
+			if model[i] != part[j] {
+				return false
+			}
+			found++
+		}
+	}
+	return found == len(want)
+}
+
+// refirewall makes each of the host firewalls (by key) what the port
+// policies of the model make of it: gone without any, else in the model
+// once, as hostFirewall makes it, and in After as it is now. A firewall
+// stays where the model has it.
+func (sp *Splice) refirewall(firewalls map[string]Resource) {
+	type table struct{ ns, name string }
+	policies := map[table][]Resource{}
+	for _, fw := range firewalls {
+		policies[table{fw.NS, fw.Name}] = nil
+	}
+	for i := range sp.Model {
+		if r := &sp.Model[i]; r.Kind == KindPortSec {
+			if ps, ok := policies[table{r.NS, r.Name}]; ok {
+				policies[table{r.NS, r.Name}] = append(ps, *r)
+			}
+		}
+	}
+	model, keys := sp.Model[:0], sp.Keys[:0]
+	placed := map[string]bool{}
+	for i, r := range sp.Model {
+		k := sp.Keys[i]
+		if fw, ok := firewalls[k]; ok && r.Kind == KindFirewall {
+			placed[k] = true
+			ps := policies[table{fw.NS, fw.Name}]
+			if len(ps) == 0 {
+				continue
+			}
+			r = hostFirewall(fw, ps)
+			sp.After = append(sp.After, r)
+		}
+		model, keys = append(model, r), append(keys, k)
+	}
+	for _, k := range slices.Sorted(maps.Keys(firewalls)) {
+		fw := firewalls[k]
+		if ps := policies[table{fw.NS, fw.Name}]; !placed[k] && len(ps) > 0 {
+			fw = hostFirewall(fw, ps)
+			model, keys = append(model, fw), append(keys, k)
+			sp.After = append(sp.After, fw)
+		}
+	}
+	sp.Model, sp.Keys = model, keys
+}
+
+// sameNetwork reports whether two networks are given alike.
+func sameNetwork(a, b *spec.Network) bool {
+	if a.Security != nil || b.Security != nil || a.ACL != nil || b.ACL != nil {
+		return reflect.DeepEqual(a, b)
+	}
+	x, y := *a, *b
+	return x == y
+}
+
+// sameVM reports whether two VMs are given alike.
+func sameVM(a, b *spec.VM) bool {
+	if a.Name != b.Name || a.Host != b.Host || a.CPUs != b.CPUs || len(a.NICs) != len(b.NICs) {
+		return false
+	}
+	for i := range a.NICs {
+		x, y := a.NICs[i], b.NICs[i]
+		if !reflect.DeepEqual(x.Offloads, y.Offloads) || !sameRef(x.Connected, y.Connected) || !sameRef(x.Attach, y.Attach) {
+			return false
+		}
+		x.Offloads, y.Offloads, x.Connected, y.Connected, x.Attach, y.Attach = nil, nil, nil, nil, nil, nil
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// sameRef reports whether two optional values are both unset or equal.
+func sameRef[T comparable](a, b *T) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}

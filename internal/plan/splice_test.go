@@ -1,0 +1,134 @@
+package plan
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// A model spliced from the last one holds what a model of the next spec
+// made whole holds, on every host, and the resources the two whole models
+// disagree on are among the parts it modelled.
+func TestSpliceModelIsTheWholeModel(t *testing.T) {
+	base := networksBase(6)
+	routed := strings.Replace(base, "  - {name: lonely", "  - {name: a-app, vni: 103, subnet: 10.3.0.0/24, gateway: 10.3.0.1, router: ta}\n  - {name: lonely", 1) +
+		"  - {name: a5, host: hv1, nics: [{network: a-app, ip: 10.3.0.15/24}]}\n"
+	secured := strings.Replace(base, "{name: m2, vni: 1002, subnet: 10.200.2.0/24}", "{name: m2, vni: 1002, subnet: 10.200.2.0/24, security: {macChanges: true}}", 1)
+	changes := map[string][2]string{
+		"add a network":                 {base, withNetwork(base, "new", "x1@hv1", "x2@hv2")},
+		"add a network on one host":     {base, withNetwork(base, "new", "x1@hv3", "x2@hv3")},
+		"remove a network":              {withNetwork(base, "new", "x1@hv1", "x2@hv2"), base},
+		"span another host":             {withNetwork(base, "new", "x1@hv1"), withNetwork(base, "new", "x1@hv1", "x2@hv3")},
+		"add a network to a router":     {base, routed},
+		"remove a network of a router":  {routed, base},
+		"change a network's MTU":        {base, strings.Replace(base, "{name: m3, vni: 1003,", "{name: m3, vni: 1003, mtu: 1400,", 1)},
+		"change a network's VNI":        {base, strings.Replace(base, "{name: m3, vni: 1003,", "{name: m3, vni: 1333,", 1)},
+		"move a VM to another host":     {base, strings.Replace(base, "{name: m4-1, host: hv2,", "{name: m4-1, host: hv3,", 1)},
+		"change a VM's address":         {base, strings.Replace(base, "ip: 10.200.4.10/24", "ip: 10.200.4.30/24", 1)},
+		"change a VM's MAC":             {base, strings.Replace(base, "02:00:00:00:00:12", "02:00:00:00:00:13", 1)},
+		"add a VM to a routed network":  {base, strings.Replace(base, "vms:\n", "vms:\n  - {name: a9, host: hv3, nics: [{network: a-web, ip: 10.1.0.19/24}]}\n", 1)},
+		"change a VM of a secured one":  {secured, strings.Replace(secured, "ip: 10.200.2.10/24", "ip: 10.200.2.30/24", 1)},
+		"add a network beside security": {secured, withNetwork(secured, "new", "x1@hv1", "x2@hv2")},
+		"disconnect a vNIC":             {base, strings.Replace(base, "ip: 10.200.4.10/24}", "ip: 10.200.4.10/24, connected: false}", 1)},
+	}
+	for name, c := range maps.Clone(changes) {
+		changes[name+", VMs on TAPs"] = [2]string{onTaps(c[0]), onTaps(c[1])}
+	}
+	for name, c := range changes {
+		for _, host := range []string{"hv1", "hv2", "hv3"} {
+			t.Run(name+" on "+host, func(t *testing.T) {
+				opt := Options{Host: host, NumCPU: 2}
+				last, next := load(t, c[0]), load(t, c[1])
+				before, want := Model(last, opt), Model(next, opt)
+				sp, ok := SpliceModel(last, next, before, nil, opt)
+				if !ok {
+					t.Fatal("not spliced")
+				}
+				if got, want := sortedKeys(sp.Model), sortedKeys(want); !slices.Equal(got, want) {
+					t.Fatalf("spliced model holds what the whole one does not:\n%s\nlacks:\n%s", strings.Join(minus(got, want), "\n"), strings.Join(minus(want, got), "\n"))
+				}
+				byKey := map[string]Resource{}
+				for _, r := range want {
+					byKey[r.Key()] = r
+				}
+				for _, r := range sp.Model {
+					if r != byKey[r.Key()] {
+						t.Errorf("spliced %+v\nwant %+v", r, byKey[r.Key()])
+					}
+				}
+				if !slices.Equal(sp.Keys, keysOf(sp.Model)) {
+					t.Errorf("keys %q are not the model's", sp.Keys)
+				}
+				// Spliced again, from a splice, with its keys.
+				if again, ok := SpliceModel(next, last, sp.Model, sp.Keys, opt); !ok || !slices.Equal(sortedKeys(again.Model), sortedKeys(before)) {
+					t.Errorf("spliced back (%v): %d resources, want %d", ok, len(again.Model), len(before))
+				}
+				if got, want := ModelScope(sp.Before, sp.After), ModelScope(before, want); !scopesEqual(got, want) {
+					t.Errorf("scope of the parts %v, of the whole models %v", got, want)
+				}
+			})
+		}
+	}
+}
+
+// What a splice cannot bound is modelled whole.
+func TestSpliceModelRefuses(t *testing.T) {
+	base := networksBase(3)
+	acl := strings.Replace(base, "{name: m2, vni: 1002, subnet: 10.200.2.0/24}",
+		"{name: m2, vni: 1002, subnet: 10.200.2.0/24, acl: {default: deny, rules: [{action: allow, direction: ingress, from: {network: m1}}]}}", 1)
+	tests := map[string][2]string{
+		"a host changes":           {base, strings.Replace(base, "underlay: 10.0.0.13", "underlay: 10.0.0.23", 1)},
+		"a network without a VNI":  {base, strings.Replace(withNetwork(base, "new", "x1@hv1"), "{name: new, vni: 9999,", "{name: new,", 1)},
+		"a VM on a port group too": {scopeBase, scopeBase + "\n  - name: vm3\n    host: esx2\n    nics: [{portgroup: pg-a, ip: 10.0.0.3/24}]\n"},
+		"a VM with a CPU limit":    {base, strings.Replace(withNetwork(base, "new", "x1@hv1"), "{name: x1, host: hv1,", "{name: x1, host: hv1, cpus: 1,", 1)},
+		"an ACL naming a network":  {acl, strings.Replace(acl, "ip: 10.200.1.10/24", "ip: 10.200.1.30/24", 1)},
+	}
+	for name, c := range tests {
+		t.Run(name, func(t *testing.T) {
+			opt := Options{Host: "hv1", NumCPU: 2}
+			last, next := load(t, c[0]), load(t, c[1])
+			if _, ok := SpliceModel(last, next, Model(last, opt), nil, opt); ok {
+				t.Error("spliced")
+			}
+		})
+	}
+}
+
+func keysOf(rs []Resource) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.Key()
+	}
+	return out
+}
+
+func sortedKeys(rs []Resource) []string {
+	out := keysOf(rs)
+	slices.Sort(out)
+	return out
+}
+
+func scopesEqual(a, b Scope) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for ns, links := range a {
+		other, ok := b[ns]
+		if !ok || (links == nil) != (other == nil) || !maps.Equal(links, other) {
+			return false
+		}
+	}
+	return true
+}
+
+// minus is what of a is not in b.
+func minus(a, b []string) []string {
+	var out []string
+	for _, k := range a {
+		if !slices.Contains(b, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}

@@ -78,18 +78,47 @@ func scopeView(s Scope, infra string, networks, vms []string) []string {
 	return out
 }
 
+// scopeCase is a change of a spec and what its scope holds on one host.
+type scopeCase struct {
+	name       string
+	last, next string
+	host       string
+	want       []string // scopeView; nil: an empty scope
+	fullWhy    string
+}
+
+func checkScope(t *testing.T, tt scopeCase) {
+	t.Helper()
+	last, next := load(t, tt.last), load(t, tt.next)
+	opt := Options{Host: tt.host, NumCPU: 2}
+	got, why := ChangeScope(last, next, Model(last, opt), Model(next, opt))
+	if tt.fullWhy != "" {
+		if !got.Full() || !strings.Contains(why, tt.fullWhy) {
+			t.Fatalf("got scope %v (%q), want full because of %q", got, why, tt.fullWhy)
+		}
+		return
+	}
+	if got.Full() {
+		t.Fatalf("full scope: %s", why)
+	}
+	var networks, vms []string
+	for _, n := range append(append([]spec.Network(nil), next.Networks...), last.Networks...) {
+		networks = append(networks, n.Name)
+	}
+	for _, v := range append(append([]spec.VM(nil), next.VMs...), last.VMs...) {
+		vms = append(vms, v.Name)
+	}
+	if view := scopeView(got, "dc", networks, vms); !reflect.DeepEqual(view, tt.want) {
+		t.Errorf("scope holds %q, want %q", view, tt.want)
+	}
+}
+
 // A change to one network scopes its own objects on the host: its bridge,
 // tunnel and the ports and namespaces of its VMs there, and nothing of the
 // other networks, however many there are.
 func TestChangeScopeOfNetworks(t *testing.T) {
 	base := networksBase(20)
-	tests := []struct {
-		name       string
-		last, next string
-		host       string
-		want       []string // scopeView; nil: an empty scope
-		fullWhy    string
-	}{
+	tests := []scopeCase{
 		{name: "add a network on two hosts", last: base, next: withNetwork(base, "new", "x1@hv1", "x2@hv2"), host: "hv1",
 			want: []string{"bridge new", "ns x1", "port x1", "tunnel new"}},
 		{name: "add a network, seen from its other host", last: base, next: withNetwork(base, "new", "x1@hv1", "x2@hv2"), host: "hv2",
@@ -115,34 +144,7 @@ func TestChangeScopeOfNetworks(t *testing.T) {
 			fullWhy: "host"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			last, next := load(t, tt.last), load(t, tt.next)
-			opt := Options{Host: tt.host, NumCPU: 2}
-			got, why := ChangeScope(last, next, Model(last, opt), Model(next, opt))
-			if tt.fullWhy != "" {
-				if !got.Full() || !strings.Contains(why, tt.fullWhy) {
-					t.Fatalf("got scope %v (%q), want full because of %q", got, why, tt.fullWhy)
-				}
-				return
-			}
-			if got.Full() {
-				t.Fatalf("full scope: %s", why)
-			}
-			var networks, vms []string
-			for _, n := range next.Networks {
-				networks = append(networks, n.Name)
-			}
-			for _, n := range last.Networks {
-				networks = append(networks, n.Name)
-			}
-			for _, v := range append(append([]spec.VM(nil), next.VMs...), last.VMs...) {
-				vms = append(vms, v.Name)
-			}
-			view := scopeView(got, "dc", networks, vms)
-			if !reflect.DeepEqual(view, tt.want) {
-				t.Errorf("scope holds %q, want %q", view, tt.want)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { checkScope(t, tt) })
 	}
 }
 
@@ -217,13 +219,7 @@ var vmLine = regexp.MustCompile(`^  - \{name: ([^,]+), host: [^,]+, nics: \[\{(n
 // host and each VM's TAP by its name, and nothing of the other networks.
 func TestChangeScopeOfNetworksOnTaps(t *testing.T) {
 	base := onTaps(networksBase(20))
-	tests := []struct {
-		name       string
-		last, next string
-		host       string
-		want       []string // scopeView; nil: an empty scope
-		fullWhy    string
-	}{
+	tests := []scopeCase{
 		{name: "add a network on two hosts", last: base, next: onTaps(withNetwork(base, "new", "x1@hv1", "x2@hv2")), host: "hv1",
 			want: []string{"bridge new", "port x1", "tunnel new"}},
 		{name: "add a network, seen from a host without it", last: base, next: onTaps(withNetwork(base, "new", "x1@hv1", "x2@hv2")), host: "hv3"},
@@ -242,30 +238,6 @@ func TestChangeScopeOfNetworksOnTaps(t *testing.T) {
 			fullWhy: "namespaces"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			last, next := load(t, tt.last), load(t, tt.next)
-			opt := Options{Host: tt.host, NumCPU: 2}
-			got, why := ChangeScope(last, next, Model(last, opt), Model(next, opt))
-			if tt.fullWhy != "" {
-				if !got.Full() || !strings.Contains(why, tt.fullWhy) {
-					t.Fatalf("got scope %v (%q), want full because of %q", got, why, tt.fullWhy)
-				}
-				return
-			}
-			if got.Full() {
-				t.Fatalf("full scope: %s", why)
-			}
-			var networks, vms []string
-			for _, n := range append(append([]spec.Network(nil), next.Networks...), last.Networks...) {
-				networks = append(networks, n.Name)
-			}
-			for _, v := range append(append([]spec.VM(nil), next.VMs...), last.VMs...) {
-				vms = append(vms, v.Name)
-			}
-			view := scopeView(got, "dc", networks, vms)
-			if !reflect.DeepEqual(view, tt.want) {
-				t.Errorf("scope holds %q, want %q", view, tt.want)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { checkScope(t, tt) })
 	}
 }

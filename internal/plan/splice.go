@@ -217,6 +217,20 @@ func part(s *spec.Spec, nets, vms map[string]bool) *spec.Spec {
 	return &p
 }
 
+// indexPart indexes a part's resources by key, but for its host
+// firewalls, which it adds to firewalls instead.
+func indexPart(part []Resource, firewalls map[string]Resource) map[string]int {
+	at := make(map[string]int, len(part))
+	for i := range part {
+		if part[i].Kind == KindFirewall {
+			firewalls[part[i].Key()] = part[i]
+			continue
+		}
+		at[part[i].Key()] = i
+	}
+	return at
+}
+
 // splice drops from model (keys: its resources' keys) what before holds
 // and adds what after holds, in place where a resource changes and at the
 // end where it is new; of the resources either part makes, Before holds
@@ -234,22 +248,7 @@ func splice(model []Resource, keys []string, before, after []Resource) (Splice, 
 	}
 	var sp Splice
 	firewalls := map[string]Resource{} // by key: the host firewalls either part makes
-	inBefore := make(map[string]int, len(before))
-	for i := range before {
-		if before[i].Kind == KindFirewall {
-			firewalls[before[i].Key()] = before[i]
-			continue
-		}
-		inBefore[before[i].Key()] = i
-	}
-	inAfter := make(map[string]int, len(after))
-	for i := range after {
-		if after[i].Kind == KindFirewall {
-			firewalls[after[i].Key()] = after[i]
-			continue
-		}
-		inAfter[after[i].Key()] = i
-	}
+	inBefore, inAfter := indexPart(before, firewalls), indexPart(after, firewalls)
 	n := len(model) + len(after) - len(before)
 	sp.Model, sp.Keys = make([]Resource, 0, n), make([]string, 0, n)
 	keep := func(r *Resource, k string) {

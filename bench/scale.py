@@ -14,11 +14,22 @@ bench/mininet_star.py builds the same star with Mininet's Python API (one
 LinuxBridge, N hosts on plain veth Links, or with --mininet-tc TCLinks with
 an HTB qdisc of 1 Gbit/s on each end, no controller) and times its build and start, the same one-host changes and its
 stop. Then it prints each operation's cost per 100 VMs between the
-smallest and the largest N (the slope).
+smallest and the largest N (the slope), and the CPU time (user and
+system) of each vnet command: vnet's own time, which other work on the
+machine barely moves, where wall time is.
+
+After each first apply (vnet's and raw netlink's) it waits, untimed, until
+the kernel is quiet (system, irq and softirq time under 10% of the CPUs
+for a second; at most --quiet seconds) and prints how long that took. N
+guests coming up each send a few IPv6 frames (duplicate address detection,
+MLD reports, router solicitations) that the bridge floods to every other
+port: at 1,000 VMs some 8 million frames, which keep this 2-core machine
+busy for tens of seconds after an apply that took a few, and would
+otherwise be timed as part of the one-VM changes that follow.
 
 usage: bench/scale.py [--vnet bin/vnet] [--sizes 100,300,1000] [--changes 20]
-                      [--hosts 1] [--settle 0] [--profile] [--cpuprofile DIR]
-                      [--mininet [--mininet-tc]]
+                      [--hosts 1] [--settle 0] [--quiet 120] [--profile]
+                      [--cpuprofile DIR] [--mininet [--mininet-tc]]
 
 --hosts H spreads the N VMs evenly over H hosts on one distributed switch
 (one uplink, a NIC on each host); the one-VM changes happen on the first
@@ -40,9 +51,10 @@ Mininet shell and deletes every link named like x-ethN).
 command, untimed, for the kernel to finish with new links.
 Not a test: it prints measurements.
 """
-import argparse, fcntl, json, os, platform, re, shutil, signal, statistics, subprocess, sys, tempfile, time
+import argparse, fcntl, json, os, platform, re, resource, shutil, signal, statistics, subprocess, sys, tempfile, time
 
 LOCK = "/tmp/vnet-kernel.lock"
+QUIET = 0.10  # kernel_busy below which the machine counts as quiet
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -85,23 +97,59 @@ vms:
 """
 
 
+def children_cpu():
+    u = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return u.ru_utime + u.ru_stime
+
+
 def run(args, env=None):
-    t = time.monotonic()
+    """Runs a command; returns its wall time, its CPU time (user and system, itself and
+    its children) and its result."""
+    t, c = time.monotonic(), children_cpu()
     r = subprocess.run(args, capture_output=True, text=True, env=env)
-    dt = time.monotonic() - t
+    dt, dc = time.monotonic() - t, children_cpu() - c
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(args)}: {r.stderr or r.stdout}")
-    return dt, r
+    return dt, dc, r
+
+
+def kernel_busy(interval=1.0):
+    """The share of all CPUs' time the kernel spent in system, irq and softirq work
+    over interval seconds (/proc/stat)."""
+    def sample():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return v[2] + v[5] + v[6], sum(v)
+    k0, t0 = sample()
+    time.sleep(interval)
+    k1, t1 = sample()
+    return (k1 - k0) / max(t1 - t0, 1)
+
+
+def wait_quiet(limit, what):
+    """Waits until the kernel is done with what N new guests do at start (each
+    vNIC's IPv6 duplicate address detection, MLD reports and router
+    solicitations, which the bridge floods to every other port: about N*N*8
+    frames), so that the one-VM changes after it are not timed against it.
+    Returns the seconds waited; gives up after limit."""
+    start = time.monotonic()
+    while time.monotonic() - start < limit:
+        if kernel_busy() < QUIET:
+            return time.monotonic() - start
+    print(f"scale.py: the kernel was still busy {limit:.0f} s after {what}; timing anyway", file=sys.stderr)
+    return time.monotonic() - start
 
 
 class Vnet:
-    def __init__(self, vnet, name, cpuprofile, settle, trace, hosts=1):
+    def __init__(self, vnet, name, cpuprofile, settle, trace, hosts=1, quiet=0):
         self.vnet, self.name, self.cpuprofile, self.settle, self.trace = vnet, name, cpuprofile, settle, trace
+        self.quiet, self.waited = quiet, 0
         self.hosts = hosts
         self.state = tempfile.mkdtemp(prefix="vnet-scale.")
         self.file = os.path.join(self.state, "spec.yaml")
         self.n = 0
         self.phases = {}  # label -> [ms] from VNET_TRACE, of the one-VM changes
+        self.cpu = {}  # label -> [s] of CPU time (user and system) of each command
 
     def timed(self, label, *args, wrap=()):
         env = dict(os.environ)
@@ -111,7 +159,8 @@ class Vnet:
         if self.trace:
             env["VNET_TRACE"] = "1"
         time.sleep(self.settle)
-        dt, r = run([*wrap, self.vnet, "--state-dir", self.state, *args], env)
+        dt, dc, r = run([*wrap, self.vnet, "--state-dir", self.state, *args], env)
+        self.cpu.setdefault(label, []).append(dc)
         if self.trace and label in ("add", "change", "remove"):
             for m in re.finditer(r"^\s*([\d.]+) ms  (\w[\w ]*?)(?: \(.*\))?$", r.stderr, re.M):
                 self.phases.setdefault(m.group(2), []).append(float(m.group(1)))
@@ -128,8 +177,9 @@ class Vnet:
 
 
 class Raw:
-    def __init__(self, exe, tag):
+    def __init__(self, exe, tag, quiet=0):
         self.exe, self.tag = exe, tag
+        self.quiet, self.waited = quiet, 0
 
     def timed(self, *args):
         return run([self.exe, "-tag", self.tag, *args])[0]
@@ -204,6 +254,7 @@ def measure_vnet(v, n, changes, profile):
     vms = [(f"vm{i}", ip(i), host_of(i, n, v.hosts)) for i in range(1, n + 1)]
     extra = f"vm{n + 1}"
     out = {"first apply": v.apply("first", vms)}
+    v.waited = wait_quiet(v.quiet, f"vnet's first apply of {n} VMs")
     out["no-op apply"] = statistics.median(v.apply("noop", vms) for _ in range(3))
     out["no-op apply --full"] = statistics.median(v.apply("full", vms, "--full") for _ in range(3))
     out.update(ops_of(changes,
@@ -233,6 +284,7 @@ def strace_change(v, vms, extra, n):
 
 def measure_raw(r, n, changes):
     out = {"first apply": r.timed("up", str(n))}
+    r.waited = wait_quiet(r.quiet, f"raw netlink's {n} VMs")
     i = n + 1
     out.update(ops_of(changes,
                       lambda k: r.timed("add", str(i), ip(i)),
@@ -258,6 +310,8 @@ def main():
     ap.add_argument("--sizes", default="100,300,1000")
     ap.add_argument("--changes", type=int, default=20)
     ap.add_argument("--settle", type=float, default=0)
+    ap.add_argument("--quiet", type=float, default=120,
+                    help="seconds to wait at most, after each first apply, for the kernel to be quiet")
     ap.add_argument("--hosts", type=int, default=1, help="hosts the N VMs are spread over, on one distributed switch")
     ap.add_argument("--profile", action="store_true", help="where a one-VM change's time goes")
     ap.add_argument("--cpuprofile", help="directory for CPU profiles")
@@ -276,18 +330,18 @@ def main():
     if a.hosts > 1:
         print(f"{a.hosts} hosts on one distributed switch, the VMs spread evenly, the one-VM changes on h1; "
               "raw netlink makes the same VMs on one host (no host namespaces for the others, no uplinks)")
-    print(f"machine: {os.cpu_count()} CPUs, Linux {platform.release()}; vnet {run([vnet, '--version'])[1].stdout.strip()}")
+    print(f"machine: {os.cpu_count()} CPUs, Linux {platform.release()}; vnet {run([vnet, '--version'])[2].stdout.strip()}")
     if a.mininet:
         v = subprocess.run([Mininet.PYTHON, "-c", "import mininet.net as m; print(m.VERSION)"],
                            capture_output=True, text=True)
         if v.returncode != 0:
             sys.exit(f"scale.py: --mininet needs mininet for {Mininet.PYTHON} (apt-get install mininet): {v.stderr}")
         print(f"mininet {v.stdout.strip()}: LinuxBridge, {'TCLink bw=1000' if a.mininet_tc else 'Link'}, no controller")
-    results, raws, mns, phases = {}, {}, {}, {}
+    results, raws, mns, phases, cpus = {}, {}, {}, {}, {}
     for n in sizes:
         tag = f"s{os.getpid() % 100000}n{n}"
-        v = Vnet(vnet, "scl" + tag, a.cpuprofile, a.settle, a.profile and n == sizes[-1], a.hosts)
-        r = Raw(raw_exe, tag)
+        v = Vnet(vnet, "scl" + tag, a.cpuprofile, a.settle, a.profile and n == sizes[-1], a.hosts, a.quiet)
+        r = Raw(raw_exe, tag, a.quiet)
         m = Mininet(f"m{os.getpid() % 10000:04d}", a.mininet_tc) if a.mininet else None
         with open(LOCK, "a") as lk:
             fcntl.flock(lk, fcntl.LOCK_EX)
@@ -303,11 +357,14 @@ def main():
                     m.cleanup()
                 fcntl.flock(lk, fcntl.LOCK_UN)
         phases[n] = v.phases
+        cpus[n] = {op: statistics.median(v.cpu[label]) for op, label in CPU_OPS if label in v.cpu}
+        print(f"N={n}: waited for a quiet kernel after the first apply: vnet {v.waited:.1f} s, raw netlink {r.waited:.1f} s")
         print(f"N={n}: vnet " + ", ".join(f"{k} {x:.3f}s" for k, x in results[n].items() if k != "syscalls")
               + "; raw netlink " + ", ".join(f"{k} {x:.3f}s" for k, x in raws[n].items())
               + ("; mininet " + ", ".join(f"{k} {x:.3f}s" for k, x in mns[n].items()) if m else ""), flush=True)
     shutil.rmtree(os.path.dirname(raw_exe), ignore_errors=True)
     report(sizes, results, raws, mns)
+    report_cpu(sizes, cpus)
     if a.profile:
         profile(sizes[-1], results[sizes[-1]].get("syscalls", {}), phases[sizes[-1]])
 
@@ -336,6 +393,21 @@ def report(sizes, results, raws, mns):
             for _, d in tools:
                 row += f"{(d[hi][op] - d[lo][op]) / (hi - lo) * 100:>16.3f}s" if op in d[hi] else f"{'-':>17}"
         print(row)
+
+
+# The operations whose CPU time is reported, and the label of their commands.
+CPU_OPS = [("first apply", "first"), ("no-op apply", "noop"), ("no-op apply --full", "full"),
+           ("add one VM", "add"), ("change one address", "change"), ("remove one VM", "remove"),
+           ("status", "status"), ("destroy", "destroy")]
+
+
+def report_cpu(sizes, cpus):
+    """vnet's own time: the CPU time (user and system) of each command, medians as above;
+    unlike wall time, what else the machine does barely moves it."""
+    print("\nCPU time of vnet's command (user + system)")
+    print(f"{'operation':<20}" + "".join(f"{'vnet N=' + str(n):>15}" for n in sizes))
+    for op, _ in CPU_OPS:
+        print(f"{op:<20}" + "".join(f"{cpus[n][op]:>14.3f}s" if op in cpus[n] else f"{'-':>15}" for n in sizes))
 
 
 def profile(n, syscalls, phases):

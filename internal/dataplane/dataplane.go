@@ -392,41 +392,8 @@ func (l *Linux) DeleteAll(actions []plan.Action, trace func(format string, args 
 			t = now
 		}
 	}
-	gone := map[string]bool{}
-	firewalls := map[string]bool{}
-	var namespaces []plan.Action
-	for _, a := range actions {
-		switch {
-		case a.Op != plan.OpDelete:
-		case a.Old.Kind == plan.KindNetns:
-			gone[a.Old.Name] = true
-			namespaces = append(namespaces, a)
-		case a.Old.Kind == plan.KindFirewall:
-			firewalls[firewallKey(*a.Old)] = true
-		}
-	}
-	var before, withTable, after []plan.Action
-	devices := map[string][]plan.Action{}
-	var deviceNS []string
-	for _, a := range actions {
-		switch {
-		case a.Op != plan.OpDelete:
-			before = append(before, a)
-		case a.Old.Kind == plan.KindNetns || goesWith(*a.Old, gone):
-		case a.Old.Kind == plan.KindCgroup:
-			after = append(after, a)
-		case a.Old.Kind == plan.KindPortSec && firewalls[firewallKey(*a.Old)]:
-			withTable = append(withTable, a)
-		case a.Old.Kind == plan.KindDevice:
-			if devices[a.Old.NS] == nil {
-				deviceNS = append(deviceNS, a.Old.NS)
-			}
-			devices[a.Old.NS] = append(devices[a.Old.NS], a)
-		default:
-			before = append(before, a)
-		}
-	}
-	before, links := linksAtOnce(before, gone)
+	parts := splitDeletes(actions)
+	before, links := linksAtOnce(parts.before, parts.gone)
 	var errs []error
 	failed := map[string]bool{} // firewalls whose deletion failed
 	for _, a := range before {
@@ -438,7 +405,7 @@ func (l *Linux) DeleteAll(actions []plan.Action, trace func(format string, args 
 		}
 	}
 	lap("%d steps one by one", len(before))
-	for _, a := range withTable {
+	for _, a := range parts.withTable {
 		if !failed[firewallKey(*a.Old)] {
 			killpointDone(a)
 			continue
@@ -448,24 +415,71 @@ func (l *Linux) DeleteAll(actions []plan.Action, trace func(format string, args 
 			errs = append(errs, err)
 		}
 	}
-	lap("%d port policies, with their firewall's tables", len(withTable))
-	for _, ns := range deviceNS {
-		errs = append(errs, l.giveBackDevices(ns, devices[ns])...)
-		lap("%d devices of %s given back", len(devices[ns]), ns)
+	lap("%d port policies, with their firewall's tables", len(parts.withTable))
+	for _, ns := range parts.deviceNS {
+		errs = append(errs, l.giveBackDevices(ns, parts.devices[ns])...)
+		lap("%d devices of %s given back", len(parts.devices[ns]), ns)
 	}
 	for ns, acts := range links {
 		errs = append(errs, l.deleteLinks(ns, acts)...)
 		lap("%d links of %s", len(acts), ns)
 	}
-	errs = append(errs, l.deleteNamespaces(namespaces)...)
-	lap("%d namespaces", len(namespaces))
-	for _, a := range after {
+	errs = append(errs, l.deleteNamespaces(parts.namespaces)...)
+	lap("%d namespaces", len(parts.namespaces))
+	for _, a := range parts.after {
 		if err := l.Execute(a); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	lap("%d steps after", len(after))
+	lap("%d steps after", len(parts.after))
 	return errs
+}
+
+// deleteParts are a destroy's actions, by how DeleteAll carries them out.
+type deleteParts struct {
+	gone       map[string]bool // namespaces deleted
+	namespaces []plan.Action   // their deletions
+	before     []plan.Action   // one by one, or links by namespace (linksAtOnce)
+	withTable  []plan.Action   // port policies whose firewall's tables go
+	devices    map[string][]plan.Action
+	deviceNS   []string      // namespaces of devices, in the plan's order
+	after      []plan.Action // cgroups, once the namespaces are gone
+}
+
+// splitDeletes sorts a destroy's actions into deleteParts; what goes with
+// a namespace deleted is in none.
+func splitDeletes(actions []plan.Action) deleteParts {
+	p := deleteParts{gone: map[string]bool{}, devices: map[string][]plan.Action{}}
+	firewalls := map[string]bool{}
+	for _, a := range actions {
+		switch {
+		case a.Op != plan.OpDelete:
+		case a.Old.Kind == plan.KindNetns:
+			p.gone[a.Old.Name] = true
+			p.namespaces = append(p.namespaces, a)
+		case a.Old.Kind == plan.KindFirewall:
+			firewalls[firewallKey(*a.Old)] = true
+		}
+	}
+	for _, a := range actions {
+		switch {
+		case a.Op != plan.OpDelete:
+			p.before = append(p.before, a)
+		case a.Old.Kind == plan.KindNetns || goesWith(*a.Old, p.gone):
+		case a.Old.Kind == plan.KindCgroup:
+			p.after = append(p.after, a)
+		case a.Old.Kind == plan.KindPortSec && firewalls[firewallKey(*a.Old)]:
+			p.withTable = append(p.withTable, a)
+		case a.Old.Kind == plan.KindDevice:
+			if p.devices[a.Old.NS] == nil {
+				p.deviceNS = append(p.deviceNS, a.Old.NS)
+			}
+			p.devices[a.Old.NS] = append(p.devices[a.Old.NS], a)
+		default:
+			p.before = append(p.before, a)
+		}
+	}
+	return p
 }
 
 // firewallKey names the tables of a firewall, or of a port policy's: a

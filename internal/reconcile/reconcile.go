@@ -42,7 +42,7 @@ type Sweeper interface {
 
 // BatchDeleter is a dataplane that carries out a destroy's deletes faster
 // all together than one by one, with the same result; it returns an error
-// per action that failed.
+// per action that failed, and tells a non-nil trace where the time went.
 type BatchDeleter interface {
 	DeleteAll(actions []plan.Action, trace func(format string, args ...any)) []error
 }

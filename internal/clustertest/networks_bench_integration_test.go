@@ -325,6 +325,14 @@ func TestClusterNetworksScale(t *testing.T) {
 	// left, and the harness removes the rest.
 	wait := envDuration(t, "VNET_NETWORKS_DESTROY_WAIT", 25*time.Minute)
 	all := len(leftovers(t, c, infra))
+	for _, m := range c.Machines {
+		logs[m.Host] = len(m.AgentLog())
+	}
+	t.Cleanup(func() {
+		for _, m := range c.Machines {
+			t.Logf("agent of %s on the destroy:\n%s", m.Host, lastLines(m.AgentLog()[logs[m.Host]:], 80))
+		}
+	})
 	start = time.Now()
 	if out, err := c.Vnet("destroy", infra); err != nil {
 		t.Fatalf("destroy: %v\n%s", err, out)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
@@ -259,10 +260,16 @@ func (l *Linux) Execute(a plan.Action) error {
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", a.Op, a.Subject(), err)
 	}
+	killpointDone(a)
+	return nil
+}
+
+// killpointDone marks a kill point (package killpoint) after a step is
+// carried out, by Execute or with others at once.
+func killpointDone(a plan.Action) {
 	if killpoint.Enabled {
 		killpoint.At(fmt.Sprintf("done: %s %s", a.Op, a.Subject()))
 	}
-	return nil
 }
 
 func (l *Linux) ensure(r plan.Resource) error {
@@ -367,48 +374,117 @@ func isGone(err error) bool {
 // them one by one would, faster. A namespace takes everything in it with
 // it (its links, a veth with either end in it, their addresses, qdiscs and
 // filters), so only the namespaces are deleted, several at once and the
-// processes in all of them found in one pass; then the rest (cgroups), in
-// the plan's order, once no process of a VM is left to keep its cgroup
-// busy. It returns an error per action that failed.
-func (l *Linux) DeleteAll(actions []plan.Action) []error {
-	gone := map[string]bool{}
-	var namespaces []plan.Action
-	for _, a := range actions {
-		if a.Op == plan.OpDelete && a.Old.Kind == plan.KindNetns {
-			gone[a.Old.Name] = true
-			namespaces = append(namespaces, a)
+// processes in all of them found in one pass; a firewall's tables take its
+// port policies' chains and rules with them, so a port policy whose
+// firewall goes is not deleted on its own; the devices of a namespace
+// (TAPs, NICs) are given back together (giveBackDevices), and its links
+// deleted a group at a time (deleteLinks). Then the rest (cgroups), in the
+// plan's order, once no process of a VM is left to keep its cgroup busy.
+// It returns an error per action that failed. A non-nil trace is told how
+// long each part took.
+func (l *Linux) DeleteAll(actions []plan.Action, trace func(format string, args ...any)) []error {
+	lap := func(string, ...any) {}
+	if trace != nil {
+		t := time.Now()
+		lap = func(format string, args ...any) {
+			now := time.Now()
+			trace("%8.1f ms  %s\n", float64(now.Sub(t).Microseconds())/1000, fmt.Sprintf(format, args...))
+			t = now
 		}
 	}
-	var before, after []plan.Action
-	for _, a := range actions {
-		switch {
-		case a.Op != plan.OpDelete:
-			before = append(before, a)
-		case a.Old.Kind == plan.KindNetns || goesWith(*a.Old, gone):
-		case a.Old.Kind == plan.KindCgroup:
-			after = append(after, a)
-		default:
-			before = append(before, a)
-		}
-	}
-	before, links := linksAtOnce(before, gone)
+	parts := splitDeletes(actions)
+	before, links := linksAtOnce(parts.before, parts.gone)
 	var errs []error
+	failed := map[string]bool{} // firewalls whose deletion failed
 	for _, a := range before {
 		if err := l.Execute(a); err != nil {
 			errs = append(errs, err)
+			if a.Op == plan.OpDelete && a.Old.Kind == plan.KindFirewall {
+				failed[firewallKey(*a.Old)] = true
+			}
 		}
 	}
-	for ns, acts := range links {
-		errs = append(errs, l.deleteLinks(ns, acts)...)
-	}
-	errs = append(errs, l.deleteNamespaces(namespaces)...)
-	for _, a := range after {
+	lap("%d steps one by one", len(before))
+	for _, a := range parts.withTable {
+		if !failed[firewallKey(*a.Old)] {
+			killpointDone(a)
+			continue
+		}
+		// The tables stay: the port's chains and jumps go on their own.
 		if err := l.Execute(a); err != nil {
 			errs = append(errs, err)
 		}
 	}
+	lap("%d port policies, with their firewall's tables", len(parts.withTable))
+	for _, ns := range parts.deviceNS {
+		errs = append(errs, l.giveBackDevices(ns, parts.devices[ns])...)
+		lap("%d devices of %s given back", len(parts.devices[ns]), ns)
+	}
+	for ns, acts := range links {
+		errs = append(errs, l.deleteLinks(ns, acts)...)
+		lap("%d links of %s", len(acts), ns)
+	}
+	errs = append(errs, l.deleteNamespaces(parts.namespaces)...)
+	lap("%d namespaces", len(parts.namespaces))
+	for _, a := range parts.after {
+		if err := l.Execute(a); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	lap("%d steps after", len(parts.after))
 	return errs
 }
+
+// deleteParts are a destroy's actions, by how DeleteAll carries them out.
+type deleteParts struct {
+	gone       map[string]bool // namespaces deleted
+	namespaces []plan.Action   // their deletions
+	before     []plan.Action   // one by one, or links by namespace (linksAtOnce)
+	withTable  []plan.Action   // port policies whose firewall's tables go
+	devices    map[string][]plan.Action
+	deviceNS   []string      // namespaces of devices, in the plan's order
+	after      []plan.Action // cgroups, once the namespaces are gone
+}
+
+// splitDeletes sorts a destroy's actions into deleteParts; what goes with
+// a namespace deleted is in none.
+func splitDeletes(actions []plan.Action) deleteParts {
+	p := deleteParts{gone: map[string]bool{}, devices: map[string][]plan.Action{}}
+	firewalls := map[string]bool{}
+	for _, a := range actions {
+		switch {
+		case a.Op != plan.OpDelete:
+		case a.Old.Kind == plan.KindNetns:
+			p.gone[a.Old.Name] = true
+			p.namespaces = append(p.namespaces, a)
+		case a.Old.Kind == plan.KindFirewall:
+			firewalls[firewallKey(*a.Old)] = true
+		}
+	}
+	for _, a := range actions {
+		switch {
+		case a.Op != plan.OpDelete:
+			p.before = append(p.before, a)
+		case a.Old.Kind == plan.KindNetns || goesWith(*a.Old, p.gone):
+		case a.Old.Kind == plan.KindCgroup:
+			p.after = append(p.after, a)
+		case a.Old.Kind == plan.KindPortSec && firewalls[firewallKey(*a.Old)]:
+			p.withTable = append(p.withTable, a)
+		case a.Old.Kind == plan.KindDevice:
+			if p.devices[a.Old.NS] == nil {
+				p.deviceNS = append(p.deviceNS, a.Old.NS)
+			}
+			p.devices[a.Old.NS] = append(p.devices[a.Old.NS], a)
+		default:
+			p.before = append(p.before, a)
+		}
+	}
+	return p
+}
+
+// firewallKey names the tables of a firewall, or of a port policy's: a
+// port policy's resource names its firewall's.
+func firewallKey(r plan.Resource) string { return r.NS + "\x00" + tableName(r.Name) }
 
 // linkDeletion is the deletion of a link, by the name it has in the
 // namespace it is deleted from.
@@ -458,16 +534,25 @@ func linksAtOnce(actions []plan.Action, goneNS map[string]bool) (rest []plan.Act
 // it deletes in one request. Links are in group 0 unless someone set one.
 const deleteGroup = 0x766e6574
 
-// deleteLinks deletes links of one namespace in one request: each is put
-// in deleteGroup, then the group is deleted. The kernel unregisters them
-// together, waiting for its grace periods once rather than once per link
-// (about 20 ms each, with the rtnl lock held and the machine idle), which
-// made a host's destroy of thousands of networks take minutes. Should any
-// link of the namespace be in that group already (another destroy at the
-// same time), or the group request fail, they are deleted one by one.
+// linksPerGroup bounds the links one group request deletes: the kernel
+// holds the rtnl lock, which every link change of the machine takes, for
+// the whole request, and a bridge's deletion waits for an RCU barrier
+// (about 15 ms each), so a host's thousands of bridges in one request
+// would keep every other change of the machine waiting for minutes.
+const linksPerGroup = 256
+
+// deleteLinks deletes links of one namespace, many in one request: each is
+// put in deleteGroup, then the group is deleted. The kernel unregisters
+// them together, waiting for its grace periods once rather than once per
+// link (about 20 ms each, with the rtnl lock held and the machine idle),
+// which made a host's destroy of thousands of networks take minutes.
+// Should a link of the namespace that is not one of these be in that
+// group already (another destroy at the same time), or a group request
+// fail, they are deleted one by one; links of these in the group already
+// (a destroy killed halfway) go with the first group.
 // Equivalent to: ip -n NS link set LINK group G (each); ip -n NS link delete group G
 func (l *Linux) deleteLinks(ns string, links []linkDeletion) []error {
-	one := func() []error {
+	one := func(links []linkDeletion) []error {
 		var errs []error
 		for _, d := range links {
 			if err := l.Execute(d.action); err != nil {
@@ -477,48 +562,67 @@ func (l *Linux) deleteLinks(ns string, links []linkDeletion) []error {
 		return errs
 	}
 	if len(links) < 2 {
-		return one()
+		return one(links)
 	}
 	h, err := l.handle(ns)
 	if isGone(err) {
 		return nil
 	}
 	if err != nil {
-		return one()
+		return one(links)
 	}
 	all, err := h.LinkList()
 	if err != nil {
-		return one()
+		return one(links)
 	}
-	byName := map[string]netlink.Link{}
+	mine := make(map[string]bool, len(links))
+	for _, d := range links {
+		mine[d.name] = true
+	}
+	byName := make(map[string]netlink.Link, len(all))
 	for _, link := range all {
-		if link.Attrs().Group == deleteGroup {
-			return one()
+		if link.Attrs().Group == deleteGroup && !mine[link.Attrs().Name] {
+			return one(links)
 		}
 		byName[link.Attrs().Name] = link
 	}
+	for i := 0; i < len(links); i += linksPerGroup {
+		group := links[i:min(i+linksPerGroup, len(links))]
+		if err := l.deleteGroupOf(h, ns, group, byName); err != nil {
+			return one(links[i:])
+		}
+	}
+	return nil
+}
+
+// deleteGroupOf deletes links of a namespace, as read before (byName), in
+// one group request.
+func (l *Linux) deleteGroupOf(h *netlink.Handle, ns string, links []linkDeletion, byName map[string]netlink.Link) error {
 	tagged := 0
 	for _, d := range links {
 		link, ok := byName[d.name]
 		if !ok {
 			continue // gone already
 		}
-		if err := h.LinkSetGroup(link, deleteGroup); err != nil {
-			return one()
+		if link.Attrs().Group != deleteGroup {
+			if err := h.LinkSetGroup(link, deleteGroup); isGone(err) {
+				continue // gone since
+			} else if err != nil {
+				return err
+			}
 		}
 		tagged++
 	}
-	if tagged == 0 {
-		return nil
-	}
-	changed("links of %s in group %d", ns, deleteGroup)
-	if err := deleteLinkGroup(l, ns); err != nil {
-		return one()
-	}
-	if killpoint.Enabled {
-		for _, d := range links {
-			killpoint.At(fmt.Sprintf("done: %s %s", d.action.Op, d.action.Subject()))
+	if tagged > 0 {
+		changed("links of %s in group %d", ns, deleteGroup)
+		// None left in the group (ENODEV): those tagged by a killed
+		// destroy went with an earlier group, the others since.
+		if err := deleteLinkGroup(l, ns); err != nil && !isGone(err) {
+			return err
 		}
+	}
+	for _, d := range links {
+		killpointDone(d.action)
 	}
 	return nil
 }

@@ -385,9 +385,29 @@ func (l *Linux) removeDevice(r plan.Resource) error {
 	if link == nil || err != nil {
 		return err
 	}
-	path, err := l.deviceFile(r.NS, r.Name)
+	g, err := l.giveBackOf(r, link)
 	if err != nil {
 		return err
+	}
+	if err := restoreDevice(h, link, g.st); err != nil {
+		return fmt.Errorf("give back %s: %w", r.Name, err)
+	}
+	return g.forget()
+}
+
+// givenBack is a device to give back: the state it gets back, and the
+// file that recorded it.
+type givenBack struct {
+	st   deviceState
+	path string
+}
+
+// giveBackOf reads what the device gets back: its record, or, without
+// one of this very device, what it has now.
+func (l *Linux) giveBackOf(r plan.Resource, link netlink.Link) (givenBack, error) {
+	path, err := l.deviceFile(r.NS, r.Name)
+	if err != nil {
+		return givenBack{}, err
 	}
 	st, err := readDeviceState(path)
 	switch {
@@ -395,36 +415,64 @@ func (l *Linux) removeDevice(r plan.Resource) error {
 		a := link.Attrs()
 		st = deviceState{Index: a.Index, Name: a.Name, MTU: a.MTU, Up: a.Flags&net.FlagUp != 0}
 	case err != nil:
-		return err
+		return givenBack{}, err
 	}
-	if err := restoreDevice(h, link, st); err != nil {
-		return fmt.Errorf("give back %s: %w", r.Name, err)
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+	return givenBack{st: st, path: path}, nil
+}
+
+// forget removes the record of a device given back.
+func (g givenBack) forget() error {
+	if err := os.Remove(g.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	return nil
 }
 
-func restoreDevice(h *netlink.Handle, link netlink.Link, st deviceState) (err error) {
-	if err := setMaster(h, link, st.Master); err != nil {
+func restoreDevice(h *netlink.Handle, link netlink.Link, st deviceState) error {
+	link, err := detachDevice(h, link, st)
+	if err != nil {
 		return err
+	}
+	qs, err := h.QdiscList(link)
+	if err != nil {
+		return fmt.Errorf("tc qdisc show dev %s: %w", link.Attrs().Name, err)
+	}
+	kept, err := deleteOwnQdiscs(h, link, st, qs)
+	if err != nil {
+		return err
+	}
+	if !kept {
+		if qs, err = h.QdiscList(link); err != nil {
+			return fmt.Errorf("tc qdisc show dev %s: %w", link.Attrs().Name, err)
+		}
+		if err := ensureRootQdisc(h, link, st, qs); err != nil {
+			return err
+		}
+	}
+	return resetDevice(h, link, st)
+}
+
+// detachDevice takes the device out of vnet's bridge (back into the one it
+// had, if any) and down if it was; it returns the link as it is then.
+func detachDevice(h *netlink.Handle, link netlink.Link, st deviceState) (netlink.Link, error) {
+	if err := setMaster(h, link, st.Master); err != nil {
+		return link, err
 	}
 	if !st.Up && link.Attrs().Flags&net.FlagUp != 0 {
 		// Down before its qdiscs go: a device that is down gets no
 		// default qdisc in place of the deleted one, as it had none.
 		if err := h.LinkSetDown(link); err != nil {
-			return fmt.Errorf("set %s down: %w", link.Attrs().Name, err)
+			return link, fmt.Errorf("set %s down: %w", link.Attrs().Name, err)
 		}
-		if link, err = h.LinkByIndex(link.Attrs().Index); err != nil {
-			return err
-		}
+		return h.LinkByIndex(link.Attrs().Index)
 	}
-	if err := restoreQdiscs(h, link, st); err != nil {
-		return err
-	}
-	// The alias last: until it goes, observation sees the device as used
-	// and a later destroy finishes what this one could not.
+	return link, nil
+}
+
+// resetDevice gives the device back its MTU, up state and, last, its
+// alias: until the alias goes, observation sees the device as used and a
+// later destroy finishes what this one could not.
+func resetDevice(h *netlink.Handle, link netlink.Link, st deviceState) error {
 	if err := setLinkAttrs(h, link, "", st.MTU, link.Attrs().Alias, st.Up); err != nil {
 		return err
 	}
@@ -436,36 +484,43 @@ func restoreDevice(h *netlink.Handle, link netlink.Link, st deviceState) (err er
 	return nil
 }
 
-// restoreQdiscs deletes what vnet put at the device's root and ingress, so
-// the kernel attaches its default root again, and makes the recorded root
-// again where the default is not it.
-func restoreQdiscs(h *netlink.Handle, link netlink.Link, st deviceState) error {
+// deleteOwnQdiscs deletes, of the device's qdiscs qs, what vnet put at its
+// root and ingress, so the kernel attaches its default root again. It
+// reports whether the recorded root is still there (or none was
+// recorded): else ensureRootQdisc must look at the root the kernel put.
+func deleteOwnQdiscs(h *netlink.Handle, link netlink.Link, st deviceState, qs []netlink.Qdisc) (kept bool, err error) {
 	name := link.Attrs().Name
-	qs, err := h.QdiscList(link)
-	if err != nil {
-		return fmt.Errorf("tc qdisc show dev %s: %w", name, err)
-	}
+	kept = st.Root == ""
 	for _, q := range qs {
 		a := q.Attrs()
+		if a.LinkIndex != link.Attrs().Index {
+			continue
+		}
 		switch {
 		case a.Parent == netlink.HANDLE_ROOT && (q.Type() != st.Root || a.Handle != st.RootHandle):
 		case a.Parent == netlink.HANDLE_CLSACT && !st.Ingress:
 		default:
+			if a.Parent == netlink.HANDLE_ROOT {
+				kept = true
+			}
 			continue
 		}
 		if err := h.QdiscDel(q); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EINVAL) {
-			return fmt.Errorf("tc qdisc del dev %s %s: %w", name, netlink.HandleStr(a.Parent), err)
+			return false, fmt.Errorf("tc qdisc del dev %s %s: %w", name, netlink.HandleStr(a.Parent), err)
 		}
 	}
+	return kept, nil
+}
+
+// ensureRootQdisc makes the recorded root again, of the device's qdiscs qs
+// now, where the kernel's default is not it.
+func ensureRootQdisc(h *netlink.Handle, link netlink.Link, st deviceState, qs []netlink.Qdisc) error {
+	name := link.Attrs().Name
 	if st.Root == "" {
 		return nil
 	}
-	qs, err = h.QdiscList(link)
-	if err != nil {
-		return fmt.Errorf("tc qdisc show dev %s: %w", name, err)
-	}
 	for _, q := range qs {
-		if q.Attrs().Parent == netlink.HANDLE_ROOT && q.Type() == st.Root {
+		if q.Attrs().LinkIndex == link.Attrs().Index && q.Attrs().Parent == netlink.HANDLE_ROOT && q.Type() == st.Root {
 			return nil
 		}
 	}
@@ -482,6 +537,122 @@ func restoreQdiscs(h *netlink.Handle, link netlink.Link, st deviceState) error {
 		return fmt.Errorf("tc qdisc replace dev %s root %s: %w (vnet could not make the device's own root qdisc again; set it by hand)", name, st.Root, err)
 	}
 	return nil
+}
+
+// giveBackDevices gives back devices of one namespace, as removeDevice
+// would each, reading the qdiscs of the namespace once before (and once
+// more after, if a recorded root went) rather than once or twice per
+// device: the kernel answers each read with every link's qdiscs, which
+// made giving back the thousands of TAPs of a hypervisor's destroy take
+// minutes. The devices are all taken out of their bridges and their
+// qdiscs restored before the first one's MTU, up state and alias are: a
+// device keeps its alias, and so its mark as used, until it is given
+// back. It returns an error per action that failed.
+func (l *Linux) giveBackDevices(ns string, actions []plan.Action) []error {
+	var errs []error
+	one := func() []error {
+		for _, a := range actions {
+			if err := l.Execute(a); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return errs
+	}
+	if len(actions) < 2 || !netnsExists(ns) {
+		return one()
+	}
+	h, err := l.handle(ns)
+	if err != nil {
+		return one()
+	}
+	before, err := h.QdiscList(nil)
+	if err != nil {
+		return one()
+	}
+	fail := func(a plan.Action, err error) {
+		errs = append(errs, fmt.Errorf("%s %s: %w", a.Op, a.Subject(), err))
+	}
+	type device struct {
+		action plan.Action
+		link   netlink.Link
+		g      givenBack
+		kept   bool
+	}
+	byIndex := qdiscsByLink(before)
+	var devices []device
+	recheck := false
+	for _, a := range actions {
+		_, link, err := l.existingLink(ns, a.Old.Name)
+		if err != nil {
+			fail(a, err)
+			continue
+		}
+		if link == nil {
+			killpointDone(a)
+			continue
+		}
+		g, err := l.giveBackOf(*a.Old, link)
+		if err != nil {
+			fail(a, err)
+			continue
+		}
+		if link, err = detachDevice(h, link, g.st); err != nil {
+			fail(a, fmt.Errorf("give back %s: %w", a.Old.Name, err))
+			continue
+		}
+		kept, err := deleteOwnQdiscs(h, link, g.st, byIndex[link.Attrs().Index])
+		if err != nil {
+			fail(a, fmt.Errorf("give back %s: %w", a.Old.Name, err))
+			continue
+		}
+		recheck = recheck || !kept
+		devices = append(devices, device{a, link, g, kept})
+	}
+	if recheck {
+		after, listErr := h.QdiscList(nil)
+		byIndex = qdiscsByLink(after)
+		for i := range devices {
+			d := &devices[i]
+			if d.kept {
+				continue
+			}
+			err := listErr
+			if err != nil {
+				err = fmt.Errorf("tc -n %s qdisc show: %w", ns, err)
+			} else {
+				err = ensureRootQdisc(h, d.link, d.g.st, byIndex[d.link.Attrs().Index])
+			}
+			if err != nil {
+				fail(d.action, fmt.Errorf("give back %s: %w", d.action.Old.Name, err))
+				continue
+			}
+			d.kept = true
+		}
+	}
+	for _, d := range devices {
+		if !d.kept {
+			continue
+		}
+		if err := resetDevice(h, d.link, d.g.st); err != nil {
+			fail(d.action, fmt.Errorf("give back %s: %w", d.action.Old.Name, err))
+			continue
+		}
+		if err := d.g.forget(); err != nil {
+			fail(d.action, err)
+			continue
+		}
+		killpointDone(d.action)
+	}
+	return errs
+}
+
+// qdiscsByLink indexes qdiscs by the index of their link.
+func qdiscsByLink(qs []netlink.Qdisc) map[int][]netlink.Qdisc {
+	by := make(map[int][]netlink.Qdisc, len(qs))
+	for _, q := range qs {
+		by[q.Attrs().LinkIndex] = append(by[q.Attrs().LinkIndex], q)
+	}
+	return by
 }
 
 // observeDevice reads a device vnet uses as a resource; isolated is its

@@ -42,9 +42,9 @@ type Sweeper interface {
 
 // BatchDeleter is a dataplane that carries out a destroy's deletes faster
 // all together than one by one, with the same result; it returns an error
-// per action that failed.
+// per action that failed, and tells a non-nil trace where the time went.
 type BatchDeleter interface {
-	DeleteAll(actions []plan.Action) []error
+	DeleteAll(actions []plan.Action, trace func(format string, args ...any)) []error
 }
 
 // DevicePreparer is a dataplane that records, for a whole plan before its
@@ -753,18 +753,22 @@ func (e *Engine) Destroy(name string) (plan.Plan, error) {
 		return plan.Plan{}, fmt.Errorf("destroy %s: %w", name, err)
 	}
 	defer unlock()
+	lap := e.stopwatch()
 	if _, err := e.Sweep(name); err != nil {
 		return plan.Plan{}, fmt.Errorf("destroy %s: %w", name, err)
 	}
+	lap("sweep")
 	observed, err := e.DP.Observe(name, nil)
 	if err != nil {
 		return plan.Plan{}, fmt.Errorf("observe %s: %w", name, err)
 	}
+	lap("observe (%d resources)", len(observed))
 	mine, strangers := e.claim(name, observed, nil)
 	for _, s := range strangers {
 		e.logf("left %s\n", s)
 	}
 	p := plan.Diff(nil, mine)
+	lap("claim and plan (%d actions)", len(p.Actions))
 	// A destroy killed halfway leaves the record beside a half-emptied
 	// host; the next apply must then read everything, not only what its
 	// spec changes since the record.
@@ -775,7 +779,11 @@ func (e *Engine) Destroy(name string) (plan.Plan, error) {
 	}
 	var errs []error
 	if bd, ok := e.DP.(BatchDeleter); ok {
-		errs = bd.DeleteAll(p.Actions)
+		var trace func(format string, args ...any)
+		if e.Trace != nil {
+			trace = e.tracef
+		}
+		errs = bd.DeleteAll(p.Actions, trace)
 	} else {
 		for _, a := range p.Actions {
 			if err := e.DP.Execute(a); err != nil {
@@ -786,10 +794,12 @@ func (e *Engine) Destroy(name string) (plan.Plan, error) {
 	if len(errs) > 0 {
 		return p, fmt.Errorf("destroy %s: %w", name, errors.Join(errs...))
 	}
+	lap("delete")
 	if err := e.Store.Delete(name); err != nil {
 		return p, fmt.Errorf("destroy %s: forget state: %w", name, err)
 	}
 	e.clearPending(name)
+	lap("forget the record")
 	return p, nil
 }
 

@@ -85,17 +85,23 @@ func applyCluster(cmd *cobra.Command, endpoints []string, file string, dryRun, f
 	go func() { last <- readLastGeneration(endpoints, fileSpecName(file)) }()
 	doc, err := specCache().LoadFile(file)
 	lap("load %s", file)
+	if err == nil && full {
+		err = errors.New("--full: only an apply on this host reads it; each host's agent reads everything every --interval")
+	}
+	if err != nil { // without waiting for etcd, which may not answer soon
+		go func() {
+			if got := <-last; got.st != nil {
+				got.st.Close()
+			}
+		}()
+		return err
+	}
 	got := <-last
 	if got.st != nil {
 		defer got.st.Close()
 	}
 	lap("read the last generation from etcd (meanwhile)")
-	switch {
-	case err != nil:
-		return err
-	case full:
-		return errors.New("--full: only an apply on this host reads it; each host's agent reads everything every --interval")
-	case got.err != nil:
+	if got.err != nil {
 		return got.err
 	}
 	st, name, out := got.st, doc.Spec.Name, cmd.OutOrStdout()

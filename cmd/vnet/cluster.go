@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/store"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
@@ -74,17 +75,41 @@ func hostNames(s *spec.Spec) []string {
 	return names
 }
 
-// applyCluster stores the spec in etcd as the infrastructure's next
-// generation, unless another apply changed it since this one read it. It
-// changes nothing on this host: each host's agent realizes its own part.
-func applyCluster(cmd *cobra.Command, endpoints []string, doc *spec.Document, dryRun bool) error {
-	st, err := openCluster(endpoints)
-	if err != nil {
+// applyCluster stores the spec in file in etcd as the infrastructure's
+// next generation, unless another apply changed it since this one read it.
+// It changes nothing on this host: each host's agent realizes its own part.
+// It reads the last generation from etcd while it loads the file.
+func applyCluster(cmd *cobra.Command, endpoints []string, file string, dryRun, full bool) error {
+	lap := traceLaps(cmd)
+	last := make(chan lastGeneration, 1)
+	go func() { last <- readLastGeneration(endpoints, fileSpecName(file)) }()
+	doc, err := specCache().LoadFile(file)
+	lap("load %s", file)
+	if err == nil && full {
+		err = errors.New("--full: only an apply on this host reads it; each host's agent reads everything every --interval")
+	}
+	if err != nil { // without waiting for etcd, which may not answer soon
+		go func() {
+			if got := <-last; got.st != nil {
+				got.st.Close()
+			}
+		}()
 		return err
 	}
-	defer st.Close()
-	name, out := doc.Spec.Name, cmd.OutOrStdout()
-	old, rev, err := st.GetRev(name)
+	got := <-last
+	if got.st != nil {
+		defer got.st.Close()
+	}
+	lap("read the last generation from etcd (meanwhile)")
+	if got.err != nil {
+		return got.err
+	}
+	st, name, out := got.st, doc.Spec.Name, cmd.OutOrStdout()
+	old, rev, err := got.old, got.rev, got.getErr
+	if got.name != name { // the file's name was not where fileSpecName looks
+		old, rev, err = st.GetRev(name)
+		lap("read the last generation from etcd")
+	}
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
@@ -94,6 +119,7 @@ func applyCluster(cmd *cobra.Command, endpoints []string, doc *spec.Document, dr
 	if doc, err = store.PinVNIs(doc, old, cache); err != nil {
 		return err
 	}
+	lap("pin VNIs")
 	gen := 1
 	switch {
 	case old == nil:
@@ -111,12 +137,84 @@ func applyCluster(cmd *cobra.Command, endpoints []string, doc *spec.Document, dr
 	// The agents make the spec of its encoding, not of its YAML.
 	rec := &store.Record{Name: name, SpecFile: doc.File, Spec: doc.Source, SpecEncoded: spec.EncodeValidated(doc),
 		Generation: gen, AppliedAt: time.Now().UTC()}
+	lap("encode")
 	if _, err := st.PutIf(rec, rev); err != nil {
 		return fmt.Errorf("apply %s: %w", name, err)
 	}
+	lap("store generation %d", gen)
 	cache.Add(doc)
+	lap("cache the spec")
 	fmt.Fprintf(out, "stored %s generation %d in etcd for hosts %s\n", name, gen, hosts)
 	return nil
+}
+
+// lastGeneration is what applyCluster reads of etcd before it knows the
+// spec: the store, and the record of the infrastructure name (when named)
+// with its revision.
+type lastGeneration struct {
+	st     *etcdstore.Store
+	err    error // opening the store
+	name   string
+	old    *store.Record
+	rev    int64
+	getErr error
+}
+
+func readLastGeneration(endpoints []string, name string) lastGeneration {
+	st, err := openCluster(endpoints)
+	if err != nil {
+		return lastGeneration{err: err}
+	}
+	g := lastGeneration{st: st, name: name}
+	if name != "" {
+		g.old, g.rev, g.getErr = st.GetRev(name)
+	}
+	return g
+}
+
+// fileSpecName is the infrastructure name a spec file gives on a line of its
+// own before anything else nested (name: NAME), or "" when it gives none
+// there. It only lets the record be read before the file is loaded: the
+// loaded spec's name decides.
+func fileSpecName(file string) string {
+	f, err := os.Open(file)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	head := make([]byte, 4096)
+	n, _ := io.ReadFull(f, head)
+	return nameLine(head[:n])
+}
+
+// nameLine finds the top-level "name:" line in the head of a YAML file,
+// before the first line that is indented or starts a list.
+func nameLine(head []byte) string {
+	for line := range strings.Lines(string(head)) {
+		line = strings.TrimRight(line, "\r\n")
+		if v, ok := strings.CutPrefix(line, "name:"); ok {
+			v = strings.TrimSpace(v)
+			if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {
+				v = v[1 : len(v)-1]
+			}
+			if strings.ContainsAny(v, " #{}[],&*!|>'\"%@`") {
+				return ""
+			}
+			return v
+		}
+		if line == "" || line[0] == ' ' || line[0] == '\t' || line[0] == '-' || line[0] == '#' {
+			continue
+		}
+	}
+	return ""
+}
+
+// traceLaps prints, with VNET_TRACE set, the time since the last lap.
+func traceLaps(cmd *cobra.Command) func(format string, args ...any) {
+	if os.Getenv("VNET_TRACE") == "" {
+		return func(string, ...any) {}
+	}
+	return reconcile.Stopwatch(func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format, args...) })
 }
 
 // destroyCluster removes the infrastructure's spec from etcd, unless it was

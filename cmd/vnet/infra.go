@@ -96,15 +96,12 @@ func applyCmd() *cobra.Command {
 				}
 				return applyRemote(cmd, c, args[0], dryRun)
 			}
+			if eps := etcdEndpoints(); eps != nil {
+				return applyCluster(cmd, eps, args[0], dryRun, full)
+			}
 			doc, err := specCache().LoadFile(args[0])
 			if err != nil {
 				return err
-			}
-			if eps := etcdEndpoints(); eps != nil {
-				if full {
-					return errors.New("--full: only an apply on this host reads it; each host's agent reads everything every --interval")
-				}
-				return applyCluster(cmd, eps, doc, dryRun)
 			}
 			eng, done, err := openEngine(cmd)
 			if err != nil {

@@ -43,6 +43,8 @@ type Linux struct {
 	DeviceStateDir string
 
 	jumps seenJumps // of the firewalls the last observation read
+	// probed is what earlier probes found the kernel has (see Probe).
+	probed probeSet
 }
 
 // nsHandle reaches one namespace: the library's handle, and a route socket
@@ -258,6 +260,7 @@ func (l *Linux) Execute(a plan.Action) error {
 		err = fmt.Errorf("unknown operation %q", a.Op)
 	}
 	if err != nil {
+		l.forgetProbes() // what failed may be what a probe found there
 		return fmt.Errorf("%s %s: %w", a.Op, a.Subject(), err)
 	}
 	killpointDone(a)

@@ -175,8 +175,8 @@ func (l *Linux) deviceRecords(ns string, names []string) ([]pendingFile, error) 
 	if err != nil {
 		return nil, nil // its steps fail, or record, on their own
 	}
-	var qdiscs map[int][]netlink.Qdisc
-	var out []pendingFile
+	var links []netlink.Link
+	var paths []string
 	for _, name := range names {
 		link, err := h.LinkByName(name)
 		if err != nil {
@@ -189,16 +189,18 @@ func (l *Linux) deviceRecords(ns string, names []string) ([]pendingFile, error) 
 		if old, err := readDeviceState(path); err == nil && old.Index == link.Attrs().Index {
 			continue
 		}
-		if qdiscs == nil {
-			all, err := retryDump(func() ([]netlink.Qdisc, error) { return h.QdiscList(nil) })
-			if err != nil {
-				return nil, fmt.Errorf("tc -n %s qdisc show: %w", ns, err)
-			}
-			qdiscs = map[int][]netlink.Qdisc{}
-			for _, q := range all {
-				qdiscs[q.Attrs().LinkIndex] = append(qdiscs[q.Attrs().LinkIndex], q)
-			}
-		}
+		links, paths = append(links, link), append(paths, path)
+	}
+	if len(links) == 0 {
+		return nil, nil
+	}
+	qdiscs, err := l.qdiscsOf(ns, links)
+	if err != nil {
+		return nil, err
+	}
+	var out []pendingFile
+	for i, link := range links {
+		path := paths[i]
 		st, err := deviceStateOf(h, link, qdiscs[link.Attrs().Index])
 		if err != nil {
 			return nil, err

@@ -265,13 +265,9 @@ func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep 
 			addrsOf[a.LinkIndex] = append(addrsOf[a.LinkIndex], a)
 		}
 	}
-	qdiscs, err := retryDump(func() ([]netlink.Qdisc, error) { return h.QdiscList(nil) })
+	qdiscsOf, err := l.qdiscsOfNS(ns, links, keep, only)
 	if err != nil {
-		return v, fmt.Errorf("tc -n %s qdisc show: %w", ns, err)
-	}
-	qdiscsOf := map[int][]netlink.Qdisc{}
-	for _, q := range qdiscs {
-		qdiscsOf[q.Attrs().LinkIndex] = append(qdiscsOf[q.Attrs().LinkIndex], q)
+		return v, err
 	}
 	byName := map[string]int{}
 	var bridges []string
@@ -356,6 +352,50 @@ func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep 
 		}
 	}
 	return v, nil
+}
+
+// qdiscsOfNS reads the qdiscs of a namespace's links that observeNS
+// reports (keep and only pick them as there), by link index.
+func (l *Linux) qdiscsOfNS(ns string, links []netlink.Link, keep func(alias string) bool, only map[string]bool) (map[int][]netlink.Qdisc, error) {
+	if only == nil {
+		return l.qdiscsOf(ns, nil)
+	}
+	read := []netlink.Link{}
+	for _, link := range links {
+		a := link.Attrs()
+		if strings.HasPrefix(a.Alias, plan.AliasPrefix) && a.Name != "lo" && only[a.Name] && (keep == nil || keep(a.Alias)) {
+			read = append(read, link)
+		}
+	}
+	return l.qdiscsOf(ns, read)
+}
+
+// qdiscsOf reads the qdiscs of some links of a namespace (nil: all), by
+// link index: those links' alone when they are few, else the whole
+// namespace's in one dump (see qdiscsOfLinks).
+func (l *Linux) qdiscsOf(ns string, links []netlink.Link) (map[int][]netlink.Qdisc, error) {
+	if links != nil && len(links) <= fewLinks {
+		qs, ok, err := l.qdiscsOfLinks(ns, links)
+		if err != nil {
+			return nil, fmt.Errorf("tc -n %s qdisc show: %w", ns, err)
+		}
+		if ok {
+			return qs, nil
+		}
+	}
+	h, err := l.handle(ns)
+	if err != nil {
+		return nil, err
+	}
+	qdiscs, err := retryDump(func() ([]netlink.Qdisc, error) { return h.QdiscList(nil) })
+	if err != nil {
+		return nil, fmt.Errorf("tc -n %s qdisc show: %w", ns, err)
+	}
+	out := map[int][]netlink.Qdisc{}
+	for _, q := range qdiscs {
+		out[q.Attrs().LinkIndex] = append(out[q.Attrs().LinkIndex], q)
+	}
+	return out, nil
 }
 
 // hasIngress reports whether a link has the qdisc that ingress filters,

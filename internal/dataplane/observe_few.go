@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
@@ -148,4 +149,94 @@ func parseAddrMsg(m []byte) (netlink.Addr, bool) {
 	bits := 8 * len(ip)
 	return netlink.Addr{IPNet: &net.IPNet{IP: ip, Mask: net.CIDRMask(int(msg.Prefixlen), bits)},
 		Scope: int(msg.Scope), LinkIndex: int(msg.Index)}, true
+}
+
+// plainQdiscs are the kinds of qdisc whose settings nothing of vnet reads
+// (see deviceStateOf and observeTC): of a link whose root and ingress
+// qdiscs are of these kinds, their kind, handle and parent are all there
+// is to know.
+var plainQdiscs = map[string]bool{"noqueue": true, "pfifo_fast": true, "mq": true, "ingress": true, "clsact": true}
+
+// qdiscsOfLinks reads the root and ingress qdiscs of some links of a
+// namespace, asking the kernel for each of them alone: a dump of the
+// namespace's qdiscs answers with every link's, thousands on a host that
+// carries thousands of networks. It reports false, having read what it
+// returns of no use, when a link's qdisc is of a kind whose settings
+// matter (plainQdiscs), or when it shows no root qdisc: the caller then
+// dumps them, and the library reads their settings.
+// Equivalent to: tc -n NS qdisc show dev NAME root; ... ingress, for each link
+func (l *Linux) qdiscsOfLinks(ns string, links []netlink.Link) (map[int][]netlink.Qdisc, bool, error) {
+	sock, err := l.routeSocket(ns)
+	if err != nil {
+		return nil, false, err
+	}
+	out := map[int][]netlink.Qdisc{}
+	for _, link := range links {
+		index := link.Attrs().Index
+		for _, parent := range []uint32{netlink.HANDLE_ROOT, netlink.HANDLE_INGRESS} {
+			q, err := getQdisc(sock, index, parent)
+			if err != nil {
+				return nil, false, fmt.Errorf("qdisc of %s: %w", link.Attrs().Name, err)
+			}
+			if q == nil && parent == netlink.HANDLE_ROOT {
+				return nil, false, nil // down, or a kernel that shows no root so: the dump says
+			}
+			if q == nil {
+				continue
+			}
+			if !plainQdiscs[q.Type()] {
+				return nil, false, nil
+			}
+			out[index] = append(out[index], q)
+		}
+	}
+	return out, true, nil
+}
+
+// getQdisc asks for a link's qdisc at parent (the root, or ingress), nil
+// when it has none to show: the kernel refuses to show the built-in noop
+// qdisc and a missing ingress one.
+func getQdisc(sock *nl.SocketHandle, index int, parent uint32) (netlink.Qdisc, error) {
+	// The kernel answers with a notification of the qdisc, which reaches
+	// the asker only when echoed, and ends with the acknowledgement (also
+	// when it shows nothing: the noop qdisc).
+	req := nl.NewNetlinkRequest(unix.RTM_GETQDISC, unix.NLM_F_ACK|unix.NLM_F_ECHO)
+	req.Sockets = map[int]*nl.SocketHandle{unix.NETLINK_ROUTE: sock}
+	req.AddData(&nl.TcMsg{Family: nl.FAMILY_ALL, Ifindex: int32(index), Parent: parent})
+	msgs, err := req.Execute(unix.NETLINK_ROUTE, unix.RTM_NEWQDISC)
+	switch {
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENODEV):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case len(msgs) == 0:
+		return nil, nil
+	case len(msgs) != 1:
+		return nil, fmt.Errorf("%d answers", len(msgs))
+	}
+	return parseQdiscHead(msgs[0])
+}
+
+// parseQdiscHead reads a qdisc message's link, handle, parent and kind,
+// and none of its settings.
+func parseQdiscHead(m []byte) (netlink.Qdisc, error) {
+	if len(m) < nl.SizeofTcMsg {
+		return nil, fmt.Errorf("a qdisc message of %d bytes", len(m))
+	}
+	msg := nl.DeserializeTcMsg(m)
+	attrs, err := nl.ParseRouteAttr(m[msg.Len():])
+	if err != nil {
+		return nil, err
+	}
+	kind := ""
+	for _, a := range attrs {
+		if a.Attr.Type == nl.TCA_KIND {
+			kind = strings.TrimRight(string(a.Value), "\x00")
+		}
+	}
+	if kind == "" {
+		return nil, errors.New("a qdisc without its kind")
+	}
+	return &netlink.GenericQdisc{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: int(msg.Ifindex), Handle: msg.Handle,
+		Parent: msg.Parent, Refcnt: msg.Info}, QdiscType: kind}, nil
 }

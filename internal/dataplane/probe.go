@@ -13,22 +13,95 @@ import (
 // killed probe left it: vnet gc removes those.
 const ProbeNSPrefix = "vnetprobe."
 
+// probeSet is what a probe makes in its scratch namespace, one bit a
+// feature.
+type probeSet uint8
+
+const (
+	probeLinks    probeSet = 1 << iota // bridge, veth pair, line rate (HTB)
+	probePools                         // HTB classes and filters
+	probeShaper                        // a port's shaper
+	probeSteer                         // teaming's steering programs
+	probeFirewall                      // nftables, port security
+	probeStateful                      // and ACLs tracking connections (br_netfilter)
+)
+
+// probeNeeds is what of the kernel the resources need that a probe checks.
+func probeNeeds(needs []plan.Resource) probeSet {
+	var s probeSet
+	for _, r := range needs {
+		switch r.Kind {
+		case plan.KindBridge, plan.KindVeth, plan.KindLineRate:
+			s |= probeLinks
+		case plan.KindShaper:
+			s |= probeLinks | probeShaper
+		case plan.KindSteer:
+			s |= probeLinks | probeSteer
+		case plan.KindPool, plan.KindFilter:
+			s |= probePools
+		case plan.KindFirewall:
+			s |= probeFirewall
+			if r.Match == plan.FirewallStateful {
+				s |= probeStateful
+			}
+		}
+	}
+	if s&probeLinks == 0 {
+		return 0 // the probe makes pools and firewalls on its links only
+	}
+	return s
+}
+
+// covers reports whether a probe that found known need not run again for
+// want. Without br_netfilter (simulated) it never covers ACLs that track
+// connections, whatever a probe found before.
+func (known probeSet) covers(want probeSet, withoutBrNetfilter bool) bool {
+	if withoutBrNetfilter {
+		known &^= probeStateful
+	}
+	return want&^known == 0
+}
+
 // Probe checks that the kernel has what the given resources need, by making
 // each kind once in a scratch namespace. A missing feature is a
 // FeatureError wrapping ErrNotSupported, found before anything is changed.
+// What a probe found there is kept for the life of l: a later probe that
+// needs no more makes nothing, and a failed step (Execute) forgets it all,
+// so that the next apply probes again and says what is missing.
 func (l *Linux) Probe(needs []plan.Resource) error {
-	kinds := map[plan.Kind]bool{}
 	for _, r := range needs {
-		kinds[r.Kind] = true
-	}
-	if kinds[plan.KindCgroup] {
-		if err := l.cgroups.Available(); err != nil {
-			return err
+		if r.Kind == plan.KindCgroup {
+			if err := l.cgroups.Available(); err != nil {
+				return err
+			}
+			break
 		}
 	}
-	if !kinds[plan.KindBridge] && !kinds[plan.KindVeth] && !kinds[plan.KindLineRate] && !kinds[plan.KindShaper] && !kinds[plan.KindSteer] {
+	want := probeNeeds(needs)
+	l.mu.Lock()
+	known := l.probed
+	l.mu.Unlock()
+	if known.covers(want, l.WithoutBrNetfilter) {
 		return nil
 	}
+	if err := l.probe(needs, want); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.probed |= want
+	l.mu.Unlock()
+	return nil
+}
+
+// forgetProbes makes the next Probe make everything again.
+func (l *Linux) forgetProbes() {
+	l.mu.Lock()
+	l.probed = 0
+	l.mu.Unlock()
+}
+
+// probe makes what want names in a scratch namespace.
+func (l *Linux) probe(needs []plan.Resource, want probeSet) error {
 	// The scratch namespace has no entry in NetnsDir: only this process
 	// holds it, so it goes when the probe ends or the process dies.
 	ns := fmt.Sprintf("%s%d", ProbeNSPrefix, os.Getpid())
@@ -51,15 +124,15 @@ func (l *Linux) Probe(needs []plan.Resource) error {
 		probe,
 		{Kind: plan.KindLineRate, NS: ns, Link: "pb", Rate: 1e9},
 	}
-	if kinds[plan.KindPool] || kinds[plan.KindFilter] {
+	if want&probePools != 0 {
 		steps = append(steps,
 			plan.Resource{Kind: plan.KindPool, NS: ns, Link: "pb", Class: 0x101, Rate: 5e8, Ceil: 1e9, Quantum: 100000},
 			plan.Resource{Kind: plan.KindFilter, NS: ns, Link: "pb", Prio: 100, Match: "-8/ffffffff/02000000", Class: 0x101})
 	}
-	if kinds[plan.KindShaper] {
+	if want&probeShaper != 0 {
 		steps = append(steps, plan.Resource{Kind: plan.KindShaper, NS: ns, Link: "pa", Rate: 1e8, Ceil: 2e8, Burst: 100000})
 	}
-	if kinds[plan.KindSteer] {
+	if want&probeSteer != 0 {
 		probe.A.Isolated = true // teamed uplinks are isolated bridge ports
 		steps = append(steps, probe,
 			plan.Resource{Kind: plan.KindSteer, NS: ns, Link: "pb", Name: "probe", Match: plan.Steer{Out: true, To: []string{"pa"}, Local: []string{"02:00:00:00:00:03"}}.String()},

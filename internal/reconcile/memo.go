@@ -46,7 +46,7 @@ func (m *Memo) entry(infra string, src []byte, opt plan.Options) (memoEntry, boo
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, ok := m.byInfra[infra]
-	if !ok || !bytes.Equal(e.src, src) || !reflect.DeepEqual(e.opt, opt) {
+	if !ok || !bytes.Equal(e.src, src) || !sameOptions(e.opt, opt) {
 		return memoEntry{}, false
 	}
 	return e, true
@@ -85,4 +85,27 @@ func (m *Memo) Forget(infra string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.byInfra, infra)
+}
+
+// sameOptions reports whether a model made with a is the one made with b:
+// an empty map of the options (no device speeds read: none checked, as on
+// a host none of whose VMs changed) is no map.
+func sameOptions(a, b plan.Options) bool {
+	return reflect.DeepEqual(withoutEmptyMaps(a), withoutEmptyMaps(b))
+}
+
+func withoutEmptyMaps(o plan.Options) plan.Options {
+	if len(o.Teams) == 0 {
+		o.Teams = nil
+	}
+	if len(o.Down) == 0 {
+		o.Down = nil
+	}
+	if len(o.PoolCeils) == 0 {
+		o.PoolCeils = nil
+	}
+	if len(o.DeviceSpeeds) == 0 {
+		o.DeviceSpeeds = nil
+	}
+	return o
 }

@@ -24,6 +24,9 @@ func TestMemoKeepsWhatWasMadeOfTheSameBytes(t *testing.T) {
 		{"other bytes", "a", "name: a\n# changed\n", opt, false},
 		{"another host", "a", "name: a\n", plan.Options{Host: "hv2", NumCPU: 2}, false},
 		{"another infrastructure", "b", "name: a\n", opt, false},
+		{"no device speeds read this time", "a", "name: a\n", plan.Options{Host: "hv1", NumCPU: 2, DeviceSpeeds: map[string]uint64{}}, true},
+		{"other device speeds", "a", "name: a\n", plan.Options{Host: "hv1", NumCPU: 2, DeviceSpeeds: map[string]uint64{"eth1": 1e9}}, false},
+		{"an uplink down", "a", "name: a\n", plan.Options{Host: "hv1", NumCPU: 2, Down: map[string]bool{"eth1": true}}, false},
 	}
 	for _, tt := range tests {
 		gs, gm, ok := m.get(tt.infra, []byte(tt.src), tt.opt)

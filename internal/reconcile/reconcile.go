@@ -234,6 +234,7 @@ func (e *Engine) observe(doc *spec.Document) (observation, error) {
 	if err != nil {
 		return observation{}, fmt.Errorf("apply %s: %w", name, err)
 	}
+	lap("last record, models (spliced %v)", m.change != nil)
 	scope := e.scopeFor(doc, m)
 	hints := scope.Desired(m.desired(nil))
 	lap("scope and hints")

@@ -2,11 +2,13 @@ package store
 
 import (
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -61,7 +63,10 @@ type Bolt struct {
 	// realized resources, so that the next write rewrites only what
 	// changed (see putRealized).
 	written map[string]*chunkCache
-	wmu     sync.Mutex // of written, held across a write
+	// writtenGood is the same of the good copy, when this value's
+	// writes were mirrored there (see update).
+	writtenGood map[string]*chunkCache
+	wmu         sync.Mutex // of written and writtenGood, held across a write
 }
 
 // OpenBolt opens dir/state.db, creating it (and the store's ID) if the
@@ -168,19 +173,24 @@ func (b *Bolt) Put(r *Record) error {
 	}
 	b.wmu.Lock()
 	defer b.wmu.Unlock()
-	var wrote *chunkCache
-	err = b.update(func(tx *bolt.Tx) error {
-		if err := tx.Bucket(bucket).Put([]byte(r.Name), v); err != nil {
+	put := func(cache map[string]*chunkCache, wrote **chunkCache) func(*bolt.Tx) error {
+		return func(tx *bolt.Tx) error {
+			if err := tx.Bucket(bucket).Put([]byte(r.Name), v); err != nil {
+				return err
+			}
+			var err error
+			*wrote, err = putRealized(tx, r.Name, r.Realized, cache[r.Name])
 			return err
 		}
-		var err error
-		wrote, err = putRealized(tx, r.Name, r.Realized, b.written[r.Name])
-		return err
-	}, func() {
-		if b.written == nil {
-			b.written = map[string]*chunkCache{}
+	}
+	var wrote, wroteGood *chunkCache
+	err = b.update(put(b.written, &wrote), func() {
+		b.written = keepChunks(b.written, r.Name, wrote)
+	}, put(b.writtenGood, &wroteGood), func(kept goodWrite) {
+		b.goodWritten(kept)
+		if kept == goodMirrored {
+			b.writtenGood = keepChunks(b.writtenGood, r.Name, wroteGood)
 		}
-		b.written[r.Name] = wrote
 	})
 	if wrote == nil {
 		delete(b.written, r.Name)
@@ -188,17 +198,55 @@ func (b *Bolt) Put(r *Record) error {
 	return err
 }
 
+// keepChunks notes in m what a write left of name's chunks (nil: unknown).
+func keepChunks(m map[string]*chunkCache, name string, c *chunkCache) map[string]*chunkCache {
+	if c == nil {
+		delete(m, name)
+		return m
+	}
+	if m == nil {
+		m = map[string]*chunkCache{}
+	}
+	m[name] = c
+	return m
+}
+
 // Delete removes a record; removing a missing one is not an error.
 func (b *Bolt) Delete(name string) error {
 	b.wmu.Lock()
 	defer b.wmu.Unlock()
 	delete(b.written, name)
-	return b.update(func(tx *bolt.Tx) error {
+	delete(b.writtenGood, name)
+	del := func(tx *bolt.Tx) error {
 		if err := tx.Bucket(bucket).Delete([]byte(name)); err != nil {
 			return err
 		}
 		return deleteRealized(tx, name)
-	}, nil)
+	}
+	return b.update(del, nil, del, b.goodWritten)
+}
+
+// goodWrite is how a write reached the good copy.
+type goodWrite int
+
+const (
+	goodFailed   goodWrite = iota // it did not: the copy is the one before
+	goodMirrored                  // the write was made there too
+	goodCopied                    // the copy was made anew of the whole file
+)
+
+// goodWritten keeps writtenGood true to the good copy after a write: a
+// whole copy holds the file's chunks, of which written is what this value
+// knows, and a copy that may be another than the one written before holds
+// chunks this value knows nothing of. (A chunk cache is only trusted
+// where its token is in the bucket.)
+func (b *Bolt) goodWritten(kept goodWrite) {
+	switch kept {
+	case goodCopied:
+		b.writtenGood = maps.Clone(b.written)
+	case goodFailed:
+		b.writtenGood = nil
+	}
 }
 
 // List returns every record, by name.
@@ -279,20 +327,87 @@ func (b *Bolt) view(fn func(*bolt.Tx) error) error {
 }
 
 // update runs fn in a write transaction, then committed (when set), and
-// then keeps a checked copy of the file as it now is.
-func (b *Bolt) update(fn func(*bolt.Tx) error, committed func()) error {
+// then brings the good copy to the file as it now is: by running mirror,
+// the same write, on the copy when the copy is the file as it was before
+// this write (see mirrorGood), else by copying the whole file once it
+// checks out (keepGood). mirrored, when set, is told which it was, under
+// wmu when the caller holds it.
+//
+// The copy is never made of the file's bytes unchecked: a mirrored write
+// is made of the caller's values, so damage to the file cannot reach the
+// copy, and a whole copy is checked first. The file stays locked for
+// writing throughout, so the writes of other processes reach the copy in
+// the order they reached the file.
+func (b *Bolt) update(fn func(*bolt.Tx) error, committed func(), mirror func(*bolt.Tx) error, mirrored func(goodWrite)) error {
 	db, err := b.open(false)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if err := b.classify(guard(func() error { return db.Update(fn) })); err != nil {
+	var txid uint64
+	if err := b.classify(guard(func() error {
+		return db.Update(func(tx *bolt.Tx) error {
+			txid = uint64(tx.ID())
+			return fn(tx)
+		})
+	})); err != nil {
 		return err
 	}
 	if committed != nil {
 		committed()
 	}
-	return b.keepGood(db)
+	kept := goodMirrored
+	if mirror == nil || b.mirrorGood(txid, mirror) != nil {
+		if err = b.keepGood(db); err == nil {
+			kept = goodCopied
+		} else {
+			kept = goodFailed
+		}
+	}
+	if mirrored != nil {
+		mirrored(kept)
+	}
+	return err
+}
+
+// mirrorKey holds, in the good copy's meta bucket, the ID of the file's
+// transaction that the copy is as of (8 bytes, big-endian).
+var mirrorKey = []byte("mirrors")
+
+// errNotMirror says the good copy is not the file as of the write before:
+// it must be made anew.
+var errNotMirror = errors.New("the good copy is not the file as of its last write")
+
+// mirrorGood runs fn, the write of the file's transaction txid, on the good
+// copy, when the copy is the file as of the transaction before it.
+// Otherwise (no copy, a copy of another transaction or made by a vnet that
+// did not note it, a copy that does not open) it changes nothing and fails.
+// bbolt commits the copy's write whole or not at all, as it does the
+// file's.
+func (b *Bolt) mirrorGood(txid uint64, fn func(*bolt.Tx) error) error {
+	if info, err := os.Stat(b.goodPath()); err != nil || info.Size() == 0 {
+		return errNotMirror // bbolt would make an empty file a new store
+	}
+	return guard(func() error {
+		db, err := bolt.Open(b.goodPath(), 0o600, &bolt.Options{Timeout: fileLockWait, PreLoadFreelist: true})
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		return db.Update(func(tx *bolt.Tx) error {
+			mb := tx.Bucket(metaBucket)
+			if mb == nil || tx.Bucket(bucket) == nil {
+				return errNotMirror
+			}
+			if v := mb.Get(mirrorKey); len(v) != 8 || binary.BigEndian.Uint64(v) != txid-1 {
+				return errNotMirror
+			}
+			if err := fn(tx); err != nil {
+				return err
+			}
+			return mb.Put(mirrorKey, binary.BigEndian.AppendUint64(nil, txid))
+		})
+	})
 }
 
 // refreshGood makes the good copy anew from the file as it is.
@@ -306,17 +421,24 @@ func (b *Bolt) refreshGood() error {
 }
 
 // keepGood checks the file as it is after a write and copies it to
-// state.db.good. A check that fails leaves the previous copy in place.
+// state.db.good, noting in the copy which of the file's transactions it is
+// as of, so that later writes can be mirrored there. A check that fails
+// leaves the previous copy in place.
 func (b *Bolt) keepGood(db *bolt.DB) error {
 	tmp := b.goodPath() + ".tmp"
+	var txid uint64
 	err := guard(func() error {
 		return db.View(func(tx *bolt.Tx) error {
 			if _, err := checkTx(tx, b.path); err != nil {
 				return err
 			}
+			txid = uint64(tx.ID())
 			return writeWith(tmp, func(f *os.File) error { _, err := tx.WriteTo(f); return err })
 		})
 	})
+	if err == nil {
+		err = noteMirror(tmp, txid)
+	}
 	if err != nil {
 		os.Remove(tmp)
 		return b.classify(err)
@@ -326,6 +448,29 @@ func (b *Bolt) keepGood(db *bolt.DB) error {
 	// one before it. Syncing the directory too would only decide which.
 	if err := os.Rename(tmp, b.goodPath()); err != nil {
 		return fmt.Errorf("keep a good copy of %s: %w", b.path, err)
+	}
+	return nil
+}
+
+// noteMirror notes in a copy of the file which of the file's transactions
+// it is as of (see mirrorGood).
+func noteMirror(path string, txid uint64) error {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: fileLockWait})
+	if err != nil {
+		return fmt.Errorf("keep a good copy: %w", err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		mb, err := tx.CreateBucketIfNotExists(metaBucket)
+		if err != nil {
+			return err
+		}
+		return mb.Put(mirrorKey, binary.BigEndian.AppendUint64(nil, txid))
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("keep a good copy: %w", err)
 	}
 	return nil
 }
@@ -514,7 +659,7 @@ func (b *Bolt) assignID() (string, error) {
 			return nil
 		}
 		return mb.Put(idKey, []byte(id))
-	}, nil)
+	}, nil, nil, nil)
 	return id, err
 }
 

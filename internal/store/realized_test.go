@@ -123,7 +123,7 @@ func TestRecordWithRealizedInside(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Put([]byte("old"), v) }, nil); err != nil {
+	if err := s.update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Put([]byte("old"), v) }, nil, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, step := range []string{"as written before", "after a write"} {

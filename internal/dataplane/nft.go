@@ -3,6 +3,7 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,8 +22,11 @@ import (
 // "inet vnet":
 //
 //	table bridge vnet {
-//	  chain prerouting { type filter hook prerouting priority -200; iifname PORT jump PORT-guard ... }
-//	  chain forward    { type filter hook forward priority -200; iifname PORT jump PORT-egress; oifname PORT jump PORT-ingress ... }
+//	  map guard   { type ifname : verdict; elements = { PORT : jump PORT-guard, ... } }
+//	  map egress  { type ifname : verdict; elements = { PORT : jump PORT-egress, ... } }
+//	  map ingress { type ifname : verdict; elements = { PORT : jump PORT-ingress, ... } }
+//	  chain prerouting { type filter hook prerouting priority -200; iifname vmap @guard }
+//	  chain forward    { type filter hook forward priority -200; iifname vmap @egress; oifname vmap @ingress }
 //	  chain PORT-guard { ... } ...
 //	}
 //	table inet vnet {
@@ -36,11 +40,19 @@ import (
 // sees them there and the inet table marks known connections; the
 // bridge's forward chain, which runs after, reads the mark.
 //
-// Each port's jump rules carry comments "port PORT" and, on the first,
-// the digest of its policy's text and how many rules its chains hold, so
-// that observation reads back what is realized and notices rules deleted
-// or added behind vnet's back. Equivalent to nft(8) commands throughout;
-// nothing here runs nft.
+// A frame finds its ports' chains by one map lookup per base chain rule,
+// whatever the number of ports: the bridge runs the forward chain once for
+// each port a flooded frame goes out of, and a list of a jump rule per
+// port made each of those runs walk every port's rules. Port chains end in
+// return or drop, never accept, so the egress chain of the port a frame
+// came in on runs before the ingress chain of the port it goes out of, and
+// a frame either chain drops is dropped.
+//
+// Each port's elements carry the comment "port PORT DIGEST rules=N
+// jumps=J": the digest of its policy's text, how many rules its chains
+// hold and how many elements it has, so that observation reads back what
+// is realized and notices elements or rules deleted or added behind vnet's
+// back. Equivalent to nft(8) commands throughout; nothing here runs nft.
 const (
 	fwTable        = "vnet"
 	preChain       = "prerouting"
@@ -48,6 +60,39 @@ const (
 	conntrackChain = "conntrack"
 	portTag        = "port "
 )
+
+// portLookups are the base chains' rules: each looks the frame's port up
+// in a map of one kind of port chain, in this order.
+var portLookups = []struct {
+	base string
+	key  expr.MetaKey
+	kind string
+}{
+	{preChain, expr.MetaKeyIIFNAME, guardChain},
+	{fwdChain, expr.MetaKeyIIFNAME, egressChain},
+	{fwdChain, expr.MetaKeyOIFNAME, ingressChain},
+}
+
+// lookupComment marks a base chain's lookup rule; it does not begin with
+// portTag, which marked the jump rule of each port before the maps.
+func lookupComment(kind string) string { return "to the ports' " + kind + " chains" }
+
+// portMap is a table's map of ports to their chains of one kind, named by
+// the kind.
+func portMap(table *nftables.Table, kind string) *nftables.Set {
+	return &nftables.Set{Table: table, Name: kind, IsMap: true, KeyType: nftables.TypeIFName, DataType: nftables.TypeVerdict}
+}
+
+// portElement is a port's element of a map of kind; comment only when it
+// is added.
+func portElement(port, kind, comment string) nftables.SetElement {
+	e := nftables.SetElement{Key: ifname(port)}
+	if comment != "" {
+		e.VerdictData = &expr.Verdict{Kind: expr.VerdictJump, Chain: portChain(port, kind)}
+		e.Comment = comment
+	}
+	return e
+}
 
 // A firewall's tables are named by its resource: "vnet" in a namespace of
 // vnet's own, the infrastructure's (plan.FirewallTable) in a host's own
@@ -169,9 +214,29 @@ func addBaseChains(c *nftables.Conn, bridgeTable *nftables.Table) (pre, fwd *nft
 	return pre, fwd
 }
 
+// addPortMaps queues the bridge table's port maps, by kind; adding what
+// exists changes nothing and keeps its elements.
+func addPortMaps(c *nftables.Conn, bridgeTable *nftables.Table) (map[string]*nftables.Set, error) {
+	out := map[string]*nftables.Set{}
+	for _, kind := range portChains {
+		m := portMap(bridgeTable, kind)
+		if err := c.AddSet(m, nil); err != nil {
+			return nil, fmt.Errorf("nft add map bridge %s %s: %w", bridgeTable.Name, kind, err)
+		}
+		out[kind] = m
+	}
+	return out, nil
+}
+
 // ensureFirewall makes the host's tables, with the conntrack table when
-// the firewall is stateful and without it otherwise.
-// Equivalent to: nft add table bridge vnet; nft add chain bridge vnet prerouting { type filter hook prerouting priority -200; } ...
+// the firewall is stateful and without it otherwise, and makes the base
+// chains hold the port maps' lookups and nothing else.
+// Equivalent to: nft add table bridge vnet; nft add map bridge vnet guard { type ifname : verdict; } ...;
+// nft add chain bridge vnet prerouting { type filter hook prerouting priority -200; }; nft flush chain ...;
+// nft add rule bridge vnet prerouting iifname vmap @guard ...
+// A table an earlier vnet made holds a jump rule per port in its base
+// chains instead: their ports go into the maps in the same transaction,
+// so that no port is without its policy meanwhile.
 // In a host's own namespace, a stateful firewall also turns br_netfilter's
 // IP hooks on for bridged traffic (its settings are the namespace's, and
 // stay on when the firewall goes: other users of the machine may rely on
@@ -195,9 +260,38 @@ func (l *Linux) ensureFirewall(r plan.Resource) error {
 		if err != nil {
 			return fmt.Errorf("nft -n %s list tables: %w", r.NS, err)
 		}
-		addBaseChains(c, bridgeTable)
 		_, hadBridge := findTable(tables, bridgeTable)
 		_, hasInet := findTable(tables, inetTable)
+		var carried map[string][]nftables.SetElement
+		if hadBridge {
+			if carried, err = jumpsAsElements(c, r.NS, bridgeTable); err != nil {
+				return err
+			}
+		}
+		pre, fwd := addBaseChains(c, bridgeTable)
+		maps, err := addPortMaps(c, bridgeTable)
+		if err != nil {
+			return err
+		}
+		c.FlushChain(pre)
+		c.FlushChain(fwd)
+		for _, lk := range portLookups {
+			base := pre
+			if lk.base == fwdChain {
+				base = fwd
+			}
+			m := maps[lk.kind]
+			c.AddRule(&nftables.Rule{Table: bridgeTable, Chain: base, UserData: comment(lookupComment(lk.kind)), Exprs: []expr.Any{
+				&expr.Meta{Key: lk.key, Register: 1},
+				&expr.Lookup{SourceRegister: 1, DestRegister: 0, IsDestRegSet: true, SetName: m.Name, SetID: m.ID}}})
+		}
+		for _, kind := range portChains {
+			if len(carried[kind]) > 0 {
+				if err := c.SetAddElements(maps[kind], carried[kind]); err != nil {
+					return fmt.Errorf("nft add element bridge %s %s: %w", bridgeTable.Name, kind, err)
+				}
+			}
+		}
 		switch {
 		case r.Match == plan.FirewallStateful:
 			c.AddTable(inetTable)
@@ -214,6 +308,63 @@ func (l *Linux) ensureFirewall(r plan.Resource) error {
 		made = !hadBridge
 		return nil
 	})
+}
+
+// jumpsAsElements reads the jump rules an earlier vnet put in the base
+// chains, one per port and kind of chain, as the port maps' elements that
+// take their place, by kind. Each element carries the comment of its
+// port's first jump, which told the policy's digest and counts.
+func jumpsAsElements(c *nftables.Conn, ns string, bridgeTable *nftables.Table) (map[string][]nftables.SetElement, error) {
+	type jump struct{ port, kind string }
+	var jumps []jump
+	comments := map[string]string{}
+	for _, base := range []string{preChain, fwdChain} {
+		// Notes first: they tell a missing chain apart, and a table of
+		// maps needs no rule decoded.
+		notes, err := chainNotes(ns, bridgeTable, base)
+		if err != nil {
+			if isNotFound(err) {
+				continue
+			}
+			return nil, fmt.Errorf("nft -n %s list chain bridge %s %s: %w", ns, bridgeTable.Name, base, err)
+		}
+		if !slices.ContainsFunc(notes, func(n ruleNote) bool { p, _, _ := parseJumpComment(n.comment); return p != "" }) {
+			continue
+		}
+		rules, err := c.GetRules(bridgeTable, &nftables.Chain{Name: base, Table: bridgeTable})
+		if err != nil {
+			return nil, fmt.Errorf("nft -n %s list chain bridge %s %s: %w", ns, bridgeTable.Name, base, err)
+		}
+		for _, r := range rules {
+			text := commentOf(r)
+			port, digest, _ := parseJumpComment(text)
+			if port == "" {
+				continue
+			}
+			if digest != "" {
+				comments[port] = text
+			}
+			for _, e := range r.Exprs {
+				if v, ok := e.(*expr.Verdict); ok && v.Kind == expr.VerdictJump {
+					if kind, ok := strings.CutPrefix(v.Chain, port+"-"); ok && slices.Contains(portChains, kind) {
+						jumps = append(jumps, jump{port, kind})
+					}
+				}
+			}
+		}
+	}
+	if len(jumps) == 0 {
+		return nil, nil
+	}
+	out := map[string][]nftables.SetElement{}
+	for _, j := range jumps {
+		text := comments[j.port]
+		if text == "" {
+			text = portTag + j.port // its digest lost: it reads as stale, and is made again
+		}
+		out[j.kind] = append(out[j.kind], portElement(j.port, j.kind, text))
+	}
+	return out, nil
 }
 
 // markEstablished: ct state established,related meta mark set meta mark | establishedMark
@@ -263,21 +414,21 @@ func findTable(tables []*nftables.Table, want *nftables.Table) (*nftables.Table,
 	return nil, false
 }
 
-// ensurePortSec (re)writes a port's chains and jump rules in one nftables
-// transaction: the port is never without its policy, and a failure leaves
-// the old one.
-// Equivalent to: nft -f - <<< 'flush chain bridge vnet PORT-guard; add rule bridge vnet PORT-guard ether saddr != MAC counter drop; ...'
+// ensurePortSec (re)writes a port's chains and map elements in one
+// nftables transaction: the port is never without its policy, and a
+// failure leaves the old one.
+// Equivalent to: nft -f - <<< 'delete element bridge vnet guard { PORT }; flush chain bridge vnet PORT-guard;
+// add rule bridge vnet PORT-guard ether saddr != MAC counter drop; ...; add element bridge vnet guard { PORT : jump PORT-guard }'
 func (l *Linux) ensurePortSec(r plan.Resource) error {
 	rules, err := portSecRules(r)
 	if err != nil {
 		return err
 	}
 	bridgeTable := bridgeTableOf(r.Name)
-	defer l.jumps.changed(r.NS, bridgeTable.Name, r.Link, false)
 	var made []string
-	err = l.portChange(r.NS, bridgeTable, r.Link, func(c *nftables.Conn, jumps []*nftables.Rule, existing map[string]bool) error {
+	err = l.portChange(r.NS, bridgeTable, r.Link, func(c *nftables.Conn, have []string, existing map[string]bool) error {
 		var err error
-		if made, err = queuePortSec(c, bridgeTable, r, rules, jumps, existing); err != nil {
+		if made, err = queuePortSec(c, bridgeTable, r, rules, have, existing); err != nil {
 			return err
 		}
 		if err := c.Flush(); err != nil {
@@ -285,8 +436,19 @@ func (l *Linux) ensurePortSec(r plan.Resource) error {
 		}
 		return nil
 	})
-	l.jumps.madeChains(r.NS, bridgeTable.Name, r.Link, made, err == nil)
+	l.portChanged(r.NS, bridgeTable.Name, r.Link, made, err == nil)
 	return err
+}
+
+// portChanged notes a port's elements and chains after a change: one of
+// each kind made, or unknown when the change failed.
+func (l *Linux) portChanged(ns, table, port string, kinds []string, ok bool) {
+	var chains []string
+	for _, kind := range kinds {
+		chains = append(chains, portChain(port, kind))
+	}
+	l.jumps.changed(ns, table, port, kinds, ok)
+	l.jumps.madeChains(ns, table, port, chains, ok)
 }
 
 // portSecRules compiles a port security resource's policy.
@@ -302,19 +464,23 @@ func portSecRules(r plan.Resource) (map[string][]nftRule, error) {
 }
 
 // queuePortSec queues, on c, what makes a port's policy rules: its old
-// jumps deleted, its chains made or emptied (those it no longer needs
-// deleted) and filled, its jumps added. It returns the chains it makes.
+// elements (in the maps of the kinds in have) deleted, its chains made or
+// emptied (those it no longer needs deleted) and filled, an element for
+// each of its chains added. It returns the kinds of the chains it makes.
 func queuePortSec(c *nftables.Conn, bridgeTable *nftables.Table, r plan.Resource, rules map[string][]nftRule,
-	jumps []*nftables.Rule, existing map[string]bool) ([]string, error) {
-	var made []string
-	pre, fwd := addBaseChains(c, bridgeTable)
-	for _, j := range jumps {
-		if err := c.DelRule(j); err != nil {
+	have []string, existing map[string]bool) ([]string, error) {
+	addBaseChains(c, bridgeTable)
+	maps, err := addPortMaps(c, bridgeTable)
+	if err != nil {
+		return nil, err
+	}
+	for _, kind := range have {
+		if err := c.SetDeleteElements(maps[kind], []nftables.SetElement{portElement(r.Link, kind, "")}); err != nil {
 			return nil, err
 		}
 	}
 	total := 0
-	chains := map[string]*nftables.Chain{}
+	var made []string
 	for _, kind := range portChains {
 		name := portChain(r.Link, kind)
 		if len(rules[kind]) == 0 {
@@ -335,34 +501,19 @@ func queuePortSec(c *nftables.Conn, bridgeTable *nftables.Table, r plan.Resource
 			}
 		}
 		total += len(rules[kind])
-		chains[kind] = ch
-		made = append(made, name)
+		made = append(made, kind)
 	}
-	var jumpRules []*nftables.Rule
-	jump := func(base *nftables.Chain, key expr.MetaKey, kind string) {
-		if ch, ok := chains[kind]; ok {
-			jumpRules = append(jumpRules, &nftables.Rule{Table: bridgeTable, Chain: base, Exprs: []expr.Any{
-				&expr.Meta{Key: key, Register: 1},
-				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifname(r.Link)},
-				&expr.Verdict{Kind: expr.VerdictJump, Chain: ch.Name}}})
+	text := fmt.Sprintf("%s%s %s rules=%d jumps=%d", portTag, r.Link, plan.SteerDigest(r.Match), total, len(made))
+	for _, kind := range made {
+		if err := c.SetAddElements(maps[kind], []nftables.SetElement{portElement(r.Link, kind, text)}); err != nil {
+			return nil, err
 		}
-	}
-	jump(pre, expr.MetaKeyIIFNAME, guardChain)
-	jump(fwd, expr.MetaKeyIIFNAME, egressChain)
-	jump(fwd, expr.MetaKeyOIFNAME, ingressChain)
-	for i, jr := range jumpRules {
-		text := portTag + r.Link
-		if i == 0 {
-			text += fmt.Sprintf(" %s rules=%d jumps=%d", plan.SteerDigest(r.Match), total, len(jumpRules))
-		}
-		jr.UserData = comment(text)
-		c.AddRule(jr)
 	}
 	return made, nil
 }
 
 // ensurePortSecs makes the policies of several ports of one firewall in
-// one transaction, where each port's jumps and chains are known without
+// one transaction, where each port's elements and chains are known without
 // asking the kernel (a table this command made, ports not changed since):
 // a first apply's thousand ports in a few commits rather than one each,
 // and the kernel checks the whole table at each commit. It returns
@@ -375,7 +526,7 @@ func (l *Linux) ensurePortSecs(rs []plan.Resource) error {
 	type port struct {
 		r        plan.Resource
 		rules    map[string][]nftRule
-		jumps    []*nftables.Rule
+		have     []string
 		existing map[string]bool
 		made     []string
 	}
@@ -388,7 +539,7 @@ func (l *Linux) ensurePortSecs(rs []plan.Resource) error {
 		if err != nil {
 			return errNotBatched
 		}
-		jumps, ok := l.jumps.of(ns, bridgeTable, r.Link)
+		have, ok := l.jumps.of(ns, table, r.Link)
 		if !ok {
 			return errNotBatched
 		}
@@ -396,13 +547,13 @@ func (l *Linux) ensurePortSecs(rs []plan.Resource) error {
 		if !ok {
 			return errNotBatched
 		}
-		ports = append(ports, port{r: r, rules: rules, jumps: jumps, existing: existing})
+		ports = append(ports, port{r: r, rules: rules, have: have, existing: existing})
 	}
 	err := l.nftChange(ns, func(c *nftables.Conn) error {
 		for i := range ports {
 			p := &ports[i]
 			var err error
-			if p.made, err = queuePortSec(c, bridgeTable, p.r, p.rules, p.jumps, p.existing); err != nil {
+			if p.made, err = queuePortSec(c, bridgeTable, p.r, p.rules, p.have, p.existing); err != nil {
 				return err
 			}
 		}
@@ -412,8 +563,7 @@ func (l *Linux) ensurePortSecs(rs []plan.Resource) error {
 		return errNotBatched
 	}
 	for _, p := range ports {
-		l.jumps.changed(ns, table, p.r.Link, false)
-		l.jumps.madeChains(ns, table, p.r.Link, p.made, true)
+		l.portChanged(ns, table, p.r.Link, p.made, true)
 	}
 	return nil
 }
@@ -451,19 +601,19 @@ func addRule(c *nftables.Conn, bridgeTable *nftables.Table, ch *nftables.Chain, 
 	return nil
 }
 
-// removePortSec deletes a port's jump rules and chains.
-// Equivalent to: nft delete rule bridge vnet prerouting handle H ...; nft delete chain bridge vnet PORT-guard ...
+// removePortSec deletes a port's map elements and chains.
+// Equivalent to: nft delete element bridge vnet guard { PORT } ...; nft delete chain bridge vnet PORT-guard ...
 func (l *Linux) removePortSec(r plan.Resource) error {
 	if !netnsExists(r.NS) {
 		return nil
 	}
 	bridgeTable := bridgeTableOf(r.Name)
-	err := l.portChange(r.NS, bridgeTable, r.Link, func(c *nftables.Conn, jumps []*nftables.Rule, existing map[string]bool) error {
-		if len(existing) == 0 {
+	err := l.portChange(r.NS, bridgeTable, r.Link, func(c *nftables.Conn, have []string, existing map[string]bool) error {
+		if len(existing) == 0 && len(have) == 0 {
 			return nil
 		}
-		for _, j := range jumps {
-			if err := c.DelRule(j); err != nil {
+		for _, kind := range have {
+			if err := c.SetDeleteElements(portMap(bridgeTable, kind), []nftables.SetElement{portElement(r.Link, kind, "")}); err != nil {
 				return err
 			}
 		}
@@ -477,19 +627,18 @@ func (l *Linux) removePortSec(r plan.Resource) error {
 		}
 		return nil
 	})
-	l.jumps.changed(r.NS, bridgeTable.Name, r.Link, err == nil)
-	l.jumps.madeChains(r.NS, bridgeTable.Name, r.Link, nil, err == nil)
+	l.portChanged(r.NS, bridgeTable.Name, r.Link, nil, err == nil)
 	return err
 }
 
-// portChange runs fn, one transaction on a port's policy, with the base
-// chains' rules that jump to the port's chains: as the observation before
-// read them, or read now when it did not, or when the port's jumps changed
-// since. Should the transaction fail with jumps the observation read, it is
-// tried once more with jumps read now: the table may have changed behind
-// vnet's back meanwhile.
-func (l *Linux) portChange(ns string, bridgeTable *nftables.Table, port string, fn func(c *nftables.Conn, jumps []*nftables.Rule, chains map[string]bool) error) error {
-	if jumps, ok := l.jumps.of(ns, bridgeTable, port); ok {
+// portChange runs fn, one transaction on a port's policy, with the kinds
+// of the maps that hold the port and the port's chains: as the observation
+// before read them, or read now when it did not, or when the port changed
+// since. Should the transaction fail with elements the observation read,
+// it is tried once more with elements read now: the table may have
+// changed behind vnet's back meanwhile.
+func (l *Linux) portChange(ns string, bridgeTable *nftables.Table, port string, fn func(c *nftables.Conn, have []string, chains map[string]bool) error) error {
+	if have, ok := l.jumps.of(ns, bridgeTable.Name, port); ok {
 		err := l.nftChange(ns, func(c *nftables.Conn) error {
 			chains, known := l.jumps.chainsOf(ns, bridgeTable.Name, port)
 			if !known {
@@ -498,14 +647,14 @@ func (l *Linux) portChange(ns string, bridgeTable *nftables.Table, port string, 
 					return err
 				}
 			}
-			return fn(c, jumps, chains)
+			return fn(c, have, chains)
 		})
 		if err == nil {
 			return nil
 		}
 	}
 	return l.nftChange(ns, func(c *nftables.Conn) error {
-		jumps, err := portJumps(ns, bridgeTable, port)
+		have, err := portElements(ns, bridgeTable, port)
 		if err != nil {
 			return err
 		}
@@ -513,7 +662,7 @@ func (l *Linux) portChange(ns string, bridgeTable *nftables.Table, port string, 
 		if err != nil {
 			return err
 		}
-		return fn(c, jumps, chains)
+		return fn(c, have, chains)
 	})
 }
 
@@ -557,22 +706,45 @@ func portChainsIn(ns string, bridgeTable *nftables.Table, port string) (map[stri
 	return out, nil
 }
 
-// portJumps returns the base chains' rules that jump to the port's chains.
-func portJumps(ns string, bridgeTable *nftables.Table, port string) ([]*nftables.Rule, error) {
-	var out []*nftables.Rule
-	for _, base := range []string{preChain, fwdChain} {
-		notes, err := chainNotes(ns, bridgeTable, base)
-		if err != nil {
-			if isNotFound(err) {
-				continue
-			}
-			return nil, fmt.Errorf("nft -n %s list chain bridge %s %s: %w", ns, bridgeTable.Name, base, err)
+// portElements returns the kinds of the port maps that hold the port; a
+// map that does not exist holds none.
+func portElements(ns string, bridgeTable *nftables.Table, port string) ([]string, error) {
+	elems, err := mapElements(ns, bridgeTable)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, kind := range portChains {
+		if slices.ContainsFunc(elems[kind], func(e elemNote) bool { return e.port == port }) {
+			out = append(out, kind)
 		}
-		for _, n := range notes {
-			if p, _, _ := parseJumpComment(n.comment); p == port {
-				out = append(out, baseRule(bridgeTable, base, n))
-			}
+	}
+	return out, nil
+}
+
+// mapElements reads the elements of the port maps of the bridge table in
+// ns, by kind; a map that does not exist is left out.
+func mapElements(ns string, bridgeTable *nftables.Table) (map[string][]elemNote, error) {
+	conn, err := netfilterConn(ns)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	return mapElementsOn(conn, bridgeTable)
+}
+
+// mapElementsOn is mapElements on a netfilter socket of the namespace.
+func mapElementsOn(conn *netlink.Conn, bridgeTable *nftables.Table) (map[string][]elemNote, error) {
+	out := map[string][]elemNote{}
+	for _, kind := range portChains {
+		elems, err := elementNotesOn(conn, bridgeTable, kind)
+		switch {
+		case isNotFound(err):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("nft -n list map bridge %s %s: %w", bridgeTable.Name, kind, err)
 		}
+		out[kind] = elems
 	}
 	return out, nil
 }
@@ -670,58 +842,74 @@ func (l *Linux) observeFirewall(ns string, only map[string]bool, table string, c
 				fw.Match += " (br_netfilter off: " + text + ")"
 			}
 		}
-		out = append(out, fw)
-		counts, baseNotes, notes, err := firewallNotes(ns, bridgeTable, wanted == nil, bases, portChainsRead)
+		read, err := firewallNotes(ns, bridgeTable, wanted == nil, bases, portChainsRead)
 		if err != nil {
 			return err
 		}
+		if len(bases) == 2 && !lookupsInPlace(read.bases, read.elems) {
+			fw.Match += " (port maps not looked up)"
+		}
+		out = append(out, fw)
 		if counters != nil && wanted == nil && onlyVnetTable(tables, bridgeTable) {
-			counters.put(ns, portCounters(map[string]map[string]uint64{}, notes))
+			counters.put(ns, portCounters(map[string]map[string]uint64{}, read.all))
 		}
-		if len(baseNotes) == 2 {
-			l.jumps.note(ns, bridgeTable.Name, baseNotes)
+		if len(read.elems) == len(portChains) {
+			l.jumps.note(ns, bridgeTable.Name, read.elems)
 		}
-		out = append(out, portPolicies(ns, table, only, counts, baseNotes)...)
+		out = append(out, portPolicies(ns, table, only, read.counts, read.elems)...)
 		return nil
 	})
 	return out, err
 }
 
+// firewallRead is what an observation reads of a bridge table.
+type firewallRead struct {
+	counts map[string]int        // rules by port chain
+	bases  map[string][]ruleNote // the base chains' rules
+	all    []ruleNote            // every rule, of a whole read
+	elems  map[string][]elemNote // the port maps' elements, by kind
+}
+
 // firewallNotes reads the rules of a bridge table as notes: how many each
 // port chain holds, and the rules of the base chains that exist (a base
-// chain that could not be read is left out: it reads as missing). whole
-// reads every chain in one dump; otherwise the base chains and the chains
-// named. Whole, it returns the notes of the whole table too.
-func firewallNotes(ns string, bridgeTable *nftables.Table, whole bool, exist map[string]bool, chains []string) (counts map[string]int, bases map[string][]ruleNote, all []ruleNote, err error) {
+// chain that could not be read is left out: it reads as missing); and the
+// port maps' elements. whole reads every chain in one dump; otherwise the
+// base chains and the chains named. Whole, it keeps the notes of the whole
+// table too.
+func firewallNotes(ns string, bridgeTable *nftables.Table, whole bool, exist map[string]bool, chains []string) (firewallRead, error) {
 	conn, err := netfilterConn(ns)
 	if err != nil {
-		return nil, nil, nil, err
+		return firewallRead{}, err
 	}
 	defer conn.Close()
-	counts, bases = map[string]int{}, map[string][]ruleNote{}
+	read := firewallRead{counts: map[string]int{}, bases: map[string][]ruleNote{}}
+	if read.elems, err = mapElementsOn(conn, bridgeTable); err != nil {
+		return firewallRead{}, fmt.Errorf("nft -n %s list maps: %w", ns, err)
+	}
 	if whole {
 		notes, err := ruleNotesOn(conn, bridgeTable, "")
 		if err != nil && !isNotFound(err) {
-			return nil, nil, nil, fmt.Errorf("nft -n %s list table bridge %s: %w", ns, bridgeTable.Name, err)
+			return firewallRead{}, fmt.Errorf("nft -n %s list table bridge %s: %w", ns, bridgeTable.Name, err)
 		}
 		for name := range exist {
-			bases[name] = nil // a chain without rules sends none
+			read.bases[name] = nil // a chain without rules sends none
 		}
 		for _, n := range notes {
 			if n.chain == preChain || n.chain == fwdChain {
-				bases[n.chain] = append(bases[n.chain], n)
+				read.bases[n.chain] = append(read.bases[n.chain], n)
 			} else {
-				counts[n.chain]++
+				read.counts[n.chain]++
 			}
 		}
-		return counts, bases, notes, nil
+		read.all = notes
+		return read, nil
 	}
 	for _, ch := range chains {
 		notes, err := ruleNotesOn(conn, bridgeTable, ch)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("nft -n %s list chain bridge %s %s: %w", ns, bridgeTable.Name, ch, err)
+			return firewallRead{}, fmt.Errorf("nft -n %s list chain bridge %s %s: %w", ns, bridgeTable.Name, ch, err)
 		}
-		counts[ch] = len(notes)
+		read.counts[ch] = len(notes)
 	}
 	for _, base := range []string{preChain, fwdChain} {
 		if !exist[base] {
@@ -731,9 +919,32 @@ func firewallNotes(ns string, bridgeTable *nftables.Table, whole bool, exist map
 		if err != nil {
 			continue // reported as a missing base chain
 		}
-		bases[base] = notes
+		read.bases[base] = notes
 	}
-	return counts, bases, nil, nil
+	return read, nil
+}
+
+// lookupsInPlace reports whether the port maps exist and the base chains
+// hold their lookups, in order, and nothing else: not the jump rules of
+// an earlier vnet, nor rules added behind vnet's back.
+func lookupsInPlace(bases map[string][]ruleNote, elems map[string][]elemNote) bool {
+	if len(elems) != len(portChains) {
+		return false
+	}
+	want := map[string][]string{}
+	for _, lk := range portLookups {
+		want[lk.base] = append(want[lk.base], lookupComment(lk.kind))
+	}
+	for base, comments := range want {
+		got := make([]string, len(bases[base]))
+		for i, n := range bases[base] {
+			got[i] = n.comment
+		}
+		if !slices.Equal(got, comments) {
+			return false
+		}
+	}
+	return true
 }
 
 // onlyVnetTable reports whether the bridge table is the only one of
@@ -776,33 +987,31 @@ func portCounters(out map[string]map[string]uint64, notes []ruleNote) map[string
 	return out
 }
 
-// portPolicies are the port policies the base chains' jump rules tell of
-// (of the ports in only, when set), each as the digest its first jump
-// carries, "stale" before it when its jumps or its chains' rules are not
-// as many as it says.
-func portPolicies(ns, table string, only map[string]bool, counts map[string]int, bases map[string][]ruleNote) []plan.Resource {
+// portPolicies are the port policies the port maps' elements tell of (of
+// the ports in only, when set), each as the digest its elements carry,
+// "stale" before it when its elements disagree, or they or its chains'
+// rules are not as many as they say.
+func portPolicies(ns, table string, only map[string]bool, counts map[string]int, elems map[string][]elemNote) []plan.Resource {
 	type seen struct {
 		digest       string
 		rules, jumps int
 		found        int
+		mixed        bool
 	}
 	ports := map[string]*seen{}
 	var order []string
-	for _, base := range []string{preChain, fwdChain} {
-		for _, r := range bases[base] {
-			port, digest, n := parseJumpComment(r.comment)
-			if port == "" {
-				continue
-			}
-			s := ports[port]
+	for _, kind := range portChains {
+		for _, e := range elems[kind] {
+			_, digest, n := parseJumpComment(e.comment)
+			s := ports[e.port]
 			if s == nil {
-				s = &seen{rules: -1, jumps: -1}
-				ports[port] = s
-				order = append(order, port)
+				s = &seen{digest: digest, rules: n[0], jumps: n[1]}
+				ports[e.port] = s
+				order = append(order, e.port)
 			}
 			s.found++
-			if digest != "" {
-				s.digest, s.rules, s.jumps = digest, n[0], n[1]
+			if digest != s.digest || n != [2]int{s.rules, s.jumps} {
+				s.mixed = true
 			}
 		}
 	}
@@ -817,7 +1026,7 @@ func portPolicies(ns, table string, only map[string]bool, counts map[string]int,
 			rules += counts[portChain(port, kind)]
 		}
 		match := s.digest
-		if match == "" || s.found != s.jumps || rules != s.rules {
+		if match == "" || s.mixed || s.found != s.jumps || rules != s.rules {
 			match = "stale " + match
 		}
 		out = append(out, plan.Resource{Kind: plan.KindPortSec, NS: ns, Name: table, Link: port, Match: match})

@@ -1,44 +1,39 @@
 package dataplane
 
 import (
+	"slices"
 	"strings"
 	"sync"
-
-	"github.com/google/nftables"
 )
 
-// seenJumps keeps, per firewall table, the base chains' jump rules of each
-// port as the last observation read them, so that a port policy's change
-// deletes its port's old jumps without reading the two base chains again:
-// with a thousand ports they hold three thousand rules. Each observation
-// starts it afresh; a change to a port's jumps makes that port's unknown
-// until then, and a change to the table or the namespace drops the table.
+// seenJumps keeps, per firewall table, which port maps hold an element
+// of each port as the last observation read them, so that a port policy's
+// change deletes its port's old elements without reading the maps again:
+// with a thousand ports they hold three thousand elements. Each
+// observation starts it afresh; a change to a port's policy notes the
+// elements it made, or makes the port's unknown when it failed, and a
+// change to the table or the namespace drops the table.
 type seenJumps struct {
 	mu     sync.Mutex
 	tables map[string]*tableJumps // by jumpsKey
 }
 
-// tableJumps are a table's jump rules by port; a port it does not list
-// has none. Unknown ports have changed since.
+// tableJumps are a table's port map elements by port: the kinds of the
+// maps (guard, egress, ingress) that hold the port; a port it does not
+// list is in none. Unknown ports have changed since.
 //
 // Where the table was made by this command (fresh), it also knows each
 // port's chains: none but those its port policies made since, so that a
 // first apply's thousand port policies ask the kernel nothing before
 // their transactions (each such read opened a netfilter socket and dumped
-// the base chains, whose jumps grow with every port made).
+// the maps, which grow with every port made).
 type tableJumps struct {
-	byPort  map[string][]baseJump
+	byPort  map[string][]string
 	unknown map[string]bool
 
 	chainsKnown   bool
 	chains        map[string][]string // port -> its chains, of a fresh table
 	chainsUnknown map[string]bool
-}
-
-// baseJump is one jump rule: its base chain and handle.
-type baseJump struct {
-	chain  string
-	handle uint64
 }
 
 func jumpsKey(ns, table string) string { return ns + "\x00" + table }
@@ -50,14 +45,12 @@ func (s *seenJumps) reset() {
 	s.tables = nil
 }
 
-// note keeps what an observation read of a table's base chains.
-func (s *seenJumps) note(ns, table string, notes map[string][]ruleNote) {
-	t := &tableJumps{byPort: map[string][]baseJump{}, unknown: map[string]bool{}}
-	for _, base := range []string{preChain, fwdChain} {
-		for _, n := range notes[base] {
-			if port, _, _ := parseJumpComment(n.comment); port != "" {
-				t.byPort[port] = append(t.byPort[port], baseJump{chain: base, handle: n.handle})
-			}
+// note keeps what an observation read of a table's port maps, by kind.
+func (s *seenJumps) note(ns, table string, elems map[string][]elemNote) {
+	t := &tableJumps{byPort: map[string][]string{}, unknown: map[string]bool{}}
+	for _, kind := range portChains {
+		for _, e := range elems[kind] {
+			t.byPort[e.port] = append(t.byPort[e.port], kind)
 		}
 	}
 	s.mu.Lock()
@@ -70,7 +63,7 @@ func (s *seenJumps) note(ns, table string, notes map[string][]ruleNote) {
 
 // fresh notes a table this command just made: no port has jumps or chains.
 func (s *seenJumps) fresh(ns, table string) {
-	t := &tableJumps{byPort: map[string][]baseJump{}, unknown: map[string]bool{},
+	t := &tableJumps{byPort: map[string][]string{}, unknown: map[string]bool{},
 		chainsKnown: true, chains: map[string][]string{}, chainsUnknown: map[string]bool{}}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -117,31 +110,35 @@ func (s *seenJumps) madeChains(ns, table, port string, chains []string, ok bool)
 	t.chains[port] = chains
 }
 
-// of returns a port's jump rules, and false when they are not known.
-func (s *seenJumps) of(ns string, table *nftables.Table, port string) ([]*nftables.Rule, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, ok := s.tables[jumpsKey(ns, table.Name)]
-	if !ok || t.unknown[port] {
-		return nil, false
-	}
-	var out []*nftables.Rule
-	for _, j := range t.byPort[port] {
-		out = append(out, baseRule(table, j.chain, ruleNote{handle: j.handle}))
-	}
-	return out, true
-}
-
-// changed marks a port's jumps unknown (known: it has none now).
-func (s *seenJumps) changed(ns, table, port string, none bool) {
+// of returns the kinds of the maps that hold a port, and false when they
+// are not known.
+func (s *seenJumps) of(ns, table, port string) ([]string, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.tables[jumpsKey(ns, table)]
-	if !ok {
+	if !ok || t.unknown[port] {
+		return nil, false
+	}
+	return slices.Clone(t.byPort[port]), true
+}
+
+// changed notes the maps that hold a port after a change to its policy:
+// those of kinds, or unknown when the change failed (ok false).
+func (s *seenJumps) changed(ns, table, port string, kinds []string, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, found := s.tables[jumpsKey(ns, table)]
+	if !found {
 		return
 	}
 	delete(t.byPort, port)
-	t.unknown[port] = !none
+	delete(t.unknown, port)
+	switch {
+	case !ok:
+		t.unknown[port] = true
+	case len(kinds) > 0:
+		t.byPort[port] = slices.Clone(kinds)
+	}
 }
 
 // drop forgets a table of ns, or every table of ns for "".

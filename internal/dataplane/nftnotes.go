@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/google/nftables"
 	"github.com/mdlayher/netlink"
@@ -146,11 +147,6 @@ func counterPackets(list *netlink.AttributeDecoder) (packets uint64, counted boo
 	return packets, counted
 }
 
-// baseRule is a rule of a base chain by its handle, enough to delete it.
-func baseRule(table *nftables.Table, chain string, n ruleNote) *nftables.Rule {
-	return &nftables.Rule{Table: table, Chain: &nftables.Chain{Name: chain, Table: table}, Handle: n.handle}
-}
-
 // chainsIn returns which of the chains named exist in a table of ns, with
 // one request each: listing every chain of a table that holds a thousand
 // ports' chains costs more than asking for the few a change touches. A
@@ -202,4 +198,88 @@ func netfilterConn(ns string) (*netlink.Conn, error) {
 		return nil, fmt.Errorf("nftables in %s: %w", ns, err)
 	}
 	return conn, nil
+}
+
+// elemNote is an element of a port map as vnet reads it back: its key, a
+// port's name, and its comment.
+type elemNote struct {
+	port    string
+	comment string
+}
+
+// elementNotesOn dumps the elements of a named set of the bridge table,
+// keeping of each its key, read as an interface name, and its comment.
+// Equivalent to: nft -n NS list map bridge vnet NAME
+func elementNotesOn(conn *netlink.Conn, table *nftables.Table, set string) ([]elemNote, error) {
+	attrs, err := netlink.MarshalAttributes([]netlink.Attribute{
+		{Type: unix.NFTA_SET_ELEM_LIST_TABLE, Data: []byte(table.Name + "\x00")},
+		{Type: unix.NFTA_SET_ELEM_LIST_SET, Data: []byte(set + "\x00")},
+	})
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := conn.Execute(netlink.Message{
+		Header: netlink.Header{
+			Type:  netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETSETELEM),
+			Flags: netlink.Request | netlink.Dump,
+		},
+		Data: append([]byte{byte(table.Family), unix.NFNETLINK_V0, 0, 0}, attrs...),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return parseElementNotes(msgs)
+}
+
+// parseElementNotes reads keys and comments from set element messages.
+func parseElementNotes(msgs []netlink.Message) ([]elemNote, error) {
+	var out []elemNote
+	for _, m := range msgs {
+		if len(m.Data) < 4 {
+			continue
+		}
+		ad, err := netlink.NewAttributeDecoder(m.Data[4:])
+		if err != nil {
+			return nil, err
+		}
+		for ad.Next() {
+			if ad.Type() != unix.NFTA_SET_ELEM_LIST_ELEMENTS {
+				continue
+			}
+			ad.Nested(func(list *netlink.AttributeDecoder) error {
+				for list.Next() {
+					list.Nested(func(e *netlink.AttributeDecoder) error {
+						out = append(out, elementNote(e))
+						return nil
+					})
+				}
+				return nil
+			})
+		}
+		if err := ad.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// elementNote reads one element's key and comment.
+func elementNote(e *netlink.AttributeDecoder) elemNote {
+	var n elemNote
+	for e.Next() {
+		switch e.Type() {
+		case unix.NFTA_SET_ELEM_KEY:
+			e.Nested(func(k *netlink.AttributeDecoder) error {
+				for k.Next() {
+					if k.Type() == unix.NFTA_DATA_VALUE {
+						n.port = strings.TrimRight(string(k.Bytes()), "\x00")
+					}
+				}
+				return nil
+			})
+		case unix.NFTA_SET_ELEM_USERDATA:
+			n.comment = commentIn(e.Bytes())
+		}
+	}
+	return n
 }

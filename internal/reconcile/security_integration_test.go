@@ -465,6 +465,117 @@ func testACLMatrix(t *testing.T, infra string, lab func(string) string, addr fun
 	if p, _ := eng.Plan(doc); !p.Empty() {
 		t.Errorf("after the repair the plan is:\n%s", p)
 	}
+
+	// So is a port's map element deleted (its port unguarded), a base
+	// chain's lookup deleted (every port unguarded in one direction), and
+	// an earlier vnet's table of a jump rule per port.
+	for _, d := range []struct {
+		name  string
+		drift func()
+		kind  plan.Kind
+	}{
+		{"element deleted", func() { deleteElement(t, vm("esx1"), "ingress", webPort) }, plan.KindPortSec},
+		{"lookup deleted", func() { deleteLastRule(t, vm("esx1"), "forward") }, plan.KindFirewall},
+		{"jump rules", func() { toJumpRules(t, vm("esx1")) }, plan.KindFirewall},
+	} {
+		d.drift()
+		p, err := eng.Plan(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Actions) == 0 || p.Actions[0].Subject().Kind != d.kind {
+			t.Fatalf("%s: the plan is:\n%s", d.name, p)
+		}
+		t.Logf("%s: the plan is:\n%s", d.name, p)
+		nstest.Apply(t, eng, lab(infra))
+		if err := tcpEcho(t, vm("open"), at(web, "443")); err == nil {
+			t.Errorf("%s: after the repair open reaches web", d.name)
+		}
+		if err := tcpEcho(t, vm("app"), at(web, "443")); err != nil {
+			t.Errorf("%s: after the repair app does not reach web: %v", d.name, err)
+		}
+		if p, _ := eng.Plan(doc); !p.Empty() {
+			t.Errorf("%s: after the repair the plan is:\n%s", d.name, p)
+		}
+	}
+}
+
+// deleteElement removes a port's element from one of vnet's port maps,
+// as someone editing the firewall by hand would.
+func deleteElement(t *testing.T, ns, kind, port string) {
+	t.Helper()
+	c, _, err := vnetChainRules(t, ns, "forward")
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := &nftables.Table{Family: nftables.TableFamilyBridge, Name: "vnet"}
+	key := make([]byte, 16)
+	copy(key, port)
+	if err := c.SetDeleteElements(&nftables.Set{Table: table, Name: kind}, []nftables.SetElement{{Key: key}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(); err != nil {
+		t.Fatalf("delete element %s %s: %v", kind, port, err)
+	}
+}
+
+// toJumpRules turns vnet's bridge table into the layout of an earlier
+// vnet: no port maps, and in the base chains a jump rule per port and kind
+// of chain, the first of each port's carrying its element's comment.
+func toJumpRules(t *testing.T, ns string) {
+	t.Helper()
+	c, _, err := vnetChainRules(t, ns, "forward")
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := &nftables.Table{Family: nftables.TableFamilyBridge, Name: "vnet"}
+	pre := &nftables.Chain{Name: "prerouting", Table: table}
+	fwd := &nftables.Chain{Name: "forward", Table: table}
+	type jump struct {
+		chain *nftables.Chain
+		key   expr.MetaKey
+		kind  string
+	}
+	var ports []string
+	comments := map[string]string{}
+	kinds := map[string][]string{}
+	for _, kind := range []string{"guard", "egress", "ingress"} {
+		elems, err := c.GetSetElements(&nftables.Set{Table: table, Name: kind})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range elems {
+			port := strings.TrimRight(string(e.Key), "\x00")
+			if _, ok := comments[port]; !ok {
+				ports = append(ports, port)
+			}
+			comments[port] = e.Comment
+			kinds[port] = append(kinds[port], kind)
+		}
+	}
+	c.FlushChain(pre)
+	c.FlushChain(fwd)
+	for _, kind := range []string{"guard", "egress", "ingress"} {
+		c.DelSet(&nftables.Set{Table: table, Name: kind})
+	}
+	for _, port := range ports {
+		key := make([]byte, 16)
+		copy(key, port)
+		for i, kind := range kinds[port] {
+			j := map[string]jump{"guard": {pre, expr.MetaKeyIIFNAME, kind}, "egress": {fwd, expr.MetaKeyIIFNAME, kind}, "ingress": {fwd, expr.MetaKeyOIFNAME, kind}}[kind]
+			text := "port " + port
+			if i == 0 {
+				text = comments[port]
+			}
+			c.AddRule(&nftables.Rule{Table: table, Chain: j.chain, UserData: append([]byte{0, byte(len(text) + 1)}, text+"\x00"...), Exprs: []expr.Any{
+				&expr.Meta{Key: j.key, Register: 1},
+				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: key},
+				&expr.Verdict{Kind: expr.VerdictJump, Chain: port + "-" + kind}}})
+		}
+	}
+	if err := c.Flush(); err != nil {
+		t.Fatalf("jump rules: %v", err)
+	}
 }
 
 // vnet has no DHCP server guard; an egress ACL rule on the source ports

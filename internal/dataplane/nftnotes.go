@@ -55,22 +55,28 @@ func ruleNotesOn(conn *netlink.Conn, table *nftables.Table, chain string) ([]rul
 	if chain != "" {
 		filter = append(filter, netlink.Attribute{Type: unix.NFTA_RULE_CHAIN, Data: []byte(chain + "\x00")})
 	}
-	attrs, err := netlink.MarshalAttributes(filter)
-	if err != nil {
-		return nil, err
-	}
-	msgs, err := conn.Execute(netlink.Message{
-		Header: netlink.Header{
-			Type:  netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETRULE),
-			Flags: netlink.Request | netlink.Dump,
-		},
-		// nfgenmsg: family, version, resource id
-		Data: append([]byte{byte(table.Family), unix.NFNETLINK_V0, 0, 0}, attrs...),
-	})
+	msgs, err := nftDump(conn, table.Family, unix.NFT_MSG_GETRULE, filter)
 	if err != nil {
 		return nil, err
 	}
 	return parseRuleNotes(msgs)
+}
+
+// nftDump asks for a dump of one kind of nftables object (msgType) of a
+// family, filtered by attrs, and returns the kernel's answers undecoded.
+func nftDump(conn *netlink.Conn, family nftables.TableFamily, msgType int, attrs []netlink.Attribute) ([]netlink.Message, error) {
+	data, err := netlink.MarshalAttributes(attrs)
+	if err != nil {
+		return nil, err
+	}
+	return conn.Execute(netlink.Message{
+		Header: netlink.Header{
+			Type:  netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | msgType),
+			Flags: netlink.Request | netlink.Dump,
+		},
+		// nfgenmsg: family, version, resource id
+		Data: append([]byte{byte(family), unix.NFNETLINK_V0, 0, 0}, data...),
+	})
 }
 
 // parseRuleNotes reads handles and comments from rule messages.
@@ -211,19 +217,9 @@ type elemNote struct {
 // keeping of each its key, read as an interface name, and its comment.
 // Equivalent to: nft -n NS list map bridge vnet NAME
 func elementNotesOn(conn *netlink.Conn, table *nftables.Table, set string) ([]elemNote, error) {
-	attrs, err := netlink.MarshalAttributes([]netlink.Attribute{
+	msgs, err := nftDump(conn, table.Family, unix.NFT_MSG_GETSETELEM, []netlink.Attribute{
 		{Type: unix.NFTA_SET_ELEM_LIST_TABLE, Data: []byte(table.Name + "\x00")},
 		{Type: unix.NFTA_SET_ELEM_LIST_SET, Data: []byte(set + "\x00")},
-	})
-	if err != nil {
-		return nil, err
-	}
-	msgs, err := conn.Execute(netlink.Message{
-		Header: netlink.Header{
-			Type:  netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETSETELEM),
-			Flags: netlink.Request | netlink.Dump,
-		},
-		Data: append([]byte{byte(table.Family), unix.NFNETLINK_V0, 0, 0}, attrs...),
 	})
 	if err != nil {
 		return nil, err

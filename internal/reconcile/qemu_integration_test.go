@@ -115,9 +115,8 @@ vms:
 		"-serial", "stdio"}
 	out := bootGuest(t, machine, qemu, args)
 	if !strings.Contains(out, "GUEST-OK") && strings.Contains(out, "soft lockup") {
-		// An emulated CPU that falls behind its timers (TCG on a busy
-		// host) can spend all its time in softirqs and never get on;
-		// that says nothing of the switch, so the guest boots once more.
+		// The emulated CPU (TCG) sometimes locks up in softirqs; a
+		// guest that did so before its echo boots once more.
 		t.Logf("the guest locked up (TCG); booting it again:\n%s", lastLines(out, 4))
 		out = bootGuest(t, machine, qemu, args)
 	}
@@ -304,7 +303,9 @@ func (b *syncBuffer) String() string {
 
 // bootGuest runs QEMU with args from a thread in the machine's namespace
 // (QEMU opens the TAP by name in its own network namespace) until it exits,
-// or kills it after 150 s, and returns its console.
+// or kills it after 150 s, and returns its console. What the test checks is
+// the echo the console shows: a guest that echoed but locked up on its way
+// down (seen under TCG, ksoftirqd stuck) has done its part.
 func bootGuest(t *testing.T, machine, qemu string, args []string) string {
 	t.Helper()
 	console := &syncBuffer{}

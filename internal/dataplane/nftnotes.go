@@ -79,16 +79,25 @@ func nftDump(conn *netlink.Conn, family nftables.TableFamily, msgType int, attrs
 	})
 }
 
+// nfAttributes decodes the attributes of an nftables message after its
+// nfgenmsg header; nil for a message too short to have one.
+func nfAttributes(m netlink.Message) (*netlink.AttributeDecoder, error) {
+	if len(m.Data) < 4 {
+		return nil, nil
+	}
+	return netlink.NewAttributeDecoder(m.Data[4:])
+}
+
 // parseRuleNotes reads handles and comments from rule messages.
 func parseRuleNotes(msgs []netlink.Message) ([]ruleNote, error) {
 	out := make([]ruleNote, 0, len(msgs))
 	for _, m := range msgs {
-		if len(m.Data) < 4 {
-			continue
-		}
-		ad, err := netlink.NewAttributeDecoder(m.Data[4:])
+		ad, err := nfAttributes(m)
 		if err != nil {
 			return nil, err
+		}
+		if ad == nil {
+			continue
 		}
 		ad.ByteOrder = binary.BigEndian
 		var n ruleNote
@@ -231,12 +240,12 @@ func elementNotesOn(conn *netlink.Conn, table *nftables.Table, set string) ([]el
 func parseElementNotes(msgs []netlink.Message) ([]elemNote, error) {
 	var out []elemNote
 	for _, m := range msgs {
-		if len(m.Data) < 4 {
-			continue
-		}
-		ad, err := netlink.NewAttributeDecoder(m.Data[4:])
+		ad, err := nfAttributes(m)
 		if err != nil {
 			return nil, err
+		}
+		if ad == nil {
+			continue
 		}
 		for ad.Next() {
 			if ad.Type() != unix.NFTA_SET_ELEM_LIST_ELEMENTS {

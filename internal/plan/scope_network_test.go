@@ -161,9 +161,7 @@ func TestScopedDiffOfNetworkChanges(t *testing.T) {
 		"add to a router":      {base, routed},
 		"remove from a router": {routed, base},
 	}
-	for name, c := range maps.Clone(changes) {
-		changes[name+", VMs on TAPs"] = [2]string{onTaps(c[0]), onTaps(c[1])}
-	}
+	addTapVariants(changes)
 	tapped := onTaps(base)
 	changes["a VM moves to another TAP"] = [2]string{tapped, strings.Replace(tapped, "attach: {tap: tm3-1}", "attach: {tap: tm3-1b}", 1)}
 	changes["a VM on a TAP gets its MAC"] = [2]string{tapped, strings.Replace(tapped, "attach: {tap: tm3-1}", "attach: {tap: tm3-1}, mac: \"02:00:00:00:03:01\"", 1)}
@@ -199,6 +197,13 @@ func TestScopedDiffOfNetworkChanges(t *testing.T) {
 
 // onTaps makes every VM of a spec a guest whose vNIC is the TAP "t" and
 // its name (attach: {tap: ...}), as a hypervisor's VMs are.
+// addTapVariants adds to changes each change again with the VMs on TAPs.
+func addTapVariants(changes map[string][2]string) {
+	for name, c := range maps.Clone(changes) {
+		changes[name+", VMs on TAPs"] = [2]string{onTaps(c[0]), onTaps(c[1])}
+	}
+}
+
 func onTaps(src string) string {
 	lines := strings.Split(src, "\n")
 	for i, l := range lines {

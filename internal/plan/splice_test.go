@@ -32,9 +32,7 @@ func TestSpliceModelIsTheWholeModel(t *testing.T) {
 		"add a network beside security": {secured, withNetwork(secured, "new", "x1@hv1", "x2@hv2")},
 		"disconnect a vNIC":             {base, strings.Replace(base, "ip: 10.200.4.10/24}", "ip: 10.200.4.10/24, connected: false}", 1)},
 	}
-	for name, c := range maps.Clone(changes) {
-		changes[name+", VMs on TAPs"] = [2]string{onTaps(c[0]), onTaps(c[1])}
-	}
+	addTapVariants(changes)
 	for name, c := range changes {
 		for _, host := range []string{"hv1", "hv2", "hv3"} {
 			t.Run(name+" on "+host, func(t *testing.T) {

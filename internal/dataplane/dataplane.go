@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"time"
 
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
@@ -383,18 +382,9 @@ func isGone(err error) bool {
 // (TAPs, NICs) are given back together (giveBackDevices), and its links
 // deleted a group at a time (deleteLinks). Then the rest (cgroups), in the
 // plan's order, once no process of a VM is left to keep its cgroup busy.
-// It returns an error per action that failed. A non-nil trace is told how
-// long each part took.
-func (l *Linux) DeleteAll(actions []plan.Action, trace func(format string, args ...any)) []error {
-	lap := func(string, ...any) {}
-	if trace != nil {
-		t := time.Now()
-		lap = func(format string, args ...any) {
-			now := time.Now()
-			trace("%8.1f ms  %s\n", float64(now.Sub(t).Microseconds())/1000, fmt.Sprintf(format, args...))
-			t = now
-		}
-	}
+// It returns an error per action that failed, and calls lap (a stopwatch)
+// after each part.
+func (l *Linux) DeleteAll(actions []plan.Action, lap func(format string, args ...any)) []error {
 	parts := splitDeletes(actions)
 	before, links := linksAtOnce(parts.before, parts.gone)
 	var errs []error

@@ -42,9 +42,9 @@ type Sweeper interface {
 
 // BatchDeleter is a dataplane that carries out a destroy's deletes faster
 // all together than one by one, with the same result; it returns an error
-// per action that failed, and tells a non-nil trace where the time went.
+// per action that failed, and calls lap (a Stopwatch) after each part.
 type BatchDeleter interface {
-	DeleteAll(actions []plan.Action, trace func(format string, args ...any)) []error
+	DeleteAll(actions []plan.Action, lap func(format string, args ...any)) []error
 }
 
 // DevicePreparer is a dataplane that records, for a whole plan before its
@@ -780,11 +780,7 @@ func (e *Engine) Destroy(name string) (plan.Plan, error) {
 	}
 	var errs []error
 	if bd, ok := e.DP.(BatchDeleter); ok {
-		var trace func(format string, args ...any)
-		if e.Trace != nil {
-			trace = e.tracef
-		}
-		errs = bd.DeleteAll(p.Actions, trace)
+		errs = bd.DeleteAll(p.Actions, e.stopwatch())
 	} else {
 		for _, a := range p.Actions {
 			if err := e.DP.Execute(a); err != nil {

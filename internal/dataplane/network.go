@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
 	"github.com/vnet-project/vnet/internal/plan"
@@ -133,18 +134,23 @@ func (l *Linux) removeNeigh(r plan.Resource) error {
 }
 
 // neighDumps reads a namespace's neighbour or forwarding entries of one
-// family once and hands them out by link. The kernel answers a dump with
-// every entry of the namespace whatever link it is asked for (the links are
-// picked out here), so one dump per link would read all of them again for
-// each of a host's thousands of networks.
+// family once and hands them out by link. The kernel answers a plain dump
+// with every entry of the namespace whatever link it is asked for (the
+// links are picked out here), so one dump per link would read all of them
+// again for each of a host's thousands of networks. A read of a few links
+// of such a namespace (perLink) asks instead for each link's entries alone.
 type neighDumps struct {
-	h      *netlink.Handle
-	byLink map[int]map[int][]netlink.Neigh // family -> link index -> entries
+	h       *netlink.Handle
+	perLink *nl.SocketHandle
+	byLink  map[int]map[int][]netlink.Neigh // family -> link index -> entries
 }
 
 // of returns the link's entries of family (netlink.FAMILY_ALL: the
 // neighbour tables; unix.AF_BRIDGE: the forwarding databases).
 func (d *neighDumps) of(index, family int) ([]netlink.Neigh, error) {
+	if d.perLink != nil {
+		return neighsOfLink(d.perLink, index, family)
+	}
 	if d.byLink == nil {
 		d.byLink = map[int]map[int][]netlink.Neigh{}
 	}
@@ -161,6 +167,44 @@ func (d *neighDumps) of(index, family int) ([]netlink.Neigh, error) {
 		d.byLink[family] = m
 	}
 	return m[index], nil
+}
+
+// neighsOfLink dumps one link's entries of family. With strict checking the
+// kernel filters them: a forwarding-database dump by the bridge port in its
+// header, a neighbour dump by NDA_IFINDEX (the header must name no link
+// there). A kernel without strict checking, or without the filter, answers
+// with every entry, which are picked out here.
+// Equivalent to: bridge -n NS fdb show brport DEV; ip -n NS neigh show dev DEV
+func neighsOfLink(sock *nl.SocketHandle, index, family int) ([]netlink.Neigh, error) {
+	fd := sock.Socket.GetFd()
+	if err := unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_GET_STRICT_CHK, 1); err == nil {
+		defer unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_GET_STRICT_CHK, 0) //nolint:errcheck // a socket left strict only refuses malformed dumps
+	}
+	msgs, err := retryDump(func() ([][]byte, error) {
+		req := nl.NewNetlinkRequest(unix.RTM_GETNEIGH, unix.NLM_F_DUMP)
+		req.Sockets = map[int]*nl.SocketHandle{unix.NETLINK_ROUTE: sock}
+		if family == unix.AF_BRIDGE {
+			req.AddData(&netlink.Ndmsg{Family: unix.AF_BRIDGE, Index: uint32(index)})
+		} else {
+			req.AddData(&netlink.Ndmsg{Family: uint8(family)})
+			req.AddData(nl.NewRtAttr(unix.NDA_IFINDEX, nl.Uint32Attr(uint32(index))))
+		}
+		return req.Execute(unix.NETLINK_ROUTE, unix.RTM_NEWNEIGH)
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []netlink.Neigh
+	for _, m := range msgs {
+		n, err := netlink.NeighDeserialize(m)
+		if err != nil {
+			return nil, err
+		}
+		if n.LinkIndex == index && (family != unix.AF_BRIDGE || n.Family == unix.AF_BRIDGE) {
+			out = append(out, *n)
+		}
+	}
+	return out, nil
 }
 
 // observeNeighs reads a link's permanent neighbour entries.

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -709,7 +710,12 @@ func portChainsIn(ns string, bridgeTable *nftables.Table, port string) (map[stri
 // portElements returns the kinds of the port maps that hold the port; a
 // map that does not exist holds none.
 func portElements(ns string, bridgeTable *nftables.Table, port string) ([]string, error) {
-	elems, err := mapElements(ns, bridgeTable)
+	conn, err := netfilterConn(ns)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	elems, err := mapElementsOf(conn, bridgeTable, map[string]bool{port: true})
 	if err != nil {
 		return nil, err
 	}
@@ -722,22 +728,19 @@ func portElements(ns string, bridgeTable *nftables.Table, port string) ([]string
 	return out, nil
 }
 
-// mapElements reads the elements of the port maps of the bridge table in
-// ns, by kind; a map that does not exist is left out.
-func mapElements(ns string, bridgeTable *nftables.Table) (map[string][]elemNote, error) {
-	conn, err := netfilterConn(ns)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	return mapElementsOn(conn, bridgeTable)
-}
-
-// mapElementsOn is mapElements on a netfilter socket of the namespace.
-func mapElementsOn(conn *netlink.Conn, bridgeTable *nftables.Table) (map[string][]elemNote, error) {
+// mapElementsOf reads the elements of the port maps of the bridge table,
+// by kind: of every port (ports nil), or of the ports given alone. A map
+// that does not exist is left out.
+func mapElementsOf(conn *netlink.Conn, bridgeTable *nftables.Table, ports map[string]bool) (map[string][]elemNote, error) {
 	out := map[string][]elemNote{}
 	for _, kind := range portChains {
-		elems, err := elementNotesOn(conn, bridgeTable, kind)
+		var elems []elemNote
+		var err error
+		if ports == nil {
+			elems, err = elementNotesOn(conn, bridgeTable, kind)
+		} else {
+			elems, err = elementNotesOf(conn, bridgeTable, kind, sortedKeys(ports))
+		}
 		switch {
 		case isNotFound(err):
 			continue
@@ -842,7 +845,7 @@ func (l *Linux) observeFirewall(ns string, only map[string]bool, table string, c
 				fw.Match += " (br_netfilter off: " + text + ")"
 			}
 		}
-		read, err := firewallNotes(ns, bridgeTable, wanted == nil, bases, portChainsRead)
+		read, err := firewallNotes(ns, bridgeTable, only, bases, portChainsRead)
 		if err != nil {
 			return err
 		}
@@ -854,7 +857,7 @@ func (l *Linux) observeFirewall(ns string, only map[string]bool, table string, c
 			counters.put(ns, portCounters(map[string]map[string]uint64{}, read.all))
 		}
 		if len(read.elems) == len(portChains) {
-			l.jumps.note(ns, bridgeTable.Name, read.elems)
+			l.jumps.note(ns, bridgeTable.Name, read.elems, maps.Clone(only))
 		}
 		out = append(out, portPolicies(ns, table, only, read.counts, read.elems)...)
 		return nil
@@ -873,19 +876,20 @@ type firewallRead struct {
 // firewallNotes reads the rules of a bridge table as notes: how many each
 // port chain holds, and the rules of the base chains that exist (a base
 // chain that could not be read is left out: it reads as missing); and the
-// port maps' elements. whole reads every chain in one dump; otherwise the
-// base chains and the chains named. Whole, it keeps the notes of the whole
-// table too.
-func firewallNotes(ns string, bridgeTable *nftables.Table, whole bool, exist map[string]bool, chains []string) (firewallRead, error) {
+// port maps' elements. Of the whole table (only nil) it reads every chain
+// in one dump, and keeps the notes of the whole table too; otherwise the
+// base chains, the chains named, and the elements of the ports in only.
+func firewallNotes(ns string, bridgeTable *nftables.Table, only map[string]bool, exist map[string]bool, chains []string) (firewallRead, error) {
 	conn, err := netfilterConn(ns)
 	if err != nil {
 		return firewallRead{}, err
 	}
 	defer conn.Close()
 	read := firewallRead{counts: map[string]int{}, bases: map[string][]ruleNote{}}
-	if read.elems, err = mapElementsOn(conn, bridgeTable); err != nil {
+	if read.elems, err = mapElementsOf(conn, bridgeTable, only); err != nil {
 		return firewallRead{}, fmt.Errorf("nft -n %s list maps: %w", ns, err)
 	}
+	whole := only == nil
 	if whole {
 		notes, err := ruleNotesOn(conn, bridgeTable, "")
 		if err != nil && !isNotFound(err) {

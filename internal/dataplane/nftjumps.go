@@ -30,6 +30,10 @@ type seenJumps struct {
 type tableJumps struct {
 	byPort  map[string][]string
 	unknown map[string]bool
+	// read, when set, are the only ports an observation read the maps
+	// of (a scoped one, of a few ports among thousands): others are
+	// unknown.
+	read map[string]bool
 
 	chainsKnown   bool
 	chains        map[string][]string // port -> its chains, of a fresh table
@@ -45,9 +49,10 @@ func (s *seenJumps) reset() {
 	s.tables = nil
 }
 
-// note keeps what an observation read of a table's port maps, by kind.
-func (s *seenJumps) note(ns, table string, elems map[string][]elemNote) {
-	t := &tableJumps{byPort: map[string][]string{}, unknown: map[string]bool{}}
+// note keeps what an observation read of a table's port maps, by kind:
+// of every port, or (read set) of those ports alone.
+func (s *seenJumps) note(ns, table string, elems map[string][]elemNote, read map[string]bool) {
+	t := &tableJumps{byPort: map[string][]string{}, unknown: map[string]bool{}, read: read}
 	for _, kind := range portChains {
 		for _, e := range elems[kind] {
 			t.byPort[e.port] = append(t.byPort[e.port], kind)
@@ -116,7 +121,7 @@ func (s *seenJumps) of(ns, table, port string) ([]string, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.tables[jumpsKey(ns, table)]
-	if !ok || t.unknown[port] {
+	if !ok || t.unknown[port] || t.read != nil && !t.read[port] {
 		return nil, false
 	}
 	return slices.Clone(t.byPort[port]), true
@@ -133,6 +138,9 @@ func (s *seenJumps) changed(ns, table, port string, kinds []string, ok bool) {
 	}
 	delete(t.byPort, port)
 	delete(t.unknown, port)
+	if t.read != nil {
+		t.read[port] = true
+	}
 	switch {
 	case !ok:
 		t.unknown[port] = true

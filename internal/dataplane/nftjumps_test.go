@@ -47,12 +47,26 @@ func TestSeenJumpsOfAFreshTable(t *testing.T) {
 	if kinds, ok := s.of("h", "vnet", "p1"); !ok || len(kinds) != 0 {
 		t.Errorf("after removing a port's policy: elements %v, known %v", kinds, ok)
 	}
-	s.note("h", "vnet", map[string][]elemNote{"egress": {{port: "p3"}}, "ingress": {{port: "p3"}}})
+	s.note("h", "vnet", map[string][]elemNote{"egress": {{port: "p3"}}, "ingress": {{port: "p3"}}}, nil)
 	if _, ok := s.chainsOf("h", "vnet", "p3"); ok {
 		t.Error("chains known of a table an observation read")
 	}
 	if kinds, ok := s.of("h", "vnet", "p3"); !ok || !slices.Equal(kinds, []string{"egress", "ingress"}) {
 		t.Errorf("observed elements %v, known %v", kinds, ok)
+	}
+	s.note("h", "vnet", map[string][]elemNote{"guard": {{port: "p4"}}}, map[string]bool{"p4": true, "p5": true})
+	if kinds, ok := s.of("h", "vnet", "p4"); !ok || !slices.Equal(kinds, []string{"guard"}) {
+		t.Errorf("elements read alone %v, known %v", kinds, ok)
+	}
+	if kinds, ok := s.of("h", "vnet", "p5"); !ok || len(kinds) != 0 {
+		t.Errorf("a port read alone in no map: %v, known %v", kinds, ok)
+	}
+	if _, ok := s.of("h", "vnet", "p3"); ok {
+		t.Error("elements known of a port a scoped observation did not read")
+	}
+	s.changed("h", "vnet", "p6", []string{"egress"}, true)
+	if kinds, ok := s.of("h", "vnet", "p6"); !ok || !slices.Equal(kinds, []string{"egress"}) {
+		t.Errorf("a port changed since a scoped observation: %v, known %v", kinds, ok)
 	}
 	s.fresh("h", "vnet")
 	s.drop("h", "")

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/google/nftables"
@@ -65,6 +66,10 @@ func ruleNotesOn(conn *netlink.Conn, table *nftables.Table, chain string) ([]rul
 // nftDump asks for a dump of one kind of nftables object (msgType) of a
 // family, filtered by attrs, and returns the kernel's answers undecoded.
 func nftDump(conn *netlink.Conn, family nftables.TableFamily, msgType int, attrs []netlink.Attribute) ([]netlink.Message, error) {
+	return nftRequest(conn, family, msgType, netlink.Request|netlink.Dump, attrs)
+}
+
+func nftRequest(conn *netlink.Conn, family nftables.TableFamily, msgType int, flags netlink.HeaderFlags, attrs []netlink.Attribute) ([]netlink.Message, error) {
 	data, err := netlink.MarshalAttributes(attrs)
 	if err != nil {
 		return nil, err
@@ -72,11 +77,17 @@ func nftDump(conn *netlink.Conn, family nftables.TableFamily, msgType int, attrs
 	return conn.Execute(netlink.Message{
 		Header: netlink.Header{
 			Type:  netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | msgType),
-			Flags: netlink.Request | netlink.Dump,
+			Flags: flags,
 		},
 		// nfgenmsg: family, version, resource id
 		Data: append([]byte{byte(family), unix.NFNETLINK_V0, 0, 0}, data...),
 	})
+}
+
+// nftGet asks for one nftables object (msgType) of a family, named by
+// attrs, and returns the kernel's answer undecoded.
+func nftGet(conn *netlink.Conn, family nftables.TableFamily, msgType int, attrs []netlink.Attribute) ([]netlink.Message, error) {
+	return nftRequest(conn, family, msgType, netlink.Request, attrs)
 }
 
 // nfAttributes decodes the attributes of an nftables message after its
@@ -234,6 +245,59 @@ func elementNotesOn(conn *netlink.Conn, table *nftables.Table, set string) ([]el
 		return nil, err
 	}
 	return parseElementNotes(msgs)
+}
+
+// elementNotesOf reads the elements of a named set of the bridge table
+// whose keys are the ports given, asking for each alone: a dump of a
+// host's port map answers with thousands. A port the set does not hold is
+// left out; a set that does not exist is an error isNotFound reports. A
+// kernel that cannot answer for one element is read whole.
+// Equivalent to: nft -n NS get element bridge vnet NAME { PORT }, for each port
+func elementNotesOf(conn *netlink.Conn, table *nftables.Table, set string, ports []string) ([]elemNote, error) {
+	if _, err := nftGet(conn, table.Family, unix.NFT_MSG_GETSET, []netlink.Attribute{
+		{Type: unix.NFTA_SET_TABLE, Data: []byte(table.Name + "\x00")},
+		{Type: unix.NFTA_SET_NAME, Data: []byte(set + "\x00")},
+	}); err != nil {
+		return nil, err
+	}
+	var out []elemNote
+	for _, port := range ports {
+		msgs, err := nftGet(conn, table.Family, unix.NFT_MSG_GETSETELEM, elementKeyAttrs(table.Name, set, port))
+		switch {
+		case isNotFound(err):
+			continue
+		case err != nil:
+			return wholeSetOf(conn, table, set, ports)
+		}
+		elems, err := parseElementNotes(msgs)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, elems...)
+	}
+	return out, nil
+}
+
+// wholeSetOf is elementNotesOf by a dump of the set.
+func wholeSetOf(conn *netlink.Conn, table *nftables.Table, set string, ports []string) ([]elemNote, error) {
+	all, err := elementNotesOn(conn, table, set)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(all, func(e elemNote) bool { return !slices.Contains(ports, e.port) }), nil
+}
+
+// elementKeyAttrs ask for a port's element of a set whose keys are
+// interface names.
+func elementKeyAttrs(table, set, port string) []netlink.Attribute {
+	key, _ := netlink.MarshalAttributes([]netlink.Attribute{{Type: unix.NFTA_DATA_VALUE, Data: ifname(port)}})
+	elem, _ := netlink.MarshalAttributes([]netlink.Attribute{{Type: unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_KEY, Data: key}})
+	list, _ := netlink.MarshalAttributes([]netlink.Attribute{{Type: unix.NLA_F_NESTED | unix.NFTA_LIST_ELEM, Data: elem}})
+	return []netlink.Attribute{
+		{Type: unix.NFTA_SET_ELEM_LIST_TABLE, Data: []byte(table + "\x00")},
+		{Type: unix.NFTA_SET_ELEM_LIST_SET, Data: []byte(set + "\x00")},
+		{Type: unix.NLA_F_NESTED | unix.NFTA_SET_ELEM_LIST_ELEMENTS, Data: list},
+	}
 }
 
 // parseElementNotes reads keys and comments from set element messages.

@@ -297,6 +297,11 @@ func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep 
 		v.resources = append(v.resources, plan.Resource{Kind: plan.KindNetns, Name: ns, Sysctls: sysctls, Mark: loopbackAlias(links)})
 	}
 	entries := &neighDumps{h: h}
+	if only != nil && len(only) <= fewLinks {
+		if entries.perLink, err = l.routeSocket(ns); err != nil {
+			return v, err
+		}
+	}
 	for _, link := range links {
 		attrs := link.Attrs()
 		owner, mine := strings.CutPrefix(attrs.Alias, plan.AliasPrefix)

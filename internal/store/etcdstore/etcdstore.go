@@ -3,7 +3,6 @@ package etcdstore
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -300,40 +299,6 @@ func (s *Store) GetRev(name string) (*store.Record, int64, error) {
 		return nil, 0, err
 	}
 	return r, resp.Kvs[0].ModRevision, nil
-}
-
-func decodeRecord(key, val []byte) (*store.Record, error) {
-	r := &store.Record{}
-	if err := json.Unmarshal(val, r); err != nil {
-		return nil, fmt.Errorf("etcd key %s: not a vnet record: %w", key, err)
-	}
-	return r, nil
-}
-
-// MaxEncodedRecord is the largest value a record is stored as with its
-// spec's compact encoding (store.Record.SpecEncoded); a larger one is
-// stored without it, as its YAML alone, within the 8 MiB this client
-// sends. The encoding only spares the agents decoding the YAML.
-const MaxEncodedRecord = 7 << 20
-
-func encodeRecord(r *store.Record) (string, error) {
-	if err := checkName("infrastructure", r.Name); err != nil {
-		return "", err
-	}
-	v, err := json.Marshal(r)
-	if err != nil {
-		return "", fmt.Errorf("encode %s: %w", r.Name, err)
-	}
-	if len(v) > MaxEncodedRecord && r.SpecEncoded != nil {
-		return encodeRecord(withoutEncoding(r))
-	}
-	return string(v), nil
-}
-
-func withoutEncoding(r *store.Record) *store.Record {
-	c := *r
-	c.SpecEncoded = nil
-	return &c
 }
 
 // tooLarge says a write was refused as too large, and so had no effect:

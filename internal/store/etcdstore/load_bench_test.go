@@ -86,3 +86,30 @@ func BenchmarkRecordCodec(b *testing.B) {
 		})
 	}
 }
+
+// What a change of a large spec costs through etcd itself: the writer's
+// revision-checked put, and a reader's get of the new value (the embedded
+// member, without fsync).
+func BenchmarkStoreRoundTrip(b *testing.B) {
+	s := openStore(b, startEtcd(b).Endpoint())
+	for _, n := range []int{1000, 10000} {
+		r := benchRecord(b, n, true)
+		r.Name = fmt.Sprintf("big%d", n)
+		var rev int64
+		b.Run(fmt.Sprintf("%dNetworks/putif", n), func(b *testing.B) {
+			for b.Loop() {
+				var err error
+				if rev, err = s.PutIf(r, rev); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("%dNetworks/getrev", n), func(b *testing.B) {
+			for b.Loop() {
+				if _, _, err := s.GetRev(r.Name); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

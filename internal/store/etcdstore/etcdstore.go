@@ -143,9 +143,9 @@ func Open(o Options) (*Store, error) {
 		DialKeepAliveTime:    o.Timeout,
 		DialKeepAliveTimeout: o.Timeout,
 		TLS:                  o.TLS,
-		// A large cluster's spec is one value of several MiB (up to 5.4
-		// MiB at spec.MaxSpecBytes), above the client's default of 2 MiB;
-		// the server has its own limit (--max-request-bytes).
+		// A spec that does not compress is a value of several MiB (up to
+		// MaxEncodedRecord with its encoding), above the client's default
+		// of 2 MiB; the server has its own limit (--max-request-bytes).
 		MaxCallSendMsgSize: 8 << 20,
 		// The client's own retries log at warn on every attempt; the errors
 		// this package returns say what went wrong once.

@@ -10,7 +10,9 @@
 // spec and the spec's encoding as bytes rather than base64 (record.go):
 // a spec of 10,000 networks is a value of 0.33 MB instead of 4.2 MB. Every
 // build reads JSON records; builds before the compressed form cannot read
-// it.
+// it. A host agent lists every record on each change of any: List decodes
+// only the values that changed since its last call, and returns copies of
+// the records it decoded before for the rest.
 //
 // A record's etcd modification revision is its version: GetRev returns it and
 // PutIf writes only if the record still has it, so of two applies racing on

@@ -1,13 +1,16 @@
 package etcdstore
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -97,6 +100,7 @@ type Store struct {
 	ident   identity
 	// eventCap is how many events to keep; MaxEvents when zero.
 	eventCap int
+	listed   listCache
 }
 
 var _ store.Store = (*Store)(nil)
@@ -401,7 +405,10 @@ func (s *Store) DeleteIf(name string, expectRev int64) error {
 	return nil
 }
 
-// List returns every record, by name.
+// List returns every record, by name. A record whose value has not
+// changed since the last List is not decoded again: the caller gets a
+// copy of the record decoded then, whose Spec, SpecEncoded and Realized
+// it shares with other callers and must not write into.
 func (s *Store) List() ([]*store.Record, error) {
 	var resp *clientv3.GetResponse
 	err := s.call("list", func(ctx context.Context) (err error) {
@@ -411,13 +418,46 @@ func (s *Store) List() ([]*store.Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*store.Record, 0, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		r, err := decodeRecord(kv.Key, kv.Value)
-		if err != nil {
-			return nil, err
+	return s.listed.decode(resp.Kvs)
+}
+
+// listCache keeps the records of the last List with the values they were
+// decoded from: a host agent lists every record on each change of any,
+// and decoding a large one costs milliseconds while comparing its value
+// costs microseconds. The value, not its revision, decides, so that an
+// etcd restored from a backup, whose revisions may repeat with other
+// values, cannot serve a stale record.
+type listCache struct {
+	mu    sync.Mutex
+	byKey map[string]listedRecord
+}
+
+type listedRecord struct {
+	val []byte
+	rec *store.Record
+}
+
+func (c *listCache) decode(kvs []*mvccpb.KeyValue) ([]*store.Record, error) {
+	c.mu.Lock()
+	last := c.byKey
+	c.mu.Unlock()
+	next := make(map[string]listedRecord, len(kvs))
+	out := make([]*store.Record, 0, len(kvs))
+	for _, kv := range kvs {
+		l, ok := last[string(kv.Key)]
+		if !ok || !bytes.Equal(l.val, kv.Value) {
+			r, err := decodeRecord(kv.Key, kv.Value)
+			if err != nil {
+				return nil, err
+			}
+			l = listedRecord{val: bytes.Clone(kv.Value), rec: r}
 		}
-		out = append(out, r)
+		next[string(kv.Key)] = l
+		r := *l.rec
+		out = append(out, &r)
 	}
+	c.mu.Lock()
+	c.byKey = next
+	c.mu.Unlock()
 	return out, nil
 }

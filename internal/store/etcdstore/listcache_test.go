@@ -2,6 +2,7 @@ package etcdstore
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 	"unsafe"
 
@@ -128,5 +129,37 @@ func TestListReusesUnchangedRecords(t *testing.T) {
 	}
 	if !sameBytes(again[1].Spec, first[1].Spec) {
 		t.Errorf("the unchanged record was decoded again")
+	}
+}
+
+// Lists may run at once, as the API server's handlers do.
+func TestConcurrentLists(t *testing.T) {
+	var c listCache
+	a := []*mvccpb.KeyValue{kv("/i/big", 10, fullRecord(100)), kv("/i/small", 11, record("small", 1))}
+	b := []*mvccpb.KeyValue{kv("/i/big", 12, fullRecord(200))}
+	done := make(chan error)
+	for i := range 8 {
+		go func() {
+			kvs := a
+			if i%2 == 1 {
+				kvs = b
+			}
+			for range 50 {
+				recs, err := c.decode(kvs)
+				if err == nil && len(recs) != len(kvs) {
+					err = fmt.Errorf("%d records for %d values", len(recs), len(kvs))
+				}
+				if err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
 	}
 }

@@ -30,10 +30,11 @@ const (
 
 // MaxRequestBytes is the largest request the member takes (etcd's
 // --max-request-bytes, 1.5 MiB by default). An infrastructure is one value,
-// its spec inside base64-encoded JSON, about 4/3 of the spec file; at the
-// spec's limit of 4 MiB (spec.MaxSpecBytes) that is 5.4 MiB, and a spec of
-// 10,000 virtual networks is 2.7 MiB. Every stored version of a value counts
-// against the database's quota (2 GiB) until compaction drops it.
+// compressed when large: a spec of 10,000 virtual networks with its
+// encoding is 0.33 MB, but a spec that does not compress, at the spec's
+// limit of 4 MiB (spec.MaxSpecBytes), is a value of 4 MiB and more. Every
+// stored version of a value counts against the database's quota (2 GiB)
+// until compaction drops it.
 const MaxRequestBytes = 8 << 20
 
 // Config says where the member keeps its data and listens.

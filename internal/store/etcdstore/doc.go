@@ -3,8 +3,16 @@
 //
 // Keys live under a prefix (DefaultPrefix, "/vnet/", unless told otherwise):
 //
-//	<prefix>infra/<name>          the infrastructure's store.Record, as JSON
+//	<prefix>infra/<name>          the infrastructure's store.Record: JSON, or compressed when large
 //	<prefix>status/<name>/<host>  what the agent on <host> realized (a Report, as JSON)
+//
+// A record whose JSON would exceed 64 KiB is stored zstd-compressed, its
+// spec and the spec's encoding as bytes rather than base64 (record.go):
+// a spec of 10,000 networks is a value of 0.33 MB instead of 4.2 MB. Every
+// build reads JSON records; builds before the compressed form cannot read
+// it. A host agent lists every record on each change of any: List decodes
+// only the values that changed since its last call, and returns copies of
+// the records it decoded before for the rest.
 //
 // A record's etcd modification revision is its version: GetRev returns it and
 // PutIf writes only if the record still has it, so of two applies racing on

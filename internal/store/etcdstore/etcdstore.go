@@ -1,14 +1,16 @@
 package etcdstore
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -98,6 +100,7 @@ type Store struct {
 	ident   identity
 	// eventCap is how many events to keep; MaxEvents when zero.
 	eventCap int
+	listed   listCache
 }
 
 var _ store.Store = (*Store)(nil)
@@ -144,9 +147,9 @@ func Open(o Options) (*Store, error) {
 		DialKeepAliveTime:    o.Timeout,
 		DialKeepAliveTimeout: o.Timeout,
 		TLS:                  o.TLS,
-		// A large cluster's spec is one value of several MiB (up to 5.4
-		// MiB at spec.MaxSpecBytes), above the client's default of 2 MiB;
-		// the server has its own limit (--max-request-bytes).
+		// A spec that does not compress is a value of several MiB (up to
+		// MaxEncodedRecord with its encoding), above the client's default
+		// of 2 MiB; the server has its own limit (--max-request-bytes).
 		MaxCallSendMsgSize: 8 << 20,
 		// The client's own retries log at warn on every attempt; the errors
 		// this package returns say what went wrong once.
@@ -302,40 +305,6 @@ func (s *Store) GetRev(name string) (*store.Record, int64, error) {
 	return r, resp.Kvs[0].ModRevision, nil
 }
 
-func decodeRecord(key, val []byte) (*store.Record, error) {
-	r := &store.Record{}
-	if err := json.Unmarshal(val, r); err != nil {
-		return nil, fmt.Errorf("etcd key %s: not a vnet record: %w", key, err)
-	}
-	return r, nil
-}
-
-// MaxEncodedRecord is the largest value a record is stored as with its
-// spec's compact encoding (store.Record.SpecEncoded); a larger one is
-// stored without it, as its YAML alone, within the 8 MiB this client
-// sends. The encoding only spares the agents decoding the YAML.
-const MaxEncodedRecord = 7 << 20
-
-func encodeRecord(r *store.Record) (string, error) {
-	if err := checkName("infrastructure", r.Name); err != nil {
-		return "", err
-	}
-	v, err := json.Marshal(r)
-	if err != nil {
-		return "", fmt.Errorf("encode %s: %w", r.Name, err)
-	}
-	if len(v) > MaxEncodedRecord && r.SpecEncoded != nil {
-		return encodeRecord(withoutEncoding(r))
-	}
-	return string(v), nil
-}
-
-func withoutEncoding(r *store.Record) *store.Record {
-	c := *r
-	c.SpecEncoded = nil
-	return &c
-}
-
 // tooLarge says a write was refused as too large, and so had no effect:
 // by etcd, above its --max-request-bytes, or by gRPC on either side, above
 // what the server takes in a message (that limit and 512 KiB) or what this
@@ -436,7 +405,10 @@ func (s *Store) DeleteIf(name string, expectRev int64) error {
 	return nil
 }
 
-// List returns every record, by name.
+// List returns every record, by name. A record whose value has not
+// changed since the last List is not decoded again: the caller gets a
+// copy of the record decoded then, whose Spec, SpecEncoded and Realized
+// it shares with other callers and must not write into.
 func (s *Store) List() ([]*store.Record, error) {
 	var resp *clientv3.GetResponse
 	err := s.call("list", func(ctx context.Context) (err error) {
@@ -446,13 +418,46 @@ func (s *Store) List() ([]*store.Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*store.Record, 0, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		r, err := decodeRecord(kv.Key, kv.Value)
-		if err != nil {
-			return nil, err
+	return s.listed.decode(resp.Kvs)
+}
+
+// listCache keeps the records of the last List with the values they were
+// decoded from: a host agent lists every record on each change of any,
+// and decoding a large one costs milliseconds while comparing its value
+// costs microseconds. The value, not its revision, decides, so that an
+// etcd restored from a backup, whose revisions may repeat with other
+// values, cannot serve a stale record.
+type listCache struct {
+	mu    sync.Mutex
+	byKey map[string]listedRecord
+}
+
+type listedRecord struct {
+	val []byte
+	rec *store.Record
+}
+
+func (c *listCache) decode(kvs []*mvccpb.KeyValue) ([]*store.Record, error) {
+	c.mu.Lock()
+	last := c.byKey
+	c.mu.Unlock()
+	next := make(map[string]listedRecord, len(kvs))
+	out := make([]*store.Record, 0, len(kvs))
+	for _, kv := range kvs {
+		l, ok := last[string(kv.Key)]
+		if !ok || !bytes.Equal(l.val, kv.Value) {
+			r, err := decodeRecord(kv.Key, kv.Value)
+			if err != nil {
+				return nil, err
+			}
+			l = listedRecord{val: bytes.Clone(kv.Value), rec: r}
 		}
-		out = append(out, r)
+		next[string(kv.Key)] = l
+		r := *l.rec
+		out = append(out, &r)
 	}
+	c.mu.Lock()
+	c.byKey = next
+	c.mu.Unlock()
 	return out, nil
 }

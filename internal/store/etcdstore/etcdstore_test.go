@@ -15,7 +15,7 @@ import (
 
 // startEtcd runs a single-member etcd on loopback ports chosen at random,
 // stopped when the test ends.
-func startEtcd(t *testing.T) *etcdserver.Server {
+func startEtcd(t testing.TB) *etcdserver.Server {
 	t.Helper()
 	srv, err := etcdserver.Start(etcdserver.Config{
 		DataDir:   t.TempDir(),
@@ -31,7 +31,7 @@ func startEtcd(t *testing.T) *etcdserver.Server {
 	return srv
 }
 
-func openStore(t *testing.T, endpoints ...string) *Store {
+func openStore(t testing.TB, endpoints ...string) *Store {
 	t.Helper()
 	s, err := Open(Options{Endpoints: endpoints, Prefix: "/test-" + strings.ReplaceAll(t.Name(), "/", "-") + "/"})
 	if err != nil {

@@ -130,7 +130,7 @@ func applyCluster(cmd *cobra.Command, endpoints []string, file string, dryRun, f
 	case bytes.Equal(old.Spec, doc.Source):
 		fmt.Fprintf(out, "%s: unchanged, generation %d in etcd\n", name, old.Generation)
 		if wait > 0 && !dryRun {
-			return waitCurrent(cmd, st, doc.Spec, old.Generation, time.Now(), 0, wait)
+			return waitCurrent(cmd, st, doc.Spec, old.Generation, rev, time.Now(), 0, wait)
 		}
 		return nil
 	default:
@@ -145,7 +145,8 @@ func applyCluster(cmd *cobra.Command, endpoints []string, file string, dryRun, f
 	rec := &store.Record{Name: name, SpecFile: doc.File, Spec: doc.Source, SpecEncoded: spec.EncodeValidated(doc),
 		Generation: gen, AppliedAt: time.Now().UTC()}
 	lap("encode")
-	if _, err := st.PutIf(rec, rev); err != nil {
+	storedRev, err := st.PutIf(rec, rev)
+	if err != nil {
 		return fmt.Errorf("apply %s: %w", name, err)
 	}
 	lap("store generation %d", gen)
@@ -154,7 +155,7 @@ func applyCluster(cmd *cobra.Command, endpoints []string, file string, dryRun, f
 	fmt.Fprintf(out, "stored %s generation %d in etcd for hosts %s\n", name, gen, hosts)
 	if wait > 0 {
 		stored := time.Now()
-		return waitCurrent(cmd, st, doc.Spec, gen, stored, stored.Sub(start), wait)
+		return waitCurrent(cmd, st, doc.Spec, gen, storedRev, stored, stored.Sub(start), wait)
 	}
 	return nil
 }
@@ -170,15 +171,15 @@ func addWaitFlag(c *cobra.Command, wait *time.Duration, usage string) {
 }
 
 // waitCurrent waits, at most limit from stored, for every host of the spec
-// to report generation gen current, printing each host as it gets there
-// with the time since stored. storing is how long the command took to
-// store the generation (0: it stored nothing).
-func waitCurrent(cmd *cobra.Command, st *etcdstore.Store, s *spec.Spec, gen int, stored time.Time, storing, limit time.Duration) error {
+// to report generation gen, stored at etcd revision rev, current, printing
+// each host as it gets there with the time since stored. storing is how
+// long the command took to store the generation (0: it stored nothing).
+func waitCurrent(cmd *cobra.Command, st *etcdstore.Store, s *spec.Spec, gen int, rev int64, stored time.Time, storing, limit time.Duration) error {
 	out := cmd.OutOrStdout()
 	ctx, cancel := context.WithDeadline(cmd.Context(), stored.Add(limit))
 	defer cancel()
 	hosts := hostNames(s)
-	err := st.WaitCurrent(ctx, s.Name, gen, hosts, func(ev etcdstore.HostEvent) {
+	err := st.WaitCurrent(ctx, s.Name, gen, rev, hosts, func(ev etcdstore.HostEvent) {
 		if ev.State == etcdstore.HostCurrent {
 			fmt.Fprintf(out, "%s current at generation %d after %s\n", ev.Host, gen, seconds(time.Since(stored)))
 		}

@@ -12,8 +12,9 @@ import (
 
 // apply --wait returns once every host reports the generation current,
 // naming each; with one agent stopped it runs out of time naming that
-// host; destroy --wait returns once no host reports the infrastructure,
-// each having removed its part.
+// host; right after a destroy it does not take the agents' reports of the
+// infrastructure before for the new one's; destroy --wait returns once no
+// host reports the infrastructure, each having removed its part.
 func TestClusterApplyWait(t *testing.T) {
 	c := faultCluster(t, 120*time.Second, "hv1", "hv2", "hv3")
 	infra := c.Infra()
@@ -69,6 +70,18 @@ func TestClusterApplyWait(t *testing.T) {
 	out = vnetOK(t, c, "apply", file, "--wait=60s")
 	if !strings.Contains(out, "hv3 current at generation 2") {
 		t.Errorf("apply --wait after hv3's agent restarted:\n%s", out)
+	}
+
+	// Destroyed and applied again at once, it starts over at generation 1
+	// while the agents may still report generation 2 of the one before.
+	vnetOK(t, c, "destroy", infra)
+	out = vnetOK(t, c, "apply", file, "--wait=60s")
+	t.Logf("apply --wait right after a destroy:\n%s", out)
+	if !strings.Contains(out, infra+" generation 1: 3 hosts current in ") {
+		t.Errorf("apply --wait right after a destroy:\n%s", out)
+	}
+	if st, err := status(t, c, infra); err != nil || !st.Converged || st.Generation != 1 {
+		t.Fatalf("status right after apply --wait: %+v, %v; want every host current at 1", st, err)
 	}
 
 	out = vnetOK(t, c, "destroy", infra, "--wait")

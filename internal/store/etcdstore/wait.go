@@ -39,16 +39,25 @@ type HostEvent struct {
 // part). It reads the reports once, then watches them change, calling on
 // (when not nil) for each host whose state changed, in the order seen.
 //
+// stored is the etcd revision of the record of gen (what PutIf or GetRev
+// returned). A report written before it is of an earlier record: an
+// infrastructure destroyed and applied again starts over at generation 1,
+// and an agent that has not caught up yet may still report generation 1
+// of the one before. Such a report counts as lagging. With stored 0 every
+// report is taken at its word.
+//
 // It ends with an error wrapping ErrHostFailed when a host reports errors
 // for gen, ErrSuperseded when one reports a newer generation,
 // ErrUnavailable when etcd stops answering, and ctx's error when ctx ends
 // first; each names the hosts that are not there yet and what they last
 // reported.
-func (s *Store) WaitCurrent(ctx context.Context, infra string, gen int, hosts []string, on func(HostEvent)) error {
+func (s *Store) WaitCurrent(ctx context.Context, infra string, gen int, stored int64, hosts []string, on func(HostEvent)) error {
 	if gen <= 0 {
 		return fmt.Errorf("wait for %s: generation %d: must be positive", infra, gen)
 	}
-	return s.wait(ctx, infra, newProgress(gen, hosts), on)
+	p := newProgress(gen, hosts)
+	p.since = stored
+	return s.wait(ctx, infra, p, on)
 }
 
 // WaitWithdrawn waits until no host reports infra: each agent withdraws its
@@ -100,8 +109,9 @@ func (s *Store) wait(ctx context.Context, infra string, p *progress, on func(Hos
 	}
 }
 
-// reportsAt reads the reports of infra and the revision they stand at.
-func (s *Store) reportsAt(infra string) ([]Report, int64, error) {
+// reportsAt reads the reports of infra, each with the revision it was
+// written at, and the revision they stand at.
+func (s *Store) reportsAt(infra string) ([]revReport, int64, error) {
 	var resp *clientv3.GetResponse
 	err := s.call("reports of "+infra, func(ctx context.Context) (err error) {
 		resp, err = s.cli.Get(ctx, s.reportPrefix(infra), clientv3.WithPrefix())
@@ -110,13 +120,13 @@ func (s *Store) reportsAt(infra string) ([]Report, int64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	out := make([]Report, 0, len(resp.Kvs))
+	out := make([]revReport, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
 		r, err := decodeReport(kv.Key, kv.Value)
 		if err != nil {
 			return nil, 0, err
 		}
-		out = append(out, r)
+		out = append(out, revReport{r, kv.ModRevision})
 	}
 	return out, resp.Header.Revision, nil
 }
@@ -173,7 +183,7 @@ func (s *Store) watchReports(ctx context.Context, infra string, rev int64, p *pr
 					if err != nil {
 						return err
 					}
-					emit(p.put(r))
+					emit(p.put(revReport{r, ev.Kv.ModRevision}))
 				case mvccpb.DELETE:
 					emit(p.remove(host))
 				}
@@ -185,24 +195,31 @@ func (s *Store) watchReports(ctx context.Context, infra string, rev int64, p *pr
 	}
 }
 
+// revReport is a report and the etcd revision it was written at.
+type revReport struct {
+	Report
+	rev int64
+}
+
 // progress follows the reports of one infrastructure toward a wait's
 // goal: every host the spec names (hosts) current at generation gen, and no
 // report from a host it does not name. With gen 0 and no hosts the goal is
 // that no report remains.
 type progress struct {
 	gen   int
+	since int64 // reports written at or before it are of an earlier record
 	hosts []string
-	live  map[string]Report // reports standing now, by host
-	last  map[string]Report // each host's last report seen, withdrawn ones too
+	live  map[string]revReport // reports standing now, by host
+	last  map[string]revReport // each host's last report seen, withdrawn ones too
 	told  map[string]HostState
 }
 
 func newProgress(gen int, hosts []string) *progress {
-	return &progress{gen: gen, hosts: hosts, live: map[string]Report{}, last: map[string]Report{}, told: map[string]HostState{}}
+	return &progress{gen: gen, hosts: hosts, live: map[string]revReport{}, last: map[string]revReport{}, told: map[string]HostState{}}
 }
 
 // put notes a host's report and returns the hosts whose state changed.
-func (p *progress) put(r Report) []HostEvent {
+func (p *progress) put(r revReport) []HostEvent {
 	p.live[r.Host], p.last[r.Host] = r, r
 	return p.changes()
 }
@@ -214,20 +231,35 @@ func (p *progress) remove(host string) []HostEvent {
 }
 
 // reset replaces every report with those read afresh.
-func (p *progress) reset(reports []Report) []HostEvent {
-	p.live = make(map[string]Report, len(reports))
+func (p *progress) reset(reports []revReport) []HostEvent {
+	p.live = make(map[string]revReport, len(reports))
 	for _, r := range reports {
 		p.live[r.Host], p.last[r.Host] = r, r
 	}
 	return p.changes()
 }
 
+// views are Assess's, but a named host whose report was written before
+// the record is lagging, whatever generation it names.
 func (p *progress) views() []HostView {
 	reports := make([]Report, 0, len(p.live))
 	for _, r := range p.live {
-		reports = append(reports, r)
+		reports = append(reports, r.Report)
 	}
-	return Assess(p.gen, p.hosts, reports)
+	views := Assess(p.gen, p.hosts, reports)
+	for i, v := range views {
+		if v.Report != nil && v.State != HostUnexpected && p.stale(v.Host) {
+			views[i].State = HostLagging
+		}
+	}
+	return views
+}
+
+// stale says whether the host's live report was written before the record
+// waited for.
+func (p *progress) stale(host string) bool {
+	r, ok := p.live[host]
+	return ok && r.rev <= p.since
 }
 
 // changes compares each host's state with the one last told, in Assess's
@@ -266,7 +298,7 @@ func (p *progress) verdict(infra string) (bool, error) {
 		switch {
 		case v.State == HostFailed:
 			failed = append(failed, fmt.Sprintf("%s: %s", v.Host, strings.Join(v.Report.Errors, "; ")))
-		case v.State == HostLagging && v.Report.Generation > p.gen:
+		case v.State == HostLagging && v.Report.Generation > p.gen && !p.stale(v.Host):
 			newer = append(newer, fmt.Sprintf("%s reports generation %d", v.Host, v.Report.Generation))
 		}
 	}
@@ -309,12 +341,14 @@ func (p *progress) pending() string {
 			what = fmt.Sprintf("still reports generation %d (%s)", v.Report.Generation, reportedAt(*v.Report))
 		case v.Report != nil && v.State == HostUnexpected:
 			what = fmt.Sprintf("reports generation %d (%s) but is not in the spec", v.Report.Generation, reportedAt(*v.Report))
+		case v.Report != nil && p.stale(v.Host) && v.Report.Generation >= p.gen:
+			what = fmt.Sprintf("%s, reports generation %d (%s) of an earlier record of the name", v.State, v.Report.Generation, reportedAt(*v.Report))
 		case v.Report != nil:
 			what = fmt.Sprintf("%s, reports generation %d (%s)", v.State, v.Report.Generation, reportedAt(*v.Report))
 		default:
 			what = "no report"
 			if r, ok := p.last[v.Host]; ok {
-				what += fmt.Sprintf(", last reported generation %d (%s) and withdrew it or its agent stopped", r.Generation, reportedAt(r))
+				what += fmt.Sprintf(", last reported generation %d (%s) and withdrew it or its agent stopped", r.Generation, reportedAt(r.Report))
 			} else {
 				what += " (agent not running?)"
 			}

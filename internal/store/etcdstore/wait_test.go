@@ -15,10 +15,19 @@ import (
 type step struct {
 	host string
 	put  *Report
+	rev  int64 // the report's revision; 0: the next after the record
 }
 
 func rep(host string, gen int, errs ...string) step {
 	return step{host: host, put: &Report{Host: host, Generation: gen, Errors: errs}}
+}
+
+// old is a report written at revision rev, before the record waited for
+// (at revision 50 in the cases).
+func old(host string, gen int, rev int64) step {
+	s := rep(host, gen)
+	s.rev = rev
+	return s
 }
 
 func gone(host string) step { return step{host: host} }
@@ -40,7 +49,7 @@ func TestProgress(t *testing.T) {
 		name    string
 		gen     int
 		hosts   []string
-		initial []Report
+		initial []step
 		steps   []step
 		events  string // every event, in order, joined by ", "
 		done    bool
@@ -49,11 +58,11 @@ func TestProgress(t *testing.T) {
 		pending string // a part of pending's text, when not done
 	}{
 		{name: "hosts current in any order", gen: 2, hosts: []string{"hv1", "hv2", "hv3"},
-			initial: []Report{{Host: "hv1", Generation: 1}, {Host: "hv2", Generation: 1}},
+			initial: []step{rep("hv1", 1), rep("hv2", 1)},
 			steps:   []step{rep("hv2", 2), rep("hv3", 2), rep("hv1", 2)},
 			events:  "hv1 lagging, hv2 lagging, hv3 gone (no report), hv2 current, hv3 current, hv1 current",
 			done:    true},
-		{name: "already current", gen: 3, hosts: []string{"hv1"}, initial: []Report{{Host: "hv1", Generation: 3}},
+		{name: "already current", gen: 3, hosts: []string{"hv1"}, initial: []step{rep("hv1", 3)},
 			events: "hv1 current", done: true},
 		{name: "an older generation keeps it waiting", gen: 2, hosts: []string{"hv1", "hv2"},
 			steps:   []step{rep("hv1", 2), rep("hv2", 1)},
@@ -75,11 +84,11 @@ func TestProgress(t *testing.T) {
 			events: "hv1 gone (no report), hv1 lagging",
 			err:    ErrSuperseded, errText: "hv1 reports generation 3"},
 		{name: "an unexpected host keeps it waiting until it withdraws", gen: 2, hosts: []string{"hv1"},
-			initial: []Report{{Host: "hv1", Generation: 2}, {Host: "hv9", Generation: 1}},
+			initial: []step{rep("hv1", 2), rep("hv9", 1)},
 			steps:   []step{gone("hv9")},
 			events:  "hv1 current, hv9 unexpected, hv9 gone (no report)", done: true},
 		{name: "an unexpected host still reporting is pending", gen: 2, hosts: []string{"hv1"},
-			initial: []Report{{Host: "hv1", Generation: 2}, {Host: "hv9", Generation: 1}},
+			initial: []step{rep("hv1", 2), rep("hv9", 1)},
 			events:  "hv1 current, hv9 unexpected",
 			pending: "hv9 reports generation 1 (no time given) but is not in the spec"},
 		{name: "a lease expiring takes a current host back to gone", gen: 2, hosts: []string{"hv1", "hv2"},
@@ -88,12 +97,17 @@ func TestProgress(t *testing.T) {
 			pending: "hv1 no report, last reported generation 2"},
 		{name: "a host never heard of", gen: 1, hosts: []string{"hv1"},
 			events: "hv1 gone (no report)", pending: "hv1 no report (agent not running?)"},
+		{name: "a report from before the record is lagging, whatever it says", gen: 1, hosts: []string{"hv1", "hv2", "hv3"},
+			initial: []step{old("hv1", 1, 10), old("hv2", 3, 11), old("hv3", 1, 12)},
+			steps:   []step{rep("hv1", 1), old("hv3", 1, 49)},
+			events:  "hv1 lagging, hv2 lagging, hv3 lagging, hv1 current",
+			pending: "hv2 lagging, reports generation 3 (no time given) of an earlier record of the name; hv3 lagging"},
 		{name: "destroyed: every report withdrawn", hosts: nil,
-			initial: []Report{{Host: "hv1", Generation: 4}, {Host: "hv2", Generation: 4}},
+			initial: []step{rep("hv1", 4), rep("hv2", 4)},
 			steps:   []step{rep("hv2", 4), gone("hv2"), gone("hv1")},
 			events:  "hv1 unexpected, hv2 unexpected, hv2 gone (no report), hv1 gone (no report)", done: true},
 		{name: "destroyed: a host still reporting", hosts: nil,
-			initial: []Report{{Host: "hv1", Generation: 4}, {Host: "hv2", Generation: 4}},
+			initial: []step{rep("hv1", 4), rep("hv2", 4)},
 			steps:   []step{gone("hv1")},
 			events:  "hv1 unexpected, hv2 unexpected, hv1 gone (no report)",
 			pending: "hv2 still reports generation 4"},
@@ -102,10 +116,23 @@ func TestProgress(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			p := newProgress(c.gen, c.hosts)
-			events := eventText(p.reset(c.initial))
+			p.since = 50
+			rev := p.since
+			report := func(s step) revReport {
+				if s.rev != 0 {
+					return revReport{*s.put, s.rev}
+				}
+				rev++
+				return revReport{*s.put, rev}
+			}
+			var initial []revReport
+			for _, s := range c.initial {
+				initial = append(initial, report(s))
+			}
+			events := eventText(p.reset(initial))
 			for _, s := range c.steps {
 				if s.put != nil {
-					events = append(events, eventText(p.put(*s.put))...)
+					events = append(events, eventText(p.put(report(s)))...)
 				} else {
 					events = append(events, eventText(p.remove(s.host))...)
 				}
@@ -191,7 +218,7 @@ func TestWaitCurrentWatchesReports(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	w := startWait(func(on func(HostEvent)) error { return s.WaitCurrent(ctx, "demo", 2, []string{"hv1", "hv2"}, on) })
+	w := startWait(func(on func(HostEvent)) error { return s.WaitCurrent(ctx, "demo", 2, 0, []string{"hv1", "hv2"}, on) })
 	w.running(t)
 	for _, r := range []struct {
 		rp  *Reporter
@@ -209,7 +236,7 @@ func TestWaitCurrentWatchesReports(t *testing.T) {
 	}
 
 	// Generation 3 fails on hv2.
-	w = startWait(func(on func(HostEvent)) error { return s.WaitCurrent(ctx, "demo", 3, []string{"hv1", "hv2"}, on) })
+	w = startWait(func(on func(HostEvent)) error { return s.WaitCurrent(ctx, "demo", 3, 0, []string{"hv1", "hv2"}, on) })
 	w.running(t)
 	if err := hv2.Report(Report{Generation: 3, Errors: []string{"bridge br0: no such device"}}); err != nil {
 		t.Fatal(err)
@@ -217,6 +244,38 @@ func TestWaitCurrentWatchesReports(t *testing.T) {
 	err := w.result(t, 10*time.Second)
 	if !errors.Is(err, ErrHostFailed) || !strings.Contains(err.Error(), "hv2: bridge br0: no such device") {
 		t.Fatalf("WaitCurrent with hv2 failing: %v, want ErrHostFailed with its error", err)
+	}
+}
+
+// An infrastructure destroyed and applied again starts over at generation
+// 1: an agent's report of the one before, at generation 1 too, is not
+// taken for the new one's.
+func TestWaitIgnoresReportsOfAnEarlierRecord(t *testing.T) {
+	s := openStore(t, startEtcd(t).Endpoint())
+	rp, err := s.Reporter("demo", "hv1", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rp.Close()
+	if err := rp.Report(Report{Generation: 1}); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := s.PutIf(record("demo", 1), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w := startWait(func(on func(HostEvent)) error { return s.WaitCurrent(ctx, "demo", 1, stored, []string{"hv1"}, on) })
+	w.running(t)
+	if err := rp.Report(Report{Generation: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.result(t, 10*time.Second); err != nil {
+		t.Fatalf("WaitCurrent: %v", err)
+	}
+	if got, want := w.seen(), "hv1 lagging, hv1 current"; got != want {
+		t.Errorf("events: %s, want %s", got, want)
 	}
 }
 
@@ -234,7 +293,7 @@ func TestWaitTimesOutAndWithdrawn(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	err = s.WaitCurrent(ctx, "demo", 2, []string{"hv1", "hv2"}, nil)
+	err = s.WaitCurrent(ctx, "demo", 2, 0, []string{"hv1", "hv2"}, nil)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("WaitCurrent of hosts that never catch up: %v, want the deadline", err)
 	}
@@ -274,7 +333,7 @@ func TestWaitEndsWhenEtcdGoes(t *testing.T) {
 	defer s.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	w := startWait(func(on func(HostEvent)) error { return s.WaitCurrent(ctx, "demo", 1, []string{"hv1"}, on) })
+	w := startWait(func(on func(HostEvent)) error { return s.WaitCurrent(ctx, "demo", 1, 0, []string{"hv1"}, on) })
 	w.running(t)
 	start := time.Now()
 	srv.Kill()
@@ -291,7 +350,7 @@ func TestWaitRefusesBadArguments(t *testing.T) {
 		infra string
 		gen   int
 	}{{"demo", 0}, {"a/b", 1}} {
-		if err := s.WaitCurrent(context.Background(), c.infra, c.gen, nil, nil); err == nil {
+		if err := s.WaitCurrent(context.Background(), c.infra, c.gen, 0, nil, nil); err == nil {
 			t.Errorf("WaitCurrent(%q, %d): no error", c.infra, c.gen)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -180,8 +181,11 @@ func waitCurrent(cmd *cobra.Command, st *etcdstore.Store, s *spec.Spec, gen int,
 	defer cancel()
 	hosts := hostNames(s)
 	err := st.WaitCurrent(ctx, s.Name, gen, rev, hosts, func(ev etcdstore.HostEvent) {
-		if ev.State == etcdstore.HostCurrent {
+		switch {
+		case ev.State == etcdstore.HostCurrent:
 			fmt.Fprintf(out, "%s current at generation %d after %s\n", ev.Host, gen, seconds(time.Since(stored)))
+		case ev.State == etcdstore.HostGone && ev.Report == nil && !slices.Contains(hosts, ev.Host):
+			fmt.Fprintf(out, "%s, no longer in the spec, withdrew its report after %s\n", ev.Host, seconds(time.Since(stored)))
 		}
 	})
 	if err != nil {

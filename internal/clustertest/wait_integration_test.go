@@ -13,8 +13,9 @@ import (
 // apply --wait returns once every host reports the generation current,
 // naming each; with one agent stopped it runs out of time naming that
 // host; right after a destroy it does not take the agents' reports of the
-// infrastructure before for the new one's; destroy --wait returns once no
-// host reports the infrastructure, each having removed its part.
+// infrastructure before for the new one's; without a host, it returns once
+// that host emptied itself; destroy --wait returns once no host reports
+// the infrastructure, each having removed its part.
 func TestClusterApplyWait(t *testing.T) {
 	c := faultCluster(t, 120*time.Second, "hv1", "hv2", "hv3")
 	infra := c.Infra()
@@ -84,10 +85,32 @@ func TestClusterApplyWait(t *testing.T) {
 		t.Fatalf("status right after apply --wait: %+v, %v; want every host current at 1", st, err)
 	}
 
+	// Without hv3, the apply is done once hv3 emptied itself and withdrew
+	// its report.
+	const twoHosts = `switches:
+  - name: dvs
+    hosts: [hv1, hv2]
+    mtu: 1450
+    portgroups:
+      - name: app
+vms:
+  - {name: vm1, host: hv1, nics: [{portgroup: app, ip: 10.77.0.1/24}]}
+  - {name: vm2, host: hv2, nics: [{portgroup: app, ip: 10.77.0.2/24}]}
+`
+	file = c.WriteSpec(infra, specOn(c, infra, []string{"hv1", "hv2"}, twoHosts))
+	out = vnetOK(t, c, "apply", file, "--wait=60s")
+	t.Logf("apply --wait without hv3:\n%s", out)
+	if !strings.Contains(out, "hv3, no longer in the spec, withdrew its report after ") || !strings.Contains(out, "2 hosts current") {
+		t.Errorf("apply --wait without hv3 does not say hv3 withdrew:\n%s", out)
+	}
+	if links := vnetLinks(hv3); len(links) > 0 || nsExists(plan.NSName(infra, "vm3")) {
+		t.Errorf("hv3 still holds a part of the infrastructure after apply --wait without it:\n%s", strings.Join(links, "\n"))
+	}
+
 	out = vnetOK(t, c, "destroy", infra, "--wait")
 	t.Logf("destroy --wait:\n%s", out)
 	for _, h := range hosts {
-		if !strings.Contains(out, h+" withdrew its report after ") {
+		if h != "hv3" && !strings.Contains(out, h+" withdrew its report after ") {
 			t.Errorf("destroy --wait does not list %s:\n%s", h, out)
 		}
 		if links := vnetLinks(c.Machine(h)); len(links) > 0 {

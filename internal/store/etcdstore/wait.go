@@ -47,7 +47,7 @@ type HostEvent struct {
 // report is taken at its word.
 //
 // It ends with an error wrapping ErrHostFailed when a host reports errors
-// for gen, ErrSuperseded when one reports a newer generation,
+// for gen, ErrSuperseded when one reports a newer generation (after stored),
 // ErrUnavailable when etcd stops answering, and ctx's error when ctx ends
 // first; each names the hosts that are not there yet and what they last
 // reported.

@@ -4,8 +4,11 @@
 Runs TestClusterNetworksScale of internal/clustertest (three machine
 namespaces on a test underlay, vnet server and an agent in each) for each
 size: N networks with two VMs each, on two of the three hosts. Prints, per
-size, the apply from empty until every host reports it, adding one network,
-the kernel objects a host holds per network it carries, and destroy.
+size, the apply from empty until every host reports it, adding one network
+(each timed as `vnet apply --wait`, which watches the agents' reports in
+etcd and prints when each host became current; the addition starts once
+the kernel is quiet), the kernel objects a host holds per network it
+carries, and destroy.
 
 usage: bench/networks.py [--sizes 300,1000] [--ports netns|tap] [--routed] [--throughput SECONDS] [--vnet bin/vnet]
 

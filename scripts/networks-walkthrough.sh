@@ -49,11 +49,7 @@ for h in hv1 hv2 hv3; do
 done
 
 vnet() { nsenter --net=/run/netns/wt-ctl "$VNET" "$@" --etcd $ETCD; }
-vnet apply "$SPEC"
-for i in $(seq 100); do
-	vnet status tenants -o json | grep -q '"converged": *true' && break
-	sleep 0.2
-done
+vnet apply --wait=20s "$SPEC" # returns once hv1, hv2 and hv3 report it current
 vnet status tenants
 
 # Each VM's default route goes through its network's gateway.
@@ -104,7 +100,7 @@ if [ -n "${THROUGHPUT:-}" ]; then
 	done
 fi
 
-vnet destroy tenants
+vnet destroy --wait=20s tenants # returns once no host reports it
 for i in $(seq 100); do
 	[ -z "$(ip netns list | grep '^vnet\.tenants\.' || true)" ] && break
 	sleep 0.2

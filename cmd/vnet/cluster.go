@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -79,7 +81,10 @@ func hostNames(s *spec.Spec) []string {
 // next generation, unless another apply changed it since this one read it.
 // It changes nothing on this host: each host's agent realizes its own part.
 // It reads the last generation from etcd while it loads the file.
-func applyCluster(cmd *cobra.Command, endpoints []string, file string, dryRun, full bool) error {
+// With wait > 0 it then waits that long at most for every host to report
+// the generation current (see waitCurrent).
+func applyCluster(cmd *cobra.Command, endpoints []string, file string, dryRun, full bool, wait time.Duration) error {
+	start := time.Now()
 	lap := traceLaps(cmd)
 	last := make(chan lastGeneration, 1)
 	go func() { last <- readLastGeneration(endpoints, fileSpecName(file)) }()
@@ -125,6 +130,9 @@ func applyCluster(cmd *cobra.Command, endpoints []string, file string, dryRun, f
 	case old == nil:
 	case bytes.Equal(old.Spec, doc.Source):
 		fmt.Fprintf(out, "%s: unchanged, generation %d in etcd\n", name, old.Generation)
+		if wait > 0 && !dryRun {
+			return waitCurrent(cmd, st, doc.Spec, old.Generation, rev, time.Now(), 0, wait)
+		}
 		return nil
 	default:
 		gen = old.Generation + 1
@@ -138,15 +146,90 @@ func applyCluster(cmd *cobra.Command, endpoints []string, file string, dryRun, f
 	rec := &store.Record{Name: name, SpecFile: doc.File, Spec: doc.Source, SpecEncoded: spec.EncodeValidated(doc),
 		Generation: gen, AppliedAt: time.Now().UTC()}
 	lap("encode")
-	if _, err := st.PutIf(rec, rev); err != nil {
+	storedRev, err := st.PutIf(rec, rev)
+	if err != nil {
 		return fmt.Errorf("apply %s: %w", name, err)
 	}
 	lap("store generation %d", gen)
 	cache.Add(doc)
 	lap("cache the spec")
 	fmt.Fprintf(out, "stored %s generation %d in etcd for hosts %s\n", name, gen, hosts)
+	if wait > 0 {
+		stored := time.Now()
+		return waitCurrent(cmd, st, doc.Spec, gen, storedRev, stored, stored.Sub(start), wait)
+	}
 	return nil
 }
+
+// defaultWait is how long a bare --wait waits.
+const defaultWait = 2 * time.Minute
+
+// addWaitFlag gives apply and destroy --wait, whose value is optional: a
+// bare --wait waits defaultWait.
+func addWaitFlag(c *cobra.Command, wait *time.Duration, usage string) {
+	c.Flags().DurationVar(wait, "wait", 0, usage)
+	c.Flags().Lookup("wait").NoOptDefVal = defaultWait.String()
+}
+
+// waitCurrent waits, at most limit from stored, for every host of the spec
+// to report generation gen, stored at etcd revision rev, current, printing
+// each host as it gets there with the time since stored. storing is how
+// long the command took to store the generation (0: it stored nothing).
+func waitCurrent(cmd *cobra.Command, st *etcdstore.Store, s *spec.Spec, gen int, rev int64, stored time.Time, storing, limit time.Duration) error {
+	out := cmd.OutOrStdout()
+	ctx, cancel := context.WithDeadline(cmd.Context(), stored.Add(limit))
+	defer cancel()
+	hosts := hostNames(s)
+	err := st.WaitCurrent(ctx, s.Name, gen, rev, hosts, func(ev etcdstore.HostEvent) {
+		switch {
+		case ev.State == etcdstore.HostCurrent:
+			fmt.Fprintf(out, "%s current at generation %d after %s\n", ev.Host, gen, seconds(time.Since(stored)))
+		case ev.State == etcdstore.HostGone && ev.Report == nil && !slices.Contains(hosts, ev.Host):
+			fmt.Fprintf(out, "%s, no longer in the spec, withdrew its report after %s\n", ev.Host, seconds(time.Since(stored)))
+		}
+	})
+	if err != nil {
+		return waitFailed(fmt.Sprintf("apply %s", s.Name), limit, err)
+	}
+	took := seconds(time.Since(stored))
+	if storing > 0 {
+		took += fmt.Sprintf(" after the store (stored in %s)", seconds(storing))
+	}
+	fmt.Fprintf(out, "%s generation %d: %s current in %s\n", s.Name, gen, counted(len(hosts), "host", "hosts"), took)
+	return nil
+}
+
+// waitWithdrawn waits, at most limit from removed, until no host reports
+// the infrastructure, printing each host as its report goes.
+func waitWithdrawn(cmd *cobra.Command, st *etcdstore.Store, name string, removed time.Time, limit time.Duration) error {
+	out := cmd.OutOrStdout()
+	ctx, cancel := context.WithDeadline(cmd.Context(), removed.Add(limit))
+	defer cancel()
+	n := 0
+	err := st.WaitWithdrawn(ctx, name, func(ev etcdstore.HostEvent) {
+		if ev.State == etcdstore.HostGone && ev.Report == nil {
+			n++
+			fmt.Fprintf(out, "%s withdrew its report after %s\n", ev.Host, seconds(time.Since(removed)))
+		}
+	})
+	if err != nil {
+		return waitFailed("destroy "+name, limit, err)
+	}
+	fmt.Fprintf(out, "%s: no host reports it (%s withdrawn in %s)\n", name, counted(n, "report", "reports"), seconds(time.Since(removed)))
+	return nil
+}
+
+// waitFailed says why a wait ended short; running out of time has an exit
+// status of its own, so that a script can tell it from a failure.
+func waitFailed(what string, limit time.Duration, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return exitError{code: exitTimedOut, msg: fmt.Sprintf("%s: --wait=%s ran out: %v", what, limit, err)}
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// seconds prints a duration as the wait's lines do: "0.41 s".
+func seconds(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
 
 // lastGeneration is what applyCluster reads of etcd before it knows the
 // spec: the store, and the record of the infrastructure name (when named)
@@ -219,7 +302,9 @@ func traceLaps(cmd *cobra.Command) func(format string, args ...any) {
 
 // destroyCluster removes the infrastructure's spec from etcd, unless it was
 // applied again since this command read it.
-func destroyCluster(cmd *cobra.Command, endpoints []string, name string) error {
+// With wait > 0 it then waits that long at most for every host's report of
+// it to go (see waitWithdrawn).
+func destroyCluster(cmd *cobra.Command, endpoints []string, name string, wait time.Duration) error {
 	st, err := openCluster(endpoints)
 	if err != nil {
 		return err
@@ -235,7 +320,11 @@ func destroyCluster(cmd *cobra.Command, endpoints []string, name string) error {
 	if err := st.DeleteIf(name, rev); err != nil {
 		return fmt.Errorf("destroy %s: %w", name, err)
 	}
+	removed := time.Now()
 	fmt.Fprintf(cmd.OutOrStdout(), "removed %s (generation %d) from etcd\n", name, rec.Generation)
+	if wait > 0 {
+		return waitWithdrawn(cmd, st, name, removed, wait)
+	}
 	return nil
 }
 

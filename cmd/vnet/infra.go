@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -81,6 +82,7 @@ func collectLessOften() {
 
 func applyCmd() *cobra.Command {
 	var dryRun, full bool
+	var wait time.Duration
 	c := &cobra.Command{
 		Use:   "apply FILE",
 		Short: "Converge the host to the spec (prints the plan first)",
@@ -94,10 +96,13 @@ func applyCmd() *cobra.Command {
 				if full {
 					return errors.New("--full: only an apply on this host reads it; the server's applies read what they change")
 				}
+				if wait > 0 {
+					return errWaitNeedsEtcd
+				}
 				return applyRemote(cmd, c, args[0], dryRun)
 			}
 			if eps := etcdEndpoints(); eps != nil {
-				return applyCluster(cmd, eps, args[0], dryRun, full)
+				return applyCluster(cmd, eps, args[0], dryRun, full, wait)
 			}
 			doc, err := specCache().LoadFile(args[0])
 			if err != nil {
@@ -134,9 +139,16 @@ func applyCmd() *cobra.Command {
 	}
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing")
 	c.Flags().BoolVar(&full, "full", false, "read the whole infrastructure and repair any drift, not only what changed since the last apply")
+	addWaitFlag(c, &wait, "with --etcd, then wait up to this long (--wait=1m; alone: "+defaultWait.String()+") for every host to report the generation current, "+
+		"printing each; unchanged, wait for the generation in etcd (at once if current). Exit 3 when time runs out, 1 when a host fails. "+
+		"Without --etcd, apply is done when it returns")
 	addEtcdFlag(c)
 	return c
 }
+
+// errWaitNeedsEtcd refuses --wait through --server, whose status is the
+// way to follow the hosts there.
+var errWaitNeedsEtcd = usageError{errors.New("--wait needs --etcd (through --server, follow the hosts with vnet status)")}
 
 // infraName reads NAME|FILE: a file's spec names the infra.
 func infraName(arg string) (string, error) {
@@ -154,6 +166,7 @@ func infraName(arg string) (string, error) {
 }
 
 func destroyCmd() *cobra.Command {
+	var wait time.Duration
 	c := &cobra.Command{
 		Use:   "destroy NAME|FILE",
 		Short: "Remove everything of one infrastructure and nothing else",
@@ -168,10 +181,13 @@ func destroyCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
+				if wait > 0 {
+					return errWaitNeedsEtcd
+				}
 				return destroyRemote(cmd, c, name)
 			}
 			if eps := etcdEndpoints(); eps != nil {
-				return destroyCluster(cmd, eps, name)
+				return destroyCluster(cmd, eps, name, wait)
 			}
 			eng, done, err := openEngine(cmd)
 			if err != nil {
@@ -203,6 +219,8 @@ func destroyCmd() *cobra.Command {
 			return nil
 		},
 	}
+	addWaitFlag(c, &wait, "with --etcd, then wait up to this long (--wait=1m; alone: "+defaultWait.String()+") until no host reports the infrastructure, "+
+		"printing each as its report goes. Exit 3 when time runs out. Without --etcd, destroy is done when it returns")
 	addEtcdFlag(c)
 	return c
 }

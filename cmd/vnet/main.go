@@ -13,10 +13,12 @@ import (
 	"github.com/vnet-project/vnet/internal/spec"
 )
 
-// Exit statuses: 2 for bad input (as validate promises), 1 for anything else.
+// Exit statuses: 2 for bad input (as validate promises), 3 for a --wait
+// that ran out of time, 1 for anything else.
 const (
 	exitFailure  = 1
 	exitBadInput = 2
+	exitTimedOut = 3
 )
 
 // usageError marks errors in how the command was called.

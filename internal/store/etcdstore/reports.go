@@ -101,9 +101,9 @@ func (s *Store) Reports(infra string) ([]Report, error) {
 	}
 	out := make([]Report, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		var r Report
-		if err := json.Unmarshal(kv.Value, &r); err != nil {
-			return nil, fmt.Errorf("etcd key %s: not a vnet report: %w", kv.Key, err)
+		r, err := decodeReport(kv.Key, kv.Value)
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, r)
 	}

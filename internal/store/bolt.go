@@ -167,7 +167,7 @@ func (b *Bolt) read(name string, decode func(string, []byte) (*Record, error)) (
 func (b *Bolt) Put(r *Record) error {
 	head := *r
 	head.Realized = nil
-	v, err := json.Marshal(&head)
+	v, err := EncodeValue(&head)
 	if err != nil {
 		return err
 	}
@@ -291,6 +291,9 @@ func (b *Bolt) Close() error {
 
 // decodeHead decodes a record but what was realized.
 func decodeHead(name string, v []byte) (*Record, error) {
+	if IsCompressedValue(v) {
+		return decodeRecord(name, v) // written without what was realized
+	}
 	var h struct {
 		*Record
 		Realized skipJSON `json:"realized"`
@@ -308,8 +311,8 @@ type skipJSON struct{}
 func (*skipJSON) UnmarshalJSON([]byte) error { return nil }
 
 func decodeRecord(name string, v []byte) (*Record, error) {
-	r := &Record{}
-	if err := json.Unmarshal(v, r); err != nil {
+	r, err := DecodeValue(v)
+	if err != nil {
 		return nil, &damage{fmt.Errorf("record %q: %w", name, err)}
 	}
 	return r, nil
@@ -553,9 +556,14 @@ func checkTx(tx *bolt.Tx, path string) ([]string, error) {
 	}
 	var names []string
 	if err := b.ForEach(func(k, v []byte) error {
-		// Damage shows as JSON that no longer parses; checking the
-		// syntax costs a fifth of decoding a large record.
-		if !json.Valid(v) {
+		// Damage shows as a compressed record whose checksum fails, or
+		// JSON that no longer parses; checking the syntax costs a fifth
+		// of decoding a large record.
+		if IsCompressedValue(v) {
+			if _, err := decodeRecord(string(k), v); err != nil {
+				return err
+			}
+		} else if !json.Valid(v) {
 			_, err := decodeRecord(string(k), v)
 			if err == nil {
 				err = &damage{fmt.Errorf("record %q: not JSON", k)}

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -74,6 +75,41 @@ func TestHeadIsTheRecordWithoutWhatWasRealized(t *testing.T) {
 	}
 }
 
+// A large record's head is stored compressed, and reads back whole, as its
+// head or with what was realized.
+func TestLargeRecordIsStoredCompressed(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	r := largeRecord(1000)
+	if err := s.Put(r); err != nil {
+		t.Fatal(err)
+	}
+	var stored []byte
+	if err := s.view(func(tx *bolt.Tx) error {
+		stored = bytes.Clone(tx.Bucket(bucket).Get([]byte(r.Name)))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !IsCompressedValue(stored) || len(stored) > len(r.Spec)/4 {
+		t.Errorf("a record of %d bytes of spec is stored in %d bytes (compressed %v)", len(r.Spec), len(stored), IsCompressedValue(stored))
+	}
+	want := asJSONReadsIt(t, r)
+	for _, read := range []func(string) (*Record, error){s.Get, s.Head, open(t, dir).Get} {
+		got, err := read(r.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := *want
+		if got.Realized == nil {
+			w.Realized = nil
+		}
+		if !reflect.DeepEqual(got, &w) {
+			t.Errorf("read back %s generation %d, want generation %d", got.Name, got.Generation, w.Generation)
+		}
+	}
+}
+
 func TestStoreKeepsItsID(t *testing.T) {
 	dir := t.TempDir()
 	a := open(t, dir)
@@ -132,6 +168,9 @@ func filled(t *testing.T, dir string) int64 {
 		if err := s.Put(&Record{Name: n, Spec: bytes.Repeat([]byte("x"), 3000), Realized: big}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := s.Put(largeRecord(400)); err != nil { // stored compressed
+		t.Fatal(err)
 	}
 	info, err := os.Stat(filepath.Join(dir, dbFile))
 	if err != nil {

@@ -1,71 +1,14 @@
 package etcdstore
 
 import (
-	"bytes"
-	"encoding/base64"
-	"encoding/binary"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"sync"
 
-	"github.com/klauspost/compress/zstd"
-
-	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/store"
 )
 
-// A record is stored in one of two forms. A small one is its JSON, which
-// etcdctl shows as it is. A large one, whose JSON would exceed
-// compressAbove, is compressed: every change of one network in a large
-// spec moves the whole value from the writer to etcd's disk and to every
-// agent, so its size is what such a change costs. The compressed form is
-//
-//	recordMagic, recordVersion
-//	uvarint   the length of what the zstd frame decompresses to
-//	zstd frame of:
-//	    uvarint length, the record's JSON without Spec and SpecEncoded
-//	    uvarint length+1 (0: nil), Spec
-//	    uvarint length+1 (0: nil), SpecEncoded
-//
-// which spares the base64 that JSON would put around the two byte fields:
-// 4/3 of their size before compression, and most of the time a reader
-// spent decoding the JSON.
-const (
-	recordMagic   = "\x89VNR"
-	recordVersion = 1
-	// compressAbove is the size of JSON from which a record is compressed.
-	compressAbove = 64 << 10
-	// MaxRecordPayload bounds what a compressed record decompresses to: a
-	// spec of at most spec.MaxSpecBytes, its compact encoding (about 0.6 of
-	// it, kept only while the whole stays within the bound) and the rest of
-	// the record. A reader refuses a value that claims more rather than
-	// allocate what a damaged or hostile value asks for.
-	MaxRecordPayload = 4*spec.MaxSpecBytes + 1<<20
-)
-
-var (
-	// The encoder and decoder hold large tables, made once and shared:
-	// EncodeAll and DecodeAll may run concurrently.
-	recordEncoder = sync.OnceValue(func() *zstd.Encoder {
-		// The fastest level compresses vnet's specs as well as the
-		// default does (10,000 networks to a twelfth of the record's
-		// JSON) in less time.
-		e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest))
-		if err != nil {
-			panic(fmt.Sprintf("zstd encoder: %v", err))
-		}
-		return e
-	})
-	recordDecoder = sync.OnceValue(func() *zstd.Decoder {
-		d, err := zstd.NewReader(nil, zstd.WithDecoderMaxMemory(MaxRecordPayload), zstd.WithDecodeAllCapLimit(true),
-			zstd.WithDecoderConcurrency(0))
-		if err != nil {
-			panic(fmt.Sprintf("zstd decoder: %v", err))
-		}
-		return d
-	})
-)
+// MaxRecordPayload bounds what a compressed record decompresses to
+// (store.MaxValuePayload).
+const MaxRecordPayload = store.MaxValuePayload
 
 // MaxEncodedRecord is the largest value, as stored (compressed or not),
 // that a record is stored as with its spec's compact encoding
@@ -74,13 +17,14 @@ var (
 // spares the agents decoding the YAML.
 const MaxEncodedRecord = 7 << 20
 
-// encodeRecord makes the value a record is stored as: compressed when
-// large, and without its spec's encoding when that would not fit.
+// encodeRecord makes the value a record is stored as (store.EncodeValue:
+// compressed when large), without its spec's encoding when that would not
+// fit.
 func encodeRecord(r *store.Record) (string, error) {
 	if err := checkName("infrastructure", r.Name); err != nil {
 		return "", err
 	}
-	v, err := encodeRecordForm(r)
+	v, err := store.EncodeValue(r)
 	if err != nil {
 		return "", fmt.Errorf("encode %s: %w", r.Name, err)
 	}
@@ -96,136 +40,11 @@ func withoutEncoding(r *store.Record) *store.Record {
 	return &c
 }
 
-// encodeRecordForm chooses the form: JSON while it is small, or while the
-// record is too large to compress within MaxRecordPayload even without
-// its spec's encoding (etcd's own limits then decide), compressed else.
-func encodeRecordForm(r *store.Record) ([]byte, error) {
-	head := *r
-	head.Spec, head.SpecEncoded = nil, nil
-	hj, err := json.Marshal(&head)
-	if err != nil {
-		return nil, err
-	}
-	asJSON := len(hj) + base64.StdEncoding.EncodedLen(len(r.Spec)) + base64.StdEncoding.EncodedLen(len(r.SpecEncoded))
-	payload := recordPayloadLen(len(hj), r.Spec, r.SpecEncoded)
-	if payload > MaxRecordPayload && r.SpecEncoded != nil {
-		r = withoutEncoding(r)
-		payload = recordPayloadLen(len(hj), r.Spec, nil)
-	}
-	if asJSON <= compressAbove || payload > MaxRecordPayload {
-		return json.Marshal(r)
-	}
-	raw := make([]byte, 0, payload)
-	raw = binary.AppendUvarint(raw, uint64(len(hj)))
-	raw = append(raw, hj...)
-	raw = appendField(raw, r.Spec)
-	raw = appendField(raw, r.SpecEncoded)
-
-	v := make([]byte, 0, len(recordMagic)+1+binary.MaxVarintLen64+payload/4)
-	v = append(v, recordMagic...)
-	v = append(v, recordVersion)
-	v = binary.AppendUvarint(v, uint64(len(raw)))
-	return recordEncoder().EncodeAll(raw, v), nil
-}
-
-func recordPayloadLen(head int, fields ...[]byte) int {
-	n := binary.MaxVarintLen64 + head
-	for _, f := range fields {
-		n += binary.MaxVarintLen64 + len(f)
-	}
-	return n
-}
-
-// appendField writes b with its length, telling nil from empty as JSON
-// does (null and "").
-func appendField(dst, b []byte) []byte {
-	if b == nil {
-		return binary.AppendUvarint(dst, 0)
-	}
-	dst = binary.AppendUvarint(dst, uint64(len(b))+1)
-	return append(dst, b...)
-}
-
-// decodeRecord reads a value in either form: JSON, as every build of vnet
-// writes small records and earlier builds wrote all of them, or
-// compressed. The record returned refers to no part of val.
+// decodeRecord reads a value in either form (store.DecodeValue).
 func decodeRecord(key, val []byte) (*store.Record, error) {
-	if !bytes.HasPrefix(val, []byte(recordMagic)) {
-		r := &store.Record{}
-		if err := json.Unmarshal(val, r); err != nil {
-			return nil, fmt.Errorf("etcd key %s: not a vnet record: %w", key, err)
-		}
-		return r, nil
-	}
-	r, err := decodeCompressed(val[len(recordMagic):])
+	r, err := store.DecodeValue(val)
 	if err != nil {
-		return nil, fmt.Errorf("etcd key %s: compressed vnet record: %w", key, err)
+		return nil, fmt.Errorf("etcd key %s: %w", key, err)
 	}
 	return r, nil
-}
-
-var errTruncated = errors.New("damaged: truncated")
-
-func decodeCompressed(val []byte) (*store.Record, error) {
-	if len(val) == 0 {
-		return nil, errTruncated
-	}
-	if v := val[0]; v != recordVersion {
-		return nil, fmt.Errorf("format version %d, which this build of vnet does not read (version %d): written by a newer vnet?",
-			v, recordVersion)
-	}
-	size, n := binary.Uvarint(val[1:])
-	if n <= 0 {
-		return nil, errTruncated
-	}
-	if size > MaxRecordPayload {
-		return nil, fmt.Errorf("damaged: says it holds %d bytes, above the %d MiB a record may hold", size, MaxRecordPayload>>20)
-	}
-	raw, err := recordDecoder().DecodeAll(val[1+n:], make([]byte, 0, size))
-	switch {
-	case errors.Is(err, zstd.ErrDecoderSizeExceeded) || err == nil && uint64(len(raw)) != size:
-		return nil, fmt.Errorf("damaged: holds more or less than the %d bytes it says", size)
-	case err != nil:
-		return nil, fmt.Errorf("damaged: %w", err)
-	}
-	head, raw, err := readField(raw, false)
-	if err != nil {
-		return nil, err
-	}
-	r := &store.Record{}
-	if err := json.Unmarshal(head, r); err != nil {
-		return nil, fmt.Errorf("damaged: %w", err)
-	}
-	if r.Spec, raw, err = readField(raw, true); err != nil {
-		return nil, err
-	}
-	if r.SpecEncoded, raw, err = readField(raw, true); err != nil {
-		return nil, err
-	}
-	if len(raw) != 0 {
-		return nil, fmt.Errorf("damaged: %d bytes after the record", len(raw))
-	}
-	return r, nil
-}
-
-// readField reads one length-prefixed field off b; with nilable, the
-// length is one more than the field's, and 0 means nil.
-func readField(b []byte, nilable bool) (field, rest []byte, err error) {
-	l, n := binary.Uvarint(b)
-	if n <= 0 {
-		return nil, nil, errTruncated
-	}
-	b = b[n:]
-	if nilable {
-		if l == 0 {
-			return nil, b, nil
-		}
-		l--
-	}
-	if l > uint64(len(b)) {
-		return nil, nil, errTruncated
-	}
-	// A field of its own capacity, so that a caller appending to it cannot
-	// write over the next.
-	return b[:l:l], b[l:], nil
 }

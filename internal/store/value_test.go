@@ -1,0 +1,134 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/spec"
+)
+
+// largeRecord has every field set, its spec the YAML of n generated
+// networks: compressed from a few hundred.
+func largeRecord(n int) *Record {
+	yaml := spec.GeneratedNetworks(n)
+	return &Record{
+		Name: "big", SpecFile: "/etc/vnet/big.yaml", Spec: yaml,
+		Realized:   []plan.Resource{{Kind: plan.KindNetns, Name: "vnet-a", Mark: "m1"}},
+		Generation: 42, AppliedAt: time.Date(2025, 1, 2, 3, 4, 5, 6, time.UTC), Engine: "vnet 1.2.3",
+		SpecEncoded: bytes.Repeat([]byte("\x01\x02\x03encoded"), len(yaml)/20),
+	}
+}
+
+// asJSONReadsIt is the record as its JSON reads back.
+func asJSONReadsIt(t *testing.T, r *Record) *Record {
+	t.Helper()
+	v, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := &Record{}
+	if err := json.Unmarshal(v, got); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// compressedValue frames payload as a compressed record that says it
+// holds size bytes.
+func compressedValue(size uint64, payload []byte) []byte {
+	v := append([]byte(ValueMagic), valueVersion)
+	v = binary.AppendUvarint(v, size)
+	return recordEncoder().EncodeAll(payload, v)
+}
+
+func TestDamagedRecord(t *testing.T) {
+	good, err := EncodeValue(largeRecord(1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	flipped := bytes.Clone(good)
+	flipped[len(flipped)/2] ^= 0x40
+	hj, _ := json.Marshal(Record{Name: "x"})
+	fields := binary.AppendUvarint(nil, uint64(len(hj)))
+	fields = append(fields, hj...)
+	fields = appendField(fields, []byte("name: x\n"))
+	fields = appendField(fields, nil)
+	for _, tc := range []struct {
+		name string
+		val  []byte
+		want string
+	}{
+		{"magic alone", []byte(ValueMagic), "truncated"},
+		{"newer format", append([]byte(ValueMagic), 2, 0), "format version 2"},
+		{"no size", append([]byte(ValueMagic), valueVersion), "truncated"},
+		{"truncated", []byte(good[:len(good)/2]), "damaged"},
+		{"corrupted", flipped, "damaged"},
+		{"says it holds too much", compressedValue(MaxValuePayload+1, fields), "MiB"},
+		{"holds more than it says", compressedValue(10, fields), "more or less"},
+		{"holds less than it says", compressedValue(uint64(len(fields)+1), fields), "more or less"},
+		{"a bomb", compressedValue(100, make([]byte, 64<<20)), "more or less"},
+		{"bytes after the record", compressedValue(uint64(len(fields)+3), append(bytes.Clone(fields), 1, 2, 3)), "after the record"},
+		{"field longer than the rest", compressedValue(uint64(len(fields)-1), fields[:len(fields)-1]), "truncated"},
+		{"header not JSON", compressedValue(8, []byte("\x03abc\x00\x00\x00\x00")), "damaged"},
+		{"not JSON at all", []byte("name: x\n"), "not a vnet record"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := DecodeValue(tc.val)
+			if err == nil {
+				t.Fatalf("read %+v from a damaged value", r)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q: want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// However a value is cut or changed, reading it gives an error or the
+// record, never a panic.
+func TestCutOrChangedRecordNeverPanics(t *testing.T) {
+	r := largeRecord(400)
+	v, err := EncodeValue(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !IsCompressedValue(v) {
+		t.Fatalf("a %d-byte record is not compressed", len(r.Spec))
+	}
+	for i := range len(v) {
+		if _, err := DecodeValue(v[:i]); err == nil {
+			t.Fatalf("the first %d of %d bytes read as a record", i, len(v))
+		}
+	}
+	want := asJSONReadsIt(t, r)
+	for i := range len(v) {
+		changed := bytes.Clone(v)
+		changed[i] ^= 0x81
+		if got, err := DecodeValue(changed); err == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("byte %d changed: read a different record without an error", i)
+		}
+	}
+}
+
+// A value that decompresses to far more than it says costs its reader
+// no more memory than it says.
+func TestCompressionBombIsNotDecompressed(t *testing.T) {
+	bomb := compressedValue(100, make([]byte, 256<<20))
+	recordDecoder() // made before measuring
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if _, err := DecodeValue(bomb); err == nil {
+		t.Fatal("no error")
+	}
+	runtime.ReadMemStats(&after)
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 32<<20 {
+		t.Errorf("reading a %d-byte value allocated %d MiB", len(bomb), grew>>20)
+	}
+}

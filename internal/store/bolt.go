@@ -171,6 +171,9 @@ func (b *Bolt) Put(r *Record) error {
 	if err != nil {
 		return err
 	}
+	// Where each resource goes is worked out once, for the file and its
+	// good copy both.
+	split := splitChunks(r.Realized)
 	b.wmu.Lock()
 	defer b.wmu.Unlock()
 	put := func(cache map[string]*chunkCache, wrote **chunkCache) func(*bolt.Tx) error {
@@ -179,7 +182,7 @@ func (b *Bolt) Put(r *Record) error {
 				return err
 			}
 			var err error
-			*wrote, err = putRealized(tx, r.Name, r.Realized, cache[r.Name])
+			*wrote, err = putRealized(tx, r.Name, r.Realized, split, cache[r.Name])
 			return err
 		}
 	}

@@ -45,10 +45,17 @@ type chunkCache struct {
 
 var chunkSeed = maphash.MakeSeed()
 
+// chunkSplit is where a record's resources go: each one's chunk, and a
+// hash of each chunk's resources, in order.
+type chunkSplit struct {
+	ids    []uint16
+	hashes map[uint16]uint64
+}
+
 // splitChunks finds each resource's chunk and a hash of each chunk's
 // resources, in order.
-func splitChunks(rs []plan.Resource) (ids []uint16, hashes map[uint16]uint64) {
-	ids = make([]uint16, len(rs))
+func splitChunks(rs []plan.Resource) chunkSplit {
+	ids := make([]uint16, len(rs))
 	var sums [chunks]uint64
 	var used [chunks]bool
 	for i := range rs {
@@ -58,13 +65,13 @@ func splitChunks(rs []plan.Resource) (ids []uint16, hashes map[uint16]uint64) {
 		sums[id] = sums[id]*1099511628211 ^ h
 		used[id] = true
 	}
-	hashes = map[uint16]uint64{}
+	hashes := map[uint16]uint64{}
 	for id := range sums {
 		if used[id] {
 			hashes[uint16(id)] = sums[id]
 		}
 	}
-	return ids, hashes
+	return chunkSplit{ids: ids, hashes: hashes}
 }
 
 // group is the resources of the chunks wanted, each in the order given.
@@ -79,9 +86,10 @@ func group(rs []plan.Resource, ids []uint16, wanted map[uint16]bool) map[uint16]
 }
 
 // putRealized writes an infrastructure's resources in its bucket of
-// chunks: only the chunks that differ from what cache (nil: unknown) says
-// the bucket holds. It returns what the bucket then holds.
-func putRealized(tx *bolt.Tx, name string, rs []plan.Resource, cache *chunkCache) (*chunkCache, error) {
+// chunks (split: splitChunks of rs): only the chunks that differ from what
+// cache (nil: unknown) says the bucket holds. It returns what the bucket
+// then holds.
+func putRealized(tx *bolt.Tx, name string, rs []plan.Resource, split chunkSplit, cache *chunkCache) (*chunkCache, error) {
 	top, err := tx.CreateBucketIfNotExists(realizedBucket)
 	if err != nil {
 		return nil, err
@@ -90,7 +98,7 @@ func putRealized(tx *bolt.Tx, name string, rs []plan.Resource, cache *chunkCache
 	if err != nil {
 		return nil, err
 	}
-	ids, hashes := splitChunks(rs)
+	ids, hashes := split.ids, split.hashes
 	if cache == nil || string(b.Get(tokenKey)) != cache.token {
 		// What the bucket holds is unknown: every chunk it has goes.
 		var stale [][]byte

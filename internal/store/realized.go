@@ -58,8 +58,10 @@ func splitChunks(rs []plan.Resource) chunkSplit {
 	ids := make([]uint16, len(rs))
 	var sums [chunks]uint64
 	var used [chunks]bool
+	var buf []byte
 	for i := range rs {
-		h := maphash.Comparable(chunkSeed, rs[i])
+		var h uint64
+		buf, h = resourceHash(buf[:0], &rs[i])
 		id := uint16(h % chunks)
 		ids[i] = id
 		sums[id] = sums[id]*1099511628211 ^ h
@@ -72,6 +74,86 @@ func splitChunks(rs []plan.Resource) chunkSplit {
 		}
 	}
 	return chunkSplit{ids: ids, hashes: hashes}
+}
+
+// resourceHash hashes every field of r that is set, each after its
+// number and (a string) its length, in buf: a record of tens of thousands
+// of resources is hashed at every write, most of whose fields are unset.
+func resourceHash(buf []byte, r *plan.Resource) ([]byte, uint64) {
+	f := fieldWriter{buf: buf}
+	f.str(string(r.Kind))
+	f.str(r.NS)
+	f.str(r.Name)
+	f.str(r.MAC)
+	f.num(uint64(r.MTU))
+	f.end(&r.A)
+	f.end(&r.B)
+	f.str(r.Link)
+	f.str(r.CIDR)
+	f.num(r.Rate)
+	f.num(uint64(r.GRO))
+	f.num(uint64(r.TSO))
+	f.num(r.LeafRate)
+	f.num(r.Ceil)
+	f.num(uint64(r.Quantum))
+	f.num(r.Burst)
+	f.num(uint64(r.Class))
+	f.num(uint64(r.Prio))
+	f.str(r.Match)
+	f.num(uint64(r.CPUMilli))
+	f.str(r.CPUs)
+	f.str(r.Why)
+	f.str(r.Sysctls)
+	f.str(r.Mark)
+	f.num(uint64(r.VNI))
+	f.str(r.Local)
+	f.str(r.Remote)
+	f.num(uint64(r.Port))
+	f.flag(r.Isolate)
+	f.str(r.Owner)
+	return f.buf, maphash.Bytes(chunkSeed, f.buf)
+}
+
+// fieldWriter appends the fields of a resource that are set, each after
+// its number in the order written.
+type fieldWriter struct {
+	buf []byte
+	n   uint64
+}
+
+func (f *fieldWriter) str(s string) {
+	f.n++
+	if s != "" {
+		f.buf = binary.AppendUvarint(f.buf, f.n)
+		f.buf = binary.AppendUvarint(f.buf, uint64(len(s)))
+		f.buf = append(f.buf, s...)
+	}
+}
+
+func (f *fieldWriter) num(v uint64) {
+	f.n++
+	if v != 0 {
+		f.buf = binary.AppendUvarint(f.buf, f.n)
+		f.buf = binary.AppendUvarint(f.buf, v)
+	}
+}
+
+func (f *fieldWriter) flag(b bool) {
+	if b {
+		f.num(1)
+	} else {
+		f.num(0)
+	}
+}
+
+func (f *fieldWriter) end(e *plan.End) {
+	f.str(e.NS)
+	f.str(e.Name)
+	f.str(e.MAC)
+	f.num(uint64(e.MTU))
+	f.str(e.Master)
+	f.flag(e.Isolated)
+	f.flag(e.Down)
 }
 
 // group is the resources of the chunks wanted, each in the order given.

@@ -235,7 +235,8 @@ func (e *Engine) observe(doc *spec.Document) (observation, error) {
 	}
 	lap("last record, models (spliced %v)", m.change != nil)
 	scope := e.scopeFor(doc, m)
-	hints := scope.Desired(m.desired(nil))
+	plain := m.desired(nil)
+	hints := scope.Desired(plain)
 	lap("scope and hints")
 	observed, err := e.observeScope(name, scope, hints)
 	if err != nil {
@@ -250,7 +251,10 @@ func (e *Engine) observe(doc *spec.Document) (observation, error) {
 	for _, s := range strangers {
 		e.logf("left %s\n", s)
 	}
-	desired := scope.Desired(model)
+	desired := hints // the dataplane only reads them
+	if !sameSlice(model, plain) {
+		desired = scope.Desired(model)
+	}
 	observed = scope.Observed(observed, desired, model)
 	realized := scope.Desired(m.realized(observed))
 	lap("model")

@@ -157,7 +157,7 @@ func (f *fieldWriter) end(e *plan.End) {
 }
 
 // group is the resources of the chunks wanted, each in the order given.
-func group(rs []plan.Resource, ids []uint16, wanted map[uint16]bool) map[uint16][]plan.Resource {
+func group(rs []plan.Resource, ids []uint16, wanted *[chunks]bool) map[uint16][]plan.Resource {
 	out := map[uint16][]plan.Resource{}
 	for i, id := range ids {
 		if wanted[id] {
@@ -201,13 +201,13 @@ func putRealized(tx *bolt.Tx, name string, rs []plan.Resource, split chunkSplit,
 			}
 		}
 	}
-	changed := map[uint16]bool{}
+	var changed [chunks]bool
 	for id, h := range hashes {
 		if old, ok := cache.hashes[id]; !ok || old != h {
 			changed[id] = true
 		}
 	}
-	for id, g := range group(rs, ids, changed) {
+	for id, g := range group(rs, ids, &changed) {
 		v, err := json.Marshal(g)
 		if err != nil {
 			return nil, err

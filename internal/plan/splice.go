@@ -307,28 +307,36 @@ func splice(model []Resource, keys []string, before, after []Resource) (Splice, 
 		sp.Model = append(sp.Model, *r)
 		sp.Keys = append(sp.Keys, k)
 	}
+	// The resources kept as they are go over in runs, copied together:
+	// nearly all of a model of tens of thousands are.
+	run := 0 // where the run of resources kept as they are starts
+	flush := func(end int) {
+		sp.Model = append(sp.Model, model[run:end]...)
+		sp.Keys = append(sp.Keys, keys[run:end]...)
+	}
 	matched := 0
 	for i := range model {
 		r, k := &model[i], keys[i]
 		if _, ok := firewalls[k]; ok {
 			sp.Before = append(sp.Before, *r)
-			keep(r, k)
-			continue
+			continue // kept, in the run
 		}
 		j, ok := inBefore[k]
 		if !ok {
-			keep(r, k)
-			continue
+			continue // kept, in the run
 		}
 		if *r != before[j] {
 			return Splice{}, false
 		}
 		matched++
 		sp.Before = append(sp.Before, *r)
+		flush(i)
+		run = i + 1
 		if j, ok := inAfter[k]; ok {
 			keep(&after[j], k)
 		}
 	}
+	flush(len(model))
 	if matched != len(inBefore) {
 		return Splice{}, false // before makes what model lacks
 	}

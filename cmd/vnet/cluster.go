@@ -151,7 +151,7 @@ func applyCluster(cmd *cobra.Command, endpoints []string, file string, dryRun, f
 		return fmt.Errorf("apply %s: %w", name, err)
 	}
 	lap("store generation %d", gen)
-	cache.Add(doc)
+	cache.AddEncoded(doc, rec.SpecEncoded)
 	lap("cache the spec")
 	fmt.Fprintf(out, "stored %s generation %d in etcd for hosts %s\n", name, gen, hosts)
 	if wait > 0 {

@@ -272,9 +272,9 @@ func (a *Agent) realized(name string) int {
 // reports.
 func (a *Agent) keepRealized(name string, recorded []plan.Resource) int {
 	var sec []plan.Resource
-	for _, r := range recorded {
-		if r.Kind == plan.KindPortSec {
-			sec = append(sec, r)
+	for i := range recorded {
+		if recorded[i].Kind == plan.KindPortSec {
+			sec = append(sec, recorded[i])
 		}
 	}
 	if a.secRes == nil {

@@ -26,15 +26,18 @@ import (
 // key, and reads it back, whole or within a scope. It lets an agent's
 // passes be measured, and compared, with the kernel left out.
 type memoryDP struct {
-	mu       sync.Mutex
-	objs     map[string]plan.Resource
-	byNS     map[string]map[string]bool // keys of the objects with a place in each namespace
+	mu   sync.Mutex
+	objs map[string]plan.Resource
+	// byPlace holds the keys of the objects by where they are: namespace,
+	// then link ("" for the namespace as a whole), as plan.Scope places
+	// them, so that a scoped observation reads only what its scope names.
+	byPlace  map[string]map[string]map[string]bool
 	executed []plan.Action
 	sweeps   int
 }
 
 func newMemoryDP() *memoryDP {
-	return &memoryDP{objs: map[string]plan.Resource{}, byNS: map[string]map[string]bool{}}
+	return &memoryDP{objs: map[string]plan.Resource{}, byPlace: map[string]map[string]map[string]bool{}}
 }
 
 func (d *memoryDP) Observe(infra string, hints []plan.Resource) ([]plan.Resource, error) {
@@ -55,9 +58,14 @@ func (d *memoryDP) ObserveScope(_ string, scope plan.Scope, _ []plan.Resource) (
 			held(k)
 		}
 	}
-	for ns := range scope {
-		for k := range d.byNS[ns] {
-			held(k)
+	for ns, links := range scope {
+		for link, ks := range d.byPlace[ns] {
+			if links != nil && (link == "" || !links[link]) {
+				continue // what is there is not all in the scope
+			}
+			for k := range ks {
+				held(k)
+			}
 		}
 	}
 	var out []plan.Resource
@@ -67,12 +75,21 @@ func (d *memoryDP) ObserveScope(_ string, scope plan.Scope, _ []plan.Resource) (
 	return out, nil
 }
 
-// namespacesOf are the namespaces a resource has a place in.
-func namespacesOf(r plan.Resource) []string {
-	if r.Kind == plan.KindVeth {
-		return []string{r.A.NS, r.B.NS}
+// memoryPlace is a link of a namespace, or (link "") the namespace itself.
+type memoryPlace struct{ ns, link string }
+
+// placesOf are where a resource is, as plan.Scope places it: the links it
+// is or sits on, or its namespace for what belongs to one as a whole.
+func placesOf(r plan.Resource) []memoryPlace {
+	switch r.Kind {
+	case plan.KindVeth:
+		return []memoryPlace{{r.A.NS, r.A.Name}, {r.B.NS, r.B.Name}}
+	case plan.KindBridge, plan.KindVxlan, plan.KindDevice:
+		return []memoryPlace{{r.NS, r.Name}}
+	case plan.KindNetns, plan.KindFirewall, plan.KindCgroup:
+		return []memoryPlace{{r.Namespace(), ""}}
 	}
-	return []string{r.Namespace()}
+	return []memoryPlace{{r.NS, r.Link}}
 }
 
 func (d *memoryDP) Execute(a plan.Action) error {
@@ -81,19 +98,22 @@ func (d *memoryDP) Execute(a plan.Action) error {
 	d.executed = append(d.executed, a)
 	if a.Old != nil {
 		k := a.Old.Key()
-		for _, ns := range namespacesOf(d.objs[k]) {
-			delete(d.byNS[ns], k)
+		for _, p := range placesOf(d.objs[k]) {
+			delete(d.byPlace[p.ns][p.link], k)
 		}
 		delete(d.objs, k)
 	}
 	if a.New != nil {
 		k := a.New.Key()
 		d.objs[k] = *a.New
-		for _, ns := range namespacesOf(*a.New) {
-			if d.byNS[ns] == nil {
-				d.byNS[ns] = map[string]bool{}
+		for _, p := range placesOf(*a.New) {
+			if d.byPlace[p.ns] == nil {
+				d.byPlace[p.ns] = map[string]map[string]bool{}
 			}
-			d.byNS[ns][k] = true
+			if d.byPlace[p.ns][p.link] == nil {
+				d.byPlace[p.ns][p.link] = map[string]bool{}
+			}
+			d.byPlace[p.ns][p.link][k] = true
 		}
 	}
 	return nil

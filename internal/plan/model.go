@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -299,6 +298,17 @@ func portSegments(port End, owner string) Resource {
 	return Resource{Kind: KindOffloads, NS: port.NS, Link: port.Name, GRO: Unset, TSO: Off, Owner: owner + ", its port segmenting for the vNIC's GRO"}
 }
 
+// HasKind reports whether rs holds a resource of kind k. It reads each in
+// place: a model holds tens of thousands, each of some hundred bytes.
+func HasKind(rs []Resource, k Kind) bool {
+	for i := range rs {
+		if rs[i].Kind == k {
+			return true
+		}
+	}
+	return false
+}
+
 // ResetDroppedOffloads returns desired with a veth's defaults (GRO off, TSO
 // on) asked for wherever last, the model of the previously applied spec,
 // set an offload that desired leaves unset. An unset offload otherwise means
@@ -306,7 +316,7 @@ func portSegments(port End, owner string) Resource {
 // Once the spec without it is applied, last no longer sets it either and
 // the reset leaves the plan.
 func ResetDroppedOffloads(desired, last []Resource) []Resource {
-	if !slices.ContainsFunc(last, func(r Resource) bool { return r.Kind == KindOffloads }) {
+	if !HasKind(last, KindOffloads) {
 		return desired // nothing to reset: most models set no offloads
 	}
 	index := map[string]int{}

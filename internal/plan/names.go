@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 )
 
@@ -109,14 +110,23 @@ func ParseMark(alias string) (m Mark, ok bool) {
 }
 
 // MarkNamespaces returns rs with every namespace marked as made by store
-// (whose directory is dir).
+// (whose directory is dir): rs itself when each is marked so already (a
+// host of TAPs has few namespaces or none, and its model tens of
+// thousands of resources), else a copy.
 func MarkNamespaces(rs []Resource, infra, store, dir string) []Resource {
-	out := make([]Resource, len(rs))
-	for i, r := range rs {
-		if r.Kind == KindNetns {
-			r.Mark = Mark{Infra: infra, Store: store, Dir: dir}.String()
+	mark := Mark{Infra: infra, Store: store, Dir: dir}.String()
+	first := 0
+	for first < len(rs) && (rs[first].Kind != KindNetns || rs[first].Mark == mark) {
+		first++
+	}
+	if first == len(rs) {
+		return rs
+	}
+	out := slices.Clone(rs)
+	for i := first; i < len(out); i++ {
+		if out[i].Kind == KindNetns {
+			out[i].Mark = mark
 		}
-		out[i] = r
 	}
 	return out
 }

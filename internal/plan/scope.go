@@ -64,7 +64,10 @@ func (s Scope) add(r Resource) {
 // Holds reports whether the scope holds every place the resource is: only
 // then does a scoped observation see all of it. A veth pair read without
 // its second end (B.NS empty) is only where its first end is.
-func (s Scope) Holds(r Resource) bool {
+func (s Scope) Holds(r Resource) bool { return s.holds(&r) }
+
+// holds is Holds of a resource read in place.
+func (s Scope) holds(r *Resource) bool {
 	if s == nil {
 		return true
 	}
@@ -86,7 +89,7 @@ type place struct{ ns, link string }
 // namespace itself, its firewall, a VM's cgroup). Two places at most: a
 // scope asks for those of every resource of a model, and buf spares it
 // an allocation for each.
-func (r Resource) places(buf []place) []place {
+func (r *Resource) places(buf []place) []place {
 	switch r.Kind {
 	case KindVeth:
 		if r.B.NS == "" {
@@ -111,9 +114,9 @@ func (s Scope) Desired(rs []Resource) []Resource {
 		return rs
 	}
 	var out []Resource
-	for _, r := range rs {
-		if s.Holds(r) {
-			out = append(out, r)
+	for i := range rs {
+		if s.holds(&rs[i]) {
+			out = append(out, rs[i])
 		}
 	}
 	return out

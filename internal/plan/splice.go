@@ -118,23 +118,17 @@ func allPinned(s *spec.Spec) bool {
 // group, or a touched network carries its tunnels over one.
 func touched(last, next *spec.Spec) (nets, vms map[string]bool, ok bool) {
 	nets, vms = map[string]bool{}, map[string]bool{}
-	lastNets := make(map[string]*spec.Network, len(last.Networks))
-	for i := range last.Networks {
-		lastNets[last.Networks[i].Name] = &last.Networks[i]
-	}
-	for i := range next.Networks {
-		n := &next.Networks[i]
-		if old, ok := lastNets[n.Name]; !ok || !sameNetwork(old, n) {
+	lastNets := pairByName(len(last.Networks), len(next.Networks),
+		func(i int) string { return last.Networks[i].Name }, func(i int) string { return next.Networks[i].Name })
+	for i, j := range lastNets.of {
+		if n := &next.Networks[i]; j < 0 || !sameNetwork(&last.Networks[j], n) {
 			nets[n.Name] = true
 		}
-		delete(lastNets, n.Name)
 	}
-	for name := range lastNets {
-		nets[name] = true
-	}
-	lastVMs := make(map[string]*spec.VM, len(last.VMs))
-	for i := range last.VMs {
-		lastVMs[last.VMs[i].Name] = &last.VMs[i]
+	for j := range last.Networks {
+		if !lastNets.paired[j] {
+			nets[last.Networks[j].Name] = true
+		}
 	}
 	changedVM := func(vm *spec.VM) {
 		for _, n := range vm.NICs {
@@ -143,20 +137,23 @@ func touched(last, next *spec.Spec) (nets, vms map[string]bool, ok bool) {
 			}
 		}
 	}
-	for i := range next.VMs {
+	lastVMs := pairByName(len(last.VMs), len(next.VMs),
+		func(i int) string { return last.VMs[i].Name }, func(i int) string { return next.VMs[i].Name })
+	for i, j := range lastVMs.of {
 		vm := &next.VMs[i]
-		if old, ok := lastVMs[vm.Name]; !ok || !sameVM(old, vm) {
+		if j < 0 || !sameVM(&last.VMs[j], vm) {
 			changedVM(vm)
-			if ok {
-				changedVM(old)
+			if j >= 0 {
+				changedVM(&last.VMs[j])
 			}
 			vms[vm.Name] = true
 		}
-		delete(lastVMs, vm.Name)
 	}
-	for name, vm := range lastVMs {
-		changedVM(vm)
-		vms[name] = true
+	for j := range last.VMs {
+		if vm := &last.VMs[j]; !lastVMs.paired[j] {
+			changedVM(vm)
+			vms[vm.Name] = true
+		}
 	}
 	// A router's networks are modelled together: its namespace on a host,
 	// and which hosts carry each of them, depend on all of them.
@@ -198,6 +195,61 @@ func touched(last, next *spec.Spec) (nets, vms map[string]bool, ok bool) {
 		}
 	}
 	return nets, vms, true
+}
+
+// pairing pairs the items of two lists by name: of[i] is the index in the
+// first list of the item named as the second's i-th (-1: none), and
+// paired[j] whether the first's j-th has a pair.
+type pairing struct {
+	of     []int
+	paired []bool
+}
+
+// pairByName pairs the items of two lists of unique names (a spec's
+// networks or VMs before and after a change) by name. Walking both in
+// order, it finds each pair where the lists line up, or a few items off
+// where one was added or removed, and hashes names only when both lists
+// keep items it did not pair that way: a change to one of ten thousand
+// networks compares names, not maps of them.
+func pairByName(nFirst, nSecond int, first, second func(int) string) pairing {
+	p := pairing{of: make([]int, nSecond), paired: make([]bool, nFirst)}
+	const window = 4 // how far off a pair is looked for around the walk
+	off, unpaired := 0, 0
+	for i := range nSecond {
+		p.of[i] = -1
+		name := second(i)
+		for d := 0; d <= window && p.of[i] < 0; d++ {
+			for _, j := range [2]int{i + off + d, i + off - d} {
+				if j >= 0 && j < nFirst && !p.paired[j] && first(j) == name {
+					p.of[i], p.paired[j], off = j, true, j-i
+					break
+				}
+			}
+		}
+		if p.of[i] < 0 {
+			unpaired++
+		}
+	}
+	if unpaired == 0 || unpaired == nSecond && nFirst == 0 {
+		return p
+	}
+	rest := map[string]int{}
+	for j := range nFirst {
+		if !p.paired[j] {
+			rest[first(j)] = j
+		}
+	}
+	if len(rest) == 0 {
+		return p // every item of the first is paired: the rest are new
+	}
+	for i := range nSecond {
+		if p.of[i] < 0 {
+			if j, ok := rest[second(i)]; ok {
+				p.of[i], p.paired[j] = j, true
+			}
+		}
+	}
+	return p
 }
 
 // part is the spec with only the networks and VMs named.
@@ -255,28 +307,36 @@ func splice(model []Resource, keys []string, before, after []Resource) (Splice, 
 		sp.Model = append(sp.Model, *r)
 		sp.Keys = append(sp.Keys, k)
 	}
+	// The resources kept as they are go over in runs, copied together:
+	// nearly all of a model of tens of thousands are.
+	run := 0 // where the run of resources kept as they are starts
+	flush := func(end int) {
+		sp.Model = append(sp.Model, model[run:end]...)
+		sp.Keys = append(sp.Keys, keys[run:end]...)
+	}
 	matched := 0
 	for i := range model {
 		r, k := &model[i], keys[i]
 		if _, ok := firewalls[k]; ok {
 			sp.Before = append(sp.Before, *r)
-			keep(r, k)
-			continue
+			continue // kept, in the run
 		}
 		j, ok := inBefore[k]
 		if !ok {
-			keep(r, k)
-			continue
+			continue // kept, in the run
 		}
 		if *r != before[j] {
 			return Splice{}, false
 		}
 		matched++
 		sp.Before = append(sp.Before, *r)
+		flush(i)
+		run = i + 1
 		if j, ok := inAfter[k]; ok {
 			keep(&after[j], k)
 		}
 	}
+	flush(len(model))
 	if matched != len(inBefore) {
 		return Splice{}, false // before makes what model lacks
 	}

@@ -1,7 +1,9 @@
 package plan
 
 import (
+	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -129,4 +131,56 @@ func minus(a, b []string) []string {
 		}
 	}
 	return out
+}
+
+// TestPairByNameIsPairingByMap: pairing two lists of unique names by
+// walking them is pairing them by a map of names, whatever was added,
+// removed or moved between them.
+func TestPairByNameIsPairingByMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for round := range 2000 {
+		var first []string
+		for i := range rng.IntN(40) {
+			first = append(first, fmt.Sprint("n", i))
+		}
+		second := slices.Clone(first)
+		fresh := 0
+		for range rng.IntN(6) {
+			switch k := rng.IntN(4); {
+			case k == 0 && len(second) > 0: // remove one
+				i := rng.IntN(len(second))
+				second = slices.Delete(second, i, i+1)
+			case k == 1: // add one anywhere
+				fresh++
+				second = slices.Insert(second, rng.IntN(len(second)+1), fmt.Sprint("new", fresh))
+			case k == 2 && len(second) > 1: // move one
+				i := rng.IntN(len(second))
+				name := second[i]
+				second = slices.Delete(second, i, i+1)
+				second = slices.Insert(second, rng.IntN(len(second)+1), name)
+			case k == 3: // shuffle
+				rng.Shuffle(len(second), func(i, j int) { second[i], second[j] = second[j], second[i] })
+			}
+		}
+		p := pairByName(len(first), len(second), func(i int) string { return first[i] }, func(i int) string { return second[i] })
+		at := map[string]int{}
+		for j, name := range first {
+			at[name] = j
+		}
+		paired := make([]bool, len(first))
+		for i, name := range second {
+			want, ok := at[name]
+			if !ok {
+				want = -1
+			} else {
+				paired[want] = true
+			}
+			if p.of[i] != want {
+				t.Fatalf("round %d: %q paired with %d, want %d\nfirst  %v\nsecond %v", round, name, p.of[i], want, first, second)
+			}
+		}
+		if !slices.Equal(p.paired, paired) {
+			t.Fatalf("round %d: paired %v, want %v\nfirst  %v\nsecond %v", round, p.paired, paired, first, second)
+		}
+	}
 }

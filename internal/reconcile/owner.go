@@ -117,9 +117,12 @@ func claimWith(listed func(ns string) bool, storeID, infra string, observed []pl
 // not make: any marked by another store (the infrastructure's name is
 // taken there), and unmarked ones of names the spec needs.
 func refuseStrangers(infra string, strangers []stranger, desired []plan.Resource) error {
+	if len(strangers) == 0 {
+		return nil
+	}
 	wanted := map[string]bool{}
-	for _, r := range desired {
-		if r.Kind == plan.KindNetns {
+	for i := range desired {
+		if r := &desired[i]; r.Kind == plan.KindNetns {
 			wanted[r.Name] = true
 		}
 	}

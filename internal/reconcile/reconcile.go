@@ -11,7 +11,6 @@ import (
 	"maps"
 	"runtime"
 	"runtime/debug"
-	"slices"
 	"sync"
 	"time"
 
@@ -236,7 +235,8 @@ func (e *Engine) observe(doc *spec.Document) (observation, error) {
 	}
 	lap("last record, models (spliced %v)", m.change != nil)
 	scope := e.scopeFor(doc, m)
-	hints := scope.Desired(m.desired(nil))
+	plain := m.desired(nil)
+	hints := scope.Desired(plain)
 	lap("scope and hints")
 	observed, err := e.observeScope(name, scope, hints)
 	if err != nil {
@@ -251,7 +251,10 @@ func (e *Engine) observe(doc *spec.Document) (observation, error) {
 	for _, s := range strangers {
 		e.logf("left %s\n", s)
 	}
-	desired := scope.Desired(model)
+	desired := hints // the dataplane only reads them
+	if !sameSlice(model, plain) {
+		desired = scope.Desired(model)
+	}
 	observed = scope.Observed(observed, desired, model)
 	realized := scope.Desired(m.realized(observed))
 	lap("model")
@@ -341,7 +344,7 @@ func (e *Engine) splice(doc *spec.Document, m *modelSet) (*store.Record, bool) {
 	}
 	m.last, m.prev, m.next, m.change = kept.spec, kept.model, sp.Model, &sp
 	if sameSlice(sp.Model, kept.model) && len(kept.desired) == len(kept.model) &&
-		!slices.ContainsFunc(kept.model, func(r plan.Resource) bool { return r.Kind == plan.KindOffloads }) {
+		!plan.HasKind(kept.model, plan.KindOffloads) {
 		// Nothing of the host changes: the desired state is the last
 		// one's, as the last apply made it of the same model (which
 		// reset no offloads an earlier spec set: a model without
@@ -404,14 +407,7 @@ func (m *modelSet) realized(observed []plan.Resource) []plan.Resource {
 
 // hasSteer reports whether a model steers (teams): what it makes then
 // depends on the time (plan.Options.Now).
-func hasSteer(rs []plan.Resource) bool {
-	for _, r := range rs {
-		if r.Kind == plan.KindSteer {
-			return true
-		}
-	}
-	return false
-}
+func hasSteer(rs []plan.Resource) bool { return plan.HasKind(rs, plan.KindSteer) }
 
 // scopeFor returns the namespaces an apply of doc reads and plans, nil for
 // all of them. An apply is full when asked (Full), when there is no record

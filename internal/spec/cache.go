@@ -106,6 +106,24 @@ func (c *Cache) Add(doc *Document) {
 	c.keep(doc)
 }
 
+// AddEncoded is Add of a document whose EncodeValidated the caller made
+// already: it keeps that encoding rather than encoding the spec again.
+// An encoding that is not EncodeValidated's of doc is not kept; doc is
+// added as Add adds it.
+func (c *Cache) AddEncoded(doc *Document, encoded []byte) {
+	if c == nil || doc == nil || !doc.valid || len(doc.Source) > MaxSpecBytes {
+		return
+	}
+	sum := sha256.Sum256(doc.Source)
+	body, ok := unframe(sum, encoded)
+	if !ok {
+		c.keep(doc)
+		return
+	}
+	c.remember(sum, body)
+	c.toFile(sum, encoded)
+}
+
 // lookup makes the document of src from the cache, when it is there.
 func (c *Cache) lookup(file string, src []byte) (*Document, bool) {
 	if c == nil || len(src) > MaxSpecBytes {
@@ -135,7 +153,7 @@ func (c *Cache) keep(doc *Document) {
 	sum := sha256.Sum256(doc.Source)
 	encoded := encodeCached(doc)
 	c.remember(sum, encoded)
-	c.toFile(sum, encoded)
+	c.toFile(sum, frame(sum, encoded))
 }
 
 func (c *Cache) fromMemory(sum [sha256.Size]byte) ([]byte, bool) {
@@ -210,10 +228,11 @@ func (c *Cache) fromFile(sum [sha256.Size]byte) ([]byte, bool) {
 	return encoded, true
 }
 
-// toFile writes a spec to the directory, whole or not at all, and drops
-// the files least recently used past cacheFiles. A directory that cannot
-// be written only costs the next process the decoding.
-func (c *Cache) toFile(sum [sha256.Size]byte, encoded []byte) {
+// toFile writes a spec, framed (see frame), to the directory, whole or
+// not at all, and drops the files least recently used past cacheFiles. A
+// directory that cannot be written only costs the next process the
+// decoding.
+func (c *Cache) toFile(sum [sha256.Size]byte, framed []byte) {
 	if c.dir == "" {
 		return
 	}
@@ -224,7 +243,7 @@ func (c *Cache) toFile(sum [sha256.Size]byte, encoded []byte) {
 	if err != nil {
 		return
 	}
-	_, werr := tmp.Write(frame(sum, encoded))
+	_, werr := tmp.Write(framed)
 	if cerr := tmp.Close(); werr != nil || cerr != nil {
 		_ = os.Remove(tmp.Name())
 		return

@@ -402,3 +402,48 @@ func TestCacheAdd(t *testing.T) {
 		sameDocument(t, "added", got, want)
 	}
 }
+
+// TestCacheAddEncoded: a document added with the encoding stored beside
+// it is kept as Add keeps it, in memory and in the directory; with an
+// encoding of other bytes, or none, it is kept all the same, and one
+// that did not validate is not.
+func TestCacheAddEncoded(t *testing.T) {
+	loaded, err := Load("rich.yaml", []byte(richSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned, err := PinVNIs(loaded, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, err := Decode("bad.yaml", []byte(strings.Replace(richSpec, "host: esx2", "host: nowhere", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		encoding []byte
+	}{
+		{"its own encoding", EncodeValidated(pinned)},
+		{"another spec's encoding", EncodeValidated(loaded)},
+		{"no encoding", nil},
+	} {
+		c := NewCache(t.TempDir())
+		c.AddEncoded(pinned, tc.encoding)
+		c.AddEncoded(bad, tc.encoding)
+		if len(c.memory) != 1 {
+			t.Fatalf("%s: %d specs kept, want 1", tc.name, len(c.memory))
+		}
+		want, err := Load(pinned.File, pinned.Source)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for where, cache := range map[string]*Cache{"memory": c, "directory": NewCache(c.dir)} {
+			got, ok := cache.lookup(pinned.File, pinned.Source)
+			if !ok {
+				t.Fatalf("%s: not kept in %s", tc.name, where)
+			}
+			sameDocument(t, tc.name+", "+where, got, want)
+		}
+	}
+}

@@ -388,7 +388,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		d.values -= len(n.Content)
 		v.Set(reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content)))
 		for i, item := range n.Content {
-			d.decode(item, v.Index(i), path+"["+strconv.Itoa(i)+"]")
+			d.decode(item, v.Index(i), itemPath(path, i))
 		}
 	case reflect.Map:
 		d.decodeMap(n, v, path)
@@ -601,6 +601,20 @@ func fieldsOf(t reflect.Type) *structFields {
 	}
 	fieldsOfType.Store(t, f)
 	return f
+}
+
+// itemPath is indexPath made in one allocation, for a path that is kept
+// (a position's): a large spec has hundreds of thousands of them.
+func itemPath(path string, i int) string {
+	var digits [20]byte
+	n := strconv.AppendInt(digits[:0], int64(i), 10)
+	var b strings.Builder
+	b.Grow(len(path) + len(n) + 2)
+	b.WriteString(path)
+	b.WriteByte('[')
+	b.Write(n)
+	b.WriteByte(']')
+	return b.String()
 }
 
 // joinPath names a field or a map entry under path; a long map key is

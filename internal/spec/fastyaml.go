@@ -202,10 +202,45 @@ func blockScalar(nodes *nodeSlab, text string, row, col int) (*yaml.Node, bool) 
 func plainScalar(nodes *nodeSlab, v string, row, col int) *yaml.Node {
 	n := nodes.new(yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v, Line: row, Column: col})
 	if c := v[0]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') || specialWords[v] {
-		n.Tag = ""
-		n.Tag = n.ShortTag()
+		if tag, ok := digitsTag(v); ok {
+			n.Tag = tag
+		} else {
+			n.Tag = ""
+			n.Tag = n.ShortTag()
+		}
 	}
 	return n
+}
+
+// digitsTag resolves, without yaml.v3's resolution (which tries a
+// timestamp, integers and a regular expression for floats in turn), the
+// plain scalars that start with a digit and that most specs are full
+// of: a decimal number with no leading zero is an integer, and a value
+// with a slash or more than one dot (an address, a subnet) is a string,
+// since no integer, float or timestamp has either. It is false for any
+// other value.
+func digitsTag(v string) (string, bool) {
+	if v == "" || v[0] < '0' || v[0] > '9' {
+		return "", false
+	}
+	digits, dots, slash := 0, 0, false
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c >= '0' && c <= '9':
+			digits++
+		case c == '.':
+			dots++
+		case c == '/':
+			slash = true
+		}
+	}
+	switch {
+	case slash || dots > 1:
+		return "!!str", true
+	case digits == len(v) && (v[0] != '0' || len(v) == 1) && len(v) <= 18:
+		return "!!int", true
+	}
+	return "", false
 }
 
 // specialWords are the plain scalars starting with a letter that the

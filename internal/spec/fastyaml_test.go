@@ -2,6 +2,7 @@ package spec
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -107,4 +108,36 @@ func FuzzSimpleYAML(f *testing.F) {
 			t.Fatalf("%q: tree\n%s\nwant\n%s", src, g, w)
 		}
 	})
+}
+
+// TestDigitsTagIsYAMLs: the values digitsTag resolves, it resolves as
+// yaml.v3 does; random values over the characters numbers, addresses,
+// dates and times are made of, and some written out.
+func TestDigitsTagIsYAMLs(t *testing.T) {
+	values := []string{"0", "7", "1500", "10001", "0755", "09", "012", "1.5", "1.", "1e3", "1.5e3", "10.0.0.0/24",
+		"192.0.2.1", "1.2.3", "2001-12-14", "2001-12-14 21:59:43.10", "1_000", "0x1f", "0o17", "0b101",
+		"123456789012345678", "1234567890123456789", "99999999999999999999", "1:30", "1/2", "10.1.0.10/24", "1.2/3"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	const alphabet = "0123456789././-:_xobeE+ "
+	for range 20000 {
+		b := []byte{byte('0' + rng.IntN(10))}
+		for range rng.IntN(12) {
+			b = append(b, alphabet[rng.IntN(len(alphabet))])
+		}
+		values = append(values, string(b))
+	}
+	resolved := 0
+	for _, v := range values {
+		tag, ok := digitsTag(v)
+		if !ok {
+			continue
+		}
+		resolved++
+		if want := (&yaml.Node{Kind: yaml.ScalarNode, Value: v}).ShortTag(); tag != want {
+			t.Errorf("%q: digitsTag %s, yaml.v3 %s", v, tag, want)
+		}
+	}
+	if resolved < len(values)/4 {
+		t.Errorf("digitsTag resolved %d of %d values", resolved, len(values))
+	}
 }

@@ -33,7 +33,7 @@ func pinInText(doc *Document, vnis map[string]int) (*Document, bool) {
 	if off, ok := offsetOf(src, lines, a.list); !ok || src[off] != '-' {
 		return nil, false // a flow list, or not a list
 	}
-	var edits []pinEdit
+	edits := make([]pinEdit, 0, len(doc.Spec.Networks))
 	for i, n := range doc.Spec.Networks {
 		if a.vni[i] || n.VNI != 0 {
 			continue

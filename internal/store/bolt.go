@@ -7,15 +7,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -67,6 +70,54 @@ type Bolt struct {
 	// writes were mirrored there (see update).
 	writtenGood map[string]*chunkCache
 	wmu         sync.Mutex // of written and writtenGood, held across a write
+
+	// heads is, per infrastructure, the head of its record (see Head) as
+	// this value last read or wrote it, with a hash of its stored bytes:
+	// a read that finds the same bytes need not decode them again, which
+	// for a spec of thousands of networks costs more than a change does.
+	heads map[string]cachedHead
+	hmu   sync.Mutex // of heads
+}
+
+// cachedHead is a record's head and a hash of the bytes it was stored as.
+type cachedHead struct {
+	sum  uint64
+	size int
+	rec  Record
+}
+
+var headSeed = maphash.MakeSeed()
+
+// cachedHeadOf returns the head kept for name when v, the record's
+// stored bytes, is what it was kept for. Its byte slices are shared with
+// every other caller's: they are read, never changed.
+func (b *Bolt) cachedHeadOf(name string, v []byte, sum uint64) (*Record, bool) {
+	b.hmu.Lock()
+	defer b.hmu.Unlock()
+	h, ok := b.heads[name]
+	if !ok || h.size != len(v) || h.sum != sum {
+		return nil, false
+	}
+	r := h.rec
+	return &r, true
+}
+
+// keepHead keeps r, name's head, as stored in bytes whose hash is sum.
+func (b *Bolt) keepHead(name string, size int, sum uint64, r *Record) {
+	b.hmu.Lock()
+	defer b.hmu.Unlock()
+	if b.heads == nil {
+		b.heads = map[string]cachedHead{}
+	}
+	h := *r
+	h.Realized = nil
+	b.heads[name] = cachedHead{sum: sum, size: size, rec: h}
+}
+
+func (b *Bolt) forgetHead(name string) {
+	b.hmu.Lock()
+	defer b.hmu.Unlock()
+	delete(b.heads, name)
 }
 
 // OpenBolt opens dir/state.db, creating it (and the store's ID) if the
@@ -144,18 +195,24 @@ func getRecord(tx *bolt.Tx, name string) (*Record, error) {
 
 // Head returns the record of an infrastructure without what was realized
 // (Realized is nil), which is most of a large record's decoding.
-func (b *Bolt) Head(name string) (*Record, error) { return b.read(name, decodeHead) }
-
-// read decodes an infrastructure's record with decode.
-func (b *Bolt) read(name string, decode func(string, []byte) (*Record, error)) (*Record, error) {
+// A head read before from the same bytes is not decoded again; its byte
+// slices (Spec, SpecEncoded) are shared and must not be changed.
+func (b *Bolt) Head(name string) (*Record, error) {
 	var r *Record
 	err := b.view(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bucket).Get([]byte(name))
 		if v == nil {
 			return fmt.Errorf("%q: %w", name, ErrNotFound)
 		}
+		sum := maphash.Bytes(headSeed, v)
+		var ok bool
+		if r, ok = b.cachedHeadOf(name, v, sum); ok {
+			return nil
+		}
 		var err error
-		r, err = decode(name, v)
+		if r, err = decodeHead(name, v); err == nil {
+			b.keepHead(name, len(v), sum, r)
+		}
 		return err
 	})
 	return r, err
@@ -171,6 +228,9 @@ func (b *Bolt) Put(r *Record) error {
 	if err != nil {
 		return err
 	}
+	// Where each resource goes is worked out once, for the file and its
+	// good copy both.
+	split := splitChunks(r.Realized)
 	b.wmu.Lock()
 	defer b.wmu.Unlock()
 	put := func(cache map[string]*chunkCache, wrote **chunkCache) func(*bolt.Tx) error {
@@ -179,7 +239,7 @@ func (b *Bolt) Put(r *Record) error {
 				return err
 			}
 			var err error
-			*wrote, err = putRealized(tx, r.Name, r.Realized, cache[r.Name])
+			*wrote, err = putRealized(tx, r.Name, r.Realized, split, cache[r.Name])
 			return err
 		}
 	}
@@ -195,7 +255,32 @@ func (b *Bolt) Put(r *Record) error {
 	if wrote == nil {
 		delete(b.written, r.Name)
 	}
+	if h, ok := storedHead(r); ok && err == nil {
+		// The next apply reads what this one wrote.
+		b.keepHead(r.Name, len(v), maphash.Bytes(headSeed, v), h)
+	}
 	return err
+}
+
+// storedHead is the head a record's JSON decodes to, made without the
+// JSON, and false when it cannot tell (a string JSON would change).
+func storedHead(r *Record) (*Record, bool) {
+	if !utf8.ValidString(r.Name) || !utf8.ValidString(r.SpecFile) || !utf8.ValidString(r.Engine) {
+		return nil, false
+	}
+	h := *r
+	h.Realized = nil
+	// The caller keeps its slices; the time keeps what JSON does of it
+	// (no monotonic reading, its offset as a zone).
+	h.Spec, h.SpecEncoded = slices.Clone(r.Spec), slices.Clone(r.SpecEncoded)
+	if len(h.SpecEncoded) == 0 {
+		h.SpecEncoded = nil
+	}
+	t, err := r.AppliedAt.MarshalJSON()
+	if err != nil || h.AppliedAt.UnmarshalJSON(t) != nil {
+		return nil, false
+	}
+	return &h, true
 }
 
 // keepChunks notes in m what a write left of name's chunks (nil: unknown).
@@ -217,6 +302,7 @@ func (b *Bolt) Delete(name string) error {
 	defer b.wmu.Unlock()
 	delete(b.written, name)
 	delete(b.writtenGood, name)
+	b.forgetHead(name)
 	del := func(tx *bolt.Tx) error {
 		if err := tx.Bucket(bucket).Delete([]byte(name)); err != nil {
 			return err

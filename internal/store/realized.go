@@ -45,30 +45,119 @@ type chunkCache struct {
 
 var chunkSeed = maphash.MakeSeed()
 
+// chunkSplit is where a record's resources go: each one's chunk, and a
+// hash of each chunk's resources, in order.
+type chunkSplit struct {
+	ids    []uint16
+	hashes map[uint16]uint64
+}
+
 // splitChunks finds each resource's chunk and a hash of each chunk's
 // resources, in order.
-func splitChunks(rs []plan.Resource) (ids []uint16, hashes map[uint16]uint64) {
-	ids = make([]uint16, len(rs))
+func splitChunks(rs []plan.Resource) chunkSplit {
+	ids := make([]uint16, len(rs))
 	var sums [chunks]uint64
 	var used [chunks]bool
+	var buf []byte
 	for i := range rs {
-		h := maphash.Comparable(chunkSeed, rs[i])
+		var h uint64
+		buf, h = resourceHash(buf[:0], &rs[i])
 		id := uint16(h % chunks)
 		ids[i] = id
 		sums[id] = sums[id]*1099511628211 ^ h
 		used[id] = true
 	}
-	hashes = map[uint16]uint64{}
+	hashes := map[uint16]uint64{}
 	for id := range sums {
 		if used[id] {
 			hashes[uint16(id)] = sums[id]
 		}
 	}
-	return ids, hashes
+	return chunkSplit{ids: ids, hashes: hashes}
+}
+
+// resourceHash hashes every field of r that is set, each after its
+// number and (a string) its length, in buf: a record of tens of thousands
+// of resources is hashed at every write, most of whose fields are unset.
+func resourceHash(buf []byte, r *plan.Resource) ([]byte, uint64) {
+	f := fieldWriter{buf: buf}
+	f.str(string(r.Kind))
+	f.str(r.NS)
+	f.str(r.Name)
+	f.str(r.MAC)
+	f.num(uint64(r.MTU))
+	f.end(&r.A)
+	f.end(&r.B)
+	f.str(r.Link)
+	f.str(r.CIDR)
+	f.num(r.Rate)
+	f.num(uint64(r.GRO))
+	f.num(uint64(r.TSO))
+	f.num(r.LeafRate)
+	f.num(r.Ceil)
+	f.num(uint64(r.Quantum))
+	f.num(r.Burst)
+	f.num(uint64(r.Class))
+	f.num(uint64(r.Prio))
+	f.str(r.Match)
+	f.num(uint64(r.CPUMilli))
+	f.str(r.CPUs)
+	f.str(r.Why)
+	f.str(r.Sysctls)
+	f.str(r.Mark)
+	f.num(uint64(r.VNI))
+	f.str(r.Local)
+	f.str(r.Remote)
+	f.num(uint64(r.Port))
+	f.flag(r.Isolate)
+	f.str(r.Owner)
+	return f.buf, maphash.Bytes(chunkSeed, f.buf)
+}
+
+// fieldWriter appends the fields of a resource that are set, each after
+// its number in the order written.
+type fieldWriter struct {
+	buf []byte
+	n   uint64
+}
+
+func (f *fieldWriter) str(s string) {
+	f.n++
+	if s != "" {
+		f.buf = binary.AppendUvarint(f.buf, f.n)
+		f.buf = binary.AppendUvarint(f.buf, uint64(len(s)))
+		f.buf = append(f.buf, s...)
+	}
+}
+
+func (f *fieldWriter) num(v uint64) {
+	f.n++
+	if v != 0 {
+		f.buf = binary.AppendUvarint(f.buf, f.n)
+		f.buf = binary.AppendUvarint(f.buf, v)
+	}
+}
+
+func (f *fieldWriter) flag(b bool) {
+	if b {
+		f.num(1)
+	} else {
+		f.num(0)
+	}
+}
+
+func (f *fieldWriter) end(e *plan.End) {
+	f.str(e.NS)
+	f.str(e.Name)
+	f.str(e.MAC)
+	f.num(uint64(e.MTU))
+	f.str(e.Master)
+	f.flag(e.Isolated)
+	f.flag(e.Down)
 }
 
 // group is the resources of the chunks wanted, each in the order given.
-func group(rs []plan.Resource, ids []uint16, wanted map[uint16]bool) map[uint16][]plan.Resource {
+func group(rs []plan.Resource, ids []uint16, wanted *[chunks]bool) map[uint16][]plan.Resource {
 	out := map[uint16][]plan.Resource{}
 	for i, id := range ids {
 		if wanted[id] {
@@ -79,9 +168,10 @@ func group(rs []plan.Resource, ids []uint16, wanted map[uint16]bool) map[uint16]
 }
 
 // putRealized writes an infrastructure's resources in its bucket of
-// chunks: only the chunks that differ from what cache (nil: unknown) says
-// the bucket holds. It returns what the bucket then holds.
-func putRealized(tx *bolt.Tx, name string, rs []plan.Resource, cache *chunkCache) (*chunkCache, error) {
+// chunks (split: splitChunks of rs): only the chunks that differ from what
+// cache (nil: unknown) says the bucket holds. It returns what the bucket
+// then holds.
+func putRealized(tx *bolt.Tx, name string, rs []plan.Resource, split chunkSplit, cache *chunkCache) (*chunkCache, error) {
 	top, err := tx.CreateBucketIfNotExists(realizedBucket)
 	if err != nil {
 		return nil, err
@@ -90,7 +180,7 @@ func putRealized(tx *bolt.Tx, name string, rs []plan.Resource, cache *chunkCache
 	if err != nil {
 		return nil, err
 	}
-	ids, hashes := splitChunks(rs)
+	ids, hashes := split.ids, split.hashes
 	if cache == nil || string(b.Get(tokenKey)) != cache.token {
 		// What the bucket holds is unknown: every chunk it has goes.
 		var stale [][]byte
@@ -111,13 +201,13 @@ func putRealized(tx *bolt.Tx, name string, rs []plan.Resource, cache *chunkCache
 			}
 		}
 	}
-	changed := map[uint16]bool{}
+	var changed [chunks]bool
 	for id, h := range hashes {
 		if old, ok := cache.hashes[id]; !ok || old != h {
 			changed[id] = true
 		}
 	}
-	for id, g := range group(rs, ids, changed) {
+	for id, g := range group(rs, ids, &changed) {
 		v, err := json.Marshal(g)
 		if err != nil {
 			return nil, err

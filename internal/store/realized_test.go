@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -176,5 +177,66 @@ func TestNames(t *testing.T) {
 	}
 	if got, err := s.Names(); err != nil || !slices.Equal(got, []string{"a", "b"}) {
 		t.Fatalf("Names = %v, %v", got, err)
+	}
+}
+
+// TestResourceHashSeesEveryField: a change to any one field of a resource,
+// nested ones too, changes its hash, and the same value in two fields
+// hashes apart, so a write never keeps a chunk whose resources changed.
+func TestResourceHashSeesEveryField(t *testing.T) {
+	var leaves [][]int // paths of the leaf fields, by index
+	var walk func(typ reflect.Type, path []int)
+	walk = func(typ reflect.Type, path []int) {
+		for i := range typ.NumField() {
+			p := append(slices.Clone(path), i)
+			if f := typ.Field(i); f.Type.Kind() == reflect.Struct {
+				walk(f.Type, p)
+			} else {
+				leaves = append(leaves, p)
+			}
+		}
+	}
+	walk(reflect.TypeFor[plan.Resource](), nil)
+	hash := func(r plan.Resource) uint64 {
+		_, h := resourceHash(nil, &r)
+		return h
+	}
+	set := func(r *plan.Resource, path []int, v int) {
+		f := reflect.ValueOf(r).Elem().FieldByIndex(path)
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString(fmt.Sprint("v", v))
+		case reflect.Bool:
+			f.SetBool(!f.Bool())
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			f.SetInt(int64(v))
+		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			f.SetUint(uint64(v))
+		default:
+			t.Fatalf("field %v of kind %s: teach this test (and resourceHash) about it", path, f.Kind())
+		}
+	}
+	sample := plan.Resource{Kind: plan.KindVeth, A: plan.End{NS: "h", Name: "p0", MTU: 1500}, B: plan.End{NS: "vm", Name: "eth0"}, Owner: "vm a eth0"}
+	seen := map[uint64][]int{}
+	for _, base := range []plan.Resource{{}, sample} {
+		for _, p := range leaves {
+			for _, v := range []int{1, 2} {
+				r := base
+				set(&r, p, v)
+				if hash(r) == hash(base) {
+					t.Errorf("field %v set to %d: the hash does not change", p, v)
+				}
+			}
+		}
+	}
+	// The same value in each field, alone: every hash its own.
+	for _, p := range leaves {
+		var r plan.Resource
+		set(&r, p, 1)
+		h := hash(r)
+		if q, ok := seen[h]; ok {
+			t.Errorf("fields %v and %v hash alike", p, q)
+		}
+		seen[h] = p
 	}
 }

@@ -110,6 +110,72 @@ func TestLargeRecordIsStoredCompressed(t *testing.T) {
 	}
 }
 
+// TestHeadKeptIsHeadDecoded: a head read back without decoding (the one a
+// write or an earlier read left) is the head decoded afresh from the
+// file, whichever process wrote it last.
+func TestHeadKeptIsHeadDecoded(t *testing.T) {
+	dir := t.TempDir()
+	s, other := open(t, dir), open(t, dir)
+	decoded := func(name string) *Record {
+		t.Helper()
+		var h *Record
+		err := s.view(func(tx *bolt.Tx) (err error) {
+			h, err = decodeHead(name, tx.Bucket(bucket).Get([]byte(name)))
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	check := func(step string, w *Bolt, r *Record) {
+		t.Helper()
+		if err := w.Put(r); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 { // kept by the write, then by the read
+			h, err := s.Head(r.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := decoded(r.Name); !reflect.DeepEqual(h, want) {
+				t.Fatalf("%s, read %d: Head = %+v, decoded %+v", step, i, h, want)
+			}
+		}
+	}
+	east := time.FixedZone("east", 3600)
+	res := []plan.Resource{{Kind: plan.KindNetns, Name: "vnet-a-h1"}}
+	check("a write", s, &Record{Name: "a", SpecFile: "a.yaml", Spec: []byte("name: a"), Generation: 1,
+		AppliedAt: time.Now(), Engine: "v1", Realized: res})
+	check("another process's write", other, &Record{Name: "a", SpecFile: "a.yaml", Spec: []byte("name: a\n"), Generation: 2,
+		AppliedAt: time.Now().In(east), Realized: res})
+	check("a write after it", s, &Record{Name: "a", Spec: []byte{}, SpecEncoded: []byte{}, Generation: 3})
+	check("an encoded spec", s, &Record{Name: "a", Spec: []byte("name: a"), SpecEncoded: []byte{1, 2}, Generation: 4})
+	check("a name JSON changes", s, &Record{Name: "b\xff", Generation: 1})
+	large := largeRecord(1000)
+	large.AppliedAt = time.Now().In(east)
+	check("a large record, compressed", s, large)
+	large = largeRecord(1000)
+	large.SpecEncoded = []byte{}
+	check("a large record with an empty encoding", other, large)
+
+	// The caller's bytes are its own: changing them changes no head.
+	src := []byte("name: c")
+	if err := s.Put(&Record{Name: "c", Spec: src}); err != nil {
+		t.Fatal(err)
+	}
+	src[0] = 'N'
+	if h, err := s.Head("c"); err != nil || string(h.Spec) != "name: c" {
+		t.Fatalf("Head = %+v, %v after the caller changed its spec", h, err)
+	}
+	if err := other.Delete("c"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Head("c"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Head of a record another process deleted: %v", err)
+	}
+}
+
 func TestStoreKeepsItsID(t *testing.T) {
 	dir := t.TempDir()
 	a := open(t, dir)

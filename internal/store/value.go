@@ -95,7 +95,8 @@ func EncodeValue(r *Record) ([]byte, error) {
 	raw = binary.AppendUvarint(raw, uint64(len(hj)))
 	raw = append(raw, hj...)
 	raw = appendField(raw, r.Spec)
-	raw = appendField(raw, r.SpecEncoded)
+	// JSON leaves an empty encoding out (omitempty): it reads back nil.
+	raw = appendField(raw, nilIfEmpty(r.SpecEncoded))
 
 	v := make([]byte, 0, len(ValueMagic)+1+binary.MaxVarintLen64+payload/4)
 	v = append(v, ValueMagic...)
@@ -110,6 +111,13 @@ func recordPayloadLen(head int, fields ...[]byte) int {
 		n += binary.MaxVarintLen64 + len(f)
 	}
 	return n
+}
+
+func nilIfEmpty(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
 }
 
 // appendField writes b with its length, telling nil from empty as JSON

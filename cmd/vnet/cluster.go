@@ -200,16 +200,20 @@ func waitCurrent(cmd *cobra.Command, st *etcdstore.Store, s *spec.Spec, gen int,
 }
 
 // waitWithdrawn waits, at most limit from removed, until no host reports
-// the infrastructure, printing each host as its report goes.
-func waitWithdrawn(cmd *cobra.Command, st *etcdstore.Store, name string, removed time.Time, limit time.Duration) error {
+// the infrastructure, deleted at etcd revision rev, printing each host as
+// its report goes, or as it reports that removing its part failed.
+func waitWithdrawn(cmd *cobra.Command, st *etcdstore.Store, name string, rev int64, removed time.Time, limit time.Duration) error {
 	out := cmd.OutOrStdout()
 	ctx, cancel := context.WithDeadline(cmd.Context(), removed.Add(limit))
 	defer cancel()
 	n := 0
-	err := st.WaitWithdrawn(ctx, name, func(ev etcdstore.HostEvent) {
-		if ev.State == etcdstore.HostGone && ev.Report == nil {
+	err := st.WaitWithdrawn(ctx, name, rev, func(ev etcdstore.HostEvent) {
+		switch {
+		case ev.State == etcdstore.HostGone && ev.Report == nil:
 			n++
 			fmt.Fprintf(out, "%s withdrew its report after %s\n", ev.Host, seconds(time.Since(removed)))
+		case ev.State == etcdstore.HostFailed:
+			fmt.Fprintf(out, "%s failed to remove its part after %s: %s\n", ev.Host, seconds(time.Since(removed)), strings.Join(ev.Report.Errors, "; "))
 		}
 	})
 	if err != nil {
@@ -317,13 +321,14 @@ func destroyCluster(cmd *cobra.Command, endpoints []string, name string, wait ti
 	if err != nil {
 		return fmt.Errorf("destroy %s: %w", name, err)
 	}
-	if err := st.DeleteIf(name, rev); err != nil {
+	deleted, err := st.DeleteIfRev(name, rev)
+	if err != nil {
 		return fmt.Errorf("destroy %s: %w", name, err)
 	}
 	removed := time.Now()
 	fmt.Fprintf(cmd.OutOrStdout(), "removed %s (generation %d) from etcd\n", name, rec.Generation)
 	if wait > 0 {
-		return waitWithdrawn(cmd, st, name, removed, wait)
+		return waitWithdrawn(cmd, st, name, deleted, removed, wait)
 	}
 	return nil
 }
@@ -336,6 +341,9 @@ type clusterStatus struct {
 	AppliedAt  time.Time            `json:"applied_at"`
 	Converged  bool                 `json:"converged"`
 	Hosts      []etcdstore.HostView `json:"hosts"`
+	// Removed says the record is gone (destroyed) while hosts still
+	// report it: one whose removal failed is failed, with its errors.
+	Removed bool `json:"removed,omitempty"`
 }
 
 func statusCluster(cmd *cobra.Command, endpoints []string, args []string, output string) error {
@@ -344,7 +352,7 @@ func statusCluster(cmd *cobra.Command, endpoints []string, args []string, output
 		return err
 	}
 	defer st.Close()
-	recs, err := selectRecords(st, args)
+	recs, removed, err := selectClusterRecords(st, args)
 	if err != nil {
 		return err
 	}
@@ -363,6 +371,16 @@ func statusCluster(cmd *cobra.Command, endpoints []string, args []string, output
 		all = append(all, clusterStatus{Name: rec.Name, SpecFile: rec.SpecFile, Generation: rec.Generation,
 			AppliedAt: rec.AppliedAt, Converged: etcdstore.Converged(views), Hosts: views})
 	}
+	for _, name := range removed {
+		reports, err := st.Reports(name)
+		if err != nil {
+			return err
+		}
+		if len(reports) == 0 { // withdrawn since it was listed
+			continue
+		}
+		all = append(all, clusterStatus{Name: name, Removed: true, Hosts: etcdstore.Assess(0, nil, reports)})
+	}
 	out := cmd.OutOrStdout()
 	if output == "json" {
 		enc := json.NewEncoder(out)
@@ -378,8 +396,63 @@ func statusCluster(cmd *cobra.Command, endpoints []string, args []string, output
 	return nil
 }
 
+// selectClusterRecords is selectRecords, and the infrastructures whose
+// record is gone (destroyed) but that some host still reports: those args
+// name, or with no args every one.
+func selectClusterRecords(st *etcdstore.Store, args []string) ([]*store.Record, []string, error) {
+	if len(args) == 0 {
+		recs, err := st.List()
+		if err != nil {
+			return nil, nil, err
+		}
+		reported, err := st.Reported()
+		if err != nil {
+			return nil, nil, err
+		}
+		stored := make(map[string]bool, len(recs))
+		for _, r := range recs {
+			stored[r.Name] = true
+		}
+		var removed []string
+		for _, name := range reported {
+			if !stored[name] {
+				removed = append(removed, name)
+			}
+		}
+		return recs, removed, nil
+	}
+	var recs []*store.Record
+	var removed []string
+	for _, a := range args {
+		name, err := infraName(a)
+		if err != nil {
+			return nil, nil, err
+		}
+		r, err := recordHead(st, name)
+		if errors.Is(err, store.ErrNotFound) {
+			reports, rerr := st.Reports(name)
+			if rerr != nil {
+				return nil, nil, rerr
+			}
+			if len(reports) > 0 {
+				removed = append(removed, name)
+				continue
+			}
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		recs = append(recs, r)
+	}
+	return recs, removed, nil
+}
+
 func printClusterStatus(out io.Writer, cs clusterStatus, now time.Time) {
-	fmt.Fprintf(out, "infra %s (generation %d, from %s, applied %s)\n", cs.Name, cs.Generation, cs.SpecFile, cs.AppliedAt.Local().Format(time.DateTime))
+	if cs.Removed {
+		fmt.Fprintf(out, "infra %s (destroyed: no longer in etcd, but hosts still report it)\n", cs.Name)
+	} else {
+		fmt.Fprintf(out, "infra %s (generation %d, from %s, applied %s)\n", cs.Name, cs.Generation, cs.SpecFile, cs.AppliedAt.Local().Format(time.DateTime))
+	}
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "\nHOST\tSTATE\tGENERATION\tRESOURCES\tREPORTED\tERRORS")
 	count := map[etcdstore.HostState]int{}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -67,5 +68,28 @@ func TestPrintClusterSecurity(t *testing.T) {
 		if strings.Contains(out, unwanted) {
 			t.Errorf("%q in:\n%s", unwanted, out)
 		}
+	}
+}
+
+// An infrastructure destroyed while a host still reports it says so, and
+// shows the host whose removal failed as failed, with its error.
+func TestPrintRemovedClusterStatus(t *testing.T) {
+	now := time.Date(2026, 11, 24, 0, 10, 0, 0, time.UTC)
+	cs := clusterStatus{Name: "dc", Removed: true, Hosts: []etcdstore.HostView{
+		{Host: "hv2", State: etcdstore.HostFailed, Report: &etcdstore.Report{Host: "hv2", Generation: 2, Resources: 9, At: now,
+			Removing: true, Errors: []string{"destroy dc: veth vn1: busy"}}},
+		{Host: "hv3", State: etcdstore.HostUnexpected, Report: &etcdstore.Report{Host: "hv3", Generation: 2, Resources: 4, At: now}},
+	}}
+	var b bytes.Buffer
+	printClusterStatus(&b, cs, now)
+	out := b.String()
+	for _, want := range []string{"infra dc (destroyed: no longer in etcd, but hosts still report it)", "destroy dc: veth vn1: busy",
+		"2 hosts: 1 failed, 1 unexpected"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in:\n%s", want, out)
+		}
+	}
+	if !regexp.MustCompile(`hv2 +failed +2 +9`).MatchString(out) {
+		t.Errorf("hv2 not shown failed:\n%s", out)
 	}
 }

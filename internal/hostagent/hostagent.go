@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -331,13 +332,17 @@ func (a *Agent) RefreshCounters() {
 }
 
 // removeGone destroys what the host realized of infrastructures etcd no
-// longer places on it, and withdraws their reports.
+// longer places on it, and withdraws their reports. A destroy that fails
+// leaves the local record, so the next pass tries again; until one
+// succeeds the infrastructure's report says the removal failed, so that
+// a destroy that waits, and vnet status, see the host still holds it.
 func (a *Agent) removeGone(here map[string]bool) {
 	locals, err := a.localNames()
 	if err != nil {
 		a.logf("read local records: %v\n", err)
 		return
 	}
+	failed := map[string]bool{}
 	for _, name := range locals {
 		if here[name] {
 			continue
@@ -347,6 +352,8 @@ func (a *Agent) removeGone(here map[string]bool) {
 		p, err := a.engine(&log).Destroy(name)
 		if err != nil {
 			a.logf("%s: remove: %v\n%s", name, err, log.String())
+			a.reportRemovalFailed(name, err)
+			failed[name] = true
 			continue
 		}
 		a.memo.Forget(name)
@@ -357,10 +364,26 @@ func (a *Agent) removeGone(here map[string]bool) {
 		a.closeReporter(name)
 	}
 	for name := range a.reporters {
-		if !here[name] {
+		if !here[name] && !failed[name] {
 			a.closeReporter(name)
 		}
 	}
+}
+
+// reportRemovalFailed reports that removing the host's part of infra
+// failed with err. The event is kept once per distinct failure, not at
+// every pass that meets it again.
+func (a *Agent) reportRemovalFailed(infra string, err error) {
+	errs := []string{err.Error()}
+	last, had := a.last[infra]
+	if !had || !last.Removing || !slices.Equal(last.Errors, errs) {
+		a.event(events.Event{Action: events.Destroy, Infra: infra, OK: false, Error: err.Error()})
+	}
+	r := etcdstore.Report{Generation: last.Generation, Resources: a.realized(infra), Errors: errs, Removing: true}
+	// The port counters are of objects on their way out: none are read
+	// for the report, nor refreshed between passes.
+	delete(a.secRes, infra)
+	a.publish(infra, r)
 }
 
 // recorded reports whether the local store records the infrastructure,

@@ -392,17 +392,24 @@ func (s *Store) Delete(name string) error {
 // DeleteIf removes a record only if it still has revision expectRev, so a
 // destroy cannot remove a spec applied after it looked.
 func (s *Store) DeleteIf(name string, expectRev int64) error {
+	_, err := s.DeleteIfRev(name, expectRev)
+	return err
+}
+
+// DeleteIfRev is DeleteIf, and returns the etcd revision of the deletion
+// (what WaitWithdrawn waits from).
+func (s *Store) DeleteIfRev(name string, expectRev int64) (int64, error) {
 	if err := checkName("infrastructure", name); err != nil {
-		return err
+		return 0, err
 	}
 	resp, err := s.txnIf("delete "+name, s.infraKey(name), expectRev, clientv3.OpDelete(s.infraKey(name)))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if !resp.Succeeded {
-		return conflict(name, expectRev, resp)
+		return 0, conflict(name, expectRev, resp)
 	}
-	return nil
+	return resp.Header.Revision, nil
 }
 
 // List returns every record, by name. A record whose value has not

@@ -11,13 +11,16 @@ const (
 	// HostLagging reports a generation other than the applied one: its
 	// agent has not caught up yet (or is stuck on an older spec).
 	HostLagging HostState = "lagging"
-	// HostFailed tried the applied generation and reported errors.
+	// HostFailed tried the applied generation and reported errors, or
+	// failed to remove its part of an infrastructure that no longer
+	// places anything on it (Report.Removing).
 	HostFailed HostState = "failed"
 	// HostGone is named by the spec but has no report: its agent is not
 	// running, or has not been heard from for longer than the report TTL.
 	HostGone HostState = "gone"
 	// HostUnexpected reports for an infrastructure whose spec does not name
-	// it (a host removed from the spec whose agent still runs).
+	// it (a host removed from the spec whose agent still runs), or whose
+	// record is gone, and has not failed to remove its part.
 	HostUnexpected HostState = "unexpected"
 )
 
@@ -29,7 +32,9 @@ type HostView struct {
 }
 
 // Assess gives each host a state: the hosts the spec names (expected) in
-// their order, then hosts that report without being named, by name.
+// their order, then hosts that report without being named, by name. A
+// host that reports a failed removal is failed, named or not. For an
+// infrastructure whose record is gone, applied is 0 and expected nil.
 func Assess(applied int, expected []string, reports []Report) []HostView {
 	byHost := make(map[string]Report, len(reports))
 	for _, r := range reports {
@@ -51,9 +56,14 @@ func Assess(applied int, expected []string, reports []Report) []HostView {
 	}
 	var extra []HostView
 	for _, r := range reports {
-		if !named[r.Host] {
-			extra = append(extra, HostView{Host: r.Host, State: HostUnexpected, Report: &r})
+		if named[r.Host] {
+			continue
 		}
+		state := HostUnexpected
+		if removalFailed(r) {
+			state = HostFailed
+		}
+		extra = append(extra, HostView{Host: r.Host, State: state, Report: &r})
 	}
 	sort.Slice(extra, func(i, j int) bool { return extra[i].Host < extra[j].Host })
 	return append(out, extra...)
@@ -61,7 +71,9 @@ func Assess(applied int, expected []string, reports []Report) []HostView {
 
 func judge(applied int, r Report) HostState {
 	switch {
-	case r.Generation != applied:
+	case removalFailed(r):
+		return HostFailed
+	case r.Generation != applied || r.Removing:
 		return HostLagging
 	case len(r.Errors) > 0:
 		return HostFailed
@@ -79,3 +91,6 @@ func Converged(views []HostView) bool {
 	}
 	return true
 }
+
+// removalFailed says whether a report is of a removal that failed.
+func removalFailed(r Report) bool { return r.Removing && len(r.Errors) > 0 }

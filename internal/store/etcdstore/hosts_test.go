@@ -14,6 +14,11 @@ func TestAssess(t *testing.T) {
 	rep := func(host string, gen int, errs ...string) Report {
 		return Report{Host: host, Generation: gen, Errors: errs}
 	}
+	removing := func(host string, gen int, errs ...string) Report {
+		r := rep(host, gen, errs...)
+		r.Removing = true
+		return r
+	}
 	type want struct {
 		host  string
 		state HostState
@@ -44,6 +49,15 @@ func TestAssess(t *testing.T) {
 		{"a host named twice counts once", 1, []string{"hv1", "hv1"}, []Report{rep("hv1", 1)},
 			[]want{{"hv1", HostCurrent}}},
 		{"nothing expected, nothing reported", 1, nil, nil, []want{}},
+		{"a failed removal by a host left out of the spec fails", 2, []string{"hv1"}, []Report{rep("hv1", 2), removing("hv3", 1, "bridge: busy")},
+			[]want{{"hv1", HostCurrent}, {"hv3", HostFailed}}},
+		{"record gone: a failed removal fails, a host not there yet is unexpected", 0, nil,
+			[]Report{rep("hv2", 4), removing("hv1", 4, "bridge: busy")},
+			[]want{{"hv1", HostFailed}, {"hv2", HostUnexpected}}},
+		{"a named host failing to remove its part fails, whatever generation it names", 3, []string{"hv1"},
+			[]Report{removing("hv1", 0, "veth: busy")}, []want{{"hv1", HostFailed}}},
+		{"a removal without errors is no state of the applied generation", 3, []string{"hv1", "hv2"},
+			[]Report{removing("hv1", 3), removing("hv2", 3)}, []want{{"hv1", HostLagging}, {"hv2", HostLagging}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

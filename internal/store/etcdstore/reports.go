@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,6 +26,14 @@ type Report struct {
 	Resources  int       `json:"resources"`  // objects vnet made on that host
 	Errors     []string  `json:"errors,omitempty"`
 	At         time.Time `json:"at"`
+	// Removing says the host failed to remove its part of an
+	// infrastructure that no longer places anything on it (destroyed, or
+	// the host left out of its spec): Errors says why, Resources is what
+	// its last apply recorded and Generation the last it realized (0 when
+	// its agent does not know). The agent tries again at each pass and
+	// withdraws the report once the removal succeeds; a removal that
+	// succeeds at once leaves no report of this kind.
+	Removing bool `json:"removing,omitempty"`
 	// Security is what the firewall rules of the host's ports with port
 	// security or an ACL counted, as CompactSecurity leaves it: only
 	// non-zero counters, at most MaxReportedPorts ports.
@@ -106,6 +115,29 @@ func (s *Store) Reports(infra string) ([]Report, error) {
 			return nil, err
 		}
 		out = append(out, r)
+	}
+	return out, nil
+}
+
+// Reported lists, by name, the infrastructures some host reports, whether
+// or not their record is still there: a host whose removal of a destroyed
+// infrastructure failed keeps reporting it.
+func (s *Store) Reported() ([]string, error) {
+	prefix := s.prefix + "status/"
+	var resp *clientv3.GetResponse
+	err := s.call("reported infrastructures", func(ctx context.Context) (err error) {
+		resp, err = s.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, kv := range resp.Kvs {
+		infra, _, ok := strings.Cut(strings.TrimPrefix(string(kv.Key), prefix), "/")
+		if ok && (len(out) == 0 || out[len(out)-1] != infra) {
+			out = append(out, infra)
+		}
 	}
 	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -63,9 +64,20 @@ func (s *Store) WaitCurrent(ctx context.Context, infra string, gen int, stored i
 // WaitWithdrawn waits until no host reports infra: each agent withdraws its
 // report once it removed its part of a destroyed infrastructure, or when it
 // stops, and etcd deletes the report of an agent that died once its lease
-// runs out. Events and errors are WaitCurrent's.
-func (s *Store) WaitWithdrawn(ctx context.Context, infra string, on func(HostEvent)) error {
-	return s.wait(ctx, infra, newProgress(0, nil), on)
+// runs out. An agent whose removal fails reports that instead
+// (Report.Removing), and the wait ends with an error wrapping
+// ErrHostFailed that names each such host and its errors.
+//
+// removed is the etcd revision at which the record was deleted (what
+// DeleteIfRev returned). A failed removal reported at or before it is of
+// an earlier attempt (the host left out of the spec before the destroy),
+// which its agent tries again on seeing the record gone: it is waited out
+// rather than taken for a failure. With removed 0 every report is taken
+// at its word. Events and the other errors are WaitCurrent's.
+func (s *Store) WaitWithdrawn(ctx context.Context, infra string, removed int64, on func(HostEvent)) error {
+	p := newProgress(0, nil)
+	p.since = removed
+	return s.wait(ctx, infra, p, on)
 }
 
 // healthInterval is how often a wait checks that etcd still answers: a
@@ -239,8 +251,10 @@ func (p *progress) reset(reports []revReport) []HostEvent {
 	return p.changes()
 }
 
-// views are Assess's, but a named host whose report was written before
-// the record is lagging, whatever generation it names.
+// views are Assess's, but a host whose report was written before the
+// record (or before its deletion) is lagging when the spec names it,
+// whatever generation it names, and unexpected when it does not, even if
+// it reports a failed removal.
 func (p *progress) views() []HostView {
 	reports := make([]Report, 0, len(p.live))
 	for _, r := range p.live {
@@ -248,8 +262,13 @@ func (p *progress) views() []HostView {
 	}
 	views := Assess(p.gen, p.hosts, reports)
 	for i, v := range views {
-		if v.Report != nil && v.State != HostUnexpected && p.stale(v.Host) {
+		if v.Report == nil || !p.stale(v.Host) {
+			continue
+		}
+		if slices.Contains(p.hosts, v.Host) {
 			views[i].State = HostLagging
+		} else {
+			views[i].State = HostUnexpected
 		}
 	}
 	return views
@@ -303,6 +322,8 @@ func (p *progress) verdict(infra string) (bool, error) {
 		}
 	}
 	switch {
+	case len(failed) > 0 && p.gen == 0:
+		return false, fmt.Errorf("%s: %w to remove its part: %s", infra, ErrHostFailed, strings.Join(failed, "; "))
 	case len(failed) > 0:
 		return false, fmt.Errorf("%s generation %d: %w: %s", infra, p.gen, ErrHostFailed, strings.Join(failed, "; "))
 	case len(newer) > 0:
@@ -337,6 +358,8 @@ func (p *progress) pending() string {
 		}
 		var what string
 		switch {
+		case v.Report != nil && v.Report.Removing:
+			what = fmt.Sprintf("failed to remove its part (%s): %s", reportedAt(*v.Report), strings.Join(v.Report.Errors, "; "))
 		case v.Report != nil && p.gen == 0:
 			what = fmt.Sprintf("still reports generation %d (%s)", v.Report.Generation, reportedAt(*v.Report))
 		case v.Report != nil && v.State == HostUnexpected:

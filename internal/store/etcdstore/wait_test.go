@@ -32,6 +32,14 @@ func old(host string, gen int, rev int64) step {
 
 func gone(host string) step { return step{host: host} }
 
+// failedRemoval is a host's report that it failed to remove its part, at
+// revision rev (0: the next after the record or its deletion).
+func failedRemoval(host string, rev int64, errs ...string) step {
+	s := rep(host, 4, errs...)
+	s.put.Removing, s.rev = true, rev
+	return s
+}
+
 func eventText(evs []HostEvent) []string {
 	var out []string
 	for _, ev := range evs {
@@ -112,6 +120,25 @@ func TestProgress(t *testing.T) {
 			events:  "hv1 unexpected, hv2 unexpected, hv1 gone (no report)",
 			pending: "hv2 still reports generation 4"},
 		{name: "destroyed: nothing reported", hosts: nil, done: true},
+		{name: "destroyed: a failed removal ends the wait with the host's errors", hosts: nil,
+			initial: []step{rep("hv1", 4), rep("hv2", 4)},
+			steps:   []step{gone("hv1"), failedRemoval("hv2", 0, "destroy dc: veth vn1: busy")},
+			events:  "hv1 unexpected, hv2 unexpected, hv1 gone (no report), hv2 failed",
+			err:     ErrHostFailed, errText: "demo: a host failed to remove its part: hv2: destroy dc: veth vn1: busy"},
+		{name: "destroyed: a failed removal from before the deletion is waited out", hosts: nil,
+			initial: []step{failedRemoval("hv3", 40, "bridge: busy"), rep("hv1", 4)},
+			steps:   []step{gone("hv1")},
+			events:  "hv1 unexpected, hv3 unexpected, hv1 gone (no report)",
+			pending: "hv3 failed to remove its part (no time given): bridge: busy"},
+		{name: "destroyed: a removal that fails, then succeeds", hosts: nil,
+			initial: []step{failedRemoval("hv3", 40, "bridge: busy")},
+			steps:   []step{failedRemoval("hv3", 0, "bridge: busy"), gone("hv3")},
+			events:  "hv3 unexpected, hv3 failed, hv3 gone (no report)", done: true},
+		{name: "a host left out of the spec failing to remove its part fails the apply", gen: 2, hosts: []string{"hv1"},
+			initial: []step{rep("hv1", 2), rep("hv3", 1)},
+			steps:   []step{failedRemoval("hv3", 0, "bridge: busy")},
+			events:  "hv1 current, hv3 unexpected, hv3 failed",
+			err:     ErrHostFailed, errText: "demo generation 2: a host failed: hv3: bridge: busy"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -305,7 +332,7 @@ func TestWaitTimesOutAndWithdrawn(t *testing.T) {
 
 	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	w := startWait(func(on func(HostEvent)) error { return s.WaitWithdrawn(ctx, "demo", on) })
+	w := startWait(func(on func(HostEvent)) error { return s.WaitWithdrawn(ctx, "demo", 0, on) })
 	w.running(t)
 	if err := rp.Close(); err != nil {
 		t.Fatal(err)

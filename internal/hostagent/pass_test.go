@@ -34,6 +34,9 @@ type memoryDP struct {
 	byPlace  map[string]map[string]map[string]bool
 	executed []plan.Action
 	sweeps   int
+	// failDeletes is how many deletions fail from now on, as a kernel
+	// that refuses them would.
+	failDeletes int
 }
 
 func newMemoryDP() *memoryDP {
@@ -95,6 +98,10 @@ func placesOf(r plan.Resource) []memoryPlace {
 func (d *memoryDP) Execute(a plan.Action) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if a.New == nil && d.failDeletes > 0 {
+		d.failDeletes--
+		return fmt.Errorf("delete %s: device or resource busy", a.Old.Key())
+	}
 	d.executed = append(d.executed, a)
 	if a.Old != nil {
 		k := a.Old.Key()

@@ -220,7 +220,7 @@ func destroyCmd() *cobra.Command {
 		},
 	}
 	addWaitFlag(c, &wait, "with --etcd, then wait up to this long (--wait=1m; alone: "+defaultWait.String()+") until no host reports the infrastructure, "+
-		"printing each as its report goes. Exit 3 when time runs out. Without --etcd, destroy is done when it returns")
+		"printing each as its report goes. Exit 1 when a host fails to remove its part (named, with its error), 3 when time runs out. Without --etcd, destroy is done when it returns")
 	addEtcdFlag(c)
 	return c
 }

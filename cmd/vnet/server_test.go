@@ -195,8 +195,21 @@ func TestServerApplyStatusDestroy(t *testing.T) {
 	if out, code = etcd("destroy", "demo"); code != 1 || !strings.Contains(out, "no such infrastructure") {
 		t.Errorf("second destroy: exit %d\n%s", code, out)
 	}
+	// Hosts that still report it show until their reports go.
+	if out, code = etcd("status"); code != 0 || !strings.Contains(out, "infra demo (destroyed: no longer in etcd, but hosts still report it)") ||
+		!strings.Contains(out, "2 hosts: 2 unexpected") {
+		t.Errorf("status after destroy, hosts still reporting: exit %d\n%s", code, out)
+	}
+	if out, code = etcd("status", "demo"); code != 0 || !strings.Contains(out, "destroyed") {
+		t.Errorf("status demo after destroy, hosts still reporting: exit %d\n%s", code, out)
+	}
+	rp.Close()
+	rp2.Close()
 	if out, code = etcd("status"); code != 0 || !strings.Contains(out, "no infrastructures") {
 		t.Errorf("status after destroy: exit %d\n%s", code, out)
+	}
+	if out, code = etcd("status", "demo"); code != 1 || !strings.Contains(out, "no such infrastructure") {
+		t.Errorf("status demo after destroy: exit %d\n%s", code, out)
 	}
 }
 

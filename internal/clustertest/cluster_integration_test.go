@@ -14,6 +14,18 @@ import (
 	"github.com/vnet-project/vnet/internal/plan"
 )
 
+// switchOnTwo is switchAndVMs without hv3.
+const switchOnTwo = `switches:
+  - name: dvs
+    hosts: [hv1, hv2]
+    mtu: 1450
+    portgroups:
+      - name: app
+vms:
+  - {name: vm1, host: hv1, nics: [{portgroup: app, ip: 10.77.0.1/24}]}
+  - {name: vm2, host: hv2, nics: [{portgroup: app, ip: 10.77.0.2/24}]}
+`
+
 const switchAndVMs = `switches:
   - name: dvs
     hosts: [hv1, hv2, hv3]

@@ -448,17 +448,7 @@ func TestClusterHostRemoved(t *testing.T) {
 		t.Fatal("hv3 holds nothing of the infrastructure before its removal")
 	}
 
-	const twoHosts = `switches:
-  - name: dvs
-    hosts: [hv1, hv2]
-    mtu: 1450
-    portgroups:
-      - name: app
-vms:
-  - {name: vm1, host: hv1, nics: [{portgroup: app, ip: 10.77.0.1/24}]}
-  - {name: vm2, host: hv2, nics: [{portgroup: app, ip: 10.77.0.2/24}]}
-`
-	applySpec(t, c, infra, specOn(c, infra, []string{"hv1", "hv2"}, twoHosts))
+	applySpec(t, c, infra, specOn(c, infra, []string{"hv1", "hv2"}, switchOnTwo))
 	took := waitFor(t, 30*time.Second, "hv3 emptied", func() (bool, string) {
 		links := vnetLinks(hv3)
 		if nsExists(plan.NSName(infra, "vm3")) {

@@ -28,17 +28,7 @@ func TestClusterDestroyWaitFailedHost(t *testing.T) {
 	hv2.KillAgent()
 	hv2.StartAgent("--interval", "2s")
 	infra := c.Infra()
-	const body = `switches:
-  - name: dvs
-    hosts: [hv1, hv2]
-    mtu: 1450
-    portgroups:
-      - name: app
-vms:
-  - {name: vm1, host: hv1, nics: [{portgroup: app, ip: 10.77.0.1/24}]}
-  - {name: vm2, host: hv2, nics: [{portgroup: app, ip: 10.77.0.2/24}]}
-`
-	file := c.WriteSpec(infra, specOn(c, infra, []string{"hv1", "hv2"}, body))
+	file := c.WriteSpec(infra, specOn(c, infra, []string{"hv1", "hv2"}, switchOnTwo))
 	vnetOK(t, c, "apply", file, "--wait=60s")
 
 	// As another vnet command on hv2 would while it changes the

@@ -87,17 +87,7 @@ func TestClusterApplyWait(t *testing.T) {
 
 	// Without hv3, the apply is done once hv3 emptied itself and withdrew
 	// its report.
-	const twoHosts = `switches:
-  - name: dvs
-    hosts: [hv1, hv2]
-    mtu: 1450
-    portgroups:
-      - name: app
-vms:
-  - {name: vm1, host: hv1, nics: [{portgroup: app, ip: 10.77.0.1/24}]}
-  - {name: vm2, host: hv2, nics: [{portgroup: app, ip: 10.77.0.2/24}]}
-`
-	file = c.WriteSpec(infra, specOn(c, infra, []string{"hv1", "hv2"}, twoHosts))
+	file = c.WriteSpec(infra, specOn(c, infra, []string{"hv1", "hv2"}, switchOnTwo))
 	out = vnetOK(t, c, "apply", file, "--wait=60s")
 	t.Logf("apply --wait without hv3:\n%s", out)
 	if !strings.Contains(out, "hv3, no longer in the spec, withdrew its report after ") || !strings.Contains(out, "2 hosts current") {

@@ -3,7 +3,6 @@ package dataplane
 import (
 	"fmt"
 	"net"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -17,23 +16,7 @@ import (
 // A link's neighbour and forwarding entries asked for alone are what the
 // namespace's dump holds of that link, and only those.
 func TestNeighsOfLinkAsTheDump(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("SKIP: needs root (network namespaces)")
-	}
-	l, err := New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	ns := fmt.Sprintf("vnettestn.%d", os.Getpid())
-	if err := newAnonNetns(ns); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { l.forget(ns); closeAnonNetns(ns) }()
-	h, err := l.handle(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, ns, h := scratchNamespace(t, "vnettestn")
 	var bridges, tunnels []netlink.Link
 	for i := range 3 {
 		br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: fmt.Sprintf("br%d", i)}}
@@ -109,14 +92,7 @@ func TestNeighsOfLinkAsTheDump(t *testing.T) {
 // maps holds of them; a port in no map has none, and a table without its
 // maps reads as without them.
 func TestPortElementsAsTheDump(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("SKIP: needs root (network namespaces)")
-	}
-	ns := fmt.Sprintf("vnettestm.%d", os.Getpid())
-	if err := newAnonNetns(ns); err != nil {
-		t.Fatal(err)
-	}
-	defer closeAnonNetns(ns)
+	_, ns, _ := scratchNamespace(t, "vnettestm")
 	table := bridgeTableOf("")
 	err := nftIn(ns, func(c *nftables.Conn) error {
 		c.AddTable(table)

@@ -47,23 +47,7 @@ func TestParseQdiscHead(t *testing.T) {
 // holds of them; a link whose qdisc has settings, or shows none, is left
 // to the dump.
 func TestQdiscsOfLinksAsTheDump(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("SKIP: needs root (network namespaces)")
-	}
-	l, err := New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	ns := fmt.Sprintf("vnettestq.%d", os.Getpid())
-	if err := newAnonNetns(ns); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { l.forget(ns); closeAnonNetns(ns) }()
-	h, err := l.handle(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, ns, h := scratchNamespace(t, "vnettestq")
 	add := func(link netlink.Link, up bool) netlink.Link {
 		t.Helper()
 		if err := h.LinkAdd(link); err != nil {
@@ -129,4 +113,29 @@ func TestQdiscsOfLinksAsTheDump(t *testing.T) {
 			t.Errorf("%s (root %v): read alone (%v, %v), want the dump", link.Attrs().Name, heads(dump[link.Attrs().Index]), ok, err)
 		}
 	}
+}
+
+// scratchNamespace is a dataplane and a namespace of the test's own (no
+// entry in the namespace directory) with its handle, gone with the test.
+// It skips the test unless run as root.
+func scratchNamespace(t *testing.T, prefix string) (*Linux, string, *netlink.Handle) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: needs root (network namespaces)")
+	}
+	l, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := fmt.Sprintf("%s.%d", prefix, os.Getpid())
+	if err := newAnonNetns(ns); err != nil {
+		l.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.forget(ns); closeAnonNetns(ns); l.Close() })
+	h, err := l.handle(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, ns, h
 }

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vnet-project/vnet/internal/etcdserver"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
 )
 
@@ -23,17 +22,7 @@ func (c reportingCluster) Reporter(infra, host string, ttl time.Duration) (*etcd
 // the error, and tries again at its next pass; once the removal succeeds
 // the report goes. The same holds for a host left out of the spec.
 func TestFailedRemovalIsReportedUntilItSucceeds(t *testing.T) {
-	srv, err := etcdserver.Start(etcdserver.Config{DataDir: t.TempDir(), ClientURL: "http://127.0.0.1:0",
-		PeerURL: "http://127.0.0.1:0", LogLevel: "error", NoFsync: true})
-	if err != nil {
-		t.Fatalf("start etcd: %v", err)
-	}
-	t.Cleanup(srv.Close)
-	st, err := etcdstore.Open(etcdstore.Options{Endpoints: []string{srv.Endpoint()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := embeddedStore(t)
 	mc, dp := &memoryCluster{}, newMemoryDP()
 	a := newMemoryAgent(t, mc, dp, t.TempDir(), nil)
 	a.Cluster = reportingCluster{mc, st}

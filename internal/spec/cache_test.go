@@ -372,18 +372,7 @@ func TestNameMatches(t *testing.T) {
 // not kept.
 func TestCacheAdd(t *testing.T) {
 	c := NewCache(t.TempDir())
-	loaded, err := Load("rich.yaml", []byte(richSpec))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pinned, err := PinVNIs(loaded, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bad, err := Decode("bad.yaml", []byte(strings.Replace(richSpec, "host: esx2", "host: nowhere", 1)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	loaded, pinned, bad := documentsToAdd(t)
 	for _, doc := range []*Document{loaded, pinned, bad} {
 		c.Add(doc)
 	}
@@ -403,23 +392,29 @@ func TestCacheAdd(t *testing.T) {
 	}
 }
 
+// documentsToAdd are a loaded document, the same pinned, and one decoded
+// that did not validate.
+func documentsToAdd(t *testing.T) (loaded, pinned, bad *Document) {
+	t.Helper()
+	loaded, err := Load("rich.yaml", []byte(richSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pinned, err = PinVNIs(loaded, nil); err != nil {
+		t.Fatal(err)
+	}
+	if bad, err = Decode("bad.yaml", []byte(strings.Replace(richSpec, "host: esx2", "host: nowhere", 1))); err != nil {
+		t.Fatal(err)
+	}
+	return loaded, pinned, bad
+}
+
 // TestCacheAddEncoded: a document added with the encoding stored beside
 // it is kept as Add keeps it, in memory and in the directory; with an
 // encoding of other bytes, or none, it is kept all the same, and one
 // that did not validate is not.
 func TestCacheAddEncoded(t *testing.T) {
-	loaded, err := Load("rich.yaml", []byte(richSpec))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pinned, err := PinVNIs(loaded, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bad, err := Decode("bad.yaml", []byte(strings.Replace(richSpec, "host: esx2", "host: nowhere", 1)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	loaded, pinned, bad := documentsToAdd(t)
 	for _, tc := range []struct {
 		name     string
 		encoding []byte

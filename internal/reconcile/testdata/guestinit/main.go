@@ -25,8 +25,31 @@ func main() {
 	if err != nil {
 		fmt.Printf("GUEST-FAIL: %v\n", err)
 	}
+	closeNICs()
 	unix.Sync()
 	unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
+}
+
+// closeNICs sets every NIC down before the power-off. Shutting down, the
+// guest's virtio core marks the device's queues broken; if virtio_net's
+// receive poll runs after that (a frame came in) while sent frames wait to
+// be reclaimed, it loops for ever in softirq context: the kernel reports
+// "soft lockup ... [ksoftirqd/0]" and never powers off. A NIC that is down
+// has its polls disabled, so nothing polls the broken queues.
+func closeNICs() {
+	links, err := netlink.LinkList()
+	if err != nil {
+		fmt.Printf("guest: list NICs: %v\n", err)
+		return
+	}
+	for _, l := range links {
+		if l.Attrs().Name == "lo" || l.Attrs().Flags&net.FlagUp == 0 {
+			continue
+		}
+		if err := netlink.LinkSetDown(l); err != nil {
+			fmt.Printf("guest: set %s down: %v\n", l.Attrs().Name, err)
+		}
+	}
 }
 
 func run() error {

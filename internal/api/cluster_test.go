@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vnet-project/vnet/internal/etcdserver"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
+	"github.com/vnet-project/vnet/internal/store/etcdstore/etcdtest"
 )
 
 const clusterSpec = `name: c1
@@ -30,17 +30,7 @@ vms:
 // clusterServer serves an API over a fresh embedded etcd.
 func clusterServer(t *testing.T) (*Server, *etcdstore.Store, func() *Server) {
 	t.Helper()
-	srv, err := etcdserver.Start(etcdserver.Config{DataDir: t.TempDir(), ClientURL: "http://127.0.0.1:0",
-		PeerURL: "http://127.0.0.1:0", LogLevel: "error", NoFsync: true})
-	if err != nil {
-		t.Fatalf("start etcd: %v", err)
-	}
-	t.Cleanup(srv.Close)
-	st, err := etcdstore.Open(etcdstore.Options{Endpoints: []string{srv.Endpoint()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := etcdtest.Store(t)
 	again := func() *Server {
 		s, _ := newTestServer(t, func(c *Config) { c.Backend = &Cluster{Store: st} })
 		return s

@@ -733,13 +733,14 @@ func portElements(ns string, bridgeTable *nftables.Table, port string) ([]string
 // that does not exist is left out.
 func mapElementsOf(conn *netlink.Conn, bridgeTable *nftables.Table, ports map[string]bool) (map[string][]elemNote, error) {
 	out := map[string][]elemNote{}
+	names := sortedKeys(ports)
 	for _, kind := range portChains {
 		var elems []elemNote
 		var err error
 		if ports == nil {
 			elems, err = elementNotesOn(conn, bridgeTable, kind)
 		} else {
-			elems, err = elementNotesOf(conn, bridgeTable, kind, sortedKeys(ports))
+			elems, err = elementNotesOf(conn, bridgeTable, kind, names)
 		}
 		switch {
 		case isNotFound(err):

@@ -90,27 +90,32 @@ func nftGet(conn *netlink.Conn, family nftables.TableFamily, msgType int, attrs 
 	return nftRequest(conn, family, msgType, netlink.Request, attrs)
 }
 
-// nfAttributes decodes the attributes of an nftables message after its
-// nfgenmsg header; nil for a message too short to have one.
-func nfAttributes(m netlink.Message) (*netlink.AttributeDecoder, error) {
-	if len(m.Data) < 4 {
-		return nil, nil
+// eachNFMessage runs read on the attributes of each nftables message after
+// its nfgenmsg header (netfilter's byte order, big-endian), skipping a
+// message too short to have one, and stops at the first that does not
+// decode.
+func eachNFMessage(msgs []netlink.Message, read func(ad *netlink.AttributeDecoder)) error {
+	for _, m := range msgs {
+		if len(m.Data) < 4 {
+			continue
+		}
+		ad, err := netlink.NewAttributeDecoder(m.Data[4:])
+		if err != nil {
+			return err
+		}
+		ad.ByteOrder = binary.BigEndian
+		read(ad)
+		if err := ad.Err(); err != nil {
+			return err
+		}
 	}
-	return netlink.NewAttributeDecoder(m.Data[4:])
+	return nil
 }
 
 // parseRuleNotes reads handles and comments from rule messages.
 func parseRuleNotes(msgs []netlink.Message) ([]ruleNote, error) {
 	out := make([]ruleNote, 0, len(msgs))
-	for _, m := range msgs {
-		ad, err := nfAttributes(m)
-		if err != nil {
-			return nil, err
-		}
-		if ad == nil {
-			continue
-		}
-		ad.ByteOrder = binary.BigEndian
+	err := eachNFMessage(msgs, func(ad *netlink.AttributeDecoder) {
 		var n ruleNote
 		for ad.Next() {
 			switch ad.Type() {
@@ -127,10 +132,10 @@ func parseRuleNotes(msgs []netlink.Message) ([]ruleNote, error) {
 				})
 			}
 		}
-		if err := ad.Err(); err != nil {
-			return nil, err
-		}
 		out = append(out, n)
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -303,14 +308,7 @@ func elementKeyAttrs(table, set, port string) []netlink.Attribute {
 // parseElementNotes reads keys and comments from set element messages.
 func parseElementNotes(msgs []netlink.Message) ([]elemNote, error) {
 	var out []elemNote
-	for _, m := range msgs {
-		ad, err := nfAttributes(m)
-		if err != nil {
-			return nil, err
-		}
-		if ad == nil {
-			continue
-		}
+	err := eachNFMessage(msgs, func(ad *netlink.AttributeDecoder) {
 		for ad.Next() {
 			if ad.Type() != unix.NFTA_SET_ELEM_LIST_ELEMENTS {
 				continue
@@ -325,9 +323,9 @@ func parseElementNotes(msgs []netlink.Message) ([]elemNote, error) {
 				return nil
 			})
 		}
-		if err := ad.Err(); err != nil {
-			return nil, err
-		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -4,10 +4,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vnet-project/vnet/internal/etcdserver"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
+	"github.com/vnet-project/vnet/internal/store/etcdstore/etcdtest"
 )
 
 // countingDP counts nothing into the kernel: it only answers
@@ -50,7 +50,7 @@ vms:
 // An agent's report carries its host's ports' non-zero counters; between
 // passes it is written again when they moved and only then.
 func TestReportCarriesCounters(t *testing.T) {
-	st := embeddedStore(t)
+	st := etcdtest.Store(t)
 	doc, err := spec.Load("c1.yaml", []byte(countersSpec))
 	if err != nil {
 		t.Fatal(err)
@@ -103,22 +103,4 @@ func TestReportCarriesCounters(t *testing.T) {
 	if dp.reads != reads || report().Security != nil {
 		t.Errorf("no port policy: %d reads, report %+v", dp.reads-reads, report())
 	}
-}
-
-// embeddedStore is an etcd store over an etcd of the test's own, gone with
-// the test.
-func embeddedStore(t *testing.T) *etcdstore.Store {
-	t.Helper()
-	srv, err := etcdserver.Start(etcdserver.Config{DataDir: t.TempDir(), ClientURL: "http://127.0.0.1:0",
-		PeerURL: "http://127.0.0.1:0", LogLevel: "error", NoFsync: true})
-	if err != nil {
-		t.Fatalf("start etcd: %v", err)
-	}
-	t.Cleanup(srv.Close)
-	st, err := etcdstore.Open(etcdstore.Options{Endpoints: []string{srv.Endpoint()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
+	"github.com/vnet-project/vnet/internal/store/etcdstore/etcdtest"
 )
 
 // reportingCluster holds its records in memory and its reports in etcd.
@@ -22,7 +23,7 @@ func (c reportingCluster) Reporter(infra, host string, ttl time.Duration) (*etcd
 // the error, and tries again at its next pass; once the removal succeeds
 // the report goes. The same holds for a host left out of the spec.
 func TestFailedRemovalIsReportedUntilItSucceeds(t *testing.T) {
-	st := embeddedStore(t)
+	st := etcdtest.Store(t)
 	mc, dp := &memoryCluster{}, newMemoryDP()
 	a := newMemoryAgent(t, mc, dp, t.TempDir(), nil)
 	a.Cluster = reportingCluster{mc, st}

@@ -42,6 +42,14 @@ type Record struct {
 	SpecEncoded []byte `json:"spec_encoded,omitempty"`
 }
 
+// WithoutEncoding is a copy of r without its spec's compact encoding: the
+// form a record is stored in where the encoding would not fit.
+func (r *Record) WithoutEncoding() *Record {
+	c := *r
+	c.SpecEncoded = nil
+	return &c
+}
+
 // Doc decodes the spec as it was applied.
 func (r *Record) Doc() (*spec.Document, error) {
 	doc, err := spec.Decode(r.SpecFile, r.Spec)

@@ -85,7 +85,7 @@ func EncodeValue(r *Record) ([]byte, error) {
 	asJSON := len(hj) + base64.StdEncoding.EncodedLen(len(r.Spec)) + base64.StdEncoding.EncodedLen(len(r.SpecEncoded))
 	payload := recordPayloadLen(len(hj), r.Spec, r.SpecEncoded)
 	if payload > MaxValuePayload && r.SpecEncoded != nil {
-		r = withoutEncoding(r)
+		r = r.WithoutEncoding()
 		payload = recordPayloadLen(len(hj), r.Spec, nil)
 	}
 	if asJSON <= compressAbove || payload > MaxValuePayload {
@@ -150,13 +150,6 @@ func DecodeValue(val []byte) (*Record, error) {
 
 // IsCompressedValue says val is a record in the compressed form.
 func IsCompressedValue(val []byte) bool { return bytes.HasPrefix(val, []byte(ValueMagic)) }
-
-// withoutEncoding is r without its spec's compact encoding.
-func withoutEncoding(r *Record) *Record {
-	c := *r
-	c.SpecEncoded = nil
-	return &c
-}
 
 var errTruncated = errors.New("damaged: truncated")
 

@@ -326,7 +326,7 @@ func (s *Store) Put(r *store.Record) error {
 		return err
 	})
 	if err != nil && r.SpecEncoded != nil && tooLarge(err) {
-		return s.Put(withoutEncoding(r))
+		return s.Put(r.WithoutEncoding())
 	}
 	return err
 }
@@ -342,7 +342,7 @@ func (s *Store) PutIf(r *store.Record, expectRev int64) (int64, error) {
 	}
 	resp, err := s.txnIf("put "+r.Name, s.infraKey(r.Name), expectRev, clientv3.OpPut(s.infraKey(r.Name), v))
 	if err != nil && r.SpecEncoded != nil && tooLarge(err) {
-		return s.PutIf(withoutEncoding(r), expectRev)
+		return s.PutIf(r.WithoutEncoding(), expectRev)
 	}
 	if err != nil {
 		return 0, err

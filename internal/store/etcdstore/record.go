@@ -6,10 +6,6 @@ import (
 	"github.com/vnet-project/vnet/internal/store"
 )
 
-// MaxRecordPayload bounds what a compressed record decompresses to
-// (store.MaxValuePayload).
-const MaxRecordPayload = store.MaxValuePayload
-
 // MaxEncodedRecord is the largest value, as stored (compressed or not),
 // that a record is stored as with its spec's compact encoding
 // (store.Record.SpecEncoded); a larger one is stored without it, as its
@@ -29,15 +25,9 @@ func encodeRecord(r *store.Record) (string, error) {
 		return "", fmt.Errorf("encode %s: %w", r.Name, err)
 	}
 	if len(v) > MaxEncodedRecord && r.SpecEncoded != nil {
-		return encodeRecord(withoutEncoding(r))
+		return encodeRecord(r.WithoutEncoding())
 	}
 	return string(v), nil
-}
-
-func withoutEncoding(r *store.Record) *store.Record {
-	c := *r
-	c.SpecEncoded = nil
-	return &c
 }
 
 // decodeRecord reads a value in either form (store.DecodeValue).

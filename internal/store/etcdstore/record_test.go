@@ -55,7 +55,7 @@ func asEarlierBuilds(t *testing.T, r *store.Record) *store.Record {
 
 func TestRecordRoundTrip(t *testing.T) {
 	small := fullRecord(1)
-	noEncoding := withoutEncoding(fullRecord(1000))
+	noEncoding := fullRecord(1000).WithoutEncoding()
 	emptySpec := fullRecord(1000)
 	emptySpec.Spec = []byte{}
 	for _, tc := range []struct {
@@ -64,7 +64,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		compressed bool
 	}{
 		{"small, as JSON", small, false},
-		{"small without encoding", withoutEncoding(small), false},
+		{"small without encoding", small.WithoutEncoding(), false},
 		{"large, compressed", fullRecord(1000), true},
 		{"large without encoding", noEncoding, true},
 		{"large with an empty spec", emptySpec, true},
@@ -145,11 +145,11 @@ func TestRecordOfEarlierBuildsReads(t *testing.T) {
 }
 
 // A record whose encoding would make it decompress to more than
-// MaxRecordPayload is stored without it, and one too large to compress
+// store.MaxValuePayload is stored without it, and one too large to compress
 // even so as JSON, as earlier builds stored it.
 func TestRecordBeyondPayloadLimit(t *testing.T) {
 	r := &store.Record{Name: "x", Spec: bytes.Repeat([]byte("#"), spec.MaxSpecBytes),
-		SpecEncoded: bytes.Repeat([]byte{0xa5}, MaxRecordPayload)}
+		SpecEncoded: bytes.Repeat([]byte{0xa5}, store.MaxValuePayload)}
 	v, err := encodeRecord(r)
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +159,7 @@ func TestRecordBeyondPayloadLimit(t *testing.T) {
 		t.Errorf("stored %d bytes of spec and %d of encoding (compressed %v), %v",
 			len(got.Spec), len(got.SpecEncoded), strings.HasPrefix(v, store.ValueMagic), err)
 	}
-	r.Spec = bytes.Repeat([]byte("#"), MaxRecordPayload)
+	r.Spec = bytes.Repeat([]byte("#"), store.MaxValuePayload)
 	if v, err = encodeRecord(r); err != nil || !json.Valid([]byte(v)) {
 		t.Errorf("a record beyond the limit without its encoding is not stored as JSON: %v", err)
 	}

@@ -15,6 +15,10 @@ measurement and kept for the whole run:
             never match (udp to unused ports from 192.0.2.0/24) before the
             allow that does, default deny: every new connection walks all N,
             replies pass by connection tracking
+A vnet path with "-nft" after its name is the same applied with
+VNET_PORT_POLICY=nftables: the policy in nftables' bridge family, ACLs with
+br_netfilter's connection tracking, as on a kernel without vnet's port
+programs; without it vnet enforces the policy as it chooses on this kernel.
 Each is measured with vnet netperf from one end: UDP_STREAM of 64-byte
 datagrams (UDP64, the frames per second that reached the receiving
 interface), TCP_RR (transactions/s on one connection: what every packet of
@@ -25,7 +29,7 @@ figures are medians of the rounds, the ratios against veth and against none
 are of those medians.
 
 usage: bench/policy_cost.py [--vnet bin/vnet] [--seconds 4] [--rounds 5]
-           [--configs veth,bridge,none,default,guard,acl-10,acl-1000]
+           [--configs veth,bridge,none,default,guard,acl-10,acl-1000,default-nft,acl-10-nft]
            [--tests UDP64,TCP_RR,TCP_CRR,TCP_STREAM]
 Needs root. It takes /tmp/vnet-kernel.lock for the whole run itself (do not
 wrap it in flock). Not a test: it prints measurements and ratios.
@@ -37,6 +41,7 @@ from vnetlab import VnetLab  # noqa: E402
 LOCK = "/tmp/vnet-kernel.lock"
 PREFIX = "pcost"
 OPEN = "{promiscuous: true, macChanges: true, forgedTransmits: true, routerAdvertisements: true}"
+POLICY_ENV = "VNET_PORT_POLICY"
 SERVER, CLIENT = "10.71.0.1", "10.71.0.2"
 TESTS = {"UDP64": ("UDP_STREAM", ["--", "-m", "64"]), "TCP_RR": ("TCP_RR", []),
          "TCP_CRR": ("TCP_CRR", []), "TCP_STREAM": ("TCP_STREAM", [])}
@@ -47,6 +52,7 @@ def ip(*args):
 
 
 def spec(name, config):
+    config = config.removesuffix("-nft")
     security, acl = {"none": OPEN, "default": None}.get(config, "{ipSpoofing: false}"), ""
     if config.startswith("acl-"):
         n = int(config[4:])
@@ -96,7 +102,11 @@ class Paths(VnetLab):
             ip("-n", sw, "link", "set", "br0", "up")
         else:
             name = f"{PREFIX}{config.replace('-', '')}"
+            os.environ.pop(POLICY_ENV, None)
+            if config.endswith("-nft"):
+                os.environ[POLICY_ENV] = "nftables"
             self.apply(spec(name, config))
+            os.environ.pop(POLICY_ENV, None)
             self.infras.append(name)
             self.ends[config] = (f"vnet.{name}.server", f"vnet.{name}.client")
             return
@@ -130,6 +140,7 @@ class Paths(VnetLab):
             s.terminate()
             s.wait()
         for name in self.infras:
+            os.environ[POLICY_ENV] = "nftables" if name.endswith("nft") else ""
             self.destroy(name)
         for ns in self.plain:
             subprocess.run(["ip", "netns", "del", ns], check=False)
@@ -148,7 +159,7 @@ def main():
     ap.add_argument("--vnet", default="bin/vnet")
     ap.add_argument("--seconds", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--configs", default="veth,bridge,none,default,guard,acl-10,acl-1000")
+    ap.add_argument("--configs", default="veth,bridge,none,default,guard,acl-10,acl-1000,default-nft,acl-10-nft,acl-1000-nft")
     ap.add_argument("--tests", default="UDP64,TCP_RR,TCP_CRR,TCP_STREAM")
     a = ap.parse_args()
     if os.geteuid() != 0:

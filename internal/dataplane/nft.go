@@ -1039,13 +1039,13 @@ func portPolicies(ns, table string, only map[string]bool, counts map[string]int,
 	return out
 }
 
-// FirewallCounters reads, for each port of a host namespace, the packets
+// nftCounters reads, for each port of a host namespace, the packets
 // its counting rules have seen, by label (forged-mac, acl[0], ...), in
 // every firewall of vnet's there (a host's own namespace may hold several
 // infrastructures' tables; a port, a link of the namespace, is in one). A
 // namespace without a firewall has none.
 // Equivalent to: nft -n NS list table bridge vnet (the counters)
-func (l *Linux) FirewallCounters(ns string) (map[string]map[string]uint64, error) {
+func (l *Linux) nftCounters(ns string) (map[string]map[string]uint64, error) {
 	out := map[string]map[string]uint64{}
 	if !netnsExists(ns) {
 		return out, nil

@@ -10,6 +10,13 @@ import (
 	"github.com/vnet-project/vnet/internal/spec"
 )
 
+// PortProgrammer is a dataplane that may enforce port policies with its
+// own tc/BPF programs (plan.Options.PortPrograms): it says whether it
+// does on this machine, and how it enforces them.
+type PortProgrammer interface {
+	PortPrograms() (bool, string)
+}
+
 // FirewallCounting is what status needs to show port security's drops;
 // a dataplane without it shows none.
 type FirewallCounting interface {
@@ -21,11 +28,14 @@ type FirewallCounting interface {
 // arp-spoof, nd-spoof, stacked-vlan, ra-guard, not-for-mac (unicast for another MAC), acl[N] (the
 // port group's rule N, allow or deny) and acl-default.
 type SecurityStatus struct {
-	Port      string            `json:"port"` // "web1 eth0" or "esx1 vmk0"
-	PortGroup string            `json:"portgroup"`
-	Link      string            `json:"link"` // the switch-side port in the host namespace
-	Policy    string            `json:"policy"`
-	Counters  map[string]uint64 `json:"counters,omitempty"`
+	Port      string `json:"port"` // "web1 eth0" or "esx1 vmk0"
+	PortGroup string `json:"portgroup"`
+	Link      string `json:"link"` // the switch-side port in the host namespace
+	Policy    string `json:"policy"`
+	// By is what enforces the policy: "tc/BPF" (programs on the port) or
+	// "nftables".
+	By       string            `json:"by,omitempty"`
+	Counters map[string]uint64 `json:"counters,omitempty"`
 }
 
 // securityStatus lists the ports that have a firewall, with their counters:
@@ -78,7 +88,7 @@ func securityOf(fc FirewallCounting, resources []plan.Resource, read map[string]
 	}
 	var out []SecurityStatus
 	for _, r := range resources {
-		if r.Kind != plan.KindPortSec {
+		if r.Kind != plan.KindPortSec && r.Kind != plan.KindPortBPF {
 			continue
 		}
 		if _, read := counts[r.NS]; !read {
@@ -89,7 +99,11 @@ func securityOf(fc FirewallCounting, resources []plan.Resource, read map[string]
 			counts[r.NS] = c
 		}
 		o := owner(r)
-		out = append(out, SecurityStatus{Port: o[0], PortGroup: o[1], Link: r.Link, Policy: policySummary(r.Match), Counters: counts[r.NS][r.Link]})
+		by := "nftables"
+		if r.Kind == plan.KindPortBPF {
+			by = "tc/BPF"
+		}
+		out = append(out, SecurityStatus{Port: o[0], PortGroup: o[1], Link: r.Link, Policy: policySummary(r.Match), By: by, Counters: counts[r.NS][r.Link]})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Port < out[j].Port })
 	return out, nil

@@ -21,6 +21,9 @@ type Status struct {
 	Drift      []string       `json:"drift,omitempty"` // what an apply would change
 	// Security lists the ports with port security or an ACL, and their drops.
 	Security []SecurityStatus `json:"security,omitempty"`
+	// PortPolicy says how this machine enforces port policies: vnet's
+	// tc/BPF programs, or nftables and why (with ports that have one).
+	PortPolicy string `json:"port_policy,omitempty"`
 	// Agent is the state of the infrastructure's agent when it teams
 	// uplinks (filled in by the caller, which knows where agents run).
 	Agent *AgentStatus `json:"agent,omitempty"`
@@ -136,7 +139,7 @@ func (e *Engine) Status(doc *spec.Document) (*Status, error) {
 	desired := hints
 	if len(assigned) > 0 || len(down) > 0 || len(ceils) > 0 || hasSteer(hints) || !e.modelsAlike(last, doc) {
 		desired = e.markOwn(s.Name, plan.Model(s, plan.Options{NumCPU: e.numCPU(), Teams: assigned, Down: down, PoolCeils: ceils,
-			Now: time.Now().UTC().Truncate(time.Second)}))
+			Now: time.Now().UTC().Truncate(time.Second), PortPrograms: e.portPrograms()}))
 	}
 	observed = plan.ResolveSteer(observed, desired)
 	links := map[string]plan.End{}
@@ -211,6 +214,9 @@ func (e *Engine) Status(doc *spec.Document) (*Status, error) {
 	}
 	if st.Security, err = e.securityStatus(s, desired, counters); err != nil {
 		return nil, err
+	}
+	if pp, ok := e.DP.(PortProgrammer); ok && len(st.Security) > 0 {
+		_, st.PortPolicy = pp.PortPrograms()
 	}
 	for _, a := range plan.Diff(desired, observed).Actions {
 		st.Drift = append(st.Drift, a.String())

@@ -28,10 +28,10 @@ const (
 	// programs on the port itself, where the kernel can run them (see
 	// Options.PortPrograms); KindPortSec is the nftables way.
 	KindPortBPF Kind = "portbpf"
-	KindCgroup   Kind = "cgroup"
-	KindVxlan    Kind = "vxlan" // a VXLAN tunnel endpoint, a port of its switch's bridge
-	KindFDB      Kind = "fdb"   // a static forwarding entry of a tunnel endpoint
-	KindNeigh    Kind = "neigh" // a static neighbour entry (IP -> MAC) on a link
+	KindCgroup  Kind = "cgroup"
+	KindVxlan   Kind = "vxlan" // a VXLAN tunnel endpoint, a port of its switch's bridge
+	KindFDB     Kind = "fdb"   // a static forwarding entry of a tunnel endpoint
+	KindNeigh   Kind = "neigh" // a static neighbour entry (IP -> MAC) on a link
 	// KindDevice is a link vnet did not make and never deletes (a real
 	// host's NIC, a hypervisor's TAP): it is made a port of a bridge, and
 	// given back as it was found when the resource goes.

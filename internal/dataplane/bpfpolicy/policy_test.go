@@ -177,6 +177,7 @@ func TestProgramsJudgeFrames(t *testing.T) {
 		{"VM opens a connection, egress default deny", true, frame(peerMAC, vmMAC, 0x0800, ipv4(vmIP, peerIP, 6, ports(5555, 80, 0x02))), verdictShot, "acl-default"},
 		{"ping", false, frame(vmMAC, peerMAC, 0x0800, ipv4(peerIP, vmIP, 1, icmp(8, 7, nil))), verdictPass, "acl[2]"},
 		{"pong", true, frame(peerMAC, vmMAC, 0x0800, ipv4(vmIP, peerIP, 1, icmp(0, 7, nil))), verdictPass, ""},
+		{"VM pings with the same id, egress default deny", true, frame(peerMAC, vmMAC, 0x0800, ipv4(vmIP, peerIP, 1, icmp(8, 7, nil))), verdictShot, "acl-default"},
 	}
 	for _, c := range cases {
 		prog := port.ToVM

@@ -81,7 +81,9 @@ struct rule {
 };
 
 // A connection, its two ends in a canonical order so that both directions
-// find the same entry.
+// find the same entry: for ICMP echo the requester first (a request the
+// other way is another connection, as for the kernel's connection
+// tracking), else the lower address (and port).
 struct flow {
 	u32 a[4], b[4];
 	u16 pa, pb;
@@ -128,6 +130,7 @@ static always_inline int drop(u32 c)
 struct pkt {
 	u8 family, proto, icmp_type, ext; // ext: IPv6 extension headers precede proto
 	u8 has_l4, has_ports;
+	u8 echo; // ICMP echo: 1 a request, 2 a reply
 	u16 sport, dport; // host order
 	u32 l4;           // offset of the transport header
 	u32 src[4], dst[4];
@@ -253,6 +256,7 @@ static always_inline int parse(struct __sk_buff *skb, u16 eth, struct pkt *p)
 		if (ic[0] == 8 || ic[0] == 0 || ic[0] == 128 || ic[0] == 129) {
 			p->sport = p->dport = bswap16(*(u16 *)(ic + 4));
 			p->has_ports = 1;
+			p->echo = ic[0] == 8 || ic[0] == 128 ? 1 : 2;
 		}
 	}
 	return 1;
@@ -314,7 +318,9 @@ static always_inline void flow_of(struct pkt *p, struct flow *f)
 	f->proto = p->proto;
 	f->family = p->family;
 	int swap = 0;
-	if (p->src[0] != p->dst[0])
+	if (p->echo)
+		swap = p->echo == 2;
+	else if (p->src[0] != p->dst[0])
 		swap = p->src[0] > p->dst[0];
 	else if (p->src[1] != p->dst[1])
 		swap = p->src[1] > p->dst[1];
@@ -402,8 +408,9 @@ static always_inline int related(struct __sk_buff *skb, struct pkt *p)
 		if (in.proto == 6 || in.proto == 17) {
 			in.sport = bswap16(*(u16 *)(ip + 20));
 			in.dport = bswap16(*(u16 *)(ip + 22));
-		} else if (in.proto == 1) {
+		} else if (in.proto == 1 && (ip[20] == 8 || ip[20] == 0)) {
 			in.sport = in.dport = bswap16(*(u16 *)(ip + 24));
+			in.echo = ip[20] == 8 ? 1 : 2;
 		}
 	} else {
 		u8 *ip = at(skb, off, 48);
@@ -415,8 +422,9 @@ static always_inline int related(struct __sk_buff *skb, struct pkt *p)
 		if (in.proto == 6 || in.proto == 17) {
 			in.sport = bswap16(*(u16 *)(ip + 40));
 			in.dport = bswap16(*(u16 *)(ip + 42));
-		} else if (in.proto == 58) {
+		} else if (in.proto == 58 && (ip[40] == 128 || ip[40] == 129)) {
 			in.sport = in.dport = bswap16(*(u16 *)(ip + 44));
+			in.echo = ip[40] == 128 ? 1 : 2;
 		}
 	}
 	struct flow f;

@@ -118,7 +118,7 @@ func TestLabels(t *testing.T) {
 }
 
 // load compiles and loads a policy, or skips without root.
-func load(t *testing.T, p plan.PortPolicy) *Port {
+func load(t testing.TB, p plan.PortPolicy) *Port {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("SKIPPED: loading BPF programs needs root; CI runs these as root")

@@ -36,6 +36,16 @@ type policyFlow struct {
 	Pad    uint16
 }
 
+type policyFrag struct {
+	_      structs.HostLayout
+	Src    [4]uint32
+	Dst    [4]uint32
+	Id     uint32
+	Proto  uint8
+	Family uint8
+	Pad    uint16
+}
+
 type policyRule struct {
 	_       structs.HostLayout
 	Counter uint32
@@ -58,6 +68,7 @@ type policyRule struct {
 const (
 	policyMapCounters    = "counters"
 	policyMapFlows       = "flows"
+	policyMapFrags       = "frags"
 	policyMapRules       = "rules"
 	policyProgPortFromVm = "port_from_vm"
 	policyProgPortToVm   = "port_to_vm"
@@ -116,6 +127,7 @@ type policyProgramSpecs struct {
 type policyMapSpecs struct {
 	Counters *ebpf.MapSpec `ebpf:"counters"`
 	Flows    *ebpf.MapSpec `ebpf:"flows"`
+	Frags    *ebpf.MapSpec `ebpf:"frags"`
 	Rules    *ebpf.MapSpec `ebpf:"rules"`
 }
 
@@ -148,6 +160,7 @@ func (o *policyObjects) Close() error {
 type policyMaps struct {
 	Counters *ebpf.Map `ebpf:"counters"`
 	Flows    *ebpf.Map `ebpf:"flows"`
+	Frags    *ebpf.Map `ebpf:"frags"`
 	Rules    *ebpf.Map `ebpf:"rules"`
 }
 
@@ -155,6 +168,7 @@ func (m *policyMaps) Close() error {
 	return _PolicyClose(
 		m.Counters,
 		m.Flows,
+		m.Frags,
 		m.Rules,
 	)
 }

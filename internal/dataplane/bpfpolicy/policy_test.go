@@ -43,6 +43,17 @@ func ipv4(src, dst netip.Addr, proto byte, l4 []byte) []byte {
 	return append(h, l4...)
 }
 
+// fragment sets an IPv4 packet's fragment field (flags and offset) and,
+// optionally, its id (7 otherwise).
+func fragment(ip []byte, field uint16, id ...uint16) []byte {
+	binary.BigEndian.PutUint16(ip[6:], field)
+	binary.BigEndian.PutUint16(ip[4:], 7)
+	if len(id) > 0 {
+		binary.BigEndian.PutUint16(ip[4:], id[0])
+	}
+	return ip
+}
+
 func ipv6(src, dst netip.Addr, next byte, l4 []byte) []byte {
 	h := make([]byte, 40)
 	h[0], h[6], h[7] = 0x60, next, 255
@@ -177,6 +188,11 @@ func TestProgramsJudgeFrames(t *testing.T) {
 		{"VM opens a connection, egress default deny", true, frame(peerMAC, vmMAC, 0x0800, ipv4(vmIP, peerIP, 6, ports(5555, 80, 0x02))), verdictShot, "acl-default"},
 		{"ping", false, frame(vmMAC, peerMAC, 0x0800, ipv4(peerIP, vmIP, 1, icmp(8, 7, nil))), verdictPass, "acl[2]"},
 		{"pong", true, frame(peerMAC, vmMAC, 0x0800, ipv4(vmIP, peerIP, 1, icmp(0, 7, nil))), verdictPass, ""},
+		{"a first fragment of no connection", true, frame(peerMAC, vmMAC, 0x0800, fragment(ipv4(vmIP, peerIP, 6, ports(443, 4000, 0)), 0x2000)), verdictShot, "acl-default"},
+		{"a request in, replied in fragments", false, frame(vmMAC, peerMAC, 0x0800, ipv4(peerIP, vmIP, 6, ports(4000, 443, 0x02))), verdictPass, "acl[0]"},
+		{"the reply's first fragment", true, frame(peerMAC, vmMAC, 0x0800, fragment(ipv4(vmIP, peerIP, 6, ports(443, 4000, 0x10)), 0x2000)), verdictPass, ""},
+		{"its second fragment", true, frame(peerMAC, vmMAC, 0x0800, fragment(ipv4(vmIP, peerIP, 6, make([]byte, 16)), 0x0002)), verdictPass, ""},
+		{"another packet's later fragment", true, frame(peerMAC, vmMAC, 0x0800, fragment(ipv4(vmIP, peerIP, 6, make([]byte, 16)), 0x0002, 99)), verdictShot, "acl-default"},
 		{"VM pings with the same id, egress default deny", true, frame(peerMAC, vmMAC, 0x0800, ipv4(vmIP, peerIP, 1, icmp(8, 7, nil))), verdictShot, "acl-default"},
 	}
 	for _, c := range cases {

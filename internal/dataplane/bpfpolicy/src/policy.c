@@ -115,6 +115,23 @@ struct {
 	__uint(max_entries, 4096);
 } flows SEC(".maps");
 
+// The fragments of a packet whose first fragment passed: the later ones
+// carry no ports to judge them by, and pass with it. The value is when
+// the entry expires (the kernel's reassembly timeout, 30 s).
+struct frag {
+	u32 src[4], dst[4];
+	u32 id;
+	u8 proto, family;
+	u16 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct frag);
+	__type(value, u64);
+	__uint(max_entries, 1024);
+} frags SEC(".maps");
+
 static always_inline void count(u32 c)
 {
 	u64 *n = bpf_map_lookup_elem(&counters, &c);
@@ -133,6 +150,8 @@ struct pkt {
 	u8 family, proto, icmp_type, ext; // ext: IPv6 extension headers precede proto
 	u8 has_l4, has_ports;
 	u8 echo; // ICMP echo: 1 a request, 2 a reply
+	u8 frag; // 1: a first fragment with more to come, 2: a later one
+	u32 frag_id;
 	u16 sport, dport; // host order
 	u32 l4;           // offset of the transport header
 	u32 src[4], dst[4];
@@ -200,7 +219,10 @@ static always_inline int parse(struct __sk_buff *skb, u16 eth, struct pkt *p)
 		p->dst[0] = *(u32 *)(ip + 16);
 		p->l4 = 14 + (ip[0] & 0xf) * 4;
 		// A fragment after the first carries no transport header.
-		p->has_l4 = (*(u16 *)(ip + 6) & bswap16(0x1fff)) == 0;
+		u16 fo = bswap16(*(u16 *)(ip + 6));
+		p->has_l4 = (fo & 0x1fff) == 0;
+		p->frag = fo & 0x1fff ? 2 : (fo & 0x2000 ? 1 : 0);
+		p->frag_id = *(u16 *)(ip + 4);
 	} else if (eth == ETH_IP6) {
 		u8 *ip = at(skb, 14, 40);
 		if (!ip)
@@ -223,8 +245,11 @@ static always_inline int parse(struct __sk_buff *skb, u16 eth, struct pkt *p)
 			}
 			u8 nh = h[0];
 			if (next == 44) { // fragment: 8 bytes
-				if (*(u16 *)(h + 2) & bswap16(0xfff8))
+				u16 fo = bswap16(*(u16 *)(h + 2));
+				if (fo & 0xfff8)
 					p->has_l4 = 0;
+				p->frag = fo & 0xfff8 ? 2 : (fo & 1 ? 1 : 0);
+				p->frag_id = *(u32 *)(h + 4);
 				off += 8;
 			} else if (next == 51) { // AH: (len+2)*4
 				off += ((u32)h[1] + 2) * 4;
@@ -434,6 +459,32 @@ static always_inline int related(struct __sk_buff *skb, struct pkt *p)
 	return bpf_map_lookup_elem(&flows, &f) != 0;
 }
 
+static always_inline void frag_of(struct pkt *p, struct frag *f)
+{
+	__builtin_memset(f, 0, sizeof(*f));
+	__builtin_memcpy(f->src, p->src, 16);
+	__builtin_memcpy(f->dst, p->dst, 16);
+	f->id = p->frag_id;
+	f->proto = p->proto;
+	f->family = p->family;
+}
+
+static always_inline int frag_known(struct pkt *p)
+{
+	struct frag f;
+	frag_of(p, &f);
+	u64 *exp = bpf_map_lookup_elem(&frags, &f);
+	return exp && *exp >= bpf_ktime_get_coarse_ns();
+}
+
+static always_inline void remember_frag(struct pkt *p)
+{
+	struct frag f;
+	frag_of(p, &f);
+	u64 exp = bpf_ktime_get_coarse_ns() + 30 * SEC_NS;
+	bpf_map_update_elem(&frags, &f, &exp, BPF_ANY);
+}
+
 struct walk {
 	struct pkt *p;
 	u8 in;
@@ -491,10 +542,13 @@ static always_inline int acl(struct __sk_buff *skb, u16 eth, u8 in)
 		return TC_ACT_UNSPEC; // not IP: the ACL does not judge it
 	if (p.proto == 58 && ((p.icmp_type >= 130 && p.icmp_type <= 137) || p.icmp_type == 143))
 		return TC_ACT_UNSPEC;
-	if (known(skb, &p))
+	if (p.frag == 2 && frag_known(&p))
 		return TC_ACT_UNSPEC;
-	if (icmp_error(&p) && related(skb, &p))
+	if (known(skb, &p) || (icmp_error(&p) && related(skb, &p))) {
+		if (p.frag == 1)
+			remember_frag(&p);
 		return TC_ACT_UNSPEC;
+	}
 	struct walk w = {.p = &p, .in = in, .verdict = -1};
 	if (cfg.nrules)
 		bpf_loop(cfg.nrules, match_rule, &w, 0);
@@ -509,7 +563,10 @@ static always_inline int acl(struct __sk_buff *skb, u16 eth, u8 in)
 	} else if (cfg.flags & F_DENY) {
 		return drop(C_DEFAULT);
 	}
-	remember(skb, &p);
+	if (p.frag != 2)
+		remember(skb, &p);
+	if (p.frag == 1)
+		remember_frag(&p);
 	return TC_ACT_UNSPEC;
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/status"
 	"github.com/vnet-project/vnet/internal/store"
 )
 
@@ -268,7 +269,7 @@ func statusCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var all []*reconcile.Status
+			var all []*status.Infra
 			cache := specCache()
 			for _, rec := range recs {
 				doc, err := storedDoc(cache, rec)
@@ -281,7 +282,7 @@ func statusCmd() *cobra.Command {
 				}
 				if len(plan.HostTeams(doc.Spec)) > 0 {
 					pid, running := agent.Running(stateDir, rec.Name)
-					st.Agent = &reconcile.AgentStatus{Running: running, PID: pid, Log: agent.LogFile(stateDir, rec.Name)}
+					st.Agent = &status.Agent{Running: running, PID: pid, Log: agent.LogFile(stateDir, rec.Name)}
 				}
 				all = append(all, st)
 			}

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/vnet-project/vnet/internal/etcdserver/etcdtest"
-	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/status"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
 )
 
@@ -156,7 +156,7 @@ func TestServerApplyStatusDestroy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rp.Close()
-	if err := rp.Report(etcdstore.Report{Generation: 2, Resources: 7, Security: []reconcile.SecurityStatus{
+	if err := rp.Report(etcdstore.Report{Generation: 2, Resources: 7, Security: []status.PortSecurity{
 		{Port: "web1 eth0", PortGroup: "pg-web", Link: "vn0", Policy: "mac, ra, unicast", Counters: map[string]uint64{"forged-mac": 3}}}}); err != nil {
 		t.Fatal(err)
 	}

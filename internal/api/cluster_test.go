@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/status"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
 	"github.com/vnet-project/vnet/internal/store/etcdstore/etcdtest"
 )
@@ -45,7 +45,7 @@ func clusterStatusOf(t *testing.T, s *Server) InfraStatus {
 		t.Fatalf("status: %d %s", w.Code, w.Body)
 	}
 	var st InfraStatus
-	if err := json.Unmarshal(w.Body.Bytes(), &st); err != nil || st.Status == nil || st.Cluster == nil {
+	if err := json.Unmarshal(w.Body.Bytes(), &st); err != nil || st.Infra == nil || st.Cluster == nil {
 		t.Fatalf("status %s: %v", w.Body, err)
 	}
 	return st
@@ -110,7 +110,7 @@ func TestAPIOverEtcd(t *testing.T) {
 	hv2, _ := st.Reporter("c1", "hv2", 5*time.Second)
 	defer hv1.Close()
 	defer hv2.Close()
-	if err := hv1.Report(etcdstore.Report{Generation: 1, Resources: 5, Security: []reconcile.SecurityStatus{
+	if err := hv1.Report(etcdstore.Report{Generation: 1, Resources: 5, Security: []status.PortSecurity{
 		{Port: "vm1 eth0", PortGroup: "pg", Link: "vn0", Policy: "mac, ra, unicast", Counters: map[string]uint64{"forged-mac": 3}}}}); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/vnet-project/vnet/internal/dataplane/nsthread"
 	"github.com/vnet-project/vnet/internal/plan"
 )
 
@@ -30,7 +31,7 @@ func captureHostNS() error {
 	if hostNS.ok {
 		return nil
 	}
-	err := onOwnThread(func() (err error) {
+	err := nsthread.Run(func() (err error) {
 		hostNS.h, err = netns.Get()
 		return err
 	})

@@ -725,11 +725,7 @@ func anonNS(name string) (netns.NsHandle, bool) {
 
 // newAnonNetns makes a namespace known to this process only, by name.
 func newAnonNetns(name string) error {
-	var h netns.NsHandle
-	err := nsthread.Run(func() (err error) {
-		h, err = netns.New() // unshares this thread into it
-		return err
-	})
+	h, err := nsthread.New()
 	if err != nil {
 		return err
 	}

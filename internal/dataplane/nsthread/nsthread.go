@@ -61,3 +61,16 @@ func InNamed(name string, fn func() error) error {
 	defer target.Close()
 	return In(name, target, fn)
 }
+
+// New makes a namespace without a name, on a thread that comes back: the
+// namespace lives as long as the handle returned (or anything else that
+// holds it), and so dies with the process however it ends.
+// Equivalent to: unshare --net, holding the namespace's file open
+func New() (netns.NsHandle, error) {
+	var h netns.NsHandle
+	err := Run(func() (err error) {
+		h, err = netns.New() // moves this thread into it
+		return err
+	})
+	return h, err
+}

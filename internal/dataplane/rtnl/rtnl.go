@@ -1,4 +1,11 @@
-package dataplane
+// Package rtnl makes the route netlink requests vnet needs that
+// vishvananda/netlink has no call for, or answers with more than was asked:
+// one link by name with its bridge-port settings, the addresses, qdiscs
+// and neighbour entries of one link rather than a dump of the namespace's.
+// Each function takes a route socket in the namespace to read and returns
+// the library's types, so that the dataplane reads the few links of a
+// change as it reads a whole namespace.
+package rtnl
 
 import (
 	"errors"
@@ -11,24 +18,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// fewLinks is how many links of a namespace a scoped observation asks the
-// kernel for one by one rather than in one dump of the namespace. A host
-// that carries thousands of virtual networks holds three links per network
-// in one namespace; a change to one network names a few of them, and a dump
-// would read, and this process decode, every other one each time.
-const fewLinks = 64
-
-// linksNamed reads the named links of a namespace, and lo (which holds the
-// namespace's mark), one request each; a name the namespace does not hold
-// is skipped. It also reads the masters of those links, so that a port's
+// LinksNamed reads the named links, one request each, with the bridge-port
+// settings of those that are ports; a name the namespace does not hold is
+// skipped. It also reads the masters of those links, so that a port's
 // bridge is known by name, but does not return them.
 // Equivalent to: ip -n NS -d link show dev NAME, for each name
-func (l *Linux) linksNamed(ns string, names map[string]bool) (links []netlink.Link, masters map[int]string, ports map[int]portFlags, err error) {
-	sock, err := l.routeSocket(ns)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	ports = map[int]portFlags{}
+func LinksNamed(sock *nl.SocketHandle, names []string) (links []netlink.Link, masters map[int]string, ports map[int]PortFlags, err error) {
+	ports = map[int]PortFlags{}
 	get := func(req *nl.NetlinkRequest) (netlink.Link, bool, error) {
 		msgs, err := req.Execute(unix.NETLINK_ROUTE, unix.RTM_NEWLINK)
 		if errors.Is(err, unix.ENODEV) {
@@ -50,11 +46,7 @@ func (l *Linux) linksNamed(ns string, names map[string]bool) (links []netlink.Li
 		return link, true, nil
 	}
 	byIndex := map[int]bool{}
-	wanted := sortedKeys(names)
-	if !names["lo"] {
-		wanted = append(wanted, "lo")
-	}
-	for _, name := range wanted {
+	for _, name := range names {
 		req := getLinkRequest(sock, 0)
 		req.Flags = unix.NLM_F_REQUEST
 		req.AddData(nl.NewRtAttr(unix.IFLA_IFNAME, nl.ZeroTerminated(name)))
@@ -84,16 +76,11 @@ func (l *Linux) linksNamed(ns string, names map[string]bool) (links []netlink.Li
 	return links, masters, ports, nil
 }
 
-// addrsOfLinks reads the addresses of some links of a namespace, asking the
-// kernel for each link's alone (strict checking makes it filter by the
-// index; a kernel without it answers with every address, which are
-// filtered here).
+// AddrsOfLinks reads the addresses of some links, asking the kernel for
+// each link's alone (strict checking makes it filter by the index; a
+// kernel without it answers with every address, which are filtered here).
 // Equivalent to: ip -n NS addr show dev NAME, for each link
-func (l *Linux) addrsOfLinks(ns string, links []netlink.Link) (map[int][]netlink.Addr, error) {
-	sock, err := l.routeSocket(ns)
-	if err != nil {
-		return nil, err
-	}
+func AddrsOfLinks(sock *nl.SocketHandle, links []netlink.Link) (map[int][]netlink.Addr, error) {
 	fd := sock.Socket.GetFd()
 	if err := unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_GET_STRICT_CHK, 1); err == nil {
 		defer unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_GET_STRICT_CHK, 0) //nolint:errcheck // a socket left strict only refuses malformed dumps
@@ -101,7 +88,7 @@ func (l *Linux) addrsOfLinks(ns string, links []netlink.Link) (map[int][]netlink
 	out := map[int][]netlink.Addr{}
 	for _, link := range links {
 		index := link.Attrs().Index
-		msgs, err := retryDump(func() ([][]byte, error) {
+		msgs, err := RetryDump(func() ([][]byte, error) {
 			req := nl.NewNetlinkRequest(unix.RTM_GETADDR, unix.NLM_F_DUMP)
 			req.Sockets = map[int]*nl.SocketHandle{unix.NETLINK_ROUTE: sock}
 			msg := nl.NewIfAddrmsg(unix.AF_UNSPEC)
@@ -152,24 +139,20 @@ func parseAddrMsg(m []byte) (netlink.Addr, bool) {
 }
 
 // plainQdiscs are the kinds of qdisc whose settings nothing of vnet reads
-// (see deviceStateOf and observeTC): of a link whose root and ingress
+// (the dataplane's devices and traffic control): of a link whose root and ingress
 // qdiscs are of these kinds, their kind, handle and parent are all there
 // is to know.
 var plainQdiscs = map[string]bool{"noqueue": true, "pfifo_fast": true, "mq": true, "ingress": true, "clsact": true}
 
-// qdiscsOfLinks reads the root and ingress qdiscs of some links of a
-// namespace, asking the kernel for each of them alone: a dump of the
-// namespace's qdiscs answers with every link's, thousands on a host that
-// carries thousands of networks. It reports false, having read what it
-// returns of no use, when a link's qdisc is of a kind whose settings
-// matter (plainQdiscs), or when it shows no root qdisc: the caller then
-// dumps them, and the library reads their settings.
+// QdiscsOfLinks reads the root and ingress qdiscs of some links, asking
+// the kernel for each of them alone: a dump of the namespace's qdiscs
+// answers with every link's, thousands on a host that carries thousands of
+// networks. It reports false, having read what it returns of no use, when
+// a link's qdisc is of a kind whose settings matter (plainQdiscs), or when
+// it shows no root qdisc: the caller then dumps them, and the library
+// reads their settings.
 // Equivalent to: tc -n NS qdisc show dev NAME root; ... ingress, for each link
-func (l *Linux) qdiscsOfLinks(ns string, links []netlink.Link) (map[int][]netlink.Qdisc, bool, error) {
-	sock, err := l.routeSocket(ns)
-	if err != nil {
-		return nil, false, err
-	}
+func QdiscsOfLinks(sock *nl.SocketHandle, links []netlink.Link) (map[int][]netlink.Qdisc, bool, error) {
 	out := map[int][]netlink.Qdisc{}
 	for _, link := range links {
 		index := link.Attrs().Index

@@ -1,4 +1,4 @@
-package dataplane
+package rtnl
 
 import (
 	"fmt"
@@ -7,6 +7,10 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/vnet-project/vnet/internal/dataplane/nsthread"
 )
 
 func TestParseQdiscHead(t *testing.T) {
@@ -47,7 +51,7 @@ func TestParseQdiscHead(t *testing.T) {
 // holds of them; a link whose qdisc has settings, or shows none, is left
 // to the dump.
 func TestQdiscsOfLinksAsTheDump(t *testing.T) {
-	l, ns, h := scratchNamespace(t, "vnettestq")
+	h, sock := scratchNamespace(t)
 	add := func(link netlink.Link, up bool) netlink.Link {
 		t.Helper()
 		if err := h.LinkAdd(link); err != nil {
@@ -82,9 +86,13 @@ func TestQdiscsOfLinksAsTheDump(t *testing.T) {
 			t.Fatalf("add %s: %v", q.Type(), err)
 		}
 	}
-	dump, err := l.qdiscsOf(ns, nil)
+	all, err := h.QdiscList(nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	dump := map[int][]netlink.Qdisc{}
+	for _, q := range all {
+		dump[q.Attrs().LinkIndex] = append(dump[q.Attrs().LinkIndex], q)
 	}
 	heads := func(qs []netlink.Qdisc) map[uint32]string {
 		out := map[uint32]string{}
@@ -95,7 +103,7 @@ func TestQdiscsOfLinksAsTheDump(t *testing.T) {
 		}
 		return out
 	}
-	got, ok, err := l.qdiscsOfLinks(ns, []netlink.Link{bridge, va})
+	got, ok, err := QdiscsOfLinks(sock, []netlink.Link{bridge, va})
 	if err != nil || !ok {
 		t.Fatalf("qdiscsOfLinks = %v, %v", ok, err)
 	}
@@ -109,33 +117,39 @@ func TestQdiscsOfLinksAsTheDump(t *testing.T) {
 		t.Errorf("va's clsact is missing: %v", heads(got[va.Attrs().Index]))
 	}
 	for _, link := range []netlink.Link{vb, down} {
-		if _, ok, err := l.qdiscsOfLinks(ns, []netlink.Link{bridge, link}); err != nil || ok {
+		if _, ok, err := QdiscsOfLinks(sock, []netlink.Link{bridge, link}); err != nil || ok {
 			t.Errorf("%s (root %v): read alone (%v, %v), want the dump", link.Attrs().Name, heads(dump[link.Attrs().Index]), ok, err)
 		}
 	}
 }
 
-// scratchNamespace is a dataplane and a namespace of the test's own (no
-// entry in the namespace directory) with its handle, gone with the test.
-// It skips the test unless run as root.
-func scratchNamespace(t *testing.T, prefix string) (*Linux, string, *netlink.Handle) {
+// scratchNamespace is a namespace of the test's own (no entry in the
+// namespace directory), with a handle and a route socket in it, gone with
+// the test. It skips the test unless run as root.
+func scratchNamespace(t *testing.T) (*netlink.Handle, *nl.SocketHandle) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("SKIP: needs root (network namespaces)")
 	}
-	l, err := New()
+	ns, err := nsthread.New()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := fmt.Sprintf("%s.%d", prefix, os.Getpid())
-	if err := newAnonNetns(ns); err != nil {
-		l.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.forget(ns); closeAnonNetns(ns); l.Close() })
-	h, err := l.handle(ns)
+	t.Cleanup(func() { ns.Close() })
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return l, ns, h
+	t.Cleanup(h.Close)
+	var sock *nl.SocketHandle
+	err = nsthread.In("scratch", ns, func() error {
+		s, err := nl.GetNetlinkSocketAt(netns.None(), netns.None(), unix.NETLINK_ROUTE)
+		sock = &nl.SocketHandle{Socket: s}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sock.Close)
+	return h, sock
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/vnet-project/vnet/internal/dataplane/nft"
 	"github.com/vnet-project/vnet/internal/dataplane/rtnl"
 	"github.com/vnet-project/vnet/internal/plan"
 )
@@ -42,13 +43,13 @@ func (l *Linux) ObserveScope(infra string, scope plan.Scope, hints []plan.Resour
 // firewall's rules that observation makes. A namespace it has none for is
 // left out.
 func (l *Linux) ObserveCounting(infra string, hints []plan.Resource) ([]plan.Resource, map[string]map[string]map[string]uint64, error) {
-	counters := &firewallCounts{byNS: map[string]map[string]map[string]uint64{}}
+	counters := nft.NewCounts()
 	rs, err := l.observe(infra, nil, hints, counters)
-	return rs, counters.byNS, err
+	return rs, counters.ByNS(), err
 }
 
-func (l *Linux) observe(infra string, scope plan.Scope, hints []plan.Resource, counters *firewallCounts) ([]plan.Resource, error) {
-	l.jumps.reset()
+func (l *Linux) observe(infra string, scope plan.Scope, hints []plan.Resource, counters *nft.Counts) ([]plan.Resource, error) {
+	l.fw.ForgetReads()
 	l.forgetReplaced()
 	names, err := listNetnsIn(plan.InfraNSPrefix(infra), scope)
 	if err != nil {
@@ -77,7 +78,7 @@ func (l *Linux) observe(infra string, scope plan.Scope, hints []plan.Resource, c
 			views[i] = v
 			return nil
 		}
-		fw, err := l.observeFirewall(names[i], links, "", counters)
+		fw, err := l.fw.Observe(names[i], links, "", counters)
 		v.resources = append(v.resources, fw...)
 		views[i] = v
 		return err
@@ -96,7 +97,7 @@ func (l *Linux) observe(infra string, scope plan.Scope, hints []plan.Resource, c
 			return nil, err
 		}
 		// Its firewall is the infrastructure's own tables there.
-		fw, err := l.observeFirewall(l.HostNS, hostLinks, plan.FirewallTable(infra), counters)
+		fw, err := l.fw.Observe(l.HostNS, hostLinks, plan.FirewallTable(infra), counters)
 		if err != nil {
 			return nil, err
 		}

@@ -1,4 +1,4 @@
-package dataplane
+package nft
 
 import (
 	"errors"
@@ -13,8 +13,10 @@ import (
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
 	"github.com/mdlayher/netlink"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/vnet-project/vnet/internal/dataplane/feature"
 	"github.com/vnet-project/vnet/internal/plan"
 )
 
@@ -95,10 +97,10 @@ func portElement(port, kind, comment string) nftables.SetElement {
 	return e
 }
 
-// A firewall's tables are named by its resource: "vnet" in a namespace of
+// TableName names a firewall's tables by its resource: "vnet" in a namespace of
 // vnet's own, the infrastructure's (plan.FirewallTable) in a host's own
 // namespace, which the machine and other infrastructures share.
-func tableName(name string) string {
+func TableName(name string) string {
 	if name == "" {
 		return fwTable
 	}
@@ -106,28 +108,93 @@ func tableName(name string) string {
 }
 
 func bridgeTableOf(name string) *nftables.Table {
-	return &nftables.Table{Family: nftables.TableFamilyBridge, Name: tableName(name)}
+	return &nftables.Table{Family: nftables.TableFamilyBridge, Name: TableName(name)}
 }
 
 func inetTableOf(name string) *nftables.Table {
-	return &nftables.Table{Family: nftables.TableFamilyINet, Name: tableName(name)}
+	return &nftables.Table{Family: nftables.TableFamilyINet, Name: TableName(name)}
 }
 
 // isVnetTable reports whether a table is one of vnet's firewalls, of any
 // infrastructure.
 func isVnetTable(name string) bool { return name == fwTable || strings.HasPrefix(name, fwTable+"-") }
 
-// hostConntrack are the settings a stateful firewall in a host's own
-// namespace needs (a namespace of vnet's own has them on its netns
-// resource): br_netfilter passes bridged IP traffic to the IP hooks.
-var hostConntrack = []plan.Sysctl{
-	{Key: plan.ConntrackSysctlV4, Value: "1"},
-	{Key: plan.ConntrackSysctlV6, Value: "1", Optional: true},
+// Firewalls realizes and reads back the firewalls of namespaces and their
+// ports' policies. It keeps, for the life of a command (or of an agent),
+// an nftables socket per namespace it changes and what the last
+// observation read of the port maps. Its methods may be called from
+// several goroutines.
+type Firewalls struct {
+	open    func(ns string) (netns.NsHandle, error)
+	hostOff func(ns string) string
+
+	jumps seenJumps // of the firewalls the last observation read
+
+	mu    sync.Mutex
+	socks map[string]*lastingConn
+}
+
+// lastingConn is a namespace's nftables socket for changes, kept open:
+// closing a socket right after a commit waits for the kernel to free the
+// commit's old objects (an RCU grace period, ~10 ms), once per port
+// otherwise. mu makes each change one transaction.
+type lastingConn struct {
+	mu sync.Mutex
+	c  *nftables.Conn
+}
+
+// New returns the firewalls of the namespaces open reaches by name (the
+// caller closes the handle it returns). hostOff says of a host's own
+// namespace how its br_netfilter settings differ from what a stateful
+// firewall there needs, "" when they do not: observation then reports the
+// firewall as not quite stateful, so that the next apply sets them.
+func New(open func(ns string) (netns.NsHandle, error), hostOff func(ns string) string) *Firewalls {
+	return &Firewalls{open: open, hostOff: hostOff, socks: map[string]*lastingConn{}}
+}
+
+// ForgetReads forgets what observations read: one begins.
+func (f *Firewalls) ForgetReads() { f.jumps.reset() }
+
+// Forget closes the namespace's socket and forgets what was read of its
+// firewalls: the namespace is gone, or another one has its name.
+func (f *Firewalls) Forget(ns string) {
+	f.CloseSocket(ns)
+	f.jumps.drop(ns, "")
+}
+
+// CloseSocket closes the namespace's socket, if one is open.
+func (f *Firewalls) CloseSocket(ns string) {
+	f.mu.Lock()
+	lc, ok := f.socks[ns]
+	delete(f.socks, ns)
+	f.mu.Unlock()
+	if ok {
+		lc.mu.Lock()
+		lc.close()
+		lc.mu.Unlock()
+	}
+}
+
+// Close closes every namespace's socket.
+func (f *Firewalls) Close() {
+	f.mu.Lock()
+	names := slices.Collect(maps.Keys(f.socks))
+	f.mu.Unlock()
+	for _, ns := range names {
+		f.CloseSocket(ns)
+	}
+}
+
+func (lc *lastingConn) close() {
+	if lc.c != nil {
+		_ = lc.c.CloseLasting()
+		lc.c = nil
+	}
 }
 
 // nftIn runs fn with an nftables connection into the namespace.
-func nftIn(ns string, fn func(c *nftables.Conn) error) error {
-	h, err := openNS(ns)
+func (f *Firewalls) nftIn(ns string, fn func(c *nftables.Conn) error) error {
+	h, err := f.open(ns)
 	if err != nil {
 		return fmt.Errorf("open netns %s: %w", ns, err)
 	}
@@ -142,35 +209,37 @@ func nftIn(ns string, fn func(c *nftables.Conn) error) error {
 // nftChange runs fn, which queues one transaction and flushes it, on the
 // namespace's lasting nftables socket. A failed change closes the socket,
 // so that nothing of it is left to confuse the next.
-func (l *Linux) nftChange(ns string, fn func(c *nftables.Conn) error) error {
-	h, err := l.nsHandle(ns)
-	if err != nil {
-		return err
+func (f *Firewalls) nftChange(ns string, fn func(c *nftables.Conn) error) error {
+	f.mu.Lock()
+	lc, ok := f.socks[ns]
+	if !ok {
+		lc = &lastingConn{}
+		f.socks[ns] = lc
 	}
-	h.nftMu.Lock()
-	defer h.nftMu.Unlock()
-	if h.nft == nil {
-		f, err := openNS(ns)
+	f.mu.Unlock()
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	if lc.c == nil {
+		h, err := f.open(ns)
 		if err != nil {
 			return fmt.Errorf("open netns %s: %w", ns, err)
 		}
-		defer f.Close()
-		if h.nft, err = nftables.New(nftables.AsLasting(), nftables.WithNetNSFd(int(f)), nftables.WithSockOptions(largeBuffers)); err != nil {
-			h.nft = nil
+		defer h.Close()
+		if lc.c, err = nftables.New(nftables.AsLasting(), nftables.WithNetNSFd(int(h)), nftables.WithSockOptions(largeBuffers)); err != nil {
+			lc.c = nil
 			return fmt.Errorf("nftables in %s: %w", ns, err)
 		}
 	}
-	if err := fn(h.nft); err != nil {
-		_ = h.nft.CloseLasting()
-		h.nft = nil
+	if err := fn(lc.c); err != nil {
+		lc.close()
 		return err
 	}
 	return nil
 }
 
 // nftLastingIn is nftIn with one socket for all of fn's requests.
-func nftLastingIn(ns string, fn func(c *nftables.Conn) error) error {
-	h, err := openNS(ns)
+func (f *Firewalls) nftLastingIn(ns string, fn func(c *nftables.Conn) error) error {
+	h, err := f.open(ns)
 	if err != nil {
 		return fmt.Errorf("open netns %s: %w", ns, err)
 	}
@@ -229,7 +298,7 @@ func addPortMaps(c *nftables.Conn, bridgeTable *nftables.Table) (map[string]*nft
 	return out, nil
 }
 
-// ensureFirewall makes the host's tables, with the conntrack table when
+// EnsureFirewall makes the host's tables, with the conntrack table when
 // the firewall is stateful and without it otherwise, and makes the base
 // chains hold the port maps' lookups and nothing else.
 // Equivalent to: nft add table bridge vnet; nft add map bridge vnet guard { type ifname : verdict; } ...;
@@ -238,25 +307,18 @@ func addPortMaps(c *nftables.Conn, bridgeTable *nftables.Table) (map[string]*nft
 // A table an earlier vnet made holds a jump rule per port in its base
 // chains instead: their ports go into the maps in the same transaction,
 // so that no port is without its policy meanwhile.
-// In a host's own namespace, a stateful firewall also turns br_netfilter's
-// IP hooks on for bridged traffic (its settings are the namespace's, and
-// stay on when the firewall goes: other users of the machine may rely on
-// them, and on 1, the kernel's default once br_netfilter is loaded).
-func (l *Linux) ensureFirewall(r plan.Resource) error {
-	if r.Name != "" && r.Match == plan.FirewallStateful {
-		if err := writeSysctls(r.NS, "", hostConntrack, plan.WantedSysctls(hostConntrack)); err != nil {
-			return err
-		}
-	}
+// In a host's own namespace, a stateful firewall also needs br_netfilter's
+// IP hooks on for bridged traffic: the caller sets them first.
+func (f *Firewalls) EnsureFirewall(r plan.Resource) error {
 	bridgeTable, inetTable := bridgeTableOf(r.Name), inetTableOf(r.Name)
 	made := false
 	defer func() {
-		l.jumps.drop(r.NS, bridgeTable.Name)
+		f.jumps.drop(r.NS, bridgeTable.Name)
 		if made {
-			l.jumps.fresh(r.NS, bridgeTable.Name)
+			f.jumps.fresh(r.NS, bridgeTable.Name)
 		}
 	}()
-	return l.nftChange(r.NS, func(c *nftables.Conn) error {
+	return f.nftChange(r.NS, func(c *nftables.Conn) error {
 		tables, err := c.ListTables()
 		if err != nil {
 			return fmt.Errorf("nft -n %s list tables: %w", r.NS, err)
@@ -265,7 +327,7 @@ func (l *Linux) ensureFirewall(r plan.Resource) error {
 		_, hasInet := findTable(tables, inetTable)
 		var carried map[string][]nftables.SetElement
 		if hadBridge {
-			if carried, err = jumpsAsElements(c, r.NS, bridgeTable); err != nil {
+			if carried, err = f.jumpsAsElements(c, r.NS, bridgeTable); err != nil {
 				return err
 			}
 		}
@@ -315,14 +377,14 @@ func (l *Linux) ensureFirewall(r plan.Resource) error {
 // chains, one per port and kind of chain, as the port maps' elements that
 // take their place, by kind. Each element carries the comment of its
 // port's first jump, which told the policy's digest and counts.
-func jumpsAsElements(c *nftables.Conn, ns string, bridgeTable *nftables.Table) (map[string][]nftables.SetElement, error) {
+func (f *Firewalls) jumpsAsElements(c *nftables.Conn, ns string, bridgeTable *nftables.Table) (map[string][]nftables.SetElement, error) {
 	type jump struct{ port, kind string }
 	var jumps []jump
 	comments := map[string]string{}
 	for _, base := range []string{preChain, fwdChain} {
 		// Notes first: they tell a missing chain apart, and a table of
 		// maps needs no rule decoded.
-		notes, err := chainNotes(ns, bridgeTable, base)
+		notes, err := f.chainNotes(ns, bridgeTable, base)
 		if err != nil {
 			if isNotFound(err) {
 				continue
@@ -381,15 +443,12 @@ func markEstablished() []expr.Any {
 	}
 }
 
-// removeFirewall deletes the host's tables, and with them every port's chains.
+// RemoveFirewall deletes the host's tables, and with them every port's chains.
 // Equivalent to: nft delete table bridge vnet; nft delete table inet vnet
-func (l *Linux) removeFirewall(r plan.Resource) error {
-	if !netnsExists(r.NS) {
-		return nil
-	}
+func (f *Firewalls) RemoveFirewall(r plan.Resource) error {
 	bridgeTable, inetTable := bridgeTableOf(r.Name), inetTableOf(r.Name)
-	defer l.jumps.drop(r.NS, bridgeTable.Name)
-	return l.nftChange(r.NS, func(c *nftables.Conn) error {
+	defer f.jumps.drop(r.NS, bridgeTable.Name)
+	return f.nftChange(r.NS, func(c *nftables.Conn) error {
 		tables, err := c.ListTables()
 		if err != nil {
 			return fmt.Errorf("nft -n %s list tables: %w", r.NS, err)
@@ -415,19 +474,19 @@ func findTable(tables []*nftables.Table, want *nftables.Table) (*nftables.Table,
 	return nil, false
 }
 
-// ensurePortSec (re)writes a port's chains and map elements in one
+// EnsurePortSec (re)writes a port's chains and map elements in one
 // nftables transaction: the port is never without its policy, and a
 // failure leaves the old one.
 // Equivalent to: nft -f - <<< 'delete element bridge vnet guard { PORT }; flush chain bridge vnet PORT-guard;
 // add rule bridge vnet PORT-guard ether saddr != MAC counter drop; ...; add element bridge vnet guard { PORT : jump PORT-guard }'
-func (l *Linux) ensurePortSec(r plan.Resource) error {
+func (f *Firewalls) EnsurePortSec(r plan.Resource) error {
 	rules, err := portSecRules(r)
 	if err != nil {
 		return err
 	}
 	bridgeTable := bridgeTableOf(r.Name)
 	var made []string
-	err = l.portChange(r.NS, bridgeTable, r.Link, func(c *nftables.Conn, have []string, existing map[string]bool) error {
+	err = f.portChange(r.NS, bridgeTable, r.Link, func(c *nftables.Conn, have []string, existing map[string]bool) error {
 		var err error
 		if made, err = queuePortSec(c, bridgeTable, r, rules, have, existing); err != nil {
 			return err
@@ -437,19 +496,19 @@ func (l *Linux) ensurePortSec(r plan.Resource) error {
 		}
 		return nil
 	})
-	l.portChanged(r.NS, bridgeTable.Name, r.Link, made, err == nil)
+	f.portChanged(r.NS, bridgeTable.Name, r.Link, made, err == nil)
 	return err
 }
 
 // portChanged notes a port's elements and chains after a change: one of
 // each kind made, or unknown when the change failed.
-func (l *Linux) portChanged(ns, table, port string, kinds []string, ok bool) {
+func (f *Firewalls) portChanged(ns, table, port string, kinds []string, ok bool) {
 	var chains []string
 	for _, kind := range kinds {
 		chains = append(chains, portChain(port, kind))
 	}
-	l.jumps.changed(ns, table, port, kinds, ok)
-	l.jumps.madeChains(ns, table, port, chains, ok)
+	f.jumps.changed(ns, table, port, kinds, ok)
+	f.jumps.madeChains(ns, table, port, chains, ok)
 }
 
 // portSecRules compiles a port security resource's policy.
@@ -513,15 +572,15 @@ func queuePortSec(c *nftables.Conn, bridgeTable *nftables.Table, r plan.Resource
 	return made, nil
 }
 
-// ensurePortSecs makes the policies of several ports of one firewall in
+// EnsurePortSecs makes the policies of several ports of one firewall in
 // one transaction, where each port's elements and chains are known without
 // asking the kernel (a table this command made, ports not changed since):
 // a first apply's thousand ports in a few commits rather than one each,
 // and the kernel checks the whole table at each commit. It returns
-// errNotBatched, having changed nothing, when some port's state is not
+// ErrNotBatched, having changed nothing, when some port's state is not
 // known or the transaction failed: then each port is made on its own, whose
 // error names the port.
-func (l *Linux) ensurePortSecs(rs []plan.Resource) error {
+func (f *Firewalls) EnsurePortSecs(rs []plan.Resource) error {
 	ns, table := rs[0].NS, rs[0].Name
 	bridgeTable := bridgeTableOf(table)
 	type port struct {
@@ -534,23 +593,23 @@ func (l *Linux) ensurePortSecs(rs []plan.Resource) error {
 	ports := make([]port, 0, len(rs))
 	for _, r := range rs {
 		if r.NS != ns || r.Name != table {
-			return errNotBatched
+			return ErrNotBatched
 		}
 		rules, err := portSecRules(r)
 		if err != nil {
-			return errNotBatched
+			return ErrNotBatched
 		}
-		have, ok := l.jumps.of(ns, table, r.Link)
+		have, ok := f.jumps.of(ns, table, r.Link)
 		if !ok {
-			return errNotBatched
+			return ErrNotBatched
 		}
-		existing, ok := l.jumps.chainsOf(ns, table, r.Link)
+		existing, ok := f.jumps.chainsOf(ns, table, r.Link)
 		if !ok {
-			return errNotBatched
+			return ErrNotBatched
 		}
 		ports = append(ports, port{r: r, rules: rules, have: have, existing: existing})
 	}
-	err := l.nftChange(ns, func(c *nftables.Conn) error {
+	err := f.nftChange(ns, func(c *nftables.Conn) error {
 		for i := range ports {
 			p := &ports[i]
 			var err error
@@ -561,16 +620,16 @@ func (l *Linux) ensurePortSecs(rs []plan.Resource) error {
 		return c.Flush()
 	})
 	if err != nil {
-		return errNotBatched
+		return ErrNotBatched
 	}
 	for _, p := range ports {
-		l.portChanged(ns, table, p.r.Link, p.made, true)
+		f.portChanged(ns, table, p.r.Link, p.made, true)
 	}
 	return nil
 }
 
-// errNotBatched says a batch was not made together and nothing of it was.
-var errNotBatched = errors.New("not made together")
+// ErrNotBatched says a batch was not made together and nothing of it was.
+var ErrNotBatched = errors.New("not made together")
 
 // addRule queues one compiled rule, with the anonymous sets it looks up.
 func addRule(c *nftables.Conn, bridgeTable *nftables.Table, ch *nftables.Chain, nr nftRule) error {
@@ -602,14 +661,11 @@ func addRule(c *nftables.Conn, bridgeTable *nftables.Table, ch *nftables.Chain, 
 	return nil
 }
 
-// removePortSec deletes a port's map elements and chains.
+// RemovePortSec deletes a port's map elements and chains.
 // Equivalent to: nft delete element bridge vnet guard { PORT } ...; nft delete chain bridge vnet PORT-guard ...
-func (l *Linux) removePortSec(r plan.Resource) error {
-	if !netnsExists(r.NS) {
-		return nil
-	}
+func (f *Firewalls) RemovePortSec(r plan.Resource) error {
 	bridgeTable := bridgeTableOf(r.Name)
-	err := l.portChange(r.NS, bridgeTable, r.Link, func(c *nftables.Conn, have []string, existing map[string]bool) error {
+	err := f.portChange(r.NS, bridgeTable, r.Link, func(c *nftables.Conn, have []string, existing map[string]bool) error {
 		if len(existing) == 0 && len(have) == 0 {
 			return nil
 		}
@@ -628,7 +684,7 @@ func (l *Linux) removePortSec(r plan.Resource) error {
 		}
 		return nil
 	})
-	l.portChanged(r.NS, bridgeTable.Name, r.Link, nil, err == nil)
+	f.portChanged(r.NS, bridgeTable.Name, r.Link, nil, err == nil)
 	return err
 }
 
@@ -638,13 +694,13 @@ func (l *Linux) removePortSec(r plan.Resource) error {
 // since. Should the transaction fail with elements the observation read,
 // it is tried once more with elements read now: the table may have
 // changed behind vnet's back meanwhile.
-func (l *Linux) portChange(ns string, bridgeTable *nftables.Table, port string, fn func(c *nftables.Conn, have []string, chains map[string]bool) error) error {
-	if have, ok := l.jumps.of(ns, bridgeTable.Name, port); ok {
-		err := l.nftChange(ns, func(c *nftables.Conn) error {
-			chains, known := l.jumps.chainsOf(ns, bridgeTable.Name, port)
+func (f *Firewalls) portChange(ns string, bridgeTable *nftables.Table, port string, fn func(c *nftables.Conn, have []string, chains map[string]bool) error) error {
+	if have, ok := f.jumps.of(ns, bridgeTable.Name, port); ok {
+		err := f.nftChange(ns, func(c *nftables.Conn) error {
+			chains, known := f.jumps.chainsOf(ns, bridgeTable.Name, port)
 			if !known {
 				var err error
-				if chains, err = portChainsIn(ns, bridgeTable, port); err != nil {
+				if chains, err = f.portChainsIn(ns, bridgeTable, port); err != nil {
 					return err
 				}
 			}
@@ -654,12 +710,12 @@ func (l *Linux) portChange(ns string, bridgeTable *nftables.Table, port string, 
 			return nil
 		}
 	}
-	return l.nftChange(ns, func(c *nftables.Conn) error {
-		have, err := portElements(ns, bridgeTable, port)
+	return f.nftChange(ns, func(c *nftables.Conn) error {
+		have, err := f.portElements(ns, bridgeTable, port)
 		if err != nil {
 			return err
 		}
-		chains, err := portChainsIn(ns, bridgeTable, port)
+		chains, err := f.portChainsIn(ns, bridgeTable, port)
 		if err != nil {
 			return err
 		}
@@ -670,7 +726,7 @@ func (l *Linux) portChange(ns string, bridgeTable *nftables.Table, port string, 
 // namedChains returns, of the chains a scoped read of a firewall looks at
 // (the conntrack chain, the base chains and the wanted ports' chains),
 // those that exist, without listing every port's.
-func namedChains(ns, table string, wanted map[string]bool) ([]*nftables.Chain, error) {
+func (f *Firewalls) namedChains(ns, table string, wanted map[string]bool) ([]*nftables.Chain, error) {
 	var out []*nftables.Chain
 	bridgeTable, inetTable := bridgeTableOf(table), inetTableOf(table)
 	for _, t := range []struct {
@@ -678,9 +734,9 @@ func namedChains(ns, table string, wanted map[string]bool) ([]*nftables.Chain, e
 		names []string
 	}{
 		{inetTable, []string{conntrackChain}},
-		{bridgeTable, append([]string{preChain, fwdChain}, sortedKeys(wanted)...)},
+		{bridgeTable, append([]string{preChain, fwdChain}, slices.Sorted(maps.Keys(wanted))...)},
 	} {
-		exist, err := chainsIn(ns, t.table, t.names)
+		exist, err := f.chainsIn(ns, t.table, t.names)
 		if err != nil {
 			return nil, err
 		}
@@ -695,12 +751,12 @@ func namedChains(ns, table string, wanted map[string]bool) ([]*nftables.Chain, e
 
 // portChainsIn returns which of the port's chains exist; none when the
 // table does not.
-func portChainsIn(ns string, bridgeTable *nftables.Table, port string) (map[string]bool, error) {
+func (f *Firewalls) portChainsIn(ns string, bridgeTable *nftables.Table, port string) (map[string]bool, error) {
 	var names []string
 	for _, kind := range portChains {
 		names = append(names, portChain(port, kind))
 	}
-	out, err := chainsIn(ns, bridgeTable, names)
+	out, err := f.chainsIn(ns, bridgeTable, names)
 	if err != nil {
 		return nil, fmt.Errorf("nft -n %s list chains bridge: %w", ns, err)
 	}
@@ -709,8 +765,8 @@ func portChainsIn(ns string, bridgeTable *nftables.Table, port string) (map[stri
 
 // portElements returns the kinds of the port maps that hold the port; a
 // map that does not exist holds none.
-func portElements(ns string, bridgeTable *nftables.Table, port string) ([]string, error) {
-	conn, err := netfilterConn(ns)
+func (f *Firewalls) portElements(ns string, bridgeTable *nftables.Table, port string) ([]string, error) {
+	conn, err := f.netfilterConn(ns)
 	if err != nil {
 		return nil, err
 	}
@@ -733,7 +789,7 @@ func portElements(ns string, bridgeTable *nftables.Table, port string) ([]string
 // that does not exist is left out.
 func mapElementsOf(conn *netlink.Conn, bridgeTable *nftables.Table, ports map[string]bool) (map[string][]elemNote, error) {
 	out := map[string][]elemNote{}
-	names := sortedKeys(ports)
+	names := slices.Sorted(maps.Keys(ports))
 	for _, kind := range portChains {
 		var elems []elemNote
 		var err error
@@ -777,7 +833,7 @@ func parseJumpComment(s string) (port string, digest string, counts [2]int) {
 	return f[0], digest, counts
 }
 
-// observeFirewall reads a namespace's firewall and port policies back: the
+// Observe reads a namespace's firewall and port policies back: the
 // firewall's text, and each port's policy as the digest its jump rule
 // carries, "stale" before it when rules are missing or extra. only, when
 // set, names the ports to read; the rules of the others are not listed.
@@ -793,8 +849,8 @@ func parseJumpComment(s string) (port string, digest string, counts [2]int) {
 // apply sets them.
 //
 // counters, when set, gets the rules' counters of a namespace whose whole
-// firewall it read, as FirewallCounters reads them.
-func (l *Linux) observeFirewall(ns string, only map[string]bool, table string, counters *firewallCounts) ([]plan.Resource, error) {
+// firewall it read, as Counters reads them.
+func (f *Firewalls) Observe(ns string, only map[string]bool, table string, counters *Counts) ([]plan.Resource, error) {
 	var out []plan.Resource
 	bridgeTable, inetTable := bridgeTableOf(table), inetTableOf(table)
 	var wanted map[string]bool // the chains of the ports in only
@@ -806,7 +862,7 @@ func (l *Linux) observeFirewall(ns string, only map[string]bool, table string, c
 			}
 		}
 	}
-	err := nftLastingIn(ns, func(c *nftables.Conn) error {
+	err := f.nftLastingIn(ns, func(c *nftables.Conn) error {
 		tables, err := c.ListTables()
 		if err != nil {
 			if noNFTables(err) {
@@ -817,7 +873,7 @@ func (l *Linux) observeFirewall(ns string, only map[string]bool, table string, c
 		if _, ok := findTable(tables, bridgeTable); !ok {
 			return nil
 		}
-		chains, err := namedChains(ns, table, wanted)
+		chains, err := f.namedChains(ns, table, wanted)
 		if err != nil {
 			return fmt.Errorf("nft -n %s list chains: %w", ns, err)
 		}
@@ -842,11 +898,11 @@ func (l *Linux) observeFirewall(ns string, only map[string]bool, table string, c
 			fw.Match += " (base chains missing)"
 		}
 		if table != "" && fw.Match == plan.FirewallStateful {
-			if text, err := readSysctlSet(ns, "", hostConntrack); err == nil && text != plan.WantedSysctls(hostConntrack) {
+			if text := f.hostOff(ns); text != "" {
 				fw.Match += " (br_netfilter off: " + text + ")"
 			}
 		}
-		read, err := firewallNotes(ns, bridgeTable, only, bases, portChainsRead)
+		read, err := f.firewallNotes(ns, bridgeTable, only, bases, portChainsRead)
 		if err != nil {
 			return err
 		}
@@ -858,7 +914,7 @@ func (l *Linux) observeFirewall(ns string, only map[string]bool, table string, c
 			counters.put(ns, portCounters(map[string]map[string]uint64{}, read.all))
 		}
 		if len(read.elems) == len(portChains) {
-			l.jumps.note(ns, bridgeTable.Name, read.elems, maps.Clone(only))
+			f.jumps.note(ns, bridgeTable.Name, read.elems, maps.Clone(only))
 		}
 		out = append(out, portPolicies(ns, table, only, read.counts, read.elems)...)
 		return nil
@@ -880,8 +936,8 @@ type firewallRead struct {
 // port maps' elements. Of the whole table (only nil) it reads every chain
 // in one dump, and keeps the notes of the whole table too; otherwise the
 // base chains, the chains named, and the elements of the ports in only.
-func firewallNotes(ns string, bridgeTable *nftables.Table, only map[string]bool, exist map[string]bool, chains []string) (firewallRead, error) {
-	conn, err := netfilterConn(ns)
+func (f *Firewalls) firewallNotes(ns string, bridgeTable *nftables.Table, only map[string]bool, exist map[string]bool, chains []string) (firewallRead, error) {
+	conn, err := f.netfilterConn(ns)
 	if err != nil {
 		return firewallRead{}, err
 	}
@@ -963,14 +1019,26 @@ func onlyVnetTable(tables []*nftables.Table, bridgeTable *nftables.Table) bool {
 	return true
 }
 
-// firewallCounts are the counters an observation read on the way, by
-// namespace (see ObserveCounting).
-type firewallCounts struct {
+// Counts are the counters an observation read on the way, by
+// namespace (the dataplane's ObserveCounting).
+type Counts struct {
 	mu   sync.Mutex
 	byNS map[string]map[string]map[string]uint64
 }
 
-func (c *firewallCounts) put(ns string, counters map[string]map[string]uint64) {
+// NewCounts returns counters for an observation to fill.
+func NewCounts() *Counts {
+	return &Counts{byNS: map[string]map[string]map[string]uint64{}}
+}
+
+// ByNS returns the counters read, by namespace.
+func (c *Counts) ByNS() map[string]map[string]map[string]uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.byNS
+}
+
+func (c *Counts) put(ns string, counters map[string]map[string]uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.byNS[ns] = counters
@@ -1039,23 +1107,20 @@ func portPolicies(ns, table string, only map[string]bool, counts map[string]int,
 	return out
 }
 
-// FirewallCounters reads, for each port of a host namespace, the packets
+// Counters reads, for each port of a host namespace, the packets
 // its counting rules have seen, by label (forged-mac, acl[0], ...), in
 // every firewall of vnet's there (a host's own namespace may hold several
 // infrastructures' tables; a port, a link of the namespace, is in one). A
 // namespace without a firewall has none.
 // Equivalent to: nft -n NS list table bridge vnet (the counters)
-func (l *Linux) FirewallCounters(ns string) (map[string]map[string]uint64, error) {
+func (f *Firewalls) Counters(ns string) (map[string]map[string]uint64, error) {
 	out := map[string]map[string]uint64{}
-	if !netnsExists(ns) {
-		return out, nil
-	}
 	// One dump per table of vnet's (the lab's, or each infrastructure's
 	// in a host's own namespace): a dump per port chain costs a round trip
 	// each, and decoding every expression of every rule, for a thousand
 	// ports.
 	var tables []*nftables.Table
-	err := nftIn(ns, func(c *nftables.Conn) error {
+	err := f.nftIn(ns, func(c *nftables.Conn) error {
 		all, err := c.ListTablesOfFamily(nftables.TableFamilyBridge)
 		for _, t := range all {
 			if isVnetTable(t.Name) {
@@ -1071,7 +1136,7 @@ func (l *Linux) FirewallCounters(ns string) (map[string]map[string]uint64, error
 		return nil, fmt.Errorf("nft -n %s list tables bridge: %w", ns, err)
 	}
 	for _, t := range tables {
-		notes, err := tableNotes(ns, t)
+		notes, err := f.tableNotes(ns, t)
 		switch {
 		case isNotFound(err):
 			continue // deleted meanwhile
@@ -1117,7 +1182,7 @@ func noNFTables(err error) bool {
 // nftErr turns a missing nftables family into a FeatureError.
 func nftErr(ns, what string, err error) error {
 	if noNFTables(err) {
-		return &FeatureError{Feature: "nftables bridge family (port security and ACLs)", Hint: "CONFIG_NF_TABLES and CONFIG_NF_TABLES_BRIDGE", Err: err}
+		return &feature.Error{Feature: "nftables bridge family (port security and ACLs)", Hint: "CONFIG_NF_TABLES and CONFIG_NF_TABLES_BRIDGE", Err: err}
 	}
 	return fmt.Errorf("nft -n %s %s: %w", ns, what, err)
 }

@@ -1,4 +1,4 @@
-package dataplane
+package nft
 
 import (
 	"slices"

@@ -1,4 +1,4 @@
-package dataplane
+package nft
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
 
+	"github.com/vnet-project/vnet/internal/dataplane/feature"
 	"github.com/vnet-project/vnet/internal/plan"
 )
 
@@ -104,10 +105,10 @@ func TestCommentsRoundTrip(t *testing.T) {
 
 func TestMissingBridgeFamilyIsNotSupported(t *testing.T) {
 	err := nftErr("vnet.x.esx1", "add table bridge vnet", fmt.Errorf("netlink receive: %w", unix.EAFNOSUPPORT))
-	if !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "CONFIG_NF_TABLES_BRIDGE") {
+	if !errors.Is(err, feature.ErrNotSupported) || !strings.Contains(err.Error(), "CONFIG_NF_TABLES_BRIDGE") {
 		t.Errorf("missing bridge family: %v", err)
 	}
-	if err := nftErr("ns", "x", unix.EPERM); errors.Is(err, ErrNotSupported) {
+	if err := nftErr("ns", "x", unix.EPERM); errors.Is(err, feature.ErrNotSupported) {
 		t.Errorf("EPERM called unsupported: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package dataplane
+package nft
 
 import (
 	"fmt"
@@ -9,16 +9,19 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
-	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/vnet-project/vnet/internal/dataplane/nsthread"
 )
 
 // A few ports' elements of the port maps read alone are what a dump of the
 // maps holds of them; a port in no map has none, and a table without its
 // maps reads as without them.
 func TestPortElementsAsTheDump(t *testing.T) {
-	_, ns, _ := scratchNamespace(t, "vnettestm")
+	f, ns := scratchFirewalls(t)
 	table := bridgeTableOf("")
-	err := nftIn(ns, func(c *nftables.Conn) error {
+	err := f.nftIn(ns, func(c *nftables.Conn) error {
 		c.AddTable(table)
 		for i, kind := range portChains {
 			c.AddChain(&nftables.Chain{Name: kind + "-chain", Table: table})
@@ -44,7 +47,7 @@ func TestPortElementsAsTheDump(t *testing.T) {
 	if err != nil {
 		t.Fatalf("make the maps: %v", err)
 	}
-	conn, err := netfilterConn(ns)
+	conn, err := f.netfilterConn(ns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,10 +75,10 @@ func TestPortElementsAsTheDump(t *testing.T) {
 			t.Errorf("%s: read alone %v, in the dump %v (of %d)", kind, got, want, len(all[kind]))
 		}
 	}
-	if kinds, err := portElements(ns, table, "port5"); err != nil || !slices.Equal(kinds, []string{portChains[0], portChains[1]}) {
+	if kinds, err := f.portElements(ns, table, "port5"); err != nil || !slices.Equal(kinds, []string{portChains[0], portChains[1]}) {
 		t.Errorf("port5 is in %v (%v), want the first two maps", kinds, err)
 	}
-	if err := nftIn(ns, func(c *nftables.Conn) error { c.DelSet(portMap(table, portChains[2])); return c.Flush() }); err != nil {
+	if err := f.nftIn(ns, func(c *nftables.Conn) error { c.DelSet(portMap(table, portChains[2])); return c.Flush() }); err != nil {
 		t.Fatal(err)
 	}
 	if some, err := mapElementsOf(conn, table, ports); err != nil || len(some) != 2 {
@@ -83,27 +86,27 @@ func TestPortElementsAsTheDump(t *testing.T) {
 	}
 }
 
-// scratchNamespace is a dataplane and a namespace of the test's own (no
-// entry in the namespace directory) with its handle, gone with the test.
-// It skips the test unless run as root.
-func scratchNamespace(t *testing.T, prefix string) (*Linux, string, *netlink.Handle) {
+// scratchFirewalls are the firewalls of one namespace of the test's own
+// (no entry in the namespace directory), named ns, gone with the test. It
+// skips the test unless run as root.
+func scratchFirewalls(t *testing.T) (f *Firewalls, ns string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("SKIP: needs root (network namespaces)")
 	}
-	l, err := New()
+	h, err := nsthread.New()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := fmt.Sprintf("%s.%d", prefix, os.Getpid())
-	if err := newAnonNetns(ns); err != nil {
-		l.Close()
-		t.Fatal(err)
+	ns = "scratch"
+	open := func(name string) (netns.NsHandle, error) {
+		if name != ns {
+			return netns.None(), fmt.Errorf("no namespace %s", name)
+		}
+		fd, err := unix.Dup(int(h))
+		return netns.NsHandle(fd), err
 	}
-	t.Cleanup(func() { l.forget(ns); closeAnonNetns(ns); l.Close() })
-	h, err := l.handle(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l, ns, h
+	f = New(open, func(string) string { return "" })
+	t.Cleanup(func() { f.Close(); h.Close() })
+	return f, ns
 }

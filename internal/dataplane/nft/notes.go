@@ -1,4 +1,4 @@
-package dataplane
+package nft
 
 import (
 	"encoding/binary"
@@ -27,22 +27,22 @@ type ruleNote struct {
 // port with a policy; decoding each jump's expressions, as reading whole
 // rules does, costs most of reading the chain.
 // Equivalent to: nft -a -n NS list chain bridge vnet CHAIN (handles and comments)
-func chainNotes(ns string, table *nftables.Table, chain string) ([]ruleNote, error) {
-	return ruleNotes(ns, table, chain)
+func (f *Firewalls) chainNotes(ns string, table *nftables.Table, chain string) ([]ruleNote, error) {
+	return f.ruleNotes(ns, table, chain)
 }
 
 // tableNotes dumps the rules of every chain of the bridge table in ns at
 // once: one request, where a request per chain costs a round trip for each
 // of a thousand ports' chains.
 // Equivalent to: nft -n NS list table bridge vnet
-func tableNotes(ns string, table *nftables.Table) ([]ruleNote, error) {
-	return ruleNotes(ns, table, "")
+func (f *Firewalls) tableNotes(ns string, table *nftables.Table) ([]ruleNote, error) {
+	return f.ruleNotes(ns, table, "")
 }
 
 // ruleNotes dumps the rules of one chain of the bridge table, or of all of
 // them for "".
-func ruleNotes(ns string, table *nftables.Table, chain string) ([]ruleNote, error) {
-	conn, err := netfilterConn(ns)
+func (f *Firewalls) ruleNotes(ns string, table *nftables.Table, chain string) ([]ruleNote, error) {
+	conn, err := f.netfilterConn(ns)
 	if err != nil {
 		return nil, err
 	}
@@ -183,8 +183,8 @@ func counterPackets(list *netlink.AttributeDecoder) (packets uint64, counted boo
 // ports' chains costs more than asking for the few a change touches. A
 // table that does not exist holds none.
 // Equivalent to: nft -n NS list chain FAMILY vnet NAME, for each
-func chainsIn(ns string, table *nftables.Table, names []string) (map[string]bool, error) {
-	conn, err := netfilterConn(ns)
+func (f *Firewalls) chainsIn(ns string, table *nftables.Table, names []string) (map[string]bool, error) {
+	conn, err := f.netfilterConn(ns)
 	if err != nil {
 		return nil, err
 	}
@@ -218,13 +218,13 @@ func chainsIn(ns string, table *nftables.Table, names []string) (map[string]bool
 
 // netfilterConn is a netfilter socket in ns, for requests the nftables
 // library has no call for.
-func netfilterConn(ns string) (*netlink.Conn, error) {
-	f, err := openNS(ns)
+func (f *Firewalls) netfilterConn(ns string) (*netlink.Conn, error) {
+	h, err := f.open(ns)
 	if err != nil {
 		return nil, fmt.Errorf("open netns %s: %w", ns, err)
 	}
-	defer f.Close() // the socket keeps the namespace
-	conn, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: int(f)})
+	defer h.Close() // the socket keeps the namespace
+	conn, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: int(h)})
 	if err != nil {
 		return nil, fmt.Errorf("nftables in %s: %w", ns, err)
 	}

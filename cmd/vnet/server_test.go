@@ -16,6 +16,7 @@ import (
 
 	"github.com/vnet-project/vnet/internal/etcdserver/etcdtest"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/spec/speccache"
 	"github.com/vnet-project/vnet/internal/status"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
 )
@@ -147,7 +148,7 @@ func TestServerApplyStatusDestroy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := spec.DecodeValidated(rec.SpecFile, rec.Spec, rec.SpecEncoded); len(rec.SpecEncoded) == 0 || err != nil ||
+	if got, err := speccache.DecodeValidated(rec.SpecFile, rec.Spec, rec.SpecEncoded); len(rec.SpecEncoded) == 0 || err != nil ||
 		!reflect.DeepEqual(got.Spec, want.Spec) {
 		t.Errorf("stored encoding (%d bytes) makes another spec than the YAML: %v", len(rec.SpecEncoded), err)
 	}

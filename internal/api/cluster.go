@@ -16,6 +16,7 @@ import (
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/spec/speccache"
 	"github.com/vnet-project/vnet/internal/status"
 	"github.com/vnet-project/vnet/internal/store"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
@@ -158,7 +159,7 @@ func (c *Cluster) Apply(doc *spec.Document) (reconcile.Result, error) {
 		return reconcile.Result{}, err
 	}
 	// The agents make the spec of its encoding, not of its YAML.
-	rec := &store.Record{Name: name, SpecFile: doc.File, Spec: doc.Source, SpecEncoded: spec.EncodeValidated(doc),
+	rec := &store.Record{Name: name, SpecFile: doc.File, Spec: doc.Source, SpecEncoded: speccache.EncodeValidated(doc),
 		Generation: gen, AppliedAt: time.Now().UTC()}
 	if _, err := c.Store.PutIf(rec, rev); err != nil {
 		return reconcile.Result{}, fmt.Errorf("apply %s: %w", name, err)

@@ -21,6 +21,7 @@ import (
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/spec/speccache"
 	"github.com/vnet-project/vnet/internal/status"
 	"github.com/vnet-project/vnet/internal/store"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
@@ -97,7 +98,7 @@ func (a *Agent) load(rec *store.Record) (*spec.Document, error) {
 	if l, ok := a.loaded[rec.Name]; ok && l.doc.File == rec.SpecFile && bytes.Equal(l.src, rec.Spec) {
 		return l.doc, nil
 	}
-	doc, err := spec.DecodeValidated(rec.SpecFile, rec.Spec, rec.SpecEncoded)
+	doc, err := speccache.DecodeValidated(rec.SpecFile, rec.Spec, rec.SpecEncoded)
 	if err != nil {
 		delete(a.loaded, rec.Name)
 		return nil, err

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/vnet-project/vnet/internal/plan"
-	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/spec/speccache"
 	"github.com/vnet-project/vnet/internal/store"
 )
 
@@ -95,7 +95,7 @@ type Engine struct {
 	Memo *Memo
 	// Specs, when set, keeps the specs applied, so that reading the last
 	// one back does not decode its YAML again.
-	Specs *spec.Cache
+	Specs *speccache.Cache
 
 	deviceSpeeds map[string]uint64 // of the host's real NICs, read by checkHost
 }

@@ -1,50 +1,52 @@
-package spec
+package speccache
 
 import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"hash/crc32"
+
+	"github.com/vnet-project/vnet/internal/spec"
 )
 
 // EncodeValidated is the compact form of a document that validated (as
-// Load, a Cache or PinVNIs returned it), for storing beside its YAML: a
+// spec.Load, a Cache or spec.PinVNIs returned it), for storing beside its YAML: a
 // reader with DecodeValidated then makes the same document without
 // decoding and validating the YAML. It is the form the cache keeps in its
 // files, bound to the SHA-256 of doc.Source and to the layout of this
 // build's Spec. A document that did not validate has none: nil.
-func EncodeValidated(doc *Document) []byte {
-	if doc == nil || !doc.valid || len(doc.Source) > MaxSpecBytes {
+func EncodeValidated(doc *spec.Document) []byte {
+	if doc == nil || !doc.Validated() || len(doc.Source) > spec.MaxSpecBytes {
 		return nil
 	}
 	return frame(sha256.Sum256(doc.Source), encodeCached(doc))
 }
 
-// DecodeValidated is Load(file, src), made from encoded when encoded is
+// DecodeValidated is spec.Load(file, src), made from encoded when encoded is
 // what EncodeValidated made of these very bytes in a build whose Spec has
 // the same layout. Any other encoding (of other bytes, by another layout,
 // damaged, or none) is ignored, and the YAML is loaded as ever, with its
 // errors.
-func DecodeValidated(file string, src, encoded []byte) (*Document, error) {
+func DecodeValidated(file string, src, encoded []byte) (*spec.Document, error) {
 	if doc, ok := fromEncoding(file, src, encoded); ok {
 		return doc, nil
 	}
-	return Load(file, src)
+	return spec.Load(file, src)
 }
 
-func fromEncoding(file string, src, encoded []byte) (*Document, bool) {
-	if len(encoded) == 0 || len(src) > MaxSpecBytes {
+func fromEncoding(file string, src, encoded []byte) (*spec.Document, bool) {
+	if len(encoded) == 0 || len(src) > spec.MaxSpecBytes {
 		return nil, false
 	}
 	body, ok := unframe(sha256.Sum256(src), encoded)
 	if !ok {
 		return nil, false
 	}
-	s, anchors, err := decodeCached(body)
+	doc, err := decodeCached(file, src, body)
 	if err != nil {
 		return nil, false
 	}
-	return &Document{Spec: s, File: file, Source: src, located: &lazyPositions{anchors: anchors}, valid: true}, true
+	return doc, true
 }
 
 // frame puts the header of src's SHA-256 and a CRC-32C before an encoded

@@ -1,4 +1,4 @@
-package spec
+package speccache
 
 import (
 	"errors"
@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/vnet-project/vnet/internal/spec"
 )
 
 // TestDecodeValidatedEqualsLoad: a spec made from its encoding is the one
@@ -13,7 +15,7 @@ import (
 func TestDecodeValidatedEqualsLoad(t *testing.T) {
 	for name, src := range validSources(t) {
 		t.Run(filepath.Base(name), func(t *testing.T) {
-			want, err := Load(name, src)
+			want, err := spec.Load(name, src)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -35,7 +37,7 @@ func TestDecodeValidatedEqualsLoad(t *testing.T) {
 // the encoding, one named "rich" from the YAML.
 func markedEncoding(t *testing.T) []byte {
 	t.Helper()
-	doc, err := Load("rich.yaml", []byte(richSpec))
+	doc, err := spec.Load("rich.yaml", []byte(richSpec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +62,7 @@ func TestDecodeValidatedUsesTheEncoding(t *testing.T) {
 // of this layout, or whole is ignored, and the YAML loaded.
 func TestDecodeValidatedFallsBack(t *testing.T) {
 	src := []byte(richSpec)
-	want, err := Load("rich.yaml", src)
+	want, err := spec.Load("rich.yaml", src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,14 +93,14 @@ func TestDecodeValidatedFallsBack(t *testing.T) {
 func TestDecodeValidatedReportsBadYAML(t *testing.T) {
 	bad := []byte(strings.Replace(richSpec, "host: esx2", "host: nowhere", 1))
 	_, err := DecodeValidated("bad.yaml", bad, markedEncoding(t))
-	_, want := Load("bad.yaml", bad)
-	if err == nil || !errors.Is(err, ErrInvalid) || err.Error() != want.Error() {
+	_, want := spec.Load("bad.yaml", bad)
+	if err == nil || !errors.Is(err, spec.ErrInvalid) || err.Error() != want.Error() {
 		t.Fatalf("error %v, want %v", err, want)
 	}
 }
 
 func TestNoEncodingOfAnInvalidSpec(t *testing.T) {
-	doc, err := Decode("bad.yaml", []byte(strings.Replace(richSpec, "host: esx2", "host: nowhere", 1)))
+	doc, err := spec.Decode("bad.yaml", []byte(strings.Replace(richSpec, "host: esx2", "host: nowhere", 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +114,7 @@ func TestNoEncodingOfAnInvalidSpec(t *testing.T) {
 
 func markedEncodingOf(t *testing.T, src string) []byte {
 	t.Helper()
-	doc, err := Load("other.yaml", []byte(src))
+	doc, err := spec.Load("other.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,11 @@
-package spec
+// Package speccache keeps specs that validated in a compact binary form
+// (codec.go), so that loading the same bytes again costs a copy of the
+// spec rather than decoding and validating its YAML: in memory and in
+// files for the commands (Cache), and beside a spec stored in etcd or the
+// local store for the agents (EncodeValidated, DecodeValidated). The form
+// is bound to the SHA-256 of the YAML and to the layout of this build's
+// spec.Spec, so that anything else is ignored and the YAML loaded as ever.
+package speccache
 
 import (
 	"crypto/sha256"
@@ -12,6 +19,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/vnet-project/vnet/internal/spec"
 )
 
 // Cache keeps the specs that loaded and validated, by the SHA-256 of their
@@ -46,20 +55,19 @@ const (
 	cacheMagic  = "vnet spec cache 2\n"
 )
 
-// NewCache makes a cache that keeps specs in memory, and in files in dir
+// New makes a cache that keeps specs in memory, and in files in dir
 // unless dir is "". The directory is made when a spec is first kept, if
 // its parent exists.
-func NewCache(dir string) *Cache {
+func New(dir string) *Cache {
 	return &Cache{dir: dir, memory: map[[sha256.Size]byte][]byte{}}
 }
 
-// Load is the package's Load, from the cache when the same bytes loaded
-// before.
-func (c *Cache) Load(file string, src []byte) (*Document, error) {
+// Load is spec.Load, from the cache when the same bytes loaded before.
+func (c *Cache) Load(file string, src []byte) (*spec.Document, error) {
 	if doc, ok := c.lookup(file, src); ok {
 		return doc, nil
 	}
-	doc, err := Load(file, src)
+	doc, err := spec.Load(file, src)
 	if err != nil {
 		return nil, err
 	}
@@ -67,40 +75,39 @@ func (c *Cache) Load(file string, src []byte) (*Document, error) {
 	return doc, nil
 }
 
-// LoadFile is the package's LoadFile, from the cache when the file's bytes
-// loaded before.
-func (c *Cache) LoadFile(path string) (*Document, error) {
-	src, err := readSpecFile(path)
+// LoadFile is spec.LoadFile, from the cache when the file's bytes loaded
+// before.
+func (c *Cache) LoadFile(path string) (*spec.Document, error) {
+	src, err := spec.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
 	return c.Load(path, src)
 }
 
-// Decode is the package's Decode, from the cache when the same bytes
-// loaded before. A spec decoded here for the first time is also validated,
-// to be kept when it is valid; an invalid one is returned as Decode would.
-func (c *Cache) Decode(file string, src []byte) (*Document, error) {
+// Decode is spec.Decode, from the cache when the same bytes loaded
+// before. A spec decoded here for the first time is also validated, to be
+// kept when it is valid; an invalid one is returned as spec.Decode would.
+func (c *Cache) Decode(file string, src []byte) (*spec.Document, error) {
 	if doc, ok := c.lookup(file, src); ok {
 		return doc, nil
 	}
-	doc, err := Decode(file, src)
+	doc, err := spec.Decode(file, src)
 	if err != nil {
 		return nil, err
 	}
-	if c != nil && len(Validate(doc)) == 0 {
-		doc.valid = true
+	if c != nil && len(spec.Validate(doc)) == 0 {
 		c.keep(doc)
 	}
 	return doc, nil
 }
 
-// Add keeps a document that validated, as Load, a Cache or PinVNIs
+// Add keeps a document that validated, as Load, a Cache or spec.PinVNIs
 // returned it, its Spec unchanged: a process that stores a spec it made
 // (an apply, with its pinned VNIs) thus finds it when it reads the stored
 // spec back. A document that did not validate (Decode's) is not kept.
-func (c *Cache) Add(doc *Document) {
-	if c == nil || doc == nil || !doc.valid || len(doc.Source) > MaxSpecBytes {
+func (c *Cache) Add(doc *spec.Document) {
+	if c == nil || doc == nil || !doc.Validated() || len(doc.Source) > spec.MaxSpecBytes {
 		return
 	}
 	c.keep(doc)
@@ -110,8 +117,8 @@ func (c *Cache) Add(doc *Document) {
 // already: it keeps that encoding rather than encoding the spec again.
 // An encoding that is not EncodeValidated's of doc is not kept; doc is
 // added as Add adds it.
-func (c *Cache) AddEncoded(doc *Document, encoded []byte) {
-	if c == nil || doc == nil || !doc.valid || len(doc.Source) > MaxSpecBytes {
+func (c *Cache) AddEncoded(doc *spec.Document, encoded []byte) {
+	if c == nil || doc == nil || !doc.Validated() || len(doc.Source) > spec.MaxSpecBytes {
 		return
 	}
 	sum := sha256.Sum256(doc.Source)
@@ -125,8 +132,8 @@ func (c *Cache) AddEncoded(doc *Document, encoded []byte) {
 }
 
 // lookup makes the document of src from the cache, when it is there.
-func (c *Cache) lookup(file string, src []byte) (*Document, bool) {
-	if c == nil || len(src) > MaxSpecBytes {
+func (c *Cache) lookup(file string, src []byte) (*spec.Document, bool) {
+	if c == nil || len(src) > spec.MaxSpecBytes {
 		return nil, false
 	}
 	sum := sha256.Sum256(src)
@@ -137,16 +144,16 @@ func (c *Cache) lookup(file string, src []byte) (*Document, bool) {
 		}
 		c.remember(sum, encoded)
 	}
-	s, anchors, err := decodeCached(encoded)
+	doc, err := decodeCached(file, src, encoded)
 	if err != nil {
 		c.forget(sum)
 		return nil, false
 	}
-	return &Document{Spec: s, File: file, Source: src, located: &lazyPositions{anchors: anchors}, valid: true}, true
+	return doc, true
 }
 
 // keep stores a document that validated, as its source's.
-func (c *Cache) keep(doc *Document) {
+func (c *Cache) keep(doc *spec.Document) {
 	if c == nil {
 		return
 	}
@@ -284,16 +291,4 @@ func (c *Cache) prune() {
 			return
 		}
 	}
-}
-
-// lazyPositions are the positions of a document that the cache or
-// PinVNIs made: they are read from its YAML, or made by fill, once, when
-// first asked for. anchors, when known, are the few that pinning VNIs
-// reads, so that it need not ask for the rest.
-type lazyPositions struct {
-	once      sync.Once
-	fill      func() (map[string]Pos, map[string]bool)
-	positions map[string]Pos
-	nulls     map[string]bool
-	anchors   *netAnchors
 }

@@ -1,4 +1,4 @@
-package spec
+package fastyaml
 
 import (
 	"fmt"
@@ -9,13 +9,15 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/vnet-project/vnet/internal/spec/spectest"
 )
 
 // The simple parser makes of what it parses the tree yaml.v3's parser
 // makes, and leaves to it what it does not.
 func TestSimpleYAMLIsYAML(t *testing.T) {
 	srcs := map[string]string{
-		"generated networks": string(GeneratedNetworks(50)),
+		"generated networks": string(spectest.Networks(50)),
 		"block items":        "name: a\nhosts:\n  - name: h1\n    nics: [{name: n0, speed: 1Gbit}]\n  - name: h2\nvms:\n- name: v1\n  host: h1\n  cpus: 0.5\n  nics:\n    - {portgroup: pg, ip: 10.0.0.1/24, mac: \"52:54:00:00:00:01\"}\n",
 		"nested maps":        "name: b\nswitches:\n  - name: s\n    teaming:\n      active: [u1, u2]\n    portgroups: [{name: pg, vlan: 10}]\n",
 		"quotes":             "name: 'c'\nhosts: [{name: \"h\"}]\n",
@@ -50,7 +52,7 @@ func TestSimpleYAMLIsYAML(t *testing.T) {
 	for name, src := range srcs {
 		var want yaml.Node
 		wantErr := yaml.Unmarshal([]byte(src), &want)
-		got, ok := parseSimpleYAML([]byte(src))
+		got, ok := Parse([]byte(src))
 		if !ok {
 			continue
 		}
@@ -67,7 +69,7 @@ func TestSimpleYAMLIsYAML(t *testing.T) {
 		t.Errorf("only %d of the specs parsed simply", simple)
 	}
 	for _, name := range []string{"generated networks", "block items", "nested maps", "nulls", "ipv6 block"} {
-		if _, ok := parseSimpleYAML([]byte(srcs[name])); !ok {
+		if _, ok := Parse([]byte(srcs[name])); !ok {
 			t.Errorf("%s: not parsed simply", name)
 		}
 	}
@@ -90,13 +92,13 @@ func treeText(n *yaml.Node) string {
 
 // Whatever the simple parser takes, yaml.v3 parses to the same tree.
 //
-//	go test -run '^$' -fuzz FuzzSimpleYAML -fuzztime 1m ./internal/spec
+//	go test -run '^$' -fuzz FuzzSimpleYAML -fuzztime 1m ./internal/spec/fastyaml
 func FuzzSimpleYAML(f *testing.F) {
-	f.Add(string(GeneratedNetworks(3)))
+	f.Add(string(spectest.Networks(3)))
 	f.Add("name: a\nhosts:\n  - name: h1\n    nics: [{name: n0, speed: 1Gbit}]\nvms:\n- name: v1\n  nics:\n    - {ip: \"x\"}\n")
 	f.Add("name: b\nhosts: [[a, 'b'], {c: d}]\n")
 	f.Fuzz(func(t *testing.T, src string) {
-		got, ok := parseSimpleYAML([]byte(src))
+		got, ok := Parse([]byte(src))
 		if !ok {
 			return
 		}

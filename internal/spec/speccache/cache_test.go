@@ -1,15 +1,15 @@
-package spec
+package speccache
 
 import (
 	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"strings"
 	"testing"
 
-	"gopkg.in/yaml.v3"
+	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/spec/spectest"
 )
 
 // richSpec sets most fields, pointers to false and to zero among them, and
@@ -78,11 +78,10 @@ func validSources(t *testing.T) map[string][]byte {
 	t.Helper()
 	srcs := map[string][]byte{
 		"rich.yaml":     []byte(richSpec),
-		"limits.yaml":   []byte(limitsBase),
-		"vms.yaml":      vmsSpec(300),
-		"networks.yaml": GeneratedNetworks(500),
+		"vms.yaml":      spectest.VMs(300),
+		"networks.yaml": spectest.Networks(500),
 	}
-	err := filepath.WalkDir("../../examples", func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir("../../../examples", func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".yaml") {
 			return err
 		}
@@ -102,19 +101,19 @@ func validSources(t *testing.T) map[string][]byte {
 func TestCacheEquivalence(t *testing.T) {
 	for name, src := range validSources(t) {
 		t.Run(filepath.Base(name), func(t *testing.T) {
-			want, err := Load(name, src)
+			want, err := spec.Load(name, src)
 			if err != nil {
 				t.Fatal(err)
 			}
 			dir := t.TempDir()
-			c := NewCache(dir)
+			c := New(dir)
 			for _, step := range []struct {
 				what  string
 				cache *Cache
 			}{
 				{"first load", c},
 				{"from memory", c},
-				{"from a file", NewCache(dir)},
+				{"from a file", New(dir)},
 			} {
 				got, err := step.cache.Load(name, src)
 				if err != nil {
@@ -126,9 +125,15 @@ func TestCacheEquivalence(t *testing.T) {
 	}
 }
 
+// wantPositions are the positions of a document.
+func wantPositions(d *spec.Document) map[string]spec.Pos {
+	positions, _ := d.Positions()
+	return positions
+}
+
 // sameDocument checks that got is want: the same spec, file and source,
 // and the same position and Given for every path want has.
-func sameDocument(t *testing.T, what string, got, want *Document) {
+func sameDocument(t *testing.T, what string, got, want *spec.Document) {
 	t.Helper()
 	if !reflect.DeepEqual(got.Spec, want.Spec) {
 		t.Fatalf("%s: spec differs:\n got %+v\nwant %+v", what, got.Spec, want.Spec)
@@ -136,7 +141,7 @@ func sameDocument(t *testing.T, what string, got, want *Document) {
 	if got.File != want.File || string(got.Source) != string(want.Source) {
 		t.Errorf("%s: file %q (%d bytes), want %q (%d bytes)", what, got.File, len(got.Source), want.File, len(want.Source))
 	}
-	for path, pos := range want.positions {
+	for path, pos := range wantPositions(want) {
 		if g := got.PosOf(path); g != pos {
 			t.Errorf("%s: PosOf(%q) = %v, want %v", what, path, g, pos)
 		}
@@ -152,9 +157,9 @@ func sameDocument(t *testing.T, what string, got, want *Document) {
 // TestCacheCopiesAreIndependent changes a document the cache made: the
 // next one from the same bytes must not see it.
 func TestCacheCopiesAreIndependent(t *testing.T) {
-	c := NewCache("")
+	c := New("")
 	src := []byte(richSpec)
-	want, err := Load("rich.yaml", src)
+	want, err := spec.Load("rich.yaml", src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,34 +172,34 @@ func TestCacheCopiesAreIndependent(t *testing.T) {
 		doc.Spec.Name = "changed"
 		doc.Spec.VMs[0].NICs[0].Connected = nil
 		*doc.Spec.Switches[0].Teaming.Notify = true
-		doc.Spec.Switches[0].IOC.Pools["vm"] = PoolSpec{}
+		doc.Spec.Switches[0].IOC.Pools["vm"] = spec.PoolSpec{}
 		doc.Spec.Switches[0].Uplinks[0].NICs["esx9"] = "x"
-		doc.Spec.Networks = append(doc.Spec.Networks[:0], Network{Name: "other"})
+		doc.Spec.Networks = append(doc.Spec.Networks[:0], spec.Network{Name: "other"})
 	}
 }
 
 // TestCacheKeepsNoBadSpec loads every bad spec through a cache: the error
 // is Load's, with its path and line, and nothing is kept.
 func TestCacheKeepsNoBadSpec(t *testing.T) {
-	files, _ := filepath.Glob("testdata/bad/*.yaml")
+	files, _ := filepath.Glob("../testdata/bad/*.yaml")
 	if len(files) == 0 {
 		t.Fatal("no bad specs")
 	}
 	dir := t.TempDir()
-	c := NewCache(dir)
+	c := New(dir)
 	for _, f := range files {
 		src, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, want := Load(f, src)
+		_, want := spec.Load(f, src)
 		for i := 0; i < 2; i++ {
 			_, got := c.Load(f, src)
 			if got == nil || got.Error() != want.Error() {
 				t.Errorf("%s: cache's error %v, want %v", f, got, want)
 			}
 		}
-		wantDoc, wantErr := Decode(f, src)
+		wantDoc, wantErr := spec.Decode(f, src)
 		gotDoc, gotErr := c.Decode(f, src)
 		if (gotErr == nil) != (wantErr == nil) || (gotErr != nil && gotErr.Error() != wantErr.Error()) {
 			t.Errorf("%s: cache's Decode error %v, want %v", f, gotErr, wantErr)
@@ -215,7 +220,7 @@ func TestCacheKeepsNoBadSpec(t *testing.T) {
 // must still give the spec, decoded again, and never panic.
 func TestCacheDamagedFile(t *testing.T) {
 	src := []byte(richSpec)
-	want, err := Load("rich.yaml", src)
+	want, err := spec.Load("rich.yaml", src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +241,7 @@ func TestCacheDamagedFile(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			if _, err := NewCache(dir).Load("rich.yaml", src); err != nil {
+			if _, err := New(dir).Load("rich.yaml", src); err != nil {
 				t.Fatal(err)
 			}
 			files, _ := filepath.Glob(filepath.Join(dir, "*"+cacheSuffix))
@@ -261,7 +266,7 @@ func TestCacheDamagedFile(t *testing.T) {
 				if err := os.WriteFile(files[0], b, 0o600); err != nil {
 					t.Fatal(err)
 				}
-				got, err := NewCache(dir).Load("rich.yaml", src)
+				got, err := New(dir).Load("rich.yaml", src)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -274,9 +279,9 @@ func TestCacheDamagedFile(t *testing.T) {
 // TestCacheDropsOldFiles keeps more specs than the directory holds.
 func TestCacheDropsOldFiles(t *testing.T) {
 	dir := t.TempDir()
-	c := NewCache(dir)
+	c := New(dir)
 	for i := 0; i < cacheFiles+5; i++ {
-		if _, err := c.Load("v.yaml", vmsSpec(i+1)); err != nil {
+		if _, err := c.Load("v.yaml", spectest.VMs(i+1)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -303,88 +308,24 @@ func TestNilCacheLoads(t *testing.T) {
 	}
 }
 
-// TestPlainScalars checks that the decoder's own reading of common scalars
-// is yaml.v3's.
-func TestPlainScalars(t *testing.T) {
-	var into struct {
-		S string
-		B bool
-		I int
-		U uint16
-		P uint64
-	}
-	fields := map[string]reflect.Value{}
-	rv := reflect.ValueOf(&into).Elem()
-	for i := 0; i < rv.NumField(); i++ {
-		fields[rv.Type().Field(i).Name] = rv.Field(i)
-	}
-	for _, value := range []string{"abc", `"abc"`, "'1'", "1", "0", "-1", "007", "0x1f", "0o17", "1_000", "+5", "65535", "65536",
-		"99999999999999999", "999999999999999999999", "true", "false", "True", "yes", "on", "~", "null", "1.5", "1e3", ".inf", `""`, "10.0.0.1/24", "2001:db8::1"} {
-		var root yaml.Node
-		if err := yaml.Unmarshal([]byte("v: "+value), &root); err != nil {
-			t.Fatal(err)
-		}
-		n := root.Content[0].Content[1]
-		for name, field := range fields {
-			want := reflect.New(field.Type()).Elem()
-			werr := n.Decode(want.Addr().Interface())
-			got := reflect.New(field.Type()).Elem()
-			if !setPlainScalar(n, got) {
-				continue
-			}
-			if werr != nil {
-				t.Errorf("%s into %s: read %v, yaml.v3 fails: %v", value, name, got, werr)
-			} else if got.Interface() != want.Interface() {
-				t.Errorf("%s into %s: read %v, yaml.v3 reads %v", value, name, got, want)
-			}
-		}
-	}
-}
-
-// TestNameMatches checks the hand-written name patterns against their
-// regular expressions.
-func TestNameMatches(t *testing.T) {
-	chars := []byte{'a', 'z', 'A', 'Z', '0', '9', '-', '_', '.', ' ', '/', 0xc3}
-	var names []string
-	var grow func(prefix string, depth int)
-	grow = func(prefix string, depth int) {
-		names = append(names, prefix)
-		if depth == 0 {
-			return
-		}
-		for _, c := range chars {
-			grow(prefix+string([]byte{c}), depth-1)
-		}
-	}
-	grow("", 3)
-	names = append(names, "vm1\n", "a-b-c", "eth0.100", "n9999")
-	for _, s := range names {
-		for _, re := range []*regexp.Regexp{objectName, ifaceName} {
-			if got, want := nameMatches(re, s), re.MatchString(s); got != want {
-				t.Errorf("%q against %s: %v, want %v", s, re, got, want)
-			}
-		}
-	}
-}
-
 // TestCacheAdd keeps documents made elsewhere: a loaded one and a pinned
 // one are found by their bytes, a decoded one that did not validate is
 // not kept.
 func TestCacheAdd(t *testing.T) {
-	c := NewCache(t.TempDir())
+	c := New(t.TempDir())
 	loaded, pinned, bad := documentsToAdd(t)
-	for _, doc := range []*Document{loaded, pinned, bad} {
+	for _, doc := range []*spec.Document{loaded, pinned, bad} {
 		c.Add(doc)
 	}
 	if len(c.memory) != 2 {
 		t.Fatalf("%d specs kept, want 2", len(c.memory))
 	}
-	for _, doc := range []*Document{loaded, pinned} {
-		got, ok := NewCache(c.dir).lookup(doc.File, doc.Source)
+	for _, doc := range []*spec.Document{loaded, pinned} {
+		got, ok := New(c.dir).lookup(doc.File, doc.Source)
 		if !ok {
 			t.Fatalf("%s not kept", doc.File)
 		}
-		want, err := Load(doc.File, doc.Source)
+		want, err := spec.Load(doc.File, doc.Source)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -394,16 +335,16 @@ func TestCacheAdd(t *testing.T) {
 
 // documentsToAdd are a loaded document, the same pinned, and one decoded
 // that did not validate.
-func documentsToAdd(t *testing.T) (loaded, pinned, bad *Document) {
+func documentsToAdd(t *testing.T) (loaded, pinned, bad *spec.Document) {
 	t.Helper()
-	loaded, err := Load("rich.yaml", []byte(richSpec))
+	loaded, err := spec.Load("rich.yaml", []byte(richSpec))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pinned, err = PinVNIs(loaded, nil); err != nil {
+	if pinned, err = spec.PinVNIs(loaded, nil); err != nil {
 		t.Fatal(err)
 	}
-	if bad, err = Decode("bad.yaml", []byte(strings.Replace(richSpec, "host: esx2", "host: nowhere", 1))); err != nil {
+	if bad, err = spec.Decode("bad.yaml", []byte(strings.Replace(richSpec, "host: esx2", "host: nowhere", 1))); err != nil {
 		t.Fatal(err)
 	}
 	return loaded, pinned, bad
@@ -423,22 +364,75 @@ func TestCacheAddEncoded(t *testing.T) {
 		{"another spec's encoding", EncodeValidated(loaded)},
 		{"no encoding", nil},
 	} {
-		c := NewCache(t.TempDir())
+		c := New(t.TempDir())
 		c.AddEncoded(pinned, tc.encoding)
 		c.AddEncoded(bad, tc.encoding)
 		if len(c.memory) != 1 {
 			t.Fatalf("%s: %d specs kept, want 1", tc.name, len(c.memory))
 		}
-		want, err := Load(pinned.File, pinned.Source)
+		want, err := spec.Load(pinned.File, pinned.Source)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for where, cache := range map[string]*Cache{"memory": c, "directory": NewCache(c.dir)} {
+		for where, cache := range map[string]*Cache{"memory": c, "directory": New(c.dir)} {
 			got, ok := cache.lookup(pinned.File, pinned.Source)
 			if !ok {
 				t.Fatalf("%s: not kept in %s", tc.name, where)
 			}
 			sameDocument(t, tc.name+", "+where, got, want)
+		}
+	}
+}
+
+// TestPinFromCache pins documents made without decoding their YAML (from
+// a Cache, in memory and in its files, and from a stored encoding), and
+// documents pinned before: each must give the source, spec and positions
+// that pinning the freshly loaded document gives.
+func TestPinFromCache(t *testing.T) {
+	block := "name: dc\nhosts:\n  - name: h1\nnetworks:\n  - name: a\n    subnet: 10.1.0.0/24\n  - {name: b, subnet: 10.2.0.0/24}\n  - name: c\n    vni: 7\n    subnet: 10.3.0.0/24\n"
+	for _, src := range []string{block, string(spectest.Networks(50))} {
+		fresh, err := spec.Load("t.yaml", []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := spec.PinVNIs(fresh, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref, err := spec.Load("t.yaml", want.Source) // with all its positions
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		c := New(dir)
+		if _, err := c.Load("t.yaml", []byte(src)); err != nil {
+			t.Fatal(err)
+		}
+		fromMemory, _ := c.Load("t.yaml", []byte(src))
+		fromFile, _ := New(dir).Load("t.yaml", []byte(src))
+		encoded, err := DecodeValidated("t.yaml", []byte(src), EncodeValidated(fresh))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A cached document whose positions were asked for already.
+		located, _ := c.Load("t.yaml", []byte(src))
+		located.PosOf("networks")
+		for what, doc := range map[string]*spec.Document{"memory": fromMemory, "file": fromFile, "encoded": encoded, "located": located} {
+			got, err := spec.PinVNIs(doc, nil)
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			sameDocument(t, what, got, ref)
+		}
+		// The pinned document, kept and read back, pins to itself.
+		c.Add(want)
+		kept, ok := c.lookup("t.yaml", want.Source)
+		if !ok {
+			t.Fatal("the pinned document was not kept")
+		}
+		again, err := spec.PinVNIs(kept, want.Spec)
+		if err != nil || string(again.Source) != string(want.Source) {
+			t.Errorf("pinning the kept pinned document changed it (%v)", err)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package spec
+package speccache
 
 import (
 	"encoding/binary"
@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/vnet-project/vnet/internal/spec"
 )
 
 // A compact binary form of a Spec, for the cache of validated specs
@@ -31,7 +33,7 @@ var errCorrupt = errors.New("spec: damaged encoded spec")
 // spec is only read back by a program whose Spec has the same layout.
 var specLayout = sync.OnceValue(func() string {
 	var b strings.Builder
-	describeType(&b, reflect.TypeFor[Spec](), map[reflect.Type]bool{})
+	describeType(&b, reflect.TypeFor[spec.Spec](), map[reflect.Type]bool{})
 	return b.String()
 })
 
@@ -74,7 +76,7 @@ type typeCodec struct {
 
 // specCodec is the codec of Spec, built once.
 var specCodec = sync.OnceValue(func() *typeCodec {
-	return codecBuilder{}.of(reflect.TypeFor[Spec]())
+	return codecBuilder{}.of(reflect.TypeFor[spec.Spec]())
 })
 
 // codecBuilder holds the codecs built so far, by type. A type that
@@ -306,13 +308,13 @@ func (r *specReader) string() (string, error) {
 }
 
 // encodeSpec appends the encoded form of s to buf.
-func encodeSpec(buf []byte, s *Spec) []byte {
+func encodeSpec(buf []byte, s *spec.Spec) []byte {
 	return specCodec().enc(buf, reflect.ValueOf(s).Elem())
 }
 
 // decodeSpec reads a spec written by encodeSpec, which must be all of data.
-func decodeSpec(data []byte) (*Spec, error) {
-	s := &Spec{}
+func decodeSpec(data []byte) (*spec.Spec, error) {
+	s := &spec.Spec{}
 	r := &specReader{data: string(data)}
 	if err := specCodec().dec(r, reflect.ValueOf(s).Elem()); err != nil {
 		return nil, err
@@ -324,77 +326,22 @@ func decodeSpec(data []byte) (*Spec, error) {
 }
 
 // encodeCached is the form a Cache and EncodeValidated keep of a document
-// that validated: its encoded spec, then the anchors PinVNIs reads
-// (netAnchors) when they are known without decoding its YAML: 0 when not,
-// else the number of networks plus one, the list's line and column, and
-// each network's line, column and whether it writes a vni.
-func encodeCached(doc *Document) []byte {
+// that validated: its encoded spec, then the anchors spec.PinVNIs reads
+// (spec.Document.AppendAnchors).
+func encodeCached(doc *spec.Document) []byte {
 	// The encoding is some two thirds of the YAML's size: a buffer made
 	// about that large is not copied over again and again as it grows.
 	buf := encodeSpec(make([]byte, 0, len(doc.Source)*3/4+64), doc.Spec)
-	a := knownAnchors(doc)
-	if a == nil {
-		return binary.AppendUvarint(buf, 0)
-	}
-	buf = binary.AppendUvarint(buf, uint64(len(a.items))+1)
-	buf = binary.AppendUvarint(binary.AppendUvarint(buf, uint64(a.list.Line)), uint64(a.list.Col))
-	for i, p := range a.items {
-		buf = binary.AppendUvarint(binary.AppendUvarint(buf, uint64(p.Line)), uint64(p.Col))
-		written := uint64(0)
-		if a.vni[i] {
-			written = 1
-		}
-		buf = binary.AppendUvarint(buf, written)
-	}
-	return buf
+	return doc.AppendAnchors(buf)
 }
 
-// decodeCached reads what encodeCached wrote, which must be all of data.
-// The anchors are nil when they were not known.
-func decodeCached(data []byte) (*Spec, *netAnchors, error) {
-	s := &Spec{}
+// decodeCached makes the document of src from what encodeCached wrote of
+// it, which must be all of data.
+func decodeCached(file string, src []byte, data []byte) (*spec.Document, error) {
+	s := &spec.Spec{}
 	r := &specReader{data: string(data)}
 	if err := specCodec().dec(r, reflect.ValueOf(s).Elem()); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	n, none, err := r.length()
-	if err != nil {
-		return nil, nil, err
-	}
-	var a *netAnchors
-	if !none {
-		if n != len(s.Networks) {
-			return nil, nil, errCorrupt
-		}
-		a = &netAnchors{items: make([]Pos, n), vni: make([]bool, n)}
-		if a.list, err = r.pos(); err != nil {
-			return nil, nil, err
-		}
-		for i := range n {
-			if a.items[i], err = r.pos(); err != nil {
-				return nil, nil, err
-			}
-			written, err := r.uvarint()
-			if err != nil || written > 1 {
-				return nil, nil, errCorrupt
-			}
-			a.vni[i] = written == 1
-		}
-	}
-	if r.off != len(r.data) {
-		return nil, nil, errCorrupt
-	}
-	return s, a, nil
-}
-
-func (r *specReader) pos() (Pos, error) {
-	line, err := r.uvarint()
-	if err != nil || line > math.MaxInt32 {
-		return Pos{}, errCorrupt
-	}
-	col, err := r.uvarint()
-	if err != nil || col > math.MaxInt32 {
-		return Pos{}, errCorrupt
-	}
-	return Pos{int(line), int(col)}, nil
+	return spec.FromValidated(file, src, s, data[r.off:])
 }

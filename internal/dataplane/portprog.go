@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vnet-project/vnet/internal/dataplane/bpfpolicy"
+	"github.com/vnet-project/vnet/internal/dataplane/rtnl"
 	"github.com/vnet-project/vnet/internal/plan"
 )
 
@@ -158,7 +159,7 @@ func currentFlows(h *netlink.Handle, link netlink.Link) *ebpf.Map {
 
 // portFilterOn returns the port program's filter in one hook of a link.
 func portFilterOn(h *netlink.Handle, link netlink.Link, parent uint32) *netlink.BpfFilter {
-	filters, err := retryDump(func() ([]netlink.Filter, error) { return h.FilterList(link, parent) })
+	filters, err := rtnl.RetryDump(func() ([]netlink.Filter, error) { return h.FilterList(link, parent) })
 	if err != nil {
 		return nil
 	}
@@ -198,7 +199,7 @@ func (l *Linux) removePortProg(r plan.Resource) error {
 // it.
 func dropEmptyClsact(h *netlink.Handle, ns string, link netlink.Link) error {
 	for _, parent := range []uint32{netlink.HANDLE_MIN_INGRESS, netlink.HANDLE_MIN_EGRESS} {
-		filters, err := retryDump(func() ([]netlink.Filter, error) { return h.FilterList(link, parent) })
+		filters, err := rtnl.RetryDump(func() ([]netlink.Filter, error) { return h.FilterList(link, parent) })
 		if err != nil || len(filters) > 0 {
 			return nil // not ours to judge: left as it is
 		}
@@ -243,7 +244,7 @@ func (l *Linux) portProgCounters(ns string, out map[string]map[string]uint64) er
 	if err != nil {
 		return err
 	}
-	qs, err := retryDump(func() ([]netlink.Qdisc, error) { return h.QdiscList(nil) })
+	qs, err := rtnl.RetryDump(func() ([]netlink.Qdisc, error) { return h.QdiscList(nil) })
 	if err != nil {
 		return fmt.Errorf("tc -n %s qdisc show: %w", ns, err)
 	}
@@ -271,15 +272,4 @@ func (l *Linux) portProgCounters(ns string, out map[string]map[string]uint64) er
 		out[link.Attrs().Name] = c
 	}
 	return nil
-}
-
-// FirewallCounters reads, for each port of a host namespace, the packets
-// its policy has counted, by label (forged-mac, acl[0], ...): in vnet's
-// nftables firewalls there and in its port programs.
-func (l *Linux) FirewallCounters(ns string) (map[string]map[string]uint64, error) {
-	out, err := l.nftCounters(ns)
-	if err != nil || !netnsExists(ns) {
-		return out, err
-	}
-	return out, l.portProgCounters(ns, out)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
+	"github.com/vnet-project/vnet/internal/dataplane/rtnl"
 	"github.com/vnet-project/vnet/internal/plan"
 )
 
@@ -110,7 +111,7 @@ func (l *Linux) ensureSteer(r plan.Resource) error {
 // deleteSteerFilters deletes a link's steering filters but the one at
 // prio keep (0: all of them).
 func deleteSteerFilters(h *netlink.Handle, ns string, link netlink.Link, keep uint16) error {
-	filters, err := retryDump(func() ([]netlink.Filter, error) { return h.FilterList(link, netlink.HANDLE_MIN_INGRESS) })
+	filters, err := rtnl.RetryDump(func() ([]netlink.Filter, error) { return h.FilterList(link, netlink.HANDLE_MIN_INGRESS) })
 	if err != nil {
 		return fmt.Errorf("tc -n %s filter show dev %s ingress: %w", ns, link.Attrs().Name, err)
 	}
@@ -185,7 +186,7 @@ func (l *Linux) removeSteer(r plan.Resource) error {
 // an index that now names another link, or none, is reported as stale so
 // that the next apply recompiles it.
 func observeSteer(h *netlink.Handle, link netlink.Link, ns string, byName map[string]int) []plan.Resource {
-	filters, err := retryDump(func() ([]netlink.Filter, error) { return h.FilterList(link, netlink.HANDLE_MIN_INGRESS) })
+	filters, err := rtnl.RetryDump(func() ([]netlink.Filter, error) { return h.FilterList(link, netlink.HANDLE_MIN_INGRESS) })
 	if err != nil {
 		return nil
 	}

@@ -6,6 +6,10 @@ measurement and kept for the whole run:
   veth      a plain veth pair between the two namespaces: the physical limit
   bridge    a Linux bridge in a third namespace, a veth pair from each end
             into it, bridge-nf-call-* off: the bare switch
+  redirect  (with clang) the same two veth pairs as bridge but no bridge: a
+            tc program on each switch-side end hands every frame to the other
+            pair's far end (bpf_redirect_peer, bench/redirect_peer.c): the
+            cheapest local path between two ports the kernel has
   none      vnet, two VMs on one host's switch, every check accepted: no
             firewall at all
   default   vnet's default policy (no security: block): forged transmits,
@@ -29,14 +33,15 @@ figures are medians of the rounds, the ratios against veth and against none
 are of those medians.
 
 usage: bench/policy_cost.py [--vnet bin/vnet] [--seconds 4] [--rounds 5]
-           [--configs veth,bridge,none,default,guard,acl-10,acl-1000,default-nft,acl-10-nft]
+           [--configs veth,redirect,bridge,none,default,guard,acl-10,acl-1000,
+                      default-nft,guard-nft,acl-10-nft,acl-1000-nft]
            [--tests UDP64,TCP_RR,TCP_CRR,TCP_STREAM]
 Needs root. It takes /tmp/vnet-kernel.lock for the whole run itself (do not
 wrap it in flock). Not a test: it prints measurements and ratios.
 """
-import argparse, fcntl, json, os, statistics, subprocess, sys, time
+import argparse, fcntl, json, os, shutil, statistics, subprocess, sys, tempfile, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from vnetlab import VnetLab  # noqa: E402
+from vnetlab import VnetLab, never_matching_acl  # noqa: E402
 
 LOCK = "/tmp/vnet-kernel.lock"
 PREFIX = "pcost"
@@ -51,14 +56,15 @@ def ip(*args):
     subprocess.run(["ip", *args], check=True)
 
 
+def link_info(ns, name):
+    return json.loads(subprocess.run(["ip", "-j", "-n", ns, "link", "show", name], capture_output=True, text=True, check=True).stdout)[0]
+
+
 def spec(name, config):
     config = config.removesuffix("-nft")
     security, acl = {"none": OPEN, "default": None}.get(config, "{ipSpoofing: false}"), ""
     if config.startswith("acl-"):
-        n = int(config[4:])
-        rules = [f"          - {{action: deny, direction: ingress, proto: udp, dport: {20000 + i}, from: 192.0.2.0/24}}" for i in range(n)]
-        rules.append("          - {action: allow, direction: ingress, from: {portgroup: pg-client}}")
-        acl = "\n        acl:\n          default: deny\n          rules:\n" + "\n".join(rules)
+        acl = never_matching_acl(int(config[4:]), "{action: allow, direction: ingress, from: {portgroup: pg-client}}")
     sec = f"\n        security: {security}" if security else ""
     return f"""name: {name}
 hosts:
@@ -88,6 +94,8 @@ class Paths(VnetLab):
             for ns in (a, b):
                 self.netns(ns)
             ip("-n", a, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns", b)
+        elif config == "redirect":
+            a, b = self.redirect_pairs()
         elif config == "bridge":
             sw, a, b = f"{PREFIX}-br-sw", f"{PREFIX}-br-s", f"{PREFIX}-br-c"
             for ns in (sw, a, b):
@@ -114,6 +122,31 @@ class Paths(VnetLab):
             ip("-n", ns, "addr", "add", f"{addr}/24", "dev", "eth0")
             ip("-n", ns, "link", "set", "eth0", "up")
         self.ends[config] = (a, b)
+
+    def redirect_pairs(self):
+        sw, a, b = f"{PREFIX}-rd-sw", f"{PREFIX}-rd-s", f"{PREFIX}-rd-c"
+        for ns in (sw, a, b):
+            self.netns(ns)
+        for ns, port in ((a, "ps"), (b, "pc")):
+            ip("-n", sw, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns)
+            ip("-n", sw, "link", "set", port, "up")
+        # Without a bridge nothing answers ARP for the other end: static entries.
+        mac = {ns: link_info(ns, "eth0")["address"] for ns in (a, b)}
+        ip("-n", a, "neigh", "add", CLIENT, "lladdr", mac[b], "dev", "eth0")
+        ip("-n", b, "neigh", "add", SERVER, "lladdr", mac[a], "dev", "eth0")
+        src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "redirect_peer.c")
+        work = tempfile.mkdtemp()
+        try:
+            for port, to in (("ps", "pc"), ("pc", "ps")):
+                obj = os.path.join(work, port + ".o")
+                subprocess.run(["clang", "-O2", "-target", "bpf", f"-I/usr/include/{os.uname().machine}-linux-gnu",
+                                f"-DTARGET={link_info(sw, to)['ifindex']}", "-c", src, "-o", obj], check=True)
+                ip("-n", sw, "link", "set", port, "up")
+                subprocess.run(["ip", "netns", "exec", sw, "tc", "qdisc", "add", "dev", port, "clsact"], check=True)
+                subprocess.run(["ip", "netns", "exec", sw, "tc", "filter", "add", "dev", port, "ingress", "bpf", "da", "obj", obj, "sec", "tc"], check=True)
+        finally:
+            shutil.rmtree(work)
+        return a, b
 
     def netns(self, ns):
         ip("netns", "add", ns)
@@ -159,12 +192,15 @@ def main():
     ap.add_argument("--vnet", default="bin/vnet")
     ap.add_argument("--seconds", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--configs", default="veth,bridge,none,default,guard,acl-10,acl-1000,default-nft,acl-10-nft,acl-1000-nft")
+    ap.add_argument("--configs", default="veth,redirect,bridge,none,default,guard,acl-10,acl-1000,default-nft,guard-nft,acl-10-nft,acl-1000-nft")
     ap.add_argument("--tests", default="UDP64,TCP_RR,TCP_CRR,TCP_STREAM")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("needs root")
     configs, tests = a.configs.split(","), a.tests.split(",")
+    if "redirect" in configs and not shutil.which("clang"):
+        print("no clang: the redirect path is left out", file=sys.stderr)
+        configs.remove("redirect")
     lock = open(LOCK, "w")
     fcntl.flock(lock, fcntl.LOCK_EX)
     paths = Paths(os.path.abspath(a.vnet))

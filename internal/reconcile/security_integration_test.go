@@ -558,9 +558,12 @@ func programDrift(t *testing.T, eng *reconcile.Engine, doc *spec.Document, apply
 			}
 		}},
 	} {
-		h, link := nsLink(t, ns, port)
+		h := nstest.Netlink(t, ns)
+		link, err := h.LinkByName(port)
+		if err != nil {
+			t.Fatal(err)
+		}
 		d.drift(h, link)
-		h.Close()
 		p, err := eng.Plan(doc)
 		if err != nil {
 			t.Fatal(err)
@@ -575,24 +578,6 @@ func programDrift(t *testing.T, eng *reconcile.Engine, doc *spec.Document, apply
 			t.Errorf("%s: after the repair the plan is:\n%s", d.name, p)
 		}
 	}
-}
-
-func nsLink(t *testing.T, ns, name string) (*netlink.Handle, netlink.Link) {
-	t.Helper()
-	nh, err := netns.GetFromName(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nh.Close()
-	h, err := netlink.NewHandleAt(nh)
-	if err != nil {
-		t.Fatal(err)
-	}
-	link, err := h.LinkByName(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h, link
 }
 
 func delFilter(t *testing.T, h *netlink.Handle, link netlink.Link, parent uint32) {

@@ -40,3 +40,29 @@ func BenchmarkPrograms(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLoad is what loading one port's programs costs, the verifier's
+// work most of it: a first apply pays it once per port.
+func BenchmarkLoad(b *testing.B) {
+	ll, _ := plan.LinkLocal(vmMAC)
+	for _, c := range []struct {
+		name string
+		p    plan.PortPolicy
+	}{
+		{"default", plan.PortPolicy{MAC: vmMAC, GuardMAC: true, GuardRA: true, UnicastOnly: true}},
+		{"guard+acl", plan.PortPolicy{MAC: vmMAC, GuardMAC: true, GuardRA: true, UnicastOnly: true, GuardIP: true, IPs: []netip.Addr{vmIP, ll},
+			Default: plan.ActionDeny, Rules: []plan.PolicyRule{{Allow: true, In: true, Proto: "tcp", DPort: 443}}}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			load(b, c.p) // skips without root
+			comp, _ := Compile(c.p)
+			for i := 0; i < b.N; i++ {
+				p, err := Load(comp, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				p.Close()
+			}
+		})
+	}
+}

@@ -208,6 +208,11 @@ func Load(c Compiled, flows *ebpf.Map) (*Port, error) {
 	}
 	spec.Maps["counters"].MaxEntries = uint32(c.Counters)
 	spec.Maps["rules"].MaxEntries = uint32(max(1, len(c.Rules)))
+	if c.Config.Flags&flagACL == 0 {
+		// Without an ACL the tables are never used: the smallest there is
+		// (an LRU table's entries are allocated when it is made).
+		spec.Maps["flows"].MaxEntries, spec.Maps["frags"].MaxEntries = 1, 1
+	}
 	var opts ebpf.CollectionOptions
 	if flows != nil && compatible(flows, spec.Maps["flows"]) {
 		opts.MapReplacements = map[string]*ebpf.Map{"flows": flows}

@@ -24,6 +24,10 @@ typedef __u64 u64;
 #define __uint(name, val) int (*name)[val]
 #define __type(name, val) typeof(val) *name
 #define always_inline inline __attribute__((always_inline))
+// A global function the verifier checks once, on its own, rather than
+// again along every path that reaches each call: without them the ACL's
+// program took 60,000 instructions and 65 ms to verify.
+#define verified_once __attribute__((noinline))
 
 static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)BPF_FUNC_map_lookup_elem;
 static long (*bpf_map_update_elem)(void *map, const void *key, const void *value, u64 flags) = (void *)BPF_FUNC_map_update_elem;
@@ -207,8 +211,10 @@ static always_inline int ip6_allowed(const u32 *a)
 // parse reads the IP header at 14 and what follows it: the transport
 // protocol behind up to four IPv6 extension headers, ports, ICMP type. It
 // returns 0 for anything that is not IPv4 or IPv6, or too short.
-static always_inline int parse(struct __sk_buff *skb, u16 eth, struct pkt *p)
+verified_once int parse(struct __sk_buff *skb, u32 eth, struct pkt *p)
 {
+	if (!p)
+		return 0;
 	if (eth == ETH_IP) {
 		u8 *ip = at(skb, 14, 20);
 		if (!ip)
@@ -418,8 +424,10 @@ static always_inline void remember(struct __sk_buff *skb, struct pkt *p)
 
 // related reports whether an ICMP error is about a known connection: the
 // packet it quotes, seen from the other side.
-static always_inline int related(struct __sk_buff *skb, struct pkt *p)
+verified_once int related(struct __sk_buff *skb, struct pkt *p)
 {
+	if (!p)
+		return 0;
 	struct pkt in = {};
 	u32 off = p->l4 + 8;
 	if (off >= 200)
@@ -533,7 +541,7 @@ static long match_rule(u32 i, void *ctx)
 // VM): packets of known connections pass, as do ICMP errors about them
 // and the IPv6 neighbour and multicast listener discovery the ACL does
 // not judge; others take the first rule that matches, or the default.
-static always_inline int acl(struct __sk_buff *skb, u16 eth, u8 in)
+verified_once int acl(struct __sk_buff *skb, u32 eth, u32 in)
 {
 	if (!(cfg.flags & F_ACL))
 		return TC_ACT_UNSPEC;

@@ -39,6 +39,12 @@ var checkLabels = []string{"forged-mac", "arp-spoof", "ip-spoof", "nd-spoof", "s
 
 const ruleBase = 8
 
+// The protocols of the ACL's parts, PART_TCP to PART_OTHER in policy.c: a
+// part for other protocols (0 here) holds only rules for any protocol.
+var partProtos = [...]uint8{6, 17, 1, 58, 255}
+
+const parts = len(partProtos)
+
 // Label is the label of counter i.
 func Label(i int) string {
 	if i < ruleBase {
@@ -87,8 +93,23 @@ func Compile(p plan.PortPolicy) (Compiled, error) {
 			return c, fmt.Errorf("port policy: more than %d addresses of one family", maxAddrs)
 		}
 	}
+	expanded := make([][]policyRule, len(p.Rules))
 	for i, r := range p.Rules {
-		c.Rules = append(c.Rules, expand(r, uint32(ruleBase+i))...)
+		expanded[i] = expand(r, uint32(ruleBase+i))
+	}
+	// The rules by direction and protocol, each part in the ACL's order
+	// (see part in src/policy.c).
+	for k := range c.Config.Part {
+		in, proto := uint8(k/parts), partProtos[k%parts]
+		c.Config.Part[k][0] = uint32(len(c.Rules))
+		for _, entries := range expanded {
+			for _, e := range entries {
+				if e.In == in && (e.Proto == 0 || e.Proto == proto) {
+					c.Rules = append(c.Rules, e)
+				}
+			}
+		}
+		c.Config.Part[k][1] = uint32(len(c.Rules)) - c.Config.Part[k][0]
 	}
 	c.Config.Nrules = uint32(len(c.Rules))
 	c.Counters = ruleBase + len(p.Rules)

@@ -21,6 +21,7 @@ type policyConfig struct {
 	N6     uint8
 	Pad    [3]uint8
 	Nrules uint32
+	Part   [10][2]uint32
 	Ip4    [8]uint32
 	Ip6    [8][16]uint8
 }

@@ -2,9 +2,11 @@ package bpfpolicy
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -100,22 +102,39 @@ func TestCompileExpandsRulesByFamilyAndPrefix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// part returns the entries one part holds: counter/family/proto each.
+	part := func(in bool, proto int) []string {
+		k := proto
+		if in {
+			k += parts
+		}
+		var out []string
+		start, n := c.Config.Part[k][0], c.Config.Part[k][1]
+		for _, e := range c.Rules[start : start+n] {
+			out = append(out, fmt.Sprintf("%d/%d/%d", e.Counter, e.Family, e.Proto))
+		}
+		return out
+	}
 	for _, want := range []struct {
-		i             int
-		counter       uint32
-		family, proto uint8
+		in      bool
+		proto   int // index in partProtos
+		entries []string
 	}{
-		{0, 8, 0, 6}, {1, 9, 4, 0}, {2, 9, 4, 0}, {3, 9, 6, 0}, {4, 10, 4, 1},
+		{true, 0, []string{"8/0/6", "9/4/0", "9/4/0", "9/6/0"}}, // tcp in: rule 0, then rule 1 by family and prefix
+		{true, 1, []string{"9/4/0", "9/4/0", "9/6/0"}},          // udp in: rule 1 only
+		{true, 4, []string{"9/4/0", "9/4/0", "9/6/0"}},          // other protocols in
+		{false, 2, []string{"10/4/1"}},                          // icmp out: rule 2
+		{false, 0, nil},                                         // tcp out: nothing
+		{false, 3, nil},                                         // icmpv6 out: rule 2 is IPv4's
 	} {
-		r := c.Rules[want.i]
-		if r.Counter != want.counter || r.Family != want.family || r.Proto != want.proto {
-			t.Errorf("entry %d: %+v, want counter %d family %d proto %d", want.i, r, want.counter, want.family, want.proto)
+		if got := part(want.in, want.proto); !slices.Equal(got, want.entries) {
+			t.Errorf("part in=%v proto %d: %v, want %v", want.in, partProtos[want.proto], got, want.entries)
 		}
 	}
-	if len(c.Rules) != 5 || c.Counters != 12 || c.Config.Flags != flagACL|flagDeny {
-		t.Errorf("%d entries, %d counters, flags %b", len(c.Rules), c.Counters, c.Config.Flags)
+	if c.Counters != 12 || c.Config.Flags != flagACL|flagDeny || int(c.Config.Nrules) != len(c.Rules) {
+		t.Errorf("%d counters, flags %b, %d entries of %d", c.Counters, c.Config.Flags, c.Config.Nrules, len(c.Rules))
 	}
-	if m := c.Rules[1].Smask[0]; m != ne32([4]byte{255, 0, 0, 0}) {
+	if m := c.Rules[c.Config.Part[parts][0]+1].Smask[0]; m != ne32([4]byte{255, 0, 0, 0}) {
 		t.Errorf("10.0.0.0/8's mask %08x", m)
 	}
 }

@@ -65,6 +65,14 @@ static long (*bpf_loop)(u32 nr, void *fn, void *ctx, u64 flags) = (void *)BPF_FU
 
 #define MAX_ADDRS 8
 
+// The protocols the ACL's rules are kept apart by.
+#define PART_TCP 0
+#define PART_UDP 1
+#define PART_ICMP 2
+#define PART_ICMP6 3
+#define PART_OTHER 4
+#define PARTS 5
+
 struct config {
 	u8 mac[6];
 	u8 flags;
@@ -72,6 +80,12 @@ struct config {
 	u8 n6;
 	u8 pad[3];
 	u32 nrules;
+	// The rules a packet is judged by, by its direction (to the VM or
+	// from it) and protocol (PART_*): where they start in the rules map,
+	// and how many there are. A rule for any protocol is in each of its
+	// direction's parts, in order, so a part holds its packets' first
+	// match; a connection's first packet walks only its part.
+	u32 part[2 * PARTS][2];
 	u32 ip4[MAX_ADDRS];
 	u8 ip6[MAX_ADDRS][16];
 };
@@ -495,9 +509,24 @@ static always_inline void remember_frag(struct pkt *p)
 
 struct walk {
 	struct pkt *p;
-	u8 in;
+	u32 base;    // where the packet's part starts in rules
 	int verdict; // -1: no rule matched; else the matching rule's index in rules
 };
+
+static always_inline u32 part_of(u8 proto)
+{
+	switch (proto) {
+	case 6:
+		return PART_TCP;
+	case 17:
+		return PART_UDP;
+	case 1:
+		return PART_ICMP;
+	case 58:
+		return PART_ICMP6;
+	}
+	return PART_OTHER;
+}
 
 static always_inline int prefix_match(const u32 *addr, const u32 *net, const u32 *mask, u8 family)
 {
@@ -511,12 +540,11 @@ static always_inline int prefix_match(const u32 *addr, const u32 *net, const u32
 static long match_rule(u32 i, void *ctx)
 {
 	struct walk *w = ctx;
+	i += w->base;
 	struct rule *r = bpf_map_lookup_elem(&rules, &i);
 	if (!r)
 		return 1;
 	struct pkt *p = w->p;
-	if (r->in != w->in)
-		return 0;
 	if (r->family && r->family != p->family)
 		return 0;
 	if (r->proto && r->proto != p->proto)
@@ -557,9 +585,13 @@ verified_once int acl(struct __sk_buff *skb, u32 eth, u32 in)
 			remember_frag(&p);
 		return TC_ACT_UNSPEC;
 	}
-	struct walk w = {.p = &p, .in = in, .verdict = -1};
-	if (cfg.nrules)
-		bpf_loop(cfg.nrules, match_rule, &w, 0);
+	u32 k = (in ? PARTS : 0) + part_of(p.proto);
+	if (k >= 2 * PARTS)
+		return TC_ACT_SHOT;
+	struct walk w = {.p = &p, .base = cfg.part[k][0], .verdict = -1};
+	u32 n = cfg.part[k][1];
+	if (n)
+		bpf_loop(n, match_rule, &w, 0);
 	if (w.verdict >= 0) {
 		u32 i = w.verdict;
 		struct rule *r = bpf_map_lookup_elem(&rules, &i);

@@ -278,7 +278,7 @@ func (r Resource) String() string {
 	case KindPortSec:
 		s = fmt.Sprintf("port security on %s in %s: %s", r.Link, r.NS, shortMatch(r))
 	case KindPortBPF:
-		s = fmt.Sprintf("port security (tc/BPF) on %s in %s: %s", r.Link, r.NS, shortMatch(r))
+		s = fmt.Sprintf("port security on %s in %s (tc/BPF): %s", r.Link, r.NS, shortMatch(r))
 	case KindCgroup:
 		s = fmt.Sprintf("cgroup %s (cpu %.2f, cpuset %s)", r.Name, float64(r.CPUMilli)/1000, r.CPUs)
 	case KindVxlan:

@@ -71,8 +71,13 @@ func streamSend(s *sock, size int, d time.Duration, count int64, p *phase) (tall
 				chunk = chunk[:left]
 			}
 		}
-		n, err := s.write(chunk, &p.stop)
+		// The end of the test also ends a write that waits for room: a
+		// receiver that stopped reading must not hold the sender past it.
+		n, err := s.write(chunk, &p.stop, &p.over)
 		t.Bytes += int64(n)
+		if errors.Is(err, errStopped) && p.over.Load() && !p.stop.Load() {
+			break
+		}
 		if err != nil {
 			t.End = time.Now()
 			return t, err
@@ -238,13 +243,14 @@ func udpSend(s *sock, size int, d time.Duration, count int64, p *phase) (tally, 
 	return t, nil
 }
 
-// udpRecv counts datagrams until the phase is marked over.
+// udpRecv counts datagrams until the phase is marked over, or a
+// zero-length datagram, netperf's end of a UDP test, arrives.
 func udpRecv(s *sock, size int, p *phase) (tally, error) {
 	buf := make([]byte, max(size, 65536))
 	var t tally
 	for {
 		n, _, err := s.recvfrom(buf, &p.over)
-		if errors.Is(err, errStopped) {
+		if errors.Is(err, errStopped) || err == nil && n == 0 {
 			break
 		}
 		if err != nil {
@@ -298,9 +304,9 @@ func udpRRServer(s *sock, req, resp int, p *phase) (tally, error) {
 	rq, rs := make([]byte, max(req, 65536)), make([]byte, resp)
 	t := tally{Start: time.Now()}
 	for {
-		_, from, err := s.recvfrom(rq, &p.over)
-		if errors.Is(err, errStopped) {
-			break
+		n, from, err := s.recvfrom(rq, &p.over)
+		if errors.Is(err, errStopped) || err == nil && n == 0 {
+			break // stopped, or netperf's zero-length end of the test
 		}
 		if err != nil {
 			t.End = time.Now()

@@ -64,6 +64,17 @@ type Config struct {
 	RespSize       int `json:"resp_size"`
 	LocalDataPort  int `json:"local_data_port"` // -P lport,rport
 	RemoteDataPort int `json:"remote_data_port"`
+
+	DataHost         string `json:"data_host,omitempty"`       // test -H: the netserver's data address
+	LocalDataHost    string `json:"local_data_host,omitempty"` // test -L: this end's data address
+	LocalHost        string `json:"local_host,omitempty"`      // global -L: this end's control address
+	LocalControlPort int    `json:"local_control_port,omitempty"`
+	LocalTOS         int    `json:"local_tos"` // -Y: -1 leaves it
+	RemoteTOS        int    `json:"remote_tos"`
+	LocalCong        string `json:"local_cong_control,omitempty"` // test -K
+	RemoteCong       string `json:"remote_cong_control,omitempty"`
+	LocalNoDelay     bool   `json:"local_nodelay"` // test -D
+	RemoteNoDelay    bool   `json:"remote_nodelay"`
 }
 
 // UnitLetter is -f's letter: k, m, g (bits) or K, M, G (bytes). JSON
@@ -131,7 +142,7 @@ sizes: K/M/G = 2^10/2^20/2^30, k/m/g = 10^3/10^6/10^9`
 // ParseArgs reads netperf's command line: global options, then "--", then
 // test-specific ones. Values may be glued to their flag (-l10) or follow it.
 func ParseArgs(args []string) (*Config, error) {
-	c := &Config{ControlPort: DefaultPort, Length: 10, Test: TCPStream, Banner: true, Instances: 1, Units: 'm', ReqSize: 1, RespSize: 1}
+	c := &Config{LocalTOS: -1, RemoteTOS: -1, ControlPort: DefaultPort, Length: 10, Test: TCPStream, Banner: true, Instances: 1, Units: 'm', ReqSize: 1, RespSize: 1}
 	global, testArgs := args, []string(nil)
 	for i, a := range args {
 		if a == "--" {

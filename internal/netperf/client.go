@@ -50,6 +50,9 @@ type Result struct {
 	// reported its side in full) or "netperf".
 	Peer string `json:"peer"`
 	MSS  int    `json:"transport_mss"` // this end's TCP maximum segment size, -1 when not known
+	// The data connection's ends, host:port.
+	LocalAddr  string `json:"local_address,omitempty"`
+	RemoteAddr string `json:"remote_address,omitempty"`
 }
 
 // Params are the parameters in effect, as asked and as granted.
@@ -80,6 +83,7 @@ type Interim struct {
 	Target   string  `json:"target"`
 	Instance int     `json:"instance"`
 	At       float64 `json:"at_s"`
+	Ending   float64 `json:"ending_unix_s"` // when the interval ended, as netperf prints it
 	Interval float64 `json:"interval_s"`
 	Rate     float64 `json:"rate"` // bit/s for streams, transactions/s for RR
 	Unit     string  `json:"unit"`
@@ -120,6 +124,13 @@ func Run(ctx context.Context, c *Config, tg Target, instance int, events func(In
 		}
 	}
 	ctl.SetDeadline(time.Now().Add(30 * time.Second))
+	if c.Passphrase != "" {
+		m := &wire.Message{Type: wire.Passphrase}
+		copy(m.Data[:wire.DataSize-1], c.Passphrase)
+		if err := wire.Write(ctl, m); err != nil {
+			return nil, fmt.Errorf("send passphrase: %w", err)
+		}
+	}
 	if err := wire.Write(ctl, c.omniRequest(family, netip.AddrPort{}, explicit)); err != nil {
 		return nil, fmt.Errorf("send request: %w", err)
 	}
@@ -152,8 +163,20 @@ func Run(ctx context.Context, c *Config, tg Target, instance int, events func(In
 		r.Peer = "vnet"
 	}
 	dataAddr := net.JoinHostPort(dataHost, strconv.Itoa(int(ready.DataPort)))
+	r.RemoteAddr = dataAddr
+	if ra, ok := ctl.RemoteAddr().(*net.TCPAddr); ok && !explicit.IsValid() {
+		r.RemoteAddr = net.JoinHostPort(ra.IP.String(), strconv.Itoa(int(ready.DataPort)))
+	}
 
-	var p phase
+	p := phase{lossAfter: time.Duration(c.UDPTimeout) * time.Second,
+		bufs: bufLayout{sendAlign: c.LocalSendAlign, sendOffset: c.LocalSendOffset, recvAlign: c.LocalRecvAlign, recvOffset: c.LocalRecvOffset, fill: c.fill}}
+	if c.Wait > 0 {
+		select { // -s: netperf waits between the setup and the data
+		case <-time.After(c.Wait):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	// Cancelling the run (Ctrl-C) stops the data loops at their next timeout.
 	stopData := context.AfterFunc(ctx, func() { p.stop.Store(true) })
 	defer stopData()
@@ -215,7 +238,7 @@ func Run(ctx context.Context, c *Config, tg Target, instance int, events func(In
 	r.Local.Host = hostInfo()
 	if c.LocalCPU || c.RemoteCPU {
 		u := cpustat.Between(cpuA, cpuB)
-		r.Local.CPU = &u
+		r.Local.CPU = firstCPUs(u, c.NumCPUs)
 	}
 	if ifname != "" {
 		r.Local.Iface = ifaceDelta(ifname, ifA, ifB, cpuB.At.Sub(cpuA.At).Seconds())
@@ -257,6 +280,22 @@ func remoteError(ctl net.Conn, errno int32, ext wire.Ext) error {
 	return fmt.Errorf("netserver: remote error %d: %v", errno, unix.Errno(errno))
 }
 
+// firstCPUs is the utilization of the first n CPUs (-n), as netperf
+// counts it when told how many CPUs there are; n 0 is all of them.
+func firstCPUs(u cpustat.Usage, n int) *cpustat.Usage {
+	if n <= 0 || n >= len(u.PerCPU) {
+		return &u
+	}
+	var sum float64
+	for _, p := range u.PerCPU[:n] {
+		sum += p
+	}
+	u.NumCPU, u.PerCPU = n, u.PerCPU[:n]
+	u.Util = sum / float64(n)
+	u.Cores = u.Util / 100 * float64(n)
+	return &u
+}
+
 func expect(ctl net.Conn, typ string) (*Message, error) {
 	m, err := ReadMsg(ctl)
 	if err != nil {
@@ -281,7 +320,8 @@ const DefaultUDPSize = 1472
 // runLocal opens this end's data socket and runs the test's loop.
 func (c *Config) runLocal(addr, family string, p *phase, r *Result, ifname *string, ifA *IfaceCounters) (tally, SideResults, error) {
 	local := SideResults{Retrans: -1}
-	opts := sockOpts{snd: c.LocalSndBuf, rcv: c.LocalRcvBuf, tos: c.LocalTOS, cong: c.LocalCong, noDelay: c.LocalNoDelay, family: family}
+	opts := sockOpts{snd: c.LocalSndBuf, rcv: c.LocalRcvBuf, tos: c.LocalTOS, cong: c.LocalCong, noDelay: c.LocalNoDelay, family: family,
+		prio: c.LocalPrio, keep: c.KeepAlive}
 	d := net.Dialer{Timeout: 10 * time.Second, Control: opts.control}
 	if c.LocalDataPort > 0 || c.LocalDataHost != "" {
 		ip := net.ParseIP(c.LocalDataHost)
@@ -305,15 +345,22 @@ func (c *Config) runLocal(addr, family string, p *phase, r *Result, ifname *stri
 		return s, la, err
 	}
 	if c.Test == TCPCRR {
-		// Sample the interface before the first connection.
-		if s, la, err := dial(); err == nil {
-			*ifname = ifaceFor(localIP(la))
-			*ifA, _ = ReadIface(*ifname)
-			s.Close()
-		}
 		d.LocalAddr = nil // one port cannot serve every connection
-		t, err := crrClient(func() (*sock, error) { s, _, err := dial(); return s, err }, c.ReqSize, c.RespSize, c.Duration(), c.Count(), p, true)
-		r.Params.LocalSndBuf, r.Params.LocalRcvBuf = c.LocalSndBuf, c.LocalRcvBuf
+		first := true
+		dialEach := func() (*sock, error) {
+			s, la, err := dial()
+			if err == nil && first {
+				// The interface is sampled at the first connection.
+				first = false
+				*ifname = ifaceFor(localIP(la))
+				*ifA, _ = ReadIface(*ifname)
+				r.LocalAddr = la.String()
+				local.SndBuf, local.RcvBuf = s.bufSizes()
+			}
+			return s, err
+		}
+		t, err := crrClient(dialEach, c.ReqSize, c.RespSize, c.Duration(), c.Count(), p, true)
+		r.Params.LocalSndBuf, r.Params.LocalRcvBuf = local.SndBuf, local.RcvBuf
 		return t, local, err
 	}
 	s, la, err := dial()
@@ -323,17 +370,24 @@ func (c *Config) runLocal(addr, family string, p *phase, r *Result, ifname *stri
 	defer s.Close()
 	*ifname = ifaceFor(localIP(la))
 	*ifA, _ = ReadIface(*ifname)
+	r.LocalAddr = la.String()
 	local.SndBuf, local.RcvBuf = s.bufSizes()
 	r.Params.LocalSndBuf, r.Params.LocalRcvBuf = local.SndBuf, local.RcvBuf
 	var t tally
 	switch c.Test {
 	case TCPStream:
 		size := orDefault(c.SendSize, local.SndBuf)
-		r.Params.SendSize, r.Params.RecvSize = size, orDefault(c.RecvSize, r.Params.RemoteRcvBuf)
+		r.Params.SendSize, r.Params.RecvSize = size, orDefault(c.RemoteRecvSize, r.Params.RemoteRcvBuf)
+		if r.Params.RemoteRecvSize > 0 {
+			r.Params.RecvSize = r.Params.RemoteRecvSize
+		}
 		t, err = streamSend(s, size, c.Duration(), c.Count(), p)
 	case TCPMaerts:
 		size := orDefault(c.RecvSize, local.RcvBuf)
-		r.Params.RecvSize, r.Params.SendSize = size, orDefault(c.SendSize, r.Params.RemoteSndBuf)
+		r.Params.RecvSize, r.Params.SendSize = size, orDefault(c.RemoteSendSize, r.Params.RemoteSndBuf)
+		if r.Params.RemoteSendSize > 0 {
+			r.Params.SendSize = r.Params.RemoteSendSize
+		}
 		t, err = streamRecv(s, size, p)
 	case TCPRR:
 		t, err = rrClient(s, c.ReqSize, c.RespSize, c.Duration(), c.Count(), p, true)
@@ -342,7 +396,7 @@ func (c *Config) runLocal(addr, family string, p *phase, r *Result, ifname *stri
 		if size == 0 {
 			size = DefaultUDPSize
 		}
-		r.Params.SendSize, r.Params.RecvSize = size, orDefault(c.RecvSize, maxUDP)
+		r.Params.SendSize, r.Params.RecvSize = size, orDefault(c.RemoteRecvSize, maxUDP)
 		t, err = udpSend(s, size, c.Duration(), c.Count(), p)
 	case UDPRR:
 		t, err = udpRRClient(s, c.ReqSize, c.RespSize, c.Duration(), c.Count(), p, true)
@@ -436,7 +490,8 @@ func startInterim(c *Config, tg Target, instance int, p *phase, events func(Inte
 				// machine the count is read later than that.
 				n, now := p.count.Load(), time.Now()
 				iv := now.Sub(last).Seconds()
-				ev := Interim{Target: tg.Host, Instance: instance, At: now.Sub(start).Seconds(), Interval: iv}
+				ev := Interim{Target: tg.Host, Instance: instance, At: now.Sub(start).Seconds(), Interval: iv,
+					Ending: float64(now.UnixMilli()) / 1e3}
 				if c.IsRR() {
 					ev.Rate, ev.Unit = float64(n-lastN)/iv, "trans/s"
 				} else {

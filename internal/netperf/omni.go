@@ -70,7 +70,15 @@ func requestFromOmni(o *wire.OmniRequest, ext wire.Ext, hasExt bool, affinity in
 	pos := func(v int32) int { return int(max(v, 0)) }
 	r := &Request{Test: test, SndBuf: pos(o.SendBufSize), RcvBuf: pos(o.RecvBufSize), DataPort: int(o.DataPort),
 		RecordCPU: o.Flags&wire.FlagMeasureCPU != 0, NoDelay: o.Flags&wire.FlagNoDelay != 0, TOS: -1,
-		CongControl: o.CongControl, BindIP: o.NetserverIP, PeerIP: o.NetperfIP, PeerPort: int(o.NetperfPort)}
+		CongControl: o.CongControl, BindIP: o.NetserverIP, PeerIP: o.NetperfIP, PeerPort: int(o.NetperfPort), Prio: -1,
+		KeepAlive: o.Flags&wire.FlagKeepAlive != 0, Connected: o.Flags&wire.FlagUseConnected != 0}
+	if o.SocketPrio >= 0 {
+		r.Prio = int(o.SocketPrio)
+	}
+	// Alignment and offset as netperf bounds them; beyond, the defaults.
+	if o.SendAlignment <= maxAlign && o.SendOffset <= maxOffset && o.RecvAlignment <= maxAlign && o.RecvOffset <= maxOffset {
+		r.bufs = bufLayout{sendAlign: int(o.SendAlignment), sendOffset: int(o.SendOffset), recvAlign: int(o.RecvAlignment), recvOffset: int(o.RecvOffset)}
+	}
 	switch o.Family {
 	case wire.FamilyInet:
 		r.Family = "4"
@@ -135,13 +143,23 @@ func (c *Config) omniRequest(family string, local netip.AddrPort, explicitData n
 	if c.RemoteNoDelay {
 		o.Flags |= wire.FlagNoDelay
 	}
+	if c.KeepAlive {
+		o.Flags |= wire.FlagKeepAlive
+	}
+	if c.RemoteConnected {
+		o.Flags |= wire.FlagUseConnected
+	}
+	o.SocketPrio = int32(c.RemotePrio)
+	o.FillFile = c.RemoteFill
+	o.SendAlignment, o.SendOffset = uint32(c.RemoteSendAlign), uint32(c.RemoteSendOffset)
+	o.RecvAlignment, o.RecvOffset = uint32(c.RemoteRecvAlign), uint32(c.RemoteRecvOffset)
 	switch c.Test {
 	case TCPRR, TCPCRR, UDPRR:
 		o.RequestSize, o.ResponseSize = int32(c.ReqSize), int32(c.RespSize)
 	case TCPStream, UDPStream:
-		o.RecvSize = orDefault(c.RecvSize)
+		o.RecvSize = orDefault(c.RemoteRecvSize)
 	case TCPMaerts:
-		o.SendSize = orDefault(c.SendSize)
+		o.SendSize = orDefault(c.RemoteSendSize)
 	}
 	if d := c.Duration(); d > 0 {
 		o.TestLength = int32(math.Ceil(d.Seconds()))

@@ -338,7 +338,7 @@ func (s *Server) run(ss *session, req *Request, sl *slot) error {
 	data.slot, data.startWait = sl, s.StartTimeout
 	data.doneByClient = ss.ext&wire.ExtDone != 0
 
-	p := phase{locked: req.BindCPU != nil}
+	p := phase{locked: req.BindCPU != nil, bufs: req.bufs}
 	// A cut ends the data loop, whatever it waits for, and the wait for
 	// the client's next message.
 	sl.onCut(func() {
@@ -506,7 +506,8 @@ type serverData struct {
 
 func openServerData(req *Request, ip net.IP) (*serverData, error) {
 	addr := net.JoinHostPort(ip.String(), strconv.Itoa(req.DataPort))
-	d := &serverData{opts: sockOpts{snd: req.SndBuf, rcv: req.RcvBuf, tos: req.TOS, cong: req.CongControl, noDelay: req.NoDelay, family: req.Family},
+	d := &serverData{opts: sockOpts{snd: req.SndBuf, rcv: req.RcvBuf, tos: req.TOS, cong: req.CongControl, noDelay: req.NoDelay, family: req.Family,
+		prio: req.Prio, keep: req.KeepAlive},
 		retrans: -1}
 	lc := net.ListenConfig{Control: d.opts.control}
 	if req.Test == UDPStream || req.Test == UDPRR {

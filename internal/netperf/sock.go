@@ -224,6 +224,8 @@ type sockOpts struct {
 	cong     string // "": the system's
 	noDelay  bool
 	family   string // "4", "6" or "" for either
+	prio     int    // SO_PRIORITY (-y), -1 to leave it
+	keep     bool   // SO_KEEPALIVE (global -S)
 }
 
 // control is a net.Dialer/ListenConfig Control function: the options are
@@ -258,6 +260,16 @@ func (o sockOpts) apply(fd int, v6 bool) error {
 	}
 	if o.rcv > 0 {
 		if err := set("SO_RCVBUF", unix.SOL_SOCKET, unix.SO_RCVBUF, o.rcv); err != nil {
+			return err
+		}
+	}
+	if o.prio >= 0 {
+		if err := set("SO_PRIORITY", unix.SOL_SOCKET, unix.SO_PRIORITY, o.prio); err != nil {
+			return err
+		}
+	}
+	if o.keep {
+		if err := set("SO_KEEPALIVE", unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1); err != nil {
 			return err
 		}
 	}

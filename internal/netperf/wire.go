@@ -67,6 +67,11 @@ type Request struct {
 	// any came from it.
 	PeerIP   netip.Addr
 	PeerPort int
+
+	Prio      int  // SO_PRIORITY, -1 to leave it
+	KeepAlive bool // SO_KEEPALIVE
+	Connected bool // UDP: connect the socket to the client once it has heard from it
+	bufs      bufLayout
 }
 
 // SideResults is what one end measured.
@@ -161,6 +166,8 @@ func (r *Request) Validate() error {
 		return fmt.Errorf("family %q", r.Family)
 	case r.BindCPU != nil && (*r.BindCPU < 0 || *r.BindCPU > MaxCPU):
 		return fmt.Errorf("CPU %d out of range 0..%d", *r.BindCPU, MaxCPU)
+	case r.Prio < -1 || r.Prio > 255:
+		return fmt.Errorf("socket priority %d out of range 0..255", r.Prio)
 	case r.TOS < -1 || r.TOS > 255:
 		return fmt.Errorf("TOS %d out of range 0..255", r.TOS)
 	case r.PeerPort < 0 || r.PeerPort > 65535:

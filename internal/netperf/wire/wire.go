@@ -70,6 +70,7 @@ const (
 	FlagMeasureCPU   = 0x00000008
 	FlagWantCong     = 0x00000020 // also netperf's "routing allowed", which it sets by default
 	FlagUseConnected = 0x00004000
+	FlagKeepAlive    = 0x80000000
 )
 
 // ErrMalformed is wrapped by every error about a message's content.

@@ -143,6 +143,8 @@ func direction(test string) string {
 		return "Send"
 	case TCPMaerts:
 		return "Receive"
+	case TCPCRR:
+		return "Connect|Send|Recv"
 	}
 	return "Send|Recv"
 }

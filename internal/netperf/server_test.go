@@ -644,3 +644,59 @@ func TestPausedTestOutlivesTheStartTimeout(t *testing.T) {
 	}
 	waitIdle(t, s)
 }
+
+// netperf's own client never marks its request, and never gets vnet's
+// extension: a response and results without its mark, and nothing after
+// them but the next request's answer.
+func TestPlainClientSeesNoExtension(t *testing.T) {
+	s := &Server{}
+	host, port := startServer(t, s)
+	c, err := net.Dial("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	for i := 0; i < 2; i++ { // two iterations on one connection, as netperf's -i runs them
+		if err := wire.Write(c, omniMessage(&Request{Test: TCPRR, Duration: time.Second, ReqSize: 1, RespSize: 1}, true)); err != nil {
+			t.Fatal(err)
+		}
+		m, err := wire.Read(c)
+		if err != nil || m.Aux != 0 {
+			t.Fatalf("response: %v %+v", err, m)
+		}
+		if _, marked, _ := wire.GetExt(m); marked {
+			t.Fatal("the response carries the extension's mark")
+		}
+		resp, err := wire.DecodeOmniResponse(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := net.Dial("tcp", net.JoinHostPort(host, strconv.Itoa(int(resp.DataPort))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := []byte{1}
+		for j := 0; j < 10; j++ {
+			d.Write(b)
+			io.ReadFull(d, b)
+		}
+		d.(*net.TCPConn).CloseWrite()
+		m, err = wire.Read(c)
+		d.Close()
+		if err != nil || m.Aux != 0 {
+			t.Fatalf("results: %v %+v", err, m)
+		}
+		res, err := wire.DecodeOmniResults(m)
+		if err != nil || res.TransReceived != 10 || res.BytesReceived != 10 || res.BytesSent != 10 {
+			t.Fatalf("results %+v %v", res, err)
+		}
+		if _, marked, _ := wire.GetExt(m); marked {
+			t.Fatal("the results carry the extension's mark")
+		}
+	}
+	c.(*net.TCPConn).CloseWrite()
+	if rest, _ := io.ReadAll(c); len(rest) != 0 {
+		t.Errorf("%d bytes more after the results", len(rest))
+	}
+}

@@ -18,8 +18,10 @@ Needs root. Not a test: it asserts nothing.
 """
 import argparse, os, shutil, statistics, subprocess, sys, tempfile, time
 
-NS_A, NS_B = "vnpbench-a", "vnpbench-b"
-IP_A, IP_B = "10.251.0.1", "10.251.0.2"
+# The same path as netperf_vs_iperf3.py's: one veth pair between two namespaces.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from netperf_vs_iperf3 import IP_B, NS_A, NS_B, in_ns, setup, sh, teardown  # noqa: E402
+
 VNET_PORT, REAL_PORT = 12865, 12866
 SELECT = "THROUGHPUT,THROUGHPUT_UNITS,LOCAL_SD,REMOTE_SD,LOCAL_CPU_UTIL,REMOTE_CPU_UTIL"
 TESTS = [  # label, netperf arguments
@@ -28,32 +30,6 @@ TESTS = [  # label, netperf arguments
     ("TCP_CRR", ["-t", "TCP_CRR"]),
     ("UDP_RR", ["-t", "UDP_RR"]),
 ]
-
-
-def sh(*args, check=True, **kw):
-    return subprocess.run(args, check=check, capture_output=True, text=True, **kw)
-
-
-def in_ns(ns, *args):
-    return ["ip", "netns", "exec", ns, *args]
-
-
-def setup():
-    teardown()
-    sh("ip", "netns", "add", NS_A)
-    sh("ip", "netns", "add", NS_B)
-    sh("ip", "link", "add", "vnp-a", "netns", NS_A, "type", "veth", "peer", "name", "vnp-b", "netns", NS_B)
-    for ns, dev, ip in ((NS_A, "vnp-a", IP_A), (NS_B, "vnp-b", IP_B)):
-        sh("ip", "-n", ns, "addr", "add", ip + "/24", "dev", dev)
-        sh("ip", "-n", ns, "link", "set", dev, "up")
-        sh("ip", "-n", ns, "link", "set", "lo", "up")
-
-
-def teardown():
-    for ns in (NS_A, NS_B):
-        for p in sh("ip", "netns", "pids", ns, check=False).stdout.split():
-            subprocess.run(["kill", "-9", p], check=False)
-        sh("ip", "netns", "del", ns, check=False)
 
 
 def build_netperf(tmp):

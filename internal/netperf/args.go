@@ -716,26 +716,35 @@ func parseExplicitPair(flag, val string, a, b *int) error {
 	return nil
 }
 
-// parseIntPair reads "a,b", "a" (both), ",b" or "a," as plain integers.
-func parseIntPair(flag, val string, a, b *int) error {
+// eachOfPair calls set for each side of "a,b", "a" (both a), ",b" or
+// "a,": the first side with dst 0, the second with 1.
+func eachOfPair(val string, set func(side int, s string) error) error {
 	first, second, pair := strings.Cut(val, ",")
 	if !pair {
 		second = first
 	}
-	for _, p := range []struct {
-		s   string
-		dst *int
-	}{{first, a}, {second, b}} {
-		if p.s == "" {
+	for i, s := range []string{first, second} {
+		if s == "" {
 			continue
 		}
-		n, err := strconv.Atoi(p.s)
-		if err != nil {
-			return fmt.Errorf("%s %s: %q is not a number", flag, val, p.s)
+		if err := set(i, s); err != nil {
+			return err
 		}
-		*p.dst = n
 	}
 	return nil
+}
+
+// parseIntPair reads "a,b", "a" (both), ",b" or "a," as plain integers.
+func parseIntPair(flag, val string, a, b *int) error {
+	dst := []*int{a, b}
+	return eachOfPair(val, func(side int, s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return fmt.Errorf("%s %s: %q is not a number", flag, val, s)
+		}
+		*dst[side] = n
+		return nil
+	})
 }
 
 // parseBounded reads an alignment or offset pair, each 0..limit.
@@ -754,28 +763,19 @@ func parseBounded(flag, val string, limit int, a, b *int) error {
 // parseTOS reads -Y local,remote: DSCP names (CS1, AF11, EF, ...), the
 // old TOS names, or numbers (0x20, 32).
 func parseTOS(val string, local, remote *int) error {
-	first, second, pair := strings.Cut(val, ",")
-	if !pair {
-		second = first
-	}
-	for _, p := range []struct {
-		s   string
-		dst *int
-	}{{first, local}, {second, remote}} {
-		if p.s == "" {
-			continue
-		}
-		v, ok := tosNames[strings.ToLower(p.s)]
+	dst := []*int{local, remote}
+	return eachOfPair(val, func(side int, s string) error {
+		v, ok := tosNames[strings.ToLower(s)]
 		if !ok {
-			n, err := strconv.ParseInt(p.s, 0, 32)
+			n, err := strconv.ParseInt(s, 0, 32)
 			if err != nil || n < 0 || n > 255 {
-				return fmt.Errorf("-Y %s: %q is neither a DSCP name nor a TOS value 0..255", val, p.s)
+				return fmt.Errorf("-Y %s: %q is neither a DSCP name nor a TOS value 0..255", val, s)
 			}
 			v = int(n)
 		}
-		*p.dst = v
-	}
-	return nil
+		*dst[side] = v
+		return nil
+	})
 }
 
 // tosNames are the names -Y takes, with their TOS byte.

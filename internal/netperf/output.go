@@ -172,6 +172,15 @@ func (v view) latencyUS(f func(*Latency) float64) int {
 	return int(f(v.r.Latency))
 }
 
+// latencyFigure is the figure of each whole-microsecond latency selector.
+var latencyFigure = map[string]func(*Latency) float64{
+	"MIN_LATENCY": func(l *Latency) float64 { return l.Min },
+	"MAX_LATENCY": func(l *Latency) float64 { return l.Max },
+	"P50_LATENCY": func(l *Latency) float64 { return l.P50 },
+	"P90_LATENCY": func(l *Latency) float64 { return l.P90 },
+	"P99_LATENCY": func(l *Latency) float64 { return l.P99 },
+}
+
 // value is a selector's value.
 func (v view) value(name string) any {
 	c, r := v.c, v.r
@@ -433,16 +442,8 @@ func (v view) value(name string) any {
 		return 0
 	case "UUID":
 		return v.rep.UUID
-	case "MIN_LATENCY":
-		return v.latencyUS(func(l *Latency) float64 { return l.Min })
-	case "MAX_LATENCY":
-		return v.latencyUS(func(l *Latency) float64 { return l.Max })
-	case "P50_LATENCY":
-		return v.latencyUS(func(l *Latency) float64 { return l.P50 })
-	case "P90_LATENCY":
-		return v.latencyUS(func(l *Latency) float64 { return l.P90 })
-	case "P99_LATENCY":
-		return v.latencyUS(func(l *Latency) float64 { return l.P99 })
+	case "MIN_LATENCY", "MAX_LATENCY", "P50_LATENCY", "P90_LATENCY", "P99_LATENCY":
+		return v.latencyUS(latencyFigure[name])
 	case "MEAN_LATENCY":
 		if r.Latency == nil {
 			return -1.0

@@ -349,13 +349,23 @@ func udpRRClient(s *sock, req, resp int, d time.Duration, count int64, p *phase,
 }
 
 // udpRRServer answers each request datagram with a response until over.
-func udpRRServer(s *sock, req, resp int, p *phase) (tally, error) {
+// connect: netperf's -N.
+func udpRRServer(s *sock, req, resp int, connect bool, p *phase) (tally, error) {
 	rq, rs := p.recvBuf(max(req, 65536)), p.sendBuf(resp)
 	t := tally{Start: time.Now()}
 	for {
 		n, from, err := s.recvfrom(rq, &p.over)
 		if errors.Is(err, errStopped) || err == nil && n == 0 {
 			break // stopped, or netperf's zero-length end of the test
+		}
+		if connect && err == nil {
+			// netperf's -N: the socket is connected to the client once it
+			// has heard from it.
+			if err := unix.Connect(s.fd, from); err != nil {
+				t.End = time.Now()
+				return t, err
+			}
+			connect = false
 		}
 		if err != nil {
 			t.End = time.Now()

@@ -645,7 +645,7 @@ func (d *serverData) serve(req *Request, p *phase, doneCh chan error) (tally, er
 		return udpRecv(d.udp, req.RecvSize, p)
 	case UDPRR:
 		endOnDone(0)
-		return udpRRServer(d.udp, req.ReqSize, req.RespSize, p)
+		return udpRRServer(d.udp, req.ReqSize, req.RespSize, req.Connected, p)
 	case TCPCRR:
 		endOnDone(0)
 		return d.serveCRR(req, p)

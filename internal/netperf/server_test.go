@@ -700,3 +700,32 @@ func TestPlainClientSeesNoExtension(t *testing.T) {
 		t.Errorf("%d bytes more after the results", len(rest))
 	}
 }
+
+// Options that reach the netserver in the request: its socket buffers,
+// TOS, priority, no-delay, keep-alive, congestion control, alignment, and
+// a UDP socket connected once it heard from the client (-N).
+func TestRemoteOptions(t *testing.T) {
+	s := &Server{}
+	_, port := startServer(t, s)
+	for _, tt := range []struct {
+		test string
+		args []string
+	}{
+		{TCPStream, []string{"-Y", "CS1", "-y", "1", "-S", "-A", "64", "-O", "8", "--", "-D", "-K", "cubic", "-S", "64K", "-m", "8K,8K"}},
+		{UDPRR, []string{"--", "-N", "-e", "1"}},
+		{TCPMaerts, []string{"--", "-m", ",4K", "-M", ",4K"}},
+	} {
+		rep := quick(t, port, tt.test, tt.args...)
+		r := rep.Results[0]
+		if r.Throughput <= 0 && r.TransRate <= 0 {
+			t.Errorf("%s %v: %+v", tt.test, tt.args, r)
+		}
+		if tt.test == TCPMaerts && r.Params.SendSize != 4096 {
+			t.Errorf("MAERTS: the netserver sent %d-byte messages, want 4096", r.Params.SendSize)
+		}
+		if tt.test == TCPStream && r.Remote.CongControl != "cubic" {
+			t.Errorf("the netserver's congestion control %q", r.Remote.CongControl)
+		}
+	}
+	waitIdle(t, s)
+}

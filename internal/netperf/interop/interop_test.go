@@ -303,7 +303,7 @@ func TestNetperfAgainstVnetNetserver(t *testing.T) {
 	}
 }
 
-// flent's tcp_1down and rrul complete in each mix: vnet as netperf
+// flent's tcp_1down, tcp_1up and rrul complete in each mix: vnet as netperf
 // against netperf's netserver and against vnet's, and netperf against
 // vnet's netserver. Every netperf series of the data file has points and
 // a mean.
@@ -321,7 +321,7 @@ func TestFlent(t *testing.T) {
 		} else {
 			os.Symlink(realNetperf, filepath.Join(bin, "netperf"))
 		}
-		for _, test := range []string{"tcp_1down", "rrul"} {
+		for _, test := range []string{"tcp_1down", "tcp_1up", "rrul"} {
 			t.Run(fmt.Sprintf("%s→%s/%s", mix.client, mix.server, test), func(t *testing.T) {
 				data := t.TempDir()
 				cmd := exec.Command(flent, test, "-H", "127.0.0.1", "--netperf-control-port", port, "-l", "3", "-d", "1", "-D", data, "-f", "summary")

@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"cmp"
 	"slices"
 	"unicode/utf8"
 )
@@ -201,33 +202,27 @@ func (l *layout) order() {
 }
 
 func (l *layout) sortRow(r int, neighbours func(*placed) []*placed) {
-	pos := map[*placed]float64{}
+	pos := func(p *placed, i int) float64 { return float64(i) / float64(max(1, len(l.rows[p.row])-1)) }
+	index := map[*placed]int{}
 	for _, row := range l.rows {
 		for i, p := range row {
-			pos[p] = float64(i) / float64(max(1, len(row)-1))
+			index[p] = i
 		}
 	}
-	key := func(p *placed) float64 {
+	keys := make(map[*placed]float64, len(l.rows[r]))
+	for _, p := range l.rows[r] {
 		ns := neighbours(p)
 		if len(ns) == 0 {
-			return pos[p]
+			keys[p] = pos(p, index[p])
+			continue
 		}
 		sum := 0.0
 		for _, n := range ns {
-			sum += pos[n]
+			sum += pos(n, index[n])
 		}
-		return sum / float64(len(ns))
+		keys[p] = sum / float64(len(ns))
 	}
-	byKey := func(a, b *placed) int {
-		ka, kb := key(a), key(b)
-		switch {
-		case ka < kb:
-			return -1
-		case ka > kb:
-			return 1
-		}
-		return 0
-	}
+	byKey := func(a, b *placed) int { return cmp.Compare(keys[a], keys[b]) }
 	if !hostRow(r) {
 		slices.SortStableFunc(l.rows[r], byKey)
 		return

@@ -1,8 +1,9 @@
 package specdiff
 
 import (
+	"maps"
 	"reflect"
-	"sort"
+	"slices"
 	"strconv"
 
 	"github.com/vnet-project/vnet/internal/spec"
@@ -152,7 +153,7 @@ func addSwitches(s *spec.Spec, add func(*object) *object) {
 				order: child(o, 0, u.Name), val: reflect.ValueOf(u)})
 		}
 		if sw.IOC != nil {
-			for _, name := range sortedKeys(sw.IOC.Pools) {
+			for _, name := range slices.Sorted(maps.Keys(sw.IOC.Pools)) {
 				p := sw.IOC.Pools[name]
 				add(&object{ref: Ref{Kind: KindPool, Name: name, Of: &o.ref}, id: o.id + "/pool/" + name, parent: o.id,
 					order: child(o, 1, name), val: reflect.ValueOf(&p)})
@@ -200,13 +201,4 @@ func addNetworks(s *spec.Spec, add func(*object) *object) {
 // child is the order of an object of the given rank and name within o.
 func child(o *object, rank int, name string) []orderPart {
 	return append(append([]orderPart(nil), o.order...), orderPart{rank, name})
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 )
 
@@ -213,13 +212,4 @@ func rowsOf(g *Graph) [numRows][]*Node {
 		rows[rowOf[n.Kind]] = append(rows[rowOf[n.Kind]], n)
 	}
 	return rows
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

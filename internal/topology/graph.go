@@ -24,6 +24,8 @@
 package topology
 
 import (
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -242,7 +244,7 @@ func (g *Graph) addSwitches(s *spec.Spec, st *status.Infra) {
 			g.Edges = append(g.Edges, Edge{From: portGroupID(pg.Name), To: switchID(sw.Name)})
 		}
 		for _, u := range sw.Uplinks {
-			for _, host := range sortedKeys(u.NICs) {
+			for _, host := range slices.Sorted(maps.Keys(u.NICs)) {
 				g.Edges = append(g.Edges, Edge{From: switchID(sw.Name), To: nicID(host, u.NICs[host]), Label: u.Name})
 			}
 		}

@@ -20,10 +20,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 // goldens are the pictures held in testdata: examples as they are, and one
 // with a status.
-var goldens = []struct {
-	name, spec string
-	status     func() *status.Infra
-}{
+var goldens = []golden{
 	{"demo", "../../examples/demo.yaml", nil},
 	{"teaming", "../../examples/teaming.yaml", nil},
 	{"tenants-on-nics", "../../examples/networks/tenants-on-nics.yaml", nil},
@@ -51,6 +48,21 @@ func demoStatus() *status.Infra {
 	}
 }
 
+type golden struct {
+	name, spec string
+	status     func() *status.Infra
+}
+
+// build is the golden's graph, made anew.
+func (gt golden) build(t *testing.T) *Graph {
+	t.Helper()
+	var st *status.Infra
+	if gt.status != nil {
+		st = gt.status()
+	}
+	return Build(loadSpec(t, gt.spec), st)
+}
+
 func loadSpec(t *testing.T, path string) *spec.Spec {
 	t.Helper()
 	doc, err := spec.LoadFile(path)
@@ -72,14 +84,10 @@ func render(t *testing.T, g *Graph, write func(*Graph, io.Writer) error) []byte 
 func TestGolden(t *testing.T) {
 	for _, gt := range goldens {
 		t.Run(gt.name, func(t *testing.T) {
-			var st *status.Infra
-			if gt.status != nil {
-				st = gt.status()
-			}
-			g := Build(loadSpec(t, gt.spec), st)
+			g := gt.build(t)
 			for ext, write := range map[string]func(*Graph, io.Writer) error{"dot": (*Graph).WriteDOT, "svg": (*Graph).WriteSVG} {
 				got := render(t, g, write)
-				if again := render(t, Build(loadSpec(t, gt.spec), st), write); !bytes.Equal(got, again) {
+				if again := render(t, gt.build(t), write); !bytes.Equal(got, again) {
 					t.Errorf("%s: two renderings of one spec differ", ext)
 				}
 				path := filepath.Join("testdata", gt.name+"."+ext)
@@ -107,11 +115,7 @@ func TestGolden(t *testing.T) {
 func TestSVGGeometry(t *testing.T) {
 	for _, gt := range goldens {
 		t.Run(gt.name, func(t *testing.T) {
-			var st *status.Infra
-			if gt.status != nil {
-				st = gt.status()
-			}
-			g := Build(loadSpec(t, gt.spec), st)
+			g := gt.build(t)
 			svg := render(t, g, (*Graph).WriteSVG)
 			d := xml.NewDecoder(bytes.NewReader(svg))
 			for {
@@ -177,12 +181,8 @@ func TestDOTWithGraphviz(t *testing.T) {
 	}
 	for _, gt := range goldens {
 		t.Run(gt.name, func(t *testing.T) {
-			var st *status.Infra
-			if gt.status != nil {
-				st = gt.status()
-			}
 			cmd := exec.Command(dot, "-Tsvg")
-			cmd.Stdin = bytes.NewReader(render(t, Build(loadSpec(t, gt.spec), st), (*Graph).WriteDOT))
+			cmd.Stdin = bytes.NewReader(render(t, gt.build(t), (*Graph).WriteDOT))
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			out, err := cmd.Output()

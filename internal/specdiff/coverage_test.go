@@ -30,10 +30,17 @@ func leaves(t reflect.Type, steps []step, name string, out *[]leaf) {
 	case reflect.Pointer:
 		at(step{kind: "elem"}, name)
 	case reflect.Struct:
+		before := len(*out)
 		for i := 0; i < t.NumField(); i++ {
 			if t.Field(i).IsExported() {
 				at(step{kind: "field", field: i}, name+"."+t.Field(i).Name)
 			}
+		}
+		if len(*out) == before {
+			// A struct of no exported fields (a time.Time) cannot be
+			// populated here: its leaf is the struct, which populate and
+			// perturb then refuse, failing the test.
+			*out = append(*out, leaf{steps, name})
 		}
 	case reflect.Slice:
 		at(step{kind: "elem"}, name+"[0]")

@@ -90,12 +90,19 @@ func walk(path string, t reflect.Type, a, b reflect.Value, out *[]Field) {
 	switch elem.Kind() {
 	case reflect.Struct:
 		skip := structural[elem]
+		exported := 0
 		for i := 0; i < elem.NumField(); i++ {
 			f := elem.Field(i)
-			if skip[f.Name] || !f.IsExported() {
+			if !f.IsExported() {
 				continue
 			}
-			walk(join(path, keyOf(f)), f.Type, field(a, i), field(b, i), out)
+			exported++
+			if !skip[f.Name] {
+				walk(join(path, keyOf(f)), f.Type, field(a, i), field(b, i), out)
+			}
+		}
+		if exported == 0 { // a time.Time, say: its value is not in its fields
+			panic(fmt.Sprintf("specdiff: %s at %q: a kind of field it cannot compare", elem, path))
 		}
 	case reflect.Slice:
 		if elem.Elem().Kind() == reflect.String {

@@ -44,6 +44,7 @@ test:
 	# Port security the nftables way too, as on kernels without vnet's port programs.
 	VNET_PORT_POLICY=nftables $(GO) test -count=1 -run 'Security|PortSecurity|ACL' ./internal/reconcile
 	$(GO) test -run=^$$ -fuzz=FuzzReadMsg -fuzztime=400000x ./internal/netperf
+	$(GO) test -run=^$$ -fuzz=^FuzzDecode$$ -fuzztime=200000x ./internal/netperf/wire
 	$(GO) test -run=^$$ -fuzz=^FuzzLoad$$ -fuzztime=100000x ./internal/spec
 	$(GO) test -run=^$$ -fuzz=^FuzzPutInfra$$ -fuzztime=20000x ./internal/api
 	$(GO) test -run=^$$ -fuzz=^FuzzNetperfRequest$$ -fuzztime=20000x ./internal/api

@@ -53,6 +53,13 @@ const (
 	MaxBurstTime = 4 * time.Second
 )
 
+// RulesRevision counts the changes to what decoding and Validate refuse.
+// The binary form of a validated spec (package speccache) is bound to it,
+// so that a spec that older rules let through is not taken on their word
+// but loaded and validated again. Raise it with every change that refuses
+// what was accepted.
+const RulesRevision = 2
+
 // reservedLinkNames are interface names the kernel refuses: they are the
 // per-protocol "all" and "default" settings under /proc/sys/net.
 var reservedLinkNames = map[string]bool{"all": true, "default": true}

@@ -465,7 +465,9 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string, r role) {
 			d.fail(n, path, "%v", err)
 			return
 		}
-		d.refuseZero(n, v, path, r)
+		if r != asZeroField && v.IsZero() {
+			d.refuseZero(n, path, r)
+		}
 		return
 	}
 	switch v.Kind() {
@@ -491,8 +493,8 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string, r role) {
 			d.fail(n, path, "want a %s, got %s", typeName(v.Type()), kindName(n))
 			return
 		}
-		if d.decodeScalar(n, v, path) {
-			d.refuseZero(n, v, path, r)
+		if d.decodeScalar(n, v, path) && r != asZeroField && v.IsZero() {
+			d.refuseZero(n, path, r)
 		}
 	}
 }
@@ -526,11 +528,10 @@ func (d *decoder) emptyValue(n *yaml.Node, v reflect.Value, path string) {
 	}
 }
 
-// refuseZero fails a scalar that reads as its type's zero value, unless
-// its role makes that a value (see role).
-func (d *decoder) refuseZero(n *yaml.Node, v reflect.Value, path string, r role) {
+// refuseZero fails a scalar that reads as its type's zero value in a
+// role that does not make that a value (see role).
+func (d *decoder) refuseZero(n *yaml.Node, path string, r role) {
 	switch {
-	case r == asZeroField || !v.IsZero():
 	case r == asEntry:
 		d.fail(n, path, "%s is not a value here: give one", writtenAs(n))
 	default:

@@ -478,7 +478,7 @@ func (v *validator) checkCIDRIn(path, s string, ips map[netip.Addr]string) {
 		return
 	}
 	a := pfx.Addr()
-	if !v.notMapped(path, a) {
+	if !v.notMapped(path, "", a) {
 		return
 	}
 	if pfx.Bits() == 0 {
@@ -504,10 +504,11 @@ func (v *validator) checkCIDRIn(path, s string, ips map[netip.Addr]string) {
 // an IPv4 address in IPv6's clothes, which the kernel would set and match
 // as IPv6, and which the checks of IPv4 addresses (unique, in a subnet)
 // would not see as the address it stands for. It reports whether a is
-// none.
-func (v *validator) notMapped(path string, a netip.Addr) bool {
+// none. The field's path is path+field, made only for an error: a large
+// spec's networks ask for every subnet.
+func (v *validator) notMapped(path, field string, a netip.Addr) bool {
 	if a.Is4In6() {
-		v.errf(path, "%s is an IPv4 address written as IPv6 (IPv4-mapped): write it as %s", a, a.Unmap())
+		v.errf(path+field, "%s is an IPv4 address written as IPv6 (IPv4-mapped): write it as %s", a, a.Unmap())
 		return false
 	}
 	return true

@@ -112,7 +112,7 @@ func (v *validator) checkPeer(p string, peer *Peer, family int) int {
 			v.errf(p, "%q is not a prefix or an address, e.g. 10.0.0.0/8 or {portgroup: pg-app}", peer.CIDR)
 			return family
 		}
-		if !v.notMapped(p, pfx.Addr()) {
+		if !v.notMapped(p, "", pfx.Addr()) {
 			return family
 		}
 		f := familyOf(pfx.Addr())

@@ -260,18 +260,22 @@ func TestErrorsShowNoControlCharacters(t *testing.T) {
 		}
 		sources = append(sources, "name: t\nhosts: [{name: h}]\n"+h+"x: 1\n", "name: \""+q+"\n")
 	}
-	ctl := regexp.MustCompile("[\x00-\x09\x0b-\x1f\x7f\u0080-\u009f\u202a-\u202e\u2066-\u2069\ufffd]")
 	for _, src := range sources {
 		_, err := spec.Load("t.yaml", []byte(src))
 		if err == nil {
 			t.Errorf("%q: accepted", src)
 			continue
 		}
-		if bad := ctl.FindString(err.Error()); bad != "" || !utf8Valid(err.Error()) {
+		if bad := controlCharacters.FindString(err.Error()); bad != "" || !utf8Valid(err.Error()) {
 			t.Errorf("%q: the error carries %q:\n%s", src, bad, err)
 		}
 	}
 }
+
+// controlCharacters are what a terminal acts on, or shows other than as
+// written: C0 and C1 controls but the newline between an error's problems,
+// DEL, bidirectional overrides, and the replacement of invalid UTF-8.
+var controlCharacters = regexp.MustCompile("[\x00-\x09\x0b-\x1f\x7f\u0080-\u009f\u202a-\u202e\u2066-\u2069\ufffd]")
 
 func utf8Valid(s string) bool { return strings.ToValidUTF8(s, "\ufffd") == s }
 

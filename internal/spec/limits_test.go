@@ -59,7 +59,7 @@ func TestLimits(t *testing.T) {
 		{"cpus nan", "cpus: 1", "cpus: .nan", `vms[0].cpus: want a finite number, got ".nan" (line 20`},
 		{"cpus 1e19", "cpus: 1", "cpus: 1e19", "vms[0].cpus: cpus must be 0.01..1024 cores (or left out for no limit), got 1e+19 (line 20"},
 		{"cpus 1e9", "cpus: 1", "cpus: 1e9", "vms[0].cpus: cpus must be 0.01..1024 cores"},
-		{"cpus 0", "cpus: 1", "cpus: 0", "vms[0].cpus: cpus must be 0.01..1024 cores (or left out for no limit), got 0 (line 20"},
+		{"cpus 0", "cpus: 1", "cpus: 0", "vms[0].cpus: 0 would be taken for the field left out, and its default used: give a value, or leave the field out (line 20"},
 		{"cpus 0.0001", "cpus: 1", "cpus: 0.0001", "vms[0].cpus: cpus must be 0.01..1024 cores"},
 		{"cpus negative", "cpus: 1", "cpus: -1", "vms[0].cpus: cpus must be 0.01..1024 cores"},
 		{"cpus text", "cpus: 1", "cpus: lots", `vms[0].cpus: want a number, got "lots"`},

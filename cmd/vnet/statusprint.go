@@ -54,6 +54,9 @@ func printStatus(out io.Writer, st *status.Infra) {
 	}
 	w.Flush()
 	printSecurity(out, st.Security)
+	if st.PortPolicy != "" {
+		fmt.Fprintf(out, "port policies enforced by %s\n", st.PortPolicy)
+	}
 	switch a := st.Agent; {
 	case a == nil:
 	case a.Running:

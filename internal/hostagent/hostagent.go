@@ -276,7 +276,7 @@ func (a *Agent) realized(name string) int {
 func (a *Agent) keepRealized(name string, recorded []plan.Resource) int {
 	var sec []plan.Resource
 	for i := range recorded {
-		if recorded[i].Kind == plan.KindPortSec {
+		if k := recorded[i].Kind; k == plan.KindPortSec || k == plan.KindPortBPF {
 			sec = append(sec, recorded[i])
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strings"
 
 	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/spec"
@@ -66,13 +65,12 @@ func classify(err error) *httpError {
 		return fail(http.StatusNotFound, err.Error())
 	case errors.Is(err, etcdstore.ErrConflict):
 		return fail(http.StatusConflict, err.Error())
-	case errors.Is(err, etcdstore.ErrUnavailable):
+	case errors.Is(err, etcdstore.ErrUnavailable), errors.Is(err, store.ErrLocked):
+		// etcd out of reach, or the state store or the infrastructure
+		// held by another vnet command: worth trying again.
 		return fail(http.StatusServiceUnavailable, err.Error())
 	case errors.Is(err, dataplane.ErrNotSupported), errors.Is(err, ErrNotHere):
 		return fail(http.StatusNotImplemented, err.Error())
-	case strings.Contains(err.Error(), "is locked"):
-		// Another vnet command holds the state store.
-		return fail(http.StatusServiceUnavailable, err.Error())
 	}
 	return fail(http.StatusInternalServerError, err.Error())
 }

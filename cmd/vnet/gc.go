@@ -8,10 +8,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/vnet-project/vnet/internal/agent"
 	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/killpoint"
 	"github.com/vnet-project/vnet/internal/store"
+	"github.com/vnet-project/vnet/internal/teamagent"
 )
 
 func gcCmd() *cobra.Command {
@@ -54,7 +54,7 @@ leaves it if an apply put the infrastructure in the store meanwhile.`,
 			if err != nil {
 				return err
 			}
-			orphans := agent.Orphans(stateDir, isKnown)
+			orphans := teamagent.Orphans(stateDir, isKnown)
 			killpoint.At("gc: leftovers listed, none locked yet")
 			out := cmd.OutOrStdout()
 			verb := "removed"
@@ -73,7 +73,7 @@ leaves it if an apply put the infrastructure in the store meanwhile.`,
 						errs = noteSkip(out, errs, err)
 						continue
 					}
-					if err := agent.StopOrphan(stateDir, o); err != nil {
+					if err := teamagent.StopOrphan(stateDir, o); err != nil {
 						errs = append(errs, err)
 						continue
 					}

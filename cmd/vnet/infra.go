@@ -12,12 +12,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/vnet-project/vnet/internal/agent"
 	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/store"
+	"github.com/vnet-project/vnet/internal/teamagent"
 )
 
 func validateCmd() *cobra.Command {
@@ -200,10 +200,10 @@ func destroyCmd() *cobra.Command {
 			}
 			defer unlock()
 			_, known := eng.Store.Get(name)
-			if err := agent.Stop(stateDir, name); err != nil {
+			if err := teamagent.Stop(stateDir, name); err != nil {
 				return err
 			}
-			_ = os.Remove(agent.LogFile(stateDir, name))
+			_ = os.Remove(teamagent.LogFile(stateDir, name))
 			swept, err := eng.Sweep(name)
 			if err != nil {
 				return fmt.Errorf("destroy %s: %w", name, err)
@@ -280,8 +280,8 @@ func statusCmd() *cobra.Command {
 					return err
 				}
 				if len(plan.HostTeams(doc.Spec)) > 0 {
-					pid, running := agent.Running(stateDir, rec.Name)
-					st.Agent = &reconcile.AgentStatus{Running: running, PID: pid, Log: agent.LogFile(stateDir, rec.Name)}
+					pid, running := teamagent.Running(stateDir, rec.Name)
+					st.Agent = &reconcile.AgentStatus{Running: running, PID: pid, Log: teamagent.LogFile(stateDir, rec.Name)}
 				}
 				all = append(all, st)
 			}

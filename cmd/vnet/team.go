@@ -11,12 +11,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/vnet-project/vnet/internal/agent"
 	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/events"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/store"
+	"github.com/vnet-project/vnet/internal/teamagent"
 )
 
 // syncAgent runs the infrastructure's agent when it teams uplinks, and
@@ -24,18 +24,18 @@ import (
 // with a read-only open, which the infrastructure's lock does not block.
 func syncAgent(cmd *cobra.Command, s *spec.Spec) error {
 	if len(plan.HostTeams(s)) == 0 {
-		return agent.Stop(stateDir, s.Name)
+		return teamagent.Stop(stateDir, s.Name)
 	}
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("start agent: %w", err)
 	}
-	started, err := agent.Ensure(stateDir, s.Name, exe)
+	started, err := teamagent.Ensure(stateDir, s.Name, exe)
 	if err != nil {
 		return err
 	}
 	if started {
-		fmt.Fprintf(cmd.OutOrStdout(), "agent for %s started: failover and load-based teaming (log: %s)\n", s.Name, agent.LogFile(stateDir, s.Name))
+		fmt.Fprintf(cmd.OutOrStdout(), "agent for %s started: failover and load-based teaming (log: %s)\n", s.Name, teamagent.LogFile(stateDir, s.Name))
 	}
 	return nil
 }
@@ -70,7 +70,7 @@ func agentCmd() *cobra.Command {
 				return err
 			}
 			defer dp.Close()
-			a := &agent.Agent{Infra: args[0], DP: dp, Log: cmd.OutOrStdout(), Tick: tick,
+			a := &teamagent.Agent{Infra: args[0], DP: dp, Log: cmd.OutOrStdout(), Tick: tick,
 				Spec: func() (*spec.Spec, error) {
 					doc, err := storedSpec(args[0])
 					if err != nil {
@@ -93,8 +93,8 @@ func agentCmd() *cobra.Command {
 			signal.Notify(hup, syscall.SIGHUP)
 			// Claimed only now that a reload cannot end it: apply signals
 			// the agent that recorded its pid.
-			release, err := agent.Claim(stateDir, args[0])
-			if errors.Is(err, agent.ErrRunning) {
+			release, err := teamagent.Claim(stateDir, args[0])
+			if errors.Is(err, teamagent.ErrRunning) {
 				fmt.Fprintf(cmd.OutOrStdout(), "%v; this one exits\n", err)
 				return nil
 			}
@@ -116,7 +116,7 @@ func agentCmd() *cobra.Command {
 		Short: "Stop the infrastructure's agent, wherever it was started (vnet destroy does this too)",
 		Args:  exactArgs(1, "an infrastructure name"),
 		RunE: func(_ *cobra.Command, args []string) error {
-			return agent.Stop(stateDir, args[0])
+			return teamagent.Stop(stateDir, args[0])
 		},
 	}
 	c.AddCommand(run, stop, hostAgentCmd())

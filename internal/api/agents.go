@@ -3,9 +3,9 @@ package api
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/vnet-project/vnet/internal/agent"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
+	"github.com/vnet-project/vnet/internal/teamagent"
 )
 
 // AgentUp says whether an agent of an infrastructure runs: on this machine
@@ -62,7 +62,7 @@ func (b *Local) Agents() ([]AgentUp, error) {
 		if err != nil || len(plan.HostTeams(doc.Spec)) == 0 {
 			continue
 		}
-		_, up := agent.Running(b.StateDir, r.Name)
+		_, up := teamagent.Running(b.StateDir, r.Name)
 		out = append(out, AgentUp{Infra: r.Name, Up: up})
 	}
 	return out, nil

@@ -18,7 +18,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vnet-project/vnet/internal/agent"
 	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/events"
 	"github.com/vnet-project/vnet/internal/metrics"
@@ -27,6 +26,7 @@ import (
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/store"
+	"github.com/vnet-project/vnet/internal/teamagent"
 )
 
 // Backend is the engine the API serves: the same one the CLI drives, behind
@@ -195,9 +195,9 @@ func (b *Local) syncAgent(s *spec.Spec) error {
 		return nil
 	}
 	if len(plan.HostTeams(s)) == 0 {
-		return agent.Stop(b.StateDir, s.Name)
+		return teamagent.Stop(b.StateDir, s.Name)
 	}
-	_, err := agent.Ensure(b.StateDir, s.Name, b.Exe)
+	_, err := teamagent.Ensure(b.StateDir, s.Name, b.Exe)
 	return err
 }
 
@@ -213,10 +213,10 @@ func (b *Local) Destroy(name string) (plan.Plan, error) {
 	defer done()
 	_, known := eng.Store.Get(name)
 	if b.Exe != "" {
-		if err := agent.Stop(b.StateDir, name); err != nil {
+		if err := teamagent.Stop(b.StateDir, name); err != nil {
 			return plan.Plan{}, err
 		}
-		_ = os.Remove(agent.LogFile(b.StateDir, name))
+		_ = os.Remove(teamagent.LogFile(b.StateDir, name))
 	}
 	p, err := eng.Destroy(name)
 	if err != nil {
@@ -244,8 +244,8 @@ func (b *Local) Status(name string) (*InfraStatus, error) {
 		return nil, err
 	}
 	if len(plan.HostTeams(doc.Spec)) > 0 {
-		pid, running := agent.Running(b.StateDir, name)
-		st.Agent = &reconcile.AgentStatus{Running: running, PID: pid, Log: agent.LogFile(b.StateDir, name)}
+		pid, running := teamagent.Running(b.StateDir, name)
+		st.Agent = &reconcile.AgentStatus{Running: running, PID: pid, Log: teamagent.LogFile(b.StateDir, name)}
 	}
 	return &InfraStatus{Status: st}, nil
 }

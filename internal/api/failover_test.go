@@ -10,10 +10,10 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/vnet-project/vnet/internal/agent"
 	"github.com/vnet-project/vnet/internal/events"
 	"github.com/vnet-project/vnet/internal/nstest"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/teamagent"
 )
 
 // failoverLab teams two uplinks in failover order: everything rides u1
@@ -55,21 +55,21 @@ func TestFailoverEventOnTheAPI(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		if t.Failed() { // destroy removes the log
-			log, _ := os.ReadFile(agent.LogFile(dir, infra))
+			log, _ := os.ReadFile(teamagent.LogFile(dir, infra))
 			t.Logf("agent log:\n%s", log)
 		}
 		if _, err := be.Destroy(infra); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
 		nstest.AssertGone(t, infra)
-		if pids := agent.Find(dir, infra); len(pids) > 0 {
+		if pids := teamagent.Find(dir, infra); len(pids) > 0 {
 			t.Errorf("agent %v still runs", pids)
 		}
 	})
 	if _, err := be.Apply(doc); err != nil {
 		t.Fatal(err)
 	}
-	if _, up := agent.Running(dir, infra); !up {
+	if _, up := teamagent.Running(dir, infra); !up {
 		t.Fatal("the apply started no agent")
 	}
 	time.Sleep(time.Second) // the agent's first look

@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vnet-project/vnet/internal/agent"
 	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/nstest"
 	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/teamagent"
 )
 
 var vnetBin string
@@ -154,7 +154,7 @@ func leftovers(t *testing.T, infra, state string, pids ...int) []string {
 			out = append(out, "cgroup "+filepath.Join(root, "vnet", infra))
 		}
 	}
-	for name, pids := range agent.All(state) {
+	for name, pids := range teamagent.All(state) {
 		if name == infra {
 			out = append(out, fmt.Sprintf("agent %v", pids))
 		}
@@ -179,7 +179,7 @@ func repaired(t *testing.T, infra, state, file string) {
 	if out := must(t, state, "apply", "--dry-run", "--full", file); !strings.Contains(out, "no changes") {
 		t.Errorf("after the repairing apply, a further one would change:\n%s", out)
 	}
-	agents := agent.All(state)[infra]
+	agents := teamagent.All(state)[infra]
 	if len(agents) > 1 {
 		t.Errorf("%d agents run for %s: %v", len(agents), infra, agents)
 	}

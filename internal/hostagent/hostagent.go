@@ -16,13 +16,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vnet-project/vnet/internal/agent"
 	"github.com/vnet-project/vnet/internal/events"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/store"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
+	"github.com/vnet-project/vnet/internal/teamagent"
 )
 
 // DefaultInterval is how often the agent reconciles without a change in
@@ -65,7 +65,7 @@ type Agent struct {
 	// TeamDP, when set, runs the lab's teaming agent (package agent) for
 	// each infrastructure that teams real uplinks on this host: failover
 	// on carrier loss, LBT, team-wide limit splits. Nil: none runs.
-	TeamDP agent.Dataplane
+	TeamDP teamagent.Dataplane
 
 	reporters map[string]*etcdstore.Reporter
 	last      map[string]etcdstore.Report // what each reporter last published

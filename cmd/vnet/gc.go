@@ -73,12 +73,12 @@ leaves it if an apply put the infrastructure in the store meanwhile.`,
 						errs = noteSkip(out, errs, err)
 						continue
 					}
-					if err := teamagent.StopOrphan(stateDir, o); err != nil {
+					if err := teamagent.Stop(stateDir, o.Infra); err != nil {
 						errs = append(errs, err)
 						continue
 					}
 				}
-				fmt.Fprintf(out, "%s agent of %s (pid %v): the infrastructure is not in the store\n", verb, o.Infra, o.PIDs)
+				fmt.Fprintf(out, "%s agent of %s (pid %d): the infrastructure is not in the store\n", verb, o.Infra, o.PID)
 			}
 			for _, g := range garbage {
 				if !dryRun {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -93,7 +94,7 @@ func agentCmd() *cobra.Command {
 			signal.Notify(hup, syscall.SIGHUP)
 			// Claimed only now that a reload cannot end it: apply signals
 			// the agent that recorded its pid.
-			release, err := teamagent.Claim(stateDir, args[0])
+			claim, err := teamagent.Take(stateDir, args[0])
 			if errors.Is(err, teamagent.ErrRunning) {
 				fmt.Fprintf(cmd.OutOrStdout(), "%v; this one exits\n", err)
 				return nil
@@ -101,12 +102,15 @@ func agentCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer release()
+			defer claim.Release()
 			go func() {
 				for range hup {
 					a.Reload()
 				}
 			}()
+			ctx, lost := context.WithCancel(ctx)
+			defer lost()
+			go keepClaim(ctx, claim, tick, cmd.OutOrStdout(), lost)
 			return a.Run(ctx)
 		},
 	}
@@ -214,4 +218,24 @@ func vmInfra(infra, vm string) (string, error) {
 		return found[0], nil
 	}
 	return "", usageError{fmt.Errorf("VM %q is in %v: say which with --infra", vm, found)}
+}
+
+// keepClaim checks every tick that the agent still holds its pid file,
+// claiming it anew should it have gone; an agent that finds another in its
+// place ends.
+func keepClaim(ctx context.Context, c *teamagent.Claim, tick time.Duration, log io.Writer, end func()) {
+	t := time.NewTicker(max(tick, time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := c.Keep(); err != nil {
+				fmt.Fprintf(log, "%v; this one exits\n", err)
+				end()
+				return
+			}
+		}
+	}
 }

@@ -62,8 +62,8 @@ func TestFailoverEventOnTheAPI(t *testing.T) {
 			t.Errorf("cleanup: %v", err)
 		}
 		nstest.AssertGone(t, infra)
-		if pids := teamagent.Find(dir, infra); len(pids) > 0 {
-			t.Errorf("agent %v still runs", pids)
+		if pid, up := teamagent.Running(dir, infra); up {
+			t.Errorf("agent %d still runs", pid)
 		}
 	})
 	if _, err := be.Apply(doc); err != nil {

@@ -18,7 +18,6 @@ import (
 	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/nstest"
 	"github.com/vnet-project/vnet/internal/plan"
-	"github.com/vnet-project/vnet/internal/teamagent"
 )
 
 var vnetBin string
@@ -154,10 +153,8 @@ func leftovers(t *testing.T, infra, state string, pids ...int) []string {
 			out = append(out, "cgroup "+filepath.Join(root, "vnet", infra))
 		}
 	}
-	for name, pids := range teamagent.All(state) {
-		if name == infra {
-			out = append(out, fmt.Sprintf("agent %v", pids))
-		}
+	if pids := agentProcesses(t, state, infra); len(pids) > 0 {
+		out = append(out, fmt.Sprintf("agent %v", pids))
 	}
 	return out
 }
@@ -179,7 +176,7 @@ func repaired(t *testing.T, infra, state, file string) {
 	if out := must(t, state, "apply", "--dry-run", "--full", file); !strings.Contains(out, "no changes") {
 		t.Errorf("after the repairing apply, a further one would change:\n%s", out)
 	}
-	agents := teamagent.All(state)[infra]
+	agents := agentProcesses(t, state, infra)
 	if len(agents) > 1 {
 		t.Errorf("%d agents run for %s: %v", len(agents), infra, agents)
 	}

@@ -172,7 +172,7 @@ func waitAgents(t *testing.T, state, infra string, n int) []int {
 	t.Helper()
 	var pids []int
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if pids = teamagent.Find(state, infra); len(pids) == n {
+		if pids = agentProcesses(t, state, infra); len(pids) == n {
 			return pids
 		}
 	}
@@ -228,14 +228,14 @@ func TestGCRemovesWhatNoInfrastructureOwns(t *testing.T) {
 			t.Errorf("gc --dry-run does not list %s:\n%s", want, out)
 		}
 	}
-	if len(leftovers(t, gone, state)) == 0 || len(teamagent.Find(state, team)) != 1 {
+	if len(leftovers(t, gone, state)) == 0 || len(agentProcesses(t, state, team)) != 1 {
 		t.Fatal("gc --dry-run removed something")
 	}
 	out = must(t, state, "gc")
 	if left := leftovers(t, gone, state); len(left) > 0 {
 		t.Errorf("gc left %v:\n%s", left, out)
 	}
-	if pids := teamagent.Find(state, team); len(pids) > 0 {
+	if pids := agentProcesses(t, state, team); len(pids) > 0 {
 		t.Errorf("gc left the agent %v of %s", pids, team)
 	}
 	if _, err := os.Stat(filepath.Join(dataplane.NetnsDir, nstest.NSName(team, "esx1"))); err != nil {
@@ -453,7 +453,7 @@ func TestKillAgentAtEveryFailoverStep(t *testing.T) {
 			setLink(t, esx1, uplink, "down")
 			// A killed agent leaves /proc, or shows there as a zombie
 			// without a command line, which Find does not count.
-			for deadline := time.Now().Add(5 * time.Second); len(teamagent.Find(state, infra)) > 0; time.Sleep(20 * time.Millisecond) {
+			for deadline := time.Now().Add(5 * time.Second); len(agentProcesses(t, state, infra)) > 0; time.Sleep(20 * time.Millisecond) {
 				if time.Now().After(deadline) {
 					t.Fatalf("the agent was not killed at point %d (%q)", n, failover[i])
 				}
@@ -473,7 +473,7 @@ func TestKillAgentAtEveryFailoverStep(t *testing.T) {
 				}
 			}
 			destroyClean(t, infra, state, 0)
-			if pids := teamagent.Find(state, infra); len(pids) > 0 {
+			if pids := agentProcesses(t, state, infra); len(pids) > 0 {
 				t.Errorf("destroy left agents %v", pids)
 			}
 		})
@@ -533,7 +533,7 @@ func TestAgentWorksWhileTheInfrastructureIsLocked(t *testing.T) {
 	if strings.Contains(log, "reload:") || strings.Contains(log, "locked") {
 		t.Errorf("the agent's reload under the lock:\n%s", log)
 	}
-	if got := teamagent.Find(state, infra); len(got) != 1 || got[0] != pid {
+	if got := agentProcesses(t, state, infra); len(got) != 1 || got[0] != pid {
 		t.Errorf("agents after the reload: %v, want %d", got, pid)
 	}
 	setLink(t, esx1, "vmnic1", "up")

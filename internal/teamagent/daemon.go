@@ -1,7 +1,6 @@
 package teamagent
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -13,207 +12,155 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/vnet-project/vnet/internal/killpoint"
 )
 
 // One agent process runs per infrastructure that teams uplinks. vnet apply
-// starts it (or tells it to reload) and vnet destroy stops it; its pid and
-// log live in the state directory.
+// starts it (or tells it to reload) and vnet destroy stops it; its pid
+// file and log live in the state directory.
 //
-// The pid file is not how an agent is found: a command killed between
-// starting an agent and recording it would leave one nobody knows of.
-// Agents are found by their command line in /proc (`vnet agent run NAME
-// --state-dir DIR`), and the agent itself holds an exclusive lock on its
-// pid file for as long as it lives, so that two can never run at once for
-// one infrastructure of one state directory, however they were started.
+// The agent is whoever holds an exclusive flock on the pid file: the
+// kernel drops the lock when the process ends, however it ends, so the
+// holder is always a live agent and a pid file nobody holds is stale and
+// harmless (the next agent takes it over). The holder writes its pid into
+// the file once it holds the lock, after it has installed its reload
+// handler; a held file without a pid is an agent still starting.
 
 // PIDFile is where an infrastructure's agent records its pid.
-func PIDFile(stateDir, infra string) string { return filepath.Join(stateDir, "agent-"+infra+".pid") }
+func PIDFile(stateDir, infra string) string { return filepath.Join(stateDir, pidPrefix+infra+pidSuffix) }
 
 // LogFile is where an infrastructure's agent writes what it does.
 func LogFile(stateDir, infra string) string { return filepath.Join(stateDir, "agent-"+infra+".log") }
 
-// defaultStateDir is the state directory of an agent whose command line and
-// environment name none.
-const defaultStateDir = "/var/lib/vnet"
+const pidPrefix, pidSuffix = "agent-", ".pid"
 
 // ErrRunning says another agent already runs for the infrastructure.
 var ErrRunning = errors.New("an agent already runs for this infrastructure")
 
-// Claim makes this process the infrastructure's agent: it locks the pid
-// file and writes its pid there. The lock lasts until release or the
+// claimWait is how long a claim retries a held pid file: a reader asking
+// whether an agent runs holds a shared lock for an instant, which must not
+// turn a starting agent away. A live agent holds its lock for good.
+const claimWait = 250 * time.Millisecond
+
+// Claim is an agent's hold on its pid file.
+type Claim struct {
+	stateDir, infra string
+	f               *os.File
+}
+
+// Take makes this process the infrastructure's agent: it locks the pid
+// file and writes its pid there. The lock lasts until Release or the
 // process's end, however it ends.
-func Claim(stateDir, infra string) (release func(), err error) {
-	f, err := os.OpenFile(PIDFile(stateDir, infra), os.O_CREATE|os.O_RDWR, 0o644)
+func Take(stateDir, infra string) (*Claim, error) {
+	path := PIDFile(stateDir, infra)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("agent pid file: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := lockWithin(f, claimWait); err != nil {
 		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
+		if errors.Is(err, unix.EWOULDBLOCK) {
 			return nil, fmt.Errorf("agent for %s: %w", infra, ErrRunning)
 		}
 		return nil, fmt.Errorf("lock agent pid file: %w", err)
 	}
-	killpoint.At("agent holds its lock, pid not yet written")
-	if err := f.Truncate(0); err == nil {
-		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	}
-	if err != nil {
+	// The pid of an agent before this one goes at once, so that no reader
+	// takes it for this one's.
+	if err := f.Truncate(0); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("agent pid file: %w", err)
 	}
-	return func() { f.Close() }, nil
+	killpoint.At("agent holds its lock, pid not yet written")
+	if _, err := f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("agent pid file: %w", err)
+	}
+	return &Claim{stateDir: stateDir, infra: infra, f: f}, nil
 }
 
-// Running returns the pid of the infrastructure's agent if one runs.
+func lockWithin(f *os.File, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Release gives the claim up. The file stays: a stale pid file is harmless.
+func (c *Claim) Release() { c.f.Close() }
+
+// Keep checks that the pid file is still the one this agent holds. One
+// removed or replaced behind its back is claimed anew, so that the next
+// apply finds this agent rather than starting another; when another agent
+// got there first, Keep returns ErrRunning and this one should end.
+func (c *Claim) Keep() error {
+	if sameFile(c.f, PIDFile(c.stateDir, c.infra)) {
+		return nil
+	}
+	again, err := Take(c.stateDir, c.infra)
+	if err != nil {
+		return err
+	}
+	c.f.Close()
+	c.f = again.f
+	return nil
+}
+
+func sameFile(f *os.File, path string) bool {
+	held, err1 := f.Stat()
+	named, err2 := os.Stat(path)
+	return err1 == nil && err2 == nil && os.SameFile(held, named)
+}
+
+// Running returns the pid of the infrastructure's agent if one runs. The
+// pid is 0 for an agent that holds its pid file but has not written its
+// pid yet.
 func Running(stateDir, infra string) (int, bool) {
-	pids := Find(stateDir, infra)
-	if len(pids) == 0 {
-		return 0, false
-	}
-	if pid, ok := recordedPID(stateDir, infra); ok && containsPID(pids, pid) {
-		return pid, true
-	}
-	return pids[0], true
-}
-
-func recordedPID(stateDir, infra string) (int, bool) {
-	b, err := os.ReadFile(PIDFile(stateDir, infra))
+	f, err := os.Open(PIDFile(stateDir, infra))
 	if err != nil {
 		return 0, false
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	return pid, err == nil && pid > 0
-}
-
-func containsPID(pids []int, pid int) bool {
-	for _, p := range pids {
-		if p == pid {
-			return true
-		}
+	defer f.Close()
+	// A shared lock that is granted means nobody holds the file: stale.
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err == nil {
+		_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		return 0, false
 	}
-	return false
-}
-
-// Find returns every live agent process of the infrastructure whose state
-// directory is stateDir, oldest pid first.
-func Find(stateDir, infra string) []int {
-	return All(stateDir)[infra]
-}
-
-// All returns the live agent processes of stateDir, by infrastructure.
-func All(stateDir string) map[string][]int {
-	want := absDir(stateDir, "")
-	out := map[string][]int{}
-	procs, _ := os.ReadDir("/proc")
-	for _, p := range procs {
-		pid, err := strconv.Atoi(p.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		infra, dir, ok := agentProcess(pid)
-		if ok && dir == want {
-			out[infra] = append(out[infra], pid)
-		}
+	b := make([]byte, 32)
+	n, _ := f.ReadAt(b, 0)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b[:n])))
+	if err != nil || pid <= 0 {
+		return 0, true
 	}
-	for _, pids := range out {
-		sort.Ints(pids)
+	return pid, true
+}
+
+// All returns the running agents of stateDir: their pids by
+// infrastructure.
+func All(stateDir string) map[string]int {
+	out := map[string]int{}
+	files, _ := filepath.Glob(filepath.Join(stateDir, pidPrefix+"*"+pidSuffix))
+	for _, f := range files {
+		infra := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), pidPrefix), pidSuffix)
+		if pid, ok := Running(stateDir, infra); ok {
+			out[infra] = pid
+		}
 	}
 	return out
 }
 
-// agentProcess reads whether pid is a vnet agent, of which infrastructure
-// and state directory. A zombie has no command line and is no agent.
-func agentProcess(pid int) (infra, stateDir string, ok bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil || len(b) == 0 {
-		return "", "", false
-	}
-	infra, stateDir, ok = parseAgentArgs(strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00"))
-	if !ok {
-		return "", "", false
-	}
-	if stateDir == "" {
-		stateDir = envValue(pid, "VNET_STATE_DIR")
-	}
-	if stateDir == "" {
-		stateDir = defaultStateDir
-	}
-	cwd, _ := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
-	return infra, absDir(stateDir, cwd), true
-}
-
-// parseAgentArgs recognizes `vnet [flags] agent run NAME [flags]`, with
-// --state-dir DIR or --state-dir=DIR anywhere.
-func parseAgentArgs(argv []string) (infra, stateDir string, ok bool) {
-	if len(argv) < 4 || !strings.Contains(filepath.Base(argv[0]), "vnet") {
-		return "", "", false
-	}
-	var positional []string
-	for i := 1; i < len(argv); i++ {
-		a := argv[i]
-		switch {
-		case a == "--state-dir" && i+1 < len(argv):
-			stateDir = argv[i+1]
-			i++
-		case strings.HasPrefix(a, "--state-dir="):
-			stateDir = strings.TrimPrefix(a, "--state-dir=")
-		case a == "--tick" && i+1 < len(argv):
-			i++
-		case strings.HasPrefix(a, "-"):
-		default:
-			positional = append(positional, a)
-		}
-	}
-	if len(positional) != 3 || positional[0] != "agent" || positional[1] != "run" {
-		return "", "", false
-	}
-	return positional[2], stateDir, true
-}
-
-func envValue(pid int, key string) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-	if err != nil {
-		return ""
-	}
-	for _, kv := range bytes.Split(b, []byte{0}) {
-		if v, ok := strings.CutPrefix(string(kv), key+"="); ok {
-			return v
-		}
-	}
-	return ""
-}
-
-// absDir makes dir absolute against cwd (this process's when empty).
-func absDir(dir, cwd string) string {
-	if !filepath.IsAbs(dir) {
-		if cwd == "" {
-			cwd, _ = os.Getwd()
-		}
-		dir = filepath.Join(cwd, dir)
-	}
-	if real, err := filepath.EvalSymlinks(dir); err == nil {
-		dir = real
-	}
-	return filepath.Clean(dir)
-}
-
-// startupGrace is how long a new agent may take to install its reload
-// handler: a SIGHUP before that would end it.
-const startupGrace = 2 * time.Second
-
 // Ensure starts the infrastructure's agent, or makes a running one reload
 // the spec. exe is the vnet binary.
 func Ensure(stateDir, infra, exe string) (started bool, err error) {
-	if pids := Find(stateDir, infra); len(pids) > 0 {
-		// The one that recorded itself has its handler; one that has not
-		// yet is still starting and reads the spec as it is now.
-		recorded, _ := recordedPID(stateDir, infra)
-		for _, pid := range pids {
-			if pid != recorded && processAge(pid) < startupGrace {
-				continue
-			}
+	if pid, ok := Running(stateDir, infra); ok {
+		// An agent that has written its pid has its reload handler; one
+		// that has not is still starting and reads the spec as it is now.
+		if pid > 0 {
 			if err := syscall.Kill(pid, syscall.SIGHUP); err != nil && !errors.Is(err, syscall.ESRCH) {
 				return false, fmt.Errorf("reload agent %d: %w", pid, err)
 			}
@@ -225,7 +172,7 @@ func Ensure(stateDir, infra, exe string) (started bool, err error) {
 		return false, fmt.Errorf("agent log: %w", err)
 	}
 	defer logf.Close()
-	cmd := exec.Command(exe, "agent", "run", infra, "--state-dir", absDir(stateDir, ""))
+	cmd := exec.Command(exe, "agent", "run", infra, "--state-dir", absDir(stateDir))
 	cmd.Env = killpoint.ChildEnv(os.Environ())
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // outlives the apply and its terminal
@@ -238,11 +185,20 @@ func Ensure(stateDir, infra, exe string) (started bool, err error) {
 	return waitClaimed(stateDir, infra, cmd.Process.Pid, exited)
 }
 
+// absDir is dir made absolute, so that the agent finds it whatever its
+// working directory.
+func absDir(dir string) string {
+	if abs, err := filepath.Abs(dir); err == nil {
+		return abs
+	}
+	return dir
+}
+
 // waitClaimed waits until the agent started as pid has recorded itself.
 // One that exits at once lost a race with another apply's: that one runs.
 func waitClaimed(stateDir, infra string, pid int, exited <-chan struct{}) (bool, error) {
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
-		if got, ok := recordedPID(stateDir, infra); ok && got == pid {
+		if got, ok := Running(stateDir, infra); ok && got == pid {
 			return true, nil
 		}
 		select {
@@ -257,49 +213,24 @@ func waitClaimed(stateDir, infra string, pid int, exited <-chan struct{}) (bool,
 	return true, nil // slow to start, but running: it records itself when it gets there
 }
 
-// processAge is how long ago pid started (0 when unknown).
-func processAge(pid int) time.Duration {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(string(stat[i+1:]))
-	if len(f) < 20 {
-		return 0
-	}
-	start, err1 := strconv.ParseFloat(f[19], 64) // starttime, field 22, in clock ticks
-	up, err2 := os.ReadFile("/proc/uptime")
-	if err1 != nil || err2 != nil {
-		return 0
-	}
-	uptime, err := strconv.ParseFloat(strings.Fields(string(up))[0], 64)
-	if err != nil {
-		return 0
-	}
-	const ticks = 100 // USER_HZ, 100 on every Linux architecture vnet runs on
-	return time.Duration((uptime - start/ticks) * float64(time.Second))
-}
-
-// Stop ends every agent of the infrastructure (of this state directory)
-// and waits for them.
+// Stop ends the infrastructure's agent (of this state directory), waits
+// for it, and removes its pid file.
 func Stop(stateDir, infra string) error {
-	return stopPIDs(stateDir, infra, Find(stateDir, infra))
-}
-
-func stopPIDs(stateDir, infra string, pids []int) error {
-	for _, pid := range pids {
-		if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
-			return fmt.Errorf("stop agent %d: %w", pid, err)
-		}
-	}
+	signalled := 0
 	deadline := time.Now().Add(3 * time.Second)
-	for len(Find(stateDir, infra)) > 0 {
+	for {
+		pid, ok := Running(stateDir, infra)
+		if !ok {
+			break
+		}
+		if pid > 0 && pid != signalled {
+			if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+				return fmt.Errorf("stop agent %d: %w", pid, err)
+			}
+			signalled = pid
+		}
 		if time.Now().After(deadline) {
-			for _, pid := range Find(stateDir, infra) {
+			if pid > 0 {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
 			if time.Now().After(deadline.Add(2 * time.Second)) {
@@ -317,21 +248,18 @@ func stopPIDs(stateDir, infra string, pids []int) error {
 // Orphan is an agent whose infrastructure is gone from the store.
 type Orphan struct {
 	Infra string
-	PIDs  []int
+	PID   int
 }
 
 // Orphans returns the agents of stateDir whose infrastructure known says
 // is gone.
 func Orphans(stateDir string, known func(infra string) bool) []Orphan {
 	var out []Orphan
-	for infra, pids := range All(stateDir) {
+	for infra, pid := range All(stateDir) {
 		if !known(infra) {
-			out = append(out, Orphan{Infra: infra, PIDs: pids})
+			out = append(out, Orphan{Infra: infra, PID: pid})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Infra < out[j].Infra })
 	return out
 }
-
-// StopOrphan ends an orphan's agents.
-func StopOrphan(stateDir string, o Orphan) error { return Stop(stateDir, o.Infra) }

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vnet-project/vnet/internal/reconcile"
+	"github.com/vnet-project/vnet/internal/service"
 	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
 	"github.com/vnet-project/vnet/internal/store/etcdstore/etcdtest"
@@ -32,7 +32,7 @@ func clusterServer(t *testing.T) (*Server, *etcdstore.Store, func() *Server) {
 	t.Helper()
 	st := etcdtest.Store(t)
 	again := func() *Server {
-		s, _ := newTestServer(t, func(c *Config) { c.Backend = &Cluster{Store: st} })
+		s, _ := newTestServer(t, func(c *Config) { c.Backend = service.ClusterOf(st, nil) })
 		return s
 	}
 	return again(), st, again
@@ -110,7 +110,7 @@ func TestAPIOverEtcd(t *testing.T) {
 	hv2, _ := st.Reporter("c1", "hv2", 5*time.Second)
 	defer hv1.Close()
 	defer hv2.Close()
-	if err := hv1.Report(etcdstore.Report{Generation: 1, Resources: 5, Security: []reconcile.SecurityStatus{
+	if err := hv1.Report(etcdstore.Report{Generation: 1, Resources: 5, Security: []service.SecurityStatus{
 		{Port: "vm1 eth0", PortGroup: "pg", Link: "vn0", Policy: "mac, ra, unicast", Counters: map[string]uint64{"forged-mac": 3}}}}); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/vnet-project/vnet/internal/service"
 	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/store"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
@@ -24,6 +25,11 @@ func TestClassifyBySentinel(t *testing.T) {
 		{fmt.Errorf("apply x: %w", etcdstore.ErrConflict), http.StatusConflict},
 		{fmt.Errorf("etcd: %w", etcdstore.ErrUnavailable), http.StatusServiceUnavailable},
 		{fmt.Errorf("bad: %w", spec.ErrInvalid), http.StatusBadRequest},
+		{fmt.Errorf("run: %w", service.ErrBusy), http.StatusConflict},
+		{fmt.Errorf("runs: %w", service.ErrTooMany), http.StatusTooManyRequests},
+		{service.Invalid("--wait needs --etcd"), http.StatusBadRequest},
+		{fmt.Errorf("ioc: %w", service.ErrNotHere), http.StatusNotImplemented},
+		{fmt.Errorf("stats: %w", service.ErrNoSamples), http.StatusServiceUnavailable},
 		{errors.New("the text says it is locked, but no sentinel"), http.StatusInternalServerError},
 	} {
 		if got := classify(c.err).status; got != c.want {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/vnet-project/vnet/internal/events"
 	"github.com/vnet-project/vnet/internal/nstest"
+	"github.com/vnet-project/vnet/internal/service"
 	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/teamagent"
 )
@@ -48,7 +50,7 @@ func TestFailoverEventOnTheAPI(t *testing.T) {
 	// With the vnet binary, an apply starts the infrastructure's agent
 	// (vnet agent run) as vnet apply does; it writes its events to the
 	// state directory's journal.
-	be := &Local{StateDir: dir, Exe: vnetBinary(t)}
+	be := &service.Local{StateDir: dir, Exe: vnetBinary(t)}
 	doc, err := spec.Load("failover.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +60,7 @@ func TestFailoverEventOnTheAPI(t *testing.T) {
 			log, _ := os.ReadFile(teamagent.LogFile(dir, infra))
 			t.Logf("agent log:\n%s", log)
 		}
-		if _, err := be.Destroy(infra); err != nil {
+		if _, err := be.Destroy(context.Background(), infra, service.DestroyOptions{}); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
 		nstest.AssertGone(t, infra)
@@ -66,7 +68,7 @@ func TestFailoverEventOnTheAPI(t *testing.T) {
 			t.Errorf("agent %d still runs", pid)
 		}
 	})
-	if _, err := be.Apply(doc); err != nil {
+	if _, err := be.Apply(context.Background(), service.Source{Doc: doc}, service.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, up := teamagent.Running(dir, infra); !up {
@@ -91,7 +93,7 @@ func TestFailoverEventOnTheAPI(t *testing.T) {
 	waitEvent(t, base, infra, events.Failback)
 
 	// A server started anew reads the same journal.
-	s2, err := New(Config{Backend: &Local{StateDir: dir}})
+	s2, err := New(Config{Backend: &service.Local{StateDir: dir}})
 	if err != nil {
 		t.Fatal(err)
 	}

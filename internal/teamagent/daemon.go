@@ -29,7 +29,9 @@ import (
 // handler; a held file without a pid is an agent still starting.
 
 // PIDFile is where an infrastructure's agent records its pid.
-func PIDFile(stateDir, infra string) string { return filepath.Join(stateDir, pidPrefix+infra+pidSuffix) }
+func PIDFile(stateDir, infra string) string {
+	return filepath.Join(stateDir, pidPrefix+infra+pidSuffix)
+}
 
 // LogFile is where an infrastructure's agent writes what it does.
 func LogFile(stateDir, infra string) string { return filepath.Join(stateDir, "agent-"+infra+".log") }

@@ -85,7 +85,7 @@ func (r *Remote) Apply(ctx context.Context, src service.Source, o service.ApplyO
 	if !o.DryRun && o.Log != nil {
 		io.WriteString(o.Log, service.PlanText(res.Plan))
 	}
-	return &service.ApplyResult{Infra: res.Infra, DryRun: res.DryRun, Plan: res.Plan, Executed: res.Executed}, nil
+	return &service.ApplyResult{Infra: res.Infra, DryRun: res.DryRun, Plan: res.Plan, Executed: res.Executed, AgentStarted: res.AgentStarted}, nil
 }
 
 // Destroy asks the server to destroy an infrastructure.

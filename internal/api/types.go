@@ -32,6 +32,8 @@ type ApplyResult struct {
 	Changes  int          `json:"changes"`  // actions in the plan
 	Executed int          `json:"executed"` // actions carried out
 	Plan     []PlanAction `json:"plan"`
+	// AgentStarted is the log of the teaming agent the apply started.
+	AgentStarted string `json:"agent_started,omitempty"`
 }
 
 // PlanAction is one step of a plan.

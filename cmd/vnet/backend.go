@@ -8,7 +8,7 @@ import (
 
 	"github.com/vnet-project/vnet/internal/api"
 	"github.com/vnet-project/vnet/internal/service"
-	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/spec/speccache"
 )
 
 // Where a command's infrastructures are: a vnet server (--server), etcd
@@ -98,7 +98,7 @@ func traceTo() io.Writer {
 
 // specCache keeps the specs that commands loaded, applied or read back in
 // the state directory.
-func specCache() *spec.Cache { return service.SpecCache(stateDir) }
+func specCache() *speccache.Cache { return service.SpecCache(stateDir) }
 
 // remote is the service of the server --server names.
 func remote() (service.Service, error) {

@@ -267,7 +267,7 @@ func statusCmd() *cobra.Command {
 					printClusterStatus(out, clusterView(st), time.Now())
 					continue
 				}
-				printStatus(out, st.Status)
+				printStatus(out, st.Infra)
 			}
 			return nil
 		},
@@ -292,7 +292,7 @@ func statusViews(all []*service.InfraStatus) []any {
 			out = append(out, clusterView(st))
 			continue
 		}
-		out = append(out, st.Status)
+		out = append(out, st.Infra)
 	}
 	return out
 }

@@ -123,7 +123,7 @@ func (c *Client) Destroy(ctx context.Context, name string) (*DestroyResult, erro
 
 // Status observes an infrastructure.
 func (c *Client) Status(ctx context.Context, name string) (*InfraStatus, error) {
-	out := InfraStatus{Status: &service.Status{}}
+	out := InfraStatus{Infra: &service.Status{}}
 	return &out, c.do(ctx, "GET", "/api/v1/infras/"+url.PathEscape(name)+"/status", nil, nil, &out)
 }
 

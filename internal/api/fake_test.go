@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/events"
 	"github.com/vnet-project/vnet/internal/ioc"
 	"github.com/vnet-project/vnet/internal/metrics"
@@ -14,6 +13,7 @@ import (
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/service"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/status"
 )
 
 // fakeBackend keeps records in memory and plans one action per apply, so
@@ -158,7 +158,7 @@ func (f *fakeBackend) status(ctx context.Context, name string) (*service.InfraSt
 		}
 		st.VMs = append(st.VMs, vs)
 	}
-	return &service.InfraStatus{Status: st}, nil
+	return &service.InfraStatus{Infra: st}, nil
 }
 
 func (f *fakeBackend) IOCStats(ctx context.Context, name string, _ time.Duration) (*service.IOCStats, error) {
@@ -217,9 +217,9 @@ func (f *fakeBackend) Counting() (metrics.Counting, func(), error) {
 
 type fakeCounting uint64
 
-func (c fakeCounting) LinkStates(string) (map[string]dataplane.LinkState, error) {
-	st := dataplane.LinkState{Up: true, TxBytes: uint64(c), RxBytes: uint64(c) / 2}
-	return map[string]dataplane.LinkState{"eth0": st, "eth1": st, "vmnic0": st, "vmnic1": st, "vmk0": st}, nil
+func (c fakeCounting) LinkStates(string) (map[string]status.Link, error) {
+	st := status.Link{Up: true, TxBytes: uint64(c), RxBytes: uint64(c) / 2}
+	return map[string]status.Link{"eth0": st, "eth1": st, "vmnic0": st, "vmnic1": st, "vmk0": st}, nil
 }
 
 func (c fakeCounting) TCCounters(string, string) (map[uint32]plan.Counters, plan.Counters, error) {

@@ -20,6 +20,8 @@ import (
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/spec/speccache"
+	"github.com/vnet-project/vnet/internal/status"
 	"github.com/vnet-project/vnet/internal/store"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
 	"github.com/vnet-project/vnet/internal/teamagent"
@@ -96,7 +98,7 @@ func (a *Agent) load(rec *store.Record) (*spec.Document, error) {
 	if l, ok := a.loaded[rec.Name]; ok && l.doc.File == rec.SpecFile && bytes.Equal(l.src, rec.Spec) {
 		return l.doc, nil
 	}
-	doc, err := spec.DecodeValidated(rec.SpecFile, rec.Spec, rec.SpecEncoded)
+	doc, err := speccache.DecodeValidated(rec.SpecFile, rec.Spec, rec.SpecEncoded)
 	if err != nil {
 		delete(a.loaded, rec.Name)
 		return nil, err
@@ -292,7 +294,7 @@ func (a *Agent) keepRealized(name string, recorded []plan.Resource) int {
 // security reads what the firewall rules of the infrastructure's ports on
 // the host counted, compacted for a report; nothing when the host has no
 // port policy of it or the dataplane counts nothing.
-func (a *Agent) security(infra string) ([]reconcile.SecurityStatus, int, error) {
+func (a *Agent) security(infra string) ([]status.PortSecurity, int, error) {
 	fc, ok := a.DP.(reconcile.FirewallCounting)
 	l, loaded := a.loaded[infra]
 	if !ok || !loaded || len(a.secRes[infra]) == 0 {

@@ -7,10 +7,10 @@ import (
 	"reflect"
 	"sync"
 
-	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/status"
 	"github.com/vnet-project/vnet/internal/teamagent"
 )
 
@@ -80,7 +80,7 @@ func (a *Agent) uplinksDown(s *spec.Spec) map[string]bool {
 		return nil
 	}
 	teams, _ := plan.Teaming(s, plan.Options{Host: a.Host, HostNS: a.HostNS})
-	states := map[string]map[string]dataplane.LinkState{}
+	states := map[string]map[string]status.Link{}
 	for _, t := range teams {
 		if _, ok := states[t.NS]; ok {
 			continue

@@ -19,6 +19,7 @@ import (
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/spec/speccache"
 	"github.com/vnet-project/vnet/internal/store"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
 )
@@ -47,7 +48,7 @@ type ClusterStore interface {
 type Cluster struct {
 	// Cache keeps the specs loaded, stored or read back; nil keeps them
 	// in memory only.
-	Cache *spec.Cache
+	Cache *speccache.Cache
 	// Trace receives where an apply's time goes; nil: nowhere.
 	Trace io.Writer
 
@@ -62,7 +63,7 @@ type Cluster struct {
 // OpenCluster is the back end of the etcd at endpoints, reached over TLS
 // with files when they name any. It connects on first use, so that a
 // command can load its spec meanwhile.
-func OpenCluster(endpoints []string, files TLSFiles, specs *spec.Cache) *Cluster {
+func OpenCluster(endpoints []string, files TLSFiles, specs *speccache.Cache) *Cluster {
 	c := &Cluster{Cache: specs}
 	c.conn.open = func() (ClusterStore, error) {
 		tc, err := files.Config()
@@ -79,7 +80,7 @@ func OpenCluster(endpoints []string, files TLSFiles, specs *spec.Cache) *Cluster
 }
 
 // ClusterOf is the back end of a store opened already.
-func ClusterOf(st ClusterStore, specs *spec.Cache) *Cluster {
+func ClusterOf(st ClusterStore, specs *speccache.Cache) *Cluster {
 	c := &Cluster{Cache: specs}
 	c.conn.open = func() (ClusterStore, error) { return st, nil }
 	return c
@@ -94,7 +95,7 @@ func (c *Cluster) Connect() error {
 func (c *Cluster) init() {
 	c.once.Do(func() {
 		if c.Cache == nil {
-			c.Cache = spec.NewCache("")
+			c.Cache = speccache.New("")
 		}
 	})
 }
@@ -237,7 +238,7 @@ func (c *Cluster) Apply(ctx context.Context, src Source, o ApplyOptions) (*Apply
 		return res, nil
 	}
 	// The agents make the spec of its encoding, not of its YAML.
-	rec := &store.Record{Name: name, SpecFile: doc.File, Spec: doc.Source, SpecEncoded: spec.EncodeValidated(doc),
+	rec := &store.Record{Name: name, SpecFile: doc.File, Spec: doc.Source, SpecEncoded: speccache.EncodeValidated(doc),
 		Generation: res.Stored.Generation, AppliedAt: time.Now().UTC()}
 	lap("encode")
 	storedRev, err := last.st.PutIf(rec, last.rev)
@@ -431,7 +432,7 @@ func (c *Cluster) Status(_ context.Context, names []string) ([]*InfraStatus, err
 		views := etcdstore.Assess(0, nil, reports)
 		s := &Status{Name: name, Hosts: []HostStatus{}, Switches: []SwitchStatus{}, VMs: []VMStatus{}, HostPorts: []PortStatus{},
 			Security: hostsSecurity(views)}
-		out = append(out, &InfraStatus{Status: s, Cluster: clusterStatus(views, time.Time{}, true)})
+		out = append(out, &InfraStatus{Infra: s, Cluster: clusterStatus(views, time.Time{}, true)})
 	}
 	return out, nil
 }
@@ -458,7 +459,7 @@ func (c *Cluster) statusOf(st ClusterStore, rec *store.Record) (*InfraStatus, er
 		return "unknown"
 	})
 	s.Security = hostsSecurity(views)
-	return &InfraStatus{Status: s, Cluster: cs}, nil
+	return &InfraStatus{Infra: s, Cluster: cs}, nil
 }
 
 func clusterStatus(views []etcdstore.HostView, appliedAt time.Time, removed bool) *ClusterStatus {

@@ -19,6 +19,7 @@ import (
 	"github.com/vnet-project/vnet/internal/metrics"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/spec/speccache"
 	"github.com/vnet-project/vnet/internal/store"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
 )
@@ -96,7 +97,7 @@ func RunHostAgent(ctx context.Context, o HostAgentOptions) error {
 // serveHostMetrics serves, until ctx ends, the metrics of what this host
 // realized: each infrastructure in the agent's local records, read with a
 // dataplane opened per scrape. It returns the address it listens on.
-func serveHostMetrics(ctx context.Context, addr string, local store.Store, cache *spec.Cache, host string, log io.Writer) (string, error) {
+func serveHostMetrics(ctx context.Context, addr string, local store.Store, cache *speccache.Cache, host string, log io.Writer) (string, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", fmt.Errorf("--metrics-addr: %w", err)

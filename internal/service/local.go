@@ -13,6 +13,7 @@ import (
 	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/spec/speccache"
 	"github.com/vnet-project/vnet/internal/store"
 )
 
@@ -36,7 +37,7 @@ type Local struct {
 	Exe string
 	// Cache keeps the specs loaded, applied or read back; nil keeps them
 	// in memory only.
-	Cache *spec.Cache
+	Cache *speccache.Cache
 	// Trace receives where an apply's time goes; nil: nowhere.
 	Trace io.Writer
 	// ReadsFresh is how old the copy of the records that reads answer
@@ -66,14 +67,14 @@ func NewLocal(stateDir, exe string) *Local {
 // SpecCache keeps the specs that commands loaded, applied or read back in
 // the state directory, so that the next command given the same bytes does
 // not decode and validate a large spec's YAML again.
-func SpecCache(stateDir string) *spec.Cache {
-	return spec.NewCache(filepath.Join(stateDir, "spec-cache"))
+func SpecCache(stateDir string) *speccache.Cache {
+	return speccache.New(filepath.Join(stateDir, "spec-cache"))
 }
 
 func (l *Local) init() {
 	l.once.Do(func() {
 		if l.Cache == nil {
-			l.Cache = spec.NewCache("")
+			l.Cache = speccache.New("")
 		}
 	})
 }
@@ -390,7 +391,7 @@ func (l *Local) Status(_ context.Context, names []string) ([]*InfraStatus, error
 			return nil, err
 		}
 		st.Agent = l.agentStatus(doc.Spec)
-		out = append(out, &InfraStatus{Status: st})
+		out = append(out, &InfraStatus{Infra: st})
 	}
 	return out, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/status"
 	"github.com/vnet-project/vnet/internal/store"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
 )
@@ -114,17 +115,17 @@ var (
 // Types the faces print and send, kept where they are made.
 type (
 	// Status is what exists of an infrastructure.
-	Status = reconcile.Status
+	Status = status.Infra
 	// HostStatus, SwitchStatus, VMStatus, PortStatus, NICStatus and
 	// AgentStatus are parts of a Status.
-	HostStatus   = reconcile.HostStatus
-	SwitchStatus = reconcile.SwitchStatus
-	VMStatus     = reconcile.VMStatus
-	PortStatus   = reconcile.PortStatus
-	NICStatus    = reconcile.NICStatus
-	AgentStatus  = reconcile.AgentStatus
+	HostStatus   = status.Host
+	SwitchStatus = status.Switch
+	VMStatus     = status.VM
+	PortStatus   = status.Port
+	NICStatus    = status.NIC
+	AgentStatus  = status.Agent
 	// SecurityStatus is a port's security policy and its counters.
-	SecurityStatus = reconcile.SecurityStatus
+	SecurityStatus = status.PortSecurity
 	// IOCStats is one sample of Network I/O Control's counters.
 	IOCStats = reconcile.IOCStats
 	// HostView is a host's standing from its agent's report, over etcd.
@@ -278,7 +279,7 @@ type DestroyResult struct {
 // InfraStatus is what exists of an infrastructure and, over etcd, how far
 // each host's agent has got.
 type InfraStatus struct {
-	*Status
+	*status.Infra
 	Cluster *ClusterStatus `json:"cluster,omitempty"`
 }
 

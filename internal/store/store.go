@@ -11,6 +11,7 @@ import (
 
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/spec/speccache"
 )
 
 // ErrNotFound is returned for an infrastructure the store does not know.
@@ -36,9 +37,9 @@ type Record struct {
 	// Engine is the build of vnet that made the apply: an apply by another
 	// build reads the whole host, since its model may differ.
 	Engine string `json:"engine,omitempty"`
-	// SpecEncoded is the spec in compact form (spec.EncodeValidated),
+	// SpecEncoded is the spec in compact form (speccache.EncodeValidated),
 	// when the apply stored it: a reader of the same build makes the spec
-	// of it instead of decoding the YAML (spec.DecodeValidated), and any
+	// of it instead of decoding the YAML (speccache.DecodeValidated), and any
 	// other reader ignores it.
 	SpecEncoded []byte `json:"spec_encoded,omitempty"`
 }
@@ -63,9 +64,9 @@ func (r *Record) Doc() (*spec.Document, error) {
 // DocVia is Doc, made of the spec's compact encoding when the apply
 // stored one beside the YAML, or else through the cache (nil: none),
 // which spares a reader that read the same bytes before decoding them.
-func (r *Record) DocVia(c *spec.Cache) (*spec.Document, error) {
+func (r *Record) DocVia(c *speccache.Cache) (*spec.Document, error) {
 	if len(r.SpecEncoded) > 0 {
-		if doc, err := spec.DecodeValidated(r.SpecFile, r.Spec, r.SpecEncoded); err == nil {
+		if doc, err := speccache.DecodeValidated(r.SpecFile, r.Spec, r.SpecEncoded); err == nil {
 			return doc, nil
 		}
 	}
@@ -82,7 +83,7 @@ func (r *Record) DocVia(c *spec.Cache) (*spec.Document, error) {
 // to be stored, so that networks keep their VNIs whatever networks come
 // and go around them. A stored spec that no longer reads only costs its
 // networks their old VNIs. Every apply that stores a spec pins it so.
-func PinVNIs(doc *spec.Document, old *Record, c *spec.Cache) (*spec.Document, error) {
+func PinVNIs(doc *spec.Document, old *Record, c *speccache.Cache) (*spec.Document, error) {
 	var previous *spec.Spec
 	if old != nil {
 		if d, err := old.DocVia(c); err == nil {

@@ -124,15 +124,25 @@ func (c *Cluster) docOf(rec *store.Record) (*spec.Document, error) {
 
 // List returns every infrastructure stored in etcd, by name.
 func (c *Cluster) List(context.Context) ([]Infra, error) {
-	st, err := c.store()
-	if err != nil {
-		return nil, err
-	}
-	recs, err := st.List()
+	_, recs, err := c.records()
 	if err != nil {
 		return nil, err
 	}
 	return infras(recs), nil
+}
+
+// records are every record in etcd, by name.
+func (c *Cluster) records() (ClusterStore, []*store.Record, error) {
+	st, err := c.store()
+	if err != nil {
+		return nil, nil, err
+	}
+	recs, err := st.List()
+	if err != nil {
+		return nil, nil, err
+	}
+	sort.Slice(recs, func(i, j int) bool { return recs[i].Name < recs[j].Name })
+	return st, recs, nil
 }
 
 // Get returns one infrastructure.
@@ -509,7 +519,6 @@ func allClusterRecords(st ClusterStore) ([]*store.Record, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	sort.Slice(recs, func(i, j int) bool { return recs[i].Name < recs[j].Name })
 	reported, err := st.Reported()
 	if err != nil {
 		return nil, nil, err
@@ -619,11 +628,7 @@ func (c *Cluster) Stats(ctx context.Context, name string, o StatsOptions) (*Aver
 
 // Specs are the specs stored in etcd, each decoded once per version.
 func (c *Cluster) Specs() []*spec.Spec {
-	st, err := c.store()
-	if err != nil {
-		return nil
-	}
-	recs, err := st.List()
+	_, recs, err := c.records()
 	if err != nil {
 		return nil
 	}
@@ -633,15 +638,10 @@ func (c *Cluster) Specs() []*spec.Spec {
 // Agents are the host agents each infrastructure names, up while their
 // reports live.
 func (c *Cluster) Agents() ([]AgentUp, error) {
-	st, err := c.store()
+	st, recs, err := c.records()
 	if err != nil {
 		return nil, err
 	}
-	recs, err := st.List()
-	if err != nil {
-		return nil, err
-	}
-	sort.Slice(recs, func(i, j int) bool { return recs[i].Name < recs[j].Name })
 	var out []AgentUp
 	for _, r := range recs {
 		doc, err := c.docOf(r)

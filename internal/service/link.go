@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/store"
 )
 
 // LinkRequest moves or cuts one vNIC of a running VM.
@@ -45,33 +47,24 @@ func (l *Local) Link(_ context.Context, r LinkRequest) (*LinkResult, error) {
 			return nil, err
 		}
 	}
-	l.change.Lock()
-	defer l.change.Unlock()
-	defer l.changed()
-	eng, st, done, err := l.engine(r.Log)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	unlock, err := st.Lock(name)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	defer unlock()
-	doc, err := l.doc(name)
-	if err != nil {
-		return nil, err
-	}
-	changed, err := spec.SetVNIC(doc, r.VM, r.NIC, r.PortGroup, r.Connected)
-	if err != nil {
-		return nil, tagged{ErrInvalid, err.Error()}
-	}
-	res, err := eng.Apply(changed)
-	if err != nil {
-		return nil, err
-	}
-	out := &LinkResult{Infra: name, Executed: res.Executed, SpecFile: doc.File}
-	out.AgentStarted, err = l.syncAgent(changed.Spec)
+	var out *LinkResult
+	err := l.changing(name, "", r.Log, func(eng *reconcile.Engine, _ *store.Bolt) error {
+		doc, err := l.doc(name)
+		if err != nil {
+			return err
+		}
+		changed, err := spec.SetVNIC(doc, r.VM, r.NIC, r.PortGroup, r.Connected)
+		if err != nil {
+			return tagged{ErrInvalid, err.Error()}
+		}
+		res, err := eng.Apply(changed)
+		if err != nil {
+			return err
+		}
+		out = &LinkResult{Infra: name, Executed: res.Executed, SpecFile: doc.File}
+		out.AgentStarted, err = l.syncAgent(changed.Spec)
+		return err
+	})
 	return out, err
 }
 

@@ -288,10 +288,9 @@ func (l *Local) docOf(rec *store.Record) (*spec.Document, error) {
 
 // Apply converges this machine to the spec and runs, reloads or stops the
 // infrastructure's teaming agent, all under the infrastructure's lock.
+// An apply on this machine is done when it returns: there is nothing to
+// wait for.
 func (l *Local) Apply(_ context.Context, src Source, o ApplyOptions) (*ApplyResult, error) {
-	if o.Wait > 0 {
-		return nil, fmt.Errorf("--wait: an apply on this machine is done when it returns: %w", ErrNotHere)
-	}
 	doc, err := l.load(src)
 	if err != nil {
 		return nil, err
@@ -309,47 +308,51 @@ func (l *Local) Apply(_ context.Context, src Source, o ApplyOptions) (*ApplyResu
 		res.Plan = Actions(p)
 		return res, err
 	}
-	l.change.Lock()
-	defer l.change.Unlock()
-	defer l.changed()
-	eng, st, done, err := l.engine(o.Log)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	eng.Full = o.Full
-	unlock, err := st.Lock(name)
-	if err != nil {
-		return nil, fmt.Errorf("apply %s: %w", name, err)
-	}
-	defer unlock()
-	r, err := eng.Apply(doc)
-	res.Plan, res.Executed = Actions(r.Plan), r.Executed
-	if err != nil {
-		return res, err
-	}
-	res.AgentStarted, err = l.syncAgent(doc.Spec)
+	err = l.changing(name, "apply ", o.Log, func(eng *reconcile.Engine, _ *store.Bolt) error {
+		eng.Full = o.Full
+		r, err := eng.Apply(doc)
+		res.Plan, res.Executed = Actions(r.Plan), r.Executed
+		if err != nil {
+			return err
+		}
+		res.AgentStarted, err = l.syncAgent(doc.Spec)
+		return err
+	})
 	return res, err
 }
 
-// Destroy removes an infrastructure and stops its agent, under its lock.
-func (l *Local) Destroy(_ context.Context, name string, o DestroyOptions) (*DestroyResult, error) {
-	if o.Wait > 0 {
-		return nil, fmt.Errorf("--wait: a destroy on this machine is done when it returns: %w", ErrNotHere)
-	}
+// changing runs change with an engine whose log is log, holding the
+// infrastructure's lock, one change at a time from this process. what
+// begins the error of a lock that cannot be taken ("apply ").
+func (l *Local) changing(name, what string, log io.Writer, change func(*reconcile.Engine, *store.Bolt) error) error {
 	l.change.Lock()
 	defer l.change.Unlock()
 	defer l.changed()
-	eng, st, done, err := l.engine(o.Log)
+	eng, st, done, err := l.engine(log)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer done()
 	unlock, err := st.Lock(name)
 	if err != nil {
-		return nil, fmt.Errorf("destroy %s: %w", name, err)
+		return fmt.Errorf("%s%s: %w", what, name, err)
 	}
 	defer unlock()
+	return change(eng, st)
+}
+
+// Destroy removes an infrastructure and stops its agent, under its lock.
+// It is done when it returns: there is nothing to wait for.
+func (l *Local) Destroy(_ context.Context, name string, o DestroyOptions) (*DestroyResult, error) {
+	var res *DestroyResult
+	err := l.changing(name, "destroy ", o.Log, func(eng *reconcile.Engine, st *store.Bolt) (err error) {
+		res, err = l.destroy(eng, st, name)
+		return err
+	})
+	return res, err
+}
+
+func (l *Local) destroy(eng *reconcile.Engine, st *store.Bolt, name string) (*DestroyResult, error) {
 	_, known := st.Get(name)
 	if err := l.stopAgent(name); err != nil {
 		return nil, err

@@ -401,15 +401,15 @@ func (l *Local) Status(_ context.Context, names []string) ([]*InfraStatus, error
 
 // IOCStats samples Network I/O Control's counters over interval.
 func (l *Local) IOCStats(_ context.Context, name string, interval time.Duration) (*IOCStats, error) {
-	doc, err := l.doc(name)
-	if err != nil {
-		return nil, err
-	}
-	dp, err := dataplane.New()
+	dp, err := dataplane.New() // first: without root, that is what to say
 	if err != nil {
 		return nil, err
 	}
 	defer dp.Close()
+	doc, err := l.doc(name)
+	if err != nil {
+		return nil, err
+	}
 	return reconcile.CollectIOCStats(dp, doc, interval)
 }
 

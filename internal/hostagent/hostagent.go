@@ -64,7 +64,7 @@ type Agent struct {
 	// the report.
 	Trace io.Writer
 
-	// TeamDP, when set, runs the lab's teaming agent (package agent) for
+	// TeamDP, when set, runs the lab's teaming agent (package teamagent) for
 	// each infrastructure that teams real uplinks on this host: failover
 	// on carrier loss, LBT, team-wide limit splits. Nil: none runs.
 	TeamDP teamagent.Dataplane

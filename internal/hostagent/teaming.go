@@ -15,7 +15,7 @@ import (
 )
 
 // A switch that teams several real uplinks on this host needs what the
-// lab's teaming agent does there (package agent): follow the devices'
+// lab's teaming agent does there (package teamagent): follow the devices'
 // carrier, sample their load for LBT, move team-wide limit splits. The host
 // agent runs that same agent, one per infrastructure that teams here, in
 // its own process, scoped to the host's part of the spec

@@ -203,6 +203,10 @@ func (c *Cluster) Apply(ctx context.Context, src Source, o ApplyOptions) (*Apply
 	if o.Full {
 		return nil, tagged{ErrInvalid, "--full: only an apply on this host reads it; each host's agent reads everything every --interval"}
 	}
+	// One change at a time from this process: a second apply of a
+	// server's reads the generation the first stored.
+	c.change.Lock()
+	defer c.change.Unlock()
 	start := time.Now()
 	lap := reconcile.Stopwatch(c.tracef)
 	doc, last, err := c.loadBeside(src, lap)
@@ -217,8 +221,6 @@ func (c *Cluster) Apply(ctx context.Context, src Source, o ApplyOptions) (*Apply
 	if last.err != nil && !errors.Is(last.err, store.ErrNotFound) {
 		return nil, last.err
 	}
-	c.change.Lock()
-	defer c.change.Unlock()
 	// Networks' VNIs are stored with the spec, so that one left out keeps
 	// the VNI it got, whatever networks come and go around it.
 	if doc, err = store.PinVNIs(doc, last.rec, c.Cache); err != nil {

@@ -421,7 +421,7 @@ func (c *Cluster) Status(_ context.Context, names []string) ([]*InfraStatus, err
 	if err != nil {
 		return nil, err
 	}
-	recs, removed, err := selectClusterRecords(st, names)
+	recs, removed, err := c.selectRecords(st, names)
 	if err != nil {
 		return nil, err
 	}
@@ -487,12 +487,12 @@ func clusterStatus(views []etcdstore.HostView, appliedAt time.Time, removed bool
 	return cs
 }
 
-// selectClusterRecords are the named records, or every one, and the
+// selectRecords are the named records, or every one, and the
 // infrastructures whose record is gone (destroyed) but that some host
 // still reports: those named, or with no names every one.
-func selectClusterRecords(st ClusterStore, names []string) ([]*store.Record, []string, error) {
+func (c *Cluster) selectRecords(st ClusterStore, names []string) ([]*store.Record, []string, error) {
 	if len(names) == 0 {
-		return allClusterRecords(st)
+		return c.allRecords()
 	}
 	var recs []*store.Record
 	var removed []string
@@ -516,8 +516,8 @@ func selectClusterRecords(st ClusterStore, names []string) ([]*store.Record, []s
 	return recs, removed, nil
 }
 
-func allClusterRecords(st ClusterStore) ([]*store.Record, []string, error) {
-	recs, err := st.List()
+func (c *Cluster) allRecords() ([]*store.Record, []string, error) {
+	st, recs, err := c.records()
 	if err != nil {
 		return nil, nil, err
 	}

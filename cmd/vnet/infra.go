@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vnet-project/vnet/internal/service"
-	"github.com/vnet-project/vnet/internal/spec"
 )
 
 func validateCmd() *cobra.Command {
@@ -21,9 +20,7 @@ func validateCmd() *cobra.Command {
 		Short: "Check a spec; errors name the field path and line",
 		Args:  exactArgs(1, "one spec file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			// Validated afresh, never from the cache: its verdict is the
-			// one of this build's rules.
-			doc, err := spec.LoadFile(args[0])
+			doc, err := service.Validate(args[0])
 			if err != nil {
 				return err
 			}

@@ -320,3 +320,7 @@ type AgentUp struct {
 // Invalid is an error in its own words that is ErrInvalid to errors.Is: a
 // request or an option that cannot be served as given.
 func Invalid(msg string) error { return tagged{ErrInvalid, msg} }
+
+// Validate checks a spec file afresh, never through a cache: its verdict
+// is the one of this build's rules. Errors name the field path and line.
+func Validate(path string) (*spec.Document, error) { return spec.LoadFile(path) }

@@ -163,6 +163,11 @@ func TestAPIOverEtcd(t *testing.T) {
 	if w, _ := s.do(t, req{method: "GET", path: "/api/v1/infras/c1/ioc"}); w.Code != http.StatusNotImplemented {
 		t.Errorf("ioc over etcd: %d, want 501", w.Code)
 	}
+	// A netperf run is refused at once, not started to fail.
+	if w, _ := s.do(t, req{method: "POST", path: "/api/v1/infras/c1/netperf", token: testToken, ctype: "application/json",
+		body: `{"to": "vm2", "from": "vm1"}`}); w.Code != http.StatusNotImplemented {
+		t.Errorf("netperf over etcd: %d %s, want 501", w.Code, w.Body)
+	}
 	if w, _ := s.do(t, req{method: "DELETE", path: "/api/v1/infras/c1", token: testToken}); w.Code != 200 {
 		t.Fatalf("destroy: %d %s", w.Code, w.Body)
 	}

@@ -26,8 +26,8 @@ import (
 // them after it: the netlink handles of a long-lived dataplane would go on
 // pointing at namespaces that a vnet command run beside a server has since
 // made again. What a Local keeps between operations is a copy of the
-// records (with ReadsFresh zero, none), the specs it decoded, and the
-// samples and netperf runs of a server.
+// records (with ReadsFresh zero, none), the specs it decoded, and a
+// server's sampler.
 type Local struct {
 	// StateDir is where the store, its locks, the agents' pid files and
 	// logs, and the event journal live.

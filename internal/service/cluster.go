@@ -147,11 +147,7 @@ func (c *Cluster) records() (ClusterStore, []*store.Record, error) {
 
 // Get returns one infrastructure.
 func (c *Cluster) Get(_ context.Context, name string) (*Infra, error) {
-	st, err := c.store()
-	if err != nil {
-		return nil, err
-	}
-	rec, _, err := st.GetRev(name)
+	rec, err := c.record(name)
 	if err != nil {
 		return nil, err
 	}
@@ -161,15 +157,20 @@ func (c *Cluster) Get(_ context.Context, name string) (*Infra, error) {
 
 // Spec is an infrastructure's spec as stored in etcd.
 func (c *Cluster) Spec(_ context.Context, name string) (*spec.Document, error) {
+	rec, err := c.record(name)
+	if err != nil {
+		return nil, err
+	}
+	return c.docOf(rec)
+}
+
+func (c *Cluster) record(name string) (*store.Record, error) {
 	st, err := c.store()
 	if err != nil {
 		return nil, err
 	}
 	rec, _, err := st.GetRev(name)
-	if err != nil {
-		return nil, err
-	}
-	return c.docOf(rec)
+	return rec, err
 }
 
 // lastGeneration is an infrastructure's record in etcd and its revision,

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vnet-project/vnet/internal/events"
+	"github.com/vnet-project/vnet/internal/history"
 	"github.com/vnet-project/vnet/internal/metrics"
 	"github.com/vnet-project/vnet/internal/netperf"
 	"github.com/vnet-project/vnet/internal/plan"
@@ -38,6 +39,10 @@ type ClusterStore interface {
 	AppendEvent(ev events.Event) error
 	Events() ([]events.Event, error)
 	Close() error
+	// The history, whose entries go in their records' transactions.
+	store.HistoryStore
+	PutIfRecorded(r *store.Record, expectRev int64, e history.Entry) (int64, history.Entry, error)
+	DeleteIfRevRecorded(name string, expectRev int64, e history.Entry) (int64, history.Entry, error)
 }
 
 // Cluster is the back end of a cluster whose state is in etcd: an apply
@@ -254,7 +259,9 @@ func (c *Cluster) Apply(ctx context.Context, src Source, o ApplyOptions) (*Apply
 	rec := &store.Record{Name: name, SpecFile: doc.File, Spec: doc.Source, SpecEncoded: speccache.EncodeValidated(doc),
 		Generation: res.Stored.Generation, AppliedAt: time.Now().UTC()}
 	lap("encode")
-	storedRev, err := last.st.PutIf(rec, last.rev)
+	entry := entryOf(ctx, changeOf(ctx, history.Apply), name, rec.Generation)
+	entry.SpecFile, entry.Spec, entry.Summary = rec.SpecFile, history.Text(rec.Spec), summary(specOr(c, last.rec), doc.Spec)
+	storedRev, _, err := last.st.PutIfRecorded(rec, last.rev, entry)
 	if err != nil {
 		return nil, fmt.Errorf("apply %s: %w", name, err)
 	}
@@ -347,7 +354,9 @@ func (c *Cluster) Destroy(ctx context.Context, name string, o DestroyOptions) (*
 	if o.Detail {
 		res.Removed = len(c.hostsPlan(rec, &spec.Spec{Name: name}).Actions)
 	}
-	deleted, err := st.DeleteIfRev(name, rev)
+	entry := entryOf(ctx, change{verb: history.Destroy}, name, 0)
+	entry.SpecFile, entry.Spec, entry.Summary = rec.SpecFile, history.Text(rec.Spec), summary(specOr(c, rec), nil)
+	deleted, _, err := st.DeleteIfRevRecorded(name, rev, entry)
 	if err != nil {
 		return nil, fmt.Errorf("destroy %s: %w", name, err)
 	}

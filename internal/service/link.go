@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/vnet-project/vnet/internal/history"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/store"
@@ -39,7 +40,7 @@ type LinkResult struct {
 // and its namespace stay, its switch port changes under running traffic.
 // The infrastructure is locked before its spec is read, so that two link
 // commands do not each change the spec as it was.
-func (l *Local) Link(_ context.Context, r LinkRequest) (*LinkResult, error) {
+func (l *Local) Link(ctx context.Context, r LinkRequest) (*LinkResult, error) {
 	name := r.Infra
 	if name == "" {
 		var err error
@@ -48,7 +49,8 @@ func (l *Local) Link(_ context.Context, r LinkRequest) (*LinkResult, error) {
 		}
 	}
 	var out *LinkResult
-	err := l.changing(name, "", r.Log, func(eng *reconcile.Engine, _ *store.Bolt) error {
+	err := l.changing(name, "", r.Log, func(eng *reconcile.Engine, st *store.Bolt) error {
+		before := beforeChange(st, name)
 		doc, err := l.doc(name)
 		if err != nil {
 			return err
@@ -61,6 +63,11 @@ func (l *Local) Link(_ context.Context, r LinkRequest) (*LinkResult, error) {
 		if err != nil {
 			return err
 		}
+		verb := history.Link
+		if !r.Connected {
+			verb = history.Unlink
+		}
+		l.keepLocal(ctx, st, change{verb: verb}, name, before, r.Log)
 		out = &LinkResult{Infra: name, Executed: res.Executed, SpecFile: doc.File}
 		out.AgentStarted, err = l.syncAgent(changed.Spec)
 		return err

@@ -250,7 +250,8 @@ func (c *Cluster) Apply(ctx context.Context, src Source, o ApplyOptions) (*Apply
 		res.Stored.Generation = last.rec.Generation + 1
 	}
 	if o.Detail {
-		res.Plan = Actions(c.hostsPlan(last.rec, doc.Spec))
+		res.Hosts = c.hostPlans(last.st, last.rec, doc.Spec)
+		res.Plan = Flatten(res.Hosts)
 	}
 	if o.DryRun {
 		return res, nil
@@ -388,35 +389,10 @@ func (c *Cluster) Destroy(ctx context.Context, name string, o DestroyOptions) (*
 // kernel objects of the new spec's part on each host against the stored
 // one's (old; nil when none).
 func (c *Cluster) hostsPlan(old *store.Record, next *spec.Spec) plan.Plan {
-	var last *spec.Spec
-	if old != nil {
-		if d, err := c.docOf(old); err == nil {
-			last = d.Spec
-		}
-	}
-	hosts := map[string]bool{}
-	var names []string
-	for _, s := range []*spec.Spec{next, last} {
-		if s == nil {
-			continue
-		}
-		for _, h := range s.Hosts {
-			if !hosts[h.Name] {
-				hosts[h.Name] = true
-				names = append(names, h.Name)
-			}
-		}
-	}
+	last := specOr(c, old)
 	var out plan.Plan
-	for _, h := range names {
-		var desired, current []plan.Resource
-		if plan.PlacesOn(next, h) {
-			desired = plan.Model(next, plan.Options{Host: h})
-		}
-		if last != nil && plan.PlacesOn(last, h) {
-			current = plan.Model(last, plan.Options{Host: h})
-		}
-		out.Actions = append(out.Actions, plan.Diff(desired, current).Actions...)
+	for _, h := range hostsOf(next, last) {
+		out.Actions = append(out.Actions, hostDiff(next, last, h).Actions...)
 	}
 	return out
 }

@@ -39,6 +39,11 @@ type historian interface {
 	Service
 	keeper() (kept, func(), error)
 	docOf(rec *store.Record) (*spec.Document, error)
+	// modelled is the plan from old's model to next's (old may be nil),
+	// per host where the back end plans per host.
+	modelled(old, next *spec.Spec, basis string) []HostPlan
+	// allSpecs are the specs of every infrastructure in the store.
+	allSpecs() ([]*spec.Spec, error)
 }
 
 type localKept struct{ *store.Bolt }

@@ -14,7 +14,9 @@ type noOperations struct{}
 
 var errNoOps = service.ErrNotHere
 
-func (noOperations) History(context.Context, string) (*service.HistoryResult, error) { return nil, errNoOps }
+func (noOperations) History(context.Context, string) (*service.HistoryResult, error) {
+	return nil, errNoOps
+}
 func (noOperations) Generation(context.Context, string, int) (*history.Entry, error) {
 	return nil, errNoOps
 }
@@ -28,11 +30,15 @@ func (noOperations) Diff(context.Context, string, service.DiffRequest) (*service
 func (noOperations) Rollback(context.Context, string, service.RollbackOptions) (*service.RollbackResult, error) {
 	return nil, errNoOps
 }
-func (noOperations) Applied(context.Context, string) (*service.AppliedSpec, error) { return nil, errNoOps }
+func (noOperations) Applied(context.Context, string) (*service.AppliedSpec, error) {
+	return nil, errNoOps
+}
 func (noOperations) Describe(context.Context, string, string, string) (*service.Description, error) {
 	return nil, errNoOps
 }
-func (noOperations) Snapshot(context.Context, string) (*service.Snapshot, error) { return nil, errNoOps }
+func (noOperations) Snapshot(context.Context, string) (*service.Snapshot, error) {
+	return nil, errNoOps
+}
 func (noOperations) Restore(context.Context, *service.Snapshot, service.RestoreOptions) (*service.ApplyResult, error) {
 	return nil, errNoOps
 }

@@ -141,7 +141,7 @@ func (s *Server) rollback(w http.ResponseWriter, r *http.Request, who string) er
 	if o.Apply.DryRun, err = boolParam(r, "dryRun"); err != nil {
 		return err
 	}
-	o.Apply.Detail = true
+	o.Apply.Detail, o.Apply.By = true, actor(r, who)
 	start := time.Now()
 	res, err := s.be.Rollback(r.Context(), name, o)
 	if !o.Apply.DryRun {
@@ -242,7 +242,7 @@ func (s *Server) restore(w http.ResponseWriter, r *http.Request, who string) err
 		return failField(http.StatusBadRequest, "snapshot", err.Error())
 	}
 	start := time.Now()
-	res, err := s.be.Restore(r.Context(), snap, service.RestoreOptions{Apply: service.ApplyOptions{DryRun: dryRun, Detail: true}})
+	res, err := s.be.Restore(r.Context(), snap, service.RestoreOptions{Apply: service.ApplyOptions{DryRun: dryRun, Detail: true, By: actor(r, who)}})
 	if !dryRun {
 		changes := 0
 		if res != nil {
@@ -255,6 +255,11 @@ func (s *Server) restore(w http.ResponseWriter, r *http.Request, who string) err
 	}
 	writeJSON(w, http.StatusOK, res)
 	return nil
+}
+
+// actor is who makes a change through the API, for the history.
+func actor(r *http.Request, who string) service.Actor {
+	return service.Actor{Who: who, Via: history.API, Remote: r.RemoteAddr}
 }
 
 // recordChange keeps the event of a change made through the API.

@@ -11,8 +11,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/vnet-project/vnet/internal/api/web"
-	"github.com/vnet-project/vnet/internal/history"
-	"github.com/vnet-project/vnet/internal/service"
 )
 
 // route is one operation of the API. Path is written as OpenAPI writes it,
@@ -150,10 +148,6 @@ func (s *Server) wrap(rt route) http.Handler {
 		}
 		if !ok {
 			who = "anonymous"
-		}
-		if rt.Mutates {
-			// The history names who made each change, and from where.
-			r = r.WithContext(service.WithActor(r.Context(), service.Actor{Who: who, Via: history.API, Remote: r.RemoteAddr}))
 		}
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}

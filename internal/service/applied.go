@@ -40,7 +40,9 @@ type Allocations struct {
 
 // Applied is an infrastructure's applied spec with its allocations
 // pinned.
-func (l *Local) Applied(_ context.Context, name string) (*AppliedSpec, error) { return appliedOf(l, name) }
+func (l *Local) Applied(_ context.Context, name string) (*AppliedSpec, error) {
+	return appliedOf(l, name)
+}
 
 // Applied is the spec stored in etcd with its allocations pinned.
 func (c *Cluster) Applied(_ context.Context, name string) (*AppliedSpec, error) {

@@ -260,7 +260,7 @@ func (c *Cluster) Apply(ctx context.Context, src Source, o ApplyOptions) (*Apply
 	rec := &store.Record{Name: name, SpecFile: doc.File, Spec: doc.Source, SpecEncoded: speccache.EncodeValidated(doc),
 		Generation: res.Stored.Generation, AppliedAt: time.Now().UTC()}
 	lap("encode")
-	entry := entryOf(ctx, changeOf(ctx, history.Apply), name, rec.Generation)
+	entry := entryOf(o.By, changeOf(ctx, history.Apply), name, rec.Generation)
 	entry.SpecFile, entry.Spec, entry.Summary = rec.SpecFile, history.Text(rec.Spec), summary(specOr(c, last.rec), doc.Spec)
 	storedRev, _, err := last.st.PutIfRecorded(rec, last.rev, entry)
 	if err != nil {
@@ -355,7 +355,7 @@ func (c *Cluster) Destroy(ctx context.Context, name string, o DestroyOptions) (*
 	if o.Detail {
 		res.Removed = len(c.hostsPlan(rec, &spec.Spec{Name: name}).Actions)
 	}
-	entry := entryOf(ctx, change{verb: history.Destroy}, name, 0)
+	entry := entryOf(o.By, change{verb: history.Destroy}, name, 0)
 	entry.SpecFile, entry.Spec, entry.Summary = rec.SpecFile, history.Text(rec.Spec), summary(specOr(c, rec), nil)
 	deleted, _, err := st.DeleteIfRevRecorded(name, rev, entry)
 	if err != nil {

@@ -241,19 +241,19 @@ func specOr(b interface {
 // A change that left the spec and the generation as they were records
 // nothing. The change stands whether or not its entry could be kept: a
 // failure is said on log.
-func (l *Local) keepLocal(ctx context.Context, st *store.Bolt, c change, name string, before *store.Record, log io.Writer) {
+func (l *Local) keepLocal(by Actor, st *store.Bolt, c change, name string, before *store.Record, log io.Writer) {
 	after, err := recordHead(st, name)
 	var e history.Entry
 	switch {
 	case errors.Is(err, store.ErrNotFound) && before != nil: // destroyed
-		e = entryOf(ctx, change{verb: history.Destroy}, name, 0)
+		e = entryOf(by, change{verb: history.Destroy}, name, 0)
 		e.SpecFile, e.Spec, e.Summary = before.SpecFile, history.Text(before.Spec), summary(specOr(l, before), nil)
 	case err != nil:
 		return
 	case before != nil && before.Generation == after.Generation && bytes.Equal(before.Spec, after.Spec):
 		return
 	default:
-		e = entryOf(ctx, c, name, after.Generation)
+		e = entryOf(by, c, name, after.Generation)
 		e.SpecFile, e.Spec, e.Summary = after.SpecFile, history.Text(after.Spec), summary(specOr(l, before), specOr(l, after))
 	}
 	if _, err := st.AppendHistory(e); err != nil && log != nil {

@@ -24,6 +24,8 @@ type LinkRequest struct {
 	Connected bool
 	// Log receives the plan and the progress as the apply goes.
 	Log io.Writer
+	// By is who asks, for the event list.
+	By Actor
 }
 
 // LinkResult is what a link or unlink changed.
@@ -40,7 +42,7 @@ type LinkResult struct {
 // and its namespace stay, its switch port changes under running traffic.
 // The infrastructure is locked before its spec is read, so that two link
 // commands do not each change the spec as it was.
-func (l *Local) Link(ctx context.Context, r LinkRequest) (*LinkResult, error) {
+func (l *Local) Link(_ context.Context, r LinkRequest) (*LinkResult, error) {
 	name := r.Infra
 	if name == "" {
 		var err error
@@ -67,7 +69,7 @@ func (l *Local) Link(ctx context.Context, r LinkRequest) (*LinkResult, error) {
 		if !r.Connected {
 			verb = history.Unlink
 		}
-		l.keepLocal(ctx, st, change{verb: verb}, name, before, r.Log)
+		l.keepLocal(r.By, st, change{verb: verb}, name, before, r.Log)
 		out = &LinkResult{Infra: name, Executed: res.Executed, SpecFile: doc.File}
 		out.AgentStarted, err = l.syncAgent(changed.Spec)
 		return err

@@ -317,7 +317,7 @@ func (l *Local) Apply(ctx context.Context, src Source, o ApplyOptions) (*ApplyRe
 		if err != nil {
 			return err
 		}
-		l.keepLocal(ctx, st, changeOf(ctx, history.Apply), name, before, o.Log)
+		l.keepLocal(o.By, st, changeOf(ctx, history.Apply), name, before, o.Log)
 		res.AgentStarted, err = l.syncAgent(doc.Spec)
 		return err
 	})
@@ -346,12 +346,12 @@ func (l *Local) changing(name, what string, log io.Writer, change func(*reconcil
 
 // Destroy removes an infrastructure and stops its agent, under its lock.
 // It is done when it returns: there is nothing to wait for.
-func (l *Local) Destroy(ctx context.Context, name string, o DestroyOptions) (*DestroyResult, error) {
+func (l *Local) Destroy(_ context.Context, name string, o DestroyOptions) (*DestroyResult, error) {
 	var res *DestroyResult
 	err := l.changing(name, "destroy ", o.Log, func(eng *reconcile.Engine, st *store.Bolt) (err error) {
 		before := beforeChange(st, name)
 		if res, err = l.destroy(eng, st, name); err == nil {
-			l.keepLocal(ctx, st, change{verb: history.Destroy}, name, before, o.Log)
+			l.keepLocal(o.By, st, change{verb: history.Destroy}, name, before, o.Log)
 		}
 		return err
 	})

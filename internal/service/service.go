@@ -190,6 +190,9 @@ type ApplyOptions struct {
 	Detail bool
 	// Log receives the plan and the progress as the apply goes.
 	Log io.Writer
+	// By is who asks, for the event list (zero: this process's user,
+	// through the command line).
+	By Actor
 }
 
 // ApplyResult is what an apply did, or would do.
@@ -267,6 +270,8 @@ type DestroyOptions struct {
 	Detail bool
 	// Log receives what the destroy leaves and removes as it goes.
 	Log io.Writer
+	// By is who asks, for the event list.
+	By Actor
 }
 
 // DestroyResult is what a destroy removed.

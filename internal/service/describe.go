@@ -124,7 +124,7 @@ func describe(ctx context.Context, b describer, name, kind, object string) (*Des
 	case err != nil:
 		d.Notes = append(d.Notes, "status: "+err.Error())
 	case len(sts) == 1:
-		d.Ports = portsOf(sts[0].Infra, kind, object)
+		d.Ports = portsOf(sts[0].Infra, a.Allocations, kind, object)
 	}
 	d.addTraffic(b, doc.Spec)
 	if evs, err := b.Events(ctx, name, describeEvents); err != nil {
@@ -188,11 +188,13 @@ func facts(s *spec.Spec, alloc Allocations, kind, object string) ([]Fact, error)
 }
 
 func notInSpec(infra, kind, object string) error {
-	return fmt.Errorf("%s has no %s %q: %w", infra, kind, object, ErrNotFound)
+	return tagged{ErrNotFound, fmt.Sprintf("%s has no %s %q", infra, kind, object)}
 }
 
-// portsOf are the object's ports in a status, with their policies.
-func portsOf(st *Status, kind, object string) []DescribedPort {
+// portsOf are the object's ports in a status, with their policies; a
+// port the status gives no MAC (over etcd, where no kernel is read) has
+// the one vnet allocated.
+func portsOf(st *Status, alloc Allocations, kind, object string) []DescribedPort {
 	security := map[string]*SecurityStatus{}
 	for i := range st.Security {
 		security[st.Security[i].Port] = &st.Security[i]
@@ -203,6 +205,9 @@ func portsOf(st *Status, kind, object string) []DescribedPort {
 			if kind == DescribeVM && vm.Name == object || kind == DescribePortGroup && p.PortGroup == object ||
 				kind == DescribeNetwork && p.Network == object {
 				p.Host = vm.Host
+				if p.MAC == "" {
+					p.MAC = alloc.MACs[vm.Name+" "+p.Name]
+				}
 				out = append(out, DescribedPort{VM: vm.Name, Port: p, Security: security[vm.Name+" "+p.Name]})
 			}
 		}

@@ -119,7 +119,7 @@ func headsOf(k kept, name string) ([]history.Entry, int, error) {
 		return nil, 0, err
 	}
 	if len(heads) == 0 && rec == nil {
-		return nil, 0, fmt.Errorf("%q: %w (and no history)", name, ErrNotFound)
+		return nil, 0, tagged{ErrNotFound, fmt.Sprintf("%q: no such infrastructure, and no history of one", name)}
 	}
 	return heads, current, nil
 }
@@ -166,7 +166,7 @@ func wholeEntry(k kept, name string, h history.Entry) (*history.Entry, error) {
 		return nil, notKept(name, err)
 	}
 	if len(e.Spec) == 0 {
-		return nil, fmt.Errorf("%s generation %d: %w: its spec was not kept (%s)", name, e.Generation, ErrNotFound, e.Summary)
+		return nil, tagged{ErrNotFound, fmt.Sprintf("%s generation %d: its spec was not kept (%s)", name, e.Generation, e.Summary)}
 	}
 	return &e, nil
 }
@@ -174,7 +174,7 @@ func wholeEntry(k kept, name string, h history.Entry) (*history.Entry, error) {
 // notKept says a generation the history does not hold is ErrNotFound.
 func notKept(name string, err error) error {
 	if errors.Is(err, history.ErrNotFound) {
-		return fmt.Errorf("%s: %w: %w", name, ErrNotFound, err)
+		return tagged{ErrNotFound, fmt.Sprintf("%s: %v", name, err)}
 	}
 	return err
 }

@@ -19,7 +19,7 @@ import (
 // generation before, as its agent rolled back to it; vnet diff says what
 // going back changes; and vnet rollback --wait stores generation 1's spec
 // as generation 3, which every host realizes, and the VMs reach each other
-// again.
+// again; the history says so after etcd restarts.
 func TestClusterRollbackAfterEveryHostFailed(t *testing.T) {
 	c := faultCluster(t, 150*time.Second, "hv1", "hv2")
 	infra := c.Infra()
@@ -66,6 +66,15 @@ func TestClusterRollbackAfterEveryHostFailed(t *testing.T) {
 	}
 	tcpTo(t, plan.NSName(infra, "vm1"), plan.NSName(infra, "vm2"), "10.77.0.2")
 
+	out = vnetOK(t, c, "describe", infra, "vm", "vm2")
+	t.Logf("describe vm vm2:\n%s", out)
+	if !strings.Contains(out, "vm vm2 of "+infra) || !strings.Contains(out, "host: hv2") {
+		t.Errorf("describe vm vm2 does not name it and its host")
+	}
+
+	// The history is etcd's: it is there after etcd restarts.
+	c.StopServer()
+	c.StartServer()
 	var h struct {
 		Current int `json:"current"`
 		Entries []struct {

@@ -36,6 +36,9 @@ type Options struct {
 	// real NIC (spec.NIC.Device) whose spec gives no speed, as the device
 	// reports it (ethtool).
 	DeviceSpeeds map[string]uint64
+	// LBDown holds the load balancers' backends that are down, by
+	// BackendKey, as their health checks found them.
+	LBDown map[string]bool
 }
 
 // Model returns every kernel object that realizes the spec, in creation order.
@@ -93,6 +96,7 @@ func (m *modeler) lab(withNetworks bool) []Resource {
 	m.shapers()
 	m.steering()
 	m.security()
+	m.balancers(withNetworks)
 	return m.out
 }
 

@@ -242,6 +242,11 @@ func hostModel(s *spec.Spec, opt Options) []Resource {
 				continue // the emulated NICs and the physical switch
 			}
 			r.NS, r.Link, r.Owner = here, dev, HostOwner(s.Name, r.Owner)
+		case KindLB:
+			if r.NS != labNS || ports[r.Link] == "" {
+				continue
+			}
+			r.NS, r.Link, r.Owner = here, ports[r.Link], HostOwner(s.Name, r.Owner)
 		case KindOffloads, KindAddr, KindShaper:
 			switch {
 			case vms[r.NS]:
@@ -264,7 +269,8 @@ func hostModel(s *spec.Spec, opt Options) []Resource {
 	}
 	out = append(out, hostSecurity(s.Name, host, here, labNS, ports, sec)...)
 	out = append(out, tunnels(s, host, here, bridges)...)
-	return appendNetworks(out, s, host, here)
+	out = appendNetworks(out, s, host, here)
+	return append(out, routerBalancers(s, host, here, opt.LBDown)...)
 }
 
 // hostPortsOn are the interface names of the host's host ports.

@@ -1,0 +1,107 @@
+package plan
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/vnet-project/vnet/internal/spec"
+)
+
+// VIPMAC is the MAC a load balancer's VIPs answer ARP and neighbour
+// discovery with, the same on every host.
+func VIPMAC(infra, site, lb string) string { return StableMAC(infra, "vip/"+site+"/"+lb) }
+
+// SiteBalancers is how every client port of a network (or port group)
+// translates its load balancers, with the backends in down marked down.
+func SiteBalancers(s *spec.Spec, site spec.BalancerSite, down map[string]bool) PortBalancers {
+	m := &modeler{s: s}
+	out := make(PortBalancers, 0, len(site.Balancers()))
+	for _, lb := range site.Balancers() {
+		b := Balancer{Name: lb.Name, MAC: VIPMAC(s.Name, site.Name(), lb.Name), Source: lb.Method() == spec.SelectSource, Affinity: lb.AffinityTimeout()}
+		for _, v := range []string{lb.VIP, lb.VIP6} {
+			if a, err := netip.ParseAddr(v); err == nil {
+				b.VIPs = append(b.VIPs, a)
+			}
+		}
+		for _, l := range lb.Listeners {
+			b.Listeners = append(b.Listeners, LBListener{Proto: l.Protocol, Port: l.Port, BackendPort: l.EffectiveBackendPort()})
+		}
+		for _, be := range lb.Backends {
+			v, err := s.ResolveBackend(site, be)
+			if err != nil {
+				continue // validated
+			}
+			vm, _ := s.VM(v.VM)
+			mac := m.vnicMAC(vm, v.NIC)
+			if v.Routed(site) {
+				mac = GatewayMAC(s.Name, site.Network.Router, site.Network.Name)
+			}
+			b.Backends = append(b.Backends, LBBackend{IP: v.IP, IP6: v.IP6, MAC: mac,
+				Down: down[BackendKey(site.Name(), lb.Name, v.VM, v.NIC)]})
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// balancers adds, for every load balancer's network or port group, each
+// connected vNIC's switch port a KindLB resource: that client's
+// translations, made on its own host (model_host.go moves them to a real
+// host's ports as it moves port policies). With withNetworks, each router
+// leg's port on a network with load balancers gets one too, on every host
+// that carries the network: the router's packets are the clients of other
+// networks of the router.
+func (m *modeler) balancers(withNetworks bool) {
+	for _, site := range m.s.BalancerSites() {
+		pb := SiteBalancers(m.s, site, m.opt.LBDown)
+		text, why := pb.String(), pb.DownText()
+		for vi := range m.s.VMs {
+			vm := &m.s.VMs[vi]
+			if m.skips(vm) {
+				continue
+			}
+			for i, n := range vm.NICs {
+				if !n.IsConnected() || !onSite(site, n) {
+					continue
+				}
+				m.add(Resource{Kind: KindLB, NS: m.ns(vm.Host), Link: VNICPortName(vm.Name, i), Match: text, Why: why,
+					Owner: fmt.Sprintf("vm %s eth%d: load balancers of %s", vm.Name, i, site.Name())})
+			}
+		}
+	}
+	if withNetworks {
+		for _, h := range m.s.Hosts {
+			m.out = append(m.out, routerBalancers(m.s, h.Name, m.ns(h.Name), m.opt.LBDown)...)
+		}
+	}
+}
+
+func onSite(site spec.BalancerSite, n spec.VNIC) bool {
+	if site.Network != nil {
+		return n.Network == site.Network.Name
+	}
+	return n.Network == "" && n.PortGroup == site.PortGroup.Name
+}
+
+// routerBalancers are the KindLB resources of the router legs' ports on the
+// host (in namespace here) of the networks with load balancers it carries.
+func routerBalancers(s *spec.Spec, host, here string, down map[string]bool) []Resource {
+	var out []Resource
+	var x *netIndex
+	for i := range s.Networks {
+		n := &s.Networks[i]
+		if len(n.LoadBalancers) == 0 || n.Router == "" {
+			continue
+		}
+		if x == nil {
+			x = indexNetworks(s)
+		}
+		if !x.carriers(n)[host] {
+			continue
+		}
+		pb := SiteBalancers(s, spec.BalancerSite{Network: n}, down)
+		out = append(out, Resource{Kind: KindLB, NS: here, Link: RouterPortName(s.Name, n.Name), Match: pb.String(), Why: pb.DownText(),
+			Owner: HostOwner(s.Name, "router "+n.Router+" on network "+n.Name+" on "+host+": load balancers")})
+	}
+	return out
+}

@@ -26,11 +26,11 @@ const (
 	KindPortSec  Kind = "portsec"  // one switch port's security policy and ACL
 	// KindLB is a client's switch port's load balancers: tc/BPF programs
 	// in its hooks that translate its connections to VIPs (model_lb.go).
-	KindLB Kind = "lb"
-	KindCgroup   Kind = "cgroup"
-	KindVxlan    Kind = "vxlan" // a VXLAN tunnel endpoint, a port of its switch's bridge
-	KindFDB      Kind = "fdb"   // a static forwarding entry of a tunnel endpoint
-	KindNeigh    Kind = "neigh" // a static neighbour entry (IP -> MAC) on a link
+	KindLB     Kind = "lb"
+	KindCgroup Kind = "cgroup"
+	KindVxlan  Kind = "vxlan" // a VXLAN tunnel endpoint, a port of its switch's bridge
+	KindFDB    Kind = "fdb"   // a static forwarding entry of a tunnel endpoint
+	KindNeigh  Kind = "neigh" // a static neighbour entry (IP -> MAC) on a link
 	// KindDevice is a link vnet did not make and never deletes (a real
 	// host's NIC, a hypervisor's TAP): it is made a port of a bridge, and
 	// given back as it was found when the resource goes.

@@ -176,8 +176,8 @@ func parseBalancer(s string) (Balancer, error) {
 }
 
 // DownText is the text of the backends that are down, a KindLB resource's
-// Why: "web/10.1.0.12,web/fd00:1::12" (each down backend's addresses,
-// sorted), "" when all are up.
+// Why: "web/10.1.0.12,web/fd00:1::12" (each down backend's addresses of
+// the families of its load balancer's VIPs, sorted), "" when all are up.
 func (pb PortBalancers) DownText() string {
 	var down []string
 	for _, b := range pb {
@@ -185,8 +185,12 @@ func (pb PortBalancers) DownText() string {
 			if !be.Down {
 				continue
 			}
-			for _, a := range []netip.Addr{be.IP, be.IP6} {
-				if a.IsValid() {
+			// An address is a backend's only where a VIP of its family is.
+			for _, vip := range b.VIPs {
+				if a := be.IP; vip.Is4() && a.IsValid() {
+					down = append(down, b.Name+"/"+a.String())
+				}
+				if a := be.IP6; vip.Is6() && a.IsValid() {
 					down = append(down, b.Name+"/"+a.String())
 				}
 			}

@@ -236,9 +236,13 @@ static always_inline u32 fmix(u32 h)
 	return h;
 }
 
+// The helpers below copy through locals: the verifier refuses a load or
+// store on the stack that is not aligned to its size, and byte arrays in
+// frames and keys are aligned to nothing in particular.
 static always_inline u32 hash_addr(u32 h, const u8 *a)
 {
-	const u32 *w = (const u32 *)a;
+	u32 w[4];
+	__builtin_memcpy(w, a, 16);
 	h = mix(h, w[0]);
 	h = mix(h, w[1]);
 	h = mix(h, w[2]);
@@ -247,23 +251,23 @@ static always_inline u32 hash_addr(u32 h, const u8 *a)
 
 static always_inline int same_addr(const u8 *a, const u8 *b)
 {
-	const u64 *x = (const u64 *)a, *y = (const u64 *)b;
+	u64 x[2], y[2];
+	__builtin_memcpy(x, a, 16);
+	__builtin_memcpy(y, b, 16);
 	return x[0] == y[0] && x[1] == y[1];
 }
 
-static always_inline void copy16(u8 *dst, const u8 *src)
+static always_inline u16 get16(const u8 *p)
 {
-	u64 *d = (u64 *)dst;
-	const u64 *s = (const u64 *)src;
-	d[0] = s[0];
-	d[1] = s[1];
+	u16 v;
+	__builtin_memcpy(&v, p, 2);
+	return v;
 }
 
-static always_inline void copy6(u8 *dst, const u8 *src)
-{
-	*(u32 *)dst = *(const u32 *)src;
-	*(u16 *)(dst + 4) = *(const u16 *)(src + 4);
-}
+static always_inline void put16(u8 *p, u16 v) { __builtin_memcpy(p, &v, 2); }
+
+#define copy16(dst, src) __builtin_memcpy(dst, src, 16)
+#define copy6(dst, src) __builtin_memcpy(dst, src, 6)
 
 // A frame's addresses and ports, as the programs read them.
 struct pkt {
@@ -314,18 +318,18 @@ static always_inline int parse_ip(struct __sk_buff *skb, u16 proto, struct pkt *
 		u8 t[14];
 		if (bpf_skb_load_bytes(skb, p->l4, t, 14) < 0)
 			return 0;
-		p->sport = *(u16 *)t;
-		p->dport = *(u16 *)(t + 2);
+		p->sport = get16(t);
+		p->dport = get16(t + 2);
 		p->syn = (t[13] & 0x12) == 0x02; // SYN without ACK: a new connection
 		p->csum = p->l4 + 16;
 	} else if (p->proto == PROTO_UDP) {
 		u8 u[8];
 		if (bpf_skb_load_bytes(skb, p->l4, u, 8) < 0)
 			return 0;
-		p->sport = *(u16 *)u;
-		p->dport = *(u16 *)(u + 2);
+		p->sport = get16(u);
+		p->dport = get16(u + 2);
 		p->csum = p->l4 + 6;
-		p->udp_csum = *(u16 *)(u + 6);
+		p->udp_csum = get16(u + 6);
 	}
 	return 1;
 }
@@ -335,7 +339,9 @@ static always_inline int parse_ip(struct __sk_buff *skb, u16 proto, struct pkt *
 static always_inline int rewrite_addr(struct __sk_buff *skb, struct pkt *p, u32 off, const u8 *from, const u8 *to)
 {
 	if (p->family == 4) {
-		u32 old = *(const u32 *)from, new = *(const u32 *)to;
+		u32 old, new;
+		__builtin_memcpy(&old, from, 4);
+		__builtin_memcpy(&new, to, 4);
 		if (bpf_l3_csum_replace(skb, p->l3 + 10, old, new, 4) < 0)
 			return -1;
 		if (p->proto == PROTO_TCP || p->udp_csum != 0) {
@@ -387,8 +393,8 @@ static always_inline int answer_arp(struct __sk_buff *skb)
 	if (bpf_skb_load_bytes(skb, 0, f, 42) < 0)
 		return TC_ACT_UNSPEC;
 	// Ethernet, IPv4 over Ethernet, request.
-	if (*(u16 *)(f + 14) != bswap16(1) || *(u16 *)(f + 16) != bswap16(ETH_IP) || f[18] != 6 || f[19] != 4 ||
-	    *(u16 *)(f + 20) != bswap16(1))
+	if (get16(f + 14) != bswap16(1) || get16(f + 16) != bswap16(ETH_IP) || f[18] != 6 || f[19] != 4 ||
+	    get16(f + 20) != bswap16(1))
 		return TC_ACT_UNSPEC;
 	u8 target[16] = {};
 	__builtin_memcpy(target, f + 38, 4);
@@ -399,7 +405,7 @@ static always_inline int answer_arp(struct __sk_buff *skb)
 	copy6(r, f + 22);     // to the asker
 	copy6(r + 6, v->mac); // from the VIP
 	__builtin_memcpy(r + 12, f + 12, 8);
-	*(u16 *)(r + 20) = bswap16(2); // a reply
+	put16(r + 20, bswap16(2)); // a reply
 	copy6(r + 22, v->mac);
 	__builtin_memcpy(r + 28, f + 38, 4); // sender: the VIP
 	copy6(r + 32, f + 22);                // target: the asker
@@ -438,8 +444,8 @@ static always_inline int answer_nd(struct __sk_buff *skb, struct pkt *p)
 	struct vip *v = vip_of(ns + 8, 6);
 	if (!v)
 		return TC_ACT_UNSPEC;
-	const u64 *src = (const u64 *)p->src;
-	if (src[0] == 0 && src[1] == 0)
+	u8 zero[16] = {};
+	if (same_addr(p->src, zero))
 		return TC_ACT_UNSPEC;
 	u8 eth[ETH_LEN];
 	if (bpf_skb_load_bytes(skb, 0, eth, ETH_LEN) < 0)
@@ -447,9 +453,9 @@ static always_inline int answer_nd(struct __sk_buff *skb, struct pkt *p)
 	struct nd_reply r = {};
 	copy6(r.eth, eth + 6);
 	copy6(r.eth + 6, v->mac);
-	*(u16 *)(r.eth + 12) = bswap16(ETH_IP6);
+	put16(r.eth + 12, bswap16(ETH_IP6));
 	r.ip6[0] = 0x60;
-	*(u16 *)(r.ip6 + 4) = bswap16(32);
+	put16(r.ip6 + 4, bswap16(32));
 	r.ip6[6] = PROTO_ICMP6;
 	r.ip6[7] = 255;
 	copy16(r.ip6 + 8, ns + 8); // from the VIP
@@ -465,7 +471,7 @@ static always_inline int answer_nd(struct __sk_buff *skb, struct pkt *p)
 	s64 sum = bpf_csum_diff(0, 0, (void *)(r.ip6 + 8), 32, 0);
 	sum = bpf_csum_diff(0, 0, (void *)tail, 8, (u32)sum);
 	sum = bpf_csum_diff(0, 0, (void *)r.icmp, 32, (u32)sum);
-	*(u16 *)(r.icmp + 2) = fold(sum);
+	put16(r.icmp + 2, fold(sum));
 	if (bpf_skb_change_tail(skb, sizeof(r), 0) < 0)
 		return TC_ACT_SHOT;
 	if (bpf_skb_store_bytes(skb, 0, &r, sizeof(r), 0) < 0)

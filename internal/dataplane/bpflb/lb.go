@@ -69,7 +69,6 @@ type compiled struct {
 	vips     map[lbVipKey]lbVip
 	backends []lbBackend
 	slots    []uint32
-	names    [][32]byte
 	groups   []group
 }
 
@@ -78,9 +77,10 @@ type compiled struct {
 func compile(pb plan.PortBalancers) (compiled, error) {
 	c := compiled{services: map[lbSvcKey]lbSvc{}, vips: map[lbVipKey]lbVip{}}
 	for i, b := range pb {
-		var name [32]byte
-		copy(name[:], b.Name)
-		c.names = append(c.names, name)
+		var name [32]int8
+		for k := 0; k < len(b.Name) && k < len(name); k++ {
+			name[k] = int8(b.Name[k])
+		}
 		vipMAC, err := mac(b.MAC)
 		if err != nil {
 			return c, err
@@ -100,7 +100,7 @@ func compile(pb plan.PortBalancers) (compiled, error) {
 				if err != nil {
 					return c, err
 				}
-				x := lbBackend{Addr: addr16(a), Mac: hw, Family: uint8(family), Lb: uint32(i)}
+				x := lbBackend{Addr: addr16(a), Mac: hw, Family: uint8(family), Lb: uint32(i), LbName: name}
 				if !be.Down {
 					x.Up = 1
 				}
@@ -203,7 +203,6 @@ func Load(pb plan.PortBalancers, from *Programs) (*Programs, error) {
 	size(lbMapVips, len(c.vips))
 	size(lbMapBackends, len(c.backends))
 	size(lbMapSlots, len(c.slots))
-	size(lbMapNames, len(c.names))
 	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{}}
 	if from != nil {
 		for _, name := range stateMaps {
@@ -234,11 +233,6 @@ func (p *Programs) fill(c compiled) error {
 	for k, v := range c.vips {
 		if err := p.maps[lbMapVips].Put(k, v); err != nil {
 			return fmt.Errorf("load balancer VIPs: %w", err)
-		}
-	}
-	for i, n := range c.names {
-		if err := p.maps[lbMapNames].Put(uint32(i), n); err != nil {
-			return fmt.Errorf("load balancer names: %w", err)
 		}
 	}
 	return p.putHealth(c.backends, c.slots)
@@ -316,7 +310,7 @@ func Open(fromID, toID ebpf.ProgramID) (*Programs, error) {
 		}
 		p.maps[mi.Name] = m
 	}
-	for _, name := range []string{lbMapBackends, lbMapSlots, lbMapNames, lbMapConns, lbMapCt} {
+	for _, name := range []string{lbMapBackends, lbMapSlots, lbMapConns, lbMapCt} {
 		if p.maps[name] == nil {
 			p.Close()
 			return nil, fmt.Errorf("program %d is no load balancer's: it has no map %s", fromID, name)
@@ -328,22 +322,13 @@ func Open(fromID, toID ebpf.ProgramID) (*Programs, error) {
 // Down reads back which backends are down, as plan.PortBalancers.DownText
 // has it.
 func (p *Programs) Down() (string, error) {
-	names := map[uint32]string{}
-	var name [32]byte
-	it := p.maps[lbMapNames].Iterate()
 	var k uint32
-	for it.Next(&k, &name) {
-		names[k] = strings.TrimRight(string(name[:]), "\x00")
-	}
-	if err := it.Err(); err != nil {
-		return "", err
-	}
 	var down []string
 	var b lbBackend
-	it = p.maps[lbMapBackends].Iterate()
+	it := p.maps[lbMapBackends].Iterate()
 	for it.Next(&k, &b) {
 		if b.Family != 0 && b.Up == 0 {
-			down = append(down, names[b.Lb]+"/"+addrOf(b.Addr, b.Family).String())
+			down = append(down, cString(b.LbName[:])+"/"+addrOf(b.Addr, b.Family).String())
 		}
 	}
 	if err := it.Err(); err != nil {
@@ -399,4 +384,15 @@ func (p *Programs) Active(now, idle uint64) (map[Conn]uint64, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+func cString(b []int8) string {
+	out := make([]byte, 0, len(b))
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		out = append(out, byte(c))
+	}
+	return string(out)
 }

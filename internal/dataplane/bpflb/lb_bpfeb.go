@@ -34,6 +34,7 @@ type lbBackend struct {
 	Up     uint8
 	Family uint8
 	Lb     uint32
+	LbName [32]int8
 }
 
 type lbConnKey struct {
@@ -125,7 +126,6 @@ const (
 	lbMapBackends  = "backends"
 	lbMapConns     = "conns"
 	lbMapCt        = "ct"
-	lbMapNames     = "names"
 	lbMapRev       = "rev"
 	lbMapServices  = "services"
 	lbMapSlots     = "slots"
@@ -188,7 +188,6 @@ type lbMapSpecs struct {
 	Backends *ebpf.MapSpec `ebpf:"backends"`
 	Conns    *ebpf.MapSpec `ebpf:"conns"`
 	Ct       *ebpf.MapSpec `ebpf:"ct"`
-	Names    *ebpf.MapSpec `ebpf:"names"`
 	Rev      *ebpf.MapSpec `ebpf:"rev"`
 	Services *ebpf.MapSpec `ebpf:"services"`
 	Slots    *ebpf.MapSpec `ebpf:"slots"`
@@ -225,7 +224,6 @@ type lbMaps struct {
 	Backends *ebpf.Map `ebpf:"backends"`
 	Conns    *ebpf.Map `ebpf:"conns"`
 	Ct       *ebpf.Map `ebpf:"ct"`
-	Names    *ebpf.Map `ebpf:"names"`
 	Rev      *ebpf.Map `ebpf:"rev"`
 	Services *ebpf.Map `ebpf:"services"`
 	Slots    *ebpf.Map `ebpf:"slots"`
@@ -238,7 +236,6 @@ func (m *lbMaps) Close() error {
 		m.Backends,
 		m.Conns,
 		m.Ct,
-		m.Names,
 		m.Rev,
 		m.Services,
 		m.Slots,

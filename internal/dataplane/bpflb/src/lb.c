@@ -69,7 +69,7 @@ struct svc_key {
 };
 
 struct svc {
-	u32 lb;          // the load balancer's index (names)
+	u32 lb;          // the load balancer's index
 	u32 first_slot;  // its family's slots
 	u32 nslots;
 	u32 group;       // its load balancer's family: the affinity's scope
@@ -96,6 +96,7 @@ struct backend {
 	u8 mac[6];
 	u8 up, family;
 	u32 lb;
+	char lb_name[32]; // for user space: which load balancer a backend is down in
 };
 
 struct ct_key {
@@ -172,13 +173,6 @@ struct {
 	__type(value, u32);
 	__uint(max_entries, 1);
 } slots SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__type(key, u32);
-	__type(value, char[32]);
-	__uint(max_entries, 1);
-} names SEC(".maps");
 
 // The state that outlives a change of configuration: user space hands
 // these maps to the next programs.

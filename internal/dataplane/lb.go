@@ -3,7 +3,9 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
@@ -12,6 +14,7 @@ import (
 	"github.com/vnet-project/vnet/internal/dataplane/bpflb"
 	"github.com/vnet-project/vnet/internal/dataplane/rtnl"
 	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/status"
 )
 
 // A client port's load balancers (plan.KindLB) are two tc filters on the
@@ -200,32 +203,48 @@ func observeLB(h *netlink.Handle, link netlink.Link, ns string) []plan.Resource 
 	return []plan.Resource{r}
 }
 
-// LBPortCounts reads what a port's load balancers counted: connections
-// sent to each backend since they were first loaded, and those active now
-// (a packet within idle). Nothing when the port has none.
-func (l *Linux) LBPortCounts(ns, port string, activeWithin uint64) (total, active map[bpflb.Conn]uint64, err error) {
+// ActiveWithin is how recently a connection sent a packet for it to count
+// as active.
+const ActiveWithin = time.Minute
+
+// LBCounts reads what a port's load balancers counted, by backend address,
+// port and protocol: connections sent since they were first loaded, and
+// those active now (a packet within ActiveWithin). Nothing when the port
+// has none.
+func (l *Linux) LBCounts(ns, port string) ([]status.BackendConns, error) {
 	h, link, err := l.existingLink(ns, port)
 	if link == nil || err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	cur, err := readLBFilters(h, link)
 	if err != nil || cur.inID == 0 {
-		return nil, nil, err
+		return nil, err
 	}
 	progs, err := bpflb.Open(ebpf.ProgramID(cur.inID), 0)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer progs.Close()
-	if total, err = progs.Conns(); err != nil {
-		return nil, nil, err
+	total, err := progs.Conns()
+	if err != nil {
+		return nil, err
 	}
 	now, err := ktimeNow()
 	if err != nil {
-		return total, nil, err
+		return nil, err
 	}
-	active, err = progs.Active(now, activeWithin)
-	return total, active, err
+	active, err := progs.Active(now, uint64(ActiveWithin.Nanoseconds()))
+	if err != nil {
+		return nil, err
+	}
+	var out []status.BackendConns
+	for c, n := range total {
+		out = append(out, status.BackendConns{Addr: c.Addr.String(), Port: c.Port, Proto: c.Proto, Total: n, Active: active[c]})
+	}
+	slices.SortFunc(out, func(a, b status.BackendConns) int {
+		return strings.Compare(fmt.Sprint(a.Addr, a.Port, a.Proto), fmt.Sprint(b.Addr, b.Port, b.Proto))
+	})
+	return out, nil
 }
 
 // ktimeNow is the clock the programs stamp connections with

@@ -105,3 +105,79 @@ func routerBalancers(s *spec.Spec, host, here string, down map[string]bool) []Re
 	}
 	return out
 }
+
+// BalancerPort is a client port with load balancers, as status and the
+// agents' counts read them: its namespace and name, its site, and its
+// load balancers.
+type BalancerPort struct {
+	NS, Port, Site string
+	Balancers      PortBalancers
+}
+
+// LBOf names the load balancer of the port that sends connections to a
+// backend's address and port, "" for none.
+func (p BalancerPort) LBOf(addr string, port int, proto string) string {
+	for _, b := range p.Balancers {
+		for _, be := range b.Backends {
+			if be.IP.String() != addr && be.IP6.String() != addr {
+				continue
+			}
+			for _, l := range b.Listeners {
+				if l.BackendPort == port && l.Proto == proto {
+					return b.Name
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// BalancerPorts lists the client ports with load balancers on a host, in
+// namespace here, as its model makes them (every host's, each in its lab
+// namespace, when host is ""): its VMs' connected vNICs' ports (a TAP
+// under its own name) and the router legs' ports of the networks it
+// carries.
+func BalancerPorts(s *spec.Spec, host, here string) []BalancerPort {
+	var out []BalancerPort
+	var x *netIndex
+	for _, site := range s.BalancerSites() {
+		pb := SiteBalancers(s, site, nil)
+		for _, vm := range s.VMs {
+			if host != "" && vm.Host != host {
+				continue
+			}
+			ns := here
+			if host == "" {
+				ns = NSName(s.Name, vm.Host)
+			}
+			for i, n := range vm.NICs {
+				if !n.IsConnected() || !onSite(site, n) {
+					continue
+				}
+				port := VNICPortName(vm.Name, i)
+				if tap := n.TapName(); tap != "" && host != "" {
+					port = tap
+				}
+				out = append(out, BalancerPort{NS: ns, Port: port, Site: site.Name(), Balancers: pb})
+			}
+		}
+		n := site.Network
+		if n == nil || n.Router == "" {
+			continue
+		}
+		if x == nil {
+			x = indexNetworks(s)
+		}
+		for _, h := range s.Hosts {
+			if host != "" && h.Name != host || !x.carriers(n)[h.Name] {
+				continue
+			}
+			ns := here
+			if host == "" {
+				ns = NSName(s.Name, h.Name)
+			}
+			out = append(out, BalancerPort{NS: ns, Port: RouterPortName(s.Name, n.Name), Site: site.Name(), Balancers: pb})
+		}
+	}
+	return out
+}

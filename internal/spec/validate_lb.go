@@ -228,6 +228,9 @@ func (v *validator) checkBackends(lp string, site BalancerSite, lb *LoadBalancer
 		if !got.IP.IsValid() && !got.IP6.IsValid() {
 			v.errf(field, "VM %s's vNIC %d has no address to send connections to", got.VM, got.NIC)
 		}
+		if vm, _ := v.s.VM(got.VM); vm.NICs[got.NIC].TapName() != "" && vm.NICs[got.NIC].MAC == "" {
+			v.errf(field, "VM %s's vNIC %d is a TAP whose guest chose its MAC: give the vNIC its mac, which its connections are sent to", got.VM, got.NIC)
+		}
 	}
 	if has4 && !any4 && len(seen) > 0 {
 		v.errf(lp+".vip", "no backend has an IPv4 address for vip %s", lb.VIP)

@@ -14,6 +14,9 @@ type Infra struct {
 	Drift      []string `json:"drift,omitempty"` // what an apply would change
 	// Security lists the ports with port security or an ACL, and their drops.
 	Security []PortSecurity `json:"security,omitempty"`
+	// Balancers are the load balancers, with their backends' health and
+	// connections.
+	Balancers []Balancer `json:"load_balancers,omitempty"`
 	// Agent is the state of the infrastructure's agent when it teams
 	// uplinks (filled in by the caller, which knows where agents run).
 	Agent *Agent `json:"agent,omitempty"`

@@ -84,8 +84,8 @@ type Agent struct {
 	healthMu    sync.Mutex
 	healthDirty map[string]bool
 	healthWake  chan struct{}
-	ctx      context.Context     // of Run, which the teaming agents run under
-	logMu    sync.Mutex
+	ctx         context.Context // of Run, which the teaming agents run under
+	logMu       sync.Mutex
 	// loaded is each infrastructure's spec as last loaded, and memo its
 	// model: a pass over a spec that did not change, or changed in one
 	// network, need not decode and model all of it again.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/status"
 	"github.com/vnet-project/vnet/internal/spec/speccache"
 	"github.com/vnet-project/vnet/internal/store"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
@@ -342,6 +343,9 @@ type clusterStatus struct {
 	AppliedAt  time.Time            `json:"applied_at"`
 	Converged  bool                 `json:"converged"`
 	Hosts      []etcdstore.HostView `json:"hosts"`
+	// Balancers are the load balancers, with their backends' health and
+	// connections as the hosts report them.
+	Balancers []status.Balancer `json:"load_balancers,omitempty"`
 	// Removed says the record is gone (destroyed) while hosts still
 	// report it: one whose removal failed is failed, with its errors.
 	Removed bool `json:"removed,omitempty"`
@@ -370,7 +374,8 @@ func statusCluster(cmd *cobra.Command, endpoints []string, args []string, output
 		}
 		views := etcdstore.Assess(rec.Generation, hostNames(doc.Spec), reports)
 		all = append(all, clusterStatus{Name: rec.Name, SpecFile: rec.SpecFile, Generation: rec.Generation,
-			AppliedAt: rec.AppliedAt, Converged: etcdstore.Converged(views), Hosts: views})
+			AppliedAt: rec.AppliedAt, Converged: etcdstore.Converged(views), Hosts: views,
+			Balancers: reconcile.ReportedBalancers(doc.Spec, reports)})
 	}
 	for _, name := range removed {
 		reports, err := st.Reports(name)
@@ -476,4 +481,5 @@ func printClusterStatus(out io.Writer, cs clusterStatus, now time.Time) {
 	}
 	fmt.Fprintf(out, "\n%s: %s\n\n", counted(len(cs.Hosts), "host", "hosts"), strings.Join(parts, ", "))
 	printHostSecurity(out, cs.Hosts)
+	printBalancers(out, cs.Balancers)
 }

@@ -54,6 +54,7 @@ func printStatus(out io.Writer, st *status.Infra) {
 	}
 	w.Flush()
 	printSecurity(out, st.Security)
+	printBalancers(out, st.Balancers)
 	switch a := st.Agent; {
 	case a == nil:
 	case a.Running:

@@ -226,6 +226,7 @@ func (c *Cluster) Status(name string) (*InfraStatus, error) {
 		return "unknown"
 	})
 	st.Security = hostsSecurity(views)
+	st.Balancers = reconcile.ReportedBalancers(doc.Spec, reports)
 	return &InfraStatus{Infra: st, Cluster: cs}, nil
 }
 

@@ -367,20 +367,52 @@ func reportsDown(t *testing.T, c *Cluster, infra, key string, down bool) {
 }
 
 // lbStatus checks vnet status's load balancers: each VIP, its backends'
-// health and the connections every host's clients sent them.
+// health and the connections every host's clients sent them (the counts
+// come with the agents' reports, every few seconds).
 func lbStatus(t *testing.T, c *Cluster, infra string) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second) // the counts come with the reports, every few seconds
-	var last string
+	type balancer struct {
+		Site     string `json:"site"`
+		Name     string `json:"name"`
+		Backends []struct {
+			VM          string `json:"vm"`
+			Health      string `json:"health"`
+			Connections uint64 `json:"connections"`
+		} `json:"backends"`
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	var problems []string
 	for time.Now().Before(deadline) {
-		out, err := c.Vnet("status", infra)
-		last = out
-		if err == nil && strings.Contains(out, "LOAD BALANCER") && strings.Contains(out, "10.1.0.100") &&
-			strings.Contains(out, "w2") && !strings.Contains(out, "unknown") {
+		problems = nil
+		out, err := c.Vnet("status", infra, "-o", "json")
+		var got []struct {
+			Balancers []balancer `json:"load_balancers"`
+		}
+		if err != nil || json.Unmarshal([]byte(out), &got) != nil || len(got) != 1 || len(got[0].Balancers) != 3 {
+			problems = append(problems, fmt.Sprintf("status: %v\n%s", err, out))
+		} else {
+			totals := map[string]uint64{}
+			for _, b := range got[0].Balancers {
+				for _, be := range b.Backends {
+					totals[b.Site+"/"+b.Name] += be.Connections
+					if b.Name == "web" && b.Site == "network a-web" && (be.Health != "up" || be.Connections == 0) {
+						problems = append(problems, fmt.Sprintf("web's %s: %s, %d connections", be.VM, be.Health, be.Connections))
+					}
+				}
+			}
+			// 300 spread, then a connection every 20 ms for seconds, and more.
+			for lb, want := range map[string]uint64{"network a-web/web": 300, "network a-web/sticky": 60, "network b-web/web": 20} {
+				if totals[lb] < want {
+					problems = append(problems, fmt.Sprintf("%s: %d connections, want %d or more", lb, totals[lb], want))
+				}
+			}
+		}
+		if len(problems) == 0 {
+			out, _ := c.Vnet("status", infra)
 			t.Logf("vnet status:\n%s", out)
 			return
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	t.Errorf("vnet status shows no load balancers:\n%s", last)
+	t.Errorf("vnet status's load balancers:\n%s", strings.Join(problems, "\n"))
 }

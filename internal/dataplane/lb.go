@@ -203,7 +203,7 @@ func observeLB(h *netlink.Handle, link netlink.Link, ns string) []plan.Resource 
 	return []plan.Resource{r}
 }
 
-// ActiveWithin is how recently a connection sent a packet for it to count
+// ActiveWithin is how recently a UDP flow sent a datagram for it to count
 // as active.
 const ActiveWithin = time.Minute
 
@@ -239,10 +239,10 @@ func (l *Linux) LBCounts(ns, port string) ([]status.BackendConns, error) {
 	}
 	var out []status.BackendConns
 	for c, n := range total {
-		out = append(out, status.BackendConns{Addr: c.Addr.String(), Port: c.Port, Proto: c.Proto, Total: n, Active: active[c]})
+		out = append(out, status.BackendConns{VIP: c.VIP.String(), Addr: c.Addr.String(), Port: c.Port, Proto: c.Proto, Total: n, Active: active[c]})
 	}
 	slices.SortFunc(out, func(a, b status.BackendConns) int {
-		return strings.Compare(fmt.Sprint(a.Addr, a.Port, a.Proto), fmt.Sprint(b.Addr, b.Port, b.Proto))
+		return strings.Compare(fmt.Sprint(a.VIP, a.Addr, a.Port, a.Proto), fmt.Sprint(b.VIP, b.Addr, b.Port, b.Proto))
 	})
 	return out, nil
 }

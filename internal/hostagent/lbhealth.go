@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/status"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
@@ -334,50 +335,7 @@ func (a *Agent) balancerConns(infra string) []status.BackendConns {
 	if !ok || !loaded || !l.doc.Spec.HasBalancers() {
 		return nil
 	}
-	return SumBalancerConns(l.doc.Spec, a.Host, a.hostNS(), c.LBCounts)
-}
-
-// SumBalancerConns adds up what the load balancers of the host's client
-// ports (in namespace here; every host's in the lab's namespaces when host
-// is "") counted, by load balancer and backend. read is the dataplane's
-// LBCounts.
-func SumBalancerConns(s *spec.Spec, host, here string, read func(ns, port string) ([]status.BackendConns, error)) []status.BackendConns {
-	type key struct {
-		site, lb, addr, proto string
-		port                  int
-	}
-	sums := map[key]*status.BackendConns{}
-	var order []key
-	for _, p := range plan.BalancerPorts(s, host, here) {
-		counts, err := read(p.NS, p.Port)
-		if err != nil {
-			continue
-		}
-		for _, c := range counts {
-			lb := p.LBOf(c.Addr, c.Port, c.Proto)
-			if lb == "" {
-				continue
-			}
-			k := key{p.Site, lb, c.Addr, c.Proto, c.Port}
-			sum, ok := sums[k]
-			if !ok {
-				sum = &status.BackendConns{Site: p.Site, LB: lb, Addr: c.Addr, Port: c.Port, Proto: c.Proto}
-				sums[k] = sum
-				order = append(order, k)
-			}
-			sum.Total += c.Total
-			sum.Active += c.Active
-		}
-	}
-	out := make([]status.BackendConns, 0, len(order))
-	for _, k := range order {
-		out = append(out, *sums[k])
-	}
-	sort.Slice(out, func(i, j int) bool {
-		x, y := out[i], out[j]
-		return x.Site+"/"+x.LB+"/"+x.Addr < y.Site+"/"+y.LB+"/"+y.Addr || x.Site+"/"+x.LB+"/"+x.Addr == y.Site+"/"+y.LB+"/"+y.Addr && x.Port < y.Port
-	})
-	return out
+	return reconcile.SumBalancerConns(l.doc.Spec, a.Host, a.hostNS(), c.LBCounts)
 }
 
 // wake is the channel Run waits on for health to look at, made on first

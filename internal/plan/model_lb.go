@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/vnet-project/vnet/internal/spec"
 )
@@ -114,10 +115,13 @@ type BalancerPort struct {
 	Balancers      PortBalancers
 }
 
-// LBOf names the load balancer of the port that sends connections to a
-// backend's address and port, "" for none.
-func (p BalancerPort) LBOf(addr string, port int, proto string) string {
+// LBOf names the load balancer of the port whose VIP sends connections to
+// a backend's address and port, "" for none.
+func (p BalancerPort) LBOf(vip, addr string, port int, proto string) string {
 	for _, b := range p.Balancers {
+		if !slices.ContainsFunc(b.VIPs, func(a netip.Addr) bool { return a.String() == vip }) {
+			continue
+		}
 		for _, be := range b.Backends {
 			if be.IP.String() != addr && be.IP6.String() != addr {
 				continue

@@ -136,6 +136,7 @@ func (e *Engine) Status(doc *spec.Document) (*status.Infra, error) {
 	if st.Security, err = e.securityStatus(s, desired, counters); err != nil {
 		return nil, err
 	}
+	st.Balancers = e.balancerStatus(s)
 	for _, a := range plan.Diff(desired, observed).Actions {
 		st.Drift = append(st.Drift, a.String())
 	}

@@ -12,11 +12,13 @@ type BackendHealth struct {
 }
 
 // BackendConns is what the load balancers of a host's client ports sent
-// one backend: connections since they were first loaded, and those active
-// (a packet within the last minute).
+// one backend from one VIP: connections since they were first loaded, and
+// those active (TCP: not closed by the client; UDP: a datagram within the
+// last minute).
 type BackendConns struct {
 	Site   string `json:"site"` // "network a-web", "portgroup pg-web"
 	LB     string `json:"lb"`
+	VIP    string `json:"vip"`
 	Addr   string `json:"addr"`
 	Port   int    `json:"port"`
 	Proto  string `json:"proto"`

@@ -338,11 +338,13 @@ func (p *Programs) Down() (string, error) {
 	return strings.Join(down, ","), nil
 }
 
-// Conn is a backend's address and port, and a protocol.
+// Conn is a backend's address and port, a protocol and the VIP that sent
+// connections there.
 type Conn struct {
 	Addr  netip.Addr
 	Port  int
 	Proto string
+	VIP   netip.Addr
 }
 
 // Conns reads how many connections the port sent to each backend since its
@@ -357,28 +359,29 @@ func (p *Programs) Conns() (map[Conn]uint64, error) {
 		if k.Proto == 17 {
 			proto = "udp"
 		}
-		out[Conn{Addr: addrOf(k.Addr, k.Family), Port: int(be16(int(k.Port))), Proto: proto}] += n
+		out[Conn{Addr: addrOf(k.Addr, k.Family), Port: int(be16(int(k.Port))), Proto: proto, VIP: addrOf(k.Vip, k.Family)}] += n
 	}
 	return out, it.Err()
 }
 
-// Active counts the connections the port translates now: those that sent a
-// packet within the last idle nanoseconds of now (ktime), by backend
-// address and port.
+// Active counts the connections the port translates now, by backend: TCP
+// connections that neither the client closed (a FIN or a reset) nor the
+// backend reset, UDP flows that sent a
+// datagram within the last idle nanoseconds of now (ktime).
 func (p *Programs) Active(now, idle uint64) (map[Conn]uint64, error) {
 	out := map[Conn]uint64{}
 	var k lbCtKey
 	var v lbCtVal
 	it := p.maps[lbMapCt].Iterate()
 	for it.Next(&k, &v) {
-		if now-v.Seen > idle {
-			continue
-		}
 		proto := "tcp"
 		if k.Proto == 17 {
 			proto = "udp"
 		}
-		out[Conn{Addr: addrOf(v.Addr, k.Family), Port: int(be16(int(v.Port))), Proto: proto}]++
+		if v.Closed != 0 || proto == "udp" && now-v.Seen > idle {
+			continue
+		}
+		out[Conn{Addr: addrOf(v.Addr, k.Family), Port: int(be16(int(v.Port))), Proto: proto, VIP: addrOf(k.Vip, k.Family)}]++
 	}
 	if err := it.Err(); err != nil && !errors.Is(err, ebpf.ErrIterationAborted) {
 		return nil, err

@@ -40,6 +40,7 @@ type lbBackend struct {
 type lbConnKey struct {
 	_      structs.HostLayout
 	Addr   [16]uint8
+	Vip    [16]uint8
 	Port   uint16
 	Proto  uint8
 	Family uint8
@@ -62,7 +63,8 @@ type lbCtVal struct {
 	Mac     [6]uint8
 	Port    uint16
 	Backend uint32
-	Pad     uint32
+	Closed  uint8
+	Pad     [3]uint8
 	Seen    uint64
 }
 

@@ -111,7 +111,8 @@ struct ct_val {
 	u8 mac[6];
 	u16 port;
 	u32 backend; // its index in backends when chosen
-	u32 pad;
+	u8 closed;   // the client sent a FIN or a reset: not active
+	u8 pad[3];
 	u64 seen;
 };
 
@@ -141,7 +142,7 @@ struct aff_val {
 };
 
 struct conn_key {
-	u8 addr[16];
+	u8 addr[16], vip[16];
 	u16 port;
 	u8 proto, family;
 };
@@ -197,8 +198,8 @@ struct {
 	__uint(max_entries, 512);
 } aff SEC(".maps");
 
-// Connections sent to each backend (address and port), since the port's
-// programs were first loaded.
+// Connections sent to each backend (address and port) from each VIP, since
+// the port's programs were first loaded.
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__type(key, struct conn_key);
@@ -267,7 +268,8 @@ static always_inline void put16(u8 *p, u16 v) { __builtin_memcpy(p, &v, 2); }
 struct pkt {
 	u8 src[16], dst[16]; // IPv4 in the first four bytes, the rest zero
 	u16 sport, dport;    // network order
-	u8 proto, family, syn, pad;
+	u8 proto, family, syn, fin; // fin: a TCP FIN or reset
+	u8 rst, pad3[3];
 	u32 l3, l4;          // offsets of the IP and transport headers
 	u32 csum;            // offset of the transport checksum
 	u16 udp_csum;        // an IPv4 UDP checksum as found: 0 means none
@@ -315,6 +317,8 @@ static always_inline int parse_ip(struct __sk_buff *skb, u16 proto, struct pkt *
 		p->sport = get16(t);
 		p->dport = get16(t + 2);
 		p->syn = (t[13] & 0x12) == 0x02; // SYN without ACK: a new connection
+		p->fin = (t[13] & 0x05) != 0;
+		p->rst = (t[13] & 0x04) != 0;
 		p->csum = p->l4 + 16;
 	} else if (p->proto == PROTO_UDP) {
 		u8 u[8];
@@ -473,10 +477,11 @@ static always_inline int answer_nd(struct __sk_buff *skb, struct pkt *p)
 	return bpf_redirect(skb->ifindex, 0);
 }
 
-static always_inline void count(struct backend *b, u16 port, u8 proto)
+static always_inline void count(struct backend *b, const u8 *vip, u16 port, u8 proto)
 {
 	struct conn_key k = {};
 	copy16(k.addr, b->addr);
+	copy16(k.vip, vip);
 	k.port = port;
 	k.proto = proto;
 	k.family = b->family;
@@ -570,6 +575,8 @@ static always_inline int translate(struct __sk_buff *skb, struct pkt *p, struct 
 	}
 	if (!fresh) {
 		c->seen = now;
+		if (p->fin)
+			c->closed = 1;
 		cv = *c;
 	} else {
 		u32 idx = choose(s, p, now);
@@ -598,7 +605,7 @@ static always_inline int translate(struct __sk_buff *skb, struct pkt *p, struct 
 		if (v)
 			copy6(rv.mac, v->mac);
 		bpf_map_update_elem(&rev, &rk, &rv, BPF_ANY);
-		count(b, s->backend_port, p->proto);
+		count(b, p->dst, s->backend_port, p->proto);
 	}
 	u32 daddr = p->l3 + (p->family == 4 ? 16 : 24);
 	if (rewrite_addr(skb, p, daddr, p->dst, cv.addr) < 0)
@@ -657,6 +664,20 @@ int lb_to_vm(struct __sk_buff *skb)
 	if (!r)
 		return TC_ACT_UNSPEC;
 	struct rev_val rv = *r;
+	if (p.rst) {
+		// The backend reset the connection: it is over, whatever the
+		// client says next.
+		struct ct_key ck = {};
+		copy16(ck.client, p.dst);
+		copy16(ck.vip, rv.vip);
+		ck.cport = p.dport;
+		ck.vport = rv.vport;
+		ck.proto = p.proto;
+		ck.family = p.family;
+		struct ct_val *c = bpf_map_lookup_elem(&ct, &ck);
+		if (c)
+			c->closed = 1;
+	}
 	u32 saddr = p.l3 + (p.family == 4 ? 12 : 8);
 	if (rewrite_addr(skb, &p, saddr, p.src, rv.vip) < 0)
 		return TC_ACT_SHOT;

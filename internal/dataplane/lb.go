@@ -247,6 +247,25 @@ func (l *Linux) LBCounts(ns, port string) ([]status.BackendConns, error) {
 	return out, nil
 }
 
+// LBDown reads which backends a port's load balancers mark down, as
+// plan.PortBalancers.DownText has it; "" when the port has none.
+func (l *Linux) LBDown(ns, port string) (string, error) {
+	h, link, err := l.existingLink(ns, port)
+	if link == nil || err != nil {
+		return "", err
+	}
+	cur, err := readLBFilters(h, link)
+	if err != nil || cur.inID == 0 {
+		return "", err
+	}
+	progs, err := bpflb.Open(ebpf.ProgramID(cur.inID), 0)
+	if err != nil {
+		return "", err
+	}
+	defer progs.Close()
+	return progs.Down()
+}
+
 // ktimeNow is the clock the programs stamp connections with
 // (bpf_ktime_get_ns: CLOCK_MONOTONIC).
 func ktimeNow() (uint64, error) {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/vnet-project/vnet/internal/plan"
-	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/status"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
@@ -335,7 +334,7 @@ func (a *Agent) balancerConns(infra string) []status.BackendConns {
 	if !ok || !loaded || !l.doc.Spec.HasBalancers() {
 		return nil
 	}
-	return reconcile.SumBalancerConns(l.doc.Spec, a.Host, a.hostNS(), c.LBCounts)
+	return plan.SumBalancerConns(l.doc.Spec, a.Host, a.hostNS(), c.LBCounts)
 }
 
 // wake is the channel Run waits on for health to look at, made on first

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/status"
 )
 
 // VIPMAC is the MAC a load balancer's VIPs answer ARP and neighbour
@@ -182,6 +184,41 @@ func BalancerPorts(s *spec.Spec, host, here string) []BalancerPort {
 			}
 			out = append(out, BalancerPort{NS: ns, Port: RouterPortName(s.Name, n.Name), Site: site.Name(), Balancers: pb})
 		}
+	}
+	return out
+}
+
+// SumBalancerConns adds up what the load balancers of the host's client
+// ports (in namespace here; every host's in the lab's namespaces when host
+// is "") counted, by load balancer and backend. read is the dataplane's
+// LBCounts; a port it cannot read counts nothing.
+func SumBalancerConns(s *spec.Spec, host, here string, read func(ns, port string) ([]status.BackendConns, error)) []status.BackendConns {
+	sums := map[string]*status.BackendConns{}
+	var order []string
+	for _, p := range BalancerPorts(s, host, here) {
+		counts, err := read(p.NS, p.Port)
+		if err != nil {
+			continue
+		}
+		for _, c := range counts {
+			lb := p.LBOf(c.VIP, c.Addr, c.Port, c.Proto)
+			if lb == "" {
+				continue
+			}
+			k := strings.Join([]string{p.Site, lb, c.VIP, c.Addr, c.Proto, fmt.Sprint(c.Port)}, "/")
+			sum, ok := sums[k]
+			if !ok {
+				sum = &status.BackendConns{Site: p.Site, LB: lb, VIP: c.VIP, Addr: c.Addr, Port: c.Port, Proto: c.Proto}
+				sums[k] = sum
+				order = append(order, k)
+			}
+			sum.Total += c.Total
+			sum.Active += c.Active
+		}
+	}
+	out := make([]status.BackendConns, 0, len(order))
+	for _, k := range order {
+		out = append(out, *sums[k])
 	}
 	return out
 }

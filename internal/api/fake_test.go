@@ -108,6 +108,7 @@ func (f *fakeBackend) Status(name string) (*InfraStatus, error) {
 		}
 		st.VMs = append(st.VMs, vs)
 	}
+	st.Balancers = reconcile.BalancerStatus(doc.Spec, nil, nil)
 	return &InfraStatus{Infra: st}, nil
 }
 

@@ -1,15 +1,16 @@
 package clustertest
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
+	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/vnet-project/vnet/internal/nstest"
 	"github.com/vnet-project/vnet/internal/plan"
 )
 
@@ -59,76 +60,9 @@ const (
 	lbBound    = 2*lbInterval + 300*time.Millisecond + 1500*time.Millisecond
 )
 
-// lbServer is a backend's server: each line a client sends is answered
-// with the server's name and the client's address as it sees it.
-type lbServer struct {
-	name string
-	ns   string
-	mu   sync.Mutex
-	l    net.Listener
-}
-
-func (s *lbServer) start(t *testing.T) {
-	t.Helper()
-	var l net.Listener
-	if err := inNS(s.ns, func() (err error) { l, err = net.Listen("tcp", ":8080"); return }); err != nil {
-		t.Fatalf("listen in %s: %v", s.ns, err)
-	}
-	s.mu.Lock()
-	s.l = l
-	s.mu.Unlock()
-	go func() {
-		for {
-			conn, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer conn.Close()
-				peer, _, _ := net.SplitHostPort(conn.RemoteAddr().String())
-				r := bufio.NewScanner(conn)
-				for r.Scan() {
-					if _, err := fmt.Fprintf(conn, "%s %s\n", s.name, peer); err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-}
-
-// stop closes the listener: new connections are refused, those made stay.
-func (s *lbServer) stop() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.l != nil {
-		s.l.Close()
-		s.l = nil
-	}
-}
-
 // lbAsk connects from a namespace to addr, sends a line and returns the
 // answering server's name and the client address it saw.
-func lbAsk(ns, addr string) (server, seen string, err error) {
-	var conn net.Conn
-	if err := inNS(ns, func() (err error) { conn, err = net.DialTimeout("tcp", addr, time.Second); return }); err != nil {
-		return "", "", err
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(time.Second))
-	if _, err := conn.Write([]byte("hi\n")); err != nil {
-		return "", "", err
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil {
-		return "", "", err
-	}
-	f := strings.Fields(line)
-	if len(f) != 2 {
-		return "", "", fmt.Errorf("answer %q", line)
-	}
-	return f[0], f[1], nil
-}
+var lbAsk = nstest.LBAsk
 
 // The load balancers of a tenant network over three machines: connections
 // from every machine spread over every backend, which sees the client's
@@ -143,11 +77,10 @@ func TestClusterLoadBalancer(t *testing.T) {
 	applySpec(t, c, infra, c.Spec(infra, lbTenants))
 	waitConverged(t, c, infra, 1, 30*time.Second)
 
-	servers := map[string]*lbServer{}
+	servers := map[string]*nstest.LBServer{}
 	for _, vm := range []string{"w1", "w2", "w3", "bw1"} {
-		servers[vm] = &lbServer{name: vm, ns: ns(vm)}
-		servers[vm].start(t)
-		defer servers[vm].stop()
+		servers[vm] = &nstest.LBServer{Name: vm, NS: ns(vm), Port: 8080}
+		servers[vm].Start(t)
 	}
 	clients := map[string]string{"c1": "10.1.0.21", "c2": "10.1.0.22", "c3": "10.1.0.23"}
 	const vip = "10.1.0.100:80"
@@ -211,9 +144,55 @@ func TestClusterLoadBalancer(t *testing.T) {
 	held, heldServer := holdConnection(t, ns("c1"), vip, "w2")
 	defer held.Close()
 
-	// w2's server stops. From every client, a connection every 20 ms;
-	// after the bound, none reaches w2 and none fails.
-	servers["w2"].stop()
+	// w2's server stops, and comes back: VNET_LB_FAILOVERS times (once
+	// by default; bench/loadbalancer.py asks for more).
+	rounds := 1
+	if n, err := strconv.Atoi(os.Getenv("VNET_LB_FAILOVERS")); err == nil && n > 0 {
+		rounds = n
+	}
+	for range rounds {
+		failover(t, c, infra, servers["w2"], clients, held, heldServer)
+	}
+
+	// Source affinity: each client stays on one backend.
+	for client := range clients {
+		got := map[string]int{}
+		for range 20 {
+			s, _, err := lbAsk(ns(client), "10.1.0.101:80")
+			if err != nil {
+				t.Fatalf("%s -> sticky: %v", client, err)
+			}
+			got[s]++
+		}
+		if len(got) != 1 {
+			t.Errorf("%s with source affinity reached %v", client, got)
+		}
+	}
+
+	// The twin tenant's VIP, the same address, reaches its own backend.
+	for range 20 {
+		s, seen, err := lbAsk(ns("bc1"), vip)
+		if err != nil || s != "bw1" || seen != "10.1.0.21" {
+			t.Fatalf("tenant b -> its VIP: %v %s (saw %s)", err, s, seen)
+		}
+	}
+
+	// Status shows each VIP, its backends' health and connections.
+	lbStatus(t, c, infra)
+}
+
+// failover stops w2's server while a client on each machine connects
+// every 20 ms: after the health bound no connection fails or reaches w2,
+// its host reports it down, and the held connection stays where it is;
+// then the server starts again and every client reaches it within the
+// bound and a margin.
+func failover(t *testing.T, c *Cluster, infra string, w2 *nstest.LBServer, clients map[string]string, held net.Conn, heldServer string) {
+	t.Helper()
+	ns := func(vm string) string { return plan.NSName(infra, vm) }
+	const vip = "10.1.0.100:80"
+	// From every client, a connection every 20 ms: after the bound, none
+	// reaches w2 and none fails.
+	w2.Stop()
 	stopped := time.Now()
 	last := map[string]time.Time{} // by client: its last connection that failed or reached w2
 	var failures []string
@@ -250,7 +229,7 @@ func TestClusterLoadBalancer(t *testing.T) {
 
 	// w2's server back: within two probes and the margin, every client
 	// reaches it again.
-	servers["w2"].start(t)
+	w2.Start(t)
 	back := time.Now()
 	for client := range clients {
 		for {
@@ -265,32 +244,6 @@ func TestClusterLoadBalancer(t *testing.T) {
 	}
 	t.Logf("w2 back: every client reached it within %s", time.Since(back).Round(time.Millisecond))
 	checkHeld(t, held, heldServer)
-
-	// Source affinity: each client stays on one backend.
-	for client := range clients {
-		got := map[string]int{}
-		for range 20 {
-			s, _, err := lbAsk(ns(client), "10.1.0.101:80")
-			if err != nil {
-				t.Fatalf("%s -> sticky: %v", client, err)
-			}
-			got[s]++
-		}
-		if len(got) != 1 {
-			t.Errorf("%s with source affinity reached %v", client, got)
-		}
-	}
-
-	// The twin tenant's VIP, the same address, reaches its own backend.
-	for range 20 {
-		s, seen, err := lbAsk(ns("bc1"), vip)
-		if err != nil || s != "bw1" || seen != "10.1.0.21" {
-			t.Fatalf("tenant b -> its VIP: %v %s (saw %s)", err, s, seen)
-		}
-	}
-
-	// Status shows each VIP, its backends' health and connections.
-	lbStatus(t, c, infra)
 }
 
 // holdConnection opens a connection to addr from ns that is not answered
@@ -298,11 +251,14 @@ func TestClusterLoadBalancer(t *testing.T) {
 func holdConnection(t *testing.T, ns, addr, avoid string) (net.Conn, string) {
 	t.Helper()
 	for range 50 {
-		var conn net.Conn
-		if err := inNS(ns, func() (err error) { conn, err = net.DialTimeout("tcp", addr, time.Second); return }); err != nil {
+		conn, err := nstest.LBDial(ns, addr)
+		if err != nil {
 			t.Fatal(err)
 		}
-		s := converse(t, conn)
+		s, _, err := nstest.LBConverse(conn)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if s != avoid {
 			return conn, s
 		}
@@ -312,25 +268,13 @@ func holdConnection(t *testing.T, ns, addr, avoid string) (net.Conn, string) {
 	return nil, ""
 }
 
-func converse(t *testing.T, conn net.Conn) string {
-	t.Helper()
-	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := conn.Write([]byte("hi\n")); err != nil {
-		t.Fatalf("held connection: %v", err)
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil {
-		t.Fatalf("held connection: %v", err)
-	}
-	return strings.Fields(line)[0]
-}
-
 // checkHeld checks that a connection made before is still answered by the
 // server it was made with.
 func checkHeld(t *testing.T, conn net.Conn, server string) {
 	t.Helper()
-	if got := converse(t, conn); got != server {
-		t.Errorf("the held connection moved from %s to %s", server, got)
+	got, _, err := nstest.LBConverse(conn)
+	if err != nil || got != server {
+		t.Errorf("the held connection moved from %s to %s (%v)", server, got, err)
 	}
 }
 

@@ -388,22 +388,7 @@ func TestKillIncrementalApplyAtEveryStep(t *testing.T) {
 		t.Skip("SKIPPED in -short: kills an incremental apply at every step")
 	}
 	demo := readExample(t, "demo.yaml")
-	rs := rigs(t, workers(), "cri", demo, changedDemo(t, demo))
-	r0 := rs[0]
-	start := time.Now()
-	must(t, r0.state, "apply", r0.files[0])
-	changePoints := points(t, r0.state, "apply", r0.files[1])
-	destroyClean(t, r0.infra, r0.state, 0)
-	defer func() {
-		t.Logf("the incremental apply has %d kill points; killed at each, %d infrastructures at once, in %s",
-			len(changePoints), len(rs), time.Since(start).Round(time.Second))
-	}()
-	atEveryPoint(t, rs, "change", len(changePoints), func(t *testing.T, r rig, n int) {
-		must(t, r.state, "apply", r.files[0])
-		t.Logf("apply killed after %q", changePoints[n-1])
-		k := killed(t, r.state, []string{fmt.Sprintf("VNET_KILL_AT=%d", n)}, "apply", r.files[1])
-		converge(t, r.infra, r.state, r.files[1], k.pid)
-	})
+	killChangeEverywhere(t, "cri", "the incremental apply", demo, changedDemo(t, demo))
 }
 
 // lbSpec is a network over two hosts with a load balancer of two backends,
@@ -445,15 +430,22 @@ func TestKillLoadBalancerChangeAtEveryStep(t *testing.T) {
 	}
 	changed := strings.Replace(lbSpec, "listeners: [{protocol: tcp, port: 80, backendPort: 8080}], backends: [{vm: web1}, {vm: web2}]",
 		"listeners: [{protocol: tcp, port: 80, backendPort: 8080}, {protocol: udp, port: 53}], backends: [{vm: web1}]", 1)
-	rs := rigs(t, workers(), "crm", lbSpec, changed)
+	killChangeEverywhere(t, "crm", "the change", lbSpec, changed)
+}
+
+// killChangeEverywhere kills the apply of to, over from applied, at each of
+// its kill points: the next apply converges to to and destroy then leaves
+// nothing. what names the apply in the log.
+func killChangeEverywhere(t *testing.T, prefix, what, from, to string) {
+	rs := rigs(t, workers(), prefix, from, to)
 	r0 := rs[0]
 	start := time.Now()
 	must(t, r0.state, "apply", r0.files[0])
 	changePoints := points(t, r0.state, "apply", r0.files[1])
 	destroyClean(t, r0.infra, r0.state, 0)
 	defer func() {
-		t.Logf("the change has %d kill points; killed at each, %d infrastructures at once, in %s",
-			len(changePoints), len(rs), time.Since(start).Round(time.Second))
+		t.Logf("%s has %d kill points; killed at each, %d infrastructures at once, in %s",
+			what, len(changePoints), len(rs), time.Since(start).Round(time.Second))
 	}()
 	atEveryPoint(t, rs, "change", len(changePoints), func(t *testing.T, r rig, n int) {
 		must(t, r.state, "apply", r.files[0])

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vnet-project/vnet/internal/dataplane/bpflb"
 	"github.com/vnet-project/vnet/internal/plan"
 )
 
@@ -177,7 +178,7 @@ func (pr *probeFrame) build(l4 []byte, proto byte) ([]byte, error) {
 		s, d := pr.src.As4(), pr.dst.As4()
 		copy(ip[12:], s[:])
 		copy(ip[16:], d[:])
-		binary.BigEndian.PutUint16(ip[10:], inetChecksum(ip))
+		binary.BigEndian.PutUint16(ip[10:], bpflb.Checksum(ip))
 		pseudo = append(append(append([]byte{}, s[:]...), d[:]...), 0, proto, byte(len(l4)>>8), byte(len(l4)))
 		frame = append(frame, ip...)
 	} else {
@@ -192,28 +193,12 @@ func (pr *probeFrame) build(l4 []byte, proto byte) ([]byte, error) {
 		frame = append(frame, ip...)
 	}
 	binary.BigEndian.PutUint16(frame[12:], pr.etherType)
-	sum := inetChecksum(pseudo, l4)
+	sum := bpflb.Checksum(pseudo, l4)
 	if sum == 0 && proto == unix.IPPROTO_UDP {
 		sum = 0xffff
 	}
 	binary.BigEndian.PutUint16(l4[csumAt:], sum)
 	return append(frame, l4...), nil
-}
-
-func inetChecksum(data ...[]byte) uint16 {
-	var sum uint32
-	for _, d := range data {
-		for i := 0; i+1 < len(d); i += 2 {
-			sum += uint32(d[i])<<8 | uint32(d[i+1])
-		}
-		if len(d)%2 == 1 {
-			sum += uint32(d[len(d)-1]) << 8
-		}
-	}
-	for sum>>16 != 0 {
-		sum = sum&0xffff + sum>>16
-	}
-	return ^uint16(sum)
 }
 
 // judge reads a frame the backend's port received: done when it answers

@@ -355,11 +355,7 @@ func (p *Programs) Conns() (map[Conn]uint64, error) {
 	var n uint64
 	it := p.maps[lbMapConns].Iterate()
 	for it.Next(&k, &n) {
-		proto := "tcp"
-		if k.Proto == 17 {
-			proto = "udp"
-		}
-		out[Conn{Addr: addrOf(k.Addr, k.Family), Port: int(be16(int(k.Port))), Proto: proto, VIP: addrOf(k.Vip, k.Family)}] += n
+		out[Conn{Addr: addrOf(k.Addr, k.Family), Port: int(be16(int(k.Port))), Proto: protoName(k.Proto), VIP: addrOf(k.Vip, k.Family)}] += n
 	}
 	return out, it.Err()
 }
@@ -374,10 +370,7 @@ func (p *Programs) Active(now, idle uint64) (map[Conn]uint64, error) {
 	var v lbCtVal
 	it := p.maps[lbMapCt].Iterate()
 	for it.Next(&k, &v) {
-		proto := "tcp"
-		if k.Proto == 17 {
-			proto = "udp"
-		}
+		proto := protoName(k.Proto)
 		if v.Closed != 0 || proto == "udp" && now-v.Seen > idle {
 			continue
 		}
@@ -398,4 +391,31 @@ func cString(b []int8) string {
 		out = append(out, byte(c))
 	}
 	return string(out)
+}
+
+// Checksum is the Internet checksum (RFC 1071) of the concatenation of
+// data, folded and complemented: what an IP, TCP, UDP or ICMP header
+// carries, and 0 over data that carries its own.
+func Checksum(data ...[]byte) uint16 {
+	var sum uint32
+	for _, d := range data {
+		for i := 0; i+1 < len(d); i += 2 {
+			sum += uint32(d[i])<<8 | uint32(d[i+1])
+		}
+		if len(d)%2 == 1 {
+			sum += uint32(d[len(d)-1]) << 8
+		}
+	}
+	for sum>>16 != 0 {
+		sum = sum&0xffff + sum>>16
+	}
+	return ^uint16(sum)
+}
+
+// protoName names an IP protocol the programs translate.
+func protoName(proto uint8) string {
+	if proto == 17 {
+		return "udp"
+	}
+	return "tcp"
 }

@@ -75,22 +75,7 @@ func run(t *testing.T, prog *ebpf.Program, frame []byte) (uint32, []byte) {
 	return ret, out
 }
 
-// csum is the Internet checksum of data, folded.
-func csum(data ...[]byte) uint16 {
-	var sum uint32
-	for _, d := range data {
-		for i := 0; i+1 < len(d); i += 2 {
-			sum += uint32(d[i])<<8 | uint32(d[i+1])
-		}
-		if len(d)%2 == 1 {
-			sum += uint32(d[len(d)-1]) << 8
-		}
-	}
-	for sum>>16 != 0 {
-		sum = sum&0xffff + sum>>16
-	}
-	return ^uint16(sum)
-}
+var csum = Checksum
 
 // frame makes an Ethernet frame of a TCP SYN (or with ack, an ACK) or a
 // UDP datagram from src:sport to dst:dport, with valid checksums.

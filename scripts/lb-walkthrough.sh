@@ -10,47 +10,10 @@ set -eu
 VNET=$(realpath "${1:-bin/vnet}")
 SPEC=$(realpath examples/networks/loadbalancer.yaml)
 WORK=$(mktemp -d /tmp/vnet-lb.XXXXXX)
-PIDS=""
-
-cleanup() {
-	for p in $PIDS; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	for ns in $(ip netns list | awk '{print $1}' | grep '^vnet\.lbdemo\.' || true); do ip netns del "$ns"; done
-	for ns in hv1 hv2 hv3 ctl ul; do ip netns del "lw-$ns" 2>/dev/null || true; done
-	rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
-
-# The underlay: a bridge, and a namespace per machine on it.
-ip netns add lw-ul
-ip -n lw-ul link add ul type bridge
-ip -n lw-ul link set ul up
-machine() { # name address
-	ip netns add "lw-$1"
-	ip -n lw-ul link add "u$1" type veth peer name eth0 netns "lw-$1"
-	ip -n lw-ul link set "u$1" master ul up
-	ip -n "lw-$1" link set lo up
-	ip -n "lw-$1" addr add "$2/24" dev eth0
-	ip -n "lw-$1" link set eth0 up
-}
-machine ctl 192.0.2.1
-machine hv1 192.0.2.11
-machine hv2 192.0.2.12
-machine hv3 192.0.2.13
-
-# etcd (vnet server) on the control machine, an agent on each hypervisor.
-ETCD=http://192.0.2.1:2379
-nsenter --net=/run/netns/lw-ctl "$VNET" server --no-api --data-dir "$WORK/etcd" \
-	--listen-client 192.0.2.1:2379 --state-dir "$WORK/ctl" >"$WORK/server.log" 2>&1 &
-PIDS="$PIDS $!"
-for i in $(seq 50); do grep -q VNET_ETCD= "$WORK/server.log" && break; sleep 0.2; done
-for h in hv1 hv2 hv3; do
-	nsenter --net=/run/netns/lw-$h "$VNET" agent host --etcd $ETCD --host $h \
-		--state-dir "$WORK/$h" --counter-interval 1s >"$WORK/$h.log" 2>&1 &
-	PIDS="$PIDS $!"
-done
-
-vnet() { nsenter --net=/run/netns/lw-ctl "$VNET" "$@" --etcd $ETCD; }
+PREFIX=lw INFRA=lbdemo AGENT_FLAGS="--counter-interval 1s"
+. "$(dirname "$0")/walkthrough-cluster.sh"
+trap wt_cleanup EXIT INT TERM
+wt_up
 vnet apply --wait=20s "$SPEC" # returns once hv1, hv2 and hv3 report it current
 
 # A server on port 8080 in each backend that answers with its VM's name.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,8 +16,9 @@ import (
 )
 
 // lbTenants is a tenant network with two VIPs over three backends, one on
-// each machine, and a client on each; and the twin tenant with the same
-// VIP over its own backend. Health checks every 500 ms, down after two
+// each machine, and a client on each, and a client on another network of
+// the tenant's router; and the twin tenant with the same VIP over its own
+// backend. Health checks every 500 ms, down after two
 // failed probes.
 const lbTenants = `networks:
   - name: a-web
@@ -34,6 +36,7 @@ const lbTenants = `networks:
         listeners: [{protocol: tcp, port: 80, backendPort: 8080}]
         backends: [{vm: w1}, {vm: w2}, {vm: w3}]
         selection: {method: source, timeout: 1m}
+  - {name: a-db, subnet: 10.2.0.0/24, gateway: 10.2.0.1, router: ta}
   - name: b-web
     subnet: 10.1.0.0/24
     gateway: 10.1.0.1
@@ -47,6 +50,7 @@ vms:
   - {name: c1, host: hv1, nics: [{network: a-web, ip: 10.1.0.21/24}]}
   - {name: c2, host: hv2, nics: [{network: a-web, ip: 10.1.0.22/24}]}
   - {name: c3, host: hv3, nics: [{network: a-web, ip: 10.1.0.23/24}]}
+  - {name: cdb, host: hv2, nics: [{network: a-db, ip: 10.2.0.21/24}]}
   - {name: bw1, host: hv2, nics: [{network: b-web, ip: 10.1.0.11/24}]}
   - {name: bc1, host: hv3, nics: [{network: b-web, ip: 10.1.0.21/24}]}
 `
@@ -167,6 +171,26 @@ func TestClusterLoadBalancer(t *testing.T) {
 		if len(got) != 1 {
 			t.Errorf("%s with source affinity reached %v", client, got)
 		}
+	}
+
+	// A client on another network of the router reaches the VIP through
+	// its gateway: translated on its own port, the replies, routed back on
+	// each backend's host, translated back there.
+	for vm, gw := range map[string]string{"w1": "10.1.0.1", "w2": "10.1.0.1", "w3": "10.1.0.1", "cdb": "10.2.0.1"} {
+		if out, err := exec.Command("ip", "-n", ns(vm), "route", "add", "default", "via", gw).CombinedOutput(); err != nil {
+			t.Fatalf("route in %s: %v\n%s", vm, err, out)
+		}
+	}
+	routed := map[string]int{}
+	for range 30 {
+		s, seen, err := lbAsk(ns("cdb"), vip)
+		if err != nil || seen != "10.2.0.21" {
+			t.Fatalf("cdb (a-db) -> the VIP: %v, seen from %s", err, seen)
+		}
+		routed[s]++
+	}
+	if len(routed) < 2 || routed["bw1"] != 0 {
+		t.Errorf("cdb's 30 connections: %v", routed)
 	}
 
 	// The twin tenant's VIP, the same address, reaches its own backend.

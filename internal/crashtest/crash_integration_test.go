@@ -392,7 +392,7 @@ func TestKillIncrementalApplyAtEveryStep(t *testing.T) {
 }
 
 // lbSpec is a network over two hosts with a load balancer of two backends,
-// and a client: programs on three ports and a router leg's on each host.
+// and a client: programs on the three VMs' ports.
 const lbSpec = `name: lb
 hosts:
   - {name: hv1, underlay: 192.0.2.11}

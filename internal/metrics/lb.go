@@ -34,10 +34,10 @@ func readBalancers(c LBCounting, s *spec.Spec, host, here string) []BalancerSamp
 						continue
 					}
 					for _, l := range b.Listeners {
-						key := strings.Join([]string{onHost, p.Site, b.Name, vip.String(), addr.String(), l.Proto, strconv.Itoa(l.BackendPort)}, "/")
+						key := strings.Join([]string{onHost, b.Site, b.Name, vip.String(), addr.String(), l.Proto, strconv.Itoa(l.BackendPort)}, "/")
 						i, ok := index[key]
 						if !ok {
-							out = append(out, BalancerSample{Host: onHost, Site: p.Site, LB: b.Name, VIP: vip.String(), Backend: addr.String(),
+							out = append(out, BalancerSample{Host: onHost, Site: b.Site, LB: b.Name, VIP: vip.String(), Backend: addr.String(),
 								Port: l.BackendPort, Proto: l.Proto, Up: !strings.Contains(","+down+",", ","+b.Name+"/"+addr.String()+",")})
 							i = len(out) - 1
 							index[key] = i

@@ -20,6 +20,7 @@ type PortBalancers []Balancer
 
 // Balancer is one load balancer as a port translates it.
 type Balancer struct {
+	Site      string // its network or port group, as BalancerSite.Name has it; not part of the text
 	Name      string
 	VIPs      []netip.Addr // an IPv4 one, an IPv6 one, or both
 	MAC       string       // the VIPs' MAC: ARP and neighbour discovery answer with it

@@ -96,7 +96,7 @@ func (m *modeler) lab(withNetworks bool) []Resource {
 	m.shapers()
 	m.steering()
 	m.security()
-	m.balancers(withNetworks)
+	m.balancers()
 	return m.out
 }
 

@@ -269,8 +269,7 @@ func hostModel(s *spec.Spec, opt Options) []Resource {
 	}
 	out = append(out, hostSecurity(s.Name, host, here, labNS, ports, sec)...)
 	out = append(out, tunnels(s, host, here, bridges)...)
-	out = appendNetworks(out, s, host, here)
-	return append(out, routerBalancers(s, host, here, opt.LBDown)...)
+	return appendNetworks(out, s, host, here)
 }
 
 // hostPortsOn are the interface names of the host's host ports.

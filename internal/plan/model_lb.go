@@ -14,13 +14,16 @@ import (
 // discovery with, the same on every host.
 func VIPMAC(infra, site, lb string) string { return StableMAC(infra, "vip/"+site+"/"+lb) }
 
-// SiteBalancers is how every client port of a network (or port group)
-// translates its load balancers, with the backends in down marked down.
-func SiteBalancers(s *spec.Spec, site spec.BalancerSite, down map[string]bool) PortBalancers {
+// SiteBalancers is how a client port translates a network's (or port
+// group's) load balancers, with the backends in down marked down. client
+// is the client's network (nil on a port group): a backend there gets its
+// connections at its own MAC, one on another network of the router at the
+// client's gateway, whose router on the client's host routes them.
+func SiteBalancers(s *spec.Spec, site spec.BalancerSite, client *spec.Network, down map[string]bool) PortBalancers {
 	m := &modeler{s: s}
 	out := make(PortBalancers, 0, len(site.Balancers()))
 	for _, lb := range site.Balancers() {
-		b := Balancer{Name: lb.Name, MAC: VIPMAC(s.Name, site.Name(), lb.Name), Source: lb.Method() == spec.SelectSource, Affinity: lb.AffinityTimeout()}
+		b := Balancer{Site: site.Name(), Name: lb.Name, MAC: VIPMAC(s.Name, site.Name(), lb.Name), Source: lb.Method() == spec.SelectSource, Affinity: lb.AffinityTimeout()}
 		for _, v := range []string{lb.VIP, lb.VIP6} {
 			if a, err := netip.ParseAddr(v); err == nil {
 				b.VIPs = append(b.VIPs, a)
@@ -36,8 +39,8 @@ func SiteBalancers(s *spec.Spec, site spec.BalancerSite, down map[string]bool) P
 			}
 			vm, _ := s.VM(v.VM)
 			mac := m.vnicMAC(vm, v.NIC)
-			if v.Routed(site) {
-				mac = GatewayMAC(s.Name, site.Network.Router, site.Network.Name)
+			if client != nil && v.Network != client.Name {
+				mac = GatewayMAC(s.Name, client.Router, client.Name)
 			}
 			b.Backends = append(b.Backends, LBBackend{IP: v.IP, IP6: v.IP6, MAC: mac,
 				Down: down[BackendKey(site.Name(), lb.Name, v.VM, v.NIC)]})
@@ -47,79 +50,86 @@ func SiteBalancers(s *spec.Spec, site spec.BalancerSite, down map[string]bool) P
 	return out
 }
 
-// balancers adds, for every load balancer's network or port group, each
-// connected vNIC's switch port a KindLB resource: that client's
-// translations, made on its own host (model_host.go moves them to a real
-// host's ports as it moves port policies). With withNetworks, each router
-// leg's port on a network with load balancers gets one too, on every host
-// that carries the network: the router's packets are the clients of other
-// networks of the router.
-func (m *modeler) balancers(withNetworks bool) {
-	for _, site := range m.s.BalancerSites() {
-		pb := SiteBalancers(m.s, site, m.opt.LBDown)
-		text, why := pb.String(), pb.DownText()
-		for vi := range m.s.VMs {
-			vm := &m.s.VMs[vi]
-			if m.skips(vm) {
+// clientBalancers works out, once per network or port group, the load
+// balancers its clients' ports translate: on a network, those of every
+// network of its address space (its router's networks, or itself), so
+// that a client's connection to another network's VIP is translated on
+// the client's own port, and the backend's reply, routed back on the
+// backend's host, translated back there too; on a port group, its own.
+type clientBalancers struct {
+	s    *spec.Spec
+	down map[string]bool
+	memo map[string]PortBalancers
+}
+
+func newClientBalancers(s *spec.Spec, down map[string]bool) *clientBalancers {
+	return &clientBalancers{s: s, down: down, memo: map[string]PortBalancers{}}
+}
+
+// of returns the load balancers a vNIC's port translates (none: nil).
+func (c *clientBalancers) of(n spec.VNIC) PortBalancers {
+	key := "portgroup " + n.PortGroup
+	if n.Network != "" {
+		key = "network " + n.Network
+	}
+	if pb, ok := c.memo[key]; ok {
+		return pb
+	}
+	var pb PortBalancers
+	if n.Network != "" {
+		if client, ok := c.s.Network(n.Network); ok {
+			for i := range c.s.Networks {
+				if other := &c.s.Networks[i]; len(other.LoadBalancers) > 0 && other.AddressSpace() == client.AddressSpace() {
+					pb = append(pb, SiteBalancers(c.s, spec.BalancerSite{Network: other}, client, c.down)...)
+				}
+			}
+		}
+	} else if pg, _, ok := c.s.PortGroup(n.PortGroup); ok && len(pg.LoadBalancers) > 0 {
+		pb = SiteBalancers(c.s, spec.BalancerSite{PortGroup: pg}, nil, c.down)
+	}
+	c.memo[key] = pb
+	return pb
+}
+
+// balancers adds a KindLB resource to each connected vNIC's switch port
+// whose network (or port group) has load balancers to translate: that
+// client's translations, made on its own host (model_host.go moves them to
+// a real host's ports as it moves port policies).
+func (m *modeler) balancers() {
+	if !m.s.HasBalancers() {
+		return
+	}
+	c := newClientBalancers(m.s, m.opt.LBDown)
+	for vi := range m.s.VMs {
+		vm := &m.s.VMs[vi]
+		if m.skips(vm) {
+			continue
+		}
+		for i, n := range vm.NICs {
+			if !n.IsConnected() {
 				continue
 			}
-			for i, n := range vm.NICs {
-				if !n.IsConnected() || !onSite(site, n) {
-					continue
-				}
-				m.add(Resource{Kind: KindLB, NS: m.ns(vm.Host), Link: VNICPortName(vm.Name, i), Match: text, Why: why,
-					Owner: fmt.Sprintf("vm %s eth%d: load balancers of %s", vm.Name, i, site.Name())})
+			pb := c.of(n)
+			if len(pb) == 0 {
+				continue
 			}
+			m.add(Resource{Kind: KindLB, NS: m.ns(vm.Host), Link: VNICPortName(vm.Name, i), Match: pb.String(), Why: pb.DownText(),
+				Owner: fmt.Sprintf("vm %s eth%d: load balancers", vm.Name, i)})
 		}
 	}
-	if withNetworks {
-		for _, h := range m.s.Hosts {
-			m.out = append(m.out, routerBalancers(m.s, h.Name, m.ns(h.Name), m.opt.LBDown)...)
-		}
-	}
-}
-
-func onSite(site spec.BalancerSite, n spec.VNIC) bool {
-	if site.Network != nil {
-		return n.Network == site.Network.Name
-	}
-	return n.Network == "" && n.PortGroup == site.PortGroup.Name
-}
-
-// routerBalancers are the KindLB resources of the router legs' ports on the
-// host (in namespace here) of the networks with load balancers it carries.
-func routerBalancers(s *spec.Spec, host, here string, down map[string]bool) []Resource {
-	var out []Resource
-	var x *netIndex
-	for i := range s.Networks {
-		n := &s.Networks[i]
-		if len(n.LoadBalancers) == 0 || n.Router == "" {
-			continue
-		}
-		if x == nil {
-			x = indexNetworks(s)
-		}
-		if !x.carriers(n)[host] {
-			continue
-		}
-		pb := SiteBalancers(s, spec.BalancerSite{Network: n}, down)
-		out = append(out, Resource{Kind: KindLB, NS: here, Link: RouterPortName(s.Name, n.Name), Match: pb.String(), Why: pb.DownText(),
-			Owner: HostOwner(s.Name, "router "+n.Router+" on network "+n.Name+" on "+host+": load balancers")})
-	}
-	return out
 }
 
 // BalancerPort is a client port with load balancers, as status and the
-// agents' counts read them: its namespace and name, its site, and its
-// load balancers.
+// agents' counts read them: its namespace and name, and its load
+// balancers.
 type BalancerPort struct {
-	NS, Port, Site string
-	Balancers      PortBalancers
+	NS, Port  string
+	Balancers PortBalancers
 }
 
-// LBOf names the load balancer of the port whose VIP sends connections to
-// a backend's address and port, "" for none.
-func (p BalancerPort) LBOf(vip, addr string, port int, proto string) string {
+// LBOf is the load balancer of the port whose VIP sends connections to a
+// backend's address and port; false for none.
+func (p BalancerPort) LBOf(vip, addr string, port int, proto string) (Balancer, bool) {
 	for _, b := range p.Balancers {
 		if !slices.ContainsFunc(b.VIPs, func(a netip.Addr) bool { return a.String() == vip }) {
 			continue
@@ -130,59 +140,42 @@ func (p BalancerPort) LBOf(vip, addr string, port int, proto string) string {
 			}
 			for _, l := range b.Listeners {
 				if l.BackendPort == port && l.Proto == proto {
-					return b.Name
+					return b, true
 				}
 			}
 		}
 	}
-	return ""
+	return Balancer{}, false
 }
 
 // BalancerPorts lists the client ports with load balancers on a host, in
 // namespace here, as its model makes them (every host's, each in its lab
-// namespace, when host is ""): its VMs' connected vNICs' ports (a TAP
-// under its own name) and the router legs' ports of the networks it
-// carries.
+// namespace, when host is ""): its VMs' connected vNICs' ports, a TAP
+// under its own name.
 func BalancerPorts(s *spec.Spec, host, here string) []BalancerPort {
+	if !s.HasBalancers() {
+		return nil
+	}
 	var out []BalancerPort
-	var x *netIndex
-	for _, site := range s.BalancerSites() {
-		pb := SiteBalancers(s, site, nil)
-		for _, vm := range s.VMs {
-			if host != "" && vm.Host != host {
-				continue
-			}
-			ns := here
-			if host == "" {
-				ns = NSName(s.Name, vm.Host)
-			}
-			for i, n := range vm.NICs {
-				if !n.IsConnected() || !onSite(site, n) {
-					continue
-				}
-				port := VNICPortName(vm.Name, i)
-				if tap := n.TapName(); tap != "" && host != "" {
-					port = tap
-				}
-				out = append(out, BalancerPort{NS: ns, Port: port, Site: site.Name(), Balancers: pb})
-			}
-		}
-		n := site.Network
-		if n == nil || n.Router == "" {
+	c := newClientBalancers(s, nil)
+	for _, vm := range s.VMs {
+		if host != "" && vm.Host != host {
 			continue
 		}
-		if x == nil {
-			x = indexNetworks(s)
+		ns := here
+		if host == "" {
+			ns = NSName(s.Name, vm.Host)
 		}
-		for _, h := range s.Hosts {
-			if host != "" && h.Name != host || !x.carriers(n)[h.Name] {
+		for i, n := range vm.NICs {
+			pb := c.of(n)
+			if !n.IsConnected() || len(pb) == 0 {
 				continue
 			}
-			ns := here
-			if host == "" {
-				ns = NSName(s.Name, h.Name)
+			port := VNICPortName(vm.Name, i)
+			if tap := n.TapName(); tap != "" && host != "" {
+				port = tap
 			}
-			out = append(out, BalancerPort{NS: ns, Port: RouterPortName(s.Name, n.Name), Site: site.Name(), Balancers: pb})
+			out = append(out, BalancerPort{NS: ns, Port: port, Balancers: pb})
 		}
 	}
 	return out
@@ -201,14 +194,14 @@ func SumBalancerConns(s *spec.Spec, host, here string, read func(ns, port string
 			continue
 		}
 		for _, c := range counts {
-			lb := p.LBOf(c.VIP, c.Addr, c.Port, c.Proto)
-			if lb == "" {
+			lb, ok := p.LBOf(c.VIP, c.Addr, c.Port, c.Proto)
+			if !ok {
 				continue
 			}
-			k := strings.Join([]string{p.Site, lb, c.VIP, c.Addr, c.Proto, fmt.Sprint(c.Port)}, "/")
+			k := strings.Join([]string{lb.Site, lb.Name, c.VIP, c.Addr, c.Proto, fmt.Sprint(c.Port)}, "/")
 			sum, ok := sums[k]
 			if !ok {
-				sum = &status.BackendConns{Site: p.Site, LB: lb, VIP: c.VIP, Addr: c.Addr, Port: c.Port, Proto: c.Proto}
+				sum = &status.BackendConns{Site: lb.Site, LB: lb.Name, VIP: c.VIP, Addr: c.Addr, Port: c.Port, Proto: c.Proto}
 				sums[k] = sum
 				order = append(order, k)
 			}

@@ -54,7 +54,8 @@ func loadLBSpec(t *testing.T) *spec.Spec {
 func TestPortBalancersText(t *testing.T) {
 	s := loadLBSpec(t)
 	sites := s.BalancerSites()
-	pb := SiteBalancers(s, sites[0], map[string]bool{BackendKey("network a-web", "web", "a1", 0): true})
+	aweb, _ := s.Network("a-web")
+	pb := SiteBalancers(s, sites[0], aweb, map[string]bool{BackendKey("network a-web", "web", "a1", 0): true})
 	text := pb.String()
 	gw := GatewayMAC("lbt", "ta", "a-web")
 	want := "lb web vip 10.1.0.100,fd00:1::100 mac " + VIPMAC("lbt", "network a-web", "web") +
@@ -85,10 +86,11 @@ func TestPortBalancersText(t *testing.T) {
 	}
 }
 
-// The lab's model puts every connected vNIC's port of a network with load
-// balancers, and every router leg's port of it, under a KindLB resource;
-// a host's model the same on its own ports only; the twin tenant's ports
-// get their own tenant's.
+// The lab's model puts every connected vNIC's port of a network whose
+// router has load balancers under a KindLB resource, with every load
+// balancer of the router (a client on a-db reaches a-web's VIP, its
+// backends through its own gateway); a host's model the same on its own
+// ports only; the twin tenant's ports get their own tenant's.
 func TestBalancerModel(t *testing.T) {
 	s := loadLBSpec(t)
 	lbs := func(rs []Resource) map[string]Resource {
@@ -101,10 +103,9 @@ func TestBalancerModel(t *testing.T) {
 		return out
 	}
 	lab := lbs(Model(s, Options{}))
-	rp := RouterPortName("lbt", "a-web")
 	want := []string{
-		"vnet.lbt.hv1/" + VNICPortName("a1", 0), "vnet.lbt.hv2/" + VNICPortName("a2", 0), "vnet.lbt.hv2/" + VNICPortName("b1", 0),
-		"vnet.lbt.hv1/" + rp, "vnet.lbt.hv2/" + rp, "vnet.lbt.hv3/" + rp,
+		"vnet.lbt.hv1/" + VNICPortName("a1", 0), "vnet.lbt.hv2/" + VNICPortName("a2", 0), "vnet.lbt.hv3/" + VNICPortName("a3", 0),
+		"vnet.lbt.hv2/" + VNICPortName("b1", 0),
 	}
 	if len(lab) != len(want) {
 		t.Errorf("lab: %d KindLB, want %d: %v", len(lab), len(want), lab)
@@ -118,18 +119,21 @@ func TestBalancerModel(t *testing.T) {
 	if a.Match == b.Match || !strings.Contains(b.Match, "listen udp:53:53") || strings.Contains(b.Match, "10.1.0.12") {
 		t.Errorf("the twin tenant's port:\n%s\n%s", a.Match, b.Match)
 	}
+	// a3 on a-db: a-web's VIP, a-web's backends at a-db's gateway, a3 its own.
+	db := lab["vnet.lbt.hv3/"+VNICPortName("a3", 0)].Match
+	gwDB := GatewayMAC("lbt", "ta", "a-db")
+	if !strings.Contains(db, "vip 10.1.0.100") || !strings.Contains(db, "10.1.0.11/fd00:1::11@"+gwDB) || !strings.Contains(db, "10.2.0.13/-@02:00:00:00:00:13") {
+		t.Errorf("a routed client's port:\n%s", db)
+	}
 	// A host's model: its own ports, in its own namespace, with health.
 	down := map[string]bool{BackendKey("network a-web", "web", "a2", 0): true}
 	hv2 := lbs(Model(s, Options{Host: "hv2", LBDown: down}))
-	if len(hv2) != 3 {
+	if len(hv2) != 2 {
 		t.Errorf("hv2: %v", hv2)
 	}
 	r, ok := hv2[CurrentNS+"/"+VNICPortName("a2", 0)]
 	if !ok || r.Why != "web/10.1.0.12" || !strings.HasPrefix(r.Owner, "lbt: ") {
 		t.Errorf("hv2's a2 port: %+v", r)
-	}
-	if r := hv2[CurrentNS+"/"+rp]; r.Why != "web/10.1.0.12" {
-		t.Errorf("hv2's router port: %+v", r)
 	}
 	if r := hv2[CurrentNS+"/"+VNICPortName("b1", 0)]; r.Why != "" {
 		t.Errorf("the other tenant's health: %+v", r)
@@ -137,12 +141,25 @@ func TestBalancerModel(t *testing.T) {
 	// Health changes a port's Why only: a change in place.
 	before := Model(s, Options{Host: "hv2"})
 	p := Diff(Model(s, Options{Host: "hv2", LBDown: down}), before)
-	if len(p.Actions) != 2 {
+	if len(p.Actions) != 1 {
 		t.Fatalf("plan:\n%s", p)
 	}
 	for _, a := range p.Actions {
 		if a.Op != OpModify || a.New.Kind != KindLB || !strings.Contains(a.String(), "down none -> web/10.1.0.12") {
 			t.Errorf("action %s", a)
+		}
+	}
+	// What status reads: the ports, each load balancer with its site.
+	ports := BalancerPorts(s, "", "")
+	if len(ports) != 4 {
+		t.Fatalf("ports %v", ports)
+	}
+	for _, p := range ports {
+		if p.Port == VNICPortName("a3", 0) {
+			lb, ok := p.LBOf("10.1.0.100", "10.1.0.12", 8080, "tcp")
+			if !ok || lb.Site != "network a-web" || lb.Name != "web" {
+				t.Errorf("a3's port: %+v %v", lb, ok)
+			}
 		}
 	}
 }

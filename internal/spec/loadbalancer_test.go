@@ -92,6 +92,7 @@ func TestLoadBalancersValidation(t *testing.T) {
 		{"vip in another network", "vip: 10.1.0.100\n", "vip: 10.2.0.100\n", lb + ".vip", "inside network a-db's subnet", 14},
 		{"vip multicast", "vip: 10.1.0.100\n", "vip: 224.0.0.5\n", lb + ".vip", "not a unicast address", 14},
 		{"vip twice in a router", "{name: a-db, subnet", "{name: a-db, loadBalancers: [{name: x, vip: 10.1.0.100, listeners: [{protocol: tcp, port: 1}], backends: [{vm: a3}]}], subnet", "networks[1].loadBalancers[0].vip", "also the VIP at networks[0].loadBalancers[0].vip", 20},
+		{"name twice in a router", "{name: a-db, subnet", "{name: a-db, loadBalancers: [{name: web, vip: 10.2.0.100, listeners: [{protocol: tcp, port: 1}], backends: [{vm: a3}]}], subnet", "networks[1].loadBalancers[0].name", "duplicate load balancer", 20},
 		{"name", "name: web\n        vip: 10.1.0.100\n", "name: Web\n        vip: 10.1.0.100\n", lb + ".name", "lower-case", 13},
 		{"no listener", "listeners: [{protocol: tcp, port: 80, backendPort: 8080}, {protocol: udp, port: 53}]", "listeners: []", lb + ".listeners", "needs a listener", 16},
 		{"duplicate listener", "{protocol: udp, port: 53}", "{protocol: tcp, port: 80}", lb + ".listeners[1].port", "tcp port 80 is also " + lb + ".listeners[0]'s", 16},

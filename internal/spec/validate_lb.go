@@ -14,6 +14,7 @@ import (
 // health check.
 func (v *validator) checkLoadBalancers() {
 	vips := map[string]map[netip.Addr]string{} // address space -> VIP -> path
+	names := map[string]map[string]string{}    // address space -> load balancer name -> path
 	for i := range v.s.Networks {
 		n := &v.s.Networks[i]
 		if len(n.LoadBalancers) == 0 {
@@ -21,12 +22,12 @@ func (v *validator) checkLoadBalancers() {
 		}
 		space := v.x.spaces[n]
 		if vips[space] == nil {
-			vips[space] = map[netip.Addr]string{}
+			vips[space], names[space] = map[netip.Addr]string{}, map[string]string{}
 		}
 		if v.netIPs == nil {
 			v.indexAddressSpaces()
 		}
-		v.checkSiteBalancers(indexPath("networks", i)+".loadBalancers", BalancerSite{Network: n}, vips[space], v.netIPs[space])
+		v.checkSiteBalancers(indexPath("networks", i)+".loadBalancers", BalancerSite{Network: n}, names[space], vips[space], v.netIPs[space])
 	}
 	for i := range v.s.Switches {
 		sw := &v.s.Switches[i]
@@ -43,26 +44,26 @@ func (v *validator) checkLoadBalancers() {
 			if vips["port groups"] == nil {
 				vips["port groups"] = map[netip.Addr]string{}
 			}
-			v.checkSiteBalancers(p, BalancerSite{PortGroup: pg}, vips["port groups"], v.ips)
+			v.checkSiteBalancers(p, BalancerSite{PortGroup: pg}, map[string]string{}, vips["port groups"], v.ips)
 		}
 	}
 }
 
 // checkSiteBalancers checks one network's or port group's load balancers;
-// vips are the VIPs of its address space so far, taken the addresses of
-// its vNICs and gateways.
-func (v *validator) checkSiteBalancers(p string, site BalancerSite, vips, taken map[netip.Addr]string) {
+// names and vips are the load balancers' names and VIPs of its address
+// space so far (a client port translates all of them, so names are unique
+// there), taken the addresses of its vNICs and gateways.
+func (v *validator) checkSiteBalancers(p string, site BalancerSite, names map[string]string, vips, taken map[netip.Addr]string) {
 	lbs := site.Balancers()
 	if len(lbs) > MaxLoadBalancers {
 		v.errf(p, "at most %d load balancers on a %s, got %d", MaxLoadBalancers, siteKind(site), len(lbs))
 		return
 	}
-	names := map[string]string{}
 	for k := range lbs {
 		lb := &lbs[k]
 		lp := indexPath(p, k)
 		if v.checkName(lp+".name", lb.Name, maxObjectName, objectName, "a load balancer") {
-			v.unique(names, lb.Name, lp+".name", "load balancer")
+			v.unique(names, lb.Name, lp+".name", "load balancer (names are unique among a router's networks)")
 		}
 		has4 := v.checkVIP(lp+".vip", lb.VIP, false, site, vips, taken)
 		has6 := v.checkVIP(lp+".vip6", lb.VIP6, true, site, vips, taken)

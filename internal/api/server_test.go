@@ -96,6 +96,8 @@ func TestStatusCodes(t *testing.T) {
 		{"unknown field", put(strings.Replace(smallSpec, "vms:", "vmz:", 1), yaml, testToken), 400, "vmz"},
 		{"bad reference", put(strings.Replace(smallSpec, "host: esx1\n    nics: [{portgroup: pg-vm, ip: 10.0.0.2/24}]", "host: esx9\n    nics: [{portgroup: pg-vm, ip: 10.0.0.2/24}]", 1), yaml, testToken), 400, "vms[1].host"},
 		{"name differs from the URL", req{method: "PUT", path: "/api/v1/infras/t2", body: smallSpec, ctype: yaml, token: testToken}, 400, "name"},
+		{"a second document", put(smallSpec+"---\nname: t1\n", yaml, testToken), 400, ""},
+		{"a zero for a default", put(strings.Replace(smallSpec, "vms:", "vms:\n  - {name: vm9, host: esx1, cpus: 0, nics: [{portgroup: pg-vm}]}", 1), yaml, testToken), 400, "vms[0].cpus"},
 		{"body too large", put(strings.Repeat("#", spec.MaxSpecBytes+1), yaml, testToken), 413, ""},
 		{"bad dryRun", req{method: "PUT", path: "/api/v1/infras/t1?dryRun=maybe", body: smallSpec, ctype: yaml, token: testToken}, 400, "dryRun"},
 		{"unknown infra", req{method: "GET", path: "/api/v1/infras/nope"}, 404, ""},

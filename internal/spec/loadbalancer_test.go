@@ -98,7 +98,7 @@ func TestLoadBalancersValidation(t *testing.T) {
 		{"duplicate listener", "{protocol: udp, port: 53}", "{protocol: tcp, port: 80}", lb + ".listeners[1].port", "tcp port 80 is also " + lb + ".listeners[0]'s", 16},
 		{"listener protocol", "{protocol: udp, port: 53}", "{protocol: sctp, port: 53}", lb + ".listeners[1].protocol", "want tcp or udp", 16},
 		{"listener port", "{protocol: udp, port: 53}", "{protocol: udp, port: 70000}", lb + ".listeners[1].port", "outside 1..65535", 16},
-		{"backend port zero", "backendPort: 8080", "backendPort: 0", lb + ".listeners[0].backendPort", "outside 1..65535", 16},
+		{"backend port zero", "backendPort: 8080", "backendPort: 0", lb + ".listeners[0].backendPort", "would be taken for the field left out", 16},
 		{"no backend", "backends: [{vm: a1}, {address: 10.1.0.12}, {vm: a3}]", "backends: []", lb + ".backends", "needs a backend", 17},
 		{"unknown vm", "{vm: a3}]", "{vm: a9}]", lb + ".backends[2].vm", `unknown VM "a9"`, 17},
 		{"vm and address", "{vm: a3}]", "{vm: a3, address: 10.2.0.13}]", lb + ".backends[2]", "not both", 17},
@@ -115,8 +115,9 @@ func TestLoadBalancersValidation(t *testing.T) {
 		{"health protocol", "healthCheck: {interval: 500ms, fall: 1}", "healthCheck: {protocol: http}", lb + ".healthCheck.protocol", "want tcp", 19},
 		{"health interval", "interval: 500ms", "interval: 10ms", lb + ".healthCheck.interval", "outside 100ms..1h0m0s", 19},
 		{"health timeout", "interval: 500ms", "interval: 500ms, timeout: 2s", lb + ".healthCheck.timeout", "the interval", 19},
-		{"health fall", "fall: 1", "fall: 0", lb + ".healthCheck.fall", "outside 1..10", 19},
-		{"health port", "fall: 1", "port: 0", lb + ".healthCheck.port", "outside 1..65535", 19},
+		{"health fall", "fall: 1", "fall: 11", lb + ".healthCheck.fall", "outside 1..10", 19},
+		{"health fall zero", "fall: 1", "fall: 0", lb + ".healthCheck.fall", "would be taken for the field left out", 19},
+		{"health port", "fall: 1", "port: 70000", lb + ".healthCheck.port", "outside 1..65535", 19},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,9 +1,16 @@
 package hostagent
 
 import (
+	"context"
 	"errors"
+	"maps"
 	"testing"
 	"time"
+
+	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/status"
+	"github.com/vnet-project/vnet/internal/store/etcdstore"
 )
 
 // A backend's state follows its probes: the first decides, then rise
@@ -54,5 +61,57 @@ func TestProbeState(t *testing.T) {
 				t.Errorf("since %v, want the last change's", st.since)
 			}
 		})
+	}
+}
+
+// reportsOnly is a cluster that holds hosts' reports, and nothing else.
+type reportsOnly struct {
+	Cluster
+	reports []etcdstore.Report
+}
+
+func (r reportsOnly) Reports(string) ([]etcdstore.Report, error) { return r.reports, nil }
+func (r reportsOnly) WatchReports(context.Context, string) <-chan struct{} {
+	return nil
+}
+
+// Which backends a host marks down: its own as its probes found them
+// (before its first probe, as its report had them), the others' as their
+// hosts report them, and those of a host that reports nothing.
+func TestBackendsMarkedDown(t *testing.T) {
+	doc, err := spec.Load("t.yaml", []byte(`name: t
+hosts:
+  - {name: hv1, underlay: 192.0.2.11}
+  - {name: hv2, underlay: 192.0.2.12}
+  - {name: hv3, underlay: 192.0.2.13}
+  - {name: hv4, underlay: 192.0.2.14}
+networks:
+  - name: net
+    subnet: 10.1.0.0/24
+    loadBalancers:
+      - {name: web, vip: 10.1.0.100, listeners: [{protocol: tcp, port: 80}], backends: [{vm: w1}, {vm: w1b}, {vm: w2}, {vm: w3}, {vm: w4}], healthCheck: {}}
+vms:
+  - {name: w1, host: hv1, nics: [{network: net, ip: 10.1.0.11/24}]}
+  - {name: w1b, host: hv1, nics: [{network: net, ip: 10.1.0.15/24}]}
+  - {name: w2, host: hv2, nics: [{network: net, ip: 10.1.0.12/24}]}
+  - {name: w3, host: hv3, nics: [{network: net, ip: 10.1.0.13/24}]}
+  - {name: w4, host: hv4, nics: [{network: net, ip: 10.1.0.14/24}]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(vm string) string { return plan.BackendKey("network net", "web", vm, 0) }
+	a := &Agent{Host: "hv1", Cluster: reportsOnly{reports: []etcdstore.Report{
+		{Host: "hv1", Health: []status.BackendHealth{{Key: key("w1"), Up: true}, {Key: key("w1b"), Up: false}}},
+		{Host: "hv2", Health: []status.BackendHealth{{Key: key("w2"), Up: false}}},
+		{Host: "hv3"}, // not probed yet
+		// hv4 reports nothing: gone
+	}}}
+	h := &healthRun{states: map[string]*probeState{key("w1"): {known: true, up: false}}}
+	a.healthRuns = map[string]*healthRun{"t": h}
+	got := a.lbDown(doc.Spec)
+	want := map[string]bool{key("w1"): true, key("w1b"): true, key("w2"): true, key("w4"): true}
+	if !maps.Equal(got, want) {
+		t.Errorf("down %v, want %v", got, want)
 	}
 }

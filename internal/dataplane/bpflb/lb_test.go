@@ -3,9 +3,12 @@ package bpflb
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -354,5 +357,29 @@ func TestNoHairpin(t *testing.T) {
 		if parse(out).dst == self {
 			t.Fatalf("port %d: sent to itself", 30000+s)
 		}
+	}
+}
+
+// What a port's maps hold in kernel memory (memlock, as /proc reports
+// each map's), for docs/loadbalancers.md.
+func TestMapMemory(t *testing.T) {
+	p := load(t, testBalancers(true))
+	var total int
+	for name, m := range p.maps {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/self/fdinfo/%d", m.FD()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "memlock:"); ok {
+				n, _ := strconv.Atoi(strings.TrimSpace(v))
+				total += n
+				t.Logf("%s: %d bytes", name, n)
+			}
+		}
+	}
+	t.Logf("a port's maps: %d KiB", total/1024)
+	if total == 0 || total > 4<<20 {
+		t.Errorf("a port's maps hold %d bytes", total)
 	}
 }

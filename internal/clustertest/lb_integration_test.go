@@ -73,7 +73,9 @@ var lbAsk = nstest.LBAsk
 // own address; a backend whose server stops gets no new connection once
 // its health check has found it down, while connections made to the others
 // stay; it gets them again once it is back; source affinity keeps a client
-// on one backend; the twin tenant's VIP reaches its own backend only.
+// on one backend; a client on another network of the router reaches the
+// VIP; the twin tenant's VIP reaches its own backend only; with a host cut
+// off, the others go on without its backend.
 func TestClusterLoadBalancer(t *testing.T) {
 	c := faultCluster(t, 4*time.Minute, "hv1", "hv2", "hv3")
 	infra := c.Infra()
@@ -203,6 +205,40 @@ func TestClusterLoadBalancer(t *testing.T) {
 
 	// Status shows each VIP, its backends' health and connections.
 	lbStatus(t, c, infra)
+
+	// A host down: hv3 off the underlay. Once its report has run out (the
+	// agents' TTL, 5 s), the other hosts take its backend for down, and
+	// their clients' connections all succeed; back on the underlay, its
+	// backend is used again.
+	hv3 := c.Machine("hv3")
+	hv3.Cut()
+	cut := time.Now()
+	const gone = 5*time.Second + lbBound
+	var late []string
+	for time.Since(cut) < gone+3*time.Second {
+		for _, client := range []string{"c1", "c2"} {
+			s, _, err := lbAsk(ns(client), vip)
+			if (err != nil || s == "w3") && time.Since(cut) > gone {
+				late = append(late, fmt.Sprintf("%s at %s: %v %s", client, time.Since(cut).Round(time.Millisecond), err, s))
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(late) > 0 {
+		t.Errorf("with hv3 cut off, connections failed or reached w3 after %s:\n%s", gone, strings.Join(late, "\n"))
+	}
+	hv3.Heal()
+	healed := time.Now()
+	for {
+		if s, _, err := lbAsk(ns("c1"), vip); err == nil && s == "w3" {
+			break
+		}
+		if time.Since(healed) > 20*time.Second {
+			t.Fatalf("c1 does not reach w3 %s after hv3 came back", time.Since(healed).Round(time.Millisecond))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("hv3 back: c1 reached w3 again %s after", time.Since(healed).Round(time.Millisecond))
 }
 
 // failover stops w2's server while a client on each machine connects

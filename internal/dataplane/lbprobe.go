@@ -24,8 +24,18 @@ import (
 // no address on the network, reaches a QEMU guest's TAP as well as a VM's
 // namespace, and crosses nothing but the vNIC.
 
-// ErrBackendDown wraps why a probe found a backend unhealthy.
+// ErrBackendDown is what every probe failure is (errors.Is), whatever its
+// text says.
 var ErrBackendDown = errors.New("backend down")
+
+// probeFailure is why a probe found a backend unhealthy, as status shows
+// it beside the word down.
+type probeFailure string
+
+func (p probeFailure) Error() string        { return string(p) }
+func (p probeFailure) Is(target error) bool { return target == ErrBackendDown }
+
+func failed(format string, args ...any) error { return probeFailure(fmt.Sprintf(format, args...)) }
 
 // ProbeBackend sends one probe and waits for the answer, at most the
 // probe's timeout: nil when the backend is healthy. A TCP probe is a SYN,
@@ -35,7 +45,7 @@ var ErrBackendDown = errors.New("backend down")
 // answer.
 func (l *Linux) ProbeBackend(p plan.BackendProbe) error {
 	if p.Port == "" {
-		return fmt.Errorf("%w: its vNIC is disconnected", ErrBackendDown)
+		return failed("its vNIC is disconnected")
 	}
 	_, link, err := l.linkIn(p.NS, p.Port)
 	if err != nil {
@@ -70,7 +80,7 @@ func (l *Linux) ProbeBackend(p plan.BackendProbe) error {
 			if p.Proto == "udp" {
 				return nil // no port unreachable
 			}
-			return fmt.Errorf("%w: no answer to a TCP SYN to port %d within %s", ErrBackendDown, p.DstPort, p.Timeout)
+			return failed("no answer to a TCP SYN to port %d within %s", p.DstPort, p.Timeout)
 		}
 		tv := unix.NsecToTimeval(left.Nanoseconds())
 		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
@@ -241,7 +251,7 @@ func (pr *probeFrame) judge(f []byte) (done bool, verdict error) {
 		if !pr.quotes(l4[8:]) {
 			return false, nil
 		}
-		return true, fmt.Errorf("%w: %s answered port %d with an ICMP unreachable (type %d code %d)", ErrBackendDown, src, pr.p.DstPort, l4[0], l4[1])
+		return true, failed("%s answered port %d with an ICMP unreachable (type %d code %d)", src, pr.p.DstPort, l4[0], l4[1])
 	case src != pr.dst || len(l4) < 4 || binary.BigEndian.Uint16(l4[0:]) != uint16(pr.p.DstPort) || binary.BigEndian.Uint16(l4[2:]) != pr.sport:
 		return false, nil
 	case proto == unix.IPPROTO_UDP && pr.p.Proto == "udp":
@@ -250,7 +260,7 @@ func (pr *probeFrame) judge(f []byte) (done bool, verdict error) {
 		flags := l4[13]
 		switch {
 		case flags&tcpRST != 0:
-			return true, fmt.Errorf("%w: connection refused on port %d", ErrBackendDown, pr.p.DstPort)
+			return true, failed("connection refused on port %d", pr.p.DstPort)
 		case flags&(tcpSYN|tcpACK) == tcpSYN|tcpACK && binary.BigEndian.Uint32(l4[8:]) == pr.seq+1:
 			return true, nil
 		}

@@ -555,7 +555,7 @@ func TestRollbackAtEveryStep(t *testing.T) {
 	// A load balancer on a port group: programs on its VMs' ports.
 	withLB := strings.Replace(base, "    portgroups: [{name: pg-vm}]", `    portgroups:
       - name: pg-vm
-        loadBalancers: [{name: web, vip: 192.168.50.100, listeners: [{protocol: tcp, port: 80}], backends: [{vm: web1}]}]`, 1)
+        loadBalancers: [{name: web, vip: 192.168.50.200, listeners: [{protocol: tcp, port: 80}], backends: [{vm: web1}]}]`, 1)
 	for _, tc := range []struct {
 		name, from, to string
 		drift          func(t *testing.T)

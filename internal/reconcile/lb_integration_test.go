@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vnet-project/vnet/internal/nstest"
 	"github.com/vnet-project/vnet/internal/plan"
@@ -56,6 +57,16 @@ func TestLoadBalancersOnOneMachine(t *testing.T) {
 		(&nstest.LBServer{Name: vm, NS: ns(vm), Port: 8080}).Start(t)
 	}
 	clients := map[string][2]string{"client1": {"10.1.0.21", "fd00:1::21"}, "client2": {"10.1.0.22", "fd00:1::22"}, "client3": {"10.1.0.23", "fd00:1::23"}}
+	// The VMs' IPv6 addresses are tentative for a second or so after the
+	// apply (duplicate address detection): until each backend answers.
+	for _, vip := range []string{"10.1.0.100:80", "[fd00:1::100]:80"} {
+		seen, deadline := map[string]bool{}, time.Now().Add(10*time.Second)
+		for len(seen) < 3 && time.Now().Before(deadline) {
+			if s, _, err := nstest.LBAsk(ns("client1"), vip); err == nil {
+				seen[s] = true
+			}
+		}
+	}
 	for client, addrs := range clients {
 		for i, vip := range []string{"10.1.0.100:80", "[fd00:1::100]:80"} {
 			seen := map[string]int{}

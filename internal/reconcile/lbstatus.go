@@ -19,7 +19,8 @@ type LBCounter interface {
 // BalancerHealth says what is known of a backend's health: its host's
 // findings by plan.BackendKey, and which hosts report at all (a host that
 // does not is taken for gone, and its backends for down). On one machine
-// health is nil: every backend counts as up.
+// health is nil: no check runs, every backend counts as up and shows as
+// unchecked.
 type BalancerHealth struct {
 	Found    map[string]status.BackendHealth
 	Reported map[string]bool
@@ -75,7 +76,7 @@ func BalancerStatus(s *spec.Spec, health *BalancerHealth, conns []status.Backend
 func backendHealth(h *BalancerHealth, key, host string) (string, string) {
 	switch {
 	case h == nil:
-		return "up", ""
+		return "unchecked", "" // on one machine no health check runs
 	case !h.Reported[host]:
 		return "down", "no report from host " + host
 	}

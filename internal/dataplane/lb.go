@@ -147,9 +147,9 @@ func replaceLBFilter(h *netlink.Handle, link netlink.Link, parent uint32, prog *
 }
 
 // removeLB takes a port's load balancer filters away, and their programs
-// and maps with them; the clsact hook stays for what else it holds. A port
-// that is gone took them with it.
-// Equivalent to: tc filter del dev LINK ingress prio 1 handle 0x1b bpf; tc filter del dev LINK egress prio 2 handle 0x1b bpf
+// and maps with them, and the clsact hook when nothing else is in it (vnet
+// made it for them). A port that is gone took them with it.
+// Equivalent to: tc filter del dev LINK ingress prio 1 handle 0x1b bpf; tc filter del dev LINK egress prio 2 handle 0x1b bpf; tc qdisc del dev LINK clsact
 func (l *Linux) removeLB(r plan.Resource) error {
 	h, link, err := l.existingLink(r.NS, r.Link)
 	if link == nil || err != nil {
@@ -172,6 +172,24 @@ func (l *Linux) removeLB(r plan.Resource) error {
 		}
 		changed("load balancers off %s %s", r.Link, hookName(hook.parent))
 	}
+	return removeEmptyClsact(h, link, r.NS)
+}
+
+// removeEmptyClsact deletes a link's clsact qdisc when neither of its
+// hooks holds a filter.
+func removeEmptyClsact(h *netlink.Handle, link netlink.Link, ns string) error {
+	for _, parent := range []uint32{netlink.HANDLE_MIN_INGRESS, netlink.HANDLE_MIN_EGRESS} {
+		filters, err := rtnl.RetryDump(func() ([]netlink.Filter, error) { return h.FilterList(link, parent) })
+		if err != nil || len(filters) > 0 {
+			return nil // no clsact, or one in use
+		}
+	}
+	q := &netlink.GenericQdisc{QdiscType: "clsact",
+		QdiscAttrs: netlink.QdiscAttrs{LinkIndex: link.Attrs().Index, Parent: netlink.HANDLE_CLSACT, Handle: netlink.MakeHandle(0xffff, 0)}}
+	if err := h.QdiscDel(q); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EINVAL) && !isGone(err) {
+		return fmt.Errorf("tc -n %s qdisc del dev %s clsact: %w", ns, link.Attrs().Name, err)
+	}
+	changed("clsact off %s", link.Attrs().Name)
 	return nil
 }
 

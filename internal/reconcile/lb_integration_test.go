@@ -1,7 +1,6 @@
 package reconcile_test
 
 import (
-	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -9,6 +8,8 @@ import (
 
 	"github.com/vnet-project/vnet/internal/nstest"
 	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/reconcile"
+	"github.com/vnet-project/vnet/internal/spec"
 )
 
 // lbOnOneMachine is examples/networks/loadbalancer.yaml (tenant a's VIP
@@ -67,6 +68,7 @@ func TestLoadBalancersOnOneMachine(t *testing.T) {
 			}
 		}
 	}
+	before := lbTotals(t, eng, doc)
 	for client, addrs := range clients {
 		for i, vip := range []string{"10.1.0.100:80", "[fd00:1::100]:80"} {
 			seen := map[string]int{}
@@ -101,18 +103,11 @@ func TestLoadBalancersOnOneMachine(t *testing.T) {
 	if len(seen) != 2 {
 		t.Errorf("the port group's VIP: %v", seen)
 	}
-	st, err := eng.Status(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := map[string]uint64{}
-	for _, lb := range st.Balancers {
-		for _, b := range lb.Backends {
-			total[lb.Site+"/"+lb.Name] += b.Connections
+	after := lbTotals(t, eng, doc)
+	for lb, want := range map[string]uint64{"network a-web/web": 360, "network b-web/web": 10, "portgroup pg-app/app": 40} {
+		if got := after[lb] - before[lb]; got != want {
+			t.Errorf("status counts %d connections of %s, want %d", got, lb, want)
 		}
-	}
-	if want := map[string]uint64{"network a-web/web": 360, "network b-web/web": 10, "portgroup pg-app/app": 40}; fmt.Sprint(total) != fmt.Sprint(want) {
-		t.Errorf("status counts %v, want %v", total, want)
 	}
 	if p, err := eng.Plan(doc); err != nil || !p.Empty() {
 		t.Errorf("traffic changed what a plan sees: %v\n%s", err, p)
@@ -123,4 +118,20 @@ func TestLoadBalancersOnOneMachine(t *testing.T) {
 	if left := nstest.Snapshot(t, infra); len(left) > 0 {
 		t.Errorf("destroy left %v", left)
 	}
+}
+
+// lbTotals is what status counts of each load balancer's connections.
+func lbTotals(t *testing.T, eng *reconcile.Engine, doc *spec.Document) map[string]uint64 {
+	t.Helper()
+	st, err := eng.Status(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := map[string]uint64{}
+	for _, lb := range st.Balancers {
+		for _, b := range lb.Backends {
+			total[lb.Site+"/"+lb.Name] += b.Connections
+		}
+	}
+	return total
 }

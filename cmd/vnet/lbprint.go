@@ -6,14 +6,14 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/vnet-project/vnet/internal/status"
+	"github.com/vnet-project/vnet/internal/service"
 )
 
 // printBalancers shows each load balancer's VIPs and listeners and, a line
 // each, its backends: where they run, their health and the connections
 // the clients' ports sent them (all of them, and those active in the
 // last minute).
-func printBalancers(out io.Writer, lbs []status.Balancer) {
+func printBalancers(out io.Writer, lbs []service.BalancerStatus) {
 	if len(lbs) == 0 {
 		return
 	}

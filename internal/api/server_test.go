@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vnet-project/vnet/internal/service"
 	"github.com/vnet-project/vnet/internal/spec"
-	"github.com/vnet-project/vnet/internal/store"
 )
 
 const testToken = "0123456789abcdef0123"
@@ -156,7 +156,7 @@ func TestLargeSpecs(t *testing.T) {
 	if w.Code != http.StatusOK {
 		t.Fatalf("a spec of %d bytes: %d %.500s", len(large), w.Code, w.Body)
 	}
-	if rec, err := be.Get("big"); err != nil || len(rec.Spec) != len(large) {
+	if rec, err := be.Get(context.Background(), "big"); err != nil || len(rec.Spec) != len(large) {
 		t.Fatalf("stored %v, %v", rec, err)
 	}
 
@@ -279,7 +279,7 @@ func TestApplyDryRunDestroyAndEvents(t *testing.T) {
 	if !res.DryRun || res.Changes != 1 || res.Executed != 0 || res.Plan[0].Op != "create" || res.Plan[0].Kind != "netns" {
 		t.Errorf("dry run: %+v", res)
 	}
-	if _, err := be.Get("t1"); err == nil {
+	if _, err := be.Get(context.Background(), "t1"); err == nil {
 		t.Error("a dry run applied")
 	}
 	// JSON is a spec too.
@@ -408,7 +408,7 @@ func TestConcurrentRequests(t *testing.T) {
 				_, err = c.List(ctx)
 			case 2:
 				_, err = c.Status(ctx, "t1")
-				if IsNotFound(err) {
+				if errors.Is(err, service.ErrNotFound) {
 					err = nil
 				}
 			case 3:
@@ -420,7 +420,7 @@ func TestConcurrentRequests(t *testing.T) {
 				}
 			case 4:
 				_, err = c.Destroy(ctx, "t1")
-				if IsNotFound(err) {
+				if errors.Is(err, service.ErrNotFound) {
 					err = nil
 				}
 			}
@@ -451,7 +451,7 @@ func TestClientErrors(t *testing.T) {
 	if !errors.As(err, &ae) || ae.Body.Field != "hosts" || ae.Body.Line != 2 || !errors.Is(err, spec.ErrInvalid) {
 		t.Errorf("bad spec: %v %+v", err, ae)
 	}
-	if _, err := c.Status(context.Background(), "nope"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := c.Status(context.Background(), "nope"); !errors.Is(err, service.ErrNotFound) {
 		t.Errorf("unknown infra: %v", err)
 	}
 	anon, _ := NewClient(srv.URL, "")

@@ -71,13 +71,6 @@ func readLBFilters(h *netlink.Handle, link netlink.Link) (lbFilters, error) {
 	return f, nil
 }
 
-func hookName(parent uint32) string {
-	if parent == netlink.HANDLE_MIN_EGRESS {
-		return "egress"
-	}
-	return "ingress"
-}
-
 // ensureLB puts a port's load balancers in place. With the same text as the
 // programs there, only the health changes, in their maps; otherwise new
 // programs replace the old in place, taking over their connections.
@@ -172,25 +165,7 @@ func (l *Linux) removeLB(r plan.Resource) error {
 		}
 		changed("load balancers off %s %s", r.Link, hookName(hook.parent))
 	}
-	return removeEmptyClsact(h, link, r.NS)
-}
-
-// removeEmptyClsact deletes a link's clsact qdisc when neither of its
-// hooks holds a filter.
-func removeEmptyClsact(h *netlink.Handle, link netlink.Link, ns string) error {
-	for _, parent := range []uint32{netlink.HANDLE_MIN_INGRESS, netlink.HANDLE_MIN_EGRESS} {
-		filters, err := rtnl.RetryDump(func() ([]netlink.Filter, error) { return h.FilterList(link, parent) })
-		if err != nil || len(filters) > 0 {
-			return nil // no clsact, or one in use
-		}
-	}
-	q := &netlink.GenericQdisc{QdiscType: "clsact",
-		QdiscAttrs: netlink.QdiscAttrs{LinkIndex: link.Attrs().Index, Parent: netlink.HANDLE_CLSACT, Handle: netlink.MakeHandle(0xffff, 0)}}
-	if err := h.QdiscDel(q); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EINVAL) && !isGone(err) {
-		return fmt.Errorf("tc -n %s qdisc del dev %s clsact: %w", ns, link.Attrs().Name, err)
-	}
-	changed("clsact off %s", link.Attrs().Name)
-	return nil
+	return dropEmptyClsact(h, r.NS, link)
 }
 
 // observeLB reads a port's load balancers back: the text's digest from the

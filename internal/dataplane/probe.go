@@ -37,7 +37,7 @@ func probeNeeds(needs []plan.Resource) probeSet {
 			s |= probeLinks
 		case plan.KindShaper:
 			s |= probeLinks | probeShaper
-		case plan.KindSteer:
+		case plan.KindSteer, plan.KindPortBPF:
 			s |= probeLinks | probeSteer
 		case plan.KindLB:
 			s |= probeLinks | probeLB

@@ -211,6 +211,15 @@ func TestTranslation(t *testing.T) {
 			if got := parse(out); got.src != backend {
 				t.Errorf("a packet of no translated connection came from %s", got.src)
 			}
+			// A TCP connection straight to the backend from the same port
+			// (a client reusing its ports): its replies stay the backend's.
+			if c.proto == 6 {
+				run(t, p.FromVM, frame(mustMAC("02:00:00:00:00:11"), clientMAC, c.src, backend, 6, 40000, c.back, false))
+				_, out = run(t, p.ToVM, reply)
+				if got := parse(out); got.src != backend {
+					t.Errorf("a direct connection's reply came from %s", got.src)
+				}
+			}
 		})
 	}
 	counts, err := p.Conns()

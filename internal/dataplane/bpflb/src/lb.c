@@ -39,6 +39,7 @@ typedef __s64 s64;
 
 static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)BPF_FUNC_map_lookup_elem;
 static long (*bpf_map_update_elem)(void *map, const void *key, const void *value, u64 flags) = (void *)BPF_FUNC_map_update_elem;
+static long (*bpf_map_delete_elem)(void *map, const void *key) = (void *)BPF_FUNC_map_delete_elem;
 static u64 (*bpf_ktime_get_ns)(void) = (void *)BPF_FUNC_ktime_get_ns;
 static long (*bpf_skb_load_bytes)(const struct __sk_buff *skb, u32 offset, void *to, u32 len) = (void *)BPF_FUNC_skb_load_bytes;
 static long (*bpf_skb_store_bytes)(struct __sk_buff *skb, u32 offset, const void *from, u32 len, u64 flags) = (void *)BPF_FUNC_skb_store_bytes;
@@ -57,6 +58,7 @@ static long (*bpf_skb_change_tail)(struct __sk_buff *skb, u32 len, u64 flags) = 
 #define PROTO_ICMP6 58
 #define NONE 0xffffffff
 #define RETRIES 4 // slots tried past a backend that is the client itself
+#define UDP_IDLE_NS (120ULL * 1000000000) // a UDP flow quiet this long is over
 
 #define ETH_LEN 14
 #define IP6_LEN 40
@@ -640,6 +642,20 @@ int lb_from_vm(struct __sk_buff *skb)
 		struct svc *s = bpf_map_lookup_elem(&services, &k);
 		if (s)
 			return translate(skb, &p, s);
+		if (p.syn) {
+			// A connection straight to an address: should it reuse the
+			// ports of one made through a VIP before (a client that makes
+			// many connections soon reuses its ports), its replies are no
+			// longer the VIP's.
+			struct rev_key rk = {};
+			copy16(rk.backend, p.dst);
+			copy16(rk.client, p.src);
+			rk.bport = p.dport;
+			rk.cport = p.sport;
+			rk.proto = p.proto;
+			rk.family = p.family;
+			bpf_map_delete_elem(&rev, &rk);
+		}
 	}
 	// A VIP answers its listeners only.
 	if (vip_of(p.dst, p.family))
@@ -664,20 +680,27 @@ int lb_to_vm(struct __sk_buff *skb)
 	if (!r)
 		return TC_ACT_UNSPEC;
 	struct rev_val rv = *r;
-	if (p.rst) {
-		// The backend reset the connection: it is over, whatever the
-		// client says next.
-		struct ct_key ck = {};
-		copy16(ck.client, p.dst);
-		copy16(ck.vip, rv.vip);
-		ck.cport = p.dport;
-		ck.vport = rv.vport;
-		ck.proto = p.proto;
-		ck.family = p.family;
-		struct ct_val *c = bpf_map_lookup_elem(&ct, &ck);
-		if (c)
-			c->closed = 1;
+	// The reply is the VIP's only while the connection it answers is the
+	// one translated: its entry there, to this backend, and for UDP not
+	// quiet for long. Otherwise the entry is stale (the client's port has
+	// since gone elsewhere), and goes.
+	struct ct_key ck = {};
+	copy16(ck.client, p.dst);
+	copy16(ck.vip, rv.vip);
+	ck.cport = p.dport;
+	ck.vport = rv.vport;
+	ck.proto = p.proto;
+	ck.family = p.family;
+	struct ct_val *c = bpf_map_lookup_elem(&ct, &ck);
+	if (!c || !same_addr(c->addr, p.src) || c->port != p.sport ||
+	    (p.proto == PROTO_UDP && bpf_ktime_get_ns() - c->seen > UDP_IDLE_NS)) {
+		bpf_map_delete_elem(&rev, &rk);
+		return TC_ACT_UNSPEC;
 	}
+	// The backend reset the connection: it is over, whatever the client
+	// says next.
+	if (p.rst)
+		c->closed = 1;
 	u32 saddr = p.l3 + (p.family == 4 ? 12 : 8);
 	if (rewrite_addr(skb, &p, saddr, p.src, rv.vip) < 0)
 		return TC_ACT_SHOT;

@@ -1,0 +1,139 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// goodWrite is how a write reached the good copy.
+type goodWrite int
+
+const (
+	goodFailed   goodWrite = iota // it did not: the copy is the one before
+	goodMirrored                  // the write was made there too
+	goodCopied                    // the copy was made anew of the whole file
+)
+
+// goodWritten keeps writtenGood true to the good copy after a write: a
+// whole copy holds the file's chunks, of which written is what this value
+// knows, and a copy that may be another than the one written before holds
+// chunks this value knows nothing of. (A chunk cache is only trusted
+// where its token is in the bucket.)
+func (b *Bolt) goodWritten(kept goodWrite) {
+	switch kept {
+	case goodCopied:
+		b.writtenGood = maps.Clone(b.written)
+	case goodFailed:
+		b.writtenGood = nil
+	}
+}
+
+// mirrorKey holds, in the good copy's meta bucket, the ID of the file's
+// transaction that the copy is as of (8 bytes, big-endian).
+var mirrorKey = []byte("mirrors")
+
+// errNotMirror says the good copy is not the file as of the write before:
+// it must be made anew.
+var errNotMirror = errors.New("the good copy is not the file as of its last write")
+
+// mirrorGood runs fn, the write of the file's transaction txid, on the good
+// copy, when the copy is the file as of the transaction before it.
+// Otherwise (no copy, a copy of another transaction or made by a vnet that
+// did not note it, a copy that does not open) it changes nothing and fails.
+// bbolt commits the copy's write whole or not at all, as it does the
+// file's.
+func (b *Bolt) mirrorGood(txid uint64, fn func(*bolt.Tx) error) error {
+	if info, err := os.Stat(b.goodPath()); err != nil || info.Size() == 0 {
+		return errNotMirror // bbolt would make an empty file a new store
+	}
+	return guard(func() error {
+		db, err := bolt.Open(b.goodPath(), 0o600, &bolt.Options{Timeout: fileLockWait, PreLoadFreelist: true})
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		return db.Update(func(tx *bolt.Tx) error {
+			mb := tx.Bucket(metaBucket)
+			if mb == nil || tx.Bucket(bucket) == nil {
+				return errNotMirror
+			}
+			if v := mb.Get(mirrorKey); len(v) != 8 || binary.BigEndian.Uint64(v) != txid-1 {
+				return errNotMirror
+			}
+			if err := fn(tx); err != nil {
+				return err
+			}
+			return mb.Put(mirrorKey, binary.BigEndian.AppendUint64(nil, txid))
+		})
+	})
+}
+
+// refreshGood makes the good copy anew from the file as it is.
+func (b *Bolt) refreshGood() error {
+	db, err := b.open(false)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return b.keepGood(db)
+}
+
+// keepGood checks the file as it is after a write and copies it to
+// state.db.good, noting in the copy which of the file's transactions it is
+// as of, so that later writes can be mirrored there. A check that fails
+// leaves the previous copy in place.
+func (b *Bolt) keepGood(db *bolt.DB) error {
+	tmp := b.goodPath() + ".tmp"
+	var txid uint64
+	err := guard(func() error {
+		return db.View(func(tx *bolt.Tx) error {
+			if _, err := checkTx(tx, b.path); err != nil {
+				return err
+			}
+			txid = uint64(tx.ID())
+			return writeWith(tmp, func(f *os.File) error { _, err := tx.WriteTo(f); return err })
+		})
+	})
+	if err == nil {
+		err = noteMirror(tmp, txid)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return b.classify(err)
+	}
+	// The copy was synced before the rename, so whichever name the
+	// directory holds after a power cut is a whole copy: this one or the
+	// one before it. Syncing the directory too would only decide which.
+	if err := os.Rename(tmp, b.goodPath()); err != nil {
+		return fmt.Errorf("keep a good copy of %s: %w", b.path, err)
+	}
+	return nil
+}
+
+// noteMirror notes in a copy of the file which of the file's transactions
+// it is as of (see mirrorGood).
+func noteMirror(path string, txid uint64) error {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: fileLockWait})
+	if err != nil {
+		return fmt.Errorf("keep a good copy: %w", err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		mb, err := tx.CreateBucketIfNotExists(metaBucket)
+		if err != nil {
+			return err
+		}
+		return mb.Put(mirrorKey, binary.BigEndian.AppendUint64(nil, txid))
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("keep a good copy: %w", err)
+	}
+	return nil
+}

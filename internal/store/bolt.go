@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/vnet-project/vnet/internal/atomicfile"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -101,7 +102,7 @@ func OpenBolt(dir string) (*Bolt, error) {
 	}
 	b.id = id
 	if readIDFile(b.dir) != id {
-		if err := writeFileAtomic(filepath.Join(b.dir, idFile), []byte(id+"\n")); err != nil {
+		if err := atomicfile.Write(filepath.Join(b.dir, idFile), []byte(id+"\n"), 0o644); err != nil {
 			return nil, fmt.Errorf("state dir: %w", err)
 		}
 	}

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 
+	"github.com/vnet-project/vnet/internal/atomicfile"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -88,31 +90,43 @@ func (b *Bolt) refreshGood() error {
 // as of, so that later writes can be mirrored there. A check that fails
 // leaves the previous copy in place.
 func (b *Bolt) keepGood(db *bolt.DB) error {
-	tmp := b.goodPath() + ".tmp"
+	b.dropStaleCopies()
+	p, err := atomicfile.Create(b.goodPath(), 0o600)
+	if err != nil {
+		return fmt.Errorf("keep a good copy of %s: %w", b.path, err)
+	}
+	defer p.Abort()
 	var txid uint64
-	err := guard(func() error {
+	err = guard(func() error {
 		return db.View(func(tx *bolt.Tx) error {
 			if _, err := checkTx(tx, b.path); err != nil {
 				return err
 			}
 			txid = uint64(tx.ID())
-			return writeWith(tmp, func(f *os.File) error { _, err := tx.WriteTo(f); return err })
+			_, err := tx.WriteTo(p.File())
+			return err
 		})
 	})
 	if err == nil {
-		err = noteMirror(tmp, txid)
+		err = noteMirror(p.Name(), txid)
+	}
+	if err == nil {
+		err = p.Commit()
 	}
 	if err != nil {
-		os.Remove(tmp)
-		return b.classify(err)
-	}
-	// The copy was synced before the rename, so whichever name the
-	// directory holds after a power cut is a whole copy: this one or the
-	// one before it. Syncing the directory too would only decide which.
-	if err := os.Rename(tmp, b.goodPath()); err != nil {
-		return fmt.Errorf("keep a good copy of %s: %w", b.path, err)
+		return fmt.Errorf("keep a good copy of %s: %w", b.path, b.classify(err))
 	}
 	return nil
+}
+
+// dropStaleCopies removes whole copies that a process killed while making
+// one left behind. Only a writer makes copies, and it holds the file's
+// exclusive lock, so no other is being made.
+func (b *Bolt) dropStaleCopies() {
+	stale, _ := filepath.Glob(filepath.Join(b.dir, "."+goodFile+".tmp-*"))
+	for _, f := range stale {
+		os.Remove(f)
+	}
 }
 
 // noteMirror notes in a copy of the file which of the file's transactions

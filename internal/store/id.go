@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/vnet-project/vnet/internal/atomicfile"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -66,7 +67,7 @@ func createDB(dir, path, id string) error {
 	if err := os.Link(tmp, path); err != nil && !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("create state store %s: %w", path, err)
 	}
-	return syncDir(dir)
+	return atomicfile.SyncDir(dir)
 }
 
 // NewID makes a random store ID.
@@ -89,3 +90,10 @@ func readIDFile(dir string) string {
 // IDAt returns the ID of the store in dir ("" when dir holds none): a
 // mark naming a store that is gone makes its namespaces orphans.
 func IDAt(dir string) string { return readIDFile(dir) }
+
+// tempName is a scratch name beside path, unique to this call: two
+// goroutines of one process (the API server's) may write the same file at
+// once, and a name by pid alone had one remove the other's.
+func tempName(path, tag string) string {
+	return fmt.Sprintf("%s.%s-%d-%s", path, tag, os.Getpid(), NewID()[:8])
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -73,6 +74,65 @@ func (b *Bolt) mirrorGood(txid uint64, fn func(*bolt.Tx) error) error {
 			return mb.Put(mirrorKey, binary.BigEndian.AppendUint64(nil, txid))
 		})
 	})
+}
+
+// goodAsOf is the transaction of the file the good copy is as of (see
+// mirrorGood), 0 when there is no copy or it does not tell.
+func (b *Bolt) goodAsOf() uint64 {
+	var txid uint64
+	_ = guard(func() error {
+		db, err := openFile(b.goodPath(), true)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		return db.View(func(tx *bolt.Tx) error {
+			if mb := tx.Bucket(metaBucket); mb != nil {
+				if v := mb.Get(mirrorKey); len(v) == 8 {
+					txid = binary.BigEndian.Uint64(v)
+				}
+			}
+			return nil
+		})
+	})
+	return txid
+}
+
+// renoteGood notes in the good copy that it is the file as of transaction
+// to, when it is as of from: the two hold the same records. A copy that
+// cannot be noted is made anew at the next write.
+func (b *Bolt) renoteGood(from, to uint64) {
+	if info, err := os.Stat(b.goodPath()); err != nil || info.Size() == 0 {
+		return
+	}
+	_ = guard(func() error {
+		db, err := bolt.Open(b.goodPath(), 0o600, &bolt.Options{Timeout: fileLockWait})
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		return db.Update(func(tx *bolt.Tx) error {
+			mb := tx.Bucket(metaBucket)
+			if mb == nil {
+				return errNotMirror
+			}
+			if v := mb.Get(mirrorKey); len(v) != 8 || binary.BigEndian.Uint64(v) != from {
+				return errNotMirror
+			}
+			return mb.Put(mirrorKey, binary.BigEndian.AppendUint64(nil, to))
+		})
+	})
+}
+
+// removeGood removes the good copy, for one that would name what the file
+// no longer holds. Removing takes no space, so it works on a full file
+// system.
+func (b *Bolt) removeGood() error {
+	err := os.Remove(b.goodPath())
+	if err == nil || errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
 }
 
 // refreshGood makes the good copy anew from the file as it is.

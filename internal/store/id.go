@@ -20,7 +20,7 @@ func (b *Bolt) assignID() (string, error) {
 	if id == "" {
 		id = NewID()
 	}
-	err := b.update(func(tx *bolt.Tx) error {
+	_, err := b.update(fileWrite{file: func(tx *bolt.Tx, _ *undoLog) error {
 		mb, err := tx.CreateBucketIfNotExists(metaBucket)
 		if err != nil {
 			return err
@@ -30,7 +30,7 @@ func (b *Bolt) assignID() (string, error) {
 			return nil
 		}
 		return mb.Put(idKey, []byte(id))
-	}, nil, nil, nil)
+	}})
 	return id, err
 }
 

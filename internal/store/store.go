@@ -24,6 +24,17 @@ var ErrCorrupt = errors.New("state store is damaged")
 // changing.
 var ErrLocked = errors.New("infrastructure is locked")
 
+// ErrWriteKept is wrapped by the error of a write that reached state.db
+// but neither its good copy nor, when it was to be taken back, could be
+// taken back: the store holds it, and its caller must take it as made.
+var ErrWriteKept = errors.New("the state store holds the write, its good copy does not")
+
+// ErrWriteUnknown is wrapped by the error of a write of which the store
+// cannot tell whether it holds it: its caller must not take the store's
+// record for what is realized (an apply then leaves its pending note, and
+// the next one reads everything).
+var ErrWriteUnknown = errors.New("whether the state store holds the write is unknown")
+
 // Record is one infrastructure's state.
 type Record struct {
 	Name       string          `json:"name"`

@@ -558,15 +558,21 @@ func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 		kinds.end(steps[0], len(steps), began)
 		res.Executed += done
 		if err != nil {
-			return res, e.rollback(name, o, fmt.Errorf("apply %s: step %d of %d: %w", name, i+done+1, len(p.Actions), err))
+			return res, e.rollback(name, o, fmt.Errorf("apply %s: step %d of %d: %w", name, i+done+1, len(p.Actions), err), true)
 		}
 		i += len(steps)
 	}
 	lap("execute")
 	kinds.trace(e.tracef)
-	if err := e.record(doc, o.rec, o.model, !p.Empty()); err != nil {
-		return res, e.rollback(name, o, fmt.Errorf("apply %s: %w", name, err))
+	recErr := e.record(doc, o.rec, o.model, !p.Empty())
+	if recErr != nil && !errors.Is(recErr, store.ErrWriteKept) {
+		// The store holds the record it held before (or cannot tell, and
+		// keeps the pending note for the next apply to read everything):
+		// the host goes back to what that record names.
+		return res, e.rollback(name, o, fmt.Errorf("apply %s: %w", name, recErr), !errors.Is(recErr, store.ErrWriteUnknown))
 	}
+	// Recorded (or, ErrWriteKept, recorded in state.db alone, which no
+	// longer takes the write back): the host stays as the record names it.
 	res.Realized = o.model
 	var keys []string
 	if o.models.change != nil {
@@ -578,6 +584,9 @@ func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 		e.clearPending(name)
 	}
 	lap("record")
+	if recErr != nil {
+		return res, fmt.Errorf("apply %s: applied and recorded, but: %w", name, recErr)
+	}
 	return res, nil
 }
 
@@ -659,7 +668,9 @@ func (e *Engine) step(i int, a plan.Action) error {
 // rollback converges back to the snapshot. The same planner that made the
 // failed plan works out the way back, so no step needs its own undo.
 // It reads what the apply could have touched: the scope of the apply.
-func (e *Engine) rollback(name string, o observation, cause error) error {
+// recorded says the store holds the record the apply began from: once
+// the host is back to it, the pending note goes.
+func (e *Engine) rollback(name string, o observation, cause error, recorded bool) error {
 	before, desired := remakeable(o.observed), o.desired
 	e.logf("apply failed: %v\nrolling back\n", cause)
 	touched := append(append([]plan.Resource{}, before...), desired...)
@@ -689,7 +700,9 @@ func (e *Engine) rollback(name string, o observation, cause error) error {
 	if d, ok := e.DP.(DevicePreparer); ok {
 		d.DropUnusedDeviceRecords(plan.Diff(desired, before).Actions)
 	}
-	e.clearPending(name)
+	if recorded {
+		e.clearPending(name)
+	}
 	return fmt.Errorf("%w (%w)", cause, ErrRolledBack)
 }
 

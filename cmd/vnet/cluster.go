@@ -344,6 +344,9 @@ type clusterStatus struct {
 	// Removed says the record is gone (destroyed) while hosts still
 	// report it: one whose removal failed is failed, with its errors.
 	Removed bool `json:"removed,omitempty"`
+	// Damaged says why the record in etcd does not read as its spec: the
+	// hosts that hold the infrastructure keep it as it stands.
+	Damaged string `json:"damaged,omitempty"`
 }
 
 func statusCluster(cmd *cobra.Command, endpoints []string, args []string, output string) error {
@@ -360,10 +363,14 @@ func statusCluster(cmd *cobra.Command, endpoints []string, args []string, output
 	cache := specCache()
 	for _, rec := range recs {
 		doc, err := storedDoc(cache, rec)
-		if err != nil {
-			return err
+		reports, rerr := st.Reports(rec.Name)
+		if rerr != nil {
+			return rerr
 		}
-		reports, err := st.Reports(rec.Name)
+		if errors.Is(err, store.ErrDamagedRecord) { // that infrastructure's alone
+			all = append(all, clusterStatus{Name: rec.Name, Damaged: err.Error(), Hosts: etcdstore.Assess(0, nil, reports)})
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -450,6 +457,8 @@ func selectClusterRecords(st *etcdstore.Store, args []string) ([]*store.Record, 
 func printClusterStatus(out io.Writer, cs clusterStatus, now time.Time) {
 	if cs.Removed {
 		fmt.Fprintf(out, "infra %s (destroyed: no longer in etcd, but hosts still report it)\n", cs.Name)
+	} else if cs.Damaged != "" {
+		fmt.Fprintf(out, "infra %s (damaged: %s)\n", cs.Name, cs.Damaged)
 	} else {
 		fmt.Fprintf(out, "infra %s (generation %d, from %s, applied %s)\n", cs.Name, cs.Generation, cs.SpecFile, cs.AppliedAt.Local().Format(time.DateTime))
 	}

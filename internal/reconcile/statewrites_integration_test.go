@@ -87,22 +87,7 @@ func recordedSpec(t *testing.T, path, infra string) string {
 func TestEveryStateWriteOfAnApplyFailingInTurn(t *testing.T) {
 	nstest.RequireRoot(t)
 	ffs := faultfs.Mount(t)
-	dp, err := dataplane.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dp.Close()
-	infra := nstest.Infra("itwrite")
-	from, to := oneHost(infra, 0), oneHost(infra, 1)
-	load := func(src string) *spec.Document {
-		doc, err := spec.Load("spec.yaml", []byte(src))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return doc
-	}
-	toDoc := load(to)
-	for _, tc := range []struct{ name, from string }{{"first apply", ""}, {"one VM added", from}} {
+	for _, tc := range []struct{ name, from string }{{"first apply", ""}, {"one VM added", "from"}} {
 		for _, f := range []struct {
 			name  string
 			fault faultfs.Fault
@@ -112,100 +97,150 @@ func TestEveryStateWriteOfAnApplyFailingInTurn(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				st, err := store.OpenBolt(dir)
-				if err != nil {
-					t.Fatal(err)
-				}
-				eng := &reconcile.Engine{DP: dp, Store: st, Log: io.Discard, Specs: spec.NewCache(filepath.Join(dir, "spec-cache"))}
-				journal := events.In(dir)
-				t.Cleanup(func() {
-					ffs.Disarm(t)
-					if _, err := eng.Destroy(infra); err != nil {
-						t.Errorf("cleanup: %v", err)
-					}
-					nstest.AssertGone(t, infra)
-					st.Close()
+				everyWriteFailing(t, dir, tc.from != "", func(k int) { ffs.Arm(t, k, f.fault) }, func() bool {
+					_, fired := ffs.Disarm(t)
+					return fired
 				})
-				// An apply as the commands make it: the apply, then its event.
-				apply := func(doc *spec.Document) error {
-					res, err := eng.Apply(doc)
-					ev := events.Event{Action: events.Apply, Infra: infra, OK: err == nil, Changes: res.Executed}
-					if jerr := journal.Append(ev); jerr != nil && err == nil {
-						t.Logf("event: %v", jerr)
-					}
-					return err
-				}
-				reset := func() {
-					t.Helper()
-					if tc.from == "" {
-						if _, err := eng.Destroy(infra); err != nil {
-							t.Fatal(err)
-						}
-						return
-					}
-					if err := apply(load(tc.from)); err != nil {
-						t.Fatal(err)
-					}
-				}
-				path, good := filepath.Join(dir, "state.db"), filepath.Join(dir, "state.db.good")
-				reset()
-				if err := apply(toDoc); err != nil {
-					t.Fatal(err)
-				}
-				applied := nstest.Snapshot(t, infra)
-				outcomes := map[string]int{}
-				defer func() { t.Logf("outcomes: %v", outcomes) }()
-				for k, fired := 1, true; fired; k++ {
-					reset()
-					before := nstest.Snapshot(t, infra)
-					ffs.Arm(t, k, f.fault)
-					err := apply(toDoc)
-					_, fired = ffs.Disarm(t)
-					host, inFile, inCopy := nstest.Snapshot(t, infra), recordedSpec(t, path, infra), recordedSpec(t, good, infra)
-					switch {
-					case errors.Is(err, store.ErrWriteUnknown):
-						t.Fatalf("request %d failed: the store cannot tell what it holds: %v", k, err)
-					case err == nil:
-						outcomes["applied"]++
-						if !slices.Equal(host, applied) || inFile != to || inCopy != to {
-							t.Fatalf("request %d failed and the apply succeeded, yet the host %s, state.db holds %q, its copy %q",
-								k, diffLines(applied, host), inFile, inCopy)
-						}
-					case errors.Is(err, store.ErrWriteKept):
-						outcomes["applied, its good copy not kept"]++
-						if !slices.Equal(host, applied) || inFile != to || inCopy != "-" && inCopy != tc.from {
-							t.Fatalf("request %d failed: %v; the host %s, state.db holds %q, its copy %q", k, err, diffLines(applied, host), inFile, inCopy)
-						}
-					default:
-						outcomes["rolled back"]++
-						if !errors.Is(err, reconcile.ErrRolledBack) && !slices.Equal(host, before) {
-							t.Fatalf("request %d failed: %v; neither rolled back nor before the first change", k, err)
-						}
-						if !slices.Equal(host, before) || inFile != tc.from || inCopy != tc.from && !(tc.from == "" && inCopy == "-") {
-							t.Fatalf("request %d failed: %v; the host %s, state.db holds %q, its copy %q, not the spec before",
-								k, err, diffLines(before, host), inFile, inCopy)
-						}
-					}
-					// With nothing failing, the next apply converges, status
-					// agrees, and a further apply would change nothing.
-					if err := apply(toDoc); err != nil {
-						t.Fatalf("after request %d failed: %v", k, err)
-					}
-					if host := nstest.Snapshot(t, infra); !slices.Equal(host, applied) {
-						t.Fatalf("after request %d failed, the next apply left the host %s", k, diffLines(applied, host))
-					}
-					if p, err := eng.Plan(toDoc); err != nil || !p.Empty() {
-						t.Fatalf("after request %d failed, a further apply would change %v (%v)", k, p, err)
-					}
-					s, err := eng.Status(toDoc)
-					if err != nil || len(s.Drift) > 0 {
-						t.Fatalf("after request %d failed, status: drift %q (%v)", k, s.Drift, err)
-					}
-					if inFile, inCopy := recordedSpec(t, path, infra), recordedSpec(t, good, infra); inFile != to || inCopy != to {
-						t.Fatalf("after request %d failed, state.db holds %q, its copy %q", k, inFile, inCopy)
-					}
-				}
 			})
 		}
+	}
+}
+
+// The same on a real file system that fills: the state directory on a
+// tmpfs with no space left, then 4 KiB, 8 KiB... until the apply fits.
+func TestApplyOnAFileSystemFillingAtEachWrite(t *testing.T) {
+	nstest.RequireRoot(t)
+	root := faultfs.Tmpfs(t, 32<<20)
+	for _, tc := range []struct{ name, from string }{{"first apply", ""}, {"one VM added", "from"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, err := os.MkdirTemp(root, "state-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			free, failed := func() {}, true
+			everyWriteFailing(t, dir, tc.from != "", func(k int) { free = faultfs.Fill(t, root, int64(k-1)*4096) }, func() bool {
+				free()
+				return failed
+			}, func(err error) { failed = err != nil })
+		})
+	}
+}
+
+// everyWriteFailing applies a spec of one VM more than the one before
+// (from nothing unless incremental) with the state in dir, arming a
+// failure of the kth write for k = 1, 2, ... until disarm says none was
+// met, and checks what each apply that met one left (see
+// TestEveryStateWriteOfAnApplyFailingInTurn).
+func everyWriteFailing(t *testing.T, dir string, incremental bool, arm func(k int), disarm func() bool, seen ...func(error)) {
+	dp, err := dataplane.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dp.Close()
+	st, err := store.OpenBolt(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	infra := nstest.Infra("itwrite")
+	from, to := "", oneHost(infra, 1)
+	if incremental {
+		from = oneHost(infra, 0)
+	}
+	load := func(src string) *spec.Document {
+		doc, err := spec.Load("spec.yaml", []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return doc
+	}
+	toDoc := load(to)
+	eng := &reconcile.Engine{DP: dp, Store: st, Log: io.Discard, Specs: spec.NewCache(filepath.Join(dir, "spec-cache"))}
+	journal := events.In(dir)
+	t.Cleanup(func() {
+		if _, err := eng.Destroy(infra); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+		nstest.AssertGone(t, infra)
+		st.Close()
+	})
+	// An apply as the commands make it: the apply, then its event, whose
+	// failure fails nothing.
+	apply := func(doc *spec.Document) error {
+		res, err := eng.Apply(doc)
+		_ = journal.Append(events.Event{Action: events.Apply, Infra: infra, OK: err == nil, Changes: res.Executed})
+		return err
+	}
+	reset := func() {
+		t.Helper()
+		if from == "" {
+			if _, err := eng.Destroy(infra); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		if err := apply(load(from)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path, good := filepath.Join(dir, "state.db"), filepath.Join(dir, "state.db.good")
+	reset()
+	if err := apply(toDoc); err != nil {
+		t.Fatal(err)
+	}
+	applied := nstest.Snapshot(t, infra)
+	outcomes := map[string]int{}
+	defer func() { t.Logf("outcomes: %v", outcomes) }()
+	for k, fired := 1, true; fired; k++ {
+		reset()
+		before := nstest.Snapshot(t, infra)
+		arm(k)
+		err := apply(toDoc)
+		for _, s := range seen {
+			s(err)
+		}
+		fired = disarm()
+		host, inFile, inCopy := nstest.Snapshot(t, infra), recordedSpec(t, path, infra), recordedSpec(t, good, infra)
+		switch {
+		case errors.Is(err, store.ErrWriteUnknown):
+			t.Fatalf("write %d failed: the store cannot tell what it holds: %v", k, err)
+		case err == nil:
+			outcomes["applied"]++
+			if !slices.Equal(host, applied) || inFile != to || inCopy != to {
+				t.Fatalf("write %d failed and the apply succeeded, yet the host %s, state.db holds %q, its copy %q",
+					k, diffLines(applied, host), inFile, inCopy)
+			}
+		case errors.Is(err, store.ErrWriteKept):
+			outcomes["applied, its good copy not kept"]++
+			if !slices.Equal(host, applied) || inFile != to || inCopy != "-" && inCopy != from {
+				t.Fatalf("write %d failed: %v; the host %s, state.db holds %q, its copy %q", k, err, diffLines(applied, host), inFile, inCopy)
+			}
+		default:
+			outcomes["rolled back"]++
+			if !slices.Equal(host, before) || inFile != from || inCopy != from && !(from == "" && inCopy == "-") {
+				t.Fatalf("write %d failed: %v; the host %s, state.db holds %q, its copy %q, not the spec before",
+					k, err, diffLines(before, host), inFile, inCopy)
+			}
+		}
+		// With nothing failing, the next apply converges, status agrees,
+		// and a further apply would change nothing.
+		if err := apply(toDoc); err != nil {
+			t.Fatalf("after write %d failed: %v", k, err)
+		}
+		if host := nstest.Snapshot(t, infra); !slices.Equal(host, applied) {
+			t.Fatalf("after write %d failed, the next apply left the host %s", k, diffLines(applied, host))
+		}
+		if p, err := eng.Plan(toDoc); err != nil || !p.Empty() {
+			t.Fatalf("after write %d failed, a further apply would change %v (%v)", k, p, err)
+		}
+		s, err := eng.Status(toDoc)
+		if err != nil || len(s.Drift) > 0 {
+			t.Fatalf("after write %d failed, status: drift %q (%v)", k, s.Drift, err)
+		}
+		if inFile, inCopy := recordedSpec(t, path, infra), recordedSpec(t, good, infra); inFile != to || inCopy != to {
+			t.Fatalf("after write %d failed, state.db holds %q, its copy %q", k, inFile, inCopy)
+		}
+	}
+	if outcomes["rolled back"] == 0 {
+		t.Fatal("no apply failed")
 	}
 }

@@ -69,9 +69,10 @@ func Damaged(name string, why error) *Record {
 	return &Record{Name: name, Damage: why}
 }
 
-// damaged is the error of reading a damaged record's spec.
+// damaged is the error of reading a damaged record's spec: why, which
+// may be the spec's own errors (with their lines), and the way out.
 func (r *Record) damaged(why error) error {
-	return fmt.Errorf("the stored record of %s is damaged (%v): apply its spec again, or destroy it: %w", r.Name, why, ErrDamagedRecord)
+	return fmt.Errorf("the stored record of %s is damaged: %w: apply its spec again, or destroy it: %w", r.Name, why, ErrDamagedRecord)
 }
 
 // WithoutEncoding is a copy of r without its spec's compact encoding: the
@@ -89,7 +90,7 @@ func (r *Record) Doc() (*spec.Document, error) {
 	}
 	doc, err := spec.Decode(r.SpecFile, r.Spec)
 	if err != nil {
-		return nil, fmt.Errorf("stored spec of %s: %w", r.Name, err)
+		return nil, r.damaged(err)
 	}
 	return r.named(doc)
 }
@@ -107,7 +108,7 @@ func (r *Record) DocVia(c *spec.Cache) (*spec.Document, error) {
 	}
 	doc, err := c.Decode(r.SpecFile, r.Spec)
 	if err != nil {
-		return nil, fmt.Errorf("stored spec of %s: %w", r.Name, err)
+		return nil, r.damaged(err)
 	}
 	return r.named(doc)
 }
@@ -129,7 +130,7 @@ func (r *Record) Valid(c *spec.Cache) (*spec.Document, error) {
 	}
 	doc, err := c.Load(r.SpecFile, r.Spec)
 	if err != nil {
-		return nil, fmt.Errorf("stored spec of %s: %w", r.Name, err)
+		return nil, r.damaged(err)
 	}
 	return r.named(doc)
 }

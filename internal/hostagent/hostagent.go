@@ -138,6 +138,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer counters.Stop()
 	defer a.closeReporters()
 	defer a.stopAllTeaming()
+	lost, reclaim := claim.Lost(), (<-chan time.Time)(nil)
 	a.Reconcile()
 	for {
 		select {
@@ -154,14 +155,33 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.Reconcile()
 		case <-counters.C:
 			a.RefreshCounters()
-		case <-claim.Lost():
-			// Cut off from etcd for longer than the claim's lease: the
-			// host is this agent's again unless another took it meanwhile.
-			if err := claim.Renew(); err != nil {
+		case <-lost:
+			// Cut off from etcd for longer than the claim's lease.
+			if lost, reclaim, err = a.renew(claim); err != nil {
+				return err
+			}
+		case <-reclaim:
+			if lost, reclaim, err = a.renew(claim); err != nil {
 				return err
 			}
 		}
 	}
+}
+
+// renew claims the host again after its claim was lost: it is this
+// agent's again unless another agent took it meanwhile, which ends this
+// one. It returns the claim's new Lost, or, while etcd does not answer,
+// when to try again; meanwhile the agent goes on as it was.
+func (a *Agent) renew(claim *etcdstore.HostClaim) (<-chan struct{}, <-chan time.Time, error) {
+	err := claim.Renew()
+	switch {
+	case err == nil:
+		return claim.Lost(), nil, nil
+	case errors.Is(err, etcdstore.ErrHostClaimed):
+		return nil, nil, err
+	}
+	a.logf("claim host %s again: %v; trying again\n", a.Host, err)
+	return nil, time.After(time.Second), nil
 }
 
 // claim claims the host for this agent, trying again each second while

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vnet-project/vnet/internal/store"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -31,6 +33,9 @@ type AgentID struct {
 	// boot) tell whether PID on this machine is still that process.
 	BootID string `json:"boot_id,omitempty"`
 	Ticks  uint64 `json:"start_ticks,omitempty"`
+	// Claim is random, made with the claim: a claim that finds its own
+	// key under a lease it lost (etcd restarted with it) takes it back.
+	Claim string `json:"claim,omitempty"`
 }
 
 func (id AgentID) String() string {
@@ -43,7 +48,7 @@ func thisAgent() AgentID {
 	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	ticks, _ := startTicks(os.Getpid())
 	return AgentID{PID: os.Getpid(), Machine: machine, Started: time.Now().UTC().Truncate(time.Second),
-		BootID: strings.TrimSpace(string(boot)), Ticks: ticks}
+		BootID: strings.TrimSpace(string(boot)), Ticks: ticks, Claim: store.NewID()}
 }
 
 // startTicks is when process pid started, in clock ticks since boot
@@ -168,11 +173,12 @@ func (c *HostClaim) claim() error {
 		if err != nil || holder == nil {
 			return err
 		}
-		if attempt > 0 || !holder.gone(c.id) {
+		if attempt > 0 || holder.Claim != c.id.Claim && !holder.gone(c.id) {
 			return fmt.Errorf("host %s is claimed by the agent of %s: stop that one first, or give this one another --host: %w",
 				c.host, holder, ErrHostClaimed)
 		}
-		// Left by an agent of this machine that is no longer running.
+		// Its own, under a lease it lost, or left by an agent of this
+		// machine that is no longer running.
 		err = c.s.call("take over the claim of host "+c.host, func(ctx context.Context) error {
 			_, err := c.s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(c.key), "=", rev)).
 				Then(clientv3.OpDelete(c.key)).Commit()

@@ -117,6 +117,13 @@ func TestLostClaimIsRenewed(t *testing.T) {
 	if err := c.Renew(); err != nil {
 		t.Fatalf("renew: %v", err)
 	}
+	// Its own claim under a lease it no longer keeps (an etcd that came
+	// back with the lease) is its own to take back.
+	revokeBehindItsBack()
+	putClaim(t, s, "hv1", c.id, 60)
+	if err := c.Renew(); err != nil {
+		t.Fatalf("renew over its own claim: %v", err)
+	}
 	revokeBehindItsBack()
 	putClaim(t, s, "hv1", AgentID{PID: 1, Machine: "other", BootID: "another-boot", Ticks: 5}, 60)
 	if err := c.Renew(); !errors.Is(err, ErrHostClaimed) {

@@ -147,10 +147,26 @@ func (r *Record) encoded() (*spec.Document, bool) {
 		return nil, false
 	}
 	doc, err := spec.DecodeValidated(r.SpecFile, r.Spec, r.SpecEncoded)
-	if err != nil || len(spec.Validate(doc)) > 0 {
+	if err != nil || !validates(doc.Spec) {
 		return nil, false
 	}
 	return doc, true
+}
+
+// validates reports whether s passes spec.Validate as the spec of a
+// document that writes out none of its fields: the validation `vnet
+// apply` makes, but for the two checks that ask whether a zero was
+// written rather than left out (a VM's `cpus: 0`, a network's `vni: 0`),
+// which a spec made of an encoding could answer only by decoding its YAML,
+// the cost the encoding spares an agent. A zero there means what leaving
+// the field out means, so s is a spec vnet apply accepts, written out.
+func validates(s *spec.Spec) bool {
+	probe, err := spec.Decode("", []byte("name: x\n"))
+	if err != nil {
+		return false
+	}
+	probe.Spec = s
+	return len(spec.Validate(probe)) == 0
 }
 
 // named returns doc when it is the spec of the record's infrastructure:

@@ -234,7 +234,11 @@ func (a *Agent) reconcile(full bool) {
 			a.logf("%s: stored spec does not load: %v; what stands on this host is left as it is\n", rec.Name, err)
 			if a.recorded(rec.Name) {
 				here[rec.Name] = true
-				a.report(rec.Name, rec.Generation, a.realized(rec.Name), []string{err.Error()})
+				gen := rec.Generation
+				if last, ok := a.last[rec.Name]; ok && rec.Damage != nil {
+					gen = last.Generation // a damaged record has none: the one realized
+				}
+				a.report(rec.Name, gen, a.realized(rec.Name), []string{err.Error()})
 			}
 			continue
 		}

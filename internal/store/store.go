@@ -99,19 +99,7 @@ func (r *Record) Doc() (*spec.Document, error) {
 // stored one beside the YAML and it holds a valid spec (see encoded), or
 // else through the cache (nil: none), which spares a reader that read the
 // same bytes before decoding them.
-func (r *Record) DocVia(c *spec.Cache) (*spec.Document, error) {
-	if r.Damage != nil {
-		return nil, r.damaged(r.Damage)
-	}
-	if doc, ok := r.encoded(); ok {
-		return r.named(doc)
-	}
-	doc, err := c.Decode(r.SpecFile, r.Spec)
-	if err != nil {
-		return nil, r.damaged(err)
-	}
-	return r.named(doc)
-}
+func (r *Record) DocVia(c *spec.Cache) (*spec.Document, error) { return r.docOr(c.Decode) }
 
 // Valid is the spec a host agent realizes of a record: the spec its
 // compact encoding holds, when that encoding is bound to the record's
@@ -121,14 +109,18 @@ func (r *Record) DocVia(c *spec.Cache) (*spec.Document, error) {
 // apply` accepts, named as the record is, and the one vnet status shows
 // (DocVia). A record whose stored value does not read, or holds another
 // infrastructure's spec, is an error wrapping ErrDamagedRecord.
-func (r *Record) Valid(c *spec.Cache) (*spec.Document, error) {
+func (r *Record) Valid(c *spec.Cache) (*spec.Document, error) { return r.docOr(c.Load) }
+
+// docOr is the record's spec made of its encoding (see encoded), or else
+// of its YAML by load.
+func (r *Record) docOr(load func(file string, src []byte) (*spec.Document, error)) (*spec.Document, error) {
 	if r.Damage != nil {
 		return nil, r.damaged(r.Damage)
 	}
 	if doc, ok := r.encoded(); ok {
 		return r.named(doc)
 	}
-	doc, err := c.Load(r.SpecFile, r.Spec)
+	doc, err := load(r.SpecFile, r.Spec)
 	if err != nil {
 		return nil, r.damaged(err)
 	}

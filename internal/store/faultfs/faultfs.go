@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -174,25 +173,12 @@ func ServeIfChild() {
 }
 
 // parseArm reads "arm N ERRNO SHORT PERSIST".
-func parseArm(fields []string) (int, Fault, error) {
-	if len(fields) != 5 {
-		return 0, Fault{}, fmt.Errorf("arm: %q", fields)
+func parseArm(line string) (int, Fault, error) {
+	var n, errno int
+	var f Fault
+	if _, err := fmt.Sscanf(line, "arm %d %d %t %t", &n, &errno, &f.Short, &f.Persist); err != nil {
+		return 0, Fault{}, fmt.Errorf("%q: %w", line, err)
 	}
-	n, err := strconv.Atoi(fields[1])
-	if err != nil {
-		return 0, Fault{}, err
-	}
-	errno, err := strconv.Atoi(fields[2])
-	if err != nil {
-		return 0, Fault{}, err
-	}
-	short, err := strconv.ParseBool(fields[3])
-	if err != nil {
-		return 0, Fault{}, err
-	}
-	persist, err := strconv.ParseBool(fields[4])
-	if err != nil {
-		return 0, Fault{}, err
-	}
-	return n, Fault{Errno: syscall.Errno(errno), Short: short, Persist: persist}, nil
+	f.Errno = syscall.Errno(errno)
+	return n, f, nil
 }

@@ -42,7 +42,7 @@ func serve(backing, mnt string, in io.Reader, out io.Writer) error {
 		}
 		switch fields[0] {
 		case "arm":
-			n, fault, err := parseArm(fields)
+			n, fault, err := parseArm(sc.Text())
 			if err != nil {
 				return err
 			}

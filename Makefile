@@ -42,6 +42,7 @@ test:
 	$(GO) vet ./...
 	GO=$(GO) $(GO) run ./internal/nstest/testlog -count=1 -p 1 -timeout 14m ./...
 	$(GO) test -run=^$$ -fuzz=FuzzReadMsg -fuzztime=400000x ./internal/netperf
+	$(GO) test -run=^$$ -fuzz=^FuzzDecode$$ -fuzztime=200000x ./internal/netperf/wire
 	$(GO) test -run=^$$ -fuzz=^FuzzLoad$$ -fuzztime=100000x ./internal/spec
 	$(GO) test -run=^$$ -fuzz=^FuzzPutInfra$$ -fuzztime=20000x ./internal/api
 	$(GO) test -run=^$$ -fuzz=^FuzzNetperfRequest$$ -fuzztime=20000x ./internal/api

@@ -162,7 +162,7 @@ func statusRemote(cmd *cobra.Command, c *api.Client, args []string, output strin
 				AppliedAt: info.AppliedAt, Converged: st.Cluster.Converged, Hosts: st.Cluster.Hosts}, time.Now())
 			continue
 		}
-		printStatus(cmd.OutOrStdout(), st.Status)
+		printStatus(cmd.OutOrStdout(), st.Infra)
 	}
 	if output == "json" {
 		enc := json.NewEncoder(cmd.OutOrStdout())

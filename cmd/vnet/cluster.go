@@ -17,6 +17,7 @@ import (
 
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/spec/speccache"
 	"github.com/vnet-project/vnet/internal/store"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
 )
@@ -143,7 +144,7 @@ func applyCluster(cmd *cobra.Command, endpoints []string, file string, dryRun, f
 		return nil
 	}
 	// The agents make the spec of its encoding, not of its YAML.
-	rec := &store.Record{Name: name, SpecFile: doc.File, Spec: doc.Source, SpecEncoded: spec.EncodeValidated(doc),
+	rec := &store.Record{Name: name, SpecFile: doc.File, Spec: doc.Source, SpecEncoded: speccache.EncodeValidated(doc),
 		Generation: gen, AppliedAt: time.Now().UTC()}
 	lap("encode")
 	storedRev, err := st.PutIf(rec, rev)

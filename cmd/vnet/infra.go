@@ -17,6 +17,8 @@ import (
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/spec/speccache"
+	"github.com/vnet-project/vnet/internal/status"
 	"github.com/vnet-project/vnet/internal/store"
 )
 
@@ -268,7 +270,7 @@ func statusCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var all []*reconcile.Status
+			var all []*status.Infra
 			cache := specCache()
 			for _, rec := range recs {
 				doc, err := storedDoc(cache, rec)
@@ -281,7 +283,7 @@ func statusCmd() *cobra.Command {
 				}
 				if len(plan.HostTeams(doc.Spec)) > 0 {
 					pid, running := agent.Running(stateDir, rec.Name)
-					st.Agent = &reconcile.AgentStatus{Running: running, PID: pid, Log: agent.LogFile(stateDir, rec.Name)}
+					st.Agent = &status.Agent{Running: running, PID: pid, Log: agent.LogFile(stateDir, rec.Name)}
 				}
 				all = append(all, st)
 			}
@@ -335,10 +337,10 @@ func selectRecords(st store.Store, args []string) ([]*store.Record, error) {
 // specCache keeps the specs that commands loaded, applied or read back in
 // the state directory, so that the next command given the same bytes does
 // not decode and validate a large spec's YAML again.
-func specCache() *spec.Cache { return spec.NewCache(filepath.Join(stateDir, "spec-cache")) }
+func specCache() *speccache.Cache { return speccache.New(filepath.Join(stateDir, "spec-cache")) }
 
 // storedDoc is rec.Doc, from the encoding stored beside the YAML (an apply
 // over etcd stores one) or through the cache.
-func storedDoc(cache *spec.Cache, rec *store.Record) (*spec.Document, error) {
+func storedDoc(cache *speccache.Cache, rec *store.Record) (*spec.Document, error) {
 	return rec.DocVia(cache)
 }

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/vnet-project/vnet/internal/nstest"
-	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/spec/spectest"
 )
 
 var vnetBin string
@@ -73,7 +73,7 @@ func TestBadSpecsExit2AndChangeNothing(t *testing.T) {
 	before := nstest.Namespaces(infras...)
 	for _, f := range files {
 		src, _ := os.ReadFile(f)
-		want := spec.WantedError(src)
+		want := spectest.WantedError(src)
 		for _, verb := range []string{"validate", "apply"} {
 			out, code := run(t, state, verb, f)
 			if code != 2 || !strings.Contains(out, want) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"os"
@@ -28,42 +29,53 @@ func netperfCmd() *cobra.Command {
 		DisableFlagParsing: true, // netperf's own syntax: -l10, -H a,6, -- -m 8K
 		RunE: func(cmd *cobra.Command, args []string) error {
 			args = dropStateDir(args)
+			out := cmd.OutOrStdout()
 			cfg, err := netperf.ParseArgs(args)
-			if netperf.IsHelp(err) {
-				fmt.Fprintln(cmd.OutOrStdout(), netperf.Usage)
+			switch {
+			case netperf.IsHelp(err):
+				fmt.Fprintln(out, netperf.Usage)
 				return nil
-			}
-			if err != nil {
+			case err != nil:
 				return usageError{fmt.Errorf("netperf: %w", err)}
+			case cfg.Version:
+				fmt.Fprintf(out, "Netperf version %s (%s)\n", netperf.NetperfVersion, versionLine())
+				return nil
+			case cfg.ListSelectors:
+				netperf.WriteSelectorList(out, cfg.Output)
+				return nil
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			out := cmd.OutOrStdout()
-			var events func(netperf.Interim)
-			enc := json.NewEncoder(out)
-			switch {
-			case cfg.JSONStream:
-				events = func(e netperf.Interim) { enc.Encode(netperf.StreamEvent{Event: "interim", Interim: &e}) }
-			case !cfg.JSON:
-				events = func(e netperf.Interim) {
-					fmt.Fprintf(out, "Interim result: %10.2f %s over %.3f seconds ending at %.3f (%s #%d)\n",
-						scaleInterim(e), interimUnit(e), e.Interval, e.At, e.Target, e.Instance)
-				}
-			}
-			rep, err := netperf.Execute(ctx, cfg, events)
+			rep, err := netperf.Execute(ctx, cfg, interimWriter(cfg, out))
 			if err != nil {
 				return err
 			}
-			rep.Command = append([]string{"vnet", "netperf"}, args...)
+			rep.Command = append([]string{"netperf"}, args...)
 			switch {
 			case cfg.JSONStream:
-				return enc.Encode(netperf.StreamEvent{Event: "result", Report: rep})
+				return json.NewEncoder(out).Encode(netperf.StreamEvent{Event: "result", Report: rep})
 			case cfg.JSON:
 				return netperf.WriteJSON(out, rep)
 			}
 			netperf.WriteText(out, rep)
 			return nil
 		},
+	}
+}
+
+// interimWriter prints -D's interim results as netperf does in each
+// output mode, or as JSON lines with --json-stream; --json prints none.
+func interimWriter(cfg *netperf.Config, out io.Writer) func(netperf.Interim) {
+	switch {
+	case cfg.JSONStream:
+		enc := json.NewEncoder(out)
+		return func(e netperf.Interim) { enc.Encode(netperf.StreamEvent{Event: "interim", Interim: &e}) }
+	case cfg.JSON:
+		return nil
+	}
+	counts := map[string]int{}
+	return func(e netperf.Interim) {
+		fmt.Fprint(out, netperf.InterimLine(cfg, e, counts))
 	}
 }
 
@@ -83,20 +95,6 @@ func dropStateDir(args []string) []string {
 		}
 	}
 	return out
-}
-
-func scaleInterim(e netperf.Interim) float64 {
-	if e.Unit == "bit/s" {
-		return e.Rate / 1e6
-	}
-	return e.Rate
-}
-
-func interimUnit(e netperf.Interim) string {
-	if e.Unit == "bit/s" {
-		return "10^6bits/s"
-	}
-	return "Trans/s"
 }
 
 // listenerFDEnv tells a daemonized netserver which inherited descriptor is

@@ -7,13 +7,13 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/vnet-project/vnet/internal/reconcile"
+	"github.com/vnet-project/vnet/internal/status"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
 )
 
 // printSecurity shows each protected port's policy and what its rules
 // counted: drops by reason, and for ACL rules the packets they matched.
-func printSecurity(out io.Writer, ports []reconcile.SecurityStatus) {
+func printSecurity(out io.Writer, ports []status.PortSecurity) {
 	if len(ports) == 0 {
 		return
 	}
@@ -23,7 +23,7 @@ func printSecurity(out io.Writer, ports []reconcile.SecurityStatus) {
 
 // writeSecurity is printSecurity's table under a heading for its first
 // column: the ports of one machine, or of one host of a cluster.
-func writeSecurity(out io.Writer, heading string, ports []reconcile.SecurityStatus) {
+func writeSecurity(out io.Writer, heading string, ports []status.PortSecurity) {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(w, "%s\tPORT GROUP\tPOLICY\tCOUNTED (packets)\n", heading)
 	for _, p := range ports {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vnet-project/vnet/internal/reconcile"
+	"github.com/vnet-project/vnet/internal/status"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
 )
 
@@ -18,7 +18,7 @@ func TestPrintSecurity(t *testing.T) {
 	if b.Len() != 0 {
 		t.Errorf("no protected ports, yet: %q", b.String())
 	}
-	printSecurity(&b, []reconcile.SecurityStatus{
+	printSecurity(&b, []status.PortSecurity{
 		{Port: "web eth0", PortGroup: "pg-web", Policy: "mac, unicast, acl(2 rules, default deny)", Counters: map[string]uint64{"acl[1]": 3, "acl-default": 7}},
 		{Port: "app eth0", PortGroup: "pg-app", Policy: "mac, unicast"},
 	})
@@ -34,9 +34,9 @@ func TestPrintSecurity(t *testing.T) {
 // under the host they are on; a host without counters shows none.
 func TestPrintClusterSecurity(t *testing.T) {
 	now := time.Date(2026, 11, 24, 0, 10, 0, 0, time.UTC)
-	web := []reconcile.SecurityStatus{{Port: "web1 eth0", PortGroup: "pg-web", Policy: "mac, ra, unicast, acl(2 rules, default deny)",
+	web := []status.PortSecurity{{Port: "web1 eth0", PortGroup: "pg-web", Policy: "mac, ra, unicast, acl(2 rules, default deny)",
 		Counters: map[string]uint64{"acl[0]": 4, "acl-default": 6}}}
-	app := []reconcile.SecurityStatus{{Port: "app1 eth0", PortGroup: "pg-app", Policy: "mac, ip, ra, unicast",
+	app := []status.PortSecurity{{Port: "app1 eth0", PortGroup: "pg-app", Policy: "mac, ip, ra, unicast",
 		Counters: map[string]uint64{"forged-mac": 3}}}
 	cs := clusterStatus{Name: "dc", SpecFile: "dc.yaml", Generation: 2, AppliedAt: now, Hosts: []etcdstore.HostView{
 		{Host: "hv1", State: etcdstore.HostCurrent, Report: &etcdstore.Report{Host: "hv1", Generation: 2, Resources: 9, At: now, Security: web}},

@@ -15,8 +15,9 @@ import (
 	"time"
 
 	"github.com/vnet-project/vnet/internal/etcdserver/etcdtest"
-	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/spec/speccache"
+	"github.com/vnet-project/vnet/internal/status"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
 )
 
@@ -147,7 +148,7 @@ func TestServerApplyStatusDestroy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := spec.DecodeValidated(rec.SpecFile, rec.Spec, rec.SpecEncoded); len(rec.SpecEncoded) == 0 || err != nil ||
+	if got, err := speccache.DecodeValidated(rec.SpecFile, rec.Spec, rec.SpecEncoded); len(rec.SpecEncoded) == 0 || err != nil ||
 		!reflect.DeepEqual(got.Spec, want.Spec) {
 		t.Errorf("stored encoding (%d bytes) makes another spec than the YAML: %v", len(rec.SpecEncoded), err)
 	}
@@ -156,7 +157,7 @@ func TestServerApplyStatusDestroy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rp.Close()
-	if err := rp.Report(etcdstore.Report{Generation: 2, Resources: 7, Security: []reconcile.SecurityStatus{
+	if err := rp.Report(etcdstore.Report{Generation: 2, Resources: 7, Security: []status.PortSecurity{
 		{Port: "web1 eth0", PortGroup: "pg-web", Link: "vn0", Policy: "mac, ra, unicast", Counters: map[string]uint64{"forged-mac": 3}}}}); err != nil {
 		t.Fatal(err)
 	}

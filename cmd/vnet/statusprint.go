@@ -6,10 +6,10 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/vnet-project/vnet/internal/reconcile"
+	"github.com/vnet-project/vnet/internal/status"
 )
 
-func printStatus(out io.Writer, st *reconcile.Status) {
+func printStatus(out io.Writer, st *status.Infra) {
 	fmt.Fprintf(out, "infra %s (generation %d, from %s)\n", st.Name, st.Generation, st.SpecFile)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "\nHOST\tNIC\tSPEED\tMAC\tIP\tUPLINK OF\tSTATE")
@@ -69,7 +69,7 @@ func printStatus(out io.Writer, st *reconcile.Status) {
 
 // uplinkText says which uplink of a team carries a port and why; "-" when
 // its switch has one uplink on the host (or none).
-func uplinkText(p reconcile.PortStatus) string {
+func uplinkText(p status.Port) string {
 	if p.Uplink == "" {
 		if p.Why != "" {
 			return p.Why // e.g. no uplink up

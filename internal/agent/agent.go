@@ -19,6 +19,7 @@ import (
 	"github.com/vnet-project/vnet/internal/ioc"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/status"
 	"github.com/vnet-project/vnet/internal/teaming"
 	"github.com/vnet-project/vnet/internal/units"
 )
@@ -27,7 +28,7 @@ import (
 type Dataplane interface {
 	Observe(infra string, hints []plan.Resource) ([]plan.Resource, error)
 	Execute(a plan.Action) error
-	LinkStates(ns string) (map[string]dataplane.LinkState, error)
+	LinkStates(ns string) (map[string]status.Link, error)
 	Announce(ns, link string, macs []string) error
 	TCCounters(ns, link string) (map[uint32]plan.Counters, plan.Counters, error)
 }
@@ -208,7 +209,7 @@ func (a *Agent) watchTeams(ctx context.Context, changed chan<- string) {
 // step looks at the uplinks (and with sample, at the load), decides, and
 // re-steers what the decisions changed.
 func (a *Agent) step(now time.Time, sample bool) {
-	states := map[string]map[string]dataplane.LinkState{}
+	states := map[string]map[string]status.Link{}
 	for _, ns := range a.hostNamespaces() {
 		st, err := a.DP.LinkStates(ns)
 		if err != nil {
@@ -253,7 +254,7 @@ func (a *Agent) step(now time.Time, sample bool) {
 
 // DownUplinks are the teams' uplinks whose NIC is not up with carrier, as
 // "host/uplink" (plan.Options.Down), from each namespace's link states.
-func DownUplinks(teams []plan.HostTeam, states map[string]map[string]dataplane.LinkState) map[string]bool {
+func DownUplinks(teams []plan.HostTeam, states map[string]map[string]status.Link) map[string]bool {
 	down := map[string]bool{}
 	for _, t := range teams {
 		for _, u := range t.Uplinks {
@@ -267,7 +268,7 @@ func DownUplinks(teams []plan.HostTeam, states map[string]map[string]dataplane.L
 
 // balance feeds LBT the load since the last sample and applies its moves
 // to prev.
-func (a *Agent) balance(now time.Time, states map[string]map[string]dataplane.LinkState, down map[string]bool, prev map[string]teaming.Assignment) {
+func (a *Agent) balance(now time.Time, states map[string]map[string]status.Link, down map[string]bool, prev map[string]teaming.Assignment) {
 	rates := map[string][2]float64{} // ns/link -> tx, rx bit/s
 	for ns, links := range states {
 		for name, st := range links {

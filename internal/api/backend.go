@@ -26,6 +26,7 @@ import (
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/status"
 	"github.com/vnet-project/vnet/internal/store"
 )
 
@@ -245,9 +246,9 @@ func (b *Local) Status(name string) (*InfraStatus, error) {
 	}
 	if len(plan.HostTeams(doc.Spec)) > 0 {
 		pid, running := agent.Running(b.StateDir, name)
-		st.Agent = &reconcile.AgentStatus{Running: running, PID: pid, Log: agent.LogFile(b.StateDir, name)}
+		st.Agent = &status.Agent{Running: running, PID: pid, Log: agent.LogFile(b.StateDir, name)}
 	}
-	return &InfraStatus{Status: st}, nil
+	return &InfraStatus{Infra: st}, nil
 }
 
 // IOCStats samples Network I/O Control's counters over interval.

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/status"
 	"github.com/vnet-project/vnet/internal/store"
 )
 
@@ -125,7 +125,7 @@ func (c *Client) Destroy(ctx context.Context, name string) (*DestroyResult, erro
 
 // Status observes an infrastructure.
 func (c *Client) Status(ctx context.Context, name string) (*InfraStatus, error) {
-	out := InfraStatus{Status: &reconcile.Status{}}
+	out := InfraStatus{Infra: &status.Infra{}}
 	return &out, c.do(ctx, "GET", "/api/v1/infras/"+url.PathEscape(name)+"/status", nil, nil, &out)
 }
 

@@ -16,6 +16,8 @@ import (
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/spec/speccache"
+	"github.com/vnet-project/vnet/internal/status"
 	"github.com/vnet-project/vnet/internal/store"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
 )
@@ -23,7 +25,7 @@ import (
 // InfraStatus is what /status answers: what exists, and over etcd how far
 // each host's agent has got.
 type InfraStatus struct {
-	*reconcile.Status
+	*status.Infra
 	Cluster *ClusterStatus `json:"cluster,omitempty"`
 }
 
@@ -157,7 +159,7 @@ func (c *Cluster) Apply(doc *spec.Document) (reconcile.Result, error) {
 		return reconcile.Result{}, err
 	}
 	// The agents make the spec of its encoding, not of its YAML.
-	rec := &store.Record{Name: name, SpecFile: doc.File, Spec: doc.Source, SpecEncoded: spec.EncodeValidated(doc),
+	rec := &store.Record{Name: name, SpecFile: doc.File, Spec: doc.Source, SpecEncoded: speccache.EncodeValidated(doc),
 		Generation: gen, AppliedAt: time.Now().UTC()}
 	if _, err := c.Store.PutIf(rec, rev); err != nil {
 		return reconcile.Result{}, fmt.Errorf("apply %s: %w", name, err)
@@ -224,18 +226,18 @@ func (c *Cluster) Status(name string) (*InfraStatus, error) {
 		return "unknown"
 	})
 	st.Security = hostsSecurity(views)
-	return &InfraStatus{Status: st, Cluster: cs}, nil
+	return &InfraStatus{Infra: st, Cluster: cs}, nil
 }
 
 // specStatus is the topology a spec describes, each port in the state
 // stateOf gives its host.
-func specStatus(rec *store.Record, s *spec.Spec, stateOf func(host string) string) *reconcile.Status {
-	st := &reconcile.Status{Name: rec.Name, Generation: rec.Generation, SpecFile: rec.SpecFile,
-		Hosts: []reconcile.HostStatus{}, Switches: []reconcile.SwitchStatus{}, VMs: []reconcile.VMStatus{}, HostPorts: []reconcile.PortStatus{}}
+func specStatus(rec *store.Record, s *spec.Spec, stateOf func(host string) string) *status.Infra {
+	st := &status.Infra{Name: rec.Name, Generation: rec.Generation, SpecFile: rec.SpecFile,
+		Hosts: []status.Host{}, Switches: []status.Switch{}, VMs: []status.VM{}, HostPorts: []status.Port{}}
 	for _, h := range s.Hosts {
-		hs := reconcile.HostStatus{Name: h.Name, Native: h.Native, NICs: []reconcile.NICStatus{}}
+		hs := status.Host{Name: h.Name, Native: h.Native, NICs: []status.NIC{}}
 		for _, n := range h.NICs {
-			hs.NICs = append(hs.NICs, reconcile.NICStatus{Name: n.Name, Speed: n.Speed, IP: n.IP, State: stateOf(h.Name)})
+			hs.NICs = append(hs.NICs, status.NIC{Name: n.Name, Speed: n.Speed, IP: n.IP, State: stateOf(h.Name)})
 		}
 		st.Hosts = append(st.Hosts, hs)
 	}
@@ -243,14 +245,14 @@ func specStatus(rec *store.Record, s *spec.Spec, stateOf func(host string) strin
 		st.Switches = append(st.Switches, reconcile.SwitchStatusOf(&s.Switches[i]))
 	}
 	for _, vm := range s.VMs {
-		vs := reconcile.VMStatus{Name: vm.Name, Host: vm.Host, NICs: []reconcile.PortStatus{}}
+		vs := status.VM{Name: vm.Name, Host: vm.Host, NICs: []status.Port{}}
 		for i, n := range vm.NICs {
-			vs.NICs = append(vs.NICs, reconcile.PortStatus{Name: fmt.Sprintf("eth%d", i), PortGroup: n.PortGroup, IP: n.IP, State: stateOf(vm.Host)})
+			vs.NICs = append(vs.NICs, status.Port{Name: fmt.Sprintf("eth%d", i), PortGroup: n.PortGroup, IP: n.IP, State: stateOf(vm.Host)})
 		}
 		st.VMs = append(st.VMs, vs)
 	}
 	for _, hp := range s.HostPorts {
-		st.HostPorts = append(st.HostPorts, reconcile.PortStatus{Host: hp.Host, PortGroup: hp.PortGroup, IP: hp.IP, State: stateOf(hp.Host)})
+		st.HostPorts = append(st.HostPorts, status.Port{Host: hp.Host, PortGroup: hp.PortGroup, IP: hp.IP, State: stateOf(hp.Host)})
 	}
 	return st
 }
@@ -290,8 +292,8 @@ func (c *Cluster) Events(infra string, limit int) ([]events.Event, error) {
 // hostsSecurity gathers the port security counters the hosts' agents
 // reported into one list by port, as status on one machine has them: a VM,
 // and so its ports, is on one host.
-func hostsSecurity(views []etcdstore.HostView) []reconcile.SecurityStatus {
-	var out []reconcile.SecurityStatus
+func hostsSecurity(views []etcdstore.HostView) []status.PortSecurity {
+	var out []status.PortSecurity
 	for _, v := range views {
 		if v.Report != nil {
 			out = append(out, v.Report.Security...)

@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/spec/speccache"
+	"github.com/vnet-project/vnet/internal/status"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
 	"github.com/vnet-project/vnet/internal/store/etcdstore/etcdtest"
 )
@@ -45,7 +46,7 @@ func clusterStatusOf(t *testing.T, s *Server) InfraStatus {
 		t.Fatalf("status: %d %s", w.Code, w.Body)
 	}
 	var st InfraStatus
-	if err := json.Unmarshal(w.Body.Bytes(), &st); err != nil || st.Status == nil || st.Cluster == nil {
+	if err := json.Unmarshal(w.Body.Bytes(), &st); err != nil || st.Infra == nil || st.Cluster == nil {
 		t.Fatalf("status %s: %v", w.Body, err)
 	}
 	return st
@@ -89,7 +90,7 @@ func TestAPIOverEtcd(t *testing.T) {
 	// The agents make the spec of the encoding stored beside the YAML.
 	if want, err := spec.Load(rec.SpecFile, rec.Spec); err != nil || len(rec.SpecEncoded) == 0 {
 		t.Errorf("stored spec: %d bytes of encoding, %v", len(rec.SpecEncoded), err)
-	} else if got, err := spec.DecodeValidated(rec.SpecFile, rec.Spec, rec.SpecEncoded); err != nil || !reflect.DeepEqual(got.Spec, want.Spec) {
+	} else if got, err := speccache.DecodeValidated(rec.SpecFile, rec.Spec, rec.SpecEncoded); err != nil || !reflect.DeepEqual(got.Spec, want.Spec) {
 		t.Errorf("the stored encoding makes another spec than the YAML: %v", err)
 	}
 	w, _ = s.do(t, req{method: "GET", path: "/api/v1/infras"})
@@ -110,7 +111,7 @@ func TestAPIOverEtcd(t *testing.T) {
 	hv2, _ := st.Reporter("c1", "hv2", 5*time.Second)
 	defer hv1.Close()
 	defer hv2.Close()
-	if err := hv1.Report(etcdstore.Report{Generation: 1, Resources: 5, Security: []reconcile.SecurityStatus{
+	if err := hv1.Report(etcdstore.Report{Generation: 1, Resources: 5, Security: []status.PortSecurity{
 		{Port: "vm1 eth0", PortGroup: "pg", Link: "vn0", Policy: "mac, ra, unicast", Counters: map[string]uint64{"forged-mac": 3}}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +245,7 @@ vms:
 				t.Fatalf("generation %d stores network %s without its VNI:\n%s", gen, n.Name, rec.Spec)
 			}
 		}
-		if enc, err := spec.DecodeValidated(rec.SpecFile, rec.Spec, rec.SpecEncoded); err != nil || !reflect.DeepEqual(enc.Spec, doc.Spec) {
+		if enc, err := speccache.DecodeValidated(rec.SpecFile, rec.Spec, rec.SpecEncoded); err != nil || !reflect.DeepEqual(enc.Spec, doc.Spec) {
 			t.Errorf("the stored encoding makes another spec than the YAML: %v", err)
 		}
 		return doc.Spec

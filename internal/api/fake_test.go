@@ -6,13 +6,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/ioc"
 	"github.com/vnet-project/vnet/internal/metrics"
 	"github.com/vnet-project/vnet/internal/netperf"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/status"
 	"github.com/vnet-project/vnet/internal/store"
 )
 
@@ -83,16 +83,16 @@ func (f *fakeBackend) Status(name string) (*InfraStatus, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &reconcile.Status{Name: name, Generation: rec.Generation, SpecFile: rec.SpecFile}
+	st := &status.Infra{Name: name, Generation: rec.Generation, SpecFile: rec.SpecFile}
 	for _, h := range doc.Spec.Hosts {
-		hs := reconcile.HostStatus{Name: h.Name, Native: h.Native}
+		hs := status.Host{Name: h.Name, Native: h.Native}
 		for _, n := range h.NICs {
-			hs.NICs = append(hs.NICs, reconcile.NICStatus{Name: n.Name, Speed: n.Speed, State: "up"})
+			hs.NICs = append(hs.NICs, status.NIC{Name: n.Name, Speed: n.Speed, State: "up"})
 		}
 		st.Hosts = append(st.Hosts, hs)
 	}
 	for _, sw := range doc.Spec.Switches {
-		ss := reconcile.SwitchStatus{Name: sw.Name, Type: "standard", Hosts: sw.SwitchHosts()}
+		ss := status.Switch{Name: sw.Name, Type: "standard", Hosts: sw.SwitchHosts()}
 		for _, u := range sw.Uplinks {
 			ss.Uplinks = append(ss.Uplinks, u.Name)
 		}
@@ -102,13 +102,13 @@ func (f *fakeBackend) Status(name string) (*InfraStatus, error) {
 		st.Switches = append(st.Switches, ss)
 	}
 	for _, vm := range doc.Spec.VMs {
-		vs := reconcile.VMStatus{Name: vm.Name, Host: vm.Host}
+		vs := status.VM{Name: vm.Name, Host: vm.Host}
 		for i, n := range vm.NICs {
-			vs.NICs = append(vs.NICs, reconcile.PortStatus{Name: fmt.Sprintf("eth%d", i), PortGroup: n.PortGroup, IP: n.IP, MAC: "02:00:00:00:00:01", State: "up"})
+			vs.NICs = append(vs.NICs, status.Port{Name: fmt.Sprintf("eth%d", i), PortGroup: n.PortGroup, IP: n.IP, MAC: "02:00:00:00:00:01", State: "up"})
 		}
 		st.VMs = append(st.VMs, vs)
 	}
-	return &InfraStatus{Status: st}, nil
+	return &InfraStatus{Infra: st}, nil
 }
 
 func (f *fakeBackend) IOCStats(name string, _ time.Duration) (*reconcile.IOCStats, error) {
@@ -128,9 +128,9 @@ func (f *fakeBackend) Counting() (metrics.Counting, func(), error) {
 
 type fakeCounting uint64
 
-func (c fakeCounting) LinkStates(string) (map[string]dataplane.LinkState, error) {
-	st := dataplane.LinkState{Up: true, TxBytes: uint64(c), RxBytes: uint64(c) / 2}
-	return map[string]dataplane.LinkState{"eth0": st, "eth1": st, "vmnic0": st, "vmnic1": st, "vmk0": st}, nil
+func (c fakeCounting) LinkStates(string) (map[string]status.Link, error) {
+	st := status.Link{Up: true, TxBytes: uint64(c), RxBytes: uint64(c) / 2}
+	return map[string]status.Link{"eth0": st, "eth1": st, "vmnic0": st, "vmnic1": st, "vmk0": st}, nil
 }
 
 func (c fakeCounting) TCCounters(string, string) (map[uint32]plan.Counters, plan.Counters, error) {

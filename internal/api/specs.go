@@ -2,6 +2,7 @@ package api
 
 import (
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/spec/speccache"
 	"github.com/vnet-project/vnet/internal/store"
 )
 
@@ -9,7 +10,7 @@ import (
 // read back: the server lives long and reads the same stored specs again
 // for every status, plan, metrics scrape and agents listing, and a large
 // spec's YAML costs a few hundred milliseconds to decode each time.
-var storedSpecs = spec.NewCache("")
+var storedSpecs = speccache.New("")
 
 // storedDoc is rec.Doc, from the spec's stored encoding or storedSpecs.
 func storedDoc(rec *store.Record) (*spec.Document, error) { return rec.DocVia(storedSpecs) }

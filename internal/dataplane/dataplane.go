@@ -7,12 +7,12 @@ import (
 	"path/filepath"
 	"sync"
 
-	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/vnet-project/vnet/internal/dataplane/nft"
 	"github.com/vnet-project/vnet/internal/killpoint"
 	"github.com/vnet-project/vnet/internal/plan"
 )
@@ -41,7 +41,7 @@ type Linux struct {
 	// (plan.KindDevice).
 	DeviceStateDir string
 
-	jumps seenJumps // of the firewalls the last observation read
+	fw *nft.Firewalls
 	// probed is what earlier probes found the kernel has (see Probe).
 	probed probeSet
 }
@@ -51,13 +51,6 @@ type Linux struct {
 type nsHandle struct {
 	*netlink.Handle
 	route *nl.SocketHandle
-
-	// nft is the namespace's nftables socket for changes, kept open for the
-	// command: closing a socket right after a commit waits for the kernel
-	// to free the commit's old objects (an RCU grace period, ~10 ms), once
-	// per port otherwise. nftMu makes each change one transaction.
-	nftMu sync.Mutex
-	nft   *nftables.Conn
 
 	// sys is the namespace's /proc/sys/net, kept open for the command
 	// (procSysNet says why); used from a thread in the namespace.
@@ -78,7 +71,7 @@ func New() (*Linux, error) {
 	if err := captureHostNS(); err != nil {
 		return nil, err
 	}
-	return &Linux{handles: map[string]*nsHandle{}, cgroups: DetectCgroups()}, nil
+	return &Linux{handles: map[string]*nsHandle{}, cgroups: DetectCgroups(), fw: nft.New(openNS, hostConntrackOff)}, nil
 }
 
 // Close releases the netlink handles.
@@ -89,6 +82,7 @@ func (l *Linux) Close() {
 		h.close()
 		delete(l.handles, name)
 	}
+	l.fw.Close()
 }
 
 // handle returns the namespace's netlink handle, opened once per command.
@@ -211,17 +205,12 @@ func (l *Linux) forgetReplaced() {
 			continue
 		}
 		h.close()
+		l.fw.CloseSocket(name)
 		delete(l.handles, name)
 	}
 }
 
 func (h *nsHandle) close() {
-	h.nftMu.Lock()
-	if h.nft != nil {
-		_ = h.nft.CloseLasting()
-		h.nft = nil
-	}
-	h.nftMu.Unlock()
 	h.sysMu.Lock()
 	h.sys.close()
 	h.sysMu.Unlock()
@@ -236,7 +225,7 @@ func (l *Linux) forget(ns string) {
 		h.close()
 		delete(l.handles, ns)
 	}
-	l.jumps.drop(ns, "")
+	l.fw.Forget(ns)
 }
 
 // Execute carries out one action.
@@ -477,7 +466,7 @@ func splitDeletes(actions []plan.Action) deleteParts {
 
 // firewallKey names the tables of a firewall, or of a port policy's: a
 // port policy's resource names its firewall's.
-func firewallKey(r plan.Resource) string { return r.NS + "\x00" + tableName(r.Name) }
+func firewallKey(r plan.Resource) string { return r.NS + "\x00" + nft.TableName(r.Name) }
 
 // linkDeletion is the deletion of a link, by the name it has in the
 // namespace it is deleted from.

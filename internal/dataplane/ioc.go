@@ -9,6 +9,7 @@ import (
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
+	"github.com/vnet-project/vnet/internal/dataplane/rtnl"
 	"github.com/vnet-project/vnet/internal/ioc"
 	"github.com/vnet-project/vnet/internal/plan"
 )
@@ -178,7 +179,7 @@ func closeTo(a, b uint64) bool {
 
 func observeLineTree(h *netlink.Handle, link netlink.Link, ns string) []plan.Resource {
 	name := link.Attrs().Name
-	classes, err := retryDump(func() ([]netlink.Class, error) { return h.ClassList(link, 0) })
+	classes, err := rtnl.RetryDump(func() ([]netlink.Class, error) { return h.ClassList(link, 0) })
 	if err != nil {
 		return nil
 	}
@@ -211,7 +212,7 @@ func observeLineTree(h *netlink.Handle, link netlink.Link, ns string) []plan.Res
 		line.LeafRate, line.Quantum = leafRate, leafQuantum
 	}
 	out = append(out, line)
-	filters, _ := retryDump(func() ([]netlink.Filter, error) { return h.FilterList(link, lineRoot) })
+	filters, _ := rtnl.RetryDump(func() ([]netlink.Filter, error) { return h.FilterList(link, lineRoot) })
 	for _, f := range filters {
 		u, ok := f.(*netlink.U32)
 		if !ok || u.Sel == nil || u.ClassId == 0 {

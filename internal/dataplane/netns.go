@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,38 +16,13 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/vnet-project/vnet/internal/dataplane/nsthread"
 	"github.com/vnet-project/vnet/internal/killpoint"
 	"github.com/vnet-project/vnet/internal/plan"
 )
 
 // NetnsDir is where named namespaces are bind-mounted, as ip-netns(8) does.
 const NetnsDir = "/run/netns"
-
-// onOwnThread runs fn on a locked OS thread and brings the thread back to
-// its namespace afterwards. fn may switch the thread's namespace (setns, or
-// unshare to make a new one); if the thread cannot be brought back it stays
-// locked, and the runtime discards it when the goroutine ends instead of
-// running other goroutines in the wrong namespace.
-func onOwnThread(fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		ferr := fn()
-		if err := netns.Set(orig); err != nil {
-			errc <- errors.Join(ferr, fmt.Errorf("return to the original netns: %w", err))
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
-}
 
 // inNS runs fn on an OS thread that has entered the named namespace.
 func inNS(name string, fn func() error) error {
@@ -57,12 +31,7 @@ func inNS(name string, fn func() error) error {
 		return fmt.Errorf("open netns %s: %w", name, err)
 	}
 	defer target.Close()
-	return onOwnThread(func() error {
-		if err := netns.Set(target); err != nil {
-			return fmt.Errorf("enter netns %s: %w", name, err)
-		}
-		return fn()
-	})
+	return nsthread.In(name, target, fn)
 }
 
 // createNetns makes a named namespace, marked as its owner's (see
@@ -628,7 +597,7 @@ func makeNetnsEntry(name, sysctls, mark string) error {
 		return err
 	}
 	killpoint.At("netns entry named, not yet mounted: " + name)
-	err = onOwnThread(func() error {
+	err = nsthread.Run(func() error {
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 			return fmt.Errorf("unshare: %w", err)
 		}
@@ -756,11 +725,7 @@ func anonNS(name string) (netns.NsHandle, bool) {
 
 // newAnonNetns makes a namespace known to this process only, by name.
 func newAnonNetns(name string) error {
-	var h netns.NsHandle
-	err := onOwnThread(func() (err error) {
-		h, err = netns.New() // unshares this thread into it
-		return err
-	})
+	h, err := nsthread.New()
 	if err != nil {
 		return err
 	}

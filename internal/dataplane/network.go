@@ -10,6 +10,7 @@ import (
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
+	"github.com/vnet-project/vnet/internal/dataplane/rtnl"
 	"github.com/vnet-project/vnet/internal/plan"
 )
 
@@ -149,14 +150,14 @@ type neighDumps struct {
 // neighbour tables; unix.AF_BRIDGE: the forwarding databases).
 func (d *neighDumps) of(index, family int) ([]netlink.Neigh, error) {
 	if d.perLink != nil {
-		return neighsOfLink(d.perLink, index, family)
+		return rtnl.NeighsOfLink(d.perLink, index, family)
 	}
 	if d.byLink == nil {
 		d.byLink = map[int]map[int][]netlink.Neigh{}
 	}
 	m, ok := d.byLink[family]
 	if !ok {
-		all, err := retryDump(func() ([]netlink.Neigh, error) { return d.h.NeighList(0, family) })
+		all, err := rtnl.RetryDump(func() ([]netlink.Neigh, error) { return d.h.NeighList(0, family) })
 		if err != nil {
 			return nil, err
 		}
@@ -167,44 +168,6 @@ func (d *neighDumps) of(index, family int) ([]netlink.Neigh, error) {
 		d.byLink[family] = m
 	}
 	return m[index], nil
-}
-
-// neighsOfLink dumps one link's entries of family. With strict checking the
-// kernel filters them: a forwarding-database dump by the bridge port in its
-// header, a neighbour dump by NDA_IFINDEX (the header must name no link
-// there). A kernel without strict checking, or without the filter, answers
-// with every entry, which are picked out here.
-// Equivalent to: bridge -n NS fdb show brport DEV; ip -n NS neigh show dev DEV
-func neighsOfLink(sock *nl.SocketHandle, index, family int) ([]netlink.Neigh, error) {
-	fd := sock.Socket.GetFd()
-	if err := unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_GET_STRICT_CHK, 1); err == nil {
-		defer unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_GET_STRICT_CHK, 0) //nolint:errcheck // a socket left strict only refuses malformed dumps
-	}
-	msgs, err := retryDump(func() ([][]byte, error) {
-		req := nl.NewNetlinkRequest(unix.RTM_GETNEIGH, unix.NLM_F_DUMP)
-		req.Sockets = map[int]*nl.SocketHandle{unix.NETLINK_ROUTE: sock}
-		if family == unix.AF_BRIDGE {
-			req.AddData(&netlink.Ndmsg{Family: unix.AF_BRIDGE, Index: uint32(index)})
-		} else {
-			req.AddData(&netlink.Ndmsg{Family: uint8(family)})
-			req.AddData(nl.NewRtAttr(unix.NDA_IFINDEX, nl.Uint32Attr(uint32(index))))
-		}
-		return req.Execute(unix.NETLINK_ROUTE, unix.RTM_NEWNEIGH)
-	})
-	if err != nil {
-		return nil, err
-	}
-	var out []netlink.Neigh
-	for _, m := range msgs {
-		n, err := netlink.NeighDeserialize(m)
-		if err != nil {
-			return nil, err
-		}
-		if n.LinkIndex == index && (family != unix.AF_BRIDGE || n.Family == unix.AF_BRIDGE) {
-			out = append(out, *n)
-		}
-	}
-	return out, nil
 }
 
 // observeNeighs reads a link's permanent neighbour entries.

@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"sort"
@@ -9,9 +8,10 @@ import (
 	"sync"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
+	"github.com/vnet-project/vnet/internal/dataplane/nft"
+	"github.com/vnet-project/vnet/internal/dataplane/rtnl"
 	"github.com/vnet-project/vnet/internal/plan"
 )
 
@@ -43,13 +43,13 @@ func (l *Linux) ObserveScope(infra string, scope plan.Scope, hints []plan.Resour
 // firewall's rules that observation makes. A namespace it has none for is
 // left out.
 func (l *Linux) ObserveCounting(infra string, hints []plan.Resource) ([]plan.Resource, map[string]map[string]map[string]uint64, error) {
-	counters := &firewallCounts{byNS: map[string]map[string]map[string]uint64{}}
+	counters := nft.NewCounts()
 	rs, err := l.observe(infra, nil, hints, counters)
-	return rs, counters.byNS, err
+	return rs, counters.ByNS(), err
 }
 
-func (l *Linux) observe(infra string, scope plan.Scope, hints []plan.Resource, counters *firewallCounts) ([]plan.Resource, error) {
-	l.jumps.reset()
+func (l *Linux) observe(infra string, scope plan.Scope, hints []plan.Resource, counters *nft.Counts) ([]plan.Resource, error) {
+	l.fw.ForgetReads()
 	l.forgetReplaced()
 	names, err := listNetnsIn(plan.InfraNSPrefix(infra), scope)
 	if err != nil {
@@ -78,7 +78,7 @@ func (l *Linux) observe(infra string, scope plan.Scope, hints []plan.Resource, c
 			views[i] = v
 			return nil
 		}
-		fw, err := l.observeFirewall(names[i], links, "", counters)
+		fw, err := l.fw.Observe(names[i], links, "", counters)
 		v.resources = append(v.resources, fw...)
 		views[i] = v
 		return err
@@ -97,7 +97,7 @@ func (l *Linux) observe(infra string, scope plan.Scope, hints []plan.Resource, c
 			return nil, err
 		}
 		// Its firewall is the infrastructure's own tables there.
-		fw, err := l.observeFirewall(l.HostNS, hostLinks, plan.FirewallTable(infra), counters)
+		fw, err := l.fw.Observe(l.HostNS, hostLinks, plan.FirewallTable(infra), counters)
 		if err != nil {
 			return nil, err
 		}
@@ -236,7 +236,7 @@ func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep 
 		return v, err
 	}
 	var links []netlink.Link
-	var ports map[int]portFlags
+	var ports map[int]rtnl.PortFlags
 	var addrsOf map[int][]netlink.Addr
 	byIndex := map[int]string{}
 	if only != nil && len(only) <= fewLinks {
@@ -256,7 +256,7 @@ func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep 
 		if links, ports, err = l.linkList(ns); err != nil {
 			return v, fmt.Errorf("ip -n %s link show: %w", ns, err)
 		}
-		addrs, err := retryDump(func() ([]netlink.Addr, error) { return h.AddrList(nil, netlink.FAMILY_ALL) })
+		addrs, err := rtnl.RetryDump(func() ([]netlink.Addr, error) { return h.AddrList(nil, netlink.FAMILY_ALL) })
 		if err != nil {
 			return v, fmt.Errorf("ip -n %s addr show: %w", ns, err)
 		}
@@ -313,7 +313,7 @@ func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep 
 		}
 		switch {
 		case plan.IsDeviceAlias(attrs.Alias):
-			v.resources = append(v.resources, observeDevice(link, ns, byIndex[attrs.MasterIndex], owner, ports[attrs.Index].isolated))
+			v.resources = append(v.resources, observeDevice(link, ns, byIndex[attrs.MasterIndex], owner, ports[attrs.Index].Isolated))
 		case link.Type() == "vxlan":
 			rs, err := observeVxlan(entries, link, ns, byIndex[attrs.MasterIndex], owner, ports[attrs.Index])
 			if err != nil {
@@ -336,7 +336,7 @@ func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep 
 			end := plan.End{NS: ns, Name: attrs.Name, MAC: attrs.HardwareAddr.String(), MTU: attrs.MTU, Master: byIndex[attrs.MasterIndex],
 				Down: attrs.Flags&net.FlagUp == 0}
 			if end.Master != "" {
-				end.Isolated = ports[attrs.Index].isolated
+				end.Isolated = ports[attrs.Index].Isolated
 			}
 			e := vethEnd{end: end, index: attrs.Index, peerIndex: attrs.ParentIndex}
 			if pns, pname, ok := parsePeerAlias(attrs.Alias); ok {
@@ -357,6 +357,72 @@ func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep 
 		}
 	}
 	return v, nil
+}
+
+// fewLinks is how many links of a namespace a scoped observation asks the
+// kernel for one by one rather than in one dump of the namespace. A host
+// that carries thousands of virtual networks holds three links per network
+// in one namespace; a change to one network names a few of them, and a dump
+// would read, and this process decode, every other one each time.
+const fewLinks = 64
+
+// linksNamed reads the named links of a namespace, and lo (which holds the
+// namespace's mark), one request each (rtnl.LinksNamed).
+func (l *Linux) linksNamed(ns string, names map[string]bool) ([]netlink.Link, map[int]string, map[int]rtnl.PortFlags, error) {
+	sock, err := l.routeSocket(ns)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	wanted := sortedKeys(names)
+	if !names["lo"] {
+		wanted = append(wanted, "lo")
+	}
+	return rtnl.LinksNamed(sock, wanted)
+}
+
+// addrsOfLinks reads the addresses of some links of a namespace, each
+// link's alone (rtnl.AddrsOfLinks).
+func (l *Linux) addrsOfLinks(ns string, links []netlink.Link) (map[int][]netlink.Addr, error) {
+	sock, err := l.routeSocket(ns)
+	if err != nil {
+		return nil, err
+	}
+	return rtnl.AddrsOfLinks(sock, links)
+}
+
+// linkList lists a namespace's links, with their bridge-port settings,
+// from one dump (rtnl.Links).
+func (l *Linux) linkList(ns string) ([]netlink.Link, map[int]rtnl.PortFlags, error) {
+	sock, err := l.routeSocket(ns)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rtnl.Links(sock)
+}
+
+// linkIsolated reports whether a bridge port is isolated.
+// Equivalent to: bridge -n NS -d link show dev LINK
+func (l *Linux) linkIsolated(ns string, index int) (bool, error) {
+	sock, err := l.routeSocket(ns)
+	if err != nil {
+		return false, err
+	}
+	f, err := rtnl.PortFlagsOf(sock, index)
+	if err != nil {
+		return false, fmt.Errorf("in %s: %w", ns, err)
+	}
+	return f.Isolated, nil
+}
+
+// qdiscsOfLinks reads the root and ingress qdiscs of a few links of a
+// namespace, each link's alone (rtnl.QdiscsOfLinks): false when the
+// namespace's dump must be read instead.
+func (l *Linux) qdiscsOfLinks(ns string, links []netlink.Link) (map[int][]netlink.Qdisc, bool, error) {
+	sock, err := l.routeSocket(ns)
+	if err != nil {
+		return nil, false, err
+	}
+	return rtnl.QdiscsOfLinks(sock, links)
 }
 
 // qdiscsOfNS reads the qdiscs of a namespace's links that observeNS
@@ -392,7 +458,7 @@ func (l *Linux) qdiscsOf(ns string, links []netlink.Link) (map[int][]netlink.Qdi
 	if err != nil {
 		return nil, err
 	}
-	qdiscs, err := retryDump(func() ([]netlink.Qdisc, error) { return h.QdiscList(nil) })
+	qdiscs, err := rtnl.RetryDump(func() ([]netlink.Qdisc, error) { return h.QdiscList(nil) })
 	if err != nil {
 		return nil, fmt.Errorf("tc -n %s qdisc show: %w", ns, err)
 	}
@@ -412,21 +478,6 @@ func hasIngress(qs []netlink.Qdisc) bool {
 		}
 	}
 	return false
-}
-
-// dumpRetries bounds how often a dump the kernel interrupted is read
-// again: the namespace changed while it was read (a new link's IPv6
-// address finishing duplicate detection, for one), and what it returned
-// may lack objects that exist.
-const dumpRetries = 20
-
-func retryDump[T any](dump func() (T, error)) (T, error) {
-	for i := 0; ; i++ {
-		v, err := dump()
-		if !errors.Is(err, netlink.ErrDumpInterrupted) || i == dumpRetries {
-			return v, err
-		}
-	}
 }
 
 // vethEnd is one end of a pair as observed, with what joins it to the
@@ -560,134 +611,6 @@ func (l *Linux) observeCgroupsOf(infra string, namespaces []string) []plan.Resou
 
 // Cgroups returns the cgroup driver, for exec.
 func (l *Linux) Cgroups() *Cgroups { return l.cgroups }
-
-// nlaTypeMask strips the nested and byte-order flags from an attribute type.
-const nlaTypeMask = ^uint16(unix.NLA_F_NESTED | unix.NLA_F_NET_BYTEORDER)
-
-// linkList lists a namespace's links, and which bridge ports are isolated,
-// from one dump. The library drops the bridge-port attributes the kernel
-// sends with each port; asking for them per port (LinkGetProtinfo) dumps
-// every link of the namespace each time.
-// Equivalent to: ip -n NS -d link show
-func (l *Linux) linkList(ns string) ([]netlink.Link, map[int]portFlags, error) {
-	sock, err := l.routeSocket(ns)
-	if err != nil {
-		return nil, nil, err
-	}
-	msgs, err := retryDump(func() ([][]byte, error) {
-		req := getLinkRequest(sock, 0)
-		return req.Execute(unix.NETLINK_ROUTE, unix.RTM_NEWLINK)
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	links := make([]netlink.Link, 0, len(msgs))
-	ports := map[int]portFlags{}
-	for _, m := range msgs {
-		link, err := netlink.LinkDeserialize(nil, m)
-		if err != nil {
-			return nil, nil, err
-		}
-		links = append(links, link)
-		if f, ok := bridgePortFlags(m); ok {
-			ports[link.Attrs().Index] = f
-		}
-	}
-	return links, ports, nil
-}
-
-// linkIsolated reports whether a bridge port is isolated.
-// Equivalent to: bridge -n NS -d link show dev LINK
-func (l *Linux) linkIsolated(ns string, index int) (bool, error) {
-	sock, err := l.routeSocket(ns)
-	if err != nil {
-		return false, err
-	}
-	msgs, err := getLinkRequest(sock, index).Execute(unix.NETLINK_ROUTE, unix.RTM_NEWLINK)
-	if err != nil {
-		return false, err
-	}
-	if len(msgs) != 1 {
-		return false, fmt.Errorf("link %d in %s: %d answers", index, ns, len(msgs))
-	}
-	f, _ := bridgePortFlags(msgs[0])
-	return f.isolated, nil
-}
-
-// getLinkRequest asks for one link (index > 0) or all of them, on sock.
-func getLinkRequest(sock *nl.SocketHandle, index int) *nl.NetlinkRequest {
-	flags := 0
-	if index == 0 {
-		flags = unix.NLM_F_DUMP
-	}
-	req := nl.NewNetlinkRequest(unix.RTM_GETLINK, flags)
-	req.Sockets = map[int]*nl.SocketHandle{unix.NETLINK_ROUTE: sock}
-	msg := nl.NewIfInfomsg(unix.AF_UNSPEC)
-	msg.Index = int32(index)
-	req.AddData(msg)
-	req.AddData(nl.NewRtAttr(unix.IFLA_EXT_MASK, nl.Uint32Attr(nl.RTEXT_FILTER_VF)))
-	return req
-}
-
-// portFlags are the bridge-port settings vnet reads back.
-type portFlags struct {
-	isolated bool // IFLA_BRPORT_ISOLATED
-	learning bool // IFLA_BRPORT_LEARNING
-	suppress bool // IFLA_BRPORT_NEIGH_SUPPRESS
-}
-
-// bridgePortFlags reads a link message's bridge-port settings, from the
-// slave data of its link info; ok is false for a link that is no bridge
-// port.
-func bridgePortFlags(m []byte) (f portFlags, ok bool) {
-	info := nl.DeserializeIfInfomsg(m)
-	attrs, err := nl.ParseRouteAttr(m[info.Len():])
-	if err != nil {
-		return f, false
-	}
-	for _, a := range attrs {
-		if a.Attr.Type&nlaTypeMask != unix.IFLA_LINKINFO {
-			continue
-		}
-		infos, err := nl.ParseRouteAttr(a.Value)
-		if err != nil {
-			return f, false
-		}
-		bridgePort := false
-		var data []byte
-		for _, i := range infos {
-			switch i.Attr.Type & nlaTypeMask {
-			case nl.IFLA_INFO_SLAVE_KIND:
-				bridgePort = strings.TrimRight(string(i.Value), "\x00") == "bridge"
-			case nl.IFLA_INFO_SLAVE_DATA:
-				data = i.Value
-			}
-		}
-		if !bridgePort {
-			return f, false
-		}
-		ports, err := nl.ParseRouteAttr(data)
-		if err != nil {
-			return f, false
-		}
-		for _, p := range ports {
-			if len(p.Value) == 0 {
-				continue
-			}
-			on := p.Value[0] != 0
-			switch p.Attr.Type & nlaTypeMask {
-			case nl.IFLA_BRPORT_ISOLATED:
-				f.isolated = on
-			case nl.IFLA_BRPORT_LEARNING:
-				f.learning = on
-			case nl.IFLA_BRPORT_NEIGH_SUPPRESS:
-				f.suppress = on
-			}
-		}
-		return f, true
-	}
-	return f, false
-}
 
 // readNamespaceSysctls reads vnet's settings of a namespace's bridges,
 // and of the namespace when withNS, entering it once. Of the bridges of

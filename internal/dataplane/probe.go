@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -144,5 +145,22 @@ func (l *Linux) probe(needs []plan.Resource, want probeSet) error {
 		}
 		killpoint.At("probe made " + string(r.Kind))
 	}
-	return l.probeFirewall(ns, needs)
+	return l.fw.Probe(ns, needs, l.brNetfilter)
+}
+
+// brNetfilter checks that br_netfilter is there to pass bridged IP traffic
+// through the namespace's IP hooks: its settings exist in every namespace
+// once the module is loaded, and in none before.
+func (l *Linux) brNetfilter(ns string) error {
+	if l.WithoutBrNetfilter {
+		return fmt.Errorf("stat /proc/sys/%s: %w (simulated)", plan.ConntrackSysctlV4, os.ErrNotExist)
+	}
+	err := inNS(ns, func() error {
+		_, err := os.Stat("/proc/sys/" + plan.ConntrackSysctlV4)
+		return err
+	})
+	if errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
+	"github.com/vnet-project/vnet/internal/dataplane/rtnl"
 	"github.com/vnet-project/vnet/internal/plan"
 )
 
@@ -161,7 +162,7 @@ func (l *Linux) removeSteer(r plan.Resource) error {
 // an index that now names another link, or none, is reported as stale so
 // that the next apply recompiles it.
 func observeSteer(h *netlink.Handle, link netlink.Link, ns string, byName map[string]int) []plan.Resource {
-	filters, err := retryDump(func() ([]netlink.Filter, error) { return h.FilterList(link, netlink.HANDLE_MIN_INGRESS) })
+	filters, err := rtnl.RetryDump(func() ([]netlink.Filter, error) { return h.FilterList(link, netlink.HANDLE_MIN_INGRESS) })
 	if err != nil {
 		return nil
 	}

@@ -8,18 +8,13 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
-)
 
-// LinkState is what teaming needs to know of a link right now.
-type LinkState struct {
-	Up      bool // administratively up with carrier: a cable that works
-	TxBytes uint64
-	RxBytes uint64
-}
+	"github.com/vnet-project/vnet/internal/status"
+)
 
 // LinkStates reads every link of a namespace.
 // Equivalent to: ip -n NS -s link show
-func (l *Linux) LinkStates(ns string) (map[string]LinkState, error) {
+func (l *Linux) LinkStates(ns string) (map[string]status.Link, error) {
 	h, err := l.handle(ns)
 	if err != nil {
 		return nil, err
@@ -28,10 +23,10 @@ func (l *Linux) LinkStates(ns string) (map[string]LinkState, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ip -n %s link show: %w", ns, err)
 	}
-	out := make(map[string]LinkState, len(links))
+	out := make(map[string]status.Link, len(links))
 	for _, link := range links {
 		a := link.Attrs()
-		st := LinkState{Up: a.Flags&net.FlagUp != 0 && a.OperState == netlink.OperUp}
+		st := status.Link{Up: a.Flags&net.FlagUp != 0 && a.OperState == netlink.OperUp}
 		if a.Statistics != nil {
 			st.TxBytes, st.RxBytes = a.Statistics.TxBytes, a.Statistics.RxBytes
 		}

@@ -12,6 +12,8 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/vnet-project/vnet/internal/dataplane/nsthread"
+	"github.com/vnet-project/vnet/internal/dataplane/rtnl"
 	"github.com/vnet-project/vnet/internal/plan"
 )
 
@@ -30,7 +32,7 @@ func captureHostNS() error {
 	if hostNS.ok {
 		return nil
 	}
-	err := onOwnThread(func() (err error) {
+	err := nsthread.Run(func() (err error) {
 		hostNS.h, err = netns.Get()
 		return err
 	})
@@ -171,7 +173,7 @@ func (l *Linux) removeFDB(r plan.Resource) error {
 
 // observeVxlan reads a tunnel endpoint and its static entries (those with
 // a remote address; the bridge's own entries have none).
-func observeVxlan(entries *neighDumps, link netlink.Link, ns, master, owner string, port portFlags) ([]plan.Resource, error) {
+func observeVxlan(entries *neighDumps, link netlink.Link, ns, master, owner string, port rtnl.PortFlags) ([]plan.Resource, error) {
 	vx, ok := link.(*netlink.Vxlan)
 	if !ok {
 		return nil, nil
@@ -190,7 +192,7 @@ func observeVxlan(entries *neighDumps, link netlink.Link, ns, master, owner stri
 	if attrs.Flags&net.FlagUp == 0 {
 		r.Link += " (down)"
 	}
-	r.Isolate = !port.learning && port.suppress
+	r.Isolate = !port.Learning && port.Suppress
 	out := []plan.Resource{r}
 	neighs, err := entries.of(attrs.Index, unix.AF_BRIDGE)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/spec/speccache"
 	"github.com/vnet-project/vnet/internal/store"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
 	"github.com/vnet-project/vnet/internal/store/etcdstore/etcdtest"
@@ -41,7 +42,7 @@ func stored(t *testing.T, name, src string) *store.Record {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &store.Record{Name: name, SpecFile: name + ".yaml", Spec: doc.Source, SpecEncoded: spec.EncodeValidated(doc), Generation: 1}
+	return &store.Record{Name: name, SpecFile: name + ".yaml", Spec: doc.Source, SpecEncoded: speccache.EncodeValidated(doc), Generation: 1}
 }
 
 // etcdAgent is hv1's agent over a cluster in etcd, its kernel in memory.
@@ -201,7 +202,7 @@ func TestEncodingOfAnInvalidSpecIsNotRealized(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc.Spec.VMs[0].Name = "../../evil"
-	rec := &store.Record{Name: "inc", SpecFile: "inc.yaml", Spec: []byte(src), SpecEncoded: spec.EncodeValidated(doc), Generation: 1}
+	rec := &store.Record{Name: "inc", SpecFile: "inc.yaml", Spec: []byte(src), SpecEncoded: speccache.EncodeValidated(doc), Generation: 1}
 	if err := st.Put(rec); err != nil {
 		t.Fatal(err)
 	}

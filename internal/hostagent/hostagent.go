@@ -21,6 +21,7 @@ import (
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/status"
 	"github.com/vnet-project/vnet/internal/store"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
 )
@@ -357,7 +358,7 @@ func (a *Agent) keepRealized(name string, recorded []plan.Resource) int {
 // security reads what the firewall rules of the infrastructure's ports on
 // the host counted, compacted for a report; nothing when the host has no
 // port policy of it or the dataplane counts nothing.
-func (a *Agent) security(infra string) ([]reconcile.SecurityStatus, int, error) {
+func (a *Agent) security(infra string) ([]status.PortSecurity, int, error) {
 	fc, ok := a.DP.(reconcile.FirewallCounting)
 	l, loaded := a.loaded[infra]
 	if !ok || !loaded || len(a.secRes[infra]) == 0 {

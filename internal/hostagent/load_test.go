@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/spec/speccache"
 	"github.com/vnet-project/vnet/internal/store"
 )
 
@@ -27,7 +28,7 @@ func TestLoadUsesTheStoredEncoding(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc.Spec.VMs[0].Name = "from-encoding"
-	rec := &store.Record{Name: "lab", SpecFile: "lab.yaml", Spec: doc.Source, SpecEncoded: spec.EncodeValidated(doc)}
+	rec := &store.Record{Name: "lab", SpecFile: "lab.yaml", Spec: doc.Source, SpecEncoded: speccache.EncodeValidated(doc)}
 	got, err := (&Agent{}).load(rec)
 	if err != nil {
 		t.Fatal(err)

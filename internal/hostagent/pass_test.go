@@ -18,6 +18,7 @@ import (
 
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/spec/speccache"
 	"github.com/vnet-project/vnet/internal/store"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
 )
@@ -183,7 +184,7 @@ func (c *memoryCluster) put(name, src string) {
 	// As vnet apply --etcd stores a spec that validated: with its encoding,
 	// which the agent makes its spec of.
 	if doc, err := spec.Load(rec.SpecFile, rec.Spec); err == nil {
-		rec.SpecEncoded = spec.EncodeValidated(doc)
+		rec.SpecEncoded = speccache.EncodeValidated(doc)
 	}
 	c.recs[name] = rec
 }

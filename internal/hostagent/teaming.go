@@ -8,10 +8,10 @@ import (
 	"sync"
 
 	"github.com/vnet-project/vnet/internal/agent"
-	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/status"
 )
 
 // A switch that teams several real uplinks on this host needs what the
@@ -80,7 +80,7 @@ func (a *Agent) uplinksDown(s *spec.Spec) map[string]bool {
 		return nil
 	}
 	teams, _ := plan.Teaming(s, plan.Options{Host: a.Host, HostNS: a.HostNS})
-	states := map[string]map[string]dataplane.LinkState{}
+	states := map[string]map[string]status.Link{}
 	for _, t := range teams {
 		if _, ok := states[t.NS]; ok {
 			continue

@@ -31,7 +31,10 @@ var s0Patterns3 = []struct{ name, sock, msg string }{
 }
 
 func patternArgs(sock, msg string) []string {
-	return []string{"--", "-s", sock, "-S", sock, "-m", msg, "-M", msg}
+	// Both ends' sizes: netperf 2.7 reads -m as this end's send size and the
+	// netserver's after the comma, -M as the netserver's receive size and
+	// this end's after it, so one pair serves TCP_STREAM and TCP_MAERTS.
+	return []string{"--", "-s", sock, "-S", sock, "-m", msg + "," + msg, "-M", msg + "," + msg}
 }
 
 func s0Testbed(vm1CPUs int, sc Scale) string {

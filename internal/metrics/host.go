@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/status"
 )
 
 // ReadHost takes one snapshot of what one host of a cluster realizes of an
@@ -52,7 +52,7 @@ func ReadHost(c Counting, s *spec.Spec, host, hostNS string) (*Snapshot, error) 
 	if !ok {
 		return snap, nil
 	}
-	var links map[string]dataplane.LinkState
+	var links map[string]status.Link
 	for _, sw := range s.Switches {
 		for _, u := range sw.Uplinks {
 			nicName, ok := u.NICs[host]

@@ -3,9 +3,9 @@ package metrics
 import (
 	"testing"
 
-	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/status"
 )
 
 // A host agent's snapshot has its own VMs' port counters, read in the
@@ -30,7 +30,7 @@ vms:
 		t.Fatal(err)
 	}
 	k := &counting{
-		links: map[string]map[string]dataplane.LinkState{
+		links: map[string]map[string]status.Link{
 			"vnet.c1.vm1": {"eth0": {Up: true}}, "vnet.c1.g1": {}, "vnet.c1.n1": {"eth0": {Up: true}}, plan.CurrentNS: {},
 		},
 		fw: map[string]map[string]map[string]uint64{plan.CurrentNS: {

@@ -14,6 +14,7 @@ import (
 	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/status"
 )
 
 const demo = `name: m1
@@ -35,7 +36,7 @@ hostports:
 
 // counting is a kernel whose counters are set by the test.
 type counting struct {
-	links map[string]map[string]dataplane.LinkState
+	links map[string]map[string]status.Link
 	tc    map[string]map[uint32]plan.Counters
 	fw    map[string]map[string]map[string]uint64 // ns -> switch port -> label -> packets
 }
@@ -44,7 +45,7 @@ func (c *counting) FirewallCounters(ns string) (map[string]map[string]uint64, er
 	return c.fw[ns], nil
 }
 
-func (c *counting) LinkStates(ns string) (map[string]dataplane.LinkState, error) {
+func (c *counting) LinkStates(ns string) (map[string]status.Link, error) {
 	m, ok := c.links[ns]
 	if !ok {
 		return nil, dataplane.ErrNotRoot
@@ -58,7 +59,7 @@ func (c *counting) TCCounters(ns, link string) (map[uint32]plan.Counters, plan.C
 
 func fakeKernel(vmTx, poolBytes uint64) *counting {
 	return &counting{
-		links: map[string]map[string]dataplane.LinkState{
+		links: map[string]map[string]status.Link{
 			"vnet.m1.vm1":  {"eth0": {Up: true, TxBytes: vmTx, RxBytes: vmTx / 4}, "eth1": {Up: true}},
 			"vnet.m1.esx1": {"vmnic0": {Up: true, TxBytes: poolBytes}, "vmk0": {Up: false}},
 		},
@@ -276,7 +277,7 @@ vms:
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := &counting{links: map[string]map[string]dataplane.LinkState{
+	k := &counting{links: map[string]map[string]status.Link{
 		"vnet.m2.vm1":  {"eth0": {Up: true, TxBytes: 1000, RxBytes: 500}},
 		plan.CurrentNS: {"eth0": {Up: true, TxBytes: 7000}},
 	}}

@@ -9,15 +9,15 @@ import (
 	"sort"
 	"time"
 
-	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/ioc"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/status"
 )
 
 // Counting is what reading counters needs from the dataplane.
 type Counting interface {
-	LinkStates(ns string) (map[string]dataplane.LinkState, error)
+	LinkStates(ns string) (map[string]status.Link, error)
 	TCCounters(ns, link string) (map[uint32]plan.Counters, plan.Counters, error)
 }
 
@@ -109,8 +109,8 @@ func (p PoolSample) Key() string { return p.Host + "/" + p.Switch + "/" + p.Upli
 // that cannot be read fails the whole snapshot: an infrastructure half
 // there is not one to report rates of.
 func Read(c Counting, s *spec.Spec) (*Snapshot, error) {
-	links := map[string]map[string]dataplane.LinkState{}
-	linksOf := func(node string) (map[string]dataplane.LinkState, error) {
+	links := map[string]map[string]status.Link{}
+	linksOf := func(node string) (map[string]status.Link, error) {
 		ns := plan.NSName(s.Name, node)
 		if m, ok := links[ns]; ok {
 			return m, nil

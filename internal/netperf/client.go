@@ -3,7 +3,10 @@ package netperf
 import (
 	"context"
 	"fmt"
+	"github.com/vnet-project/vnet/internal/netperf/wire"
+	"golang.org/x/sys/unix"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -42,6 +45,14 @@ type Result struct {
 
 	RecvIface *IfaceDelta `json:"receive_interface,omitempty"`
 	Latency   *Latency    `json:"latency,omitempty"`
+
+	// Peer is the netserver's kind: "vnet" (it took up the extension and
+	// reported its side in full) or "netperf".
+	Peer string `json:"peer"`
+	MSS  int    `json:"transport_mss"` // this end's TCP maximum segment size, -1 when not known
+	// The data connection's ends, host:port.
+	LocalAddr  string `json:"local_address,omitempty"`
+	RemoteAddr string `json:"remote_address,omitempty"`
 }
 
 // Params are the parameters in effect, as asked and as granted.
@@ -62,6 +73,9 @@ type Params struct {
 	DataPort       int     `json:"data_port"`
 	LocalBind      *int    `json:"local_cpu_bind,omitempty"` // -T
 	RemoteBind     *int    `json:"remote_cpu_bind,omitempty"`
+	// What the netserver said it would send and receive per call.
+	RemoteSendSize int `json:"remote_send_size"`
+	RemoteRecvSize int `json:"remote_recv_size"`
 }
 
 // Interim is a progress event from a running test (-D).
@@ -69,6 +83,7 @@ type Interim struct {
 	Target   string  `json:"target"`
 	Instance int     `json:"instance"`
 	At       float64 `json:"at_s"`
+	Ending   float64 `json:"ending_unix_s"` // when the interval ended, as netperf prints it
 	Interval float64 `json:"interval_s"`
 	Rate     float64 `json:"rate"` // bit/s for streams, transactions/s for RR
 	Unit     string  `json:"unit"`
@@ -76,36 +91,92 @@ type Interim struct {
 
 // Run performs one test against one netserver. events, if not nil, gets
 // interim results every c.Interval.
+//
+// The test speaks netperf's protocol: a DO_OMNI request, the netserver's
+// response, the data phase, its results. The request carries the
+// extension's mark; a netserver that answers with its own (vnet's) also
+// hears "done" from this end and sends its side's measurements in full.
 func Run(ctx context.Context, c *Config, tg Target, instance int, events func(Interim)) (*Result, error) {
-	ctl, err := (&net.Dialer{Timeout: 10 * time.Second}).DialContext(ctx, network("tcp", tg.Family), net.JoinHostPort(tg.Host, strconv.Itoa(c.ControlPort)))
+	ctl, err := c.dialControl(ctx, tg)
 	if err != nil {
-		return nil, fmt.Errorf("connect to netserver at %s port %d: %w (is vnet netserver running there?)", tg.Host, c.ControlPort, err)
+		return nil, err
 	}
 	defer ctl.Close()
 	stop := context.AfterFunc(ctx, func() { ctl.Close() })
 	defer stop()
 
-	req := c.request(tg)
+	dataHost, explicit := tg.Host, netip.Addr{}
+	if c.DataHost != "" {
+		dataHost = c.DataHost
+		explicit, _ = netip.ParseAddr(c.DataHost)
+	}
+	family := tg.Family
+	if ra, ok := ctl.RemoteAddr().(*net.TCPAddr); ok && family == "" && !explicit.IsValid() {
+		family = "6"
+		if ra.IP.To4() != nil {
+			family = "4"
+		}
+	}
+	if explicit.IsValid() {
+		family = "6"
+		if explicit.Unmap().Is4() {
+			family = "4"
+		}
+	}
 	ctl.SetDeadline(time.Now().Add(30 * time.Second))
-	if err := WriteMsg(ctl, &Message{Type: MsgRequest, Version: ProtocolVersion, Request: req}); err != nil {
+	if c.Passphrase != "" {
+		m := &wire.Message{Type: wire.Passphrase}
+		copy(m.Data[:wire.DataSize-1], c.Passphrase)
+		if err := wire.Write(ctl, m); err != nil {
+			return nil, fmt.Errorf("send passphrase: %w", err)
+		}
+	}
+	if err := wire.Write(ctl, c.omniRequest(family, netip.AddrPort{}, explicit)); err != nil {
 		return nil, fmt.Errorf("send request: %w", err)
 	}
-	ready, err := expect(ctl, MsgReady)
+	m, err := wire.Read(ctl)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("netserver: %w", err)
+	}
+	ext, hasExt, _ := wire.GetExt(m)
+	if !hasExt {
+		ext = wire.Ext{}
+	}
+	if m.Aux != 0 {
+		return nil, remoteError(ctl, m.Aux, ext)
+	}
+	ready, err := wire.DecodeOmniResponse(m)
+	if err != nil {
+		return nil, fmt.Errorf("netserver: %w", err)
 	}
 	ctl.SetDeadline(time.Time{})
 
-	r := &Result{Test: c.Test, Target: tg.Host, Instance: instance}
+	r := &Result{Test: c.Test, Target: tg.Host, Instance: instance, MSS: -1}
 	r.Params = Params{Length: c.Length, SendSize: c.SendSize, RecvSize: c.RecvSize, LocalSndBufReq: c.LocalSndBuf, LocalRcvBufReq: c.LocalRcvBuf,
-		RemoteSndReq: c.RemoteSndBuf, RemoteRcvReq: c.RemoteRcvBuf, DataPort: ready.Ready.DataPort, RemoteSndBuf: ready.Ready.SndBuf, RemoteRcvBuf: ready.Ready.RcvBuf,
-		LocalBind: c.LocalBind, RemoteBind: c.RemoteBind}
+		RemoteSndReq: c.RemoteSndBuf, RemoteRcvReq: c.RemoteRcvBuf, DataPort: int(ready.DataPort), RemoteSndBuf: int(ready.SendBufSize), RemoteRcvBuf: int(ready.RecvBufSize),
+		LocalBind: c.LocalBind, RemoteBind: c.RemoteBind, RemoteSendSize: int(ready.SendSize), RemoteRecvSize: int(ready.RecvSize)}
 	if c.IsRR() {
 		r.Params.ReqSize, r.Params.RespSize = c.ReqSize, c.RespSize
 	}
-	dataAddr := net.JoinHostPort(tg.Host, strconv.Itoa(ready.Ready.DataPort))
+	r.Peer = "netperf"
+	if ext.Flags != 0 {
+		r.Peer = "vnet"
+	}
+	dataAddr := net.JoinHostPort(dataHost, strconv.Itoa(int(ready.DataPort)))
+	r.RemoteAddr = dataAddr
+	if ra, ok := ctl.RemoteAddr().(*net.TCPAddr); ok && !explicit.IsValid() {
+		r.RemoteAddr = net.JoinHostPort(ra.IP.String(), strconv.Itoa(int(ready.DataPort)))
+	}
 
-	var p phase
+	p := phase{lossAfter: time.Duration(c.UDPTimeout) * time.Second,
+		bufs: bufLayout{sendAlign: c.LocalSendAlign, sendOffset: c.LocalSendOffset, recvAlign: c.LocalRecvAlign, recvOffset: c.LocalRecvOffset, fill: c.fill}}
+	if c.Wait > 0 {
+		select { // -s: netperf waits between the setup and the data
+		case <-time.After(c.Wait):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	// Cancelling the run (Ctrl-C) stops the data loops at their next timeout.
 	stopData := context.AfterFunc(ctx, func() { p.stop.Store(true) })
 	defer stopData()
@@ -121,7 +192,7 @@ func Run(ctx context.Context, c *Config, tg Target, instance int, events func(In
 	ifname := ""
 	var ifA IfaceCounters
 	cpuA, _ := cpustat.Take()
-	t, local, err := c.runLocal(dataAddr, tg, &p, r, &ifname, &ifA)
+	t, local, err := c.runLocal(dataAddr, family, &p, r, &ifname, &ifA)
 	cpuB, _ := cpustat.Take()
 	ifB, _ := ReadIface(ifname)
 	stopInterim()
@@ -131,15 +202,35 @@ func Run(ctx context.Context, c *Config, tg Target, instance int, events func(In
 		}
 		return nil, fmt.Errorf("%s data phase: %w", c.Test, err)
 	}
-	ctl.SetDeadline(time.Now().Add(30 * time.Second))
-	if err := WriteMsg(ctl, &Message{Type: MsgDone}); err != nil {
-		return nil, fmt.Errorf("send done: %w", err)
+	// netperf's netserver ends a TCP_CRR test by its own timer, PAD_TIME
+	// past the length.
+	ctl.SetDeadline(time.Now().Add(30*time.Second + padTime))
+	if ext.Flags&wire.ExtDone != 0 {
+		if err := WriteMsg(ctl, &Message{Type: MsgDone}); err != nil {
+			return nil, fmt.Errorf("send done: %w", err)
+		}
 	}
-	res, err := expect(ctl, MsgResults)
+	if m, err = wire.Read(ctl); err != nil {
+		return nil, fmt.Errorf("netserver: results: %w", err)
+	}
+	if m.Aux != 0 {
+		if e, ok, _ := wire.GetExt(m); ok {
+			ext = e
+		}
+		return nil, remoteError(ctl, m.Aux, ext)
+	}
+	ores, err := wire.DecodeOmniResults(m)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("netserver: %w", err)
 	}
-	r.Remote = *res.Results
+	r.Remote = sideFromOmni(c.Test, ores, c.RemoteCPU || c.LocalCPU)
+	if ext.Flags&wire.ExtResults != 0 {
+		res, err := expect(ctl, MsgResults)
+		if err != nil {
+			return nil, err
+		}
+		r.Remote = *res.Results
+	}
 	// A TCP data socket's buffers are known only once the server accepted it.
 	r.Params.RemoteSndBuf, r.Params.RemoteRcvBuf = r.Remote.SndBuf, r.Remote.RcvBuf
 	r.Local = local
@@ -147,13 +238,62 @@ func Run(ctx context.Context, c *Config, tg Target, instance int, events func(In
 	r.Local.Host = hostInfo()
 	if c.LocalCPU || c.RemoteCPU {
 		u := cpustat.Between(cpuA, cpuB)
-		r.Local.CPU = &u
+		r.Local.CPU = firstCPUs(u, c.NumCPUs)
 	}
 	if ifname != "" {
 		r.Local.Iface = ifaceDelta(ifname, ifA, ifB, cpuB.At.Sub(cpuA.At).Seconds())
 	}
 	r.compute(c, t)
 	return r, nil
+}
+
+// dialControl opens the control connection, from -L's address if given.
+func (c *Config) dialControl(ctx context.Context, tg Target) (net.Conn, error) {
+	d := net.Dialer{Timeout: 10 * time.Second}
+	if c.LocalHost != "" || c.LocalControlPort > 0 {
+		ip := net.ParseIP(c.LocalHost)
+		if c.LocalHost != "" && ip == nil {
+			addrs, err := net.DefaultResolver.LookupIP(ctx, "ip"+tg.Family, c.LocalHost)
+			if err != nil || len(addrs) == 0 {
+				return nil, fmt.Errorf("-L %s: %v", c.LocalHost, err)
+			}
+			ip = addrs[0]
+		}
+		d.LocalAddr = &net.TCPAddr{IP: ip, Port: c.LocalControlPort}
+	}
+	ctl, err := d.DialContext(ctx, network("tcp", tg.Family), net.JoinHostPort(tg.Host, strconv.Itoa(c.ControlPort)))
+	if err != nil {
+		return nil, fmt.Errorf("connect to netserver at %s port %d: %w (is a netserver running there?)", tg.Host, c.ControlPort, err)
+	}
+	return ctl, nil
+}
+
+// remoteError is a netserver's refusal: its reason when it gives one, its
+// errno as netperf prints it otherwise.
+func remoteError(ctl net.Conn, errno int32, ext wire.Ext) error {
+	if ext.Flags&wire.ExtErrors != 0 {
+		ctl.SetDeadline(time.Now().Add(5 * time.Second))
+		if m, err := ReadMsg(ctl); err == nil && m.Type == MsgError {
+			return fmt.Errorf("netserver: %s", m.Error)
+		}
+	}
+	return fmt.Errorf("netserver: remote error %d: %v", errno, unix.Errno(errno))
+}
+
+// firstCPUs is the utilization of the first n CPUs (-n), as netperf
+// counts it when told how many CPUs there are; n 0 is all of them.
+func firstCPUs(u cpustat.Usage, n int) *cpustat.Usage {
+	if n <= 0 || n >= len(u.PerCPU) {
+		return &u
+	}
+	var sum float64
+	for _, p := range u.PerCPU[:n] {
+		sum += p
+	}
+	u.NumCPU, u.PerCPU = n, u.PerCPU[:n]
+	u.Util = sum / float64(n)
+	u.Cores = u.Util / 100 * float64(n)
+	return &u
 }
 
 func expect(ctl net.Conn, typ string) (*Message, error) {
@@ -170,23 +310,6 @@ func expect(ctl net.Conn, typ string) (*Message, error) {
 	return m, nil
 }
 
-func (c *Config) request(tg Target) *Request {
-	r := &Request{Test: c.Test, Duration: c.Duration(), SendSize: c.SendSize, RecvSize: c.RecvSize,
-		SndBuf: c.RemoteSndBuf, RcvBuf: c.RemoteRcvBuf, DataPort: c.RemoteDataPort, Family: tg.Family,
-		Interval: c.Interval, RecordCPU: c.RemoteCPU || c.LocalCPU, BindCPU: c.RemoteBind}
-	if c.Count() > 0 {
-		r.Count = c.Count()
-	}
-	if c.IsRR() {
-		r.ReqSize, r.RespSize = c.ReqSize, c.RespSize
-	}
-	// TCP_MAERTS: -m is the size the netserver writes, -M the size read here.
-	if c.Test == UDPStream && r.RecvSize == 0 {
-		r.RecvSize = maxUDP
-	}
-	return r
-}
-
 // maxUDP is the largest UDP payload over IPv4.
 const maxUDP = 65507
 
@@ -195,14 +318,17 @@ const maxUDP = 65507
 const DefaultUDPSize = 1472
 
 // runLocal opens this end's data socket and runs the test's loop.
-func (c *Config) runLocal(addr string, tg Target, p *phase, r *Result, ifname *string, ifA *IfaceCounters) (tally, SideResults, error) {
-	var local SideResults
-	d := net.Dialer{Timeout: 10 * time.Second, Control: setBuffers(c.LocalSndBuf, c.LocalRcvBuf)}
-	if c.LocalDataPort > 0 {
+func (c *Config) runLocal(addr, family string, p *phase, r *Result, ifname *string, ifA *IfaceCounters) (tally, SideResults, error) {
+	local := SideResults{Retrans: -1}
+	opts := sockOpts{snd: c.LocalSndBuf, rcv: c.LocalRcvBuf, tos: c.LocalTOS, cong: c.LocalCong, noDelay: c.LocalNoDelay, family: family,
+		prio: c.LocalPrio, keep: c.KeepAlive}
+	d := net.Dialer{Timeout: 10 * time.Second, Control: opts.control}
+	if c.LocalDataPort > 0 || c.LocalDataHost != "" {
+		ip := net.ParseIP(c.LocalDataHost)
 		if c.Test == UDPStream || c.Test == UDPRR {
-			d.LocalAddr = &net.UDPAddr{Port: c.LocalDataPort}
+			d.LocalAddr = &net.UDPAddr{IP: ip, Port: c.LocalDataPort}
 		} else {
-			d.LocalAddr = &net.TCPAddr{Port: c.LocalDataPort}
+			d.LocalAddr = &net.TCPAddr{IP: ip, Port: c.LocalDataPort}
 		}
 	}
 	proto := "tcp"
@@ -210,7 +336,7 @@ func (c *Config) runLocal(addr string, tg Target, p *phase, r *Result, ifname *s
 		proto = "udp"
 	}
 	dial := func() (*sock, net.Addr, error) {
-		conn, err := d.Dial(network(proto, tg.Family), addr)
+		conn, err := d.Dial(network(proto, family), addr)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -219,15 +345,22 @@ func (c *Config) runLocal(addr string, tg Target, p *phase, r *Result, ifname *s
 		return s, la, err
 	}
 	if c.Test == TCPCRR {
-		// Sample the interface before the first connection.
-		if s, la, err := dial(); err == nil {
-			*ifname = ifaceFor(localIP(la))
-			*ifA, _ = ReadIface(*ifname)
-			s.Close()
-		}
 		d.LocalAddr = nil // one port cannot serve every connection
-		t, err := crrClient(func() (*sock, error) { s, _, err := dial(); return s, err }, c.ReqSize, c.RespSize, c.Duration(), c.Count(), p, true)
-		r.Params.LocalSndBuf, r.Params.LocalRcvBuf = c.LocalSndBuf, c.LocalRcvBuf
+		first := true
+		dialEach := func() (*sock, error) {
+			s, la, err := dial()
+			if err == nil && first {
+				// The interface is sampled at the first connection.
+				first = false
+				*ifname = ifaceFor(localIP(la))
+				*ifA, _ = ReadIface(*ifname)
+				r.LocalAddr = la.String()
+				local.SndBuf, local.RcvBuf = s.bufSizes()
+			}
+			return s, err
+		}
+		t, err := crrClient(dialEach, c.ReqSize, c.RespSize, c.Duration(), c.Count(), p, true)
+		r.Params.LocalSndBuf, r.Params.LocalRcvBuf = local.SndBuf, local.RcvBuf
 		return t, local, err
 	}
 	s, la, err := dial()
@@ -237,35 +370,46 @@ func (c *Config) runLocal(addr string, tg Target, p *phase, r *Result, ifname *s
 	defer s.Close()
 	*ifname = ifaceFor(localIP(la))
 	*ifA, _ = ReadIface(*ifname)
+	r.LocalAddr = la.String()
 	local.SndBuf, local.RcvBuf = s.bufSizes()
 	r.Params.LocalSndBuf, r.Params.LocalRcvBuf = local.SndBuf, local.RcvBuf
+	var t tally
 	switch c.Test {
 	case TCPStream:
 		size := orDefault(c.SendSize, local.SndBuf)
-		r.Params.SendSize, r.Params.RecvSize = size, orDefault(c.RecvSize, r.Params.RemoteRcvBuf)
-		t, err := streamSend(s, size, c.Duration(), c.Count(), p)
-		return t, local, err
+		r.Params.SendSize, r.Params.RecvSize = size, orDefault(c.RemoteRecvSize, r.Params.RemoteRcvBuf)
+		if r.Params.RemoteRecvSize > 0 {
+			r.Params.RecvSize = r.Params.RemoteRecvSize
+		}
+		t, err = streamSend(s, size, c.Duration(), c.Count(), p)
 	case TCPMaerts:
 		size := orDefault(c.RecvSize, local.RcvBuf)
-		r.Params.RecvSize, r.Params.SendSize = size, orDefault(c.SendSize, r.Params.RemoteSndBuf)
-		t, err := streamRecv(s, size, p)
-		return t, local, err
+		r.Params.RecvSize, r.Params.SendSize = size, orDefault(c.RemoteSendSize, r.Params.RemoteSndBuf)
+		if r.Params.RemoteSendSize > 0 {
+			r.Params.SendSize = r.Params.RemoteSendSize
+		}
+		t, err = streamRecv(s, size, p)
 	case TCPRR:
-		t, err := rrClient(s, c.ReqSize, c.RespSize, c.Duration(), c.Count(), p, true)
-		return t, local, err
+		t, err = rrClient(s, c.ReqSize, c.RespSize, c.Duration(), c.Count(), p, true)
 	case UDPStream:
 		size := c.SendSize
 		if size == 0 {
 			size = DefaultUDPSize
 		}
-		r.Params.SendSize, r.Params.RecvSize = size, orDefault(c.RecvSize, maxUDP)
-		t, err := udpSend(s, size, c.Duration(), c.Count(), p)
-		return t, local, err
+		r.Params.SendSize, r.Params.RecvSize = size, orDefault(c.RemoteRecvSize, maxUDP)
+		t, err = udpSend(s, size, c.Duration(), c.Count(), p)
 	case UDPRR:
-		t, err := udpRRClient(s, c.ReqSize, c.RespSize, c.Duration(), c.Count(), p, true)
-		return t, local, err
+		t, err = udpRRClient(s, c.ReqSize, c.RespSize, c.Duration(), c.Count(), p, true)
+	default:
+		return tally{}, local, fmt.Errorf("unknown test %s", c.Test)
 	}
-	return tally{}, local, fmt.Errorf("unknown test %s", c.Test)
+	if c.Test == UDPStream || c.Test == UDPRR {
+		s.endUDP()
+	} else {
+		local.Retrans, local.CongControl = s.tcpInfo()
+		r.MSS = s.mss()
+	}
+	return t, local, err
 }
 
 // compute derives throughput, service demand, efficiency and latency.
@@ -346,7 +490,8 @@ func startInterim(c *Config, tg Target, instance int, p *phase, events func(Inte
 				// machine the count is read later than that.
 				n, now := p.count.Load(), time.Now()
 				iv := now.Sub(last).Seconds()
-				ev := Interim{Target: tg.Host, Instance: instance, At: now.Sub(start).Seconds(), Interval: iv}
+				ev := Interim{Target: tg.Host, Instance: instance, At: now.Sub(start).Seconds(), Interval: iv,
+					Ending: float64(now.UnixMilli()) / 1e3}
 				if c.IsRR() {
 					ev.Rate, ev.Unit = float64(n-lastN)/iv, "trans/s"
 				} else {

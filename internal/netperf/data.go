@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,7 +19,49 @@ type phase struct {
 	// context switches, so raw loops leave it to the runtime's preemption
 	// every 10 ms instead of yielding every few milliseconds.
 	locked bool
+	// bufs: how the data loop's buffers are laid out and filled (-a,
+	// -o, -F); the zero value is Go's own allocation, zeroed.
+	bufs bufLayout
+	// lossAfter is how long a UDP_RR response may take before it counts
+	// as lost (-e); 0 is one poll interval.
+	lossAfter time.Duration
 }
+
+// bufLayout is netperf's buffer alignment, offset and fill.
+type bufLayout struct {
+	sendAlign, sendOffset, recvAlign, recvOffset int
+	fill                                         []byte
+}
+
+// maxAlign bounds -a and -o, as netperf's MAXALIGNMENT and MAXOFFSET.
+const (
+	maxAlign  = 16384
+	maxOffset = 4096
+)
+
+// aligned is an n-byte buffer whose start is offset bytes past a
+// multiple of align.
+func aligned(n, align, offset int) []byte {
+	if align <= 1 && offset == 0 {
+		return make([]byte, n)
+	}
+	align = max(align, 1)
+	raw := make([]byte, n+align+offset)
+	skip := (align - int(uintptr(unsafe.Pointer(&raw[0]))%uintptr(align))) % align
+	return raw[skip+offset : skip+offset+n : skip+offset+n]
+}
+
+// sendBuf is a buffer to send from, filled from -F's file if given.
+func (p *phase) sendBuf(n int) []byte {
+	b := aligned(n, p.bufs.sendAlign, p.bufs.sendOffset)
+	for i := 0; len(p.bufs.fill) > 0 && i < n; i += len(p.bufs.fill) {
+		copy(b[i:], p.bufs.fill)
+	}
+	return b
+}
+
+// recvBuf is a buffer to receive into.
+func (p *phase) recvBuf(n int) []byte { return aligned(n, p.bufs.recvAlign, p.bufs.recvOffset) }
 
 // endAfter marks the phase over after d (0: never by time).
 func (p *phase) endAfter(d time.Duration) func() {
@@ -57,7 +100,7 @@ const maxLatencySamples = 20_000_000
 // streamSend writes size-byte messages until the duration passes or count
 // bytes are sent, then sends FIN.
 func streamSend(s *sock, size int, d time.Duration, count int64, p *phase) (tally, error) {
-	buf := make([]byte, size)
+	buf := p.sendBuf(size)
 	t := tally{Start: time.Now()}
 	cancel := p.endAfter(d)
 	defer cancel()
@@ -71,8 +114,13 @@ func streamSend(s *sock, size int, d time.Duration, count int64, p *phase) (tall
 				chunk = chunk[:left]
 			}
 		}
-		n, err := s.write(chunk, &p.stop)
+		// The end of the test also ends a write that waits for room: a
+		// receiver that stopped reading must not hold the sender past it.
+		n, err := s.write(chunk, &p.stop, &p.over)
 		t.Bytes += int64(n)
+		if errors.Is(err, errStopped) && p.over.Load() && !p.stop.Load() {
+			break
+		}
 		if err != nil {
 			t.End = time.Now()
 			return t, err
@@ -87,7 +135,7 @@ func streamSend(s *sock, size int, d time.Duration, count int64, p *phase) (tall
 // streamRecv reads size-byte chunks until the sender's FIN. Its clock runs
 // from the first byte to the last.
 func streamRecv(s *sock, size int, p *phase) (tally, error) {
-	buf := make([]byte, size)
+	buf := p.recvBuf(size)
 	var t tally
 	defer s.useRaw(rawForCPU)()
 	for {
@@ -114,7 +162,7 @@ func streamRecv(s *sock, size int, p *phase) (tally, error) {
 
 // rrClient runs request/response transactions on one connection, timing each.
 func rrClient(s *sock, req, resp int, d time.Duration, count int64, p *phase, keep bool) (tally, error) {
-	rq, rs := make([]byte, req), make([]byte, resp)
+	rq, rs := p.sendBuf(req), p.recvBuf(resp)
 	t := tally{Start: time.Now()}
 	if keep {
 		t.Latencies = make([]time.Duration, 0, expectedSamples(d, count))
@@ -163,7 +211,7 @@ func deadlineOf(start time.Time, d time.Duration) time.Time {
 
 // rrServer answers requests until the client's FIN.
 func rrServer(s *sock, req, resp int, p *phase) (tally, error) {
-	rq, rs := make([]byte, req), make([]byte, resp)
+	rq, rs := p.recvBuf(req), p.sendBuf(resp)
 	defer s.useRaw(rawForLatency)()
 	t := tally{Start: time.Now()}
 	for {
@@ -182,7 +230,7 @@ func rrServer(s *sock, req, resp int, p *phase) (tally, error) {
 
 // crrClient opens a connection per transaction: connect, request, response, close.
 func crrClient(dial func() (*sock, error), req, resp int, d time.Duration, count int64, p *phase, keep bool) (tally, error) {
-	rq, rs := make([]byte, req), make([]byte, resp)
+	rq, rs := p.sendBuf(req), p.recvBuf(resp)
 	t := tally{Start: time.Now()}
 	cancel := p.endAfter(d)
 	defer cancel()
@@ -216,7 +264,7 @@ func crrClient(dial func() (*sock, error), req, resp int, d time.Duration, count
 // bytes are sent. A full queue (ENOBUFS) or a refused port loses the
 // datagram, as on a real network.
 func udpSend(s *sock, size int, d time.Duration, count int64, p *phase) (tally, error) {
-	buf := make([]byte, size)
+	buf := p.sendBuf(size)
 	t := tally{Start: time.Now()}
 	cancel := p.endAfter(d)
 	defer cancel()
@@ -238,13 +286,14 @@ func udpSend(s *sock, size int, d time.Duration, count int64, p *phase) (tally, 
 	return t, nil
 }
 
-// udpRecv counts datagrams until the phase is marked over.
+// udpRecv counts datagrams until the phase is marked over, or a
+// zero-length datagram, netperf's end of a UDP test, arrives.
 func udpRecv(s *sock, size int, p *phase) (tally, error) {
-	buf := make([]byte, max(size, 65536))
+	buf := p.recvBuf(max(size, 65536))
 	var t tally
 	for {
 		n, _, err := s.recvfrom(buf, &p.over)
-		if errors.Is(err, errStopped) {
+		if errors.Is(err, errStopped) || err == nil && n == 0 {
 			break
 		}
 		if err != nil {
@@ -265,7 +314,7 @@ func udpRecv(s *sock, size int, p *phase) (tally, error) {
 // udpRRClient sends a request datagram and waits for the response; a lost
 // one is counted after the socket's receive timeout and the test goes on.
 func udpRRClient(s *sock, req, resp int, d time.Duration, count int64, p *phase, keep bool) (tally, error) {
-	rq, rs := make([]byte, req), make([]byte, max(resp, 65536))
+	rq, rs := p.sendBuf(req), p.recvBuf(max(resp, 65536))
 	t := tally{Start: time.Now()}
 	cancel := p.endAfter(d)
 	defer cancel()
@@ -276,10 +325,16 @@ func udpRRClient(s *sock, req, resp int, d time.Duration, count int64, p *phase,
 			return t, err
 		}
 		_, err := unix.Read(s.fd, rs)
-		for err == unix.EINTR { // a signal, not an answer: keep waiting for it
+		// A signal is not an answer, and a poll's timeout is a chance to
+		// stop, not yet a loss: the response is lost once -e's time (or
+		// one poll) has passed.
+		for (err == unix.EINTR || err == unix.EAGAIN && time.Since(begin) < p.lossAfter) && !p.stop.Load() && !p.over.Load() {
 			_, err = unix.Read(s.fd, rs)
 		}
-		if err == unix.EAGAIN || err == unix.ECONNREFUSED {
+		if err == unix.EAGAIN || err == unix.ECONNREFUSED || err == unix.EINTR {
+			if p.over.Load() || p.stop.Load() {
+				break // the test ended while the response was on its way
+			}
 			t.Lost++
 			continue
 		}
@@ -294,13 +349,23 @@ func udpRRClient(s *sock, req, resp int, d time.Duration, count int64, p *phase,
 }
 
 // udpRRServer answers each request datagram with a response until over.
-func udpRRServer(s *sock, req, resp int, p *phase) (tally, error) {
-	rq, rs := make([]byte, max(req, 65536)), make([]byte, resp)
+// connect: netperf's -N.
+func udpRRServer(s *sock, req, resp int, connect bool, p *phase) (tally, error) {
+	rq, rs := p.recvBuf(max(req, 65536)), p.sendBuf(resp)
 	t := tally{Start: time.Now()}
 	for {
-		_, from, err := s.recvfrom(rq, &p.over)
-		if errors.Is(err, errStopped) {
-			break
+		n, from, err := s.recvfrom(rq, &p.over)
+		if errors.Is(err, errStopped) || err == nil && n == 0 {
+			break // stopped, or netperf's zero-length end of the test
+		}
+		if connect && err == nil {
+			// netperf's -N: the socket is connected to the client once it
+			// has heard from it.
+			if err := unix.Connect(s.fd, from); err != nil {
+				t.End = time.Now()
+				return t, err
+			}
+			connect = false
 		}
 		if err != nil {
 			t.End = time.Now()

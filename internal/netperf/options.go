@@ -16,9 +16,13 @@ const (
 	TCPRR     = "TCP_RR"
 	TCPCRR    = "TCP_CRR"
 	UDPRR     = "UDP_RR"
+	// OMNI is netperf's general test: -d says which way the data flows,
+	// -T over which protocol, -c whether each transaction connects. It
+	// runs as one of the tests above.
+	OMNI = "OMNI"
 )
 
-// Tests lists the supported tests.
+// Tests lists the tests the engine runs.
 var Tests = []string{TCPStream, TCPMaerts, UDPStream, TCPRR, TCPCRR, UDPRR}
 
 // DefaultPort is netserver's control port, as netperf's.
@@ -36,7 +40,8 @@ type Config struct {
 	Targets     []Target      `json:"targets"`
 	ControlPort int           `json:"control_port"`
 	Length      float64       `json:"length"` // -l: > 0 seconds; < 0 bytes (streams) or transactions (RR)
-	Test        string        `json:"test"`
+	Test        string        `json:"test"`   // the test the engine runs (OMNI resolved)
+	TestName    string        `json:"test_name"`
 	LocalCPU    bool          `json:"local_cpu"`  // -c
 	RemoteCPU   bool          `json:"remote_cpu"` // -C
 	ConfLevel   int           `json:"conf_level"` // -I level (95 or 99); 0 when no confidence target is set
@@ -52,10 +57,31 @@ type Config struct {
 	Units       UnitLetter    `json:"units"`          // -f
 	LocalBind   *int          `json:"local_cpu_bind"` // -T lcpu,rcpu: the CPU of this end's data loop, nil = unbound
 	RemoteBind  *int          `json:"remote_cpu_bind"`
+	Verbosity   int           `json:"verbosity"`          // -v
+	Brand       string        `json:"brand,omitempty"`    // -B
+	NumCPUs     int           `json:"num_cpus,omitempty"` // -n: the CPUs this end's utilization is a share of; 0: all
+	Wait        time.Duration `json:"wait_ns,omitempty"`  // global -s: between setup and data
+	KeepAlive   bool          `json:"keepalive"`          // global -S
+	Passphrase  string        `json:"-"`                  // -Z
+	FillFile    string        `json:"fill_file,omitempty"`
+	RemoteFill  string        `json:"remote_fill_file,omitempty"`
+	LocalPrio   int           `json:"local_socket_prio"` // -y: -1 leaves it
+	RemotePrio  int           `json:"remote_socket_prio"`
+	// Buffer alignment and offset (-a, -A, global -o, -O).
+	LocalSendAlign   int `json:"local_send_align"`
+	LocalRecvAlign   int `json:"local_recv_align"`
+	RemoteSendAlign  int `json:"remote_send_align"`
+	RemoteRecvAlign  int `json:"remote_recv_align"`
+	LocalSendOffset  int `json:"local_send_offset"`
+	LocalRecvOffset  int `json:"local_recv_offset"`
+	RemoteSendOffset int `json:"remote_send_offset"`
+	RemoteRecvOffset int `json:"remote_recv_offset"`
 
 	// Test-specific options, after "--".
-	SendSize       int `json:"send_size"`              // -m
-	RecvSize       int `json:"recv_size"`              // -M
+	SendSize       int `json:"send_size"`              // -m local
+	RemoteSendSize int `json:"remote_send_size"`       // -m ,remote
+	RecvSize       int `json:"recv_size"`              // -M ,local
+	RemoteRecvSize int `json:"remote_recv_size"`       // -M remote
 	LocalSndBuf    int `json:"local_sndbuf_requested"` // -s; 0: the system's
 	LocalRcvBuf    int `json:"local_rcvbuf_requested"`
 	RemoteSndBuf   int `json:"remote_sndbuf_requested"` // -S
@@ -64,19 +90,54 @@ type Config struct {
 	RespSize       int `json:"resp_size"`
 	LocalDataPort  int `json:"local_data_port"` // -P lport,rport
 	RemoteDataPort int `json:"remote_data_port"`
+
+	DataHost         string `json:"data_host,omitempty"`       // test -H: the netserver's data address
+	LocalDataHost    string `json:"local_data_host,omitempty"` // test -L: this end's data address
+	LocalHost        string `json:"local_host,omitempty"`      // global -L: this end's control address
+	LocalControlPort int    `json:"local_control_port,omitempty"`
+	LocalTOS         int    `json:"local_tos"` // -Y: -1 leaves it
+	RemoteTOS        int    `json:"remote_tos"`
+	LocalCong        string `json:"local_cong_control,omitempty"` // test -K
+	RemoteCong       string `json:"remote_cong_control,omitempty"`
+	LocalNoDelay     bool   `json:"local_nodelay"` // test -D
+	RemoteNoDelay    bool   `json:"remote_nodelay"`
+	UDPTimeout       int    `json:"udp_timeout_s,omitempty"` // test -e: a UDP_RR response lost after this long
+	RemoteConnected  bool   `json:"remote_connected"`        // test -N
+	UUID             string `json:"uuid,omitempty"`          // test -u
+
+	// Output (test -o, -O, -k): netperf's selectors, in blocks. Empty
+	// Output is netperf's classic table.
+	Output    OutputMode `json:"output,omitempty"`
+	Selectors [][]string `json:"selectors,omitempty"`
+	// ListSelectors: -o ? and its kin ask for the list of selectors.
+	ListSelectors bool `json:"-"`
+	// Version: -V.
+	Version bool `json:"-"`
+	// fill is -F's file's start, what the send buffers hold.
+	fill []byte
 }
 
-// UnitLetter is -f's letter: k, m, g (bits) or K, M, G (bytes). JSON
-// carries it as the letter, not as a number.
+// OutputMode is how the selectors are printed.
+type OutputMode string
+
+// The output modes.
+const (
+	OutputCSV    OutputMode = "csv"    // -o
+	OutputHuman  OutputMode = "human"  // -O
+	OutputKeyVal OutputMode = "keyval" // -k
+)
+
+// UnitLetter is -f's letter: k, m, g (bits), K, M, G (bytes) or x
+// (transactions). JSON carries it as the letter, not as a number.
 type UnitLetter byte
 
 // MarshalText writes the letter.
 func (u UnitLetter) MarshalText() ([]byte, error) { return []byte{byte(u)}, nil }
 
-// UnmarshalText reads one of the six letters.
+// UnmarshalText reads one of the letters.
 func (u *UnitLetter) UnmarshalText(b []byte) error {
-	if len(b) != 1 || !strings.Contains("kmgKMG", string(b)) {
-		return fmt.Errorf("units %q: want one of k m g K M G", b)
+	if len(b) != 1 || !strings.Contains("kmgKMGx", string(b)) {
+		return fmt.Errorf("units %q: want one of k m g K M G x", b)
 	}
 	*u = UnitLetter(b[0])
 	return nil
@@ -101,205 +162,20 @@ func (c *Config) Count() int64 {
 	return 0
 }
 
-// Usage is the option summary.
-const Usage = `usage: vnet netperf [global options] -- [test options]
-
-global options:
-  -H host[,family]   netserver to test against (repeat for concurrent tests); family 4 or 6
-  -p port            netserver control port (default 12865)
-  -l len             > 0: seconds; < 0: bytes (streams) or transactions (RR) (default 10)
-  -t test            TCP_STREAM, TCP_MAERTS, UDP_STREAM, TCP_RR, TCP_CRR, UDP_RR
-  -c / -C            report local / remote CPU utilization and service demand
-  -I lvl,width       confidence: level 95 or 99, interval width in % of the mean (default 99,5)
-  -i max,min         iterations for -I (default 10,3)
-  -D interval        report interim results every interval seconds
-  -P 0|1             suppress or show the banner and headers
-  -j                 latency percentiles for RR tests
-  -f k|m|g|K|M|G     throughput units: 10^3/10^6/10^9 bits or 2^10/2^20/2^30 bytes per second
-  -T lcpu,rcpu       run this end's / the netserver's data loop on one CPU
-                     (-T 1: both on CPU 1; -T 1,: only here; -T ,1: only there)
-  --json             one JSON object with every parameter and result
-  --json-stream      JSON lines: interval events as they happen, then the result
-  --instances N      N concurrent tests per host, reported each and in aggregate
-
-test options (after --):
-  -m size   send message size        -M size   receive size
-  -s size[,size]  local send,receive socket buffer    -S size[,size]  remote
-  -r req[,resp]   request and response sizes (RR)      -P [lport],rport  data ports
-sizes: K/M/G = 2^10/2^20/2^30, k/m/g = 10^3/10^6/10^9`
-
-// ParseArgs reads netperf's command line: global options, then "--", then
-// test-specific ones. Values may be glued to their flag (-l10) or follow it.
-func ParseArgs(args []string) (*Config, error) {
-	c := &Config{ControlPort: DefaultPort, Length: 10, Test: TCPStream, Banner: true, Instances: 1, Units: 'm', ReqSize: 1, RespSize: 1}
-	global, testArgs := args, []string(nil)
-	for i, a := range args {
-		if a == "--" {
-			global, testArgs = args[:i], args[i+1:]
-			break
-		}
-	}
-	confSet, iterSet := false, false
-	err := scan(global, "cCjh", func(flag, val string) error {
-		switch flag {
-		case "H":
-			host, fam, _ := strings.Cut(val, ",")
-			switch fam {
-			case "", "4", "6":
-			case "inet":
-				fam = "4"
-			case "inet6":
-				fam = "6"
-			default:
-				return fmt.Errorf("-H %s: family must be 4 or 6", val)
-			}
-			if host == "" {
-				return fmt.Errorf("-H needs a host")
-			}
-			c.Targets = append(c.Targets, Target{Host: host, Family: fam})
-		case "p":
-			p, _, _ := strings.Cut(val, ",")
-			return parsePort("-p", p, &c.ControlPort)
-		case "l":
-			v, err := strconv.ParseFloat(val, 64)
-			if err != nil || v == 0 || math.IsNaN(v) || math.IsInf(v, 0) {
-				return fmt.Errorf("-l %s: want seconds (> 0) or a byte/transaction count (< 0)", val)
-			}
-			c.Length = v
-		case "t":
-			t := strings.ToUpper(val)
-			if !contains(Tests, t) {
-				return fmt.Errorf("-t %s: unknown test (have %s)", val, strings.Join(Tests, ", "))
-			}
-			c.Test = t
-		case "c":
-			c.LocalCPU = true
-		case "C":
-			c.RemoteCPU = true
-		case "j":
-			c.Latency = true
-		case "h":
-			return errHelp
-		case "I":
-			lvl, width, ok := strings.Cut(val, ",")
-			l, err := strconv.Atoi(lvl)
-			if err != nil || (l != 95 && l != 99) {
-				return fmt.Errorf("-I %s: confidence level must be 95 or 99", val)
-			}
-			c.ConfLevel, c.ConfWidth = l, 5
-			if ok {
-				w, err := strconv.ParseFloat(width, 64)
-				if err != nil || w <= 0 || w > 100 {
-					return fmt.Errorf("-I %s: interval width must be a percentage in (0, 100]", val)
-				}
-				c.ConfWidth = w
-			}
-			confSet = true
-		case "i":
-			mx, mn, _ := strings.Cut(val, ",")
-			var err error
-			if c.MaxIter, err = strconv.Atoi(mx); err != nil || c.MaxIter < 1 || c.MaxIter > 30 {
-				return fmt.Errorf("-i %s: max iterations must be 1..30", val)
-			}
-			c.MinIter = min(3, c.MaxIter)
-			if mn != "" {
-				if c.MinIter, err = strconv.Atoi(mn); err != nil || c.MinIter < 1 || c.MinIter > c.MaxIter {
-					return fmt.Errorf("-i %s: min iterations must be 1..max", val)
-				}
-			}
-			iterSet = true
-		case "D":
-			v, err := strconv.ParseFloat(val, 64)
-			if err != nil || v <= 0 || v > 3600 {
-				return fmt.Errorf("-D %s: interval must be seconds in (0, 3600]", val)
-			}
-			c.Interval = time.Duration(v * float64(time.Second))
-		case "P":
-			switch val {
-			case "0":
-				c.Banner = false
-			case "1":
-				c.Banner = true
-			default:
-				return fmt.Errorf("-P %s: want 0 or 1", val)
-			}
-		case "f":
-			if err := c.Units.UnmarshalText([]byte(val)); err != nil {
-				return fmt.Errorf("-f %s: want one of k m g K M G", val)
-			}
-		case "T":
-			return parseBind(val, &c.LocalBind, &c.RemoteBind)
-		case "-json":
-			c.JSON = true
-		case "-json-stream":
-			c.JSONStream = true
-		case "-instances":
-			n, err := strconv.Atoi(val)
-			if err != nil || n < 1 || n > 256 {
-				return fmt.Errorf("--instances %s: want 1..256", val)
-			}
-			c.Instances = n
-		case "-help":
-			return errHelp
-		default:
-			return fmt.Errorf("unknown option -%s", flag)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if confSet && !iterSet {
-		c.MaxIter, c.MinIter = 10, 3
-	}
-	if iterSet && !confSet {
-		c.ConfLevel, c.ConfWidth = 99, 5
-	}
-	if len(c.Targets) == 0 {
-		c.Targets = []Target{{Host: "localhost"}}
-	}
-	if err := c.parseTestArgs(testArgs); err != nil {
-		return nil, err
-	}
-	return c, c.check()
-}
+// Legacy reports whether the report is netperf's classic table: a
+// classic test with no output selectors.
+func (c *Config) Legacy() bool { return c.Output == "" && c.TestName != OMNI }
 
 var errHelp = fmt.Errorf("help requested")
 
 // IsHelp reports whether ParseArgs stopped for -h.
 func IsHelp(err error) bool { return err == errHelp }
 
-func (c *Config) parseTestArgs(args []string) error {
-	return scan(args, "", func(flag, val string) error {
-		switch flag {
-		case "m":
-			return parseSizeInto("-m", val, &c.SendSize)
-		case "M":
-			return parseSizeInto("-M", val, &c.RecvSize)
-		case "s":
-			return parsePair("-s", val, &c.LocalSndBuf, &c.LocalRcvBuf)
-		case "S":
-			return parsePair("-S", val, &c.RemoteSndBuf, &c.RemoteRcvBuf)
-		case "r":
-			return parsePair("-r", val, &c.ReqSize, &c.RespSize)
-		case "P":
-			l, r, ok := strings.Cut(val, ",")
-			if !ok {
-				r, l = l, "" // a lone port is the remote one, where the netserver listens
-			}
-			if l != "" {
-				if err := parsePort("-P", l, &c.LocalDataPort); err != nil {
-					return err
-				}
-			}
-			if r != "" {
-				return parsePort("-P", r, &c.RemoteDataPort)
-			}
-			return nil
-		}
-		return fmt.Errorf("unknown test option -%s", flag)
-	})
-}
+// ErrNotSupported is wrapped by the error for an option netperf has and
+// vnet netperf does not.
+var ErrNotSupported = fmt.Errorf("not supported")
+
+func notSupported(flag string) error { return fmt.Errorf("%w: -%s", ErrNotSupported, flag) }
 
 // MaxMessage bounds message and request sizes: one buffer per connection.
 const MaxMessage = 16 << 20
@@ -308,7 +184,8 @@ func (c *Config) check() error {
 	for _, v := range []struct {
 		name string
 		n    int
-	}{{"-m", c.SendSize}, {"-M", c.RecvSize}, {"-r request", c.ReqSize}, {"-r response", c.RespSize}} {
+	}{{"-m", c.SendSize}, {"-m remote", c.RemoteSendSize}, {"-M", c.RemoteRecvSize}, {"-M local", c.RecvSize},
+		{"-r request", c.ReqSize}, {"-r response", c.RespSize}} {
 		if v.n > MaxMessage {
 			return fmt.Errorf("%s %d: larger than %d bytes", v.name, v.n, MaxMessage)
 		}
@@ -316,52 +193,17 @@ func (c *Config) check() error {
 	if c.IsRR() && (c.ReqSize < 1 || c.RespSize < 1) {
 		return fmt.Errorf("-r %d,%d: request and response must be at least 1 byte", c.ReqSize, c.RespSize)
 	}
-	if (c.Test == UDPStream || c.Test == UDPRR) && (c.SendSize > 65507 || c.ReqSize > 65507 || c.RespSize > 65507) {
-		return fmt.Errorf("UDP messages carry at most 65507 bytes")
+	if (c.Test == UDPStream || c.Test == UDPRR) && (c.SendSize > maxUDP || c.ReqSize > maxUDP || c.RespSize > maxUDP) {
+		return fmt.Errorf("UDP messages carry at most %d bytes", maxUDP)
+	}
+	if (c.Test == UDPStream || c.Test == UDPRR) && c.Length < 0 {
+		return fmt.Errorf("-l %g: a UDP test is bounded by time (datagrams may be lost), not by a count", c.Length)
 	}
 	if c.Duration() > 24*time.Hour {
 		return fmt.Errorf("-l %g: longer than a day", c.Length)
 	}
-	return nil
-}
-
-// scan walks short options ("-l 10", "-l10") and long ones ("--json",
-// "--instances 4", "--instances=4"). noValue lists the flags without value.
-func scan(args []string, noValue string, fn func(flag, val string) error) error {
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if len(a) < 2 || a[0] != '-' {
-			return fmt.Errorf("unexpected argument %q", a)
-		}
-		if strings.HasPrefix(a, "--") {
-			name, val, hasVal := strings.Cut(a[2:], "=")
-			if name == "instances" && !hasVal {
-				if i+1 >= len(args) {
-					return fmt.Errorf("--instances needs a value")
-				}
-				i++
-				val = args[i]
-			}
-			if err := fn("-"+name, val); err != nil {
-				return err
-			}
-			continue
-		}
-		flag, val := a[1:2], a[2:]
-		if strings.Contains(noValue, flag) {
-			if val != "" {
-				return fmt.Errorf("-%s takes no value", flag)
-			}
-		} else if val == "" {
-			if i+1 >= len(args) {
-				return fmt.Errorf("-%s needs a value", flag)
-			}
-			i++
-			val = args[i]
-		}
-		if err := fn(flag, val); err != nil {
-			return err
-		}
+	if c.Length < 0 && -c.Length > math.MaxInt32 {
+		return fmt.Errorf("-l %g: netperf's protocol counts to %d", c.Length, math.MaxInt32)
 	}
 	return nil
 }

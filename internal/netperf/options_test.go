@@ -33,7 +33,7 @@ func TestParseArgs(t *testing.T) {
 		check func(*Config) bool
 	}{
 		{"defaults", nil, func(c *Config) bool {
-			return c.Test == TCPStream && c.Length == 10 && c.ControlPort == 12865 && c.Targets[0].Host == "localhost" && c.Banner && c.ReqSize == 1
+			return c.Test == TCPStream && c.Length == 10 && c.ControlPort == 12865 && c.Targets[0].Host == "localhost" && c.Banner && c.ReqSize == 0 && c.Units == 'm' && c.Verbosity == 1
 		}},
 		{"glued and separate", []string{"-H10.0.0.1", "-l", "30", "-tTCP_RR", "-c", "-C"}, func(c *Config) bool {
 			return c.Targets[0].Host == "10.0.0.1" && c.Length == 30 && c.Test == TCPRR && c.LocalCPU && c.RemoteCPU
@@ -42,16 +42,17 @@ func TestParseArgs(t *testing.T) {
 		{"two hosts", []string{"-H", "a", "-H", "b"}, func(c *Config) bool { return len(c.Targets) == 2 }},
 		{"negative length", []string{"-l", "-1000000"}, func(c *Config) bool { return c.Count() == 1e6 && c.Duration() == 0 }},
 		{"test options", []string{"--", "-m", "8K", "-M", "4k", "-s", "64K", "-S", "8192,16K"}, func(c *Config) bool {
-			return c.SendSize == 8192 && c.RecvSize == 4000 && c.LocalSndBuf == 65536 && c.LocalRcvBuf == 65536 && c.RemoteSndBuf == 8192 && c.RemoteRcvBuf == 16384
+			return c.SendSize == 8192 && c.RemoteRecvSize == 4000 && c.RecvSize == 0 && c.LocalSndBuf == 65536 && c.LocalRcvBuf == 65536 && c.RemoteSndBuf == 8192 && c.RemoteRcvBuf == 16384
 		}},
 		{"rr sizes", []string{"-t", "tcp_rr", "--", "-r", "64,1K"}, func(c *Config) bool { return c.ReqSize == 64 && c.RespSize == 1024 }},
 		{"rr one size", []string{"-t", "UDP_RR", "--", "-r", "32"}, func(c *Config) bool { return c.ReqSize == 32 && c.RespSize == 32 }},
 		{"data ports", []string{"--", "-P", ",5001"}, func(c *Config) bool { return c.RemoteDataPort == 5001 && c.LocalDataPort == 0 }},
-		{"lone data port is remote", []string{"--", "-P", "5001"}, func(c *Config) bool { return c.RemoteDataPort == 5001 }},
+		{"lone data port is both", []string{"--", "-P", "5001"}, func(c *Config) bool { return c.RemoteDataPort == 5001 && c.LocalDataPort == 5001 }},
 		{"confidence", []string{"-I", "95,2"}, func(c *Config) bool {
 			return c.ConfLevel == 95 && c.ConfWidth == 2 && c.MaxIter == 10 && c.MinIter == 3
 		}},
-		{"iterations alone", []string{"-i", "5,2"}, func(c *Config) bool { return c.ConfLevel == 99 && c.MaxIter == 5 && c.MinIter == 2 }},
+		{"iterations alone", []string{"-i", "5,2"}, func(c *Config) bool { return c.ConfLevel == 99 && c.MaxIter == 5 && c.MinIter == 3 }},
+		{"iterations clamped as netperf does", []string{"-i", "31,1"}, func(c *Config) bool { return c.MaxIter == 30 && c.MinIter == 3 }},
 		{"interval, banner, json", []string{"-D", "0.5", "-P", "0", "--json", "-j"}, func(c *Config) bool {
 			return c.Interval == 500*time.Millisecond && !c.Banner && c.JSON && c.Latency
 		}},
@@ -78,8 +79,8 @@ func TestParseArgs(t *testing.T) {
 func TestParseArgsErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"-t", "SCTP_STREAM"}, {"-l", "0"}, {"-l", "abc"}, {"-H"}, {"-I", "90"}, {"-P", "2"},
-		{"-i", "31"}, {"-cx"}, {"-Z", "1"}, {"stray"}, {"--", "-m", "20M"}, {"-t", "UDP_STREAM", "--", "-m", "70000"},
-		{"-t", "TCP_RR", "--", "-r", "0"}, {"-p", "70000"}, {"--instances", "0"}, {"-f", "x"}, {"-H", "h,7"},
+		{"-i", "x"}, {"-cx"}, {"stray"}, {"--", "-m", "20M"}, {"-t", "UDP_STREAM", "--", "-m", "70000"},
+		{"-t", "TCP_RR", "--", "-r", "0"}, {"-p", "70000"}, {"--instances", "0"}, {"-f", "q"}, {"-H", "h,7"},
 		{"-T", ","}, {"-T", "x"}, {"-T", "-1"}, {"-T", "1,99999"},
 	} {
 		if _, err := ParseArgs(args); err == nil {
@@ -114,7 +115,7 @@ func TestConfigJSONRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(&back, c) {
 		t.Errorf("read back %+v, want %+v", back, *c)
 	}
-	if err := json.Unmarshal([]byte(`{"units":"x"}`), &back); err == nil {
-		t.Error(`units "x" was accepted`)
+	if err := json.Unmarshal([]byte(`{"units":"q"}`), &back); err == nil {
+		t.Error(`units "q" was accepted`)
 	}
 }

@@ -5,173 +5,260 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 )
 
-// unitScale returns the divisor and label for -f.
-func unitScale(u UnitLetter) (float64, string) {
-	switch u {
-	case 'k':
-		return 1e3, "10^3bits/s"
-	case 'g':
-		return 1e9, "10^9bits/s"
-	case 'K':
-		return 8 * 1024, "KBytes/s"
-	case 'M':
-		return 8 * 1024 * 1024, "MBytes/s"
-	case 'G':
-		return 8 * 1024 * 1024 * 1024, "GBytes/s"
-	}
-	return 1e6, "10^6bits/s"
-}
+// The classic report: netperf 2.7's tables, column for column, so that
+// scripts that cut columns out of netperf's output read vnet's too.
 
-// WriteText prints the report in netperf's table layout.
+// WriteText prints the report as netperf does: its classic table for a
+// classic test, the selected values (-o, -O, -k) or an OMNI test's
+// default columns otherwise, then what netperf has no column for.
 func WriteText(w io.Writer, rep *Report) {
 	c := rep.Config
 	if c.Banner {
 		for _, r := range rep.Results {
-			fmt.Fprintf(w, "vnet netperf %s to %s port %d (data port %d)%s\n", r.Test, r.Target, c.ControlPort, r.Params.DataPort, instLabel(rep, r))
+			fmt.Fprintln(w, banner(rep, r))
 		}
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	cpu := c.LocalCPU || c.RemoteCPU
+	if !c.Legacy() {
+		WriteSelected(w, rep)
+		writeExtras(w, rep)
+		return
+	}
 	switch {
 	case c.Test == UDPStream:
-		writeUDPStream(tw, rep, cpu)
+		writeUDPStream(w, rep)
 	case c.IsRR():
-		writeRR(tw, rep, cpu)
+		writeRR(w, rep)
 	default:
-		writeStream(tw, rep, cpu)
+		writeStream(w, rep)
 	}
-	tw.Flush()
 	writeExtras(w, rep)
 }
 
-func instLabel(rep *Report, r *Result) string {
-	if len(rep.Results) < 2 {
+// testTitle is the name netperf gives a test in its first line.
+func testTitle(c *Config) string {
+	if c.TestName == OMNI {
+		return "OMNI " + direction(c.Test) + " TEST"
+	}
+	return map[string]string{TCPStream: "MIGRATED TCP STREAM TEST", TCPMaerts: "MIGRATED TCP MAERTS TEST", UDPStream: "MIGRATED UDP STREAM TEST",
+		TCPRR: "MIGRATED TCP REQUEST/RESPONSE TEST", TCPCRR: "MIGRATED TCP Connect/Request/Response TEST",
+		UDPRR: "MIGRATED UDP REQUEST/RESPONSE TEST"}[c.Test]
+}
+
+// banner is netperf's first line: the test, its ends, and its options.
+func banner(rep *Report, r *Result) string {
+	c := rep.Config
+	_, src := splitAddr(r.LocalAddr)
+	_, dst := splitAddr(r.RemoteAddr)
+	fam := "AF_INET"
+	if strings.Contains(dst, ":") {
+		fam = "AF_INET6"
+	}
+	if src == "" {
+		src = "0.0.0.0"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s from %s (%s) port 0 %s to %s (%s) port 0 %s", testTitle(c), src, src, fam, r.Target, dst, fam)
+	if c.ConfLevel > 0 {
+		fmt.Fprintf(&b, " : +/-%.3f%% @ %2d%% conf. ", c.ConfWidth/2, c.ConfLevel)
+	}
+	if c.LocalNoDelay || c.RemoteNoDelay {
+		b.WriteString(" : nodelay")
+	}
+	b.WriteString(" : demo")
+	if strings.Contains(testTitle(c), "REQUEST/RESPONSE") {
+		b.WriteString(" : first burst 0")
+	}
+	if c.LocalBind != nil || c.RemoteBind != nil {
+		b.WriteString(" : cpu bind")
+	}
+	if len(rep.Results) > 1 {
+		fmt.Fprintf(&b, " : instance %d", r.Instance)
+	}
+	return b.String()
+}
+
+// brand is -B's text, which netperf prints at the end of a line only
+// when the headings are off.
+func brand(c *Config) string {
+	if c.Banner {
 		return ""
 	}
-	return fmt.Sprintf(", instance %d", r.Instance)
+	return c.Brand
 }
 
-func writeStream(tw io.Writer, rep *Report, cpu bool) {
-	div, unit := unitScale(rep.Config.Units)
-	if rep.Config.Banner {
-		h := [][]string{
-			{"Recv", "Send", "Send", "", ""},
-			{"Socket", "Socket", "Message", "Elapsed", ""},
-			{"Size", "Size", "Size", "Time", "Throughput"},
-			{"bytes", "bytes", "bytes", "secs.", unit},
-		}
-		if cpu {
-			extra := [][]string{{"Utilization", "", "Service", "Demand"}, {"Send", "Recv", "Send", "Recv"}, {"local", "remote", "local", "remote"}, {"% S", "% S", "us/KB", "us/KB"}}
-			if rep.Config.Test == TCPMaerts {
-				extra[1] = []string{"Recv", "Send", "Recv", "Send"}
+func cpuAsked(c *Config) bool { return c.LocalCPU || c.RemoteCPU }
+
+// briefSD is verbosity 0's figure with CPU: the service demand of this
+// end, or of the netserver's when only -C was given.
+func briefSD(c *Config, r *Result) (float64, rune) {
+	if c.LocalCPU {
+		return sdOrNone(r.LocalSD, r.Local), method(r.Local)
+	}
+	return sdOrNone(r.RemoteSD, r.Remote), method(r.Remote)
+}
+
+func writeStream(w io.Writer, rep *Report) {
+	c := rep.Config
+	units := unitLabel(c.Units)
+	maerts := c.Test == TCPMaerts
+	if c.Verbosity == 0 {
+		for _, r := range rep.Results {
+			if cpuAsked(c) {
+				sd, m := briefSD(c, r)
+				fmt.Fprintf(w, "%6.3f %c %s\n", sd, m, brand(c))
+			} else {
+				fmt.Fprintf(w, "%7.2f %s\n", scale(r.Throughput, c.Units), brand(c))
 			}
-			for i := range h {
-				h[i] = append(h[i], extra[i]...)
-			}
 		}
-		writeHeader(tw, h)
+		return
+	}
+	if c.Banner && cpuAsked(c) {
+		sendRecv := "Send     Recv     Send    Recv"
+		if maerts {
+			sendRecv = "Recv     Send     Recv    Send"
+		}
+		m := rep.Results[0]
+		fmt.Fprintf(w, "Recv   Send    Send                          Utilization       Service Demand\n"+
+			"Socket Socket  Message  Elapsed              %s\n"+
+			"Size   Size    Size     Time     Throughput  local    remote   local   remote\n"+
+			"bytes  bytes   bytes    secs.    %-8.8s/s  %% %c      %% %c      us/KB   us/KB\n\n", sendRecv, units, method(m.Local), method(m.Remote))
+	} else if c.Banner {
+		fmt.Fprintf(w, "Recv   Send    Send                          \n"+
+			"Socket Socket  Message  Elapsed              \n"+
+			"Size   Size    Size     Time     Throughput  \n"+
+			"bytes  bytes   bytes    secs.    %s/sec  \n\n", units)
 	}
 	for _, r := range rep.Results {
-		recvBuf, sendBuf, msg := r.Params.RemoteRcvBuf, r.Params.LocalSndBuf, r.Params.SendSize
-		if r.Test == TCPMaerts {
+		recvBuf, sendBuf := r.Params.RemoteRcvBuf, r.Params.LocalSndBuf
+		if maerts {
 			recvBuf, sendBuf = r.Params.LocalRcvBuf, r.Params.RemoteSndBuf
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%.2f\t%.2f\t", recvBuf, sendBuf, msg, r.Elapsed, r.Throughput/div)
-		if cpu {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t", util(r.Local), util(r.Remote), sd(r.LocalSD), sd(r.RemoteSD))
+		tput := scale(r.Throughput, c.Units)
+		if cpuAsked(c) {
+			fmt.Fprintf(w, "%6d %6d %6d    %-6.2f     %7.2f   %-6.2f   %-6.2f   %-6.3f  %-6.3f %s\n", recvBuf, sendBuf, r.Params.SendSize,
+				r.Elapsed, tput, util(r.Local), util(r.Remote), sdOrNone(r.LocalSD, r.Local), sdOrNone(r.RemoteSD, r.Remote), brand(c))
+		} else {
+			fmt.Fprintf(w, "%6d %6d %6d    %-6.2f   %7.2f   %s\n", recvBuf, sendBuf, r.Params.SendSize, r.Elapsed, tput, brand(c))
 		}
-		fmt.Fprintln(tw)
 	}
 	if a := rep.Aggregate; a != nil {
-		fmt.Fprintf(tw, "aggregate\t%d\tinstances\t\t%.2f\t\n", a.Instances, a.Throughput/div)
+		fmt.Fprintf(w, "aggregate of %d instances: %.2f %s/s\n", a.Instances, scale(a.Throughput, c.Units), units)
 	}
 }
 
-func writeUDPStream(tw io.Writer, rep *Report, cpu bool) {
-	div, unit := unitScale(rep.Config.Units)
-	if rep.Config.Banner {
-		h := [][]string{
-			{"Socket", "Message", "Elapsed", "Messages", "", ""},
-			{"Size", "Size", "Time", "Okay", "Errors", "Throughput"},
-			{"bytes", "bytes", "secs", "#", "#", unit},
-		}
-		if cpu {
-			extra := [][]string{{"CPU", "Service"}, {"Util", "Demand"}, {"%", "us/KB"}}
-			for i := range h {
-				h[i] = append(h[i], extra[i]...)
+func writeUDPStream(w io.Writer, rep *Report) {
+	c := rep.Config
+	units := unitLabel(c.Units)
+	if c.Verbosity == 0 {
+		for _, r := range rep.Results {
+			if cpuAsked(c) {
+				sd, m := briefSD(c, r)
+				fmt.Fprintf(w, "%6.2f %c\n", sd, m)
+			} else {
+				fmt.Fprintf(w, "%7.2f\n", scale(r.Throughput, c.Units))
 			}
 		}
-		writeHeader(tw, h)
+		return
+	}
+	if c.Banner && cpuAsked(c) {
+		m := rep.Results[0]
+		fmt.Fprintf(w, "Socket  Message  Elapsed      Messages                   CPU      Service\n"+
+			"Size    Size     Time         Okay Errors   Throughput   Util     Demand\n"+
+			"bytes   bytes    secs            #      #   %s/sec %% %c%c     us/KB\n\n", units, method(m.Local), method(m.Remote))
+	} else if c.Banner {
+		fmt.Fprintf(w, "Socket  Message  Elapsed      Messages                \n"+
+			"Size    Size     Time         Okay Errors   Throughput\n"+
+			"bytes   bytes    secs            #      #   %s/sec\n\n", units)
 	}
 	for _, r := range rep.Results {
-		fmt.Fprintf(tw, "%d\t%d\t%.2f\t%d\t%d\t%.2f\t", r.Params.LocalSndBuf, r.Params.SendSize, r.Elapsed, r.Local.Messages, r.Lost, r.SendRate/div)
-		if cpu {
-			fmt.Fprintf(tw, "%s\t%s\t", util(r.Local), sd(r.LocalSD))
+		if cpuAsked(c) {
+			fmt.Fprintf(w, "%6d  %6d   %-7.2f   %7d %6d    %7.1f     %-6.2f   %-6.3f\n%6d           %-7.2f   %7d           %7.1f     %-6.2f   %-6.3f\n\n",
+				r.Params.LocalSndBuf, r.Params.SendSize, r.Elapsed, r.Local.Messages, r.Lost, scale(r.SendRate, c.Units), util(r.Local), sdOrNone(r.LocalSD, r.Local),
+				r.Params.RemoteRcvBuf, r.Elapsed, r.Remote.Messages, scale(r.Throughput, c.Units), util(r.Remote), sdOrNone(r.RemoteSD, r.Remote))
+		} else {
+			fmt.Fprintf(w, "%6d  %6d   %-7.2f   %7d %6d    %7.2f\n%6d           %-7.2f   %7d           %7.2f\n\n",
+				r.Params.LocalSndBuf, r.Params.SendSize, r.Elapsed, r.Local.Messages, r.Lost, scale(r.SendRate, c.Units),
+				r.Params.RemoteRcvBuf, r.Elapsed, r.Remote.Messages, scale(r.Throughput, c.Units))
 		}
-		fmt.Fprintln(tw)
-		fmt.Fprintf(tw, "%d\t\t%.2f\t%d\t\t%.2f\t", r.Params.RemoteRcvBuf, r.Elapsed, r.Remote.Messages, r.Throughput/div)
-		if cpu {
-			fmt.Fprintf(tw, "%s\t%s\t", util(r.Remote), sd(r.RemoteSD))
-		}
-		fmt.Fprintln(tw)
 	}
 	if a := rep.Aggregate; a != nil {
-		fmt.Fprintf(tw, "aggregate\t%d\tinstances\t\t\t%.2f\t\n", a.Instances, a.Throughput/div)
+		fmt.Fprintf(w, "aggregate of %d instances: %.2f %s/s\n", a.Instances, scale(a.Throughput, c.Units), units)
 	}
 }
 
-func writeRR(tw io.Writer, rep *Report, cpu bool) {
-	if rep.Config.Banner {
-		h := [][]string{
-			{"Local/Remote", "", "", "", "", ""},
-			{"Socket", "Size", "Request", "Resp.", "Elapsed", "Trans."},
-			{"Send", "Recv", "Size", "Size", "Time", "Rate"},
-			{"bytes", "bytes", "bytes", "bytes", "secs.", "per sec"},
-		}
-		if cpu {
-			extra := [][]string{{"CPU", "", "S.dem", ""}, {"Util", "", "", ""}, {"local", "remote", "local", "remote"}, {"% S", "% S", "us/Tr", "us/Tr"}}
-			for i := range h {
-				h[i] = append(h[i], extra[i]...)
+func writeRR(w io.Writer, rep *Report) {
+	c := rep.Config
+	crr := c.Test == TCPCRR
+	rate := func(r *Result) float64 { return view{rep: rep, c: c, r: r}.throughput() }
+	if c.Verbosity == 0 {
+		for _, r := range rep.Results {
+			switch {
+			case cpuAsked(c) && crr:
+				sd, _ := briefSD(c, r)
+				fmt.Fprintf(w, "%6.3f\n", sd)
+			case cpuAsked(c):
+				sd, m := briefSD(c, r)
+				fmt.Fprintf(w, "%6.3f %c %s\n", sd, m, brand(c))
+			case crr:
+				fmt.Fprintf(w, "%7.2f\n", rate(r))
+			default:
+				fmt.Fprintf(w, "%7.2f %s\n", rate(r), brand(c))
 			}
 		}
-		writeHeader(tw, h)
+		return
+	}
+	if c.Banner {
+		m := rep.Results[0]
+		switch {
+		case cpuAsked(c):
+			methods := fmt.Sprintf("%% %c    %% %c   ", method(m.Local), method(m.Remote))
+			if crr {
+				methods = "%      %      "
+			}
+			fmt.Fprintf(w, "Local /Remote\n"+
+				"Socket Size   Request Resp.  Elapsed Trans.   CPU    CPU    S.dem   S.dem\n"+
+				"Send   Recv   Size    Size   Time    Rate     local  remote local   remote\n"+
+				"bytes  bytes  bytes   bytes  secs.   per sec  %s us/Tr   us/Tr\n\n", methods)
+		case c.Units != 'x':
+			fmt.Fprintf(w, "Local /Remote\n"+
+				"Socket Size   Request  Resp.   Elapsed  \n"+
+				"Send   Recv   Size     Size    Time     Throughput \n"+
+				"bytes  Bytes  bytes    bytes   secs.    %s/sec   \n\n", unitLabel(c.Units))
+		default:
+			fmt.Fprintf(w, "Local /Remote\n"+
+				"Socket Size   Request  Resp.   Elapsed  Trans.\n"+
+				"Send   Recv   Size     Size    Time     Rate         \n"+
+				"bytes  Bytes  bytes    bytes   secs.    per sec   \n\n")
+		}
 	}
 	for _, r := range rep.Results {
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%.2f\t%.2f\t", r.Params.LocalSndBuf, r.Params.LocalRcvBuf, r.Params.ReqSize, r.Params.RespSize, r.Elapsed, r.TransRate)
-		if cpu {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t", util(r.Local), util(r.Remote), sd(r.LocalSD), sd(r.RemoteSD))
+		p := r.Params
+		switch {
+		case cpuAsked(c):
+			gap := "  "
+			if c.Test != TCPRR {
+				gap = "   " // UDP_RR's and TCP_CRR's tables have one space more
+			}
+			fmt.Fprintf(w, "%-6d %-6d %-6d  %-6d %-6.2f  %-6.2f"+gap+"%-6.2f %-6.2f %-6.3f  %-6.3f", p.LocalSndBuf, p.LocalRcvBuf, p.ReqSize, p.RespSize,
+				r.Elapsed, rate(r), util(r.Local), util(r.Remote), sdOrNone(r.LocalSD, r.Local), sdOrNone(r.RemoteSD, r.Remote))
+		default:
+			fmt.Fprintf(w, "%-6d %-6d %-6d   %-6d  %-6.2f   %7.2f   ", p.LocalSndBuf, p.LocalRcvBuf, p.ReqSize, p.RespSize, r.Elapsed, rate(r))
 		}
-		fmt.Fprintln(tw)
-		fmt.Fprintf(tw, "%d\t%d\t\t\t\t\t\n", r.Params.RemoteSndBuf, r.Params.RemoteRcvBuf)
+		switch {
+		case crr:
+			fmt.Fprintln(w)
+		case cpuAsked(c):
+			fmt.Fprintf(w, " %s\n", brand(c))
+		default:
+			fmt.Fprintf(w, "%s\n", brand(c))
+		}
+		fmt.Fprintf(w, "%-6d %-6d\n", p.RemoteSndBuf, p.RemoteRcvBuf)
 	}
 	if a := rep.Aggregate; a != nil {
-		fmt.Fprintf(tw, "aggregate\t%d\tinstances\t\t\t%.2f\t\n", a.Instances, a.TransRate)
+		fmt.Fprintf(w, "aggregate of %d instances: %.2f Trans/s\n", a.Instances, a.TransRate)
 	}
-}
-
-func writeHeader(tw io.Writer, rows [][]string) {
-	for _, row := range rows {
-		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
-	}
-	// An empty line would end tabwriter's column block and unalign the data.
-	fmt.Fprintln(tw, strings.Repeat("\t", len(rows[0])))
-}
-
-func util(s SideResults) string {
-	if s.CPU == nil {
-		return "-"
-	}
-	return fmt.Sprintf("%.2f", s.CPU.Util)
-}
-
-func sd(v float64) string {
-	if v == 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%.3f", v)
 }
 
 // writeExtras prints what netperf's table has no column for: latency

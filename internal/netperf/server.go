@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/vnet-project/vnet/internal/netperf/wire"
+	"golang.org/x/sys/unix"
 	"io"
 	"log"
+	"math"
 	"net"
 	"runtime/debug"
 	"strconv"
@@ -163,6 +166,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 }
 
+// maxChatter bounds the messages a control connection may send that are
+// not tests (debug toggles, passphrases, CPU rate and system queries): a
+// peer that only chats is cut.
+const maxChatter = 16
+
+// handle serves one control connection: netperf's messages until the
+// client closes it, each test (DO_OMNI) in turn, as netserver does (netperf
+// runs each iteration of -i on the same connection).
 func (s *Server) handle(c net.Conn, w *waiter) {
 	peer := c.RemoteAddr().String()
 	defer c.Close()
@@ -171,56 +182,139 @@ func (s *Server) handle(c net.Conn, w *waiter) {
 			s.Log.Printf("%s: internal error (test dropped): %v\n%s", peer, r, debug.Stack())
 		}
 	}()
-	refuse := func(msg string) {
-		c.SetDeadline(time.Now().Add(time.Second))
-		WriteMsg(c, &Message{Type: MsgError, Error: msg})
-	}
-	m, err := ReadMsg(c)
+	m, err := wire.Read(c)
 	if why := s.lim.asked(w); why != "" && err != nil {
+		// Nothing was asked, so nothing says whether the client would
+		// take the reason in words: netperf's refusal only.
 		s.Log.Printf("%s: %s", peer, why)
-		refuse(why)
+		c.SetDeadline(time.Now().Add(time.Second))
+		wire.Write(c, wire.ErrorResponse(wire.OmniResponseType, int32(unix.EBUSY)))
 		return
 	}
-	if err != nil {
-		if !errors.Is(err, io.EOF) {
-			s.Log.Printf("%s: %v", peer, err)
-			WriteMsg(c, &Message{Type: MsgError, Error: err.Error()})
+	for chatter := 0; ; {
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				s.Log.Printf("%s: %v", peer, err)
+			}
+			return
 		}
-		return
+		if m.Type == wire.DoOmni {
+			if !s.serveOmni(c, m, w.key, peer) {
+				return
+			}
+		} else {
+			if chatter++; chatter > maxChatter {
+				s.Log.Printf("%s: %d messages and no test; dropped", peer, chatter)
+				return
+			}
+			if err := answer(c, m); err != nil {
+				s.Log.Printf("%s: %v", peer, err)
+				return
+			}
+		}
+		c.SetDeadline(time.Now().Add(s.RequestWait))
+		m, err = wire.Read(c)
 	}
-	if err := checkRequest(m); err != nil {
-		s.Log.Printf("%s: bad request: %v", peer, err)
-		WriteMsg(c, &Message{Type: MsgError, Error: err.Error()})
-		return
-	}
-	req := m.Request
-	t, err := s.lim.admit(w.key, bufferBytes(req))
-	if err != nil {
-		s.Log.Printf("%s: %s refused: %v", peer, req.Test, err)
-		refuse(err.Error())
-		return
-	}
-	defer t.release()
-	if err := s.run(c, req, t); err != nil {
-		s.Log.Printf("%s: %s: %v", peer, req.Test, err)
-		refuse(err.Error())
-		return
-	}
-	s.Log.Printf("%s: %s done", peer, req.Test)
 }
 
-func checkRequest(m *Message) error {
-	if m.Type != MsgRequest {
-		return fmt.Errorf("expected a request, got %q", m.Type)
+// answer replies to a message that is not a test, as netserver does.
+func answer(c net.Conn, m *wire.Message) error {
+	switch m.Type {
+	case wire.DebugOn, wire.DebugOff:
+		return wire.Write(c, &wire.Message{Type: wire.DebugOK})
+	case wire.Passphrase:
+		return nil // netserver takes a passphrase only when started with one, and answers nothing
+	case wire.CPUCalibrate:
+		// /proc/stat's method needs no calibration; netserver sends its
+		// clock's ticks per second.
+		return wire.Write(c, wire.CPURateResponse(100, int32(hostInfo().CPUs)))
+	case wire.DoSysinfo:
+		return wire.Write(c, wire.SysinfoResponseMessage())
 	}
-	if m.Version != ProtocolVersion {
-		return fmt.Errorf("protocol version %d, this server speaks %d", m.Version, ProtocolVersion)
+	return wire.Write(c, wire.ErrorResponse(m.Type, wire.UnknownTestErrno))
+}
+
+// session is one test's control connection, and what its client offered.
+type session struct {
+	c   net.Conn
+	ext uint32 // the extension flags both ends took up
+	// stage is the type of the message due next: a refusal is that type
+	// with an errno.
+	stage int32
+}
+
+// refuse tells the client the test cannot go on: netperf's way (an errno
+// in the response due), and the reason in words when the client offered
+// to take it.
+func (ss *session) refuse(errno unix.Errno, why string) {
+	ss.c.SetDeadline(time.Now().Add(time.Second))
+	m := wire.ErrorResponse(ss.stage, int32(errno))
+	if ss.ext != 0 {
+		wire.PutExt(m, wire.Ext{Flags: ss.ext})
 	}
-	return m.Request.Validate()
+	if wire.Write(ss.c, m) == nil && ss.ext&wire.ExtErrors != 0 {
+		WriteMsg(ss.c, &Message{Type: MsgError, Error: why})
+	}
+}
+
+// serveOmni runs one DO_OMNI test; it reports whether the connection may
+// carry another.
+func (s *Server) serveOmni(c net.Conn, m *wire.Message, key, peer string) bool {
+	ss := &session{c: c, stage: wire.OmniResponseType}
+	ext, hasExt, eerr := wire.GetExt(m)
+	if hasExt {
+		ss.ext = ext.Flags & (wire.ExtResults | wire.ExtDone | wire.ExtErrors)
+	}
+	req, err := decodeRequest(m, ext, hasExt)
+	if err == nil {
+		err = eerr
+	}
+	if err != nil {
+		s.Log.Printf("%s: bad request: %v", peer, err)
+		ss.refuse(unix.EINVAL, err.Error())
+		return false
+	}
+	t, err := s.lim.admit(key, bufferBytes(req))
+	if err != nil {
+		s.Log.Printf("%s: %s refused: %v", peer, req.Test, err)
+		ss.refuse(unix.EBUSY, err.Error())
+		return false
+	}
+	defer t.release()
+	if err := s.run(ss, req, t); err != nil {
+		s.Log.Printf("%s: %s: %v", peer, req.Test, err)
+		ss.refuse(errnoOf(err), err.Error())
+		return false
+	}
+	s.Log.Printf("%s: %s done", peer, req.Test)
+	return true
+}
+
+func decodeRequest(m *wire.Message, ext wire.Ext, hasExt bool) (*Request, error) {
+	o, err := wire.DecodeOmniRequest(m)
+	if err != nil {
+		return nil, err
+	}
+	req, err := requestFromOmni(o, ext, hasExt, m.Aux)
+	if err != nil {
+		return nil, err
+	}
+	return req, req.Validate()
+}
+
+// errnoOf is the errno a failed test reports to netperf: the system
+// call's, or EIO.
+func errnoOf(err error) unix.Errno {
+	var en unix.Errno
+	if errors.As(err, &en) {
+		return en
+	}
+	return unix.EIO
 }
 
 // run opens the data socket, serves the test and reports the results.
-func (s *Server) run(c net.Conn, req *Request, sl *slot) error {
+func (s *Server) run(ss *session, req *Request, sl *slot) error {
+	c := ss.c
 	limit := cutOffAfter(req.Duration)
 	c.SetDeadline(time.Now().Add(limit))
 	// Bound before the data socket opens, so that a bad CPU is the answer
@@ -233,14 +327,18 @@ func (s *Server) run(c net.Conn, req *Request, sl *slot) error {
 		defer release()
 	}
 	ip := localIP(c.LocalAddr())
+	if req.BindIP.IsValid() {
+		ip = net.IP(req.BindIP.AsSlice())
+	}
 	data, err := openServerData(req, ip)
 	if err != nil {
 		return fmt.Errorf("data socket: %w", err)
 	}
 	defer data.close()
 	data.slot, data.startWait = sl, s.StartTimeout
+	data.doneByClient = ss.ext&wire.ExtDone != 0
 
-	p := phase{locked: req.BindCPU != nil}
+	p := phase{locked: req.BindCPU != nil, bufs: req.bufs}
 	// A cut ends the data loop, whatever it waits for, and the wait for
 	// the client's next message.
 	sl.onCut(func() {
@@ -249,19 +347,24 @@ func (s *Server) run(c net.Conn, req *Request, sl *slot) error {
 		data.wake()
 		c.SetReadDeadline(time.Now())
 	})
-	if err := WriteMsg(c, &Message{Type: MsgReady, Ready: &Ready{DataPort: data.port, SndBuf: data.snd, RcvBuf: data.rcv}}); err != nil {
+	resp := omniResponse(req, data)
+	m := resp.Encode(0)
+	if ss.ext != 0 {
+		wire.PutExt(m, wire.Ext{Flags: ss.ext})
+	}
+	if err := wire.Write(c, m); err != nil {
 		return err
 	}
-	// The watcher reads the client's next control message. "done" ends the
-	// passive loops (UDP, CRR); anything else, or the connection dropping,
-	// means the client is gone and the test is abandoned.
+	ss.stage = wire.OmniResultsType
+	// The watcher reads the control connection during the test. A client
+	// that took up ExtDone says "done" when its loop ends, which ends the
+	// passive loops (UDP, CRR); netperf says nothing until the results,
+	// so for it anything read, or the connection dropping, means the
+	// client is gone and the test is abandoned.
 	doneCh := make(chan error, 1)
 	go func() {
-		m, err := ReadMsg(c)
-		if err == nil && m.Type != MsgDone {
-			err = fmt.Errorf("expected done, got %q", m.Type)
-		}
-		if err != nil {
+		err := watchControl(c, data.doneByClient)
+		if err != nil && !errors.Is(err, errWatchEnded) {
 			p.stop.Store(true)
 		}
 		doneCh <- err
@@ -281,9 +384,14 @@ func (s *Server) run(c net.Conn, req *Request, sl *slot) error {
 	if err != nil {
 		return err
 	}
-	// The client says done as soon as its loop ends.
-	c.SetReadDeadline(time.Now().Add(s.RequestWait))
-	derr := waitDone(doneCh, &p)
+	var derr error
+	if data.doneByClient {
+		// The client says done as soon as its loop ends.
+		c.SetReadDeadline(time.Now().Add(s.RequestWait))
+		derr = <-doneCh
+	} else {
+		derr = endWatch(c, doneCh)
+	}
 	if why := sl.cutWhy(); why != "" {
 		return errors.New(why)
 	}
@@ -291,7 +399,7 @@ func (s *Server) run(c net.Conn, req *Request, sl *slot) error {
 		return fmt.Errorf("client vanished: %w", derr)
 	}
 	res := &SideResults{Bytes: t.Bytes, Messages: t.Messages, Transactions: t.Transactions, Elapsed: t.elapsed(),
-		SndBuf: data.snd, RcvBuf: data.rcv, Host: hostInfo()}
+		SndBuf: data.snd, RcvBuf: data.rcv, Host: hostInfo(), Retrans: data.retrans, CongControl: data.cong}
 	if req.RecordCPU {
 		u := cpustat.Between(cpuA, cpuB)
 		res.CPU = &u
@@ -300,12 +408,77 @@ func (s *Server) run(c net.Conn, req *Request, sl *slot) error {
 		res.Iface = ifaceDelta(ifname, ifA, ifB, cpuB.At.Sub(cpuA.At).Seconds())
 	}
 	c.SetDeadline(time.Now().Add(10 * time.Second))
-	return WriteMsg(c, &Message{Type: MsgResults, Results: res})
+	if err := wire.Write(c, omniResults(req, res, t, int32(data.retrans), data.cong).Encode()); err != nil {
+		return err
+	}
+	if ss.ext&wire.ExtResults != 0 {
+		return WriteMsg(c, &Message{Type: MsgResults, Results: res})
+	}
+	return nil
 }
 
-// waitDone waits for the client's done message. (The passive loops take it
-// first and hand it on.)
-func waitDone(doneCh chan error, _ *phase) error { return <-doneCh }
+// errWatchEnded is the watcher's end when the server stopped it.
+var errWatchEnded = errors.New("watch ended")
+
+// watchControl waits for the client's done (doneByClient) or for anything
+// at all from a client that says nothing during a test.
+func watchControl(c net.Conn, doneByClient bool) error {
+	if doneByClient {
+		m, err := ReadMsg(c)
+		if err == nil && m.Type != MsgDone {
+			err = fmt.Errorf("expected done, got %q", m.Type)
+		}
+		return err
+	}
+	var b [1]byte
+	n, err := c.Read(b[:])
+	var ne net.Error
+	switch {
+	case n > 0:
+		return errors.New("the client sent a message in the middle of the test")
+	case errors.As(err, &ne) && ne.Timeout():
+		return errWatchEnded
+	}
+	return err
+}
+
+// endWatch stops the watcher of a client that says nothing during a test;
+// an error is the client gone before it.
+func endWatch(c net.Conn, doneCh chan error) error {
+	c.SetReadDeadline(time.Now())
+	err := <-doneCh
+	c.SetReadDeadline(time.Time{})
+	if errors.Is(err, errWatchEnded) {
+		return nil
+	}
+	return err
+}
+
+// omniResponse is the answer to the request: where the data socket is and
+// what the netserver granted.
+func omniResponse(req *Request, d *serverData) *wire.OmniResponse {
+	r := &wire.OmniResponse{RecvBufSize: int32(d.rcv), SendBufSize: int32(d.snd), DataPort: uint32(d.port), SocketPrio: -1, SocketTOS: int32(req.TOS),
+		RecvSize: int32(req.RecvSize), SendSize: int32(req.SendSize), RecvWidth: 1, SendWidth: 1}
+	switch req.Test {
+	case TCPStream:
+		r.RecvSize = int32(orDefault(req.RecvSize, d.rcv))
+	case TCPMaerts:
+		r.SendSize = int32(orDefault(req.SendSize, d.snd))
+	case TCPRR, TCPCRR, UDPRR:
+		r.RecvSize, r.SendSize = int32(req.ReqSize), int32(req.RespSize)
+	}
+	if req.RecordCPU {
+		r.Flags |= wire.FlagMeasureCPU
+		r.CPURate = 100
+	}
+	if req.NoDelay {
+		r.Flags |= wire.FlagNoDelay
+	}
+	if req.Duration > 0 {
+		r.TestLength = uint32(math.Ceil(req.Duration.Seconds()))
+	}
+	return r
+}
 
 // serverData is the server's end of the data path.
 type serverData struct {
@@ -313,9 +486,17 @@ type serverData struct {
 	udp      *sock
 	port     int
 	snd, rcv int
+	opts     sockOpts
 
 	slot      *slot
 	startWait time.Duration // for the data connection
+	// doneByClient: the client says done on the control connection (the
+	// extension); netperf's own client does not, and the passive loops
+	// end by themselves (a zero-length datagram, or time).
+	doneByClient bool
+	// What the data connection reported at its end.
+	retrans int64
+	cong    string
 
 	// mu orders wake against close: once closed, the UDP socket's
 	// descriptor number may already belong to another test's socket.
@@ -325,8 +506,10 @@ type serverData struct {
 
 func openServerData(req *Request, ip net.IP) (*serverData, error) {
 	addr := net.JoinHostPort(ip.String(), strconv.Itoa(req.DataPort))
-	lc := net.ListenConfig{Control: setBuffers(req.SndBuf, req.RcvBuf)}
-	d := &serverData{}
+	d := &serverData{opts: sockOpts{snd: req.SndBuf, rcv: req.RcvBuf, tos: req.TOS, cong: req.CongControl, noDelay: req.NoDelay, family: req.Family,
+		prio: req.Prio, keep: req.KeepAlive},
+		retrans: -1}
+	lc := net.ListenConfig{Control: d.opts.control}
 	if req.Test == UDPStream || req.Test == UDPRR {
 		pc, err := lc.ListenPacket(context.Background(), network("udp", req.Family), addr)
 		if err != nil {
@@ -346,8 +529,18 @@ func openServerData(req *Request, ip net.IP) (*serverData, error) {
 	}
 	d.ln = ln.(*net.TCPListener)
 	d.port = d.ln.Addr().(*net.TCPAddr).Port
-	d.snd, d.rcv = req.SndBuf, req.RcvBuf // replaced by the accepted socket's
+	d.snd, d.rcv = listenerBufSizes(d.ln) // replaced by the accepted socket's
 	return d, nil
+}
+
+// listenerBufSizes are the buffers an accepted socket starts with.
+func listenerBufSizes(ln *net.TCPListener) (snd, rcv int) {
+	rc, err := ln.SyscallConn()
+	if err != nil {
+		return 0, 0
+	}
+	rc.Control(func(fd uintptr) { snd, rcv = (&sock{fd: int(fd)}).bufSizes() })
+	return snd, rcv
 }
 
 func (d *serverData) close() {
@@ -386,7 +579,7 @@ func (d *serverData) accept(p *phase) (*sock, error) {
 		d.ln.SetDeadline(time.Now().Add(pollInterval))
 		c, err := d.ln.AcceptTCP()
 		if err == nil {
-			s, err := blocking(c, c)
+			s, err := d.adopt(c)
 			if err == nil {
 				d.snd, d.rcv = s.bufSizes()
 			}
@@ -402,11 +595,26 @@ func (d *serverData) accept(p *phase) (*sock, error) {
 	}
 }
 
+// adopt takes an accepted connection over, with the test's options.
+func (d *serverData) adopt(c *net.TCPConn) (*sock, error) {
+	s, err := blocking(c, c)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.opts.apply(s.fd, false); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
 func (d *serverData) serve(req *Request, p *phase, doneCh chan error) (tally, error) {
-	// For the passive loops, the client's done message is the end. The
-	// loop is woken at once rather than at its next poll: the server's CPU
-	// and interface rates are taken over its own window, and up to a poll
-	// interval of idle time in it would dilute them.
+	// For the passive loops, the client's done message is the end when
+	// it sends one. The loop is woken at once rather than at its next
+	// poll: the server's CPU and interface rates are taken over its own
+	// window, and up to a poll interval of idle time in it would dilute
+	// them. netperf's own client ends a UDP test with zero-length
+	// datagrams, which the loops watch for, and a TCP_CRR test by time.
 	endOnDone := func(drain time.Duration) {
 		go func() {
 			err := <-doneCh
@@ -415,8 +623,17 @@ func (d *serverData) serve(req *Request, p *phase, doneCh chan error) (tally, er
 			}
 			p.over.Store(true)
 			d.wake()
-			doneCh <- err // hand it on to waitDone
+			doneCh <- err // hand it on to run
 		}()
+	}
+	if !d.doneByClient {
+		endOnDone = func(time.Duration) {}
+		if req.Duration > 0 && (req.Test == UDPStream || req.Test == UDPRR) {
+			// Should netperf's zero-length datagrams be lost, netserver's
+			// own bound.
+			t := time.AfterFunc(req.Duration+padTime, func() { p.over.Store(true); d.wake() })
+			defer t.Stop()
+		}
 	}
 	switch req.Test {
 	case UDPStream, UDPRR, TCPCRR:
@@ -428,7 +645,7 @@ func (d *serverData) serve(req *Request, p *phase, doneCh chan error) (tally, er
 		return udpRecv(d.udp, req.RecvSize, p)
 	case UDPRR:
 		endOnDone(0)
-		return udpRRServer(d.udp, req.ReqSize, req.RespSize, p)
+		return udpRRServer(d.udp, req.ReqSize, req.RespSize, req.Connected, p)
 	case TCPCRR:
 		endOnDone(0)
 		return d.serveCRR(req, p)
@@ -437,7 +654,10 @@ func (d *serverData) serve(req *Request, p *phase, doneCh chan error) (tally, er
 	if err != nil {
 		return tally{}, err
 	}
-	defer s.Close()
+	defer func() {
+		d.retrans, d.cong = s.tcpInfo()
+		s.Close()
+	}()
 	d.slot.watch(tcpMoved(s.fd, p.count.Load))
 	defer d.slot.unwatch() // before the descriptor closes
 	s.noYield = p.locked
@@ -456,33 +676,54 @@ func (d *serverData) serve(req *Request, p *phase, doneCh chan error) (tally, er
 	return tally{}, fmt.Errorf("test %s not served", req.Test)
 }
 
+// crrIdle is how long a TCP_CRR netserver whose client says nothing at
+// the end waits, once the test's length has passed, for one more
+// connection before it takes the test as over. netserver itself waits
+// until the length and PAD_TIME have passed.
+const crrIdle = 250 * time.Millisecond
+
 // serveCRR answers one connection at a time until the client is done.
 func (d *serverData) serveCRR(req *Request, p *phase) (tally, error) {
 	rq, rs := make([]byte, req.ReqSize), make([]byte, req.RespSize)
 	t := tally{Start: time.Now()}
-	for !p.over.Load() && !p.stop.Load() {
-		d.ln.SetDeadline(time.Now().Add(pollInterval))
+	end := time.Time{}
+	if !d.doneByClient && req.Duration > 0 {
+		end = t.Start.Add(req.Duration)
+	}
+	for !p.over.Load() && !p.stop.Load() && (req.Count == 0 || t.Transactions < req.Count) {
+		wait := pollInterval
+		if !end.IsZero() && time.Now().After(end) {
+			wait = crrIdle
+		}
+		d.ln.SetDeadline(time.Now().Add(wait))
 		c, err := d.ln.AcceptTCP()
 		if err != nil {
 			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || p.over.Load() {
+			timeout := errors.As(err, &ne) && ne.Timeout()
+			if timeout && wait == crrIdle || !end.IsZero() && time.Now().After(end.Add(padTime)) {
+				break // netperf's client has stopped connecting
+			}
+			if timeout || p.over.Load() {
 				continue // over: the listener was closed to end the test
 			}
 			t.End = time.Now()
 			return t, err
 		}
-		s, err := blocking(c, c)
+		s, err := d.adopt(c)
 		if err != nil {
 			continue
 		}
 		if n, err := s.readFull(rq, &p.stop); err == nil && n == len(rq) {
 			if _, err := s.write(rs, &p.stop); err == nil {
 				t.transaction(len(rq)+len(rs), 0, false, p)
+				t.End = time.Now()
 			}
 		}
 		s.Close()
 	}
-	t.End = time.Now()
+	if t.End.IsZero() {
+		t.End = time.Now()
+	}
 	return t, nil
 }
 

@@ -2,8 +2,8 @@ package netperf
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
+	"github.com/vnet-project/vnet/internal/netperf/wire"
 	"io"
 	"net"
 	"strconv"
@@ -82,42 +82,64 @@ func TestHostilePeers(t *testing.T) {
 	s := &Server{RequestWait: 300 * time.Millisecond}
 	host, port := startServer(t, s)
 	addr := net.JoinHostPort(host, strconv.Itoa(port))
-	send := func(frame []byte) string {
+	send := func(frames ...[]byte) string {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		c.Write(frame)
-		c.SetDeadline(time.Now().Add(2 * time.Second))
-		m, err := ReadMsg(c)
-		if err != nil {
-			return "closed: " + err.Error()
+		for _, f := range frames {
+			c.Write(f)
 		}
-		return m.Type + ": " + m.Error
+		c.SetDeadline(time.Now().Add(2 * time.Second))
+		var got string
+		for {
+			m, err := wire.Read(c)
+			if err != nil {
+				return got + "closed: " + err.Error()
+			}
+			if m.Aux == 0 {
+				got += fmt.Sprintf("type %d; ", m.Type)
+				continue
+			}
+			return got + reason(c, m)
+		}
 	}
-	frame := func(body string) []byte {
-		b := make([]byte, 4+len(body))
-		binary.BigEndian.PutUint32(b, uint32(len(body)))
-		copy(b[4:], body)
-		return b
+	msg := func(typ int32) []byte { return (&wire.Message{Type: typ}).Encode() }
+	omni := func(edit func(*wire.OmniRequest), plain bool) []byte {
+		m := omniMessage(&Request{Test: TCPStream, Duration: time.Second}, true)
+		o, err := wire.DecodeOmniRequest(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		edit(o)
+		m = o.Encode(wire.NoAffinity)
+		if !plain {
+			wire.PutExt(m, wire.Ext{Flags: wire.ExtErrors, Duration: time.Second})
+		}
+		return m.Encode()
 	}
-	huge := []byte{0x7f, 0xff, 0xff, 0xff}
+	chatter := make([][]byte, maxChatter+1)
+	for i := range chatter {
+		chatter[i] = msg(wire.DebugOn)
+	}
 	cases := []struct {
 		name string
-		in   []byte
+		in   [][]byte
 		want string
 	}{
-		{"garbage", []byte("GET / HTTP/1.0\r\n\r\n"), "error"},
-		{"oversized", huge, "too large"},
-		{"bad json", frame("{"), "malformed"},
-		{"wrong first message", frame(`{"type":"done"}`), "expected a request"},
-		{"old version", frame(`{"type":"request","version":99,"request":{"test":"TCP_RR","duration_ns":1,"req_size":1,"resp_size":1}}`), "protocol version"},
-		{"absurd sizes", frame(`{"type":"request","version":1,"request":{"test":"TCP_STREAM","duration_ns":1000000,"send_size":999999999}}`), "out of range"},
+		{"garbage", [][]byte{[]byte("GET / HTTP/1.0\r\n\r\n")}, "closed"}, // less than a message: cut after RequestWait
+		{"unknown request", [][]byte{msg(12345)}, "errno 998"},
+		{"protocol", [][]byte{omni(func(o *wire.OmniRequest) { o.Protocol = 132 }, false)}, "protocol 132"},
+		{"absurd sizes", [][]byte{omni(func(o *wire.OmniRequest) { o.RecvSize = 999999999 }, false)}, "out of range"},
+		{"absurd sizes from netperf", [][]byte{omni(func(o *wire.OmniRequest) { o.RecvSize = 999999999 }, true)}, "errno 22"},
+		{"no end", [][]byte{omni(func(o *wire.OmniRequest) { o.TestLength = 0 }, true)}, "errno 22"},
+		{"chatter", chatter, "type 3; closed"},
+		{"calibrate", [][]byte{msg(wire.CPUCalibrate)}, "type 5; closed"},
 		{"silent", nil, "closed"}, // says nothing: dropped after RequestWait
 	}
 	for _, c := range cases {
-		if got := send(c.in); !strings.Contains(got, c.want) {
+		if got := send(c.in...); !strings.Contains(got, c.want) {
 			t.Errorf("%s: got %q, want %q", c.name, got, c.want)
 		}
 	}
@@ -140,17 +162,15 @@ func TestVanishingClient(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		req := &Request{Test: test, Duration: time.Hour, ReqSize: 1, RespSize: 1}
-		WriteMsg(c, &Message{Type: MsgRequest, Version: ProtocolVersion, Request: req})
-		m, err := ReadMsg(c)
-		if err != nil || m.Type != MsgReady {
-			t.Fatalf("%s: %v %+v", test, err, m)
+		m, err := ask(c, &Request{Test: test, Duration: time.Hour, ReqSize: 1, RespSize: 1})
+		if err != nil {
+			t.Fatalf("%s: %v", test, err)
 		}
 		proto := "tcp"
 		if strings.HasPrefix(test, "UDP") {
 			proto = "udp"
 		}
-		d, err := net.Dial(proto, net.JoinHostPort(host, strconv.Itoa(m.Ready.DataPort)))
+		d, err := net.Dial(proto, net.JoinHostPort(host, strconv.Itoa(int(m.DataPort))))
 		if err == nil {
 			d.Write([]byte("x"))
 		}
@@ -281,11 +301,11 @@ func silentServer(t *testing.T) (port int) {
 			if err != nil {
 				return
 			}
-			if _, err := ReadMsg(c); err != nil {
+			if _, err := wire.Read(c); err != nil {
 				c.Close()
 				continue
 			}
-			WriteMsg(c, &Message{Type: MsgReady, Ready: &Ready{DataPort: data.Addr().(*net.TCPAddr).Port}})
+			wire.Write(c, (&wire.OmniResponse{DataPort: uint32(data.Addr().(*net.TCPAddr).Port)}).Encode(0))
 			d, err := data.Accept()
 			mu.Lock()
 			held = append(held, c)
@@ -339,21 +359,6 @@ func dialFrom(from string, port int) (net.Conn, error) {
 	return d.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 }
 
-// ask sends a request and returns the server's ready, or its error.
-func ask(c net.Conn, req *Request) (*Message, error) {
-	if err := WriteMsg(c, &Message{Type: MsgRequest, Version: ProtocolVersion, Request: req}); err != nil {
-		return nil, err
-	}
-	m, err := ReadMsg(c)
-	if err != nil {
-		return nil, err
-	}
-	if m.Type != MsgReady {
-		return nil, fmt.Errorf("%s: %s", m.Type, m.Error)
-	}
-	return m, nil
-}
-
 // rrFrom runs a TCP_RR test of length d from a source address, speaking
 // the protocol by hand (the client has no option for that address).
 func rrFrom(from string, port int, d time.Duration) error {
@@ -367,7 +372,7 @@ func rrFrom(from string, port int, d time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("request: %w", err)
 	}
-	data, err := dialFrom(from, m.Ready.DataPort)
+	data, err := dialFrom(from, int(m.DataPort))
 	if err != nil {
 		return err
 	}
@@ -384,14 +389,12 @@ func rrFrom(from string, port int, d time.Duration) error {
 		}
 	}
 	data.(*net.TCPConn).CloseWrite()
-	if err := WriteMsg(c, &Message{Type: MsgDone}); err != nil {
+	o, res, err := finish(c)
+	if err != nil {
 		return err
 	}
-	if m, err = ReadMsg(c); err != nil {
-		return err
-	}
-	if m.Type != MsgResults || m.Results.Transactions != int64(n) {
-		return fmt.Errorf("got %s %q, want results of %d transactions", m.Type, m.Error, n)
+	if res.Transactions != int64(n) || o.TransReceived != uint32(n) {
+		return fmt.Errorf("got results of %d (%d) transactions, want %d", res.Transactions, o.TransReceived, n)
 	}
 	return nil
 }
@@ -416,16 +419,6 @@ func openIdle(t *testing.T, from string, port, n int) []net.Conn {
 	return cs
 }
 
-// cutReason reads what the server said to a connection it cut.
-func cutReason(c net.Conn) string {
-	c.SetReadDeadline(time.Now().Add(3 * time.Second))
-	m, err := ReadMsg(c)
-	if err != nil {
-		return "closed: " + err.Error()
-	}
-	return m.Error
-}
-
 // Idle control connections, however many, take no test's place: clients
 // on the same address and on others are served while they are open, and
 // the server keeps only a few of them.
@@ -440,7 +433,7 @@ func TestIdleConnectionsDoNotStarveClients(t *testing.T) {
 	// Past a second's grace (here a quarter of RequestWait) the oldest
 	// beyond the cap are cut and told why.
 	waitFor(t, "the idle cap", func() bool { return s.Waiting() <= 4 })
-	if got := cutReason(idle[0]); got != "server busy: too many idle control connections from 127.0.0.1 (limit 4): this one sent no request" {
+	if got := cutReason(idle[0]); got != "errno 16" {
 		t.Errorf("the oldest idle connection was told %q", got)
 	}
 	quick(t, port, TCPRR)
@@ -482,7 +475,7 @@ func silentTest(from string, port int, test string, first int) (ctl, data net.Co
 		ctl.Close()
 		return nil, nil, err
 	}
-	data, err = dialFrom(from, m.Ready.DataPort)
+	data, err = dialFrom(from, int(m.DataPort))
 	if err != nil {
 		ctl.Close()
 		return nil, nil, err
@@ -648,6 +641,91 @@ func TestPausedTestOutlivesTheStartTimeout(t *testing.T) {
 	}
 	if why := cutReason(pausedCtl); why != "no data moved for 3s (netserver --stall-timeout)" {
 		t.Errorf("the paused test: %q", why)
+	}
+	waitIdle(t, s)
+}
+
+// netperf's own client never marks its request, and never gets vnet's
+// extension: a response and results without its mark, and nothing after
+// them but the next request's answer.
+func TestPlainClientSeesNoExtension(t *testing.T) {
+	s := &Server{}
+	host, port := startServer(t, s)
+	c, err := net.Dial("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	for i := 0; i < 2; i++ { // two iterations on one connection, as netperf's -i runs them
+		if err := wire.Write(c, omniMessage(&Request{Test: TCPRR, Duration: time.Second, ReqSize: 1, RespSize: 1}, true)); err != nil {
+			t.Fatal(err)
+		}
+		m, err := wire.Read(c)
+		if err != nil || m.Aux != 0 {
+			t.Fatalf("response: %v %+v", err, m)
+		}
+		if _, marked, _ := wire.GetExt(m); marked {
+			t.Fatal("the response carries the extension's mark")
+		}
+		resp, err := wire.DecodeOmniResponse(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := net.Dial("tcp", net.JoinHostPort(host, strconv.Itoa(int(resp.DataPort))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := []byte{1}
+		for j := 0; j < 10; j++ {
+			d.Write(b)
+			io.ReadFull(d, b)
+		}
+		d.(*net.TCPConn).CloseWrite()
+		m, err = wire.Read(c)
+		d.Close()
+		if err != nil || m.Aux != 0 {
+			t.Fatalf("results: %v %+v", err, m)
+		}
+		res, err := wire.DecodeOmniResults(m)
+		if err != nil || res.TransReceived != 10 || res.BytesReceived != 10 || res.BytesSent != 10 {
+			t.Fatalf("results %+v %v", res, err)
+		}
+		if _, marked, _ := wire.GetExt(m); marked {
+			t.Fatal("the results carry the extension's mark")
+		}
+	}
+	c.(*net.TCPConn).CloseWrite()
+	if rest, _ := io.ReadAll(c); len(rest) != 0 {
+		t.Errorf("%d bytes more after the results", len(rest))
+	}
+}
+
+// Options that reach the netserver in the request: its socket buffers,
+// TOS, priority, no-delay, keep-alive, congestion control, alignment, and
+// a UDP socket connected once it heard from the client (-N).
+func TestRemoteOptions(t *testing.T) {
+	s := &Server{}
+	_, port := startServer(t, s)
+	for _, tt := range []struct {
+		test string
+		args []string
+	}{
+		{TCPStream, []string{"-Y", "CS1", "-y", "1", "-S", "-A", "64", "-O", "8", "--", "-D", "-K", "cubic", "-S", "64K", "-m", "8K,8K"}},
+		{UDPRR, []string{"--", "-N", "-e", "1"}},
+		{TCPMaerts, []string{"--", "-m", ",4K", "-M", ",4K"}},
+	} {
+		rep := quick(t, port, tt.test, tt.args...)
+		r := rep.Results[0]
+		if r.Throughput <= 0 && r.TransRate <= 0 {
+			t.Errorf("%s %v: %+v", tt.test, tt.args, r)
+		}
+		if tt.test == TCPMaerts && r.Params.SendSize != 4096 {
+			t.Errorf("MAERTS: the netserver sent %d-byte messages, want 4096", r.Params.SendSize)
+		}
+		if tt.test == TCPStream && r.Remote.CongControl != "cubic" {
+			t.Errorf("the netserver's congestion control %q", r.Remote.CongControl)
+		}
 	}
 	waitIdle(t, s)
 }

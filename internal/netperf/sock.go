@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -165,8 +166,8 @@ func (s *sock) readFull(b []byte, stop *atomic.Bool) (int, error) {
 	return got, nil
 }
 
-// write writes all of b, retrying timeouts until stop is set.
-func (s *sock) write(b []byte, stop *atomic.Bool) (int, error) {
+// write writes all of b, retrying timeouts until one of stops is set.
+func (s *sock) write(b []byte, stops ...*atomic.Bool) (int, error) {
 	done := 0
 	for done < len(b) {
 		n, err := s.writeOnce(s.fd, b[done:])
@@ -176,8 +177,10 @@ func (s *sock) write(b []byte, stop *atomic.Bool) (int, error) {
 		switch {
 		case err == nil:
 		case interrupted(err):
-			if idle(stop) {
-				return done, errStopped
+			for _, stop := range stops {
+				if idle(stop) {
+					return done, errStopped
+				}
 			}
 		default:
 			return done, err
@@ -213,31 +216,118 @@ func (s *sock) bufSizes() (snd, rcv int) {
 	return snd, rcv
 }
 
-// setBuffers returns a net.Dialer/ListenConfig Control function that asks
-// for socket buffer sizes before connect or listen, where TCP's window
-// scale is decided. Zero leaves the system's default (and autotuning).
-func setBuffers(snd, rcv int) func(string, string, syscall.RawConn) error {
-	return func(_, _ string, rc syscall.RawConn) error {
-		var serr error
-		err := rc.Control(func(fd uintptr) {
-			if snd > 0 {
-				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF, snd)
-			}
-			if rcv > 0 && serr == nil {
-				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, rcv)
-			}
-			if serr == nil {
-				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
-			}
-		})
-		if err != nil {
-			return err
+// sockOpts are a data socket's options: buffers (-s, -S), TOS (-Y),
+// TCP_NODELAY (-D) and congestion control (-K).
+type sockOpts struct {
+	snd, rcv int    // 0: the system's default (and autotuning)
+	tos      int    // -1: leave it
+	cong     string // "": the system's
+	noDelay  bool
+	family   string // "4", "6" or "" for either
+	prio     int    // SO_PRIORITY (-y), -1 to leave it
+	keep     bool   // SO_KEEPALIVE (global -S)
+}
+
+// control is a net.Dialer/ListenConfig Control function: the options are
+// set before connect or listen, where TCP's window scale is decided.
+func (o sockOpts) control(network, _ string, rc syscall.RawConn) error {
+	var serr error
+	err := rc.Control(func(fd uintptr) {
+		serr = o.apply(int(fd), strings.HasSuffix(network, "6"))
+		if serr == nil {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
 		}
-		if serr != nil {
-			return fmt.Errorf("setsockopt: %w", serr)
+	})
+	if err != nil {
+		return err
+	}
+	return serr
+}
+
+// apply sets the options on a socket. v6 says which TOS option a socket
+// whose family is not known from its network takes.
+func (o sockOpts) apply(fd int, v6 bool) error {
+	set := func(what string, level, opt, v int) error {
+		if err := unix.SetsockoptInt(fd, level, opt, v); err != nil {
+			return fmt.Errorf("setsockopt %s %d: %w", what, v, err)
 		}
 		return nil
 	}
+	if o.snd > 0 {
+		if err := set("SO_SNDBUF", unix.SOL_SOCKET, unix.SO_SNDBUF, o.snd); err != nil {
+			return err
+		}
+	}
+	if o.rcv > 0 {
+		if err := set("SO_RCVBUF", unix.SOL_SOCKET, unix.SO_RCVBUF, o.rcv); err != nil {
+			return err
+		}
+	}
+	if o.prio >= 0 {
+		if err := set("SO_PRIORITY", unix.SOL_SOCKET, unix.SO_PRIORITY, o.prio); err != nil {
+			return err
+		}
+	}
+	if o.keep {
+		if err := set("SO_KEEPALIVE", unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1); err != nil {
+			return err
+		}
+	}
+	if o.tos >= 0 {
+		dom, _ := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_DOMAIN)
+		if dom == unix.AF_INET6 || dom == 0 && v6 {
+			if err := set("IPV6_TCLASS", unix.IPPROTO_IPV6, unix.IPV6_TCLASS, o.tos); err != nil {
+				return err
+			}
+		} else if err := set("IP_TOS", unix.IPPROTO_IP, unix.IP_TOS, o.tos); err != nil {
+			return err
+		}
+	}
+	typ, _ := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
+	if typ != unix.SOCK_STREAM {
+		return nil
+	}
+	if o.noDelay {
+		if err := set("TCP_NODELAY", unix.IPPROTO_TCP, unix.TCP_NODELAY, 1); err != nil {
+			return err
+		}
+	}
+	if o.cong != "" {
+		if err := unix.SetsockoptString(fd, unix.IPPROTO_TCP, unix.TCP_CONGESTION, o.cong); err != nil {
+			return fmt.Errorf("congestion control %q: %w", o.cong, err)
+		}
+	}
+	return nil
+}
+
+// tcpInfo reads a TCP socket's retransmissions and congestion control;
+// -1 and "" where they cannot be read (UDP).
+func (s *sock) tcpInfo() (retrans int64, cong string) {
+	retrans = -1
+	if ti, err := unix.GetsockoptTCPInfo(s.fd, unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
+		retrans = int64(ti.Total_retrans)
+	}
+	if c, err := unix.GetsockoptString(s.fd, unix.IPPROTO_TCP, unix.TCP_CONGESTION); err == nil {
+		cong = strings.TrimRight(c, "\x00")
+	}
+	return retrans, cong
+}
+
+// endUDP sends netperf's end of a UDP test: three zero-length datagrams,
+// which end the netserver's loop without waiting for its timer.
+func (s *sock) endUDP() {
+	for i := 0; i < 3; i++ {
+		_, _ = unix.Write(s.fd, nil)
+	}
+}
+
+// mss is a TCP socket's maximum segment size, or -1.
+func (s *sock) mss() int {
+	v, err := unix.GetsockoptInt(s.fd, unix.IPPROTO_TCP, unix.TCP_MAXSEG)
+	if err != nil {
+		return -1
+	}
+	return v
 }
 
 func network(proto, family string) string {

@@ -18,6 +18,7 @@ type Report struct {
 	Aggregate  *Aggregate  `json:"aggregate,omitempty"`
 	Confidence *Confidence `json:"confidence,omitempty"`
 	Host       HostInfo    `json:"host"`
+	UUID       string      `json:"uuid"` // the UUID selector's: -u, or a new one
 }
 
 // Aggregate sums concurrent instances.
@@ -38,7 +39,10 @@ func Execute(ctx context.Context, c *Config, events func(Interim)) (*Report, err
 		}
 		defer release()
 	}
-	rep := &Report{Test: c.Test, Started: time.Now().UTC(), Config: c, Host: hostInfo()}
+	rep := &Report{Test: c.Test, Started: time.Now().UTC(), Config: c, Host: hostInfo(), UUID: c.UUID}
+	if rep.UUID == "" {
+		rep.UUID = newUUID()
+	}
 	iters := 1
 	if c.ConfLevel > 0 {
 		iters = c.MaxIter

@@ -7,70 +7,71 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"time"
 
 	"github.com/vnet-project/vnet/internal/cpustat"
 )
 
-// The control protocol: each message is a 4-byte big-endian length and a
-// JSON object of at most MaxControlMessage bytes. JSON keeps it readable in
-// a capture and easy to extend; the length prefix lets a peer refuse an
-// oversized message before reading it.
+// The extension's messages. Once both ends have marked their OMNI
+// messages (wire.Ext), the client says "done" when its data loop ends and
+// the netserver follows its OMNI results with its side's measurements in
+// full, or a refusal with its reason: each a 4-byte big-endian length and
+// a JSON object of at most MaxControlMessage bytes, so that a peer can
+// refuse an oversized message before reading it.
 
-// ProtocolVersion changes when a message changes incompatibly.
-const ProtocolVersion = 1
-
-// MaxControlMessage bounds a control message.
+// MaxControlMessage bounds an extension message.
 const MaxControlMessage = 64 << 10
 
 // Message types.
 const (
-	MsgRequest = "request" // client -> server: run this test
-	MsgReady   = "ready"   // server -> client: the data socket is open
 	MsgDone    = "done"    // client -> server: the data phase is over
 	MsgResults = "results" // server -> client: the server's measurements
-	MsgError   = "error"   // either way: the test cannot go on
+	MsgError   = "error"   // server -> client: why the test cannot go on
 )
 
-// ErrTooLarge is returned for a control message over the size limit.
+// ErrTooLarge is returned for an extension message over the size limit.
 var ErrTooLarge = errors.New("control message too large")
 
 // ErrMalformed is wrapped by every error about a message's content.
 var ErrMalformed = errors.New("malformed control message")
 
-// Message is one control message; which field is set depends on Type.
+// Message is one extension message; which field is set depends on Type.
 type Message struct {
 	Type    string       `json:"type"`
-	Version int          `json:"version,omitempty"`
-	Request *Request     `json:"request,omitempty"`
-	Ready   *Ready       `json:"ready,omitempty"`
 	Results *SideResults `json:"results,omitempty"`
 	Error   string       `json:"error,omitempty"`
 }
 
-// Request asks the server to take part in one test.
+// Request is what the netserver is asked to do, from a DO_OMNI request.
 type Request struct {
-	Test      string        `json:"test"`
-	Duration  time.Duration `json:"duration_ns,omitempty"` // or:
-	Count     int64         `json:"count,omitempty"`       // bytes (streams) or transactions (RR)
-	SendSize  int           `json:"send_size"`             // the server's send size (MAERTS)
-	RecvSize  int           `json:"recv_size"`             // the server's receive size
-	ReqSize   int           `json:"req_size,omitempty"`
-	RespSize  int           `json:"resp_size,omitempty"`
-	SndBuf    int           `json:"sndbuf,omitempty"` // the server's socket buffers (-S), 0 = system default
-	RcvBuf    int           `json:"rcvbuf,omitempty"`
-	DataPort  int           `json:"data_port,omitempty"` // 0 = any
-	Family    string        `json:"family,omitempty"`
-	Interval  time.Duration `json:"interval_ns,omitempty"`
-	RecordCPU bool          `json:"cpu"`
-	BindCPU   *int          `json:"bind_cpu,omitempty"` // -T's rcpu: the CPU of the server's data loop
-}
+	Test      string
+	Duration  time.Duration // or:
+	Count     int64         // bytes (streams) or transactions (RR)
+	SendSize  int           // the server's send size (MAERTS)
+	RecvSize  int           // the server's receive size
+	ReqSize   int
+	RespSize  int
+	SndBuf    int // the server's socket buffers (-S), 0 = system default
+	RcvBuf    int
+	DataPort  int // 0 = any
+	Family    string
+	RecordCPU bool
+	BindCPU   *int // -T's rcpu: the CPU of the server's data loop
 
-// Ready tells the client where the data socket is and what buffers it got.
-type Ready struct {
-	DataPort int `json:"data_port"`
-	SndBuf   int `json:"sndbuf"` // as the kernel reports them (it doubles what is asked)
-	RcvBuf   int `json:"rcvbuf"`
+	NoDelay     bool   // TCP_NODELAY on the data socket
+	TOS         int    // IP_TOS / IPV6_TCLASS, -1 to leave it
+	CongControl string // TCP_CONGESTION, "" to leave it
+	BindIP      netip.Addr
+	// The client's data address, where a UDP test's datagrams go before
+	// any came from it.
+	PeerIP   netip.Addr
+	PeerPort int
+
+	Prio      int  // SO_PRIORITY, -1 to leave it
+	KeepAlive bool // SO_KEEPALIVE
+	Connected bool // UDP: connect the socket to the client once it has heard from it
+	bufs      bufLayout
 }
 
 // SideResults is what one end measured.
@@ -84,6 +85,10 @@ type SideResults struct {
 	SndBuf       int            `json:"sndbuf"`
 	RcvBuf       int            `json:"rcvbuf"`
 	Host         HostInfo       `json:"host"`
+	// TCP's retransmissions on the data connection (-1: not known) and
+	// its congestion control.
+	Retrans     int64  `json:"transport_retrans"`
+	CongControl string `json:"cong_control,omitempty"`
 }
 
 // WriteMsg sends one message.
@@ -132,20 +137,14 @@ func DecodeMsg(body []byte) (*Message, error) {
 	if dec.More() {
 		return nil, fmt.Errorf("%w: trailing data", ErrMalformed)
 	}
-	var missing bool
 	switch m.Type {
-	case MsgRequest:
-		missing = m.Request == nil
-	case MsgReady:
-		missing = m.Ready == nil
 	case MsgResults:
-		missing = m.Results == nil
+		if m.Results == nil {
+			return nil, fmt.Errorf("%w: %s without its payload", ErrMalformed, m.Type)
+		}
 	case MsgDone, MsgError:
 	default:
 		return nil, fmt.Errorf("%w: unknown type %q", ErrMalformed, m.Type)
-	}
-	if missing {
-		return nil, fmt.Errorf("%w: %s without its payload", ErrMalformed, m.Type)
 	}
 	return &m, nil
 }
@@ -161,14 +160,18 @@ func (r *Request) Validate() error {
 		return fmt.Errorf("negative count")
 	case r.Duration == 0 && r.Count == 0:
 		return fmt.Errorf("neither a duration nor a count")
-	case r.Interval < 0:
-		return fmt.Errorf("negative interval")
 	case r.DataPort < 0 || r.DataPort > 65535:
 		return fmt.Errorf("data port %d out of range", r.DataPort)
 	case r.Family != "" && r.Family != "4" && r.Family != "6":
 		return fmt.Errorf("family %q", r.Family)
 	case r.BindCPU != nil && (*r.BindCPU < 0 || *r.BindCPU > MaxCPU):
 		return fmt.Errorf("CPU %d out of range 0..%d", *r.BindCPU, MaxCPU)
+	case r.Prio < -1 || r.Prio > 255:
+		return fmt.Errorf("socket priority %d out of range 0..255", r.Prio)
+	case r.TOS < -1 || r.TOS > 255:
+		return fmt.Errorf("TOS %d out of range 0..255", r.TOS)
+	case r.PeerPort < 0 || r.PeerPort > 65535:
+		return fmt.Errorf("port %d out of range", r.PeerPort)
 	}
 	for _, v := range []struct {
 		name string

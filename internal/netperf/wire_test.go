@@ -9,7 +9,7 @@ import (
 )
 
 func TestWireRoundTrip(t *testing.T) {
-	in := &Message{Type: MsgRequest, Version: ProtocolVersion, Request: &Request{Test: TCPRR, Duration: time.Second, ReqSize: 1, RespSize: 1}}
+	in := &Message{Type: MsgResults, Results: &SideResults{Bytes: 10, Messages: 1, Elapsed: 1.5, Retrans: -1, CongControl: "cubic"}}
 	var b bytes.Buffer
 	if err := WriteMsg(&b, in); err != nil {
 		t.Fatal(err)
@@ -18,8 +18,8 @@ func TestWireRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *out.Request != *in.Request {
-		t.Errorf("got %+v", out.Request)
+	if *out.Results != *in.Results {
+		t.Errorf("got %+v", out.Results)
 	}
 }
 
@@ -40,7 +40,8 @@ func TestReadMsgRejects(t *testing.T) {
 		{"oversized", huge, ErrTooLarge},
 		{"not json", frame("hello"), ErrMalformed},
 		{"unknown type", frame(`{"type":"launch"}`), ErrMalformed},
-		{"missing payload", frame(`{"type":"request"}`), ErrMalformed},
+		{"missing payload", frame(`{"type":"results"}`), ErrMalformed},
+		{"request is not an extension message", frame(`{"type":"request"}`), ErrMalformed},
 		{"unknown field", frame(`{"type":"done","x":1}`), ErrMalformed},
 		{"trailing", frame(`{"type":"done"}{}`), ErrMalformed},
 		{"truncated", frame(`{"type":"done"}`)[:8], ErrMalformed},
@@ -55,7 +56,7 @@ func TestReadMsgRejects(t *testing.T) {
 func ptr(n int) *int { return &n }
 
 func TestRequestValidate(t *testing.T) {
-	ok := Request{Test: TCPStream, Duration: time.Second}
+	ok := Request{Test: TCPStream, Duration: time.Second, TOS: -1}
 	if err := ok.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -71,6 +72,8 @@ func TestRequestValidate(t *testing.T) {
 		{Test: TCPStream, Duration: time.Second, RcvBuf: -5},
 		{Test: TCPStream, Duration: time.Second, BindCPU: ptr(-1)},
 		{Test: TCPStream, Duration: time.Second, BindCPU: ptr(MaxCPU + 1)},
+		{Test: TCPStream, Duration: time.Second, TOS: 256},
+		{Test: UDPRR, Duration: time.Second, ReqSize: 1, RespSize: 1, PeerPort: 70000},
 	}
 	for _, r := range bad {
 		if err := r.Validate(); err == nil {
@@ -82,7 +85,7 @@ func TestRequestValidate(t *testing.T) {
 // FuzzReadMsg: no input may crash the decoder or make it allocate beyond
 // the limit; whatever it accepts must survive a round trip.
 func FuzzReadMsg(f *testing.F) {
-	for _, s := range []string{`{"type":"done"}`, `{"type":"request","request":{"test":"TCP_RR","duration_ns":1000000000,"req_size":1,"resp_size":1}}`, `{"type":"error","error":"x"}`} {
+	for _, s := range []string{`{"type":"done"}`, `{"type":"results","results":{"bytes":1,"transport_retrans":-1}}`, `{"type":"error","error":"x"}`} {
 		b := make([]byte, 4+len(s))
 		binary.BigEndian.PutUint32(b, uint32(len(s)))
 		copy(b[4:], s)
@@ -92,9 +95,6 @@ func FuzzReadMsg(f *testing.F) {
 		m, err := ReadMsg(bytes.NewReader(data))
 		if err != nil {
 			return
-		}
-		if m.Request != nil {
-			_ = m.Request.Validate()
 		}
 		var b bytes.Buffer
 		if err := WriteMsg(&b, m); err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
+	"github.com/vnet-project/vnet/internal/dataplane/nsthread"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/units"
 )
@@ -191,24 +192,14 @@ func shape(h *netlink.Handle, l netlink.Link, rate uint64) error {
 }
 
 // newNamedNS makes a named namespace. netns.NewNamed moves the calling
-// thread into it, so it runs on a thread that goes back after (see Do).
+// thread into it, so it runs on a thread that goes back after (nsthread.Run).
 func newNamedNS(name string) (netns.NsHandle, error) {
-	type made struct {
-		h   netns.NsHandle
-		err error
-	}
-	c := make(chan made, 1)
-	go func() {
-		var m made
-		m.err = onThreadPutBack(func() error {
-			var err error
-			m.h, err = netns.NewNamed(name)
-			return err
-		})
-		c <- m
-	}()
-	m := <-c
-	return m.h, m.err
+	var h netns.NsHandle
+	err := nsthread.Run(func() (err error) {
+		h, err = netns.NewNamed(name)
+		return err
+	})
+	return h, err
 }
 
 func (p *barePath) remove(t testing.TB) {

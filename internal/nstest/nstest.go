@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/vnet-project/vnet/internal/dataplane"
+	"github.com/vnet-project/vnet/internal/dataplane/nsthread"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
@@ -111,39 +111,7 @@ func AssertGone(t testing.TB, infra string) {
 // running there, and destroying the namespace kills what runs there.
 func Do(t testing.TB, ns string, fn func() error) error {
 	t.Helper()
-	target, err := netns.GetFromName(ns)
-	if err != nil {
-		return err
-	}
-	defer target.Close()
-	errc := make(chan error, 1)
-	go func() {
-		errc <- onThreadPutBack(func() error {
-			if err := netns.Set(target); err != nil {
-				return err
-			}
-			return fn()
-		})
-	}()
-	return <-errc
-}
-
-// onThreadPutBack runs fn, which may move the thread to another namespace,
-// on the calling goroutine's thread locked, and puts the thread back in
-// its namespace after. A thread that cannot be put back stays locked, so
-// that Go ends it (or keeps it from all other goroutines, the main thread).
-func onThreadPutBack(fn func() error) error {
-	runtime.LockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		return err
-	}
-	defer orig.Close()
-	err = fn()
-	if netns.Set(orig) == nil {
-		runtime.UnlockOSThread()
-	}
-	return err
+	return nsthread.InNamed(ns, fn)
 }
 
 // Listen opens a TCP listener inside a namespace.

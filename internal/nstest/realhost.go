@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vnet-project/vnet/internal/dataplane"
+	"github.com/vnet-project/vnet/internal/dataplane/nsthread"
 )
 
 // Machine makes a plain named namespace that stands in for a real host (or
@@ -22,7 +23,7 @@ func Machine(t testing.TB, base string) string {
 	t.Helper()
 	RequireRoot(t)
 	name := "vnet" + base + "-" + RunTag
-	err := onThreadPutBack(func() error {
+	err := nsthread.Run(func() error {
 		h, err := netns.NewNamed(name)
 		if err != nil {
 			return err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/status"
 )
 
 // FirewallCounting is what status needs to show port security's drops;
@@ -16,22 +17,10 @@ type FirewallCounting interface {
 	FirewallCounters(ns string) (map[string]map[string]uint64, error)
 }
 
-// SecurityStatus is one switch port's firewall: its policy in short and
-// what its rules counted (packets), by label: forged-mac, ip-spoof,
-// arp-spoof, nd-spoof, stacked-vlan, ra-guard, not-for-mac (unicast for another MAC), acl[N] (the
-// port group's rule N, allow or deny) and acl-default.
-type SecurityStatus struct {
-	Port      string            `json:"port"` // "web1 eth0" or "esx1 vmk0"
-	PortGroup string            `json:"portgroup"`
-	Link      string            `json:"link"` // the switch-side port in the host namespace
-	Policy    string            `json:"policy"`
-	Counters  map[string]uint64 `json:"counters,omitempty"`
-}
-
 // securityStatus lists the ports that have a firewall, with their counters:
 // those of read (by namespace, as FirewallCounters returns them), else
 // read now.
-func (e *Engine) securityStatus(s *spec.Spec, desired []plan.Resource, read map[string]map[string]map[string]uint64) ([]SecurityStatus, error) {
+func (e *Engine) securityStatus(s *spec.Spec, desired []plan.Resource, read map[string]map[string]map[string]uint64) ([]status.PortSecurity, error) {
 	fc, ok := e.DP.(FirewallCounting)
 	if !ok {
 		return nil, nil
@@ -52,7 +41,7 @@ func (e *Engine) securityStatus(s *spec.Spec, desired []plan.Resource, read map[
 // firewall, with their counters, from what the host's agent realized
 // (realized: its record's resources). A vNIC's switch port there is named
 // as in the lab, a TAP by itself; host ports are not part of a host's part.
-func HostSecurity(fc FirewallCounting, s *spec.Spec, host string, realized []plan.Resource) ([]SecurityStatus, error) {
+func HostSecurity(fc FirewallCounting, s *spec.Spec, host string, realized []plan.Resource) ([]status.PortSecurity, error) {
 	owners := map[string][2]string{} // link -> port, port group
 	for _, vm := range s.VMs {
 		if vm.Host != host {
@@ -71,12 +60,12 @@ func HostSecurity(fc FirewallCounting, s *spec.Spec, host string, realized []pla
 
 // securityOf reads the counters of each port policy among resources, one
 // dump per namespace that read does not hold, and names each port by owner.
-func securityOf(fc FirewallCounting, resources []plan.Resource, read map[string]map[string]map[string]uint64, owner func(plan.Resource) [2]string) ([]SecurityStatus, error) {
+func securityOf(fc FirewallCounting, resources []plan.Resource, read map[string]map[string]map[string]uint64, owner func(plan.Resource) [2]string) ([]status.PortSecurity, error) {
 	counts := maps.Clone(read)
 	if counts == nil {
 		counts = map[string]map[string]map[string]uint64{}
 	}
-	var out []SecurityStatus
+	var out []status.PortSecurity
 	for _, r := range resources {
 		if r.Kind != plan.KindPortSec {
 			continue
@@ -89,7 +78,7 @@ func securityOf(fc FirewallCounting, resources []plan.Resource, read map[string]
 			counts[r.NS] = c
 		}
 		o := owner(r)
-		out = append(out, SecurityStatus{Port: o[0], PortGroup: o[1], Link: r.Link, Policy: policySummary(r.Match), Counters: counts[r.NS][r.Link]})
+		out = append(out, status.PortSecurity{Port: o[0], PortGroup: o[1], Link: r.Link, Policy: policySummary(r.Match), Counters: counts[r.NS][r.Link]})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Port < out[j].Port })
 	return out, nil

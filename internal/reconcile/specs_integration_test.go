@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/vnet-project/vnet/internal/nstest"
-	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/spec/speccache"
 )
 
 // An engine with a spec cache keeps each spec it recorded, and a change
@@ -14,7 +14,7 @@ import (
 func TestSpecCacheKeepsTheAppliedSpec(t *testing.T) {
 	eng := nstest.Engine(t)
 	dir := filepath.Join(t.TempDir(), "spec-cache")
-	eng.Specs = spec.NewCache(dir)
+	eng.Specs = speccache.New(dir)
 	infra := nstest.Infra("itspecs")
 	base := twoHosts(infra)
 	nstest.Apply(t, eng, base)
@@ -23,7 +23,7 @@ func TestSpecCacheKeepsTheAppliedSpec(t *testing.T) {
 	}
 	added := withExtraVM(base)
 	// Another process's engine: the last spec comes from the cache's file.
-	eng.Specs = spec.NewCache(dir)
+	eng.Specs = speccache.New(dir)
 	scoped := planOf(t, eng, added, false)
 	full := planOf(t, eng, added, true)
 	if scoped != full || scoped == "" {

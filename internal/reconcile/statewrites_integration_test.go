@@ -15,6 +15,7 @@ import (
 	"github.com/vnet-project/vnet/internal/nstest"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/spec/speccache"
 	"github.com/vnet-project/vnet/internal/store"
 	"github.com/vnet-project/vnet/internal/store/faultfs"
 )
@@ -154,7 +155,7 @@ func everyWriteFailing(t *testing.T, dir string, incremental bool, arm func(k in
 		return doc
 	}
 	toDoc := load(to)
-	eng := &reconcile.Engine{DP: dp, Store: st, Log: io.Discard, Specs: spec.NewCache(filepath.Join(dir, "spec-cache"))}
+	eng := &reconcile.Engine{DP: dp, Store: st, Log: io.Discard, Specs: speccache.New(filepath.Join(dir, "spec-cache"))}
 	journal := events.In(dir)
 	t.Cleanup(func() {
 		if _, err := eng.Destroy(infra); err != nil {

@@ -6,64 +6,13 @@ import (
 
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/spec"
-	"github.com/vnet-project/vnet/internal/units"
+	"github.com/vnet-project/vnet/internal/status"
 )
-
-// Status is what exists of one infrastructure, as vnet status shows it.
-type Status struct {
-	Name       string         `json:"name"`
-	Generation int            `json:"generation"`
-	SpecFile   string         `json:"spec_file"`
-	Hosts      []HostStatus   `json:"hosts"`
-	Switches   []SwitchStatus `json:"switches"`
-	VMs        []VMStatus     `json:"vms"`
-	HostPorts  []PortStatus   `json:"hostports"`
-	Drift      []string       `json:"drift,omitempty"` // what an apply would change
-	// Security lists the ports with port security or an ACL, and their drops.
-	Security []SecurityStatus `json:"security,omitempty"`
-	// Agent is the state of the infrastructure's agent when it teams
-	// uplinks (filled in by the caller, which knows where agents run).
-	Agent *AgentStatus `json:"agent,omitempty"`
-}
-
-// AgentStatus says whether failover and load-based teaming are being done.
-type AgentStatus struct {
-	Running bool   `json:"running"`
-	PID     int    `json:"pid,omitempty"`
-	Log     string `json:"log"`
-}
-
-// HostStatus is a host and its physical NICs.
-type HostStatus struct {
-	Name      string      `json:"name"`
-	Namespace string      `json:"namespace"`
-	Native    bool        `json:"native"`
-	NICs      []NICStatus `json:"nics"`
-}
-
-// NICStatus is a physical NIC.
-type NICStatus struct {
-	Name   string     `json:"name"`
-	Speed  units.Rate `json:"speed"`
-	MAC    string     `json:"mac"`
-	IP     string     `json:"ip,omitempty"`
-	Uplink string     `json:"uplink_of,omitempty"` // switch it carries traffic for
-	State  string     `json:"state"`
-}
-
-// SwitchStatus is a virtual switch.
-type SwitchStatus struct {
-	Name       string   `json:"name"`
-	Type       string   `json:"type"` // distributed, standard or private
-	Hosts      []string `json:"hosts"`
-	Uplinks    []string `json:"uplinks"`
-	PortGroups []string `json:"portgroups"`
-}
 
 // SwitchStatusOf is a switch as its spec describes it: the kernel holds
 // nothing of a switch that status reports beyond that.
-func SwitchStatusOf(sw *spec.Switch) SwitchStatus {
-	ss := SwitchStatus{Name: sw.Name, Hosts: sw.SwitchHosts(), Type: switchType(sw), Uplinks: []string{}, PortGroups: []string{}}
+func SwitchStatusOf(sw *spec.Switch) status.Switch {
+	ss := status.Switch{Name: sw.Name, Hosts: sw.SwitchHosts(), Type: switchType(sw), Uplinks: []string{}, PortGroups: []string{}}
 	for _, u := range sw.Uplinks {
 		ss.Uplinks = append(ss.Uplinks, u.Name)
 	}
@@ -73,31 +22,6 @@ func SwitchStatusOf(sw *spec.Switch) SwitchStatus {
 	return ss
 }
 
-// VMStatus is a VM and its vNICs.
-type VMStatus struct {
-	Name      string       `json:"name"`
-	Host      string       `json:"host"`
-	Namespace string       `json:"namespace"`
-	CPUs      float64      `json:"cpus,omitempty"`
-	NICs      []PortStatus `json:"nics"`
-}
-
-// PortStatus is a vNIC or a host port.
-type PortStatus struct {
-	Host      string `json:"host,omitempty"`
-	Name      string `json:"name"`
-	PortGroup string `json:"portgroup"`
-	Network   string `json:"network,omitempty"` // a vNIC's virtual network
-	MAC       string `json:"mac"`
-	IP        string `json:"ip,omitempty"`
-	State     string `json:"state"`
-	// Uplink carries the port's traffic when its switch teams several on
-	// the host; Why says how it got there (pinned, hashed, moved by LBT
-	// at a time, failover).
-	Uplink string `json:"uplink,omitempty"`
-	Why    string `json:"why,omitempty"`
-}
-
 // CountingObserver is a dataplane that, observing everything, returns the
 // firewall counters it read on the way, by namespace: status then reads
 // them only for a namespace left out.
@@ -105,8 +29,8 @@ type CountingObserver interface {
 	ObserveCounting(infra string, hints []plan.Resource) ([]plan.Resource, map[string]map[string]map[string]uint64, error)
 }
 
-// Status describes an infrastructure from its spec and what is observed.
-func (e *Engine) Status(doc *spec.Document) (*Status, error) {
+// status.Infra describes an infrastructure from its spec and what is observed.
+func (e *Engine) Status(doc *spec.Document) (*status.Infra, error) {
 	s := doc.Spec
 	rec, err := e.lastRecord(s.Name)
 	if err != nil {
@@ -161,7 +85,7 @@ func (e *Engine) Status(doc *spec.Document) (*Status, error) {
 		}
 		return end.MAC, "up"
 	}
-	team := func(ps *PortStatus, id string) {
+	team := func(ps *status.Port, id string) {
 		if a, ok := assigned[id]; ok {
 			ps.Uplink = a.Uplink
 			ps.Why = string(a.Reason)
@@ -170,16 +94,16 @@ func (e *Engine) Status(doc *spec.Document) (*Status, error) {
 			}
 		}
 	}
-	st := &Status{Name: s.Name}
+	st := &status.Infra{Name: s.Name}
 	if rec != nil {
 		st.Generation, st.SpecFile = rec.Generation, rec.SpecFile
 	}
 	for _, h := range s.Hosts {
 		ns := plan.NSName(s.Name, h.Name)
-		hs := HostStatus{Name: h.Name, Namespace: ns, Native: h.Native}
+		hs := status.Host{Name: h.Name, Namespace: ns, Native: h.Native}
 		for _, n := range h.NICs {
 			mac, state := port(ns, n.Name, n.IP)
-			hs.NICs = append(hs.NICs, NICStatus{Name: n.Name, Speed: n.Speed, MAC: mac, IP: n.IP, State: state, Uplink: links[ns+"/"+n.Name].Master})
+			hs.NICs = append(hs.NICs, status.NIC{Name: n.Name, Speed: n.Speed, MAC: mac, IP: n.IP, State: state, Uplink: links[ns+"/"+n.Name].Master})
 		}
 		st.Hosts = append(st.Hosts, hs)
 	}
@@ -188,14 +112,14 @@ func (e *Engine) Status(doc *spec.Document) (*Status, error) {
 	}
 	for _, vm := range s.VMs {
 		ns := plan.NSName(s.Name, vm.Name)
-		vs := VMStatus{Name: vm.Name, Host: vm.Host, Namespace: ns, CPUs: vm.CPUs}
+		vs := status.VM{Name: vm.Name, Host: vm.Host, Namespace: ns, CPUs: vm.CPUs}
 		for i, n := range vm.NICs {
 			name := "eth" + strconv.Itoa(i)
 			mac, state := port(ns, name, n.IP)
 			if !n.IsConnected() && state == "up" {
 				state = "disconnected"
 			}
-			ps := PortStatus{Name: name, PortGroup: n.PortGroup, Network: n.Network, MAC: mac, IP: n.IP, State: state}
+			ps := status.Port{Name: name, PortGroup: n.PortGroup, Network: n.Network, MAC: mac, IP: n.IP, State: state}
 			team(&ps, plan.PortID(vm.Name, name))
 			vs.NICs = append(vs.NICs, ps)
 		}
@@ -205,7 +129,7 @@ func (e *Engine) Status(doc *spec.Document) (*Status, error) {
 		ns := plan.NSName(s.Name, hp.Host)
 		name := s.HostPortName(i)
 		mac, state := port(ns, name, hp.IP)
-		ps := PortStatus{Host: hp.Host, Name: name, PortGroup: hp.PortGroup, MAC: mac, IP: hp.IP, State: state}
+		ps := status.Port{Host: hp.Host, Name: name, PortGroup: hp.PortGroup, MAC: mac, IP: hp.IP, State: state}
 		team(&ps, plan.PortID(hp.Host, name))
 		st.HostPorts = append(st.HostPorts, ps)
 	}

@@ -16,6 +16,8 @@ import (
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/vnet-project/vnet/internal/spec/fastyaml"
 )
 
 // Bounds on what Decode reads, so that no input, however hostile, makes a
@@ -128,12 +130,35 @@ type Document struct {
 	positions map[string]Pos
 	nulls     map[string]bool // paths written out as null (~), which leaves the default
 	// located, when set, holds the positions and nulls instead, read from
-	// Source when first asked for: a document from a Cache has its Spec
-	// without decoding its YAML.
+	// Source when first asked for: a document FromValidated made has its
+	// Spec without decoding its YAML.
 	located *lazyPositions
-	// valid is set on a document that validated (Load, a Cache, PinVNIs),
-	// which a Cache may keep.
+	// valid is set on a document that validated (Load, Validate,
+	// FromValidated, PinVNIs), which a cache may keep.
 	valid bool
+}
+
+// lazyPositions are the positions of a document that FromValidated or
+// PinVNIs made: they are read from its YAML, or made by fill, once, when
+// first asked for. anchors, when known, are the few that pinning VNIs
+// reads, so that it need not ask for the rest.
+type lazyPositions struct {
+	once      sync.Once
+	fill      func() (map[string]Pos, map[string]bool)
+	positions map[string]Pos
+	nulls     map[string]bool
+	anchors   *netAnchors
+}
+
+// Validated reports whether the document validated: Load's, PinVNIs', one
+// Validate found no problem in, or one FromValidated made.
+func (d *Document) Validated() bool { return d.valid }
+
+// Positions returns where each field path written out stands in the file,
+// and the paths written out as null (~), which leave the default. The
+// caller must not change them.
+func (d *Document) Positions() (positions map[string]Pos, nulls map[string]bool) {
+	return d.where()
 }
 
 // where returns the document's positions and nulls.
@@ -190,14 +215,16 @@ func parentPath(p string) string {
 
 // LoadFile reads, decodes and validates a spec file.
 func LoadFile(path string) (*Document, error) {
-	src, err := readSpecFile(path)
+	src, err := ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
 	return Load(path, src)
 }
 
-func readSpecFile(path string) ([]byte, error) {
+// ReadFile reads a spec file, up to one byte more than MaxSpecBytes, so
+// that Decode tells a file too large.
+func ReadFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read spec: %w", err)
@@ -222,7 +249,6 @@ func Load(file string, src []byte) (*Document, error) {
 	if errs := Validate(doc); len(errs) > 0 {
 		return nil, errs
 	}
-	doc.valid = true
 	return doc, nil
 }
 
@@ -257,6 +283,22 @@ func Decode(file string, src []byte) (*Document, error) {
 		return nil, d.errs
 	}
 	return doc, nil
+}
+
+// parseYAML parses a spec's YAML into yaml.v3's node tree. The plain
+// shape a large spec is written in (block mappings and sequences, one
+// flow mapping or list per line, plain and simply quoted scalars, no
+// comments) is parsed by package fastyaml, several times faster than
+// yaml.v3's parser; anything else, and every error, is yaml.v3's.
+func parseYAML(src []byte) (*yaml.Node, error) {
+	if root, ok := fastyaml.Parse(src); ok {
+		return root, nil
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(src, &root); err != nil {
+		return nil, err
+	}
+	return &root, nil
 }
 
 // countNodes is how many values a tree holds as written, its aliases

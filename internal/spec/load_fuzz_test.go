@@ -9,6 +9,7 @@ import (
 
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/spec/speccache"
 )
 
 // loadBound is how long one load (and, for a valid spec, its plan) may take.
@@ -43,7 +44,7 @@ func FuzzLoad(f *testing.F) {
 			_ = err.Error()
 		} else {
 			// The cache gives the same spec, from memory and copied anew.
-			cache := spec.NewCache("")
+			cache := speccache.New("")
 			for i := 0; i < 2; i++ {
 				cached, err := cache.Load("fuzz.yaml", src)
 				if err != nil || !reflect.DeepEqual(cached.Spec, doc.Spec) {

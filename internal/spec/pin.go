@@ -2,6 +2,9 @@ package spec
 
 import (
 	"bytes"
+	"encoding/binary"
+	"errors"
+	"math"
 	"slices"
 	"strconv"
 	"unicode/utf8"
@@ -14,9 +17,9 @@ import (
 // doc's with the VNIs set, its positions doc's moved by what was inserted
 // (when first asked for). Decoding, re-encoding and loading the YAML tree
 // instead costs more than a second for a spec of 10,000 networks. It
-// reads only where the networks stand (netAnchors), which a document from
-// a Cache or an encoding carries, so pinning costs what it edits, not a
-// decoding of the YAML. It reports false for a spec it cannot edit so,
+// reads only where the networks stand (netAnchors), which a document
+// FromValidated made (a cache's) carries, so pinning costs what it edits,
+// not a decoding of the YAML. It reports false for a spec it cannot edit so,
 // which PinVNIs then edits as a tree: a list of networks in flow style,
 // an item that is an alias or starts with a quoted key, a file with line
 // breaks other than \n.
@@ -95,6 +98,94 @@ type netAnchors struct {
 	list  Pos
 	items []Pos
 	vni   []bool
+}
+
+// AppendAnchors appends to buf the anchors pinning VNIs reads, when they
+// are known without decoding the YAML: 0 when not, else the number of
+// networks plus one, the list's line and column, and each network's line,
+// column and whether it writes a vni. A cache keeps them beside the spec,
+// so that a document it makes (FromValidated) pins without decoding.
+func (d *Document) AppendAnchors(buf []byte) []byte {
+	a := knownAnchors(d)
+	if a == nil {
+		return binary.AppendUvarint(buf, 0)
+	}
+	buf = binary.AppendUvarint(buf, uint64(len(a.items))+1)
+	buf = binary.AppendUvarint(binary.AppendUvarint(buf, uint64(a.list.Line)), uint64(a.list.Col))
+	for i, p := range a.items {
+		buf = binary.AppendUvarint(binary.AppendUvarint(buf, uint64(p.Line)), uint64(p.Col))
+		written := uint64(0)
+		if a.vni[i] {
+			written = 1
+		}
+		buf = binary.AppendUvarint(buf, written)
+	}
+	return buf
+}
+
+// ErrDamagedAnchors says anchors are not what AppendAnchors wrote for the
+// spec they came with.
+var ErrDamagedAnchors = errors.New("spec: damaged anchors")
+
+// FromValidated makes the document of src whose Spec s was decoded from
+// these very bytes and validated before (a cache's copy, or an encoding
+// stored beside the YAML), with the anchors AppendAnchors wrote of it,
+// which must be all of anchors. It is not validated again: the caller
+// vouches for s. Its positions are read from src when first asked for.
+func FromValidated(file string, src []byte, s *Spec, anchors []byte) (*Document, error) {
+	a, err := readAnchors(anchors, len(s.Networks))
+	if err != nil {
+		return nil, err
+	}
+	return &Document{Spec: s, File: file, Source: src, located: &lazyPositions{anchors: a}, valid: true}, nil
+}
+
+// readAnchors reads what AppendAnchors wrote of a spec of n networks; nil
+// when the anchors were not known.
+func readAnchors(data []byte, n int) (*netAnchors, error) {
+	next := func() (uint64, bool) {
+		v, k := binary.Uvarint(data)
+		if k <= 0 {
+			return 0, false
+		}
+		data = data[k:]
+		return v, true
+	}
+	pos := func() (Pos, bool) {
+		line, ok1 := next()
+		col, ok2 := next()
+		if !ok1 || !ok2 || line > math.MaxInt32 || col > math.MaxInt32 {
+			return Pos{}, false
+		}
+		return Pos{int(line), int(col)}, true
+	}
+	count, ok := next()
+	switch {
+	case !ok:
+		return nil, ErrDamagedAnchors
+	case count == 0 && len(data) == 0:
+		return nil, nil
+	case count != uint64(n)+1:
+		return nil, ErrDamagedAnchors
+	}
+	a := &netAnchors{items: make([]Pos, n), vni: make([]bool, n)}
+	if a.list, ok = pos(); !ok {
+		return nil, ErrDamagedAnchors
+	}
+	for i := range n {
+		if a.items[i], ok = pos(); !ok {
+			return nil, ErrDamagedAnchors
+		}
+		written, ok := next()
+		if !ok || written > 1 {
+			return nil, ErrDamagedAnchors
+		}
+		a.vni[i] = written == 1
+	}
+	if len(data) != 0 {
+		return nil, ErrDamagedAnchors
+	}
+	return a, nil
 }
 
 // anchorsIn are the anchors among a document's positions, nil when it has

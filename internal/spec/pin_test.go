@@ -1,9 +1,12 @@
 package spec
 
 import (
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/vnet-project/vnet/internal/spec/spectest"
 )
 
 // blockNetSpec writes its networks in block style, some in flow style,
@@ -51,7 +54,7 @@ func TestPinInText(t *testing.T) {
 	}{
 		{"flow items", netSpec, true},
 		{"block items", blockNetSpec, true},
-		{"generated", string(GeneratedNetworks(300)), true},
+		{"generated", string(spectest.Networks(300)), true},
 		{"all pinned", strings.Replace(netSpec, "{name: a-db,", "{name: a-db, vni: 5,", 1), true},
 		{"flow list", flowList(netSpec), false},
 		{"alias", strings.Replace(netSpec, "- {name: a-db", "- &db {name: a-db", 1) + "x: *db\n", false},
@@ -134,7 +137,7 @@ func flowList(src string) string {
 //
 //	go test -run='^$' -fuzz=FuzzPinInText -fuzztime=60s ./internal/spec
 func FuzzPinInText(f *testing.F) {
-	for _, src := range []string{netSpec, blockNetSpec, string(GeneratedNetworks(3)), flowList(netSpec)} {
+	for _, src := range []string{netSpec, blockNetSpec, string(spectest.Networks(3)), flowList(netSpec)} {
 		f.Add(src)
 	}
 	f.Fuzz(func(t *testing.T, src string) {
@@ -147,12 +150,12 @@ func FuzzPinInText(f *testing.F) {
 		if !ok {
 			return
 		}
-		// The same document made of its encoding, without its positions,
-		// pins to the same text.
-		if encoded, ok := fromEncoding("t.yaml", doc.Source, EncodeValidated(doc)); !ok {
-			t.Fatal("the encoding does not read back")
-		} else if again, ok := pinInText(encoded, vnis); !ok || string(again.Source) != string(text.Source) || !reflect.DeepEqual(again.Spec, text.Spec) {
-			t.Fatalf("pinned from its encoding (%v):\n%s\nfrom its YAML:\n%s", ok, again.Source, text.Source)
+		// The same document made as a cache makes it, without its
+		// positions, pins to the same text.
+		if kept, err := FromValidated("t.yaml", doc.Source, doc.Spec, doc.AppendAnchors(nil)); err != nil {
+			t.Fatalf("the anchors do not read back: %v", err)
+		} else if again, ok := pinInText(kept, vnis); !ok || string(again.Source) != string(text.Source) || !reflect.DeepEqual(again.Spec, text.Spec) {
+			t.Fatalf("pinned as kept (%v):\n%s\nfrom its YAML:\n%s", ok, again.Source, text.Source)
 		}
 		loaded, err := Load("t.yaml", text.Source)
 		if err != nil {
@@ -169,12 +172,12 @@ func FuzzPinInText(f *testing.F) {
 	})
 }
 
-// TestPinFromCache pins documents made without decoding their YAML (from
-// a Cache, in memory and in its files, and from a stored encoding), and
-// documents pinned before: each must give the source, spec and positions
-// that pinning the freshly loaded document gives.
-func TestPinFromCache(t *testing.T) {
-	for _, src := range []string{netSpec, blockNetSpec, string(GeneratedNetworks(50)), flowList(netSpec)} {
+// TestPinWithoutDecoding pins documents made as a cache makes them
+// (FromValidated, with the anchors AppendAnchors wrote): each pins to what
+// the freshly loaded document pins to, without reading its YAML's
+// positions.
+func TestPinWithoutDecoding(t *testing.T) {
+	for _, src := range []string{netSpec, blockNetSpec, string(spectest.Networks(50)), flowList(netSpec)} {
 		fresh, err := Load("t.yaml", []byte(src))
 		if err != nil {
 			t.Fatal(err)
@@ -183,43 +186,43 @@ func TestPinFromCache(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ref, err := Load("t.yaml", want.Source) // with all its positions
+		kept, err := FromValidated("t.yaml", fresh.Source, fresh.Spec, fresh.AppendAnchors(nil))
 		if err != nil {
 			t.Fatal(err)
 		}
-		dir := t.TempDir()
-		c := NewCache(dir)
-		if _, err := c.Load("t.yaml", []byte(src)); err != nil {
-			t.Fatal(err)
-		}
-		fromMemory, _ := c.Load("t.yaml", []byte(src))
-		fromFile, _ := NewCache(dir).Load("t.yaml", []byte(src))
-		encoded, err := DecodeValidated("t.yaml", []byte(src), EncodeValidated(fresh))
+		got, err := PinVNIs(kept, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		// A cached document whose positions were asked for already.
-		located, _ := c.Load("t.yaml", []byte(src))
-		located.PosOf("networks")
-		for what, doc := range map[string]*Document{"memory": fromMemory, "file": fromFile, "encoded": encoded, "located": located} {
-			if doc.located == nil {
-				t.Fatalf("%s: the document was decoded", what)
-			}
-			got, err := PinVNIs(doc, nil)
-			if err != nil {
-				t.Fatalf("%s: %v", what, err)
-			}
-			sameDocument(t, what, got, ref)
+		if kept.located.positions != nil {
+			t.Errorf("pinning read the positions of a document made without them")
 		}
-		// The pinned document, kept and read back, pins to itself.
-		c.Add(want)
-		kept, ok := c.lookup("t.yaml", want.Source)
-		if !ok {
-			t.Fatal("the pinned document was not kept")
+		if string(got.Source) != string(want.Source) || !reflect.DeepEqual(got.Spec, want.Spec) {
+			t.Errorf("pinned without decoding:\n%s\nfrom the loaded document:\n%s", got.Source, want.Source)
 		}
-		again, err := PinVNIs(kept, want.Spec)
-		if err != nil || string(again.Source) != string(want.Source) {
-			t.Errorf("pinning the kept pinned document changed it (%v)", err)
+	}
+}
+
+// TestDamagedAnchors gives FromValidated anchors that are not what
+// AppendAnchors wrote of the spec: each is refused.
+func TestDamagedAnchors(t *testing.T) {
+	doc, err := Load("t.yaml", []byte(netSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := doc.AppendAnchors(nil)
+	for what, anchors := range map[string][]byte{
+		"none":               nil,
+		"cut":                good[:len(good)-1],
+		"one more byte":      append(append([]byte{}, good...), 0),
+		"another count":      append([]byte{byte(len(doc.Spec.Networks) + 2)}, good[1:]...),
+		"unknown, then more": {0, 1},
+	} {
+		if _, err := FromValidated("t.yaml", doc.Source, doc.Spec, anchors); !errors.Is(err, ErrDamagedAnchors) {
+			t.Errorf("%s: %v, want ErrDamagedAnchors", what, err)
 		}
+	}
+	if kept, err := FromValidated("t.yaml", doc.Source, doc.Spec, []byte{0}); err != nil || kept.located.anchors != nil {
+		t.Errorf("unknown anchors: %v", err)
 	}
 }

@@ -2,6 +2,10 @@
 // infrastructure, reads it from YAML with the position of every field, and
 // validates it. It knows nothing of the kernel: what the spec means on Linux
 // is decided by package plan.
+//
+// What makes loading fast lives beside it: fastyaml parses the plain shape
+// of large specs, speccache keeps validated specs in a binary form, and
+// spectest generates specs for tests.
 package spec
 
 import (

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vnet-project/vnet/internal/spec/spectest"
 )
 
 func TestExamplesAreValid(t *testing.T) {
@@ -33,7 +35,7 @@ func TestBadSpecs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := WantedError(src)
+			want := spectest.WantedError(src)
 			if want == "" {
 				t.Fatal("no '# want:' line")
 			}

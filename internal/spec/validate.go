@@ -58,11 +58,13 @@ const (
 var reservedLinkNames = map[string]bool{"all": true, "default": true}
 
 // Validate checks everything that can be checked without the kernel: names,
-// references between objects, addresses, MTUs. It returns every problem.
+// references between objects, addresses, MTUs. It returns every problem; a
+// document it finds none in counts as validated (Document.Validated).
 func Validate(doc *Document) Errors {
 	v := &validator{doc: doc, s: doc.Spec, x: newIndex(doc.Spec)}
 	v.run()
 	sortErrors(v.errs)
+	doc.valid = len(v.errs) == 0
 	return v.errs
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/spec/speccache"
 )
 
 // ErrNotFound is returned for an infrastructure the store does not know.
@@ -46,9 +47,9 @@ type Record struct {
 	// Engine is the build of vnet that made the apply: an apply by another
 	// build reads the whole host, since its model may differ.
 	Engine string `json:"engine,omitempty"`
-	// SpecEncoded is the spec in compact form (spec.EncodeValidated),
+	// SpecEncoded is the spec in compact form (speccache.EncodeValidated),
 	// when the apply stored it: a reader of the same build makes the spec
-	// of it instead of decoding the YAML (spec.DecodeValidated), and any
+	// of it instead of decoding the YAML (speccache.DecodeValidated), and any
 	// other reader ignores it.
 	SpecEncoded []byte `json:"spec_encoded,omitempty"`
 	// Damage, when set, says why what is stored under the record's name
@@ -99,7 +100,7 @@ func (r *Record) Doc() (*spec.Document, error) {
 // stored one beside the YAML and it holds a valid spec (see encoded), or
 // else through the cache (nil: none), which spares a reader that read the
 // same bytes before decoding them.
-func (r *Record) DocVia(c *spec.Cache) (*spec.Document, error) { return r.docOr(c.Decode) }
+func (r *Record) DocVia(c *speccache.Cache) (*spec.Document, error) { return r.docOr(c.Decode) }
 
 // Valid is the spec a host agent realizes of a record: the spec its
 // compact encoding holds, when that encoding is bound to the record's
@@ -109,7 +110,7 @@ func (r *Record) DocVia(c *spec.Cache) (*spec.Document, error) { return r.docOr(
 // apply` accepts, named as the record is, and the one vnet status shows
 // (DocVia). A record whose stored value does not read, or holds another
 // infrastructure's spec, is an error wrapping ErrDamagedRecord.
-func (r *Record) Valid(c *spec.Cache) (*spec.Document, error) { return r.docOr(c.Load) }
+func (r *Record) Valid(c *speccache.Cache) (*spec.Document, error) { return r.docOr(c.Load) }
 
 // docOr is the record's spec made of its encoding (see encoded), or else
 // of its YAML by load.
@@ -138,7 +139,7 @@ func (r *Record) encoded() (*spec.Document, bool) {
 	if len(r.SpecEncoded) == 0 {
 		return nil, false
 	}
-	doc, err := spec.DecodeValidated(r.SpecFile, r.Spec, r.SpecEncoded)
+	doc, err := speccache.DecodeValidated(r.SpecFile, r.Spec, r.SpecEncoded)
 	if err != nil || !validates(doc.Spec) {
 		return nil, false
 	}
@@ -176,7 +177,7 @@ func (r *Record) named(doc *spec.Document) (*spec.Document, error) {
 // to be stored, so that networks keep their VNIs whatever networks come
 // and go around them. A stored spec that no longer reads only costs its
 // networks their old VNIs. Every apply that stores a spec pins it so.
-func PinVNIs(doc *spec.Document, old *Record, c *spec.Cache) (*spec.Document, error) {
+func PinVNIs(doc *spec.Document, old *Record, c *speccache.Cache) (*spec.Document, error) {
 	var previous *spec.Spec
 	if old != nil {
 		if d, err := old.DocVia(c); err == nil {

@@ -11,13 +11,13 @@ import (
 	"time"
 
 	"github.com/vnet-project/vnet/internal/plan"
-	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/spec/spectest"
 )
 
 // largeRecord has every field set, its spec the YAML of n generated
 // networks: compressed from a few hundred.
 func largeRecord(n int) *Record {
-	yaml := spec.GeneratedNetworks(n)
+	yaml := spectest.Networks(n)
 	return &Record{
 		Name: "big", SpecFile: "/etc/vnet/big.yaml", Spec: yaml,
 		Realized:   []plan.Resource{{Kind: plan.KindNetns, Name: "vnet-a", Mark: "m1"}},

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/spec/speccache"
+	"github.com/vnet-project/vnet/internal/spec/spectest"
 	"github.com/vnet-project/vnet/internal/store"
 )
 
@@ -22,7 +24,7 @@ vms: [{name: vm1, host: hv1, nics: [{network: n1, ip: 10.1.0.10/24}]}]
 func stored(name, src string) *store.Record {
 	r := &store.Record{Name: name, SpecFile: name + ".yaml", Spec: []byte(src), Generation: 3}
 	if doc, err := spec.Load(r.SpecFile, r.Spec); err == nil {
-		r.SpecEncoded = spec.EncodeValidated(doc)
+		r.SpecEncoded = speccache.EncodeValidated(doc)
 	}
 	return r
 }
@@ -46,7 +48,7 @@ func invalidEncoding(t *testing.T, name, src string) *store.Record {
 		t.Fatal(err)
 	}
 	doc.Spec.VMs[0].Name = "../../evil"
-	return &store.Record{Name: name, SpecFile: name + ".yaml", Spec: []byte(src), Generation: 3, SpecEncoded: spec.EncodeValidated(doc)}
+	return &store.Record{Name: name, SpecFile: name + ".yaml", Spec: []byte(src), Generation: 3, SpecEncoded: speccache.EncodeValidated(doc)}
 }
 
 // damages are what may stand under /vnet/infra/NAME: the value etcd
@@ -57,7 +59,7 @@ func damages(t *testing.T, name string) []struct {
 	specOnly    bool // the record reads; its spec does not load
 	shown       bool // but it decodes, for status to show (DocVia)
 } {
-	big := value(t, stored(name, string(spec.GeneratedNetworks(300))))
+	big := value(t, stored(name, string(spectest.Networks(300))))
 	random := make([]byte, 4096)
 	for i := range random {
 		random[i] = byte(rand.IntN(256))
@@ -154,7 +156,7 @@ func TestDamagedRecordIsItsInfrastructuresAlone(t *testing.T) {
 func TestEncodingOfAnInvalidSpecIsNotTaken(t *testing.T) {
 	src := fmt.Sprintf(goodSpec, "inc")
 	rec := invalidEncoding(t, "inc", src)
-	if doc, err := spec.DecodeValidated(rec.SpecFile, rec.Spec, rec.SpecEncoded); err != nil || doc.Spec.VMs[0].Name != "../../evil" {
+	if doc, err := speccache.DecodeValidated(rec.SpecFile, rec.Spec, rec.SpecEncoded); err != nil || doc.Spec.VMs[0].Name != "../../evil" {
 		t.Fatalf("the encoding does not hold the invalid spec the test means: %v", err)
 	}
 	for what, load := range map[string]func() (*spec.Document, error){

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/spec/speccache"
+	"github.com/vnet-project/vnet/internal/spec/spectest"
 	"github.com/vnet-project/vnet/internal/store"
 )
 
@@ -12,13 +14,13 @@ import (
 // generated networks, with its spec's encoding or without.
 func benchRecord(b *testing.B, n int, withEncoding bool) *store.Record {
 	b.Helper()
-	doc, err := spec.Load("big.yaml", spec.GeneratedNetworks(n))
+	doc, err := spec.Load("big.yaml", spectest.Networks(n))
 	if err != nil {
 		b.Fatal(err)
 	}
 	r := &store.Record{Name: "big", SpecFile: "big.yaml", Spec: doc.Source, Generation: 1}
 	if withEncoding {
-		r.SpecEncoded = spec.EncodeValidated(doc)
+		r.SpecEncoded = speccache.EncodeValidated(doc)
 	}
 	return r
 }
@@ -48,7 +50,7 @@ func BenchmarkAgentLoad(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					if _, err := spec.DecodeValidated(rec.SpecFile, rec.Spec, rec.SpecEncoded); err != nil {
+					if _, err := speccache.DecodeValidated(rec.SpecFile, rec.Spec, rec.SpecEncoded); err != nil {
 						b.Fatal(err)
 					}
 				}

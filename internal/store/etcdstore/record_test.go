@@ -11,6 +11,7 @@ import (
 
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/spec/spectest"
 	"github.com/vnet-project/vnet/internal/store"
 )
 
@@ -26,7 +27,7 @@ func incompressible(seed uint64, n int) []byte {
 // fullRecord has every field set, its spec the YAML of n generated
 // networks.
 func fullRecord(n int) *store.Record {
-	yaml := spec.GeneratedNetworks(n)
+	yaml := spectest.Networks(n)
 	return &store.Record{
 		Name: "big", SpecFile: "/etc/vnet/big.yaml", Spec: yaml,
 		Realized: []plan.Resource{
@@ -68,7 +69,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		{"large, compressed", fullRecord(1000), true},
 		{"large without encoding", noEncoding, true},
 		{"large with an empty spec", emptySpec, true},
-		{"large with an empty encoding", &store.Record{Name: "e", Spec: spec.GeneratedNetworks(1000), SpecEncoded: []byte{}}, true},
+		{"large with an empty encoding", &store.Record{Name: "e", Spec: spectest.Networks(1000), SpecEncoded: []byte{}}, true},
 		{"incompressible", &store.Record{Name: "rnd", Spec: incompressible(1, 200<<10), SpecEncoded: incompressible(2, 100<<10)}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

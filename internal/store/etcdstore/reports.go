@@ -11,9 +11,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vnet-project/vnet/internal/reconcile"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/vnet-project/vnet/internal/status"
 )
 
 // DefaultReportTTL is how long a host's report outlives its agent.
@@ -37,7 +38,7 @@ type Report struct {
 	// Security is what the firewall rules of the host's ports with port
 	// security or an ACL counted, as CompactSecurity leaves it: only
 	// non-zero counters, at most MaxReportedPorts ports.
-	Security []reconcile.SecurityStatus `json:"security,omitempty"`
+	Security []status.PortSecurity `json:"security,omitempty"`
 	// SecurityOmitted is how many more ports have a policy than Security
 	// holds.
 	SecurityOmitted int `json:"security_omitted,omitempty"`
@@ -56,11 +57,11 @@ const MaxReportedPorts = 256
 // whose rules counted something are kept before those whose rules did not,
 // by port; it returns the ports kept, by port, and how many were left out.
 // ports is not changed.
-func CompactSecurity(ports []reconcile.SecurityStatus, max int) ([]reconcile.SecurityStatus, int) {
+func CompactSecurity(ports []status.PortSecurity, max int) ([]status.PortSecurity, int) {
 	if max <= 0 {
 		max = MaxReportedPorts
 	}
-	out := make([]reconcile.SecurityStatus, 0, len(ports))
+	out := make([]status.PortSecurity, 0, len(ports))
 	for _, p := range ports {
 		var c map[string]uint64
 		for label, n := range p.Counters {

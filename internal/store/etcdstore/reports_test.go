@@ -8,30 +8,30 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vnet-project/vnet/internal/reconcile"
+	"github.com/vnet-project/vnet/internal/status"
 )
 
 func TestCompactSecurity(t *testing.T) {
-	port := func(name string, c map[string]uint64) reconcile.SecurityStatus {
-		return reconcile.SecurityStatus{Port: name, PortGroup: "pg", Link: "vn" + name, Policy: "mac", Counters: c}
+	port := func(name string, c map[string]uint64) status.PortSecurity {
+		return status.PortSecurity{Port: name, PortGroup: "pg", Link: "vn" + name, Policy: "mac", Counters: c}
 	}
 	cases := []struct {
 		name        string
-		in          []reconcile.SecurityStatus
+		in          []status.PortSecurity
 		max         int
 		want        []string // port: counters, as kept
 		wantOmitted int
 	}{
 		{name: "none", in: nil, want: nil},
 		{name: "zeros left out, ports kept",
-			in:   []reconcile.SecurityStatus{port("b", map[string]uint64{"forged-mac": 3, "ra-guard": 0}), port("a", map[string]uint64{"forged-mac": 0})},
+			in:   []status.PortSecurity{port("b", map[string]uint64{"forged-mac": 3, "ra-guard": 0}), port("a", map[string]uint64{"forged-mac": 0})},
 			want: []string{"a: map[]", "b: map[forged-mac:3]"}},
 		{name: "bound keeps ports that counted, by port",
-			in: []reconcile.SecurityStatus{port("a", nil), port("b", map[string]uint64{"acl[0]": 1}), port("c", nil),
+			in: []status.PortSecurity{port("a", nil), port("b", map[string]uint64{"acl[0]": 1}), port("c", nil),
 				port("d", map[string]uint64{"acl-default": 2}), port("e", map[string]uint64{"acl[1]": 0})},
 			max: 3, want: []string{"a: map[]", "b: map[acl[0]:1]", "d: map[acl-default:2]"}, wantOmitted: 2},
 		{name: "bound with every port counting",
-			in:  []reconcile.SecurityStatus{port("c", map[string]uint64{"x": 1}), port("b", map[string]uint64{"x": 1}), port("a", map[string]uint64{"x": 1})},
+			in:  []status.PortSecurity{port("c", map[string]uint64{"x": 1}), port("b", map[string]uint64{"x": 1}), port("a", map[string]uint64{"x": 1})},
 			max: 2, want: []string{"a: map[x:1]", "b: map[x:1]"}, wantOmitted: 1},
 	}
 	for _, c := range cases {
@@ -60,7 +60,7 @@ func TestReportEncoding(t *testing.T) {
 	if strings.Contains(string(plain), "security") {
 		t.Errorf("a report without counters names them: %s", plain)
 	}
-	sec, omitted := CompactSecurity([]reconcile.SecurityStatus{
+	sec, omitted := CompactSecurity([]status.PortSecurity{
 		{Port: "web1 eth0", PortGroup: "pg-web", Link: "vn0123456789", Policy: "mac, ra, unicast, acl(2 rules, default deny)",
 			Counters: map[string]uint64{"acl[0]": 4, "acl-default": 6, "forged-mac": 0}},
 	}, 0)
@@ -83,9 +83,9 @@ func TestReportEncoding(t *testing.T) {
 	}
 	// The bound holds the JSON of a full report to what MaxReportedPorts
 	// promises.
-	var many []reconcile.SecurityStatus
+	var many []status.PortSecurity
 	for i := range MaxReportedPorts + 10 {
-		many = append(many, reconcile.SecurityStatus{Port: fmt.Sprintf("vm%04d eth0", i), PortGroup: "pg-web", Link: "vn0123456789",
+		many = append(many, status.PortSecurity{Port: fmt.Sprintf("vm%04d eth0", i), PortGroup: "pg-web", Link: "vn0123456789",
 			Policy:   "mac, ip, ra, unicast, acl(2 rules, default deny)",
 			Counters: map[string]uint64{"acl[0]": 123456, "acl[1]": 123456, "acl-default": 123456, "forged-mac": 12}})
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/spec/speccache"
+	"github.com/vnet-project/vnet/internal/spec/spectest"
 	"github.com/vnet-project/vnet/internal/store"
 )
 
@@ -82,14 +84,14 @@ func TestLargeSpecFitsTheDefaultRequestLimit(t *testing.T) {
 		t.Skip("loads a spec of 16,000 networks")
 	}
 	s := openDefaultEtcd(t)
-	doc, err := spec.Load("big.yaml", spec.GeneratedNetworks(16000))
+	doc, err := spec.Load("big.yaml", spectest.Networks(16000))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(doc.Source) < 3<<20 {
 		t.Fatalf("the spec is %d bytes, want 3 MiB", len(doc.Source))
 	}
-	r := &store.Record{Name: "big", SpecFile: doc.File, Spec: doc.Source, SpecEncoded: spec.EncodeValidated(doc), Generation: 1}
+	r := &store.Record{Name: "big", SpecFile: doc.File, Spec: doc.Source, SpecEncoded: speccache.EncodeValidated(doc), Generation: 1}
 	rev, err := s.PutIf(r, 0)
 	if err != nil {
 		t.Fatalf("PutIf of a %d-byte spec: %v", len(r.Spec), err)

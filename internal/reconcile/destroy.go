@@ -1,0 +1,95 @@
+package reconcile
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/store"
+)
+
+// Destroy removes everything of the infrastructure this store made, and
+// only that: its namespaces (with what runs in them), links and cgroups.
+// Namespaces that only look like the infrastructure's are left, and the log
+// says so. It carries on past failures and reports them all.
+func (e *Engine) Destroy(name string) (plan.Plan, error) {
+	unlock, err := e.Store.Lock(name)
+	if err != nil {
+		return plan.Plan{}, fmt.Errorf("destroy %s: %w", name, err)
+	}
+	defer unlock()
+	lap := e.stopwatch()
+	if _, err := e.Sweep(name); err != nil {
+		return plan.Plan{}, fmt.Errorf("destroy %s: %w", name, err)
+	}
+	lap("sweep")
+	observed, err := e.DP.Observe(name, nil)
+	if err != nil {
+		return plan.Plan{}, fmt.Errorf("observe %s: %w", name, err)
+	}
+	lap("observe (%d resources)", len(observed))
+	mine, strangers := e.claim(name, observed, nil)
+	for _, s := range strangers {
+		e.logf("left %s\n", s)
+	}
+	p := plan.Diff(nil, mine)
+	lap("claim and plan (%d actions)", len(p.Actions))
+	// A destroy killed halfway leaves the record beside a half-emptied
+	// host; the next apply must then read everything, not only what its
+	// spec changes since the record.
+	if !p.Empty() {
+		if err := e.setPending(name); err != nil {
+			return p, fmt.Errorf("destroy %s: %w", name, err)
+		}
+	}
+	var errs []error
+	if bd, ok := e.DP.(BatchDeleter); ok {
+		errs = bd.DeleteAll(p.Actions, e.stopwatch())
+	} else {
+		for _, a := range p.Actions {
+			if err := e.DP.Execute(a); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return p, fmt.Errorf("destroy %s: %w", name, errors.Join(errs...))
+	}
+	lap("delete")
+	if err := e.Store.Delete(name); err != nil {
+		return p, fmt.Errorf("destroy %s: forget state: %w", name, err)
+	}
+	e.clearPending(name)
+	lap("forget the record")
+	return p, nil
+}
+
+// mustSweep reports whether an apply sweeps first. A host agent's pass
+// for a change does not when the store says the last apply or destroy
+// finished: what a killed command leaves, it leaves with that note set
+// (setPending), and a sweep reads every namespace entry of the machine,
+// tens of thousands at scale. Its full passes sweep, as every other
+// apply does.
+func (e *Engine) mustSweep(name string) bool {
+	p, journaled := e.Store.(store.Pending)
+	return e.Host == "" || e.Full || !journaled || p.IsPending(name)
+}
+
+// Sweep removes what a command killed halfway left of the infrastructure
+// that no plan sees, and says what it removed. Apply and Destroy sweep
+// first; everything else such a command leaves is a resource the next
+// plan finishes or removes.
+func (e *Engine) Sweep(name string) ([]string, error) {
+	sw, ok := e.DP.(Sweeper)
+	if !ok {
+		return nil, nil
+	}
+	done, err := sw.Sweep(name)
+	for _, what := range done {
+		e.logf("removed what an interrupted command left: %s\n", what)
+	}
+	if err != nil {
+		return done, fmt.Errorf("remove what an interrupted command left: %w", err)
+	}
+	return done, nil
+}

@@ -1,0 +1,174 @@
+package reconcile
+
+import (
+	"errors"
+	"time"
+
+	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/store"
+)
+
+// model is the desired state. Teams keep the assignments observed (LBT
+// moves, failovers without failback) and team-wide limits their split;
+// every uplink counts as up: apply brings them up. Offloads that last, the
+// spec of the last apply (nil before the first), set and this one drops go
+// back to a veth's defaults.
+func (e *Engine) model(doc *spec.Document, observed []plan.Resource, last *spec.Spec) []plan.Resource {
+	desired := e.markOwn(doc.Spec.Name, plan.Model(doc.Spec, e.scoped(plan.Options{NumCPU: e.numCPU(), Teams: plan.Assignments(observed), PoolCeils: plan.PoolCeils(observed),
+		Now: time.Now().UTC().Truncate(time.Second)})))
+	if last == nil || last == doc.Spec { // the same spec drops no offloads
+		return desired
+	}
+	return plan.ResetDroppedOffloads(desired, plan.Model(last, e.scoped(plan.Options{NumCPU: e.numCPU()})))
+}
+
+// modelSet makes the models an apply needs, each once: the specs' models
+// made without what observation tells are the same as those made with it
+// when observation tells nothing (no team assignments, pool splits or
+// uplinks down), as it does for an infrastructure without teams or pools.
+type modelSet struct {
+	e          *Engine
+	doc        *spec.Document
+	last       *spec.Spec      // nil before the first apply
+	next, prev []plan.Resource // of doc and of last, with no observation
+	opt        plan.Options    // what they were made with
+	// otherBuild says the last apply was made by another build of vnet,
+	// whose model of the same spec may differ from this one's.
+	otherBuild bool
+	// plain is desired when observation tells nothing, made once: an
+	// apply asks for it before and after it observes.
+	plain []plan.Resource
+	// change, when set, is how next was spliced from prev: the resources
+	// the two can disagree on.
+	change *plan.Splice
+}
+
+// models reads the record of the last apply (nil before the first) and
+// makes the models of both specs, the last one's meanwhile. When the memo
+// holds the last spec's model and the change is one of virtual networks,
+// the next model is that one with the touched networks modelled again
+// (plan.SpliceModel).
+func (e *Engine) models(doc *spec.Document) (*store.Record, *modelSet, error) {
+	opt := e.scoped(plan.Options{NumCPU: e.numCPU()})
+	m := &modelSet{e: e, doc: doc, opt: opt}
+	if rec, ok := e.splice(doc, m); ok {
+		return rec, m, nil
+	}
+	var rec *store.Record
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		rec, err = e.lastRecord(doc.Spec.Name)
+		if errors.Is(err, store.ErrNotFound) {
+			rec, err = nil, nil
+		}
+		if rec == nil || sameSpec(rec, doc) {
+			return // none, or the last spec is this one: its model is m.next
+		}
+		if s, model, ok := e.Memo.get(doc.Spec.Name, rec.Spec, opt); ok {
+			m.last, m.prev = s, model
+		} else if m.last = e.specOf(rec); m.last != nil {
+			m.prev = plan.Model(m.last, opt)
+		}
+		if m.last != nil {
+			m.otherBuild = rec.Engine != engineBuild()
+		}
+	}()
+	m.next = plan.Model(doc.Spec, opt)
+	<-done
+	if err == nil && sameSpec(rec, doc) {
+		m.last, m.prev = doc.Spec, m.next
+		m.otherBuild = rec.Engine != engineBuild()
+	}
+	return rec, m, err
+}
+
+// splice makes m's models of the memo's model of the last apply, when it
+// holds the record's spec and the change is one plan.SpliceModel bounds.
+func (e *Engine) splice(doc *spec.Document, m *modelSet) (*store.Record, bool) {
+	if e.Memo == nil {
+		return nil, false
+	}
+	rec, err := e.lastRecord(doc.Spec.Name)
+	if err != nil || sameSpec(rec, doc) {
+		return nil, false
+	}
+	kept, ok := e.Memo.entry(doc.Spec.Name, rec.Spec, m.opt)
+	if !ok {
+		return nil, false
+	}
+	sp, ok := plan.SpliceModel(kept.spec, doc.Spec, kept.model, kept.keys, m.opt)
+	if !ok {
+		return nil, false
+	}
+	m.last, m.prev, m.next, m.change = kept.spec, kept.model, sp.Model, &sp
+	if sameSlice(sp.Model, kept.model) && len(kept.desired) == len(kept.model) &&
+		!plan.HasKind(kept.model, plan.KindOffloads) {
+		// Nothing of the host changes: the desired state is the last
+		// one's, as the last apply made it of the same model (which
+		// reset no offloads an earlier spec set: a model without
+		// offloads resets none).
+		m.plain = kept.desired
+	}
+	m.otherBuild = rec.Engine != engineBuild()
+	return rec, true
+}
+
+// sameSlice reports whether two slices are one: the same elements in
+// the same memory.
+func sameSlice(a, b []plan.Resource) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// desired is the model of the spec in the light of what was observed (see
+// model).
+func (m *modelSet) desired(observed []plan.Resource) []plan.Resource {
+	teams, ceils := plan.Assignments(observed), plan.PoolCeils(observed)
+	next := m.next
+	plain := len(teams) == 0 && len(ceils) == 0 && !hasSteer(next)
+	if plain && m.plain != nil {
+		return m.plain
+	}
+	if !plain {
+		next = plan.Model(m.doc.Spec, m.e.scoped(plan.Options{NumCPU: m.e.numCPU(), Teams: teams, PoolCeils: ceils,
+			Now: time.Now().UTC().Truncate(time.Second)}))
+	}
+	desired := m.e.markOwn(m.doc.Spec.Name, next)
+	if m.last != nil {
+		desired = plan.ResetDroppedOffloads(desired, m.prev)
+	}
+	if plain {
+		m.plain = desired
+	}
+	return desired
+}
+
+// realized is realizedModel, made once more only when observation tells
+// something.
+func (m *modelSet) realized(observed []plan.Resource) []plan.Resource {
+	if m.last == nil {
+		return nil
+	}
+	if len(plan.Assignments(observed)) == 0 && len(plan.PoolCeils(observed)) == 0 && len(downUplinks(m.last, observed)) == 0 {
+		return m.prev
+	}
+	return m.e.realizedModel(m.last, observed)
+}
+
+// hasSteer reports whether a model steers (teams): what it makes then
+// depends on the time (plan.Options.Now).
+func hasSteer(rs []plan.Resource) bool { return plan.HasKind(rs, plan.KindSteer) }
+
+// realizedModel is what last, the spec of the last apply, makes of the host
+// as it is: with its uplinks up or down, and the agent's assignments and
+// splits. It explains the steering programs the kernel holds, so that a
+// rollback can make them again.
+func (e *Engine) realizedModel(last *spec.Spec, observed []plan.Resource) []plan.Resource {
+	if last == nil {
+		return nil
+	}
+	return plan.Model(last, e.scoped(plan.Options{NumCPU: e.numCPU(), Teams: plan.Assignments(observed), PoolCeils: plan.PoolCeils(observed),
+		Down: downUplinks(last, observed)}))
+}

@@ -1,0 +1,104 @@
+package reconcile
+
+import (
+	"bytes"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/store"
+)
+
+// lastRecord reads the record of the last apply, without what was realized
+// where the store can (see listedIn).
+func (e *Engine) lastRecord(name string) (*store.Record, error) {
+	if h, ok := e.Store.(store.HeadReader); ok {
+		return h.Head(name)
+	}
+	return e.Store.Get(name)
+}
+
+// lastSpec is the spec of the last apply of doc's infrastructure, or nil;
+// doc's own when the record holds the same file.
+func (e *Engine) lastSpec(doc *spec.Document) *spec.Spec {
+	rec, err := e.lastRecord(doc.Spec.Name)
+	if err != nil {
+		return nil
+	}
+	if sameSpec(rec, doc) {
+		return doc.Spec
+	}
+	return e.specOf(rec)
+}
+
+// sameSpec reports whether a record (nil: none) holds doc as it was
+// applied, byte for byte: then its spec need not be decoded again.
+func sameSpec(rec *store.Record, doc *spec.Document) bool {
+	return rec != nil && len(doc.Source) > 0 && rec.SpecFile == doc.File && bytes.Equal(rec.Spec, doc.Source)
+}
+
+// specOf is a record's spec, or nil.
+func (e *Engine) specOf(rec *store.Record) *spec.Spec {
+	if rec == nil {
+		return nil
+	}
+	doc, err := e.Specs.Decode(rec.SpecFile, rec.Spec)
+	if err != nil {
+		return nil
+	}
+	return doc.Spec
+}
+
+// record stores the apply; old is the record it read (nil: none), which
+// the infrastructure's lock kept current.
+func (e *Engine) record(doc *spec.Document, old *store.Record, realized []plan.Resource, changed bool) error {
+	gen := 0
+	if old != nil {
+		gen = old.Generation
+	}
+	if changed {
+		gen++
+	}
+	err := e.Store.Put(&store.Record{Name: doc.Spec.Name, SpecFile: doc.File, Spec: doc.Source,
+		Realized: realized, Generation: gen, AppliedAt: time.Now().UTC(), Engine: engineBuild()})
+	if err == nil {
+		e.Specs.Add(doc)
+	}
+	return err
+}
+
+// engineBuild names this build of vnet: its module version and, when the
+// binary was built from a checkout, the commit and whether it was modified.
+var engineBuild = sync.OnceValue(func() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	build := info.Main.Version
+	for _, kv := range info.Settings {
+		switch kv.Key {
+		case "vcs.revision", "vcs.modified":
+			build += " " + kv.Key + "=" + kv.Value
+		}
+	}
+	return build
+})
+
+// setPending notes, where the store can, that the host begins to change:
+// should the apply be killed, the next one reads everything.
+func (e *Engine) setPending(name string) error {
+	if p, ok := e.Store.(store.Pending); ok {
+		return p.SetPending(name)
+	}
+	return nil
+}
+
+// clearPending notes that the host is as the record says. Should it fail,
+// the next apply is merely full.
+func (e *Engine) clearPending(name string) {
+	if p, ok := e.Store.(store.Pending); ok {
+		_ = p.ClearPending(name)
+	}
+}

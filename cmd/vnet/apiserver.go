@@ -159,7 +159,7 @@ func statusRemote(cmd *cobra.Command, c *api.Client, args []string, output strin
 				return err
 			}
 			printClusterStatus(cmd.OutOrStdout(), clusterStatus{Name: name, SpecFile: st.SpecFile, Generation: st.Generation,
-				AppliedAt: info.AppliedAt, Converged: st.Cluster.Converged, Hosts: st.Cluster.Hosts}, time.Now())
+				AppliedAt: info.AppliedAt, Converged: st.Cluster.Converged, Hosts: st.Cluster.Hosts, Damaged: st.Cluster.Damaged}, time.Now())
 			continue
 		}
 		printStatus(cmd.OutOrStdout(), st.Infra)

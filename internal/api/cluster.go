@@ -37,6 +37,9 @@ type ClusterStatus struct {
 	Hosts     []etcdstore.HostView `json:"hosts"`
 	Lagging   []string             `json:"lagging,omitempty"`
 	Dead      []string             `json:"dead_agents,omitempty"`
+	// Damaged says why the record in etcd does not read as its spec:
+	// the hosts that still report the infrastructure are listed.
+	Damaged string `json:"damaged,omitempty"`
 }
 
 // ErrNotHere is wrapped by what a backend cannot do from where it runs:
@@ -91,10 +94,13 @@ func (c *Cluster) Plan(doc *spec.Document) (plan.Plan, error) {
 		return plan.Plan{}, err
 	default:
 		od, err := storedDoc(rec)
-		if err != nil {
+		switch {
+		case errors.Is(err, store.ErrDamagedRecord): // what it placed is not known: the new spec replaces it
+		case err != nil:
 			return plan.Plan{}, err
+		default:
+			old = od.Spec
 		}
-		old = od.Spec
 	}
 	if doc, err = store.PinVNIs(doc, rec, storedSpecs); err != nil {
 		return plan.Plan{}, err
@@ -177,14 +183,16 @@ func (c *Cluster) Destroy(name string) (plan.Plan, error) {
 	if err != nil {
 		return plan.Plan{}, fmt.Errorf("destroy %s: %w", name, err)
 	}
-	doc, err := storedDoc(rec)
-	if err != nil {
+	old := &spec.Spec{Name: name} // a damaged record's: what it placed is not known
+	if doc, err := storedDoc(rec); err == nil {
+		old = doc.Spec
+	} else if !errors.Is(err, store.ErrDamagedRecord) {
 		return plan.Plan{}, err
 	}
 	if err := c.Store.DeleteIf(name, rev); err != nil {
 		return plan.Plan{}, fmt.Errorf("destroy %s: %w", name, err)
 	}
-	return hostsPlan(doc.Spec, &spec.Spec{Name: name}), nil
+	return hostsPlan(old, &spec.Spec{Name: name}), nil
 }
 
 // Status is the spec's topology with each host's report: a host's state
@@ -196,10 +204,14 @@ func (c *Cluster) Status(name string) (*InfraStatus, error) {
 		return nil, err
 	}
 	doc, err := storedDoc(rec)
-	if err != nil {
-		return nil, err
+	reports, rerr := c.Store.Reports(name)
+	if rerr != nil {
+		return nil, rerr
 	}
-	reports, err := c.Store.Reports(name)
+	if errors.Is(err, store.ErrDamagedRecord) { // that infrastructure's alone
+		st := &status.Infra{Name: name, Hosts: []status.Host{}, Switches: []status.Switch{}, VMs: []status.VM{}, HostPorts: []status.Port{}}
+		return &InfraStatus{Infra: st, Cluster: &ClusterStatus{Hosts: etcdstore.Assess(0, nil, reports), Damaged: err.Error()}}, nil
+	}
 	if err != nil {
 		return nil, err
 	}

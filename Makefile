@@ -41,6 +41,8 @@ demo: build
 test:
 	$(GO) vet ./...
 	GO=$(GO) $(GO) run ./internal/nstest/testlog -count=1 -p 1 -timeout 14m ./...
+	# Port security the nftables way too, as on kernels without vnet's port programs.
+	VNET_PORT_POLICY=nftables $(GO) test -count=1 -run 'Security|PortSecurity|ACL' ./internal/reconcile
 	$(GO) test -run=^$$ -fuzz=FuzzReadMsg -fuzztime=400000x ./internal/netperf
 	$(GO) test -run=^$$ -fuzz=^FuzzDecode$$ -fuzztime=200000x ./internal/netperf/wire
 	$(GO) test -run=^$$ -fuzz=^FuzzLoad$$ -fuzztime=100000x ./internal/spec

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,16 +32,7 @@ func TestMain(m *testing.M) {
 
 func run(t *testing.T, stateDir string, args ...string) (string, int) {
 	t.Helper()
-	cmd := exec.Command(vnetBin, append([]string{"--state-dir", stateDir}, args...)...)
-	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return string(out), ee.ExitCode()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(out), 0
+	return vnetIn(t, stateDir, nil, args...)
 }
 
 // specName is a spec's top-level name, as written.

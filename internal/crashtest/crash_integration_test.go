@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vnet-project/vnet/internal/agent"
 	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/nstest"
 	"github.com/vnet-project/vnet/internal/plan"
@@ -154,10 +153,8 @@ func leftovers(t *testing.T, infra, state string, pids ...int) []string {
 			out = append(out, "cgroup "+filepath.Join(root, "vnet", infra))
 		}
 	}
-	for name, pids := range agent.All(state) {
-		if name == infra {
-			out = append(out, fmt.Sprintf("agent %v", pids))
-		}
+	if pids := agentProcesses(t, state, infra); len(pids) > 0 {
+		out = append(out, fmt.Sprintf("agent %v", pids))
 	}
 	return out
 }
@@ -179,7 +176,7 @@ func repaired(t *testing.T, infra, state, file string) {
 	if out := must(t, state, "apply", "--dry-run", "--full", file); !strings.Contains(out, "no changes") {
 		t.Errorf("after the repairing apply, a further one would change:\n%s", out)
 	}
-	agents := agent.All(state)[infra]
+	agents := agentProcesses(t, state, infra)
 	if len(agents) > 1 {
 		t.Errorf("%d agents run for %s: %v", len(agents), infra, agents)
 	}

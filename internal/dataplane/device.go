@@ -586,14 +586,16 @@ func observeDevice(link netlink.Link, ns, master, owner string, isolated bool) p
 }
 
 // HostFacts reads what a host's part of a spec names of the machine: the
-// links in its namespace (type, master, alias, speed) and which of the
-// namespaces exist (plan.CheckHostFacts).
+// links in its namespace (type, master, alias, speed, and whether the
+// machine's own traffic uses them) and which of the namespaces exist
+// (plan.CheckHostFacts).
 func (l *Linux) HostFacts(ns string, links, namespaces []string, underlay string) (plan.HostFacts, error) {
 	f := plan.HostFacts{Links: map[string]plan.LinkFacts{}, Netns: map[string]bool{}}
 	h, err := l.handle(ns)
 	if err != nil {
 		return f, err
 	}
+	named := map[int]string{} // index -> name, of the links found
 	for _, name := range links {
 		link, err := h.LinkByName(name)
 		if isGone(err) {
@@ -614,24 +616,67 @@ func (l *Linux) HostFacts(ns string, links, namespaces []string, underlay string
 		}
 		lf.Speed = linkSpeed(ns, name)
 		f.Links[name] = lf
+		named[a.Index] = name
 	}
 	for _, n := range namespaces {
 		f.Netns[n] = netnsExists(n)
 	}
-	if ip := net.ParseIP(underlay); ip != nil {
-		addrs, err := h.AddrList(nil, netlink.FAMILY_ALL)
-		if err != nil {
-			return f, fmt.Errorf("ip addr show: %w", err)
-		}
-		for _, a := range addrs {
-			if a.IP.Equal(ip) {
-				if link, err := h.LinkByIndex(a.LinkIndex); err == nil {
-					f.UnderlayLink = link.Attrs().Name
-				}
+	ip := net.ParseIP(underlay)
+	if ip == nil && len(named) == 0 {
+		return f, nil
+	}
+	addrs, err := h.AddrList(nil, netlink.FAMILY_ALL)
+	if err != nil {
+		return f, fmt.Errorf("ip addr show: %w", err)
+	}
+	for _, a := range addrs {
+		if ip != nil && a.IP.Equal(ip) {
+			if link, err := h.LinkByIndex(a.LinkIndex); err == nil {
+				f.UnderlayLink = link.Attrs().Name
 			}
+		}
+		if name, ok := named[a.LinkIndex]; ok && a.Scope == unix.RT_SCOPE_UNIVERSE {
+			lf := f.Links[name]
+			lf.Addresses = append(lf.Addresses, a.IPNet.String())
+			f.Links[name] = lf
+		}
+	}
+	if len(named) > 0 {
+		if err := markDefaultRoutes(h, named, f.Links); err != nil {
+			return f, err
 		}
 	}
 	return f, nil
+}
+
+// markDefaultRoutes sets DefaultRoute on the links (named, by index) that
+// a default route of the main table leaves through, by itself or as one
+// of its next hops.
+// Equivalent to: ip route show default; ip -6 route show default
+func markDefaultRoutes(h *netlink.Handle, named map[int]string, links map[string]plan.LinkFacts) error {
+	routes, err := h.RouteList(nil, netlink.FAMILY_ALL)
+	if err != nil {
+		return fmt.Errorf("ip route show: %w", err)
+	}
+	mark := func(index int) {
+		if name, ok := named[index]; ok {
+			lf := links[name]
+			lf.DefaultRoute = true
+			links[name] = lf
+		}
+	}
+	for _, r := range routes {
+		if r.Dst != nil {
+			if ones, _ := r.Dst.Mask.Size(); ones != 0 {
+				continue
+			}
+		}
+		mark(r.LinkIndex)
+		for _, nh := range r.MultiPath {
+			mark(nh.LinkIndex)
+		}
+	}
+	return nil
 }
 
 // linkSpeed is the link's speed in bit/s as the driver reports it, 0 when

@@ -36,7 +36,7 @@ func probeNeeds(needs []plan.Resource) probeSet {
 			s |= probeLinks
 		case plan.KindShaper:
 			s |= probeLinks | probeShaper
-		case plan.KindSteer:
+		case plan.KindSteer, plan.KindPortBPF:
 			s |= probeLinks | probeSteer
 		case plan.KindPool, plan.KindFilter:
 			s |= probePools

@@ -16,7 +16,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vnet-project/vnet/internal/agent"
 	"github.com/vnet-project/vnet/internal/events"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/reconcile"
@@ -24,6 +23,7 @@ import (
 	"github.com/vnet-project/vnet/internal/status"
 	"github.com/vnet-project/vnet/internal/store"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
+	"github.com/vnet-project/vnet/internal/teamagent"
 )
 
 // DefaultInterval is how often the agent reconciles without a change in
@@ -66,10 +66,10 @@ type Agent struct {
 	// the report.
 	Trace io.Writer
 
-	// TeamDP, when set, runs the lab's teaming agent (package agent) for
+	// TeamDP, when set, runs the lab's teaming agent (package teamagent) for
 	// each infrastructure that teams real uplinks on this host: failover
 	// on carrier loss, LBT, team-wide limit splits. Nil: none runs.
-	TeamDP agent.Dataplane
+	TeamDP teamagent.Dataplane
 
 	reporters map[string]*etcdstore.Reporter
 	last      map[string]etcdstore.Report // what each reporter last published
@@ -340,7 +340,7 @@ func (a *Agent) realized(name string) int {
 func (a *Agent) keepRealized(name string, recorded []plan.Resource) int {
 	var sec []plan.Resource
 	for i := range recorded {
-		if recorded[i].Kind == plan.KindPortSec {
+		if k := recorded[i].Kind; k == plan.KindPortSec || k == plan.KindPortBPF {
 			sec = append(sec, recorded[i])
 		}
 	}

@@ -153,7 +153,10 @@ func Snapshot(t testing.TB, infra string) []string {
 	return out
 }
 
-func snapshotNS(t testing.TB, ns string) []string {
+// Netlink returns a netlink handle in namespace ns, closed when the test
+// ends.
+func Netlink(t testing.TB, ns string) *netlink.Handle {
+	t.Helper()
 	h, err := netns.GetFromName(ns)
 	if err != nil {
 		t.Fatal(err)
@@ -163,7 +166,12 @@ func snapshotNS(t testing.TB, ns string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nl.Close()
+	t.Cleanup(nl.Close)
+	return nl
+}
+
+func snapshotNS(t testing.TB, ns string) []string {
+	nl := Netlink(t, ns)
 	links, err := nl.LinkList()
 	if err != nil {
 		t.Fatal(err)

@@ -164,7 +164,7 @@ func modifiable(o, d Resource) bool {
 		// or renaming it is a new pair.
 		return o.A.NS == d.A.NS && o.A.Name == d.A.Name && o.B.NS == d.B.NS && o.B.Name == d.B.Name
 	case KindNetns, KindBridge, KindLineRate, KindOffloads, KindCgroup, KindPool, KindShaper, KindSteer,
-		KindFirewall, KindPortSec, KindDevice:
+		KindFirewall, KindPortSec, KindPortBPF, KindDevice:
 		return true
 	}
 	return false

@@ -36,6 +36,10 @@ type Options struct {
 	// real NIC (spec.NIC.Device) whose spec gives no speed, as the device
 	// reports it (ethtool).
 	DeviceSpeeds map[string]uint64
+	// PortPrograms realizes port policies as tc/BPF programs on the ports
+	// (KindPortBPF) rather than in nftables (KindPortSec, KindFirewall):
+	// set where the kernel runs them (the dataplane says).
+	PortPrograms bool
 }
 
 // Model returns every kernel object that realizes the spec, in creation order.

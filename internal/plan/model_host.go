@@ -200,7 +200,7 @@ func hostModel(s *spec.Spec, opt Options) []Resource {
 	out = slices.Grow(out, len(labOut)+8*len(s.Networks))
 	for _, r := range labOut {
 		switch r.Kind {
-		case KindPortSec, KindFirewall:
+		case KindPortSec, KindFirewall, KindPortBPF:
 			sec = append(sec, r)
 			continue
 		case KindNetns:

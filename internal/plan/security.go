@@ -309,7 +309,7 @@ func HostPortSwitchPort(name string) string { return hostPortPeerName(name) }
 // plan line stays readable and a change still shows.
 func shortMatch(r Resource) string {
 	const keep = 240
-	if r.Kind != KindPortSec || len(r.Match) <= keep+40 {
+	if (r.Kind != KindPortSec && r.Kind != KindPortBPF) || len(r.Match) <= keep+40 {
 		return r.Match
 	}
 	cut := strings.LastIndex(r.Match[:keep], "; ")

@@ -141,8 +141,8 @@ const digestPrefix = "sha256:"
 
 // digested reports whether the kernel holds a kind's text as a digest:
 // steering programs, and port policies (nftables keeps at most 256 bytes of
-// a rule's user data).
-func digested(k Kind) bool { return k == KindSteer || k == KindPortSec }
+// a rule's user data; a tc filter's name holds a port program's).
+func digested(k Kind) bool { return k == KindSteer || k == KindPortSec || k == KindPortBPF }
 
 // IsDigest reports whether a steering resource's Match is a digest that no
 // model resolved: its program cannot be made again from it.

@@ -103,12 +103,24 @@ type Engine struct {
 // scoped gives the planner's options the engine's host.
 func (e *Engine) scoped(o plan.Options) plan.Options {
 	o.Host, o.HostNS, o.DeviceSpeeds = e.Host, e.HostNS, e.deviceSpeeds
+	o.PortPrograms = e.portPrograms()
 	if len(e.UplinksDown) > 0 {
 		down := maps.Clone(e.UplinksDown)
 		maps.Copy(down, o.Down)
 		o.Down = down
 	}
 	return o
+}
+
+// portPrograms reports whether the dataplane enforces port policies with
+// its tc/BPF programs on this machine.
+func (e *Engine) portPrograms() bool {
+	pp, ok := e.DP.(PortProgrammer)
+	if !ok {
+		return false
+	}
+	on, _ := pp.PortPrograms()
+	return on
 }
 
 func (e *Engine) numCPU() int {

@@ -32,8 +32,9 @@ var (
 )
 
 // fileLockWait is how long an operation waits for bbolt's file lock, which
-// others hold only for one short transaction.
-const fileLockWait = 10 * time.Second
+// others hold only for one short transaction. A variable so that a test
+// need not wait as long.
+var fileLockWait = 10 * time.Second
 
 // DefaultLockWait is how long Lock waits for another command to finish with
 // an infrastructure before it gives up.
@@ -230,7 +231,7 @@ func openFile(path string, readOnly bool) (*bolt.DB, error) {
 	})
 	switch {
 	case errors.Is(err, bolt.ErrTimeout):
-		return nil, fmt.Errorf("state store %s stayed locked for %s: another vnet process holds it", path, fileLockWait)
+		return nil, lockedError(fmt.Sprintf("state store %s stayed locked for %s: another vnet process holds it", path, fileLockWait))
 	case err == nil:
 		return db, nil
 	}

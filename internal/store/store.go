@@ -22,7 +22,8 @@ var ErrNotFound = errors.New("no such infrastructure")
 var ErrCorrupt = errors.New("state store is damaged")
 
 // ErrLocked is wrapped by errors about an infrastructure another command is
-// changing.
+// changing, and matches those about a state file another process held for
+// longer than an open waits: either way, trying again later may succeed.
 var ErrLocked = errors.New("infrastructure is locked")
 
 // ErrWriteKept is wrapped by the error of a write that reached state.db

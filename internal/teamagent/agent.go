@@ -1,9 +1,9 @@
-// Package agent keeps an infrastructure's uplink teams right while it
+// Package teamagent keeps an infrastructure's uplink teams right while it
 // runs: it follows the uplinks' state (a pulled cable fails over within a
 // second), samples their load for load-based teaming, re-steers ports and
 // tells the physical switch where moved MACs now live. Its decisions come
 // from packages teaming and plan; it only observes and acts.
-package agent
+package teamagent
 
 import (
 	"context"

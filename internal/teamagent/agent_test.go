@@ -1,4 +1,4 @@
-package agent_test
+package teamagent_test
 
 import (
 	"context"
@@ -13,12 +13,12 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/vnet-project/vnet/internal/agent"
 	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/nstest"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/teamagent"
 	"github.com/vnet-project/vnet/internal/teaming"
 )
 
@@ -87,7 +87,7 @@ func startAgent(t *testing.T, doc *spec.Document) *logBuffer {
 		t.Fatal(err)
 	}
 	log := &logBuffer{}
-	a := &agent.Agent{Infra: doc.Spec.Name, DP: dp, Log: log, Tick: 200 * time.Millisecond,
+	a := &teamagent.Agent{Infra: doc.Spec.Name, DP: dp, Log: log, Tick: 200 * time.Millisecond,
 		Spec: func() (*spec.Spec, error) { return doc.Spec, nil }}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

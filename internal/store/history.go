@@ -92,8 +92,20 @@ func (b *Bolt) AppendHistory(e history.Entry) (history.Entry, error) {
 		}
 		return pruneHistory(infra, e.Infra, r, e.Generation)
 	}
-	err := b.update(write, nil, write, b.goodWritten)
-	return e, err
+	return e, b.updateHistory(write)
+}
+
+// updateHistory makes a write of the history in state.db and its good
+// copy. A history's write is not taken back from state.db when the copy
+// cannot take it: the copy is removed, as after a deletion, and the next
+// write makes it anew, since an entry describes a change the record
+// already holds.
+func (b *Bolt) updateHistory(write func(*bolt.Tx) error) error {
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	kept, err := b.update(fileWrite{file: func(tx *bolt.Tx, _ *undoLog) error { return write(tx) }, mirror: write})
+	b.goodWritten(kept)
+	return err
 }
 
 // checkEntry refuses an entry no history should hold.
@@ -254,7 +266,7 @@ func (b *Bolt) SetHistoryRetention(r history.Retention) error {
 			return pruneHistory(top.Bucket(name), string(name), r, current)
 		})
 	}
-	return b.update(write, nil, write, b.goodWritten)
+	return b.updateHistory(write)
 }
 
 // DecodeRetention reads a stored retention; nothing stored is the default.

@@ -38,6 +38,15 @@ func checkOutput(out string, formats ...string) error {
 }
 
 // printAs prints v as JSON or YAML.
+// backendPrinting is the back end of a command that prints in one of the
+// formats, once the format asked for is one of them.
+func backendPrinting(output string, formats ...string) (service.Service, error) {
+	if err := checkOutput(output, formats...); err != nil {
+		return nil, err
+	}
+	return backend(infraCmds)
+}
+
 func printAs(out io.Writer, format string, v any) error {
 	if format == "json" {
 		return printJSON(out, v)
@@ -69,10 +78,7 @@ func historyCmd() *cobra.Command {
   vnet history --etcd http://10.0.0.1:2379 dc`,
 		Args: cobra.MaximumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output, "text", "json", "yaml"); err != nil {
-				return err
-			}
-			svc, err := backend(infraCmds)
+			svc, err := backendPrinting(output, "text", "json", "yaml")
 			if err != nil {
 				return err
 			}
@@ -216,10 +222,7 @@ func diffCmd() *cobra.Command {
 }
 
 func runDiff(cmd *cobra.Command, args []string, from, to int, withPlan bool, output string) (*service.DiffResult, error) {
-	if err := checkOutput(output, "text", "json", "yaml"); err != nil {
-		return nil, err
-	}
-	svc, err := backend(infraCmds)
+	svc, err := backendPrinting(output, "text", "json", "yaml")
 	if err != nil {
 		return nil, err
 	}
@@ -353,10 +356,7 @@ func getCmd() *cobra.Command {
   vnet get demo > demo-now.yaml  # a file to apply elsewhere, or to diff against`,
 		Args: exactArgs(1, "an infrastructure name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output, "yaml", "json"); err != nil {
-				return err
-			}
-			svc, err := backend(infraCmds)
+			svc, err := backendPrinting(output, "yaml", "json")
 			if err != nil {
 				return err
 			}
@@ -394,10 +394,7 @@ func describeCmd() *cobra.Command {
   vnet describe dc network blue -o json`,
 		Args: exactArgs(3, "an infrastructure, a kind (vm, portgroup or network) and a name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output, "text", "json", "yaml"); err != nil {
-				return err
-			}
-			svc, err := backend(infraCmds)
+			svc, err := backendPrinting(output, "text", "json", "yaml")
 			if err != nil {
 				return err
 			}

@@ -297,7 +297,7 @@ func (l *Local) Apply(ctx context.Context, src Source, o ApplyOptions) (*ApplyRe
 		return nil, err
 	}
 	name := doc.Spec.Name
-	res := &ApplyResult{Infra: name, DryRun: o.DryRun}
+	res := &ApplyResult{Infra: name, DryRun: o.DryRun, Warnings: Warnings(doc)}
 	if o.DryRun {
 		eng, _, done, err := l.engine(nil)
 		if err != nil {

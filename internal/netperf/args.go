@@ -42,12 +42,13 @@ var testOpts = map[byte]optKind{
 	'4': noValue, '6': noValue, 'c': noValue, 'd': value, 'D': noValue, 'e': value, 'h': noValue, 'H': value, 'k': optionalValue,
 	'K': value, 'L': value, 'm': value, 'M': value, 'n': noValue, 'N': noValue, 'o': optionalValue, 'O': optionalValue, 'P': value,
 	'r': value, 's': value, 'S': value, 't': value, 'T': value, 'u': value, 'b': value, 'C': noValue, 'F': noValue, 'W': value,
-	'w': value,
+	'w': value, 'G': value, 'q': value,
 	// Deferred accept, IP_PKTINFO, path MTU discovery, socket debugging,
-	// MSS, parallel connections, write(), multicast TTL, port ranges,
-	// routing, never giving up and copy avoidance.
-	'a': refused, 'B': refused, 'f': refused, 'g': refused, 'G': refused, 'i': refused, 'I': refused, 'j': refused, 'l': refused,
-	'p': refused, 'q': refused, 'R': refused, 'U': refused, 'V': refused,
+	// a check interval (netperf 2.7 no longer has it), write(), parallel
+	// connections, multicast TTL, port ranges, routing, never giving up
+	// and copy avoidance.
+	'a': refused, 'B': refused, 'f': refused, 'g': refused, 'i': refused, 'I': refused, 'j': refused, 'l': refused,
+	'p': refused, 'R': refused, 'U': refused, 'V': refused,
 }
 
 // ParseArgs reads netperf's command line. Values may be glued to their
@@ -454,6 +455,18 @@ func (c *Config) testOption(g *globalState, s *shape, flag byte, val string) err
 		c.Cork = true
 	case 'F':
 		c.FastOpen = true
+	case 'G':
+		n, err := strconv.Atoi(val)
+		if err != nil || n < minMSS || n > maxMSS {
+			return fmt.Errorf("-G %s: want a TCP segment size (%d..%d bytes)", val, minMSS, maxMSS)
+		}
+		c.LocalMSS = n
+	case 'q':
+		n, err := strconv.ParseInt(val, 10, 32)
+		if err != nil || n < 1 {
+			return fmt.Errorf("-q %s: want a pacing rate in bytes per second (1..%d)", val, math.MaxInt32)
+		}
+		c.LocalPacingRate = int(n)
 	case 'w':
 		// netperf 2.7 takes a value here and does nothing with it.
 	case 'W':

@@ -91,6 +91,7 @@ func TestNetperfOptions(t *testing.T) {
 		{"-N -t TCP_RR -- -r 64", func(c *Config) bool { return c.ReqSize == 64 && c.RespSize == 64 }},
 		{"-N -t TCP_RR -- -r 1,64 -P ,7000", func(c *Config) bool { return c.RemoteDataPort == 7000 }},
 		{"-f x", func(c *Config) bool { return c.Units == 'm' }}, // transactions mean nothing to a stream
+		{"-- -G 1000 -q 125000", func(c *Config) bool { return c.LocalMSS == 1000 && c.LocalPacingRate == 125000 }},
 	}
 	for _, tt := range tests {
 		c, err := ParseArgs(strings.Fields(tt.args))
@@ -105,8 +106,8 @@ func TestNetperfOptions(t *testing.T) {
 }
 
 func TestNetperfOptionsRefused(t *testing.T) {
-	for _, args := range []string{"-k 1", "-K 1", "-- -a", "-- -B", "-- -f", "-- -g", "-- -G 1000", "-- -I", "-- -j 2", "-- -l 1",
-		"-- -p 5000,5010", "-- -q 1", "-- -R 1", "-- -U", "-- -V", "-- -T sctp", "-- -H 10.0.0.1/24", "-t OMNI -- -d rr -c -T udp"} {
+	for _, args := range []string{"-k 1", "-K 1", "-- -a", "-- -B", "-- -f", "-- -g", "-- -i 1", "-- -I", "-- -j 2", "-- -l 1",
+		"-- -p 5000,5010", "-- -R 1", "-- -U", "-- -V", "-- -T sctp", "-- -H 10.0.0.1/24", "-t OMNI -- -d rr -c -T udp"} {
 		_, err := ParseArgs(strings.Fields(args))
 		if !errors.Is(err, ErrNotSupported) {
 			t.Errorf("%s: %v, want not supported", args, err)
@@ -114,7 +115,8 @@ func TestNetperfOptionsRefused(t *testing.T) {
 	}
 	for _, args := range []string{"-- -o NOPE", "-- -Z", "-Y 256", "-Y bogus", "-a 99999", "-l -5 -t UDP_RR", "-D 0", "-t TCP_RR -- -O THROUGHPUT;A;B;C;D",
 		"-t UDP_STREAM -- -C", "-t UDP_RR -- -F", "-t TCP_MAERTS -- -F", "-N -t OMNI -- -d recv -T udp", "-N -t TCP_RR -- -r 1,64",
-		"-N -t TCP_MAERTS -l -1000", "-w 10x", "-w 0", "-w ,", "-b -1", "-W 99999", "-- -W 0", "-- -b x", "-t TCP_RR -- -b -1"} {
+		"-N -t TCP_MAERTS -l -1000", "-w 10x", "-w 0", "-w ,", "-b -1", "-W 99999", "-- -W 0", "-- -b x", "-t TCP_RR -- -b -1",
+		"-- -G 87", "-- -G 40000", "-- -G x", "-- -q 0", "-- -q 1G", "-- -q 4294967296"} {
 		if _, err := ParseArgs(strings.Fields(args)); err == nil || errors.Is(err, ErrNotSupported) {
 			t.Errorf("%s: %v, want a usage error", args, err)
 		}

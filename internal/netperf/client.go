@@ -452,7 +452,7 @@ func (c *Config) bindReceiver(ctx context.Context, family string, ctlLocal net.A
 // localSockOpts are this end's data socket options.
 func (c *Config) localSockOpts(family string) sockOpts {
 	return sockOpts{snd: c.LocalSndBuf, rcv: c.LocalRcvBuf, tos: c.LocalTOS, cong: c.LocalCong, noDelay: c.LocalNoDelay, family: family,
-		prio: c.LocalPrio, keep: c.KeepAlive, cork: c.Cork, fastOpen: c.FastOpen}
+		prio: c.LocalPrio, keep: c.KeepAlive, cork: c.Cork, fastOpen: c.FastOpen, mss: c.LocalMSS, pacing: c.LocalPacingRate}
 }
 
 // connector is how this end opens its data connections to remote.

@@ -109,12 +109,14 @@ type Config struct {
 	RemoteCong       string `json:"remote_cong_control,omitempty"`
 	LocalNoDelay     bool   `json:"local_nodelay"` // test -D
 	RemoteNoDelay    bool   `json:"remote_nodelay"`
-	UDPTimeout       int    `json:"udp_timeout_s,omitempty"` // test -e: a UDP_RR response lost after this long
-	RemoteConnected  bool   `json:"remote_connected"`        // test -N
-	UUID             string `json:"uuid,omitempty"`          // test -u
-	FirstBurst       int    `json:"first_burst,omitempty"`   // test -b: requests kept outstanding beyond the one awaited
-	Cork             bool   `json:"local_cork,omitempty"`    // test -C: TCP_CORK on this end's data socket
-	FastOpen         bool   `json:"fast_open,omitempty"`     // test -F: TCP fast open
+	UDPTimeout       int    `json:"udp_timeout_s,omitempty"`       // test -e: a UDP_RR response lost after this long
+	RemoteConnected  bool   `json:"remote_connected"`              // test -N
+	UUID             string `json:"uuid,omitempty"`                // test -u
+	FirstBurst       int    `json:"first_burst,omitempty"`         // test -b: requests kept outstanding beyond the one awaited
+	Cork             bool   `json:"local_cork,omitempty"`          // test -C: TCP_CORK on this end's data socket
+	FastOpen         bool   `json:"fast_open,omitempty"`           // test -F: TCP fast open
+	LocalMSS         int    `json:"local_mss_requested,omitempty"` // test -G: TCP_MAXSEG on this end's data socket
+	LocalPacingRate  int    `json:"local_pacing_rate,omitempty"`   // test -q: SO_MAX_PACING_RATE, bytes/s
 
 	// Global options of netperf's that change how the test runs.
 	NoControl      bool          `json:"no_control,omitempty"`            // -N: no netserver; the data port already listens
@@ -174,6 +176,11 @@ func (c *Config) IsRR() bool { return c.Test == TCPRR || c.Test == TCPCRR || c.T
 
 // maxBurst bounds -b: the send times of the requests outstanding are kept.
 const maxBurst = 1 << 20
+
+// The TCP segment sizes Linux takes in TCP_MAXSEG (TCP_MIN_MSS and
+// MAX_TCP_WINDOW): outside them the setsockopt fails, which netperf
+// ignores and vnet says at once.
+const minMSS, maxMSS = 88, 32767
 
 // Duration is the test length in time, or 0 when it is a byte or transaction count.
 func (c *Config) Duration() time.Duration {

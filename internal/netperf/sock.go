@@ -210,6 +210,10 @@ type sockOpts struct {
 	// fastOpen: TCP fast open (test -F); on a client's socket its first
 	// data rides in the SYN, on a listener it takes such data.
 	fastOpen bool
+	mss      int // TCP_MAXSEG (test -G), 0 to leave it
+	// pacing: SO_MAX_PACING_RATE in bytes/s (test -q), 0 to leave it;
+	// TCP paces itself to it without the fq qdisc.
+	pacing int
 }
 
 // applyMarks sets the TOS and the priority alone, which an accepted
@@ -252,6 +256,8 @@ func (o sockOpts) applyTo(fd int, v6, stream bool) error {
 		{o.prio >= 0, "SO_PRIORITY", unix.SOL_SOCKET, unix.SO_PRIORITY, o.prio},
 		{stream && o.noDelay, "TCP_NODELAY", unix.IPPROTO_TCP, unix.TCP_NODELAY, 1},
 		{stream && o.cork, "TCP_CORK", unix.IPPROTO_TCP, unix.TCP_CORK, 1},
+		{stream && o.mss > 0, "TCP_MAXSEG", unix.IPPROTO_TCP, unix.TCP_MAXSEG, o.mss},
+		{o.pacing > 0, "SO_MAX_PACING_RATE", unix.SOL_SOCKET, unix.SO_MAX_PACING_RATE, o.pacing},
 		// The client's connect waits for its first write, whose data
 		// rides in the SYN: what netperf's sendto(MSG_FASTOPEN) does.
 		{stream && o.fastOpen, "TCP_FASTOPEN_CONNECT", unix.IPPROTO_TCP, unix.TCP_FASTOPEN_CONNECT, 1},

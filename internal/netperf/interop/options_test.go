@@ -68,6 +68,38 @@ func TestCorkAndFastOpen(t *testing.T) {
 	}
 }
 
+// -G (TCP_MAXSEG) and -q (SO_MAX_PACING_RATE) on the client's data
+// socket: the segment size both clients report is the one asked for, less
+// TCP's options, and the same for both; a stream paced at 1.25 MB/s for a
+// second is received at about that rate: TCP paces without the fq qdisc.
+func TestSegmentSizeAndPacingRate(t *testing.T) {
+	needPeers(t)
+	mss := map[string]string{}
+	for _, mix := range mixes {
+		port := serve(t, mix.server)
+		t.Run(mix.client+"→"+mix.server, func(t *testing.T) {
+			out, _ := runClient(t, mix.client, "-H", "127.0.0.1", "-p", port, "-l", "1", "-t", "TCP_STREAM", "--", "-G", "1000",
+				"-k", "TRANSPORT_MSS,THROUGHPUT")
+			kv := keyvals(out)
+			if m := num(t, kv, "TRANSPORT_MSS"); m < 900 || m > 1000 || num(t, kv, "THROUGHPUT") <= 0 {
+				t.Errorf("-G 1000: %v", kv)
+			}
+			mss[mix.client] = kv["TRANSPORT_MSS"]
+			// The receiver's rate: the sender's socket buffer drains at
+			// the paced rate after the sender's second is up.
+			out, _ = runClient(t, mix.client, "-H", "127.0.0.1", "-p", port, "-l", "1", "-f", "m", "-t", "TCP_STREAM", "--", "-q", "1250000",
+				"-k", "THROUGHPUT")
+			kv = keyvals(out)
+			if r := num(t, kv, "THROUGHPUT"); r <= 0 || r > 16 {
+				t.Errorf("-q 1250000 (10 Mbit/s): %v", kv)
+			}
+		})
+	}
+	if mss["vnet"] != mss["netperf"] {
+		t.Errorf("TRANSPORT_MSS with -G 1000: vnet %s, netperf %s", mss["vnet"], mss["netperf"])
+	}
+}
+
 // Pacing: -w and -b, this end's and (",r") the netserver's. netperf's
 // default build has neither, so its client here is the build with them;
 // its default netserver paces nothing, and netperf 2.7.1's paced

@@ -19,7 +19,7 @@ Needs root. Not a test: it prints measurements and ratios.
 """
 import argparse, json, os, subprocess, sys, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from vnetlab import VnetLab  # noqa: E402
+from vnetlab import VnetLab, never_matching_acl  # noqa: E402
 
 NAME = "benchsec"
 OPEN = "{promiscuous: true, macChanges: true, forgedTransmits: true, routerAdvertisements: true}"
@@ -31,10 +31,7 @@ def spec(config):
     if config != "none":
         security = GUARD
     if config.startswith("acl-"):
-        n = int(config[4:])
-        rules = [f"          - {{action: deny, direction: ingress, proto: udp, dport: {20000 + i}, from: 192.0.2.0/24}}" for i in range(n)]
-        rules.append("          - {action: allow, direction: ingress, proto: tcp, from: {portgroup: pg-client}}")
-        acl = "\n        acl:\n          default: deny\n          rules:\n" + "\n".join(rules)
+        acl = never_matching_acl(int(config[4:]), "{action: allow, direction: ingress, proto: tcp, from: {portgroup: pg-client}}")
     return f"""name: {NAME}
 hosts:
   - {{name: esx1}}

@@ -44,6 +44,16 @@ def guest_halt_poll(ns):
         yield
 
 
+def never_matching_acl(n, allow):
+    """A port group's acl: block (indented for a port group of a switch) of
+    n deny rules that never match (udp to unused ports from 192.0.2.0/24)
+    before the allow rule given, default deny: every new connection walks
+    all n."""
+    rules = [f"          - {{action: deny, direction: ingress, proto: udp, dport: {20000 + i}, from: 192.0.2.0/24}}" for i in range(n)]
+    rules.append(f"          - {allow}")
+    return "\n        acl:\n          default: deny\n          rules:\n" + "\n".join(rules)
+
+
 class VnetLab:
     """Runs vnet commands against a private state directory, so a benchmark's
     infrastructures and agents never mix with the machine's own."""

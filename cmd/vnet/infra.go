@@ -2,24 +2,16 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
+	"io"
 	"os"
-	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/vnet-project/vnet/internal/agent"
-	"github.com/vnet-project/vnet/internal/dataplane"
-	"github.com/vnet-project/vnet/internal/plan"
-	"github.com/vnet-project/vnet/internal/reconcile"
-	"github.com/vnet-project/vnet/internal/spec"
-	"github.com/vnet-project/vnet/internal/spec/speccache"
-	"github.com/vnet-project/vnet/internal/status"
-	"github.com/vnet-project/vnet/internal/store"
+	"github.com/vnet-project/vnet/internal/service"
 )
 
 func validateCmd() *cobra.Command {
@@ -28,9 +20,7 @@ func validateCmd() *cobra.Command {
 		Short: "Check a spec; errors name the field path and line",
 		Args:  exactArgs(1, "one spec file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			// Validated afresh, never from the cache: its verdict is the
-			// one of this build's rules.
-			doc, err := spec.LoadFile(args[0])
+			doc, err := service.Validate(args[0])
 			if err != nil {
 				return err
 			}
@@ -40,30 +30,10 @@ func validateCmd() *cobra.Command {
 			}
 			parts = append(parts, counted(len(doc.Spec.VMs), "VM", "VMs"))
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: valid (%s)\n", args[0], strings.Join(parts, ", "))
+			printWarnings(cmd.ErrOrStderr(), service.Warnings(doc))
 			return nil
 		},
 	}
-}
-
-// openEngine opens the store and the dataplane; the caller closes both.
-// The store holds no lock while open: the engine takes the infrastructure's
-// lock for an apply or a destroy, and reads need none.
-func openEngine(cmd *cobra.Command) (*reconcile.Engine, func(), error) {
-	collectLessOften()
-	dp, err := dataplane.New()
-	if err != nil {
-		return nil, nil, err
-	}
-	st, err := store.OpenBolt(stateDir)
-	if err != nil {
-		dp.Close()
-		return nil, nil, err
-	}
-	eng := &reconcile.Engine{DP: dp, Store: st, Log: cmd.OutOrStdout(), Specs: specCache()}
-	if os.Getenv("VNET_TRACE") != "" {
-		eng.Trace = cmd.ErrOrStderr()
-	}
-	return eng, func() { dp.Close(); st.Close() }, nil
 }
 
 // collectLessOften trades memory for time in a command that runs once
@@ -82,6 +52,9 @@ func collectLessOften() {
 	}
 }
 
+// infraCmds is where apply, destroy and status find infrastructures.
+var infraCmds = where{server: true, etcd: true}
+
 func applyCmd() *cobra.Command {
 	var dryRun, full bool
 	var wait time.Duration
@@ -91,52 +64,23 @@ func applyCmd() *cobra.Command {
 		Args:  exactArgs(1, "one spec file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			collectLessOften()
-			if c, err := remote(); c != nil || err != nil {
-				if err != nil {
-					return err
-				}
-				if full {
-					return errors.New("--full: only an apply on this host reads it; the server's applies read what they change")
-				}
-				if wait > 0 {
-					return errWaitNeedsEtcd
-				}
-				return applyRemote(cmd, c, args[0], dryRun)
-			}
-			if eps := etcdEndpoints(); eps != nil {
-				return applyCluster(cmd, eps, args[0], dryRun, full, wait)
-			}
-			doc, err := specCache().LoadFile(args[0])
+			svc, err := backend(infraCmds)
 			if err != nil {
 				return err
 			}
-			eng, done, err := openEngine(cmd)
+			defer svc.Close()
+			out := cmd.OutOrStdout()
+			res, err := svc.Apply(cmd.Context(), service.Source{File: args[0]}, service.ApplyOptions{
+				DryRun: dryRun, Full: full, Wait: wait, Log: out, Detail: dryRun,
+				Stored:   func(s service.Stored) { printStored(out, s, dryRun) },
+				Progress: func(ev service.WaitEvent) { printCurrent(out, ev) },
+			})
 			if err != nil {
 				return err
 			}
-			defer done()
-			eng.Full = full
-			if dryRun {
-				p, err := eng.Plan(doc)
-				if err == nil {
-					fmt.Fprint(cmd.OutOrStdout(), p)
-				}
-				return err
-			}
-			// The agent is started or told to reload under the same lock.
-			unlock, err := eng.Store.Lock(doc.Spec.Name)
-			if err != nil {
-				return fmt.Errorf("apply %s: %w", doc.Spec.Name, err)
-			}
-			defer unlock()
-			res, err := eng.Apply(doc)
-			if err != nil {
-				return err
-			}
-			if !res.Plan.Empty() {
-				fmt.Fprintf(cmd.OutOrStdout(), "applied %s: %s\n", doc.Spec.Name, counted(res.Executed, "change", "changes"))
-			}
-			return syncAgent(cmd, doc.Spec)
+			printWarnings(cmd.ErrOrStderr(), res.Warnings)
+			printApplied(out, res, wait)
+			return nil
 		},
 	}
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing")
@@ -148,14 +92,77 @@ func applyCmd() *cobra.Command {
 	return c
 }
 
-// errWaitNeedsEtcd refuses --wait through --server, whose status is the
-// way to follow the hosts there.
-var errWaitNeedsEtcd = usageError{errors.New("--wait needs --etcd (through --server, follow the hosts with vnet status)")}
+// printWarnings shows, on stderr, what a valid spec may mean other than it
+// seems; the spec is applied as written.
+func printWarnings(w io.Writer, warnings []string) {
+	for _, s := range warnings {
+		fmt.Fprintf(w, "warning: %s\n", s)
+	}
+}
+
+// printStored says, over etcd, what generation etcd holds now.
+func printStored(out io.Writer, s service.Stored, dryRun bool) {
+	switch {
+	case s.Unchanged:
+		fmt.Fprintf(out, "%s: unchanged, generation %d in etcd\n", s.Infra, s.Generation)
+	case !dryRun:
+		fmt.Fprintf(out, "stored %s generation %d in etcd for hosts %s\n", s.Infra, s.Generation, strings.Join(s.Hosts, ", "))
+	}
+}
+
+// printCurrent says, over etcd, when a host reports the generation current
+// or withdraws its report.
+func printCurrent(out io.Writer, ev service.WaitEvent) {
+	switch {
+	case ev.State == service.HostCurrent:
+		fmt.Fprintf(out, "%s current at generation %d after %s\n", ev.Host, ev.Report.Generation, seconds(ev.After))
+	case ev.State == service.HostGone && ev.Report == nil && !ev.Listed:
+		fmt.Fprintf(out, "%s, no longer in the spec, withdrew its report after %s\n", ev.Host, seconds(ev.After))
+	}
+}
+
+// printApplied says what an apply did, or would do.
+func printApplied(out io.Writer, res *service.ApplyResult, wait time.Duration) {
+	switch s := res.Stored; {
+	case s != nil && res.DryRun && !s.Unchanged:
+		fmt.Fprintf(out, "would store %s generation %d in etcd for hosts %s\n", res.Infra, s.Generation, strings.Join(s.Hosts, ", "))
+		printHostPlans(out, res.Hosts)
+	case s != nil && wait > 0 && !res.DryRun:
+		took := seconds(s.Current)
+		if !s.Unchanged {
+			took += fmt.Sprintf(" after the store (stored in %s)", seconds(s.Took))
+		}
+		fmt.Fprintf(out, "%s generation %d: %s current in %s\n", res.Infra, s.Generation, counted(len(s.Hosts), "host", "hosts"), took)
+	case s != nil:
+	case res.DryRun && len(res.Hosts) > 0: // through a server over etcd
+		printHostPlans(out, res.Hosts)
+	case res.DryRun:
+		fmt.Fprint(out, service.PlanText(res.Plan))
+	case len(res.Plan) > 0:
+		fmt.Fprintf(out, "applied %s: %s\n", res.Infra, counted(res.Executed, "change", "changes"))
+	}
+	if res.AgentStarted != "" {
+		fmt.Fprintf(out, "agent for %s started: failover and load-based teaming (log: %s)\n", res.Infra, res.AgentStarted)
+	}
+}
+
+// defaultWait is how long a bare --wait waits.
+const defaultWait = 2 * time.Minute
+
+// addWaitFlag gives apply and destroy --wait, whose value is optional: a
+// bare --wait waits defaultWait.
+func addWaitFlag(c *cobra.Command, wait *time.Duration, usage string) {
+	c.Flags().DurationVar(wait, "wait", 0, usage)
+	c.Flags().Lookup("wait").NoOptDefVal = defaultWait.String()
+}
+
+// seconds prints a duration as the wait's lines do: "0.41 s".
+func seconds(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
 
 // infraName reads NAME|FILE: a file's spec names the infra.
-func infraName(arg string) (string, error) {
+func infraName(svc service.Service, arg string) (string, error) {
 	if _, err := os.Stat(arg); err == nil {
-		doc, err := specCache().LoadFile(arg)
+		doc, err := svc.LoadFile(arg)
 		if err != nil {
 			return "", err
 		}
@@ -167,6 +174,18 @@ func infraName(arg string) (string, error) {
 	return arg, nil
 }
 
+func infraNames(svc service.Service, args []string) ([]string, error) {
+	names := make([]string, 0, len(args))
+	for _, a := range args {
+		name, err := infraName(svc, a)
+		if err != nil {
+			return nil, err
+		}
+		names = append(names, name)
+	}
+	return names, nil
+}
+
 func destroyCmd() *cobra.Command {
 	var wait time.Duration
 	c := &cobra.Command{
@@ -175,49 +194,29 @@ func destroyCmd() *cobra.Command {
 		Args:  exactArgs(1, "an infrastructure name or spec file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			collectLessOften()
-			name, err := infraName(args[0])
+			svc, err := backend(infraCmds)
 			if err != nil {
 				return err
 			}
-			if c, err := remote(); c != nil || err != nil {
-				if err != nil {
-					return err
-				}
-				if wait > 0 {
-					return errWaitNeedsEtcd
-				}
-				return destroyRemote(cmd, c, name)
-			}
-			if eps := etcdEndpoints(); eps != nil {
-				return destroyCluster(cmd, eps, name, wait)
-			}
-			eng, done, err := openEngine(cmd)
+			defer svc.Close()
+			name, err := infraName(svc, args[0])
 			if err != nil {
 				return err
 			}
-			defer done()
-			unlock, err := eng.Store.Lock(name)
-			if err != nil {
-				return fmt.Errorf("destroy %s: %w", name, err)
-			}
-			defer unlock()
-			_, known := eng.Store.Get(name)
-			if err := agent.Stop(stateDir, name); err != nil {
-				return err
-			}
-			_ = os.Remove(agent.LogFile(stateDir, name))
-			swept, err := eng.Sweep(name)
-			if err != nil {
-				return fmt.Errorf("destroy %s: %w", name, err)
-			}
-			p, err := eng.Destroy(name)
+			out := cmd.OutOrStdout()
+			res, err := svc.Destroy(cmd.Context(), name, service.DestroyOptions{Wait: wait, Log: out,
+				Removed:  func(gen int) { fmt.Fprintf(out, "removed %s (generation %d) from etcd\n", name, gen) },
+				Progress: func(ev service.WaitEvent) { printWithdrawn(out, ev) },
+			})
 			if err != nil {
 				return err
 			}
-			if p.Empty() && len(swept) == 0 && errors.Is(known, store.ErrNotFound) {
-				return fmt.Errorf("destroy %s: %w", name, store.ErrNotFound)
+			switch {
+			case res.Generation > 0 && wait > 0:
+				fmt.Fprintf(out, "%s: no host reports it (%s withdrawn in %s)\n", name, counted(res.Withdrawn, "report", "reports"), seconds(res.Took))
+			case res.Generation == 0:
+				fmt.Fprintf(out, "destroyed %s: %s removed\n", name, counted(res.Removed, "object", "objects"))
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "destroyed %s: %s removed\n", name, counted(countKind(p, ""), "object", "objects"))
 			return nil
 		},
 	}
@@ -225,6 +224,17 @@ func destroyCmd() *cobra.Command {
 		"printing each as its report goes. Exit 1 when a host fails to remove its part (named, with its error), 3 when time runs out. Without --etcd, destroy is done when it returns")
 	addEtcdFlag(c)
 	return c
+}
+
+// printWithdrawn says, over etcd, when a host withdraws its report of a
+// destroyed infrastructure, or reports that removing its part failed.
+func printWithdrawn(out io.Writer, ev service.WaitEvent) {
+	switch {
+	case ev.State == service.HostGone && ev.Report == nil:
+		fmt.Fprintf(out, "%s withdrew its report after %s\n", ev.Host, seconds(ev.After))
+	case ev.State == service.HostFailed:
+		fmt.Fprintf(out, "%s failed to remove its part after %s: %s\n", ev.Host, seconds(ev.After), strings.Join(ev.Report.Errors, "; "))
+	}
 }
 
 // counted says "1 switch" and "2 switches", as a person would.
@@ -235,16 +245,6 @@ func counted(n int, one, many string) string {
 	return fmt.Sprintf("%d %s", n, many)
 }
 
-func countKind(p plan.Plan, k plan.Kind) int {
-	n := 0
-	for _, a := range p.Actions {
-		if k == "" || a.Subject().Kind == k {
-			n++
-		}
-	}
-	return n
-}
-
 func statusCmd() *cobra.Command {
 	var output string
 	c := &cobra.Command{
@@ -252,51 +252,32 @@ func statusCmd() *cobra.Command {
 		Short: "Show hosts, switches, VMs and vNICs with MACs, addresses, state and line rates",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			collectLessOften()
-			if c, err := remote(); c != nil || err != nil {
-				if err != nil {
-					return err
-				}
-				return statusRemote(cmd, c, args, output)
-			}
-			if eps := etcdEndpoints(); eps != nil {
-				return statusCluster(cmd, eps, args, output)
-			}
-			eng, done, err := openEngine(cmd)
+			svc, err := backend(infraCmds)
 			if err != nil {
 				return err
 			}
-			defer done()
-			recs, err := selectRecords(eng.Store, args)
+			defer svc.Close()
+			names, err := infraNames(svc, args)
 			if err != nil {
 				return err
 			}
-			var all []*status.Infra
-			cache := specCache()
-			for _, rec := range recs {
-				doc, err := storedDoc(cache, rec)
-				if err != nil {
-					return err
-				}
-				st, err := eng.Status(doc)
-				if err != nil {
-					return err
-				}
-				if len(plan.HostTeams(doc.Spec)) > 0 {
-					pid, running := agent.Running(stateDir, rec.Name)
-					st.Agent = &status.Agent{Running: running, PID: pid, Log: agent.LogFile(stateDir, rec.Name)}
-				}
-				all = append(all, st)
+			all, err := svc.Status(cmd.Context(), names)
+			if err != nil {
+				return err
 			}
+			out := cmd.OutOrStdout()
 			if output == "json" {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(all)
+				return printJSON(out, statusViews(all))
 			}
 			if len(all) == 0 {
-				fmt.Fprintln(cmd.OutOrStdout(), "no infrastructures")
+				fmt.Fprintln(out, "no infrastructures")
 			}
 			for _, st := range all {
-				printStatus(cmd.OutOrStdout(), st)
+				if st.Cluster != nil {
+					printClusterStatus(out, clusterView(st), time.Now())
+					continue
+				}
+				printStatus(out, st.Infra)
 			}
 			return nil
 		},
@@ -306,41 +287,47 @@ func statusCmd() *cobra.Command {
 	return c
 }
 
-// recordHead reads a record without what was realized where the store can:
-// the commands that select records read only their specs.
-func recordHead(st store.Store, name string) (*store.Record, error) {
-	if h, ok := st.(store.HeadReader); ok {
-		return h.Head(name)
-	}
-	return st.Get(name)
+func printJSON(out io.Writer, v any) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
-func selectRecords(st store.Store, args []string) ([]*store.Record, error) {
-	if len(args) == 0 {
-		return st.List()
-	}
-	var out []*store.Record
-	for _, a := range args {
-		name, err := infraName(a)
-		if err != nil {
-			return nil, err
+// statusViews are what status -o json prints of each infrastructure: what
+// exists on this machine, or over etcd each host's standing.
+func statusViews(all []*service.InfraStatus) []any {
+	out := make([]any, 0, len(all))
+	for _, st := range all {
+		if st.Cluster != nil {
+			out = append(out, clusterView(st))
+			continue
 		}
-		r, err := recordHead(st, name)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
+		out = append(out, st.Infra)
 	}
-	return out, nil
+	return out
 }
 
-// specCache keeps the specs that commands loaded, applied or read back in
-// the state directory, so that the next command given the same bytes does
-// not decode and validate a large spec's YAML again.
-func specCache() *speccache.Cache { return speccache.New(filepath.Join(stateDir, "spec-cache")) }
+// clusterStatus is one infrastructure as etcd knows it, as status prints
+// it.
+type clusterStatus struct {
+	Name       string             `json:"name"`
+	SpecFile   string             `json:"spec_file"`
+	Generation int                `json:"generation"`
+	AppliedAt  time.Time          `json:"applied_at"`
+	Converged  bool               `json:"converged"`
+	Hosts      []service.HostView `json:"hosts"`
+	// Balancers are the load balancers, with their backends' health and
+	// connections as the hosts report them.
+	Balancers []service.BalancerStatus `json:"load_balancers,omitempty"`
+	// Removed says the record is gone (destroyed) while hosts still
+	// report it: one whose removal failed is failed, with its errors.
+	Removed bool `json:"removed,omitempty"`
+	// Damaged says why the record in etcd does not read as its spec.
+	Damaged string `json:"damaged,omitempty"`
+}
 
-// storedDoc is rec.Doc, from the encoding stored beside the YAML (an apply
-// over etcd stores one) or through the cache.
-func storedDoc(cache *speccache.Cache, rec *store.Record) (*spec.Document, error) {
-	return rec.DocVia(cache)
+func clusterView(st *service.InfraStatus) clusterStatus {
+	c := st.Cluster
+	return clusterStatus{Name: st.Name, SpecFile: st.SpecFile, Generation: st.Generation, AppliedAt: c.AppliedAt,
+		Converged: c.Converged, Hosts: c.Hosts, Removed: c.Removed, Damaged: c.Damaged, Balancers: st.Balancers}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,9 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/vnet-project/vnet/internal/dataplane"
-	"github.com/vnet-project/vnet/internal/reconcile"
-	"github.com/vnet-project/vnet/internal/store"
+	"github.com/vnet-project/vnet/internal/service"
 	"github.com/vnet-project/vnet/internal/units"
 )
 
@@ -29,30 +26,26 @@ func iocCmd() *cobra.Command {
 		Use:   "stats [NAME]",
 		Short: "Per host, uplink and pool: rate, share of the uplink, drops, backlog; per port shaper counters",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dp, err := dataplane.New()
+			// This machine's kernel, whatever --server says.
+			svc := local()
+			names, err := infraNames(svc, args)
 			if err != nil {
 				return err
 			}
-			defer dp.Close()
-			st, err := store.OpenBolt(stateDir)
-			if err != nil {
-				return err
+			if len(names) == 0 {
+				all, err := svc.List(cmd.Context())
+				if err != nil {
+					return err
+				}
+				for _, in := range all {
+					names = append(names, in.Name)
+				}
 			}
-			recs, err := selectRecords(st, args)
-			st.Close()
-			if err != nil {
-				return err
-			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			cache := specCache()
 			for {
-				for _, rec := range recs {
-					doc, err := storedDoc(cache, rec)
-					if err != nil {
-						return err
-					}
-					s, err := reconcile.CollectIOCStats(dp, doc, interval)
+				for _, name := range names {
+					s, err := svc.IOCStats(ctx, name, interval)
 					if err != nil {
 						return err
 					}
@@ -77,7 +70,7 @@ func iocCmd() *cobra.Command {
 	return c
 }
 
-func printIOCStats(out io.Writer, s *reconcile.IOCStats) {
+func printIOCStats(out io.Writer, s *service.IOCStats) {
 	fmt.Fprintf(out, "%s at %s, rates over %.1f s\n", s.Infra, s.At.Format(time.TimeOnly), s.Interval)
 	if len(s.Uplinks) == 0 && len(s.Shapers) == 0 {
 		fmt.Fprintln(out, "no switch runs Network I/O Control and no port group is shaped")

@@ -9,9 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/lab"
 	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/service"
 )
 
 func labCmd() *cobra.Command {
@@ -41,7 +41,7 @@ func labCmd() *cobra.Command {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			if _, err := dataplane.New(); err != nil {
+			if err := service.CheckKernel(); err != nil {
 				fmt.Fprintln(out, lab.DescribeMachine(exe))
 				fmt.Fprintf(out, "line rates not measured: %v\n", err)
 				return nil
@@ -73,7 +73,7 @@ func labCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if _, err := dataplane.New(); err != nil { // say "needs root" before anything starts
+			if err := service.CheckKernel(); err != nil { // say "needs root" before anything starts
 				return err
 			}
 			if _, err := plan.WireCeiling(); err != nil {

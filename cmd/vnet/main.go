@@ -1,5 +1,6 @@
 // Command vnet builds virtual infrastructures on the Linux kernel datapath
-// and measures them. Each subcommand is a thin layer over internal packages.
+// and measures them. Each subcommand is flags, one call of the service
+// layer (internal/service), and how to print its result and exit.
 package main
 
 import (
@@ -10,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/service"
 )
 
 // Exit statuses: 2 for bad input (as validate promises), 3 for a --wait
@@ -32,13 +33,17 @@ func main() {
 	if err == nil {
 		return
 	}
-	fmt.Fprintln(os.Stderr, "vnet:", err)
 	var ue usageError
+	if msg := err.Error(); msg != "" { // diff's "different" says nothing more
+		fmt.Fprintln(os.Stderr, "vnet:", msg)
+	}
 	var ee exitError
 	switch {
 	case errors.As(err, &ee):
 		os.Exit(ee.code)
-	case errors.Is(err, spec.ErrInvalid), errors.As(err, &ue):
+	case errors.Is(err, service.ErrTimedOut):
+		os.Exit(exitTimedOut)
+	case errors.Is(err, service.ErrInvalid), errors.As(err, &ue):
 		os.Exit(exitBadInput)
 	default:
 		os.Exit(exitFailure)
@@ -107,8 +112,16 @@ func newRoot() *cobra.Command {
 		serverCmd(),
 		statsCmd(),
 		versionCmd(),
+		historyCmd(),
+		diffCmd(),
+		rollbackCmd(),
+		getCmd(),
+		describeCmd(),
+		snapshotCmd(),
+		restoreCmd(),
 	)
 	addClientFlags(root)
+	examplesLast(root)
 	return root
 }
 

@@ -7,13 +7,12 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/vnet-project/vnet/internal/status"
-	"github.com/vnet-project/vnet/internal/store/etcdstore"
+	"github.com/vnet-project/vnet/internal/service"
 )
 
 // printSecurity shows each protected port's policy and what its rules
 // counted: drops by reason, and for ACL rules the packets they matched.
-func printSecurity(out io.Writer, ports []status.PortSecurity) {
+func printSecurity(out io.Writer, ports []service.SecurityStatus) {
 	if len(ports) == 0 {
 		return
 	}
@@ -23,7 +22,7 @@ func printSecurity(out io.Writer, ports []status.PortSecurity) {
 
 // writeSecurity is printSecurity's table under a heading for its first
 // column: the ports of one machine, or of one host of a cluster.
-func writeSecurity(out io.Writer, heading string, ports []status.PortSecurity) {
+func writeSecurity(out io.Writer, heading string, ports []service.SecurityStatus) {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(w, "%s\tPORT GROUP\tPOLICY\tCOUNTED (packets)\n", heading)
 	for _, p := range ports {
@@ -36,7 +35,7 @@ func writeSecurity(out io.Writer, heading string, ports []status.PortSecurity) {
 // its ports' firewall rules counted, as printSecurity does for one machine.
 // An agent leaves out counters that counted nothing, and ports beyond its
 // report's bound.
-func printHostSecurity(out io.Writer, hosts []etcdstore.HostView) {
+func printHostSecurity(out io.Writer, hosts []service.HostView) {
 	for _, v := range hosts {
 		if v.Report == nil || len(v.Report.Security) == 0 {
 			continue

@@ -16,7 +16,7 @@ import (
 
 	"github.com/vnet-project/vnet/internal/api"
 	"github.com/vnet-project/vnet/internal/etcdserver"
-	"github.com/vnet-project/vnet/internal/store/etcdstore"
+	"github.com/vnet-project/vnet/internal/service"
 )
 
 // etcdFlags are the embedded etcd's flags of vnet server.
@@ -81,11 +81,11 @@ etcd cluster and runs vnet server --no-etcd, or no server at all.`,
 				}()
 				if len(endpoints) == 0 {
 					endpoints, embedded = []string{srv.Endpoint()}, true
-					if tlsFiles == (etcdstore.TLSFiles{}) && ef.cert != "" {
+					if tlsFiles == (service.TLSFiles{}) && ef.cert != "" {
 						// etcd's own gateway reaches it with the server's
 						// pair; so does the API, trusting the clients' CA,
 						// unless --etcd-ca and its kin say otherwise.
-						tlsFiles = etcdstore.TLSFiles{CA: ef.clientCA, Cert: ef.cert, Key: ef.key}
+						tlsFiles = service.TLSFiles{CA: ef.clientCA, Cert: ef.cert, Key: ef.key}
 					}
 				}
 			}
@@ -97,15 +97,16 @@ etcd cluster and runs vnet server --no-etcd, or no server at all.`,
 				if len(endpoints) > 0 {
 					// The API serves what etcd holds; each host's agent
 					// realizes it.
-					cluster, err := openClusterWith(endpoints, tlsFiles)
-					switch {
+					// In memory: a server decodes the same specs over and over.
+					cluster := service.OpenCluster(endpoints, tlsFiles, nil)
+					defer cluster.Close()
+					switch err := cluster.Connect(); {
 					case err != nil && embedded:
 						fmt.Fprintf(cmd.OutOrStdout(), "vnet server: the API serves this machine: it cannot reach the embedded etcd (%v); --etcd-ca, --etcd-cert and --etcd-key say how\n", err)
 					case err != nil:
 						return fmt.Errorf("server: %w", err)
 					default:
-						defer cluster.Close()
-						cfg.Backend = &api.Cluster{Store: cluster}
+						cfg.Backend = cluster
 						fmt.Fprintf(cmd.OutOrStdout(), "vnet server: the API serves the infrastructures in etcd at %s\n", strings.Join(endpoints, ","))
 					}
 				}

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -89,17 +88,7 @@ func startServer(t *testing.T, extra ...string) string {
 
 func vnetEnv(t *testing.T, env []string, args ...string) (string, int) {
 	t.Helper()
-	cmd := exec.Command(vnetBin, append([]string{"--state-dir", t.TempDir()}, args...)...)
-	cmd.Env = append(os.Environ(), env...)
-	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return string(out), ee.ExitCode()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(out), 0
+	return vnetIn(t, t.TempDir(), env, args...)
 }
 
 // apply, status and destroy with --etcd keep the spec in etcd, version it by

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -13,14 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/vnet-project/vnet/internal/dataplane"
-	"github.com/vnet-project/vnet/internal/metrics"
+	"github.com/vnet-project/vnet/internal/service"
 	"github.com/vnet-project/vnet/internal/units"
 )
-
-// localWindow is the most vnet stats samples for by itself: a longer
-// window needs the history a vnet server keeps.
-const localWindow = 5 * time.Second
 
 func statsCmd() *cobra.Command {
 	var window, interval time.Duration
@@ -29,77 +22,41 @@ func statsCmd() *cobra.Command {
 		Use:   "stats NAME|FILE",
 		Short: "Transmit and receive rates per VM vNIC, uplink and pool, averaged over a window",
 		Long: "Rates averaged over --window. With --server (or VNET_SERVER) the server's samples answer at once, for any window up to\n" +
-			"the history it keeps. Without one, vnet samples for the window itself, but for at most " + localWindow.String() + ".",
+			"the history it keeps. Without one, vnet samples for the window itself, but for at most " + service.LiveWindow.String() + ".",
 		Args: exactArgs(1, "an infrastructure name or spec file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := infraName(args[0])
+			svc, err := backend(where{server: true})
+			if err != nil {
+				return err
+			}
+			defer svc.Close()
+			name, err := infraName(svc, args[0])
 			if err != nil {
 				return err
 			}
 			if window <= 0 || interval <= 0 {
 				return usageError{fmt.Errorf("--window and --interval must be positive")}
 			}
-			var avg *metrics.Averages
-			if c, err := remote(); c != nil || err != nil {
-				if err != nil {
-					return err
-				}
-				res, err := c.Stats(cmd.Context(), name, window)
-				if err != nil {
-					return err
-				}
-				avg = res.Averages
-			} else if avg, err = sampleLocally(name, min(window, localWindow), interval); err != nil {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			avg, err := svc.Stats(ctx, name, service.StatsOptions{Window: window, Interval: interval})
+			if err != nil {
 				return err
 			}
 			if output == "json" {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(avg)
+				return printJSON(cmd.OutOrStdout(), avg)
 			}
 			printAverages(cmd.OutOrStdout(), avg, window)
 			return nil
 		},
 	}
-	c.Flags().DurationVar(&window, "window", 5*time.Minute, "average over this long (at most "+localWindow.String()+" without --server)")
+	c.Flags().DurationVar(&window, "window", 5*time.Minute, "average over this long (at most "+service.LiveWindow.String()+" without --server)")
 	c.Flags().DurationVarP(&interval, "interval", "i", time.Second, "time between samples")
 	c.Flags().StringVarP(&output, "output", "o", "text", "text or json")
 	return c
 }
 
-// sampleLocally reads the counters every interval for window, and averages.
-func sampleLocally(name string, window, interval time.Duration) (*metrics.Averages, error) {
-	doc, err := storedSpec(name)
-	if err != nil {
-		return nil, err
-	}
-	dp, err := dataplane.New()
-	if err != nil {
-		return nil, err
-	}
-	defer dp.Close()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ring := metrics.NewRing(window + interval)
-	start := time.Now()
-	for {
-		snap, err := metrics.Read(dp, doc.Spec)
-		if err != nil {
-			return nil, err
-		}
-		ring.Add(snap)
-		if time.Since(start) >= window || ctx.Err() != nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(min(interval, window-time.Since(start))):
-		}
-	}
-	return metrics.Average(ring.Window(window + interval)), nil
-}
-
-func printAverages(out io.Writer, a *metrics.Averages, asked time.Duration) {
+func printAverages(out io.Writer, a *service.Averages, asked time.Duration) {
 	fmt.Fprintf(out, "%s: rates averaged over %.1f s (%d samples", a.Infra, a.Seconds, a.Samples)
 	if a.Seconds+1 < asked.Seconds() {
 		fmt.Fprintf(out, "; %s asked", asked)

@@ -5,11 +5,12 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
-	"github.com/vnet-project/vnet/internal/status"
+	"github.com/vnet-project/vnet/internal/service"
 )
 
-func printStatus(out io.Writer, st *status.Infra) {
+func printStatus(out io.Writer, st *service.Status) {
 	fmt.Fprintf(out, "infra %s (generation %d, from %s)\n", st.Name, st.Generation, st.SpecFile)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "\nHOST\tNIC\tSPEED\tMAC\tIP\tUPLINK OF\tSTATE")
@@ -54,6 +55,10 @@ func printStatus(out io.Writer, st *status.Infra) {
 	}
 	w.Flush()
 	printSecurity(out, st.Security)
+	if st.PortPolicy != "" {
+		fmt.Fprintf(out, "port policies enforced by %s\n", st.PortPolicy)
+	}
+	printBalancers(out, st.Balancers)
 	switch a := st.Agent; {
 	case a == nil:
 	case a.Running:
@@ -69,7 +74,7 @@ func printStatus(out io.Writer, st *status.Infra) {
 
 // uplinkText says which uplink of a team carries a port and why; "-" when
 // its switch has one uplink on the host (or none).
-func uplinkText(p status.Port) string {
+func uplinkText(p service.PortStatus) string {
 	if p.Uplink == "" {
 		if p.Why != "" {
 			return p.Why // e.g. no uplink up
@@ -84,4 +89,40 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// printClusterStatus shows each host's standing over etcd, from its
+// agent's report.
+func printClusterStatus(out io.Writer, cs clusterStatus, now time.Time) {
+	switch {
+	case cs.Removed:
+		fmt.Fprintf(out, "infra %s (destroyed: no longer in etcd, but hosts still report it)\n", cs.Name)
+	case cs.Damaged != "":
+		fmt.Fprintf(out, "infra %s (damaged: %s)\n", cs.Name, cs.Damaged)
+	default:
+		fmt.Fprintf(out, "infra %s (generation %d, from %s, applied %s)\n", cs.Name, cs.Generation, cs.SpecFile, cs.AppliedAt.Local().Format(time.DateTime))
+	}
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "\nHOST\tSTATE\tGENERATION\tRESOURCES\tREPORTED\tERRORS")
+	count := map[service.HostState]int{}
+	for _, v := range cs.Hosts {
+		count[v.State]++
+		if v.Report == nil {
+			fmt.Fprintf(w, "%s\t%s\t-\t-\t-\t\n", v.Host, v.State)
+			continue
+		}
+		r := v.Report
+		age := now.Sub(r.At).Round(time.Second)
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s ago\t%s\n", v.Host, v.State, r.Generation, r.Resources, age, strings.Join(r.Errors, "; "))
+	}
+	w.Flush()
+	var parts []string
+	for _, s := range []service.HostState{service.HostCurrent, service.HostLagging, service.HostFailed, service.HostGone, service.HostUnexpected} {
+		if count[s] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", count[s], s))
+		}
+	}
+	fmt.Fprintf(out, "\n%s: %s\n\n", counted(len(cs.Hosts), "host", "hosts"), strings.Join(parts, ", "))
+	printHostSecurity(out, cs.Hosts)
+	printBalancers(out, cs.Balancers)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -11,48 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/vnet-project/vnet/internal/agent"
-	"github.com/vnet-project/vnet/internal/dataplane"
-	"github.com/vnet-project/vnet/internal/events"
-	"github.com/vnet-project/vnet/internal/plan"
-	"github.com/vnet-project/vnet/internal/spec"
-	"github.com/vnet-project/vnet/internal/store"
+	"github.com/vnet-project/vnet/internal/service"
 )
-
-// syncAgent runs the infrastructure's agent when it teams uplinks, and
-// stops it when it no longer does. The agent reads the spec from the store
-// with a read-only open, which the infrastructure's lock does not block.
-func syncAgent(cmd *cobra.Command, s *spec.Spec) error {
-	if len(plan.HostTeams(s)) == 0 {
-		return agent.Stop(stateDir, s.Name)
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("start agent: %w", err)
-	}
-	started, err := agent.Ensure(stateDir, s.Name, exe)
-	if err != nil {
-		return err
-	}
-	if started {
-		fmt.Fprintf(cmd.OutOrStdout(), "agent for %s started: failover and load-based teaming (log: %s)\n", s.Name, agent.LogFile(stateDir, s.Name))
-	}
-	return nil
-}
-
-// storedSpec reads an infrastructure's spec as last applied.
-func storedSpec(name string) (*spec.Document, error) {
-	st, err := store.OpenBolt(stateDir)
-	if err != nil {
-		return nil, err
-	}
-	defer st.Close()
-	rec, err := st.Get(name)
-	if err != nil {
-		return nil, err
-	}
-	return storedDoc(specCache(), rec)
-}
 
 func agentCmd() *cobra.Command {
 	c := &cobra.Command{
@@ -65,49 +24,23 @@ func agentCmd() *cobra.Command {
 		Short: "Run the agent in the foreground (vnet apply starts it in the background)",
 		Args:  exactArgs(1, "an infrastructure name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dp, err := dataplane.New()
-			if err != nil {
-				return err
-			}
-			defer dp.Close()
-			a := &agent.Agent{Infra: args[0], DP: dp, Log: cmd.OutOrStdout(), Tick: tick,
-				Spec: func() (*spec.Spec, error) {
-					doc, err := storedSpec(args[0])
-					if err != nil {
-						return nil, err
-					}
-					return doc.Spec, nil
-				},
-				Gone: func() bool {
-					_, err := storedSpec(args[0])
-					return errors.Is(err, store.ErrNotFound)
-				},
-				Event: func(ev events.Event) {
-					if err := events.In(stateDir).Append(ev); err != nil {
-						fmt.Fprintln(cmd.OutOrStdout(), err)
-					}
-				}}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
+			// Handled before the agent claims its pid file: apply signals
+			// the agent whose pid it finds there.
 			hup := make(chan os.Signal, 1)
 			signal.Notify(hup, syscall.SIGHUP)
-			// Claimed only now that a reload cannot end it: apply signals
-			// the agent that recorded its pid.
-			release, err := agent.Claim(stateDir, args[0])
-			if errors.Is(err, agent.ErrRunning) {
-				fmt.Fprintf(cmd.OutOrStdout(), "%v; this one exits\n", err)
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			defer release()
+			reload := make(chan struct{}, 1)
 			go func() {
 				for range hup {
-					a.Reload()
+					select {
+					case reload <- struct{}{}:
+					default:
+					}
 				}
 			}()
-			return a.Run(ctx)
+			return service.RunTeamAgent(ctx, service.TeamAgentOptions{StateDir: stateDir, Infra: args[0], Tick: tick,
+				Log: cmd.OutOrStdout(), Reload: reload})
 		},
 	}
 	run.Flags().DurationVar(&tick, "tick", time.Second, "how often to sample uplink load and poll link state")
@@ -116,43 +49,11 @@ func agentCmd() *cobra.Command {
 		Short: "Stop the infrastructure's agent, wherever it was started (vnet destroy does this too)",
 		Args:  exactArgs(1, "an infrastructure name"),
 		RunE: func(_ *cobra.Command, args []string) error {
-			return agent.Stop(stateDir, args[0])
+			return service.StopTeamAgent(stateDir, args[0])
 		},
 	}
 	c.AddCommand(run, stop, hostAgentCmd())
 	return c
-}
-
-// relink moves or cuts one vNIC in the stored spec and applies it: the VM
-// and its namespace stay, its switch port changes under running traffic.
-func relink(cmd *cobra.Command, vm, nic, portgroup string, connected bool, name string) error {
-	eng, done, err := openEngine(cmd)
-	if err != nil {
-		return err
-	}
-	defer done()
-	// Locked before the stored spec is read, so that two link commands
-	// do not each change the spec as it was.
-	unlock, err := eng.Store.Lock(name)
-	if err != nil {
-		return fmt.Errorf("%s: %w", name, err)
-	}
-	defer unlock()
-	doc, err := storedSpec(name)
-	if err != nil {
-		return err
-	}
-	changed, err := spec.SetVNIC(doc, vm, nic, portgroup, connected)
-	if err != nil {
-		return usageError{err}
-	}
-	res, err := eng.Apply(changed)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(cmd.OutOrStdout(), "%s: %s; the spec file %s no longer matches until you edit it (vnet status shows the applied spec)\n",
-		name, counted(res.Executed, "change", "changes"), doc.File)
-	return syncAgent(cmd, changed.Spec)
 }
 
 func linkCmd() *cobra.Command {
@@ -172,46 +73,21 @@ func vnicCmd(use, short string, args cobra.PositionalArgs, target func([]string)
 	c := &cobra.Command{
 		Use: use, Short: short, Args: args,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := vmInfra(infra, args[0])
+			pg, connected := target(args)
+			out := cmd.OutOrStdout()
+			res, err := local().Link(cmd.Context(), service.LinkRequest{Infra: infra, VM: args[0], NIC: args[1],
+				PortGroup: pg, Connected: connected, Log: out})
 			if err != nil {
 				return err
 			}
-			pg, connected := target(args)
-			return relink(cmd, args[0], args[1], pg, connected, name)
+			fmt.Fprintf(out, "%s: %s; the spec file %s no longer matches until you edit it (vnet get %s prints the applied spec)\n",
+				res.Infra, counted(res.Executed, "change", "changes"), res.SpecFile, res.Infra)
+			if res.AgentStarted != "" {
+				fmt.Fprintf(out, "agent for %s started: failover and load-based teaming (log: %s)\n", res.Infra, res.AgentStarted)
+			}
+			return nil
 		},
 	}
 	c.Flags().StringVar(&infra, "infra", "", "the infrastructure (needed when several have a VM of that name)")
 	return c
-}
-
-// vmInfra finds the one applied infrastructure with that VM.
-func vmInfra(infra, vm string) (string, error) {
-	if infra != "" {
-		return infra, nil
-	}
-	st, err := store.OpenBolt(stateDir)
-	if err != nil {
-		return "", err
-	}
-	defer st.Close()
-	recs, err := st.List()
-	if err != nil {
-		return "", err
-	}
-	var found []string
-	cache := specCache()
-	for _, r := range recs {
-		if doc, err := storedDoc(cache, r); err == nil {
-			if _, ok := doc.Spec.VM(vm); ok {
-				found = append(found, r.Name)
-			}
-		}
-	}
-	switch len(found) {
-	case 0:
-		return "", usageError{fmt.Errorf("no applied infrastructure has a VM %q", vm)}
-	case 1:
-		return found[0], nil
-	}
-	return "", usageError{fmt.Errorf("VM %q is in %v: say which with --infra", vm, found)}
 }

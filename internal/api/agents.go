@@ -3,27 +3,12 @@ package api
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/vnet-project/vnet/internal/agent"
-	"github.com/vnet-project/vnet/internal/plan"
-	"github.com/vnet-project/vnet/internal/store/etcdstore"
+	"github.com/vnet-project/vnet/internal/service"
 )
 
-// AgentUp says whether an agent of an infrastructure runs: on this machine
-// the teaming agent (no host), over etcd each host's agent, by its report.
-type AgentUp struct {
-	Infra, Host string
-	Up          bool
-}
-
-// agentLister is a backend that knows its agents.
+// agentLister is a back end that knows its agents.
 type agentLister interface {
-	Agents() ([]AgentUp, error)
-}
-
-// remoteBackend is a backend whose kernels are other machines': the
-// server exports no counters of its own for it.
-type remoteBackend interface {
-	ReadsNoKernel() bool
+	Agents() ([]service.AgentUp, error)
 }
 
 var descAgentUp = prometheus.NewDesc("vnet_agent_up",
@@ -49,52 +34,3 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descAgentUp, prometheus.GaugeValue, v, a.Infra, a.Host)
 	}
 }
-
-// Agents are the teaming agents of the infrastructures that team uplinks.
-func (b *Local) Agents() ([]AgentUp, error) {
-	recs, err := b.List()
-	if err != nil {
-		return nil, err
-	}
-	var out []AgentUp
-	for _, r := range recs {
-		doc, err := storedDoc(r)
-		if err != nil || len(plan.HostTeams(doc.Spec)) == 0 {
-			continue
-		}
-		_, up := agent.Running(b.StateDir, r.Name)
-		out = append(out, AgentUp{Infra: r.Name, Up: up})
-	}
-	return out, nil
-}
-
-// Agents are the host agents each infrastructure names, up while their
-// reports live.
-func (c *Cluster) Agents() ([]AgentUp, error) {
-	recs, err := c.List()
-	if err != nil {
-		return nil, err
-	}
-	var out []AgentUp
-	for _, r := range recs {
-		doc, err := storedDoc(r)
-		if err != nil {
-			continue
-		}
-		reports, err := c.Store.Reports(r.Name)
-		if err != nil {
-			return nil, err
-		}
-		names := make([]string, len(doc.Spec.Hosts))
-		for i, h := range doc.Spec.Hosts {
-			names[i] = h.Name
-		}
-		for _, v := range etcdstore.Assess(r.Generation, names, reports) {
-			out = append(out, AgentUp{Infra: r.Name, Host: v.Host, Up: v.State != etcdstore.HostGone})
-		}
-	}
-	return out, nil
-}
-
-// ReadsNoKernel: over etcd the counters are each host agent's.
-func (c *Cluster) ReadsNoKernel() bool { return true }

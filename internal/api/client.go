@@ -4,17 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
-	"github.com/vnet-project/vnet/internal/spec"
-	"github.com/vnet-project/vnet/internal/status"
-	"github.com/vnet-project/vnet/internal/store"
+	"github.com/vnet-project/vnet/internal/service"
 )
 
 // Client talks to a vnet API server.
@@ -43,14 +41,15 @@ func (e *Error) Error() string {
 	return e.Body.Error
 }
 
-// Unwrap lets callers tell a bad spec (the CLI's exit status 2) and an
-// unknown infrastructure from other failures.
+// Unwrap lets callers tell bad input, a spec or a request (the CLI's exit
+// status 2), and an unknown infrastructure from other failures, by the
+// service's sentinels.
 func (e *Error) Unwrap() error {
 	switch {
 	case e.Status == http.StatusNotFound:
-		return store.ErrNotFound
-	case e.Status == http.StatusBadRequest && (e.Body.Field != "" || e.Body.Line > 0):
-		return spec.ErrInvalid
+		return service.ErrNotFound
+	case e.Status == http.StatusBadRequest:
+		return service.ErrInvalid
 	}
 	return nil
 }
@@ -125,7 +124,7 @@ func (c *Client) Destroy(ctx context.Context, name string) (*DestroyResult, erro
 
 // Status observes an infrastructure.
 func (c *Client) Status(ctx context.Context, name string) (*InfraStatus, error) {
-	out := InfraStatus{Infra: &status.Infra{}}
+	out := InfraStatus{Infra: &service.Status{}}
 	return &out, c.do(ctx, "GET", "/api/v1/infras/"+url.PathEscape(name)+"/status", nil, nil, &out)
 }
 
@@ -135,8 +134,18 @@ func (c *Client) Stats(ctx context.Context, name string, window time.Duration) (
 	return &out, c.do(ctx, "GET", "/api/v1/infras/"+url.PathEscape(name)+"/stats?window="+window.String(), nil, nil, &out)
 }
 
-// IsNotFound reports whether err is the server saying no such infrastructure.
-func IsNotFound(err error) bool {
-	var e *Error
-	return errors.As(err, &e) && e.Status == http.StatusNotFound
+// IOC samples Network I/O Control's counters over interval.
+func (c *Client) IOC(ctx context.Context, name string, interval time.Duration) (*service.IOCStats, error) {
+	var out service.IOCStats
+	return &out, c.do(ctx, "GET", "/api/v1/infras/"+url.PathEscape(name)+"/ioc?interval="+interval.String(), nil, nil, &out)
+}
+
+// Events returns up to limit events of infra (all when empty), newest first.
+func (c *Client) Events(ctx context.Context, infra string, limit int) ([]Event, error) {
+	q := url.Values{"limit": {strconv.Itoa(limit)}}
+	if infra != "" {
+		q.Set("infra", infra)
+	}
+	var out []Event
+	return out, c.do(ctx, "GET", "/api/v1/events?"+q.Encode(), nil, nil, &out)
 }

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vnet-project/vnet/internal/service"
 	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/spec/speccache"
-	"github.com/vnet-project/vnet/internal/status"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
 	"github.com/vnet-project/vnet/internal/store/etcdstore/etcdtest"
 )
@@ -33,7 +33,7 @@ func clusterServer(t *testing.T) (*Server, *etcdstore.Store, func() *Server) {
 	t.Helper()
 	st := etcdtest.Store(t)
 	again := func() *Server {
-		s, _ := newTestServer(t, func(c *Config) { c.Backend = &Cluster{Store: st} })
+		s, _ := newTestServer(t, func(c *Config) { c.Backend = service.ClusterOf(st, nil) })
 		return s
 	}
 	return again(), st, again
@@ -111,7 +111,7 @@ func TestAPIOverEtcd(t *testing.T) {
 	hv2, _ := st.Reporter("c1", "hv2", 5*time.Second)
 	defer hv1.Close()
 	defer hv2.Close()
-	if err := hv1.Report(etcdstore.Report{Generation: 1, Resources: 5, Security: []status.PortSecurity{
+	if err := hv1.Report(etcdstore.Report{Generation: 1, Resources: 5, Security: []service.SecurityStatus{
 		{Port: "vm1 eth0", PortGroup: "pg", Link: "vn0", Policy: "mac, ra, unicast", Counters: map[string]uint64{"forged-mac": 3}}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -162,6 +162,11 @@ func TestAPIOverEtcd(t *testing.T) {
 	}
 	if w, _ := s.do(t, req{method: "GET", path: "/api/v1/infras/c1/ioc"}); w.Code != http.StatusNotImplemented {
 		t.Errorf("ioc over etcd: %d, want 501", w.Code)
+	}
+	// A netperf run is refused at once, not started to fail.
+	if w, _ := s.do(t, req{method: "POST", path: "/api/v1/infras/c1/netperf", token: testToken, ctype: "application/json",
+		body: `{"to": "vm2", "from": "vm1"}`}); w.Code != http.StatusNotImplemented {
+		t.Errorf("netperf over etcd: %d %s, want 501", w.Code, w.Body)
 	}
 	if w, _ := s.do(t, req{method: "DELETE", path: "/api/v1/infras/c1", token: testToken}); w.Code != 200 {
 		t.Fatalf("destroy: %d %s", w.Code, w.Body)

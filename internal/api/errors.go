@@ -4,12 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strings"
 
-	"github.com/vnet-project/vnet/internal/dataplane"
+	"github.com/vnet-project/vnet/internal/service"
 	"github.com/vnet-project/vnet/internal/spec"
-	"github.com/vnet-project/vnet/internal/store"
-	"github.com/vnet-project/vnet/internal/store/etcdstore"
 )
 
 // ErrorBody is every error the API answers: what went wrong and, for a
@@ -47,7 +44,8 @@ func failField(status int, field, msg string) *httpError {
 	return &httpError{status: status, body: ErrorBody{Error: field + ": " + msg, Field: field}}
 }
 
-// classify maps an engine or spec error to a status and body.
+// classify maps an engine or spec error to a status and body, by the
+// sentinel it wraps.
 func classify(err error) *httpError {
 	var he *httpError
 	if errors.As(err, &he) {
@@ -55,24 +53,28 @@ func classify(err error) *httpError {
 	}
 	var errs spec.Errors
 	var fe *spec.FieldError
+	var re *service.RequestError
 	switch {
 	case errors.As(err, &errs) && len(errs) > 0:
 		return specError(http.StatusBadRequest, err, errs)
 	case errors.As(err, &fe):
 		return specError(http.StatusBadRequest, err, spec.Errors{fe})
-	case errors.Is(err, spec.ErrInvalid):
+	case errors.As(err, &re):
+		return failField(http.StatusBadRequest, re.Field, re.Msg)
+	case errors.Is(err, service.ErrInvalid):
 		return fail(http.StatusBadRequest, err.Error())
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, service.ErrNotFound):
 		return fail(http.StatusNotFound, err.Error())
-	case errors.Is(err, etcdstore.ErrConflict):
+	case errors.Is(err, service.ErrConflict), errors.Is(err, service.ErrBusy):
 		return fail(http.StatusConflict, err.Error())
-	case errors.Is(err, etcdstore.ErrUnavailable):
+	case errors.Is(err, service.ErrTooMany):
+		return fail(http.StatusTooManyRequests, err.Error())
+	case errors.Is(err, service.ErrUnavailable), errors.Is(err, service.ErrLocked), errors.Is(err, service.ErrNoSamples):
+		// etcd out of reach, the state store or the infrastructure held
+		// by another vnet command, or no samples yet: worth trying again.
 		return fail(http.StatusServiceUnavailable, err.Error())
-	case errors.Is(err, dataplane.ErrNotSupported), errors.Is(err, ErrNotHere):
+	case errors.Is(err, service.ErrNotSupported), errors.Is(err, service.ErrNotHere):
 		return fail(http.StatusNotImplemented, err.Error())
-	case strings.Contains(err.Error(), "is locked"):
-		// Another vnet command holds the state store.
-		return fail(http.StatusServiceUnavailable, err.Error())
 	}
 	return fail(http.StatusInternalServerError, err.Error())
 }

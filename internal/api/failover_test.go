@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -10,10 +11,11 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/vnet-project/vnet/internal/agent"
 	"github.com/vnet-project/vnet/internal/events"
 	"github.com/vnet-project/vnet/internal/nstest"
+	"github.com/vnet-project/vnet/internal/service"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/teamagent"
 )
 
 // failoverLab teams two uplinks in failover order: everything rides u1
@@ -48,28 +50,28 @@ func TestFailoverEventOnTheAPI(t *testing.T) {
 	// With the vnet binary, an apply starts the infrastructure's agent
 	// (vnet agent run) as vnet apply does; it writes its events to the
 	// state directory's journal.
-	be := &Local{StateDir: dir, Exe: vnetBinary(t)}
+	be := &service.Local{StateDir: dir, Exe: vnetBinary(t)}
 	doc, err := spec.Load("failover.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		if t.Failed() { // destroy removes the log
-			log, _ := os.ReadFile(agent.LogFile(dir, infra))
+			log, _ := os.ReadFile(teamagent.LogFile(dir, infra))
 			t.Logf("agent log:\n%s", log)
 		}
-		if _, err := be.Destroy(infra); err != nil {
+		if _, err := be.Destroy(context.Background(), infra, service.DestroyOptions{}); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
 		nstest.AssertGone(t, infra)
-		if pids := agent.Find(dir, infra); len(pids) > 0 {
-			t.Errorf("agent %v still runs", pids)
+		if pid, up := teamagent.Running(dir, infra); up {
+			t.Errorf("agent %d still runs", pid)
 		}
 	})
-	if _, err := be.Apply(doc); err != nil {
+	if _, err := be.Apply(context.Background(), service.Source{Doc: doc}, service.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, up := agent.Running(dir, infra); !up {
+	if _, up := teamagent.Running(dir, infra); !up {
 		t.Fatal("the apply started no agent")
 	}
 	time.Sleep(time.Second) // the agent's first look
@@ -91,7 +93,7 @@ func TestFailoverEventOnTheAPI(t *testing.T) {
 	waitEvent(t, base, infra, events.Failback)
 
 	// A server started anew reads the same journal.
-	s2, err := New(Config{Backend: &Local{StateDir: dir}})
+	s2, err := New(Config{Backend: &service.Local{StateDir: dir}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,76 +6,128 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vnet-project/vnet/internal/events"
 	"github.com/vnet-project/vnet/internal/ioc"
 	"github.com/vnet-project/vnet/internal/metrics"
 	"github.com/vnet-project/vnet/internal/netperf"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/reconcile"
+	"github.com/vnet-project/vnet/internal/service"
 	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/status"
-	"github.com/vnet-project/vnet/internal/store"
 )
 
 // fakeBackend keeps records in memory and plans one action per apply, so
 // the handlers are tested without root.
 type fakeBackend struct {
 	memoryEvents
+	noOperations
 	mu      sync.Mutex
-	records map[string]*store.Record
+	records map[string]*service.Infra
 	reads   int
 	sent    uint64
 	// gate, when set, holds each netperf run until it is closed.
-	gate chan struct{}
+	gate    chan struct{}
+	sampler *metrics.Sampler
 }
 
-func newFake() *fakeBackend { return &fakeBackend{records: map[string]*store.Record{}} }
+var _ service.Backend = (*fakeBackend)(nil)
 
-func (f *fakeBackend) List() ([]*store.Record, error) {
+func newFake() *fakeBackend { return &fakeBackend{records: map[string]*service.Infra{}} }
+
+func (f *fakeBackend) LoadFile(path string) (*spec.Document, error) { return spec.LoadFile(path) }
+func (f *fakeBackend) Load(file string, src []byte) (*spec.Document, error) {
+	return spec.Load(file, src)
+}
+func (f *fakeBackend) Close() error                       { return nil }
+func (f *fakeBackend) ReadsKernel() bool                  { return true }
+func (f *fakeBackend) Agents() ([]service.AgentUp, error) { return nil, nil }
+
+func (f *fakeBackend) List(context.Context) ([]service.Infra, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []*store.Record
+	var out []service.Infra
 	for _, r := range f.records {
-		out = append(out, r)
+		out = append(out, *r)
 	}
 	return out, nil
 }
 
-func (f *fakeBackend) Get(name string) (*store.Record, error) {
+func (f *fakeBackend) Get(_ context.Context, name string) (*service.Infra, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if r, ok := f.records[name]; ok {
 		return r, nil
 	}
-	return nil, fmt.Errorf("%q: %w", name, store.ErrNotFound)
+	return nil, fmt.Errorf("%q: %w", name, service.ErrNotFound)
 }
 
-func (f *fakeBackend) Plan(doc *spec.Document) (plan.Plan, error) {
-	r := plan.Resource{Kind: plan.KindNetns, NS: plan.NSName(doc.Spec.Name, "h1")}
-	return plan.Plan{Actions: []plan.Action{{Op: plan.OpCreate, New: &r}}}, nil
+func (f *fakeBackend) Spec(ctx context.Context, name string) (*spec.Document, error) {
+	in, err := f.Get(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return spec.Decode(in.SpecFile, in.Spec)
 }
 
-func (f *fakeBackend) Apply(doc *spec.Document) (reconcile.Result, error) {
-	p, _ := f.Plan(doc)
+func (f *fakeBackend) Specs() []*spec.Spec {
+	list, _ := f.List(context.Background())
+	var out []*spec.Spec
+	for _, in := range list {
+		if doc, err := spec.Decode(in.SpecFile, in.Spec); err == nil {
+			out = append(out, doc.Spec)
+		}
+	}
+	return out
+}
+
+func onePlan(op plan.Op, name string) []service.PlanAction {
+	r := plan.Resource{Kind: plan.KindNetns, NS: plan.NSName(name, "h1")}
+	a := plan.Action{Op: op, New: &r}
+	if op == plan.OpDelete {
+		a = plan.Action{Op: op, Old: &r}
+	}
+	return service.Actions(plan.Plan{Actions: []plan.Action{a}})
+}
+
+func (f *fakeBackend) Apply(_ context.Context, src service.Source, o service.ApplyOptions) (*service.ApplyResult, error) {
+	doc := src.Doc
+	res := &service.ApplyResult{Infra: doc.Spec.Name, DryRun: o.DryRun, Plan: onePlan(plan.OpCreate, doc.Spec.Name)}
+	if o.DryRun {
+		return res, nil
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.records[doc.Spec.Name] = &store.Record{Name: doc.Spec.Name, SpecFile: doc.File, Spec: doc.Source, Generation: 1, AppliedAt: time.Now()}
-	return reconcile.Result{Plan: p, Executed: len(p.Actions)}, nil
+	f.records[doc.Spec.Name] = &service.Infra{Name: doc.Spec.Name, SpecFile: doc.File, Spec: doc.Source, Generation: 1, AppliedAt: time.Now()}
+	res.Executed = len(res.Plan)
+	return res, nil
 }
 
-func (f *fakeBackend) Destroy(name string) (plan.Plan, error) {
+func (f *fakeBackend) Destroy(_ context.Context, name string, _ service.DestroyOptions) (*service.DestroyResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.records[name]; !ok {
-		return plan.Plan{}, fmt.Errorf("destroy %s: %w", name, store.ErrNotFound)
+		return nil, fmt.Errorf("destroy %s: %w", name, service.ErrNotFound)
 	}
 	delete(f.records, name)
-	r := plan.Resource{Kind: plan.KindNetns, NS: plan.NSName(name, "h1")}
-	return plan.Plan{Actions: []plan.Action{{Op: plan.OpDelete, Old: &r}}}, nil
+	return &service.DestroyResult{Infra: name, Removed: len(onePlan(plan.OpDelete, name))}, nil
 }
 
 // Status describes the stored spec as if all of it were up.
-func (f *fakeBackend) Status(name string) (*InfraStatus, error) {
-	rec, err := f.Get(name)
+func (f *fakeBackend) Status(ctx context.Context, names []string) ([]*service.InfraStatus, error) {
+	var out []*service.InfraStatus
+	for _, name := range names {
+		st, err := f.status(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+func (f *fakeBackend) status(ctx context.Context, name string) (*service.InfraStatus, error) {
+	rec, err := f.Get(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -83,16 +135,16 @@ func (f *fakeBackend) Status(name string) (*InfraStatus, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &status.Infra{Name: name, Generation: rec.Generation, SpecFile: rec.SpecFile}
+	st := &service.Status{Name: name, Generation: rec.Generation, SpecFile: rec.SpecFile}
 	for _, h := range doc.Spec.Hosts {
-		hs := status.Host{Name: h.Name, Native: h.Native}
+		hs := service.HostStatus{Name: h.Name, Native: h.Native}
 		for _, n := range h.NICs {
-			hs.NICs = append(hs.NICs, status.NIC{Name: n.Name, Speed: n.Speed, State: "up"})
+			hs.NICs = append(hs.NICs, service.NICStatus{Name: n.Name, Speed: n.Speed, State: "up"})
 		}
 		st.Hosts = append(st.Hosts, hs)
 	}
 	for _, sw := range doc.Spec.Switches {
-		ss := status.Switch{Name: sw.Name, Type: "standard", Hosts: sw.SwitchHosts()}
+		ss := service.SwitchStatus{Name: sw.Name, Type: "standard", Hosts: sw.SwitchHosts()}
 		for _, u := range sw.Uplinks {
 			ss.Uplinks = append(ss.Uplinks, u.Name)
 		}
@@ -102,17 +154,57 @@ func (f *fakeBackend) Status(name string) (*InfraStatus, error) {
 		st.Switches = append(st.Switches, ss)
 	}
 	for _, vm := range doc.Spec.VMs {
-		vs := status.VM{Name: vm.Name, Host: vm.Host}
+		vs := service.VMStatus{Name: vm.Name, Host: vm.Host}
 		for i, n := range vm.NICs {
-			vs.NICs = append(vs.NICs, status.Port{Name: fmt.Sprintf("eth%d", i), PortGroup: n.PortGroup, IP: n.IP, MAC: "02:00:00:00:00:01", State: "up"})
+			vs.NICs = append(vs.NICs, service.PortStatus{Name: fmt.Sprintf("eth%d", i), PortGroup: n.PortGroup, IP: n.IP, MAC: "02:00:00:00:00:01", State: "up"})
 		}
 		st.VMs = append(st.VMs, vs)
 	}
-	return &InfraStatus{Infra: st}, nil
+	st.Balancers = reconcile.BalancerStatus(doc.Spec, nil, nil)
+	return &service.InfraStatus{Infra: st}, nil
 }
 
-func (f *fakeBackend) IOCStats(name string, _ time.Duration) (*reconcile.IOCStats, error) {
-	return &reconcile.IOCStats{Infra: name}, nil
+func (f *fakeBackend) IOCStats(ctx context.Context, name string, _ time.Duration) (*service.IOCStats, error) {
+	if _, err := f.Get(ctx, name); err != nil {
+		return nil, err
+	}
+	return &service.IOCStats{Infra: name}, nil
+}
+
+func (f *fakeBackend) Sample(interval, keep time.Duration) *metrics.Sampler {
+	f.sampler = &metrics.Sampler{Infras: f.Specs, Open: f.Counting, Interval: interval, Keep: keep}
+	return f.sampler
+}
+
+// Stats averages the sampler's samples, as a server's back end does.
+func (f *fakeBackend) Stats(ctx context.Context, name string, o service.StatsOptions) (*service.Averages, error) {
+	if _, err := f.Get(ctx, name); err != nil {
+		return nil, err
+	}
+	snaps, err := service.Samples(f.sampler, name, o.Window)
+	if err != nil {
+		return nil, err
+	}
+	return metrics.Average(snaps), nil
+}
+
+// memoryEvents keeps events in memory.
+type memoryEvents struct {
+	mu   sync.Mutex
+	list []service.Event
+}
+
+func (e *memoryEvents) Record(ev service.Event) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.list = append(e.list, ev)
+	return nil
+}
+
+func (e *memoryEvents) Events(_ context.Context, infra string, limit int) ([]service.Event, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return events.Filter(e.list, infra, limit), nil
 }
 
 // Counting reads counters that grow by one megabyte more at each read than

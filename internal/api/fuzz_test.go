@@ -5,6 +5,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/vnet-project/vnet/internal/service"
 )
 
 // FuzzPutInfra sends arbitrary bodies, content types and paths through the
@@ -62,8 +64,8 @@ func FuzzNetperfRequest(f *testing.F) {
 		req, err := DecodeNetperf([]byte(body))
 		if err == nil {
 			var run *NetperfRun
-			if run, err = planRun(doc.Spec, req); err == nil {
-				if run.Length < 1 || run.Length > MaxNetperfLength.Seconds() || run.Address == "" || run.From == run.To {
+			if run, err = service.PlanNetperf(doc.Spec, req); err == nil {
+				if run.Length < 1 || run.Length > service.MaxNetperfLength.Seconds() || run.Address == "" || run.From == run.To {
 					t.Fatalf("%s: admitted %+v", body, run)
 				}
 				return

@@ -13,64 +13,19 @@ import (
 
 	"github.com/vnet-project/vnet/internal/events"
 	"github.com/vnet-project/vnet/internal/metrics"
-	"github.com/vnet-project/vnet/internal/plan"
-	"github.com/vnet-project/vnet/internal/reconcile"
+	"github.com/vnet-project/vnet/internal/service"
 	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/units"
 )
 
-// InfraSummary is one infrastructure in the list.
-type InfraSummary struct {
-	Name       string    `json:"name"`
-	Generation int       `json:"generation"`
-	AppliedAt  time.Time `json:"applied_at"`
-	SpecFile   string    `json:"spec_file"`
-}
-
-// Infra is one infrastructure: its summary and the spec as applied.
-type Infra struct {
-	InfraSummary
-	Spec string `json:"spec"` // the YAML as applied
-}
-
-// ApplyResult is what a PUT did, or with dryRun would do.
-type ApplyResult struct {
-	Infra    string       `json:"infra"`
-	DryRun   bool         `json:"dry_run"`
-	Changes  int          `json:"changes"`  // actions in the plan
-	Executed int          `json:"executed"` // actions carried out
-	Plan     []PlanAction `json:"plan"`
-}
-
-// PlanAction is one step of a plan.
-type PlanAction struct {
-	Op   string `json:"op"`   // create, change, replace or delete
-	Kind string `json:"kind"` // the kind of kernel object
-	Text string `json:"text"` // as vnet apply --dry-run prints it
-}
-
-// DestroyResult is what a DELETE removed.
-type DestroyResult struct {
-	Infra   string `json:"infra"`
-	Removed int    `json:"removed"`
-}
-
-func planActions(p plan.Plan) []PlanAction {
-	out := []PlanAction{}
-	for _, a := range p.Actions {
-		out = append(out, PlanAction{Op: string(a.Op), Kind: string(a.Subject().Kind), Text: a.String()})
-	}
-	return out
-}
-
-func (s *Server) listInfras(w http.ResponseWriter, _ *http.Request, _ string) error {
-	recs, err := s.be.List()
+func (s *Server) listInfras(w http.ResponseWriter, r *http.Request, _ string) error {
+	list, err := s.be.List(r.Context())
 	if err != nil {
 		return err
 	}
 	out := []InfraSummary{}
-	for _, r := range recs {
-		out = append(out, InfraSummary{Name: r.Name, Generation: r.Generation, AppliedAt: r.AppliedAt, SpecFile: r.SpecFile})
+	for _, in := range list {
+		out = append(out, summaryOf(in))
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -81,16 +36,16 @@ func (s *Server) getInfra(w http.ResponseWriter, r *http.Request, _ string) erro
 	if err != nil {
 		return err
 	}
-	rec, err := s.be.Get(name)
+	in, err := s.be.Get(r.Context(), name)
 	if err != nil {
 		return err
 	}
 	if wantsYAML(r.Header.Get("Accept")) {
 		w.Header().Set("Content-Type", "application/yaml")
-		_, err := w.Write(rec.Spec)
+		_, err := w.Write(in.Spec)
 		return err
 	}
-	writeJSON(w, http.StatusOK, Infra{InfraSummary{rec.Name, rec.Generation, rec.AppliedAt, rec.SpecFile}, string(rec.Spec)})
+	writeJSON(w, http.StatusOK, Infra{summaryOf(*in), string(in.Spec)})
 	return nil
 }
 
@@ -149,7 +104,7 @@ func (s *Server) decodeSpec(w http.ResponseWriter, r *http.Request, name string)
 		return nil, fail(http.StatusServiceUnavailable, "the server is busy; try again")
 	}
 	defer func() { <-s.decoders }()
-	return DecodeSpec(file, body, json, name)
+	return decodeBody(s.be.Load, file, body, json, name)
 }
 
 func (s *Server) bodyTooLarge() error {
@@ -161,6 +116,12 @@ func (s *Server) bodyTooLarge() error {
 // is read by the same decoder as YAML (JSON is YAML), once it is known to
 // be JSON, so errors carry field paths and lines either way.
 func DecodeSpec(file string, body []byte, isJSON bool, name string) (*spec.Document, error) {
+	return decodeBody(spec.Load, file, body, isJSON, name)
+}
+
+// decodeBody is DecodeSpec, loading the spec with load (a back end's,
+// through its cache of specs).
+func decodeBody(load func(file string, src []byte) (*spec.Document, error), file string, body []byte, isJSON bool, name string) (*spec.Document, error) {
 	if len(body) == 0 {
 		return nil, fail(http.StatusBadRequest, "the body is empty: send the spec")
 	}
@@ -175,7 +136,7 @@ func DecodeSpec(file string, body []byte, isJSON bool, name string) (*spec.Docum
 			return nil, he
 		}
 	}
-	doc, err := storedSpecs.Load(file, body)
+	doc, err := load(file, body)
 	if err != nil {
 		return nil, err
 	}
@@ -206,21 +167,27 @@ func (s *Server) putInfra(w http.ResponseWriter, r *http.Request, who string) er
 		observe("invalid")
 		return err
 	}
+	// Over etcd the answer lists what the hosts' agents will do.
+	opts := service.ApplyOptions{DryRun: dryRun, Detail: true}
 	if dryRun {
-		var p plan.Plan
-		err := s.withKernel(r.Context(), func() (err error) { p, err = s.be.Plan(doc); return })
+		var res *service.ApplyResult
+		err := s.withKernel(r.Context(), func() (err error) { res, err = s.be.Apply(r.Context(), service.Source{Doc: doc}, opts); return })
 		if err != nil {
 			observe(result(err))
 			return err
 		}
 		observe("ok")
-		writeJSON(w, http.StatusOK, ApplyResult{Infra: name, DryRun: true, Changes: len(p.Actions), Plan: planActions(p)})
+		writeJSON(w, http.StatusOK, applyResult(res))
 		return nil
 	}
-	res, err := s.be.Apply(doc)
+	opts.By = actor(r, who)
+	res, err := s.be.Apply(r.Context(), service.Source{Doc: doc}, opts)
 	observe(result(err))
 	ev := Event{Time: time.Now().UTC(), Who: who, Remote: r.RemoteAddr, Action: events.Apply, Infra: name, OK: err == nil,
-		Changes: res.Executed, Seconds: time.Since(start).Seconds()}
+		Seconds: time.Since(start).Seconds()}
+	if res != nil {
+		ev.Changes = res.Executed
+	}
 	if err != nil {
 		ev.Error = err.Error()
 	}
@@ -228,8 +195,13 @@ func (s *Server) putInfra(w http.ResponseWriter, r *http.Request, who string) er
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, ApplyResult{Infra: name, Changes: len(res.Plan.Actions), Executed: res.Executed, Plan: planActions(res.Plan)})
+	writeJSON(w, http.StatusOK, applyResult(res))
 	return nil
+}
+
+func applyResult(res *service.ApplyResult) ApplyResult {
+	return ApplyResult{Infra: res.Infra, DryRun: res.DryRun, Changes: len(res.Plan), Executed: res.Executed, Plan: res.Plan,
+		Hosts: res.Hosts, AgentStarted: res.AgentStarted, Warnings: res.Warnings}
 }
 
 func result(err error) string {
@@ -248,9 +220,12 @@ func (s *Server) deleteInfra(w http.ResponseWriter, r *http.Request, who string)
 		return err
 	}
 	start := time.Now()
-	p, err := s.be.Destroy(name)
+	res, err := s.be.Destroy(r.Context(), name, service.DestroyOptions{Detail: true, By: actor(r, who)})
 	ev := Event{Time: time.Now().UTC(), Who: who, Remote: r.RemoteAddr, Action: events.Destroy, Infra: name, OK: err == nil,
-		Changes: len(p.Actions), Seconds: time.Since(start).Seconds()}
+		Seconds: time.Since(start).Seconds()}
+	if res != nil {
+		ev.Changes = res.Removed
+	}
 	if err != nil {
 		ev.Error = err.Error()
 	}
@@ -258,7 +233,7 @@ func (s *Server) deleteInfra(w http.ResponseWriter, r *http.Request, who string)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, DestroyResult{Infra: name, Removed: len(p.Actions)})
+	writeJSON(w, http.StatusOK, DestroyResult{Infra: name, Removed: res.Removed})
 	return nil
 }
 
@@ -267,14 +242,14 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request, _ string) error 
 	if err != nil {
 		return err
 	}
-	if _, err := s.be.Get(name); err != nil {
+	var st []*InfraStatus
+	if err := s.withKernel(r.Context(), func() (err error) { st, err = s.be.Status(r.Context(), []string{name}); return }); err != nil {
 		return err
 	}
-	var st *InfraStatus
-	if err := s.withKernel(r.Context(), func() (err error) { st, err = s.be.Status(name); return }); err != nil {
-		return err
+	if len(st) == 0 { // reported by hosts until a moment ago
+		return fmt.Errorf("%q: %w", name, service.ErrNotFound)
 	}
-	writeJSON(w, http.StatusOK, st)
+	writeJSON(w, http.StatusOK, st[0])
 	return nil
 }
 
@@ -290,11 +265,8 @@ func (s *Server) iocStats(w http.ResponseWriter, r *http.Request, _ string) erro
 	if err != nil {
 		return err
 	}
-	if _, err := s.be.Get(name); err != nil {
-		return err
-	}
-	var st *reconcile.IOCStats
-	if err := s.withKernel(r.Context(), func() (err error) { st, err = s.be.IOCStats(name, interval); return }); err != nil {
+	var st *service.IOCStats
+	if err := s.withKernel(r.Context(), func() (err error) { st, err = s.be.IOCStats(r.Context(), name, interval); return }); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, st)
@@ -302,46 +274,39 @@ func (s *Server) iocStats(w http.ResponseWriter, r *http.Request, _ string) erro
 }
 
 // window reads ?window= for stats and series: at most the history kept.
-func (s *Server) window(r *http.Request, def time.Duration) (string, time.Duration, []*metrics.Snapshot, error) {
+func (s *Server) window(r *http.Request, def time.Duration) (string, time.Duration, error) {
 	name, err := nameOf(r)
 	if err != nil {
-		return "", 0, nil, err
+		return "", 0, err
 	}
 	d, err := durationParam(r, "window", min(def, s.cfg.History), time.Second, s.cfg.History)
-	if err != nil {
-		return "", 0, nil, err
-	}
-	if _, err := s.be.Get(name); err != nil {
-		return "", 0, nil, err
-	}
-	snaps, serr := s.sampler.Window(name, d)
-	if len(snaps) < 2 {
-		msg := "no samples of " + name + " yet: the server samples every " + s.cfg.SampleInterval.String() + "; try again shortly"
-		if serr != nil {
-			msg = "no samples of " + name + ": " + serr.Error()
-		}
-		return "", 0, nil, fail(http.StatusServiceUnavailable, msg)
-	}
-	return name, d, snaps, nil
-}
-
-// StatsResult are rates averaged over a window, as the server sampled them.
-type StatsResult struct {
-	Window float64 `json:"window_s"` // asked for; Seconds says how much the samples cover
-	*metrics.Averages
+	return name, d, err
 }
 
 func (s *Server) stats(w http.ResponseWriter, r *http.Request, _ string) error {
-	_, d, snaps, err := s.window(r, 5*time.Minute)
+	name, d, err := s.window(r, 5*time.Minute)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, StatsResult{Window: d.Seconds(), Averages: metrics.Average(snaps)})
+	avg, err := s.be.Stats(r.Context(), name, service.StatsOptions{Window: d})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, StatsResult{Window: d.Seconds(), Averages: avg})
 	return nil
 }
 
+// series is each sampling step's rates over the window, what the dashboard
+// draws: the sampler's history as it is, which only a server keeps.
 func (s *Server) series(w http.ResponseWriter, r *http.Request, _ string) error {
-	_, _, snaps, err := s.window(r, 2*time.Minute)
+	name, d, err := s.window(r, 2*time.Minute)
+	if err != nil {
+		return err
+	}
+	if _, err := s.be.Get(r.Context(), name); err != nil {
+		return err
+	}
+	snaps, err := service.Samples(s.sampler, name, d)
 	if err != nil {
 		return err
 	}
@@ -362,7 +327,7 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, _ string) er
 		}
 		limit = n
 	}
-	evs, err := s.be.Events(infra, limit)
+	evs, err := s.be.Events(r.Context(), infra, limit)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/vnet-project/vnet/examples"
 	"github.com/vnet-project/vnet/internal/nstest"
+	"github.com/vnet-project/vnet/internal/service"
 )
 
 // scrape reads /metrics and returns each series' value by its name and labels.
@@ -63,9 +65,9 @@ func TestServerOnTheKernel(t *testing.T) {
 	}
 	src = bytes.Replace(src, []byte("name: demo\n"), []byte("name: "+infra+"\n"), 1)
 	dir := t.TempDir()
-	be := &Local{StateDir: dir}
+	be := &service.Local{StateDir: dir}
 	t.Cleanup(func() {
-		if _, err := be.Destroy(infra); err != nil && !strings.Contains(err.Error(), "no such infrastructure") {
+		if _, err := be.Destroy(context.Background(), infra, service.DestroyOptions{}); err != nil && !strings.Contains(err.Error(), "no such infrastructure") {
 			t.Errorf("cleanup: %v", err)
 		}
 		nstest.AssertGone(t, infra)
@@ -192,7 +194,7 @@ func TestServerOnTheKernel(t *testing.T) {
 		t.Fatalf("destroy: %+v %v", gone, err)
 	}
 	nstest.AssertGone(t, infra)
-	if _, err := c.Status(ctx, infra); !IsNotFound(err) {
+	if _, err := c.Status(ctx, infra); !errors.Is(err, service.ErrNotFound) {
 		t.Errorf("status after destroy: %v", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/vnet-project/vnet/examples"
 	"github.com/vnet-project/vnet/internal/nstest"
+	"github.com/vnet-project/vnet/internal/service"
 )
 
 // TestNetperfRunOnTheKernel starts netperf runs through the API against a
@@ -32,9 +33,9 @@ func TestNetperfRunOnTheKernel(t *testing.T) {
 	}
 	src = bytes.Replace(src, []byte("name: demo\n"), []byte("name: "+infra+"\n"), 1)
 	dir := t.TempDir()
-	be := &Local{StateDir: dir, Exe: bin}
+	be := &service.Local{StateDir: dir, Exe: bin}
 	t.Cleanup(func() {
-		if _, err := be.Destroy(infra); err != nil {
+		if _, err := be.Destroy(context.Background(), infra, service.DestroyOptions{}); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
 		nstest.AssertGone(t, infra)

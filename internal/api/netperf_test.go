@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -123,7 +124,7 @@ func TestNetperfRuns(t *testing.T) {
 	// The run is an event too, once it ends.
 	deadline = time.Now().Add(5 * time.Second)
 	for {
-		evs, _ := be.Events("t6", 10)
+		evs, _ := be.Events(context.Background(), "t6", 10)
 		if len(evs) > 0 && evs[0].Action == "netperf" {
 			break
 		}

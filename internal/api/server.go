@@ -1,4 +1,4 @@
-// Package api serves vnet's engine over HTTP: infrastructures to apply,
+// Package api is vnet's HTTP face over the service layer: infrastructures to apply,
 // plan and destroy, their status and counters, Prometheus metrics, an
 // OpenAPI document of all of it, and a dashboard. See docs/api.md.
 package api
@@ -12,13 +12,13 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/vnet-project/vnet/internal/metrics"
+	"github.com/vnet-project/vnet/internal/service"
 	"github.com/vnet-project/vnet/internal/spec"
 )
 
@@ -53,8 +53,10 @@ const (
 
 // Config is how the server runs.
 type Config struct {
-	Addr      string
-	Backend   Backend
+	Addr string
+	// Backend answers every request: this machine's (service.Local) or a
+	// cluster's (service.Cluster).
+	Backend   service.Backend
 	TokenFile string // without one the server takes no changes
 	// AuthReads asks for a token on reads too; without it reads are open
 	// to clients on this machine (and need a token from anywhere else).
@@ -74,7 +76,7 @@ type Config struct {
 // Server is the HTTP API over one backend.
 type Server struct {
 	cfg      Config
-	be       Backend
+	be       service.Backend
 	tokens   *Tokens
 	sampler  *metrics.Sampler
 	registry *prometheus.Registry
@@ -84,18 +86,10 @@ type Server struct {
 	log      *log.Logger
 	handler  http.Handler
 	routes   []route
-	runs     netperfRuns
+	runs     *service.NetperfRuns
 	// runsCtx bounds netperf runs: Serve ends them when it shuts down.
 	runsCtx  context.Context
 	stopRuns context.CancelFunc
-
-	specMu sync.Mutex
-	specs  map[string]specCache
-}
-
-type specCache struct {
-	source string
-	spec   *spec.Spec
 }
 
 // New builds a server; Run serves it.
@@ -132,7 +126,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, be: cfg.Backend, kernel: make(chan struct{}, maxKernelReaders),
 		decoders: make(chan struct{}, maxSpecDecoders),
-		log:      log.New(cfg.Log, "", log.LstdFlags), specs: map[string]specCache{}}
+		log:      log.New(cfg.Log, "", log.LstdFlags)}
 	if cfg.TokenFile != "" {
 		t, err := LoadTokens(cfg.TokenFile)
 		if err != nil {
@@ -140,16 +134,17 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.tokens = t
 	}
-	s.sampler = &metrics.Sampler{Infras: s.infraSpecs, Open: s.be.Counting, Interval: cfg.SampleInterval, Keep: cfg.History}
+	s.sampler = s.be.Sample(cfg.SampleInterval, cfg.History)
 	s.registry = prometheus.NewRegistry()
 	s.applies = metrics.NewApplyHistogram()
 	s.registry.MustRegister(s.applies)
-	if rb, ok := s.be.(remoteBackend); !ok || !rb.ReadsNoKernel() {
-		s.registry.MustRegister(&metrics.Collector{Infras: s.infraSpecs, Open: s.be.Counting})
+	if s.be.ReadsKernel() {
+		s.registry.MustRegister(&metrics.Collector{Infras: s.be.Specs, Open: s.be.Counting})
 	}
-	if al, ok := s.be.(agentLister); ok {
-		s.registry.MustRegister(agentCollector{al})
-	}
+	s.registry.MustRegister(agentCollector{s.be})
+	s.runs = &service.NetperfRuns{Backend: s.be, Recorded: func(ev service.Event, err error) {
+		s.log.Printf("event %s %s: %v", ev.Action, ev.Infra, err)
+	}}
 	s.runsCtx, s.stopRuns = context.WithCancel(context.Background())
 	s.routes = s.routeTable()
 	s.handler = s.buildHandler()
@@ -233,38 +228,6 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	return s.Run(ctx)
-}
-
-// infraSpecs are the specs of the applied infrastructures, decoded once
-// per version.
-func (s *Server) infraSpecs() []*spec.Spec {
-	recs, err := s.be.List()
-	if err != nil {
-		return nil
-	}
-	s.specMu.Lock()
-	defer s.specMu.Unlock()
-	seen := map[string]bool{}
-	var out []*spec.Spec
-	for _, r := range recs {
-		seen[r.Name] = true
-		c, ok := s.specs[r.Name]
-		if !ok || c.source != string(r.Spec) {
-			doc, err := storedDoc(r)
-			if err != nil {
-				continue
-			}
-			c = specCache{source: string(r.Spec), spec: doc.Spec}
-			s.specs[r.Name] = c
-		}
-		out = append(out, c.spec)
-	}
-	for name := range s.specs {
-		if !seen[name] {
-			delete(s.specs, name)
-		}
-	}
-	return out
 }
 
 // metricsHandler serves Prometheus's exposition of the registry.

@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vnet-project/vnet/internal/service"
 	"github.com/vnet-project/vnet/internal/spec"
-	"github.com/vnet-project/vnet/internal/store"
 )
 
 const testToken = "0123456789abcdef0123"
@@ -96,6 +96,8 @@ func TestStatusCodes(t *testing.T) {
 		{"unknown field", put(strings.Replace(smallSpec, "vms:", "vmz:", 1), yaml, testToken), 400, "vmz"},
 		{"bad reference", put(strings.Replace(smallSpec, "host: esx1\n    nics: [{portgroup: pg-vm, ip: 10.0.0.2/24}]", "host: esx9\n    nics: [{portgroup: pg-vm, ip: 10.0.0.2/24}]", 1), yaml, testToken), 400, "vms[1].host"},
 		{"name differs from the URL", req{method: "PUT", path: "/api/v1/infras/t2", body: smallSpec, ctype: yaml, token: testToken}, 400, "name"},
+		{"a second document", put(smallSpec+"---\nname: t1\n", yaml, testToken), 400, ""},
+		{"a zero for a default", put(strings.Replace(smallSpec, "vms:", "vms:\n  - {name: vm9, host: esx1, cpus: 0, nics: [{portgroup: pg-vm}]}", 1), yaml, testToken), 400, "vms[0].cpus"},
 		{"body too large", put(strings.Repeat("#", spec.MaxSpecBytes+1), yaml, testToken), 413, ""},
 		{"bad dryRun", req{method: "PUT", path: "/api/v1/infras/t1?dryRun=maybe", body: smallSpec, ctype: yaml, token: testToken}, 400, "dryRun"},
 		{"unknown infra", req{method: "GET", path: "/api/v1/infras/nope"}, 404, ""},
@@ -154,7 +156,7 @@ func TestLargeSpecs(t *testing.T) {
 	if w.Code != http.StatusOK {
 		t.Fatalf("a spec of %d bytes: %d %.500s", len(large), w.Code, w.Body)
 	}
-	if rec, err := be.Get("big"); err != nil || len(rec.Spec) != len(large) {
+	if rec, err := be.Get(context.Background(), "big"); err != nil || len(rec.Spec) != len(large) {
 		t.Fatalf("stored %v, %v", rec, err)
 	}
 
@@ -277,7 +279,7 @@ func TestApplyDryRunDestroyAndEvents(t *testing.T) {
 	if !res.DryRun || res.Changes != 1 || res.Executed != 0 || res.Plan[0].Op != "create" || res.Plan[0].Kind != "netns" {
 		t.Errorf("dry run: %+v", res)
 	}
-	if _, err := be.Get("t1"); err == nil {
+	if _, err := be.Get(context.Background(), "t1"); err == nil {
 		t.Error("a dry run applied")
 	}
 	// JSON is a spec too.
@@ -406,7 +408,7 @@ func TestConcurrentRequests(t *testing.T) {
 				_, err = c.List(ctx)
 			case 2:
 				_, err = c.Status(ctx, "t1")
-				if IsNotFound(err) {
+				if errors.Is(err, service.ErrNotFound) {
 					err = nil
 				}
 			case 3:
@@ -418,7 +420,7 @@ func TestConcurrentRequests(t *testing.T) {
 				}
 			case 4:
 				_, err = c.Destroy(ctx, "t1")
-				if IsNotFound(err) {
+				if errors.Is(err, service.ErrNotFound) {
 					err = nil
 				}
 			}
@@ -449,7 +451,7 @@ func TestClientErrors(t *testing.T) {
 	if !errors.As(err, &ae) || ae.Body.Field != "hosts" || ae.Body.Line != 2 || !errors.Is(err, spec.ErrInvalid) {
 		t.Errorf("bad spec: %v %+v", err, ae)
 	}
-	if _, err := c.Status(context.Background(), "nope"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := c.Status(context.Background(), "nope"); !errors.Is(err, service.ErrNotFound) {
 		t.Errorf("unknown infra: %v", err)
 	}
 	anon, _ := NewClient(srv.URL, "")

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vnet-project/vnet/internal/agent"
 	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/nstest"
 	"github.com/vnet-project/vnet/internal/store"
+	"github.com/vnet-project/vnet/internal/teamagent"
 )
 
 func isPlainFile(path string) bool {
@@ -151,7 +151,7 @@ func TestOrphanAgentIsFoundAndStopped(t *testing.T) {
 	if again := waitAgents(t, state, infra, 1); again[0] != first[0] {
 		t.Errorf("apply replaced agent %d by %d", first[0], again[0])
 	}
-	os.Remove(agent.PIDFile(state, infra))
+	os.Remove(teamagent.PIDFile(state, infra))
 	must(t, state, "apply", file)
 	waitAgents(t, state, infra, 1)
 	destroyClean(t, infra, state, 0)
@@ -172,7 +172,7 @@ func waitAgents(t *testing.T, state, infra string, n int) []int {
 	t.Helper()
 	var pids []int
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if pids = agent.Find(state, infra); len(pids) == n {
+		if pids = agentProcesses(t, state, infra); len(pids) == n {
 			return pids
 		}
 	}
@@ -228,14 +228,14 @@ func TestGCRemovesWhatNoInfrastructureOwns(t *testing.T) {
 			t.Errorf("gc --dry-run does not list %s:\n%s", want, out)
 		}
 	}
-	if len(leftovers(t, gone, state)) == 0 || len(agent.Find(state, team)) != 1 {
+	if len(leftovers(t, gone, state)) == 0 || len(agentProcesses(t, state, team)) != 1 {
 		t.Fatal("gc --dry-run removed something")
 	}
 	out = must(t, state, "gc")
 	if left := leftovers(t, gone, state); len(left) > 0 {
 		t.Errorf("gc left %v:\n%s", left, out)
 	}
-	if pids := agent.Find(state, team); len(pids) > 0 {
+	if pids := agentProcesses(t, state, team); len(pids) > 0 {
 		t.Errorf("gc left the agent %v of %s", pids, team)
 	}
 	if _, err := os.Stat(filepath.Join(dataplane.NetnsDir, nstest.NSName(team, "esx1"))); err != nil {
@@ -453,7 +453,7 @@ func TestKillAgentAtEveryFailoverStep(t *testing.T) {
 			setLink(t, esx1, uplink, "down")
 			// A killed agent leaves /proc, or shows there as a zombie
 			// without a command line, which Find does not count.
-			for deadline := time.Now().Add(5 * time.Second); len(agent.Find(state, infra)) > 0; time.Sleep(20 * time.Millisecond) {
+			for deadline := time.Now().Add(5 * time.Second); len(agentProcesses(t, state, infra)) > 0; time.Sleep(20 * time.Millisecond) {
 				if time.Now().After(deadline) {
 					t.Fatalf("the agent was not killed at point %d (%q)", n, failover[i])
 				}
@@ -473,7 +473,7 @@ func TestKillAgentAtEveryFailoverStep(t *testing.T) {
 				}
 			}
 			destroyClean(t, infra, state, 0)
-			if pids := agent.Find(state, infra); len(pids) > 0 {
+			if pids := agentProcesses(t, state, infra); len(pids) > 0 {
 				t.Errorf("destroy left agents %v", pids)
 			}
 		})
@@ -494,7 +494,7 @@ func TestAgentWorksWhileTheInfrastructureIsLocked(t *testing.T) {
 	cleanup(t, infra, state)
 	must(t, state, "apply", file)
 	pid := waitAgents(t, state, infra, 1)[0]
-	logFile := agent.LogFile(state, infra)
+	logFile := teamagent.LogFile(state, infra)
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if b, _ := os.ReadFile(logFile); strings.Contains(string(b), "agent for "+infra) {
 			break // it runs, and SIGHUP reloads it
@@ -533,7 +533,7 @@ func TestAgentWorksWhileTheInfrastructureIsLocked(t *testing.T) {
 	if strings.Contains(log, "reload:") || strings.Contains(log, "locked") {
 		t.Errorf("the agent's reload under the lock:\n%s", log)
 	}
-	if got := agent.Find(state, infra); len(got) != 1 || got[0] != pid {
+	if got := agentProcesses(t, state, infra); len(got) != 1 || got[0] != pid {
 		t.Errorf("agents after the reload: %v, want %d", got, pid)
 	}
 	setLink(t, esx1, "vmnic1", "up")

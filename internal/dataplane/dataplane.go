@@ -36,6 +36,9 @@ type Linux struct {
 	// kernel has: how tests see what an apply does on a kernel built
 	// without it.
 	WithoutBrNetfilter bool
+	// WithoutPortPrograms makes port policies nftables rules, as on a
+	// kernel that does not run vnet's port programs (see PortPrograms).
+	WithoutPortPrograms bool
 	// DeviceStateDir is where the state of real devices and TAPs is kept
 	// from before vnet first changed them, until they are given back
 	// (plan.KindDevice).
@@ -287,6 +290,10 @@ func (l *Linux) ensure(r plan.Resource) error {
 		return l.ensureFirewall(r)
 	case plan.KindPortSec:
 		return l.ensurePortSec(r)
+	case plan.KindPortBPF:
+		return l.ensurePortProg(r)
+	case plan.KindLB:
+		return l.ensureLB(r)
 	case plan.KindOffloads:
 		return setOffloads(r)
 	case plan.KindCgroup:
@@ -328,6 +335,10 @@ func (l *Linux) remove(r plan.Resource) error {
 		return l.removeFirewall(r)
 	case plan.KindPortSec:
 		return l.removePortSec(r)
+	case plan.KindPortBPF:
+		return l.removePortProg(r)
+	case plan.KindLB:
+		return l.removeLB(r)
 	case plan.KindOffloads:
 		return nil // offloads go with their link; a dropped setting is reset as a change (plan.ResetDroppedOffloads)
 	case plan.KindCgroup:
@@ -504,7 +515,7 @@ func linksAtOnce(actions []plan.Action, goneNS map[string]bool) (rest []plan.Act
 		case a.Op != plan.OpDelete:
 		case r.Kind == plan.KindBridge, r.Kind == plan.KindVxlan, r.Kind == plan.KindVeth:
 			continue
-		case (r.Kind == plan.KindFDB || r.Kind == plan.KindNeigh) && gone[r.NS+"/"+r.Link]:
+		case (r.Kind == plan.KindFDB || r.Kind == plan.KindNeigh || r.Kind == plan.KindPortBPF || r.Kind == plan.KindLB) && gone[r.NS+"/"+r.Link]:
 			continue
 		}
 		rest = append(rest, a)

@@ -97,12 +97,17 @@ func (l *Linux) removePortSec(r plan.Resource) error {
 }
 
 // FirewallCounters reads, for each port of a host namespace, the packets
-// its counting rules have seen, by label (forged-mac, acl[0], ...), in
-// every firewall of vnet's there. A namespace without a firewall has none.
+// its policy has counted, by label (forged-mac, acl[0], ...): in every
+// firewall of vnet's there and in its port programs (portProgCounters). A
+// namespace without either has none.
 // Equivalent to: nft -n NS list table bridge vnet (the counters)
 func (l *Linux) FirewallCounters(ns string) (map[string]map[string]uint64, error) {
 	if !netnsExists(ns) {
 		return map[string]map[string]uint64{}, nil
 	}
-	return l.fw.Counters(ns)
+	out, err := l.fw.Counters(ns)
+	if err != nil {
+		return nil, err
+	}
+	return out, l.portProgCounters(ns, out)
 }

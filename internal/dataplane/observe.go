@@ -354,6 +354,8 @@ func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep 
 		v.resources = append(v.resources, observeTC(h, link, ns, qs, shaperHints)...)
 		if hasIngress(qs) {
 			v.resources = append(v.resources, observeSteer(h, link, ns, byName)...)
+			v.resources = append(v.resources, observePortProg(h, link, ns)...)
+			v.resources = append(v.resources, observeLB(h, link, ns)...)
 		}
 	}
 	return v, nil

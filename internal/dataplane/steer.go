@@ -20,9 +20,13 @@ import (
 // plan.SteerDigest) and the interface indexes it was compiled with, so
 // observation reads back what runs and notices when a redirect target has
 // been recreated under it.
+// It runs after a port's load balancers and policy programs (prio 1 and
+// 2): a frame the policy drops is never steered, and one translated to a
+// backend goes where its backend is. Earlier versions put it at prio 1 or
+// 2, where observation finds it stale, and the next apply moves it.
 const (
 	steerPrefix = plan.AliasPrefix + "steer "
-	steerPrio   = 1
+	steerPrio   = 3
 	steerHandle = 1
 )
 
@@ -62,7 +66,7 @@ func parseSteerName(name string) (digest, port, why string, targets map[string]i
 
 // ensureSteer compiles the program and attaches it, replacing any older one
 // in place so that traffic never runs without steering.
-// Equivalent to: tc qdisc add dev LINK clsact; tc filter replace dev LINK ingress prio 1 handle 1 bpf da obj PROG
+// Equivalent to: tc qdisc add dev LINK clsact; tc filter replace dev LINK ingress prio 3 handle 1 bpf da obj PROG
 func (l *Linux) ensureSteer(r plan.Resource) error {
 	if plan.IsDigest(r.Match) {
 		return fmt.Errorf("steering on %s in %s: only its digest is known (%s), not the program: run vnet apply to make it from the spec", r.Link, r.NS, r.Match)
@@ -101,6 +105,28 @@ func (l *Linux) ensureSteer(r plan.Resource) error {
 			return &FeatureError{Feature: "cls_bpf classifier", Hint: "CONFIG_NET_CLS_BPF (modprobe cls_bpf)", Err: err}
 		}
 		return fmt.Errorf("tc -n %s filter replace dev %s ingress bpf: %w", r.NS, r.Link, err)
+	}
+	return deleteSteerFilters(h, r.NS, link, steerPrio)
+}
+
+// deleteSteerFilters deletes a link's steering filters but the one at
+// prio keep (0: all of them).
+func deleteSteerFilters(h *netlink.Handle, ns string, link netlink.Link, keep uint16) error {
+	filters, err := rtnl.RetryDump(func() ([]netlink.Filter, error) { return h.FilterList(link, netlink.HANDLE_MIN_INGRESS) })
+	if err != nil {
+		return fmt.Errorf("tc -n %s filter show dev %s ingress: %w", ns, link.Attrs().Name, err)
+	}
+	for _, f := range filters {
+		bf, ok := f.(*netlink.BpfFilter)
+		if !ok || !strings.HasPrefix(bf.Name, steerPrefix) || bf.Priority == keep {
+			continue
+		}
+		del := &netlink.BpfFilter{FilterAttrs: netlink.FilterAttrs{LinkIndex: link.Attrs().Index, Parent: netlink.HANDLE_MIN_INGRESS,
+			Handle: bf.Handle, Priority: bf.Priority, Protocol: bf.Protocol}}
+		if err := h.FilterDel(del); err != nil && !errors.Is(err, unix.ENOENT) && !isGone(err) {
+			return fmt.Errorf("tc -n %s filter del dev %s ingress prio %d: %w", ns, link.Attrs().Name, bf.Priority, err)
+		}
+		changed("steering off %s prio %d", link.Attrs().Name, bf.Priority)
 	}
 	return nil
 }
@@ -141,19 +167,18 @@ func ensureClsact(h *netlink.Handle, link netlink.Link) error {
 	return fmt.Errorf("tc qdisc add dev %s clsact: %w", link.Attrs().Name, err)
 }
 
-// removeSteer takes the clsact hook away, and the program with it.
-// Equivalent to: tc qdisc del dev LINK clsact
+// removeSteer takes the steering program away, and the clsact hook with
+// it unless the port's policy programs are still there.
+// Equivalent to: tc filter del dev LINK ingress prio 3 handle 1 bpf; tc qdisc del dev LINK clsact
 func (l *Linux) removeSteer(r plan.Resource) error {
 	h, link, err := l.existingLink(r.NS, r.Link)
 	if link == nil || err != nil {
 		return err
 	}
-	q := &netlink.GenericQdisc{QdiscType: "clsact",
-		QdiscAttrs: netlink.QdiscAttrs{LinkIndex: link.Attrs().Index, Parent: netlink.HANDLE_CLSACT, Handle: netlink.MakeHandle(0xffff, 0)}}
-	if err := h.QdiscDel(q); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EINVAL) {
-		return fmt.Errorf("tc -n %s qdisc del dev %s clsact: %w", r.NS, r.Link, err)
+	if err := deleteSteerFilters(h, r.NS, link, 0); err != nil {
+		return err
 	}
-	return nil
+	return dropEmptyClsact(h, r.NS, link)
 }
 
 // observeSteer reads a link's steering program back from its tc name, its
@@ -176,6 +201,9 @@ func observeSteer(h *netlink.Handle, link netlink.Link, ns string, byName map[st
 			continue
 		}
 		r := plan.Resource{Kind: plan.KindSteer, NS: ns, Link: link.Attrs().Name, Name: port, Why: why, Match: digest}
+		if bf.Priority != steerPrio {
+			r.Match = "stale " + digest
+		}
 		for to, idx := range targets {
 			if byName[to] != idx {
 				r.Match = "stale " + digest

@@ -7,15 +7,15 @@ import (
 	"reflect"
 	"sync"
 
-	"github.com/vnet-project/vnet/internal/agent"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/status"
+	"github.com/vnet-project/vnet/internal/teamagent"
 )
 
 // A switch that teams several real uplinks on this host needs what the
-// lab's teaming agent does there (package agent): follow the devices'
+// lab's teaming agent does there (package teamagent): follow the devices'
 // carrier, sample their load for LBT, move team-wide limit splits. The host
 // agent runs that same agent, one per infrastructure that teams here, in
 // its own process, scoped to the host's part of the spec
@@ -25,7 +25,7 @@ import (
 
 // teamRun is the teaming agent of one infrastructure.
 type teamRun struct {
-	agent  *agent.Agent
+	agent  *teamagent.Agent
 	cancel context.CancelFunc
 	done   chan struct{}
 
@@ -91,7 +91,7 @@ func (a *Agent) uplinksDown(s *spec.Spec) map[string]bool {
 		}
 		states[t.NS] = st
 	}
-	return agent.DownUplinks(teams, states)
+	return teamagent.DownUplinks(teams, states)
 }
 
 // syncTeaming runs the infrastructure's teaming agent when its host part
@@ -125,7 +125,7 @@ func (a *Agent) syncTeaming(ctx context.Context, doc *spec.Document, executed bo
 		return
 	}
 	t := &teamRun{spec: doc.Spec, scope: scope, done: make(chan struct{})}
-	t.agent = &agent.Agent{Infra: name, DP: a.TeamDP, Log: prefixed{a, name + ": teaming: "},
+	t.agent = &teamagent.Agent{Infra: name, DP: a.TeamDP, Log: prefixed{a, name + ": teaming: "},
 		Spec: func() (*spec.Spec, error) {
 			s, _ := t.current()
 			return s, nil

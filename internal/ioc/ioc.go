@@ -25,6 +25,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/vnet-project/vnet/internal/quote"
 )
 
 // Share presets, as in vSphere.
@@ -59,7 +61,7 @@ func ParseShares(s string) (int, error) {
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(s))
 	if err != nil || n < 1 || n > 100 {
-		return 0, fmt.Errorf("shares %q: want low (25), normal (50), high (100) or 1..100", s)
+		return 0, fmt.Errorf("shares %s: want low (25), normal (50), high (100) or 1..100", quote.Q(s))
 	}
 	return n, nil
 }

@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/vnet-project/vnet/internal/quote"
 )
 
 // Key is one u32 match: the 32-bit word at Off bytes from the network
@@ -31,7 +33,7 @@ type Rule struct {
 func SrcMACKeys(mac string) ([]Key, error) {
 	hw, err := net.ParseMAC(mac)
 	if err != nil || len(hw) != 6 {
-		return nil, fmt.Errorf("MAC %q", mac)
+		return nil, fmt.Errorf("MAC %s", quote.Q(mac))
 	}
 	w1 := uint32(hw[0])<<24 | uint32(hw[1])<<16 | uint32(hw[2])<<8 | uint32(hw[3])
 	w2 := uint32(hw[4])<<24 | uint32(hw[5])<<16
@@ -47,7 +49,7 @@ func RuleKeys(r Rule) ([]Key, error) {
 	if r.Proto != "" {
 		n, ok := protoNumbers[r.Proto]
 		if !ok {
-			return nil, fmt.Errorf("protocol %q: want tcp, udp or icmp", r.Proto)
+			return nil, fmt.Errorf("protocol %s: want tcp, udp or icmp", quote.Q(r.Proto))
 		}
 		keys = append(keys, Key{Off: 8, Mask: 0x00ff0000, Val: n << 16})
 	}
@@ -66,7 +68,7 @@ func RuleKeys(r Rule) ([]Key, error) {
 		}
 		pfx, err := netip.ParsePrefix(p.prefix)
 		if err != nil || !pfx.Addr().Is4() {
-			return nil, fmt.Errorf("prefix %q: want an IPv4 prefix, e.g. 10.0.0.0/8", p.prefix)
+			return nil, fmt.Errorf("prefix %s: want an IPv4 prefix, e.g. 10.0.0.0/8", quote.Q(p.prefix))
 		}
 		a := pfx.Masked().Addr().As4()
 		mask := uint32(0)

@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"reflect"
+	"strings"
 
 	"github.com/vnet-project/vnet/internal/spec"
 )
@@ -17,6 +18,24 @@ type LinkFacts struct {
 	MasterAlias string
 	Alias       string
 	Speed       uint64 // bit/s as the device reports it (ethtool); 0: none
+	// Addresses are the link's own global addresses (not link-local),
+	// and DefaultRoute whether a default route of the main table leaves
+	// through it: the machine's own traffic uses the link.
+	Addresses    []string
+	DefaultRoute bool
+}
+
+// OwnTraffic describes what of the machine's own traffic the link carries,
+// "" when none.
+func (lf LinkFacts) OwnTraffic() string {
+	var what []string
+	if lf.DefaultRoute {
+		what = append(what, "the default route")
+	}
+	if len(lf.Addresses) > 0 {
+		what = append(what, "the addresses "+strings.Join(lf.Addresses, ", "))
+	}
+	return strings.Join(what, " and ")
 }
 
 // HostFacts is what the host's agent reads of the machine before it plans
@@ -95,6 +114,12 @@ func CheckHostFacts(doc *spec.Document, host string, f HostFacts, checked func(v
 			}
 			if n.Device == f.UnderlayLink {
 				errs = append(errs, doc.Errorf(p+".device", "device %s carries host %s's underlay address %s, which its tunnels need: give the switch another NIC", n.Device, host, h.Underlay))
+				continue
+			}
+			if own := lf.OwnTraffic(); own != "" && !n.Shared {
+				// A bridge port's addresses no longer serve the machine:
+				// made an uplink, the device would cut it off.
+				errs = append(errs, doc.Errorf(p+".device", "device %s carries this machine's own traffic (%s), which would stop once it is a switch's uplink: give the switch another NIC, or set shared: true to take it all the same", n.Device, own))
 				continue
 			}
 			if n.Speed == 0 {

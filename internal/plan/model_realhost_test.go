@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -105,6 +106,11 @@ func TestCheckHostFacts(t *testing.T) {
 			f.Links["eth1"] = LinkFacts{Type: "device", Speed: 1e9, Alias: AliasPrefix + DeviceOwner("other", "nic")}
 		}, "used by another infrastructure"},
 		{"underlay", func(f *HostFacts) { f.UnderlayLink = "eth1" }, "carries host hv1's underlay address"},
+		{"default route", func(f *HostFacts) { f.Links["eth1"] = LinkFacts{Type: "device", Speed: 1e9, DefaultRoute: true} },
+			"hosts[0].nics[0].device: device eth1 carries this machine's own traffic (the default route), which would stop once it is a switch's uplink: give the switch another NIC, or set shared: true"},
+		{"addresses", func(f *HostFacts) {
+			f.Links["eth1"] = LinkFacts{Type: "device", Speed: 1e9, Addresses: []string{"192.0.2.5/24", "2001:db8::5/64"}}
+		}, "device eth1 carries this machine's own traffic (the addresses 192.0.2.5/24, 2001:db8::5/64)"},
 		{"tun", func(f *HostFacts) { f.Links["tap-guest1"] = LinkFacts{Type: "tuntap"} }, "is a tuntap, not a TAP device"},
 		{"no tap", func(f *HostFacts) { delete(f.Links, "tap-guest1") }, `vms[0].nics[0].attach.tap: TAP device "tap-guest1" does not exist`},
 		{"no netns", func(f *HostFacts) { f.Netns = nil }, `vms[1].nics[0].attach.netns: namespace "box1" does not exist`},
@@ -126,5 +132,27 @@ func TestCheckHostFacts(t *testing.T) {
 				t.Errorf("got %v, want an error with %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A device that carries the machine's own traffic is taken only with
+// shared: true, which says the spec means it.
+func TestCheckHostFactsSharedDevice(t *testing.T) {
+	src, err := os.ReadFile("../../examples/hosts/real-host.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := strings.Replace(string(src), "{name: vmnic0, device: eth1}", "{name: vmnic0, device: eth1, shared: true}", 1)
+	doc, err := spec.Load("real-host.yaml", []byte(shared))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := HostFacts{
+		Links: map[string]LinkFacts{"eth1": {Type: "device", Speed: 1e9, DefaultRoute: true, Addresses: []string{"192.0.2.5/24"}},
+			"tap-guest1": {Type: "tuntap", Tap: true}},
+		Netns: map[string]bool{"box1": true},
+	}
+	if _, err := CheckHostFacts(doc, "hv1", f, AllVMs); err != nil {
+		t.Errorf("shared: true: %v", err)
 	}
 }

@@ -12,6 +12,9 @@ import (
 // host namespace with such ports its firewall (KindFirewall). A host whose
 // ports have ACLs tracks connections through br_netfilter, so its
 // namespace passes bridged IP traffic to the IP hooks (see FirewallStateful).
+// Where the kernel runs vnet's port programs (Options.PortPrograms), each
+// such port gets them instead (KindPortBPF), which track connections
+// themselves: no firewall, no IP hooks.
 func (m *modeler) security() {
 	type fw struct {
 		ns, host string
@@ -24,6 +27,10 @@ func (m *modeler) security() {
 			return
 		}
 		ns := m.ns(host)
+		if m.opt.PortPrograms {
+			m.add(Resource{Kind: KindPortBPF, NS: ns, Link: link, Match: p.String(), Owner: owner})
+			return
+		}
 		f := byNS[ns]
 		if f == nil {
 			f = &fw{ns: ns, host: host}
@@ -167,19 +174,25 @@ func (m *modeler) setNamespaceSysctl(ns, key, value string) {
 // host's part (hostModel), so neither are their policies.
 func hostSecurity(infra, host, here, labNS string, ports map[string]string, lab []Resource) []Resource {
 	var out []Resource
+	var progs []Resource
 	for _, r := range lab {
 		port, ok := ports[r.Link]
-		if r.Kind != KindPortSec || r.NS != labNS || !ok {
+		if (r.Kind != KindPortSec && r.Kind != KindPortBPF) || r.NS != labNS || !ok {
 			continue
 		}
-		r.NS, r.Link, r.Name = here, port, FirewallTable(infra)
+		r.NS, r.Link = here, port
+		if r.Kind == KindPortBPF {
+			progs = append(progs, r)
+			continue
+		}
+		r.Name = FirewallTable(infra)
 		out = append(out, r)
 	}
 	if len(out) == 0 {
-		return nil
+		return progs
 	}
 	fw := hostFirewall(Resource{Kind: KindFirewall, NS: here, Name: FirewallTable(infra), Owner: HostOwner(infra, "firewall of host "+host)}, out)
-	return append([]Resource{fw}, out...)
+	return append(append([]Resource{fw}, out...), progs...)
 }
 
 // hostFirewall is a host's firewall fw for the port policies it holds:

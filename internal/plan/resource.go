@@ -24,10 +24,17 @@ const (
 	KindSteer    Kind = "steer"
 	KindFirewall Kind = "firewall" // a host namespace's nftables tables (see model_security.go)
 	KindPortSec  Kind = "portsec"  // one switch port's security policy and ACL
-	KindCgroup   Kind = "cgroup"
-	KindVxlan    Kind = "vxlan" // a VXLAN tunnel endpoint, a port of its switch's bridge
-	KindFDB      Kind = "fdb"   // a static forwarding entry of a tunnel endpoint
-	KindNeigh    Kind = "neigh" // a static neighbour entry (IP -> MAC) on a link
+	// KindPortBPF is a switch port's security policy and ACL as tc/BPF
+	// programs on the port itself, where the kernel can run them (see
+	// Options.PortPrograms); KindPortSec is the nftables way.
+	KindPortBPF Kind = "portbpf"
+	// KindLB is a client's switch port's load balancers: tc/BPF programs
+	// in its hooks that translate its connections to VIPs (model_lb.go).
+	KindLB     Kind = "lb"
+	KindCgroup Kind = "cgroup"
+	KindVxlan  Kind = "vxlan" // a VXLAN tunnel endpoint, a port of its switch's bridge
+	KindFDB    Kind = "fdb"   // a static forwarding entry of a tunnel endpoint
+	KindNeigh  Kind = "neigh" // a static neighbour entry (IP -> MAC) on a link
 	// KindDevice is a link vnet did not make and never deletes (a real
 	// host's NIC, a hypervisor's TAP): it is made a port of a bridge, and
 	// given back as it was found when the resource goes.
@@ -37,7 +44,7 @@ const (
 var rank = map[Kind]int{
 	KindNetns: 0, KindBridge: 1, KindVeth: 2, KindOffloads: 3,
 	KindAddr: 4, KindLineRate: 5, KindPool: 6, KindFilter: 7, KindShaper: 8, KindSteer: 9,
-	KindFirewall: 10, KindPortSec: 11, KindCgroup: 12,
+	KindFirewall: 10, KindPortSec: 11, KindPortBPF: 11, KindLB: 11, KindCgroup: 12,
 	KindVxlan: 2, KindFDB: 4, KindNeigh: 4, KindDevice: 2,
 }
 
@@ -99,6 +106,9 @@ func TriOf(b *bool) Tri {
 //	          tables' name, in a host's own namespace (FirewallTable; "": vnet)
 //	portsec:  NS, Link (the switch-side port), Match (PortPolicy's text),
 //	          Name (its firewall's)
+//	portbpf:  NS, Link (the switch-side port), Match (PortPolicy's text)
+//	lb:       NS, Link (the client's switch port), Match (PortBalancers'
+//	          text), Why (the backends down, PortBalancers.DownText)
 //	cgroup:   Name (relative path), CPUMilli, CPUs (cpuset list)
 //	bridge:   with Isolate, the host's IPv6 stack is kept off it (no link-local address)
 //	vxlan:    NS, Name, MAC, MTU, VNI, Local (underlay address), Port (UDP),
@@ -178,6 +188,10 @@ func (r Resource) Key() string {
 		return "firewall/" + r.NS
 	case KindPortSec:
 		return "portsec/" + r.NS + "/" + r.Link
+	case KindPortBPF:
+		return "portbpf/" + r.NS + "/" + r.Link
+	case KindLB:
+		return "lb/" + r.NS + "/" + r.Link
 	}
 	return string(r.Kind) + "/?"
 }
@@ -210,7 +224,7 @@ func (r Resource) links() []string {
 // onLink returns the namespace/name of the link a resource is attached to.
 func (r Resource) onLink() string {
 	switch r.Kind {
-	case KindOffloads, KindAddr, KindLineRate, KindPool, KindFilter, KindShaper, KindSteer, KindFDB, KindVxlan, KindNeigh, KindDevice:
+	case KindOffloads, KindAddr, KindLineRate, KindPool, KindFilter, KindShaper, KindSteer, KindFDB, KindVxlan, KindNeigh, KindDevice, KindPortBPF, KindLB:
 		return r.NS + "/" + r.Link
 	}
 	return ""
@@ -270,6 +284,13 @@ func (r Resource) String() string {
 		}
 	case KindPortSec:
 		s = fmt.Sprintf("port security on %s in %s: %s", r.Link, r.NS, shortMatch(r))
+	case KindPortBPF:
+		s = fmt.Sprintf("port security on %s in %s (tc/BPF): %s", r.Link, r.NS, shortMatch(r))
+	case KindLB:
+		s = fmt.Sprintf("load balancers on %s in %s: %s", r.Link, r.NS, shortMatch(r))
+		if r.Why != "" {
+			s += " (down: " + r.Why + ")"
+		}
 	case KindCgroup:
 		s = fmt.Sprintf("cgroup %s (cpu %.2f, cpuset %s)", r.Name, float64(r.CPUMilli)/1000, r.CPUs)
 	case KindVxlan:

@@ -42,7 +42,7 @@ func TestRealHostHostPorts(t *testing.T) {
 	infra := nstest.Infra("realhost-hp")
 	state := func() []string { return append(rh.state(t), machineLinks(t, rh)...) }
 	before := state()
-	src := rh.spec(infra, "{name: vmnic0, device: eth1, speed: 1Gbit}") + `hostports:
+	src := rh.spec(infra, "{name: vmnic0, device: eth1, shared: true, speed: 1Gbit}") + `hostports:
   - {host: hv1, portgroup: pg, ip: 10.30.0.11/24, name: vmotion0}
   - {host: hv1, portgroup: pg, ip: 10.31.0.11/24}
 `

@@ -140,9 +140,19 @@ func TestRealHostDevicesTapAndNetns(t *testing.T) {
 	infra := nstest.Infra("realhost")
 	before := rh.state(t)
 
+	// eth1 holds an address of the machine's own: as an uplink it would
+	// serve the machine no more, so it is taken only with shared: true.
+	_, err := rh.eng.Apply(rh.load(t, rh.spec(infra, "{name: vmnic0, device: eth1, speed: 1Gbit}")))
+	if want := "hosts[0].nics[0].device: device eth1 carries this machine's own traffic (the addresses 198.51.100.5/24)"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("apply with a device the machine uses: got %v, want %q", err, want)
+	}
+	if got := rh.state(t); !slices.Equal(got, before) {
+		t.Fatalf("a refused apply changed the host:\n%s\nwas\n%s", strings.Join(got, "\n"), strings.Join(before, "\n"))
+	}
+
 	// Without speed: the device's own, or an error when it reports none.
 	// Either way nothing of the host is left changed.
-	_, err := rh.eng.Apply(rh.load(t, rh.spec(infra, "{name: vmnic0, device: eth1}")))
+	_, err = rh.eng.Apply(rh.load(t, rh.spec(infra, "{name: vmnic0, device: eth1, shared: true}")))
 	switch {
 	case err == nil:
 		t.Log("eth1 reports a speed; the NIC took it")
@@ -156,7 +166,7 @@ func TestRealHostDevicesTapAndNetns(t *testing.T) {
 		t.Fatalf("the host is not as before:\n%s\nwas\n%s", strings.Join(got, "\n"), strings.Join(before, "\n"))
 	}
 
-	doc := rh.load(t, rh.spec(infra, "{name: vmnic0, device: eth1, speed: 1Gbit, mtu: 1400}"))
+	doc := rh.load(t, rh.spec(infra, "{name: vmnic0, device: eth1, shared: true, speed: 1Gbit, mtu: 1400}"))
 	t.Cleanup(func() {
 		rh.eng.Destroy(infra)
 		nstest.AssertGone(t, infra)
@@ -226,7 +236,7 @@ func TestRealHostRollbackAtEveryStep(t *testing.T) {
 	rh := newRealHost(t)
 	infra := nstest.Infra("realhost-rb")
 	before := rh.state(t)
-	doc := rh.load(t, rh.spec(infra, "{name: vmnic0, device: eth1, speed: 1Gbit, mtu: 1400}"))
+	doc := rh.load(t, rh.spec(infra, "{name: vmnic0, device: eth1, shared: true, speed: 1Gbit, mtu: 1400}"))
 	t.Cleanup(func() {
 		rh.eng.Destroy(infra)
 		nstest.AssertGone(t, infra)
@@ -298,7 +308,7 @@ func TestRealHostRefusals(t *testing.T) {
 		return h.LinkSetMaster(eth1, br)
 	})
 	before := rh.state(t)
-	src := strings.ReplaceAll(rh.spec(infra, "{name: vmnic0, device: eth1, speed: 1Gbit}"), "tap-g1", "tap-none")
+	src := strings.ReplaceAll(rh.spec(infra, "{name: vmnic0, device: eth1, shared: true, speed: 1Gbit}"), "tap-g1", "tap-none")
 	_, err := rh.eng.Apply(rh.load(t, strings.ReplaceAll(src, rh.box, "no-such-ns")))
 	for _, want := range []string{
 		"hosts[0].nics[0].device: device eth1 is a port of br-other already",

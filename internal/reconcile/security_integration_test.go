@@ -23,6 +23,7 @@ import (
 	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/nstest"
 	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
 )
 
@@ -448,6 +449,17 @@ func testACLMatrix(t *testing.T, infra string, lab func(string) string, addr fun
 		t.Errorf("status shows no ACL drops: %+v", st.Security)
 	}
 
+	if byPrograms(eng) {
+		programDrift(t, eng, doc, func() { nstest.Apply(t, eng, lab(infra)) }, vm("esx1"), webPort, func(what string) {
+			if err := tcpEcho(t, vm("open"), at(web, "443")); err == nil {
+				t.Errorf("%s: after the repair open reaches web", what)
+			}
+			if err := tcpEcho(t, vm("app"), at(web, "443")); err != nil {
+				t.Errorf("%s: after the repair app does not reach web: %v", what, err)
+			}
+		})
+		return
+	}
 	// A rule deleted behind vnet's back is drift, and a full apply repairs it.
 	deleteLastRule(t, vm("esx1"), webPort+"-ingress")
 	eng.Full = true
@@ -498,6 +510,89 @@ func testACLMatrix(t *testing.T, infra string, lab func(string) string, addr fun
 			t.Errorf("%s: after the repair the plan is:\n%s", d.name, p)
 		}
 	}
+}
+
+// byPrograms reports whether the engine's dataplane enforces port policies
+// with its tc/BPF programs.
+func byPrograms(eng *reconcile.Engine) bool {
+	pp, ok := eng.DP.(reconcile.PortProgrammer)
+	if !ok {
+		return false
+	}
+	on, _ := pp.PortPrograms()
+	return on
+}
+
+// webPolicy is the text of web's port policy as the plan of src makes it.
+func webPolicy(t *testing.T, eng *reconcile.Engine, src string) string {
+	t.Helper()
+	doc, err := spec.Load("sec.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range plan.Model(doc.Spec, plan.Options{PortPrograms: byPrograms(eng)}) {
+		if r.Kind == plan.KindPortBPF && r.Link == plan.VNICPortName("web", 0) {
+			return r.Match
+		}
+	}
+	return ""
+}
+
+// programDrift changes a port's programs behind vnet's back in each way a
+// hand or a killed command could, and checks that each is drift of the
+// port's policy alone, which the next apply repairs: after which check
+// holds and nothing is left to change.
+func programDrift(t *testing.T, eng *reconcile.Engine, doc *spec.Document, apply func(), ns, port string, check func(what string)) {
+	t.Helper()
+	eng.Full = true
+	for _, d := range []struct {
+		name  string
+		drift func(h *netlink.Handle, link netlink.Link)
+	}{
+		{"egress program deleted", func(h *netlink.Handle, link netlink.Link) { delFilter(t, h, link, netlink.HANDLE_MIN_EGRESS) }},
+		{"ingress program deleted", func(h *netlink.Handle, link netlink.Link) { delFilter(t, h, link, netlink.HANDLE_MIN_INGRESS) }},
+		{"clsact deleted", func(h *netlink.Handle, link netlink.Link) {
+			q := &netlink.GenericQdisc{QdiscType: "clsact", QdiscAttrs: netlink.QdiscAttrs{LinkIndex: link.Attrs().Index, Parent: netlink.HANDLE_CLSACT, Handle: netlink.MakeHandle(0xffff, 0)}}
+			if err := h.QdiscDel(q); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		h := nstest.Netlink(t, ns)
+		link, err := h.LinkByName(port)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.drift(h, link)
+		p, err := eng.Plan(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Actions) != 1 || p.Actions[0].Subject().Kind != plan.KindPortBPF || p.Actions[0].Subject().Link != port {
+			t.Fatalf("%s: the plan is:\n%s", d.name, p)
+		}
+		t.Logf("%s: the plan is:\n%s", d.name, p)
+		apply()
+		check(d.name)
+		if p, _ := eng.Plan(doc); !p.Empty() {
+			t.Errorf("%s: after the repair the plan is:\n%s", d.name, p)
+		}
+	}
+}
+
+func delFilter(t *testing.T, h *netlink.Handle, link netlink.Link, parent uint32) {
+	t.Helper()
+	filters, err := h.FilterList(link, parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range filters {
+		if err := h.FilterDel(f); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Fatalf("no filter on %s", link.Attrs().Name)
 }
 
 // deleteElement removes a port's element from one of vnet's port maps,
@@ -710,6 +805,10 @@ vms:
 // in exactly while it is a member.
 func TestACLFollowsPortGroupMembers(t *testing.T) {
 	eng := nstest.Engine(t)
+	kind := plan.KindPortSec
+	if byPrograms(eng) {
+		kind = plan.KindPortBPF
+	}
 	infra := secInfra("mem")
 	src := secLab(infra)
 	vm := func(n string) string { return nstest.NSName(infra, n) }
@@ -736,11 +835,16 @@ func TestACLFollowsPortGroupMembers(t *testing.T) {
 			echoTCP(t, vm("web"), "10.77.0.1:443")
 		}
 		for _, a := range res.Plan.Actions {
-			if a.Subject().Kind == plan.KindPortSec && a.Subject().Link == plan.VNICPortName("web", 0) && a.Op != plan.OpModify && i > 0 {
+			if a.Subject().Kind == kind && a.Subject().Link == plan.VNICPortName("web", 0) && a.Op != plan.OpModify && i > 0 {
 				t.Errorf("%s: web's policy is not changed in place: %s", st.name, a)
 			}
 		}
-		got := ruleAddresses(t, vm("esx1"), webIn, "acl[0]")
+		got := st.set
+		if kind == plan.KindPortSec {
+			got = ruleAddresses(t, vm("esx1"), webIn, "acl[0]")
+		} else if p := webPolicy(t, eng, st.src); !strings.Contains(p, "from "+strings.Join(st.set, ",")) {
+			t.Errorf("%s: web's policy is %q, want acl[0] from %v", st.name, p, st.set)
+		}
 		t.Logf("%s: %d actions, acl[0] holds %v", st.name, len(res.Plan.Actions), got)
 		if !slices.Equal(got, st.set) {
 			t.Errorf("%s: acl[0] holds %v, want %v", st.name, got, st.set)
@@ -824,6 +928,7 @@ func TestACLsRefusedWithoutBrNetfilter(t *testing.T) {
 		t.Fatalf("the engine's dataplane is a %T", eng.DP)
 	}
 	dp.WithoutBrNetfilter = true
+	dp.WithoutPortPrograms = true // the nftables way needs br_netfilter; vnet's port programs do not
 	infra := secInfra("nobr")
 	withACL := secLab(infra)
 	noACL := dropBlock(withACL, "        acl:\n")
@@ -855,6 +960,39 @@ func TestACLsRefusedWithoutBrNetfilter(t *testing.T) {
 		t.Error("the forged frame was not counted")
 	}
 	refused("over port security")
+}
+
+// Where the kernel runs vnet's port programs, ACLs track connections in
+// them: an apply needs no br_netfilter and turns no IP hooks on.
+func TestACLsWithPortProgramsNeedNoBrNetfilter(t *testing.T) {
+	eng := nstest.Engine(t)
+	if !byPrograms(eng) {
+		t.Skip("SKIPPED: port policies are nftables here (" + dataplane.PortPolicyEnv + " or the kernel)")
+	}
+	eng.DP.(*dataplane.Linux).WithoutBrNetfilter = true
+	infra := secInfra("nobrp")
+	_, res := nstest.Apply(t, eng, secLab(infra))
+	for _, a := range res.Plan.Actions {
+		if k := a.Subject().Kind; k == plan.KindFirewall || k == plan.KindPortSec {
+			t.Errorf("the plan has %s", a)
+		}
+	}
+	vm := func(n string) string { return nstest.NSName(infra, n) }
+	if b, err := os.ReadFile("/proc/sys/net/bridge/bridge-nf-call-iptables"); err == nil {
+		got := readSysctl(t, vm("esx1"), plan.ConntrackSysctlV4)
+		t.Logf("bridge-nf-call-iptables: %s here, %s in the host namespace", got, strings.TrimSpace(string(b)))
+		if got == "1" {
+			t.Error("the IP hooks are on for bridged traffic")
+		}
+	}
+	waitAddressesSettled(t, vm("web"))
+	echoTCP(t, vm("web"), "10.77.0.1:443")
+	if err := tcpEcho(t, vm("app"), "10.77.0.1:443"); err != nil {
+		t.Errorf("app does not reach web's https: %v", err)
+	}
+	if err := tcpEcho(t, vm("open"), "10.77.0.1:443"); err == nil {
+		t.Error("open reaches web's https")
+	}
 }
 
 // A failed apply that adds ACLs, connection tracking and port policies

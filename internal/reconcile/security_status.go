@@ -11,6 +11,13 @@ import (
 	"github.com/vnet-project/vnet/internal/status"
 )
 
+// PortProgrammer is a dataplane that may enforce port policies with its
+// own tc/BPF programs (plan.Options.PortPrograms): it says whether it
+// does on this machine, and how it enforces them.
+type PortProgrammer interface {
+	PortPrograms() (bool, string)
+}
+
 // FirewallCounting is what status needs to show port security's drops;
 // a dataplane without it shows none.
 type FirewallCounting interface {
@@ -67,7 +74,7 @@ func securityOf(fc FirewallCounting, resources []plan.Resource, read map[string]
 	}
 	var out []status.PortSecurity
 	for _, r := range resources {
-		if r.Kind != plan.KindPortSec {
+		if r.Kind != plan.KindPortSec && r.Kind != plan.KindPortBPF {
 			continue
 		}
 		if _, read := counts[r.NS]; !read {
@@ -78,7 +85,11 @@ func securityOf(fc FirewallCounting, resources []plan.Resource, read map[string]
 			counts[r.NS] = c
 		}
 		o := owner(r)
-		out = append(out, status.PortSecurity{Port: o[0], PortGroup: o[1], Link: r.Link, Policy: policySummary(r.Match), Counters: counts[r.NS][r.Link]})
+		by := "nftables"
+		if r.Kind == plan.KindPortBPF {
+			by = "tc/BPF"
+		}
+		out = append(out, status.PortSecurity{Port: o[0], PortGroup: o[1], Link: r.Link, Policy: policySummary(r.Match), By: by, Counters: counts[r.NS][r.Link]})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Port < out[j].Port })
 	return out, nil

@@ -60,7 +60,7 @@ func (e *Engine) Status(doc *spec.Document) (*status.Infra, error) {
 	desired := hints
 	if len(assigned) > 0 || len(down) > 0 || len(ceils) > 0 || hasSteer(hints) || !e.modelsAlike(last, doc) {
 		desired = e.markOwn(s.Name, plan.Model(s, plan.Options{NumCPU: e.numCPU(), Teams: assigned, Down: down, PoolCeils: ceils,
-			Now: time.Now().UTC().Truncate(time.Second)}))
+			Now: time.Now().UTC().Truncate(time.Second), PortPrograms: e.portPrograms()}))
 	}
 	observed = plan.ResolveSteer(observed, desired)
 	links := map[string]plan.End{}
@@ -136,6 +136,10 @@ func (e *Engine) Status(doc *spec.Document) (*status.Infra, error) {
 	if st.Security, err = e.securityStatus(s, desired, counters); err != nil {
 		return nil, err
 	}
+	if pp, ok := e.DP.(PortProgrammer); ok && len(st.Security) > 0 {
+		_, st.PortPolicy = pp.PortPrograms()
+	}
+	st.Balancers = e.balancerStatus(s)
 	for _, a := range plan.Diff(desired, observed).Actions {
 		st.Drift = append(st.Drift, a.String())
 	}

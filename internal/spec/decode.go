@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"bytes"
 	"encoding"
 	"errors"
 	"fmt"
@@ -13,10 +14,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/vnet-project/vnet/internal/quote"
 	"github.com/vnet-project/vnet/internal/spec/fastyaml"
 )
 
@@ -40,8 +41,6 @@ const (
 	// MaxReported is how many problems an error lists before it counts
 	// the rest.
 	MaxReported = 20
-	// clipBytes is how much of a value an error message quotes.
-	clipBytes = 64
 )
 
 // Pos is a line and column in the spec file, both from 1.
@@ -54,12 +53,15 @@ type FieldError struct {
 	Pos  Pos
 }
 
+// Error is the problem as a line of text. The path holds a spec's mapping
+// keys, and the message may hold its values: both are escaped (package
+// quote), whoever made the error.
 func (e *FieldError) Error() string {
 	var b strings.Builder
 	if e.Path != "" {
-		b.WriteString(e.Path + ": ")
+		b.WriteString(quote.Escape(e.Path) + ": ")
 	}
-	b.WriteString(e.Msg)
+	b.WriteString(quote.Escape(e.Msg))
 	if e.Pos.Line > 0 {
 		fmt.Fprintf(&b, " (line %d:%d)", e.Pos.Line, e.Pos.Col)
 	}
@@ -88,32 +90,13 @@ func plural(n int, one, many string) string {
 	return many
 }
 
-// clip shortens a value quoted in an error message, so that a huge one
+// clip shortens a value shown in an error message, so that a huge one
 // cannot flood the terminal.
-func clip(s string) string { return clipTo(s, clipBytes) }
+func clip(s string) string { return quote.Clip(s, quote.ClipBytes) }
 
-func clipTo(s string, limit int) string {
-	if len(s) <= limit {
-		return s
-	}
-	cut := limit
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%s…(%d bytes)", s[:cut], len(s))
-}
-
-// clipArgs clips every string argument of an error message.
-func clipArgs(args []any) []any {
-	out := make([]any, len(args))
-	for i, a := range args {
-		if s, ok := a.(string); ok {
-			a = clip(s)
-		}
-		out[i] = a
-	}
-	return out
-}
+// safeArgs makes every string and error argument of an error message safe
+// to print (package quote): a spec's values reach terminals and logs.
+func safeArgs(args []any) []any { return quote.Args(args) }
 
 // ErrInvalid is wrapped by every validation failure, so callers can map it
 // to their "bad input" exit status.
@@ -202,7 +185,7 @@ func (d *Document) PosOf(path string) Pos {
 
 // Errorf builds a FieldError located at path.
 func (d *Document) Errorf(path, format string, args ...any) *FieldError {
-	return &FieldError{Path: path, Msg: fmt.Sprintf(format, clipArgs(args)...), Pos: d.PosOf(path)}
+	return &FieldError{Path: path, Msg: fmt.Sprintf(format, safeArgs(args)...), Pos: d.PosOf(path)}
 }
 
 func parentPath(p string) string {
@@ -259,9 +242,13 @@ func Decode(file string, src []byte) (*Document, error) {
 		return nil, Errors{{Msg: fmt.Sprintf("the spec is larger than %d KiB; vnet reads no more", MaxSpecBytes>>10)}}
 	}
 	root, err := parseYAML(src)
+	var second errSecondDocument
+	if errors.As(err, &second) {
+		return nil, Errors{{Msg: second.msg(), Pos: Pos{second.line, 1}}}
+	}
 	if err != nil {
 		// The parser's message may quote the input (an anchor's name), so it is clipped too.
-		msg := clipTo(strings.TrimPrefix(err.Error(), "yaml: "), 4*clipBytes)
+		msg := quote.Clip(strings.TrimPrefix(err.Error(), "yaml: "), 4*quote.ClipBytes)
 		return nil, Errors{{Msg: msg, Pos: yamlErrorPos(err)}}
 	}
 	if len(root.Content) == 0 {
@@ -272,7 +259,7 @@ func Decode(file string, src []byte) (*Document, error) {
 	doc := &Document{Spec: &Spec{}, File: file, Source: src,
 		positions: make(map[string]Pos, min(countNodes(root.Content[0]), MaxValues)), nulls: map[string]bool{}}
 	d := decoder{doc: doc, expanding: map[*yaml.Node]bool{}}
-	d.decode(root.Content[0], reflect.ValueOf(doc.Spec).Elem(), "")
+	d.decode(root.Content[0], reflect.ValueOf(doc.Spec).Elem(), "", asField)
 	if len(d.errs) > 0 {
 		sortErrors(d.errs)
 		if d.stopped {
@@ -290,15 +277,44 @@ func Decode(file string, src []byte) (*Document, error) {
 // flow mapping or list per line, plain and simply quoted scalars, no
 // comments) is parsed by package fastyaml, several times faster than
 // yaml.v3's parser; anything else, and every error, is yaml.v3's.
+//
+// A spec is one YAML document. yaml.v3 reads the first of several and
+// ignores the rest, so a file (or a request's body) holding two would
+// apply the first alone: a second document is an error at its line.
+// fastyaml refuses "---" and "...", so such a file is always yaml.v3's.
 func parseYAML(src []byte) (*yaml.Node, error) {
-	if root, ok := fastyaml.Parse(src); ok {
+	if root, ok := fastParse(src); ok {
 		return root, nil
 	}
+	dec := yaml.NewDecoder(bytes.NewReader(src))
 	var root yaml.Node
-	if err := yaml.Unmarshal(src, &root); err != nil {
+	if err := dec.Decode(&root); err != nil {
+		if errors.Is(err, io.EOF) {
+			return &yaml.Node{Kind: yaml.DocumentNode}, nil // nothing but blanks and comments
+		}
 		return nil, err
 	}
-	return &root, nil
+	var next yaml.Node
+	switch err := dec.Decode(&next); {
+	case errors.Is(err, io.EOF):
+		return &root, nil
+	case err != nil:
+		return nil, err
+	}
+	return nil, errSecondDocument{line: next.Line}
+}
+
+// fastParse is fastyaml.Parse, which tests turn off to compare both
+// parsers' trees.
+var fastParse = fastyaml.Parse
+
+// errSecondDocument is a spec file that holds more than one YAML document.
+type errSecondDocument struct{ line int }
+
+func (e errSecondDocument) Error() string { return fmt.Sprintf("line %d: %s", e.line, e.msg()) }
+
+func (e errSecondDocument) msg() string {
+	return `a second YAML document starts here; a spec is one document (remove the "---" and what follows, or apply each document as a spec of its own)`
 }
 
 // countNodes is how many values a tree holds as written, its aliases
@@ -340,7 +356,7 @@ type decoder struct {
 }
 
 func (d *decoder) fail(n *yaml.Node, path, format string, args ...any) {
-	d.errs = append(d.errs, &FieldError{Path: path, Msg: fmt.Sprintf(format, clipArgs(args)...), Pos: Pos{n.Line, n.Column}})
+	d.errs = append(d.errs, &FieldError{Path: path, Msg: fmt.Sprintf(format, safeArgs(args)...), Pos: Pos{n.Line, n.Column}})
 }
 
 // spend counts k more values and reports whether they are within
@@ -375,7 +391,28 @@ func readsText(t reflect.Type) bool {
 	return r
 }
 
-func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
+// A role is how a value stands in what holds it, which decides what a
+// zero or a null written out there means.
+type role uint8
+
+const (
+	// asField is a field that is no pointer. Left out, it holds its zero
+	// value and takes its default (mtu: the switch's MTU, limit: none,
+	// dport: any port), so a zero written out would silently become that
+	// default: it is refused. Null (~) leaves the field out.
+	asField role = iota
+	// asZeroField is a field whose zero may be written out: a pointer,
+	// which keeps "given as zero" apart from "left out" (dscp: 0,
+	// connected: false), or a field whose zero is also its default
+	// (native: false), which says so with the tag spec:"zero".
+	asZeroField
+	// asEntry is an item of a list or a mapping's value, which is there
+	// to be a value: neither null nor a zero is one.
+	asEntry
+)
+
+// decode reads n into v, which stands in its parent as r says.
+func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string, r role) {
 	if !d.spend(n, path, 1) {
 		return
 	}
@@ -393,7 +430,14 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	}
 	if n.Kind == yaml.ScalarNode {
 		if n.ShortTag() == "!!null" {
-			d.doc.nulls[path] = true
+			switch {
+			case n.Value == "":
+				d.emptyValue(n, v, path)
+			case r == asEntry:
+				d.fail(n, path, "%s in a list or as a mapping's value: give a value", n.Value)
+			default:
+				d.doc.nulls[path] = true
+			}
 			return
 		}
 		if len(n.Value) > MaxValueBytes {
@@ -404,6 +448,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	for v.Kind() == reflect.Pointer {
 		v.Set(reflect.New(v.Type().Elem()))
 		v = v.Elem()
+		r = asZeroField // the pointer says it was given
 	}
 	// A struct that also reads from text (spec.Peer) takes either form.
 	if readsText(v.Type()) && (n.Kind != yaml.MappingNode || v.Kind() != reflect.Struct) {
@@ -411,8 +456,17 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 			d.fail(n, path, "want a single value, got %s", kindName(n))
 			return
 		}
+		if tag := n.ShortTag(); tag == "!!bool" || tag == "!!binary" {
+			// A rate, a size or a peer is text: true is none of them.
+			d.fail(n, path, "want %s, got %s", textKind(v.Type()), writtenAs(n))
+			return
+		}
 		if err := v.Addr().Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(n.Value)); err != nil {
 			d.fail(n, path, "%v", err)
+			return
+		}
+		if r != asZeroField && v.IsZero() {
+			d.refuseZero(n, path, r)
 		}
 		return
 	}
@@ -430,7 +484,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		d.values -= len(n.Content)
 		v.Set(reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content)))
 		for i, item := range n.Content {
-			d.decode(item, v.Index(i), itemPath(path, i))
+			d.decode(item, v.Index(i), itemPath(path, i), asEntry)
 		}
 	case reflect.Map:
 		d.decodeMap(n, v, path)
@@ -439,37 +493,130 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 			d.fail(n, path, "want a %s, got %s", typeName(v.Type()), kindName(n))
 			return
 		}
-		d.decodeScalar(n, v, path)
+		if d.decodeScalar(n, v, path) && r != asZeroField && v.IsZero() {
+			d.refuseZero(n, path, r)
+		}
 	}
 }
 
-// decodeScalar reads a number, a boolean or a string. A number must be
-// exactly what the field holds: YAML would otherwise cut 1500.5 to 1500
-// for a whole-number field, and let .inf and .nan into any number.
-func (d *decoder) decodeScalar(n *yaml.Node, v reflect.Value, path string) {
-	if setPlainScalar(n, v) {
+// emptyValue reads a value written as nothing at all ("vms:" with
+// nothing after it), which YAML reads as null. A list or mapping written
+// so is an empty one, as vms: [] is, rather than one left out (which ~
+// says explicitly): where the two differ (a port group's teaming.standby:
+// none, or the switch's) it is what was written. A single value written
+// so is refused: what was meant is anyone's guess.
+func (d *decoder) emptyValue(n *yaml.Node, v reflect.Value, path string) {
+	t := v.Type()
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch {
+	case t.Kind() == reflect.Slice, t.Kind() == reflect.Map, t.Kind() == reflect.Struct && !readsText(t):
+	default:
+		d.fail(n, path, "no value: give one, or leave the field out (~ says so explicitly)")
 		return
 	}
+	for v.Kind() == reflect.Pointer {
+		v.Set(reflect.New(v.Type().Elem()))
+		v = v.Elem()
+	}
+	switch v.Kind() {
+	case reflect.Slice:
+		v.Set(reflect.MakeSlice(v.Type(), 0, 0))
+	case reflect.Map:
+		v.Set(reflect.MakeMap(v.Type()))
+	}
+}
+
+// refuseZero fails a scalar that reads as its type's zero value in a
+// role that does not make that a value (see role).
+func (d *decoder) refuseZero(n *yaml.Node, path string, r role) {
+	switch {
+	case r == asEntry:
+		d.fail(n, path, "%s is not a value here: give one", writtenAs(n))
+	default:
+		d.fail(n, path, "%s would be taken for the field left out, and its default used: give a value, or leave the field out", writtenAs(n))
+	}
+}
+
+// writtenAs shows a scalar as the spec wrote it.
+func writtenAs(n *yaml.Node) string {
+	if n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) != 0 || n.Value == "" {
+		return fmt.Sprintf("%q", clip(n.Value))
+	}
+	return clip(n.Value)
+}
+
+// decodeScalar reads a number, a boolean or a string, and reports whether
+// it did. A value must be of the field's type as YAML reads it: a number
+// unquoted and exactly what the field holds (YAML would otherwise cut
+// 1500.5 to 1500 for a whole-number field, and let .inf and .nan into
+// any number), a boolean true or false unquoted (yaml.v3 would also take
+// the strings yes, no, on and off, quoted or not, where a quoted number
+// is refused). A string takes any scalar as it is written.
+func (d *decoder) decodeScalar(n *yaml.Node, v reflect.Value, path string) bool {
+	if setPlainScalar(n, v) {
+		return true
+	}
+	tag := n.ShortTag()
 	switch v.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		if n.ShortTag() != "!!int" {
+		if tag != "!!int" {
 			d.fail(n, path, "want a whole number, got %q", n.Value)
-			return
+			return false
+		}
+		if leadingZero(n.Value) {
+			d.fail(n, path, "%s: with a leading zero, YAML readers differ on whether it is octal; write it without, or as 0o%s for octal", n.Value, strings.TrimLeft(strings.TrimLeft(n.Value, "+-"), "0_"))
+			return false
 		}
 	case reflect.Float32, reflect.Float64:
-		if tag := n.ShortTag(); tag != "!!int" && tag != "!!float" {
+		if tag != "!!int" && tag != "!!float" {
 			d.fail(n, path, "want a number, got %q", n.Value)
-			return
+			return false
 		}
+		if tag == "!!int" && leadingZero(n.Value) {
+			d.fail(n, path, "%s: with a leading zero, YAML readers differ on whether it is octal; write it without", n.Value)
+			return false
+		}
+	case reflect.Bool:
+		if tag != "!!bool" {
+			d.fail(n, path, "want a boolean (true or false, unquoted), got %s", writtenAs(n))
+			return false
+		}
+	case reflect.String:
+		if tag == "!!binary" {
+			d.fail(n, path, "want text, got a !!binary value")
+			return false
+		}
+		v.SetString(n.Value) // as written: mac: 02:00:00:00:00:01, shares: 50
+		return true
 	}
 	if err := n.Decode(v.Addr().Interface()); err != nil {
 		d.fail(n, path, "want a %s, got %q", typeName(v.Type()), n.Value)
-		return
+		return false
 	}
 	if v.CanFloat() && (math.IsInf(v.Float(), 0) || math.IsNaN(v.Float())) {
 		d.fail(n, path, "want a finite number, got %q", n.Value)
+		return false
 	}
+	return true
+}
+
+// leadingZero reports whether a whole number is written in decimal digits
+// with a leading zero (0755, -01_500): yaml.v3 reads it as octal, as YAML
+// 1.1 did, where YAML 1.2 reads it as decimal.
+func leadingZero(s string) bool {
+	s = strings.TrimLeft(s, "+-")
+	if len(s) < 2 || s[0] != '0' {
+		return false
+	}
+	for _, c := range s[1:] {
+		if !(c >= '0' && c <= '9' || c == '_') {
+			return false // 0x.., 0o.., 0b..
+		}
+	}
+	return true
 }
 
 // setPlainScalar sets v to n's value for the forms that make most of a
@@ -568,7 +715,7 @@ func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path string) {
 		}
 		first[k.Value] = k
 		elem := reflect.New(v.Type().Elem()).Elem()
-		d.decode(n.Content[i+1], elem, kp)
+		d.decode(n.Content[i+1], elem, kp, asEntry)
 		v.SetMapIndex(reflect.ValueOf(k.Value), elem)
 	}
 }
@@ -596,7 +743,7 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 			continue
 		}
 		given |= 1 << idx
-		d.decode(n.Content[i+1], v.Field(idx), fp)
+		d.decode(n.Content[i+1], v.Field(idx), fp, info.roles[idx])
 	}
 }
 
@@ -620,6 +767,9 @@ func firstKey(n *yaml.Node, i int, value string) *yaml.Node {
 type structFields struct {
 	index map[string]int
 	names []string
+	// roles are the fields' roles, by index: asField, or asZeroField
+	// where ZeroIsValue.
+	roles []role
 }
 
 // fieldsOfType holds the structFields of each struct type decoded so far:
@@ -633,8 +783,11 @@ func fieldsOf(t reflect.Type) *structFields {
 	if t.NumField() > 64 {
 		panic(fmt.Sprintf("spec: %s has more fields than decodeStruct tracks", t))
 	}
-	f := &structFields{index: map[string]int{}}
+	f := &structFields{index: map[string]int{}, roles: make([]role, t.NumField())}
 	for i := 0; i < t.NumField(); i++ {
+		if ZeroIsValue(t.Field(i)) {
+			f.roles[i] = asZeroField
+		}
 		tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
 		if tag != "" && tag != "-" {
 			f.index[tag] = i
@@ -643,6 +796,14 @@ func fieldsOf(t reflect.Type) *structFields {
 	}
 	fieldsOfType.Store(t, f)
 	return f
+}
+
+// ZeroIsValue reports whether a field of a spec type may be given its
+// zero value (false, 0, ""): a pointer, whose nil says it was left out, or
+// a field tagged spec:"zero", whose zero is also its default. Any other
+// field refuses its zero when written out (see role).
+func ZeroIsValue(f reflect.StructField) bool {
+	return f.Type.Kind() == reflect.Pointer || f.Tag.Get("spec") == "zero"
 }
 
 // itemPath is indexPath made in one allocation, for a path that is kept
@@ -682,6 +843,23 @@ func kindName(n *yaml.Node) string {
 	}
 }
 
+// textKind names what a type that reads itself from text wants.
+func textKind(t reflect.Type) string {
+	switch t.Name() {
+	case "Rate":
+		return "a rate (e.g. 1Gbit)"
+	case "Size":
+		return "a size (e.g. 64KiB)"
+	case "Percent":
+		return "a percentage (e.g. 75%)"
+	case "Duration":
+		return "a duration (e.g. 30s)"
+	case "Peer":
+		return "a prefix or an address"
+	}
+	return "text"
+}
+
 func typeName(t reflect.Type) string {
 	switch t.Kind() {
 	case reflect.Bool:
@@ -698,7 +876,7 @@ func typeName(t reflect.Type) string {
 
 // suggest names the known field closest to a misspelt one.
 func suggest(got string, known []string) string {
-	if len(got) > 2*clipBytes {
+	if len(got) > 2*quote.ClipBytes {
 		return "" // nothing this long is a near miss, and comparing costs its length squared
 	}
 	best, bestD := "", 3

@@ -1,6 +1,7 @@
 package spec_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -20,7 +21,8 @@ const loadBound = 5 * time.Second
 
 // FuzzLoad feeds arbitrary bytes to Load: it must return an error or a
 // valid spec, never panic or take long, and a valid spec must model, plan
-// and print as apply --dry-run does.
+// and print as apply --dry-run does. An error shows no control character;
+// yaml.v3's parser alone makes the same spec, or the same error.
 //
 //	go test -run='^$' -fuzz=FuzzLoad -fuzztime=30s ./internal/spec
 func FuzzLoad(f *testing.F) {
@@ -40,8 +42,16 @@ func FuzzLoad(f *testing.F) {
 	f.Fuzz(func(t *testing.T, src []byte) {
 		start := time.Now()
 		doc, err := spec.Load("fuzz.yaml", src)
+		var slow *spec.Document
+		var slowErr error
+		spec.WithoutFastYAML(func() { slow, slowErr = spec.Load("fuzz.yaml", src) })
+		if fmt.Sprint(err) != fmt.Sprint(slowErr) || err == nil && !reflect.DeepEqual(doc.Spec, slow.Spec) {
+			t.Fatalf("the parsers disagree: fast %v, yaml.v3 %v", err, slowErr)
+		}
 		if err != nil {
-			_ = err.Error()
+			if bad := controlCharacters.FindString(err.Error()); bad != "" {
+				t.Errorf("the error shows %q: %q", bad, err)
+			}
 		} else {
 			// The cache gives the same spec, from memory and copied anew.
 			cache := speccache.New("")

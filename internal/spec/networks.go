@@ -39,6 +39,9 @@ type Network struct {
 	// unicast for it, and sends no IPv6 router advertisements.
 	Security *Security `yaml:"security"`
 	ACL      *ACL      `yaml:"acl"`
+	// LoadBalancers spread connections to a VIP over backends, translated
+	// on the clients' hosts (loadbalancer.go).
+	LoadBalancers []LoadBalancer `yaml:"loadBalancers"`
 }
 
 // TunnelPort returns the host port on the network's port group on a host:
@@ -327,6 +330,8 @@ func (v *validator) checkSubnet(p string, n Network) (netip.Prefix, bool) {
 	case err != nil:
 		v.errf(p+".subnet", "%q is not a prefix, e.g. 10.1.0.0/24", n.Subnet)
 		return netip.Prefix{}, false
+	case !v.notMapped(p, ".subnet", subnet.Addr()):
+		return netip.Prefix{}, false
 	case subnet.Addr().Is6():
 		v.errf(p+".subnet", "%s is IPv6: give it as subnet6 (and its router's address as gateway6)", n.Subnet)
 		return netip.Prefix{}, false
@@ -342,6 +347,7 @@ func (v *validator) checkSubnet(p string, n Network) (netip.Prefix, bool) {
 		switch {
 		case err != nil:
 			v.errf(p+".gateway", "%q is not an address (give it without a prefix length)", n.Gateway)
+		case !v.notMapped(p, ".gateway", gw):
 		case !gw.Is4():
 			v.errf(p+".gateway", "gateway %s is IPv6: give it as gateway6", gw)
 		case !subnet.Contains(gw):
@@ -373,7 +379,9 @@ func (v *validator) checkSubnet6(p string, n Network) (netip.Prefix, bool) {
 	case err != nil:
 		v.errf(p+".subnet6", "%q is not a prefix, e.g. fd00:1::/64", n.Subnet6)
 		return netip.Prefix{}, false
-	case !subnet.Addr().Is6() || subnet.Addr().Is4In6():
+	case !v.notMapped(p, ".subnet6", subnet.Addr()):
+		return netip.Prefix{}, false
+	case !subnet.Addr().Is6():
 		v.errf(p+".subnet6", "%s is not IPv6: give an IPv4 subnet as subnet", n.Subnet6)
 		return netip.Prefix{}, false
 	case subnet != subnet.Masked():
@@ -391,6 +399,7 @@ func (v *validator) checkSubnet6(p string, n Network) (netip.Prefix, bool) {
 		switch {
 		case err != nil:
 			v.errf(p+".gateway6", "%q is not an address (give it without a prefix length)", n.Gateway6)
+		case !v.notMapped(p, ".gateway6", gw):
 		case !subnet.Contains(gw):
 			v.errf(p+".gateway6", "gateway6 %s is outside subnet6 %s", gw, subnet)
 		case gw == subnet.Addr():
@@ -443,7 +452,10 @@ func (v *validator) checkNetworkIP6(path, ip6 string, net *Network, ips map[neti
 		v.errf(path, "%q is not an address with a prefix length, e.g. fd00:1::11/64", ip6)
 		return
 	}
-	if !pfx.Addr().Is6() || pfx.Addr().Is4In6() {
+	if !v.notMapped(path, "", pfx.Addr()) {
+		return
+	}
+	if !pfx.Addr().Is6() {
 		v.errf(path, "%s is not IPv6: give an IPv4 address as ip", ip6)
 		return
 	}

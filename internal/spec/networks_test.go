@@ -41,7 +41,7 @@ func TestNetworksValidation(t *testing.T) {
 		line                      int
 	}{
 		{"vni range", "vni: 101,", "vni: 16777216,", "networks[0].vni", "outside 1..16777215", 6},
-		{"vni zero", "vni: 101,", "vni: 0,", "networks[0].vni", "outside 1..16777215", 6},
+		{"vni zero", "vni: 101,", "vni: 0,", "networks[0].vni", "would be taken for the field left out", 6},
 		{"vni twice", "{name: a-db,", "{name: a-db, vni: 101,", "networks[1].vni", "vni 101 is also networks[0]'s", 7},
 		{"name", "{name: a-db,", "{name: A_db,", "networks[1].name", "lower-case", 7},
 		{"duplicate name", "{name: a-db,", "{name: a-web,", "networks[1].name", "duplicate network", 7},

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"errors"
 	"net/netip"
 	"strings"
 )
@@ -88,9 +89,13 @@ type Peer struct {
 	Network   string `yaml:"network"`
 }
 
-// UnmarshalText takes the scalar form, a prefix or an address.
+// UnmarshalText takes the scalar form, a prefix or an address. Empty text
+// is none: a rule that means any peer leaves from or to out.
 func (p *Peer) UnmarshalText(b []byte) error {
 	p.CIDR = strings.TrimSpace(string(b))
+	if p.CIDR == "" {
+		return errors.New("a peer needs a prefix (e.g. 10.0.0.0/8), {portgroup: NAME} or {network: NAME}; for any peer leave the field out")
+	}
 	return nil
 }
 

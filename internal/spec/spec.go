@@ -29,7 +29,7 @@ type Spec struct {
 // workloads run on the host itself.
 type Host struct {
 	Name   string `yaml:"name"`
-	Native bool   `yaml:"native"`
+	Native bool   `yaml:"native" spec:"zero"`
 	NICs   []NIC  `yaml:"nics"`
 	// Underlay is the host's own IP address that its tunnels start and end
 	// at, for switches that span hosts over VXLAN (docs/cluster.md).
@@ -48,6 +48,11 @@ type NIC struct {
 	// it back as found, but never creates or deletes it. Realized by the
 	// host agent only (docs/hosts.md).
 	Device string `yaml:"device"`
+	// Shared says that the device carries the machine's own traffic (its
+	// default route, or addresses it uses) and is to be an uplink all the
+	// same: its addresses stop serving the machine once it is a bridge
+	// port. Without it, such a device is refused (plan.CheckHostFacts).
+	Shared bool `yaml:"shared" spec:"zero"`
 }
 
 // IsDevice reports whether the NIC is an existing device of a real host.
@@ -68,15 +73,15 @@ type Switch struct {
 
 // IOC is Network I/O Control on a switch's uplinks.
 type IOC struct {
-	Enabled bool                `yaml:"enabled"`
+	Enabled bool                `yaml:"enabled" spec:"zero"`
 	Pools   map[string]PoolSpec `yaml:"pools"` // system pools (overrides) and user pools
 }
 
 // PoolSpec is a resource pool's policy.
 type PoolSpec struct {
-	Shares      string     `yaml:"shares"` // low, normal, high or 1..100
-	Limit       units.Rate `yaml:"limit"`  // per host, across all the switch's uplinks
-	Reservation units.Rate `yaml:"reservation"`
+	Shares      string     `yaml:"shares"`                  // low, normal, high or 1..100
+	Limit       units.Rate `yaml:"limit"`                   // per host, across all the switch's uplinks
+	Reservation units.Rate `yaml:"reservation" spec:"zero"` // 0: none
 }
 
 // Uplink binds one physical NIC per host to the switch.
@@ -94,6 +99,9 @@ type PortGroup struct {
 	Teaming  *Teaming       `yaml:"teaming"`  // fields it sets override the switch's
 	Security *Security      `yaml:"security"` // see security.go
 	ACL      *ACL           `yaml:"acl"`
+	// LoadBalancers spread connections to a VIP over the port group's VMs
+	// (loadbalancer.go).
+	LoadBalancers []LoadBalancer `yaml:"loadBalancers"`
 }
 
 // Shaping is a port group's traffic shaper.

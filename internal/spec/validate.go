@@ -53,9 +53,50 @@ const (
 	MaxBurstTime = 4 * time.Second
 )
 
+// RulesRevision counts the changes to what decoding and Validate refuse.
+// The binary form of a validated spec (package speccache) is bound to it,
+// so that a spec that older rules let through is not taken on their word
+// but loaded and validated again. Raise it with every change that refuses
+// what was accepted.
+const RulesRevision = 2
+
 // reservedLinkNames are interface names the kernel refuses: they are the
 // per-protocol "all" and "default" settings under /proc/sys/net.
 var reservedLinkNames = map[string]bool{"all": true, "default": true}
+
+// generatedLinkPrefixes start the names of the links vnet names itself
+// (package plan): a prefix, then eight hex digits of a hash of what the
+// link is, so that a name is short, stable and unique in its namespace.
+// generatedLinkNames are those it names the same everywhere.
+var (
+	generatedLinkPrefixes = []string{"p", "vs", "vx", "nb", "nx", "gw", "rp", "vn", "vk"}
+	generatedLinkNames    = map[string]bool{"vnet-underlay": true, "pswitch": true}
+)
+
+// GeneratedLinkName reports whether name has the form of a link that vnet
+// names itself. A spec's link takes no such name: whether it would meet
+// the very link vnet makes is only known when the links are made, on
+// some host, at some later apply.
+func GeneratedLinkName(name string) bool {
+	if generatedLinkNames[name] {
+		return true
+	}
+	for _, p := range generatedLinkPrefixes {
+		if len(name) == len(p)+8 && strings.HasPrefix(name, p) && isLowerHex(name[len(p):]) {
+			return true
+		}
+	}
+	return false
+}
+
+func isLowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // Validate checks everything that can be checked without the kernel: names,
 // references between objects, addresses, MTUs. It returns every problem; a
@@ -96,6 +137,7 @@ func (v *validator) run() {
 	v.checkIfaceNamesPerHost()
 	v.checkUnderlay()
 	v.checkNetworks()
+	v.checkLoadBalancers()
 	v.checkSecurity()
 	v.checkRealHosts()
 }
@@ -125,6 +167,10 @@ func (v *validator) checkLinkName(path, name, what string) bool {
 	}
 	if reservedLinkNames[name] {
 		v.errf(path, "name %q is reserved by the kernel for settings of all interfaces", name)
+		return false
+	}
+	if GeneratedLinkName(name) {
+		v.errf(path, "name %q has the form of the links vnet names itself (such as vn, vs or vk and eight hex digits, or vnet-underlay): choose another", name)
 		return false
 	}
 	return true
@@ -433,6 +479,9 @@ func (v *validator) checkCIDRIn(path, s string, ips map[netip.Addr]string) {
 		return
 	}
 	a := pfx.Addr()
+	if !v.notMapped(path, "", a) {
+		return
+	}
 	if pfx.Bits() == 0 {
 		v.errf(path, "%s: prefix length /0 would put the whole address space on the link", s)
 		return
@@ -450,6 +499,20 @@ func (v *validator) checkCIDRIn(path, s string, ips map[netip.Addr]string) {
 		return
 	}
 	ips[a] = path
+}
+
+// notMapped refuses an IPv4-mapped IPv6 address (::ffff:10.0.0.1): it is
+// an IPv4 address in IPv6's clothes, which the kernel would set and match
+// as IPv6, and which the checks of IPv4 addresses (unique, in a subnet)
+// would not see as the address it stands for. It reports whether a is
+// none. The field's path is path+field, made only for an error: a large
+// spec's networks ask for every subnet.
+func (v *validator) notMapped(path, field string, a netip.Addr) bool {
+	if a.Is4In6() {
+		v.errf(path+field, "%s is an IPv4 address written as IPv6 (IPv4-mapped): write it as %s", a, a.Unmap())
+		return false
+	}
+	return true
 }
 
 func lastAddr(p netip.Prefix) netip.Addr {

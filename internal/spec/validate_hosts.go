@@ -16,10 +16,13 @@ func (v *validator) checkRealHosts() {
 	for i, h := range v.s.Hosts {
 		devices := map[string]string{}
 		for j, n := range h.NICs {
+			p := fmt.Sprintf("hosts[%d].nics[%d]", i, j)
 			if !n.IsDevice() {
+				if n.Shared {
+					v.errf(p+".shared", "shared says that a device: of the machine is shared with its own traffic; this NIC names none")
+				}
 				continue
 			}
-			p := fmt.Sprintf("hosts[%d].nics[%d]", i, j)
 			if !v.checkLinkName(p+".device", n.Device, "a device") {
 				continue
 			}

@@ -112,6 +112,9 @@ func (v *validator) checkPeer(p string, peer *Peer, family int) int {
 			v.errf(p, "%q is not a prefix or an address, e.g. 10.0.0.0/8 or {portgroup: pg-app}", peer.CIDR)
 			return family
 		}
+		if !v.notMapped(p, "", pfx.Addr()) {
+			return family
+		}
 		f := familyOf(pfx.Addr())
 		if family != 0 && f != family {
 			v.errf(p, "%s is IPv%d, but the rule is IPv%d (its proto or other end)", peer.CIDR, f, family)

@@ -28,6 +28,8 @@ func (v *validator) checkUnderlay() {
 		case err != nil:
 			v.errf(p, "underlay %q is not an IP address", h.Underlay)
 			continue
+		case !v.notMapped(p, "", a):
+			continue
 		case a.IsUnspecified() || a.IsMulticast() || a.IsLoopback():
 			v.errf(p, "underlay %s: a tunnel needs the host's own unicast address", a)
 			continue

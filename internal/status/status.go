@@ -14,6 +14,12 @@ type Infra struct {
 	Drift      []string `json:"drift,omitempty"` // what an apply would change
 	// Security lists the ports with port security or an ACL, and their drops.
 	Security []PortSecurity `json:"security,omitempty"`
+	// PortPolicy says how this machine enforces port policies: vnet's
+	// tc/BPF programs, or nftables and why (with ports that have one).
+	PortPolicy string `json:"port_policy,omitempty"`
+	// Balancers are the load balancers, with their backends' health and
+	// connections.
+	Balancers []Balancer `json:"load_balancers,omitempty"`
 	// Agent is the state of the infrastructure's agent when it teams
 	// uplinks (filled in by the caller, which knows where agents run).
 	Agent *Agent `json:"agent,omitempty"`
@@ -84,9 +90,12 @@ type Port struct {
 // another MAC), acl[N] (the port group's rule N, allow or deny) and
 // acl-default.
 type PortSecurity struct {
-	Port      string            `json:"port"` // "web1 eth0" or "esx1 vmk0"
-	PortGroup string            `json:"portgroup"`
-	Link      string            `json:"link"` // the switch-side port in the host namespace
-	Policy    string            `json:"policy"`
-	Counters  map[string]uint64 `json:"counters,omitempty"`
+	Port      string `json:"port"` // "web1 eth0" or "esx1 vmk0"
+	PortGroup string `json:"portgroup"`
+	Link      string `json:"link"` // the switch-side port in the host namespace
+	Policy    string `json:"policy"`
+	// By is what enforces the policy: "tc/BPF" (programs on the port) or
+	// "nftables".
+	By       string            `json:"by,omitempty"`
+	Counters map[string]uint64 `json:"counters,omitempty"`
 }

@@ -94,3 +94,12 @@ func holderOf(path string) string {
 	}
 	return "holder unknown"
 }
+
+// lockedError says what is locked in its own words and is ErrLocked to
+// errors.Is: bbolt's timeout on its file lock wraps no sentinel of its own.
+type lockedError string
+
+func (e lockedError) Error() string { return string(e) }
+
+// Is makes errors.Is(err, ErrLocked) true.
+func (e lockedError) Is(target error) bool { return target == ErrLocked }

@@ -534,3 +534,31 @@ func TestLockWaitsForTheHolder(t *testing.T) {
 		t.Errorf("got the lock after %s while it was held", waited)
 	}
 }
+
+// A state file another process holds past the open's wait is ErrLocked, so
+// that callers tell "try again" from damage by errors.Is, not by its text.
+func TestHeldStateFileIsErrLocked(t *testing.T) {
+	dir := t.TempDir()
+	st, err := OpenBolt(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Put(&Record{Name: "alpha"}); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := bolt.Open(filepath.Join(dir, "state.db"), 0o600, nil) // bbolt's exclusive file lock
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	defer func(was time.Duration) { fileLockWait = was }(fileLockWait)
+	fileLockWait = 100 * time.Millisecond
+	_, err = st.List()
+	if !errors.Is(err, ErrLocked) || errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a held state file: %v; want ErrLocked", err)
+	}
+	if !strings.Contains(err.Error(), "another vnet process holds it") {
+		t.Errorf("the error does not say why: %v", err)
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"time"
+
+	"github.com/vnet-project/vnet/internal/quote"
 )
 
 // Policy is how a team spreads ports over its active uplinks.
@@ -33,7 +35,7 @@ func ParsePolicy(s string) (Policy, error) {
 	case "":
 		return PortID, nil
 	}
-	return "", fmt.Errorf("teaming policy %q: want loadbased, portid, srcmac, iphash or failover", s)
+	return "", fmt.Errorf("teaming policy %s: want loadbased, portid, srcmac, iphash or failover", quote.Q(s))
 }
 
 // Team is a port group's teaming policy.

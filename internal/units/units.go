@@ -14,7 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	q "github.com/vnet-project/vnet/internal/quote"
 )
 
 // Rate is a data rate in bits per second.
@@ -86,23 +87,10 @@ func ParseSize(s string) (Size, error) {
 	return Size(math.Round(b)), nil
 }
 
-// clipBytes is how much of an input an error message quotes.
-const clipBytes = 64
+// quote quotes an input for an error message (package quote).
+func quote(s string) string { return q.Q(s) }
 
-// quote quotes an input for an error message, clipped so that a huge one
-// cannot flood the terminal.
-func quote(s string) string { return strconv.Quote(clip(s)) }
-
-func clip(s string) string {
-	if len(s) <= clipBytes {
-		return s
-	}
-	cut := clipBytes
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%s…(%d bytes)", s[:cut], len(s))
-}
+func clip(s string) string { return q.Clip(s, q.ClipBytes) }
 
 func splitNumber(s string) (num, unit string) {
 	s = strings.TrimSpace(s)

@@ -27,12 +27,13 @@ hosts:
 switches:
   - name: dvs0
     mtu: 1500
-    vni: 0
+    vni: 4343
     ioc: {enabled: true, pools: {vm: {shares: high, limit: 800Mbit, reservation: 100Mbit}, mgmt: {shares: "20"}}}
     teaming: {policy: loadbased, active: [up1], standby: [up2], lbt: {threshold: 80%, window: 10s}, notify: false, failback: false}
     uplinks:
       - {name: up1, nics: {esx1: vmnic0, esx2: vmnic0}}
       - {name: up2, nics: {esx1: vmnic1}}
+    hosts: []
     portgroups:
       - name: pg
         pool: vm

@@ -29,10 +29,14 @@ import (
 
 var errCorrupt = errors.New("spec: damaged encoded spec")
 
-// specLayout describes the Spec type tree, field by field: an encoded
-// spec is only read back by a program whose Spec has the same layout.
+// specLayout describes the Spec type tree, field by field, and the
+// revision of the rules it validated under: an encoded spec is only read
+// back by a program whose Spec has the same layout, and whose rules are
+// those that validated it (a spec that older rules let through is loaded,
+// and validated, as ever).
 var specLayout = sync.OnceValue(func() string {
 	var b strings.Builder
+	fmt.Fprintf(&b, "rules %d;", spec.RulesRevision)
 	describeType(&b, reflect.TypeFor[spec.Spec](), map[reflect.Type]bool{})
 	return b.String()
 })

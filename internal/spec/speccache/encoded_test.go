@@ -3,11 +3,13 @@ package speccache
 import (
 	"errors"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/spec/fieldtest"
 )
 
 // TestDecodeValidatedEqualsLoad: a spec made from its encoding is the one
@@ -126,4 +128,31 @@ func flipped(b []byte, i int) []byte {
 	c := append([]byte(nil), b...)
 	c[i] ^= 0xff
 	return c
+}
+
+// TestBinaryFormKeepsWhatWasWritten encodes and decodes specs that write
+// each scalar field of the spec's types as its zero, as null and as
+// nothing: the spec read back must be the one encoded, a pointer to a
+// zero apart from none, an empty list apart from none.
+func TestBinaryFormKeepsWhatWasWritten(t *testing.T) {
+	tried := 0
+	for _, f := range fieldtest.Scalars() {
+		for _, written := range []string{f.Zero(), "~", ""} {
+			src, _ := f.Source(written)
+			for _, text := range []string{string(src), string(src) + "vms:\nhostports: []\n"} {
+				doc, err := spec.Decode("t.yaml", []byte(text))
+				if err != nil {
+					continue // refused: nothing to keep
+				}
+				got, err := decodeSpec(encodeSpec(nil, doc.Spec))
+				if err != nil || !reflect.DeepEqual(got, doc.Spec) {
+					t.Errorf("%s\nread back as %+v (%v), want %+v", text, got, err, doc.Spec)
+				}
+				tried++
+			}
+		}
+	}
+	if tried < 100 {
+		t.Errorf("only %d specs loaded to try", tried)
+	}
 }

@@ -1,0 +1,240 @@
+#!/usr/bin/env python3
+"""What port security and ACLs cost a VM-to-VM path, beside the kernel's own.
+
+Two namespaces talk over each of these paths, all built before the first
+measurement and kept for the whole run:
+  veth      a plain veth pair between the two namespaces: the physical limit
+  bridge    a Linux bridge in a third namespace, a veth pair from each end
+            into it, bridge-nf-call-* off: the bare switch
+  redirect  (with clang) the same two veth pairs as bridge but no bridge: a
+            tc program on each switch-side end hands every frame to the other
+            pair's far end (bpf_redirect_peer, bench/redirect_peer.c): the
+            cheapest local path between two ports the kernel has
+  none      vnet, two VMs on one host's switch, every check accepted: no
+            firewall at all
+  default   vnet's default policy (no security: block): forged transmits,
+            MAC changes, promiscuous mode and router advertisements rejected
+  guard     the default plus the IP guard (ipSpoofing: false)
+  acl-N     guard, and on the server's port group an ACL of N deny rules that
+            never match (udp to unused ports from 192.0.2.0/24) before the
+            allow that does, default deny: every new connection walks all N,
+            replies pass by connection tracking
+A vnet path with "-nft" after its name is the same applied with
+VNET_PORT_POLICY=nftables: the policy in nftables' bridge family, ACLs with
+br_netfilter's connection tracking, as on a kernel without vnet's port
+programs; without it vnet enforces the policy as it chooses on this kernel.
+Each is measured with vnet netperf from one end: UDP_STREAM of 64-byte
+datagrams (UDP64, the frames per second that reached the receiving
+interface), TCP_RR (transactions/s on one connection: what every packet of
+an established connection pays), TCP_CRR (a new connection per transaction:
+what walking the ACL costs) and TCP_STREAM. --rounds rounds, each running
+every test on every path, the paths' order turning from round to round; the
+figures are medians of the rounds, the ratios against veth and against none
+are of those medians.
+
+usage: bench/policy_cost.py [--vnet bin/vnet] [--seconds 4] [--rounds 5]
+           [--configs veth,redirect,bridge,none,default,guard,acl-10,acl-1000,
+                      default-nft,guard-nft,acl-10-nft,acl-1000-nft]
+           [--tests UDP64,TCP_RR,TCP_CRR,TCP_STREAM]
+Needs root. It takes /tmp/vnet-kernel.lock for the whole run itself (do not
+wrap it in flock). Not a test: it prints measurements and ratios.
+"""
+import argparse, fcntl, json, os, shutil, statistics, subprocess, sys, tempfile, time
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from vnetlab import VnetLab, never_matching_acl  # noqa: E402
+
+LOCK = "/tmp/vnet-kernel.lock"
+PREFIX = "pcost"
+OPEN = "{promiscuous: true, macChanges: true, forgedTransmits: true, routerAdvertisements: true}"
+POLICY_ENV = "VNET_PORT_POLICY"
+SERVER, CLIENT = "10.71.0.1", "10.71.0.2"
+TESTS = {"UDP64": ("UDP_STREAM", ["--", "-m", "64"]), "TCP_RR": ("TCP_RR", []),
+         "TCP_CRR": ("TCP_CRR", []), "TCP_STREAM": ("TCP_STREAM", [])}
+
+
+def ip(*args):
+    subprocess.run(["ip", *args], check=True)
+
+
+def link_info(ns, name):
+    return json.loads(subprocess.run(["ip", "-j", "-n", ns, "link", "show", name], capture_output=True, text=True, check=True).stdout)[0]
+
+
+def spec(name, config):
+    config = config.removesuffix("-nft")
+    security, acl = {"none": OPEN, "default": None}.get(config, "{ipSpoofing: false}"), ""
+    if config.startswith("acl-"):
+        acl = never_matching_acl(int(config[4:]), "{action: allow, direction: ingress, from: {portgroup: pg-client}}")
+    sec = f"\n        security: {security}" if security else ""
+    return f"""name: {name}
+hosts:
+  - {{name: esx1}}
+switches:
+  - name: sw0
+    hosts: [esx1]
+    portgroups:
+      - name: pg-server{sec}{acl}
+      - name: pg-client{sec}
+vms:
+  - {{name: server, host: esx1, nics: [{{portgroup: pg-server, ip: {SERVER}/24}}]}}
+  - {{name: client, host: esx1, nics: [{{portgroup: pg-client, ip: {CLIENT}/24}}]}}
+"""
+
+
+class Paths(VnetLab):
+    """Every path's two namespaces, a netserver in each server end."""
+
+    def __init__(self, vnet):
+        super().__init__(vnet)
+        self.ends, self.servers, self.plain, self.infras = {}, [], [], []
+
+    def build(self, config):
+        if config == "veth":
+            a, b = f"{PREFIX}-veth-s", f"{PREFIX}-veth-c"
+            for ns in (a, b):
+                self.netns(ns)
+            ip("-n", a, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns", b)
+        elif config == "redirect":
+            a, b = self.redirect_pairs()
+        elif config == "bridge":
+            sw, a, b = f"{PREFIX}-br-sw", f"{PREFIX}-br-s", f"{PREFIX}-br-c"
+            for ns in (sw, a, b):
+                self.netns(ns)
+            ip("-n", sw, "link", "add", "br0", "type", "bridge")
+            for key in ("iptables", "ip6tables", "arptables"):
+                path = f"/proc/sys/net/bridge/bridge-nf-call-{key}"
+                subprocess.run(["ip", "netns", "exec", sw, "sh", "-c", f"[ ! -e {path} ] || echo 0 > {path}"], check=True)
+            for ns, port in ((a, "ps"), (b, "pc")):
+                ip("-n", sw, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns)
+                ip("-n", sw, "link", "set", port, "master", "br0", "up")
+            ip("-n", sw, "link", "set", "br0", "up")
+        else:
+            name = f"{PREFIX}{config.replace('-', '')}"
+            os.environ.pop(POLICY_ENV, None)
+            if config.endswith("-nft"):
+                os.environ[POLICY_ENV] = "nftables"
+            self.apply(spec(name, config))
+            os.environ.pop(POLICY_ENV, None)
+            self.infras.append(name)
+            self.ends[config] = (f"vnet.{name}.server", f"vnet.{name}.client")
+            return
+        for ns, addr in ((a, SERVER), (b, CLIENT)):
+            ip("-n", ns, "addr", "add", f"{addr}/24", "dev", "eth0")
+            ip("-n", ns, "link", "set", "eth0", "up")
+        self.ends[config] = (a, b)
+
+    def redirect_pairs(self):
+        sw, a, b = f"{PREFIX}-rd-sw", f"{PREFIX}-rd-s", f"{PREFIX}-rd-c"
+        for ns in (sw, a, b):
+            self.netns(ns)
+        for ns, port in ((a, "ps"), (b, "pc")):
+            ip("-n", sw, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns)
+            ip("-n", sw, "link", "set", port, "up")
+        # Without a bridge nothing answers ARP for the other end: static entries.
+        mac = {ns: link_info(ns, "eth0")["address"] for ns in (a, b)}
+        ip("-n", a, "neigh", "add", CLIENT, "lladdr", mac[b], "dev", "eth0")
+        ip("-n", b, "neigh", "add", SERVER, "lladdr", mac[a], "dev", "eth0")
+        src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "redirect_peer.c")
+        work = tempfile.mkdtemp()
+        try:
+            for port, to in (("ps", "pc"), ("pc", "ps")):
+                obj = os.path.join(work, port + ".o")
+                subprocess.run(["clang", "-O2", "-target", "bpf", f"-I/usr/include/{os.uname().machine}-linux-gnu",
+                                f"-DTARGET={link_info(sw, to)['ifindex']}", "-c", src, "-o", obj], check=True)
+                ip("-n", sw, "link", "set", port, "up")
+                subprocess.run(["ip", "netns", "exec", sw, "tc", "qdisc", "add", "dev", port, "clsact"], check=True)
+                subprocess.run(["ip", "netns", "exec", sw, "tc", "filter", "add", "dev", port, "ingress", "bpf", "da", "obj", obj, "sec", "tc"], check=True)
+        finally:
+            shutil.rmtree(work)
+        return a, b
+
+    def netns(self, ns):
+        ip("netns", "add", ns)
+        self.plain.append(ns)
+        ip("-n", ns, "link", "set", "lo", "up")
+
+    def start_servers(self):
+        for server, _ in self.ends.values():
+            self.servers.append(subprocess.Popen(["ip", "netns", "exec", server, self.vnet, "netserver", "-D"],
+                                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        time.sleep(0.5)
+
+    def measure(self, config, test, seconds):
+        name, extra = TESTS[test]
+        out = subprocess.run(["ip", "netns", "exec", self.ends[config][1], self.vnet, "netperf", "-H", SERVER, "-t", name,
+                              "-l", str(seconds), "-P", "0", "--json", *extra], capture_output=True, text=True, check=True).stdout
+        r = json.loads(out)["results"][0]
+        if test == "UDP64":
+            return r["receive_interface"]["rx_packets_per_s"]
+        return r["throughput_bps"] if test == "TCP_STREAM" else r["transactions_per_s"]
+
+    def close(self):
+        for s in self.servers:
+            s.terminate()
+            s.wait()
+        for name in self.infras:
+            os.environ[POLICY_ENV] = "nftables" if name.endswith("nft") else ""
+            self.destroy(name)
+        for ns in self.plain:
+            subprocess.run(["ip", "netns", "del", ns], check=False)
+
+
+def fmt(test, v):
+    if test == "TCP_STREAM":
+        return f"{v / 1e9:.2f} Gbit/s"
+    if test == "UDP64":
+        return f"{v / 1e3:.0f} k/s"
+    return f"{v:.0f} /s"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--vnet", default="bin/vnet")
+    ap.add_argument("--seconds", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--configs", default="veth,redirect,bridge,none,default,guard,acl-10,acl-1000,default-nft,guard-nft,acl-10-nft,acl-1000-nft")
+    ap.add_argument("--tests", default="UDP64,TCP_RR,TCP_CRR,TCP_STREAM")
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("needs root")
+    configs, tests = a.configs.split(","), a.tests.split(",")
+    if "redirect" in configs and not shutil.which("clang"):
+        print("no clang: the redirect path is left out", file=sys.stderr)
+        configs.remove("redirect")
+    lock = open(LOCK, "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    paths = Paths(os.path.abspath(a.vnet))
+    print(paths.machine())
+    print(f"load average at the start: {open('/proc/loadavg').read().split()[:3]}")
+    got = {c: {t: [] for t in tests} for c in configs}
+    try:
+        for c in configs:
+            paths.build(c)
+        paths.start_servers()
+        for rnd in range(a.rounds):
+            order = configs[rnd % len(configs):] + configs[:rnd % len(configs)]
+            for t in tests:
+                for c in order:
+                    got[c][t].append(paths.measure(c, t, a.seconds))
+            print(f"round {rnd + 1}/{a.rounds} done", file=sys.stderr)
+    finally:
+        paths.close()
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    print(f"load average at the end: {open('/proc/loadavg').read().split()[:3]}")
+    med = {c: {t: statistics.median(got[c][t]) for t in tests} for c in configs}
+    bases = [b for b in ("veth", "none") if b in configs]
+    head = f"{'path':<10}" + "".join(f" {t:>13}" + "".join(f" {'/' + b:>6}" for b in bases) for t in tests)
+    print("\n" + head)
+    for c in configs:
+        line = f"{c:<10}"
+        for t in tests:
+            line += f" {fmt(t, med[c][t]):>13}" + "".join(f" {med[c][t] / med[b][t]:>6.3f}" for b in bases)
+        print(line)
+    print(f"\nmedians of {a.rounds} rounds of {a.seconds} s per test, the paths' order turning each round;"
+          f" /veth, /none: ratio of the medians. Spread (min-max over rounds):")
+    for c in configs:
+        print(f"{c:<10}" + "".join(f" {t} {fmt(t, min(got[c][t]))}-{fmt(t, max(got[c][t]))};" for t in tests))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,267 @@
+package bpfpolicy
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"testing"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/vnet-project/vnet/internal/plan"
+)
+
+const (
+	vmMAC       = "02:00:00:00:00:01"
+	peerMAC     = "02:00:00:00:00:02"
+	verdictPass = 0xffffffff // TC_ACT_UNSPEC: on to the next filter
+	verdictShot = 2
+)
+
+var (
+	vmIP   = netip.MustParseAddr("10.0.0.1")
+	peerIP = netip.MustParseAddr("10.1.1.1")
+	vmIP6  = netip.MustParseAddr("fd00::1")
+)
+
+// frame builds an Ethernet frame.
+func frame(dst, src string, etype uint16, payload []byte) []byte {
+	d, _ := net.ParseMAC(dst)
+	s, _ := net.ParseMAC(src)
+	b := append(append(append([]byte{}, d...), s...), byte(etype>>8), byte(etype))
+	return append(b, payload...)
+}
+
+// ipv4 builds an IPv4 packet (no options) around a transport payload.
+func ipv4(src, dst netip.Addr, proto byte, l4 []byte) []byte {
+	h := make([]byte, 20)
+	h[0], h[8], h[9] = 0x45, 64, proto
+	binary.BigEndian.PutUint16(h[2:], uint16(20+len(l4)))
+	copy(h[12:], src.AsSlice())
+	copy(h[16:], dst.AsSlice())
+	return append(h, l4...)
+}
+
+// fragment sets an IPv4 packet's fragment field (flags and offset) and,
+// optionally, its id (7 otherwise).
+func fragment(ip []byte, field uint16, id ...uint16) []byte {
+	binary.BigEndian.PutUint16(ip[6:], field)
+	binary.BigEndian.PutUint16(ip[4:], 7)
+	if len(id) > 0 {
+		binary.BigEndian.PutUint16(ip[4:], id[0])
+	}
+	return ip
+}
+
+func ipv6(src, dst netip.Addr, next byte, l4 []byte) []byte {
+	h := make([]byte, 40)
+	h[0], h[6], h[7] = 0x60, next, 255
+	binary.BigEndian.PutUint16(h[4:], uint16(len(l4)))
+	copy(h[8:], src.AsSlice())
+	copy(h[24:], dst.AsSlice())
+	return append(h, l4...)
+}
+
+func ports(sport, dport uint16, flags byte) []byte {
+	b := make([]byte, 20)
+	binary.BigEndian.PutUint16(b, sport)
+	binary.BigEndian.PutUint16(b[2:], dport)
+	b[12], b[13] = 5<<4, flags
+	return b
+}
+
+func icmp(typ byte, id uint16, rest []byte) []byte {
+	b := make([]byte, 8)
+	b[0] = typ
+	binary.BigEndian.PutUint16(b[4:], id)
+	return append(b, rest...)
+}
+
+func arp(senderMAC string, senderIP netip.Addr) []byte {
+	b := make([]byte, 28)
+	binary.BigEndian.PutUint16(b, 1)
+	binary.BigEndian.PutUint16(b[2:], 0x0800)
+	b[4], b[5], b[7] = 6, 4, 1
+	m, _ := net.ParseMAC(senderMAC)
+	copy(b[8:], m)
+	copy(b[14:], senderIP.AsSlice())
+	return b
+}
+
+func TestCompileExpandsRulesByFamilyAndPrefix(t *testing.T) {
+	p := plan.PortPolicy{MAC: vmMAC, Default: plan.ActionDeny, Rules: []plan.PolicyRule{
+		{Allow: true, In: true, Proto: "tcp", DPort: 443},
+		{Allow: true, In: true, Src: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8"), netip.MustParsePrefix("192.0.2.1/32")}},
+		{Allow: true, In: false, Proto: "icmp"},
+		{Allow: true, In: true, Src: []netip.Prefix{}}, // a port group without members
+	}}
+	c, err := Compile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// part returns the entries one part holds: counter/family/proto each.
+	part := func(in bool, proto int) []string {
+		k := proto
+		if in {
+			k += parts
+		}
+		var out []string
+		start, n := c.Config.Part[k][0], c.Config.Part[k][1]
+		for _, e := range c.Rules[start : start+n] {
+			out = append(out, fmt.Sprintf("%d/%d/%d", e.Counter, e.Family, e.Proto))
+		}
+		return out
+	}
+	for _, want := range []struct {
+		in      bool
+		proto   int // index in partProtos
+		entries []string
+	}{
+		{true, 0, []string{"8/0/6", "9/4/0", "9/4/0", "9/6/0"}}, // tcp in: rule 0, then rule 1 by family and prefix
+		{true, 1, []string{"9/4/0", "9/4/0", "9/6/0"}},          // udp in: rule 1 only
+		{true, 4, []string{"9/4/0", "9/4/0", "9/6/0"}},          // other protocols in
+		{false, 2, []string{"10/4/1"}},                          // icmp out: rule 2
+		{false, 0, nil},                                         // tcp out: nothing
+		{false, 3, nil},                                         // icmpv6 out: rule 2 is IPv4's
+	} {
+		if got := part(want.in, want.proto); !slices.Equal(got, want.entries) {
+			t.Errorf("part in=%v proto %d: %v, want %v", want.in, partProtos[want.proto], got, want.entries)
+		}
+	}
+	if c.Counters != 12 || c.Config.Flags != flagACL|flagDeny || int(c.Config.Nrules) != len(c.Rules) {
+		t.Errorf("%d counters, flags %b, %d entries of %d", c.Counters, c.Config.Flags, c.Config.Nrules, len(c.Rules))
+	}
+	if m := c.Rules[c.Config.Part[parts][0]+1].Smask[0]; m != ne32([4]byte{255, 0, 0, 0}) {
+		t.Errorf("10.0.0.0/8's mask %08x", m)
+	}
+}
+
+func TestLabels(t *testing.T) {
+	for i, want := range map[int]string{0: "forged-mac", 6: "not-for-mac", 7: "acl-default", 8: "acl[0]", 11: "acl[3]"} {
+		if got := Label(i); got != want {
+			t.Errorf("Label(%d) = %s, want %s", i, got, want)
+		}
+	}
+}
+
+// load compiles and loads a policy, or skips without root.
+func load(t testing.TB, p plan.PortPolicy) *Port {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("SKIPPED: loading BPF programs needs root; CI runs these as root")
+	}
+	c, err := Compile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := Load(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(port.Close)
+	return port
+}
+
+// The programs judged by the kernel's test runs of crafted frames.
+func TestProgramsJudgeFrames(t *testing.T) {
+	ll, _ := plan.LinkLocal(vmMAC)
+	port := load(t, plan.PortPolicy{MAC: vmMAC, GuardMAC: true, GuardIP: true, GuardRA: true, UnicastOnly: true,
+		IPs:     []netip.Addr{vmIP, vmIP6, netip.IPv4Unspecified(), netip.IPv6Unspecified(), ll},
+		Default: plan.ActionDeny, Rules: []plan.PolicyRule{
+			{Allow: true, In: true, Proto: "tcp", DPort: 443, Src: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}},
+			{Allow: false, In: true, Proto: "tcp", DPort: 22},
+			{Allow: true, In: true, Proto: "icmp"},
+		}})
+	na := func(target netip.Addr) []byte {
+		b := icmp(136, 0, append(target.AsSlice(), 2, 1, 2, 0, 0, 0, 0, 1))
+		return ipv6(ll, netip.MustParseAddr("ff02::1"), 58, b)
+	}
+	quoted := ipv4(vmIP, peerIP, 6, ports(443, 1234, 0x12))[:28]
+	cases := []struct {
+		name    string
+		fromVM  bool
+		frame   []byte
+		verdict uint32
+		counted string
+	}{
+		{"forged source MAC", true, frame(peerMAC, peerMAC, 0x0800, ipv4(vmIP, peerIP, 17, ports(1, 2, 0))), verdictShot, "forged-mac"},
+		{"spoofed IPv4 source", true, frame(peerMAC, vmMAC, 0x0800, ipv4(peerIP, vmIP, 17, ports(1, 2, 0))), verdictShot, "ip-spoof"},
+		{"ARP for another address", true, frame("ff:ff:ff:ff:ff:ff", vmMAC, 0x0806, arp(vmMAC, peerIP)), verdictShot, "arp-spoof"},
+		{"ARP with another MAC", true, frame("ff:ff:ff:ff:ff:ff", vmMAC, 0x0806, arp(peerMAC, vmIP)), verdictShot, "arp-spoof"},
+		{"own ARP", true, frame("ff:ff:ff:ff:ff:ff", vmMAC, 0x0806, arp(vmMAC, vmIP)), verdictPass, ""},
+		{"two VLAN tags", true, frame(peerMAC, vmMAC, 0x8100, make([]byte, 46)), verdictShot, "stacked-vlan"},
+		{"spoofed IPv6 source", true, frame(peerMAC, vmMAC, 0x86dd, ipv6(netip.MustParseAddr("fd00::9"), vmIP6, 17, ports(1, 2, 0))), verdictShot, "ip-spoof"},
+		{"router advertisement", true, frame("33:33:00:00:00:01", vmMAC, 0x86dd, ipv6(ll, netip.MustParseAddr("ff02::1"), 58, icmp(134, 0, make([]byte, 8)))), verdictShot, "ra-guard"},
+		{"advertisement for another target", true, frame("33:33:00:00:00:01", vmMAC, 0x86dd, na(netip.MustParseAddr("fd00::9"))), verdictShot, "nd-spoof"},
+		{"own advertisement", true, frame("33:33:00:00:00:01", vmMAC, 0x86dd, na(vmIP6)), verdictPass, ""},
+		{"unicast for another MAC", false, frame(peerMAC, vmMAC, 0x0806, arp(vmMAC, vmIP)), verdictShot, "not-for-mac"},
+		{"broadcast", false, frame("ff:ff:ff:ff:ff:ff", peerMAC, 0x0806, arp(peerMAC, peerIP)), verdictPass, ""},
+		{"https from 10/8", false, frame(vmMAC, peerMAC, 0x0800, ipv4(peerIP, vmIP, 6, ports(1234, 443, 0x02))), verdictPass, "acl[0]"},
+		{"its reply, though egress is default deny", true, frame(peerMAC, vmMAC, 0x0800, ipv4(vmIP, peerIP, 6, ports(443, 1234, 0x12))), verdictPass, ""},
+		{"ICMP error about it", false, frame(vmMAC, peerMAC, 0x0800, ipv4(peerIP, vmIP, 1, icmp(3, 0, quoted))), verdictPass, ""},
+		{"ssh, denied by rule", false, frame(vmMAC, peerMAC, 0x0800, ipv4(peerIP, vmIP, 6, ports(1234, 22, 0x02))), verdictShot, "acl[1]"},
+		{"http, denied by default", false, frame(vmMAC, peerMAC, 0x0800, ipv4(peerIP, vmIP, 6, ports(1234, 80, 0x02))), verdictShot, "acl-default"},
+		{"VM opens a connection, egress default deny", true, frame(peerMAC, vmMAC, 0x0800, ipv4(vmIP, peerIP, 6, ports(5555, 80, 0x02))), verdictShot, "acl-default"},
+		{"ping", false, frame(vmMAC, peerMAC, 0x0800, ipv4(peerIP, vmIP, 1, icmp(8, 7, nil))), verdictPass, "acl[2]"},
+		{"pong", true, frame(peerMAC, vmMAC, 0x0800, ipv4(vmIP, peerIP, 1, icmp(0, 7, nil))), verdictPass, ""},
+		{"a first fragment of no connection", true, frame(peerMAC, vmMAC, 0x0800, fragment(ipv4(vmIP, peerIP, 6, ports(443, 4000, 0)), 0x2000)), verdictShot, "acl-default"},
+		{"a request in, replied in fragments", false, frame(vmMAC, peerMAC, 0x0800, ipv4(peerIP, vmIP, 6, ports(4000, 443, 0x02))), verdictPass, "acl[0]"},
+		{"the reply's first fragment", true, frame(peerMAC, vmMAC, 0x0800, fragment(ipv4(vmIP, peerIP, 6, ports(443, 4000, 0x10)), 0x2000)), verdictPass, ""},
+		{"its second fragment", true, frame(peerMAC, vmMAC, 0x0800, fragment(ipv4(vmIP, peerIP, 6, make([]byte, 16)), 0x0002)), verdictPass, ""},
+		{"another packet's later fragment", true, frame(peerMAC, vmMAC, 0x0800, fragment(ipv4(vmIP, peerIP, 6, make([]byte, 16)), 0x0002, 99)), verdictShot, "acl-default"},
+		{"VM pings with the same id, egress default deny", true, frame(peerMAC, vmMAC, 0x0800, ipv4(vmIP, peerIP, 1, icmp(8, 7, nil))), verdictShot, "acl-default"},
+	}
+	for _, c := range cases {
+		prog := port.ToVM
+		if c.fromVM {
+			prog = port.FromVM
+		}
+		before, err := Counters(port.FromVM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Test runs need a frame of at least an Ethernet header's length.
+		f := c.frame
+		for len(f) < 60 {
+			f = append(f, 0)
+		}
+		got, err := prog.Run(&ebpf.RunOptions{Data: f})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got != c.verdict {
+			t.Errorf("%s: verdict %d, want %d", c.name, int32(got), int32(c.verdict))
+		}
+		after, _ := Counters(port.FromVM)
+		if c.counted != "" && after[c.counted] != before[c.counted]+1 {
+			t.Errorf("%s: %s counted %d -> %d", c.name, c.counted, before[c.counted], after[c.counted])
+		}
+	}
+	if got, _ := Counters(port.FromVM); len(got) != 11 {
+		t.Errorf("counters %v: want the 8 checks' and 3 rules'", got)
+	}
+}
+
+// A large ACL loads, and its rules are walked by a connection's first
+// packet only.
+func TestThousandRulesLoad(t *testing.T) {
+	p := plan.PortPolicy{MAC: vmMAC, Default: plan.ActionDeny}
+	for i := 0; i < 1000; i++ {
+		p.Rules = append(p.Rules, plan.PolicyRule{In: true, Proto: "udp", DPort: 20000 + i, Src: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}})
+	}
+	p.Rules = append(p.Rules, plan.PolicyRule{Allow: true, In: true})
+	port := load(t, p)
+	f := frame(vmMAC, peerMAC, 0x0800, ipv4(peerIP, vmIP, 17, ports(1, 2, 0)))
+	for i := 0; i < 3; i++ {
+		if got, err := port.ToVM.Run(&ebpf.RunOptions{Data: append(f, make([]byte, 20)...)}); err != nil || got != verdictPass {
+			t.Fatalf("run %d: %d, %v", i, int32(got), err)
+		}
+	}
+	c, _ := Counters(port.FromVM)
+	if c["acl[1000]"] != 1 {
+		t.Errorf("the allow rule counted %d, want 1 (later packets pass as a known flow)", c["acl[1000]"])
+	}
+}

@@ -1,0 +1,672 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// A switch port's security policy and ACL, run by tc (cls_bpf, direct
+// action) on the switch-side end of a vNIC's veth pair (or its TAP):
+// port_from_vm in the port's ingress hook sees every frame the VM sends,
+// before the bridge learns or forwards it; port_to_vm in its egress hook
+// every frame the bridge sends the VM. The policy is constant (cfg, in
+// .rodata, set by the loader), so the verifier drops the checks a policy
+// does not have; ACL rules are in an array map, walked by the first packet
+// of a connection only: later ones find it in the port's flow table.
+//
+// Build: go generate ./internal/dataplane/bpfpolicy (clang; the object and
+// its Go bindings are committed, so a build of vnet needs no clang).
+
+#include <linux/bpf.h>
+#include <linux/pkt_cls.h>
+
+typedef __u8 u8;
+typedef __u16 u16;
+typedef __u32 u32;
+typedef __u64 u64;
+
+#define SEC(name) __attribute__((section(name), used))
+#define __uint(name, val) int (*name)[val]
+#define __type(name, val) typeof(val) *name
+#define always_inline inline __attribute__((always_inline))
+// A global function the verifier checks once, on its own, rather than
+// again along every path that reaches each call: without them the ACL's
+// program took 60,000 instructions and 65 ms to verify.
+#define verified_once __attribute__((noinline))
+
+static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)BPF_FUNC_map_lookup_elem;
+static long (*bpf_map_update_elem)(void *map, const void *key, const void *value, u64 flags) = (void *)BPF_FUNC_map_update_elem;
+// The coarse clock (a tick's resolution, plenty for timeouts of seconds)
+// costs a few ns; bpf_ktime_get_ns cost 150 ns a packet in a VM here.
+static u64 (*bpf_ktime_get_coarse_ns)(void) = (void *)BPF_FUNC_ktime_get_coarse_ns;
+static long (*bpf_skb_pull_data)(struct __sk_buff *skb, u32 len) = (void *)BPF_FUNC_skb_pull_data;
+static long (*bpf_loop)(u32 nr, void *fn, void *ctx, u64 flags) = (void *)BPF_FUNC_loop;
+
+#define bswap16(x) __builtin_bswap16(x)
+#define ETH_IP 0x0800
+#define ETH_ARP 0x0806
+#define ETH_IP6 0x86dd
+#define ETH_8021Q 0x8100
+#define ETH_8021AD 0x88a8
+
+// What the policy checks (cfg.flags).
+#define F_GUARD_MAC 1
+#define F_GUARD_IP 2
+#define F_GUARD_RA 4
+#define F_UNICAST 8
+#define F_ACL 16
+#define F_DENY 32
+
+// Counters, one per check and one per ACL rule from C_RULE0 on; the Go
+// side names them.
+#define C_FORGED 0
+#define C_ARP 1
+#define C_IP 2
+#define C_ND 3
+#define C_STACKED 4
+#define C_RA 5
+#define C_UNICAST 6
+#define C_DEFAULT 7
+
+#define MAX_ADDRS 8
+
+// The protocols the ACL's rules are kept apart by.
+#define PART_TCP 0
+#define PART_UDP 1
+#define PART_ICMP 2
+#define PART_ICMP6 3
+#define PART_OTHER 4
+#define PARTS 5
+
+struct config {
+	u8 mac[6];
+	u8 flags;
+	u8 n4;
+	u8 n6;
+	u8 pad[3];
+	u32 nrules;
+	// The rules a packet is judged by, by its direction (to the VM or
+	// from it) and protocol (PART_*): where they start in the rules map,
+	// and how many there are. A rule for any protocol is in each of its
+	// direction's parts, in order, so a part holds its packets' first
+	// match; a connection's first packet walks only its part.
+	u32 part[2 * PARTS][2];
+	u32 ip4[MAX_ADDRS];
+	u8 ip6[MAX_ADDRS][16];
+};
+
+volatile const struct config cfg = {};
+
+struct rule {
+	u32 counter;
+	u8 allow, in, proto, family; // proto, family: 0 for any
+	u16 sport, dport;            // host order, 0 for any
+	u32 pad;
+	u32 src[4], smask[4], dst[4], dmask[4]; // network order; IPv4 in the first word
+};
+
+// A connection, its two ends in a canonical order so that both directions
+// find the same entry: for ICMP echo the requester first (a request the
+// other way is another connection, as for the kernel's connection
+// tracking), else the lower address (and port).
+struct flow {
+	u32 a[4], b[4];
+	u16 pa, pb;
+	u8 proto, family;
+	u16 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, u32);
+	__type(value, u64);
+	__uint(max_entries, 8);
+} counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, u32);
+	__type(value, struct rule);
+	__uint(max_entries, 1);
+} rules SEC(".maps");
+
+// The value is when the entry expires (ktime ns).
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct flow);
+	__type(value, u64);
+	__uint(max_entries, 4096);
+} flows SEC(".maps");
+
+// The fragments of a packet whose first fragment passed: the later ones
+// carry no ports to judge them by, and pass with it. The value is when
+// the entry expires (the kernel's reassembly timeout, 30 s).
+struct frag {
+	u32 src[4], dst[4];
+	u32 id;
+	u8 proto, family;
+	u16 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct frag);
+	__type(value, u64);
+	__uint(max_entries, 1024);
+} frags SEC(".maps");
+
+static always_inline void count(u32 c)
+{
+	u64 *n = bpf_map_lookup_elem(&counters, &c);
+	if (n)
+		*n += 1;
+}
+
+static always_inline int drop(u32 c)
+{
+	count(c);
+	return TC_ACT_SHOT;
+}
+
+// The packet as the checks and the ACL see it.
+struct pkt {
+	u8 family, proto, icmp_type, ext; // ext: IPv6 extension headers precede proto
+	u8 has_l4, has_ports;
+	u8 echo; // ICMP echo: 1 a request, 2 a reply
+	u8 frag; // 1: a first fragment with more to come, 2: a later one
+	u32 frag_id;
+	u16 sport, dport; // host order
+	u32 l4;           // offset of the transport header
+	u32 src[4], dst[4];
+};
+
+// at returns a pointer to len bytes at off in the packet, pulling them
+// into the linear part when they are not there yet, or 0 when the packet
+// is shorter. off must be below 256 (all the headers read here are).
+static always_inline u8 *at(struct __sk_buff *skb, u32 off, u32 len)
+{
+	off &= 0xff;
+	u8 *d = (u8 *)(long)skb->data;
+	u8 *p = d + off;
+	if ((void *)(p + len) <= (void *)(long)skb->data_end)
+		return p;
+	if (off + len > skb->len)
+		return 0;
+	bpf_skb_pull_data(skb, off + len);
+	d = (u8 *)(long)skb->data;
+	p = d + off;
+	if ((void *)(p + len) <= (void *)(long)skb->data_end)
+		return p;
+	return 0;
+}
+
+static always_inline int mac_is(const u8 *m)
+{
+	return *(u32 *)m == *(const volatile u32 *)cfg.mac && *(u16 *)(m + 4) == *(const volatile u16 *)(cfg.mac + 4);
+}
+
+static always_inline int ip4_allowed(u32 a)
+{
+#pragma unroll
+	for (int i = 0; i < MAX_ADDRS; i++)
+		if (i < cfg.n4 && cfg.ip4[i] == a)
+			return 1;
+	return 0;
+}
+
+static always_inline int ip6_allowed(const u32 *a)
+{
+#pragma unroll
+	for (int i = 0; i < MAX_ADDRS; i++) {
+		if (i >= cfg.n6)
+			break;
+		const volatile u32 *w = (const volatile u32 *)cfg.ip6[i];
+		if (w[0] == a[0] && w[1] == a[1] && w[2] == a[2] && w[3] == a[3])
+			return 1;
+	}
+	return 0;
+}
+
+// parse reads the IP header at 14 and what follows it: the transport
+// protocol behind up to four IPv6 extension headers, ports, ICMP type. It
+// returns 0 for anything that is not IPv4 or IPv6, or too short.
+verified_once int parse(struct __sk_buff *skb, u32 eth, struct pkt *p)
+{
+	if (!p)
+		return 0;
+	if (eth == ETH_IP) {
+		u8 *ip = at(skb, 14, 20);
+		if (!ip)
+			return 0;
+		p->family = 4;
+		p->proto = ip[9];
+		p->src[0] = *(u32 *)(ip + 12);
+		p->dst[0] = *(u32 *)(ip + 16);
+		p->l4 = 14 + (ip[0] & 0xf) * 4;
+		// A fragment after the first carries no transport header.
+		u16 fo = bswap16(*(u16 *)(ip + 6));
+		p->has_l4 = (fo & 0x1fff) == 0;
+		p->frag = fo & 0x1fff ? 2 : (fo & 0x2000 ? 1 : 0);
+		p->frag_id = *(u16 *)(ip + 4);
+	} else if (eth == ETH_IP6) {
+		u8 *ip = at(skb, 14, 40);
+		if (!ip)
+			return 0;
+		p->family = 6;
+		__builtin_memcpy(p->src, ip + 8, 16);
+		__builtin_memcpy(p->dst, ip + 24, 16);
+		u8 next = ip[6];
+		u32 off = 14 + 40;
+		p->has_l4 = 1;
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			if (next != 0 && next != 43 && next != 44 && next != 60 && next != 51)
+				break;
+			p->ext = 1;
+			u8 *h = off < 200 ? at(skb, off, 8) : 0;
+			if (!h) {
+				p->has_l4 = 0;
+				break;
+			}
+			u8 nh = h[0];
+			if (next == 44) { // fragment: 8 bytes
+				u16 fo = bswap16(*(u16 *)(h + 2));
+				if (fo & 0xfff8)
+					p->has_l4 = 0;
+				p->frag = fo & 0xfff8 ? 2 : (fo & 1 ? 1 : 0);
+				p->frag_id = *(u32 *)(h + 4);
+				off += 8;
+			} else if (next == 51) { // AH: (len+2)*4
+				off += ((u32)h[1] + 2) * 4;
+			} else {
+				off += ((u32)h[1] + 1) * 8;
+			}
+			next = nh;
+		}
+		if (next == 0 || next == 43 || next == 44 || next == 60 || next == 51)
+			p->has_l4 = 0; // more than four: left unread
+		p->proto = next;
+		p->l4 = off;
+	} else {
+		return 0;
+	}
+	if (!p->has_l4 || p->l4 >= 200)
+		return 1;
+	if (p->proto == 6 || p->proto == 17) {
+		u8 *th = at(skb, p->l4, 4);
+		if (!th)
+			return 1;
+		p->sport = bswap16(*(u16 *)th);
+		p->dport = bswap16(*(u16 *)(th + 2));
+		p->has_ports = 1;
+	} else if (p->proto == 1 || p->proto == 58) {
+		u8 *ic = at(skb, p->l4, 8);
+		if (!ic)
+			return 1;
+		p->icmp_type = ic[0];
+		// Echo requests and replies are one connection by their id.
+		if (ic[0] == 8 || ic[0] == 0 || ic[0] == 128 || ic[0] == 129) {
+			p->sport = p->dport = bswap16(*(u16 *)(ic + 4));
+			p->has_ports = 1;
+			p->echo = ic[0] == 8 || ic[0] == 128 ? 1 : 2;
+		}
+	}
+	return 1;
+}
+
+// The neighbour discovery messages (ICMPv6 types).
+#define ND_RS 133
+#define ND_RA 134
+#define ND_NS 135
+#define ND_NA 136
+#define ND_REDIRECT 137
+
+// nd_spoofed checks a neighbour discovery message from the VM: no
+// extension headers, the target of an advertisement one of the port's
+// addresses, and at most one option, whose link-layer address is the MAC.
+static always_inline int nd_spoofed(struct __sk_buff *skb, struct pkt *p)
+{
+	u8 t = p->icmp_type;
+	if (t < ND_RS || t > ND_REDIRECT)
+		return 0;
+	if (p->ext)
+		return 1;
+	if (t == ND_NA) {
+		u8 *tg = at(skb, 14 + 40 + 8, 16);
+		if (!tg)
+			return 1;
+		u32 target[4];
+		__builtin_memcpy(target, tg, 16);
+		if (!ip6_allowed(target))
+			return 1;
+	}
+	if (t != ND_RS && t != ND_NS && t != ND_NA)
+		return 0;
+	u32 opts = t == ND_RS ? 8 : 24;
+	u8 *ip = at(skb, 14, 40);
+	if (!ip)
+		return 1;
+	u16 plen = bswap16(*(u16 *)(ip + 4));
+	if (plen > opts + 8)
+		return 1;
+	if (plen < opts + 8)
+		return 0;
+	u8 *opt = at(skb, 14 + 40 + opts, 8);
+	if (!opt)
+		return 1;
+	return (opt[0] == 1 || opt[0] == 2) && !mac_is(opt + 2);
+}
+
+static always_inline int icmp_error(struct pkt *p)
+{
+	if (p->proto == 1)
+		return p->icmp_type == 3 || p->icmp_type == 4 || p->icmp_type == 5 || p->icmp_type == 11 || p->icmp_type == 12;
+	return p->proto == 58 && p->icmp_type >= 1 && p->icmp_type <= 4;
+}
+
+static always_inline void flow_of(struct pkt *p, struct flow *f)
+{
+	__builtin_memset(f, 0, sizeof(*f));
+	f->proto = p->proto;
+	f->family = p->family;
+	int swap = 0;
+	if (p->echo)
+		swap = p->echo == 2;
+	else if (p->src[0] != p->dst[0])
+		swap = p->src[0] > p->dst[0];
+	else if (p->src[1] != p->dst[1])
+		swap = p->src[1] > p->dst[1];
+	else if (p->src[2] != p->dst[2])
+		swap = p->src[2] > p->dst[2];
+	else if (p->src[3] != p->dst[3])
+		swap = p->src[3] > p->dst[3];
+	else
+		swap = p->sport > p->dport;
+	if (swap) {
+		__builtin_memcpy(f->a, p->dst, 16);
+		__builtin_memcpy(f->b, p->src, 16);
+		f->pa = p->dport;
+		f->pb = p->sport;
+	} else {
+		__builtin_memcpy(f->a, p->src, 16);
+		__builtin_memcpy(f->b, p->dst, 16);
+		f->pa = p->sport;
+		f->pb = p->dport;
+	}
+}
+
+#define SEC_NS 1000000000ULL
+
+// lifetime is how long a connection stays known after its last packet, as
+// the kernel's connection tracking keeps them: TCP until it closes, UDP two
+// minutes, ICMP 30 s, other protocols ten.
+static always_inline u64 lifetime(struct __sk_buff *skb, struct pkt *p)
+{
+	if (p->proto == 6) {
+		u8 *th = p->has_ports ? at(skb, p->l4, 14) : 0;
+		if (th && (th[13] & 0x05)) // FIN or RST
+			return 120 * SEC_NS;
+		return 432000 * SEC_NS;
+	}
+	if (p->proto == 17)
+		return 120 * SEC_NS;
+	if (p->proto == 1 || p->proto == 58)
+		return 30 * SEC_NS;
+	return 600 * SEC_NS;
+}
+
+// known finds the packet's connection and keeps it alive; an entry is
+// written at most once a second, not by every packet.
+static always_inline int known(struct __sk_buff *skb, struct pkt *p)
+{
+	struct flow f;
+	flow_of(p, &f);
+	u64 *exp = bpf_map_lookup_elem(&flows, &f);
+	if (!exp)
+		return 0;
+	u64 now = bpf_ktime_get_coarse_ns();
+	if (*exp < now)
+		return 0;
+	u64 next = now + lifetime(skb, p);
+	if (next > *exp + SEC_NS || next < *exp)
+		*exp = next;
+	return 1;
+}
+
+static always_inline void remember(struct __sk_buff *skb, struct pkt *p)
+{
+	struct flow f;
+	flow_of(p, &f);
+	u64 exp = bpf_ktime_get_coarse_ns() + lifetime(skb, p);
+	bpf_map_update_elem(&flows, &f, &exp, BPF_ANY);
+}
+
+// related reports whether an ICMP error is about a known connection: the
+// packet it quotes, seen from the other side.
+verified_once int related(struct __sk_buff *skb, struct pkt *p)
+{
+	if (!p)
+		return 0;
+	struct pkt in = {};
+	u32 off = p->l4 + 8;
+	if (off >= 200)
+		return 0;
+	in.family = p->family;
+	if (p->family == 4) {
+		u8 *ip = at(skb, off, 28);
+		if (!ip || (ip[0] & 0xf) != 5)
+			return 0;
+		in.proto = ip[9];
+		in.src[0] = *(u32 *)(ip + 12);
+		in.dst[0] = *(u32 *)(ip + 16);
+		if (in.proto == 6 || in.proto == 17) {
+			in.sport = bswap16(*(u16 *)(ip + 20));
+			in.dport = bswap16(*(u16 *)(ip + 22));
+		} else if (in.proto == 1 && (ip[20] == 8 || ip[20] == 0)) {
+			in.sport = in.dport = bswap16(*(u16 *)(ip + 24));
+			in.echo = ip[20] == 8 ? 1 : 2;
+		}
+	} else {
+		u8 *ip = at(skb, off, 48);
+		if (!ip)
+			return 0;
+		in.proto = ip[6];
+		__builtin_memcpy(in.src, ip + 8, 16);
+		__builtin_memcpy(in.dst, ip + 24, 16);
+		if (in.proto == 6 || in.proto == 17) {
+			in.sport = bswap16(*(u16 *)(ip + 40));
+			in.dport = bswap16(*(u16 *)(ip + 42));
+		} else if (in.proto == 58 && (ip[40] == 128 || ip[40] == 129)) {
+			in.sport = in.dport = bswap16(*(u16 *)(ip + 44));
+			in.echo = ip[40] == 128 ? 1 : 2;
+		}
+	}
+	struct flow f;
+	flow_of(&in, &f);
+	return bpf_map_lookup_elem(&flows, &f) != 0;
+}
+
+static always_inline void frag_of(struct pkt *p, struct frag *f)
+{
+	__builtin_memset(f, 0, sizeof(*f));
+	__builtin_memcpy(f->src, p->src, 16);
+	__builtin_memcpy(f->dst, p->dst, 16);
+	f->id = p->frag_id;
+	f->proto = p->proto;
+	f->family = p->family;
+}
+
+static always_inline int frag_known(struct pkt *p)
+{
+	struct frag f;
+	frag_of(p, &f);
+	u64 *exp = bpf_map_lookup_elem(&frags, &f);
+	return exp && *exp >= bpf_ktime_get_coarse_ns();
+}
+
+static always_inline void remember_frag(struct pkt *p)
+{
+	struct frag f;
+	frag_of(p, &f);
+	u64 exp = bpf_ktime_get_coarse_ns() + 30 * SEC_NS;
+	bpf_map_update_elem(&frags, &f, &exp, BPF_ANY);
+}
+
+struct walk {
+	struct pkt *p;
+	u32 base;    // where the packet's part starts in rules
+	int verdict; // -1: no rule matched; else the matching rule's index in rules
+};
+
+static always_inline u32 part_of(u8 proto)
+{
+	switch (proto) {
+	case 6:
+		return PART_TCP;
+	case 17:
+		return PART_UDP;
+	case 1:
+		return PART_ICMP;
+	case 58:
+		return PART_ICMP6;
+	}
+	return PART_OTHER;
+}
+
+static always_inline int prefix_match(const u32 *addr, const u32 *net, const u32 *mask, u8 family)
+{
+	if ((addr[0] & mask[0]) != net[0])
+		return 0;
+	if (family == 4)
+		return 1;
+	return (addr[1] & mask[1]) == net[1] && (addr[2] & mask[2]) == net[2] && (addr[3] & mask[3]) == net[3];
+}
+
+static long match_rule(u32 i, void *ctx)
+{
+	struct walk *w = ctx;
+	i += w->base;
+	struct rule *r = bpf_map_lookup_elem(&rules, &i);
+	if (!r)
+		return 1;
+	struct pkt *p = w->p;
+	if (r->family && r->family != p->family)
+		return 0;
+	if (r->proto && r->proto != p->proto)
+		return 0;
+	if (r->sport || r->dport) {
+		if (!p->has_ports || p->proto == 1 || p->proto == 58)
+			return 0;
+		if (r->sport && r->sport != p->sport)
+			return 0;
+		if (r->dport && r->dport != p->dport)
+			return 0;
+	}
+	if (r->family && !prefix_match(p->src, r->src, r->smask, p->family))
+		return 0;
+	if (r->family && !prefix_match(p->dst, r->dst, r->dmask, p->family))
+		return 0;
+	w->verdict = i;
+	return 1;
+}
+
+// acl judges an IP packet by the port's ACL in one direction (in: to the
+// VM): packets of known connections pass, as do ICMP errors about them
+// and the IPv6 neighbour and multicast listener discovery the ACL does
+// not judge; others take the first rule that matches, or the default.
+verified_once int acl(struct __sk_buff *skb, u32 eth, u32 in)
+{
+	if (!(cfg.flags & F_ACL))
+		return TC_ACT_UNSPEC;
+	struct pkt p = {};
+	if (!parse(skb, eth, &p))
+		return TC_ACT_UNSPEC; // not IP: the ACL does not judge it
+	if (p.proto == 58 && ((p.icmp_type >= 130 && p.icmp_type <= 137) || p.icmp_type == 143))
+		return TC_ACT_UNSPEC;
+	if (p.frag == 2 && frag_known(&p))
+		return TC_ACT_UNSPEC;
+	if (known(skb, &p) || (icmp_error(&p) && related(skb, &p))) {
+		if (p.frag == 1)
+			remember_frag(&p);
+		return TC_ACT_UNSPEC;
+	}
+	u32 k = (in ? PARTS : 0) + part_of(p.proto);
+	if (k >= 2 * PARTS)
+		return TC_ACT_SHOT;
+	struct walk w = {.p = &p, .base = cfg.part[k][0], .verdict = -1};
+	u32 n = cfg.part[k][1];
+	if (n)
+		bpf_loop(n, match_rule, &w, 0);
+	if (w.verdict >= 0) {
+		u32 i = w.verdict;
+		struct rule *r = bpf_map_lookup_elem(&rules, &i);
+		if (!r)
+			return TC_ACT_SHOT;
+		count(r->counter);
+		if (!r->allow)
+			return TC_ACT_SHOT;
+	} else if (cfg.flags & F_DENY) {
+		return drop(C_DEFAULT);
+	}
+	if (p.frag != 2)
+		remember(skb, &p);
+	if (p.frag == 1)
+		remember_frag(&p);
+	return TC_ACT_UNSPEC;
+}
+
+// port_from_vm: what the VM may send at all, then its egress ACL. A frame
+// that passes goes on to the port's other filters (TC_ACT_UNSPEC), if any,
+// then to the bridge.
+SEC("tc")
+int port_from_vm(struct __sk_buff *skb)
+{
+	u8 *eth = at(skb, 0, 14);
+	if (!eth)
+		return TC_ACT_UNSPEC;
+	if ((cfg.flags & F_GUARD_MAC) && !mac_is(eth + 6))
+		return drop(C_FORGED);
+	u16 proto = bswap16(*(u16 *)(eth + 12));
+	if (cfg.flags & F_GUARD_IP) {
+		// The kernel takes a frame's outer 802.1Q tag off before this
+		// hook; a second tag would hide the packet from the checks.
+		if (proto == ETH_8021Q || proto == ETH_8021AD)
+			return drop(C_STACKED);
+		if (proto == ETH_ARP) {
+			u8 *arp = at(skb, 14, 28);
+			if (!arp)
+				return TC_ACT_UNSPEC;
+			if (!mac_is(arp + 8) || !ip4_allowed(*(u32 *)(arp + 14)))
+				return drop(C_ARP);
+		}
+		if (proto == ETH_IP) {
+			u8 *ip = at(skb, 14, 20);
+			if (ip && !ip4_allowed(*(u32 *)(ip + 12)))
+				return drop(C_IP);
+		}
+	}
+	if (proto == ETH_IP6 && (cfg.flags & (F_GUARD_IP | F_GUARD_RA))) {
+		struct pkt p = {};
+		if (!parse(skb, proto, &p))
+			return TC_ACT_UNSPEC;
+		if ((cfg.flags & F_GUARD_IP) && !ip6_allowed(p.src))
+			return drop(C_IP);
+		if (p.proto == 58 && p.has_l4) {
+			if ((cfg.flags & F_GUARD_IP) && nd_spoofed(skb, &p))
+				return drop(C_ND);
+			if ((cfg.flags & F_GUARD_RA) && (p.icmp_type == ND_RA || p.icmp_type == ND_REDIRECT))
+				return drop(C_RA);
+		}
+	}
+	return acl(skb, proto, 0);
+}
+
+// port_to_vm: unicast for other MACs stays out (promiscuous mode and MAC
+// changes rejected), then the VM's ingress ACL.
+SEC("tc")
+int port_to_vm(struct __sk_buff *skb)
+{
+	u8 *eth = at(skb, 0, 14);
+	if (!eth)
+		return TC_ACT_UNSPEC;
+	if ((cfg.flags & F_UNICAST) && !(eth[0] & 1) && !mac_is(eth))
+		return drop(C_UNICAST);
+	return acl(skb, bswap16(*(u16 *)(eth + 12)), 1);
+}
+
+char LICENSE[] SEC("license") = "GPL";

@@ -1,0 +1,45 @@
+package plan
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	"github.com/vnet-project/vnet/internal/spec"
+)
+
+// Every name the planner gives a link itself has the form that validation
+// refuses for a link a spec names (spec.GeneratedLinkName), so that no
+// spec's link meets one of vnet's at apply time: each prefix hashName is
+// called with in this package's code, and each fixed name.
+func TestGeneratedNamesAreRefusedInSpecs(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := regexp.MustCompile(`hashName\("([a-z]+)"`)
+	prefixes := map[string]bool{}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range call.FindAllSubmatch(src, -1) {
+			prefixes[string(m[1])] = true
+		}
+	}
+	if len(prefixes) < 8 {
+		t.Fatalf("found %d prefixes of generated names; the search lost some", len(prefixes))
+	}
+	for p := range prefixes {
+		if name := hashName(p, "x"); !spec.GeneratedLinkName(name) {
+			t.Errorf("%s (hashName(%q, ...)) is not refused as a spec's link name", name, p)
+		}
+	}
+	for _, name := range []string{UnderlayLinkName, PhysBridge, VNICPortName("vm1", 0), HostPortSwitchPort("vmk0"), HostBridgeName("i", "sw")} {
+		if !spec.GeneratedLinkName(name) {
+			t.Errorf("%s is not refused as a spec's link name", name)
+		}
+	}
+}

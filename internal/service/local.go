@@ -1,0 +1,433 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/vnet-project/vnet/internal/dataplane"
+	"github.com/vnet-project/vnet/internal/history"
+	"github.com/vnet-project/vnet/internal/reconcile"
+	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/spec/speccache"
+	"github.com/vnet-project/vnet/internal/store"
+)
+
+// Local is the back end of one machine: the state store in its state
+// directory (bbolt) and this machine's kernel. It runs the teaming agent
+// of each infrastructure that teams uplinks, under the infrastructure's
+// lock.
+//
+// Each operation opens the store and the dataplane it needs and closes
+// them after it: the netlink handles of a long-lived dataplane would go on
+// pointing at namespaces that a vnet command run beside a server has since
+// made again. What a Local keeps between operations is a copy of the
+// records (with ReadsFresh zero, none), the specs it decoded, and a
+// server's sampler.
+type Local struct {
+	// StateDir is where the store, its locks, the agents' pid files and
+	// logs, and the event journal live.
+	StateDir string
+	// Exe is the vnet binary, which runs the teaming agents and the ends
+	// of netperf runs; empty leaves agents alone and runs no netperf.
+	Exe string
+	// Cache keeps the specs loaded, applied or read back; nil keeps them
+	// in memory only.
+	Cache *speccache.Cache
+	// Trace receives where an apply's time goes; nil: nowhere.
+	Trace io.Writer
+	// ReadsFresh is how old the copy of the records that reads answer
+	// from may grow before a read opens the store again; zero reads the
+	// store every time. A server reads the same records for every scrape
+	// and sample.
+	ReadsFresh time.Duration
+
+	once   sync.Once
+	change sync.Mutex // one change at a time from this process
+
+	mu      sync.Mutex
+	copied  []*store.Record
+	readAt  time.Time
+	readErr error
+
+	decoded specMemo
+	sampling
+}
+
+// NewLocal is the back end of this machine with its state in stateDir and
+// the spec cache beside it; exe is the vnet binary ("" runs no agents).
+func NewLocal(stateDir, exe string) *Local {
+	return &Local{StateDir: stateDir, Exe: exe, Cache: SpecCache(stateDir)}
+}
+
+// SpecCache keeps the specs that commands loaded, applied or read back in
+// the state directory, so that the next command given the same bytes does
+// not decode and validate a large spec's YAML again.
+func SpecCache(stateDir string) *speccache.Cache {
+	return speccache.New(filepath.Join(stateDir, "spec-cache"))
+}
+
+func (l *Local) init() {
+	l.once.Do(func() {
+		if l.Cache == nil {
+			l.Cache = speccache.New("")
+		}
+	})
+}
+
+// Close releases nothing: every operation closes what it opened.
+func (l *Local) Close() error { return nil }
+
+// LoadFile reads a spec file through the state directory's cache.
+func (l *Local) LoadFile(path string) (*spec.Document, error) {
+	l.init()
+	return l.Cache.LoadFile(path)
+}
+
+// Load reads a spec's bytes through the state directory's cache.
+func (l *Local) Load(file string, src []byte) (*spec.Document, error) {
+	l.init()
+	return l.Cache.Load(file, src)
+}
+
+func (l *Local) load(src Source) (*spec.Document, error) {
+	if src.Doc != nil {
+		return src.Doc, nil
+	}
+	return l.LoadFile(src.File)
+}
+
+// openStore opens the state store; reading it takes no lock, so it never
+// waits on a command changing an infrastructure.
+func (l *Local) openStore() (*store.Bolt, error) { return store.OpenBolt(l.StateDir) }
+
+// engine opens the store and the dataplane for one operation; done closes
+// both.
+func (l *Local) engine(log io.Writer) (eng *reconcile.Engine, st *store.Bolt, done func(), err error) {
+	l.init()
+	dp, err := dataplane.New()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	st, err = l.openStore()
+	if err != nil {
+		dp.Close()
+		return nil, nil, nil, err
+	}
+	if log == nil {
+		log = io.Discard
+	}
+	eng = &reconcile.Engine{DP: dp, Store: st, Log: log, Specs: l.Cache, Trace: l.Trace}
+	return eng, st, func() { dp.Close(); st.Close() }, nil
+}
+
+// cached returns the records, reading the store again when the copy is
+// older than ReadsFresh (or force).
+func (l *Local) cached(force bool) ([]*store.Record, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fresh := !l.readAt.IsZero() && time.Since(l.readAt) < l.ReadsFresh
+	if fresh && !force {
+		return l.copied, l.readErr
+	}
+	st, err := l.openStore()
+	if err != nil {
+		// A store being recovered or replaced: a server answers from the
+		// last copy.
+		if l.ReadsFresh > 0 && !l.readAt.IsZero() {
+			return l.copied, nil
+		}
+		return nil, err
+	}
+	recs, err := st.List()
+	st.Close()
+	l.copied, l.readErr, l.readAt = recs, err, time.Now()
+	return recs, err
+}
+
+// changed drops the copy of the records after a change of this process's.
+func (l *Local) changed() {
+	l.mu.Lock()
+	l.readAt = time.Time{}
+	l.mu.Unlock()
+}
+
+// List returns every applied infrastructure, by name.
+func (l *Local) List(context.Context) ([]Infra, error) {
+	recs, err := l.records(nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	return infras(recs), nil
+}
+
+func infras(recs []*store.Record) []Infra {
+	out := make([]Infra, 0, len(recs))
+	for _, r := range recs {
+		out = append(out, infraOf(r))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func infraOf(r *store.Record) Infra {
+	return Infra{Name: r.Name, Generation: r.Generation, AppliedAt: r.AppliedAt, SpecFile: r.SpecFile, Spec: r.Spec}
+}
+
+// Get returns one infrastructure.
+func (l *Local) Get(_ context.Context, name string) (*Infra, error) {
+	rec, err := l.record(name)
+	if err != nil {
+		return nil, err
+	}
+	in := infraOf(rec)
+	return &in, nil
+}
+
+// record returns an infrastructure's record.
+func (l *Local) record(name string) (*store.Record, error) {
+	recs, err := l.records(nil, []string{name})
+	if err != nil {
+		return nil, err
+	}
+	return recs[0], nil
+}
+
+// records are the named records, or every one: from st (opened for the
+// call when nil), or from the copy when ReadsFresh keeps one. A name the
+// copy lacks is looked up afresh: a command may have applied it a moment
+// ago.
+func (l *Local) records(st store.Store, names []string) ([]*store.Record, error) {
+	if l.ReadsFresh > 0 {
+		return l.fromCopy(names)
+	}
+	if st == nil {
+		bolt, err := l.openStore()
+		if err != nil {
+			return nil, err
+		}
+		defer bolt.Close()
+		st = bolt
+	}
+	if len(names) == 0 {
+		return st.List()
+	}
+	out := make([]*store.Record, 0, len(names))
+	for _, name := range names {
+		r, err := recordHead(st, name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func (l *Local) fromCopy(names []string) ([]*store.Record, error) {
+	recs, err := l.cached(false)
+	if err != nil || len(names) == 0 {
+		return recs, err
+	}
+	out := make([]*store.Record, 0, len(names))
+	for _, name := range names {
+		r, err := l.fromCopyOne(name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func (l *Local) fromCopyOne(name string) (*store.Record, error) {
+	for _, force := range []bool{false, true} {
+		recs, err := l.cached(force)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range recs {
+			if r.Name == name {
+				return r, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("%q: %w", name, store.ErrNotFound)
+}
+
+// recordHead reads a record without what was realized where the store can:
+// what reads a record's spec needs no more.
+func recordHead(st store.Store, name string) (*store.Record, error) {
+	if h, ok := st.(store.HeadReader); ok {
+		return h.Head(name)
+	}
+	return st.Get(name)
+}
+
+// Spec is an applied infrastructure's spec.
+func (l *Local) Spec(_ context.Context, name string) (*spec.Document, error) { return l.doc(name) }
+
+// doc is the spec of an applied infrastructure.
+func (l *Local) doc(name string) (*spec.Document, error) {
+	rec, err := l.record(name)
+	if err != nil {
+		return nil, err
+	}
+	return l.docOf(rec)
+}
+
+// docOf is the record's spec, made of its stored encoding or through the
+// spec cache.
+func (l *Local) docOf(rec *store.Record) (*spec.Document, error) {
+	l.init()
+	return rec.DocVia(l.Cache)
+}
+
+// Apply converges this machine to the spec and runs, reloads or stops the
+// infrastructure's teaming agent, all under the infrastructure's lock.
+// An apply on this machine is done when it returns: there is nothing to
+// wait for.
+func (l *Local) Apply(ctx context.Context, src Source, o ApplyOptions) (*ApplyResult, error) {
+	doc, err := l.load(src)
+	if err != nil {
+		return nil, err
+	}
+	name := doc.Spec.Name
+	res := &ApplyResult{Infra: name, DryRun: o.DryRun, Warnings: Warnings(doc)}
+	if o.DryRun {
+		eng, _, done, err := l.engine(nil)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
+		eng.Full = o.Full
+		p, err := eng.Plan(doc)
+		res.Plan = Actions(p)
+		return res, err
+	}
+	err = l.changing(name, "apply ", o.Log, func(eng *reconcile.Engine, st *store.Bolt) error {
+		eng.Full = o.Full
+		before := beforeChange(st, name)
+		r, err := eng.Apply(doc)
+		res.Plan, res.Executed = Actions(r.Plan), r.Executed
+		if err != nil {
+			return err
+		}
+		l.keepLocal(o.By, st, changeOf(ctx, history.Apply), name, before, o.Log)
+		res.AgentStarted, err = l.syncAgent(doc.Spec)
+		return err
+	})
+	return res, err
+}
+
+// changing runs change with an engine whose log is log, holding the
+// infrastructure's lock, one change at a time from this process. what
+// begins the error of a lock that cannot be taken ("apply ").
+func (l *Local) changing(name, what string, log io.Writer, change func(*reconcile.Engine, *store.Bolt) error) error {
+	l.change.Lock()
+	defer l.change.Unlock()
+	defer l.changed()
+	eng, st, done, err := l.engine(log)
+	if err != nil {
+		return err
+	}
+	defer done()
+	unlock, err := st.Lock(name)
+	if err != nil {
+		return fmt.Errorf("%s%s: %w", what, name, err)
+	}
+	defer unlock()
+	return change(eng, st)
+}
+
+// Destroy removes an infrastructure and stops its agent, under its lock.
+// It is done when it returns: there is nothing to wait for.
+func (l *Local) Destroy(_ context.Context, name string, o DestroyOptions) (*DestroyResult, error) {
+	var res *DestroyResult
+	err := l.changing(name, "destroy ", o.Log, func(eng *reconcile.Engine, st *store.Bolt) (err error) {
+		before := beforeChange(st, name)
+		if res, err = l.destroy(eng, st, name); err == nil {
+			l.keepLocal(o.By, st, change{verb: history.Destroy}, name, before, o.Log)
+		}
+		return err
+	})
+	return res, err
+}
+
+func (l *Local) destroy(eng *reconcile.Engine, st *store.Bolt, name string) (*DestroyResult, error) {
+	_, known := st.Get(name)
+	if err := l.stopAgent(name); err != nil {
+		return nil, err
+	}
+	swept, err := eng.Sweep(name)
+	if err != nil {
+		return nil, fmt.Errorf("destroy %s: %w", name, err)
+	}
+	p, err := eng.Destroy(name)
+	res := &DestroyResult{Infra: name, Removed: len(p.Actions)}
+	if err != nil {
+		return res, err
+	}
+	if p.Empty() && len(swept) == 0 && errors.Is(known, store.ErrNotFound) {
+		return nil, fmt.Errorf("destroy %s: %w", name, store.ErrNotFound)
+	}
+	return res, nil
+}
+
+// Status observes the named infrastructures, or every one.
+func (l *Local) Status(_ context.Context, names []string) ([]*InfraStatus, error) {
+	eng, st, done, err := l.engine(nil)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	recs, err := l.records(st, names)
+	if err != nil {
+		return nil, err
+	}
+	out := []*InfraStatus{}
+	for _, rec := range recs {
+		doc, err := l.docOf(rec)
+		if err != nil {
+			return nil, err
+		}
+		st, err := eng.Status(doc)
+		if err != nil {
+			return nil, err
+		}
+		st.Agent = l.agentStatus(doc.Spec)
+		out = append(out, &InfraStatus{Infra: st})
+	}
+	return out, nil
+}
+
+// IOCStats samples Network I/O Control's counters over interval.
+func (l *Local) IOCStats(_ context.Context, name string, interval time.Duration) (*IOCStats, error) {
+	dp, err := dataplane.New() // first: without root, that is what to say
+	if err != nil {
+		return nil, err
+	}
+	defer dp.Close()
+	doc, err := l.doc(name)
+	if err != nil {
+		return nil, err
+	}
+	return reconcile.CollectIOCStats(dp, doc, interval)
+}
+
+// Specs are the specs of the applied infrastructures, each decoded once
+// per version.
+func (l *Local) Specs() []*spec.Spec {
+	recs, err := l.records(nil, nil)
+	if err != nil {
+		return nil
+	}
+	return l.decoded.specs(recs, l.docOf)
+}
+
+// ReadsKernel: the counters are this machine's.
+func (l *Local) ReadsKernel() bool { return true }

@@ -723,7 +723,10 @@ func scan(args []string, opts map[byte]optKind, prefix string, fn func(flag byte
 		}
 		switch kind {
 		case refused:
-			return notSupported(prefix + string(flag))
+			if prefix == "-" {
+				return fmt.Errorf("%w: test option -%c", ErrNotSupported, flag)
+			}
+			return notSupported(string(flag))
 		case noValue:
 			if val != "" {
 				return fmt.Errorf("-%c takes no value (in %q)", flag, a)

@@ -104,7 +104,7 @@ func TriOf(b *bool) Tri {
 //	portsec:  NS, Link (the switch-side port), Match (PortPolicy's text),
 //	          Name (its firewall's)
 //	portbpf:  NS, Link (the switch-side port), Match (PortPolicy's text)
-//	cgroup:   Name (relative path), CPUMilli, CPUs (cpuset list)
+//	cgroup:   Name (relative path), CPUMilli, CPUs (cpuset list), Mark (as a netns's)
 //	bridge:   with Isolate, the host's IPv6 stack is kept off it (no link-local address)
 //	vxlan:    NS, Name, MAC, MTU, VNI, Local (underlay address), Port (UDP),
 //	          Link (the bridge it is a port of); with Isolate its bridge port

@@ -232,8 +232,10 @@ func liveHolders(self, infra string, found []dataplane.NamedNS, cgroups []datapl
 	sort.Strings(ids)
 	for _, id := range ids {
 		consider(id, registered[id], func(w store.Whereabouts) bool {
+			// A store whose records cannot be read now (another vnet
+			// holds it, or it is damaged) may hold the name: not certain.
 			names, err := store.Names(id, w.Dir)
-			return err == nil && slices.Contains(names, infra)
+			return err != nil || slices.Contains(names, infra)
 		})
 	}
 	return out

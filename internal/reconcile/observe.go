@@ -133,6 +133,9 @@ func (e *Engine) scopeFor(doc *spec.Document, m *modelSet) plan.Scope {
 			before, after = m.change.Before, m.change.After
 		}
 		scope, why = plan.ChangeScope(m.last, doc.Spec, before, after)
+		// Load balancers' health comes from the agents' probes, not from
+		// the spec: every pass reads it back from their ports.
+		scope = scope.WithKind(m.next, plan.KindLB)
 		if !scope.Full() {
 			if gone := e.recordStands(doc.Spec.Name, m.prev); gone != "" {
 				scope, why = nil, gone

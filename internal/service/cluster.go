@@ -480,6 +480,7 @@ func (c *Cluster) statusOf(st ClusterStore, rec *store.Record) (*InfraStatus, er
 		return "unknown"
 	})
 	s.Security = hostsSecurity(views)
+	s.Balancers = reconcile.ReportedBalancers(doc.Spec, reports)
 	return &InfraStatus{Infra: s, Cluster: cs}, nil
 }
 

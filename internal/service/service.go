@@ -130,6 +130,9 @@ type (
 	AgentStatus  = status.Agent
 	// SecurityStatus is a port's security policy and its counters.
 	SecurityStatus = status.PortSecurity
+	// BalancerStatus is a load balancer with its backends' health and
+	// connections.
+	BalancerStatus = status.Balancer
 	// IOCStats is one sample of Network I/O Control's counters.
 	IOCStats = reconcile.IOCStats
 	// HostView is a host's standing from its agent's report, over etcd.

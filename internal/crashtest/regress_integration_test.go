@@ -325,8 +325,14 @@ func makeCgroupsMarked(t *testing.T, infra, mark string) []string {
 			t.Fatal(err)
 		}
 		if base := filepath.Base(root); base == "cpuset" {
-			for _, d := range []string{filepath.Dir(dir), dir} {
+			// A v1 cpuset starts empty, and takes no process until it has
+			// CPUs and memory nodes: each level without them gets its
+			// parent's, vnet/ included when this made it.
+			for _, d := range []string{filepath.Join(root, "vnet"), filepath.Dir(dir), dir} {
 				for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+					if cur, _ := os.ReadFile(filepath.Join(d, f)); strings.TrimSpace(string(cur)) != "" {
+						continue
+					}
 					v, _ := os.ReadFile(filepath.Join(filepath.Dir(d), f))
 					os.WriteFile(filepath.Join(d, f), v, 0o644)
 				}
@@ -345,6 +351,7 @@ func makeCgroupsMarked(t *testing.T, infra, mark string) []string {
 		for _, dir := range made {
 			os.Remove(dir)
 			os.Remove(filepath.Dir(dir))
+			os.Remove(filepath.Dir(filepath.Dir(dir))) // vnet/, when nothing else is in it
 		}
 	})
 	return made

@@ -70,7 +70,7 @@ func applyCmd() *cobra.Command {
 			defer svc.Close()
 			out := cmd.OutOrStdout()
 			res, err := svc.Apply(cmd.Context(), service.Source{File: args[0]}, service.ApplyOptions{
-				DryRun: dryRun, Full: full, Wait: wait, Log: out,
+				DryRun: dryRun, Full: full, Wait: wait, Log: out, Detail: dryRun,
 				Stored:   func(s service.Stored) { printStored(out, s, dryRun) },
 				Progress: func(ev service.WaitEvent) { printCurrent(out, ev) },
 			})
@@ -116,6 +116,7 @@ func printApplied(out io.Writer, res *service.ApplyResult, wait time.Duration) {
 	switch s := res.Stored; {
 	case s != nil && res.DryRun && !s.Unchanged:
 		fmt.Fprintf(out, "would store %s generation %d in etcd for hosts %s\n", res.Infra, s.Generation, strings.Join(s.Hosts, ", "))
+		printHostPlans(out, res.Hosts)
 	case s != nil && wait > 0 && !res.DryRun:
 		took := seconds(s.Current)
 		if !s.Unchanged {
@@ -123,6 +124,8 @@ func printApplied(out io.Writer, res *service.ApplyResult, wait time.Duration) {
 		}
 		fmt.Fprintf(out, "%s generation %d: %s current in %s\n", res.Infra, s.Generation, counted(len(s.Hosts), "host", "hosts"), took)
 	case s != nil:
+	case res.DryRun && len(res.Hosts) > 0: // through a server over etcd
+		printHostPlans(out, res.Hosts)
 	case res.DryRun:
 		fmt.Fprint(out, service.PlanText(res.Plan))
 	case len(res.Plan) > 0:

@@ -47,6 +47,9 @@ type Service interface {
 	// Events returns up to limit events of infra (all when empty), newest
 	// first.
 	Events(ctx context.Context, infra string, limit int) ([]Event, error)
+	// Operations: history, diff, rollback, the applied spec, describe,
+	// snapshot and restore.
+	Operations
 	// Close releases what the service holds.
 	Close() error
 }
@@ -194,6 +197,9 @@ type ApplyOptions struct {
 	Detail bool
 	// Log receives the plan and the progress as the apply goes.
 	Log io.Writer
+	// By is who asks, for the event list (zero: this process's user,
+	// through the command line).
+	By Actor
 }
 
 // ApplyResult is what an apply did, or would do.
@@ -203,6 +209,9 @@ type ApplyResult struct {
 	// Plan is the kernel's actions: done, or to do; over etcd, the hosts'
 	// agents' (when asked for in Detail).
 	Plan []PlanAction `json:"plan"`
+	// Hosts is, over etcd (when asked for in Detail), the plan host by
+	// host, each with what it was worked out against.
+	Hosts []HostPlan `json:"hosts,omitempty"`
 	// Executed counts the actions carried out here: none over etcd, where
 	// the hosts' agents carry them out.
 	Executed int `json:"executed"`
@@ -268,6 +277,8 @@ type DestroyOptions struct {
 	Detail bool
 	// Log receives what the destroy leaves and removes as it goes.
 	Log io.Writer
+	// By is who asks, for the event list.
+	By Actor
 }
 
 // DestroyResult is what a destroy removed.

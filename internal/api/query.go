@@ -25,6 +25,18 @@ type param struct {
 	// Min and Max bound a number or a duration (in nanoseconds); Default
 	// is its value when the parameter is left out.
 	Min, Max, Default int64
+	// Optional says a number left out has no default: the handler reads
+	// 0, below Min, as "not given".
+	Optional bool
+}
+
+// maxGeneration bounds a generation in a query.
+const maxGeneration = 1<<31 - 1
+
+// generation is a query parameter naming one of an infrastructure's
+// generations, from 1; left out, the handler chooses (the one in force).
+func generation(name string) param {
+	return param{Name: name, Kind: intParam, Min: 1, Max: maxGeneration, Optional: true}
 }
 
 // paramKind is what a parameter's value is.

@@ -42,11 +42,20 @@ type Server struct {
 	StartTimeout time.Duration // from the request to the test's first byte of data
 	StallTimeout time.Duration // a test that moved data and then none for this long is cut
 
+	// PrivilegedDataPorts lets a client ask for a data port below 1024
+	// (netperf's -P): one that only root may bind, and that a netserver
+	// run as root would otherwise take from the service meant to have it.
+	PrivilegedDataPorts bool
+
 	once    sync.Once
 	lim     *limits
 	active  sync.WaitGroup
 	running atomic.Int64
 }
+
+// firstUnprivilegedPort is the first port any user may bind (the kernel's
+// default net.ipv4.ip_unprivileged_port_start).
+const firstUnprivilegedPort = 1024
 
 // The netserver's default limits.
 const (
@@ -330,6 +339,10 @@ func (s *Server) run(ss *session, req *Request, sl *slot) error {
 	ip := localIP(c.LocalAddr())
 	if req.BindIP.IsValid() {
 		ip = net.IP(req.BindIP.AsSlice())
+	}
+	if p := req.DataPort; p > 0 && p < firstUnprivilegedPort && !s.PrivilegedDataPorts {
+		return fmt.Errorf("data port %d is privileged (below %d): this netserver binds one only when started with --privileged-data-ports: %w",
+			p, firstUnprivilegedPort, unix.EACCES)
 	}
 	data, err := openServerData(req, ip)
 	if err != nil {

@@ -107,8 +107,23 @@ func OpenBolt(dir string) (*Bolt, error) {
 			return nil, fmt.Errorf("state dir: %w", err)
 		}
 	}
-	register(id, b.dir)
+	if b.holdsAny() {
+		register(id, b.dir)
+	}
 	return b, nil
+}
+
+// holdsAny reports whether the store records an infrastructure or an apply
+// begun: whether the kernel may hold objects marked as its own. Only such a
+// store is in the registry, so that one made and emptied (a test's, a
+// trial's) leaves nothing behind in /run. An unreadable store counts as
+// holding some.
+func (b *Bolt) holdsAny() bool {
+	if pending, _ := os.ReadDir(filepath.Join(b.dir, pendingDir)); len(pending) > 0 {
+		return true
+	}
+	names, err := b.Names()
+	return err != nil || len(names) > 0
 }
 
 // ID is the store's random ID, made when the store was.

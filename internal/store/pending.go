@@ -27,6 +27,7 @@ type Pending interface {
 // the kernel, which a lost write to disk outlives only through a crash of
 // the machine, after which no namespace is left either.
 func (b *Bolt) SetPending(name string) error {
+	register(b.id, b.dir) // before the kernel holds anything of the store's
 	dir := filepath.Join(b.dir, pendingDir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -42,7 +43,10 @@ func (b *Bolt) SetPending(name string) error {
 func (b *Bolt) ClearPending(name string) error {
 	err := os.Remove(filepath.Join(b.dir, pendingDir, name))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil
+		err = nil
+	}
+	if err == nil && !b.holdsAny() {
+		Forget(b.id) // a first apply undone: nothing of the store's is left
 	}
 	return err
 }

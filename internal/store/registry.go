@@ -12,10 +12,12 @@ import (
 // What a store made carries the store's ID (plan.Mark), and the directory
 // it was in to name it by; a directory can be moved, so the ID, not the
 // directory, is whose it is. The registry says where each store on this
-// machine was last opened: a file per ID in RegistryDir holding the
-// directory, written whenever a store is opened somewhere else than it
-// says. So a store whose directory moved is found again at its new place
-// as soon as any command opens it there, and what it made is left to it.
+// machine that records something was last opened: a file per ID in
+// RegistryDir holding the directory, written whenever such a store is
+// opened (or begins its first apply) somewhere else than it says, and
+// removed when it records nothing again. So a store whose directory moved
+// is found again at its new place as soon as any command opens it there,
+// and what it made is left to it.
 // The registry lives in /run, as do the namespaces: both go with a
 // reboot.
 

@@ -27,6 +27,12 @@ func TestFindFollowsAMovedStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := st.ID()
+	if reg, _ := Registered(); len(reg) != 0 {
+		t.Errorf("an empty store is registered: %v", reg)
+	}
+	if err := st.SetPending("infra"); err != nil { // an apply begins
+		t.Fatal(err)
+	}
 	st.Close()
 	if w := Find(id, first); !w.Found() || w.Dir != first || w.Moved() {
 		t.Errorf("in place: %+v", w)
@@ -47,10 +53,20 @@ func TestFindFollowsAMovedStore(t *testing.T) {
 		t.Errorf("moved and opened: %+v, want found at %s", w, moved)
 	}
 	if names, err := Names(id, moved); err != nil || len(names) != 0 {
-		t.Errorf("names of an empty store: %v %v", names, err)
+		t.Errorf("names of a store without records: %v %v", names, err)
 	}
 	if reg, err := Registered(); err != nil || reg[id] != moved {
 		t.Errorf("registered: %v %v", reg, err)
+	}
+	// The apply undone, the store holds nothing: it leaves the registry.
+	if err := st.ClearPending("infra"); err != nil {
+		t.Fatal(err)
+	}
+	if reg, _ := Registered(); len(reg) != 0 {
+		t.Errorf("a store emptied stays registered: %v", reg)
+	}
+	if err := st.SetPending("infra"); err != nil {
+		t.Fatal(err)
 	}
 	if err := os.RemoveAll(moved); err != nil {
 		t.Fatal(err)
@@ -67,5 +83,36 @@ func TestFindFollowsAMovedStore(t *testing.T) {
 		if w := Find(bad, ""); w.Found() || w.Last != "" {
 			t.Errorf("Find(%q) = %+v", bad, w)
 		}
+	}
+}
+
+// A store is in the registry while it records an infrastructure: its last
+// record deleted, it leaves, so a store made and emptied leaves nothing.
+func TestRegisteredWhileItRecordsSomething(t *testing.T) {
+	withRegistry(t)
+	st, err := OpenBolt(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, name := range []string{"a", "b"} {
+		if err := st.Put(&Record{Name: name, Spec: []byte("name: " + name), Generation: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if reg, _ := Registered(); reg[st.ID()] != st.Location() {
+		t.Fatalf("a store with records is not registered: %v", reg)
+	}
+	if err := st.Delete("a"); err != nil {
+		t.Fatal(err)
+	}
+	if reg, _ := Registered(); reg[st.ID()] != st.Location() {
+		t.Errorf("a store with a record left is not registered: %v", reg)
+	}
+	if err := st.Delete("b"); err != nil {
+		t.Fatal(err)
+	}
+	if reg, _ := Registered(); len(reg) != 0 {
+		t.Errorf("an emptied store stays registered: %v", reg)
 	}
 }

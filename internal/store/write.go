@@ -30,6 +30,7 @@ func (b *Bolt) Put(r *Record) error {
 	// Where each resource goes is worked out once, for the file and its
 	// good copy both.
 	split := splitChunks(r.Realized)
+	register(b.id, b.dir)
 	b.wmu.Lock()
 	defer b.wmu.Unlock()
 	put := func(cache *chunkCache, wrote **chunkCache, u *undoLog) func(*bolt.Tx) error {
@@ -127,6 +128,9 @@ func (b *Bolt) Delete(name string) error {
 	}
 	kept, err := b.update(fileWrite{file: del, mirror: func(tx *bolt.Tx) error { return del(tx, nil) }})
 	b.goodWritten(kept)
+	if err == nil && !b.holdsAny() {
+		Forget(b.id) // nothing of the store's is left to find it by
+	}
 	return err
 }
 

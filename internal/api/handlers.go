@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vnet-project/vnet/internal/events"
 	"github.com/vnet-project/vnet/internal/metrics"
 	"github.com/vnet-project/vnet/internal/service"
 	"github.com/vnet-project/vnet/internal/spec"
@@ -180,17 +179,9 @@ func (s *Server) putInfra(w http.ResponseWriter, r *http.Request, who string) er
 		writeJSON(w, http.StatusOK, applyResult(res))
 		return nil
 	}
+	opts.By = actor(r, who)
 	res, err := s.be.Apply(r.Context(), service.Source{Doc: doc}, opts)
 	observe(result(err))
-	ev := Event{Time: time.Now().UTC(), Who: who, Remote: r.RemoteAddr, Action: events.Apply, Infra: name, OK: err == nil,
-		Seconds: time.Since(start).Seconds()}
-	if res != nil {
-		ev.Changes = res.Executed
-	}
-	if err != nil {
-		ev.Error = err.Error()
-	}
-	s.record(ev)
 	if err != nil {
 		return err
 	}
@@ -218,17 +209,7 @@ func (s *Server) deleteInfra(w http.ResponseWriter, r *http.Request, who string)
 	if err != nil {
 		return err
 	}
-	start := time.Now()
-	res, err := s.be.Destroy(r.Context(), name, service.DestroyOptions{Detail: true})
-	ev := Event{Time: time.Now().UTC(), Who: who, Remote: r.RemoteAddr, Action: events.Destroy, Infra: name, OK: err == nil,
-		Seconds: time.Since(start).Seconds()}
-	if res != nil {
-		ev.Changes = res.Removed
-	}
-	if err != nil {
-		ev.Error = err.Error()
-	}
-	s.record(ev)
+	res, err := s.be.Destroy(r.Context(), name, service.DestroyOptions{Detail: true, By: actor(r, who)})
 	if err != nil {
 		return err
 	}

@@ -88,7 +88,7 @@ func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 	}
 	lap("execute")
 	kinds.trace(e.tracef)
-	if err := e.record(doc, o.rec, o.model, !p.Empty()); err != nil {
+	if err := e.record(doc, o.rec, o.model, !p.Empty(), o.models.opt.Paused.Prune(doc.Spec)); err != nil {
 		return res, e.rollback(name, o, fmt.Errorf("apply %s: %w", name, err))
 	}
 	res.Realized = o.model

@@ -107,5 +107,6 @@ func withoutEmptyMaps(o plan.Options) plan.Options {
 	if len(o.DeviceSpeeds) == 0 {
 		o.DeviceSpeeds = nil
 	}
+	o.Paused = o.Paused.Normal()
 	return o
 }

@@ -252,9 +252,10 @@ func (c *Cluster) Apply(ctx context.Context, src Source, o ApplyOptions) (*Apply
 	}
 	// The agents make the spec of its encoding, not of its YAML.
 	rec := &store.Record{Name: name, SpecFile: doc.File, Spec: doc.Source, SpecEncoded: speccache.EncodeValidated(doc),
-		Generation: res.Stored.Generation, AppliedAt: time.Now().UTC()}
+		Generation: res.Stored.Generation, AppliedAt: time.Now().UTC(), Paused: keptPaused(last.rec, doc.Spec)}
 	lap("encode")
 	storedRev, err := last.st.PutIf(rec, last.rev)
+	note(c, o.By.event(events.Apply, name, start, 0, err), o.Log)
 	if err != nil {
 		return nil, fmt.Errorf("apply %s: %w", name, err)
 	}
@@ -339,6 +340,7 @@ func (c *Cluster) Destroy(ctx context.Context, name string, o DestroyOptions) (*
 	}
 	c.change.Lock()
 	defer c.change.Unlock()
+	destroyStart := time.Now()
 	rec, rev, err := st.GetRev(name)
 	if err != nil {
 		return nil, fmt.Errorf("destroy %s: %w", name, err)
@@ -348,6 +350,7 @@ func (c *Cluster) Destroy(ctx context.Context, name string, o DestroyOptions) (*
 		res.Removed = len(c.hostsPlan(rec, &spec.Spec{Name: name}).Actions)
 	}
 	deleted, err := st.DeleteIfRev(name, rev)
+	note(c, o.By.event(events.Destroy, name, destroyStart, 0, err), o.Log)
 	if err != nil {
 		return nil, fmt.Errorf("destroy %s: %w", name, err)
 	}
@@ -402,10 +405,10 @@ func (c *Cluster) hostsPlan(old *store.Record, next *spec.Spec) plan.Plan {
 	for _, h := range names {
 		var desired, current []plan.Resource
 		if plan.PlacesOn(next, h) {
-			desired = plan.Model(next, plan.Options{Host: h})
+			desired = plan.Model(next, plan.Options{Host: h, Paused: keptPaused(old, next)})
 		}
 		if last != nil && plan.PlacesOn(last, h) {
-			current = plan.Model(last, plan.Options{Host: h})
+			current = plan.Model(last, plan.Options{Host: h, Paused: old.Paused})
 		}
 		out.Actions = append(out.Actions, plan.Diff(desired, current).Actions...)
 	}

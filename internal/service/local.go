@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vnet-project/vnet/internal/dataplane"
+	"github.com/vnet-project/vnet/internal/events"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/spec/speccache"
@@ -308,6 +309,7 @@ func (l *Local) Apply(_ context.Context, src Source, o ApplyOptions) (*ApplyResu
 		res.Plan = Actions(p)
 		return res, err
 	}
+	start := time.Now()
 	err = l.changing(name, "apply ", o.Log, func(eng *reconcile.Engine, _ *store.Bolt) error {
 		eng.Full = o.Full
 		r, err := eng.Apply(doc)
@@ -318,6 +320,7 @@ func (l *Local) Apply(_ context.Context, src Source, o ApplyOptions) (*ApplyResu
 		res.AgentStarted, err = l.syncAgent(doc.Spec)
 		return err
 	})
+	note(l, o.By.event(events.Apply, name, start, res.Executed, err), o.Log)
 	return res, err
 }
 
@@ -345,10 +348,18 @@ func (l *Local) changing(name, what string, log io.Writer, change func(*reconcil
 // It is done when it returns: there is nothing to wait for.
 func (l *Local) Destroy(_ context.Context, name string, o DestroyOptions) (*DestroyResult, error) {
 	var res *DestroyResult
+	start := time.Now()
 	err := l.changing(name, "destroy ", o.Log, func(eng *reconcile.Engine, st *store.Bolt) (err error) {
 		res, err = l.destroy(eng, st, name)
 		return err
 	})
+	removed := 0
+	if res != nil {
+		removed = res.Removed
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		note(l, o.By.event(events.Destroy, name, start, removed, err), o.Log)
+	}
 	return res, err
 }
 

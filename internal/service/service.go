@@ -47,6 +47,12 @@ type Service interface {
 	// Events returns up to limit events of infra (all when empty), newest
 	// first.
 	Events(ctx context.Context, infra string, limit int) ([]Event, error)
+	// Pause stops the traffic of a VM, network, port group or whole
+	// infrastructure at its switch ports, keeping everything configured;
+	// Resume starts it again. What is paused outlives the agents and an
+	// apply of the same spec.
+	Pause(ctx context.Context, r PauseRequest) (*PauseResult, error)
+	Resume(ctx context.Context, r PauseRequest) (*PauseResult, error)
 	// Close releases what the service holds.
 	Close() error
 }
@@ -187,6 +193,9 @@ type ApplyOptions struct {
 	Detail bool
 	// Log receives the plan and the progress as the apply goes.
 	Log io.Writer
+	// By is who asks, for the event list (zero: this process's user,
+	// through the command line).
+	By Actor
 }
 
 // ApplyResult is what an apply did, or would do.
@@ -261,6 +270,8 @@ type DestroyOptions struct {
 	Detail bool
 	// Log receives what the destroy leaves and removes as it goes.
 	Log io.Writer
+	// By is who asks, for the event list.
+	By Actor
 }
 
 // DestroyResult is what a destroy removed.

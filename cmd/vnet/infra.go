@@ -233,7 +233,7 @@ func counted(n int, one, many string) string {
 }
 
 func statusCmd() *cobra.Command {
-	var output string
+	var output *outputFormat
 	c := &cobra.Command{
 		Use:   "status [NAME]",
 		Short: "Show hosts, switches, VMs and vNICs with MACs, addresses, state and line rates",
@@ -253,8 +253,8 @@ func statusCmd() *cobra.Command {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			if output == "json" {
-				return printJSON(out, statusViews(all))
+			if output.structured() {
+				return output.print(out, statusViews(all))
 			}
 			if len(all) == 0 {
 				fmt.Fprintln(out, "no infrastructures")
@@ -269,7 +269,7 @@ func statusCmd() *cobra.Command {
 			return nil
 		},
 	}
-	c.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	output = addOutputFlag(c, "", outText, outJSON, outYAML)
 	addEtcdFlag(c)
 	return c
 }

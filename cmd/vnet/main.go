@@ -100,6 +100,8 @@ func newRoot() *cobra.Command {
 		execCmd(),
 		linkCmd(),
 		unlinkCmd(),
+		pauseCmd(),
+		resumeCmd(),
 		agentCmd(),
 		gcCmd(),
 		netperfCmd(),

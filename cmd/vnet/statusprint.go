@@ -93,9 +93,12 @@ func dash(s string) string {
 // printClusterStatus shows each host's standing over etcd, from its
 // agent's report.
 func printClusterStatus(out io.Writer, cs clusterStatus, now time.Time) {
-	if cs.Removed {
+	switch {
+	case cs.Removed:
 		fmt.Fprintf(out, "infra %s (destroyed: no longer in etcd, but hosts still report it)\n", cs.Name)
-	} else {
+	case cs.Damaged != "":
+		fmt.Fprintf(out, "infra %s (damaged: %s)\n", cs.Name, cs.Damaged)
+	default:
 		fmt.Fprintf(out, "infra %s (generation %d, from %s, applied %s)\n", cs.Name, cs.Generation, cs.SpecFile, cs.AppliedAt.Local().Format(time.DateTime))
 	}
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)

@@ -307,6 +307,11 @@ type ClusterStatus struct {
 	// hosts still report it: one whose removal failed is failed, with its
 	// errors.
 	Removed bool `json:"removed,omitempty"`
+	// Damaged says why the infrastructure's record in etcd does not read
+	// as its spec: the hosts that still report it are listed, and what
+	// stands of it on them stays until its spec is applied again or it is
+	// destroyed.
+	Damaged string `json:"damaged,omitempty"`
 }
 
 // StatsOptions say over what window stats average.

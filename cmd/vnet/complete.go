@@ -195,4 +195,3 @@ func withPrefix(names []string, prefix string) []string {
 	}
 	return out
 }
-

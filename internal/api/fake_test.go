@@ -47,7 +47,9 @@ func (f *fakeBackend) List(context.Context) ([]service.Infra, error) {
 	defer f.mu.Unlock()
 	var out []service.Infra
 	for _, r := range f.records {
-		out = append(out, *r)
+		in := *r
+		in.Paused = f.paused[r.Name].Normal()
+		out = append(out, in)
 	}
 	return out, nil
 }
@@ -139,6 +141,8 @@ func (f *fakeBackend) pausing(ctx context.Context, r service.PauseRequest, pause
 	before := f.paused[r.Infra]
 	if pause {
 		f.paused[r.Infra], action = before.With(sel), events.Pause
+	} else if sel == plan.PauseAll {
+		f.paused[r.Infra] = nil // a resume of no target resumes everything, as the service's
 	} else {
 		f.paused[r.Infra] = before.Without(sel)
 	}

@@ -176,7 +176,8 @@ func infras(recs []*store.Record) []Infra {
 }
 
 func infraOf(r *store.Record) Infra {
-	return Infra{Name: r.Name, Generation: r.Generation, AppliedAt: r.AppliedAt, SpecFile: r.SpecFile, Spec: r.Spec}
+	return Infra{Name: r.Name, Generation: r.Generation, AppliedAt: r.AppliedAt, SpecFile: r.SpecFile, Spec: r.Spec,
+		Paused: r.Paused.Normal()}
 }
 
 // Get returns one infrastructure.

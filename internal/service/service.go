@@ -163,6 +163,8 @@ type Infra struct {
 	Generation int       `json:"generation"`
 	AppliedAt  time.Time `json:"applied_at"`
 	SpecFile   string    `json:"spec_file"`
+	// Paused is what of it is paused (plan.Paused's selectors).
+	Paused []string `json:"paused,omitempty"`
 	// Spec is the YAML as applied (Get only).
 	Spec []byte `json:"-"`
 }

@@ -16,11 +16,11 @@ import (
 
 func validateCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "validate FILE",
+		Use:   "validate FILE|-",
 		Short: "Check a spec; errors name the field path and line",
-		Args:  exactArgs(1, "one spec file"),
+		Args:  exactArgs(1, "one spec file, or - for standard input"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			doc, err := service.Validate(args[0])
+			doc, err := validateArg(cmd, args[0])
 			if err != nil {
 				return err
 			}
@@ -29,7 +29,7 @@ func validateCmd() *cobra.Command {
 				parts = append(parts, counted(n, "network", "networks"))
 			}
 			parts = append(parts, counted(len(doc.Spec.VMs), "VM", "VMs"))
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: valid (%s)\n", args[0], strings.Join(parts, ", "))
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: valid (%s)\n", doc.File, strings.Join(parts, ", "))
 			return nil
 		},
 	}
@@ -58,9 +58,9 @@ func applyCmd() *cobra.Command {
 	var dryRun, full bool
 	var wait time.Duration
 	c := &cobra.Command{
-		Use:   "apply FILE",
+		Use:   "apply FILE|-",
 		Short: "Converge the host to the spec (prints the plan first)",
-		Args:  exactArgs(1, "one spec file"),
+		Args:  exactArgs(1, "one spec file, or - for standard input"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			collectLessOften()
 			svc, err := backend(infraCmds)
@@ -69,7 +69,11 @@ func applyCmd() *cobra.Command {
 			}
 			defer svc.Close()
 			out := cmd.OutOrStdout()
-			res, err := svc.Apply(cmd.Context(), service.Source{File: args[0]}, service.ApplyOptions{
+			src, err := sourceArg(cmd, svc, args[0])
+			if err != nil {
+				return err
+			}
+			res, err := svc.Apply(cmd.Context(), src, service.ApplyOptions{
 				DryRun: dryRun, Full: full, Wait: wait, Log: out,
 				Stored:   func(s service.Stored) { printStored(out, s, dryRun) },
 				Progress: func(ev service.WaitEvent) { printCurrent(out, ev) },
@@ -176,9 +180,10 @@ func infraNames(svc service.Service, args []string) ([]string, error) {
 func destroyCmd() *cobra.Command {
 	var wait time.Duration
 	c := &cobra.Command{
-		Use:   "destroy NAME|FILE",
-		Short: "Remove everything of one infrastructure and nothing else",
-		Args:  exactArgs(1, "an infrastructure name or spec file"),
+		Use:               "destroy NAME|FILE",
+		Short:             "Remove everything of one infrastructure and nothing else",
+		Args:              exactArgs(1, "an infrastructure name or spec file"),
+		ValidArgsFunction: completeInfras,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			collectLessOften()
 			svc, err := backend(infraCmds)
@@ -235,8 +240,9 @@ func counted(n int, one, many string) string {
 func statusCmd() *cobra.Command {
 	var output *outputFormat
 	c := &cobra.Command{
-		Use:   "status [NAME]",
-		Short: "Show hosts, switches, VMs and vNICs with MACs, addresses, state and line rates",
+		Use:               "status [NAME]",
+		Short:             "Show hosts, switches, VMs and vNICs with MACs, addresses, state and line rates",
+		ValidArgsFunction: completeInfras,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			collectLessOften()
 			svc, err := backend(infraCmds)

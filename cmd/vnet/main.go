@@ -114,6 +114,8 @@ func newRoot() *cobra.Command {
 		versionCmd(),
 	)
 	addClientFlags(root)
+	addExamples(root, root.Name())
+	examplesLast(root)
 	return root
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -164,7 +165,7 @@ func completeVNIC(_ *cobra.Command, args []string, toComplete string) ([]string,
 		case 1:
 			if vm, ok := s.VM(args[0]); ok {
 				for i := range vm.NICs {
-					out = append(out, "eth"+string(rune('0'+i)))
+					out = append(out, fmt.Sprintf("eth%d", i))
 				}
 			}
 		case 2:

@@ -23,8 +23,9 @@ func iocCmd() *cobra.Command {
 	var watch bool
 	var interval time.Duration
 	stats := &cobra.Command{
-		Use:   "stats [NAME]",
-		Short: "Per host, uplink and pool: rate, share of the uplink, drops, backlog; per port shaper counters",
+		Use:               "stats [NAME]",
+		ValidArgsFunction: completeInfras,
+		Short:             "Per host, uplink and pool: rate, share of the uplink, drops, backlog; per port shaper counters",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// This machine's kernel, whatever --server says.
 			svc := local()

@@ -19,8 +19,9 @@ func statsCmd() *cobra.Command {
 	var window, interval time.Duration
 	var output *outputFormat
 	c := &cobra.Command{
-		Use:   "stats NAME|FILE",
-		Short: "Transmit and receive rates per VM vNIC, uplink and pool, averaged over a window",
+		Use:               "stats NAME|FILE",
+		ValidArgsFunction: completeInfras,
+		Short:             "Transmit and receive rates per VM vNIC, uplink and pool, averaged over a window",
 		Long: "Rates averaged over --window. With --server (or VNET_SERVER) the server's samples answer at once, for any window up to\n" +
 			"the history it keeps. Without one, vnet samples for the window itself, but for at most " + service.LiveWindow.String() + ".",
 		Args: exactArgs(1, "an infrastructure name or spec file"),

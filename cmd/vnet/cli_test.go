@@ -1,0 +1,123 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+)
+
+// vnetStdin runs the vnet binary with stdin on an empty state directory.
+func vnetStdin(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(vnetBin, append([]string{"--state-dir", t.TempDir()}, args...)...)
+	cmd.Env = append(os.Environ(), "VNET_SERVER=", "VNET_ETCD=")
+	cmd.Stdin = strings.NewReader(stdin)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return o.String(), e.String(), ee.ExitCode()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o.String(), e.String(), 0
+}
+
+// -o takes the formats a command prints, refuses any other with exit 2
+// before doing anything, and an empty list is an empty list in each.
+func TestOutputFormats(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		out  string
+		code int
+	}{
+		{[]string{"status", "-o", "json"}, "[]\n", 0},
+		{[]string{"status", "-o", "yaml"}, "---\n[]\n", 0},
+		{[]string{"status"}, "no infrastructures\n", 0},
+		{[]string{"status", "-o", "xml"}, "", 2},
+		{[]string{"status", "-o", "JSON"}, "", 2},
+		{[]string{"stats", "demo", "-o", "table"}, "", 2},
+		{[]string{"ioc", "stats", "-o", "wide"}, "", 2},
+		{[]string{"pause", "demo", "-o", "csv"}, "", 2},
+	} {
+		out, errOut, code := vnetStdin(t, "", tt.args...)
+		if code != tt.code || out != tt.out {
+			t.Errorf("vnet %s: exit %d, %q (stderr %q); want exit %d, %q", strings.Join(tt.args, " "), code, out, errOut, tt.code, tt.out)
+		}
+		if tt.code == 2 && !strings.Contains(errOut, "want text, json or yaml") {
+			t.Errorf("vnet %s: %q does not say which formats there are", strings.Join(tt.args, " "), errOut)
+		}
+	}
+}
+
+// validate and apply read the spec from standard input for -; a mistake
+// there is reported with its line, exit 2.
+func TestSpecFromStdin(t *testing.T) {
+	demo, err := os.ReadFile("../../examples/demo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := vnetStdin(t, string(demo), "validate", "-")
+	if code != 0 || !strings.HasPrefix(out, "<stdin>: valid (") {
+		t.Errorf("validate - of the demo: exit %d, %q %q", code, out, errOut)
+	}
+	bad := "name: demo\nhosts:\n  - name: a\n    nics: 3\n"
+	for _, verb := range []string{"validate", "apply"} {
+		_, errOut, code = vnetStdin(t, bad, verb, "-")
+		if code != 2 || !strings.Contains(errOut, "line 4") {
+			t.Errorf("%s - of a bad spec: exit %d, %q; want 2 and its line", verb, code, errOut)
+		}
+	}
+}
+
+// Every command's --help ends with examples.
+func TestEveryCommandHasExamples(t *testing.T) {
+	root := newRoot()
+	root.InitDefaultCompletionCmd()
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			if sub.Hidden || sub.Name() == "help" || sub.Name() == "completion" {
+				continue
+			}
+			if sub.Example == "" {
+				t.Errorf("%s has no examples", sub.CommandPath())
+			} else if sub.Name() != "netperf" { // netperf prints netperf's own usage, then its examples
+				var buf bytes.Buffer
+				sub.SetOut(&buf)
+				if err := sub.Usage(); err != nil {
+					t.Fatal(err)
+				}
+				if !strings.HasSuffix(buf.String(), sub.Example+"\n") {
+					t.Errorf("%s --help does not end with its examples:\n%s", sub.CommandPath(), buf.String())
+				}
+			}
+			walk(sub)
+		}
+	}
+	walk(root)
+}
+
+// Completion offers the lab's experiments and each command's -o formats
+// without reading any state.
+func TestCompletion(t *testing.T) {
+	out, _, code := vnetStdin(t, "", "__complete", "lab", "run", "s4-sc")
+	if code != 0 || !strings.Contains(out, "s4-scenario1\n") || strings.Contains(out, "s0-") {
+		t.Errorf("completing lab run s4-sc: exit %d, %q", code, out)
+	}
+	out, _, code = vnetStdin(t, "", "__complete", "status", "-o", "")
+	if code != 0 || !strings.HasPrefix(out, "text\njson\nyaml\n") {
+		t.Errorf("completing status -o: exit %d, %q", code, out)
+	}
+	out, _, code = vnetStdin(t, "", "__complete", "pause", "")
+	if code != 0 || !strings.HasPrefix(out, ":0\n") {
+		t.Errorf("completing pause with nothing applied: exit %d, %q, want the shell's own (spec files)", code, out)
+	}
+}

@@ -102,6 +102,7 @@ func newRoot() *cobra.Command {
 		unlinkCmd(),
 		pauseCmd(),
 		resumeCmd(),
+		graphCmd(),
 		agentCmd(),
 		gcCmd(),
 		netperfCmd(),

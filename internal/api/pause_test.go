@@ -81,3 +81,27 @@ func scrapeText(t *testing.T, s *Server) string {
 	}
 	return w.Body.String()
 }
+
+// The topology through the API: JSON by default, SVG and dot on asking,
+// a format there is not refused.
+func TestGraphThroughTheAPI(t *testing.T) {
+	s, _ := newTestServer(t, nil)
+	if w, _ := s.do(t, req{method: "PUT", path: "/api/v1/infras/t1", body: smallSpec, ctype: "application/yaml", token: testToken}); w.Code != 200 {
+		t.Fatalf("apply: %d %s", w.Code, w.Body)
+	}
+	for _, tt := range []struct {
+		path, ctype, has string
+		code             int
+	}{
+		{"/api/v1/infras/t1/graph", "application/json", `"id": "vm/vm1"`, 200},
+		{"/api/v1/infras/t1/graph?format=svg", "image/svg+xml", `data-id="vm/vm1"`, 200},
+		{"/api/v1/infras/t1/graph?format=dot", "text/vnd.graphviz; charset=utf-8", `"vm/vm1"`, 200},
+		{"/api/v1/infras/t1/graph?format=png", "application/json", "format", 400},
+		{"/api/v1/infras/t9/graph", "application/json", "t9", 404},
+	} {
+		w, _ := s.do(t, req{method: "GET", path: tt.path})
+		if w.Code != tt.code || w.Header().Get("Content-Type") != tt.ctype || !strings.Contains(w.Body.String(), tt.has) {
+			t.Errorf("GET %s: %d %s %.200s; want %d %s with %s", tt.path, w.Code, w.Header().Get("Content-Type"), w.Body, tt.code, tt.ctype, tt.has)
+		}
+	}
+}

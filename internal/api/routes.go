@@ -37,6 +37,7 @@ func (s *Server) routeTable() []route {
 		{Method: "GET", Path: "/api/v1/infras/{name}/ioc", handle: s.iocStats},
 		{Method: "GET", Path: "/api/v1/infras/{name}/stats", handle: s.stats},
 		{Method: "GET", Path: "/api/v1/infras/{name}/series", handle: s.series},
+		{Method: "GET", Path: "/api/v1/infras/{name}/graph", handle: s.graph},
 		{Method: "POST", Path: "/api/v1/infras/{name}/pause", Mutates: true, handle: s.pause},
 		{Method: "POST", Path: "/api/v1/infras/{name}/resume", Mutates: true, handle: s.resume},
 		{Method: "GET", Path: "/api/v1/events", handle: s.listEvents},

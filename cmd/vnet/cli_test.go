@@ -121,3 +121,35 @@ func TestCompletion(t *testing.T) {
 		t.Errorf("completing pause with nothing applied: exit %d, %q, want the shell's own (spec files)", code, out)
 	}
 }
+
+// vnet graph draws a spec file as Graphviz dot that Graphviz itself reads,
+// and as SVG; --out takes the format from the extension and refuses one
+// it does not know.
+func TestGraphOfASpecFile(t *testing.T) {
+	dot, errOut, code := vnetStdin(t, "", "graph", "../../examples/demo.yaml")
+	if code != 0 || !strings.HasPrefix(dot, "digraph ") {
+		t.Fatalf("graph -o dot: exit %d, %q", code, errOut)
+	}
+	if _, err := exec.LookPath("dot"); err != nil {
+		t.Log("SKIP the Graphviz check: no dot (Debian package graphviz)")
+	} else {
+		cmd := exec.Command("dot", "-Tsvg")
+		cmd.Stdin = strings.NewReader(dot)
+		if out, err := cmd.CombinedOutput(); err != nil || !bytes.Contains(out, []byte("<svg")) {
+			t.Errorf("Graphviz does not read vnet's dot: %v %.300s", err, out)
+		}
+	}
+	svgFile := t.TempDir() + "/demo.svg"
+	if _, errOut, code := vnetStdin(t, "", "graph", "../../examples/demo.yaml", "--out", svgFile); code != 0 {
+		t.Fatalf("graph --out demo.svg: exit %d, %q", code, errOut)
+	}
+	if b, err := os.ReadFile(svgFile); err != nil || !bytes.HasPrefix(b, []byte("<svg")) || !bytes.Contains(b, []byte(`data-id="vm/web1"`)) {
+		t.Errorf("graph --out demo.svg wrote %.200s (%v)", b, err)
+	}
+	if _, errOut, code := vnetStdin(t, "", "graph", "../../examples/demo.yaml", "--out", t.TempDir()+"/demo.png"); code != 2 || !strings.Contains(errOut, "-o") {
+		t.Errorf("graph --out demo.png: exit %d, %q; want 2 and what to do", code, errOut)
+	}
+	if _, _, code := vnetStdin(t, "", "graph", "nothing-applied"); code != 1 {
+		t.Errorf("graph of an infrastructure not applied: exit %d, want 1", code)
+	}
+}

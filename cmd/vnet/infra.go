@@ -314,10 +314,16 @@ type clusterStatus struct {
 	Removed bool `json:"removed,omitempty"`
 	// Damaged says why the record in etcd does not read as its spec.
 	Damaged string `json:"damaged,omitempty"`
+	// Paused is what is paused (vnet pause), as etcd holds it.
+	Paused []string `json:"paused,omitempty"`
 }
 
 func clusterView(st *service.InfraStatus) clusterStatus {
 	c := st.Cluster
-	return clusterStatus{Name: st.Name, SpecFile: st.SpecFile, Generation: st.Generation, AppliedAt: c.AppliedAt,
+	var paused []string
+	if st.Infra != nil {
+		paused = st.Paused
+	}
+	return clusterStatus{Name: st.Name, SpecFile: st.SpecFile, Generation: st.Generation, AppliedAt: c.AppliedAt, Paused: paused,
 		Converged: c.Converged, Hosts: c.Hosts, Removed: c.Removed, Damaged: c.Damaged}
 }

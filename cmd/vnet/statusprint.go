@@ -7,11 +7,13 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/service"
 )
 
 func printStatus(out io.Writer, st *service.Status) {
 	fmt.Fprintf(out, "infra %s (generation %d, from %s)\n", st.Name, st.Generation, st.SpecFile)
+	printPausedLine(out, st.Paused)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "\nHOST\tNIC\tSPEED\tMAC\tIP\tUPLINK OF\tSTATE")
 	for _, h := range st.Hosts {
@@ -101,6 +103,7 @@ func printClusterStatus(out io.Writer, cs clusterStatus, now time.Time) {
 	default:
 		fmt.Fprintf(out, "infra %s (generation %d, from %s, applied %s)\n", cs.Name, cs.Generation, cs.SpecFile, cs.AppliedAt.Local().Format(time.DateTime))
 	}
+	printPausedLine(out, cs.Paused)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "\nHOST\tSTATE\tGENERATION\tRESOURCES\tREPORTED\tERRORS")
 	count := map[service.HostState]int{}
@@ -123,4 +126,16 @@ func printClusterStatus(out io.Writer, cs clusterStatus, now time.Time) {
 	}
 	fmt.Fprintf(out, "\n%s: %s\n\n", counted(len(cs.Hosts), "host", "hosts"), strings.Join(parts, ", "))
 	printHostSecurity(out, cs.Hosts)
+}
+
+// printPausedLine says what is paused, when something is.
+func printPausedLine(out io.Writer, paused []string) {
+	if len(paused) == 0 {
+		return
+	}
+	what := make([]string, 0, len(paused))
+	for _, sel := range paused {
+		what = append(what, plan.Describe(sel))
+	}
+	fmt.Fprintf(out, "paused: %s (vnet resume starts it again)\n", strings.Join(what, ", "))
 }

@@ -553,8 +553,17 @@ func (c *Cluster) allRecords() ([]*store.Record, []string, error) {
 // specStatus is the topology a spec describes, each port in the state
 // stateOf gives its host.
 func specStatus(rec *store.Record, s *spec.Spec, stateOf func(host string) string) *Status {
-	st := &Status{Name: rec.Name, Generation: rec.Generation, SpecFile: rec.SpecFile,
+	paused := rec.Paused.Normal()
+	st := &Status{Name: rec.Name, Generation: rec.Generation, SpecFile: rec.SpecFile, Paused: paused,
 		Hosts: []HostStatus{}, Switches: []SwitchStatus{}, VMs: []VMStatus{}, HostPorts: []PortStatus{}}
+	// A paused port of a host whose agent is current is paused: the
+	// agent realized what etcd holds.
+	portState := func(host string, isPaused bool) string {
+		if s := stateOf(host); s != "unknown" || !isPaused {
+			return s
+		}
+		return "paused"
+	}
 	for _, h := range s.Hosts {
 		hs := HostStatus{Name: h.Name, Native: h.Native, NICs: []NICStatus{}}
 		for _, n := range h.NICs {
@@ -568,12 +577,14 @@ func specStatus(rec *store.Record, s *spec.Spec, stateOf func(host string) strin
 	for _, vm := range s.VMs {
 		vs := VMStatus{Name: vm.Name, Host: vm.Host, NICs: []PortStatus{}}
 		for i, n := range vm.NICs {
-			vs.NICs = append(vs.NICs, PortStatus{Name: fmt.Sprintf("eth%d", i), PortGroup: n.PortGroup, IP: n.IP, State: stateOf(vm.Host)})
+			vs.NICs = append(vs.NICs, PortStatus{Name: fmt.Sprintf("eth%d", i), PortGroup: n.PortGroup, IP: n.IP,
+				State: portState(vm.Host, paused.VNIC(vm.Name, &n))})
 		}
 		st.VMs = append(st.VMs, vs)
 	}
 	for _, hp := range s.HostPorts {
-		st.HostPorts = append(st.HostPorts, PortStatus{Host: hp.Host, PortGroup: hp.PortGroup, IP: hp.IP, State: stateOf(hp.Host)})
+		st.HostPorts = append(st.HostPorts, PortStatus{Host: hp.Host, PortGroup: hp.PortGroup, IP: hp.IP,
+			State: portState(hp.Host, paused.HostPort(hp.PortGroup))})
 	}
 	return st
 }

@@ -34,7 +34,8 @@ func resumeCmd() *cobra.Command {
 	return pausingCmd(false, "resume NAME|FILE [--vm VM | --network NET | --portgroup PG]",
 		"Start again what vnet pause stopped",
 		`Bring the paused ports' switch-side ends up again: traffic flows as soon as the
-link is up (docs/benchmarks.md, "Pause and resume", has how soon). With --vm,
+link is up, a few milliseconds on one machine (over etcd, once each host's agent
+has realized it: --wait says when). With --vm,
 --network or --portgroup it resumes that pause alone (a VM also paused by its port
 group stays paused); with none it resumes everything paused.`,
 		`  vnet resume demo --vm web1

@@ -290,8 +290,16 @@ func (s *Server) series(w http.ResponseWriter, r *http.Request, _ string) error 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, metrics.MakeSeries(snaps))
+	writeJSON(w, http.StatusOK, SeriesResult{Series: metrics.MakeSeries(snaps), History: s.cfg.History.Seconds()})
 	return nil
+}
+
+// SeriesResult is the series over the window, and how far back the server
+// keeps samples: the longest window there is (the dashboard's choice of
+// time range).
+type SeriesResult struct {
+	*metrics.Series
+	History float64 `json:"history_seconds"`
 }
 
 func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, _ string) error {

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"github.com/vnet-project/vnet/internal/status"
 )
 
 // vnetStdin runs the vnet binary with stdin on an empty state directory.
@@ -151,5 +153,21 @@ func TestGraphOfASpecFile(t *testing.T) {
 	}
 	if _, _, code := vnetStdin(t, "", "graph", "nothing-applied"); code != 1 {
 		t.Errorf("graph of an infrastructure not applied: exit %d, want 1", code)
+	}
+}
+
+// status of a networks-only spec shows its networks with their VNIs, and
+// what is paused.
+func TestPrintNetworksAndPaused(t *testing.T) {
+	var b bytes.Buffer
+	printStatus(&b, &status.Infra{Name: "tenants", Generation: 2, SpecFile: "t.yaml", Paused: []string{"network/blue"},
+		Networks: []status.Network{{Name: "blue", VNI: 4242, Subnet: "10.1.0.0/24", Router: "r1", Hosts: []string{"hv1", "hv2"}, VMs: 3},
+			{Name: "red", VNI: 4243, PortGroup: "pg-vxlan", Hosts: []string{"hv1"}, VMs: 1}}})
+	out := b.String()
+	for _, want := range []string{"paused: network blue", "NETWORK", "blue     4242  10.1.0.0/24  r1", "red      4243  -",
+		"port group pg-vxlan"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in:\n%s", want, out)
+		}
 	}
 }

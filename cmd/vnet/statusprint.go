@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -31,6 +32,17 @@ func printStatus(out io.Writer, st *service.Status) {
 	fmt.Fprintln(w, "\nSWITCH\tTYPE\tHOSTS\tUPLINKS\tPORT GROUPS")
 	for _, s := range st.Switches {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", s.Name, s.Type, strings.Join(s.Hosts, ","), dash(strings.Join(s.Uplinks, ",")), dash(strings.Join(s.PortGroups, ",")))
+	}
+	if len(st.Networks) > 0 {
+		fmt.Fprintln(w, "\nNETWORK\tVNI\tSUBNET\tROUTER\tOVER\tHOSTS\tVMS")
+		for _, n := range st.Networks {
+			subnets := strings.Join(slices.DeleteFunc([]string{n.Subnet, n.Subnet6}, func(s string) bool { return s == "" }), ",")
+			over := "-"
+			if n.PortGroup != "" {
+				over = "port group " + n.PortGroup
+			}
+			fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%d\n", n.Name, n.VNI, dash(subnets), dash(n.Router), over, dash(strings.Join(n.Hosts, ",")), n.VMs)
+		}
 	}
 	fmt.Fprintln(w, "\nVM\tHOST\tCPUS\tVNIC\tPORT GROUP\tMAC\tIP\tSTATE\tUPLINK")
 	for _, vm := range st.VMs {

@@ -17,7 +17,7 @@ FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 UNITS := vnet-agent@.service vnet-hostagent.service
 
-.PHONY: build run demo test unit bench install uninstall clean
+.PHONY: build run demo deps test unit bench install uninstall clean
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/vnet
@@ -30,6 +30,12 @@ run: build
 # A short tour: apply examples/demo.yaml, show it, measure across it, destroy it.
 demo: build
 	./scripts/demo.sh $(BIN)
+
+# The Debian packages the tests use (chromium, etcd, Graphviz, QEMU, netperf's
+# build tools, flent, ...), installed when missing; make test skips, and
+# lists at its end, the tests whose programs are missing.
+deps:
+	./scripts/deps.sh
 
 # Unit tests run anywhere; integration tests need root and skip loudly without it.
 # testlog prints what `go test -v` would, as it happens, and says which test is

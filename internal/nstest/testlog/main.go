@@ -4,7 +4,9 @@
 // tests are still running and for how long. The lines go test prints
 // (--- PASS, ok, FAIL, the tests' logs) pass through unchanged, and it
 // exits as go test did. At the end it says how long the run took and the
-// longest it went without printing.
+// longest it went without printing, and which tests skipped and why (a
+// test skips, loudly, when the machine lacks what it needs: root, a
+// program, a package; `make deps` installs them).
 //
 //	go run ./internal/nstest/testlog -count=1 -p 1 ./...
 package main
@@ -41,6 +43,10 @@ type log struct {
 	running  map[string]time.Time
 	packages int
 	failed   bool
+	// said is each running test's last line of its own, which for a
+	// test that skips is why; skipped are the tests that skipped, with it.
+	said    map[string]string
+	skipped []string
 }
 
 func main() {
@@ -61,7 +67,7 @@ func main() {
 		os.Exit(2)
 	}
 	now := time.Now()
-	l := &log{out: os.Stdout, start: now, last: now, running: map[string]time.Time{}}
+	l := &log{out: os.Stdout, start: now, last: now, running: map[string]time.Time{}, said: map[string]string{}}
 	done := make(chan struct{})
 	go l.heartbeat(done)
 	l.read(stdout)
@@ -102,7 +108,15 @@ func (l *log) handle(e event) {
 		l.running[e.Package] = time.Now()
 	case "run":
 		l.running[key] = time.Now()
+	case "output":
+		if e.Test != "" && !strings.HasPrefix(e.Output, "=== ") && !strings.HasPrefix(strings.TrimSpace(e.Output), "--- ") {
+			l.said[key] = strings.TrimSpace(e.Output)
+		}
 	case "pass", "fail", "skip":
+		if e.Action == "skip" && e.Test != "" {
+			l.skipped = append(l.skipped, fmt.Sprintf("%s %s: %s", short(e.Package), e.Test, l.said[key]))
+		}
+		delete(l.said, key)
 		if e.Test == "" {
 			delete(l.running, e.Package)
 		} else {
@@ -188,6 +202,13 @@ func (l *log) summary() {
 	defer l.mu.Unlock()
 	fmt.Fprintf(l.out, "[testlog] %d packages in %s; the longest the output rested was %s\n",
 		l.packages, clock(time.Since(l.start)), l.longest.Round(100*time.Millisecond))
+	if len(l.skipped) > 0 {
+		sort.Strings(l.skipped)
+		fmt.Fprintf(l.out, "[testlog] %d tests skipped (make deps installs what the machine lacks; root runs the integration tests):\n", len(l.skipped))
+		for _, s := range l.skipped {
+			fmt.Fprintf(l.out, "[testlog]   %s\n", s)
+		}
+	}
 }
 
 func clock(d time.Duration) string {

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vnet-project/vnet/internal/lab"
+	"github.com/vnet-project/vnet/internal/service"
 	"github.com/vnet-project/vnet/internal/spec"
 )
 
@@ -25,51 +26,49 @@ const completionTimeout = 2 * time.Second
 // appliedSpecs are the applied infrastructures' specs, by name (all when
 // only is empty), where the command would find them.
 func appliedSpecs(only string) map[string]*spec.Spec {
-	svc, err := backend(infraCmds)
-	if err != nil {
-		return nil
-	}
-	defer svc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), completionTimeout)
-	defer cancel()
-	list, err := svc.List(ctx)
-	if err != nil {
-		return nil
-	}
 	out := map[string]*spec.Spec{}
-	for _, in := range list {
-		if only != "" && in.Name != only {
-			continue
+	withApplied(func(ctx context.Context, svc service.Service, list []service.Infra) {
+		for _, in := range list {
+			if only != "" && in.Name != only {
+				continue
+			}
+			full, err := svc.Get(ctx, in.Name)
+			if err != nil {
+				continue
+			}
+			if doc, err := svc.Load(full.SpecFile, full.Spec); err == nil {
+				out[in.Name] = doc.Spec
+			}
 		}
-		full, err := svc.Get(ctx, in.Name)
-		if err != nil {
-			continue
-		}
-		if doc, err := svc.Load(full.SpecFile, full.Spec); err == nil {
-			out[in.Name] = doc.Spec
-		}
-	}
+	})
 	return out
 }
 
 // infraNamesApplied are the names of the applied infrastructures.
 func infraNamesApplied() []string {
+	var names []string
+	withApplied(func(_ context.Context, _ service.Service, list []service.Infra) {
+		for _, in := range list {
+			names = append(names, in.Name)
+		}
+	})
+	return names
+}
+
+// withApplied calls f with the service where the command would act and
+// its applied infrastructures, within completionTimeout; not at all when
+// they cannot be read.
+func withApplied(f func(ctx context.Context, svc service.Service, list []service.Infra)) {
 	svc, err := backend(infraCmds)
 	if err != nil {
-		return nil
+		return
 	}
 	defer svc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), completionTimeout)
 	defer cancel()
-	list, err := svc.List(ctx)
-	if err != nil {
-		return nil
+	if list, err := svc.List(ctx); err == nil {
+		f(ctx, svc, list)
 	}
-	names := make([]string, 0, len(list))
-	for _, in := range list {
-		names = append(names, in.Name)
-	}
-	return names
 }
 
 // completeInfras offers the applied infrastructures as a command's first

@@ -59,26 +59,34 @@ func misindented(src []byte) int {
 // aside.
 func depth(s string) int {
 	d := 0
-	var quote rune
-	for _, r := range s {
-		switch {
-		case quote != 0:
-			if r == quote {
-				quote = 0
-			}
-		case r == '"' || r == '\'':
-			quote = r
-		case r == '[' || r == '{':
+	unquoted(s, func(_ int, r rune) bool {
+		switch r {
+		case '[', '{':
 			d++
-		case r == ']' || r == '}':
+		case ']', '}':
 			d--
 		}
-	}
+		return true
+	})
 	return d
 }
 
 // stripComment drops a trailing comment (" #" outside quotes).
 func stripComment(s string) string {
+	end := len(s)
+	unquoted(s, func(i int, r rune) bool {
+		if r == '#' && i > 0 && s[i-1] == ' ' {
+			end = i
+			return false
+		}
+		return true
+	})
+	return strings.TrimRight(s[:end], " ")
+}
+
+// unquoted calls f with each rune of s outside quotes and its index, until
+// f returns false.
+func unquoted(s string, f func(i int, r rune) bool) {
 	var quote rune
 	for i, r := range s {
 		switch {
@@ -88,9 +96,8 @@ func stripComment(s string) string {
 			}
 		case r == '"' || r == '\'':
 			quote = r
-		case r == '#' && i > 0 && s[i-1] == ' ':
-			return strings.TrimRight(s[:i], " ")
+		case !f(i, r):
+			return
 		}
 	}
-	return s
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vnet-project/vnet/internal/nstest"
 	"github.com/vnet-project/vnet/internal/status"
 )
 
@@ -169,5 +170,52 @@ func TestPrintNetworksAndPaused(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("missing %q in:\n%s", want, out)
 		}
+	}
+}
+
+// Pause and resume through the binary on one machine: the paused vNIC has
+// no carrier inside its VM, status says so in text and JSON, a second
+// pause changes nothing, a pause of a VM the spec lacks is refused with
+// exit 2, graph draws the port paused, and resume brings the carrier back.
+func TestPauseThroughTheCLI(t *testing.T) {
+	requireRoot(t)
+	state := t.TempDir()
+	infra := nstest.Infra("clipause")
+	f := writeSpec(t, infra, "10.9.7")
+	defer run(t, state, "destroy", infra)
+	if out, code := run(t, state, "apply", f); code != 0 {
+		t.Fatalf("apply: %d %s", code, out)
+	}
+	carrier := func() string {
+		t.Helper()
+		out, _ := run(t, state, "exec", "vm1", "--", "cat", "/sys/class/net/eth0/carrier")
+		return strings.TrimSpace(out)
+	}
+	if out, code := run(t, state, "pause", infra, "--vm", "vm1"); code != 0 || !strings.Contains(out, "paused: VM vm1") {
+		t.Fatalf("pause: %d %s", code, out)
+	}
+	if c := carrier(); c != "0" {
+		t.Errorf("paused vm1's eth0 carrier: %q, want 0", c)
+	}
+	if out, _ := run(t, state, "status", infra); !strings.Contains(out, "paused: VM vm1") || !strings.Contains(out, " paused ") {
+		t.Errorf("status of a paused VM:\n%s", out)
+	}
+	if out, _ := run(t, state, "status", infra, "-o", "json"); !strings.Contains(out, `"paused": [`) || !strings.Contains(out, `"state": "paused"`) {
+		t.Errorf("status -o json of a paused VM:\n%s", out)
+	}
+	if out, code := run(t, state, "pause", infra, "--vm", "vm1"); code != 0 || !strings.Contains(out, "was paused already") {
+		t.Errorf("a second pause: %d %s", code, out)
+	}
+	if out, code := run(t, state, "pause", infra, "--vm", "nosuch"); code != 2 {
+		t.Errorf("pausing a VM the spec lacks: %d %s, want exit 2", code, out)
+	}
+	if out, _ := run(t, state, "graph", infra, "-o", "svg"); !strings.Contains(out, `data-state="paused"`) {
+		t.Errorf("graph does not draw the paused port as paused")
+	}
+	if out, code := run(t, state, "resume", infra); code != 0 || !strings.Contains(out, "nothing is paused") {
+		t.Fatalf("resume: %d %s", code, out)
+	}
+	if c := carrier(); c != "1" {
+		t.Errorf("resumed vm1's eth0 carrier: %q, want 1", c)
 	}
 }

@@ -44,6 +44,10 @@ func TestPauseAndResumeThroughTheAPI(t *testing.T) {
 	if !strings.Contains(w.Body.String(), `"paused"`) {
 		t.Errorf("the status of a paused VM says nothing of it: %s", w.Body)
 	}
+	w, _ = s.do(t, req{method: "GET", path: "/api/v1/infras"})
+	if !strings.Contains(w.Body.String(), `"paused": [`) || !strings.Contains(w.Body.String(), `"vm/vm1"`) {
+		t.Errorf("the list of infrastructures does not say vm1 is paused: %s", w.Body)
+	}
 	if m := scrapeText(t, s); !strings.Contains(m, `vnet_paused{infra="t1",target="vm/vm1"} 1`) {
 		t.Errorf("/metrics has no vnet_paused of vm1:\n%s", m)
 	}

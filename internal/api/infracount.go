@@ -16,7 +16,7 @@ type infraLister interface {
 
 var (
 	descInfras = prometheus.NewDesc("vnet_infrastructures",
-		"The applied infrastructures the server serves (0 when none is).", nil, nil)
+		"The applied infrastructures the server serves (0 when none is).", []string{}, nil)
 	descPaused = prometheus.NewDesc("vnet_paused",
 		"1 for each pause in force (vnet pause): target is * for the whole infrastructure, or vm/NAME, network/NAME, portgroup/NAME.",
 		[]string{"infra", "target"}, nil)

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -217,5 +218,18 @@ func TestPauseThroughTheCLI(t *testing.T) {
 	}
 	if c := carrier(); c != "1" {
 		t.Errorf("resumed vm1's eth0 carrier: %q, want 1", c)
+	}
+}
+
+// Over etcd too, status shows the networks with their VNIs, and what is
+// paused.
+func TestPrintClusterNetworksAndPaused(t *testing.T) {
+	var b bytes.Buffer
+	printClusterStatus(&b, clusterStatus{Name: "tenants", Generation: 3, Paused: []string{"*"},
+		Networks: []status.Network{{Name: "blue", VNI: 4242, Subnet: "10.1.0.0/24", Hosts: []string{"hv1"}, VMs: 2}}}, time.Now())
+	for _, want := range []string{"paused: every port", "NETWORK", "blue     4242"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("missing %q in:\n%s", want, b.String())
+		}
 	}
 }

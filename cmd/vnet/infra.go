@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vnet-project/vnet/internal/service"
+	"github.com/vnet-project/vnet/internal/status"
 )
 
 func validateCmd() *cobra.Command {
@@ -316,14 +317,17 @@ type clusterStatus struct {
 	Damaged string `json:"damaged,omitempty"`
 	// Paused is what is paused (vnet pause), as etcd holds it.
 	Paused []string `json:"paused,omitempty"`
+	// Networks are the virtual networks with the VNIs they were given.
+	Networks []status.Network `json:"networks,omitempty"`
 }
 
 func clusterView(st *service.InfraStatus) clusterStatus {
 	c := st.Cluster
 	var paused []string
+	var networks []status.Network
 	if st.Infra != nil {
-		paused = st.Paused
+		paused, networks = st.Paused, st.Networks
 	}
-	return clusterStatus{Name: st.Name, SpecFile: st.SpecFile, Generation: st.Generation, AppliedAt: c.AppliedAt, Paused: paused,
+	return clusterStatus{Name: st.Name, SpecFile: st.SpecFile, Generation: st.Generation, AppliedAt: c.AppliedAt, Paused: paused, Networks: networks,
 		Converged: c.Converged, Hosts: c.Hosts, Removed: c.Removed, Damaged: c.Damaged}
 }

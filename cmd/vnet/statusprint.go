@@ -10,6 +10,7 @@ import (
 
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/service"
+	"github.com/vnet-project/vnet/internal/status"
 )
 
 func printStatus(out io.Writer, st *service.Status) {
@@ -33,17 +34,7 @@ func printStatus(out io.Writer, st *service.Status) {
 	for _, s := range st.Switches {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", s.Name, s.Type, strings.Join(s.Hosts, ","), dash(strings.Join(s.Uplinks, ",")), dash(strings.Join(s.PortGroups, ",")))
 	}
-	if len(st.Networks) > 0 {
-		fmt.Fprintln(w, "\nNETWORK\tVNI\tSUBNET\tROUTER\tOVER\tHOSTS\tVMS")
-		for _, n := range st.Networks {
-			subnets := strings.Join(slices.DeleteFunc([]string{n.Subnet, n.Subnet6}, func(s string) bool { return s == "" }), ",")
-			over := "-"
-			if n.PortGroup != "" {
-				over = "port group " + n.PortGroup
-			}
-			fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%d\n", n.Name, n.VNI, dash(subnets), dash(n.Router), over, dash(strings.Join(n.Hosts, ",")), n.VMs)
-		}
-	}
+	printNetworks(w, st.Networks)
 	fmt.Fprintln(w, "\nVM\tHOST\tCPUS\tVNIC\tPORT GROUP\tMAC\tIP\tSTATE\tUPLINK")
 	for _, vm := range st.VMs {
 		cpus := "-"
@@ -129,6 +120,7 @@ func printClusterStatus(out io.Writer, cs clusterStatus, now time.Time) {
 		age := now.Sub(r.At).Round(time.Second)
 		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s ago\t%s\n", v.Host, v.State, r.Generation, r.Resources, age, strings.Join(r.Errors, "; "))
 	}
+	printNetworks(w, cs.Networks)
 	w.Flush()
 	var parts []string
 	for _, s := range []service.HostState{service.HostCurrent, service.HostLagging, service.HostFailed, service.HostGone, service.HostUnexpected} {
@@ -150,4 +142,20 @@ func printPausedLine(out io.Writer, paused []string) {
 		what = append(what, plan.Describe(sel))
 	}
 	fmt.Fprintf(out, "paused: %s (vnet resume starts it again)\n", strings.Join(what, ", "))
+}
+
+// printNetworks lists the virtual networks with the VNIs they were given.
+func printNetworks(w io.Writer, networks []status.Network) {
+	if len(networks) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nNETWORK\tVNI\tSUBNET\tROUTER\tOVER\tHOSTS\tVMS")
+	for _, n := range networks {
+		subnets := strings.Join(slices.DeleteFunc([]string{n.Subnet, n.Subnet6}, func(s string) bool { return s == "" }), ",")
+		over := "-"
+		if n.PortGroup != "" {
+			over = "port group " + n.PortGroup
+		}
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%d\n", n.Name, n.VNI, dash(subnets), dash(n.Router), over, dash(strings.Join(n.Hosts, ",")), n.VMs)
+	}
 }

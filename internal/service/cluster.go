@@ -574,6 +574,7 @@ func specStatus(rec *store.Record, s *spec.Spec, stateOf func(host string) strin
 	for i := range s.Switches {
 		st.Switches = append(st.Switches, reconcile.SwitchStatusOf(&s.Switches[i]))
 	}
+	st.Networks = reconcile.NetworksOf(s)
 	for _, vm := range s.VMs {
 		vs := VMStatus{Name: vm.Name, Host: vm.Host, NICs: []PortStatus{}}
 		for i, n := range vm.NICs {

@@ -34,7 +34,7 @@ func resumeCmd() *cobra.Command {
 	return pausingCmd(false, "resume NAME|FILE [--vm VM | --network NET | --portgroup PG]",
 		"Start again what vnet pause stopped",
 		`Bring the paused ports' switch-side ends up again: traffic flows as soon as the
-link is up, a few milliseconds on one machine (over etcd, once each host's agent
+link is up: on one machine within 100 ms (over etcd, once each host's agent
 has realized it: --wait says when). With --vm,
 --network or --portgroup it resumes that pause alone (a VM also paused by its port
 group stays paused); with none it resumes everything paused.`,

@@ -8,58 +8,15 @@ set -eu
 VNET=$(realpath "${1:-bin/vnet}")
 SPEC=$(realpath examples/networks/two-tenants.yaml)
 WORK=$(mktemp -d /tmp/vnet-tenants.XXXXXX)
-PIDS=""
 # Names of this run's own: the infrastructure (the example's name with this
 # shell's pid) and the machines' namespaces, so that another run, or an
-# infrastructure of the user's named tenants, is never touched. MADE lists
-# the namespaces this script added, the only ones it deletes besides the
-# infrastructure's.
-INFRA=tenants-$$
-P=wt$$
-MADE=""
-mkns() { ip netns add "$1" && MADE="$MADE $1"; }
+# infrastructure of the user's called tenants, is never touched.
+PREFIX=wt$$ INFRA=tenants-$$
 sed "s/^name: tenants\$/name: $INFRA/" "$SPEC" >"$WORK/tenants.yaml"
 SPEC=$WORK/tenants.yaml
-
-cleanup() {
-	for p in $PIDS; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	for ns in $(ip netns list | awk '{print $1}' | grep "^vnet\.$INFRA\." || true); do ip netns del "$ns"; done
-	for ns in $MADE; do ip netns del "$ns" 2>/dev/null || true; done
-	rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
-
-# The underlay: a bridge, and a namespace per machine on it.
-mkns $P-ul
-ip -n $P-ul link add ul type bridge
-ip -n $P-ul link set ul up
-machine() { # name address
-	mkns "$P-$1"
-	ip -n $P-ul link add "u$1" type veth peer name eth0 netns "$P-$1"
-	ip -n $P-ul link set "u$1" master ul up
-	ip -n "$P-$1" link set lo up
-	ip -n "$P-$1" addr add "$2/24" dev eth0
-	ip -n "$P-$1" link set eth0 up
-}
-machine ctl 192.0.2.1
-machine hv1 192.0.2.11
-machine hv2 192.0.2.12
-machine hv3 192.0.2.13
-
-# etcd (vnet server) on the control machine, an agent on each hypervisor.
-ETCD=http://192.0.2.1:2379
-nsenter --net=/run/netns/$P-ctl "$VNET" server --no-api --data-dir "$WORK/etcd" \
-	--listen-client 192.0.2.1:2379 --state-dir "$WORK/ctl" >"$WORK/server.log" 2>&1 &
-PIDS="$PIDS $!"
-for i in $(seq 50); do grep -q VNET_ETCD= "$WORK/server.log" && break; sleep 0.2; done
-for h in hv1 hv2 hv3; do
-	nsenter --net=/run/netns/$P-$h "$VNET" agent host --etcd $ETCD --host $h \
-		--state-dir "$WORK/$h" >"$WORK/$h.log" 2>&1 &
-	PIDS="$PIDS $!"
-done
-
-vnet() { nsenter --net=/run/netns/$P-ctl "$VNET" "$@" --etcd $ETCD; }
+. "$(dirname "$0")/walkthrough-cluster.sh"
+trap wt_cleanup EXIT INT TERM
+wt_up
 vnet apply --wait=20s "$SPEC" # returns once hv1, hv2 and hv3 report it current
 vnet status $INFRA
 
@@ -89,22 +46,22 @@ set +x
 
 if [ -n "${THROUGHPUT:-}" ]; then
 	# The plain path: one veth pair between two namespaces, the same MTU.
-	mkns $P-p1
-	mkns $P-p2
-	ip -n $P-p1 link add eth0 mtu 1450 type veth peer name eth0 netns $P-p2 mtu 1450
-	ip -n $P-p1 addr add 10.99.0.1/24 dev eth0
-	ip -n $P-p2 addr add 10.99.0.2/24 dev eth0
-	ip -n $P-p1 link set eth0 up
-	ip -n $P-p2 link set eth0 up
-	ip -n $P-p2 link set lo up
-	ip netns exec $P-p2 "$VNET" netserver -D >/dev/null 2>&1 &
+	wt_ns $PREFIX-p1
+	wt_ns $PREFIX-p2
+	ip -n $PREFIX-p1 link add eth0 mtu 1450 type veth peer name eth0 netns $PREFIX-p2 mtu 1450
+	ip -n $PREFIX-p1 addr add 10.99.0.1/24 dev eth0
+	ip -n $PREFIX-p2 addr add 10.99.0.2/24 dev eth0
+	ip -n $PREFIX-p1 link set eth0 up
+	ip -n $PREFIX-p2 link set eth0 up
+	ip -n $PREFIX-p2 link set lo up
+	ip netns exec $PREFIX-p2 "$VNET" netserver -D >/dev/null 2>&1 &
 	PIDS="$PIDS $!"
 	sleep 0.5
 	stream() { # namespace address -> Mbit/s
 		ip netns exec "$1" "$VNET" netperf -H "$2" -l "$THROUGHPUT" -t TCP_STREAM -P 0 -f m | awk 'NF >= 5 {print $NF; exit}'
 	}
 	for round in 1 2; do
-		plain=$(stream $P-p1 10.99.0.2)
+		plain=$(stream $PREFIX-p1 10.99.0.2)
 		net=$(stream vnet.$INFRA.a-web1 10.1.0.12)
 		routed=$(stream vnet.$INFRA.a-web1 10.2.0.13)
 		echo "round $round: TCP_STREAM Mbit/s: plain veth $plain, one network hv1->hv2 $net ($(echo "$net $plain" | awk '{printf "%.2f", $1/$2}') of plain), routed a-web hv1 -> a-db hv3 $routed ($(echo "$routed $plain" | awk '{printf "%.2f", $1/$2}') of plain)"

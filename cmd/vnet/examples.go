@@ -73,17 +73,6 @@ var helpExamples = map[string]string{
   vnet --version`,
 }
 
-// examplesLast moves the examples to the end of cobra's usage text, after
-// the flags, where a reader who scrolled past them finds them.
-func examplesLast(root *cobra.Command) {
-	const block = `{{if .HasExample}}
-
-Examples:
-{{.Example}}{{end}}`
-	tpl := strings.Replace(root.UsageTemplate(), block, "", 1)
-	root.SetUsageTemplate(strings.TrimSuffix(tpl, "\n") + block + "\n")
-}
-
 // addExamples gives each command under c its examples.
 func addExamples(c *cobra.Command, rootName string) {
 	for _, sub := range c.Commands() {

@@ -75,7 +75,7 @@ func applyCmd() *cobra.Command {
 				return err
 			}
 			res, err := svc.Apply(cmd.Context(), src, service.ApplyOptions{
-				DryRun: dryRun, Full: full, Wait: wait, Log: out,
+				DryRun: dryRun, Full: full, Wait: wait, Log: out, Detail: dryRun,
 				Stored:   func(s service.Stored) { printStored(out, s, dryRun) },
 				Progress: func(ev service.WaitEvent) { printCurrent(out, ev) },
 			})
@@ -121,6 +121,7 @@ func printApplied(out io.Writer, res *service.ApplyResult, wait time.Duration) {
 	switch s := res.Stored; {
 	case s != nil && res.DryRun && !s.Unchanged:
 		fmt.Fprintf(out, "would store %s generation %d in etcd for hosts %s\n", res.Infra, s.Generation, strings.Join(s.Hosts, ", "))
+		printHostPlans(out, res.Hosts)
 	case s != nil && wait > 0 && !res.DryRun:
 		took := seconds(s.Current)
 		if !s.Unchanged {
@@ -128,6 +129,8 @@ func printApplied(out io.Writer, res *service.ApplyResult, wait time.Duration) {
 		}
 		fmt.Fprintf(out, "%s generation %d: %s current in %s\n", res.Infra, s.Generation, counted(len(s.Hosts), "host", "hosts"), took)
 	case s != nil:
+	case res.DryRun && len(res.Hosts) > 0: // through a server over etcd
+		printHostPlans(out, res.Hosts)
 	case res.DryRun:
 		fmt.Fprint(out, service.PlanText(res.Plan))
 	case len(res.Plan) > 0:
@@ -310,6 +313,9 @@ type clusterStatus struct {
 	AppliedAt  time.Time          `json:"applied_at"`
 	Converged  bool               `json:"converged"`
 	Hosts      []service.HostView `json:"hosts"`
+	// Balancers are the load balancers, with their backends' health and
+	// connections as the hosts report them.
+	Balancers []service.BalancerStatus `json:"load_balancers,omitempty"`
 	// Removed says the record is gone (destroyed) while hosts still
 	// report it: one whose removal failed is failed, with its errors.
 	Removed bool `json:"removed,omitempty"`
@@ -329,5 +335,5 @@ func clusterView(st *service.InfraStatus) clusterStatus {
 		paused, networks = st.Paused, st.Networks
 	}
 	return clusterStatus{Name: st.Name, SpecFile: st.SpecFile, Generation: st.Generation, AppliedAt: c.AppliedAt, Paused: paused, Networks: networks,
-		Converged: c.Converged, Hosts: c.Hosts, Removed: c.Removed, Damaged: c.Damaged}
+		Converged: c.Converged, Hosts: c.Hosts, Removed: c.Removed, Damaged: c.Damaged, Balancers: st.Balancers}
 }

@@ -33,8 +33,10 @@ func main() {
 	if err == nil {
 		return
 	}
-	fmt.Fprintln(os.Stderr, "vnet:", err)
 	var ue usageError
+	if msg := err.Error(); msg != "" { // diff's "different" says nothing more
+		fmt.Fprintln(os.Stderr, "vnet:", msg)
+	}
 	var ee exitError
 	switch {
 	case errors.As(err, &ee):
@@ -113,6 +115,13 @@ func newRoot() *cobra.Command {
 		serverCmd(),
 		statsCmd(),
 		versionCmd(),
+		historyCmd(),
+		diffCmd(),
+		rollbackCmd(),
+		getCmd(),
+		describeCmd(),
+		snapshotCmd(),
+		restoreCmd(),
 	)
 	addClientFlags(root)
 	addExamples(root, root.Name())

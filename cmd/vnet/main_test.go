@@ -78,7 +78,8 @@ func TestBadSpecsExit2AndChangeNothing(t *testing.T) {
 
 func TestUsageErrorsExit2(t *testing.T) {
 	state := t.TempDir()
-	for _, args := range [][]string{{"apply"}, {"validate", "a", "b"}, {"exec", "x"}, {"apply", "--bogus", "x"}} {
+	for _, args := range [][]string{{"apply"}, {"validate", "a", "b"}, {"exec", "x"}, {"apply", "--bogus", "x"},
+		{"diff", "nothing"}, {"diff", "nothing", "--from", "1"}, {"history", "nothing", "-o", "table"}} {
 		if _, code := run(t, state, args...); code != 2 {
 			t.Errorf("vnet %v: exit %d, want 2", args, code)
 		}

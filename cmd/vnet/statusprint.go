@@ -63,6 +63,7 @@ func printStatus(out io.Writer, st *service.Status) {
 	if st.PortPolicy != "" {
 		fmt.Fprintf(out, "port policies enforced by %s\n", st.PortPolicy)
 	}
+	printBalancers(out, st.Balancers)
 	switch a := st.Agent; {
 	case a == nil:
 	case a.Running:
@@ -130,6 +131,7 @@ func printClusterStatus(out io.Writer, cs clusterStatus, now time.Time) {
 	}
 	fmt.Fprintf(out, "\n%s: %s\n\n", counted(len(cs.Hosts), "host", "hosts"), strings.Join(parts, ", "))
 	printHostSecurity(out, cs.Hosts)
+	printBalancers(out, cs.Balancers)
 }
 
 // printPausedLine says what is paused, when something is.

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/vnet-project/vnet/internal/history"
 	"github.com/vnet-project/vnet/internal/service"
 )
 
@@ -27,12 +26,6 @@ type PauseResult = service.PauseResult
 
 // maxPauseBody bounds a pause's body: three names.
 const maxPauseBody = 4 << 10
-
-// actor is who asks through the API: the token's name and the client's
-// address.
-func actor(r *http.Request, who string) service.Actor {
-	return service.Actor{Who: who, Via: history.API, Remote: r.RemoteAddr}
-}
 
 func (s *Server) pause(w http.ResponseWriter, r *http.Request, who string) error {
 	return s.pausing(w, r, who, s.be.Pause)

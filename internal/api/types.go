@@ -34,6 +34,9 @@ type ApplyResult struct {
 	Changes  int          `json:"changes"`  // actions in the plan
 	Executed int          `json:"executed"` // actions carried out
 	Plan     []PlanAction `json:"plan"`
+	// Hosts is, over etcd, the plan host by host, each with what it was
+	// worked out against.
+	Hosts []service.HostPlan `json:"hosts,omitempty"`
 	// AgentStarted is the log of the teaming agent the apply started.
 	AgentStarted string `json:"agent_started,omitempty"`
 }

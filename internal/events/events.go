@@ -33,6 +33,8 @@ const (
 	Unlink     = "unlink"      // a running VM's vNIC cut from its port group
 	Pause      = "pause"       // ports stopped at the switch, everything kept
 	Resume     = "resume"      // paused ports started again
+	Rollback   = "rollback"    // an earlier generation applied again, as a new one
+	Restore    = "restore"     // an infrastructure made anew from a snapshot
 )
 
 // Event is one thing that happened.

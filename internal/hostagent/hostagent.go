@@ -79,8 +79,15 @@ type Agent struct {
 	// local record back to report it.
 	standing map[string]int
 	teaming  map[string]*teamRun // by infrastructure
-	ctx      context.Context     // of Run, which the teaming agents run under
-	logMu    sync.Mutex
+	// healthRuns probe each infrastructure's backends on the host
+	// (lbhealth.go); healthDirty are those whose health changed since
+	// Run last looked, and healthWake wakes it.
+	healthRuns  map[string]*healthRun
+	healthMu    sync.Mutex
+	healthDirty map[string]bool
+	healthWake  chan struct{}
+	ctx         context.Context // of Run, which the teaming agents run under
+	logMu       sync.Mutex
 	// loaded is each infrastructure's spec as last loaded, and memo its
 	// model: a pass over a spec that did not change, or changed in one
 	// network, need not decode and model all of it again.
@@ -142,6 +149,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer counters.Stop()
 	defer a.closeReporters()
 	defer a.stopAllTeaming()
+	defer a.stopAllHealth()
 	lost, reclaim := claim.Lost(), (<-chan time.Time)(nil)
 	a.Reconcile()
 	for {
@@ -159,6 +167,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.Reconcile()
 		case <-counters.C:
 			a.RefreshCounters()
+		case <-a.wake():
+			a.onHealth()
 		case <-lost:
 			// Cut off from etcd for longer than the claim's lease.
 			if lost, reclaim, err = a.renew(claim); err != nil {
@@ -298,6 +308,8 @@ func (a *Agent) apply(doc *spec.Document, paused plan.Paused, full bool) (int, e
 	eng.UplinksDown = a.uplinksDown(doc.Spec)
 	paused = paused.Normal()
 	eng.Paused = &paused
+	a.syncHealth(doc)
+	eng.LBDown = a.balancerHealth(doc.Spec)
 	res, err := eng.Apply(doc)
 	if err == nil {
 		a.realizedPause(name, paused)
@@ -397,10 +409,11 @@ func (a *Agent) RefreshCounters() {
 			a.logf("%s: read port security counters: %v\n", name, err)
 			continue
 		}
-		if omitted == last.SecurityOmitted && reflect.DeepEqual(sec, last.Security) {
+		conns := a.balancerConns(name)
+		if omitted == last.SecurityOmitted && reflect.DeepEqual(sec, last.Security) && reflect.DeepEqual(conns, last.Conns) {
 			continue
 		}
-		last.Security, last.SecurityOmitted, last.At = sec, omitted, time.Time{}
+		last.Security, last.SecurityOmitted, last.Conns, last.At = sec, omitted, conns, time.Time{}
 		a.publish(name, last)
 	}
 }
@@ -422,6 +435,7 @@ func (a *Agent) removeGone(here map[string]bool) {
 			continue
 		}
 		a.stopTeaming(name)
+		a.stopHealth(name)
 		var log bytes.Buffer
 		p, err := a.engine(&log).Destroy(name)
 		if err != nil {
@@ -503,8 +517,11 @@ func (a *Agent) localNames() ([]string, error) {
 // (RefreshCounters). Only an infrastructure's first report reads them.
 func (a *Agent) report(infra string, gen, resources int, errs []string) {
 	r := etcdstore.Report{Generation: gen, Resources: resources, Errors: errs, Paused: a.paused[infra]}
+	if h, ok := a.healthRuns[infra]; ok {
+		r.Health = h.health()
+	}
 	if last, ok := a.last[infra]; ok {
-		r.Security, r.SecurityOmitted = last.Security, last.SecurityOmitted
+		r.Security, r.SecurityOmitted, r.Conns = last.Security, last.SecurityOmitted, last.Conns
 		a.publish(infra, r)
 		return
 	}

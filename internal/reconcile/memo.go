@@ -108,5 +108,8 @@ func withoutEmptyMaps(o plan.Options) plan.Options {
 		o.DeviceSpeeds = nil
 	}
 	o.Paused = o.Paused.Normal()
+	if len(o.LBDown) == 0 {
+		o.LBDown = nil
+	}
 	return o
 }

@@ -8,8 +8,9 @@ import (
 )
 
 // Actor is who asks for a change and through which face. Every change a
-// service makes (apply, destroy, link, unlink, pause, resume) is kept in
-// the event list with its actor, whichever face asked.
+// service makes (apply, destroy, link, unlink, pause, resume, rollback,
+// restore) is kept with its actor, whichever face asked: in the event list,
+// and what changes the spec in the infrastructure's history.
 type Actor struct {
 	// Who is an API token's name, or user@host on the command line.
 	Who string

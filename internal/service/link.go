@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/vnet-project/vnet/internal/events"
-
+	"github.com/vnet-project/vnet/internal/history"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/store"
@@ -63,7 +63,8 @@ func (l *Local) Link(_ context.Context, r LinkRequest) (_ *LinkResult, err error
 		}
 		note(l, r.By.event(action, name, start, executed, err), r.Log)
 	}()
-	err = l.changing(name, "", r.Log, func(eng *reconcile.Engine, _ *store.Bolt) error {
+	err = l.changing(name, "", r.Log, func(eng *reconcile.Engine, st *store.Bolt) error {
+		before := beforeChange(st, name)
 		doc, err := l.doc(name)
 		if err != nil {
 			return err
@@ -76,6 +77,11 @@ func (l *Local) Link(_ context.Context, r LinkRequest) (_ *LinkResult, err error
 		if err != nil {
 			return err
 		}
+		verb := history.Link
+		if !r.Connected {
+			verb = history.Unlink
+		}
+		l.keepLocal(r.By, st, change{verb: verb}, name, before, r.Log)
 		out = &LinkResult{Infra: name, Executed: res.Executed, SpecFile: doc.File}
 		out.AgentStarted, err = l.syncAgent(changed.Spec)
 		return err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/events"
+	"github.com/vnet-project/vnet/internal/history"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/spec/speccache"
@@ -292,7 +293,7 @@ func (l *Local) docOf(rec *store.Record) (*spec.Document, error) {
 // infrastructure's teaming agent, all under the infrastructure's lock.
 // An apply on this machine is done when it returns: there is nothing to
 // wait for.
-func (l *Local) Apply(_ context.Context, src Source, o ApplyOptions) (*ApplyResult, error) {
+func (l *Local) Apply(ctx context.Context, src Source, o ApplyOptions) (*ApplyResult, error) {
 	doc, err := l.load(src)
 	if err != nil {
 		return nil, err
@@ -311,13 +312,15 @@ func (l *Local) Apply(_ context.Context, src Source, o ApplyOptions) (*ApplyResu
 		return res, err
 	}
 	start := time.Now()
-	err = l.changing(name, "apply ", o.Log, func(eng *reconcile.Engine, _ *store.Bolt) error {
+	err = l.changing(name, "apply ", o.Log, func(eng *reconcile.Engine, st *store.Bolt) error {
 		eng.Full = o.Full
+		before := beforeChange(st, name)
 		r, err := eng.Apply(doc)
 		res.Plan, res.Executed = Actions(r.Plan), r.Executed
 		if err != nil {
 			return err
 		}
+		l.keepLocal(o.By, st, changeOf(ctx, history.Apply), name, before, o.Log)
 		res.AgentStarted, err = l.syncAgent(doc.Spec)
 		return err
 	})
@@ -351,7 +354,10 @@ func (l *Local) Destroy(_ context.Context, name string, o DestroyOptions) (*Dest
 	var res *DestroyResult
 	start := time.Now()
 	err := l.changing(name, "destroy ", o.Log, func(eng *reconcile.Engine, st *store.Bolt) (err error) {
-		res, err = l.destroy(eng, st, name)
+		before := beforeChange(st, name)
+		if res, err = l.destroy(eng, st, name); err == nil {
+			l.keepLocal(o.By, st, change{verb: history.Destroy}, name, before, o.Log)
+		}
 		return err
 	})
 	removed := 0

@@ -53,6 +53,9 @@ type Service interface {
 	// apply of the same spec.
 	Pause(ctx context.Context, r PauseRequest) (*PauseResult, error)
 	Resume(ctx context.Context, r PauseRequest) (*PauseResult, error)
+	// Operations: history, diff, rollback, the applied spec, describe,
+	// snapshot and restore.
+	Operations
 	// Close releases what the service holds.
 	Close() error
 }
@@ -132,6 +135,9 @@ type (
 	AgentStatus  = status.Agent
 	// SecurityStatus is a port's security policy and its counters.
 	SecurityStatus = status.PortSecurity
+	// BalancerStatus is a load balancer with its backends' health and
+	// connections.
+	BalancerStatus = status.Balancer
 	// IOCStats is one sample of Network I/O Control's counters.
 	IOCStats = reconcile.IOCStats
 	// HostView is a host's standing from its agent's report, over etcd.
@@ -207,6 +213,9 @@ type ApplyResult struct {
 	// Plan is the kernel's actions: done, or to do; over etcd, the hosts'
 	// agents' (when asked for in Detail).
 	Plan []PlanAction `json:"plan"`
+	// Hosts is, over etcd (when asked for in Detail), the plan host by
+	// host, each with what it was worked out against.
+	Hosts []HostPlan `json:"hosts,omitempty"`
 	// Executed counts the actions carried out here: none over etcd, where
 	// the hosts' agents carry them out.
 	Executed int `json:"executed"`

@@ -45,6 +45,11 @@ type Report struct {
 	// Paused is what of the infrastructure the host's last apply left
 	// paused (the record's Paused it realized).
 	Paused []string `json:"paused,omitempty"`
+	// Health is what the host's health checks found of the load
+	// balancers' backends it runs; Conns what its client ports' load
+	// balancers sent each backend.
+	Health []status.BackendHealth `json:"health,omitempty"`
+	Conns  []status.BackendConns  `json:"lb_conns,omitempty"`
 }
 
 // MaxReportedPorts bounds the ports a report carries counters of. A port

@@ -31,6 +31,7 @@ func validateCmd() *cobra.Command {
 			}
 			parts = append(parts, counted(len(doc.Spec.VMs), "VM", "VMs"))
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: valid (%s)\n", doc.File, strings.Join(parts, ", "))
+			printWarnings(cmd.ErrOrStderr(), service.Warnings(doc))
 			return nil
 		},
 	}
@@ -82,6 +83,7 @@ func applyCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			printWarnings(cmd.ErrOrStderr(), res.Warnings)
 			printApplied(out, res, wait)
 			return nil
 		},
@@ -93,6 +95,14 @@ func applyCmd() *cobra.Command {
 		"Without --etcd, apply is done when it returns")
 	addEtcdFlag(c)
 	return c
+}
+
+// printWarnings shows, on stderr, what a valid spec may mean other than it
+// seems; the spec is applied as written.
+func printWarnings(w io.Writer, warnings []string) {
+	for _, s := range warnings {
+		fmt.Fprintf(w, "warning: %s\n", s)
+	}
 }
 
 // printStored says, over etcd, what generation etcd holds now.

@@ -85,11 +85,12 @@ var stateDir string
 
 func newRoot() *cobra.Command {
 	root := &cobra.Command{
-		Use:           "vnet",
-		Short:         "Virtual infrastructure networking for Linux hosts",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		Version:       versionLine(),
+		Use:               "vnet",
+		Short:             "Virtual infrastructure networking for Linux hosts",
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		Version:           versionLine(),
+		PersistentPreRunE: refuseServerFlag,
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })

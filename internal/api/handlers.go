@@ -191,7 +191,7 @@ func (s *Server) putInfra(w http.ResponseWriter, r *http.Request, who string) er
 
 func applyResult(res *service.ApplyResult) ApplyResult {
 	return ApplyResult{Infra: res.Infra, DryRun: res.DryRun, Changes: len(res.Plan), Executed: res.Executed, Plan: res.Plan,
-		Hosts: res.Hosts, AgentStarted: res.AgentStarted}
+		Hosts: res.Hosts, AgentStarted: res.AgentStarted, Warnings: res.Warnings}
 }
 
 func result(err error) string {

@@ -81,7 +81,7 @@ func (r *Remote) Apply(ctx context.Context, src service.Source, o service.ApplyO
 	if err != nil {
 		return nil, err
 	}
-	out := &service.ApplyResult{Infra: res.Infra, DryRun: res.DryRun, Plan: res.Plan, Hosts: res.Hosts, Executed: res.Executed, AgentStarted: res.AgentStarted}
+	out := &service.ApplyResult{Infra: res.Infra, DryRun: res.DryRun, Plan: res.Plan, Hosts: res.Hosts, Executed: res.Executed, AgentStarted: res.AgentStarted, Warnings: res.Warnings}
 	logPlan(o, out)
 	return out, nil
 }

@@ -39,6 +39,9 @@ type ApplyResult struct {
 	Hosts []service.HostPlan `json:"hosts,omitempty"`
 	// AgentStarted is the log of the teaming agent the apply started.
 	AgentStarted string `json:"agent_started,omitempty"`
+	// Warnings is what a valid spec may mean other than it seems: ports
+	// of one switch whose subnets overlap without being the same.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // PlanAction is one step of a plan.

@@ -233,7 +233,7 @@ func (c *Cluster) Apply(ctx context.Context, src Source, o ApplyOptions) (*Apply
 		return nil, err
 	}
 	lap("pin VNIs")
-	res := &ApplyResult{Infra: name, DryRun: o.DryRun, Plan: []PlanAction{},
+	res := &ApplyResult{Infra: name, DryRun: o.DryRun, Plan: []PlanAction{}, Warnings: Warnings(doc),
 		Stored: &Stored{Infra: name, Generation: 1, Hosts: hostNames(doc.Spec)}}
 	switch {
 	case last.rec == nil:

@@ -225,6 +225,8 @@ type ApplyResult struct {
 	// AgentStarted is the log of the teaming agent the apply started; ""
 	// when none was started (none needed, or one runs already).
 	AgentStarted string `json:"agent_started,omitempty"`
+	// Warnings is what the spec may mean other than it seems (Warnings).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Stored is a generation of an infrastructure in etcd.
@@ -351,3 +353,15 @@ func Invalid(msg string) error { return tagged{ErrInvalid, msg} }
 // Validate checks a spec file afresh, never through a cache: its verdict
 // is the one of this build's rules. Errors name the field path and line.
 func Validate(path string) (*spec.Document, error) { return spec.LoadFile(path) }
+
+// Warnings is what a valid spec may mean other than it seems (ports of
+// one switch whose subnets overlap without being the same), each with its
+// field path and line. Every face shows them beside the spec's verdict or
+// its apply; they change nothing.
+func Warnings(doc *spec.Document) []string {
+	var out []string
+	for _, w := range spec.Warnings(doc) {
+		out = append(out, w.Error())
+	}
+	return out
+}

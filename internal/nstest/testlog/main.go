@@ -3,10 +3,9 @@
 // goes quiet: when nothing has been printed for a while it says which
 // tests are still running and for how long. The lines go test prints
 // (--- PASS, ok, FAIL, the tests' logs) pass through unchanged, and it
-// exits as go test did. At the end it says how long the run took and the
-// longest it went without printing, and which tests skipped and why (a
-// test skips, loudly, when the machine lacks what it needs: root, a
-// program, a package; `make deps` installs them).
+// exits as go test did. At the end it says how long the run took, the
+// longest it went without printing, and which tests skipped and why, so
+// that a suite that passed because a tool was missing says so.
 //
 //	go run ./internal/nstest/testlog -count=1 -p 1 ./...
 package main
@@ -18,6 +17,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -43,10 +43,8 @@ type log struct {
 	running  map[string]time.Time
 	packages int
 	failed   bool
-	// said is each running test's last line of its own, which for a
-	// test that skips is why; skipped are the tests that skipped, with it.
-	said    map[string]string
-	skipped []string
+	said     map[string]string // a running test's last log entry: a skip's reason
+	skipped  []string          // "pkg Test: reason", in the order they skipped
 }
 
 func main() {
@@ -109,14 +107,10 @@ func (l *log) handle(e event) {
 	case "run":
 		l.running[key] = time.Now()
 	case "output":
-		if e.Test != "" && !strings.HasPrefix(e.Output, "=== ") && !strings.HasPrefix(strings.TrimSpace(e.Output), "--- ") {
+		if e.Test != "" && logEntry.MatchString(e.Output) {
 			l.said[key] = strings.TrimSpace(e.Output)
 		}
 	case "pass", "fail", "skip":
-		if e.Action == "skip" && e.Test != "" {
-			l.skipped = append(l.skipped, fmt.Sprintf("%s %s: %s", short(e.Package), e.Test, l.said[key]))
-		}
-		delete(l.said, key)
 		if e.Test == "" {
 			delete(l.running, e.Package)
 		} else {
@@ -125,11 +119,29 @@ func (l *log) handle(e event) {
 		if e.Action == "fail" {
 			l.failed = true
 		}
+		if e.Action == "skip" && e.Test != "" {
+			l.skipped = append(l.skipped, fmt.Sprintf("%s %s: %s", short(e.Package), e.Test, reason(l.said[key])))
+		}
+		delete(l.said, key)
 	}
 	l.mu.Unlock()
 	if e.Output != "" && !noise(e.Output) {
 		l.print(e.Output)
 	}
+}
+
+// logEntry is the first line of a t.Log, t.Skip or t.Error: "    file_test.go:12: text".
+var logEntry = regexp.MustCompile(`^\s+[\w.-]+\.go:\d+: `)
+
+// reason is a skip's message without the file and line it came from.
+func reason(entry string) string {
+	if entry == "" {
+		return "(no reason given)"
+	}
+	if _, text, ok := strings.Cut(entry, ": "); ok {
+		return text
+	}
+	return entry
 }
 
 // noise is what -v prints that says nothing a reader needs.
@@ -202,12 +214,13 @@ func (l *log) summary() {
 	defer l.mu.Unlock()
 	fmt.Fprintf(l.out, "[testlog] %d packages in %s; the longest the output rested was %s\n",
 		l.packages, clock(time.Since(l.start)), l.longest.Round(100*time.Millisecond))
-	if len(l.skipped) > 0 {
-		sort.Strings(l.skipped)
-		fmt.Fprintf(l.out, "[testlog] %d tests skipped (make deps installs what the machine lacks; root runs the integration tests):\n", len(l.skipped))
-		for _, s := range l.skipped {
-			fmt.Fprintf(l.out, "[testlog]   %s\n", s)
-		}
+	if len(l.skipped) == 0 {
+		fmt.Fprintln(l.out, "[testlog] no test skipped")
+		return
+	}
+	fmt.Fprintf(l.out, "[testlog] %d tests skipped:\n", len(l.skipped))
+	for _, s := range l.skipped {
+		fmt.Fprintf(l.out, "[testlog]   %s\n", s)
 	}
 }
 

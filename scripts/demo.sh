@@ -10,23 +10,27 @@ if [ "$(id -u)" != 0 ]; then
   exit 1
 fi
 state=$(mktemp -d)
-trap '"$vnet" --state-dir "$state" destroy demo >/dev/null 2>&1 || true; rm -rf "$state"' EXIT
+# The demo's own name, so that it runs beside an infrastructure of the
+# user's called demo: the spec, renamed, goes to vnet on standard input.
+name=demo-$$
+trap '"$vnet" --state-dir "$state" destroy "$name" >/dev/null 2>&1 || true; rm -rf "$state"' EXIT
 v() { "$vnet" --state-dir "$state" "$@"; }
+spec_as_name() { sed "s/^name: demo\$/name: $name/" "$spec"; }
 
-echo "== vnet apply $spec"
-v apply "$spec"
+echo "== vnet apply - (the spec of $spec, named $name)"
+spec_as_name | v apply -
 echo; echo "== second apply: nothing to do"
-v apply "$spec"
+spec_as_name | v apply -
 echo; echo "== vnet status"
-v status demo
+v status "$name"
 echo; echo "== vnet netperf: web1 (esx1) -> web2 (esx2) over 1 Gbit NICs and the physical switch"
 # Inside a node, "vnet" is the vnet that runs vnet exec, installed or not.
 # destroy ends the netserver with its namespace.
 v exec web2 -- vnet netserver >/dev/null
 v exec web1 -- vnet netperf -H 192.168.50.12 -l 3 -c -C
 echo; echo "== vnet ioc stats: the pools on each host's dvs0 uplink (idle now)"
-v ioc stats demo -i 500ms
-echo; echo "== vnet destroy demo"
-v destroy demo
+v ioc stats "$name" -i 500ms
+echo; echo "== vnet destroy $name"
+v destroy "$name"
 trap 'rm -rf "$state"' EXIT
-echo "no namespace left: $(ip netns list 2>/dev/null | grep -c '^vnet\.demo\.' || true) of demo's remain"
+echo "no namespace left: $(ip netns list 2>/dev/null | grep -c "^vnet\.$name\." || true) of $name's remain"

@@ -5,20 +5,25 @@
 # directory), PREFIX and INFRA (the infrastructure whose VMs to remove at
 # the end) before sourcing; AGENT_FLAGS are added to each agent's. It
 # defines wt_up, wt_cleanup, and vnet (the binary on the control machine,
-# given etcd).
+# given etcd). wt_cleanup deletes the namespaces wt_ns added and the
+# infrastructure's VMs', no other: a namespace of the same name that was
+# there before makes wt_ns (and the script, under set -e) fail instead.
 PIDS=""
+MADE=""
+
+wt_ns() { ip netns add "$1" && MADE="$MADE $1"; }
 ETCD=http://192.0.2.1:2379
 
 wt_cleanup() {
 	for p in $PIDS; do kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
 	for ns in $(ip netns list | awk '{print $1}' | grep "^vnet\.$INFRA\." || true); do ip netns del "$ns"; done
-	for ns in hv1 hv2 hv3 ctl ul ${EXTRA_NS:-}; do ip netns del "$PREFIX-$ns" 2>/dev/null || true; done
+	for ns in $MADE; do ip netns del "$ns" 2>/dev/null || true; done
 	rm -rf "$WORK"
 }
 
 wt_machine() { # name address
-	ip netns add "$PREFIX-$1"
+	wt_ns "$PREFIX-$1"
 	ip -n "$PREFIX-ul" link add "u$1" type veth peer name eth0 netns "$PREFIX-$1"
 	ip -n "$PREFIX-ul" link set "u$1" master ul up
 	ip -n "$PREFIX-$1" link set lo up
@@ -27,7 +32,7 @@ wt_machine() { # name address
 }
 
 wt_up() {
-	ip netns add "$PREFIX-ul"
+	wt_ns "$PREFIX-ul"
 	ip -n "$PREFIX-ul" link add ul type bridge
 	ip -n "$PREFIX-ul" link set ul up
 	wt_machine ctl 192.0.2.1

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -56,5 +57,7 @@ func apiConfig(cmd *cobra.Command, f *apiFlags) (api.Config, error) {
 	// most, and keeps the specs it decodes in memory.
 	cfg.Backend = &service.Local{StateDir: stateDir, Exe: exe, ReadsFresh: time.Second, Trace: traceTo()}
 	cfg.Log = cmd.ErrOrStderr()
+	info, _ := debug.ReadBuildInfo()
+	cfg.Version = buildVersion(version, info)
 	return cfg, nil
 }

@@ -22,7 +22,7 @@ var serverURL string
 
 func addClientFlags(root *cobra.Command) {
 	root.PersistentFlags().StringVar(&serverURL, "server", os.Getenv("VNET_SERVER"),
-		"act through a vnet server at this URL (status, apply, destroy, stats); token from VNET_TOKEN or STATE_DIR/api.token")
+		"act through a vnet server at this URL (status, apply, destroy, stats, pause, resume, graph); token from VNET_TOKEN or STATE_DIR/api.token")
 }
 
 // etcdFlag is --etcd of the commands that can keep their state in etcd;

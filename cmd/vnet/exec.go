@@ -8,8 +8,9 @@ import (
 
 func execCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "exec [INFRA/]VM|HOST -- CMD [ARGS...]",
-		Short: "Run a command inside a VM's or host's namespace and cgroup",
+		Use:               "exec [INFRA/]VM|HOST -- CMD [ARGS...]",
+		ValidArgsFunction: completeNodes,
+		Short:             "Run a command inside a VM's or host's namespace and cgroup",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 2 || cmd.ArgsLenAtDash() != 1 {
 				return usageError{fmt.Errorf("exec: want [INFRA/]NODE -- CMD [ARGS...]")}

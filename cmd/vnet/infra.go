@@ -12,15 +12,16 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vnet-project/vnet/internal/service"
+	"github.com/vnet-project/vnet/internal/status"
 )
 
 func validateCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "validate FILE",
+		Use:   "validate FILE|-",
 		Short: "Check a spec; errors name the field path and line",
-		Args:  exactArgs(1, "one spec file"),
+		Args:  exactArgs(1, "one spec file, or - for standard input"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			doc, err := service.Validate(args[0])
+			doc, err := validateArg(cmd, args[0])
 			if err != nil {
 				return err
 			}
@@ -29,7 +30,7 @@ func validateCmd() *cobra.Command {
 				parts = append(parts, counted(n, "network", "networks"))
 			}
 			parts = append(parts, counted(len(doc.Spec.VMs), "VM", "VMs"))
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: valid (%s)\n", args[0], strings.Join(parts, ", "))
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: valid (%s)\n", doc.File, strings.Join(parts, ", "))
 			printWarnings(cmd.ErrOrStderr(), service.Warnings(doc))
 			return nil
 		},
@@ -59,9 +60,9 @@ func applyCmd() *cobra.Command {
 	var dryRun, full bool
 	var wait time.Duration
 	c := &cobra.Command{
-		Use:   "apply FILE",
+		Use:   "apply FILE|-",
 		Short: "Converge the host to the spec (prints the plan first)",
-		Args:  exactArgs(1, "one spec file"),
+		Args:  exactArgs(1, "one spec file, or - for standard input"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			collectLessOften()
 			svc, err := backend(infraCmds)
@@ -70,7 +71,11 @@ func applyCmd() *cobra.Command {
 			}
 			defer svc.Close()
 			out := cmd.OutOrStdout()
-			res, err := svc.Apply(cmd.Context(), service.Source{File: args[0]}, service.ApplyOptions{
+			src, err := sourceArg(cmd, svc, args[0])
+			if err != nil {
+				return err
+			}
+			res, err := svc.Apply(cmd.Context(), src, service.ApplyOptions{
 				DryRun: dryRun, Full: full, Wait: wait, Log: out, Detail: dryRun,
 				Stored:   func(s service.Stored) { printStored(out, s, dryRun) },
 				Progress: func(ev service.WaitEvent) { printCurrent(out, ev) },
@@ -189,9 +194,10 @@ func infraNames(svc service.Service, args []string) ([]string, error) {
 func destroyCmd() *cobra.Command {
 	var wait time.Duration
 	c := &cobra.Command{
-		Use:   "destroy NAME|FILE",
-		Short: "Remove everything of one infrastructure and nothing else",
-		Args:  exactArgs(1, "an infrastructure name or spec file"),
+		Use:               "destroy NAME|FILE",
+		Short:             "Remove everything of one infrastructure and nothing else",
+		Args:              exactArgs(1, "an infrastructure name or spec file"),
+		ValidArgsFunction: completeInfras,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			collectLessOften()
 			svc, err := backend(infraCmds)
@@ -246,10 +252,11 @@ func counted(n int, one, many string) string {
 }
 
 func statusCmd() *cobra.Command {
-	var output string
+	var output *outputFormat
 	c := &cobra.Command{
-		Use:   "status [NAME]",
-		Short: "Show hosts, switches, VMs and vNICs with MACs, addresses, state and line rates",
+		Use:               "status [NAME]",
+		Short:             "Show hosts, switches, VMs and vNICs with MACs, addresses, state and line rates",
+		ValidArgsFunction: completeInfras,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			collectLessOften()
 			svc, err := backend(infraCmds)
@@ -266,8 +273,8 @@ func statusCmd() *cobra.Command {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			if output == "json" {
-				return printJSON(out, statusViews(all))
+			if output.structured() {
+				return output.print(out, statusViews(all))
 			}
 			if len(all) == 0 {
 				fmt.Fprintln(out, "no infrastructures")
@@ -282,7 +289,7 @@ func statusCmd() *cobra.Command {
 			return nil
 		},
 	}
-	c.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	output = addOutputFlag(c, "", outText, outJSON, outYAML)
 	addEtcdFlag(c)
 	return c
 }
@@ -324,10 +331,19 @@ type clusterStatus struct {
 	Removed bool `json:"removed,omitempty"`
 	// Damaged says why the record in etcd does not read as its spec.
 	Damaged string `json:"damaged,omitempty"`
+	// Paused is what is paused (vnet pause), as etcd holds it.
+	Paused []string `json:"paused,omitempty"`
+	// Networks are the virtual networks with the VNIs they were given.
+	Networks []status.Network `json:"networks,omitempty"`
 }
 
 func clusterView(st *service.InfraStatus) clusterStatus {
 	c := st.Cluster
-	return clusterStatus{Name: st.Name, SpecFile: st.SpecFile, Generation: st.Generation, AppliedAt: c.AppliedAt,
+	var paused []string
+	var networks []status.Network
+	if st.Infra != nil {
+		paused, networks = st.Paused, st.Networks
+	}
+	return clusterStatus{Name: st.Name, SpecFile: st.SpecFile, Generation: st.Generation, AppliedAt: c.AppliedAt, Paused: paused, Networks: networks,
 		Converged: c.Converged, Hosts: c.Hosts, Removed: c.Removed, Damaged: c.Damaged, Balancers: st.Balancers}
 }

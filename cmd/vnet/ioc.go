@@ -19,12 +19,13 @@ import (
 
 func iocCmd() *cobra.Command {
 	c := &cobra.Command{Use: "ioc", Short: "Network I/O Control"}
-	var output string
+	var output *outputFormat
 	var watch bool
 	var interval time.Duration
 	stats := &cobra.Command{
-		Use:   "stats [NAME]",
-		Short: "Per host, uplink and pool: rate, share of the uplink, drops, backlog; per port shaper counters",
+		Use:               "stats [NAME]",
+		ValidArgsFunction: completeInfras,
+		Short:             "Per host, uplink and pool: rate, share of the uplink, drops, backlog; per port shaper counters",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// This machine's kernel, whatever --server says.
 			svc := local()
@@ -49,8 +50,12 @@ func iocCmd() *cobra.Command {
 					if err != nil {
 						return err
 					}
-					if output == "json" {
+					if output.value == outJSON {
 						if err := json.NewEncoder(cmd.OutOrStdout()).Encode(s); err != nil {
+							return err
+						}
+					} else if output.value == outYAML {
+						if err := printYAML(cmd.OutOrStdout(), s); err != nil {
 							return err
 						}
 					} else {
@@ -63,7 +68,7 @@ func iocCmd() *cobra.Command {
 			}
 		},
 	}
-	stats.Flags().StringVarP(&output, "output", "o", "text", "text or json (one object per sample)")
+	output = addOutputFlag(stats, " (json: one object a line per sample; yaml: one document per sample)", outText, outJSON, outYAML)
 	stats.Flags().BoolVarP(&watch, "watch", "w", false, "sample again and again until interrupted")
 	stats.Flags().DurationVarP(&interval, "interval", "i", time.Second, "sampling interval")
 	c.AddCommand(stats)

@@ -66,8 +66,9 @@ func labCmd() *cobra.Command {
 	var out string
 	var repeat int
 	run := &cobra.Command{
-		Use:   "run NAME... | --all",
-		Short: "Run experiments and write results.db, report.html and summary.md",
+		Use:               "run NAME... | --all",
+		ValidArgsFunction: completeExperiments,
+		Short:             "Run experiments and write results.db, report.html and summary.md",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			exps, err := selectExperiments(args, all)
 			if err != nil {

@@ -103,6 +103,9 @@ func newRoot() *cobra.Command {
 		execCmd(),
 		linkCmd(),
 		unlinkCmd(),
+		pauseCmd(),
+		resumeCmd(),
+		graphCmd(),
 		agentCmd(),
 		gcCmd(),
 		netperfCmd(),
@@ -122,6 +125,7 @@ func newRoot() *cobra.Command {
 		restoreCmd(),
 	)
 	addClientFlags(root)
+	addExamples(root, root.Name())
 	examplesLast(root)
 	return root
 }

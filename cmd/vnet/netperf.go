@@ -34,6 +34,7 @@ func netperfCmd() *cobra.Command {
 			switch {
 			case netperf.IsHelp(err):
 				fmt.Fprintln(out, netperf.Usage)
+				fmt.Fprintf(out, "\nExamples:\n%s\n", cmd.Example)
 				return nil
 			case err != nil:
 				return usageError{fmt.Errorf("netperf: %w", err)}

@@ -17,10 +17,11 @@ import (
 
 func statsCmd() *cobra.Command {
 	var window, interval time.Duration
-	var output string
+	var output *outputFormat
 	c := &cobra.Command{
-		Use:   "stats NAME|FILE",
-		Short: "Transmit and receive rates per VM vNIC, uplink and pool, averaged over a window",
+		Use:               "stats NAME|FILE",
+		ValidArgsFunction: completeInfras,
+		Short:             "Transmit and receive rates per VM vNIC, uplink and pool, averaged over a window",
 		Long: "Rates averaged over --window. With --server (or VNET_SERVER) the server's samples answer at once, for any window up to\n" +
 			"the history it keeps. Without one, vnet samples for the window itself, but for at most " + service.LiveWindow.String() + ".",
 		Args: exactArgs(1, "an infrastructure name or spec file"),
@@ -43,8 +44,8 @@ func statsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if output == "json" {
-				return printJSON(cmd.OutOrStdout(), avg)
+			if output.structured() {
+				return output.print(cmd.OutOrStdout(), avg)
 			}
 			printAverages(cmd.OutOrStdout(), avg, window)
 			return nil
@@ -52,7 +53,7 @@ func statsCmd() *cobra.Command {
 	}
 	c.Flags().DurationVar(&window, "window", 5*time.Minute, "average over this long (at most "+service.LiveWindow.String()+" without --server)")
 	c.Flags().DurationVarP(&interval, "interval", "i", time.Second, "time between samples")
-	c.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	output = addOutputFlag(c, "", outText, outJSON, outYAML)
 	return c
 }
 

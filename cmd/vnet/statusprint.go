@@ -3,15 +3,19 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/service"
+	"github.com/vnet-project/vnet/internal/status"
 )
 
 func printStatus(out io.Writer, st *service.Status) {
 	fmt.Fprintf(out, "infra %s (generation %d, from %s)\n", st.Name, st.Generation, st.SpecFile)
+	printPausedLine(out, st.Paused)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "\nHOST\tNIC\tSPEED\tMAC\tIP\tUPLINK OF\tSTATE")
 	for _, h := range st.Hosts {
@@ -30,6 +34,7 @@ func printStatus(out io.Writer, st *service.Status) {
 	for _, s := range st.Switches {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", s.Name, s.Type, strings.Join(s.Hosts, ","), dash(strings.Join(s.Uplinks, ",")), dash(strings.Join(s.PortGroups, ",")))
 	}
+	printNetworks(w, st.Networks)
 	fmt.Fprintln(w, "\nVM\tHOST\tCPUS\tVNIC\tPORT GROUP\tMAC\tIP\tSTATE\tUPLINK")
 	for _, vm := range st.VMs {
 		cpus := "-"
@@ -102,6 +107,7 @@ func printClusterStatus(out io.Writer, cs clusterStatus, now time.Time) {
 	default:
 		fmt.Fprintf(out, "infra %s (generation %d, from %s, applied %s)\n", cs.Name, cs.Generation, cs.SpecFile, cs.AppliedAt.Local().Format(time.DateTime))
 	}
+	printPausedLine(out, cs.Paused)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "\nHOST\tSTATE\tGENERATION\tRESOURCES\tREPORTED\tERRORS")
 	count := map[service.HostState]int{}
@@ -115,6 +121,7 @@ func printClusterStatus(out io.Writer, cs clusterStatus, now time.Time) {
 		age := now.Sub(r.At).Round(time.Second)
 		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s ago\t%s\n", v.Host, v.State, r.Generation, r.Resources, age, strings.Join(r.Errors, "; "))
 	}
+	printNetworks(w, cs.Networks)
 	w.Flush()
 	var parts []string
 	for _, s := range []service.HostState{service.HostCurrent, service.HostLagging, service.HostFailed, service.HostGone, service.HostUnexpected} {
@@ -125,4 +132,32 @@ func printClusterStatus(out io.Writer, cs clusterStatus, now time.Time) {
 	fmt.Fprintf(out, "\n%s: %s\n\n", counted(len(cs.Hosts), "host", "hosts"), strings.Join(parts, ", "))
 	printHostSecurity(out, cs.Hosts)
 	printBalancers(out, cs.Balancers)
+}
+
+// printPausedLine says what is paused, when something is.
+func printPausedLine(out io.Writer, paused []string) {
+	if len(paused) == 0 {
+		return
+	}
+	what := make([]string, 0, len(paused))
+	for _, sel := range paused {
+		what = append(what, plan.Describe(sel))
+	}
+	fmt.Fprintf(out, "paused: %s (vnet resume starts it again)\n", strings.Join(what, ", "))
+}
+
+// printNetworks lists the virtual networks with the VNIs they were given.
+func printNetworks(w io.Writer, networks []status.Network) {
+	if len(networks) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nNETWORK\tVNI\tSUBNET\tROUTER\tOVER\tHOSTS\tVMS")
+	for _, n := range networks {
+		subnets := strings.Join(slices.DeleteFunc([]string{n.Subnet, n.Subnet6}, func(s string) bool { return s == "" }), ",")
+		over := "-"
+		if n.PortGroup != "" {
+			over = "port group " + n.PortGroup
+		}
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%d\n", n.Name, n.VNI, dash(subnets), dash(n.Router), over, dash(strings.Join(n.Hosts, ",")), n.VMs)
+	}
 }

@@ -20,9 +20,10 @@ func agentCmd() *cobra.Command {
 	}
 	var tick time.Duration
 	run := &cobra.Command{
-		Use:   "run NAME",
-		Short: "Run the agent in the foreground (vnet apply starts it in the background)",
-		Args:  exactArgs(1, "an infrastructure name"),
+		Use:               "run NAME",
+		Short:             "Run the agent in the foreground (vnet apply starts it in the background)",
+		Args:              exactArgs(1, "an infrastructure name"),
+		ValidArgsFunction: completeInfras,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
@@ -45,9 +46,10 @@ func agentCmd() *cobra.Command {
 	}
 	run.Flags().DurationVar(&tick, "tick", time.Second, "how often to sample uplink load and poll link state")
 	stop := &cobra.Command{
-		Use:   "stop NAME",
-		Short: "Stop the infrastructure's agent, wherever it was started (vnet destroy does this too)",
-		Args:  exactArgs(1, "an infrastructure name"),
+		Use:               "stop NAME",
+		Short:             "Stop the infrastructure's agent, wherever it was started (vnet destroy does this too)",
+		Args:              exactArgs(1, "an infrastructure name"),
+		ValidArgsFunction: completeInfras,
 		RunE: func(_ *cobra.Command, args []string) error {
 			return service.StopTeamAgent(stateDir, args[0])
 		},
@@ -72,6 +74,7 @@ func vnicCmd(use, short string, args cobra.PositionalArgs, target func([]string)
 	var infra string
 	c := &cobra.Command{
 		Use: use, Short: short, Args: args,
+		ValidArgsFunction: completeVNIC,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pg, connected := target(args)
 			out := cmd.OutOrStdout()
@@ -89,5 +92,8 @@ func vnicCmd(use, short string, args cobra.PositionalArgs, target func([]string)
 		},
 	}
 	c.Flags().StringVar(&infra, "infra", "", "the infrastructure (needed when several have a VM of that name)")
+	_ = c.RegisterFlagCompletionFunc("infra", func(_ *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		return withPrefix(infraNamesApplied(), toComplete), cobra.ShellCompDirectiveNoFileComp
+	})
 	return c
 }

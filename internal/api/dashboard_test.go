@@ -153,15 +153,7 @@ func TestDashboardShowsEveryVM(t *testing.T) {
 		t.Skip("starts a browser")
 	}
 	chromium(t)
-	s, _ := newTestServer(t, nil)
-	if w, _ := s.do(t, req{method: "PUT", path: "/api/v1/infras/t1", body: smallSpec, ctype: "application/yaml", token: testToken}); w.Code != 200 {
-		t.Fatal(w.Body)
-	}
-	for range 5 {
-		s.Sampler().SampleOnce()
-		time.Sleep(10 * time.Millisecond)
-	}
-	srv := startServer(t, s)
+	srv := sampledServer(t, nil)
 	dom := browse(t, srv+"/?infra=t1", os.Getenv("VNET_DASHBOARD_SCREENSHOT"))
 	for _, want := range []string{`id="vm-vm1"`, `id="vm-vm2"`, `id="host-esx1"`, "pool vm on esx1 up1", "esx1 up1 (vmnic0 on dvs0)", "alice", "uplot"} {
 		if !strings.Contains(dom, want) {
@@ -171,6 +163,56 @@ func TestDashboardShowsEveryVM(t *testing.T) {
 	if strings.Contains(dom, "loading…") {
 		t.Error("the dashboard never finished loading")
 	}
+}
+
+// TestDashboardVMsPictureAndTimeRange loads the dashboard of an
+// infrastructure with a paused VM in headless Chromium: a chart per vNIC,
+// the picked VM's alone when one is picked, the topology picture loaded,
+// the pause said, the time ranges longer than the server keeps disabled,
+// and the pause in the events with the face it came through.
+func TestDashboardVMsPictureAndTimeRange(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	chromium(t)
+	srv := sampledServer(t, func(s *Server) {
+		if w, _ := s.do(t, req{method: "POST", path: "/api/v1/infras/t1/pause", body: `{"vm": "vm1"}`, token: testToken}); w.Code != 200 {
+			t.Fatal(w.Body)
+		}
+	})
+	dom := browse(t, srv+"/?infra=t1&range=5m", "")
+	for _, want := range []string{`data-key="vnic vm1/eth0"`, `data-key="vnic vm2/eth0"`, `data-loaded="yes"`,
+		"Paused: VM vm1", `<option value="30m" disabled="">`, `<option value="1h" disabled="">`, `<option value="15m">`,
+		`<td>api 127.0.0.1`, `data-action="pause"`} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("the dashboard lacks %q", want)
+		}
+	}
+	if m := errorsShown.FindStringSubmatch(dom); m == nil || strings.TrimSpace(m[1]) != "" {
+		t.Errorf("the page shows script errors (or lacks their list): %v", m)
+	}
+	dom = browse(t, srv+"/?infra=t1&vm=vm2", "")
+	if !strings.Contains(dom, `data-key="vnic vm2/eth0"`) || strings.Contains(dom, `data-key="vnic vm1/eth0"`) {
+		t.Errorf("with vm2 picked the dashboard does not chart vm2's vNICs alone")
+	}
+}
+
+// sampledServer serves t1 (smallSpec), after then (when given), with a few
+// samples taken, and returns its URL.
+func sampledServer(t *testing.T, then func(*Server)) string {
+	t.Helper()
+	s, _ := newTestServer(t, nil)
+	if w, _ := s.do(t, req{method: "PUT", path: "/api/v1/infras/t1", body: smallSpec, ctype: "application/yaml", token: testToken}); w.Code != 200 {
+		t.Fatal(w.Body)
+	}
+	if then != nil {
+		then(s)
+	}
+	for range 5 {
+		s.Sampler().SampleOnce()
+		time.Sleep(10 * time.Millisecond)
+	}
+	return startServer(t, s)
 }
 
 // TestDashboardShowsLoadBalancers loads the dashboard of an infrastructure

@@ -29,6 +29,7 @@ type fakeBackend struct {
 	// gate, when set, holds each netperf run until it is closed.
 	gate    chan struct{}
 	sampler *metrics.Sampler
+	paused  map[string]plan.Paused
 }
 
 var _ service.Backend = (*fakeBackend)(nil)
@@ -48,7 +49,9 @@ func (f *fakeBackend) List(context.Context) ([]service.Infra, error) {
 	defer f.mu.Unlock()
 	var out []service.Infra
 	for _, r := range f.records {
-		out = append(out, *r)
+		in := *r
+		in.Paused = f.paused[r.Name].Normal()
+		out = append(out, in)
 	}
 	return out, nil
 }
@@ -100,16 +103,64 @@ func (f *fakeBackend) Apply(_ context.Context, src service.Source, o service.App
 	defer f.mu.Unlock()
 	f.records[doc.Spec.Name] = &service.Infra{Name: doc.Spec.Name, SpecFile: doc.File, Spec: doc.Source, Generation: 1, AppliedAt: time.Now()}
 	res.Executed = len(res.Plan)
+	f.note(o.By, events.Apply, doc.Spec.Name, res.Executed)
 	return res, nil
 }
 
-func (f *fakeBackend) Destroy(_ context.Context, name string, _ service.DestroyOptions) (*service.DestroyResult, error) {
+// note keeps an event of a change, as the service's back ends do.
+func (f *fakeBackend) note(by service.Actor, action, infra string, changes int) {
+	f.memoryEvents.Record(service.Event{Time: time.Now().UTC(), Action: action, Infra: infra, Who: by.Who, Via: string(by.Via),
+		Remote: by.Remote, OK: true, Changes: changes})
+}
+
+func (f *fakeBackend) Pause(ctx context.Context, r service.PauseRequest) (*service.PauseResult, error) {
+	return f.pausing(ctx, r, true)
+}
+
+func (f *fakeBackend) Resume(ctx context.Context, r service.PauseRequest) (*service.PauseResult, error) {
+	return f.pausing(ctx, r, false)
+}
+
+// pausing keeps what is paused by infrastructure; Status shows it.
+func (f *fakeBackend) pausing(ctx context.Context, r service.PauseRequest, pause bool) (*service.PauseResult, error) {
+	if _, err := f.Get(ctx, r.Infra); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.paused == nil {
+		f.paused = map[string]plan.Paused{}
+	}
+	sel, action := plan.PauseAll, events.Resume
+	switch {
+	case r.VM != "":
+		sel = plan.PauseVM(r.VM)
+	case r.PortGroup != "":
+		sel = plan.PausePortGroup(r.PortGroup)
+	case r.Network != "":
+		sel = plan.PauseNetwork(r.Network)
+	}
+	before := f.paused[r.Infra]
+	if pause {
+		f.paused[r.Infra], action = before.With(sel), events.Pause
+	} else if sel == plan.PauseAll {
+		f.paused[r.Infra] = nil // a resume of no target resumes everything, as the service's
+	} else {
+		f.paused[r.Infra] = before.Without(sel)
+	}
+	f.note(r.By, action, r.Infra, 0)
+	return &service.PauseResult{Infra: r.Infra, What: plan.Describe(sel), Changed: !before.Equal(f.paused[r.Infra]),
+		Paused: append([]string{}, f.paused[r.Infra]...)}, nil
+}
+
+func (f *fakeBackend) Destroy(_ context.Context, name string, o service.DestroyOptions) (*service.DestroyResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.records[name]; !ok {
 		return nil, fmt.Errorf("destroy %s: %w", name, service.ErrNotFound)
 	}
 	delete(f.records, name)
+	f.note(o.By, events.Destroy, name, 1)
 	return &service.DestroyResult{Infra: name, Removed: len(onePlan(plan.OpDelete, name))}, nil
 }
 
@@ -135,7 +186,10 @@ func (f *fakeBackend) status(ctx context.Context, name string) (*service.InfraSt
 	if err != nil {
 		return nil, err
 	}
-	st := &service.Status{Name: name, Generation: rec.Generation, SpecFile: rec.SpecFile}
+	f.mu.Lock()
+	paused := f.paused[name]
+	f.mu.Unlock()
+	st := &service.Status{Name: name, Generation: rec.Generation, SpecFile: rec.SpecFile, Paused: paused}
 	for _, h := range doc.Spec.Hosts {
 		hs := service.HostStatus{Name: h.Name, Native: h.Native}
 		for _, n := range h.NICs {
@@ -156,7 +210,11 @@ func (f *fakeBackend) status(ctx context.Context, name string) (*service.InfraSt
 	for _, vm := range doc.Spec.VMs {
 		vs := service.VMStatus{Name: vm.Name, Host: vm.Host}
 		for i, n := range vm.NICs {
-			vs.NICs = append(vs.NICs, service.PortStatus{Name: fmt.Sprintf("eth%d", i), PortGroup: n.PortGroup, IP: n.IP, MAC: "02:00:00:00:00:01", State: "up"})
+			state := "up"
+			if paused.VNIC(vm.Name, &n) {
+				state = "paused"
+			}
+			vs.NICs = append(vs.NICs, service.PortStatus{Name: fmt.Sprintf("eth%d", i), PortGroup: n.PortGroup, IP: n.IP, MAC: "02:00:00:00:00:01", State: state})
 		}
 		st.VMs = append(st.VMs, vs)
 	}

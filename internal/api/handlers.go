@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vnet-project/vnet/internal/events"
 	"github.com/vnet-project/vnet/internal/metrics"
 	"github.com/vnet-project/vnet/internal/quote"
 	"github.com/vnet-project/vnet/internal/service"
@@ -180,15 +179,6 @@ func (s *Server) putInfra(w http.ResponseWriter, r *http.Request, who string) er
 	opts.By = actor(r, who)
 	res, err := s.be.Apply(r.Context(), service.Source{Doc: doc}, opts)
 	observe(result(err))
-	ev := Event{Time: time.Now().UTC(), Who: who, Remote: r.RemoteAddr, Action: events.Apply, Infra: name, OK: err == nil,
-		Seconds: time.Since(start).Seconds()}
-	if res != nil {
-		ev.Changes = res.Executed
-	}
-	if err != nil {
-		ev.Error = err.Error()
-	}
-	s.record(ev)
 	if err != nil {
 		return err
 	}
@@ -216,17 +206,7 @@ func (s *Server) deleteInfra(w http.ResponseWriter, r *http.Request, who string)
 	if err != nil {
 		return err
 	}
-	start := time.Now()
 	res, err := s.be.Destroy(r.Context(), name, service.DestroyOptions{Detail: true, By: actor(r, who)})
-	ev := Event{Time: time.Now().UTC(), Who: who, Remote: r.RemoteAddr, Action: events.Destroy, Infra: name, OK: err == nil,
-		Seconds: time.Since(start).Seconds()}
-	if res != nil {
-		ev.Changes = res.Removed
-	}
-	if err != nil {
-		ev.Error = err.Error()
-	}
-	s.record(ev)
 	if err != nil {
 		return err
 	}
@@ -296,8 +276,16 @@ func (s *Server) series(w http.ResponseWriter, r *http.Request, _ string) error 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, metrics.MakeSeries(snaps))
+	writeJSON(w, http.StatusOK, SeriesResult{Series: metrics.MakeSeries(snaps), History: s.cfg.History.Seconds()})
 	return nil
+}
+
+// SeriesResult is the series over the window, and how far back the server
+// keeps samples: the longest window there is (the dashboard's choice of
+// time range).
+type SeriesResult struct {
+	*metrics.Series
+	History float64 `json:"history_seconds"`
 }
 
 func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, _ string) error {

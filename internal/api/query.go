@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,6 +29,8 @@ type param struct {
 	// Optional says a number left out has no default: the handler reads
 	// 0, below Min, as "not given".
 	Optional bool
+	// Words are a wordParam's values; the first is its default.
+	Words []string
 }
 
 // maxGeneration bounds a generation in a query.
@@ -47,6 +50,7 @@ const (
 	durationParam                  // a Go duration: 500ms, 30s, 5m
 	intParam                       // a decimal integer
 	infraParam                     // an infrastructure's name
+	wordParam                      // one of the param's Words
 )
 
 // openAPIType is the kind's schema type in openapi.json.
@@ -167,6 +171,11 @@ func (p param) parse(v string) (any, error) {
 			return nil, failField(http.StatusBadRequest, p.Name, fmt.Sprintf("want a number from %d to %d, got %s", p.Min, p.Max, quote.Q(v)))
 		}
 		return int(n), nil
+	case wordParam:
+		if !slices.Contains(p.Words, v) {
+			return nil, failField(http.StatusBadRequest, p.Name, "want "+strings.Join(p.Words, ", ")+", got "+quote.Q(v))
+		}
+		return v, nil
 	case infraParam:
 		if len(v) > maxInfraName || !infraName.MatchString(v) {
 			return nil, failField(http.StatusBadRequest, p.Name, "not an infrastructure name (lowercase letters, digits and -, at most 20): "+quote.Q(v))
@@ -184,6 +193,8 @@ func (p param) defaultValue() any {
 		return time.Duration(p.Default)
 	case intParam:
 		return int(p.Default)
+	case wordParam:
+		return p.Words[0]
 	}
 	return ""
 }

@@ -43,7 +43,7 @@ func (r *Remote) List(ctx context.Context) ([]service.Infra, error) {
 }
 
 func infraOf(s InfraSummary, yaml string) service.Infra {
-	return service.Infra{Name: s.Name, Generation: s.Generation, AppliedAt: s.AppliedAt, SpecFile: s.SpecFile, Spec: []byte(yaml)}
+	return service.Infra{Name: s.Name, Generation: s.Generation, AppliedAt: s.AppliedAt, SpecFile: s.SpecFile, Paused: s.Paused, Spec: []byte(yaml)}
 }
 
 // Get returns one infrastructure with its spec.

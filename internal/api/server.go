@@ -48,6 +48,8 @@ const (
 // Config is how the server runs.
 type Config struct {
 	Addr string
+	// Version is vnet's, which /metrics says (vnet_build_info).
+	Version string
 	// Backend answers every request: this machine's (service.Local) or a
 	// cluster's (service.Cluster).
 	Backend   service.Backend
@@ -142,7 +144,8 @@ func New(cfg Config) (*Server, error) {
 	if s.be.ReadsKernel() {
 		s.registry.MustRegister(&metrics.Collector{Infras: s.be.Specs, Open: s.be.Counting})
 	}
-	s.registry.MustRegister(agentCollector{s.be})
+	s.registry.MustRegister(agentCollector{s.be}, infraCollector{s.be})
+	metrics.RegisterIdentity(s.registry, cfg.Version)
 	s.runs = &service.NetperfRuns{Backend: s.be, Recorded: func(ev service.Event, err error) {
 		s.log.Printf("event %s %s: %v", ev.Action, ev.Infra, err)
 	}}

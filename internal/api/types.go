@@ -13,6 +13,8 @@ type InfraSummary struct {
 	Generation int       `json:"generation"`
 	AppliedAt  time.Time `json:"applied_at"`
 	SpecFile   string    `json:"spec_file"`
+	// Paused is what is paused (vnet pause), absent when nothing is.
+	Paused []string `json:"paused,omitempty"`
 }
 
 // Infra is one infrastructure: its summary and the spec as applied.
@@ -22,7 +24,7 @@ type Infra struct {
 }
 
 func summaryOf(in service.Infra) InfraSummary {
-	return InfraSummary{Name: in.Name, Generation: in.Generation, AppliedAt: in.AppliedAt, SpecFile: in.SpecFile}
+	return InfraSummary{Name: in.Name, Generation: in.Generation, AppliedAt: in.AppliedAt, SpecFile: in.SpecFile, Paused: in.Paused}
 }
 
 // ApplyResult is what a PUT did, or with dryRun would do.

@@ -29,6 +29,10 @@ const (
 	LBTMove    = "lbt-move"    // load-based teaming moved a port off a busy uplink
 	LimitSplit = "limit-split" // a team-wide limit was split anew between its uplinks
 	Netperf    = "netperf"     // a measurement run through the API
+	Link       = "link"        // a running VM's vNIC moved to a port group
+	Unlink     = "unlink"      // a running VM's vNIC cut from its port group
+	Pause      = "pause"       // ports stopped at the switch, everything kept
+	Resume     = "resume"      // paused ports started again
 	Rollback   = "rollback"    // an earlier generation applied again, as a new one
 	Restore    = "restore"     // an infrastructure made anew from a snapshot
 )
@@ -39,9 +43,11 @@ type Event struct {
 	Action string    `json:"action"` // one of the kinds above
 	Infra  string    `json:"infra"`
 	Host   string    `json:"host,omitempty"`
-	// Who made a change through the API (the token's name) and from where;
-	// "agent" for what an agent did by itself.
+	// Who made a change: the API token's name, user@host on the command
+	// line, "agent" for what an agent did by itself; Via says which of
+	// those faces (cli, api, agent), Remote the API client's address.
 	Who    string `json:"who"`
+	Via    string `json:"via,omitempty"`
 	Remote string `json:"remote,omitempty"`
 	OK     bool   `json:"ok"`
 	// Changes are the kernel actions an apply or destroy executed.

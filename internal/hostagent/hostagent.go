@@ -93,6 +93,9 @@ type Agent struct {
 	// network, need not decode and model all of it again.
 	loaded map[string]loadedSpec
 	memo   reconcile.Memo
+	// paused is what the last apply of each infrastructure paused, for
+	// its reports.
+	paused map[string]plan.Paused
 }
 
 type loadedSpec struct {
@@ -257,7 +260,7 @@ func (a *Agent) reconcile(full bool) {
 			continue
 		}
 		here[rec.Name] = true
-		n, err := a.apply(doc, full)
+		n, err := a.apply(doc, rec.Paused, full)
 		lap("%s: apply", rec.Name)
 		var errs []string
 		if err != nil {
@@ -285,9 +288,9 @@ func (a *Agent) tracef(format string, args ...any) {
 	}
 }
 
-// apply realizes one infrastructure's part and returns how many objects
-// stand for it on the host.
-func (a *Agent) apply(doc *spec.Document, full bool) (int, error) {
+// apply realizes one infrastructure's part, with what etcd's record says
+// is paused, and returns how many objects stand for it on the host.
+func (a *Agent) apply(doc *spec.Document, paused plan.Paused, full bool) (int, error) {
 	name := doc.Spec.Name
 	if h, _ := doc.Spec.Host(a.Host); h.Underlay != "" && a.UnderlayMTU != nil {
 		mtu, err := a.UnderlayMTU(h.Underlay)
@@ -303,9 +306,14 @@ func (a *Agent) apply(doc *spec.Document, full bool) (int, error) {
 	start := time.Now()
 	eng.Full = full
 	eng.UplinksDown = a.uplinksDown(doc.Spec)
+	paused = paused.Normal()
+	eng.Paused = &paused
 	a.syncHealth(doc)
 	eng.LBDown = a.balancerHealth(doc.Spec)
 	res, err := eng.Apply(doc)
+	if err == nil {
+		a.realizedPause(name, paused)
+	}
 	if err == nil {
 		a.syncTeaming(a.runContext(), doc, res.Executed > 0)
 	}
@@ -439,6 +447,7 @@ func (a *Agent) removeGone(here map[string]bool) {
 		a.memo.Forget(name)
 		delete(a.loaded, name)
 		delete(a.standing, name)
+		delete(a.paused, name)
 		a.logf("%s: no longer placed on %s; removed %d objects\n%s", name, a.Host, len(p.Actions), log.String())
 		a.event(events.Event{Action: events.Destroy, Infra: name, OK: true, Changes: len(p.Actions)})
 		a.closeReporter(name)
@@ -507,7 +516,7 @@ func (a *Agent) localNames() ([]string, error) {
 // than the pass took, so they follow within CounterInterval
 // (RefreshCounters). Only an infrastructure's first report reads them.
 func (a *Agent) report(infra string, gen, resources int, errs []string) {
-	r := etcdstore.Report{Generation: gen, Resources: resources, Errors: errs}
+	r := etcdstore.Report{Generation: gen, Resources: resources, Errors: errs, Paused: a.paused[infra]}
 	if h, ok := a.healthRuns[infra]; ok {
 		r.Health = h.health()
 	}

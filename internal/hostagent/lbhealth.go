@@ -307,7 +307,7 @@ func (a *Agent) onHealth() {
 		if maps.Equal(a.lbDown(l.doc.Spec), h.down) {
 			continue
 		}
-		n, err := a.apply(l.doc, false)
+		n, err := a.apply(l.doc, a.paused[name], false) // what the record last had paused, as realized
 		var errs []string
 		if err != nil {
 			errs = []string{err.Error()}

@@ -325,3 +325,24 @@ vms:
 		}
 	}
 }
+
+// A port's firewall drops become packets per second: the checks' drops and
+// the ACL default's, not an ACL rule's matches.
+func TestSeriesSecurityDrops(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	snaps := []*Snapshot{snapAt(t, t0, 0), snapAt(t, t0.Add(2*time.Second), 1000)}
+	port := snaps[0].Ports[0]
+	for i, n := range []uint64{10, 30} {
+		snaps[i].Security = []SecuritySample{{Host: port.Host, VM: port.VM, VNIC: port.VNIC, PortGroup: port.PortGroup,
+			Counters: map[string]uint64{"ip-spoof": n, "acl-default": n, "acl[0]": 1000 * n}}}
+	}
+	s := MakeSeries(snaps)
+	for _, p := range s.Ports {
+		switch {
+		case p.VM == port.VM && p.VNIC == port.VNIC && (len(p.Dropped) != 1 || p.Dropped[0] != 20):
+			t.Errorf("%s/%s drops: %v, want [20] packets/s", p.VM, p.VNIC, p.Dropped)
+		case (p.VM != port.VM || p.VNIC != port.VNIC) && p.Dropped != nil:
+			t.Errorf("%s/%s, without a firewall, has drops %v", p.VM, p.VNIC, p.Dropped)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package metrics
 import (
 	"encoding/json"
 	"math"
+	"strings"
 )
 
 // Rate is a rate in bit/s; NaN (no reading for that step) encodes as null,
@@ -62,6 +63,11 @@ type PortSeries struct {
 	PortGroup string `json:"portgroup"`
 	Tx        []Rate `json:"tx_bps"`
 	Rx        []Rate `json:"rx_bps"`
+	// Dropped is what the port's firewall dropped, in packets per second:
+	// its security checks' drops and its ACL default's (an ACL rule's
+	// counter counts matches, allowed or not, and is left out). Only ports
+	// with port security or an ACL have it.
+	Dropped []Rate `json:"security_drops_pps,omitempty"`
 }
 
 // MakeSeries turns snapshots, oldest first, into per-step rates; the
@@ -86,6 +92,7 @@ func MakeSeries(snaps []*Snapshot) *Series {
 		return Rate(float64(delta(a, b)) * 8 / secs)
 	}
 	ports, uplinks, pools := indexSnapshots(snaps)
+	drops := securityDrops(snaps)
 	for _, u := range last.Uplinks {
 		us := UplinkSeries{Host: u.Host, Switch: u.Switch, Uplink: u.Uplink, NIC: u.NIC, Line: u.Line, Up: u.Up,
 			Tx: make([]Rate, steps), Rx: make([]Rate, steps)}
@@ -115,7 +122,36 @@ func MakeSeries(snaps []*Snapshot) *Series {
 			ps.Tx[i-1] = step(i, a.TxBytes, b.TxBytes, okA, okB)
 			ps.Rx[i-1] = step(i, a.RxBytes, b.RxBytes, okA, okB)
 		}
+		if _, ok := drops[len(snaps)-1][p.Key()]; ok {
+			ps.Dropped = make([]Rate, steps)
+			for i := 1; i < len(snaps); i++ {
+				a, okA := drops[i-1][p.Key()]
+				b, okB := drops[i][p.Key()]
+				// step's bits per second, back to packets.
+				ps.Dropped[i-1] = step(i, a, b, okA, okB) / 8
+			}
+		}
 		out.Ports = append(out.Ports, ps)
+	}
+	return out
+}
+
+// securityDrops indexes each snapshot's firewall drops by port, as
+// PortSample.Key names ports.
+func securityDrops(snaps []*Snapshot) []map[string]uint64 {
+	out := make([]map[string]uint64, len(snaps))
+	for i, s := range snaps {
+		out[i] = map[string]uint64{}
+		for _, p := range s.Security {
+			key := PortSample{Host: p.Host, VM: p.VM, VNIC: p.VNIC}.Key()
+			var n uint64
+			for label, v := range p.Counters {
+				if !strings.HasPrefix(label, "acl[") {
+					n += v
+				}
+			}
+			out[i][key] = n
+		}
 	}
 	return out
 }

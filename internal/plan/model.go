@@ -40,6 +40,9 @@ type Options struct {
 	// (KindPortBPF) rather than in nftables (KindPortSec, KindFirewall):
 	// set where the kernel runs them (the dataplane says).
 	PortPrograms bool
+	// Paused is what of the infrastructure is paused: those ports'
+	// switch-side ends are down (see Paused).
+	Paused Paused
 	// LBDown holds the load balancers' backends that are down, by
 	// BackendKey, as their health checks found them.
 	LBDown map[string]bool
@@ -275,6 +278,9 @@ func (m *modeler) vm(vm *spec.VM) {
 			// Cut from the switch like an unplugged cable: the VM sees no carrier.
 			owner = fmt.Sprintf("vm %s %s (disconnected from %s)", vm.Name, ifname, on)
 			port.Master, port.Down = "", true
+		} else if m.opt.Paused.VNIC(vm.Name, &n) {
+			// Paused: still a port of its switch, down.
+			port.Down = true
 		}
 		m.add(Resource{Kind: KindVeth, Owner: owner, A: End{NS: ns, Name: ifname, MAC: m.vnicMAC(vm, i), MTU: mtu}, B: port})
 		if n.Offloads != nil {
@@ -415,7 +421,8 @@ func (m *modeler) hostPort(i int) {
 	}
 	m.add(Resource{Kind: KindVeth, Owner: owner,
 		A: End{NS: ns, Name: name, MAC: m.hostPortMAC(hp.Host, name), MTU: mtu},
-		B: End{NS: ns, Name: hostPortPeerName(name), MAC: StableMAC(m.s.Name, "hpport/"+hp.Host+"/"+name), MTU: sw.EffectiveMTU(), Master: sw.Name}})
+		B: End{NS: ns, Name: hostPortPeerName(name), MAC: StableMAC(m.s.Name, "hpport/"+hp.Host+"/"+name), MTU: sw.EffectiveMTU(), Master: sw.Name,
+			Down: m.opt.Paused.HostPort(hp.PortGroup)}})
 	m.add(Resource{Kind: KindAddr, NS: ns, Link: name, CIDR: hp.IP, Owner: owner})
 }
 

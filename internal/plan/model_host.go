@@ -305,6 +305,11 @@ func attachedVNIC(infra, here string, bridges map[string]string, r Resource, n *
 		master = bridges[r.B.Master]
 	}
 	if tap := n.TapName(); tap != "" {
+		if r.B.Down {
+			// Paused: vnet sets no device it did not make down, so the
+			// TAP leaves its bridge until it is resumed.
+			master = ""
+		}
 		return []Resource{{Kind: KindDevice, NS: here, Name: tap, Link: master, MTU: r.B.MTU,
 			Owner: DeviceOwner(infra, r.Owner+", its TAP")}}, tap
 	}

@@ -107,6 +107,7 @@ func withoutEmptyMaps(o plan.Options) plan.Options {
 	if len(o.DeviceSpeeds) == 0 {
 		o.DeviceSpeeds = nil
 	}
+	o.Paused = o.Paused.Normal()
 	if len(o.LBDown) == 0 {
 		o.LBDown = nil
 	}

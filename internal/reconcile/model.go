@@ -14,9 +14,9 @@ import (
 // every uplink counts as up: apply brings them up. Offloads that last, the
 // spec of the last apply (nil before the first), set and this one drops go
 // back to a veth's defaults.
-func (e *Engine) model(doc *spec.Document, observed []plan.Resource, last *spec.Spec) []plan.Resource {
+func (e *Engine) model(doc *spec.Document, observed []plan.Resource, last *spec.Spec, paused plan.Paused) []plan.Resource {
 	desired := e.markOwn(doc.Spec.Name, plan.Model(doc.Spec, e.scoped(plan.Options{NumCPU: e.numCPU(), Teams: plan.Assignments(observed), PoolCeils: plan.PoolCeils(observed),
-		Now: time.Now().UTC().Truncate(time.Second)})))
+		Now: time.Now().UTC().Truncate(time.Second), Paused: paused})))
 	if last == nil || last == doc.Spec { // the same spec drops no offloads
 		return desired
 	}
@@ -32,7 +32,10 @@ type modelSet struct {
 	doc        *spec.Document
 	last       *spec.Spec      // nil before the first apply
 	next, prev []plan.Resource // of doc and of last, with no observation
-	opt        plan.Options    // what they were made with
+	opt        plan.Options    // what next was made with
+	// lastPaused is what the last apply's record says is paused, which
+	// prev was made with (opt.Paused is what next pauses).
+	lastPaused plan.Paused
 	// otherBuild says the last apply was made by another build of vnet,
 	// whose model of the same spec may differ from this one's.
 	otherBuild bool
@@ -48,13 +51,18 @@ type modelSet struct {
 // makes the models of both specs, the last one's meanwhile. When the memo
 // holds the last spec's model and the change is one of virtual networks,
 // the next model is that one with the touched networks modelled again
-// (plan.SpliceModel).
+// (plan.SpliceModel). The last spec is modelled with what its record
+// says was paused, the next one with what is to be paused (wantPaused).
 func (e *Engine) models(doc *spec.Document) (*store.Record, *modelSet, error) {
 	opt := e.scoped(plan.Options{NumCPU: e.numCPU()})
+	if e.Paused != nil {
+		opt.Paused = e.Paused.Normal()
+	}
 	m := &modelSet{e: e, doc: doc, opt: opt}
 	if rec, ok := e.splice(doc, m); ok {
 		return rec, m, nil
 	}
+	opt = m.opt
 	var rec *store.Record
 	var err error
 	done := make(chan struct{})
@@ -64,13 +72,25 @@ func (e *Engine) models(doc *spec.Document) (*store.Record, *modelSet, error) {
 		if errors.Is(err, store.ErrNotFound) {
 			rec, err = nil, nil
 		}
-		if rec == nil || sameSpec(rec, doc) {
-			return // none, or the last spec is this one: its model is m.next
+		if rec == nil {
+			return // none
 		}
-		if s, model, ok := e.Memo.get(doc.Spec.Name, rec.Spec, opt); ok {
+		m.lastPaused = rec.Paused.Normal()
+		lastOpt := opt
+		lastOpt.Paused = m.lastPaused
+		switch {
+		case !sameSpec(rec, doc):
+		case lastOpt.Paused.Equal(e.wantPaused(rec)):
+			return // the last spec is this one, as paused: its model is m.next
+		default:
+			m.last, m.prev = doc.Spec, plan.Model(doc.Spec, lastOpt)
+			m.otherBuild = rec.Engine != engineBuild()
+			return
+		}
+		if s, model, ok := e.Memo.get(doc.Spec.Name, rec.Spec, lastOpt); ok {
 			m.last, m.prev = s, model
 		} else if m.last = e.specOf(rec); m.last != nil {
-			m.prev = plan.Model(m.last, opt)
+			m.prev = plan.Model(m.last, lastOpt)
 		}
 		if m.last != nil {
 			m.otherBuild = rec.Engine != engineBuild()
@@ -78,11 +98,29 @@ func (e *Engine) models(doc *spec.Document) (*store.Record, *modelSet, error) {
 	}()
 	m.next = plan.Model(doc.Spec, opt)
 	<-done
-	if err == nil && sameSpec(rec, doc) {
+	if rec != nil && e.Paused == nil && !m.lastPaused.Equal(opt.Paused) {
+		// Keep what the record pauses, which could not be known before
+		// it was read: rare, and worth modelling the spec again.
+		m.opt.Paused = m.lastPaused
+		m.next = plan.Model(doc.Spec, m.opt)
+	}
+	if err == nil && sameSpec(rec, doc) && m.lastPaused.Equal(m.opt.Paused) {
 		m.last, m.prev = doc.Spec, m.next
 		m.otherBuild = rec.Engine != engineBuild()
 	}
 	return rec, m, err
+}
+
+// wantPaused is what an apply is to leave paused, given the record of the
+// last one (nil: none): Paused when set, else what the record says.
+func (e *Engine) wantPaused(rec *store.Record) plan.Paused {
+	if e.Paused != nil {
+		return e.Paused.Normal()
+	}
+	if rec == nil {
+		return nil
+	}
+	return rec.Paused.Normal()
 }
 
 // splice makes m's models of the memo's model of the last apply, when it
@@ -94,6 +132,10 @@ func (e *Engine) splice(doc *spec.Document, m *modelSet) (*store.Record, bool) {
 	rec, err := e.lastRecord(doc.Spec.Name)
 	if err != nil || sameSpec(rec, doc) {
 		return nil, false
+	}
+	m.lastPaused, m.opt.Paused = rec.Paused.Normal(), e.wantPaused(rec)
+	if !m.lastPaused.Equal(m.opt.Paused) {
+		return nil, false // the kept model is of the last pause, the splice would keep it
 	}
 	kept, ok := e.Memo.entry(doc.Spec.Name, rec.Spec, m.opt)
 	if !ok {
@@ -133,7 +175,7 @@ func (m *modelSet) desired(observed []plan.Resource) []plan.Resource {
 	}
 	if !plain {
 		next = plan.Model(m.doc.Spec, m.e.scoped(plan.Options{NumCPU: m.e.numCPU(), Teams: teams, PoolCeils: ceils,
-			Now: time.Now().UTC().Truncate(time.Second)}))
+			Now: time.Now().UTC().Truncate(time.Second), Paused: m.opt.Paused}))
 	}
 	desired := m.e.markOwn(m.doc.Spec.Name, next)
 	if m.last != nil {
@@ -154,7 +196,7 @@ func (m *modelSet) realized(observed []plan.Resource) []plan.Resource {
 	if len(plan.Assignments(observed)) == 0 && len(plan.PoolCeils(observed)) == 0 && len(downUplinks(m.last, observed)) == 0 {
 		return m.prev
 	}
-	return m.e.realizedModel(m.last, observed)
+	return m.e.realizedModel(m.last, observed, m.lastPaused)
 }
 
 // hasSteer reports whether a model steers (teams): what it makes then
@@ -163,12 +205,12 @@ func hasSteer(rs []plan.Resource) bool { return plan.HasKind(rs, plan.KindSteer)
 
 // realizedModel is what last, the spec of the last apply, makes of the host
 // as it is: with its uplinks up or down, and the agent's assignments and
-// splits. It explains the steering programs the kernel holds, so that a
-// rollback can make them again.
-func (e *Engine) realizedModel(last *spec.Spec, observed []plan.Resource) []plan.Resource {
+// splits, and what it paused. It explains the steering programs the kernel
+// holds, so that a rollback can make them again.
+func (e *Engine) realizedModel(last *spec.Spec, observed []plan.Resource, paused plan.Paused) []plan.Resource {
 	if last == nil {
 		return nil
 	}
 	return plan.Model(last, e.scoped(plan.Options{NumCPU: e.numCPU(), Teams: plan.Assignments(observed), PoolCeils: plan.PoolCeils(observed),
-		Down: downUplinks(last, observed)}))
+		Down: downUplinks(last, observed), Paused: paused}))
 }

@@ -99,6 +99,11 @@ type Engine struct {
 	// Specs, when set, keeps the specs applied, so that reading the last
 	// one back does not decode its YAML again.
 	Specs *speccache.Cache
+	// Paused, when set, is what of the infrastructure an apply pauses
+	// (plan.Options.Paused), and the record keeps; nil keeps what the
+	// last apply's record says is paused, so that applying a spec again
+	// resumes nothing.
+	Paused *plan.Paused
 
 	deviceSpeeds map[string]uint64 // of the host's real NICs, read by checkHost
 }

@@ -52,17 +52,18 @@ func (e *Engine) specOf(rec *store.Record) *spec.Spec {
 }
 
 // record stores the apply; old is the record it read (nil: none), which
-// the infrastructure's lock kept current.
-func (e *Engine) record(doc *spec.Document, old *store.Record, realized []plan.Resource, changed bool) error {
+// the infrastructure's lock kept current. A change of what is paused alone
+// keeps the generation: the spec is the same.
+func (e *Engine) record(doc *spec.Document, old *store.Record, realized []plan.Resource, changed bool, paused plan.Paused) error {
 	gen := 0
 	if old != nil {
 		gen = old.Generation
 	}
-	if changed {
+	if changed && !(sameSpec(old, doc) && !old.Paused.Equal(paused)) {
 		gen++
 	}
 	err := e.Store.Put(&store.Record{Name: doc.Spec.Name, SpecFile: doc.File, Spec: doc.Source,
-		Realized: realized, Generation: gen, AppliedAt: time.Now().UTC(), Engine: engineBuild()})
+		Realized: realized, Generation: gen, AppliedAt: time.Now().UTC(), Engine: engineBuild(), Paused: paused.Normal()})
 	if err == nil {
 		e.Specs.Add(doc)
 	}

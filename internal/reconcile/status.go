@@ -42,7 +42,8 @@ func (e *Engine) Status(doc *spec.Document) (*status.Infra, error) {
 	} else {
 		last = e.specOf(rec)
 	}
-	hints := e.model(doc, nil, last)
+	paused := e.wantPaused(rec)
+	hints := e.model(doc, nil, last, paused)
 	var counters map[string]map[string]map[string]uint64
 	var observed []plan.Resource
 	if co, ok := e.DP.(CountingObserver); ok {
@@ -60,15 +61,17 @@ func (e *Engine) Status(doc *spec.Document) (*status.Infra, error) {
 	desired := hints
 	if len(assigned) > 0 || len(down) > 0 || len(ceils) > 0 || hasSteer(hints) || !e.modelsAlike(last, doc) {
 		desired = e.markOwn(s.Name, plan.Model(s, plan.Options{NumCPU: e.numCPU(), Teams: assigned, Down: down, PoolCeils: ceils,
-			Now: time.Now().UTC().Truncate(time.Second), PortPrograms: e.portPrograms()}))
+			Now: time.Now().UTC().Truncate(time.Second), PortPrograms: e.portPrograms(), Paused: paused}))
 	}
 	observed = plan.ResolveSteer(observed, desired)
 	links := map[string]plan.End{}
+	switchSide := map[string]plan.End{} // the other end of each link's pair
 	addrs := map[string]bool{}
 	for _, r := range observed {
 		switch r.Kind {
 		case plan.KindVeth:
 			links[r.A.NS+"/"+r.A.Name] = r.A
+			switchSide[r.A.NS+"/"+r.A.Name] = r.B
 		case plan.KindAddr:
 			addrs[r.NS+"/"+r.Link+"/"+r.CIDR] = true
 		}
@@ -85,6 +88,14 @@ func (e *Engine) Status(doc *spec.Document) (*status.Infra, error) {
 		}
 		return end.MAC, "up"
 	}
+	// A paused port's switch-side end is down (plan.Paused); until it
+	// is, the port is as it is, and drift says what an apply would do.
+	pausedState := func(ns, name, state string) string {
+		if end, ok := switchSide[ns+"/"+name]; ok && end.Down && state != "missing" {
+			return "paused"
+		}
+		return state
+	}
 	team := func(ps *status.Port, id string) {
 		if a, ok := assigned[id]; ok {
 			ps.Uplink = a.Uplink
@@ -98,6 +109,8 @@ func (e *Engine) Status(doc *spec.Document) (*status.Infra, error) {
 	if rec != nil {
 		st.Generation, st.SpecFile = rec.Generation, rec.SpecFile
 	}
+	st.Paused = []string(paused)
+	st.Networks = NetworksOf(s)
 	for _, h := range s.Hosts {
 		ns := plan.NSName(s.Name, h.Name)
 		hs := status.Host{Name: h.Name, Namespace: ns, Native: h.Native}
@@ -118,6 +131,8 @@ func (e *Engine) Status(doc *spec.Document) (*status.Infra, error) {
 			mac, state := port(ns, name, n.IP)
 			if !n.IsConnected() && state == "up" {
 				state = "disconnected"
+			} else if paused.VNIC(vm.Name, &n) {
+				state = pausedState(ns, name, state)
 			}
 			ps := status.Port{Name: name, PortGroup: n.PortGroup, Network: n.Network, MAC: mac, IP: n.IP, State: state}
 			team(&ps, plan.PortID(vm.Name, name))
@@ -129,6 +144,9 @@ func (e *Engine) Status(doc *spec.Document) (*status.Infra, error) {
 		ns := plan.NSName(s.Name, hp.Host)
 		name := s.HostPortName(i)
 		mac, state := port(ns, name, hp.IP)
+		if paused.HostPort(hp.PortGroup) {
+			state = pausedState(ns, name, state)
+		}
 		ps := status.Port{Host: hp.Host, Name: name, PortGroup: hp.PortGroup, MAC: mac, IP: hp.IP, State: state}
 		team(&ps, plan.PortID(hp.Host, name))
 		st.HostPorts = append(st.HostPorts, ps)
@@ -184,4 +202,29 @@ func switchType(sw *spec.Switch) string {
 		return "distributed"
 	}
 	return "standard"
+}
+
+// NetworksOf are a spec's virtual networks as status reports them: the
+// spec holds all there is to say of them, the VNI pinned with it.
+func NetworksOf(s *spec.Spec) []status.Network {
+	var out []status.Network
+	for i := range s.Networks {
+		n := &s.Networks[i]
+		vms := 0
+		for _, vm := range s.VMs {
+			for _, nic := range vm.NICs {
+				if nic.Network == n.Name {
+					vms++
+					break
+				}
+			}
+		}
+		hosts := s.NetworkHosts(n.Name)
+		if hosts == nil {
+			hosts = []string{}
+		}
+		out = append(out, status.Network{Name: n.Name, VNI: n.VNI, Subnet: n.Subnet, Subnet6: n.Subnet6, Router: n.Router,
+			PortGroup: n.PortGroup, Hosts: hosts, VMs: vms})
+	}
+	return out
 }

@@ -258,11 +258,12 @@ func (c *Cluster) Apply(ctx context.Context, src Source, o ApplyOptions) (*Apply
 	}
 	// The agents make the spec of its encoding, not of its YAML.
 	rec := &store.Record{Name: name, SpecFile: doc.File, Spec: doc.Source, SpecEncoded: speccache.EncodeValidated(doc),
-		Generation: res.Stored.Generation, AppliedAt: time.Now().UTC()}
+		Generation: res.Stored.Generation, AppliedAt: time.Now().UTC(), Paused: keptPaused(last.rec, doc.Spec)}
 	lap("encode")
 	entry := entryOf(o.By, changeOf(ctx, history.Apply), name, rec.Generation)
 	entry.SpecFile, entry.Spec, entry.Summary = rec.SpecFile, history.Text(rec.Spec), summary(specOr(c, last.rec), doc.Spec)
 	storedRev, _, err := last.st.PutIfRecorded(rec, last.rev, entry)
+	note(c, o.By.event(events.Apply, name, start, 0, err), o.Log)
 	if err != nil {
 		return nil, fmt.Errorf("apply %s: %w", name, err)
 	}
@@ -347,6 +348,7 @@ func (c *Cluster) Destroy(ctx context.Context, name string, o DestroyOptions) (*
 	}
 	c.change.Lock()
 	defer c.change.Unlock()
+	destroyStart := time.Now()
 	rec, rev, err := st.GetRev(name)
 	if err != nil {
 		return nil, fmt.Errorf("destroy %s: %w", name, err)
@@ -358,6 +360,7 @@ func (c *Cluster) Destroy(ctx context.Context, name string, o DestroyOptions) (*
 	entry := entryOf(o.By, change{verb: history.Destroy}, name, 0)
 	entry.SpecFile, entry.Spec, entry.Summary = rec.SpecFile, history.Text(rec.Spec), summary(specOr(c, rec), nil)
 	deleted, _, err := st.DeleteIfRevRecorded(name, rev, entry)
+	note(c, o.By.event(events.Destroy, name, destroyStart, 0, err), o.Log)
 	if err != nil {
 		return nil, fmt.Errorf("destroy %s: %w", name, err)
 	}
@@ -392,7 +395,11 @@ func (c *Cluster) hostsPlan(old *store.Record, next *spec.Spec) plan.Plan {
 	last := specOr(c, old)
 	var out plan.Plan
 	for _, h := range hostsOf(next, last) {
-		out.Actions = append(out.Actions, hostDiff(next, last, h).Actions...)
+		var lastPaused plan.Paused
+		if old != nil {
+			lastPaused = old.Paused
+		}
+		out.Actions = append(out.Actions, hostDiffPaused(next, last, h, keptPaused(old, next), lastPaused).Actions...)
 	}
 	return out
 }
@@ -536,8 +543,17 @@ func (c *Cluster) allRecords() ([]*store.Record, []string, error) {
 // specStatus is the topology a spec describes, each port in the state
 // stateOf gives its host.
 func specStatus(rec *store.Record, s *spec.Spec, stateOf func(host string) string) *Status {
-	st := &Status{Name: rec.Name, Generation: rec.Generation, SpecFile: rec.SpecFile,
+	paused := rec.Paused.Normal()
+	st := &Status{Name: rec.Name, Generation: rec.Generation, SpecFile: rec.SpecFile, Paused: paused,
 		Hosts: []HostStatus{}, Switches: []SwitchStatus{}, VMs: []VMStatus{}, HostPorts: []PortStatus{}}
+	// A paused port of a host whose agent is current is paused: the
+	// agent realized what etcd holds.
+	portState := func(host string, isPaused bool) string {
+		if s := stateOf(host); s != "unknown" || !isPaused {
+			return s
+		}
+		return "paused"
+	}
 	for _, h := range s.Hosts {
 		hs := HostStatus{Name: h.Name, Native: h.Native, NICs: []NICStatus{}}
 		for _, n := range h.NICs {
@@ -548,15 +564,18 @@ func specStatus(rec *store.Record, s *spec.Spec, stateOf func(host string) strin
 	for i := range s.Switches {
 		st.Switches = append(st.Switches, reconcile.SwitchStatusOf(&s.Switches[i]))
 	}
+	st.Networks = reconcile.NetworksOf(s)
 	for _, vm := range s.VMs {
 		vs := VMStatus{Name: vm.Name, Host: vm.Host, NICs: []PortStatus{}}
 		for i, n := range vm.NICs {
-			vs.NICs = append(vs.NICs, PortStatus{Name: fmt.Sprintf("eth%d", i), PortGroup: n.PortGroup, IP: n.IP, State: stateOf(vm.Host)})
+			vs.NICs = append(vs.NICs, PortStatus{Name: fmt.Sprintf("eth%d", i), PortGroup: n.PortGroup, IP: n.IP,
+				State: portState(vm.Host, paused.VNIC(vm.Name, &n))})
 		}
 		st.VMs = append(st.VMs, vs)
 	}
 	for _, hp := range s.HostPorts {
-		st.HostPorts = append(st.HostPorts, PortStatus{Host: hp.Host, PortGroup: hp.PortGroup, IP: hp.IP, State: stateOf(hp.Host)})
+		st.HostPorts = append(st.HostPorts, PortStatus{Host: hp.Host, PortGroup: hp.PortGroup, IP: hp.IP,
+			State: portState(hp.Host, paused.HostPort(hp.PortGroup))})
 	}
 	return st
 }

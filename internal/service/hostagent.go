@@ -124,6 +124,7 @@ func serveHostMetrics(ctx context.Context, addr string, local store.Store, cache
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(&metrics.Collector{Infras: infras, Open: open, Host: host, HostNS: plan.CurrentNS})
+	metrics.RegisterIdentity(reg, "")
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: time.Minute}

@@ -34,12 +34,18 @@ func Flatten(plans []HostPlan) []PlanAction {
 // hostDiff is what host's agent changes to go from current's part of the
 // host to next's (either may be nil: none).
 func hostDiff(next, current *spec.Spec, host string) plan.Plan {
+	return hostDiffPaused(next, current, host, nil, nil)
+}
+
+// hostDiffPaused is hostDiff with what each spec has paused: a paused
+// port's switch-side end is down in the model.
+func hostDiffPaused(next, current *spec.Spec, host string, nextPaused, currentPaused plan.Paused) plan.Plan {
 	var desired, now []plan.Resource
 	if next != nil && plan.PlacesOn(next, host) {
-		desired = plan.Model(next, plan.Options{Host: host})
+		desired = plan.Model(next, plan.Options{Host: host, Paused: nextPaused})
 	}
 	if current != nil && plan.PlacesOn(current, host) {
-		now = plan.Model(current, plan.Options{Host: host})
+		now = plan.Model(current, plan.Options{Host: host, Paused: currentPaused})
 	}
 	return plan.Diff(desired, now)
 }

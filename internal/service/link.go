@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
+	"github.com/vnet-project/vnet/internal/events"
 	"github.com/vnet-project/vnet/internal/history"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
@@ -42,16 +44,26 @@ type LinkResult struct {
 // and its namespace stay, its switch port changes under running traffic.
 // The infrastructure is locked before its spec is read, so that two link
 // commands do not each change the spec as it was.
-func (l *Local) Link(_ context.Context, r LinkRequest) (*LinkResult, error) {
+func (l *Local) Link(_ context.Context, r LinkRequest) (_ *LinkResult, err error) {
 	name := r.Infra
 	if name == "" {
-		var err error
 		if name, err = l.vmInfra(r.VM); err != nil {
 			return nil, err
 		}
 	}
 	var out *LinkResult
-	err := l.changing(name, "", r.Log, func(eng *reconcile.Engine, st *store.Bolt) error {
+	start := time.Now()
+	defer func() {
+		action, executed := events.Link, 0
+		if !r.Connected {
+			action = events.Unlink
+		}
+		if out != nil {
+			executed = out.Executed
+		}
+		note(l, r.By.event(action, name, start, executed, err), r.Log)
+	}()
+	err = l.changing(name, "", r.Log, func(eng *reconcile.Engine, st *store.Bolt) error {
 		before := beforeChange(st, name)
 		doc, err := l.doc(name)
 		if err != nil {

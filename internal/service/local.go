@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vnet-project/vnet/internal/dataplane"
+	"github.com/vnet-project/vnet/internal/events"
 	"github.com/vnet-project/vnet/internal/history"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
@@ -182,7 +183,8 @@ func infras(recs []*store.Record) []Infra {
 }
 
 func infraOf(r *store.Record) Infra {
-	return Infra{Name: r.Name, Generation: r.Generation, AppliedAt: r.AppliedAt, SpecFile: r.SpecFile, Spec: r.Spec}
+	return Infra{Name: r.Name, Generation: r.Generation, AppliedAt: r.AppliedAt, SpecFile: r.SpecFile, Spec: r.Spec,
+		Paused: r.Paused.Normal()}
 }
 
 // Get returns one infrastructure.
@@ -314,6 +316,7 @@ func (l *Local) Apply(ctx context.Context, src Source, o ApplyOptions) (*ApplyRe
 		res.Plan = Actions(p)
 		return res, err
 	}
+	start := time.Now()
 	err = l.changing(name, "apply ", o.Log, func(eng *reconcile.Engine, st *store.Bolt) error {
 		eng.Full = o.Full
 		before := beforeChange(st, name)
@@ -326,6 +329,7 @@ func (l *Local) Apply(ctx context.Context, src Source, o ApplyOptions) (*ApplyRe
 		res.AgentStarted, err = l.syncAgent(doc.Spec)
 		return err
 	})
+	note(l, o.By.event(events.Apply, name, start, res.Executed, err), o.Log)
 	return res, err
 }
 
@@ -353,6 +357,7 @@ func (l *Local) changing(name, what string, log io.Writer, change func(*reconcil
 // It is done when it returns: there is nothing to wait for.
 func (l *Local) Destroy(_ context.Context, name string, o DestroyOptions) (*DestroyResult, error) {
 	var res *DestroyResult
+	start := time.Now()
 	err := l.changing(name, "destroy ", o.Log, func(eng *reconcile.Engine, st *store.Bolt) (err error) {
 		before := beforeChange(st, name)
 		if res, err = l.destroy(eng, st, name); err == nil {
@@ -360,6 +365,13 @@ func (l *Local) Destroy(_ context.Context, name string, o DestroyOptions) (*Dest
 		}
 		return err
 	})
+	removed := 0
+	if res != nil {
+		removed = res.Removed
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		note(l, o.By.event(events.Destroy, name, start, removed, err), o.Log)
+	}
 	return res, err
 }
 

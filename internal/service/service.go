@@ -47,6 +47,12 @@ type Service interface {
 	// Events returns up to limit events of infra (all when empty), newest
 	// first.
 	Events(ctx context.Context, infra string, limit int) ([]Event, error)
+	// Pause stops the traffic of a VM, network, port group or whole
+	// infrastructure at its switch ports, keeping everything configured;
+	// Resume starts it again. What is paused outlives the agents and an
+	// apply of the same spec.
+	Pause(ctx context.Context, r PauseRequest) (*PauseResult, error)
+	Resume(ctx context.Context, r PauseRequest) (*PauseResult, error)
 	// Operations: history, diff, rollback, the applied spec, describe,
 	// snapshot and restore.
 	Operations
@@ -167,6 +173,8 @@ type Infra struct {
 	Generation int       `json:"generation"`
 	AppliedAt  time.Time `json:"applied_at"`
 	SpecFile   string    `json:"spec_file"`
+	// Paused is what of it is paused (plan.Paused's selectors).
+	Paused []string `json:"paused,omitempty"`
 	// Spec is the YAML as applied (Get only).
 	Spec []byte `json:"-"`
 }

@@ -249,7 +249,7 @@ func Decode(file string, src []byte) (*Document, error) {
 	if err != nil {
 		// The parser's message may quote the input (an anchor's name), so it is clipped too.
 		msg := quote.Clip(strings.TrimPrefix(err.Error(), "yaml: "), 4*quote.ClipBytes)
-		return nil, Errors{{Msg: msg, Pos: yamlErrorPos(err)}}
+		return nil, Errors{syntaxError(src, msg, yamlErrorPos(err))}
 	}
 	if len(root.Content) == 0 {
 		return nil, Errors{{Msg: "the spec is empty"}}
@@ -333,6 +333,32 @@ func countNodes(n *yaml.Node) int {
 	}
 	return c
 }
+
+// syntaxError is the parser's error at the line the mistake is on: an
+// indentation mistake a few lines below where the parser noticed it is
+// pointed at, and says where the parser noticed.
+func syntaxError(src []byte, msg string, at Pos) *FieldError {
+	line := misindented(src)
+	if at.Line == 0 || line == 0 || line < at.Line-maxNoticedAbove || line > at.Line+maxNoticedBelow {
+		return &FieldError{Msg: msg, Pos: at}
+	}
+	msg = strings.TrimPrefix(msg, fmt.Sprintf("line %d: ", at.Line))
+	if line != at.Line {
+		msg += fmt.Sprintf("; this line is indented unlike the lines around it (the YAML parser noticed at line %d)", at.Line)
+	} else {
+		msg += "; this line is indented unlike the lines around it"
+	}
+	text := strings.Split(string(src), "\n")[line-1]
+	return &FieldError{Msg: msg, Pos: Pos{Line: line, Col: len(text) - len(strings.TrimLeft(text, " ")) + 1}}
+}
+
+// How far from where the parser noticed an indentation mistake the line
+// misindented finds may be and still be taken for it: the parser notices
+// at the start of the block the line is in, or at the line itself.
+const (
+	maxNoticedAbove = 2
+	maxNoticedBelow = 40
+)
 
 func yamlErrorPos(err error) Pos {
 	var line int

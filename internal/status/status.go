@@ -11,7 +11,13 @@ type Infra struct {
 	Switches   []Switch `json:"switches"`
 	VMs        []VM     `json:"vms"`
 	HostPorts  []Port   `json:"hostports"`
-	Drift      []string `json:"drift,omitempty"` // what an apply would change
+	// Networks are the virtual networks, with the VNI each was given.
+	Networks []Network `json:"networks,omitempty"`
+	// Paused is what of the infrastructure is paused ("*" for all of it,
+	// vm/NAME, network/NAME, portgroup/NAME); the ports it pauses are in
+	// state "paused" once their switch ports are down.
+	Paused []string `json:"paused,omitempty"`
+	Drift  []string `json:"drift,omitempty"` // what an apply would change
 	// Security lists the ports with port security or an ACL, and their drops.
 	Security []PortSecurity `json:"security,omitempty"`
 	// PortPolicy says how this machine enforces port policies: vnet's
@@ -48,6 +54,19 @@ type NIC struct {
 	IP     string     `json:"ip,omitempty"`
 	Uplink string     `json:"uplink_of,omitempty"` // switch it carries traffic for
 	State  string     `json:"state"`
+}
+
+// Network is a virtual network: its VNI (the one given, or allocated and
+// stored with the spec), its subnets, router and the hosts that carry it.
+type Network struct {
+	Name      string   `json:"name"`
+	VNI       int      `json:"vni"`
+	Subnet    string   `json:"subnet,omitempty"`
+	Subnet6   string   `json:"subnet6,omitempty"`
+	Router    string   `json:"router,omitempty"`
+	PortGroup string   `json:"portgroup,omitempty"` // that carries its tunnels
+	Hosts     []string `json:"hosts"`
+	VMs       int      `json:"vms"`
 }
 
 // Switch is a virtual switch.

@@ -75,6 +75,13 @@ type Bolt struct {
 // directory has none. A file that cannot be read as a store is an error
 // wrapping ErrCorrupt that names the file and the way back, never a panic
 // and never an empty store.
+// Exists says whether dir holds a store, without making one as OpenBolt
+// would.
+func Exists(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, dbFile))
+	return err == nil
+}
+
 func OpenBolt(dir string) (*Bolt, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)

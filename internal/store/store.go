@@ -53,6 +53,10 @@ type Record struct {
 	// of it instead of decoding the YAML (speccache.DecodeValidated), and any
 	// other reader ignores it.
 	SpecEncoded []byte `json:"spec_encoded,omitempty"`
+	// Paused is what of the infrastructure is paused (plan.Paused), kept
+	// beside the spec rather than in it: an apply of the spec keeps it,
+	// and only a pause or resume changes it.
+	Paused plan.Paused `json:"paused,omitempty"`
 	// Damage, when set, says why what is stored under the record's name
 	// could not be read as a record: a store that reads records one by
 	// one (etcd's) lists such a record, holding its name alone, rather

@@ -1,5 +1,6 @@
-// The vnet dashboard: topology from /status, charts from /series, the
-// event list from /events, refreshed every second or two. Everything is
+// The vnet dashboard: topology from /status and its picture from /graph,
+// charts from /series over the time range chosen, the event list from
+// /events, refreshed every second or two. Everything is
 // put in the page as text, never as HTML.
 "use strict";
 
@@ -17,11 +18,16 @@ window.addEventListener("error", (e) => showError("script error: " + e.message +
 window.addEventListener("unhandledrejection", (e) => showError("script error: " + (e.reason && e.reason.message || e.reason)));
 
 const REFRESH_MS = 1500;
-const SERIES_WINDOW = "2m";
 const NORMAL_SHARES = 50;
+// BUSIEST is how many vNICs get a chart when no VM is picked.
+const BUSIEST = 12;
 
 const $ = (id) => document.getElementById(id);
-let current = new URLSearchParams(location.search).get("infra") || "";
+const params = new URLSearchParams(location.search);
+let current = params.get("infra") || "";
+let range = params.get("range") || "2m";
+let vmPicked = params.get("vm") || "";
+let pictureKey = "";
 let charts = {}; // key -> {plot, kind}
 
 function el(tag, cls, text) {
@@ -148,7 +154,8 @@ function renderBalancers(st) {
 }
 
 // chart draws one series set in its own box, made once and updated after.
-function chart(container, key, title, labels, data) {
+function chart(container, key, title, labels, data, unit) {
+  unit = unit || "Mbit/s";
   let c = charts[key];
   if (!c) {
     const box = el("div", "chart");
@@ -159,7 +166,7 @@ function chart(container, key, title, labels, data) {
     const opts = {
       width: 420, height: 200,
       scales: {x: {time: true}, y: {range: (u, lo, hi) => [0, Math.max(hi, 1) * 1.1]}},
-      axes: [{}, {label: "Mbit/s", size: 60}],
+      axes: [{}, {label: unit, size: 60}],
       series: [{}].concat(labels.map((l, i) => ({
         label: l.name, stroke: colors[i % colors.length], width: l.dashed ? 1 : 2,
         dash: l.dashed ? [6, 4] : undefined, points: {show: !l.dashed}, value: (u, v) => v == null ? "-" : v.toFixed(1),
@@ -171,14 +178,14 @@ function chart(container, key, title, labels, data) {
   } else {
     c.plot.setData(data);
   }
-  showLatest(c, labels, data);
+  showLatest(c, labels, data, unit);
   c.seen = true;
 }
 
 // showLatest writes each series' newest value under its chart, as text for
 // people and as data-latest (JSON, Mbit/s by series name) and data-time
 // (the sample's Unix time) for scripts and tests.
-function showLatest(c, labels, data) {
+function showLatest(c, labels, data, unit) {
   const t = data[0] || [];
   const i = t.length - 1;
   const latest = {};
@@ -186,7 +193,7 @@ function showLatest(c, labels, data) {
   labels.forEach((l, j) => {
     const v = i >= 0 ? data[j + 1][i] : null;
     latest[l.name] = v;
-    if (!l.dashed) parts.push(l.name + " " + mbit(v == null ? null : v * 1e6));
+    if (!l.dashed) parts.push(l.name + " " + (unit === "Mbit/s" ? mbit(v == null ? null : v * 1e6) : (v == null ? "-" : v.toFixed(1) + " " + unit)));
   });
   c.box.dataset.latest = JSON.stringify(latest);
   c.box.dataset.time = i >= 0 ? String(t[i]) : "";
@@ -218,8 +225,86 @@ function renderCharts(series) {
     }
     chart($("pool-charts"), key, "pool " + p.pool + " on " + p.host + " " + p.uplink, labels, data);
   }
+  renderVNICCharts(series, t);
   for (const k in charts) {
     if (!charts[k].seen) { charts[k].plot.destroy(); charts[k].box.remove(); delete charts[k]; }
+  }
+}
+
+// portName names a vNIC (VM/ethN) or a host port (host/name).
+function portName(p) { return (p.vm || p.host) + "/" + p.vnic; }
+
+function newest(list) {
+  for (let i = (list || []).length - 1; i >= 0; i--) if (list[i] != null) return list[i];
+  return 0;
+}
+
+// renderVNICCharts draws the picked VM's vNICs, or the busiest vNICs, a
+// chart of rates each and, for a port with a firewall, one of its drops.
+function renderVNICCharts(series, t) {
+  const ports = series.ports || [];
+  const vms = [...new Set(ports.filter((p) => p.vm).map((p) => p.vm))].sort();
+  const sel = $("vm");
+  if (sel.options.length !== vms.length + 1 || vms.some((v, i) => sel.options[i + 1].value !== v)) {
+    sel.replaceChildren(sel.options[0], ...vms.map((v) => { const o = el("option", "", v); o.value = v; return o; }));
+  }
+  if (vmPicked && !vms.includes(vmPicked)) vmPicked = "";
+  sel.value = vmPicked;
+  let shown = vmPicked ? ports.filter((p) => p.vm === vmPicked)
+    : [...ports].sort((a, b) => (newest(b.tx_bps) + newest(b.rx_bps)) - (newest(a.tx_bps) + newest(a.rx_bps)) || portName(a).localeCompare(portName(b))).slice(0, BUSIEST);
+  shown.sort((a, b) => portName(a).localeCompare(portName(b)));
+  for (const p of shown) {
+    const name = portName(p);
+    chart($("vnic-charts"), "vnic " + name, name + " on " + p.portgroup + " (" + p.host + ")",
+      [{name: "transmit"}, {name: "receive"}], [t, mb(p.tx_bps), mb(p.rx_bps)]);
+    if (p.security_drops_pps) {
+      chart($("vnic-charts"), "drops " + name, name + " dropped by its security checks and ACL",
+        [{name: "dropped"}], [t, p.security_drops_pps], "packets/s");
+    }
+  }
+}
+
+// renderPicture shows the topology as vnet graph draws it, fetched again
+// only when what it shows may have changed (generation, paused, states).
+function renderPicture(st) {
+  const states = [];
+  for (const v of st.vms || []) for (const n of v.nics || []) states.push(n.state);
+  for (const p of st.hostports || []) states.push(p.state);
+  for (const h of st.hosts || []) for (const n of h.nics || []) states.push(n.state);
+  const key = current + " " + st.generation + " " + (st.paused || []).join(",") + " " + states.join(",");
+  const img = $("topology-picture");
+  if (key !== pictureKey) {
+    pictureKey = key;
+    img.onload = () => { img.hidden = false; img.dataset.loaded = img.naturalWidth > 0 ? "yes" : "no"; };
+    img.onerror = () => { img.hidden = true; img.dataset.loaded = "no"; };
+    img.src = "/api/v1/infras/" + encodeURIComponent(current) + "/graph?format=svg&v=" + encodeURIComponent(String(st.generation) + "-" + hash(key));
+  }
+  const paused = $("paused");
+  paused.hidden = !(st.paused || []).length;
+  paused.textContent = paused.hidden ? "" : "Paused: " + st.paused.map(pausedText).join(", ") + " (vnet resume starts it again)";
+}
+
+// pausedText says a pause's target as people do.
+function pausedText(sel) {
+  if (sel === "*") return "everything";
+  const i = sel.indexOf("/");
+  const kind = {vm: "VM", network: "network", portgroup: "port group"}[sel.slice(0, i)] || sel.slice(0, i);
+  return kind + " " + sel.slice(i + 1);
+}
+
+function hash(s) {
+  let h = 0;
+  for (let i = 0; i < s.length; i++) h = (h * 31 + s.charCodeAt(i)) | 0;
+  return (h >>> 0).toString(36);
+}
+
+// limitRanges disables the time ranges longer than the server keeps.
+function limitRanges(historySeconds) {
+  if (!historySeconds) return;
+  const secs = {s: 1, m: 60, h: 3600};
+  for (const o of $("range").options) {
+    const n = parseFloat(o.value) * secs[o.value.slice(-1)];
+    o.disabled = n > historySeconds;
   }
 }
 
@@ -236,7 +321,7 @@ function renderEvents(events) {
   const rows = events.map((e) => {
     const tr = el("tr", e.ok ? "" : "fail");
     tr.dataset.action = e.action;
-    for (const v of [new Date(e.time).toLocaleTimeString(), e.who, e.remote || e.host || "", e.action, e.infra, eventDetail(e), e.ok ? "ok" : (e.error || "failed"), e.changes, e.seconds.toFixed(2)]) {
+    for (const v of [new Date(e.time).toLocaleTimeString(), e.who, [e.via, e.remote || e.host].filter(Boolean).join(" "), e.action, e.infra, eventDetail(e), e.ok ? "ok" : (e.error || "failed"), e.changes, e.seconds.toFixed(2)]) {
       tr.append(el("td", "", String(v)));
     }
     return tr;
@@ -255,11 +340,14 @@ async function refresh() {
     const q = encodeURIComponent(current);
     const [st, ev] = await Promise.all([getJSON("/api/v1/infras/" + q + "/status"), getJSON("/api/v1/events")]);
     renderTopology(st);
+    renderPicture(st);
     renderBalancers(st);
     renderEvents(ev);
     $("message").textContent = "";
     try {
-      renderCharts(await getJSON("/api/v1/infras/" + q + "/series?window=" + SERIES_WINDOW));
+      const series = await getJSON("/api/v1/infras/" + q + "/series?window=" + encodeURIComponent(range));
+      limitRanges(series.history_seconds);
+      renderCharts(series);
     } catch (err) {
       $("message").textContent = "charts: " + err.message;
     }
@@ -269,13 +357,30 @@ async function refresh() {
   }
 }
 
-$("infra").addEventListener("change", (e) => {
-  current = e.target.value;
+// remember keeps the choices in the address, so a reload or a link shows
+// the same.
+function remember() {
+  const q = new URLSearchParams({infra: current, range});
+  if (vmPicked) q.set("vm", vmPicked);
+  history.replaceState(null, "", "?" + q.toString());
+}
+
+function clearCharts() {
   for (const k in charts) { charts[k].plot.destroy(); charts[k].box.remove(); }
   charts = {};
-  history.replaceState(null, "", "?infra=" + encodeURIComponent(current));
+}
+
+$("infra").addEventListener("change", (e) => {
+  current = e.target.value;
+  vmPicked = "";
+  pictureKey = "";
+  clearCharts();
+  remember();
   refresh();
 });
+$("range").addEventListener("change", (e) => { range = e.target.value; clearCharts(); remember(); refresh(); });
+$("vm").addEventListener("change", (e) => { vmPicked = e.target.value; remember(); refresh(); });
+$("range").value = range;
 
 refresh();
 setInterval(refresh, REFRESH_MS);

@@ -42,6 +42,9 @@ type Report struct {
 	// SecurityOmitted is how many more ports have a policy than Security
 	// holds.
 	SecurityOmitted int `json:"security_omitted,omitempty"`
+	// Paused is what of the infrastructure the host's last apply left
+	// paused (the record's Paused it realized).
+	Paused []string `json:"paused,omitempty"`
 	// Health is what the host's health checks found of the load
 	// balancers' backends it runs; Conns what its client ports' load
 	// balancers sent each backend.

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -296,6 +297,35 @@ func (l *Linux) ensurePortProg(r plan.Resource) error {
 	}
 	changed("port program on %s ingress", r.Link)
 	return replacePortFilter(h, link, netlink.HANDLE_MIN_EGRESS, progs.ToVM, name)
+}
+
+// leaveFastPath takes a port that is to go down or change bridges off the
+// fast path first (bpfpolicy.Programs.Leave): no frame is handed past the
+// bridge to a port cut from its switch or from another bridge's ports
+// meanwhile. Its policy's next write, which follows such a change in the
+// same apply, puts it back where it may be.
+func (l *Linux) leaveFastPath(ns string, h *netlink.Handle, link netlink.Link, down bool, master string) error {
+	a := link.Attrs()
+	isUp := a.Flags&net.FlagUp != 0
+	moves := (master == "") != (a.MasterIndex == 0)
+	if !moves && master != "" {
+		br, err := h.LinkByIndex(a.MasterIndex)
+		moves = err != nil || br.Attrs().Name != master
+	}
+	if isUp != down && !moves {
+		return nil
+	}
+	if portFilterOn(h, link, netlink.HANDLE_MIN_INGRESS) == nil {
+		return nil
+	}
+	progs, err := l.portPrograms(ns, h)
+	if err != nil {
+		return err
+	}
+	if err := progs.Leave(uint32(a.Index)); err != nil {
+		return fmt.Errorf("take %s in %s off the fast path: %w", a.Name, ns, err)
+	}
+	return nil
 }
 
 // bridgeOf returns the index of the bridge a port's policy names when the

@@ -208,7 +208,18 @@ func LegacyCounters(p *ebpf.Program) (map[string]uint64, error) {
 	if len(val) < 7 {
 		return nil, fmt.Errorf("port policy constants of %d bytes", len(val))
 	}
-	return readCounters(m, val[6]) // its flags followed the 6-byte MAC
+	// Its flags followed the 6-byte MAC; its counters were per CPU.
+	return readCounters(int(m.MaxEntries()), val[6], func(i uint32) (uint64, error) {
+		var per []uint64
+		if err := m.Lookup(i, &per); err != nil {
+			return 0, err
+		}
+		var sum uint64
+		for _, v := range per {
+			sum += v
+		}
+		return sum, nil
+	})
 }
 
 // MapOf opens the map of a loaded program by its name.

@@ -24,6 +24,13 @@ type policyConn struct {
 	Pad    uint16
 }
 
+type policyCountKey struct {
+	_    structs.HostLayout
+	Port uint32
+	Gen  uint32
+	Idx  uint32
+}
+
 type policyFdbKey struct {
 	_      structs.HostLayout
 	Bridge uint32
@@ -90,8 +97,7 @@ type policyRule struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	policyMapCountersMap = "counters_map"
-	policyMapCountersOf  = "counters_of"
+	policyMapCounts      = "counts"
 	policyMapFdb         = "fdb"
 	policyMapFlowsMap    = "flows_map"
 	policyMapFlowsOf     = "flows_of"
@@ -156,17 +162,16 @@ type policyProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type policyMapSpecs struct {
-	CountersMap *ebpf.MapSpec `ebpf:"counters_map"`
-	CountersOf  *ebpf.MapSpec `ebpf:"counters_of"`
-	Fdb         *ebpf.MapSpec `ebpf:"fdb"`
-	FlowsMap    *ebpf.MapSpec `ebpf:"flows_map"`
-	FlowsOf     *ebpf.MapSpec `ebpf:"flows_of"`
-	FragsMap    *ebpf.MapSpec `ebpf:"frags_map"`
-	FragsOf     *ebpf.MapSpec `ebpf:"frags_of"`
-	Ports       *ebpf.MapSpec `ebpf:"ports"`
-	RulesMap    *ebpf.MapSpec `ebpf:"rules_map"`
-	RulesOf     *ebpf.MapSpec `ebpf:"rules_of"`
-	Settings    *ebpf.MapSpec `ebpf:"settings"`
+	Counts   *ebpf.MapSpec `ebpf:"counts"`
+	Fdb      *ebpf.MapSpec `ebpf:"fdb"`
+	FlowsMap *ebpf.MapSpec `ebpf:"flows_map"`
+	FlowsOf  *ebpf.MapSpec `ebpf:"flows_of"`
+	FragsMap *ebpf.MapSpec `ebpf:"frags_map"`
+	FragsOf  *ebpf.MapSpec `ebpf:"frags_of"`
+	Ports    *ebpf.MapSpec `ebpf:"ports"`
+	RulesMap *ebpf.MapSpec `ebpf:"rules_map"`
+	RulesOf  *ebpf.MapSpec `ebpf:"rules_of"`
+	Settings *ebpf.MapSpec `ebpf:"settings"`
 }
 
 // policyVariableSpecs contains global variables before they are loaded into the kernel.
@@ -196,23 +201,21 @@ func (o *policyObjects) Close() error {
 //
 // It can be passed to loadPolicyObjects or ebpf.CollectionSpec.LoadAndAssign.
 type policyMaps struct {
-	CountersMap *ebpf.Map `ebpf:"counters_map"`
-	CountersOf  *ebpf.Map `ebpf:"counters_of"`
-	Fdb         *ebpf.Map `ebpf:"fdb"`
-	FlowsMap    *ebpf.Map `ebpf:"flows_map"`
-	FlowsOf     *ebpf.Map `ebpf:"flows_of"`
-	FragsMap    *ebpf.Map `ebpf:"frags_map"`
-	FragsOf     *ebpf.Map `ebpf:"frags_of"`
-	Ports       *ebpf.Map `ebpf:"ports"`
-	RulesMap    *ebpf.Map `ebpf:"rules_map"`
-	RulesOf     *ebpf.Map `ebpf:"rules_of"`
-	Settings    *ebpf.Map `ebpf:"settings"`
+	Counts   *ebpf.Map `ebpf:"counts"`
+	Fdb      *ebpf.Map `ebpf:"fdb"`
+	FlowsMap *ebpf.Map `ebpf:"flows_map"`
+	FlowsOf  *ebpf.Map `ebpf:"flows_of"`
+	FragsMap *ebpf.Map `ebpf:"frags_map"`
+	FragsOf  *ebpf.Map `ebpf:"frags_of"`
+	Ports    *ebpf.Map `ebpf:"ports"`
+	RulesMap *ebpf.Map `ebpf:"rules_map"`
+	RulesOf  *ebpf.Map `ebpf:"rules_of"`
+	Settings *ebpf.Map `ebpf:"settings"`
 }
 
 func (m *policyMaps) Close() error {
 	return _PolicyClose(
-		m.CountersMap,
-		m.CountersOf,
+		m.Counts,
 		m.Fdb,
 		m.FlowsMap,
 		m.FlowsOf,

@@ -20,7 +20,7 @@ type Programs struct {
 	FromVM, ToVM *ebpf.Program
 	ports        *ebpf.Map // port index -> policyPort
 	fdb          *ebpf.Map // bridge and MAC -> port index, of ports that take frames directly
-	countersOf   *ebpf.Map // port and generation -> the port's counters
+	counts       *ebpf.Map // port, generation and index -> a count
 	rulesOf      *ebpf.Map // port and generation -> the port's rules
 	flowsOf      *ebpf.Map // port -> its flow table
 	fragsOf      *ebpf.Map // port -> its fragment table
@@ -29,13 +29,13 @@ type Programs struct {
 
 // The maps' names, as the programs hold them: how Open finds them.
 const (
-	mapPorts      = "ports"
-	mapFDB        = "fdb"
-	mapCountersOf = "counters_of"
-	mapRulesOf    = "rules_of"
-	mapFlowsOf    = "flows_of"
-	mapFragsOf    = "frags_of"
-	mapSettings   = "settings"
+	mapPorts    = "ports"
+	mapFDB      = "fdb"
+	mapCounts   = "counts"
+	mapRulesOf  = "rules_of"
+	mapFlowsOf  = "flows_of"
+	mapFragsOf  = "frags_of"
+	mapSettings = "settings"
 )
 
 // MaxFlows is how many connections a port with an ACL remembers (the
@@ -83,15 +83,15 @@ func Load(reuse *Programs) (*Programs, error) {
 	}
 	// The inner maps' templates have served the kernel to check the
 	// outer maps' programs; ports get maps of their own.
-	for _, m := range []*ebpf.Map{objs.CountersMap, objs.RulesMap, objs.FlowsMap, objs.FragsMap} {
+	for _, m := range []*ebpf.Map{objs.RulesMap, objs.FlowsMap, objs.FragsMap} {
 		m.Close()
 	}
 	return &Programs{FromVM: objs.PortFromVm, ToVM: objs.PortToVm, ports: objs.Ports, fdb: objs.Fdb,
-		countersOf: objs.CountersOf, rulesOf: objs.RulesOf, flowsOf: objs.FlowsOf, fragsOf: objs.FragsOf, settings: objs.Settings}, nil
+		counts: objs.Counts, rulesOf: objs.RulesOf, flowsOf: objs.FlowsOf, fragsOf: objs.FragsOf, settings: objs.Settings}, nil
 }
 
 func (p *Programs) shared() map[string]*ebpf.Map {
-	return map[string]*ebpf.Map{mapPorts: p.ports, mapFDB: p.fdb, mapCountersOf: p.countersOf, mapRulesOf: p.rulesOf,
+	return map[string]*ebpf.Map{mapPorts: p.ports, mapFDB: p.fdb, mapCounts: p.counts, mapRulesOf: p.rulesOf,
 		mapFlowsOf: p.flowsOf, mapFragsOf: p.fragsOf, mapSettings: p.settings}
 }
 
@@ -113,7 +113,7 @@ func Open(fromVM, toVM ebpf.ProgramID) (*Programs, error) {
 		p.Close()
 		return nil, err
 	}
-	for name, dst := range map[string]**ebpf.Map{mapPorts: &p.ports, mapFDB: &p.fdb, mapCountersOf: &p.countersOf,
+	for name, dst := range map[string]**ebpf.Map{mapPorts: &p.ports, mapFDB: &p.fdb, mapCounts: &p.counts,
 		mapRulesOf: &p.rulesOf, mapFlowsOf: &p.flowsOf, mapFragsOf: &p.fragsOf, mapSettings: &p.settings} {
 		*dst = maps[name]
 		delete(maps, name)
@@ -161,7 +161,7 @@ func (p *Programs) Complete() bool {
 // Close lets go of the programs and maps; those attached stay in the
 // kernel with their filters.
 func (p *Programs) Close() {
-	for _, c := range []interface{ Close() error }{p.FromVM, p.ToVM, p.ports, p.fdb, p.countersOf, p.rulesOf, p.flowsOf, p.fragsOf, p.settings} {
+	for _, c := range []interface{ Close() error }{p.FromVM, p.ToVM, p.ports, p.fdb, p.counts, p.rulesOf, p.flowsOf, p.fragsOf, p.settings} {
 		if c != nil && !isNilMap(c) && !isNilProgram(c) {
 			c.Close()
 		}
@@ -218,15 +218,19 @@ func (p *Programs) port(port uint32) (policyPort, error) {
 	return v, err
 }
 
-// Set writes a port's policy: new counters (unless its rules are those it
-// has, whose counts then go on), its rules, its flow and fragment tables
-// (those it has are kept, so that a changed policy does not cut
-// connections it let through; flows, when not nil, is the flow table of an
-// earlier build's programs on the port, taken over likewise), and then its
-// settings in one write, which switches it to all of them. bridge is the
-// index of the port's bridge (0 for none); a port whose policy says Direct
-// takes frames past the bridge from the bridge's other ports, once the
-// fast path is on (SetFastPath).
+// Set writes a port's policy: new counters and rules when its rules
+// change (those it has are kept otherwise, and their counts go on), its
+// flow and fragment tables (those it has are kept, so that a changed
+// policy does not cut connections it let through; flows, when not nil, is
+// the flow table of an earlier build's programs on the port, taken over
+// likewise), and then its settings in one write, which switches it to all
+// of them. bridge is the index of the port's bridge (0 for none); a port
+// whose policy says Direct takes frames past the bridge from the bridge's
+// other ports, once the fast path is on (SetFastPath).
+//
+// A port without an ACL costs writes to plain hash tables only; one with
+// an ACL also writes the maps of maps that hold its rules and tables,
+// each write of which waits for the programs running on every CPU.
 func (p *Programs) Set(port uint32, c Compiled, bridge uint32, flows *ebpf.Map) error {
 	old, err := p.port(port)
 	had := err == nil
@@ -242,26 +246,19 @@ func (p *Programs) Set(port uint32, c Compiled, bridge uint32, flows *ebpf.Map) 
 	if bridge == 0 {
 		next.Direct = 0
 	}
-	next.Gen = old.Gen + 1
 	acl := next.Flags&flagACL != 0
-	oldKey, newKey := policyGenKey{Port: port, Gen: old.Gen}, policyGenKey{Port: port, Gen: next.Gen}
-	counters, err := p.countersFor(spec, oldKey, had, c)
-	if err != nil {
-		return err
-	}
-	defer counters.Close()
-	if err := p.countersOf.Update(newKey, uint32(counters.FD()), ebpf.UpdateAny); err != nil {
-		return fmt.Errorf("write port %d's counters: %w", port, mapFull(err))
-	}
-	if len(c.Rules) > 0 {
-		rules, err := newRules(spec, c.Rules)
-		if err != nil {
+	oldKey := policyGenKey{Port: port, Gen: old.Gen}
+	same := had && p.countsOf(port, old.Gen) == c.Counters && p.sameRules(oldKey, c.Rules)
+	next.Gen = old.Gen
+	if !same {
+		next.Gen = old.Gen + 1
+		if err := p.newCounts(port, next.Gen, c.Counters); err != nil {
 			return err
 		}
-		err = p.rulesOf.Update(newKey, uint32(rules.FD()), ebpf.UpdateAny)
-		rules.Close()
-		if err != nil {
-			return fmt.Errorf("write port %d's rules: %w", port, mapFull(err))
+		if len(c.Rules) > 0 {
+			if err := p.writeRules(spec, policyGenKey{Port: port, Gen: next.Gen}, c.Rules); err != nil {
+				return err
+			}
 		}
 	}
 	if acl {
@@ -284,35 +281,81 @@ func (p *Programs) Set(port uint32, c Compiled, bridge uint32, flows *ebpf.Map) 
 			return fmt.Errorf("list port %d as taking frames directly: %w", port, mapFull(err))
 		}
 	}
-	if had {
-		deleteKeys(p.countersOf, oldKey)
-		deleteKeys(p.rulesOf, oldKey)
+	if had && !same {
+		p.deleteCounts(port, old.Gen)
+		p.deleteRules(oldKey)
 	}
 	if !acl {
-		deleteKeys(p.flowsOf, port)
-		deleteKeys(p.fragsOf, port)
+		p.dropTables(port)
 	}
 	return nil
 }
 
-// countersFor returns the counters the port's new policy counts with: the
-// old generation's when its rules are the new ones, else new ones.
-func (p *Programs) countersFor(spec *ebpf.CollectionSpec, old policyGenKey, had bool, c Compiled) (*ebpf.Map, error) {
-	if had {
-		if m := inner(p.countersOf, old); m != nil {
-			if int(m.MaxEntries()) == c.Counters && p.sameRules(old, c.Rules) {
-				return m, nil
+// countsOf returns how many counters a port has in a generation.
+func (p *Programs) countsOf(port, gen uint32) int {
+	var v uint64
+	n := 0
+	for p.counts.Lookup(policyCountKey{Port: port, Gen: gen, Idx: uint32(n)}, &v) == nil {
+		n++
+	}
+	return n
+}
+
+// newCounts writes a generation's counters, all zero.
+func (p *Programs) newCounts(port, gen uint32, n int) error {
+	keys := make([]policyCountKey, n)
+	for i := range keys {
+		keys[i] = policyCountKey{Port: port, Gen: gen, Idx: uint32(i)}
+	}
+	if _, err := p.counts.BatchUpdate(keys, make([]uint64, n), nil); err != nil {
+		// Kernels before 5.6 have no batch operations.
+		for i := range keys {
+			if err := p.counts.Update(keys[i], uint64(0), ebpf.UpdateAny); err != nil {
+				p.deleteCounts(port, gen)
+				return fmt.Errorf("write port %d's counters: %w", port, mapFull(err))
 			}
-			m.Close()
 		}
 	}
-	s := spec.Maps["counters_map"].Copy()
-	s.MaxEntries = uint32(c.Counters)
-	m, err := ebpf.NewMap(s)
-	if err != nil {
-		return nil, fmt.Errorf("make port counters: %w", err)
+	return nil
+}
+
+// deleteCounts deletes a generation's counters.
+func (p *Programs) deleteCounts(port, gen uint32) {
+	for i := uint32(0); p.counts.Delete(policyCountKey{Port: port, Gen: gen, Idx: i}) == nil; i++ {
 	}
-	return m, nil
+}
+
+// writeRules puts a generation's rules in a map of their own.
+func (p *Programs) writeRules(spec *ebpf.CollectionSpec, key policyGenKey, rules []policyRule) error {
+	m, err := newRules(spec, rules)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	if err := p.rulesOf.Update(key, uint32(m.FD()), ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("write port %d's rules: %w", key.Port, mapFull(err))
+	}
+	return nil
+}
+
+// deleteRules deletes a generation's rules, if there are any: each delete
+// from a map of maps waits for the programs, so only what is there is
+// deleted. dropTables likewise.
+func (p *Programs) deleteRules(key policyGenKey) {
+	if m := inner(p.rulesOf, key); m != nil {
+		m.Close()
+		deleteKeys(p.rulesOf, key)
+	}
+}
+
+// dropTables deletes a port's flow and fragment tables, if it has them.
+func (p *Programs) dropTables(port uint32) {
+	for _, outer := range []*ebpf.Map{p.flowsOf, p.fragsOf} {
+		if m := inner(outer, port); m != nil {
+			m.Close()
+			deleteKeys(outer, port)
+		}
+	}
 }
 
 // sameRules reports whether a generation's rules are rules.
@@ -458,8 +501,7 @@ func (p *Programs) Leave(port uint32) error {
 func (p *Programs) Remove(port uint32) error {
 	cfg, err := p.port(port)
 	if errors.Is(err, ErrNoPort) {
-		deleteKeys(p.flowsOf, port)
-		deleteKeys(p.fragsOf, port)
+		p.dropTables(port)
 		return nil
 	}
 	if err != nil {
@@ -471,11 +513,9 @@ func (p *Programs) Remove(port uint32) error {
 	if err := p.ports.Delete(port); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return fmt.Errorf("forget port %d: %w", port, err)
 	}
-	key := policyGenKey{Port: port, Gen: cfg.Gen}
-	deleteKeys(p.countersOf, key)
-	deleteKeys(p.rulesOf, key)
-	deleteKeys(p.flowsOf, port)
-	deleteKeys(p.fragsOf, port)
+	p.deleteCounts(port, cfg.Gen)
+	p.deleteRules(policyGenKey{Port: port, Gen: cfg.Gen})
+	p.dropTables(port)
 	return nil
 }
 
@@ -502,24 +542,27 @@ func (p *Programs) Ports() ([]uint32, error) {
 // Flows opens a port's flow table, or returns nil.
 func (p *Programs) Flows(port uint32) *ebpf.Map { return inner(p.flowsOf, port) }
 
-// Counters reads a port's counters by label: those
-// of the checks its policy has and of every ACL rule.
+// Counters reads a port's counters by label: those of the checks its
+// policy has and of every ACL rule.
 func (p *Programs) Counters(port uint32) (map[string]uint64, error) {
 	cfg, err := p.port(port)
 	if err != nil {
 		return nil, err
 	}
-	m := inner(p.countersOf, policyGenKey{Port: port, Gen: cfg.Gen})
-	if m == nil {
+	n := p.countsOf(port, cfg.Gen)
+	if n == 0 {
 		return nil, fmt.Errorf("port %d has no counters", port)
 	}
-	defer m.Close()
-	return readCounters(m, cfg.Flags)
+	return readCounters(n, cfg.Flags, func(i uint32) (uint64, error) {
+		var v uint64
+		err := p.counts.Lookup(policyCountKey{Port: port, Gen: cfg.Gen, Idx: i}, &v)
+		return v, err
+	})
 }
 
-// readCounters reads a counters map, leaving out the checks a policy of
-// these flags does not have.
-func readCounters(m *ebpf.Map, flags uint8) (map[string]uint64, error) {
+// readCounters reads n counters by their index, leaving out the checks a
+// policy of these flags does not have.
+func readCounters(n int, flags uint8, get func(i uint32) (uint64, error)) (map[string]uint64, error) {
 	has := map[int]bool{
 		0: flags&flagGuardMAC != 0,
 		1: flags&flagGuardIP != 0, 2: flags&flagGuardIP != 0, 3: flags&flagGuardIP != 0, 4: flags&flagGuardIP != 0,
@@ -528,28 +571,15 @@ func readCounters(m *ebpf.Map, flags uint8) (map[string]uint64, error) {
 		7: flags&flagDeny != 0,
 	}
 	out := map[string]uint64{}
-	perCPU := m.Type() == ebpf.PerCPUArray // an earlier build's
-	var per []uint64
-	var n uint64
-	for i := uint32(0); i < m.MaxEntries(); i++ {
-		if i < ruleBase && !has[int(i)] {
+	for i := 0; i < n; i++ {
+		if i < ruleBase && !has[i] {
 			continue
 		}
-		if !perCPU {
-			if err := m.Lookup(i, &n); err != nil {
-				return nil, err
-			}
-			out[Label(int(i))] = n
-			continue
-		}
-		if err := m.Lookup(i, &per); err != nil {
+		v, err := get(uint32(i))
+		if err != nil {
 			return nil, err
 		}
-		var sum uint64
-		for _, v := range per {
-			sum += v
-		}
-		out[Label(int(i))] = sum
+		out[Label(i)] = v
 	}
 	return out, nil
 }

@@ -81,6 +81,10 @@ static long (*bpf_skb_store_bytes)(struct __sk_buff *skb, u32 off, const void *f
 // How many ports one namespace's programs serve (the maps' size).
 #define MAX_PORTS 16384
 
+// How many counters they hold, of all the ports: room for a thousand
+// ports with ACLs of a thousand rules, twice over while policies change.
+#define MAX_COUNTS (1 << 21)
+
 // The protocols the ACL's rules are kept apart by.
 #define PART_TCP 0
 #define PART_UDP 1
@@ -112,8 +116,9 @@ struct port {
 	// past the bridge.
 	u32 bridge;
 	// The generation of the port's counters and rules (their key in
-	// counters_of and rules_of): a changed policy writes new ones beside
-	// the old and then switches the port over in one write.
+	// counts and rules_of): a policy whose rules change writes new ones
+	// beside the old and then switches the port over in one write; one
+	// whose rules stay keeps them, and its counts go on.
 	u32 gen;
 	// The rules a packet is judged by, by its direction (to the VM or
 	// from it) and protocol (PART_*): where they start in the port's
@@ -197,21 +202,29 @@ struct frag {
 	u16 pad;
 };
 
-// A port's own maps: its counters (one per check and rule: they count
-// drops and connections, not every frame, so one shared by the CPUs and
-// added to atomically costs little; the kernel has no per-CPU arrays of
-// varying length), its ACL's rules, and its flow and fragment tables (the
-// value is when the entry expires, ktime ns). These are their templates, of one entry each: the
-// kernel compares a port's maps with them by type and sizes of key and
-// value, and BPF_F_INNER_MAP lets the arrays' lengths differ.
-struct counters_map {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__type(key, u32);
-	__type(value, u64);
-	__uint(max_entries, 1);
-	__uint(map_flags, BPF_F_INNER_MAP);
-} counters_map SEC(".maps");
+// A port's counters: one per check and one per ACL rule, by port,
+// generation and index, in one table of all the ports. They count drops
+// and connections, not every frame, so a shared entry added to atomically
+// costs little; and a plain hash table, unlike a map of maps, is written
+// without waiting for the programs running on every CPU (synchronize_rcu),
+// which took milliseconds a port.
+struct count_key {
+	u32 port, gen, idx;
+};
 
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct count_key);
+	__type(value, u64);
+	__uint(max_entries, MAX_COUNTS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+} counts SEC(".maps");
+
+// A port's own maps: its ACL's rules, and its flow and fragment tables
+// (the value is when the entry expires, ktime ns). These are their
+// templates, of one entry each: the kernel compares a port's maps with
+// them by type and sizes of key and value, and BPF_F_INNER_MAP lets the
+// arrays' lengths differ. Only ports with an ACL have them.
 struct rules_map {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__type(key, u32);
@@ -234,18 +247,10 @@ struct flows_map {
 	__uint(max_entries, 1);
 } flows_map SEC(".maps");
 
-// A port's counters and rules by port and generation.
+// A port's rules by port and generation.
 struct gen_key {
 	u32 port, gen;
 };
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
-	__type(key, struct gen_key);
-	__uint(max_entries, 2 * MAX_PORTS);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__array(values, struct counters_map);
-} counters_of SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
@@ -273,11 +278,8 @@ struct {
 
 static always_inline void count(u32 port, const struct port *cfg, u32 c)
 {
-	struct gen_key k = {.port = port, .gen = cfg->gen};
-	void *m = bpf_map_lookup_elem(&counters_of, &k);
-	if (!m)
-		return;
-	u64 *n = bpf_map_lookup_elem(m, &c);
+	struct count_key k = {.port = port, .gen = cfg->gen, .idx = c};
+	u64 *n = bpf_map_lookup_elem(&counts, &k);
 	if (n)
 		__sync_fetch_and_add(n, 1);
 }

@@ -303,13 +303,18 @@ type clusterStatus struct {
 	AppliedAt  time.Time          `json:"applied_at"`
 	Converged  bool               `json:"converged"`
 	Hosts      []service.HostView `json:"hosts"`
+	// Balancers are the load balancers, with their backends' health and
+	// connections as the hosts report them.
+	Balancers []service.BalancerStatus `json:"load_balancers,omitempty"`
 	// Removed says the record is gone (destroyed) while hosts still
 	// report it: one whose removal failed is failed, with its errors.
 	Removed bool `json:"removed,omitempty"`
+	// Damaged says why the record in etcd does not read as its spec.
+	Damaged string `json:"damaged,omitempty"`
 }
 
 func clusterView(st *service.InfraStatus) clusterStatus {
 	c := st.Cluster
 	return clusterStatus{Name: st.Name, SpecFile: st.SpecFile, Generation: st.Generation, AppliedAt: c.AppliedAt,
-		Converged: c.Converged, Hosts: c.Hosts, Removed: c.Removed}
+		Converged: c.Converged, Hosts: c.Hosts, Removed: c.Removed, Damaged: c.Damaged, Balancers: st.Balancers}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/vnet-project/vnet/internal/metrics"
 	"github.com/vnet-project/vnet/internal/netperf"
 	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/service"
 	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/status"
@@ -158,6 +159,7 @@ func (f *fakeBackend) status(ctx context.Context, name string) (*service.InfraSt
 		}
 		st.VMs = append(st.VMs, vs)
 	}
+	st.Balancers = reconcile.BalancerStatus(doc.Spec, nil, nil)
 	return &service.InfraStatus{Infra: st}, nil
 }
 

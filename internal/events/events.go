@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/vnet-project/vnet/internal/atomicfile"
 )
 
 // The kinds of events.
@@ -171,11 +173,7 @@ func (j *Journal) trim(f *os.File) error {
 	if i := bytes.IndexByte(keep, '\n'); i >= 0 {
 		keep = keep[i+1:]
 	}
-	tmp := j.Path + ".tmp"
-	if err := os.WriteFile(tmp, keep, 0o644); err != nil {
-		return fmt.Errorf("events: %w", err)
-	}
-	if err := os.Rename(tmp, j.Path); err != nil {
+	if err := atomicfile.Write(j.Path, keep, 0o644); err != nil {
 		return fmt.Errorf("events: %w", err)
 	}
 	return nil

@@ -40,6 +40,9 @@ type Options struct {
 	// (KindPortBPF) rather than in nftables (KindPortSec, KindFirewall):
 	// set where the kernel runs them (the dataplane says).
 	PortPrograms bool
+	// LBDown holds the load balancers' backends that are down, by
+	// BackendKey, as their health checks found them.
+	LBDown map[string]bool
 }
 
 // Model returns every kernel object that realizes the spec, in creation order.
@@ -97,6 +100,7 @@ func (m *modeler) lab(withNetworks bool) []Resource {
 	m.shapers()
 	m.steering()
 	m.security()
+	m.balancers()
 	return m.out
 }
 

@@ -40,6 +40,10 @@ func (m *modeler) security() {
 		f.stateful = f.stateful || p.Default != ""
 		m.add(Resource{Kind: KindPortSec, NS: ns, Link: link, Match: p.String(), Owner: owner})
 	}
+	var lb *clientBalancers
+	if m.s.HasBalancers() {
+		lb = newClientBalancers(m.s, nil)
+	}
 	for vi := range m.s.VMs {
 		vm := &m.s.VMs[vi]
 		if m.skips(vm) {
@@ -71,7 +75,8 @@ func (m *modeler) security() {
 				if !n.IsConnected() {
 					p.Switch = ""
 				}
-				p.Direct = PortDirect(n, p, shaped, macChanges)
+				balanced := lb != nil && len(lb.of(*n)) > 0
+				p.Direct = PortDirect(n, p, shaped, macChanges, balanced)
 			} else {
 				p.Switch = ""
 			}
@@ -180,9 +185,11 @@ func (m *modeler) peer(p *spec.Peer) []netip.Prefix {
 // that changed its MAC would go on receiving frames for the one vnet gave
 // it, which the bridge's way lets it drop), and has nothing between the
 // bridge and the VM that such frames would pass by: no shaper on the
-// switch's end, no segmenting for the vNIC's GRO.
-func PortDirect(n *spec.VNIC, p PortPolicy, shaped, macChanges bool) bool {
-	return n.IsConnected() && n.TapName() == "" && p.MAC != "" && !macChanges && !shaped &&
+// switch's end, no segmenting for the vNIC's GRO, no load balancers
+// (balanced: the port's egress hook translates their backends' replies
+// back, which a frame handed past the bridge skips).
+func PortDirect(n *spec.VNIC, p PortPolicy, shaped, macChanges, balanced bool) bool {
+	return n.IsConnected() && n.TapName() == "" && p.MAC != "" && !macChanges && !shaped && !balanced &&
 		(n.Offloads == nil || n.Offloads.GRO == nil)
 }
 

@@ -452,10 +452,18 @@ func (c *Cluster) Status(_ context.Context, names []string) ([]*InfraStatus, err
 
 func (c *Cluster) statusOf(st ClusterStore, rec *store.Record) (*InfraStatus, error) {
 	doc, err := c.docOf(rec)
-	if err != nil {
-		return nil, err
+	reports, rerr := st.Reports(rec.Name)
+	if rerr != nil {
+		return nil, rerr
 	}
-	reports, err := st.Reports(rec.Name)
+	if errors.Is(err, store.ErrDamagedRecord) { // that infrastructure's alone
+		views := etcdstore.Assess(0, nil, reports)
+		s := &Status{Name: rec.Name, Hosts: []HostStatus{}, Switches: []SwitchStatus{}, VMs: []VMStatus{}, HostPorts: []PortStatus{},
+			Security: hostsSecurity(views)}
+		cs := clusterStatus(views, time.Time{}, false)
+		cs.Damaged = err.Error()
+		return &InfraStatus{Infra: s, Cluster: cs}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -472,6 +480,7 @@ func (c *Cluster) statusOf(st ClusterStore, rec *store.Record) (*InfraStatus, er
 		return "unknown"
 	})
 	s.Security = hostsSecurity(views)
+	s.Balancers = reconcile.ReportedBalancers(doc.Spec, reports)
 	return &InfraStatus{Infra: s, Cluster: cs}, nil
 }
 

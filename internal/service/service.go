@@ -126,6 +126,9 @@ type (
 	AgentStatus  = status.Agent
 	// SecurityStatus is a port's security policy and its counters.
 	SecurityStatus = status.PortSecurity
+	// BalancerStatus is a load balancer with its backends' health and
+	// connections.
+	BalancerStatus = status.Balancer
 	// IOCStats is one sample of Network I/O Control's counters.
 	IOCStats = reconcile.IOCStats
 	// HostView is a host's standing from its agent's report, over etcd.
@@ -296,6 +299,11 @@ type ClusterStatus struct {
 	// hosts still report it: one whose removal failed is failed, with its
 	// errors.
 	Removed bool `json:"removed,omitempty"`
+	// Damaged says why the infrastructure's record in etcd does not read
+	// as its spec: the hosts that still report it are listed, and what
+	// stands of it on them stays until its spec is applied again or it is
+	// destroyed.
+	Damaged string `json:"damaged,omitempty"`
 }
 
 // StatsOptions say over what window stats average.

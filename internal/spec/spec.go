@@ -99,6 +99,9 @@ type PortGroup struct {
 	Teaming  *Teaming       `yaml:"teaming"`  // fields it sets override the switch's
 	Security *Security      `yaml:"security"` // see security.go
 	ACL      *ACL           `yaml:"acl"`
+	// LoadBalancers spread connections to a VIP over the port group's VMs
+	// (loadbalancer.go).
+	LoadBalancers []LoadBalancer `yaml:"loadBalancers"`
 }
 
 // Shaping is a port group's traffic shaper.

@@ -141,9 +141,9 @@ func (n *nsPrograms) close() {
 }
 
 // portPrograms returns the namespace's port programs: those its ports run
-// (found from any port's filter), else new ones. Found ones are pruned of
-// ports that are gone or run them no longer, which a crash or a link
-// deleted under vnet leaves behind.
+// (found from a port's filters), else new ones. Found ones are pruned of
+// ports whose link is gone, which a crash or a link deleted under vnet
+// leaves behind.
 func (l *Linux) portPrograms(ns string, h *netlink.Handle) (*bpfpolicy.Programs, error) {
 	nh, err := l.nsHandle(ns)
 	if err != nil {
@@ -155,7 +155,7 @@ func (l *Linux) portPrograms(ns string, h *netlink.Handle) (*bpfpolicy.Programs,
 	if p := l.progs.by[key]; p != nil {
 		return p, nil
 	}
-	p, running, err := findPortPrograms(h)
+	p, err := findPortPrograms(h)
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +163,7 @@ func (l *Linux) portPrograms(ns string, h *netlink.Handle) (*bpfpolicy.Programs,
 		if p, err = bpfpolicy.Load(nil); err != nil {
 			return nil, bpfErr(err)
 		}
-	} else if err := prunePorts(p, running); err != nil {
+	} else if err := prunePorts(p, h); err != nil {
 		p.Close()
 		return nil, err
 	}
@@ -184,45 +184,36 @@ func (l *Linux) portPrograms(ns string, h *netlink.Handle) (*bpfpolicy.Programs,
 }
 
 // findPortPrograms opens the port programs of this build that a port of
-// the namespace runs, with the interface indexes of all the ports that
-// run them; nil when none does.
-func findPortPrograms(h *netlink.Handle) (*bpfpolicy.Programs, map[uint32]bool, error) {
-	filters, err := portFiltersByLink(h)
+// the namespace runs, found from the first such port's filters (one qdisc
+// dump, then the filters of links with a clsact hook until one runs them);
+// nil when none does.
+func findPortPrograms(h *netlink.Handle) (*bpfpolicy.Programs, error) {
+	qs, err := rtnl.RetryDump(func() ([]netlink.Qdisc, error) { return h.QdiscList(nil) })
 	if err != nil {
-		return nil, nil, err
+		return nil, fmt.Errorf("tc qdisc show: %w", err)
 	}
-	var p *bpfpolicy.Programs
-	running := map[uint32]bool{}
-	for index, f := range filters {
-		if p == nil {
-			out := f[1]
-			if out == nil {
-				continue
-			}
-			q, err := bpfpolicy.Open(ebpf.ProgramID(f[0].Id), ebpf.ProgramID(out.Id))
-			if err != nil {
-				continue // replaced meanwhile
-			}
-			if !q.Complete() {
-				q.Close() // an earlier build's, one pair per port
-				continue
-			}
-			p = q
+	for _, q := range qs {
+		if q.Attrs().Parent != netlink.HANDLE_CLSACT {
+			continue
 		}
-		if id, err := programID(p.FromVM); err == nil && ebpf.ProgramID(f[0].Id) == id {
-			running[uint32(index)] = true
+		link, err := h.LinkByIndex(q.Attrs().LinkIndex)
+		if err != nil {
+			continue // gone meanwhile
 		}
+		in, out := portFilterOn(h, link, netlink.HANDLE_MIN_INGRESS), portFilterOn(h, link, netlink.HANDLE_MIN_EGRESS)
+		if in == nil || out == nil {
+			continue
+		}
+		p, err := bpfpolicy.Open(ebpf.ProgramID(in.Id), ebpf.ProgramID(out.Id))
+		if err != nil {
+			continue // replaced meanwhile
+		}
+		if p.Complete() {
+			return p, nil
+		}
+		p.Close() // an earlier build's, one pair per port
 	}
-	return p, running, nil
-}
-
-func programID(p *ebpf.Program) (ebpf.ProgramID, error) {
-	info, err := p.Info()
-	if err != nil {
-		return 0, err
-	}
-	id, _ := info.ID()
-	return id, nil
+	return nil, nil
 }
 
 // portFiltersByLink returns the port program's filters (ingress, egress)
@@ -251,14 +242,24 @@ func portFiltersByLink(h *netlink.Handle) (map[int][2]*netlink.BpfFilter, error)
 	return out, nil
 }
 
-// prunePorts forgets the ports the programs hold that do not run them.
-func prunePorts(p *bpfpolicy.Programs, running map[uint32]bool) error {
+// prunePorts forgets the ports the programs hold whose link is gone
+// (deleted under vnet, or by a command that crashed before it forgot the
+// port): one link dump, whatever the number of ports.
+func prunePorts(p *bpfpolicy.Programs, h *netlink.Handle) error {
 	ports, err := p.Ports()
 	if err != nil {
 		return fmt.Errorf("list the port programs' ports: %w", err)
 	}
+	links, err := rtnl.RetryDump(h.LinkList)
+	if err != nil {
+		return fmt.Errorf("ip link show: %w", err)
+	}
+	exists := make(map[uint32]bool, len(links))
+	for _, l := range links {
+		exists[uint32(l.Attrs().Index)] = true
+	}
 	for _, port := range ports {
-		if running[port] {
+		if exists[port] {
 			continue
 		}
 		if err := p.Remove(port); err != nil {

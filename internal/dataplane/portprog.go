@@ -188,18 +188,11 @@ func (l *Linux) portPrograms(ns string, h *netlink.Handle) (*bpfpolicy.Programs,
 // dump, then the filters of links with a clsact hook until one runs them);
 // nil when none does.
 func findPortPrograms(h *netlink.Handle) (*bpfpolicy.Programs, error) {
-	qs, err := rtnl.RetryDump(func() ([]netlink.Qdisc, error) { return h.QdiscList(nil) })
+	links, err := clsactLinks(h)
 	if err != nil {
-		return nil, fmt.Errorf("tc qdisc show: %w", err)
+		return nil, err
 	}
-	for _, q := range qs {
-		if q.Attrs().Parent != netlink.HANDLE_CLSACT {
-			continue
-		}
-		link, err := h.LinkByIndex(q.Attrs().LinkIndex)
-		if err != nil {
-			continue // gone meanwhile
-		}
+	for _, link := range links {
 		in, out := portFilterOn(h, link, netlink.HANDLE_MIN_INGRESS), portFilterOn(h, link, netlink.HANDLE_MIN_EGRESS)
 		if in == nil || out == nil {
 			continue
@@ -216,28 +209,32 @@ func findPortPrograms(h *netlink.Handle) (*bpfpolicy.Programs, error) {
 	return nil, nil
 }
 
-// portFiltersByLink returns the port program's filters (ingress, egress)
-// of every link of a namespace with a clsact hook, by interface index: one
-// qdisc dump to find the links, then each one's filters.
-func portFiltersByLink(h *netlink.Handle) (map[int][2]*netlink.BpfFilter, error) {
+// clsactLinks returns the links of a namespace with a clsact hook, where
+// port programs may be: a qdisc dump and a link dump, whatever the number
+// of links.
+func clsactLinks(h *netlink.Handle) ([]netlink.Link, error) {
 	qs, err := rtnl.RetryDump(func() ([]netlink.Qdisc, error) { return h.QdiscList(nil) })
 	if err != nil {
 		return nil, fmt.Errorf("tc qdisc show: %w", err)
 	}
-	out := map[int][2]*netlink.BpfFilter{}
+	hooked := map[int]bool{}
 	for _, q := range qs {
-		if q.Attrs().Parent != netlink.HANDLE_CLSACT {
-			continue
+		if q.Attrs().Parent == netlink.HANDLE_CLSACT {
+			hooked[q.Attrs().LinkIndex] = true
 		}
-		link, err := h.LinkByIndex(q.Attrs().LinkIndex)
-		if err != nil {
-			continue // gone meanwhile
+	}
+	if len(hooked) == 0 {
+		return nil, nil
+	}
+	links, err := rtnl.RetryDump(h.LinkList)
+	if err != nil {
+		return nil, fmt.Errorf("ip link show: %w", err)
+	}
+	var out []netlink.Link
+	for _, link := range links {
+		if hooked[link.Attrs().Index] {
+			out = append(out, link)
 		}
-		in := portFilterOn(h, link, netlink.HANDLE_MIN_INGRESS)
-		if in == nil {
-			continue
-		}
-		out[link.Attrs().Index] = [2]*netlink.BpfFilter{in, portFilterOn(h, link, netlink.HANDLE_MIN_EGRESS)}
 	}
 	return out, nil
 }
@@ -528,22 +525,30 @@ func observePortProg(h *netlink.Handle, link netlink.Link, ns string) []plan.Res
 }
 
 // portProgCounters adds to out, by port, what the port programs of a
-// namespace's links counted.
+// namespace's links counted. The programs the ports share are opened once.
 func (l *Linux) portProgCounters(ns string, out map[string]map[string]uint64) error {
 	h, err := l.handle(ns)
 	if err != nil {
 		return err
 	}
-	filters, err := portFiltersByLink(h)
+	links, err := clsactLinks(h)
 	if err != nil {
 		return fmt.Errorf("in %s: %w", ns, err)
 	}
-	for index, f := range filters {
-		link, err := h.LinkByIndex(index)
-		if err != nil {
-			continue // gone meanwhile
+	shared := map[int]*bpfpolicy.Programs{} // by program ID; nil: an earlier build's
+	defer func() {
+		for _, p := range shared {
+			if p != nil {
+				p.Close()
+			}
 		}
-		c, err := portCounters(f[0], uint32(index))
+	}()
+	for _, link := range links {
+		f := portFilterOn(h, link, netlink.HANDLE_MIN_INGRESS)
+		if f == nil {
+			continue
+		}
+		c, err := portCounters(shared, f, uint32(link.Attrs().Index))
 		if errors.Is(err, bpfpolicy.ErrNoPort) || errors.Is(err, unix.ENOENT) {
 			continue // replaced meanwhile
 		}
@@ -556,23 +561,30 @@ func (l *Linux) portProgCounters(ns string, out map[string]map[string]uint64) er
 }
 
 // portCounters reads a port's counters from the programs its filter runs:
-// this build's, shared by the namespace's ports, or an earlier build's.
-func portCounters(f *netlink.BpfFilter, port uint32) (map[string]uint64, error) {
+// this build's, shared by the namespace's ports (opened once, into
+// shared), or an earlier build's, one pair per port.
+func portCounters(shared map[int]*bpfpolicy.Programs, f *netlink.BpfFilter, port uint32) (map[string]uint64, error) {
+	p, seen := shared[f.Id]
+	if !seen {
+		var err error
+		if p, err = bpfpolicy.Open(ebpf.ProgramID(f.Id), ebpf.ProgramID(f.Id)); err != nil {
+			return nil, err
+		}
+		if !p.Complete() {
+			p.Close()
+			p = nil
+		}
+		shared[f.Id] = p
+	}
+	if p != nil {
+		return p.Counters(port)
+	}
 	prog, err := ebpf.NewProgramFromID(ebpf.ProgramID(f.Id))
 	if err != nil {
 		return nil, err
 	}
 	defer prog.Close()
-	if m, err := bpfpolicy.MapOf(prog, "counters"); err == nil {
-		m.Close()
-		return bpfpolicy.LegacyCounters(prog)
-	}
-	progs, err := bpfpolicy.Open(ebpf.ProgramID(f.Id), ebpf.ProgramID(f.Id))
-	if err != nil {
-		return nil, err
-	}
-	defer progs.Close()
-	return progs.Counters(port)
+	return bpfpolicy.LegacyCounters(prog)
 }
 
 func firstNonNil(a, b *netlink.BpfFilter) *netlink.BpfFilter {

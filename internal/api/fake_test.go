@@ -21,6 +21,7 @@ import (
 // the handlers are tested without root.
 type fakeBackend struct {
 	memoryEvents
+	noOperations
 	mu      sync.Mutex
 	records map[string]*service.Infra
 	reads   int

@@ -29,6 +29,8 @@ const (
 	LBTMove    = "lbt-move"    // load-based teaming moved a port off a busy uplink
 	LimitSplit = "limit-split" // a team-wide limit was split anew between its uplinks
 	Netperf    = "netperf"     // a measurement run through the API
+	Rollback   = "rollback"    // an earlier generation applied again, as a new one
+	Restore    = "restore"     // an infrastructure made anew from a snapshot
 )
 
 // Event is one thing that happened.

@@ -387,11 +387,16 @@ func formatCPUList(ids []int) string {
 }
 
 // vnicMAC is a vNIC's MAC: the spec's, else one derived from what it is.
-func (m *modeler) vnicMAC(vm *spec.VM, i int) string {
+func (m *modeler) vnicMAC(vm *spec.VM, i int) string { return VNICMAC(m.s.Name, vm, i) }
+
+// VNICMAC is the MAC of a VM's i-th vNIC in infrastructure infra: the
+// spec's, else one derived from what it is, the same wherever and
+// whenever it is modelled.
+func VNICMAC(infra string, vm *spec.VM, i int) string {
 	if mac := vm.NICs[i].MAC; mac != "" {
 		return strings.ToLower(mac)
 	}
-	return StableMAC(m.s.Name, fmt.Sprintf("vnic/%s/%d", vm.Name, i))
+	return StableMAC(infra, fmt.Sprintf("vnic/%s/%d", vm.Name, i))
 }
 
 // hostPortMAC is the MAC of a host port's own end.

@@ -116,6 +116,11 @@ func (b *Bolt) ID() string { return b.id }
 // Location is the state directory.
 func (b *Bolt) Location() string { return b.dir }
 
+// File is the store's file in the state directory: a value kept across
+// operations is one of this file only while the path names the same file
+// (os.SameFile); a recovery puts another in its place.
+func (b *Bolt) File() string { return b.path }
+
 func (b *Bolt) goodPath() string { return filepath.Join(b.dir, goodFile) }
 
 // Get returns the record of an infrastructure.

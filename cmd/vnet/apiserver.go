@@ -26,6 +26,7 @@ func addAPIFlags(c *cobra.Command, f *apiFlags) {
 	fl.StringVar(&f.cfg.Addr, "listen", api.DefaultAddr, "address to serve the API, metrics and dashboard on")
 	fl.StringVar(&f.tokenFile, "token-file", "", "bearer tokens, NAME:TOKEN a line (default STATE_DIR/api.token, made with one random token if missing)")
 	fl.BoolVar(&f.cfg.AuthReads, "auth-reads", false, "ask for a token on reads too (without it reads are open to clients on this machine)")
+	fl.StringSliceVar(&f.cfg.Hosts, "allow-host", nil, "a name the server answers to (Host), beside localhost, the machine's name and its addresses; repeat for more")
 	fl.StringVar(&f.cfg.TLSCert, "tls-cert", "", "serve HTTPS with this certificate (PEM)")
 	fl.StringVar(&f.cfg.TLSKey, "tls-key", "", "the certificate's private key (PEM)")
 	fl.DurationVar(&f.cfg.SampleInterval, "sample-interval", api.DefaultSampleInterval, "how often to sample counters for /stats, /series and the dashboard")

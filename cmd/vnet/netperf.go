@@ -41,9 +41,13 @@ func netperfCmd() *cobra.Command {
 				fmt.Fprintf(out, "Netperf version %s (%s)\n", netperf.NetperfVersion, versionLine())
 				return nil
 			case cfg.ListSelectors:
+				// netperf lists them and exits 1; so do scripts' checks.
 				netperf.WriteSelectorList(out, cfg.Output)
-				return nil
+				return exitError{code: exitFailure, msg: "netperf: the output selectors are listed above (netperf exits 1 here too)"}
 			}
+			// -d's lines and TCP_INFO go to stderr, away from the results.
+			cfg.Diag = cmd.ErrOrStderr()
+			cfg.DumpTCPInfo = os.Getenv("DUMP_TCP_INFO") != ""
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			rep, err := netperf.Execute(ctx, cfg, interimWriter(cfg, out))
@@ -159,12 +163,13 @@ second gives it up to a request that finds none free. A request whose buffers
 	f.DurationVar(&srv.RequestWait, "request-timeout", netperf.DefaultRequestWait, "a control connection that has not sent its request by then is cut")
 	f.DurationVar(&srv.StartTimeout, "start-timeout", netperf.DefaultStartTimeout, "a test whose data connection has moved no data by then is cut")
 	f.DurationVar(&srv.StallTimeout, "stall-timeout", netperf.DefaultStallTimeout, "a test whose data stopped moving for this long is cut")
+	f.BoolVar(&srv.PrivilegedDataPorts, "privileged-data-ports", false, "let clients ask for a data port below 1024 (netperf's -P), which only root may bind")
 	return c
 }
 
 // limitFlags are the netserver's limits, passed on to its background copy.
 var limitFlags = []string{"max-tests", "max-tests-per-client", "max-memory", "max-idle", "max-idle-per-client",
-	"request-timeout", "start-timeout", "stall-timeout"}
+	"request-timeout", "start-timeout", "stall-timeout", "privileged-data-ports"}
 
 func limitArgs(cmd *cobra.Command) []string {
 	var args []string

@@ -13,7 +13,7 @@ import (
 
 func recoverCmd() *cobra.Command {
 	var rebuild bool
-	var adopt []string
+	var adopt, storeGone []string
 	c := &cobra.Command{
 		Use:   "recover",
 		Short: "Bring back a damaged state store, and list the infrastructures on this host by their marks",
@@ -23,7 +23,7 @@ the same ID: the namespaces the old store made carry that ID, so destroy and app
 them as this store's. Then lists every vnet-looking namespace on the host by who made it.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rep, err := local().Recover(service.RecoverOptions{Rebuild: rebuild, Adopt: adopt})
+			rep, err := local().Recover(service.RecoverOptions{Rebuild: rebuild, Adopt: adopt, StoreGone: storeGone})
 			if rep != nil {
 				printRecover(cmd.OutOrStdout(), rep)
 			}
@@ -31,7 +31,8 @@ them as this store's. Then lists every vnet-looking namespace on the host by who
 		},
 	}
 	c.Flags().BoolVar(&rebuild, "rebuild", false, "start an empty store (keeping the ID) even if the file or its good copy is fine")
-	c.Flags().StringSliceVar(&adopt, "adopt", nil, "mark the namespaces of these infrastructures that have no mark (an older vnet made them) or whose store is gone as this store's")
+	c.Flags().StringSliceVar(&adopt, "adopt", nil, "mark the namespaces and cgroups of these infrastructures that have no mark (an older vnet made them) as this store's, unless another live store holds the infrastructure")
+	c.Flags().StringSliceVar(&storeGone, "store-gone", nil, "with --adopt: the ID of a store gone for good, whose namespaces and cgroups are adopted too (repeat for more)")
 	return c
 }
 
@@ -46,7 +47,11 @@ func printRecover(out io.Writer, rep *service.RecoverReport) {
 		return
 	}
 	for _, a := range rep.Adopted {
-		fmt.Fprintf(out, "adopted %s of %s\n", counted(a.N, "namespace", "namespaces"), a.Infra)
+		what := counted(a.N, "namespace", "namespaces")
+		if a.Cgroups > 0 {
+			what += " and " + counted(a.Cgroups, "cgroup", "cgroups")
+		}
+		fmt.Fprintf(out, "adopted %s of %s\n", what, a.Infra)
 	}
 	if rep.Host == nil {
 		return

@@ -146,9 +146,10 @@ func TestLocksArePerInfrastructure(t *testing.T) {
 	}
 }
 
-// Namespaces whose store is gone (its directory removed, as a crashed
-// run's temporary state directory is) are refused by another store until
-// `vnet recover --adopt` takes them over.
+// Namespaces whose store cannot be found (its directory removed, as a
+// crashed run's temporary state directory is, or moved and not opened
+// since) are refused by another store, and recover --adopt takes them only
+// when told that store is gone for good.
 func TestOrphanedNamespacesAreAdopted(t *testing.T) {
 	requireRoot(t)
 	gone, state := t.TempDir(), t.TempDir()
@@ -158,17 +159,24 @@ func TestOrphanedNamespacesAreAdopted(t *testing.T) {
 	if out, code := run(t, gone, "apply", f); code != 0 {
 		t.Fatalf("apply: %d %s", code, out)
 	}
+	goneID := store.IDAt(gone)
 	if err := os.RemoveAll(gone); err != nil {
 		t.Fatal(err)
 	}
+	adoptGone := "vnet recover --adopt " + orph + " --store-gone " + goneID
 	out, code := run(t, state, "apply", f)
-	if code == 0 || !strings.Contains(out, "vnet recover --adopt "+orph) {
+	if code == 0 || !strings.Contains(out, adoptGone) {
 		t.Fatalf("apply over an orphan: %d %s", code, out)
 	}
 	out, code = run(t, state, "recover", "--adopt", orph)
 	t.Logf("vnet recover --adopt:\n%s", out)
+	if code == 0 || !strings.Contains(out, "adopted nothing") || !strings.Contains(out, adoptGone) || !strings.Contains(out, "not there") {
+		t.Fatalf("recover --adopt of a store not found: %d %s", code, out)
+	}
+	out, code = run(t, state, "recover", "--adopt", orph, "--store-gone", goneID)
+	t.Logf("vnet recover --adopt --store-gone:\n%s", out)
 	if code != 0 || !strings.Contains(out, "adopted 3 namespaces of "+orph) || !strings.Contains(out, orph+": 3 namespaces made by this store, not recorded") {
-		t.Fatalf("recover --adopt: %d %s", code, out)
+		t.Fatalf("recover --adopt --store-gone: %d %s", code, out)
 	}
 	if out, code := run(t, state, "apply", f); code != 0 || !strings.Contains(out, "no changes") {
 		t.Errorf("apply after adopting: %d %s", code, out)

@@ -25,7 +25,7 @@ func FuzzPutInfra(f *testing.F) {
 		if !strings.HasPrefix(path, "/") || strings.ContainsAny(path, " \r\n\t#") {
 			return // not something a client can put in a request line
 		}
-		r := httptest.NewRequest("PUT", "http://x/", strings.NewReader(body))
+		r := httptest.NewRequest("PUT", "http://127.0.0.1:8470/", strings.NewReader(body))
 		u, err := r.URL.Parse(path)
 		if err != nil {
 			return

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/vnet-project/vnet/internal/events"
 	"github.com/vnet-project/vnet/internal/metrics"
+	"github.com/vnet-project/vnet/internal/quote"
 	"github.com/vnet-project/vnet/internal/service"
 	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/units"
@@ -72,39 +72,38 @@ func isYAML(mt string) bool {
 const SpecFileHeader = "Vnet-Spec-File"
 
 // decodeSpec reads a PUT's body as a spec: YAML or JSON by Content-Type,
-// at most MaxBody bytes.
-func (s *Server) decodeSpec(w http.ResponseWriter, r *http.Request, name string) (*spec.Document, error) {
+// at most MaxBody bytes, within the server's budgets (budgets); done gives
+// the body's share back once the request no longer needs it.
+func (s *Server) decodeSpec(w http.ResponseWriter, r *http.Request, name string) (doc *spec.Document, done func(), err error) {
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil {
-		return nil, fail(http.StatusUnsupportedMediaType, "Content-Type: want application/yaml or application/json")
+		return nil, nil, fail(http.StatusUnsupportedMediaType, "Content-Type: want application/yaml or application/json")
 	}
 	json := mt == "application/json"
 	if !json && !isYAML(mt) {
-		return nil, fail(http.StatusUnsupportedMediaType, "Content-Type "+mt+": want application/yaml or application/json")
+		return nil, nil, fail(http.StatusUnsupportedMediaType, "Content-Type "+quote.Q(mt)+": want application/yaml or application/json")
 	}
 	// A body announced as too large is refused before a byte of it is read.
 	if r.ContentLength > s.cfg.MaxBody {
-		return nil, s.bodyTooLarge()
+		return nil, nil, s.bodyTooLarge()
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig):
-		return nil, s.bodyTooLarge()
-	case err != nil:
-		return nil, fail(http.StatusBadRequest, "read the body: "+err.Error())
+	body, release, err := s.budgets.readBody(w, r, s.bodyTooLarge)
+	if err != nil {
+		return nil, nil, err
 	}
 	file := "api:" + name
 	if f := r.Header.Get(SpecFileHeader); f != "" && len(f) <= 256 && !strings.ContainsFunc(f, func(r rune) bool { return r < 0x20 }) {
 		file = f
 	}
-	select {
-	case s.decoders <- struct{}{}:
-	case <-r.Context().Done():
-		return nil, fail(http.StatusServiceUnavailable, "the server is busy; try again")
+	err = s.budgets.decode(r.Context(), body, func() (err error) {
+		doc, err = decodeBody(s.be.Load, file, body, json, name)
+		return err
+	})
+	if err != nil {
+		release()
+		return nil, nil, err
 	}
-	defer func() { <-s.decoders }()
-	return decodeBody(s.be.Load, file, body, json, name)
+	return doc, release, nil
 }
 
 func (s *Server) bodyTooLarge() error {
@@ -154,19 +153,17 @@ func (s *Server) putInfra(w http.ResponseWriter, r *http.Request, who string) er
 	if err != nil {
 		return err
 	}
-	dryRun, err := boolParam(r, "dryRun")
-	if err != nil {
-		return err
-	}
+	dryRun := queryOf(r).bool("dryRun")
 	start := time.Now()
 	observe := func(result string) {
 		s.applies.WithLabelValues(strconv.FormatBool(dryRun), result).Observe(time.Since(start).Seconds())
 	}
-	doc, err := s.decodeSpec(w, r, name)
+	doc, done, err := s.decodeSpec(w, r, name)
 	if err != nil {
 		observe("invalid")
 		return err
 	}
+	defer done()
 	// Over etcd the answer lists what the hosts' agents will do.
 	opts := service.ApplyOptions{DryRun: dryRun, Detail: true}
 	if dryRun {
@@ -261,10 +258,7 @@ func (s *Server) iocStats(w http.ResponseWriter, r *http.Request, _ string) erro
 	if err != nil {
 		return err
 	}
-	interval, err := durationParam(r, "interval", time.Second, 100*time.Millisecond, maxIOCInterval)
-	if err != nil {
-		return err
-	}
+	interval := queryOf(r).duration("interval")
 	var st *service.IOCStats
 	if err := s.withKernel(r.Context(), func() (err error) { st, err = s.be.IOCStats(r.Context(), name, interval); return }); err != nil {
 		return err
@@ -273,21 +267,12 @@ func (s *Server) iocStats(w http.ResponseWriter, r *http.Request, _ string) erro
 	return nil
 }
 
-// window reads ?window= for stats and series: at most the history kept.
-func (s *Server) window(r *http.Request, def time.Duration) (string, time.Duration, error) {
-	name, err := nameOf(r)
-	if err != nil {
-		return "", 0, err
-	}
-	d, err := durationParam(r, "window", min(def, s.cfg.History), time.Second, s.cfg.History)
-	return name, d, err
-}
-
 func (s *Server) stats(w http.ResponseWriter, r *http.Request, _ string) error {
-	name, d, err := s.window(r, 5*time.Minute)
+	name, err := nameOf(r)
 	if err != nil {
 		return err
 	}
+	d := queryOf(r).duration("window")
 	avg, err := s.be.Stats(r.Context(), name, service.StatsOptions{Window: d})
 	if err != nil {
 		return err
@@ -299,10 +284,11 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request, _ string) error {
 // series is each sampling step's rates over the window, what the dashboard
 // draws: the sampler's history as it is, which only a server keeps.
 func (s *Server) series(w http.ResponseWriter, r *http.Request, _ string) error {
-	name, d, err := s.window(r, 2*time.Minute)
+	name, err := nameOf(r)
 	if err != nil {
 		return err
 	}
+	d := queryOf(r).duration("window")
 	if _, err := s.be.Get(r.Context(), name); err != nil {
 		return err
 	}
@@ -315,19 +301,8 @@ func (s *Server) series(w http.ResponseWriter, r *http.Request, _ string) error 
 }
 
 func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, _ string) error {
-	infra := r.URL.Query().Get("infra")
-	if infra != "" && (len(infra) > maxInfraName || !infraName.MatchString(infra)) {
-		return failField(http.StatusBadRequest, "infra", "not an infrastructure name")
-	}
-	limit := 100
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxEvents {
-			return failField(http.StatusBadRequest, "limit", fmt.Sprintf("want a number from 1 to %d", maxEvents))
-		}
-		limit = n
-	}
-	evs, err := s.be.Events(r.Context(), infra, limit)
+	q := queryOf(r)
+	evs, err := s.be.Events(r.Context(), q.string("infra"), q.int("limit"))
 	if err != nil {
 		return err
 	}
@@ -341,28 +316,4 @@ func (s *Server) record(ev Event) {
 	if err := s.be.Record(ev); err != nil {
 		s.log.Printf("event %s %s: %v", ev.Action, ev.Infra, err)
 	}
-}
-
-func boolParam(r *http.Request, key string) (bool, error) {
-	v := r.URL.Query().Get(key)
-	if v == "" {
-		return false, nil
-	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		return false, failField(http.StatusBadRequest, key, "want true or false")
-	}
-	return b, nil
-}
-
-func durationParam(r *http.Request, key string, def, lo, hi time.Duration) (time.Duration, error) {
-	v := r.URL.Query().Get(key)
-	if v == "" {
-		return def, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < lo || d > hi {
-		return 0, failField(http.StatusBadRequest, key, fmt.Sprintf("want a duration from %s to %s, like 30s or 5m", lo, hi))
-	}
-	return d, nil
 }

@@ -82,10 +82,6 @@ func (s *Server) getNetperf(w http.ResponseWriter, r *http.Request, _ string) er
 }
 
 func (s *Server) listNetperf(w http.ResponseWriter, r *http.Request, _ string) error {
-	infra := r.URL.Query().Get("infra")
-	if infra != "" && (len(infra) > maxInfraName || !infraName.MatchString(infra)) {
-		return failField(http.StatusBadRequest, "infra", "not an infrastructure name")
-	}
-	writeJSON(w, http.StatusOK, s.runs.Newest(infra))
+	writeJSON(w, http.StatusOK, s.runs.Newest(queryOf(r).string("infra")))
 	return nil
 }

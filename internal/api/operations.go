@@ -62,15 +62,6 @@ func generationParam(v, field string) (int, error) {
 	return n, nil
 }
 
-// optionalGeneration reads ?key=, 0 when absent.
-func optionalGeneration(r *http.Request, key string) (int, error) {
-	v := r.URL.Query().Get(key)
-	if v == "" {
-		return 0, nil
-	}
-	return generationParam(v, key)
-}
-
 func (s *Server) getRetention(w http.ResponseWriter, r *http.Request, _ string) error {
 	ret, err := s.be.HistoryRetention(r.Context())
 	if err != nil {
@@ -104,21 +95,14 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request, _ string) error {
 	if err != nil {
 		return err
 	}
-	var req service.DiffRequest
-	if req.Plan, err = boolParam(r, "plan"); err != nil {
-		return err
-	}
-	if req.From, err = optionalGeneration(r, "from"); err != nil {
-		return err
-	}
-	if req.To, err = optionalGeneration(r, "to"); err != nil {
-		return err
-	}
+	q := queryOf(r)
+	req := service.DiffRequest{Plan: q.bool("plan"), From: q.int("from"), To: q.int("to")}
 	if r.ContentLength != 0 {
-		doc, err := s.decodeSpec(w, r, name)
+		doc, done, err := s.decodeSpec(w, r, name)
 		if err != nil {
 			return err
 		}
+		defer done()
 		req.Source = &service.Source{Doc: doc}
 	}
 	var res *service.DiffResult
@@ -135,12 +119,7 @@ func (s *Server) rollback(w http.ResponseWriter, r *http.Request, who string) er
 		return err
 	}
 	var o service.RollbackOptions
-	if o.To, err = optionalGeneration(r, "to"); err != nil {
-		return err
-	}
-	if o.Apply.DryRun, err = boolParam(r, "dryRun"); err != nil {
-		return err
-	}
+	o.To, o.Apply.DryRun = queryOf(r).int("to"), queryOf(r).bool("dryRun")
 	o.Apply.Detail, o.Apply.By = true, actor(r, who)
 	start := time.Now()
 	res, err := s.be.Rollback(r.Context(), name, o)
@@ -222,10 +201,7 @@ func (s *Server) snapshot(w http.ResponseWriter, r *http.Request, _ string) erro
 // restore makes the infrastructure of the snapshot in the body (YAML or
 // JSON, as vnet snapshot writes it).
 func (s *Server) restore(w http.ResponseWriter, r *http.Request, who string) error {
-	dryRun, err := boolParam(r, "dryRun")
-	if err != nil {
-		return err
-	}
+	dryRun := queryOf(r).bool("dryRun")
 	if r.ContentLength > service.MaxSnapshotBytes {
 		return fail(http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is larger than a snapshot (%d bytes)", service.MaxSnapshotBytes))
 	}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"net/url"
@@ -11,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/vnet-project/vnet/internal/api/web"
+	"github.com/vnet-project/vnet/internal/quote"
 )
 
 // route is one operation of the API. Path is written as OpenAPI writes it,
@@ -19,38 +21,44 @@ type route struct {
 	Method  string
 	Path    string
 	Mutates bool // needs a token, and is logged and recorded as an event
-	handle  func(w http.ResponseWriter, r *http.Request, who string) error
+	// Query is every query parameter the route takes (see checkQuery).
+	Query  []param
+	handle func(w http.ResponseWriter, r *http.Request, who string) error
 }
 
 func (s *Server) routeTable() []route {
+	infra := param{Name: "infra", Kind: infraParam}
+	window := func(def time.Duration) []param {
+		return []param{durationBetween("window", min(def, s.cfg.History), time.Second, s.cfg.History)}
+	}
 	return []route{
-		{Method: "GET", Path: "/", handle: s.dashboard},
+		{Method: "GET", Path: "/", Query: []param{infra}, handle: s.dashboard},
 		{Method: "GET", Path: "/ui/{file}", handle: s.asset},
 		{Method: "GET", Path: "/openapi.json", handle: s.openapi},
 		{Method: "GET", Path: "/metrics", handle: s.metrics},
 		{Method: "GET", Path: "/healthz", handle: s.healthz},
 		{Method: "GET", Path: "/api/v1/infras", handle: s.listInfras},
 		{Method: "GET", Path: "/api/v1/infras/{name}", handle: s.getInfra},
-		{Method: "PUT", Path: "/api/v1/infras/{name}", Mutates: true, handle: s.putInfra},
+		{Method: "PUT", Path: "/api/v1/infras/{name}", Mutates: true, Query: []param{{Name: "dryRun", Kind: boolParam}}, handle: s.putInfra},
 		{Method: "DELETE", Path: "/api/v1/infras/{name}", Mutates: true, handle: s.deleteInfra},
 		{Method: "GET", Path: "/api/v1/infras/{name}/status", handle: s.status},
-		{Method: "GET", Path: "/api/v1/infras/{name}/ioc", handle: s.iocStats},
-		{Method: "GET", Path: "/api/v1/infras/{name}/stats", handle: s.stats},
-		{Method: "GET", Path: "/api/v1/infras/{name}/series", handle: s.series},
-		{Method: "GET", Path: "/api/v1/events", handle: s.listEvents},
+		{Method: "GET", Path: "/api/v1/infras/{name}/ioc", Query: []param{durationBetween("interval", time.Second, 100*time.Millisecond, maxIOCInterval)}, handle: s.iocStats},
+		{Method: "GET", Path: "/api/v1/infras/{name}/stats", Query: window(5 * time.Minute), handle: s.stats},
+		{Method: "GET", Path: "/api/v1/infras/{name}/series", Query: window(2 * time.Minute), handle: s.series},
+		{Method: "GET", Path: "/api/v1/events", Query: []param{infra, {Name: "limit", Kind: intParam, Min: 1, Max: maxEvents, Default: 100}}, handle: s.listEvents},
 		{Method: "POST", Path: "/api/v1/infras/{name}/netperf", Mutates: true, handle: s.startNetperf},
-		{Method: "GET", Path: "/api/v1/netperf", handle: s.listNetperf},
+		{Method: "GET", Path: "/api/v1/netperf", Query: []param{infra}, handle: s.listNetperf},
 		{Method: "GET", Path: "/api/v1/netperf/{id}", handle: s.getNetperf},
 		{Method: "GET", Path: "/api/v1/infras/{name}/history", handle: s.history},
 		{Method: "GET", Path: "/api/v1/infras/{name}/history/{generation}", handle: s.historyGeneration},
 		{Method: "GET", Path: "/api/v1/history/retention", handle: s.getRetention},
 		{Method: "PUT", Path: "/api/v1/history/retention", Mutates: true, handle: s.putRetention},
-		{Method: "POST", Path: "/api/v1/infras/{name}/diff", handle: s.diff},
-		{Method: "POST", Path: "/api/v1/infras/{name}/rollback", Mutates: true, handle: s.rollback},
+		{Method: "POST", Path: "/api/v1/infras/{name}/diff", Query: []param{generation("from"), generation("to"), {Name: "plan", Kind: boolParam}}, handle: s.diff},
+		{Method: "POST", Path: "/api/v1/infras/{name}/rollback", Mutates: true, Query: []param{generation("to"), {Name: "dryRun", Kind: boolParam}}, handle: s.rollback},
 		{Method: "GET", Path: "/api/v1/infras/{name}/spec", handle: s.appliedSpec},
 		{Method: "GET", Path: "/api/v1/infras/{name}/describe/{kind}/{object}", handle: s.describe},
 		{Method: "GET", Path: "/api/v1/infras/{name}/snapshot", handle: s.snapshot},
-		{Method: "POST", Path: "/api/v1/restore", Mutates: true, handle: s.restore},
+		{Method: "POST", Path: "/api/v1/restore", Mutates: true, Query: []param{{Name: "dryRun", Kind: boolParam}}, handle: s.restore},
 	}
 }
 
@@ -85,19 +93,27 @@ func (s *Server) buildHandler() http.Handler {
 		}
 		if len(allow) > 0 {
 			w.Header().Set("Allow", strings.Join(allow, ", "))
-			writeError(w, fail(http.StatusMethodNotAllowed, r.Method+" "+r.URL.Path+": method not allowed"))
+			writeError(w, fail(http.StatusMethodNotAllowed, quote.Q(r.Method)+" "+pathOf(r)+": method not allowed"))
 			return
 		}
-		writeError(w, fail(http.StatusNotFound, r.URL.Path+": no such resource"))
+		writeError(w, fail(http.StatusNotFound, pathOf(r)+": no such resource"))
 	})
 	return s.guard(mux)
 }
 
-// guard turns away paths meant to confuse routing before any route sees
-// them: dot segments, empty segments, encoded slashes or dots, bytes that
-// are not UTF-8 or are control characters.
+// guard gives every answer the headers a browser needs (setSecurityHeaders),
+// refuses a request addressed to a name that is not the server's
+// (checkHost), and turns away paths meant to confuse routing before any
+// route sees them: dot segments, empty segments, encoded slashes or dots,
+// bytes that are not UTF-8 or are control characters.
 func (s *Server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		setSecurityHeaders(w.Header())
+		if err := s.checkHost(r); err != nil {
+			s.refuse(r, "for a Host not the server's", "Host "+quote.Q(r.Host)+" is not the server's")
+			writeError(w, err)
+			return
+		}
 		if msg := badPath(r.URL); msg != "" {
 			writeError(w, fail(http.StatusBadRequest, msg))
 			return
@@ -129,8 +145,10 @@ func badPath(u *url.URL) string {
 	return ""
 }
 
-// wrap authorizes a route's requests, logs changes and turns a handler's
-// error into a JSON answer.
+// wrap authorizes a route's requests, refuses a change from another
+// site's page (checkOrigin) and a query the route does not take
+// (checkQuery), logs changes and turns a handler's error into a JSON
+// answer.
 func (s *Server) wrap(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		who, ok := s.tokens.match(r)
@@ -140,14 +158,24 @@ func (s *Server) wrap(rt route) http.Handler {
 			if s.tokens == nil {
 				msg = "this server was started without a token file, so it takes no changes"
 			}
-			if rt.Mutates {
-				s.log.Printf("refused %s %s from %s: no valid token", r.Method, r.URL.Path, r.RemoteAddr)
-			}
+			s.refuse(r, "without a valid token", "no valid token")
 			writeError(w, fail(http.StatusUnauthorized, msg))
 			return
 		}
 		if !ok {
 			who = "anonymous"
+		}
+		if rt.Mutates {
+			if err := checkOrigin(r); err != nil {
+				s.refuse(r, "from another site's page", "Origin "+quote.Q(r.Header.Get("Origin"))+" is not the server")
+				writeError(w, err)
+				return
+			}
+		}
+		r, err := checkQuery(rt, r)
+		if err != nil {
+			writeError(w, err)
+			return
 		}
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
@@ -155,16 +183,28 @@ func (s *Server) wrap(rt route) http.Handler {
 			writeError(rec, err)
 		}
 		if rt.Mutates {
-			s.log.Printf("%s %s%s by %s from %s: %d in %.2fs", r.Method, r.URL.Path, query(r), who, r.RemoteAddr, rec.status, time.Since(start).Seconds())
+			s.log.Printf("%s %s%s by %s from %s: %d in %.2fs", r.Method, quote.Text(r.URL.Path), queryText(r), quote.Text(who), r.RemoteAddr, rec.status, time.Since(start).Seconds())
 		}
 	})
 }
 
-func query(r *http.Request) string {
+// refuse logs a refused request, within the log's bound (refusals);
+// reason counts it once the bound is reached.
+func (s *Server) refuse(r *http.Request, reason, why string) {
+	s.refused.note(reason, fmt.Sprintf("refused %s %s from %s: %s", quote.Text(r.Method), quote.Text(r.URL.Path), r.RemoteAddr, why))
+}
+
+// pathOf is the request's path as error messages show it: quoted, escaped
+// and clipped (quote.Q), since a client chose it. The log shows it
+// escaped and clipped, without quotes (quote.Text).
+func pathOf(r *http.Request) string { return quote.Q(r.URL.Path) }
+
+// queryText is the request's query as the log shows it.
+func queryText(r *http.Request) string {
 	if r.URL.RawQuery == "" {
 		return ""
 	}
-	return "?" + r.URL.RawQuery
+	return "?" + quote.Escape(quote.Clip(r.URL.RawQuery, quote.ClipBytes))
 }
 
 type statusRecorder struct {
@@ -216,7 +256,7 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request, _ string) err
 func (s *Server) asset(w http.ResponseWriter, r *http.Request, _ string) error {
 	name := r.PathValue("file")
 	if name == "index.html" || name == "embed.go" {
-		return fail(http.StatusNotFound, r.URL.Path+": no such resource")
+		return fail(http.StatusNotFound, pathOf(r)+": no such resource")
 	}
 	return serveAsset(w, r, name)
 }
@@ -224,7 +264,7 @@ func (s *Server) asset(w http.ResponseWriter, r *http.Request, _ string) error {
 func serveAsset(w http.ResponseWriter, r *http.Request, name string) error {
 	data, err := fs.ReadFile(web.FS, name)
 	if err != nil {
-		return fail(http.StatusNotFound, r.URL.Path+": no such resource")
+		return fail(http.StatusNotFound, pathOf(r)+": no such resource")
 	}
 	types := map[string]string{".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
 		".css": "text/css; charset=utf-8"}
@@ -235,8 +275,7 @@ func serveAsset(w http.ResponseWriter, r *http.Request, name string) error {
 		}
 	}
 	w.Header().Set("Content-Type", ct)
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'self' 'unsafe-inline'")
+	w.Header().Set("Content-Security-Policy", dashboardCSP)
 	_, err = w.Write(data)
 	return err
 }

@@ -43,12 +43,6 @@ const (
 	// maxKernelReaders is how many requests may read the kernel at once;
 	// the rest wait their turn rather than crowd the host.
 	maxKernelReaders = 4
-	// maxSpecDecoders is how many bodies may be decoded as specs at once.
-	// Decoding a spec at the largest size costs a couple of seconds and a
-	// few hundred MB, so a burst of large PUTs waits its turn rather than
-	// holding that many times over. Bodies are read before the turn, so a
-	// slow client holds no turn.
-	maxSpecDecoders = 2
 )
 
 // Config is how the server runs.
@@ -60,7 +54,11 @@ type Config struct {
 	TokenFile string // without one the server takes no changes
 	// AuthReads asks for a token on reads too; without it reads are open
 	// to clients on this machine (and need a token from anywhere else).
-	AuthReads       bool
+	AuthReads bool
+	// Hosts are names the server answers to beside localhost, the
+	// machine's name and addresses: a request whose Host is another name
+	// is refused (see checkHost).
+	Hosts           []string
 	TLSCert, TLSKey string
 	MaxBody         int64 // the largest PUT body; DefaultMaxBody when zero
 	SampleInterval  time.Duration
@@ -82,7 +80,9 @@ type Server struct {
 	registry *prometheus.Registry
 	applies  *prometheus.HistogramVec
 	kernel   chan struct{}
-	decoders chan struct{}
+	budgets  *budgets
+	hosts    hosts
+	refused  *refusals
 	log      *log.Logger
 	handler  http.Handler
 	routes   []route
@@ -125,8 +125,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("api: --tls-cert and --tls-key go together")
 	}
 	s := &Server{cfg: cfg, be: cfg.Backend, kernel: make(chan struct{}, maxKernelReaders),
-		decoders: make(chan struct{}, maxSpecDecoders),
-		log:      log.New(cfg.Log, "", log.LstdFlags)}
+		budgets: newBudgets(cfg.MaxBody, cfg.RequestTimeout), hosts: allowedHosts(cfg.Addr, cfg.Hosts),
+		log: log.New(cfg.Log, "", log.LstdFlags)}
+	s.refused = newRefusals(s.log)
 	if cfg.TokenFile != "" {
 		t, err := LoadTokens(cfg.TokenFile)
 		if err != nil {
@@ -195,6 +196,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 	}
 	s.stopRuns()
+	defer s.refused.close()
 	shut, done := context.WithTimeout(context.Background(), 5*time.Second)
 	defer done()
 	if err := srv.Shutdown(shut); err != nil {
@@ -217,7 +219,7 @@ func (s *Server) httpServer() *http.Server {
 		WriteTimeout:      10 * time.Minute,
 		IdleTimeout:       s.cfg.IdleTimeout,
 		MaxHeaderBytes:    32 << 10,
-		ErrorLog:          s.log,
+		ErrorLog:          log.New(connectionErrors{s.refused}, "", 0),
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -48,25 +49,12 @@ type req struct {
 
 func (s *Server) do(t *testing.T, q req) (*httptest.ResponseRecorder, ErrorBody) {
 	t.Helper()
-	r := httptest.NewRequest(q.method, "http://x"+q.path, strings.NewReader(q.body))
-	r.RemoteAddr = "127.0.0.1:40000"
-	if q.remote != "" {
-		r.RemoteAddr = q.remote
-	}
-	if q.ctype != "" {
-		r.Header.Set("Content-Type", q.ctype)
-	}
-	if q.token != "" {
-		r.Header.Set("Authorization", "Bearer "+q.token)
-	}
-	w := httptest.NewRecorder()
-	s.Handler().ServeHTTP(w, r)
-	var eb ErrorBody
+	w, eb := s.doWith(t, q, nil)
 	if w.Code >= 300 {
 		if ct := w.Header().Get("Content-Type"); ct != "application/json" {
 			t.Errorf("%s %s: %d answered as %q, want JSON", q.method, q.path, w.Code, ct)
 		}
-		if err := json.Unmarshal(w.Body.Bytes(), &eb); err != nil || eb.Error == "" {
+		if eb.Error == "" {
 			t.Errorf("%s %s: %d with body %q: want {\"error\": ...}", q.method, q.path, w.Code, w.Body.String())
 		}
 	}
@@ -172,7 +160,7 @@ func TestLargeSpecs(t *testing.T) {
 
 	tooLarge := exact + "\n"
 	for _, announced := range []bool{true, false} {
-		r := httptest.NewRequest("PUT", "http://x/api/v1/infras/big", strings.NewReader(tooLarge))
+		r := httptest.NewRequest("PUT", "http://127.0.0.1:8470/api/v1/infras/big", strings.NewReader(tooLarge))
 		if !announced {
 			r.ContentLength = -1 // as a chunked body arrives
 		}
@@ -197,11 +185,11 @@ func TestLargeSpecs(t *testing.T) {
 // given back lets the next PUT through.
 func TestSpecDecodesWaitTheirTurn(t *testing.T) {
 	s, _ := newTestServer(t, nil)
-	for range maxSpecDecoders {
-		s.decoders <- struct{}{}
+	if !s.budgets.decoding.TryAcquire(decodeBudget * s.cfg.MaxBody) {
+		t.Fatal("the decoding budget is taken")
 	}
 	put := func(ctx context.Context) *httptest.ResponseRecorder {
-		r := httptest.NewRequestWithContext(ctx, "PUT", "http://x/api/v1/infras/t1", strings.NewReader(smallSpec))
+		r := httptest.NewRequestWithContext(ctx, "PUT", "http://127.0.0.1:8470/api/v1/infras/t1", strings.NewReader(smallSpec))
 		r.RemoteAddr = "127.0.0.1:40000"
 		r.Header.Set("Content-Type", "application/yaml")
 		r.Header.Set("Authorization", "Bearer "+testToken)
@@ -214,7 +202,7 @@ func TestSpecDecodesWaitTheirTurn(t *testing.T) {
 	if w := put(ctx); w.Code != http.StatusServiceUnavailable {
 		t.Fatalf("with every turn taken: %d %s, want 503", w.Code, w.Body)
 	}
-	<-s.decoders
+	s.budgets.decoding.Release(decodeBudget * s.cfg.MaxBody)
 	if w := put(context.Background()); w.Code != http.StatusOK {
 		t.Fatalf("with a turn free: %d %s", w.Code, w.Body)
 	}
@@ -329,13 +317,15 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	for _, rt := range s.routes {
 		routes = append(routes, rt.Method+" "+rt.Path)
 		var op struct {
-			Security []any `json:"security"`
+			Security   []any          `json:"security"`
+			Parameters []openAPIParam `json:"parameters"`
 		}
 		if raw, ok := doc.Paths[rt.Path][strings.ToLower(rt.Method)]; ok {
 			_ = json.Unmarshal(raw, &op)
 			if rt.Mutates != (len(op.Security) > 0) {
 				t.Errorf("%s %s: needs a token %v, the document says %v", rt.Method, rt.Path, rt.Mutates, len(op.Security) > 0)
 			}
+			checkQueryDocumented(t, rt, op.Parameters)
 		}
 	}
 	for path, ops := range doc.Paths {
@@ -354,6 +344,71 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	if w.Code != 200 || !bytes.Equal(w.Body.Bytes(), OpenAPI()) {
 		t.Errorf("GET /openapi.json: %d", w.Code)
 	}
+}
+
+// openAPIParam is a parameter as openapi.json describes it.
+type openAPIParam struct {
+	Name   string `json:"name"`
+	In     string `json:"in"`
+	Schema struct {
+		Type    string `json:"type"`
+		Default any    `json:"default"`
+		Minimum *int64 `json:"minimum"`
+		Maximum *int64 `json:"maximum"`
+	} `json:"schema"`
+}
+
+// checkQueryDocumented holds an operation's documented query parameters to
+// the route's: the same names, types, defaults and bounds.
+func checkQueryDocumented(t *testing.T, rt route, documented []openAPIParam) {
+	t.Helper()
+	docs := map[string]openAPIParam{}
+	for _, p := range documented {
+		if p.In == "query" {
+			docs[p.Name] = p
+		}
+	}
+	for _, p := range rt.Query {
+		d, ok := docs[p.Name]
+		delete(docs, p.Name)
+		where := rt.Method + " " + rt.Path + " ?" + p.Name
+		switch {
+		case !ok:
+			t.Errorf("%s: not in openapi.json", where)
+			continue
+		case d.Schema.Type != p.Kind.openAPIType():
+			t.Errorf("%s: type %q in openapi.json, want %q", where, d.Schema.Type, p.Kind.openAPIType())
+		}
+		switch p.Kind {
+		case intParam:
+			var def any = float64(p.Default)
+			if p.Optional {
+				def = nil // left out, the handler chooses: no default to document
+			}
+			if d.Schema.Minimum == nil || *d.Schema.Minimum != p.Min || d.Schema.Maximum == nil || *d.Schema.Maximum != p.Max || d.Schema.Default != def {
+				t.Errorf("%s: openapi.json says %v..%v default %v, the route %d..%d default %d", where, ptrText(d.Schema.Minimum), ptrText(d.Schema.Maximum), d.Schema.Default, p.Min, p.Max, p.Default)
+			}
+		case durationParam:
+			def, _ := d.Schema.Default.(string)
+			if got, err := time.ParseDuration(def); err != nil || got != time.Duration(p.Default) {
+				t.Errorf("%s: default %q in openapi.json, the route's is %s", where, def, time.Duration(p.Default))
+			}
+		case boolParam:
+			if d.Schema.Default != (p.Default != 0) {
+				t.Errorf("%s: default %v in openapi.json", where, d.Schema.Default)
+			}
+		}
+	}
+	for name := range docs {
+		t.Errorf("%s %s: openapi.json lists ?%s, which the route does not take", rt.Method, rt.Path, name)
+	}
+}
+
+func ptrText(p *int64) string {
+	if p == nil {
+		return "none"
+	}
+	return strconv.FormatInt(*p, 10)
 }
 
 func TestStatsAndSeriesFromSamples(t *testing.T) {

@@ -88,7 +88,8 @@ func (c *Cgroups) Available() error {
 		Hint: "mount cgroup v2 with cpu and cpuset enabled, or the v1 cpu and cpuset hierarchies; or drop cpus: from the VMs"}
 }
 
-// Ensure creates the VM's cgroup with its CPU limit and cpuset.
+// Ensure creates the VM's cgroup with its CPU limit and cpuset, and marks
+// it and its infrastructure's level as the resource's store's (markCgroup).
 // Equivalent to: mkdir -p ROOT/NAME; echo "QUOTA 100000" > cpu.max; echo CPUS > cpuset.cpus
 //
 // The vnet/ level is shared by every infrastructure, and a destroy of
@@ -100,7 +101,10 @@ func (c *Cgroups) Ensure(r plan.Resource) error {
 	}
 	var err error
 	for range ensureAttempts {
-		if err = c.ensureOnce(r); !errors.Is(err, os.ErrNotExist) {
+		if err = c.ensureOnce(r); err == nil {
+			err = c.markCgroup(r)
+		}
+		if !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 	}

@@ -15,19 +15,30 @@ import (
 
 // Leftover is something a vnet command killed halfway left on the host
 // that no plan sees: an unfinished namespace entry, its temporary file, a
-// cgroup directory without VMs, or (for gc) what belongs to no known
+// cgroup directory without VMs, or (for gc) what may belong to no known
 // infrastructure.
 type Leftover struct {
 	What string // what it is and where, for people
 	// Infra is the infrastructure of this host's store it belongs to, ""
-	// when none (a probe's, or one whose store is gone): gc takes its lock
-	// before removing it, so as not to race an apply making it.
+	// when none (a probe's, or another store's): gc takes its lock before
+	// removing it, so as not to race an apply making it.
 	Infra string
 	// Unowned says it was found because Infra is not in the store, which
 	// gc checks again under the lock.
 	Unowned bool
-	path    string // the file or directory, so that one is listed once
-	remove  func() error
+	// Kind is KindNetns or KindCgroup for an object that carries a mark
+	// (plan.Mark), whose maker gc must be sure of before it removes it;
+	// "" for what no store owns (a probe's namespace, an unfinished
+	// entry). Name is the object's (a namespace, a cgroup), Mark its mark,
+	// Marked whether it has one, and PathInfra the infrastructure its name
+	// says it is of.
+	Kind      plan.Kind
+	Name      string
+	Mark      plan.Mark
+	Marked    bool
+	PathInfra string
+	path      string // the file or directory, so that one is listed once
+	remove    func() error
 }
 
 func (l Leftover) String() string { return l.What }
@@ -127,34 +138,6 @@ func infraOfNS(name string) string {
 	return infra
 }
 
-// orphanNS is a namespace whose mark names a store directory that is gone.
-type orphanNS struct {
-	Name string
-	Mark plan.Mark
-}
-
-// storeGoneNamespaces lists vnet's namespaces whose mark names a store
-// directory that no longer exists. Nothing can own them any more but a
-// `vnet recover --adopt` from a store made there again. A store that is
-// not a directory (etcd's) is never taken for gone.
-func (l *Linux) storeGoneNamespaces() ([]orphanNS, error) {
-	all, err := l.VnetNamespaces()
-	if err != nil {
-		return nil, err
-	}
-	var out []orphanNS
-	for _, ns := range all {
-		m, ok := plan.ParseMark(ns.Mark)
-		if !ok || !filepath.IsAbs(m.Dir) {
-			continue
-		}
-		if _, err := os.Stat(m.Dir); errors.Is(err, os.ErrNotExist) {
-			out = append(out, orphanNS{Name: ns.Name, Mark: m})
-		}
-	}
-	return out, nil
-}
-
 func pidAlive(pid int) bool {
 	if pid <= 0 {
 		return false
@@ -163,19 +146,22 @@ func pidAlive(pid int) bool {
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
-// GarbageOpts says which infrastructures still exist for GC.
+// GarbageOpts says what gc knows of this host's store.
 type GarbageOpts struct {
+	// Store is this store's ID: its namespaces are never gc's to remove
+	// (destroy removes them).
+	Store string
 	// Known reports whether an infrastructure is in the state store.
 	Known func(infra string) bool
 }
 
-// Garbage returns what no vnet command will ever clean up on its own:
-// probe namespaces of processes that are gone (kept by earlier versions,
-// which mounted them), unfinished namespace entries and temporary files of
-// any infrastructure, namespaces whose store's directory is gone (what a
-// killed `vnet lab run`, whose store is a temporary directory, leaves), and
-// cgroups of infrastructures that are neither in the store nor have a
-// namespace left (those of another state directory still have theirs).
+// Garbage returns what no vnet command will clean up on its own: probe
+// namespaces of processes that are gone (kept by earlier versions, which
+// mounted them), unfinished namespace entries and temporary files of any
+// infrastructure, which no store owns; and, for gc to judge by their
+// marks, every namespace marked by another store, and the cgroups under
+// vnet/ of infrastructures not in this store (each VM's, and each empty
+// vnet/<infra> directory).
 func (l *Linux) Garbage(opts GarbageOpts) ([]Leftover, error) {
 	var out []Leftover
 	probes, err := netnsEntries(ProbeNSPrefix)
@@ -202,12 +188,16 @@ func (l *Linux) Garbage(opts GarbageOpts) ([]Leftover, error) {
 			}
 		}
 	}
-	orphaned, err := l.storeGoneNamespaces()
+	all, err := l.VnetNamespaces()
 	if err != nil {
 		return nil, err
 	}
-	for _, ns := range orphaned {
-		out = append(out, Leftover{What: "namespace " + ns.Name + " (its store, " + ns.Mark.Dir + ", is gone)",
+	for _, ns := range all {
+		m, marked := plan.ParseMark(ns.Mark)
+		if !marked || m.Store == opts.Store {
+			continue
+		}
+		out = append(out, Leftover{What: "namespace " + ns.Name, Kind: plan.KindNetns, Name: ns.Name, Mark: m, Marked: true, PathInfra: infraOfNS(ns.Name),
 			path: filepath.Join(NetnsDir, ns.Name),
 			remove: func() error {
 				l.forget(ns.Name)
@@ -221,16 +211,17 @@ func (l *Linux) Garbage(opts GarbageOpts) ([]Leftover, error) {
 		if opts.Known != nil && opts.Known(infra) {
 			continue
 		}
-		if live, _ := listNetns(plan.InfraNSPrefix(infra)); slices.ContainsFunc(live, func(name string) bool {
-			return !slices.ContainsFunc(orphaned, func(o orphanNS) bool { return o.Name == name })
-		}) {
-			continue
-		}
 		for _, name := range l.cgroups.List("vnet/" + infra) {
-			out = append(out, Leftover{What: "cgroup " + strings.Join(l.cgroups.Dirs(name), " ") + " (infrastructure " + infra + " is gone)", Infra: infra, Unowned: true, remove: func() error { return l.cgroups.Remove(name) }})
+			m, marked := plan.ParseMark(l.cgroups.Mark(name))
+			out = append(out, Leftover{What: "cgroup " + strings.Join(l.cgroups.Dirs(name), " "), Infra: infra, Unowned: true,
+				Kind: plan.KindCgroup, Name: name, Mark: m, Marked: marked, PathInfra: infra,
+				remove: func() error { return l.cgroups.Remove(name) }})
 		}
 		for _, dir := range l.cgroups.EmptyInfraDirs(infra) {
-			out = append(out, Leftover{What: "cgroup " + dir + " (infrastructure " + infra + " is gone)", Infra: infra, Unowned: true, remove: func() error { return l.cgroups.RemoveEmptyDir(dir) }})
+			m, marked := plan.ParseMark(readDirMark(dir))
+			out = append(out, Leftover{What: "cgroup " + dir + " (no VM left)", Infra: infra, Unowned: true,
+				Kind: plan.KindCgroup, Name: "vnet/" + infra, Mark: m, Marked: marked, PathInfra: infra,
+				remove: func() error { return l.cgroups.RemoveEmptyDir(dir) }})
 		}
 	}
 	return out, nil

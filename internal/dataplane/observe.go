@@ -588,7 +588,7 @@ func (l *Linux) observeCgroups(infra string) []plan.Resource {
 	for _, name := range l.cgroups.List("vnet/" + infra) {
 		milli, cpus, ok := l.cgroups.Read(name)
 		if ok {
-			out = append(out, plan.Resource{Kind: plan.KindCgroup, Name: name, CPUMilli: milli, CPUs: cpus})
+			out = append(out, plan.Resource{Kind: plan.KindCgroup, Name: name, CPUMilli: milli, CPUs: cpus, Mark: l.cgroups.Mark(name)})
 		}
 	}
 	return out
@@ -605,7 +605,7 @@ func (l *Linux) observeCgroupsOf(infra string, namespaces []string) []plan.Resou
 		}
 		name := plan.CgroupName(infra, node)
 		if milli, cpus, ok := l.cgroups.Read(name); ok {
-			out = append(out, plan.Resource{Kind: plan.KindCgroup, Name: name, CPUMilli: milli, CPUs: cpus})
+			out = append(out, plan.Resource{Kind: plan.KindCgroup, Name: name, CPUMilli: milli, CPUs: cpus, Mark: l.cgroups.Mark(name)})
 		}
 	}
 	return out

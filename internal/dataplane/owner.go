@@ -3,6 +3,7 @@ package dataplane
 import (
 	"fmt"
 	"sort"
+	"sync"
 
 	"github.com/vnet-project/vnet/internal/plan"
 )
@@ -67,4 +68,63 @@ func (l *Linux) VnetNamespaces() ([]NamedNS, error) {
 		out = append(out, NamedNS{Name: ns, Mark: lo.Attrs().Alias})
 	}
 	return out, nil
+}
+
+// Marks reads the marks of the named namespaces and cgroups, by their
+// resources' keys (netns/NAME, cgroup/NAME): what each that exists
+// carries ("" for none), and nothing for one that does not exist. An
+// apply reads those its record names, to see that the kernel still holds
+// them, as this store's, whatever its change touches.
+// Equivalent to: ip -n NS link show lo; getfattr -n trusted.vnet.mark DIR
+func (l *Linux) Marks(namespaces, cgroups []string) (map[string]string, error) {
+	out := make(map[string]string, len(namespaces)+len(cgroups))
+	var mu sync.Mutex
+	work := make(chan string)
+	var wg sync.WaitGroup
+	for range min(markReaders, len(namespaces)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ns := range work {
+				if mark, ok := namespaceMark(ns); ok {
+					mu.Lock()
+					out[plan.Resource{Kind: plan.KindNetns, Name: ns}.Key()] = mark
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for _, ns := range namespaces {
+		work <- ns
+	}
+	close(work)
+	wg.Wait()
+	for _, name := range cgroups {
+		if len(l.cgroups.Dirs(name)) > 0 {
+			out[plan.Resource{Kind: plan.KindCgroup, Name: name}.Key()] = l.cgroups.Mark(name)
+		}
+	}
+	return out, nil
+}
+
+// markReaders is how many namespaces Marks reads at once: entering one
+// is mostly the kernel's work, which several threads share.
+const markReaders = 4
+
+// namespaceMark is a namespace's mark; ok is false when it does not exist
+// (or vanished while it was read).
+func namespaceMark(ns string) (mark string, ok bool) {
+	if !netnsExists(ns) {
+		return "", false
+	}
+	h, err := handleFor(ns)
+	if err != nil {
+		return "", false
+	}
+	defer h.Close()
+	lo, err := h.LinkByIndex(1) // lo is the first link of every namespace
+	if err != nil {
+		return "", false
+	}
+	return lo.Attrs().Alias, true
 }

@@ -701,6 +701,36 @@ func TestPlainClientSeesNoExtension(t *testing.T) {
 	}
 }
 
+// A client cannot make the netserver bind a data port below 1024 (which
+// as root it could) unless the netserver was started to allow it.
+func TestPrivilegedDataPortsOnlyWhenAllowed(t *testing.T) {
+	s := &Server{}
+	_, port := startServer(t, s)
+	for _, p := range []string{"1", "80", "1023"} {
+		c, err := ParseArgs([]string{"-H", "127.0.0.1", "-p", strconv.Itoa(port), "-l", "0.3", "-t", TCPStream, "--", "-P", "," + p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = Execute(context.Background(), c, nil)
+		if err == nil || !strings.Contains(err.Error(), "data port "+p+" is privileged") || !strings.Contains(err.Error(), "--privileged-data-ports") {
+			t.Errorf("data port %s: %v", p, err)
+		}
+	}
+	quick(t, port, TCPStream, "--", "-P", ",0") // any port: as ever
+	waitIdle(t, s)
+
+	allowed := &Server{PrivilegedDataPorts: true}
+	_, port = startServer(t, allowed)
+	c, err := ParseArgs([]string{"-H", "127.0.0.1", "-p", strconv.Itoa(port), "-l", "0.3", "-t", TCPStream, "--", "-P", ",1023"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Execute(context.Background(), c, nil); err != nil && strings.Contains(err.Error(), "privileged") {
+		t.Errorf("allowed, data port 1023: %v", err)
+	}
+	waitIdle(t, allowed)
+}
+
 // Options that reach the netserver in the request: its socket buffers,
 // TOS, priority, no-delay, keep-alive, congestion control, alignment, and
 // a UDP socket connected once it heard from the client (-N).

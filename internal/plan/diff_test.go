@@ -154,42 +154,42 @@ func TestDiffStrandedPortRemakesWhatWasReadOnIt(t *testing.T) {
 
 func TestDiffMarkIsAChangeInPlace(t *testing.T) {
 	model := Model(load(t, base), Options{})
-	marked := MarkNamespaces(model, "t", "0123abcd", "/var/lib/vnet")
+	marked := MarkOwned(model, "t", "0123abcd", "/var/lib/vnet")
 	p := Diff(marked, model)
 	for _, a := range p.Actions {
-		if a.Op != OpModify || a.New.Kind != KindNetns || !strings.Contains(a.String(), "mark none -> vnet:t:0123abcd:/var/lib/vnet") {
+		if a.Op != OpModify || !Markable(a.New.Kind) || !strings.Contains(a.String(), "mark none -> vnet:t:0123abcd:/var/lib/vnet") {
 			t.Errorf("unexpected %s", a)
 		}
 	}
-	if len(p.Actions) != 4 { // the physical switch, two hosts, one VM
-		t.Errorf("want every namespace marked, got:\n%s", p)
+	if len(p.Actions) != 5 { // the physical switch, two hosts, one VM and its cgroup
+		t.Errorf("want every namespace and cgroup marked, got:\n%s", p)
 	}
 }
 
-// TestMarkNamespacesLeavesItsInput: marking returns every namespace
+// TestMarkOwnedLeavesItsInput: marking returns every namespace
 // marked, copies the model only when one is not, and never changes the
 // model it was given.
-func TestMarkNamespacesLeavesItsInput(t *testing.T) {
+func TestMarkOwnedLeavesItsInput(t *testing.T) {
 	model := Model(load(t, base), Options{})
 	before := slices.Clone(model)
-	marked := MarkNamespaces(model, "t", "0123abcd", "/var/lib/vnet")
+	marked := MarkOwned(model, "t", "0123abcd", "/var/lib/vnet")
 	if !slices.Equal(model, before) {
 		t.Fatal("marking changed the model it was given")
 	}
 	want := Mark{Infra: "t", Store: "0123abcd", Dir: "/var/lib/vnet"}.String()
 	for i, r := range marked {
-		if r.Kind == KindNetns && r.Mark != want {
+		if Markable(r.Kind) && r.Mark != want {
 			t.Errorf("%s marked %q, want %q", r.Key(), r.Mark, want)
 		}
-		if r.Kind != KindNetns && r != model[i] {
+		if !Markable(r.Kind) && r != model[i] {
 			t.Errorf("%s changed by marking", r.Key())
 		}
 	}
-	again := MarkNamespaces(marked, "t", "0123abcd", "/var/lib/vnet")
+	again := MarkOwned(marked, "t", "0123abcd", "/var/lib/vnet")
 	if len(again) != len(marked) || &again[0] != &marked[0] {
 		t.Error("a model marked already is copied")
 	}
-	other := MarkNamespaces(marked, "t", "4567cdef", "/var/lib/vnet")
+	other := MarkOwned(marked, "t", "4567cdef", "/var/lib/vnet")
 	if &other[0] == &marked[0] || other[0].Mark == marked[0].Mark && other[0].Kind == KindNetns {
 		t.Error("another store's marks are not made anew in a copy")
 	}

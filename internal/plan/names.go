@@ -69,12 +69,15 @@ func StableMAC(infra, what string) string {
 	return net.HardwareAddr(sum[:6]).String()
 }
 
-// A Mark says which state store made a namespace, so that vnet touches
-// only its own: two stores naming one infrastructure, or a namespace that
-// merely looks like vnet's, are told apart by it. It lives in the kernel,
-// as the alias of the namespace's loopback, and dies with the namespace.
+// A Mark says which state store made a namespace or a VM's cgroup, so
+// that vnet touches only its own: two stores naming one infrastructure,
+// or an object that merely looks like vnet's, are told apart by it. It
+// lives in the kernel with the object (a namespace's loopback alias, a
+// cgroup directory's extended attribute) and dies with it. The store's ID
+// says whose the object is; the directory only names where that store
+// was, which a move changes (store.Find finds it again).
 type Mark struct {
-	Infra string // the infrastructure the namespace belongs to
+	Infra string // the infrastructure the object belongs to
 	Store string // the store's ID
 	Dir   string // where the store was, to name it in messages; may be empty
 }
@@ -109,14 +112,14 @@ func ParseMark(alias string) (m Mark, ok bool) {
 	return m, true
 }
 
-// MarkNamespaces returns rs with every namespace marked as made by store
-// (whose directory is dir): rs itself when each is marked so already (a
-// host of TAPs has few namespaces or none, and its model tens of
-// thousands of resources), else a copy.
-func MarkNamespaces(rs []Resource, infra, store, dir string) []Resource {
+// MarkOwned returns rs with every namespace and cgroup marked as made by
+// store (whose directory is dir): rs itself when each is marked so
+// already (a host of TAPs has few namespaces or none, and its model tens
+// of thousands of resources), else a copy.
+func MarkOwned(rs []Resource, infra, store, dir string) []Resource {
 	mark := Mark{Infra: infra, Store: store, Dir: dir}.String()
 	first := 0
-	for first < len(rs) && (rs[first].Kind != KindNetns || rs[first].Mark == mark) {
+	for first < len(rs) && (!Markable(rs[first].Kind) || rs[first].Mark == mark) {
 		first++
 	}
 	if first == len(rs) {
@@ -124,12 +127,17 @@ func MarkNamespaces(rs []Resource, infra, store, dir string) []Resource {
 	}
 	out := slices.Clone(rs)
 	for i := first; i < len(out); i++ {
-		if out[i].Kind == KindNetns {
+		if Markable(out[i].Kind) {
 			out[i].Mark = mark
 		}
 	}
 	return out
 }
+
+// Markable reports whether objects of a kind carry a Mark: those that
+// stand by themselves on the host. Everything else lives inside a
+// namespace and goes with it.
+func Markable(k Kind) bool { return k == KindNetns || k == KindCgroup }
 
 // Namespace is the namespace a resource lives in (for a veth, its first
 // end's) and, for a cgroup, the namespace of its VM.

@@ -109,7 +109,7 @@ func TriOf(b *bool) Tri {
 //	portbpf:  NS, Link (the switch-side port), Match (PortPolicy's text)
 //	lb:       NS, Link (the client's switch port), Match (PortBalancers'
 //	          text), Why (the backends down, PortBalancers.DownText)
-//	cgroup:   Name (relative path), CPUMilli, CPUs (cpuset list)
+//	cgroup:   Name (relative path), CPUMilli, CPUs (cpuset list), Mark (as a netns's)
 //	bridge:   with Isolate, the host's IPv6 stack is kept off it (no link-local address)
 //	vxlan:    NS, Name, MAC, MTU, VNI, Local (underlay address), Port (UDP),
 //	          Link (the bridge it is a port of); with Isolate its bridge port

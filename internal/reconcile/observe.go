@@ -109,8 +109,9 @@ func (e *Engine) checkHost(doc *spec.Document) error {
 // scopeFor returns the namespaces an apply of doc reads and plans, nil for
 // all of them. An apply is full when asked (Full), when there is no record
 // of a previous one, when the last one never finished (it may have left
-// changes anywhere), when the store cannot tell that, and when the change
-// reaches beyond VMs (plan.ChangeScope). Otherwise it reads only the
+// changes anywhere), when the store cannot tell that, when the change
+// reaches beyond VMs (plan.ChangeScope), and when the host no longer holds
+// what the record names as this store's (recordStands). Otherwise it reads only the
 // namespaces of what the change creates, deletes or changes: drift
 // elsewhere waits for a full apply.
 func (e *Engine) scopeFor(doc *spec.Document, m *modelSet) plan.Scope {
@@ -135,6 +136,12 @@ func (e *Engine) scopeFor(doc *spec.Document, m *modelSet) plan.Scope {
 		// Load balancers' health comes from the agents' probes, not from
 		// the spec: every pass reads it back from their ports.
 		scope = scope.WithKind(m.next, plan.KindLB)
+		if !scope.Full() {
+			if gone := e.recordStands(doc.Spec.Name, m.prev); gone != "" {
+				scope, why = nil, gone
+				e.logf("reading the whole infrastructure: %s\n", gone)
+			}
+		}
 	}
 	if scope.Full() {
 		e.tracef("full observation: %s\n", why)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/killpoint"
+	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/store"
 	"github.com/vnet-project/vnet/internal/teamagent"
 )
@@ -16,20 +17,32 @@ import (
 type GCOptions struct {
 	// DryRun lists what would be removed and changes nothing.
 	DryRun bool
-	// Log receives a line per thing removed (or, dry, to remove) and per
-	// thing left to an apply that began meanwhile.
+	// StoreGone are the IDs of stores the user says are gone for good:
+	// what they marked is removed though they cannot be found.
+	StoreGone []string
+	// Unmarked are infrastructures whose cgroups without a mark the user
+	// says vnet made (a vnet older than cgroup marks): they are removed.
+	Unmarked []string
+	// Log receives a line per thing removed (or, dry, to remove), per
+	// thing left to an apply that began meanwhile, and per thing left
+	// because who made it is not certain, with the reason.
 	Log io.Writer
 }
 
 // GC removes what no apply or destroy will: probe namespaces of processes
-// that are gone, unfinished namespace entries, namespaces whose mark names
-// a state directory that no longer exists, cgroups of infrastructures
-// with neither a record nor a namespace, and agents of this state
-// directory whose infrastructure is not in the store. Infrastructures in
-// the store are left alone: their next apply or destroy repairs them. It
-// takes an infrastructure's lock before it removes what that
-// infrastructure left, and leaves it if an apply put the infrastructure
-// in the store meanwhile. It reports whether it found anything.
+// that are gone, unfinished namespace entries, cgroups this store made of
+// infrastructures with neither a record nor a namespace, and agents of
+// this state directory whose infrastructure is not in the store; and, when
+// told the store that made them is gone for good (StoreGone), that store's
+// namespaces and cgroups. Whatever another store made is left to it,
+// found by its ID wherever its directory is now (store.Find); what a store
+// that cannot be found made, or a cgroup without a mark, is left and said
+// with the reason and the option that would remove it, and GC then fails
+// with ErrNotCertain. Infrastructures in the store are left alone: their
+// next apply or destroy repairs them. It takes an infrastructure's lock
+// before it removes what that infrastructure left, and leaves it if an
+// apply put the infrastructure in the store meanwhile. It reports whether
+// it found anything.
 func (l *Local) GC(o GCOptions) (found bool, err error) {
 	if o.Log == nil {
 		o.Log = io.Discard
@@ -53,15 +66,21 @@ func (l *Local) GC(o GCOptions) (found bool, err error) {
 		known[r.Name] = true
 	}
 	isKnown := func(infra string) bool { return known[infra] }
-	garbage, err := dp.Garbage(dataplane.GarbageOpts{Known: isKnown})
+	garbage, err := dp.Garbage(dataplane.GarbageOpts{Store: st.ID(), Known: isKnown})
 	if err != nil {
 		return false, err
 	}
+	namespaces, err := dp.VnetNamespaces()
+	if err != nil {
+		return false, err
+	}
+	own := ownership{self: st.ID(), recorded: isKnown, ownNS: markedBy(namespaces, st.ID()), nsMark: namespaceOf(namespaces), find: store.Find,
+		goneStores: setOf(o.StoreGone), unmarked: setOf(o.Unmarked)}
 	orphans := teamagent.Orphans(l.StateDir, isKnown)
 	killpoint.At("gc: leftovers listed, none locked yet")
-	verb := "removed"
+	verb, leave := "removed", ""
 	if o.DryRun {
-		verb = "would remove"
+		verb, leave = "would remove", "would be "
 	}
 	var errs []error
 	// Each infrastructure's leftovers go under its lock, and what was
@@ -82,7 +101,25 @@ func (l *Local) GC(o GCOptions) (found bool, err error) {
 		}
 		fmt.Fprintf(o.Log, "%s agent of %s (pid %d): the infrastructure is not in the store\n", verb, a.Infra, a.PID)
 	}
+	uncertain, removed := 0, 0
 	for _, g := range garbage {
+		if g.Kind != "" {
+			v, why := own.judgeGarbage(g.Kind, g.Name, g.PathInfra, g.Mark, g.Marked)
+			switch v {
+			case keep:
+				continue
+			case moved:
+				fmt.Fprintln(o.Log, why)
+				continue
+			case refuse:
+				uncertain++
+				fmt.Fprintln(o.Log, leave+why)
+				continue
+			}
+			if g.Marked && g.Mark.Store != own.self {
+				g.Infra, g.Unowned = "", false // another store's: its lock is not this store's to take
+			}
+		}
 		if !o.DryRun {
 			if err := locks.take(g.Infra, g.Unowned); err != nil {
 				errs = noteSkip(o.Log, errs, err)
@@ -93,13 +130,99 @@ func (l *Local) GC(o GCOptions) (found bool, err error) {
 				continue
 			}
 		}
+		removed++
 		fmt.Fprintf(o.Log, "%s %s\n", verb, g)
 	}
-	found = len(orphans)+len(garbage) > 0
+	if !o.DryRun {
+		forgetGoneStores(namespaces, garbage)
+	}
+	found = len(orphans)+removed+uncertain > 0
+	if uncertain > 0 {
+		errs = append(errs, fmt.Errorf("left %d whose maker is not certain (above): %w", uncertain, ErrNotCertain))
+	}
 	if len(errs) > 0 {
 		return found, fmt.Errorf("gc: %w", errors.Join(errs...))
 	}
 	return found, nil
+}
+
+// markedBy reports whether an infrastructure has a namespace marked by the
+// store with id.
+func markedBy(namespaces []dataplane.NamedNS, id string) func(infra string) bool {
+	has := map[string]bool{}
+	for _, ns := range namespaces {
+		if m, ok := plan.ParseMark(ns.Mark); ok && m.Store == id {
+			has[m.Infra] = true
+		}
+	}
+	return func(infra string) bool { return has[infra] }
+}
+
+// namespaceOf gives a cgroup the mark of the namespace it goes with: a
+// VM's (vnet/<infra>/<vm>) its VM's, an infrastructure's level
+// (vnet/<infra>) that of the first of its namespaces that has one.
+func namespaceOf(namespaces []dataplane.NamedNS) func(cgroup string) (plan.Mark, bool) {
+	marks := map[string]plan.Mark{}
+	first := map[string]plan.Mark{}
+	for _, ns := range namespaces {
+		m, ok := plan.ParseMark(ns.Mark)
+		if !ok {
+			continue
+		}
+		marks[ns.Name] = m
+		if infra, _, ok := plan.SplitNSName(ns.Name); ok && m.Infra == infra {
+			if _, had := first[infra]; !had {
+				first[infra] = m
+			}
+		}
+	}
+	return func(cgroup string) (plan.Mark, bool) {
+		parts := strings.Split(cgroup, "/")
+		switch len(parts) {
+		case 3:
+			m, ok := marks[plan.NSName(parts[1], parts[2])]
+			return m, ok
+		case 2:
+			m, ok := first[parts[1]]
+			return m, ok
+		}
+		return plan.Mark{}, false
+	}
+}
+
+func setOf(list []string) map[string]bool {
+	set := map[string]bool{}
+	for _, s := range list {
+		set[s] = true
+	}
+	return set
+}
+
+// forgetGoneStores drops from the store registry the stores found nowhere
+// that nothing on the host carries the mark of any more.
+func forgetGoneStores(namespaces []dataplane.NamedNS, garbage []dataplane.Leftover) {
+	registered, err := store.Registered()
+	if err != nil {
+		return
+	}
+	named := map[string]bool{}
+	for _, ns := range namespaces {
+		if m, ok := plan.ParseMark(ns.Mark); ok {
+			named[m.Store] = true
+		}
+	}
+	for _, g := range garbage {
+		if g.Marked {
+			named[g.Mark.Store] = true
+		}
+	}
+	var gone []string
+	for id := range registered {
+		if !named[id] && !store.Find(id, "").Found() {
+			gone = append(gone, id)
+		}
+	}
+	store.Forget(gone...)
 }
 
 // infraLocks holds the locks gc took, one per infrastructure.

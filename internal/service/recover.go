@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/plan"
@@ -19,9 +21,13 @@ type RecoverOptions struct {
 	// Rebuild starts an empty store (keeping the ID) even if the file or
 	// its good copy is fine.
 	Rebuild bool
-	// Adopt names infrastructures whose namespaces without a mark, or
-	// whose store is gone, are marked as this store's.
+	// Adopt names infrastructures whose namespaces and cgroups without a
+	// mark, or whose store is gone (StoreGone), are marked as this
+	// store's.
 	Adopt []string
+	// StoreGone are the IDs of stores the user says are gone for good:
+	// what they marked may be adopted though they cannot be found.
+	StoreGone []string
 }
 
 // RecoverReport is what recover did and found on the host.
@@ -41,10 +47,12 @@ type RecoverReport struct {
 	Host []HostGroup
 }
 
-// Adopted is how many namespaces of an infrastructure recover marked.
+// Adopted is how many namespaces and cgroups of an infrastructure recover
+// marked.
 type Adopted struct {
-	Infra string
-	N     int
+	Infra   string
+	N       int // namespaces
+	Cgroups int
 }
 
 // HostGroup is an infrastructure's namespaces made alike.
@@ -96,11 +104,11 @@ func (l *Local) Recover(o RecoverOptions) (*RecoverReport, error) {
 		return rep, nil
 	}
 	for _, infra := range o.Adopt {
-		n, err := adoptNamespaces(dp, st, infra, found)
+		a, err := adopt(dp, st, infra, found, setOf(o.StoreGone))
 		if err != nil {
 			return rep, err
 		}
-		rep.Adopted = append(rep.Adopted, Adopted{Infra: infra, N: n})
+		rep.Adopted = append(rep.Adopted, a)
 	}
 	if len(o.Adopt) > 0 {
 		if found, err = dp.VnetNamespaces(); err != nil {
@@ -130,36 +138,107 @@ func idFromMarks(found []dataplane.NamedNS, dir string) string {
 	return ""
 }
 
-// adoptNamespaces marks an infrastructure's adoptable namespaces as this
-// store's, so that destroy removes them and apply takes them over.
-func adoptNamespaces(dp *dataplane.Linux, st *store.Bolt, infra string, found []dataplane.NamedNS) (int, error) {
+// adopt marks an infrastructure's namespaces and cgroups that no live
+// store made as this store's, so that destroy removes them and apply takes
+// them over: those without a mark, unless another live store holds the
+// infrastructure, and those marked by a store the user says is gone
+// (goneStores). It adopts all of them or, when it is not certain of one,
+// none, and says why of each (ErrNotCertain).
+func adopt(dp *dataplane.Linux, st *store.Bolt, infra string, found []dataplane.NamedNS, goneStores map[string]bool) (Adopted, error) {
+	a := Adopted{Infra: infra}
 	unlock, err := st.Lock(infra)
 	if err != nil {
-		return 0, fmt.Errorf("adopt %s: %w", infra, err)
+		return a, fmt.Errorf("adopt %s: %w", infra, err)
 	}
 	defer unlock()
-	mark := plan.Mark{Infra: infra, Store: st.ID(), Dir: st.Location()}.String()
-	n := 0
+	type object struct {
+		kind       plan.Kind
+		name, mark string
+	}
+	var objects []object
 	for _, ns := range found {
-		if i, _, ok := plan.SplitNSName(ns.Name); !ok || i != infra || !adoptable(ns.Mark) {
+		if i, _, ok := plan.SplitNSName(ns.Name); ok && i == infra {
+			objects = append(objects, object{plan.KindNetns, ns.Name, ns.Mark})
+		}
+	}
+	for _, c := range dp.InfraCgroups(infra) {
+		objects = append(objects, object{plan.KindCgroup, c.Name, c.Mark})
+	}
+	others := liveHolders(st.ID(), infra, found, dp.InfraCgroups(infra))
+	own := ownership{self: st.ID(), find: store.Find, goneStores: goneStores}
+	var take []object
+	var refused []string
+	for _, obj := range objects {
+		m, marked := plan.ParseMark(obj.mark)
+		switch v, why := own.judgeAdopt(obj.kind, obj.name, infra, m, marked, others); v {
+		case refuse:
+			refused = append(refused, why)
+		case keep:
+		default:
+			take = append(take, obj)
+		}
+	}
+	if len(refused) > 0 {
+		return a, fmt.Errorf("adopt %s: adopted nothing:\n  %s\n%w", infra, strings.Join(refused, "\n  "), ErrNotCertain)
+	}
+	mark := plan.Mark{Infra: infra, Store: st.ID(), Dir: st.Location()}.String()
+	for _, obj := range take {
+		if obj.kind == plan.KindCgroup {
+			if err := dp.MarkCgroup(obj.name, mark); err != nil {
+				return a, fmt.Errorf("adopt %s: %w", infra, err)
+			}
+			a.Cgroups++
 			continue
 		}
-		if err := dp.SetMark(ns.Name, mark); err != nil {
-			return n, fmt.Errorf("adopt %s: %w", infra, err)
+		if err := dp.SetMark(obj.name, mark); err != nil {
+			return a, fmt.Errorf("adopt %s: %w", infra, err)
 		}
-		n++
+		a.N++
 	}
-	return n, nil
+	return a, nil
 }
 
-// adoptable reports whether a namespace may be taken over: it has no mark,
-// or the store its mark names is gone from its directory.
-func adoptable(mark string) bool {
-	m, ok := plan.ParseMark(mark)
-	if !ok {
-		return mark == ""
+// liveHolders are the stores other than self that hold an infrastructure
+// and can be found: those whose marks are on its namespaces or cgroups
+// here, and those the store registry knows of that record it.
+func liveHolders(self, infra string, found []dataplane.NamedNS, cgroups []dataplane.NamedCgroup) []store.Whereabouts {
+	var out []store.Whereabouts
+	seen := map[string]bool{self: true}
+	consider := func(id, dir string, holds func(w store.Whereabouts) bool) {
+		if seen[id] {
+			return
+		}
+		if w := store.Find(id, dir); w.Found() && holds(w) {
+			seen[id] = true
+			out = append(out, w)
+		}
 	}
-	return m.Dir != "" && store.IDAt(m.Dir) != m.Store
+	always := func(store.Whereabouts) bool { return true }
+	for _, ns := range found {
+		if m, ok := plan.ParseMark(ns.Mark); ok && m.Infra == infra {
+			consider(m.Store, m.Dir, always)
+		}
+	}
+	for _, c := range cgroups {
+		if m, ok := plan.ParseMark(c.Mark); ok && m.Infra == infra {
+			consider(m.Store, m.Dir, always)
+		}
+	}
+	registered, _ := store.Registered()
+	ids := make([]string, 0, len(registered))
+	for id := range registered {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		consider(id, registered[id], func(w store.Whereabouts) bool {
+			// A store whose records cannot be read now (another vnet
+			// holds it, or it is damaged) may hold the name: not certain.
+			names, err := store.Names(id, w.Dir)
+			return err != nil || slices.Contains(names, infra)
+		})
+	}
+	return out
 }
 
 // hostGroups sorts the vnet-looking namespaces on the host by
@@ -214,19 +293,33 @@ func hostGroups(st store.Store, found []dataplane.NamedNS) ([]HostGroup, error) 
 // nothing says vnet made it.
 func madeBy(storeID, infra, name, mark string, rec *store.Record) (how string, stranger bool) {
 	m, marked := plan.ParseMark(mark)
+	if marked && m.Store != storeID {
+		w := store.Find(m.Store, m.Dir)
+		switch {
+		case w.Moved():
+			return fmt.Sprintf("made by the store now at %s (ID %s), moved from %s: left to it", w.Dir, m.Store, m.Dir), false
+		case w.Found():
+			return fmt.Sprintf("made by the store at %s (ID %s): left to it", w.Dir, m.Store), false
+		}
+		return fmt.Sprintf("made by store %s, which is not found (it was at %s): if it is gone for good, `vnet recover --adopt %s --store-gone %s` takes them",
+			m.Store, orUnknown(m.Dir), infra, m.Store), false
+	}
 	switch {
-	case marked && m.Store == storeID && m.Infra == infra && rec != nil:
+	case marked && m.Infra == infra && rec != nil:
 		return "recorded", false
-	case marked && m.Store == storeID && m.Infra == infra:
+	case marked && m.Infra == infra:
 		return fmt.Sprintf("made by this store, not recorded: `vnet destroy %s` removes them, `vnet apply FILE` takes them back", infra), false
-	case marked && adoptable(mark):
-		return fmt.Sprintf("made by a store that is gone from %s: `vnet recover --adopt %s` takes them", m.Dir, infra), false
-	case marked && m.Dir != "":
-		return fmt.Sprintf("made by the store at %s (ID %s): left to it", m.Dir, m.Store), false
 	case marked:
-		return fmt.Sprintf("made by store %s: left to it", m.Store), false
+		return fmt.Sprintf("made by this store for %s", m.Infra), false
 	case rec != nil && rec.Lists(name):
 		return "without a mark (an older vnet), recorded: the next apply marks them", false
 	}
 	return fmt.Sprintf("without a mark, not recorded: `vnet recover --adopt %s` takes them if an older vnet made them; otherwise they are not vnet's", infra), true
+}
+
+func orUnknown(dir string) string {
+	if dir == "" {
+		return "a directory its mark does not name"
+	}
+	return dir
 }

@@ -113,6 +113,10 @@ var (
 	ErrBusy = errors.New("busy")
 	// ErrTooMany: as many runs as may run at once run already.
 	ErrTooMany = errors.New("too many at once")
+	// ErrNotCertain: gc or recover --adopt left what it cannot be sure
+	// no live store made; the error says which command takes it all the
+	// same.
+	ErrNotCertain = errors.New("who made it is not certain")
 )
 
 // Types the faces print and send, kept where they are made.

@@ -107,6 +107,7 @@ func OpenBolt(dir string) (*Bolt, error) {
 			return nil, fmt.Errorf("state dir: %w", err)
 		}
 	}
+	register(id, b.dir)
 	return b, nil
 }
 

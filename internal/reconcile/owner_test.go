@@ -1,0 +1,231 @@
+package reconcile
+
+import (
+	"io"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/store"
+)
+
+const (
+	ownID    = "00000000000000aa"
+	otherID  = "00000000000000bb"
+	ownDir   = "/var/lib/vnet"
+	otherDir = "/srv/other"
+)
+
+func markOf(infra, id, dir string) string {
+	return plan.Mark{Infra: infra, Store: id, Dir: dir}.String()
+}
+
+// Every case of whose a namespace or a VM's cgroup of the infrastructure
+// is: this store's by its mark, by its record when unmarked, a cgroup by
+// its VM's namespace when unmarked; another store's, another
+// infrastructure's, or unmarked and unrecorded are strangers, and what
+// lives in a stranger namespace is not this store's either.
+func TestClaimTellsThisStoresObjects(t *testing.T) {
+	own := markOf("demo", ownID, ownDir)
+	moved := markOf("demo", ownID, "/before/the/move")
+	tests := []struct {
+		name     string
+		observed []plan.Resource
+		listed   []string // keys the record lists
+		adopt    []string // namespaces an apply was making
+		mine     []string // keys
+		strange  []string // names
+	}{
+		{"marked by this store", []plan.Resource{
+			{Kind: plan.KindNetns, Name: "vnet.demo.esx1", Mark: own},
+			{Kind: plan.KindCgroup, Name: "vnet/demo/vm1", Mark: own},
+		}, nil, nil, []string{"netns/vnet.demo.esx1", "cgroup/vnet/demo/vm1"}, nil},
+		{"marked by this store from another directory (it moved)", []plan.Resource{
+			{Kind: plan.KindNetns, Name: "vnet.demo.esx1", Mark: moved},
+		}, nil, nil, []string{"netns/vnet.demo.esx1"}, nil},
+		{"marked by another store, with what lives in it", []plan.Resource{
+			{Kind: plan.KindNetns, Name: "vnet.demo.esx1", Mark: markOf("demo", otherID, otherDir)},
+			{Kind: plan.KindBridge, NS: "vnet.demo.esx1", Name: "br0"},
+			{Kind: plan.KindNetns, Name: "vnet.demo.vm1", Mark: own},
+			{Kind: plan.KindCgroup, Name: "vnet/demo/vm1", Mark: markOf("demo", otherID, otherDir)},
+		}, nil, nil, []string{"netns/vnet.demo.vm1"}, []string{"vnet.demo.esx1", "vnet/demo/vm1"}},
+		{"marked by this store for another infrastructure", []plan.Resource{
+			{Kind: plan.KindNetns, Name: "vnet.demo.esx1", Mark: markOf("other", ownID, ownDir)},
+		}, nil, nil, nil, []string{"vnet.demo.esx1"}},
+		{"unmarked, recorded", []plan.Resource{
+			{Kind: plan.KindNetns, Name: "vnet.demo.esx1"},
+			{Kind: plan.KindCgroup, Name: "vnet/demo/vm9"},
+		}, []string{"netns/vnet.demo.esx1", "cgroup/vnet/demo/vm9"}, nil, []string{"netns/vnet.demo.esx1", "cgroup/vnet/demo/vm9"}, nil},
+		{"unmarked, being made by this apply", []plan.Resource{
+			{Kind: plan.KindNetns, Name: "vnet.demo.esx1"},
+		}, nil, []string{"vnet.demo.esx1"}, []string{"netns/vnet.demo.esx1"}, nil},
+		{"an unmarked cgroup of this store's VM (killed before its mark)", []plan.Resource{
+			{Kind: plan.KindNetns, Name: "vnet.demo.vm1", Mark: own},
+			{Kind: plan.KindCgroup, Name: "vnet/demo/vm1"},
+		}, nil, nil, []string{"netns/vnet.demo.vm1", "cgroup/vnet/demo/vm1"}, nil},
+		{"unmarked and unrecorded: made by hand", []plan.Resource{
+			{Kind: plan.KindNetns, Name: "vnet.demo.x"},
+			{Kind: plan.KindCgroup, Name: "vnet/demo/y"},
+		}, nil, nil, nil, []string{"vnet.demo.x", "vnet/demo/y"}},
+		{"an unmarked cgroup of a stranger's VM", []plan.Resource{
+			{Kind: plan.KindNetns, Name: "vnet.demo.vm1"},
+			{Kind: plan.KindCgroup, Name: "vnet/demo/vm1"},
+		}, nil, nil, nil, []string{"vnet.demo.vm1"}},
+		{"an unmarked namespace being made does not make its cgroup's mark", []plan.Resource{
+			{Kind: plan.KindNetns, Name: "vnet.demo.vm1"},
+			{Kind: plan.KindCgroup, Name: "vnet/demo/vm1", Mark: markOf("demo", otherID, otherDir)},
+		}, nil, []string{"vnet.demo.vm1"}, []string{"netns/vnet.demo.vm1"}, []string{"vnet/demo/vm1"}},
+	}
+	for _, tc := range tests {
+		listed := func(key string) bool { return slices.Contains(tc.listed, key) }
+		adopt := map[string]bool{}
+		for _, ns := range tc.adopt {
+			adopt[ns] = true
+		}
+		mine, strangers := claimWith(listed, ownID, "demo", tc.observed, adopt)
+		var keys, names []string
+		for _, r := range mine {
+			if plan.Markable(r.Kind) {
+				keys = append(keys, r.Key())
+			}
+		}
+		for _, s := range strangers {
+			names = append(names, s.name)
+		}
+		if !slices.Equal(keys, tc.mine) || !slices.Equal(names, tc.strange) {
+			t.Errorf("%s: mine %v, strangers %v; want %v, %v", tc.name, keys, names, tc.mine, tc.strange)
+		}
+		for _, r := range mine {
+			if r.Kind == plan.KindBridge && slices.Contains(names, r.NS) {
+				t.Errorf("%s: took %s, in a stranger's namespace", tc.name, r.Key())
+			}
+		}
+	}
+}
+
+// An apply refuses a stranger the spec needs, and any object another
+// store marked, naming that store; an unmarked stranger it does not need
+// is left in silence.
+func TestRefuseStrangersSaysWhoseAndWhatToDo(t *testing.T) {
+	desired := []plan.Resource{{Kind: plan.KindNetns, Name: "vnet.demo.vm1"}, {Kind: plan.KindCgroup, Name: "vnet/demo/vm1"}}
+	tests := []struct {
+		name string
+		s    stranger
+		says []string // nil: no refusal
+	}{
+		{"unmarked, not needed", stranger{kind: plan.KindNetns, name: "vnet.demo.x"}, nil},
+		{"unmarked namespace the spec needs", stranger{kind: plan.KindNetns, name: "vnet.demo.vm1"},
+			[]string{"no mark", "vnet recover --adopt demo", "ip netns del vnet.demo.vm1"}},
+		{"unmarked cgroup the spec needs", stranger{kind: plan.KindCgroup, name: "vnet/demo/vm1"},
+			[]string{"cgroup vnet/demo/vm1", "no mark", "vnet recover --adopt demo"}},
+		{"marked by a store not found", stranger{kind: plan.KindNetns, name: "vnet.demo.x", marked: true,
+			mark: plan.Mark{Infra: "demo", Store: "00000000deadbeef", Dir: "/nowhere"}},
+			[]string{"/nowhere", "no store on this host has its ID", "--store-gone 00000000deadbeef"}},
+		{"marked by a store with no directory", stranger{kind: plan.KindCgroup, name: "vnet/demo/x", marked: true,
+			mark: plan.Mark{Infra: "demo", Store: "00000000deadbeef"}},
+			[]string{"cgroup vnet/demo/x", "the vnet store that made it"}},
+	}
+	for _, tc := range tests {
+		err := refuseStrangers("demo", []stranger{tc.s}, desired)
+		if tc.says == nil {
+			if err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+			continue
+		}
+		if err == nil {
+			t.Errorf("%s: not refused", tc.name)
+			continue
+		}
+		for _, s := range tc.says {
+			if !strings.Contains(err.Error(), s) {
+				t.Errorf("%s: %q does not say %q", tc.name, err, s)
+			}
+		}
+	}
+}
+
+// markDP is a dataplane that reads marks from a map.
+type markDP struct {
+	Dataplane
+	marks map[string]string
+}
+
+func (d markDP) Marks(namespaces, cgroups []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, ns := range namespaces {
+		if m, ok := d.marks["netns/"+ns]; ok {
+			out["netns/"+ns] = m
+		}
+	}
+	for _, cg := range cgroups {
+		if m, ok := d.marks["cgroup/"+cg]; ok {
+			out["cgroup/"+cg] = m
+		}
+	}
+	return out, nil
+}
+
+// idStore is a store known by its ID and directory alone.
+type idStore struct{ store.Store }
+
+func (idStore) ID() string       { return ownID }
+func (idStore) Location() string { return ownDir }
+
+// An apply trusts its record only while the host holds each namespace
+// and cgroup it names, marked as this store in this directory marks them.
+func TestRecordStandsOnlyWhileTheHostHoldsIt(t *testing.T) {
+	recorded := []plan.Resource{
+		{Kind: plan.KindNetns, Name: "vnet.demo.esx1"},
+		{Kind: plan.KindNetns, Name: "vnet.demo.vm1"},
+		{Kind: plan.KindCgroup, Name: "vnet/demo/vm1"},
+		{Kind: plan.KindBridge, NS: "vnet.demo.esx1", Name: "br0"},
+	}
+	own := markOf("demo", ownID, ownDir)
+	all := map[string]string{"netns/vnet.demo.esx1": own, "netns/vnet.demo.vm1": own, "cgroup/vnet/demo/vm1": own}
+	with := func(key, mark string, drop bool) map[string]string {
+		m := map[string]string{}
+		for k, v := range all {
+			m[k] = v
+		}
+		if drop {
+			delete(m, key)
+		} else {
+			m[key] = mark
+		}
+		return m
+	}
+	tests := []struct {
+		name  string
+		marks map[string]string
+		says  []string // nil: the record stands
+	}{
+		{"everything there", all, nil},
+		{"a namespace gone", with("netns/vnet.demo.vm1", "", true), []string{"1 gone", "netns/vnet.demo.vm1"}},
+		{"a cgroup gone", with("cgroup/vnet/demo/vm1", "", true), []string{"1 gone", "cgroup/vnet/demo/vm1"}},
+		{"made anew by hand", with("netns/vnet.demo.vm1", "", false), []string{"not marked as this store's", "netns/vnet.demo.vm1"}},
+		{"another store's", with("netns/vnet.demo.esx1", markOf("demo", otherID, otherDir), false), []string{"not marked", "netns/vnet.demo.esx1"}},
+		{"marked from another directory", with("cgroup/vnet/demo/vm1", markOf("demo", ownID, "/before"), false), []string{"not marked", "cgroup/vnet/demo/vm1"}},
+	}
+	for _, tc := range tests {
+		e := &Engine{DP: markDP{marks: tc.marks}, Store: idStore{}, Log: io.Discard}
+		why := e.recordStands("demo", recorded)
+		if tc.says == nil {
+			if why != "" {
+				t.Errorf("%s: %s", tc.name, why)
+			}
+			continue
+		}
+		for _, s := range tc.says {
+			if !strings.Contains(why, s) {
+				t.Errorf("%s: %q does not say %q", tc.name, why, s)
+			}
+		}
+	}
+	// A dataplane that cannot read marks (a test's, a cluster's) trusts
+	// the record as before.
+	if why := (&Engine{Store: idStore{}}).recordStands("demo", recorded); why != "" {
+		t.Errorf("without marks: %s", why)
+	}
+}

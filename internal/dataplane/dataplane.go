@@ -45,6 +45,8 @@ type Linux struct {
 	DeviceStateDir string
 
 	fw *nft.Firewalls
+	// progs are the namespaces' port programs (portPrograms).
+	progs nsPrograms
 	// probed is what earlier probes found the kernel has (see Probe).
 	probed probeSet
 }
@@ -86,6 +88,7 @@ func (l *Linux) Close() {
 		delete(l.handles, name)
 	}
 	l.fw.Close()
+	l.progs.close()
 }
 
 // handle returns the namespace's netlink handle, opened once per command.

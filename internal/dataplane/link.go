@@ -175,6 +175,9 @@ func (l *Linux) configureEnd(e plan.End, alias string, made bool) error {
 			return err
 		}
 	}
+	if err := l.leaveFastPath(e.NS, h, link, e.Down, e.Master); err != nil {
+		return err
+	}
 	if err := setLinkAttrs(h, link, e.MAC, e.MTU, alias, !e.Down); err != nil {
 		return err
 	}

@@ -3,11 +3,14 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"sync"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/features"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
@@ -25,8 +28,12 @@ import (
 // egress it comes first, before the load balancers translate a backend's
 // reply back: the policy sees a connection to a VIP as it goes to its
 // backend, both ways, as the nftables way does. Each filter's tc name
-// holds the policy's digest, so observation reads back what runs; the two
-// programs share their maps (counters, the ACL's rules and flow table).
+// holds the policy's digest, so observation reads back what runs. Every
+// protected port of a namespace runs the same two programs, its policy an
+// entry in their maps (portPrograms). A frame a sender's program hands to
+// another port's VM past the bridge skips that port's egress hook: a
+// load balancers' client port, whose egress translates replies back,
+// takes no frames that way (plan.PortDirect).
 const (
 	portProgPrefix      = plan.AliasPrefix + "port "
 	portProgPrioIngress = 2
@@ -56,7 +63,8 @@ var portProgSupport struct {
 // PortPrograms reports whether port policies are enforced by vnet's tc/BPF
 // programs on this machine, and says how they are enforced: the programs
 // where the kernel loads them (they need Linux 5.17's bpf_loop), else
-// nftables, with why.
+// nftables, with why; and whether frames between the ports of one bridge
+// go past it.
 func (l *Linux) PortPrograms() (bool, string) {
 	if l.WithoutPortPrograms {
 		return false, "nftables (port programs turned off)"
@@ -64,22 +72,20 @@ func (l *Linux) PortPrograms() (bool, string) {
 	if os.Getenv(PortPolicyEnv) == "nftables" {
 		return false, "nftables (" + PortPolicyEnv + "=nftables)"
 	}
-	portProgSupport.once.Do(func() { portProgSupport.err = loadTestPolicy() })
+	portProgSupport.once.Do(func() { portProgSupport.err = loadTestPrograms() })
 	if err := portProgSupport.err; err != nil {
 		return false, "nftables: this kernel does not load vnet's port programs (tc/BPF with bpf_loop, Linux 5.17 or later): " + err.Error()
 	}
-	return true, "tc/BPF programs on the switch ports"
+	if err := fastPathSupport(); err != nil {
+		return true, "tc/BPF programs on the switch ports; frames between ports cross the bridge (" + err.Error() + ")"
+	}
+	return true, "tc/BPF programs on the switch ports; frames between the ports of one bridge go past it"
 }
 
-// loadTestPolicy loads the programs with every check and an ACL, which
-// is what a kernel must verify for any policy.
-func loadTestPolicy() error {
-	c, err := bpfpolicy.Compile(plan.PortPolicy{MAC: "02:00:00:00:00:01", GuardMAC: true, GuardIP: true, GuardRA: true, UnicastOnly: true,
-		Default: plan.ActionDeny, Rules: []plan.PolicyRule{{Allow: true, In: true, Proto: "tcp", DPort: 1}}})
-	if err != nil {
-		return err
-	}
-	p, err := bpfpolicy.Load(c, nil)
+// loadTestPrograms loads the programs, which is what the kernel must
+// verify for any policy.
+func loadTestPrograms() error {
+	p, err := bpfpolicy.Load(nil)
 	if err != nil {
 		return err
 	}
@@ -87,10 +93,186 @@ func loadTestPolicy() error {
 	return nil
 }
 
-// ensurePortProg loads a port's programs and puts them in its hooks,
-// replacing those there in place, so the port never runs without a
-// policy. The new programs take the old ones' flow table over: a changed
-// policy does not cut connections it let through before.
+// fastPathSupport says why the kernel cannot hand frames from one port to
+// another's VM past the bridge (bpf_redirect_peer, with the VM's vNIC
+// counting what it is handed so, Linux 6.7), or returns nil.
+func fastPathSupport() error {
+	if err := features.HaveProgramHelper(ebpf.SchedCLS, asm.FnRedirectPeer); err != nil {
+		return fmt.Errorf("no bpf_redirect_peer: %w", err)
+	}
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return err
+	}
+	rel := unix.ByteSliceToString(u.Release[:])
+	var major, minor int
+	if _, err := fmt.Sscanf(rel, "%d.%d", &major, &minor); err != nil {
+		return fmt.Errorf("kernel release %q unread: %w", rel, err)
+	}
+	if major < 6 || major == 6 && minor < 7 {
+		return fmt.Errorf("Linux %s: a vNIC counts frames handed past the bridge from 6.7 on", rel)
+	}
+	return nil
+}
+
+// nsPrograms are the port programs of each namespace this process has
+// used, found or loaded once: every protected port of a namespace runs the
+// same pair, its policy an entry in their maps.
+type nsPrograms struct {
+	mu sync.Mutex
+	by map[nsKey]*bpfpolicy.Programs
+}
+
+// nsKey is a namespace by name and inode: a name can come to stand for
+// another namespace, whose ports the programs of the first know nothing
+// of.
+type nsKey struct {
+	name string
+	ino  uint64
+}
+
+func (n *nsPrograms) close() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for k, p := range n.by {
+		p.Close()
+		delete(n.by, k)
+	}
+}
+
+// portPrograms returns the namespace's port programs: those its ports run
+// (found from a port's filters), else new ones. Found ones are pruned of
+// ports whose link is gone, which a crash or a link deleted under vnet
+// leaves behind.
+func (l *Linux) portPrograms(ns string, h *netlink.Handle) (*bpfpolicy.Programs, error) {
+	nh, err := l.nsHandle(ns)
+	if err != nil {
+		return nil, err
+	}
+	key := nsKey{ns, nh.ino}
+	l.progs.mu.Lock()
+	defer l.progs.mu.Unlock()
+	if p := l.progs.by[key]; p != nil {
+		return p, nil
+	}
+	p, err := findPortPrograms(h)
+	if err != nil {
+		return nil, err
+	}
+	if p == nil {
+		if p, err = bpfpolicy.Load(nil); err != nil {
+			return nil, bpfErr(err)
+		}
+	} else if err := prunePorts(p, h); err != nil {
+		p.Close()
+		return nil, err
+	}
+	if _, known, err := p.FastPath(); err != nil {
+		p.Close()
+		return nil, err
+	} else if !known {
+		if err := p.SetFastPath(fastPathSupport() == nil); err != nil {
+			p.Close()
+			return nil, err
+		}
+	}
+	if l.progs.by == nil {
+		l.progs.by = map[nsKey]*bpfpolicy.Programs{}
+	}
+	l.progs.by[key] = p
+	return p, nil
+}
+
+// findPortPrograms opens the port programs of this build that a port of
+// the namespace runs, found from the first such port's filters (one qdisc
+// dump, then the filters of links with a clsact hook until one runs them);
+// nil when none does.
+func findPortPrograms(h *netlink.Handle) (*bpfpolicy.Programs, error) {
+	links, err := clsactLinks(h)
+	if err != nil {
+		return nil, err
+	}
+	for _, link := range links {
+		in, out := portFilterOn(h, link, netlink.HANDLE_MIN_INGRESS), portFilterOn(h, link, netlink.HANDLE_MIN_EGRESS)
+		if in == nil || out == nil {
+			continue
+		}
+		p, err := bpfpolicy.Open(ebpf.ProgramID(in.Id), ebpf.ProgramID(out.Id))
+		if err != nil {
+			continue // replaced meanwhile
+		}
+		if p.Complete() {
+			return p, nil
+		}
+		p.Close() // an earlier build's, one pair per port
+	}
+	return nil, nil
+}
+
+// clsactLinks returns the links of a namespace with a clsact hook, where
+// port programs may be: a qdisc dump and a link dump, whatever the number
+// of links.
+func clsactLinks(h *netlink.Handle) ([]netlink.Link, error) {
+	qs, err := rtnl.RetryDump(func() ([]netlink.Qdisc, error) { return h.QdiscList(nil) })
+	if err != nil {
+		return nil, fmt.Errorf("tc qdisc show: %w", err)
+	}
+	hooked := map[int]bool{}
+	for _, q := range qs {
+		if q.Attrs().Parent == netlink.HANDLE_CLSACT {
+			hooked[q.Attrs().LinkIndex] = true
+		}
+	}
+	if len(hooked) == 0 {
+		return nil, nil
+	}
+	links, err := rtnl.RetryDump(h.LinkList)
+	if err != nil {
+		return nil, fmt.Errorf("ip link show: %w", err)
+	}
+	var out []netlink.Link
+	for _, link := range links {
+		if hooked[link.Attrs().Index] {
+			out = append(out, link)
+		}
+	}
+	return out, nil
+}
+
+// prunePorts forgets the ports the programs hold whose link is gone
+// (deleted under vnet, or by a command that crashed before it forgot the
+// port): one link dump, whatever the number of ports.
+func prunePorts(p *bpfpolicy.Programs, h *netlink.Handle) error {
+	ports, err := p.Ports()
+	if err != nil {
+		return fmt.Errorf("list the port programs' ports: %w", err)
+	}
+	links, err := rtnl.RetryDump(h.LinkList)
+	if err != nil {
+		return fmt.Errorf("ip link show: %w", err)
+	}
+	exists := make(map[uint32]bool, len(links))
+	for _, l := range links {
+		exists[uint32(l.Attrs().Index)] = true
+	}
+	for _, port := range ports {
+		if exists[port] {
+			continue
+		}
+		if err := p.Remove(port); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ensurePortProg writes a port's policy in its namespace's port programs
+// and puts them in its hooks, replacing those there in place, so the port
+// never runs without a policy: the settings are written first, in one
+// write that switches the port to its new counters and rules, and the
+// filters, whose names hold the policy's digest, after. A changed policy
+// keeps the port's flow table (or takes over that of an earlier build's
+// programs on it): it does not cut connections it let through before.
 // Programs an earlier build put at another priority are taken away.
 // Equivalent to: tc qdisc add dev LINK clsact; tc filter replace dev LINK ingress prio 2 (egress prio 1) handle 1 bpf da obj PROG
 func (l *Linux) ensurePortProg(r plan.Resource) error {
@@ -109,27 +291,72 @@ func (l *Linux) ensurePortProg(r plan.Resource) error {
 	if err != nil {
 		return err
 	}
-	flows := currentFlows(h, link)
-	port, err := bpfpolicy.Load(c, flows)
+	progs, err := l.portPrograms(r.NS, h)
+	if err != nil {
+		return err
+	}
+	flows := legacyFlows(h, link)
+	err = progs.Set(uint32(link.Attrs().Index), c, bridgeOf(h, link, p.Switch), flows)
 	if flows != nil {
 		flows.Close()
 	}
 	if err != nil {
-		return bpfErr(err)
+		return fmt.Errorf("port security on %s in %s: %w", r.Link, r.NS, err)
 	}
-	defer port.Close() // the filters hold their own references
 	if err := ensureClsact(h, link); err != nil {
 		return err
 	}
 	name := portProgName(r.Match)
-	if err := replacePortFilter(h, link, netlink.HANDLE_MIN_INGRESS, port.FromVM, name); err != nil {
+	if err := replacePortFilter(h, link, netlink.HANDLE_MIN_INGRESS, progs.FromVM, name); err != nil {
 		return err
 	}
 	changed("port program on %s ingress", r.Link)
-	if err := replacePortFilter(h, link, netlink.HANDLE_MIN_EGRESS, port.ToVM, name); err != nil {
+	if err := replacePortFilter(h, link, netlink.HANDLE_MIN_EGRESS, progs.ToVM, name); err != nil {
 		return err
 	}
 	return deletePortFilters(h, r.NS, link, true)
+}
+
+// leaveFastPath takes a port that is to go down or change bridges off the
+// fast path first (bpfpolicy.Programs.Leave): no frame is handed past the
+// bridge to a port cut from its switch or from another bridge's ports
+// meanwhile. Its policy's next write, which follows such a change in the
+// same apply, puts it back where it may be.
+func (l *Linux) leaveFastPath(ns string, h *netlink.Handle, link netlink.Link, down bool, master string) error {
+	a := link.Attrs()
+	isUp := a.Flags&net.FlagUp != 0
+	moves := (master == "") != (a.MasterIndex == 0)
+	if !moves && master != "" {
+		br, err := h.LinkByIndex(a.MasterIndex)
+		moves = err != nil || br.Attrs().Name != master
+	}
+	if isUp != down && !moves {
+		return nil
+	}
+	if portFilterOn(h, link, netlink.HANDLE_MIN_INGRESS) == nil {
+		return nil
+	}
+	progs, err := l.portPrograms(ns, h)
+	if err != nil {
+		return err
+	}
+	if err := progs.Leave(uint32(a.Index)); err != nil {
+		return fmt.Errorf("take %s in %s off the fast path: %w", a.Name, ns, err)
+	}
+	return nil
+}
+
+// bridgeOf returns the index of the bridge a port's policy names when the
+// port is on it, else 0: frames go past a bridge only between its ports.
+func bridgeOf(h *netlink.Handle, link netlink.Link, name string) uint32 {
+	if name == "" || link.Attrs().MasterIndex == 0 {
+		return 0
+	}
+	br, err := h.LinkByName(name)
+	if err != nil || br.Attrs().Index != link.Attrs().MasterIndex {
+		return 0
+	}
+	return uint32(br.Attrs().Index)
 }
 
 // deletePortFilters deletes the port program's filters of a link: with
@@ -173,9 +400,9 @@ func hookName(parent uint32) string {
 	return "ingress"
 }
 
-// currentFlows opens the flow table of the port program a link runs now,
-// or returns nil.
-func currentFlows(h *netlink.Handle, link netlink.Link) *ebpf.Map {
+// legacyFlows opens the flow table of the port program of an earlier
+// build that a link runs now, one pair per port, or returns nil.
+func legacyFlows(h *netlink.Handle, link netlink.Link) *ebpf.Map {
 	f := portFilterOn(h, link, netlink.HANDLE_MIN_INGRESS)
 	if f == nil {
 		return nil
@@ -234,7 +461,23 @@ func (l *Linux) removePortProg(r plan.Resource) error {
 	if err := deletePortFilters(h, r.NS, link, false); err != nil {
 		return err
 	}
+	if err := l.forgetPort(r.NS, h, link); err != nil {
+		return err
+	}
 	return dropEmptyClsact(h, r.NS, link)
+}
+
+// forgetPort takes a port that runs no port program any more out of its
+// namespace's programs' maps.
+func (l *Linux) forgetPort(ns string, h *netlink.Handle, link netlink.Link) error {
+	progs, err := l.portPrograms(ns, h)
+	if err != nil {
+		return err
+	}
+	if err := progs.Remove(uint32(link.Attrs().Index)); err != nil {
+		return fmt.Errorf("port security off %s in %s: %w", link.Attrs().Name, ns, err)
+	}
+	return nil
 }
 
 // dropEmptyClsact deletes a link's clsact hook when no filter is left in
@@ -282,41 +525,66 @@ func observePortProg(h *netlink.Handle, link netlink.Link, ns string) []plan.Res
 }
 
 // portProgCounters adds to out, by port, what the port programs of a
-// namespace's links counted: one qdisc dump to find the links with a
-// clsact hook, then each one's filters.
+// namespace's links counted. The programs the ports share are opened once.
 func (l *Linux) portProgCounters(ns string, out map[string]map[string]uint64) error {
 	h, err := l.handle(ns)
 	if err != nil {
 		return err
 	}
-	qs, err := rtnl.RetryDump(func() ([]netlink.Qdisc, error) { return h.QdiscList(nil) })
+	links, err := clsactLinks(h)
 	if err != nil {
-		return fmt.Errorf("tc -n %s qdisc show: %w", ns, err)
+		return fmt.Errorf("in %s: %w", ns, err)
 	}
-	for _, q := range qs {
-		if q.Attrs().Parent != netlink.HANDLE_CLSACT {
-			continue
+	shared := map[int]*bpfpolicy.Programs{} // by program ID; nil: an earlier build's
+	defer func() {
+		for _, p := range shared {
+			if p != nil {
+				p.Close()
+			}
 		}
-		link, err := h.LinkByIndex(q.Attrs().LinkIndex)
-		if err != nil {
-			continue // gone meanwhile
-		}
+	}()
+	for _, link := range links {
 		f := portFilterOn(h, link, netlink.HANDLE_MIN_INGRESS)
 		if f == nil {
 			continue
 		}
-		prog, err := ebpf.NewProgramFromID(ebpf.ProgramID(f.Id))
-		if err != nil {
+		c, err := portCounters(shared, f, uint32(link.Attrs().Index))
+		if errors.Is(err, bpfpolicy.ErrNoPort) || errors.Is(err, unix.ENOENT) {
 			continue // replaced meanwhile
 		}
-		c, err := bpfpolicy.Counters(prog)
-		prog.Close()
 		if err != nil {
 			return fmt.Errorf("read the counters of %s's port program in %s: %w", link.Attrs().Name, ns, err)
 		}
 		out[link.Attrs().Name] = c
 	}
 	return nil
+}
+
+// portCounters reads a port's counters from the programs its filter runs:
+// this build's, shared by the namespace's ports (opened once, into
+// shared), or an earlier build's, one pair per port.
+func portCounters(shared map[int]*bpfpolicy.Programs, f *netlink.BpfFilter, port uint32) (map[string]uint64, error) {
+	p, seen := shared[f.Id]
+	if !seen {
+		var err error
+		if p, err = bpfpolicy.Open(ebpf.ProgramID(f.Id), ebpf.ProgramID(f.Id)); err != nil {
+			return nil, err
+		}
+		if !p.Complete() {
+			p.Close()
+			p = nil
+		}
+		shared[f.Id] = p
+	}
+	if p != nil {
+		return p.Counters(port)
+	}
+	prog, err := ebpf.NewProgramFromID(ebpf.ProgramID(f.Id))
+	if err != nil {
+		return nil, err
+	}
+	defer prog.Close()
+	return bpfpolicy.LegacyCounters(prog)
 }
 
 func firstNonNil(a, b *netlink.BpfFilter) *netlink.BpfFilter {

@@ -3,12 +3,14 @@ package plan
 import (
 	"strings"
 	"testing"
+
+	"github.com/vnet-project/vnet/internal/spec"
 )
 
 // With the kernel running vnet's port programs, every port policy the
-// nftables way has is there as programs on the same port, with the same
-// text, and nothing else of the firewall is: no tables, no IP hooks for
-// connection tracking. Lab and host models alike.
+// nftables way has is there as programs on the same port, the same policy
+// with the port's bridge, and nothing else of the firewall is: no tables,
+// no IP hooks for connection tracking. Lab and host models alike.
 func TestPortProgramsReplaceTheFirewall(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -37,7 +39,15 @@ func TestPortProgramsReplaceTheFirewall(t *testing.T) {
 			for _, r := range progs {
 				switch r.Kind {
 				case KindPortBPF:
-					got[r.NS+"/"+r.Link] = r.Match
+					p, err := ParsePortPolicy(r.Match)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if p.Switch == "" {
+						t.Errorf("%s/%s: no bridge in %q", r.NS, r.Link, r.Match)
+					}
+					p.Switch, p.Direct = "", false
+					got[r.NS+"/"+r.Link] = p.String()
 				case KindPortSec, KindFirewall:
 					t.Errorf("with port programs the model has %s", r)
 				case KindNetns:
@@ -75,4 +85,81 @@ func TestPortProgramsAreOnTheirPort(t *testing.T) {
 	if got := ResolveSteer([]Resource{digest}, []Resource{r}); got[0].Match != r.Match {
 		t.Errorf("the digest read back resolves to %q", got[0].Match)
 	}
+}
+
+// Frames for a vNIC's MAC go past the bridge only to a connected veth
+// whose policy filters by that MAC and refuses MAC changes, with nothing
+// between the bridge and the VM: no shaper, GRO setting or load balancers.
+func TestPortDirect(t *testing.T) {
+	off, on := false, true
+	filtered := PortPolicy{MAC: "02:00:00:00:00:01", UnicastOnly: true}
+	for _, c := range []struct {
+		name       string
+		nic        spec.VNIC
+		p          PortPolicy
+		shaped     bool
+		macChanges bool
+		balanced   bool
+		want       bool
+	}{
+		{"connected veth", spec.VNIC{}, filtered, false, false, false, true},
+		{"cut from the switch", spec.VNIC{Connected: &off}, filtered, false, false, false, false},
+		{"explicitly connected", spec.VNIC{Connected: &on}, filtered, false, false, false, true},
+		{"a TAP", spec.VNIC{Attach: &spec.Attach{Tap: "tap0"}}, filtered, false, false, false, false},
+		{"no MAC filtered", spec.VNIC{}, PortPolicy{}, false, false, false, false},
+		{"MAC changes allowed", spec.VNIC{}, filtered, false, true, false, false},
+		{"shaped toward the VM", spec.VNIC{}, filtered, true, false, false, false},
+		{"a load balancers' client", spec.VNIC{}, filtered, false, false, true, false},
+		{"segments for the vNIC's GRO", spec.VNIC{Offloads: &spec.Offloads{GRO: &on}}, filtered, false, false, false, false},
+	} {
+		if got := PortDirect(&c.nic, c.p, c.shaped, c.macChanges, c.balanced); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// The port's bridge and its taking frames directly survive the policy's
+// text.
+func TestPortPolicySwitchRoundTrip(t *testing.T) {
+	text := "mac 02:00:00:00:00:01 guard mac unicast-only switch br0 direct"
+	p, err := ParsePortPolicy(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Switch != "br0" || !p.Direct || p.String() != text {
+		t.Errorf("%q: switch %q direct %v, text %q", text, p.Switch, p.Direct, p.String())
+	}
+}
+
+// A load balancers' client port takes no frames past the bridge; a port
+// without load balancers on the same kind of network does.
+func TestBalancedPortsAreNotDirect(t *testing.T) {
+	s := loadLBSpec(t)
+	lbPort := map[string]bool{}
+	progs := Model(s, Options{PortPrograms: true})
+	for _, r := range progs {
+		if r.Kind == KindLB {
+			lbPort[r.NS+"/"+r.Link] = true
+		}
+	}
+	if len(lbPort) == 0 {
+		t.Fatal("no load balancers' client port")
+	}
+	var direct int
+	for _, r := range progs {
+		if r.Kind != KindPortBPF {
+			continue
+		}
+		p, err := ParsePortPolicy(r.Match)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Direct && lbPort[r.NS+"/"+r.Link] {
+			t.Errorf("%s/%s: a client of load balancers takes frames directly", r.NS, r.Link)
+		}
+		if p.Direct {
+			direct++
+		}
+	}
+	t.Logf("%d client ports, %d taking frames directly", len(lbPort), direct)
 }

@@ -40,34 +40,59 @@ func (m *modeler) security() {
 		f.stateful = f.stateful || p.Default != ""
 		m.add(Resource{Kind: KindPortSec, NS: ns, Link: link, Match: p.String(), Owner: owner})
 	}
+	var lb *clientBalancers
+	if m.s.HasBalancers() {
+		lb = newClientBalancers(m.s, nil)
+	}
 	for vi := range m.s.VMs {
 		vm := &m.s.VMs[vi]
 		if m.skips(vm) {
 			continue
 		}
-		for i, n := range vm.NICs {
+		for i := range vm.NICs {
+			n := &vm.NICs[i]
 			mac := m.vnicMAC(vm, i)
 			var p PortPolicy
 			owner := fmt.Sprintf("vm %s eth%d on %s", vm.Name, i, n.PortGroup)
+			var shaped, macChanges bool
 			if net, ok := m.network(n.Network); ok {
-				p = m.policy(net.EffectiveSecurity(), net.ACL, mac, n.IP, n.IP6)
+				sec := net.EffectiveSecurity()
+				p = m.policy(sec, net.ACL, mac, n.IP, n.IP6)
+				p.Switch, macChanges = NetBridgeName(m.s.Name, n.Network), sec.MACChanges
 				owner = fmt.Sprintf("vm %s eth%d on network %s", vm.Name, i, n.Network)
-			} else if pg, _, ok := m.s.PortGroup(n.PortGroup); ok {
+			} else if pg, sw, ok := m.s.PortGroup(n.PortGroup); ok {
+				sec := pg.EffectiveSecurity()
 				p = m.portPolicy(pg, mac, n.IP)
+				p.Switch, macChanges = sw.Name, sec.MACChanges
+				shaped = pg.Shaping != nil && pg.Shaping.Ingress != nil
 			} else {
 				continue
 			}
 			if n.TapName() != "" && n.MAC == "" {
 				p = p.WithoutMAC()
 			}
+			if m.opt.PortPrograms {
+				if !n.IsConnected() {
+					p.Switch = ""
+				}
+				balanced := lb != nil && len(lb.of(*n)) > 0
+				p.Direct = PortDirect(n, p, shaped, macChanges, balanced)
+			} else {
+				p.Switch = ""
+			}
 			port(vm.Host, VNICPortName(vm.Name, i), p, owner)
 		}
 	}
 	for i, hp := range m.s.HostPorts {
 		name := m.s.HostPortName(i)
-		if pg, _, ok := m.s.PortGroup(hp.PortGroup); ok {
-			port(hp.Host, hostPortPeerName(name), m.portPolicy(pg, m.hostPortMAC(hp.Host, name), hp.IP),
-				fmt.Sprintf("hostport %s/%s on %s", hp.Host, name, hp.PortGroup))
+		if pg, sw, ok := m.s.PortGroup(hp.PortGroup); ok {
+			p := m.portPolicy(pg, m.hostPortMAC(hp.Host, name), hp.IP)
+			if m.opt.PortPrograms {
+				// A host port's own end is in the host's namespace, beside
+				// its switch port: it sends past the bridge, takes nothing.
+				p.Switch = sw.Name
+			}
+			port(hp.Host, hostPortPeerName(name), p, fmt.Sprintf("hostport %s/%s on %s", hp.Host, name, hp.PortGroup))
 		}
 	}
 	for _, f := range hosts {
@@ -151,6 +176,21 @@ func (m *modeler) peer(p *spec.Peer) []netip.Prefix {
 		return []netip.Prefix{} // validated; never matches rather than matching everything
 	}
 	return []netip.Prefix{pfx}
+}
+
+// PortDirect reports whether a vNIC's port may be handed frames for its
+// MAC past the bridge (PortPolicy.Direct): a connected vNIC on a veth
+// whose far end vnet made in the VM's (or the attached container's)
+// namespace, whose policy filters by its MAC, rejects MAC changes (a guest
+// that changed its MAC would go on receiving frames for the one vnet gave
+// it, which the bridge's way lets it drop), and has nothing between the
+// bridge and the VM that such frames would pass by: no shaper on the
+// switch's end, no segmenting for the vNIC's GRO, no load balancers
+// (balanced: the port's egress hook translates their backends' replies
+// back, which a frame handed past the bridge skips).
+func PortDirect(n *spec.VNIC, p PortPolicy, shaped, macChanges, balanced bool) bool {
+	return n.IsConnected() && n.TapName() == "" && p.MAC != "" && !macChanges && !shaped && !balanced &&
+		(n.Offloads == nil || n.Offloads.GRO == nil)
 }
 
 // setNamespaceSysctl changes one of vnet's settings in a namespace the

@@ -34,6 +34,17 @@ type PortPolicy struct {
 	// port group has no ACL, else ActionAllow or ActionDeny.
 	Default string
 	Rules   []PolicyRule
+	// Switch is the bridge the port is on ("" while it is cut from it),
+	// for port programs only: frames go past the bridge between ports of
+	// one bridge only, so a port that moves is a changed policy.
+	Switch string
+	// Direct says, for port programs only, that the port's VM may be
+	// handed frames for its MAC by the other ports of its bridge past the
+	// bridge, where the kernel can: it is a vNIC's veth whose far end vnet
+	// made in another namespace, with nothing between the bridge and the
+	// VM that such frames would pass by (a shaper on the port, a port that
+	// segments for the vNIC's GRO). See PortDirect.
+	Direct bool
 }
 
 // PolicyRule is an ACL rule with its port groups resolved to addresses.
@@ -72,7 +83,7 @@ func (p PortPolicy) WithoutMAC() PortPolicy {
 }
 
 // String is the canonical text: "mac M ip A,B guard mac,ip unicast-only acl
-// deny; allow in tcp dport 443 from 0.0.0.0/0; ...".
+// deny switch S direct; allow in tcp dport 443 from 0.0.0.0/0; ...".
 func (p PortPolicy) String() string {
 	var b strings.Builder
 	b.WriteString("mac " + p.MAC)
@@ -101,6 +112,12 @@ func (p PortPolicy) String() string {
 	}
 	if p.Default != "" {
 		b.WriteString(" acl " + p.Default)
+	}
+	if p.Switch != "" {
+		b.WriteString(" switch " + p.Switch)
+	}
+	if p.Direct {
+		b.WriteString(" direct")
 	}
 	for _, r := range p.Rules {
 		b.WriteString("; " + r.String())
@@ -153,8 +170,12 @@ func ParsePortPolicy(text string) (PortPolicy, error) {
 	}
 	for i := 0; i < len(head); i++ {
 		key := head[i]
-		if key == "unicast-only" {
+		switch key {
+		case "unicast-only":
 			p.UnicastOnly = true
+			continue
+		case "direct":
+			p.Direct = true
 			continue
 		}
 		if i+1 >= len(head) {
@@ -191,6 +212,8 @@ func ParsePortPolicy(text string) (PortPolicy, error) {
 				return bad("acl %q", val)
 			}
 			p.Default = val
+		case "switch":
+			p.Switch = val
 		default:
 			return bad("unknown field %q", key)
 		}

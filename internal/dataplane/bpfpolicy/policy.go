@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"sync"
 
 	"github.com/cilium/ebpf"
 
@@ -28,11 +27,6 @@ const (
 // its link-local address.
 const maxAddrs = 8
 
-// MaxFlows is how many connections a port with an ACL remembers (the
-// size of its flow table): beyond it the least recently used is
-// forgotten, and its next packet is judged by the rules again.
-const MaxFlows = 4096
-
 // The counters' labels by index, as vnet status shows them (the
 // nftables path's labels); an ACL's rules follow from index ruleBase on.
 var checkLabels = []string{"forged-mac", "arp-spoof", "ip-spoof", "nd-spoof", "stacked-vlan", "ra-guard", "not-for-mac", "acl-default"}
@@ -53,11 +47,11 @@ func Label(i int) string {
 	return fmt.Sprintf("acl[%d]", i-ruleBase)
 }
 
-// Compiled is a port policy as the programs read it: the constants and
-// the ACL's rules, each spec rule expanded to one entry per IP family and
-// pair of prefixes it matches.
+// Compiled is a port policy as the programs read it: the port's settings
+// and its ACL's rules, each spec rule expanded to one entry per IP family
+// and pair of prefixes it matches.
 type Compiled struct {
-	Config   policyConfig
+	Port     policyPort
 	Rules    []policyRule
 	Counters int // counters the policy has: the checks' and one per spec rule
 }
@@ -69,10 +63,10 @@ func Compile(p plan.PortPolicy) (Compiled, error) {
 	if err != nil || len(mac) != 6 {
 		return c, fmt.Errorf("port policy: bad mac %q", p.MAC)
 	}
-	copy(c.Config.Mac[:], mac)
+	copy(c.Port.Mac[:], mac)
 	set := func(on bool, f uint8) {
 		if on {
-			c.Config.Flags |= f
+			c.Port.Flags |= f
 		}
 	}
 	set(p.GuardMAC, flagGuardMAC)
@@ -81,14 +75,17 @@ func Compile(p plan.PortPolicy) (Compiled, error) {
 	set(p.UnicastOnly, flagUnicast)
 	set(p.Default != "", flagACL)
 	set(p.Default == plan.ActionDeny, flagDeny)
+	if p.Direct {
+		c.Port.Direct = 1
+	}
 	for _, a := range p.IPs {
 		switch {
-		case a.Is4() && c.Config.N4 < maxAddrs:
-			c.Config.Ip4[c.Config.N4] = ne32(a.As4())
-			c.Config.N4++
-		case a.Is6() && c.Config.N6 < maxAddrs:
-			c.Config.Ip6[c.Config.N6] = a.As16()
-			c.Config.N6++
+		case a.Is4() && c.Port.N4 < maxAddrs:
+			c.Port.Ip4[c.Port.N4] = ne32(a.As4())
+			c.Port.N4++
+		case a.Is6() && c.Port.N6 < maxAddrs:
+			c.Port.Ip6[c.Port.N6] = a.As16()
+			c.Port.N6++
 		default:
 			return c, fmt.Errorf("port policy: more than %d addresses of one family", maxAddrs)
 		}
@@ -99,9 +96,9 @@ func Compile(p plan.PortPolicy) (Compiled, error) {
 	}
 	// The rules by direction and protocol, each part in the ACL's order
 	// (see part in src/policy.c).
-	for k := range c.Config.Part {
+	for k := range c.Port.Part {
 		in, proto := uint8(k/parts), partProtos[k%parts]
-		c.Config.Part[k][0] = uint32(len(c.Rules))
+		c.Port.Part[k][0] = uint32(len(c.Rules))
 		for _, entries := range expanded {
 			for _, e := range entries {
 				if e.In == in && (e.Proto == 0 || e.Proto == proto) {
@@ -109,9 +106,8 @@ func Compile(p plan.PortPolicy) (Compiled, error) {
 				}
 			}
 		}
-		c.Config.Part[k][1] = uint32(len(c.Rules)) - c.Config.Part[k][0]
+		c.Port.Part[k][1] = uint32(len(c.Rules)) - c.Port.Part[k][0]
 	}
-	c.Config.Nrules = uint32(len(c.Rules))
 	c.Counters = ruleBase + len(p.Rules)
 	return c, nil
 }
@@ -191,150 +187,57 @@ func netMask(p netip.Prefix, fam uint8) (addr, mask [4]uint32) {
 // word loaded from the packet in the machine's byte order.
 func ne32(b [4]byte) uint32 { return binary.NativeEndian.Uint32(b[:]) }
 
-// Port is a port's two programs loaded, with their maps: FromVM for the
-// switch port's ingress hook, ToVM for its egress hook.
-type Port struct {
-	FromVM, ToVM *ebpf.Program
-	Counters     *ebpf.Map
-	Flows        *ebpf.Map
-}
-
-// Close lets go of the programs and maps; those attached stay in the
-// kernel with their filters.
-func (p *Port) Close() {
-	for _, c := range []interface{ Close() error }{p.FromVM, p.ToVM, p.Counters, p.Flows} {
-		if c != nil {
-			c.Close()
-		}
-	}
-}
-
-var (
-	specOnce sync.Once
-	specErr  error
-	baseSpec *ebpf.CollectionSpec
-)
-
-// Load loads the programs of a policy. flows, when not nil, is the flow
-// table of the programs the port runs now, which the new ones take over
-// so that a changed policy does not cut established connections.
-func Load(c Compiled, flows *ebpf.Map) (*Port, error) {
-	specOnce.Do(func() { baseSpec, specErr = loadPolicy() })
-	if specErr != nil {
-		return nil, specErr
-	}
-	spec := baseSpec.Copy()
-	if err := spec.Variables["cfg"].Set(c.Config); err != nil {
-		return nil, err
-	}
-	spec.Maps["counters"].MaxEntries = uint32(c.Counters)
-	spec.Maps["rules"].MaxEntries = uint32(max(1, len(c.Rules)))
-	if c.Config.Flags&flagACL == 0 {
-		// Without an ACL the tables are never used: the smallest there is
-		// (an LRU table's entries are allocated when it is made).
-		spec.Maps["flows"].MaxEntries, spec.Maps["frags"].MaxEntries = 1, 1
-	}
-	var opts ebpf.CollectionOptions
-	if flows != nil && compatible(flows, spec.Maps["flows"]) {
-		opts.MapReplacements = map[string]*ebpf.Map{"flows": flows}
-	}
-	var objs policyObjects
-	if err := spec.LoadAndAssign(&objs, &opts); err != nil {
-		return nil, fmt.Errorf("load port policy programs: %w", err)
-	}
-	if len(c.Rules) > 0 {
-		keys := make([]uint32, len(c.Rules))
-		for i := range keys {
-			keys[i] = uint32(i)
-		}
-		// The rules are in place before any filter runs the programs.
-		if _, err := objs.Rules.BatchUpdate(keys, c.Rules, nil); err != nil {
-			objs.Close()
-			return nil, fmt.Errorf("write port policy rules: %w", err)
-		}
-	}
-	objs.Rules.Close()
-	return &Port{FromVM: objs.PortFromVm, ToVM: objs.PortToVm, Counters: objs.Counters, Flows: objs.Flows}, nil
-}
-
-func compatible(m *ebpf.Map, s *ebpf.MapSpec) bool {
-	return m.Type() == s.Type && m.KeySize() == s.KeySize && m.ValueSize() == s.ValueSize && m.MaxEntries() == s.MaxEntries
-}
-
-// MapOf opens the map of a loaded program by its name.
-func MapOf(p *ebpf.Program, name string) (*ebpf.Map, error) {
-	info, err := p.Info()
-	if err != nil {
-		return nil, err
-	}
-	ids, _ := info.MapIDs()
-	for _, id := range ids {
-		m, err := ebpf.NewMapFromID(id)
-		if err != nil {
-			continue
-		}
-		if mi, err := m.Info(); err == nil && mi.Name == name {
-			return m, nil
-		}
-		m.Close()
-	}
-	return nil, fmt.Errorf("program %s has no map %q: %w", info.Name, name, ErrNoMap)
-}
-
-// ErrNoMap is a program without the map asked for.
-var ErrNoMap = errors.New("no such map")
-
-// Counters reads the counters of a port's programs, summed over the CPUs,
-// by label: those of the checks its policy has (read from the program's
-// constants) and of every ACL rule.
-func Counters(p *ebpf.Program) (map[string]uint64, error) {
+// LegacyCounters reads the counters of a port that still runs the
+// programs of an earlier build of vnet, one pair per port with the policy
+// in their constants, until an apply moves it to this build's.
+func LegacyCounters(p *ebpf.Program) (map[string]uint64, error) {
 	m, err := MapOf(p, "counters")
 	if err != nil {
 		return nil, err
 	}
 	defer m.Close()
-	flags, err := flagsOf(p)
+	c, err := MapOf(p, ".rodata")
 	if err != nil {
 		return nil, err
 	}
-	has := map[int]bool{
-		0: flags&flagGuardMAC != 0,
-		1: flags&flagGuardIP != 0, 2: flags&flagGuardIP != 0, 3: flags&flagGuardIP != 0, 4: flags&flagGuardIP != 0,
-		5: flags&flagGuardRA != 0,
-		6: flags&flagUnicast != 0,
-		7: flags&flagDeny != 0,
+	defer c.Close()
+	val := make([]byte, c.ValueSize())
+	if err := c.Lookup(uint32(0), &val); err != nil {
+		return nil, err
 	}
-	out := map[string]uint64{}
-	var per []uint64
-	for i := uint32(0); i < m.MaxEntries(); i++ {
-		if i < ruleBase && !has[int(i)] {
-			continue
-		}
+	if len(val) < 7 {
+		return nil, fmt.Errorf("port policy constants of %d bytes", len(val))
+	}
+	// Its flags followed the 6-byte MAC; its counters were per CPU.
+	return readCounters(int(m.MaxEntries()), val[6], func(i uint32) (uint64, error) {
+		var per []uint64
 		if err := m.Lookup(i, &per); err != nil {
-			return nil, err
+			return 0, err
 		}
 		var sum uint64
 		for _, v := range per {
 			sum += v
 		}
-		out[Label(int(i))] = sum
-	}
-	return out, nil
+		return sum, nil
+	})
 }
 
-// flagsOf reads the policy's flags from the program's constants.
-func flagsOf(p *ebpf.Program) (uint8, error) {
-	m, err := MapOf(p, ".rodata")
+// MapOf opens the map of a loaded program by its name.
+func MapOf(p *ebpf.Program, name string) (*ebpf.Map, error) {
+	maps, err := mapsOf(p)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	defer m.Close()
-	val := make([]byte, m.ValueSize())
-	if err := m.Lookup(uint32(0), &val); err != nil {
-		return 0, err
+	m, ok := maps[name]
+	delete(maps, name)
+	for _, o := range maps {
+		o.Close()
 	}
-	if len(val) < 7 {
-		return 0, fmt.Errorf("port policy constants of %d bytes", len(val))
+	if !ok {
+		return nil, fmt.Errorf("port program has no map %q: %w", name, ErrNoMap)
 	}
-	return val[6], nil // cfg.flags follows the 6-byte MAC
+	return m, nil
 }
+
+// ErrNoMap is a program without the map asked for.
+var ErrNoMap = errors.New("no such map")

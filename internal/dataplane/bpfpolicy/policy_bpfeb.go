@@ -13,20 +13,7 @@ import (
 	"github.com/cilium/ebpf"
 )
 
-type policyConfig struct {
-	_      structs.HostLayout
-	Mac    [6]uint8
-	Flags  uint8
-	N4     uint8
-	N6     uint8
-	Pad    [3]uint8
-	Nrules uint32
-	Part   [10][2]uint32
-	Ip4    [8]uint32
-	Ip6    [8][16]uint8
-}
-
-type policyFlow struct {
+type policyConn struct {
 	_      structs.HostLayout
 	A      [4]uint32
 	B      [4]uint32
@@ -34,6 +21,20 @@ type policyFlow struct {
 	Pb     uint16
 	Proto  uint8
 	Family uint8
+	Pad    uint16
+}
+
+type policyCountKey struct {
+	_    structs.HostLayout
+	Port uint32
+	Gen  uint32
+	Idx  uint32
+}
+
+type policyFdbKey struct {
+	_      structs.HostLayout
+	Bridge uint32
+	Mac    [6]uint8
 	Pad    uint16
 }
 
@@ -45,6 +46,35 @@ type policyFrag struct {
 	Proto  uint8
 	Family uint8
 	Pad    uint16
+}
+
+type policyGenKey struct {
+	_    structs.HostLayout
+	Port uint32
+	Gen  uint32
+}
+
+type policyKernelSettings struct {
+	_        structs.HostLayout
+	FastPath uint32
+	Pad      uint32
+}
+
+type policyPort struct {
+	_       structs.HostLayout
+	Mac     [6]uint8
+	Flags   uint8
+	N4      uint8
+	N6      uint8
+	Direct  uint8
+	Pad     uint16
+	Bridge  uint32
+	Gen     uint32
+	Part    [10][2]uint32
+	Ip4     [8]uint32
+	Ip6     [8][16]uint8
+	_       [4]byte
+	Learned uint64
 }
 
 type policyRule struct {
@@ -67,13 +97,19 @@ type policyRule struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	policyMapCounters    = "counters"
-	policyMapFlows       = "flows"
-	policyMapFrags       = "frags"
-	policyMapRules       = "rules"
+	policyMapCounts      = "counts"
+	policyMapFdb         = "fdb"
+	policyMapFlowsMap    = "flows_map"
+	policyMapFlowsOf     = "flows_of"
+	policyMapFragsMap    = "frags_map"
+	policyMapFragsOf     = "frags_of"
+	policyMapPorts       = "ports"
+	policyMapRulesMap    = "rules_map"
+	policyMapRulesOf     = "rules_of"
+	policyMapSettings    = "settings"
 	policyProgPortFromVm = "port_from_vm"
 	policyProgPortToVm   = "port_to_vm"
-	policyVarCfg         = "cfg"
+	policyVarConnBtf     = "conn_btf"
 )
 
 // loadPolicy returns the embedded CollectionSpec for policy.
@@ -126,17 +162,23 @@ type policyProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type policyMapSpecs struct {
-	Counters *ebpf.MapSpec `ebpf:"counters"`
-	Flows    *ebpf.MapSpec `ebpf:"flows"`
-	Frags    *ebpf.MapSpec `ebpf:"frags"`
-	Rules    *ebpf.MapSpec `ebpf:"rules"`
+	Counts   *ebpf.MapSpec `ebpf:"counts"`
+	Fdb      *ebpf.MapSpec `ebpf:"fdb"`
+	FlowsMap *ebpf.MapSpec `ebpf:"flows_map"`
+	FlowsOf  *ebpf.MapSpec `ebpf:"flows_of"`
+	FragsMap *ebpf.MapSpec `ebpf:"frags_map"`
+	FragsOf  *ebpf.MapSpec `ebpf:"frags_of"`
+	Ports    *ebpf.MapSpec `ebpf:"ports"`
+	RulesMap *ebpf.MapSpec `ebpf:"rules_map"`
+	RulesOf  *ebpf.MapSpec `ebpf:"rules_of"`
+	Settings *ebpf.MapSpec `ebpf:"settings"`
 }
 
 // policyVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type policyVariableSpecs struct {
-	Cfg *ebpf.VariableSpec `ebpf:"cfg"`
+	ConnBtf *ebpf.VariableSpec `ebpf:"conn_btf"`
 }
 
 // policyObjects contains all objects after they have been loaded into the kernel.
@@ -159,18 +201,30 @@ func (o *policyObjects) Close() error {
 //
 // It can be passed to loadPolicyObjects or ebpf.CollectionSpec.LoadAndAssign.
 type policyMaps struct {
-	Counters *ebpf.Map `ebpf:"counters"`
-	Flows    *ebpf.Map `ebpf:"flows"`
-	Frags    *ebpf.Map `ebpf:"frags"`
-	Rules    *ebpf.Map `ebpf:"rules"`
+	Counts   *ebpf.Map `ebpf:"counts"`
+	Fdb      *ebpf.Map `ebpf:"fdb"`
+	FlowsMap *ebpf.Map `ebpf:"flows_map"`
+	FlowsOf  *ebpf.Map `ebpf:"flows_of"`
+	FragsMap *ebpf.Map `ebpf:"frags_map"`
+	FragsOf  *ebpf.Map `ebpf:"frags_of"`
+	Ports    *ebpf.Map `ebpf:"ports"`
+	RulesMap *ebpf.Map `ebpf:"rules_map"`
+	RulesOf  *ebpf.Map `ebpf:"rules_of"`
+	Settings *ebpf.Map `ebpf:"settings"`
 }
 
 func (m *policyMaps) Close() error {
 	return _PolicyClose(
-		m.Counters,
-		m.Flows,
-		m.Frags,
-		m.Rules,
+		m.Counts,
+		m.Fdb,
+		m.FlowsMap,
+		m.FlowsOf,
+		m.FragsMap,
+		m.FragsOf,
+		m.Ports,
+		m.RulesMap,
+		m.RulesOf,
+		m.Settings,
 	)
 }
 
@@ -178,7 +232,7 @@ func (m *policyMaps) Close() error {
 //
 // It can be passed to loadPolicyObjects or ebpf.CollectionSpec.LoadAndAssign.
 type policyVariables struct {
-	Cfg *ebpf.Variable `ebpf:"cfg"`
+	ConnBtf *ebpf.Variable `ebpf:"conn_btf"`
 }
 
 // policyPrograms contains all programs after they have been loaded into the kernel.

@@ -10,15 +10,22 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netns"
 
+	"github.com/vnet-project/vnet/internal/dataplane/nsthread"
 	"github.com/vnet-project/vnet/internal/plan"
 )
 
 const (
-	vmMAC       = "02:00:00:00:00:01"
-	peerMAC     = "02:00:00:00:00:02"
-	verdictPass = 0xffffffff // TC_ACT_UNSPEC: on to the next filter
-	verdictShot = 2
+	vmMAC           = "02:00:00:00:00:01"
+	peerMAC         = "02:00:00:00:00:02"
+	verdictPass     = 0xffffffff // TC_ACT_UNSPEC: on to the next filter
+	verdictShot     = 2
+	verdictRedirect = 7
+	// The kernel's test runs hand a program its frame on lo, index 1, of
+	// the namespace they run in: the port under test. Other ports are
+	// only settings.
+	testPort = 1
 )
 
 var (
@@ -109,7 +116,7 @@ func TestCompileExpandsRulesByFamilyAndPrefix(t *testing.T) {
 			k += parts
 		}
 		var out []string
-		start, n := c.Config.Part[k][0], c.Config.Part[k][1]
+		start, n := c.Port.Part[k][0], c.Port.Part[k][1]
 		for _, e := range c.Rules[start : start+n] {
 			out = append(out, fmt.Sprintf("%d/%d/%d", e.Counter, e.Family, e.Proto))
 		}
@@ -131,10 +138,10 @@ func TestCompileExpandsRulesByFamilyAndPrefix(t *testing.T) {
 			t.Errorf("part in=%v proto %d: %v, want %v", want.in, partProtos[want.proto], got, want.entries)
 		}
 	}
-	if c.Counters != 12 || c.Config.Flags != flagACL|flagDeny || int(c.Config.Nrules) != len(c.Rules) {
-		t.Errorf("%d counters, flags %b, %d entries of %d", c.Counters, c.Config.Flags, c.Config.Nrules, len(c.Rules))
+	if c.Counters != 12 || c.Port.Flags != flagACL|flagDeny {
+		t.Errorf("%d counters, flags %b", c.Counters, c.Port.Flags)
 	}
-	if m := c.Rules[c.Config.Part[parts][0]+1].Smask[0]; m != ne32([4]byte{255, 0, 0, 0}) {
+	if m := c.Rules[c.Port.Part[parts][0]+1].Smask[0]; m != ne32([4]byte{255, 0, 0, 0}) {
 		t.Errorf("10.0.0.0/8's mask %08x", m)
 	}
 }
@@ -147,22 +154,76 @@ func TestLabels(t *testing.T) {
 	}
 }
 
-// load compiles and loads a policy, or skips without root.
-func load(t testing.TB, p plan.PortPolicy) *Port {
+// testPrograms loads the programs for a test, or skips without root. Its
+// test runs go on in a namespace of their own (see run), whose lo stays
+// down: what a program sends on (the bridge's copy to learn from) goes
+// nowhere.
+func testPrograms(t testing.TB) *Programs {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("SKIPPED: loading BPF programs needs root; CI runs these as root")
 	}
+	progs, err := Load(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(progs.Close)
+	ns, err := nsthread.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	testNS[progs] = ns
+	return progs
+}
+
+var testNS = map[*Programs]netns.NsHandle{}
+
+// setPort compiles a policy and sets it on a port.
+func setPort(t testing.TB, progs *Programs, port uint32, p plan.PortPolicy, bridge uint32) {
+	t.Helper()
 	c, err := Compile(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	port, err := Load(c, nil)
+	if err := progs.Set(port, c, bridge, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// load loads the programs with one port's policy on the test port.
+func load(t testing.TB, p plan.PortPolicy) *Programs {
+	t.Helper()
+	progs := testPrograms(t)
+	setPort(t, progs, testPort, p, 0)
+	return progs
+}
+
+// run runs a program on a frame, n times, in the test's namespace.
+func run(t testing.TB, progs *Programs, prog *ebpf.Program, frame []byte, n int) uint32 {
+	t.Helper()
+	// Test runs need a frame of at least an Ethernet header's length.
+	for len(frame) < 60 {
+		frame = append(frame, 0)
+	}
+	var got uint32
+	err := nsthread.In("test", testNS[progs], func() (err error) {
+		got, err = prog.Run(&ebpf.RunOptions{Data: frame, Repeat: uint32(n)})
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(port.Close)
-	return port
+	return got
+}
+
+func counters(t testing.TB, progs *Programs, port uint32) map[string]uint64 {
+	t.Helper()
+	c, err := progs.Counters(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // The programs judged by the kernel's test runs of crafted frames.
@@ -219,28 +280,16 @@ func TestProgramsJudgeFrames(t *testing.T) {
 		if c.fromVM {
 			prog = port.FromVM
 		}
-		before, err := Counters(port.FromVM)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Test runs need a frame of at least an Ethernet header's length.
-		f := c.frame
-		for len(f) < 60 {
-			f = append(f, 0)
-		}
-		got, err := prog.Run(&ebpf.RunOptions{Data: f})
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		if got != c.verdict {
+		before := counters(t, port, testPort)
+		if got := run(t, port, prog, c.frame, 1); got != c.verdict {
 			t.Errorf("%s: verdict %d, want %d", c.name, int32(got), int32(c.verdict))
 		}
-		after, _ := Counters(port.FromVM)
+		after := counters(t, port, testPort)
 		if c.counted != "" && after[c.counted] != before[c.counted]+1 {
 			t.Errorf("%s: %s counted %d -> %d", c.name, c.counted, before[c.counted], after[c.counted])
 		}
 	}
-	if got, _ := Counters(port.FromVM); len(got) != 11 {
+	if got := counters(t, port, testPort); len(got) != 11 {
 		t.Errorf("counters %v: want the 8 checks' and 3 rules'", got)
 	}
 }
@@ -256,12 +305,103 @@ func TestThousandRulesLoad(t *testing.T) {
 	port := load(t, p)
 	f := frame(vmMAC, peerMAC, 0x0800, ipv4(peerIP, vmIP, 17, ports(1, 2, 0)))
 	for i := 0; i < 3; i++ {
-		if got, err := port.ToVM.Run(&ebpf.RunOptions{Data: append(f, make([]byte, 20)...)}); err != nil || got != verdictPass {
-			t.Fatalf("run %d: %d, %v", i, int32(got), err)
+		if got := run(t, port, port.ToVM, f, 1); got != verdictPass {
+			t.Fatalf("run %d: %d", i, int32(got))
 		}
 	}
-	c, _ := Counters(port.FromVM)
-	if c["acl[1000]"] != 1 {
+	if c := counters(t, port, testPort); c["acl[1000]"] != 1 {
 		t.Errorf("the allow rule counted %d, want 1 (later packets pass as a known flow)", c["acl[1000]"])
+	}
+}
+
+// A frame for another port of the same bridge that takes frames directly
+// is judged by both ports' policies and handed over; anything else goes
+// on to the bridge.
+func TestFastPath(t *testing.T) {
+	const bridge, otherBridge, peerPort = 9, 10, 1000
+	progs := testPrograms(t)
+	mine := plan.PortPolicy{MAC: vmMAC, GuardMAC: true, GuardRA: true, UnicastOnly: true}
+	setPort(t, progs, testPort, mine, bridge)
+	peer := plan.PortPolicy{MAC: peerMAC, GuardMAC: true, GuardRA: true, UnicastOnly: true, Direct: true, Default: plan.ActionDeny,
+		Rules: []plan.PolicyRule{{Allow: true, In: true, Proto: "udp", DPort: 53}}}
+	setPort(t, progs, peerPort, peer, bridge)
+	dns := frame(peerMAC, vmMAC, 0x0800, ipv4(vmIP, peerIP, 17, ports(4000, 53, 0)))
+	ssh := frame(peerMAC, vmMAC, 0x0800, ipv4(vmIP, peerIP, 6, ports(4000, 22, 0x02)))
+	other := frame("02:00:00:00:00:99", vmMAC, 0x0800, ipv4(vmIP, peerIP, 17, ports(4000, 53, 0)))
+	bcast := frame("ff:ff:ff:ff:ff:ff", vmMAC, 0x0806, arp(vmMAC, vmIP))
+	forged := frame(peerMAC, "02:00:00:00:00:77", 0x0800, ipv4(vmIP, peerIP, 17, ports(4000, 53, 0)))
+	if got := run(t, progs, progs.FromVM, dns, 1); got != verdictPass {
+		t.Errorf("before the fast path is on: verdict %d, want the bridge's way", int32(got))
+	}
+	if err := progs.SetFastPath(true); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name    string
+		frame   []byte
+		verdict uint32
+	}{
+		{"allowed by the receiver's ACL", dns, verdictRedirect},
+		{"denied by the receiver's ACL", ssh, verdictShot},
+		{"for a MAC no port takes directly", other, verdictPass},
+		{"broadcast", bcast, verdictPass},
+		{"forged", forged, verdictShot},
+	} {
+		if got := run(t, progs, progs.FromVM, c.frame, 1); got != c.verdict {
+			t.Errorf("%s: verdict %d, want %d", c.name, int32(got), int32(c.verdict))
+		}
+	}
+	if c := counters(t, progs, peerPort); c["acl[0]"] != 1 || c["acl-default"] != 1 {
+		t.Errorf("the receiver counted %v: want its rule and its default once each", c)
+	}
+	if c := counters(t, progs, testPort); c["forged-mac"] != 1 {
+		t.Errorf("the sender counted %v: want one forged frame", c)
+	}
+	// The receiver on another bridge, or taking no frames directly, or
+	// gone: the bridge's way.
+	setPort(t, progs, peerPort, peer, otherBridge)
+	if got := run(t, progs, progs.FromVM, dns, 1); got != verdictPass {
+		t.Errorf("receiver on another bridge: verdict %d", int32(got))
+	}
+	setPort(t, progs, peerPort, peer, bridge)
+	if err := progs.Leave(peerPort); err != nil {
+		t.Fatal(err)
+	}
+	if got := run(t, progs, progs.FromVM, dns, 1); got != verdictPass {
+		t.Errorf("receiver off the fast path: verdict %d", int32(got))
+	}
+	setPort(t, progs, peerPort, peer, bridge)
+	if err := progs.Remove(peerPort); err != nil {
+		t.Fatal(err)
+	}
+	if got := run(t, progs, progs.FromVM, dns, 1); got != verdictPass {
+		t.Errorf("receiver removed: verdict %d", int32(got))
+	}
+	if ports, err := progs.Ports(); err != nil || len(ports) != 1 {
+		t.Errorf("ports %v, %v: want the sender's alone", ports, err)
+	}
+}
+
+// A changed policy keeps the port's flow table, so the connections it let
+// through stay; its counters go on while its rules are the same.
+func TestSetKeepsFlowsAndCounters(t *testing.T) {
+	p := plan.PortPolicy{MAC: vmMAC, Default: plan.ActionDeny, Rules: []plan.PolicyRule{{Allow: true, In: true, Proto: "udp", DPort: 53}}}
+	progs := load(t, p)
+	in := frame(vmMAC, peerMAC, 0x0800, ipv4(peerIP, vmIP, 17, ports(4000, 53, 0)))
+	if got := run(t, progs, progs.ToVM, in, 1); got != verdictPass {
+		t.Fatalf("allowed datagram: %d", int32(got))
+	}
+	p.GuardRA = true // the same rules
+	setPort(t, progs, testPort, p, 0)
+	if c := counters(t, progs, testPort); c["acl[0]"] != 1 {
+		t.Errorf("counters after a change that kept the rules: %v", c)
+	}
+	p.Rules[0].DPort = 54 // the connection's rule gone
+	setPort(t, progs, testPort, p, 0)
+	if c := counters(t, progs, testPort); c["acl[0]"] != 0 {
+		t.Errorf("counters after the rules changed: %v, want new ones", c)
+	}
+	if got := run(t, progs, progs.ToVM, in, 1); got != verdictPass {
+		t.Errorf("the connection after its rule went: %d, want it kept", int32(got))
 	}
 }

@@ -1,13 +1,22 @@
 // SPDX-License-Identifier: GPL-2.0
 //
-// A switch port's security policy and ACL, run by tc (cls_bpf, direct
-// action) on the switch-side end of a vNIC's veth pair (or its TAP):
-// port_from_vm in the port's ingress hook sees every frame the VM sends,
+// Switch ports' security policies and ACLs, run by tc (cls_bpf, direct
+// action) on the switch-side end of each vNIC's veth pair (or its TAP):
+// port_from_vm in a port's ingress hook sees every frame the VM sends,
 // before the bridge learns or forwards it; port_to_vm in its egress hook
-// every frame the bridge sends the VM. The policy is constant (cfg, in
-// .rodata, set by the loader), so the verifier drops the checks a policy
-// does not have; ACL rules are in an array map, walked by the first packet
-// of a connection only: later ones find it in the port's flow table.
+// every frame the bridge sends the VM.
+//
+// One pair of programs serves every port of a host's namespace: a port's
+// policy is data, in maps keyed by the port's interface index (its
+// settings in ports; its counters, ACL rules and flow table in maps of its
+// own, reached through the *_of maps), so that a port costs map writes and
+// two tc filters rather than a load the verifier checks. ACL rules are
+// walked by a connection's first packet only: later ones find it in the
+// port's flow table.
+//
+// A unicast frame for the MAC of another port of the same bridge that
+// takes frames directly (fdb) is handed to that port's VM here, past the
+// bridge (bpf_redirect_peer), after the receiving port's own checks.
 //
 // Build: go generate ./internal/dataplane/bpfpolicy (clang; the object and
 // its Go bindings are committed, so a build of vnet needs no clang).
@@ -23,6 +32,7 @@ typedef __u64 u64;
 #define SEC(name) __attribute__((section(name), used))
 #define __uint(name, val) int (*name)[val]
 #define __type(name, val) typeof(val) *name
+#define __array(name, val) typeof(val) *name[]
 #define always_inline inline __attribute__((always_inline))
 // A global function the verifier checks once, on its own, rather than
 // again along every path that reaches each call: without them the ACL's
@@ -36,6 +46,9 @@ static long (*bpf_map_update_elem)(void *map, const void *key, const void *value
 static u64 (*bpf_ktime_get_coarse_ns)(void) = (void *)BPF_FUNC_ktime_get_coarse_ns;
 static long (*bpf_skb_pull_data)(struct __sk_buff *skb, u32 len) = (void *)BPF_FUNC_skb_pull_data;
 static long (*bpf_loop)(u32 nr, void *fn, void *ctx, u64 flags) = (void *)BPF_FUNC_loop;
+static long (*bpf_redirect_peer)(u32 ifindex, u64 flags) = (void *)BPF_FUNC_redirect_peer;
+static long (*bpf_clone_redirect)(struct __sk_buff *skb, u32 ifindex, u64 flags) = (void *)BPF_FUNC_clone_redirect;
+static long (*bpf_skb_store_bytes)(struct __sk_buff *skb, u32 off, const void *from, u32 len, u64 flags) = (void *)BPF_FUNC_skb_store_bytes;
 
 #define bswap16(x) __builtin_bswap16(x)
 #define ETH_IP 0x0800
@@ -44,7 +57,7 @@ static long (*bpf_loop)(u32 nr, void *fn, void *ctx, u64 flags) = (void *)BPF_FU
 #define ETH_8021Q 0x8100
 #define ETH_8021AD 0x88a8
 
-// What the policy checks (cfg.flags).
+// What a port's policy checks (port.flags).
 #define F_GUARD_MAC 1
 #define F_GUARD_IP 2
 #define F_GUARD_RA 4
@@ -65,6 +78,13 @@ static long (*bpf_loop)(u32 nr, void *fn, void *ctx, u64 flags) = (void *)BPF_FU
 
 #define MAX_ADDRS 8
 
+// How many ports one namespace's programs serve (the maps' size).
+#define MAX_PORTS 16384
+
+// How many counters they hold, of all the ports: room for a thousand
+// ports with ACLs of a thousand rules, twice over while policies change.
+#define MAX_COUNTS (1 << 21)
+
 // The protocols the ACL's rules are kept apart by.
 #define PART_TCP 0
 #define PART_UDP 1
@@ -73,24 +93,82 @@ static long (*bpf_loop)(u32 nr, void *fn, void *ctx, u64 flags) = (void *)BPF_FU
 #define PART_OTHER 4
 #define PARTS 5
 
-struct config {
+#define SEC_NS 1000000000ULL
+
+// How often a port whose frames go past the bridge lets the bridge learn
+// its MAC again from a copy: well within the bridge's ageing time (300 s
+// by default), so that frames for it from elsewhere are not flooded.
+#define LEARN_NS (10 * SEC_NS)
+
+// A port's settings, written by vnet.
+struct port {
 	u8 mac[6];
 	u8 flags;
 	u8 n4;
 	u8 n6;
-	u8 pad[3];
-	u32 nrules;
+	// direct: other ports of its bridge may hand it frames for its MAC
+	// past the bridge (a veth whose far end is in another namespace, with
+	// nothing else on its egress, such as a shaper).
+	u8 direct;
+	u16 pad;
+	// The interface index of the port's bridge: the fast path joins only
+	// ports of one bridge. 0: the port neither hands nor takes frames
+	// past the bridge.
+	u32 bridge;
+	// The generation of the port's counters and rules (their key in
+	// counts and rules_of): a policy whose rules change writes new ones
+	// beside the old and then switches the port over in one write; one
+	// whose rules stay keeps them, and its counts go on.
+	u32 gen;
 	// The rules a packet is judged by, by its direction (to the VM or
-	// from it) and protocol (PART_*): where they start in the rules map,
-	// and how many there are. A rule for any protocol is in each of its
-	// direction's parts, in order, so a part holds its packets' first
-	// match; a connection's first packet walks only its part.
+	// from it) and protocol (PART_*): where they start in the port's
+	// rules, and how many there are. A rule for any protocol is in each
+	// of its direction's parts, in order, so a part holds its packets'
+	// first match; a connection's first packet walks only its part.
 	u32 part[2 * PARTS][2];
 	u32 ip4[MAX_ADDRS];
 	u8 ip6[MAX_ADDRS][16];
+	u64 learned; // when the bridge last learned the MAC from a copy (ktime ns)
 };
 
-volatile const struct config cfg = {};
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, u32);
+	__type(value, struct port);
+	__uint(max_entries, MAX_PORTS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+} ports SEC(".maps");
+
+// What vnet found of the kernel, for all the ports: whether frames go past
+// the bridge at all (fast_path 1; 2 where the kernel cannot, 0 before vnet
+// has found out), which needs the VM's vNIC to count the frames it is
+// handed that way (Linux 6.7).
+struct kernel_settings {
+	u32 fast_path;
+	u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, u32);
+	__type(value, struct kernel_settings);
+	__uint(max_entries, 1);
+} settings SEC(".maps");
+
+// The ports that take frames directly, by bridge and MAC.
+struct fdb_key {
+	u32 bridge;
+	u8 mac[6];
+	u16 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct fdb_key);
+	__type(value, u32); // the port's interface index
+	__uint(max_entries, MAX_PORTS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+} fdb SEC(".maps");
 
 struct rule {
 	u32 counter;
@@ -104,38 +182,19 @@ struct rule {
 // find the same entry: for ICMP echo the requester first (a request the
 // other way is another connection, as for the kernel's connection
 // tracking), else the lower address (and port).
-struct flow {
+struct conn {
 	u32 a[4], b[4];
 	u16 pa, pb;
 	u8 proto, family;
 	u16 pad;
 };
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__type(key, u32);
-	__type(value, u64);
-	__uint(max_entries, 8);
-} counters SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__type(key, u32);
-	__type(value, struct rule);
-	__uint(max_entries, 1);
-} rules SEC(".maps");
-
-// The value is when the entry expires (ktime ns).
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__type(key, struct flow);
-	__type(value, u64);
-	__uint(max_entries, 4096);
-} flows SEC(".maps");
+// clang leaves struct conn out of the object's BTF, where the loader
+// needs it to make the flow tables, unless a variable has the type.
+const volatile struct conn conn_btf = {};
 
 // The fragments of a packet whose first fragment passed: the later ones
-// carry no ports to judge them by, and pass with it. The value is when
-// the entry expires (the kernel's reassembly timeout, 30 s).
+// carry no ports to judge them by, and pass with it.
 struct frag {
 	u32 src[4], dst[4];
 	u32 id;
@@ -143,23 +202,91 @@ struct frag {
 	u16 pad;
 };
 
+// A port's counters: one per check and one per ACL rule, by port,
+// generation and index, in one table of all the ports. They count drops
+// and connections, not every frame, so a shared entry added to atomically
+// costs little; and a plain hash table, unlike a map of maps, is written
+// without waiting for the programs running on every CPU (synchronize_rcu),
+// which took milliseconds a port.
+struct count_key {
+	u32 port, gen, idx;
+};
+
 struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct count_key);
+	__type(value, u64);
+	__uint(max_entries, MAX_COUNTS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+} counts SEC(".maps");
+
+// A port's own maps: its ACL's rules, and its flow and fragment tables
+// (the value is when the entry expires, ktime ns). These are their
+// templates, of one entry each: the kernel compares a port's maps with
+// them by type and sizes of key and value, and BPF_F_INNER_MAP lets the
+// arrays' lengths differ. Only ports with an ACL have them.
+struct rules_map {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, u32);
+	__type(value, struct rule);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_INNER_MAP);
+} rules_map SEC(".maps");
+
+struct frags_map {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__type(key, struct frag);
 	__type(value, u64);
-	__uint(max_entries, 1024);
-} frags SEC(".maps");
+	__uint(max_entries, 1);
+} frags_map SEC(".maps");
 
-static always_inline void count(u32 c)
+struct flows_map {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct conn);
+	__type(value, u64);
+	__uint(max_entries, 1);
+} flows_map SEC(".maps");
+
+// A port's rules by port and generation.
+struct gen_key {
+	u32 port, gen;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
+	__type(key, struct gen_key);
+	__uint(max_entries, 2 * MAX_PORTS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__array(values, struct rules_map);
+} rules_of SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
+	__type(key, u32);
+	__uint(max_entries, MAX_PORTS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__array(values, struct flows_map);
+} flows_of SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
+	__type(key, u32);
+	__uint(max_entries, MAX_PORTS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__array(values, struct frags_map);
+} frags_of SEC(".maps");
+
+static always_inline void count(u32 port, const struct port *cfg, u32 c)
 {
-	u64 *n = bpf_map_lookup_elem(&counters, &c);
+	struct count_key k = {.port = port, .gen = cfg->gen, .idx = c};
+	u64 *n = bpf_map_lookup_elem(&counts, &k);
 	if (n)
-		*n += 1;
+		__sync_fetch_and_add(n, 1);
 }
 
-static always_inline int drop(u32 c)
+static always_inline int drop(u32 port, const struct port *cfg, u32 c)
 {
-	count(c);
+	count(port, cfg, c);
 	return TC_ACT_SHOT;
 }
 
@@ -195,27 +322,27 @@ static always_inline u8 *at(struct __sk_buff *skb, u32 off, u32 len)
 	return 0;
 }
 
-static always_inline int mac_is(const u8 *m)
+static always_inline int mac_eq(const u8 *a, const u8 *b)
 {
-	return *(u32 *)m == *(const volatile u32 *)cfg.mac && *(u16 *)(m + 4) == *(const volatile u16 *)(cfg.mac + 4);
+	return *(const u32 *)a == *(const u32 *)b && *(const u16 *)(a + 4) == *(const u16 *)(b + 4);
 }
 
-static always_inline int ip4_allowed(u32 a)
+static always_inline int ip4_allowed(const struct port *cfg, u32 a)
 {
 #pragma unroll
 	for (int i = 0; i < MAX_ADDRS; i++)
-		if (i < cfg.n4 && cfg.ip4[i] == a)
+		if (i < cfg->n4 && cfg->ip4[i] == a)
 			return 1;
 	return 0;
 }
 
-static always_inline int ip6_allowed(const u32 *a)
+static always_inline int ip6_allowed(const struct port *cfg, const u32 *a)
 {
 #pragma unroll
 	for (int i = 0; i < MAX_ADDRS; i++) {
-		if (i >= cfg.n6)
+		if (i >= cfg->n6)
 			break;
-		const volatile u32 *w = (const volatile u32 *)cfg.ip6[i];
+		const u32 *w = (const u32 *)cfg->ip6[i];
 		if (w[0] == a[0] && w[1] == a[1] && w[2] == a[2] && w[3] == a[3])
 			return 1;
 	}
@@ -319,7 +446,7 @@ verified_once int parse(struct __sk_buff *skb, u32 eth, struct pkt *p)
 // nd_spoofed checks a neighbour discovery message from the VM: no
 // extension headers, the target of an advertisement one of the port's
 // addresses, and at most one option, whose link-layer address is the MAC.
-static always_inline int nd_spoofed(struct __sk_buff *skb, struct pkt *p)
+static always_inline int nd_spoofed(struct __sk_buff *skb, const struct port *cfg, struct pkt *p)
 {
 	u8 t = p->icmp_type;
 	if (t < ND_RS || t > ND_REDIRECT)
@@ -332,7 +459,7 @@ static always_inline int nd_spoofed(struct __sk_buff *skb, struct pkt *p)
 			return 1;
 		u32 target[4];
 		__builtin_memcpy(target, tg, 16);
-		if (!ip6_allowed(target))
+		if (!ip6_allowed(cfg, target))
 			return 1;
 	}
 	if (t != ND_RS && t != ND_NS && t != ND_NA)
@@ -349,7 +476,7 @@ static always_inline int nd_spoofed(struct __sk_buff *skb, struct pkt *p)
 	u8 *opt = at(skb, 14 + 40 + opts, 8);
 	if (!opt)
 		return 1;
-	return (opt[0] == 1 || opt[0] == 2) && !mac_is(opt + 2);
+	return (opt[0] == 1 || opt[0] == 2) && !mac_eq(opt + 2, cfg->mac);
 }
 
 static always_inline int icmp_error(struct pkt *p)
@@ -359,7 +486,7 @@ static always_inline int icmp_error(struct pkt *p)
 	return p->proto == 58 && p->icmp_type >= 1 && p->icmp_type <= 4;
 }
 
-static always_inline void flow_of(struct pkt *p, struct flow *f)
+static always_inline void flow_of(struct pkt *p, struct conn *f)
 {
 	__builtin_memset(f, 0, sizeof(*f));
 	f->proto = p->proto;
@@ -390,8 +517,6 @@ static always_inline void flow_of(struct pkt *p, struct flow *f)
 	}
 }
 
-#define SEC_NS 1000000000ULL
-
 // lifetime is how long a connection stays known after its last packet, as
 // the kernel's connection tracking keeps them: TCP until it closes, UDP two
 // minutes, ICMP 30 s, other protocols ten.
@@ -410,13 +535,13 @@ static always_inline u64 lifetime(struct __sk_buff *skb, struct pkt *p)
 	return 600 * SEC_NS;
 }
 
-// known finds the packet's connection and keeps it alive; an entry is
-// written at most once a second, not by every packet.
-static always_inline int known(struct __sk_buff *skb, struct pkt *p)
+// known finds the packet's connection in a port's flow table and keeps it
+// alive; an entry is written at most once a second, not by every packet.
+static always_inline int known(void *flows, struct __sk_buff *skb, struct pkt *p)
 {
-	struct flow f;
+	struct conn f;
 	flow_of(p, &f);
-	u64 *exp = bpf_map_lookup_elem(&flows, &f);
+	u64 *exp = bpf_map_lookup_elem(flows, &f);
 	if (!exp)
 		return 0;
 	u64 now = bpf_ktime_get_coarse_ns();
@@ -428,17 +553,17 @@ static always_inline int known(struct __sk_buff *skb, struct pkt *p)
 	return 1;
 }
 
-static always_inline void remember(struct __sk_buff *skb, struct pkt *p)
+static always_inline void remember(void *flows, struct __sk_buff *skb, struct pkt *p)
 {
-	struct flow f;
+	struct conn f;
 	flow_of(p, &f);
 	u64 exp = bpf_ktime_get_coarse_ns() + lifetime(skb, p);
-	bpf_map_update_elem(&flows, &f, &exp, BPF_ANY);
+	bpf_map_update_elem(flows, &f, &exp, BPF_ANY);
 }
 
-// related reports whether an ICMP error is about a known connection: the
-// packet it quotes, seen from the other side.
-verified_once int related(struct __sk_buff *skb, struct pkt *p)
+// related reports whether an ICMP error is about a known connection of
+// the port: the packet it quotes, seen from the other side.
+verified_once int related(struct __sk_buff *skb, struct pkt *p, u32 port)
 {
 	if (!p)
 		return 0;
@@ -476,9 +601,12 @@ verified_once int related(struct __sk_buff *skb, struct pkt *p)
 			in.echo = ip[40] == 128 ? 1 : 2;
 		}
 	}
-	struct flow f;
+	void *flows = bpf_map_lookup_elem(&flows_of, &port);
+	if (!flows)
+		return 0;
+	struct conn f;
 	flow_of(&in, &f);
-	return bpf_map_lookup_elem(&flows, &f) != 0;
+	return bpf_map_lookup_elem(flows, &f) != 0;
 }
 
 static always_inline void frag_of(struct pkt *p, struct frag *f)
@@ -491,26 +619,33 @@ static always_inline void frag_of(struct pkt *p, struct frag *f)
 	f->family = p->family;
 }
 
-static always_inline int frag_known(struct pkt *p)
+static always_inline int frag_known(u32 port, struct pkt *p)
 {
+	void *frags = bpf_map_lookup_elem(&frags_of, &port);
+	if (!frags)
+		return 0;
 	struct frag f;
 	frag_of(p, &f);
-	u64 *exp = bpf_map_lookup_elem(&frags, &f);
+	u64 *exp = bpf_map_lookup_elem(frags, &f);
 	return exp && *exp >= bpf_ktime_get_coarse_ns();
 }
 
-static always_inline void remember_frag(struct pkt *p)
+static always_inline void remember_frag(u32 port, struct pkt *p)
 {
+	void *frags = bpf_map_lookup_elem(&frags_of, &port);
+	if (!frags)
+		return;
 	struct frag f;
 	frag_of(p, &f);
 	u64 exp = bpf_ktime_get_coarse_ns() + 30 * SEC_NS;
-	bpf_map_update_elem(&frags, &f, &exp, BPF_ANY);
+	bpf_map_update_elem(frags, &f, &exp, BPF_ANY);
 }
 
 struct walk {
 	struct pkt *p;
-	u32 base;    // where the packet's part starts in rules
-	int verdict; // -1: no rule matched; else the matching rule's index in rules
+	void *rules; // the port's rules
+	u32 base;    // where the packet's part starts in them
+	int verdict; // -1: no rule matched; else the matching rule's index
 };
 
 static always_inline u32 part_of(u8 proto)
@@ -541,7 +676,7 @@ static long match_rule(u32 i, void *ctx)
 {
 	struct walk *w = ctx;
 	i += w->base;
-	struct rule *r = bpf_map_lookup_elem(&rules, &i);
+	struct rule *r = bpf_map_lookup_elem(w->rules, &i);
 	if (!r)
 		return 1;
 	struct pkt *p = w->p;
@@ -565,95 +700,174 @@ static long match_rule(u32 i, void *ctx)
 	return 1;
 }
 
-// acl judges an IP packet by the port's ACL in one direction (in: to the
+// judge walks the port's rules of the packet's part: the verdict of the
+// first that matches (counted), else the default.
+static always_inline int judge(u32 port, const struct port *cfg, struct pkt *p, u32 in)
+{
+	u32 k = (in ? PARTS : 0) + part_of(p->proto);
+	if (k >= 2 * PARTS)
+		return TC_ACT_SHOT;
+	struct gen_key gk = {.port = port, .gen = cfg->gen};
+	void *rules = bpf_map_lookup_elem(&rules_of, &gk);
+	if (!rules)
+		return TC_ACT_SHOT;
+	struct walk w = {.p = p, .rules = rules, .base = cfg->part[k][0], .verdict = -1};
+	u32 n = cfg->part[k][1];
+	if (n)
+		bpf_loop(n, match_rule, &w, 0);
+	if (w.verdict >= 0) {
+		u32 i = w.verdict;
+		struct rule *r = bpf_map_lookup_elem(rules, &i);
+		if (!r)
+			return TC_ACT_SHOT;
+		count(port, cfg, r->counter);
+		if (!r->allow)
+			return TC_ACT_SHOT;
+	} else if (cfg->flags & F_DENY) {
+		return drop(port, cfg, C_DEFAULT);
+	}
+	return TC_ACT_UNSPEC;
+}
+
+// acl judges an IP packet by a port's ACL in one direction (in: to the
 // VM): packets of known connections pass, as do ICMP errors about them
 // and the IPv6 neighbour and multicast listener discovery the ACL does
 // not judge; others take the first rule that matches, or the default.
-verified_once int acl(struct __sk_buff *skb, u32 eth, u32 in)
+verified_once int acl(struct __sk_buff *skb, u32 eth, u32 in, u32 port, const struct port *cfg)
 {
-	if (!(cfg.flags & F_ACL))
-		return TC_ACT_UNSPEC;
+	if (!cfg)
+		return TC_ACT_SHOT;
 	struct pkt p = {};
 	if (!parse(skb, eth, &p))
 		return TC_ACT_UNSPEC; // not IP: the ACL does not judge it
 	if (p.proto == 58 && ((p.icmp_type >= 130 && p.icmp_type <= 137) || p.icmp_type == 143))
 		return TC_ACT_UNSPEC;
-	if (p.frag == 2 && frag_known(&p))
+	if (p.frag == 2 && frag_known(port, &p))
 		return TC_ACT_UNSPEC;
-	if (known(skb, &p) || (icmp_error(&p) && related(skb, &p))) {
-		if (p.frag == 1)
-			remember_frag(&p);
-		return TC_ACT_UNSPEC;
-	}
-	u32 k = (in ? PARTS : 0) + part_of(p.proto);
-	if (k >= 2 * PARTS)
+	void *flows = bpf_map_lookup_elem(&flows_of, &port);
+	if (!flows)
 		return TC_ACT_SHOT;
-	struct walk w = {.p = &p, .base = cfg.part[k][0], .verdict = -1};
-	u32 n = cfg.part[k][1];
-	if (n)
-		bpf_loop(n, match_rule, &w, 0);
-	if (w.verdict >= 0) {
-		u32 i = w.verdict;
-		struct rule *r = bpf_map_lookup_elem(&rules, &i);
-		if (!r)
-			return TC_ACT_SHOT;
-		count(r->counter);
-		if (!r->allow)
-			return TC_ACT_SHOT;
-	} else if (cfg.flags & F_DENY) {
-		return drop(C_DEFAULT);
+	if (known(flows, skb, &p) || (icmp_error(&p) && related(skb, &p, port))) {
+		if (p.frag == 1)
+			remember_frag(port, &p);
+		return TC_ACT_UNSPEC;
 	}
+	if (judge(port, cfg, &p, in) == TC_ACT_SHOT)
+		return TC_ACT_SHOT;
 	if (p.frag != 2)
-		remember(skb, &p);
+		remember(flows, skb, &p);
 	if (p.frag == 1)
-		remember_frag(&p);
+		remember_frag(port, &p);
 	return TC_ACT_UNSPEC;
 }
 
-// port_from_vm: what the VM may send at all, then its egress ACL. A frame
-// that passes goes on to the port's other filters (TC_ACT_UNSPEC), if any,
-// then to the bridge.
-SEC("tc")
-int port_from_vm(struct __sk_buff *skb)
+// sent checks what a port's VM sends: its source MAC, addresses, router
+// advertisements, then its egress ACL.
+static always_inline int sent(struct __sk_buff *skb, u32 me, const struct port *cfg, u8 *eth)
 {
-	u8 *eth = at(skb, 0, 14);
-	if (!eth)
-		return TC_ACT_UNSPEC;
-	if ((cfg.flags & F_GUARD_MAC) && !mac_is(eth + 6))
-		return drop(C_FORGED);
+	if ((cfg->flags & F_GUARD_MAC) && !mac_eq(eth + 6, cfg->mac))
+		return drop(me, cfg, C_FORGED);
 	u16 proto = bswap16(*(u16 *)(eth + 12));
-	if (cfg.flags & F_GUARD_IP) {
+	if (cfg->flags & F_GUARD_IP) {
 		// The kernel takes a frame's outer 802.1Q tag off before this
 		// hook; a second tag would hide the packet from the checks.
 		if (proto == ETH_8021Q || proto == ETH_8021AD)
-			return drop(C_STACKED);
+			return drop(me, cfg, C_STACKED);
 		if (proto == ETH_ARP) {
 			u8 *arp = at(skb, 14, 28);
 			if (!arp)
 				return TC_ACT_UNSPEC;
-			if (!mac_is(arp + 8) || !ip4_allowed(*(u32 *)(arp + 14)))
-				return drop(C_ARP);
+			if (!mac_eq(arp + 8, cfg->mac) || !ip4_allowed(cfg, *(u32 *)(arp + 14)))
+				return drop(me, cfg, C_ARP);
 		}
 		if (proto == ETH_IP) {
 			u8 *ip = at(skb, 14, 20);
-			if (ip && !ip4_allowed(*(u32 *)(ip + 12)))
-				return drop(C_IP);
+			if (ip && !ip4_allowed(cfg, *(u32 *)(ip + 12)))
+				return drop(me, cfg, C_IP);
 		}
 	}
-	if (proto == ETH_IP6 && (cfg.flags & (F_GUARD_IP | F_GUARD_RA))) {
+	if (proto == ETH_IP6 && (cfg->flags & (F_GUARD_IP | F_GUARD_RA))) {
 		struct pkt p = {};
 		if (!parse(skb, proto, &p))
 			return TC_ACT_UNSPEC;
-		if ((cfg.flags & F_GUARD_IP) && !ip6_allowed(p.src))
-			return drop(C_IP);
+		if ((cfg->flags & F_GUARD_IP) && !ip6_allowed(cfg, p.src))
+			return drop(me, cfg, C_IP);
 		if (p.proto == 58 && p.has_l4) {
-			if ((cfg.flags & F_GUARD_IP) && nd_spoofed(skb, &p))
-				return drop(C_ND);
-			if ((cfg.flags & F_GUARD_RA) && (p.icmp_type == ND_RA || p.icmp_type == ND_REDIRECT))
-				return drop(C_RA);
+			if ((cfg->flags & F_GUARD_IP) && nd_spoofed(skb, cfg, &p))
+				return drop(me, cfg, C_ND);
+			if ((cfg->flags & F_GUARD_RA) && (p.icmp_type == ND_RA || p.icmp_type == ND_REDIRECT))
+				return drop(me, cfg, C_RA);
 		}
 	}
-	return acl(skb, proto, 0);
+	if (cfg->flags & F_ACL)
+		return acl(skb, proto, 0, me, cfg);
+	return TC_ACT_UNSPEC;
+}
+
+// learn lets the bridge learn the sender's MAC from a copy of the frame
+// addressed to the sender itself, which the bridge then drops (it never
+// sends a frame back out of the port it came in by): frames that go past
+// the bridge teach it nothing, and without this it would forget the MAC
+// and flood what others send to it.
+static always_inline void learn(struct __sk_buff *skb, struct port *cfg, u8 *dst)
+{
+	u64 now = bpf_ktime_get_coarse_ns();
+	if (now - cfg->learned < LEARN_NS)
+		return;
+	cfg->learned = now;
+	u8 was[6];
+	__builtin_memcpy(was, dst, 6);
+	if (bpf_skb_store_bytes(skb, 0, cfg->mac, 6, 0))
+		return;
+	bpf_clone_redirect(skb, skb->ifindex, BPF_F_INGRESS);
+	bpf_skb_store_bytes(skb, 0, was, 6, 0);
+}
+
+// port_from_vm: what the VM may send at all, then its egress ACL. A
+// unicast frame for a port of the same bridge that takes frames directly
+// is judged by that port's ingress ACL here and handed to its VM; any
+// other frame that passes goes on to the port's other filters
+// (TC_ACT_UNSPEC), if any, then to the bridge.
+SEC("tc")
+int port_from_vm(struct __sk_buff *skb)
+{
+	u32 me = skb->ifindex;
+	struct port *cfg = bpf_map_lookup_elem(&ports, &me);
+	if (!cfg)
+		return TC_ACT_SHOT; // a port vnet has not set up (yet): nothing passes
+	u8 *eth = at(skb, 0, 14);
+	if (!eth)
+		return TC_ACT_UNSPEC;
+	// A copy the bridge is to learn from (see learn) is addressed to the
+	// port's own MAC: checked as the frame was, it goes to the bridge.
+	if (sent(skb, me, cfg, eth) == TC_ACT_SHOT)
+		return TC_ACT_SHOT;
+	if (!cfg->bridge)
+		return TC_ACT_UNSPEC;
+	u32 zero = 0;
+	struct kernel_settings *set = bpf_map_lookup_elem(&settings, &zero);
+	if (!set || set->fast_path != 1)
+		return TC_ACT_UNSPEC;
+	eth = at(skb, 0, 14);
+	if (!eth || (eth[0] & 1))
+		return TC_ACT_UNSPEC;
+	struct fdb_key k = {.bridge = cfg->bridge};
+	__builtin_memcpy(k.mac, eth, 6);
+	u32 *to = bpf_map_lookup_elem(&fdb, &k);
+	if (!to || *to == me)
+		return TC_ACT_UNSPEC;
+	u32 peer = *to;
+	struct port *pc = bpf_map_lookup_elem(&ports, &peer);
+	if (!pc || !pc->direct || pc->bridge != cfg->bridge || !mac_eq(pc->mac, k.mac))
+		return TC_ACT_UNSPEC;
+	// For its MAC, so through its unicast filter.
+	if ((pc->flags & F_ACL) && acl(skb, bswap16(*(u16 *)(eth + 12)), 1, peer, pc) == TC_ACT_SHOT)
+		return TC_ACT_SHOT;
+	eth = at(skb, 0, 14);
+	if (!eth)
+		return TC_ACT_SHOT;
+	learn(skb, cfg, eth);
+	return bpf_redirect_peer(peer, 0);
 }
 
 // port_to_vm: unicast for other MACs stays out (promiscuous mode and MAC
@@ -661,12 +875,18 @@ int port_from_vm(struct __sk_buff *skb)
 SEC("tc")
 int port_to_vm(struct __sk_buff *skb)
 {
+	u32 me = skb->ifindex;
+	struct port *cfg = bpf_map_lookup_elem(&ports, &me);
+	if (!cfg)
+		return TC_ACT_SHOT;
 	u8 *eth = at(skb, 0, 14);
 	if (!eth)
 		return TC_ACT_UNSPEC;
-	if ((cfg.flags & F_UNICAST) && !(eth[0] & 1) && !mac_is(eth))
-		return drop(C_UNICAST);
-	return acl(skb, bswap16(*(u16 *)(eth + 12)), 1);
+	if ((cfg->flags & F_UNICAST) && !(eth[0] & 1) && !mac_eq(eth, cfg->mac))
+		return drop(me, cfg, C_UNICAST);
+	if (cfg->flags & F_ACL)
+		return acl(skb, bswap16(*(u16 *)(eth + 12)), 1, me, cfg);
+	return TC_ACT_UNSPEC;
 }
 
 char LICENSE[] SEC("license") = "GPL";

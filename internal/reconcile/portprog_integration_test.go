@@ -1,0 +1,134 @@
+package reconcile_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netlink"
+
+	"github.com/vnet-project/vnet/internal/dataplane"
+	"github.com/vnet-project/vnet/internal/dataplane/bpfpolicy"
+	"github.com/vnet-project/vnet/internal/nstest"
+	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/reconcile"
+)
+
+// hostPortPrograms opens the port programs the protected ports of a host
+// namespace run, failing the test unless every one runs the same pair, and
+// returns them with the ports' interface indexes by link name.
+func hostPortPrograms(t *testing.T, ns string) (*bpfpolicy.Programs, map[string]uint32) {
+	t.Helper()
+	h := nstest.Netlink(t, ns)
+	links, err := h.LinkList()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports := map[string]uint32{}
+	var in, out uint32
+	for _, l := range links {
+		var ids [2]uint32
+		for i, parent := range []uint32{netlink.HANDLE_MIN_INGRESS, netlink.HANDLE_MIN_EGRESS} {
+			fs, _ := h.FilterList(l, parent)
+			for _, f := range fs {
+				if bf, ok := f.(*netlink.BpfFilter); ok && strings.HasPrefix(bf.Name, plan.AliasPrefix+"port ") {
+					ids[i] = uint32(bf.Id)
+				}
+			}
+		}
+		if ids[0] == 0 && ids[1] == 0 {
+			continue
+		}
+		if in == 0 {
+			in, out = ids[0], ids[1]
+		}
+		if ids != [2]uint32{in, out} {
+			t.Errorf("%s runs programs %v, another port %v", l.Attrs().Name, ids, [2]uint32{in, out})
+		}
+		ports[l.Attrs().Name] = uint32(l.Attrs().Index)
+	}
+	if in == 0 {
+		t.Fatalf("no port runs port programs in %s", ns)
+	}
+	progs, err := bpfpolicy.Open(ebpf.ProgramID(in), ebpf.ProgramID(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(progs.Close)
+	return progs, ports
+}
+
+// The protected ports of a host share one pair of programs, each port's
+// policy an entry in their maps: the programs hold exactly the ports that
+// run them, also after a VM goes and after a port is deleted under vnet
+// (a crash's leftover, forgotten by the next command); VMs whose ports
+// take frames directly reach each other past the bridge.
+func TestPortProgramsAreSharedAndHoldTheirPorts(t *testing.T) {
+	eng := nstest.Engine(t)
+	if !byPrograms(eng) {
+		t.Skip("SKIPPED: port policies are nftables here (" + dataplane.PortPolicyEnv + " or the kernel)")
+	}
+	infra := secInfra("pshare")
+	vm := func(n string) string { return nstest.NSName(infra, n) }
+	hostNS := vm("esx1")
+	nstest.Apply(t, eng, secLab(infra))
+	holds := func(when string) (*bpfpolicy.Programs, map[string]uint32) {
+		t.Helper()
+		progs, ports := hostPortPrograms(t, hostNS)
+		held, err := progs.Ports()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []uint32
+		for _, i := range ports {
+			want = append(want, i)
+		}
+		slices.Sort(want)
+		if !slices.Equal(held, want) {
+			t.Errorf("%s: the programs hold ports %v, the ports that run them are %v", when, held, want)
+		}
+		return progs, ports
+	}
+	progs, ports := holds("after the apply")
+	appPort, otherPort := plan.VNICPortName("app", 0), plan.VNICPortName("other", 0)
+	if _, direct, err := progs.Bridge(ports[otherPort]); err != nil || !direct {
+		t.Errorf("other's port takes frames directly: %v, %v", direct, err)
+	}
+	on, _, err := progs.FastPath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("frames between ports past the bridge: %v", on)
+	waitAddressesSettled(t, vm("other"))
+	echoTCP(t, vm("other"), "10.77.0.3:7")
+	for i := 0; i < 3; i++ { // past the bridge once its MAC is known
+		if err := tcpEcho(t, vm("app"), "10.77.0.3:7"); err != nil {
+			t.Fatalf("app does not reach other: %v", err)
+		}
+	}
+
+	// A VM gone: its port is forgotten.
+	nstest.Apply(t, eng, strings.Replace(secLab(infra), "  - {name: other, host: esx1, nics: [{portgroup: pg-app, ip: 10.77.0.3/24}]}\n", "", 1))
+	holds("after a VM went")
+
+	// A port deleted under vnet: the next command's programs forget it,
+	// and the port made again is in them.
+	h := nstest.Netlink(t, hostNS)
+	link, err := h.LinkByName(appPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.LinkDel(link); err != nil {
+		t.Fatal(err)
+	}
+	dp, err := dataplane.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dp.Close()
+	if _, err := (&reconcile.Engine{DP: dp, Store: eng.Store}).Apply(loadSpec(t, secLab(infra))); err != nil {
+		t.Fatal(err)
+	}
+	holds("after a port was deleted under vnet and the VM made again")
+}

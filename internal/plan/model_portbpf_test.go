@@ -163,3 +163,51 @@ func TestBalancedPortsAreNotDirect(t *testing.T) {
 	}
 	t.Logf("%d client ports, %d taking frames directly", len(lbPort), direct)
 }
+
+// A paused VM's ports take no frames past the bridge: their switch ends
+// are down, and a frame handed past the bridge would still reach the VM.
+func TestPausedPortsAreNotDirect(t *testing.T) {
+	doc, err := spec.Load("t.yaml", []byte(`name: pz
+hosts: [{name: esx1}]
+switches:
+  - {name: sw0, hosts: [esx1], portgroups: [{name: pg}]}
+vms:
+  - {name: vm1, host: esx1, nics: [{portgroup: pg, ip: 10.0.0.1/24}]}
+  - {name: vm2, host: esx1, nics: [{portgroup: pg, ip: 10.0.0.2/24}]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := doc.Spec
+	directOf := func(o Options) map[string]bool {
+		out := map[string]bool{}
+		for _, r := range Model(s, o) {
+			if r.Kind != KindPortBPF {
+				continue
+			}
+			p, err := ParsePortPolicy(r.Match)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[r.Link] = p.Direct
+		}
+		return out
+	}
+	running := directOf(Options{PortPrograms: true})
+	checked := 0
+	for _, vm := range s.VMs {
+		paused := directOf(Options{PortPrograms: true, Paused: Paused{}.With(PauseVM(vm.Name))})
+		for i := range vm.NICs {
+			port := VNICPortName(vm.Name, i)
+			if running[port] {
+				checked++
+			}
+			if paused[port] {
+				t.Errorf("vm %s eth%d paused: its port takes frames past the bridge", vm.Name, i)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no port took frames directly while running: nothing was checked")
+	}
+}

@@ -76,7 +76,9 @@ func (m *modeler) security() {
 					p.Switch = ""
 				}
 				balanced := lb != nil && len(lb.of(*n)) > 0
-				p.Direct = PortDirect(n, p, shaped, macChanges, balanced)
+				// A paused port's switch end is down; a frame handed past
+				// the bridge would still reach the VM behind it.
+				p.Direct = PortDirect(n, p, shaped, macChanges, balanced) && !m.opt.Paused.VNIC(vm.Name, n)
 			} else {
 				p.Switch = ""
 			}

@@ -96,5 +96,6 @@ func (e *Engine) VMDrift(doc *spec.Document, vm string) (plan.Plan, error) {
 	if err != nil {
 		return plan.Plan{}, fmt.Errorf("observe %s: %w", s.Name, err)
 	}
-	return plan.Diff(desired, scope.Observed(observed, desired, with)), nil
+	observed = plan.ResolveSteer(scope.Observed(observed, desired, with), desired)
+	return plan.Diff(desired, observed), nil
 }

@@ -116,21 +116,32 @@ func newWorld(t *testing.T) *world {
 	return w
 }
 
+// Plugins of Debian's containernetworking-plugins that a list chains
+// after vnet. portmap is given no capability: it maps nothing and passes
+// the result on. tuning sets a sysctl in the container's namespace.
+// bandwidth, too, is given no capability: vnet shapes the port itself, on
+// the switch's side; that plugin's CHECK looks for the container's veth
+// peer in the runtime's namespace, where a vNIC's switch port is not.
+const (
+	chainTuning    = `{"type": "portmap"}, {"type": "tuning", "sysctl": {"net.ipv4.conf.all.arp_notify": "1"}}`
+	chainBandwidth = `{"type": "bandwidth"}`
+)
+
 // list is a network configuration list of vnet with the given IPAM,
-// chaining Debian's bandwidth and tuning plugins after it when chained.
-func (w *world) list(version, name, ipam string, chained bool) *libcni.NetworkConfigList {
+// and the plugins chain chains after it.
+func (w *world) list(version, name, ipam, chain string) *libcni.NetworkConfigList {
+	return w.listOf(version, name, ipam, chain, w.infra, "")
+}
+
+// listOf is list for an infrastructure, with more capabilities.
+func (w *world) listOf(version, name, ipam, chain, infra, caps string) *libcni.NetworkConfigList {
 	w.t.Helper()
-	plugins := []string{fmt.Sprintf(`{"type": "vnet-cni", "infra": %q, "portgroup": "pg-web", "stateDir": %q,
-		"capabilities": {"mac": true, "ips": true, "bandwidth": true}, "ipam": %s}`, w.infra, w.state, ipam)}
-	if chained {
-		// The bandwidth plugin is given no capability: vnet shapes the
-		// port itself, on the switch's side, where that plugin's tc on a
-		// host-side veth would not be. tuning sets a sysctl in the
-		// container's namespace.
-		plugins = append(plugins, `{"type": "bandwidth"}`,
-			`{"type": "tuning", "sysctl": {"net.ipv4.conf.all.arp_notify": "1"}}`)
+	plugins := fmt.Sprintf(`{"type": "vnet-cni", "infra": %q, "portgroup": "pg-web", "stateDir": %q,
+		"capabilities": {"mac": true, "ips": true, "bandwidth": true%s}, "ipam": %s}`, infra, w.state, caps, ipam)
+	if chain != "" {
+		plugins += ", " + chain
 	}
-	src := fmt.Sprintf(`{"cniVersion": %q, "name": %q, "plugins": [%s]}`, version, name, strings.Join(plugins, ","))
+	src := fmt.Sprintf(`{"cniVersion": %q, "name": %q, "plugins": [%s]}`, version, name, plugins)
 	l, err := libcni.ConfListFromBytes([]byte(src))
 	if err != nil {
 		w.t.Fatal(err)
@@ -209,14 +220,14 @@ func talks(t *testing.T, infra, ns, addr string) bool {
 
 // A runtime's whole life of a pod, through libcni: ADD with Kubernetes'
 // CNI_ARGS, host-local's address and the mac and bandwidth capabilities,
-// chained with Debian's bandwidth and tuning; the container is a VM named
+// chained with Debian's portmap and tuning; the container is a VM named
 // for its pod, reachable from a VM of vnet's own, its port shaped as the
 // runtime asked; CHECK; DEL, twice, and for a container never added, and
 // after the namespace is gone.
 func TestLibcniPodLifecycle(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
-	list := w.list("1.0.0", "web", `{"type": "host-local", "ranges": [[{"subnet": "10.41.0.0/24", "rangeStart": "10.41.0.100", "gateway": "10.41.0.1"}]], "dataDir": "`+t.TempDir()+`"}`, true)
+	list := w.list("1.0.0", "web", `{"type": "host-local", "ranges": [[{"subnet": "10.41.0.0/24", "rangeStart": "10.41.0.100", "gateway": "10.41.0.1"}]], "dataDir": "`+t.TempDir()+`"}`, chainTuning)
 	rt, ns := w.container("pod1", "web-0")
 	rt.CapabilityArgs = map[string]any{
 		"mac":       "02:42:0a:29:00:64",
@@ -300,15 +311,17 @@ func TestLibcniPodLifecycle(t *testing.T) {
 		t.Errorf("DEL of a container never added: %v", err)
 	}
 
-	// DEL after the runtime deleted the namespace.
+	// DEL after the runtime deleted the namespace, of a pod added through
+	// a list that chains the bandwidth plugin.
+	bw := w.list("1.0.0", "web", `{"type": "vnet"}`, chainBandwidth)
 	rt2, ns2 := w.container("pod2", "web-1")
-	if _, err := w.cni.AddNetworkList(ctx, list, rt2); err != nil {
+	if _, err := w.cni.AddNetworkList(ctx, bw, rt2); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := exec.Command("ip", "netns", "delete", ns2).CombinedOutput(); err != nil {
 		t.Fatalf("ip netns delete: %v %s", err, out)
 	}
-	if err := w.cni.DelNetworkList(ctx, list, rt2); err != nil {
+	if err := w.cni.DelNetworkList(ctx, bw, rt2); err != nil {
 		t.Errorf("DEL after the namespace went: %v", err)
 	}
 	if vms := w.containerVMs(); len(vms) != 0 {
@@ -321,7 +334,7 @@ func TestLibcniPodLifecycle(t *testing.T) {
 func TestLibcniGCAndStatus(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
-	list := w.list("1.1.0", "web", `{"type": "vnet"}`, false)
+	list := w.list("1.1.0", "web", `{"type": "vnet"}`, "")
 	if err := w.cni.GetStatusNetworkList(ctx, list); err != nil {
 		t.Errorf("STATUS: %v", err)
 	}
@@ -348,7 +361,7 @@ func TestLibcniGCAndStatus(t *testing.T) {
 	nstest.InNS(t, nsA, func(h *netlink.Handle) error {
 		rs, err := h.RouteList(nil, netlink.FAMILY_V4)
 		for _, r := range rs {
-			route = route || r.Dst == nil && r.Gw.String() == "10.41.0.1"
+			route = route || (r.Dst == nil || r.Dst.String() == "0.0.0.0/0") && r.Gw.String() == "10.41.0.1"
 		}
 		return err
 	})
@@ -368,8 +381,7 @@ func TestLibcniGCAndStatus(t *testing.T) {
 	if len(links(t, nsB)) != 0 || len(links(t, nsA)) != 1 {
 		t.Errorf("after GC: links in a %v, in b %v", links(t, nsA), links(t, nsB))
 	}
-	missing := w.list("1.1.0", "web", `{"type": "vnet"}`, false)
-	missing.Plugins[0].Bytes = []byte(strings.Replace(string(missing.Plugins[0].Bytes), w.infra, "nosuchinfra", 1))
+	missing := w.listOf("1.1.0", "web", `{"type": "vnet"}`, "", "nosuchinfra", "")
 	var te *types.Error
 	if err := w.cni.GetStatusNetworkList(ctx, missing); !errors.As(err, &te) || te.Code != types.ErrPluginNotAvailable {
 		t.Errorf("STATUS of an infrastructure not applied: %v, want code %d", err, types.ErrPluginNotAvailable)
@@ -377,8 +389,7 @@ func TestLibcniGCAndStatus(t *testing.T) {
 	if _, err := w.cni.AddNetworkList(ctx, list, &libcni.RuntimeConf{ContainerID: "x1", NetNS: "/proc/1/ns/net", IfName: "eth0"}); !errors.As(err, &te) || te.Code != types.ErrInvalidNetNS {
 		t.Errorf("ADD into a namespace outside /run/netns: %v", err)
 	}
-	pm := w.list("1.1.0", "web", `{"type": "vnet"}`, false)
-	pm.Plugins[0].Bytes = []byte(strings.Replace(string(pm.Plugins[0].Bytes), `"mac": true`, `"mac": true, "portMappings": true`, 1))
+	pm := w.listOf("1.1.0", "web", `{"type": "vnet"}`, "", w.infra, `, "portMappings": true`)
 	c, _ := w.container("gcc", "")
 	c.CapabilityArgs = map[string]any{"portMappings": []map[string]any{{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}}}
 	if _, err := w.cni.AddNetworkList(ctx, pm, c); !errors.As(err, &te) || te.Code != types.ErrUnsupportedField || !strings.Contains(te.Msg, "portmap") {
@@ -395,7 +406,7 @@ func TestLibcniGCAndStatus(t *testing.T) {
 func TestLibcniConcurrentAddsAndDels(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
-	list := w.list("1.1.0", "web", `{"type": "vnet"}`, false)
+	list := w.list("1.1.0", "web", `{"type": "vnet"}`, "")
 	const n = 20
 	rts := make([]*libcni.RuntimeConf, n)
 	nss := make([]string, n)
@@ -460,7 +471,7 @@ func TestLibcniConcurrentAddsAndDels(t *testing.T) {
 func TestLibcniKilledAdd(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
-	list := w.list("1.1.0", "web", `{"type": "vnet"}`, false)
+	list := w.list("1.1.0", "web", `{"type": "vnet"}`, "")
 	trace := filepath.Join(t.TempDir(), "points")
 	rt, ns := w.container("killed", "")
 	t.Setenv("VNET_KILL_TRACE", trace)

@@ -17,7 +17,7 @@ FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 UNITS := vnet-agent@.service vnet-hostagent.service
 
-.PHONY: build run demo test unit bench install uninstall clean
+.PHONY: build run demo deps test unit bench install uninstall clean
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/vnet
@@ -31,16 +31,24 @@ run: build
 demo: build
 	./scripts/demo.sh $(BIN)
 
-# Unit tests run anywhere; integration tests need root and skip loudly without it.
+# What the tests use beyond Go (chromium, etcd, QEMU, flent, a C toolchain for
+# netperf, ...), installed from Debian when missing and the user is root.
+deps:
+	./scripts/deps.sh
+
+# Unit tests run anywhere; integration tests need root and skip loudly without it;
+# the summary at the end names every test that skipped and why.
 # testlog prints what `go test -v` would, as it happens, and says which test is
 # running whenever the output has rested 20 s; go test's own result lines pass
 # through unchanged and its exit status is kept. The fuzz run counts inputs, not
 # seconds: Go 1.26's fuzzer can fail a run whose time is up while a worker is
 # mid-input ("context deadline exceeded", a race fixed in Go 1.27), more so on
-# a busy machine. 400000 inputs take about 14 s here.
-test:
+# a busy machine. 400000 inputs take about 14 s here. A package may take up to
+# 25 minutes: the kill suite alone takes about 6 on an idle 2-core machine and
+# more than twice that on a busy one.
+test: deps
 	$(GO) vet ./...
-	GO=$(GO) $(GO) run ./internal/nstest/testlog -count=1 -p 1 -timeout 14m ./...
+	GO=$(GO) $(GO) run ./internal/nstest/testlog -count=1 -p 1 -timeout 25m ./...
 	# Port security the nftables way too, as on kernels without vnet's port programs.
 	VNET_PORT_POLICY=nftables $(GO) test -count=1 -run 'Security|PortSecurity|ACL' ./internal/reconcile
 	$(GO) test -run=^$$ -fuzz=FuzzReadMsg -fuzztime=400000x ./internal/netperf

@@ -8,47 +8,10 @@ set -eu
 VNET=$(realpath "${1:-bin/vnet}")
 SPEC=$(realpath examples/networks/two-tenants.yaml)
 WORK=$(mktemp -d /tmp/vnet-tenants.XXXXXX)
-PIDS=""
-
-cleanup() {
-	for p in $PIDS; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	for ns in $(ip netns list | awk '{print $1}' | grep '^vnet\.tenants\.' || true); do ip netns del "$ns"; done
-	for ns in hv1 hv2 hv3 ctl ul p1 p2; do ip netns del "wt-$ns" 2>/dev/null || true; done
-	rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
-
-# The underlay: a bridge, and a namespace per machine on it.
-ip netns add wt-ul
-ip -n wt-ul link add ul type bridge
-ip -n wt-ul link set ul up
-machine() { # name address
-	ip netns add "wt-$1"
-	ip -n wt-ul link add "u$1" type veth peer name eth0 netns "wt-$1"
-	ip -n wt-ul link set "u$1" master ul up
-	ip -n "wt-$1" link set lo up
-	ip -n "wt-$1" addr add "$2/24" dev eth0
-	ip -n "wt-$1" link set eth0 up
-}
-machine ctl 192.0.2.1
-machine hv1 192.0.2.11
-machine hv2 192.0.2.12
-machine hv3 192.0.2.13
-
-# etcd (vnet server) on the control machine, an agent on each hypervisor.
-ETCD=http://192.0.2.1:2379
-nsenter --net=/run/netns/wt-ctl "$VNET" server --no-api --data-dir "$WORK/etcd" \
-	--listen-client 192.0.2.1:2379 --state-dir "$WORK/ctl" >"$WORK/server.log" 2>&1 &
-PIDS="$PIDS $!"
-for i in $(seq 50); do grep -q VNET_ETCD= "$WORK/server.log" && break; sleep 0.2; done
-for h in hv1 hv2 hv3; do
-	nsenter --net=/run/netns/wt-$h "$VNET" agent host --etcd $ETCD --host $h \
-		--state-dir "$WORK/$h" >"$WORK/$h.log" 2>&1 &
-	PIDS="$PIDS $!"
-done
-
-vnet() { nsenter --net=/run/netns/wt-ctl "$VNET" "$@" --etcd $ETCD; }
+PREFIX=wt INFRA=tenants EXTRA_NS="p1 p2"
+. "$(dirname "$0")/walkthrough-cluster.sh"
+trap wt_cleanup EXIT INT TERM
+wt_up
 vnet apply --wait=20s "$SPEC" # returns once hv1, hv2 and hv3 report it current
 vnet status tenants
 

@@ -53,7 +53,7 @@ func apiConfig(cmd *cobra.Command, f *apiFlags) (api.Config, error) {
 	}
 	// A server answers reads from a copy of the records a second old at
 	// most, and keeps the specs it decodes in memory.
-	cfg.Backend = &service.Local{StateDir: stateDir, Exe: exe, ReadsFresh: time.Second}
+	cfg.Backend = &service.Local{StateDir: stateDir, Exe: exe, ReadsFresh: time.Second, Trace: traceTo()}
 	cfg.Log = cmd.ErrOrStderr()
 	return cfg, nil
 }

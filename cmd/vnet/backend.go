@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
 
@@ -111,4 +112,18 @@ func remote() (service.Service, error) {
 		return nil, usageError{err}
 	}
 	return &api.Remote{C: c}, nil
+}
+
+// onThisMachineOnly are the commands that act on this machine's kernel or
+// state alone: given --server, they refuse rather than quietly act here
+// while the user meant the server's machine.
+var onThisMachineOnly = map[string]bool{"exec": true, "gc": true, "recover": true, "ioc": true, "link": true, "unlink": true}
+
+// refuseServerFlag is the root's check, before any command runs, that an
+// explicit --server is not given to a command that cannot go through it.
+func refuseServerFlag(cmd *cobra.Command, _ []string) error {
+	if f := cmd.Flags().Lookup("server"); f != nil && f.Changed && onThisMachineOnly[cmd.Name()] {
+		return usageError{fmt.Errorf("--server: vnet %s acts on this machine only; run it on the host itself", cmd.Name())}
+	}
+	return nil
 }

@@ -30,6 +30,7 @@ func validateCmd() *cobra.Command {
 			}
 			parts = append(parts, counted(len(doc.Spec.VMs), "VM", "VMs"))
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: valid (%s)\n", args[0], strings.Join(parts, ", "))
+			printWarnings(cmd.ErrOrStderr(), service.Warnings(doc))
 			return nil
 		},
 	}
@@ -70,13 +71,14 @@ func applyCmd() *cobra.Command {
 			defer svc.Close()
 			out := cmd.OutOrStdout()
 			res, err := svc.Apply(cmd.Context(), service.Source{File: args[0]}, service.ApplyOptions{
-				DryRun: dryRun, Full: full, Wait: wait, Log: out,
+				DryRun: dryRun, Full: full, Wait: wait, Log: out, Detail: dryRun,
 				Stored:   func(s service.Stored) { printStored(out, s, dryRun) },
 				Progress: func(ev service.WaitEvent) { printCurrent(out, ev) },
 			})
 			if err != nil {
 				return err
 			}
+			printWarnings(cmd.ErrOrStderr(), res.Warnings)
 			printApplied(out, res, wait)
 			return nil
 		},
@@ -88,6 +90,14 @@ func applyCmd() *cobra.Command {
 		"Without --etcd, apply is done when it returns")
 	addEtcdFlag(c)
 	return c
+}
+
+// printWarnings shows, on stderr, what a valid spec may mean other than it
+// seems; the spec is applied as written.
+func printWarnings(w io.Writer, warnings []string) {
+	for _, s := range warnings {
+		fmt.Fprintf(w, "warning: %s\n", s)
+	}
 }
 
 // printStored says, over etcd, what generation etcd holds now.
@@ -116,6 +126,7 @@ func printApplied(out io.Writer, res *service.ApplyResult, wait time.Duration) {
 	switch s := res.Stored; {
 	case s != nil && res.DryRun && !s.Unchanged:
 		fmt.Fprintf(out, "would store %s generation %d in etcd for hosts %s\n", res.Infra, s.Generation, strings.Join(s.Hosts, ", "))
+		printHostPlans(out, res.Hosts)
 	case s != nil && wait > 0 && !res.DryRun:
 		took := seconds(s.Current)
 		if !s.Unchanged {
@@ -123,6 +134,8 @@ func printApplied(out io.Writer, res *service.ApplyResult, wait time.Duration) {
 		}
 		fmt.Fprintf(out, "%s generation %d: %s current in %s\n", res.Infra, s.Generation, counted(len(s.Hosts), "host", "hosts"), took)
 	case s != nil:
+	case res.DryRun && len(res.Hosts) > 0: // through a server over etcd
+		printHostPlans(out, res.Hosts)
 	case res.DryRun:
 		fmt.Fprint(out, service.PlanText(res.Plan))
 	case len(res.Plan) > 0:
@@ -303,13 +316,18 @@ type clusterStatus struct {
 	AppliedAt  time.Time          `json:"applied_at"`
 	Converged  bool               `json:"converged"`
 	Hosts      []service.HostView `json:"hosts"`
+	// Balancers are the load balancers, with their backends' health and
+	// connections as the hosts report them.
+	Balancers []service.BalancerStatus `json:"load_balancers,omitempty"`
 	// Removed says the record is gone (destroyed) while hosts still
 	// report it: one whose removal failed is failed, with its errors.
 	Removed bool `json:"removed,omitempty"`
+	// Damaged says why the record in etcd does not read as its spec.
+	Damaged string `json:"damaged,omitempty"`
 }
 
 func clusterView(st *service.InfraStatus) clusterStatus {
 	c := st.Cluster
 	return clusterStatus{Name: st.Name, SpecFile: st.SpecFile, Generation: st.Generation, AppliedAt: c.AppliedAt,
-		Converged: c.Converged, Hosts: c.Hosts, Removed: c.Removed}
+		Converged: c.Converged, Hosts: c.Hosts, Removed: c.Removed, Damaged: c.Damaged, Balancers: st.Balancers}
 }

@@ -38,8 +38,10 @@ func main() {
 	if err == nil {
 		return
 	}
-	fmt.Fprintln(os.Stderr, "vnet:", err)
 	var ue usageError
+	if msg := err.Error(); msg != "" { // diff's "different" says nothing more
+		fmt.Fprintln(os.Stderr, "vnet:", msg)
+	}
 	var ee exitError
 	switch {
 	case errors.As(err, &ee):
@@ -88,11 +90,12 @@ var stateDir string
 
 func newRoot() *cobra.Command {
 	root := &cobra.Command{
-		Use:           "vnet",
-		Short:         "Virtual infrastructure networking for Linux hosts",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		Version:       versionLine(),
+		Use:               "vnet",
+		Short:             "Virtual infrastructure networking for Linux hosts",
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		Version:           versionLine(),
+		PersistentPreRunE: refuseServerFlag,
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
@@ -115,8 +118,16 @@ func newRoot() *cobra.Command {
 		serverCmd(),
 		statsCmd(),
 		versionCmd(),
+		historyCmd(),
+		diffCmd(),
+		rollbackCmd(),
+		getCmd(),
+		describeCmd(),
+		snapshotCmd(),
+		restoreCmd(),
 	)
 	addClientFlags(root)
+	examplesLast(root)
 	return root
 }
 

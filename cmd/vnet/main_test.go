@@ -78,7 +78,9 @@ func TestBadSpecsExit2AndChangeNothing(t *testing.T) {
 
 func TestUsageErrorsExit2(t *testing.T) {
 	state := t.TempDir()
-	for _, args := range [][]string{{"apply"}, {"validate", "a", "b"}, {"exec", "x"}, {"apply", "--bogus", "x"}} {
+	for _, args := range [][]string{{"apply"}, {"validate", "a", "b"}, {"exec", "x"}, {"apply", "--bogus", "x"},
+		{"diff", "nothing"}, {"diff", "nothing", "--from", "1"}, {"history", "nothing", "-o", "table"},
+		{"exec", "--server", "http://127.0.0.1:1", "a", "--", "true"}, {"gc", "--dry-run", "--server=http://127.0.0.1:1"}} {
 		if _, code := run(t, state, args...); code != 2 {
 			t.Errorf("vnet %v: exit %d, want 2", args, code)
 		}
@@ -314,5 +316,34 @@ func TestCountedAgreesInNumber(t *testing.T) {
 		if got := counted(c.n, "switch", "switches"); got != c.want {
 			t.Errorf("counted(%d) = %q, want %q", c.n, got, c.want)
 		}
+	}
+}
+
+// A valid spec that may mean other than it seems is valid, with a warning
+// that names the field and line; a dry run shows the same warning.
+func TestOverlappingSubnetsWarn(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "overlap.yaml")
+	src := `name: warnme
+hosts: [{name: esx1}]
+switches:
+  - {name: sw0, hosts: [esx1], portgroups: [{name: pg}]}
+vms:
+  - {name: vm1, host: esx1, nics: [{portgroup: pg, ip: 10.0.0.1/24}]}
+  - {name: vm2, host: esx1, nics: [{portgroup: pg, ip: 10.0.0.2/16}]}
+`
+	if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := "warning: vms[1].nics[0].ip: subnet 10.0.0.0/16 overlaps 10.0.0.0/24 (vms[0].nics[0].ip)"
+	out, code := run(t, t.TempDir(), "validate", f)
+	if code != 0 || !strings.Contains(out, want) || !strings.Contains(out, "valid") {
+		t.Errorf("vnet validate: exit %d, output %q; want exit 0, valid and %q", code, out, want)
+	}
+	if os.Geteuid() != 0 {
+		return
+	}
+	out, code = run(t, t.TempDir(), "apply", "--dry-run", f)
+	if code != 0 || !strings.Contains(out, want) {
+		t.Errorf("vnet apply --dry-run: exit %d, output %q; want exit 0 and %q", code, out, want)
 	}
 }

@@ -58,6 +58,7 @@ func printStatus(out io.Writer, st *service.Status) {
 	if st.PortPolicy != "" {
 		fmt.Fprintf(out, "port policies enforced by %s\n", st.PortPolicy)
 	}
+	printBalancers(out, st.Balancers)
 	switch a := st.Agent; {
 	case a == nil:
 	case a.Running:
@@ -93,9 +94,12 @@ func dash(s string) string {
 // printClusterStatus shows each host's standing over etcd, from its
 // agent's report.
 func printClusterStatus(out io.Writer, cs clusterStatus, now time.Time) {
-	if cs.Removed {
+	switch {
+	case cs.Removed:
 		fmt.Fprintf(out, "infra %s (destroyed: no longer in etcd, but hosts still report it)\n", cs.Name)
-	} else {
+	case cs.Damaged != "":
+		fmt.Fprintf(out, "infra %s (damaged: %s)\n", cs.Name, cs.Damaged)
+	default:
 		fmt.Fprintf(out, "infra %s (generation %d, from %s, applied %s)\n", cs.Name, cs.Generation, cs.SpecFile, cs.AppliedAt.Local().Format(time.DateTime))
 	}
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
@@ -120,4 +124,5 @@ func printClusterStatus(out io.Writer, cs clusterStatus, now time.Time) {
 	}
 	fmt.Fprintf(out, "\n%s: %s\n\n", counted(len(cs.Hosts), "host", "hosts"), strings.Join(parts, ", "))
 	printHostSecurity(out, cs.Hosts)
+	printBalancers(out, cs.Balancers)
 }

@@ -80,8 +80,8 @@ func vnicCmd(use, short string, args cobra.PositionalArgs, target func([]string)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(out, "%s: %s; the spec file %s no longer matches until you edit it (vnet status shows the applied spec)\n",
-				res.Infra, counted(res.Executed, "change", "changes"), res.SpecFile)
+			fmt.Fprintf(out, "%s: %s; the spec file %s no longer matches until you edit it (vnet get %s prints the applied spec)\n",
+				res.Infra, counted(res.Executed, "change", "changes"), res.SpecFile, res.Infra)
 			if res.AgentStarted != "" {
 				fmt.Fprintf(out, "agent for %s started: failover and load-based teaming (log: %s)\n", res.Infra, res.AgentStarted)
 			}

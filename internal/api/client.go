@@ -41,13 +41,14 @@ func (e *Error) Error() string {
 	return e.Body.Error
 }
 
-// Unwrap lets callers tell a bad spec (the CLI's exit status 2) and an
-// unknown infrastructure from other failures, by the service's sentinels.
+// Unwrap lets callers tell bad input, a spec or a request (the CLI's exit
+// status 2), and an unknown infrastructure from other failures, by the
+// service's sentinels.
 func (e *Error) Unwrap() error {
 	switch {
 	case e.Status == http.StatusNotFound:
 		return service.ErrNotFound
-	case e.Status == http.StatusBadRequest && (e.Body.Field != "" || e.Body.Line > 0):
+	case e.Status == http.StatusBadRequest:
 		return service.ErrInvalid
 	}
 	return nil

@@ -172,3 +172,28 @@ func TestDashboardShowsEveryVM(t *testing.T) {
 		t.Error("the dashboard never finished loading")
 	}
 }
+
+// TestDashboardShowsLoadBalancers loads the dashboard of an infrastructure
+// with a load balancer on a port group: a row per backend, under its VIP.
+func TestDashboardShowsLoadBalancers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	chromium(t)
+	s, _ := newTestServer(t, nil)
+	lb := strings.Replace(smallSpec, "portgroups: [{name: pg-vm, pool: vm}]",
+		"portgroups: [{name: pg-vm, pool: vm, loadBalancers: [{name: web, vip: 10.0.0.100, listeners: [{protocol: tcp, port: 80}], backends: [{vm: vm1}, {vm: vm2}]}]}]", 1)
+	if w, _ := s.do(t, req{method: "PUT", path: "/api/v1/infras/t1", body: lb, ctype: "application/yaml", token: testToken}); w.Code != 200 {
+		t.Fatal(w.Body)
+	}
+	srv := startServer(t, s)
+	dom := browse(t, srv+"/?infra=t1", "")
+	for _, want := range []string{`data-lb="portgroup pg-vm/web"`, "10.0.0.100", "tcp 80 -&gt; 80", "vm2 eth0"} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("the dashboard lacks %q", want)
+		}
+	}
+	if strings.Contains(dom, `id="lb-section" hidden`) {
+		t.Error("the load balancers' section is hidden")
+	}
+}

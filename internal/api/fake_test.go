@@ -11,6 +11,7 @@ import (
 	"github.com/vnet-project/vnet/internal/metrics"
 	"github.com/vnet-project/vnet/internal/netperf"
 	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/service"
 	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/status"
@@ -20,6 +21,7 @@ import (
 // the handlers are tested without root.
 type fakeBackend struct {
 	memoryEvents
+	noOperations
 	mu      sync.Mutex
 	records map[string]*service.Infra
 	reads   int
@@ -158,6 +160,7 @@ func (f *fakeBackend) status(ctx context.Context, name string) (*service.InfraSt
 		}
 		st.VMs = append(st.VMs, vs)
 	}
+	st.Balancers = reconcile.BalancerStatus(doc.Spec, nil, nil)
 	return &service.InfraStatus{Infra: st}, nil
 }
 

@@ -180,6 +180,7 @@ func (s *Server) putInfra(w http.ResponseWriter, r *http.Request, who string) er
 		writeJSON(w, http.StatusOK, applyResult(res))
 		return nil
 	}
+	opts.By = actor(r, who)
 	res, err := s.be.Apply(r.Context(), service.Source{Doc: doc}, opts)
 	observe(result(err))
 	ev := Event{Time: time.Now().UTC(), Who: who, Remote: r.RemoteAddr, Action: events.Apply, Infra: name, OK: err == nil,
@@ -200,7 +201,7 @@ func (s *Server) putInfra(w http.ResponseWriter, r *http.Request, who string) er
 
 func applyResult(res *service.ApplyResult) ApplyResult {
 	return ApplyResult{Infra: res.Infra, DryRun: res.DryRun, Changes: len(res.Plan), Executed: res.Executed, Plan: res.Plan,
-		AgentStarted: res.AgentStarted}
+		Hosts: res.Hosts, AgentStarted: res.AgentStarted, Warnings: res.Warnings}
 }
 
 func result(err error) string {
@@ -219,7 +220,7 @@ func (s *Server) deleteInfra(w http.ResponseWriter, r *http.Request, who string)
 		return err
 	}
 	start := time.Now()
-	res, err := s.be.Destroy(r.Context(), name, service.DestroyOptions{Detail: true})
+	res, err := s.be.Destroy(r.Context(), name, service.DestroyOptions{Detail: true, By: actor(r, who)})
 	ev := Event{Time: time.Now().UTC(), Who: who, Remote: r.RemoteAddr, Action: events.Destroy, Infra: name, OK: err == nil,
 		Seconds: time.Since(start).Seconds()}
 	if res != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
 	"time"
 
@@ -70,22 +69,29 @@ func (r *Remote) Apply(ctx context.Context, src service.Source, o service.ApplyO
 	if o.Wait > 0 {
 		return nil, errWaitNeedsEtcd
 	}
-	doc, file := src.Doc, ""
-	if doc == nil {
-		var err error
-		if doc, err = r.LoadFile(src.File); err != nil {
-			return nil, err
-		}
+	doc, err := r.load(src)
+	if err != nil {
+		return nil, err
+	}
+	file := ""
+	if src.File != "" {
 		file, _ = filepath.Abs(src.File)
 	}
 	res, err := r.C.Apply(ctx, doc.Spec.Name, file, doc.Source, o.DryRun)
 	if err != nil {
 		return nil, err
 	}
-	if !o.DryRun && o.Log != nil {
-		io.WriteString(o.Log, service.PlanText(res.Plan))
+	out := &service.ApplyResult{Infra: res.Infra, DryRun: res.DryRun, Plan: res.Plan, Hosts: res.Hosts, Executed: res.Executed, AgentStarted: res.AgentStarted, Warnings: res.Warnings}
+	logPlan(o, out)
+	return out, nil
+}
+
+// load is the spec of src, read and checked here before it is sent.
+func (r *Remote) load(src service.Source) (*spec.Document, error) {
+	if src.Doc != nil {
+		return src.Doc, nil
 	}
-	return &service.ApplyResult{Infra: res.Infra, DryRun: res.DryRun, Plan: res.Plan, Executed: res.Executed, AgentStarted: res.AgentStarted}, nil
+	return r.LoadFile(src.File)
 }
 
 // Destroy asks the server to destroy an infrastructure.

@@ -41,6 +41,16 @@ func (s *Server) routeTable() []route {
 		{Method: "POST", Path: "/api/v1/infras/{name}/netperf", Mutates: true, handle: s.startNetperf},
 		{Method: "GET", Path: "/api/v1/netperf", handle: s.listNetperf},
 		{Method: "GET", Path: "/api/v1/netperf/{id}", handle: s.getNetperf},
+		{Method: "GET", Path: "/api/v1/infras/{name}/history", handle: s.history},
+		{Method: "GET", Path: "/api/v1/infras/{name}/history/{generation}", handle: s.historyGeneration},
+		{Method: "GET", Path: "/api/v1/history/retention", handle: s.getRetention},
+		{Method: "PUT", Path: "/api/v1/history/retention", Mutates: true, handle: s.putRetention},
+		{Method: "POST", Path: "/api/v1/infras/{name}/diff", handle: s.diff},
+		{Method: "POST", Path: "/api/v1/infras/{name}/rollback", Mutates: true, handle: s.rollback},
+		{Method: "GET", Path: "/api/v1/infras/{name}/spec", handle: s.appliedSpec},
+		{Method: "GET", Path: "/api/v1/infras/{name}/describe/{kind}/{object}", handle: s.describe},
+		{Method: "GET", Path: "/api/v1/infras/{name}/snapshot", handle: s.snapshot},
+		{Method: "POST", Path: "/api/v1/restore", Mutates: true, handle: s.restore},
 	}
 }
 

@@ -32,8 +32,14 @@ type ApplyResult struct {
 	Changes  int          `json:"changes"`  // actions in the plan
 	Executed int          `json:"executed"` // actions carried out
 	Plan     []PlanAction `json:"plan"`
+	// Hosts is, over etcd, the plan host by host, each with what it was
+	// worked out against.
+	Hosts []service.HostPlan `json:"hosts,omitempty"`
 	// AgentStarted is the log of the teaming agent the apply started.
 	AgentStarted string `json:"agent_started,omitempty"`
+	// Warnings is what a valid spec may mean other than it seems: ports
+	// of one switch whose subnets overlap without being the same.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // PlanAction is one step of a plan.

@@ -40,6 +40,8 @@ type Cluster struct {
 	mu     sync.Mutex
 	procs  []*exec.Cmd
 	server *exec.Cmd
+	// etcds counts the etcds ReplaceEtcd started afresh.
+	etcds int
 }
 
 // Machine is one emulated hypervisor.
@@ -134,7 +136,7 @@ func (c *Cluster) start(cmd *exec.Cmd) {
 func (c *Cluster) startServer() {
 	c.t.Helper()
 	listen := UnderlayNet + "1:2379"
-	cmd := c.command(c.Ctl, "server", "--no-api", "--data-dir", filepath.Join(c.dir, "etcd"), "--listen-client", listen,
+	cmd := c.command(c.Ctl, "server", "--no-api", "--data-dir", c.etcdDir(), "--listen-client", listen,
 		"--listen-peer", "127.0.0.1:2380", "--state-dir", filepath.Join(c.dir, "ctl"))
 	out, err := cmd.StdoutPipe()
 	if err != nil {

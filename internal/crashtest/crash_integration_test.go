@@ -385,15 +385,64 @@ func TestKillIncrementalApplyAtEveryStep(t *testing.T) {
 		t.Skip("SKIPPED in -short: kills an incremental apply at every step")
 	}
 	demo := readExample(t, "demo.yaml")
-	rs := rigs(t, workers(), "cri", demo, changedDemo(t, demo))
+	killChangeEverywhere(t, "cri", "the incremental apply", demo, changedDemo(t, demo))
+}
+
+// lbSpec is a network over two hosts with a load balancer of two backends,
+// and a client: programs on the three VMs' ports.
+const lbSpec = `name: lb
+hosts:
+  - {name: hv1, underlay: 192.0.2.11}
+  - {name: hv2, underlay: 192.0.2.12}
+networks:
+  - name: net
+    subnet: 10.1.0.0/24
+    gateway: 10.1.0.1
+    router: r
+    loadBalancers:
+      - {name: web, vip: 10.1.0.100, listeners: [{protocol: tcp, port: 80, backendPort: 8080}], backends: [{vm: web1}, {vm: web2}]}
+vms:
+  - {name: web1, host: hv1, nics: [{network: net, ip: 10.1.0.11/24}]}
+  - {name: web2, host: hv2, nics: [{network: net, ip: 10.1.0.12/24}]}
+  - {name: client, host: hv1, nics: [{network: net, ip: 10.1.0.21/24}]}
+`
+
+// Every kill point of the first apply and of the destroy of a network with
+// a load balancer: each port's programs go in with two filters.
+func TestKillLoadBalancerAtEveryStep(t *testing.T) {
+	nstest.RequireRoot(t)
+	if testing.Short() {
+		t.Skip("SKIPPED in -short: kills apply and destroy at every step")
+	}
+	killEverywhere(t, lbSpec, "crl")
+}
+
+// Every kill point of a change of the load balancer (a listener added and
+// a backend dropped: new programs on every port, taking the old ones'
+// connections over): the next apply converges and destroy leaves nothing.
+func TestKillLoadBalancerChangeAtEveryStep(t *testing.T) {
+	nstest.RequireRoot(t)
+	if testing.Short() {
+		t.Skip("SKIPPED in -short: kills an apply at every step")
+	}
+	changed := strings.Replace(lbSpec, "listeners: [{protocol: tcp, port: 80, backendPort: 8080}], backends: [{vm: web1}, {vm: web2}]",
+		"listeners: [{protocol: tcp, port: 80, backendPort: 8080}, {protocol: udp, port: 53}], backends: [{vm: web1}]", 1)
+	killChangeEverywhere(t, "crm", "the change", lbSpec, changed)
+}
+
+// killChangeEverywhere kills the apply of to, over from applied, at each of
+// its kill points: the next apply converges to to and destroy then leaves
+// nothing. what names the apply in the log.
+func killChangeEverywhere(t *testing.T, prefix, what, from, to string) {
+	rs := rigs(t, workers(), prefix, from, to)
 	r0 := rs[0]
 	start := time.Now()
 	must(t, r0.state, "apply", r0.files[0])
 	changePoints := points(t, r0.state, "apply", r0.files[1])
 	destroyClean(t, r0.infra, r0.state, 0)
 	defer func() {
-		t.Logf("the incremental apply has %d kill points; killed at each, %d infrastructures at once, in %s",
-			len(changePoints), len(rs), time.Since(start).Round(time.Second))
+		t.Logf("%s has %d kill points; killed at each, %d infrastructures at once, in %s",
+			what, len(changePoints), len(rs), time.Since(start).Round(time.Second))
 	}()
 	atEveryPoint(t, rs, "change", len(changePoints), func(t *testing.T, r rig, n int) {
 		must(t, r.state, "apply", r.files[0])

@@ -292,6 +292,8 @@ func (l *Linux) ensure(r plan.Resource) error {
 		return l.ensurePortSec(r)
 	case plan.KindPortBPF:
 		return l.ensurePortProg(r)
+	case plan.KindLB:
+		return l.ensureLB(r)
 	case plan.KindOffloads:
 		return setOffloads(r)
 	case plan.KindCgroup:
@@ -335,6 +337,8 @@ func (l *Linux) remove(r plan.Resource) error {
 		return l.removePortSec(r)
 	case plan.KindPortBPF:
 		return l.removePortProg(r)
+	case plan.KindLB:
+		return l.removeLB(r)
 	case plan.KindOffloads:
 		return nil // offloads go with their link; a dropped setting is reset as a change (plan.ResetDroppedOffloads)
 	case plan.KindCgroup:
@@ -511,7 +515,7 @@ func linksAtOnce(actions []plan.Action, goneNS map[string]bool) (rest []plan.Act
 		case a.Op != plan.OpDelete:
 		case r.Kind == plan.KindBridge, r.Kind == plan.KindVxlan, r.Kind == plan.KindVeth:
 			continue
-		case (r.Kind == plan.KindFDB || r.Kind == plan.KindNeigh || r.Kind == plan.KindPortBPF) && gone[r.NS+"/"+r.Link]:
+		case (r.Kind == plan.KindFDB || r.Kind == plan.KindNeigh || r.Kind == plan.KindPortBPF || r.Kind == plan.KindLB) && gone[r.NS+"/"+r.Link]:
 			continue
 		}
 		rest = append(rest, a)

@@ -14,6 +14,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/vnet-project/vnet/internal/atomicfile"
 	"github.com/vnet-project/vnet/internal/plan"
 )
 
@@ -270,111 +271,31 @@ func readDeviceState(path string) (deviceState, error) {
 	return st, nil
 }
 
-// writeFileSynced writes a file whole or not at all: a temporary file,
-// synced, renamed into place, the directory synced.
+// writeFileSynced writes a file whole or not at all (atomicfile.Write),
+// making its directory first.
 func writeFileSynced(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, ".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return atomicfile.Write(path, data, 0o600)
 }
 
-// writeFilesSynced writes each file whole or not at all, as
-// writeFileSynced does, with one sync of the file system for all of them
-// and one of each directory, after which every file is in place.
+// writeFilesSynced writes each file whole or not at all, with one sync of
+// the file system for all of them (atomicfile.WriteAll), making their
+// directories first.
 func writeFilesSynced(files []pendingFile) error {
-	if len(files) == 0 {
-		return nil
-	}
-	type staged struct{ tmp, path string }
-	var done []staged
-	defer func() {
-		for _, s := range done {
-			os.Remove(s.tmp)
-		}
-	}()
+	all := make([]atomicfile.File, 0, len(files))
 	dirs := map[string]bool{}
 	for _, f := range files {
-		dir := filepath.Dir(f.path)
-		if !dirs[dir] {
+		if dir := filepath.Dir(f.path); !dirs[dir] {
 			if err := os.MkdirAll(dir, 0o700); err != nil {
 				return err
 			}
 			dirs[dir] = true
 		}
-		tmp, err := os.CreateTemp(dir, ".tmp-*")
-		if err != nil {
-			return err
-		}
-		done = append(done, staged{tmp.Name(), f.path})
-		_, err = tmp.Write(f.data)
-		if cerr := tmp.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return err
-		}
+		all = append(all, atomicfile.File{Path: f.path, Data: f.data, Perm: 0o600})
 	}
-	if err := syncFS(filepath.Dir(files[0].path)); err != nil {
-		return err
-	}
-	for i, s := range done {
-		if err := os.Rename(s.tmp, s.path); err != nil {
-			done = done[i:]
-			return err
-		}
-	}
-	done = nil
-	for dir := range dirs {
-		d, err := os.Open(dir)
-		if err != nil {
-			return err
-		}
-		err = d.Sync()
-		d.Close()
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// syncFS writes out everything of the file system that holds dir.
-func syncFS(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := unix.Syncfs(int(d.Fd())); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
+	return atomicfile.WriteAll(all)
 }
 
 // removeDevice gives a device back as it was found. Without a record (lost

@@ -366,6 +366,7 @@ func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep 
 		if hasIngress(qs) {
 			v.resources = append(v.resources, observeSteer(h, link, ns, byName)...)
 			v.resources = append(v.resources, observePortProg(h, link, ns)...)
+			v.resources = append(v.resources, observeLB(h, link, ns)...)
 		}
 	}
 	return v, nil

@@ -19,16 +19,28 @@ import (
 // A port's policy as programs (plan.KindPortBPF) is two tc filters on the
 // switch port, in its clsact hooks: port_from_vm on ingress (what the VM
 // sends, before the bridge sees it) and port_to_vm on egress (what the
-// bridge sends the VM). Both are the first filter of their hook (prio 1),
-// ahead of a teamed port's steering program, which a frame reaches only
-// if the policy lets it through. Each filter's tc name holds the policy's
-// digest, so observation reads back what runs; the two programs share
-// their maps (counters, the ACL's rules and flow table).
+// bridge sends the VM). On ingress it comes after a client's load
+// balancers (prio 1, dataplane/lb.go) and before a teamed port's steering
+// (prio 3), which a frame reaches only if the policy lets it through; on
+// egress it comes first, before the load balancers translate a backend's
+// reply back: the policy sees a connection to a VIP as it goes to its
+// backend, both ways, as the nftables way does. Each filter's tc name
+// holds the policy's digest, so observation reads back what runs; the two
+// programs share their maps (counters, the ACL's rules and flow table).
 const (
-	portProgPrefix = plan.AliasPrefix + "port "
-	portProgPrio   = 1
-	portProgHandle = 1
+	portProgPrefix      = plan.AliasPrefix + "port "
+	portProgPrioIngress = 2
+	portProgPrioEgress  = 1
+	portProgHandle      = 1
 )
+
+// portProgPrio is the port program's priority in a hook.
+func portProgPrio(parent uint32) uint16 {
+	if parent == netlink.HANDLE_MIN_EGRESS {
+		return portProgPrioEgress
+	}
+	return portProgPrioIngress
+}
 
 // PortPolicyEnv, set to "nftables", makes vnet enforce port policies with
 // nftables even where the kernel runs its port programs.
@@ -79,7 +91,8 @@ func loadTestPolicy() error {
 // replacing those there in place, so the port never runs without a
 // policy. The new programs take the old ones' flow table over: a changed
 // policy does not cut connections it let through before.
-// Equivalent to: tc qdisc add dev LINK clsact; tc filter replace dev LINK ingress|egress prio 1 handle 1 bpf da obj PROG
+// Programs an earlier build put at another priority are taken away.
+// Equivalent to: tc qdisc add dev LINK clsact; tc filter replace dev LINK ingress prio 2 (egress prio 1) handle 1 bpf da obj PROG
 func (l *Linux) ensurePortProg(r plan.Resource) error {
 	if plan.IsDigest(r.Match) {
 		return fmt.Errorf("port security on %s in %s: only its digest is known (%s), not the policy: run vnet apply to make it from the spec", r.Link, r.NS, r.Match)
@@ -113,11 +126,33 @@ func (l *Linux) ensurePortProg(r plan.Resource) error {
 		return err
 	}
 	changed("port program on %s ingress", r.Link)
-	return replacePortFilter(h, link, netlink.HANDLE_MIN_EGRESS, port.ToVM, name)
+	if err := replacePortFilter(h, link, netlink.HANDLE_MIN_EGRESS, port.ToVM, name); err != nil {
+		return err
+	}
+	return deletePortFilters(h, r.NS, link, true)
+}
+
+// deletePortFilters deletes the port program's filters of a link: with
+// staleOnly, those at a priority other than this build's.
+func deletePortFilters(h *netlink.Handle, ns string, link netlink.Link, staleOnly bool) error {
+	for _, parent := range []uint32{netlink.HANDLE_MIN_INGRESS, netlink.HANDLE_MIN_EGRESS} {
+		for _, f := range portFiltersOn(h, link, parent) {
+			if staleOnly && f.Priority == portProgPrio(parent) {
+				continue
+			}
+			del := &netlink.BpfFilter{FilterAttrs: netlink.FilterAttrs{LinkIndex: link.Attrs().Index, Parent: parent,
+				Handle: f.Handle, Priority: f.Priority, Protocol: f.Protocol}}
+			if err := h.FilterDel(del); err != nil && !errors.Is(err, unix.ENOENT) && !isGone(err) {
+				return fmt.Errorf("tc -n %s filter del dev %s %s prio %d: %w", ns, link.Attrs().Name, hookName(parent), f.Priority, err)
+			}
+			changed("port program off %s %s prio %d", link.Attrs().Name, hookName(parent), f.Priority)
+		}
+	}
+	return nil
 }
 
 func portFilter(link netlink.Link, parent uint32) netlink.FilterAttrs {
-	return netlink.FilterAttrs{LinkIndex: link.Attrs().Index, Parent: parent, Handle: portProgHandle, Priority: portProgPrio, Protocol: unix.ETH_P_ALL}
+	return netlink.FilterAttrs{LinkIndex: link.Attrs().Index, Parent: parent, Handle: portProgHandle, Priority: portProgPrio(parent), Protocol: unix.ETH_P_ALL}
 }
 
 func replacePortFilter(h *netlink.Handle, link netlink.Link, parent uint32, prog *ebpf.Program, name string) error {
@@ -157,40 +192,47 @@ func currentFlows(h *netlink.Handle, link netlink.Link) *ebpf.Map {
 	return m
 }
 
-// portFilterOn returns the port program's filter in one hook of a link.
+// portFilterOn returns the port program's filter in one hook of a link,
+// the one at this build's priority first.
 func portFilterOn(h *netlink.Handle, link netlink.Link, parent uint32) *netlink.BpfFilter {
+	fs := portFiltersOn(h, link, parent)
+	for _, f := range fs {
+		if f.Priority == portProgPrio(parent) {
+			return f
+		}
+	}
+	if len(fs) > 0 {
+		return fs[0]
+	}
+	return nil
+}
+
+// portFiltersOn returns the port program's filters in one hook of a link.
+func portFiltersOn(h *netlink.Handle, link netlink.Link, parent uint32) []*netlink.BpfFilter {
 	filters, err := rtnl.RetryDump(func() ([]netlink.Filter, error) { return h.FilterList(link, parent) })
 	if err != nil {
 		return nil
 	}
+	var out []*netlink.BpfFilter
 	for _, f := range filters {
 		if bf, ok := f.(*netlink.BpfFilter); ok && strings.HasPrefix(bf.Name, portProgPrefix) {
-			return bf
+			out = append(out, bf)
 		}
 	}
-	return nil
+	return out
 }
 
 // removePortProg takes a port's programs out of its hooks, and the clsact
 // hook itself when nothing else is left in it (a TAP or device is given
 // back as it was found).
-// Equivalent to: tc filter del dev LINK ingress|egress prio 1 handle 1 bpf; tc qdisc del dev LINK clsact
+// Equivalent to: tc filter del dev LINK ingress prio 2 (egress prio 1) handle 1 bpf; tc qdisc del dev LINK clsact
 func (l *Linux) removePortProg(r plan.Resource) error {
 	h, link, err := l.existingLink(r.NS, r.Link)
 	if link == nil || err != nil {
 		return err
 	}
-	for i, parent := range []uint32{netlink.HANDLE_MIN_INGRESS, netlink.HANDLE_MIN_EGRESS} {
-		if portFilterOn(h, link, parent) == nil {
-			continue
-		}
-		f := &netlink.BpfFilter{FilterAttrs: portFilter(link, parent)}
-		if err := h.FilterDel(f); err != nil && !errors.Is(err, unix.ENOENT) && !isGone(err) {
-			return fmt.Errorf("tc -n %s filter del dev %s %s prio %d: %w", r.NS, r.Link, hookName(parent), portProgPrio, err)
-		}
-		if i == 0 {
-			changed("port program off %s ingress", r.Link)
-		}
+	if err := deletePortFilters(h, r.NS, link, false); err != nil {
+		return err
 	}
 	return dropEmptyClsact(h, r.NS, link)
 }
@@ -224,6 +266,9 @@ func observePortProg(h *netlink.Handle, link netlink.Link, ns string) []plan.Res
 	}
 	r := plan.Resource{Kind: plan.KindPortBPF, NS: ns, Link: link.Attrs().Name}
 	switch {
+	case in != nil && in.Priority != portProgPrioIngress, out != nil && out.Priority != portProgPrioEgress:
+		// An earlier build's order in the hooks: the next apply moves them.
+		r.Match = "stale " + strings.TrimPrefix(firstNonNil(in, out).Name, portProgPrefix)
 	case in == nil:
 		r.Match = "egress only " + strings.TrimPrefix(out.Name, portProgPrefix)
 	case out == nil:
@@ -272,4 +317,11 @@ func (l *Linux) portProgCounters(ns string, out map[string]map[string]uint64) er
 		out[link.Attrs().Name] = c
 	}
 	return nil
+}
+
+func firstNonNil(a, b *netlink.BpfFilter) *netlink.BpfFilter {
+	if a != nil {
+		return a
+	}
+	return b
 }

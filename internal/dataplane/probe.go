@@ -25,6 +25,7 @@ const (
 	probeSteer                         // teaming's steering programs
 	probeFirewall                      // nftables, port security
 	probeStateful                      // and ACLs tracking connections (br_netfilter)
+	probeLB                            // load balancers' programs
 )
 
 // probeNeeds is what of the kernel the resources need that a probe checks.
@@ -38,6 +39,8 @@ func probeNeeds(needs []plan.Resource) probeSet {
 			s |= probeLinks | probeShaper
 		case plan.KindSteer, plan.KindPortBPF:
 			s |= probeLinks | probeSteer
+		case plan.KindLB:
+			s |= probeLinks | probeLB
 		case plan.KindPool, plan.KindFilter:
 			s |= probePools
 		case plan.KindFirewall:
@@ -139,6 +142,9 @@ func (l *Linux) probe(needs []plan.Resource, want probeSet) error {
 			plan.Resource{Kind: plan.KindSteer, NS: ns, Link: "pb", Name: "probe", Match: plan.Steer{Out: true, To: []string{"pa"}, Local: []string{"02:00:00:00:00:03"}}.String()},
 			plan.Resource{Kind: plan.KindSteer, NS: ns, Link: "pa", Match: plan.Steer{Bcast: true, Local: []string{"02:00:00:00:00:03"}}.String()})
 	}
+	if want&probeLB != 0 {
+		steps = append(steps, plan.Resource{Kind: plan.KindLB, NS: ns, Link: "pb", Match: probeBalancers})
+	}
 	for _, r := range steps {
 		if err := l.ensure(r); err != nil {
 			return err
@@ -164,3 +170,7 @@ func (l *Linux) brNetfilter(ns string) error {
 	}
 	return nil
 }
+
+// probeBalancers is a load balancer of both families, the programs any
+// port's load balancers load.
+var probeBalancers = "lb probe vip 192.0.2.100,2001:db8::100 mac 02:00:00:00:00:04 listen tcp:80:80,udp:53:53 select source 60s backends 192.0.2.11/2001:db8::11@02:00:00:00:00:05"

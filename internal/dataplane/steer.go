@@ -20,12 +20,13 @@ import (
 // plan.SteerDigest) and the interface indexes it was compiled with, so
 // observation reads back what runs and notices when a redirect target has
 // been recreated under it.
-// It runs after a port's policy programs (portProgPrio): a frame the
-// policy drops is never steered. Earlier versions put it at prio 1, where
-// observation finds it stale, and the next apply moves it.
+// It runs after a port's load balancers and policy programs (prio 1 and
+// 2): a frame the policy drops is never steered, and one translated to a
+// backend goes where its backend is. Earlier versions put it at prio 1 or
+// 2, where observation finds it stale, and the next apply moves it.
 const (
 	steerPrefix = plan.AliasPrefix + "steer "
-	steerPrio   = 2
+	steerPrio   = 3
 	steerHandle = 1
 )
 
@@ -65,7 +66,7 @@ func parseSteerName(name string) (digest, port, why string, targets map[string]i
 
 // ensureSteer compiles the program and attaches it, replacing any older one
 // in place so that traffic never runs without steering.
-// Equivalent to: tc qdisc add dev LINK clsact; tc filter replace dev LINK ingress prio 1 handle 1 bpf da obj PROG
+// Equivalent to: tc qdisc add dev LINK clsact; tc filter replace dev LINK ingress prio 3 handle 1 bpf da obj PROG
 func (l *Linux) ensureSteer(r plan.Resource) error {
 	if plan.IsDigest(r.Match) {
 		return fmt.Errorf("steering on %s in %s: only its digest is known (%s), not the program: run vnet apply to make it from the spec", r.Link, r.NS, r.Match)
@@ -168,7 +169,7 @@ func ensureClsact(h *netlink.Handle, link netlink.Link) error {
 
 // removeSteer takes the steering program away, and the clsact hook with
 // it unless the port's policy programs are still there.
-// Equivalent to: tc filter del dev LINK ingress prio 2 handle 1 bpf; tc qdisc del dev LINK clsact
+// Equivalent to: tc filter del dev LINK ingress prio 3 handle 1 bpf; tc qdisc del dev LINK clsact
 func (l *Linux) removeSteer(r plan.Resource) error {
 	h, link, err := l.existingLink(r.NS, r.Link)
 	if link == nil || err != nil {

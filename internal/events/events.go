@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/vnet-project/vnet/internal/atomicfile"
 )
 
 // The kinds of events.
@@ -27,6 +29,8 @@ const (
 	LBTMove    = "lbt-move"    // load-based teaming moved a port off a busy uplink
 	LimitSplit = "limit-split" // a team-wide limit was split anew between its uplinks
 	Netperf    = "netperf"     // a measurement run through the API
+	Rollback   = "rollback"    // an earlier generation applied again, as a new one
+	Restore    = "restore"     // an infrastructure made anew from a snapshot
 )
 
 // Event is one thing that happened.
@@ -171,11 +175,7 @@ func (j *Journal) trim(f *os.File) error {
 	if i := bytes.IndexByte(keep, '\n'); i >= 0 {
 		keep = keep[i+1:]
 	}
-	tmp := j.Path + ".tmp"
-	if err := os.WriteFile(tmp, keep, 0o644); err != nil {
-		return fmt.Errorf("events: %w", err)
-	}
-	if err := os.Rename(tmp, j.Path); err != nil {
+	if err := atomicfile.Write(j.Path, keep, 0o644); err != nil {
 		return fmt.Errorf("events: %w", err)
 	}
 	return nil

@@ -135,13 +135,22 @@ func Next(entries []Entry) int {
 	return n + 1
 }
 
+// holdsSpec says the entry stores a spec that was in force: its own, or,
+// for a head a store listed without specs, one its verb stores (the store
+// reads it when asked for that entry). A destroy's spec was in force
+// before it, and that entry is the one to go back to.
+func (e *Entry) holdsSpec() bool {
+	return e.Verb != Destroy && (len(e.Spec) > 0 || e.Verb.ChangesSpec())
+}
+
 // Find returns the newest entry of a generation that holds its spec: what
-// a rollback to that generation applies.
+// a rollback to that generation applies. Heads (entries without their
+// specs, as a store lists them) are found by their verbs.
 func Find(entries []Entry, generation int) (Entry, error) {
 	var found *Entry
 	for i := range entries {
 		e := &entries[i]
-		if e.Generation == generation && len(e.Spec) > 0 && e.Verb != Destroy && (found == nil || e.Seq > found.Seq) {
+		if e.Generation == generation && e.holdsSpec() && (found == nil || e.Seq > found.Seq) {
 			found = e
 		}
 	}
@@ -165,7 +174,7 @@ func Previous(entries []Entry, current int) (Entry, error) {
 	var found *Entry
 	for i := range entries {
 		e := &entries[i]
-		if cur >= 0 && e.Seq < entries[cur].Seq && e.Generation != current && len(e.Spec) > 0 && e.Verb != Destroy &&
+		if cur >= 0 && e.Seq < entries[cur].Seq && e.Generation != current && e.holdsSpec() &&
 			(found == nil || e.Seq > found.Seq) {
 			found = e
 		}

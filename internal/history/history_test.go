@@ -265,3 +265,45 @@ func TestLocalUser(t *testing.T) {
 		t.Error("LocalUser is empty")
 	}
 }
+
+func TestRetentionText(t *testing.T) {
+	for _, r := range []Retention{{}, {MaxEntries: 50}, {MaxAge: 30 * 24 * time.Hour}, {MaxEntries: 5, MaxAge: 90 * time.Minute}} {
+		j, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Retention
+		if err := json.Unmarshal(j, &back); err != nil || back != r {
+			t.Errorf("%+v: JSON %s read back as %+v, %v", r, j, back, err)
+		}
+		y, _ := yaml.Marshal(r)
+		back = Retention{}
+		if err := yaml.Unmarshal(y, &back); err != nil || back != r {
+			t.Errorf("%+v: YAML %s read back as %+v, %v", r, y, back, err)
+		}
+	}
+	if j, _ := json.Marshal(Retention{MaxEntries: 5, MaxAge: 30 * 24 * time.Hour}); string(j) != `{"max_entries":5,"max_age":"30d"}` {
+		t.Errorf("JSON %s", j)
+	}
+	for _, bad := range []string{`{"max_entries":-1}`, `{"max_age":"soon"}`, `{"max_age":5}`, `[]`} {
+		var r Retention
+		if err := json.Unmarshal([]byte(bad), &r); err == nil {
+			t.Errorf("%s: accepted as %+v", bad, r)
+		}
+	}
+	if s := (Retention{MaxEntries: 3, MaxAge: 48 * time.Hour}).String(); s != "the newest 3 entries of at most 2d (and the entry of the generation in force)" {
+		t.Errorf("String: %s", s)
+	}
+}
+
+// A store lists heads without specs: Find and Previous find the entries
+// whose verbs store one.
+func TestFindAmongHeads(t *testing.T) {
+	heads := Heads(entries("apply:1", "apply:2", "pause:2", "destroy:0", "apply:1"))
+	if e, err := Find(heads, 2); err != nil || e.Seq != 2 {
+		t.Errorf("Find(2) among heads: %d, %v", e.Seq, err)
+	}
+	if e, err := Previous(heads, 0); err != nil || e.Seq != 2 {
+		t.Errorf("Previous(0) among heads: %d, %v", e.Seq, err)
+	}
+}

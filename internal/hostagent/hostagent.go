@@ -20,7 +20,6 @@ import (
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
-	"github.com/vnet-project/vnet/internal/spec/speccache"
 	"github.com/vnet-project/vnet/internal/status"
 	"github.com/vnet-project/vnet/internal/store"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
@@ -40,6 +39,9 @@ type Cluster interface {
 	List() ([]*store.Record, error)
 	Reporter(infra, host string, ttl time.Duration) (*etcdstore.Reporter, error)
 	WatchInfra(ctx context.Context) <-chan struct{}
+	// ClaimHost makes this agent the one of host, or fails with
+	// etcdstore.ErrHostClaimed naming the agent that is.
+	ClaimHost(host string, ttl time.Duration) (*etcdstore.HostClaim, error)
 }
 
 // Agent realizes one host's part of every infrastructure in the cluster.
@@ -77,8 +79,15 @@ type Agent struct {
 	// local record back to report it.
 	standing map[string]int
 	teaming  map[string]*teamRun // by infrastructure
-	ctx      context.Context     // of Run, which the teaming agents run under
-	logMu    sync.Mutex
+	// healthRuns probe each infrastructure's backends on the host
+	// (lbhealth.go); healthDirty are those whose health changed since
+	// Run last looked, and healthWake wakes it.
+	healthRuns  map[string]*healthRun
+	healthMu    sync.Mutex
+	healthDirty map[string]bool
+	healthWake  chan struct{}
+	ctx         context.Context // of Run, which the teaming agents run under
+	logMu       sync.Mutex
 	// loaded is each infrastructure's spec as last loaded, and memo its
 	// model: a pass over a spec that did not change, or changed in one
 	// network, need not decode and model all of it again.
@@ -87,18 +96,19 @@ type Agent struct {
 }
 
 type loadedSpec struct {
-	src []byte
-	doc *spec.Document
+	src, encoded []byte
+	doc          *spec.Document
 }
 
-// load decodes and validates a stored spec, or makes it of the compact
-// encoding stored beside it, or returns the document it made of the same
-// bytes before.
+// load is the spec a record holds, as a host realizes it (see
+// store.Record.Valid: one that `vnet apply` would accept, and the one
+// vnet status shows), or the document it made of the same bytes before.
 func (a *Agent) load(rec *store.Record) (*spec.Document, error) {
-	if l, ok := a.loaded[rec.Name]; ok && l.doc.File == rec.SpecFile && bytes.Equal(l.src, rec.Spec) {
+	if l, ok := a.loaded[rec.Name]; ok && rec.Damage == nil && l.doc.File == rec.SpecFile &&
+		bytes.Equal(l.src, rec.Spec) && bytes.Equal(l.encoded, rec.SpecEncoded) {
 		return l.doc, nil
 	}
-	doc, err := speccache.DecodeValidated(rec.SpecFile, rec.Spec, rec.SpecEncoded)
+	doc, err := rec.Valid(nil)
 	if err != nil {
 		delete(a.loaded, rec.Name)
 		return nil, err
@@ -106,7 +116,7 @@ func (a *Agent) load(rec *store.Record) (*spec.Document, error) {
 	if a.loaded == nil {
 		a.loaded = map[string]loadedSpec{}
 	}
-	a.loaded[rec.Name] = loadedSpec{src: rec.Spec, doc: doc}
+	a.loaded[rec.Name] = loadedSpec{src: rec.Spec, encoded: rec.SpecEncoded, doc: doc}
 	return doc, nil
 }
 
@@ -120,6 +130,11 @@ func (a *Agent) Run(ctx context.Context) error {
 		interval = DefaultInterval
 	}
 	a.ctx = ctx
+	claim, err := a.claim(ctx)
+	if err != nil || claim == nil && ctx.Err() != nil {
+		return err
+	}
+	defer claim.Release()
 	watch := a.Cluster.WatchInfra(ctx)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
@@ -131,6 +146,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer counters.Stop()
 	defer a.closeReporters()
 	defer a.stopAllTeaming()
+	defer a.stopAllHealth()
+	lost, reclaim := claim.Lost(), (<-chan time.Time)(nil)
 	a.Reconcile()
 	for {
 		select {
@@ -147,6 +164,55 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.Reconcile()
 		case <-counters.C:
 			a.RefreshCounters()
+		case <-a.wake():
+			a.onHealth()
+		case <-lost:
+			// Cut off from etcd for longer than the claim's lease.
+			if lost, reclaim, err = a.renew(claim); err != nil {
+				return err
+			}
+		case <-reclaim:
+			if lost, reclaim, err = a.renew(claim); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// renew claims the host again after its claim was lost: it is this
+// agent's again unless another agent took it meanwhile, which ends this
+// one. It returns the claim's new Lost, or, while etcd does not answer,
+// when to try again; meanwhile the agent goes on as it was.
+func (a *Agent) renew(claim *etcdstore.HostClaim) (<-chan struct{}, <-chan time.Time, error) {
+	err := claim.Renew()
+	switch {
+	case err == nil:
+		return claim.Lost(), nil, nil
+	case errors.Is(err, etcdstore.ErrHostClaimed):
+		return nil, nil, err
+	}
+	a.logf("claim host %s again: %v; trying again\n", a.Host, err)
+	return nil, time.After(time.Second), nil
+}
+
+// claim claims the host for this agent, trying again each second while
+// etcd does not answer; it fails at once when another agent holds it.
+// A nil claim with no error means ctx ended first.
+func (a *Agent) claim(ctx context.Context) (*etcdstore.HostClaim, error) {
+	ttl := a.TTL
+	if ttl <= 0 {
+		ttl = etcdstore.DefaultReportTTL
+	}
+	for {
+		claim, err := a.Cluster.ClaimHost(a.Host, ttl)
+		if err == nil || !errors.Is(err, etcdstore.ErrUnavailable) {
+			return claim, err
+		}
+		a.logf("claim host %s: %v; trying again\n", a.Host, err)
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case <-time.After(time.Second):
 		}
 	}
 }
@@ -174,10 +240,16 @@ func (a *Agent) reconcile(full bool) {
 		doc, err := a.load(rec)
 		lap("%s: load the spec (%d bytes)", rec.Name, len(rec.Spec))
 		if err != nil {
-			a.logf("%s: stored spec does not load: %v\n", rec.Name, err)
+			// This infrastructure's alone: what stands of it stays until a
+			// record that loads says otherwise, and the others go on.
+			a.logf("%s: stored spec does not load: %v; what stands on this host is left as it is\n", rec.Name, err)
 			if a.recorded(rec.Name) {
-				here[rec.Name] = true // keep what stands until a spec that loads says otherwise
-				a.report(rec.Name, rec.Generation, 0, []string{err.Error()})
+				here[rec.Name] = true
+				gen := rec.Generation
+				if last, ok := a.last[rec.Name]; ok && rec.Damage != nil {
+					gen = last.Generation // a damaged record has none: the one realized
+				}
+				a.report(rec.Name, gen, a.realized(rec.Name), []string{err.Error()})
 			}
 			continue
 		}
@@ -231,6 +303,8 @@ func (a *Agent) apply(doc *spec.Document, full bool) (int, error) {
 	start := time.Now()
 	eng.Full = full
 	eng.UplinksDown = a.uplinksDown(doc.Spec)
+	a.syncHealth(doc)
+	eng.LBDown = a.balancerHealth(doc.Spec)
 	res, err := eng.Apply(doc)
 	if err == nil {
 		a.syncTeaming(a.runContext(), doc, res.Executed > 0)
@@ -245,8 +319,10 @@ func (a *Agent) apply(doc *spec.Document, full bool) (int, error) {
 		a.event(events.Event{Action: events.Apply, Infra: name, OK: err == nil, Changes: res.Executed,
 			Seconds: time.Since(start).Seconds(), Error: errText(err)})
 	}
-	if err == nil {
-		return a.keepRealized(name, res.Realized), nil
+	if res.Realized != nil {
+		// Recorded, even when the apply failed after (its good copy could
+		// not follow the local record).
+		return a.keepRealized(name, res.Realized), err
 	}
 	return a.realized(name), err
 }
@@ -325,10 +401,11 @@ func (a *Agent) RefreshCounters() {
 			a.logf("%s: read port security counters: %v\n", name, err)
 			continue
 		}
-		if omitted == last.SecurityOmitted && reflect.DeepEqual(sec, last.Security) {
+		conns := a.balancerConns(name)
+		if omitted == last.SecurityOmitted && reflect.DeepEqual(sec, last.Security) && reflect.DeepEqual(conns, last.Conns) {
 			continue
 		}
-		last.Security, last.SecurityOmitted, last.At = sec, omitted, time.Time{}
+		last.Security, last.SecurityOmitted, last.Conns, last.At = sec, omitted, conns, time.Time{}
 		a.publish(name, last)
 	}
 }
@@ -350,6 +427,7 @@ func (a *Agent) removeGone(here map[string]bool) {
 			continue
 		}
 		a.stopTeaming(name)
+		a.stopHealth(name)
 		var log bytes.Buffer
 		p, err := a.engine(&log).Destroy(name)
 		if err != nil {
@@ -430,8 +508,11 @@ func (a *Agent) localNames() ([]string, error) {
 // (RefreshCounters). Only an infrastructure's first report reads them.
 func (a *Agent) report(infra string, gen, resources int, errs []string) {
 	r := etcdstore.Report{Generation: gen, Resources: resources, Errors: errs}
+	if h, ok := a.healthRuns[infra]; ok {
+		r.Health = h.health()
+	}
 	if last, ok := a.last[infra]; ok {
-		r.Security, r.SecurityOmitted = last.Security, last.SecurityOmitted
+		r.Security, r.SecurityOmitted, r.Conns = last.Security, last.SecurityOmitted, last.Conns
 		a.publish(infra, r)
 		return
 	}

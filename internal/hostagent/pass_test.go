@@ -32,28 +32,34 @@ type memoryDP struct {
 	// byPlace holds the keys of the objects by where they are: namespace,
 	// then link ("" for the namespace as a whole), as plan.Scope places
 	// them, so that a scoped observation reads only what its scope names.
-	byPlace  map[string]map[string]map[string]bool
-	executed []plan.Action
-	sweeps   int
+	byPlace map[string]map[string]map[string]bool
+	// infra is, by key, the infrastructure whose apply made each object,
+	// and observing the infrastructure the steps that follow are of: an
+	// observation sees one infrastructure's objects, as the kernel's does.
+	infra     map[string]string
+	observing string
+	executed  []plan.Action
+	sweeps    int
 	// failDeletes is how many deletions fail from now on, as a kernel
 	// that refuses them would.
 	failDeletes int
 }
 
 func newMemoryDP() *memoryDP {
-	return &memoryDP{objs: map[string]plan.Resource{}, byPlace: map[string]map[string]map[string]bool{}}
+	return &memoryDP{objs: map[string]plan.Resource{}, byPlace: map[string]map[string]map[string]bool{}, infra: map[string]string{}}
 }
 
 func (d *memoryDP) Observe(infra string, hints []plan.Resource) ([]plan.Resource, error) {
 	return d.ObserveScope(infra, nil, hints)
 }
 
-func (d *memoryDP) ObserveScope(_ string, scope plan.Scope, _ []plan.Resource) ([]plan.Resource, error) {
+func (d *memoryDP) ObserveScope(infra string, scope plan.Scope, _ []plan.Resource) ([]plan.Resource, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.observing = infra
 	keys := map[string]bool{}
 	held := func(k string) {
-		if r := d.objs[k]; scope.Holds(r) {
+		if r := d.objs[k]; scope.Holds(r) && d.infra[k] == infra {
 			keys[k] = true
 		}
 	}
@@ -114,6 +120,7 @@ func (d *memoryDP) Execute(a plan.Action) error {
 	if a.New != nil {
 		k := a.New.Key()
 		d.objs[k] = *a.New
+		d.infra[k] = d.observing
 		for _, p := range placesOf(*a.New) {
 			if d.byPlace[p.ns] == nil {
 				d.byPlace[p.ns] = map[string]map[string]bool{}
@@ -195,6 +202,11 @@ func (c *memoryCluster) Reporter(string, string, time.Duration) (*etcdstore.Repo
 }
 
 func (c *memoryCluster) WatchInfra(ctx context.Context) <-chan struct{} { return make(chan struct{}) }
+
+// ClaimHost claims nothing: a cluster in memory has one agent.
+func (c *memoryCluster) ClaimHost(string, time.Duration) (*etcdstore.HostClaim, error) {
+	return nil, nil
+}
 
 // scaleSpec is the spec a cluster stores for n networks of two VMs each,
 // network i on hosts hv(i%3+1) and hv((i+1)%3+1), their VNIs pinned, and

@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vnet-project/vnet/internal/plan"
@@ -38,6 +40,11 @@ var (
 	descPoolResv    = prometheus.NewDesc("vnet_pool_reservation_bits_per_second", "The pool's reservation; absent when it has none.", poolLabels, nil)
 	descPoolAssured = prometheus.NewDesc("vnet_pool_assured_bits_per_second", "The rate the pool's class is assured on this uplink.", poolLabels, nil)
 	descPoolCeil    = prometheus.NewDesc("vnet_pool_ceil_bits_per_second", "The most the pool's class may take on this uplink.", poolLabels, nil)
+
+	lbLabels        = []string{"infra", "host", "site", "lb", "vip", "backend", "port", "proto"}
+	descLBConns     = prometheus.NewDesc("vnet_lb_backend_connections_total", "Connections the host's client ports sent the backend from the VIP.", lbLabels, nil)
+	descLBActive    = prometheus.NewDesc("vnet_lb_backend_active_connections", "Connections of the host's client ports with the backend now: TCP not closed, UDP with a datagram in the last minute.", lbLabels, nil)
+	descLBBackendUp = prometheus.NewDesc("vnet_lb_backend_up", "1 when the host's client ports send the backend new connections, 0 when they mark it down (its health check failed, or its host reports nothing).", lbLabels, nil)
 )
 
 // Collector reads counters when Prometheus scrapes, so a scrape sees the
@@ -54,7 +61,8 @@ type Collector struct {
 // Describe sends every metric's description.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descUp, descPortTx, descPortRx, descPortUp, descPortSecurity, descUplinkTx, descUplinkRx, descUplinkUp, descUplinkLine,
-		descPoolTx, descPoolPackets, descPoolDrops, descPoolOver, descPoolBacklog, descPoolShares, descPoolLimit, descPoolResv, descPoolAssured, descPoolCeil} {
+		descPoolTx, descPoolPackets, descPoolDrops, descPoolOver, descPoolBacklog, descPoolShares, descPoolLimit, descPoolResv, descPoolAssured, descPoolCeil,
+		descLBConns, descLBActive, descLBBackendUp} {
 		ch <- d
 	}
 }
@@ -108,6 +116,12 @@ func emit(ch chan<- prometheus.Metric, s *Snapshot) {
 		for label, n := range p.Counters {
 			counter(descPortSecurity, n, s.Infra, p.Host, p.VM, p.VNIC, p.PortGroup, label)
 		}
+	}
+	for _, b := range s.Balancers {
+		l := []string{s.Infra, b.Host, b.Site, b.LB, b.VIP, b.Backend, strconv.Itoa(b.Port), b.Proto}
+		counter(descLBConns, b.Total, l...)
+		gauge(descLBActive, float64(b.Active), l...)
+		gauge(descLBBackendUp, b2f(b.Up), l...)
 	}
 	for _, u := range s.Uplinks {
 		l := []string{s.Infra, u.Host, u.Switch, u.Uplink, u.NIC}

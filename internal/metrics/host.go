@@ -48,6 +48,9 @@ func ReadHost(c Counting, s *spec.Spec, host, hostNS string) (*Snapshot, error) 
 		}
 		snap.Security = sec
 	}
+	if lc, ok := c.(LBCounting); ok && s.HasBalancers() {
+		snap.Balancers = readBalancers(lc, s, host, hostNS)
+	}
 	h, ok := s.Host(host)
 	if !ok {
 		return snap, nil

@@ -35,6 +35,33 @@ type Snapshot struct {
 	Uplinks  []UplinkSample   `json:"uplinks"`
 	Pools    []PoolSample     `json:"pools"`
 	Security []SecuritySample `json:"security,omitempty"`
+	// Balancers are the load balancers' backends as the host's (or, on
+	// one machine, every host's) client ports steer to them.
+	Balancers []BalancerSample `json:"load_balancers,omitempty"`
+}
+
+// BalancerSample is one backend of a load balancer as one host's client
+// ports see it: the connections they sent it from a VIP, those active
+// now, and whether they send it new ones (its health as the host knows
+// it).
+type BalancerSample struct {
+	Host    string `json:"host"`
+	Site    string `json:"site"`
+	LB      string `json:"lb"`
+	VIP     string `json:"vip"`
+	Backend string `json:"backend"` // its address
+	Port    int    `json:"port"`
+	Proto   string `json:"proto"`
+	Total   uint64 `json:"connections"`
+	Active  uint64 `json:"active"`
+	Up      bool   `json:"up"`
+}
+
+// LBCounting is what reading the load balancers' counts needs; a dataplane
+// without it has none to report.
+type LBCounting interface {
+	LBCounts(ns, port string) ([]status.BackendConns, error)
+	LBDown(ns, port string) (string, error)
 }
 
 // SecuritySample is what the firewall rules of one vNIC's (or host port's)
@@ -177,6 +204,9 @@ func Read(c Counting, s *spec.Spec) (*Snapshot, error) {
 		if snap.Security, err = readSecurity(fc, s); err != nil {
 			return nil, err
 		}
+	}
+	if lc, ok := c.(LBCounting); ok && s.HasBalancers() {
+		snap.Balancers = readBalancers(lc, s, "", "")
 	}
 	return snap, nil
 }

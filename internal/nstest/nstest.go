@@ -191,10 +191,15 @@ func snapshotNS(t testing.TB, ns string) []string {
 				out = append(out, fmt.Sprintf("bridge port %s isolated=%v flood=%v learning=%v", p, pi.Isolated, pi.Flood, pi.Learning))
 			}
 		}
-		ing, _ := nl.FilterList(l, netlink.HANDLE_MIN_INGRESS)
-		for _, f := range ing {
-			if b, ok := f.(*netlink.BpfFilter); ok {
-				out = append(out, fmt.Sprintf("filter %s ingress bpf %q", p, b.Name))
+		for _, hook := range []struct {
+			name   string
+			parent uint32
+		}{{"ingress", netlink.HANDLE_MIN_INGRESS}, {"egress", netlink.HANDLE_MIN_EGRESS}} {
+			fs, _ := nl.FilterList(l, hook.parent)
+			for _, f := range fs {
+				if b, ok := f.(*netlink.BpfFilter); ok {
+					out = append(out, fmt.Sprintf("filter %s %s bpf %q", p, hook.name, b.Name))
+				}
 			}
 		}
 		addrs, _ := nl.AddrList(l, netlink.FAMILY_ALL)

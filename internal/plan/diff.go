@@ -164,7 +164,7 @@ func modifiable(o, d Resource) bool {
 		// or renaming it is a new pair.
 		return o.A.NS == d.A.NS && o.A.Name == d.A.Name && o.B.NS == d.B.NS && o.B.Name == d.B.Name
 	case KindNetns, KindBridge, KindLineRate, KindOffloads, KindCgroup, KindPool, KindShaper, KindSteer,
-		KindFirewall, KindPortSec, KindPortBPF, KindDevice:
+		KindFirewall, KindPortSec, KindPortBPF, KindDevice, KindLB:
 		return true
 	}
 	return false
@@ -204,7 +204,11 @@ func describeChange(o, d Resource) string {
 	add("tso", o.TSO, d.TSO)
 	add("cpu milli", o.CPUMilli, d.CPUMilli)
 	add("cpuset", o.CPUs, d.CPUs)
-	add("uplink", o.Why, d.Why)
+	if d.Kind == KindLB {
+		add("down", o.Why, d.Why)
+	} else {
+		add("uplink", o.Why, d.Why)
+	}
 	add("vni", o.VNI, d.VNI)
 	add("local", o.Local, d.Local)
 	add("port", o.Port, d.Port)

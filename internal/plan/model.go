@@ -40,6 +40,9 @@ type Options struct {
 	// (KindPortBPF) rather than in nftables (KindPortSec, KindFirewall):
 	// set where the kernel runs them (the dataplane says).
 	PortPrograms bool
+	// LBDown holds the load balancers' backends that are down, by
+	// BackendKey, as their health checks found them.
+	LBDown map[string]bool
 }
 
 // Model returns every kernel object that realizes the spec, in creation order.
@@ -97,6 +100,7 @@ func (m *modeler) lab(withNetworks bool) []Resource {
 	m.shapers()
 	m.steering()
 	m.security()
+	m.balancers()
 	m.onTaps()
 	return m.out
 }
@@ -400,11 +404,16 @@ func formatCPUList(ids []int) string {
 }
 
 // vnicMAC is a vNIC's MAC: the spec's, else one derived from what it is.
-func (m *modeler) vnicMAC(vm *spec.VM, i int) string {
+func (m *modeler) vnicMAC(vm *spec.VM, i int) string { return VNICMAC(m.s.Name, vm, i) }
+
+// VNICMAC is the MAC of a VM's i-th vNIC in infrastructure infra: the
+// spec's, else one derived from what it is, the same wherever and
+// whenever it is modelled.
+func VNICMAC(infra string, vm *spec.VM, i int) string {
 	if mac := vm.NICs[i].MAC; mac != "" {
 		return strings.ToLower(mac)
 	}
-	return StableMAC(m.s.Name, fmt.Sprintf("vnic/%s/%d", vm.Name, i))
+	return StableMAC(infra, fmt.Sprintf("vnic/%s/%d", vm.Name, i))
 }
 
 // hostPortMAC is the MAC of a host port's own end.

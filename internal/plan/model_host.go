@@ -241,6 +241,11 @@ func hostModel(s *spec.Spec, opt Options) []Resource {
 				continue // the emulated NICs and the physical switch
 			}
 			r.NS, r.Link, r.Owner = here, dev, HostOwner(s.Name, r.Owner)
+		case KindLB:
+			if r.NS != labNS || ports[r.Link] == "" {
+				continue
+			}
+			r.NS, r.Link, r.Owner = here, ports[r.Link], HostOwner(s.Name, r.Owner)
 		case KindOffloads, KindAddr, KindShaper:
 			switch {
 			case vms[r.NS]:

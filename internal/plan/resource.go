@@ -28,10 +28,13 @@ const (
 	// programs on the port itself, where the kernel can run them (see
 	// Options.PortPrograms); KindPortSec is the nftables way.
 	KindPortBPF Kind = "portbpf"
-	KindCgroup  Kind = "cgroup"
-	KindVxlan   Kind = "vxlan" // a VXLAN tunnel endpoint, a port of its switch's bridge
-	KindFDB     Kind = "fdb"   // a static forwarding entry of a tunnel endpoint
-	KindNeigh   Kind = "neigh" // a static neighbour entry (IP -> MAC) on a link
+	// KindLB is a client's switch port's load balancers: tc/BPF programs
+	// in its hooks that translate its connections to VIPs (model_lb.go).
+	KindLB     Kind = "lb"
+	KindCgroup Kind = "cgroup"
+	KindVxlan  Kind = "vxlan" // a VXLAN tunnel endpoint, a port of its switch's bridge
+	KindFDB    Kind = "fdb"   // a static forwarding entry of a tunnel endpoint
+	KindNeigh  Kind = "neigh" // a static neighbour entry (IP -> MAC) on a link
 	// KindDevice is a link vnet did not make and never deletes (a real
 	// host's NIC, a hypervisor's TAP): it is made a port of a bridge, and
 	// given back as it was found when the resource goes.
@@ -41,7 +44,7 @@ const (
 var rank = map[Kind]int{
 	KindNetns: 0, KindBridge: 1, KindVeth: 2, KindOffloads: 3,
 	KindAddr: 4, KindLineRate: 5, KindPool: 6, KindFilter: 7, KindShaper: 8, KindSteer: 9,
-	KindFirewall: 10, KindPortSec: 11, KindPortBPF: 11, KindCgroup: 12,
+	KindFirewall: 10, KindPortSec: 11, KindPortBPF: 11, KindLB: 11, KindCgroup: 12,
 	KindVxlan: 2, KindFDB: 4, KindNeigh: 4, KindDevice: 2,
 }
 
@@ -104,6 +107,8 @@ func TriOf(b *bool) Tri {
 //	portsec:  NS, Link (the switch-side port), Match (PortPolicy's text),
 //	          Name (its firewall's)
 //	portbpf:  NS, Link (the switch-side port), Match (PortPolicy's text)
+//	lb:       NS, Link (the client's switch port), Match (PortBalancers'
+//	          text), Why (the backends down, PortBalancers.DownText)
 //	cgroup:   Name (relative path), CPUMilli, CPUs (cpuset list)
 //	bridge:   with Isolate, the host's IPv6 stack is kept off it (no link-local address)
 //	vxlan:    NS, Name, MAC, MTU, VNI, Local (underlay address), Port (UDP),
@@ -185,6 +190,8 @@ func (r Resource) Key() string {
 		return "portsec/" + r.NS + "/" + r.Link
 	case KindPortBPF:
 		return "portbpf/" + r.NS + "/" + r.Link
+	case KindLB:
+		return "lb/" + r.NS + "/" + r.Link
 	}
 	return string(r.Kind) + "/?"
 }
@@ -217,7 +224,7 @@ func (r Resource) links() []string {
 // onLink returns the namespace/name of the link a resource is attached to.
 func (r Resource) onLink() string {
 	switch r.Kind {
-	case KindOffloads, KindAddr, KindLineRate, KindPool, KindFilter, KindShaper, KindSteer, KindFDB, KindVxlan, KindNeigh, KindDevice, KindPortBPF:
+	case KindOffloads, KindAddr, KindLineRate, KindPool, KindFilter, KindShaper, KindSteer, KindFDB, KindVxlan, KindNeigh, KindDevice, KindPortBPF, KindLB:
 		return r.NS + "/" + r.Link
 	}
 	return ""
@@ -279,6 +286,11 @@ func (r Resource) String() string {
 		s = fmt.Sprintf("port security on %s in %s: %s", r.Link, r.NS, shortMatch(r))
 	case KindPortBPF:
 		s = fmt.Sprintf("port security on %s in %s (tc/BPF): %s", r.Link, r.NS, shortMatch(r))
+	case KindLB:
+		s = fmt.Sprintf("load balancers on %s in %s: %s", r.Link, r.NS, shortMatch(r))
+		if r.Why != "" {
+			s += " (down: " + r.Why + ")"
+		}
 	case KindCgroup:
 		s = fmt.Sprintf("cgroup %s (cpu %.2f, cpuset %s)", r.Name, float64(r.CPUMilli)/1000, r.CPUs)
 	case KindVxlan:

@@ -108,6 +108,21 @@ func (r *Resource) places(buf []place) []place {
 	return append(buf, place{r.NS, r.Link})
 }
 
+// WithKind returns the scope with the places of every resource of kind k
+// in rs added: what a pass reads whatever the change. A full scope stays
+// full.
+func (s Scope) WithKind(rs []Resource, k Kind) Scope {
+	if s == nil {
+		return nil
+	}
+	for i := range rs {
+		if rs[i].Kind == k {
+			s.add(rs[i])
+		}
+	}
+	return s
+}
+
 // Desired keeps the resources the scope holds.
 func (s Scope) Desired(rs []Resource) []Resource {
 	if s == nil {

@@ -309,12 +309,15 @@ func HostPortSwitchPort(name string) string { return hostPortPeerName(name) }
 // plan line stays readable and a change still shows.
 func shortMatch(r Resource) string {
 	const keep = 240
-	if (r.Kind != KindPortSec && r.Kind != KindPortBPF) || len(r.Match) <= keep+40 {
+	if r.Kind != KindPortSec && r.Kind != KindPortBPF && r.Kind != KindLB || len(r.Match) <= keep+40 {
 		return r.Match
 	}
 	cut := strings.LastIndex(r.Match[:keep], "; ")
 	if cut < 0 {
 		cut = keep
+	}
+	if r.Kind == KindLB {
+		return fmt.Sprintf("%s ... (%d load balancers in all, %s)", r.Match[:cut], strings.Count(r.Match, "; ")+1, SteerDigest(r.Match))
 	}
 	return fmt.Sprintf("%s; ... (%d rules in all, %s)", r.Match[:cut], strings.Count(r.Match, "; "), SteerDigest(r.Match))
 }

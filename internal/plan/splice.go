@@ -46,7 +46,7 @@ func SpliceModel(last, next *spec.Spec, lastModel []Resource, lastKeys []string,
 	if opt.Host == "" || last == nil || !sameButVMsAndNetworks(last, next) || !allPinned(last) || !allPinned(next) {
 		return Splice{}, false
 	}
-	if hasACL(last) || hasACL(next) || opt.NumCPU > 0 && (limitsCPUs(last) || limitsCPUs(next)) {
+	if hasACL(last) || hasACL(next) || last.HasBalancers() || next.HasBalancers() || opt.NumCPU > 0 && (limitsCPUs(last) || limitsCPUs(next)) {
 		return Splice{}, false
 	}
 	for i := range lastModel {
@@ -478,11 +478,12 @@ func (sp *Splice) refirewall(firewalls map[string]Resource) {
 
 // sameNetwork reports whether two networks are given alike.
 func sameNetwork(a, b *spec.Network) bool {
-	if a.Security != nil || b.Security != nil || a.ACL != nil || b.ACL != nil {
+	if a.Security != nil || b.Security != nil || a.ACL != nil || b.ACL != nil || a.LoadBalancers != nil || b.LoadBalancers != nil {
 		return reflect.DeepEqual(a, b)
 	}
-	x, y := *a, *b
-	return x == y
+	return a.Name == b.Name && a.VNI == b.VNI && a.Subnet == b.Subnet && a.Gateway == b.Gateway &&
+		a.Subnet6 == b.Subnet6 && a.Gateway6 == b.Gateway6 && a.Router == b.Router && a.MTU == b.MTU &&
+		a.PortGroup == b.PortGroup
 }
 
 // sameVM reports whether two VMs are given alike.

@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/vnet-project/vnet/internal/spec"
 )
 
 // A model spliced from the last one holds what a model of the next spec
@@ -182,5 +185,13 @@ func TestPairByNameIsPairingByMap(t *testing.T) {
 		if !slices.Equal(p.paired, paired) {
 			t.Fatalf("round %d: paired %v, want %v\nfirst  %v\nsecond %v", round, p.paired, paired, first, second)
 		}
+	}
+}
+
+// sameNetwork compares a network's fields one by one: a field added to
+// spec.Network must be added there too.
+func TestSameNetworkKnowsEveryField(t *testing.T) {
+	if n := reflect.TypeFor[spec.Network]().NumField(); n != 12 {
+		t.Errorf("spec.Network has %d fields: compare the new ones in sameNetwork, then update this count", n)
 	}
 }

@@ -140,9 +140,13 @@ func SteerDigest(text string) string {
 const digestPrefix = "sha256:"
 
 // digested reports whether the kernel holds a kind's text as a digest:
-// steering programs, and port policies (nftables keeps at most 256 bytes of
-// a rule's user data; a tc filter's name holds a port program's).
-func digested(k Kind) bool { return k == KindSteer || k == KindPortSec || k == KindPortBPF }
+// steering programs, port policies (nftables keeps at most 256 bytes of
+// a rule's user data; a tc filter's name holds a port program's) and load
+// balancers (whose text grows with their backends, like a steering
+// program's).
+func digested(k Kind) bool {
+	return k == KindSteer || k == KindPortSec || k == KindPortBPF || k == KindLB
+}
 
 // IsDigest reports whether a steering resource's Match is a digest that no
 // model resolved: its program cannot be made again from it.

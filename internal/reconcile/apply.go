@@ -6,6 +6,7 @@ import (
 
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/store"
 )
 
 // Result says what an apply did.
@@ -82,15 +83,21 @@ func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 		kinds.end(steps[0], len(steps), began)
 		res.Executed += done
 		if err != nil {
-			return res, e.rollback(name, o, fmt.Errorf("apply %s: step %d of %d: %w", name, i+done+1, len(p.Actions), err))
+			return res, e.rollback(name, o, fmt.Errorf("apply %s: step %d of %d: %w", name, i+done+1, len(p.Actions), err), true)
 		}
 		i += len(steps)
 	}
 	lap("execute")
 	kinds.trace(e.tracef)
-	if err := e.record(doc, o.rec, o.model, !p.Empty()); err != nil {
-		return res, e.rollback(name, o, fmt.Errorf("apply %s: %w", name, err))
+	recErr := e.record(doc, o.rec, o.model, !p.Empty())
+	if recErr != nil && !errors.Is(recErr, store.ErrWriteKept) {
+		// The store holds the record it held before (or cannot tell, and
+		// keeps the pending note for the next apply to read everything):
+		// the host goes back to what that record names.
+		return res, e.rollback(name, o, fmt.Errorf("apply %s: %w", name, recErr), !errors.Is(recErr, store.ErrWriteUnknown))
 	}
+	// Recorded (or, ErrWriteKept, recorded in state.db alone, which no
+	// longer takes the write back): the host stays as the record names it.
 	res.Realized = o.model
 	var keys []string
 	if o.models.change != nil {
@@ -102,6 +109,9 @@ func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 		e.clearPending(name)
 	}
 	lap("record")
+	if recErr != nil {
+		return res, fmt.Errorf("apply %s: applied and recorded, but: %w", name, recErr)
+	}
 	return res, nil
 }
 

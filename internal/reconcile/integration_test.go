@@ -552,13 +552,18 @@ func TestRollbackAtEveryStep(t *testing.T) {
 	// Changes of VMs only: the apply reads and plans only what they touch.
 	oneVMAdded := withExtraVM(base)
 	oneVMReaddressed := strings.Replace(base, "{portgroup: pg-vm, ip: 192.168.50.12/24}", "{portgroup: pg-vm, ip: 192.168.50.22/24}", 1)
+	// A load balancer on a port group: programs on its VMs' ports.
+	withLB := strings.Replace(base, "    portgroups: [{name: pg-vm}]", `    portgroups:
+      - name: pg-vm
+        loadBalancers: [{name: web, vip: 192.168.50.200, listeners: [{protocol: tcp, port: 80}], backends: [{vm: web1}]}]`, 1)
 	for _, tc := range []struct {
 		name, from, to string
 		drift          func(t *testing.T)
 		full           bool // repairing drift needs a full apply
 	}{{"first apply", "", base, nil, false}, {"incremental", base, changed, nil, false}, {"network I/O control", base, withIOC, nil, false},
 		{"teaming", base, withTeam, nil, false}, {"renamed vNIC", base, base, renamed, true}, {"scoped: one VM added", base, oneVMAdded, nil, false},
-		{"scoped: one VM's address", base, oneVMReaddressed, nil, false}, {"scoped: one VM removed", oneVMAdded, base, nil, false}} {
+		{"scoped: one VM's address", base, oneVMReaddressed, nil, false}, {"scoped: one VM removed", oneVMAdded, base, nil, false},
+		{"load balancer", base, withLB, nil, false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			eng.Full = tc.full
 			defer func() { eng.Full = false }()

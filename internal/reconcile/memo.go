@@ -107,5 +107,8 @@ func withoutEmptyMaps(o plan.Options) plan.Options {
 	if len(o.DeviceSpeeds) == 0 {
 		o.DeviceSpeeds = nil
 	}
+	if len(o.LBDown) == 0 {
+		o.LBDown = nil
+	}
 	return o
 }

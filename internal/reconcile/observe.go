@@ -137,6 +137,9 @@ func (e *Engine) scopeFor(doc *spec.Document, m *modelSet) plan.Scope {
 			before, after = m.change.Before, m.change.After
 		}
 		scope, why = plan.ChangeScope(m.last, doc.Spec, before, after)
+		// Load balancers' health comes from the agents' probes, not from
+		// the spec: every pass reads it back from their ports.
+		scope = scope.WithKind(m.next, plan.KindLB)
 	}
 	if scope.Full() {
 		e.tracef("full observation: %s\n", why)

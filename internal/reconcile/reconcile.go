@@ -98,6 +98,9 @@ type Engine struct {
 	// no carrier ("host/uplink", plan.Options.Down): an apply cannot bring
 	// those up, so it keeps ports off them as the host's teaming agent does.
 	UplinksDown map[string]bool
+	// LBDown, on a host, are the load balancers' backends that their
+	// health checks found down (plan.Options.LBDown, by plan.BackendKey).
+	LBDown map[string]bool
 	// Memo, when set, keeps the spec and model of each apply for the next
 	// one, which otherwise decodes the record's spec and models it again.
 	Memo *Memo
@@ -110,7 +113,7 @@ type Engine struct {
 
 // scoped gives the planner's options the engine's host.
 func (e *Engine) scoped(o plan.Options) plan.Options {
-	o.Host, o.HostNS, o.DeviceSpeeds = e.Host, e.HostNS, e.deviceSpeeds
+	o.Host, o.HostNS, o.DeviceSpeeds, o.LBDown = e.Host, e.HostNS, e.deviceSpeeds, e.LBDown
 	o.PortPrograms = e.portPrograms()
 	if len(e.UplinksDown) > 0 {
 		down := maps.Clone(e.UplinksDown)

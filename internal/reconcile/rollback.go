@@ -10,7 +10,9 @@ import (
 // rollback converges back to the snapshot. The same planner that made the
 // failed plan works out the way back, so no step needs its own undo.
 // It reads what the apply could have touched: the scope of the apply.
-func (e *Engine) rollback(name string, o observation, cause error) error {
+// recorded says the store holds the record the apply began from: once
+// the host is back to it, the pending note goes.
+func (e *Engine) rollback(name string, o observation, cause error, recorded bool) error {
 	before, desired := remakeable(o.observed), o.desired
 	e.logf("apply failed: %v\nrolling back\n", cause)
 	touched := append(append([]plan.Resource{}, before...), desired...)
@@ -40,7 +42,9 @@ func (e *Engine) rollback(name string, o observation, cause error) error {
 	if d, ok := e.DP.(DevicePreparer); ok {
 		d.DropUnusedDeviceRecords(plan.Diff(desired, before).Actions)
 	}
-	e.clearPending(name)
+	if recorded {
+		e.clearPending(name)
+	}
 	return fmt.Errorf("%w (%w)", cause, ErrRolledBack)
 }
 

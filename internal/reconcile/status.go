@@ -158,6 +158,7 @@ func (e *Engine) Status(doc *spec.Document) (*status.Infra, error) {
 	if pp, ok := e.DP.(PortProgrammer); ok && len(st.Security) > 0 {
 		_, st.PortPolicy = pp.PortPrograms()
 	}
+	st.Balancers = e.balancerStatus(s)
 	for _, a := range plan.Diff(desired, observed).Actions {
 		st.Drift = append(st.Drift, a.String())
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vnet-project/vnet/internal/events"
+	"github.com/vnet-project/vnet/internal/history"
 	"github.com/vnet-project/vnet/internal/metrics"
 	"github.com/vnet-project/vnet/internal/netperf"
 	"github.com/vnet-project/vnet/internal/plan"
@@ -38,6 +39,10 @@ type ClusterStore interface {
 	AppendEvent(ev events.Event) error
 	Events() ([]events.Event, error)
 	Close() error
+	// The history, whose entries go in their records' transactions.
+	store.HistoryStore
+	PutIfRecorded(r *store.Record, expectRev int64, e history.Entry) (int64, history.Entry, error)
+	DeleteIfRevRecorded(name string, expectRev int64, e history.Entry) (int64, history.Entry, error)
 }
 
 // Cluster is the back end of a cluster whose state is in etcd: an apply
@@ -228,7 +233,7 @@ func (c *Cluster) Apply(ctx context.Context, src Source, o ApplyOptions) (*Apply
 		return nil, err
 	}
 	lap("pin VNIs")
-	res := &ApplyResult{Infra: name, DryRun: o.DryRun, Plan: []PlanAction{},
+	res := &ApplyResult{Infra: name, DryRun: o.DryRun, Plan: []PlanAction{}, Warnings: Warnings(doc),
 		Stored: &Stored{Infra: name, Generation: 1, Hosts: hostNames(doc.Spec)}}
 	switch {
 	case last.rec == nil:
@@ -245,7 +250,8 @@ func (c *Cluster) Apply(ctx context.Context, src Source, o ApplyOptions) (*Apply
 		res.Stored.Generation = last.rec.Generation + 1
 	}
 	if o.Detail {
-		res.Plan = Actions(c.hostsPlan(last.rec, doc.Spec))
+		res.Hosts = c.hostPlans(last.st, last.rec, doc.Spec)
+		res.Plan = Flatten(res.Hosts)
 	}
 	if o.DryRun {
 		return res, nil
@@ -254,7 +260,9 @@ func (c *Cluster) Apply(ctx context.Context, src Source, o ApplyOptions) (*Apply
 	rec := &store.Record{Name: name, SpecFile: doc.File, Spec: doc.Source, SpecEncoded: speccache.EncodeValidated(doc),
 		Generation: res.Stored.Generation, AppliedAt: time.Now().UTC()}
 	lap("encode")
-	storedRev, err := last.st.PutIf(rec, last.rev)
+	entry := entryOf(o.By, changeOf(ctx, history.Apply), name, rec.Generation)
+	entry.SpecFile, entry.Spec, entry.Summary = rec.SpecFile, history.Text(rec.Spec), summary(specOr(c, last.rec), doc.Spec)
+	storedRev, _, err := last.st.PutIfRecorded(rec, last.rev, entry)
 	if err != nil {
 		return nil, fmt.Errorf("apply %s: %w", name, err)
 	}
@@ -347,7 +355,9 @@ func (c *Cluster) Destroy(ctx context.Context, name string, o DestroyOptions) (*
 	if o.Detail {
 		res.Removed = len(c.hostsPlan(rec, &spec.Spec{Name: name}).Actions)
 	}
-	deleted, err := st.DeleteIfRev(name, rev)
+	entry := entryOf(o.By, change{verb: history.Destroy}, name, 0)
+	entry.SpecFile, entry.Spec, entry.Summary = rec.SpecFile, history.Text(rec.Spec), summary(specOr(c, rec), nil)
+	deleted, _, err := st.DeleteIfRevRecorded(name, rev, entry)
 	if err != nil {
 		return nil, fmt.Errorf("destroy %s: %w", name, err)
 	}
@@ -379,35 +389,10 @@ func (c *Cluster) Destroy(ctx context.Context, name string, o DestroyOptions) (*
 // kernel objects of the new spec's part on each host against the stored
 // one's (old; nil when none).
 func (c *Cluster) hostsPlan(old *store.Record, next *spec.Spec) plan.Plan {
-	var last *spec.Spec
-	if old != nil {
-		if d, err := c.docOf(old); err == nil {
-			last = d.Spec
-		}
-	}
-	hosts := map[string]bool{}
-	var names []string
-	for _, s := range []*spec.Spec{next, last} {
-		if s == nil {
-			continue
-		}
-		for _, h := range s.Hosts {
-			if !hosts[h.Name] {
-				hosts[h.Name] = true
-				names = append(names, h.Name)
-			}
-		}
-	}
+	last := specOr(c, old)
 	var out plan.Plan
-	for _, h := range names {
-		var desired, current []plan.Resource
-		if plan.PlacesOn(next, h) {
-			desired = plan.Model(next, plan.Options{Host: h})
-		}
-		if last != nil && plan.PlacesOn(last, h) {
-			current = plan.Model(last, plan.Options{Host: h})
-		}
-		out.Actions = append(out.Actions, plan.Diff(desired, current).Actions...)
+	for _, h := range hostsOf(next, last) {
+		out.Actions = append(out.Actions, hostDiff(next, last, h).Actions...)
 	}
 	return out
 }
@@ -452,10 +437,18 @@ func (c *Cluster) Status(_ context.Context, names []string) ([]*InfraStatus, err
 
 func (c *Cluster) statusOf(st ClusterStore, rec *store.Record) (*InfraStatus, error) {
 	doc, err := c.docOf(rec)
-	if err != nil {
-		return nil, err
+	reports, rerr := st.Reports(rec.Name)
+	if rerr != nil {
+		return nil, rerr
 	}
-	reports, err := st.Reports(rec.Name)
+	if errors.Is(err, store.ErrDamagedRecord) { // that infrastructure's alone
+		views := etcdstore.Assess(0, nil, reports)
+		s := &Status{Name: rec.Name, Hosts: []HostStatus{}, Switches: []SwitchStatus{}, VMs: []VMStatus{}, HostPorts: []PortStatus{},
+			Security: hostsSecurity(views)}
+		cs := clusterStatus(views, time.Time{}, false)
+		cs.Damaged = err.Error()
+		return &InfraStatus{Infra: s, Cluster: cs}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -472,6 +465,7 @@ func (c *Cluster) statusOf(st ClusterStore, rec *store.Record) (*InfraStatus, er
 		return "unknown"
 	})
 	s.Security = hostsSecurity(views)
+	s.Balancers = reconcile.ReportedBalancers(doc.Spec, reports)
 	return &InfraStatus{Infra: s, Cluster: cs}, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/vnet-project/vnet/internal/history"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/store"
@@ -23,6 +24,8 @@ type LinkRequest struct {
 	Connected bool
 	// Log receives the plan and the progress as the apply goes.
 	Log io.Writer
+	// By is who asks, for the event list.
+	By Actor
 }
 
 // LinkResult is what a link or unlink changed.
@@ -48,7 +51,8 @@ func (l *Local) Link(_ context.Context, r LinkRequest) (*LinkResult, error) {
 		}
 	}
 	var out *LinkResult
-	err := l.changing(name, "", r.Log, func(eng *reconcile.Engine, _ *store.Bolt) error {
+	err := l.changing(name, "", r.Log, func(eng *reconcile.Engine, st *store.Bolt) error {
+		before := beforeChange(st, name)
 		doc, err := l.doc(name)
 		if err != nil {
 			return err
@@ -61,6 +65,11 @@ func (l *Local) Link(_ context.Context, r LinkRequest) (*LinkResult, error) {
 		if err != nil {
 			return err
 		}
+		verb := history.Link
+		if !r.Connected {
+			verb = history.Unlink
+		}
+		l.keepLocal(r.By, st, change{verb: verb}, name, before, r.Log)
 		out = &LinkResult{Infra: name, Executed: res.Executed, SpecFile: doc.File}
 		out.AgentStarted, err = l.syncAgent(changed.Spec)
 		return err

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vnet-project/vnet/internal/dataplane"
+	"github.com/vnet-project/vnet/internal/history"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/spec/speccache"
@@ -22,12 +23,16 @@ import (
 // of each infrastructure that teams uplinks, under the infrastructure's
 // lock.
 //
-// Each operation opens the store and the dataplane it needs and closes
-// them after it: the netlink handles of a long-lived dataplane would go on
-// pointing at namespaces that a vnet command run beside a server has since
-// made again. What a Local keeps between operations is a copy of the
-// records (with ReadsFresh zero, none), the specs it decoded, and a
-// server's sampler.
+// Each operation opens the dataplane it needs and closes it after it: the
+// netlink handles of a long-lived dataplane would go on pointing at
+// namespaces that a vnet command run beside a server has since made again.
+// What a Local keeps between operations is what stays true whoever changes
+// the state, or is checked before it is used (see warm): the store's value
+// (which opens the file for each operation, and knows what it last read
+// and wrote of it), the spec and model of each infrastructure's last apply
+// from this process (kept by the record's spec bytes), the specs it
+// decoded (by their bytes), a copy of the records (with ReadsFresh zero,
+// none), and a server's sampler.
 type Local struct {
 	// StateDir is where the store, its locks, the agents' pid files and
 	// logs, and the event journal live.
@@ -56,6 +61,7 @@ type Local struct {
 
 	decoded specMemo
 	sampling
+	warm warm
 }
 
 // NewLocal is the back end of this machine with its state in stateDir and
@@ -79,8 +85,9 @@ func (l *Local) init() {
 	})
 }
 
-// Close releases nothing: every operation closes what it opened.
-func (l *Local) Close() error { return nil }
+// Close releases the locks of the store's value; every operation closes
+// the rest of what it opened.
+func (l *Local) Close() error { return l.warm.drop() }
 
 // LoadFile reads a spec file through the state directory's cache.
 func (l *Local) LoadFile(path string) (*spec.Document, error) {
@@ -101,19 +108,20 @@ func (l *Local) load(src Source) (*spec.Document, error) {
 	return l.LoadFile(src.File)
 }
 
-// openStore opens the state store; reading it takes no lock, so it never
-// waits on a command changing an infrastructure.
+// openStore opens the state store for an operation that keeps its value to
+// itself (gc, recover); reading it takes no lock, so it never waits on a
+// command changing an infrastructure.
 func (l *Local) openStore() (*store.Bolt, error) { return store.OpenBolt(l.StateDir) }
 
-// engine opens the store and the dataplane for one operation; done closes
-// both.
+// engine opens the dataplane for one operation, with the store and the
+// models kept warm; done closes the dataplane.
 func (l *Local) engine(log io.Writer) (eng *reconcile.Engine, st *store.Bolt, done func(), err error) {
 	l.init()
 	dp, err := dataplane.New()
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	st, err = l.openStore()
+	st, memo, err := l.warm.get(l.StateDir)
 	if err != nil {
 		dp.Close()
 		return nil, nil, nil, err
@@ -121,8 +129,8 @@ func (l *Local) engine(log io.Writer) (eng *reconcile.Engine, st *store.Bolt, do
 	if log == nil {
 		log = io.Discard
 	}
-	eng = &reconcile.Engine{DP: dp, Store: st, Log: log, Specs: l.Cache, Trace: l.Trace}
-	return eng, st, func() { dp.Close(); st.Close() }, nil
+	eng = &reconcile.Engine{DP: dp, Store: st, Log: log, Specs: l.Cache, Trace: l.Trace, Memo: memo}
+	return eng, st, dp.Close, nil
 }
 
 // cached returns the records, reading the store again when the copy is
@@ -134,7 +142,7 @@ func (l *Local) cached(force bool) ([]*store.Record, error) {
 	if fresh && !force {
 		return l.copied, l.readErr
 	}
-	st, err := l.openStore()
+	st, _, err := l.warm.get(l.StateDir)
 	if err != nil {
 		// A store being recovered or replaced: a server answers from the
 		// last copy.
@@ -144,7 +152,6 @@ func (l *Local) cached(force bool) ([]*store.Record, error) {
 		return nil, err
 	}
 	recs, err := st.List()
-	st.Close()
 	l.copied, l.readErr, l.readAt = recs, err, time.Now()
 	return recs, err
 }
@@ -206,11 +213,10 @@ func (l *Local) records(st store.Store, names []string) ([]*store.Record, error)
 		return l.fromCopy(names)
 	}
 	if st == nil {
-		bolt, err := l.openStore()
+		bolt, _, err := l.warm.get(l.StateDir)
 		if err != nil {
 			return nil, err
 		}
-		defer bolt.Close()
 		st = bolt
 	}
 	if len(names) == 0 {
@@ -290,13 +296,13 @@ func (l *Local) docOf(rec *store.Record) (*spec.Document, error) {
 // infrastructure's teaming agent, all under the infrastructure's lock.
 // An apply on this machine is done when it returns: there is nothing to
 // wait for.
-func (l *Local) Apply(_ context.Context, src Source, o ApplyOptions) (*ApplyResult, error) {
+func (l *Local) Apply(ctx context.Context, src Source, o ApplyOptions) (*ApplyResult, error) {
 	doc, err := l.load(src)
 	if err != nil {
 		return nil, err
 	}
 	name := doc.Spec.Name
-	res := &ApplyResult{Infra: name, DryRun: o.DryRun}
+	res := &ApplyResult{Infra: name, DryRun: o.DryRun, Warnings: Warnings(doc)}
 	if o.DryRun {
 		eng, _, done, err := l.engine(nil)
 		if err != nil {
@@ -308,13 +314,15 @@ func (l *Local) Apply(_ context.Context, src Source, o ApplyOptions) (*ApplyResu
 		res.Plan = Actions(p)
 		return res, err
 	}
-	err = l.changing(name, "apply ", o.Log, func(eng *reconcile.Engine, _ *store.Bolt) error {
+	err = l.changing(name, "apply ", o.Log, func(eng *reconcile.Engine, st *store.Bolt) error {
 		eng.Full = o.Full
+		before := beforeChange(st, name)
 		r, err := eng.Apply(doc)
 		res.Plan, res.Executed = Actions(r.Plan), r.Executed
 		if err != nil {
 			return err
 		}
+		l.keepLocal(o.By, st, changeOf(ctx, history.Apply), name, before, o.Log)
 		res.AgentStarted, err = l.syncAgent(doc.Spec)
 		return err
 	})
@@ -355,7 +363,10 @@ func (l *Local) changingWithin(name, what string, log io.Writer, wait time.Durat
 func (l *Local) Destroy(_ context.Context, name string, o DestroyOptions) (*DestroyResult, error) {
 	var res *DestroyResult
 	err := l.changing(name, "destroy ", o.Log, func(eng *reconcile.Engine, st *store.Bolt) (err error) {
-		res, err = l.destroy(eng, st, name)
+		before := beforeChange(st, name)
+		if res, err = l.destroy(eng, st, name); err == nil {
+			l.keepLocal(o.By, st, change{verb: history.Destroy}, name, before, o.Log)
+		}
 		return err
 	})
 	return res, err
@@ -375,6 +386,7 @@ func (l *Local) destroy(eng *reconcile.Engine, st *store.Bolt, name string) (*De
 	if err != nil {
 		return res, err
 	}
+	eng.Memo.Forget(name)
 	if p.Empty() && len(swept) == 0 && errors.Is(known, store.ErrNotFound) {
 		return nil, fmt.Errorf("destroy %s: %w", name, store.ErrNotFound)
 	}

@@ -47,6 +47,9 @@ type Service interface {
 	// Events returns up to limit events of infra (all when empty), newest
 	// first.
 	Events(ctx context.Context, infra string, limit int) ([]Event, error)
+	// Operations: history, diff, rollback, the applied spec, describe,
+	// snapshot and restore.
+	Operations
 	// Close releases what the service holds.
 	Close() error
 }
@@ -126,6 +129,9 @@ type (
 	AgentStatus  = status.Agent
 	// SecurityStatus is a port's security policy and its counters.
 	SecurityStatus = status.PortSecurity
+	// BalancerStatus is a load balancer with its backends' health and
+	// connections.
+	BalancerStatus = status.Balancer
 	// IOCStats is one sample of Network I/O Control's counters.
 	IOCStats = reconcile.IOCStats
 	// HostView is a host's standing from its agent's report, over etcd.
@@ -187,6 +193,9 @@ type ApplyOptions struct {
 	Detail bool
 	// Log receives the plan and the progress as the apply goes.
 	Log io.Writer
+	// By is who asks, for the event list (zero: this process's user,
+	// through the command line).
+	By Actor
 }
 
 // ApplyResult is what an apply did, or would do.
@@ -196,6 +205,9 @@ type ApplyResult struct {
 	// Plan is the kernel's actions: done, or to do; over etcd, the hosts'
 	// agents' (when asked for in Detail).
 	Plan []PlanAction `json:"plan"`
+	// Hosts is, over etcd (when asked for in Detail), the plan host by
+	// host, each with what it was worked out against.
+	Hosts []HostPlan `json:"hosts,omitempty"`
 	// Executed counts the actions carried out here: none over etcd, where
 	// the hosts' agents carry them out.
 	Executed int `json:"executed"`
@@ -205,6 +217,8 @@ type ApplyResult struct {
 	// AgentStarted is the log of the teaming agent the apply started; ""
 	// when none was started (none needed, or one runs already).
 	AgentStarted string `json:"agent_started,omitempty"`
+	// Warnings is what the spec may mean other than it seems (Warnings).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Stored is a generation of an infrastructure in etcd.
@@ -261,6 +275,8 @@ type DestroyOptions struct {
 	Detail bool
 	// Log receives what the destroy leaves and removes as it goes.
 	Log io.Writer
+	// By is who asks, for the event list.
+	By Actor
 }
 
 // DestroyResult is what a destroy removed.
@@ -296,6 +312,11 @@ type ClusterStatus struct {
 	// hosts still report it: one whose removal failed is failed, with its
 	// errors.
 	Removed bool `json:"removed,omitempty"`
+	// Damaged says why the infrastructure's record in etcd does not read
+	// as its spec: the hosts that still report it are listed, and what
+	// stands of it on them stays until its spec is applied again or it is
+	// destroyed.
+	Damaged string `json:"damaged,omitempty"`
 }
 
 // StatsOptions say over what window stats average.
@@ -324,3 +345,15 @@ func Invalid(msg string) error { return tagged{ErrInvalid, msg} }
 // Validate checks a spec file afresh, never through a cache: its verdict
 // is the one of this build's rules. Errors name the field path and line.
 func Validate(path string) (*spec.Document, error) { return spec.LoadFile(path) }
+
+// Warnings is what a valid spec may mean other than it seems (ports of
+// one switch whose subnets overlap without being the same), each with its
+// field path and line. Every face shows them beside the spec's verdict or
+// its apply; they change nothing.
+func Warnings(doc *spec.Document) []string {
+	var out []string
+	for _, w := range spec.Warnings(doc) {
+		out = append(out, w.Error())
+	}
+	return out
+}

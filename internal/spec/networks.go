@@ -39,6 +39,9 @@ type Network struct {
 	// unicast for it, and sends no IPv6 router advertisements.
 	Security *Security `yaml:"security"`
 	ACL      *ACL      `yaml:"acl"`
+	// LoadBalancers spread connections to a VIP over backends, translated
+	// on the clients' hosts (loadbalancer.go).
+	LoadBalancers []LoadBalancer `yaml:"loadBalancers"`
 }
 
 // TunnelPort returns the host port on the network's port group on a host:

@@ -105,6 +105,9 @@ type PortGroup struct {
 	// through; it is never allocated.
 	Subnet  string `yaml:"subnet"`
 	Gateway string `yaml:"gateway"`
+	// LoadBalancers spread connections to a VIP over the port group's VMs
+	// (loadbalancer.go).
+	LoadBalancers []LoadBalancer `yaml:"loadBalancers"`
 }
 
 // Shaping is a port group's traffic shaper.

@@ -137,6 +137,7 @@ func (v *validator) run() {
 	v.checkIfaceNamesPerHost()
 	v.checkUnderlay()
 	v.checkNetworks()
+	v.checkLoadBalancers()
 	v.checkSecurity()
 	v.checkRealHosts()
 	v.checkPortGroupSubnets()

@@ -17,6 +17,9 @@ type Infra struct {
 	// PortPolicy says how this machine enforces port policies: vnet's
 	// tc/BPF programs, or nftables and why (with ports that have one).
 	PortPolicy string `json:"port_policy,omitempty"`
+	// Balancers are the load balancers, with their backends' health and
+	// connections.
+	Balancers []Balancer `json:"load_balancers,omitempty"`
 	// Agent is the state of the infrastructure's agent when it teams
 	// uplinks (filled in by the caller, which knows where agents run).
 	Agent *Agent `json:"agent,omitempty"`

@@ -171,15 +171,16 @@ func group(rs []plan.Resource, ids []uint16, wanted *[chunks]bool) map[uint16][]
 // chunks (split: splitChunks of rs): only the chunks that differ from what
 // cache (nil: unknown) says the bucket holds. It returns what the bucket
 // then holds.
-func putRealized(tx *bolt.Tx, name string, rs []plan.Resource, split chunkSplit, cache *chunkCache) (*chunkCache, error) {
-	top, err := tx.CreateBucketIfNotExists(realizedBucket)
+func putRealized(tx *bolt.Tx, name string, rs []plan.Resource, split chunkSplit, cache *chunkCache, u *undoLog) (*chunkCache, error) {
+	top, err := u.bucket(tx, nil, nil, realizedBucket)
 	if err != nil {
 		return nil, err
 	}
-	b, err := top.CreateBucketIfNotExists([]byte(name))
+	b, err := u.bucket(tx, top, [][]byte{realizedBucket}, []byte(name))
 	if err != nil {
 		return nil, err
 	}
+	path := [][]byte{realizedBucket, []byte(name)}
 	ids, hashes := split.ids, split.hashes
 	if cache == nil || string(b.Get(tokenKey)) != cache.token {
 		// What the bucket holds is unknown: every chunk it has goes.
@@ -188,7 +189,7 @@ func putRealized(tx *bolt.Tx, name string, rs []plan.Resource, split chunkSplit,
 			return nil, err
 		}
 		for _, k := range stale {
-			if err := b.Delete(k); err != nil {
+			if err := u.delete(b, path, k); err != nil {
 				return nil, err
 			}
 		}
@@ -196,7 +197,7 @@ func putRealized(tx *bolt.Tx, name string, rs []plan.Resource, split chunkSplit,
 	}
 	for id := range cache.hashes {
 		if _, ok := hashes[id]; !ok {
-			if err := b.Delete(chunkKey(id)); err != nil {
+			if err := u.delete(b, path, chunkKey(id)); err != nil {
 				return nil, err
 			}
 		}
@@ -212,12 +213,12 @@ func putRealized(tx *bolt.Tx, name string, rs []plan.Resource, split chunkSplit,
 		if err != nil {
 			return nil, err
 		}
-		if err := b.Put(chunkKey(id), v); err != nil {
+		if err := u.put(b, path, chunkKey(id), v); err != nil {
 			return nil, err
 		}
 	}
 	token := rand.Text()
-	if err := b.Put(tokenKey, []byte(token)); err != nil {
+	if err := u.put(b, path, tokenKey, []byte(token)); err != nil {
 		return nil, err
 	}
 	return &chunkCache{token: token, hashes: hashes}, nil
@@ -250,12 +251,12 @@ func getRealized(tx *bolt.Tx, name string) ([]plan.Resource, error) {
 }
 
 // deleteRealized removes an infrastructure's chunks.
-func deleteRealized(tx *bolt.Tx, name string) error {
+func deleteRealized(tx *bolt.Tx, name string, u *undoLog) error {
 	top := tx.Bucket(realizedBucket)
-	if top == nil || top.Bucket([]byte(name)) == nil {
+	if top == nil {
 		return nil
 	}
-	return top.DeleteBucket([]byte(name))
+	return u.deleteBucket(top, [][]byte{realizedBucket}, []byte(name))
 }
 
 // checkRealized checks that every chunk is JSON (see checkTx).

@@ -124,7 +124,7 @@ func TestRecordWithRealizedInside(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Put([]byte("old"), v) }, nil, nil, nil); err != nil {
+	if err := update(s, func(tx *bolt.Tx) error { return tx.Bucket(bucket).Put([]byte("old"), v) }); err != nil {
 		t.Fatal(err)
 	}
 	for _, step := range []string{"as written before", "after a write"} {
@@ -239,4 +239,10 @@ func TestResourceHashSeesEveryField(t *testing.T) {
 		}
 		seen[h] = p
 	}
+}
+
+// update writes fn to the file and its good copy, as every write does.
+func update(s *Bolt, fn func(*bolt.Tx) error) error {
+	_, err := s.update(fileWrite{file: func(tx *bolt.Tx, _ *undoLog) error { return fn(tx) }})
+	return err
 }

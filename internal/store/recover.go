@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/vnet-project/vnet/internal/atomicfile"
 )
 
 // RecoverOptions say how Recover brings a store back.
@@ -85,7 +87,7 @@ func Recover(dir string, opt RecoverOptions) (*Recovered, error) {
 		out.Empty, out.ID = true, id
 	}
 	if readIDFile(abs) != out.ID && out.ID != "" {
-		if err := writeFileAtomic(filepath.Join(abs, idFile), []byte(out.ID+"\n")); err != nil {
+		if err := atomicfile.Write(filepath.Join(abs, idFile), []byte(out.ID+"\n"), 0o644); err != nil {
 			return nil, err
 		}
 	}
@@ -112,21 +114,15 @@ func asideName(path, why string) string {
 	}
 }
 
-// copyFile copies a file by way of a temporary one, so that to is whole
-// or absent.
+// copyFile copies a file whole or not at all.
 func copyFile(from, to string) error {
 	src, err := os.Open(from)
 	if err != nil {
 		return err
 	}
 	defer src.Close()
-	tmp := tempName(to, "tmp")
-	if err := writeWith(tmp, func(f *os.File) error { _, err := io.Copy(f, src); return err }); err != nil {
-		os.Remove(tmp)
+	return atomicfile.WriteWith(to, 0o600, func(f *os.File) error {
+		_, err := io.Copy(f, src)
 		return err
-	}
-	if err := os.Rename(tmp, to); err != nil && !errors.Is(err, fs.ErrExist) {
-		return err
-	}
-	return syncDir(filepath.Dir(to))
+	})
 }

@@ -123,6 +123,30 @@ function renderTopology(st) {
   }
 }
 
+// renderBalancers lists each load balancer's backends, a row each.
+function renderBalancers(st) {
+  const lbs = st.load_balancers || [];
+  $("lb-section").hidden = lbs.length === 0;
+  const rows = [];
+  for (const lb of lbs) {
+    (lb.backends || []).forEach((b, i) => {
+      const tr = el("tr", b.health === "down" ? "fail" : "");
+      tr.dataset.lb = lb.site + "/" + lb.name;
+      const first = i === 0;
+      for (const v of [first ? lb.site + "/" + lb.name : "", first ? lb.vips.join(", ") : "", first ? lb.listeners.join(", ") : "",
+        b.vm + " eth" + b.nic, b.host, (b.addrs || []).join(", ")]) {
+        tr.append(el("td", "", v));
+      }
+      const h = el("td", "", "");
+      h.append(state(b.health));
+      if (b.error) h.append(el("span", "muted", " " + b.error));
+      tr.append(h, el("td", "", String(b.connections)), el("td", "", String(b.active)));
+      rows.push(tr);
+    });
+  }
+  $("balancers").tBodies[0].replaceChildren(...rows);
+}
+
 // chart draws one series set in its own box, made once and updated after.
 function chart(container, key, title, labels, data) {
   let c = charts[key];
@@ -231,6 +255,7 @@ async function refresh() {
     const q = encodeURIComponent(current);
     const [st, ev] = await Promise.all([getJSON("/api/v1/infras/" + q + "/status"), getJSON("/api/v1/events")]);
     renderTopology(st);
+    renderBalancers(st);
     renderEvents(ev);
     $("message").textContent = "";
     try {

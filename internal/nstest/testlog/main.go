@@ -3,8 +3,9 @@
 // goes quiet: when nothing has been printed for a while it says which
 // tests are still running and for how long. The lines go test prints
 // (--- PASS, ok, FAIL, the tests' logs) pass through unchanged, and it
-// exits as go test did. At the end it says how long the run took and the
-// longest it went without printing.
+// exits as go test did. At the end it says how long the run took, the
+// longest it went without printing, and which tests skipped and why, so
+// that a suite that passed because a tool was missing says so.
 //
 //	go run ./internal/nstest/testlog -count=1 -p 1 ./...
 package main
@@ -16,6 +17,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -41,6 +43,8 @@ type log struct {
 	running  map[string]time.Time
 	packages int
 	failed   bool
+	said     map[string]string // a running test's last log entry: a skip's reason
+	skipped  []string          // "pkg Test: reason", in the order they skipped
 }
 
 func main() {
@@ -61,7 +65,7 @@ func main() {
 		os.Exit(2)
 	}
 	now := time.Now()
-	l := &log{out: os.Stdout, start: now, last: now, running: map[string]time.Time{}}
+	l := &log{out: os.Stdout, start: now, last: now, running: map[string]time.Time{}, said: map[string]string{}}
 	done := make(chan struct{})
 	go l.heartbeat(done)
 	l.read(stdout)
@@ -102,6 +106,10 @@ func (l *log) handle(e event) {
 		l.running[e.Package] = time.Now()
 	case "run":
 		l.running[key] = time.Now()
+	case "output":
+		if e.Test != "" && logEntry.MatchString(e.Output) {
+			l.said[key] = strings.TrimSpace(e.Output)
+		}
 	case "pass", "fail", "skip":
 		if e.Test == "" {
 			delete(l.running, e.Package)
@@ -111,11 +119,29 @@ func (l *log) handle(e event) {
 		if e.Action == "fail" {
 			l.failed = true
 		}
+		if e.Action == "skip" && e.Test != "" {
+			l.skipped = append(l.skipped, fmt.Sprintf("%s %s: %s", short(e.Package), e.Test, reason(l.said[key])))
+		}
+		delete(l.said, key)
 	}
 	l.mu.Unlock()
 	if e.Output != "" && !noise(e.Output) {
 		l.print(e.Output)
 	}
+}
+
+// logEntry is the first line of a t.Log, t.Skip or t.Error: "    file_test.go:12: text".
+var logEntry = regexp.MustCompile(`^\s+[\w.-]+\.go:\d+: `)
+
+// reason is a skip's message without the file and line it came from.
+func reason(entry string) string {
+	if entry == "" {
+		return "(no reason given)"
+	}
+	if _, text, ok := strings.Cut(entry, ": "); ok {
+		return text
+	}
+	return entry
 }
 
 // noise is what -v prints that says nothing a reader needs.
@@ -188,6 +214,14 @@ func (l *log) summary() {
 	defer l.mu.Unlock()
 	fmt.Fprintf(l.out, "[testlog] %d packages in %s; the longest the output rested was %s\n",
 		l.packages, clock(time.Since(l.start)), l.longest.Round(100*time.Millisecond))
+	if len(l.skipped) == 0 {
+		fmt.Fprintln(l.out, "[testlog] no test skipped")
+		return
+	}
+	fmt.Fprintf(l.out, "[testlog] %d tests skipped:\n", len(l.skipped))
+	for _, s := range l.skipped {
+		fmt.Fprintf(l.out, "[testlog]   %s\n", s)
+	}
 }
 
 func clock(d time.Duration) string {

@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vnet-project/vnet/internal/atomicfile"
 	"github.com/vnet-project/vnet/internal/spec"
 )
 
@@ -246,17 +247,7 @@ func (c *Cache) toFile(sum [sha256.Size]byte, framed []byte) {
 	if err := os.Mkdir(c.dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return // no state directory to put it in, or not ours to write
 	}
-	tmp, err := os.CreateTemp(c.dir, ".spec-*")
-	if err != nil {
-		return
-	}
-	_, werr := tmp.Write(framed)
-	if cerr := tmp.Close(); werr != nil || cerr != nil {
-		_ = os.Remove(tmp.Name())
-		return
-	}
-	if err := os.Rename(tmp.Name(), c.file(sum)); err != nil {
-		_ = os.Remove(tmp.Name())
+	if atomicfile.Write(c.file(sum), framed, 0o600) != nil {
 		return
 	}
 	c.prune()

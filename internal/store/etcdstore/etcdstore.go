@@ -298,11 +298,7 @@ func (s *Store) GetRev(name string) (*store.Record, int64, error) {
 	if len(resp.Kvs) == 0 {
 		return nil, 0, fmt.Errorf("%q: %w", name, store.ErrNotFound)
 	}
-	r, err := decodeRecord(resp.Kvs[0].Key, resp.Kvs[0].Value)
-	if err != nil {
-		return nil, 0, err
-	}
-	return r, resp.Kvs[0].ModRevision, nil
+	return recordOf(name, resp.Kvs[0]), resp.Kvs[0].ModRevision, nil
 }
 
 // tooLarge says a write was refused as too large, and so had no effect:
@@ -415,7 +411,9 @@ func (s *Store) DeleteIfRev(name string, expectRev int64) (int64, error) {
 // List returns every record, by name. A record whose value has not
 // changed since the last List is not decoded again: the caller gets a
 // copy of the record decoded then, whose Spec, SpecEncoded and Realized
-// it shares with other callers and must not write into.
+// it shares with other callers and must not write into. A value that does
+// not read as its infrastructure's record is listed as a damaged record
+// (store.Damaged), so that it costs its own infrastructure alone.
 func (s *Store) List() ([]*store.Record, error) {
 	var resp *clientv3.GetResponse
 	err := s.call("list", func(ctx context.Context) (err error) {
@@ -425,7 +423,7 @@ func (s *Store) List() ([]*store.Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.listed.decode(resp.Kvs)
+	return s.listed.decode(s.infraKey(""), resp.Kvs), nil
 }
 
 // listCache keeps the records of the last List with the values they were
@@ -444,7 +442,7 @@ type listedRecord struct {
 	rec *store.Record
 }
 
-func (c *listCache) decode(kvs []*mvccpb.KeyValue) ([]*store.Record, error) {
+func (c *listCache) decode(prefix string, kvs []*mvccpb.KeyValue) []*store.Record {
 	c.mu.Lock()
 	last := c.byKey
 	c.mu.Unlock()
@@ -453,11 +451,7 @@ func (c *listCache) decode(kvs []*mvccpb.KeyValue) ([]*store.Record, error) {
 	for _, kv := range kvs {
 		l, ok := last[string(kv.Key)]
 		if !ok || !bytes.Equal(l.val, kv.Value) {
-			r, err := decodeRecord(kv.Key, kv.Value)
-			if err != nil {
-				return nil, err
-			}
-			l = listedRecord{val: bytes.Clone(kv.Value), rec: r}
+			l = listedRecord{val: bytes.Clone(kv.Value), rec: recordOf(strings.TrimPrefix(string(kv.Key), prefix), kv)}
 		}
 		next[string(kv.Key)] = l
 		r := *l.rec
@@ -466,5 +460,5 @@ func (c *listCache) decode(kvs []*mvccpb.KeyValue) ([]*store.Record, error) {
 	c.mu.Lock()
 	c.byKey = next
 	c.mu.Unlock()
-	return out, nil
+	return out
 }

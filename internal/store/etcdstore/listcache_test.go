@@ -30,10 +30,7 @@ func TestListDecodesOnlyChangedValues(t *testing.T) {
 	restored := fullRecord(1000)
 	restored.Spec = append(bytes.Clone(restored.Spec), "# after a restore\n"...)
 	var c listCache
-	first, err := c.decode([]*mvccpb.KeyValue{kv("/i/big", 10, big), kv("/i/small", 11, small)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := c.decode("/i/", []*mvccpb.KeyValue{kv("/i/big", 10, big), kv("/i/small", 11, small)})
 	for _, tc := range []struct {
 		name   string
 		kvs    []*mvccpb.KeyValue
@@ -46,10 +43,7 @@ func TestListDecodesOnlyChangedValues(t *testing.T) {
 		{"another value at the same revision", []*mvccpb.KeyValue{kv("/i/big", 13, restored)}, []bool{false}, []*store.Record{restored}},
 		{"as before", []*mvccpb.KeyValue{kv("/i/big", 13, restored), kv("/i/small", 11, small)}, []bool{false, false}, []*store.Record{restored, small}},
 	} {
-		got, err := c.decode(tc.kvs)
-		if err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
-		}
+		got := c.decode("/i/", tc.kvs)
 		if len(got) != len(tc.want) {
 			t.Fatalf("%s: %d records, want %d", tc.name, len(got), len(tc.want))
 		}
@@ -72,34 +66,30 @@ func TestListDecodesOnlyChangedValues(t *testing.T) {
 func TestListedRecordsAreCopies(t *testing.T) {
 	var c listCache
 	kvs := []*mvccpb.KeyValue{kv("/i/big", 10, fullRecord(1000))}
-	first, err := c.decode(kvs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := c.decode("/i/", kvs)
 	first[0].Generation, first[0].Name, first[0].Spec = -1, "changed", nil
-	again, err := c.decode(kvs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	again := c.decode("/i/", kvs)
 	if again[0] == first[0] || again[0].Generation != 42 || again[0].Name != "big" || len(again[0].Spec) == 0 {
 		t.Errorf("the next List returned %s generation %d, %d bytes of spec", again[0].Name, again[0].Generation, len(again[0].Spec))
 	}
 }
 
-// A value that does not decode fails the List, as it always did, and
-// leaves what the last List kept.
+// A value that does not decode is listed as a damaged record, the others
+// as they are, and what the last List kept of the good ones stays.
 func TestListOfADamagedValue(t *testing.T) {
 	var c listCache
-	good := kv("/i/big", 10, fullRecord(1000))
-	if _, err := c.decode([]*mvccpb.KeyValue{good}); err != nil {
-		t.Fatal(err)
+	good, small := kv("/i/big", 10, fullRecord(1000)), kv("/i/small", 11, record("small", 1))
+	first := c.decode("/i/", []*mvccpb.KeyValue{good, small})
+	bad := &mvccpb.KeyValue{Key: good.Key, Value: good.Value[:len(good.Value)/2], ModRevision: 12}
+	got := c.decode("/i/", []*mvccpb.KeyValue{bad, small})
+	if len(got) != 2 || got[0].Name != "big" || got[0].Damage == nil || got[1].Name != "small" || got[1].Damage != nil {
+		t.Fatalf("listed %v", got)
 	}
-	bad := &mvccpb.KeyValue{Key: good.Key, Value: good.Value[:len(good.Value)/2], ModRevision: 11}
-	if _, err := c.decode([]*mvccpb.KeyValue{bad}); err == nil {
-		t.Fatal("a damaged value listed without an error")
+	if !sameBytes(got[1].Spec, first[1].Spec) {
+		t.Error("the good record was decoded again")
 	}
-	if got, err := c.decode([]*mvccpb.KeyValue{good}); err != nil || got[0].Name != "big" {
-		t.Errorf("after the damaged value: %v", err)
+	if got := c.decode("/i/", []*mvccpb.KeyValue{good, small}); got[0].Damage != nil || got[0].Name != "big" {
+		t.Errorf("after the damaged value: %v", got[0].Damage)
 	}
 }
 
@@ -145,12 +135,8 @@ func TestConcurrentLists(t *testing.T) {
 				kvs = b
 			}
 			for range 50 {
-				recs, err := c.decode(kvs)
-				if err == nil && len(recs) != len(kvs) {
-					err = fmt.Errorf("%d records for %d values", len(recs), len(kvs))
-				}
-				if err != nil {
-					done <- err
+				if recs := c.decode("/i/", kvs); len(recs) != len(kvs) {
+					done <- fmt.Errorf("%d records for %d values", len(recs), len(kvs))
 					return
 				}
 			}

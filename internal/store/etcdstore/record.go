@@ -3,6 +3,8 @@ package etcdstore
 import (
 	"fmt"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
+
 	"github.com/vnet-project/vnet/internal/store"
 )
 
@@ -19,6 +21,9 @@ const MaxEncodedRecord = 7 << 20
 func encodeRecord(r *store.Record) (string, error) {
 	if err := checkName("infrastructure", r.Name); err != nil {
 		return "", err
+	}
+	if r.Damage != nil {
+		return "", fmt.Errorf("encode %s: a damaged record holds nothing to store: %w", r.Name, store.ErrDamagedRecord)
 	}
 	v, err := store.EncodeValue(r)
 	if err != nil {
@@ -37,4 +42,20 @@ func decodeRecord(key, val []byte) (*store.Record, error) {
 		return nil, fmt.Errorf("etcd key %s: %w", key, err)
 	}
 	return r, nil
+}
+
+// recordOf is the record of infrastructure name stored as kv, or, when
+// the value does not read as that infrastructure's record (random bytes,
+// a cut value, a record of another name), a damaged record saying why
+// (store.Damaged): one bad value is its own infrastructure's problem, not
+// every reader's.
+func recordOf(name string, kv *mvccpb.KeyValue) *store.Record {
+	r, err := decodeRecord(kv.Key, kv.Value)
+	switch {
+	case err != nil:
+		return store.Damaged(name, err)
+	case r.Name != name:
+		return store.Damaged(name, fmt.Errorf("etcd key %s holds the record of %q", kv.Key, r.Name))
+	}
+	return r
 }

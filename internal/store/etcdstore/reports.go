@@ -42,6 +42,11 @@ type Report struct {
 	// SecurityOmitted is how many more ports have a policy than Security
 	// holds.
 	SecurityOmitted int `json:"security_omitted,omitempty"`
+	// Health is what the host's health checks found of the load
+	// balancers' backends it runs; Conns what its client ports' load
+	// balancers sent each backend.
+	Health []status.BackendHealth `json:"health,omitempty"`
+	Conns  []status.BackendConns  `json:"lb_conns,omitempty"`
 }
 
 // MaxReportedPorts bounds the ports a report carries counters of. A port

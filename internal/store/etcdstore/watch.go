@@ -15,6 +15,12 @@ import (
 // read now and then: a change made while no watch stood is signalled only
 // once the new watch stands, as one signal.
 func (s *Store) WatchInfra(ctx context.Context) <-chan struct{} {
+	return s.watchPrefix(ctx, s.infraKey(""))
+}
+
+// watchPrefix signals, as WatchInfra says, whenever a key under prefix is
+// put or deleted.
+func (s *Store) watchPrefix(ctx context.Context, prefix string) <-chan struct{} {
 	ch := make(chan struct{}, 1)
 	signal := func() {
 		select {
@@ -29,7 +35,7 @@ func (s *Store) WatchInfra(ctx context.Context) <-chan struct{} {
 			// The first answer says the watch stands; a change between the
 			// watcher's last read and that moment is seen by no watch, so
 			// that answer signals too.
-			for resp := range s.cli.Watch(wctx, s.infraKey(""), clientv3.WithPrefix(), clientv3.WithCreatedNotify()) {
+			for resp := range s.cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithCreatedNotify()) {
 				if resp.Err() != nil {
 					break
 				}

@@ -13,6 +13,14 @@ import (
 // t's cleanup.
 func Store(t testing.TB) *etcdstore.Store {
 	t.Helper()
+	st, _ := Server(t)
+	return st
+}
+
+// Server is Store, and the etcd's client endpoint, for a test that writes
+// keys as another client would.
+func Server(t testing.TB) (*etcdstore.Store, string) {
+	t.Helper()
 	srv, err := etcdserver.Start(etcdserver.Config{DataDir: t.TempDir(), ClientURL: "http://127.0.0.1:0",
 		PeerURL: "http://127.0.0.1:0", LogLevel: "error", NoFsync: true})
 	if err != nil {
@@ -24,5 +32,5 @@ func Store(t testing.TB) *etcdstore.Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	return st
+	return st, srv.Endpoint()
 }

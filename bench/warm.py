@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""A one-VM change at N VMs: cold through a new vnet process, warm through a
+running vnet server's API, beside the same netlink requests made directly.
+
+One host, one private switch with one port group, N VMs with one vNIC each
+(bench/scale.py's spec). vnet's first apply of the N VMs runs through the
+CLI; once the kernel is quiet (see bench/scale.py) each round, in the same
+run and under the same lock, times the same three changes (add a VM, change
+its address, remove it) three ways, one after the other, and raw netlink
+the same changes:
+
+  cli       `vnet apply FILE`: a new process loads the spec, opens the store
+            and the kernel's handles, applies and writes the record
+  server    `vnet --server URL apply FILE`: a new client process, the change
+            applied by the running server
+  api       PUT /api/v1/infras/NAME from this script over a kept-alive
+            connection: the server's warm path alone
+  raw       bench/rawnetlink issues the change's netlink requests directly
+
+It prints the median of each over --changes rounds, and each one's ratio to
+raw netlink (whose N VMs it makes after vnet's are gone). The cli, server
+and api changes all apply to the same infrastructure, so warm changes
+follow changes another process made: what the server keeps must notice
+them. After the rounds a no-op apply through the API must plan nothing and
+status must show the N VMs.
+
+usage: bench/warm.py [--vnet bin/vnet] [--sizes 100,1000] [--changes 20]
+                     [--quiet 120] [--cpuprofile FILE] [--trace]
+
+--cpuprofile writes the server's CPU profile (VNET_CPUPROFILE) of the
+largest N to FILE; --trace prints the server's VNET_TRACE lines. Needs root
+and Go (it builds bench/rawnetlink). It takes /tmp/vnet-kernel.lock for each
+size itself (do not wrap it in flock) and removes what it made. Not a test:
+it prints measurements.
+"""
+import argparse, fcntl, http.client, json, os, shutil, signal, socket, statistics, subprocess, sys, time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from scale import LOCK, Raw, build_raw, ip, run, spec, terminate, wait_quiet  # noqa: E402
+
+WAYS = ("cli", "server", "api", "raw")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """A vnet server on a state directory, and a kept-alive connection to its API."""
+
+    def __init__(self, vnet, state, cpuprofile, trace):
+        self.port = free_port()
+        env = dict(os.environ)
+        if cpuprofile:
+            env["VNET_CPUPROFILE"] = cpuprofile
+        if trace:
+            env["VNET_TRACE"] = "1"
+        self.log = open(os.path.join(state, "server.log"), "w+")
+        self.p = subprocess.Popen([vnet, "--state-dir", state, "server", "--no-etcd",
+                                   "--listen", f"127.0.0.1:{self.port}"],
+                                  stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        self.url = f"http://127.0.0.1:{self.port}"
+        token_file = os.path.join(state, "api.token")
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with open(token_file) as f:
+                    self.token = f.readline().strip().split(":", 1)[-1]
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                break
+            except OSError:
+                if self.p.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("vnet server did not start: " + self.output())
+                time.sleep(0.1)
+        self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=300)
+
+    def put(self, name, body):
+        """PUTs a spec; returns the wall time of the request and its answer."""
+        t = time.monotonic()
+        self.conn.request("PUT", f"/api/v1/infras/{name}", body=body,
+                          headers={"Content-Type": "application/yaml", "Authorization": "Bearer " + self.token})
+        r = self.conn.getresponse()
+        data = r.read()
+        dt = time.monotonic() - t
+        if r.status != 200:
+            raise RuntimeError(f"PUT {name}: {r.status} {data.decode(errors='replace')}")
+        return dt, json.loads(data)
+
+    def output(self):
+        self.log.seek(0)
+        return self.log.read()
+
+    def stop(self):
+        self.conn.close()
+        self.p.send_signal(signal.SIGTERM)
+        try:
+            self.p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
+
+
+def measure(vnet, raw, n, changes, quiet, cpuprofile, trace):
+    tag = f"w{os.getpid() % 100000}n{n}"
+    name = "wrm" + tag
+    state = os.path.realpath(os.path.join("/tmp", "vnet-warm." + tag))
+    os.makedirs(state, exist_ok=True)
+    path = os.path.join(state, "spec.yaml")
+    vms = [(f"vm{i}", ip(i), "h1") for i in range(1, n + 1)]
+    extra = f"vm{n + 1}"
+
+    def write(vm_list):
+        text = spec(name, vm_list)
+        with open(path, "w") as f:
+            f.write(text)
+        return text
+
+    def cli(vm_list, *client):
+        write(vm_list)
+        return run([vnet, "--state-dir", state, *client, "apply", path])[0]
+
+    times = {w: {"add": [], "change": [], "remove": []} for w in WAYS}
+    srv = None
+    try:
+        cli(vms)
+        waited = wait_quiet(quiet, f"vnet's first apply of {n} VMs")
+        srv = Server(vnet, state, cpuprofile, trace)
+        steps = {
+            "cli": lambda v: cli(v),
+            "server": lambda v: cli(v, "--server", srv.url),
+            "api": lambda v: srv.put(name, write(v))[0],
+        }
+        srv.put(name, write(vms))  # the server's first request reads what it keeps
+        for k in range(changes):
+            for way, step in steps.items():
+                times[way]["add"].append(step(vms + [(extra, ip(n + 1), "h1")]))
+                times[way]["change"].append(step(vms + [(extra, ip(n + 2 + k), "h1")]))
+                times[way]["remove"].append(step(vms))
+        # What the warm path applied is what the kernel has.
+        _, res = srv.put(name, write(vms))
+        if res.get("changes"):
+            raise RuntimeError(f"a no-op apply through the API after the changes planned {res['changes']} changes")
+        st = json.loads(run([vnet, "--state-dir", state, "status", "-o", "json", name])[2].stdout)
+        if vm_count(st) != n:
+            raise RuntimeError(f"status after the changes shows {vm_count(st)} VMs, the spec {n}")
+        print(f"N={n}: waited {waited:.1f} s for a quiet kernel; status after the changes: {n} VMs", flush=True)
+    finally:
+        if srv:
+            srv.stop()
+            if trace:
+                print(srv.output())
+        subprocess.run([vnet, "--state-dir", state, "destroy", name], capture_output=True)
+        shutil.rmtree(state, ignore_errors=True)
+    try:
+        raw.timed("up", str(n))
+        wait_quiet(quiet, f"raw netlink's {n} VMs")
+        i = n + 1
+        for k in range(changes):
+            times["raw"]["add"].append(raw.timed("add", str(i), ip(i)))
+            times["raw"]["change"].append(raw.timed("addr", str(i), ip(n + 2 + k)))
+            times["raw"]["remove"].append(raw.timed("rm", str(i)))
+    finally:
+        raw.cleanup()
+    return {w: {op: statistics.median(v) for op, v in ops.items()} for w, ops in times.items()}
+
+
+def vm_count(st):
+    """The number of VMs JSON status shows."""
+    infra = st[0] if isinstance(st, list) else st
+    return len(infra.get("vms") or [])
+
+
+def report(results):
+    print(f"\n{'N':>6} {'change':<8}" + "".join(f"{w:>10}" for w in WAYS) + "".join(f"{w + '/raw':>12}" for w in WAYS[:3])
+          + f"{'cli/api':>10}")
+    for n, r in results.items():
+        for op in ("add", "change", "remove"):
+            row = f"{n:>6} {op:<8}" + "".join(f"{r[w][op] * 1000:>8.1f}ms" for w in WAYS)
+            row += "".join(f"{r[w][op] / r['raw'][op]:>11.1f}x" for w in WAYS[:3])
+            row += f"{r['cli'][op] / r['api'][op]:>9.1f}x"
+            print(row)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--vnet", default="bin/vnet")
+    ap.add_argument("--sizes", default="100,1000")
+    ap.add_argument("--changes", type=int, default=20)
+    ap.add_argument("--quiet", type=float, default=120)
+    ap.add_argument("--cpuprofile", help="the server's CPU profile at the largest N")
+    ap.add_argument("--trace", action="store_true", help="print the server's VNET_TRACE lines")
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("warm.py: needs root")
+    signal.signal(signal.SIGTERM, terminate)
+    signal.signal(signal.SIGHUP, terminate)
+    vnet = os.path.abspath(a.vnet)
+    raw_exe = build_raw()
+    sizes = [int(s) for s in a.sizes.split(",")]
+    print(f"machine: {os.cpu_count()} CPUs; vnet {run([vnet, '--version'])[2].stdout.strip()}")
+    results = {}
+    try:
+        for n in sizes:
+            raw = Raw(raw_exe, f"w{os.getpid() % 100000}r{n}")
+            with open(LOCK, "a") as lk:
+                fcntl.flock(lk, fcntl.LOCK_EX)
+                try:
+                    prof = os.path.abspath(a.cpuprofile) if a.cpuprofile and n == sizes[-1] else None
+                    results[n] = measure(vnet, raw, n, a.changes, a.quiet, prof, a.trace)
+                finally:
+                    fcntl.flock(lk, fcntl.LOCK_UN)
+    finally:
+        shutil.rmtree(os.path.dirname(raw_exe), ignore_errors=True)
+    report(results)
+
+
+if __name__ == "__main__":
+    main()

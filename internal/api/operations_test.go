@@ -1,0 +1,151 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vnet-project/vnet/internal/history"
+	"github.com/vnet-project/vnet/internal/service"
+)
+
+// The operations after an apply through the API, over etcd: each change
+// keeps its entry naming the token and the client; a diff, a rollback, the
+// applied spec, a snapshot and its restore answer as the service does,
+// through the routes and through Remote, the CLI's way to a server.
+func TestOperationsThroughAPI(t *testing.T) {
+	s, _, _ := clusterServer(t)
+	changed := strings.Replace(clusterSpec, "10.20.0.2/24", "10.20.0.3/24", 1)
+	for _, spec := range []string{clusterSpec, changed} {
+		if w, _ := s.do(t, req{method: "PUT", path: "/api/v1/infras/c1", body: spec, ctype: "application/yaml", token: testToken, remote: "192.0.2.77:5555"}); w.Code != 200 {
+			t.Fatalf("apply: %d %s", w.Code, w.Body)
+		}
+	}
+	var h service.HistoryResult
+	getJSON(t, s, "/api/v1/infras/c1/history", &h)
+	if len(h.Entries) != 2 || h.Current != 2 || h.Entries[1].Who != "alice" || h.Entries[1].Via != history.API ||
+		h.Entries[1].Remote != "192.0.2.77:5555" || h.Entries[1].Summary != "~1 vNIC (ip)" {
+		t.Fatalf("history: %+v", h)
+	}
+	if w, _ := s.do(t, req{method: "GET", path: "/api/v1/infras/c1/history/1", remote: "127.0.0.1:1"}); w.Code != 200 || !strings.Contains(w.Body.String(), `10.20.0.2/24`) {
+		t.Errorf("generation 1: %d %s", w.Code, w.Body)
+	}
+
+	var d service.DiffResult
+	if w, _ := s.do(t, req{method: "POST", path: "/api/v1/infras/c1/diff", body: clusterSpec, ctype: "application/yaml"}); w.Code != 200 ||
+		json.Unmarshal(w.Body.Bytes(), &d) != nil || d.Equal() || d.Summary != "~1 vNIC (ip)" {
+		t.Errorf("diff with a body: %d %s", w.Code, w.Body)
+	}
+	if w, _ := s.do(t, req{method: "POST", path: "/api/v1/infras/c1/diff?from=1&to=1"}); w.Code != 200 || !strings.Contains(w.Body.String(), `"changes": []`) {
+		t.Errorf("diff of a generation with itself: %d %s", w.Code, w.Body)
+	}
+
+	if w, _ := s.do(t, req{method: "POST", path: "/api/v1/infras/c1/rollback"}); w.Code != 401 {
+		t.Errorf("a rollback without a token: %d", w.Code)
+	}
+	var rb service.RollbackResult
+	w, _ := s.do(t, req{method: "POST", path: "/api/v1/infras/c1/rollback", token: testToken})
+	if w.Code != 200 || json.Unmarshal(w.Body.Bytes(), &rb) != nil || rb.To != 1 || rb.Stored.Generation != 3 {
+		t.Fatalf("rollback: %d %s", w.Code, w.Body)
+	}
+	evs, _ := s.be.Events(context.Background(), "c1", 10)
+	if len(evs) == 0 || evs[0].Action != "rollback" || evs[0].Who != "alice" {
+		t.Errorf("the rollback's event: %+v", evs)
+	}
+
+	w, _ = s.do(t, req{method: "GET", path: "/api/v1/infras/c1/spec"})
+	if w.Code != 200 || !strings.Contains(w.Body.String(), `"macs"`) {
+		t.Errorf("applied spec: %d %s", w.Code, w.Body)
+	}
+	w, _ = s.do(t, req{method: "GET", path: "/api/v1/infras/c1/describe/vm/vm2"})
+	if w.Code != 200 || !strings.Contains(w.Body.String(), `"host": "hv2"`) {
+		t.Errorf("describe: %d %s", w.Code, w.Body)
+	}
+	for path, code := range map[string]int{
+		"/api/v1/infras/c1/describe/switch/dvs0": 400,
+		"/api/v1/infras/c1/describe/vm/nobody":   404,
+		"/api/v1/infras/c1/history/0":            400,
+		"/api/v1/infras/c1/history/9":            404,
+		"/api/v1/infras/zz/history":              404,
+	} {
+		if w, _ := s.do(t, req{method: "GET", path: path}); w.Code != code {
+			t.Errorf("GET %s: %d, want %d: %s", path, w.Code, code, w.Body)
+		}
+	}
+
+	// Retention: open to read, a change needs a token, a bad one is 400.
+	if w, _ := s.do(t, req{method: "PUT", path: "/api/v1/history/retention", body: `{"max_entries": 2}`}); w.Code != 401 {
+		t.Errorf("retention without a token: %d", w.Code)
+	}
+	if w, _ := s.do(t, req{method: "PUT", path: "/api/v1/history/retention", body: `{"max_entries": -1}`, token: testToken}); w.Code != 400 {
+		t.Errorf("a bad retention: %d %s", w.Code, w.Body)
+	}
+	if w, _ := s.do(t, req{method: "PUT", path: "/api/v1/history/retention", body: `{"max_entries": 2, "max_age": "30d"}`, token: testToken}); w.Code != 200 {
+		t.Errorf("retention: %d %s", w.Code, w.Body)
+	}
+	if w, _ := s.do(t, req{method: "GET", path: "/api/v1/history/retention"}); w.Body.String() != "{\n  \"max_entries\": 2,\n  \"max_age\": \"30d\"\n}\n" {
+		t.Errorf("retention read back: %s", w.Body)
+	}
+	getJSON(t, s, "/api/v1/infras/c1/history", &h)
+	if len(h.Entries) != 2 {
+		t.Errorf("after retention 2: %d entries", len(h.Entries))
+	}
+
+	// Through Remote, as the CLI with --server.
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	c, err := NewClient(srv.URL, testToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rem := &Remote{C: c}
+	ctx := context.Background()
+	snap, err := rem.Snapshot(ctx, "c1")
+	if err != nil || snap.Generation != 3 || len(snap.Allocations.MACs) != 2 {
+		t.Fatalf("snapshot: %+v, %v", snap, err)
+	}
+	if _, err := rem.Restore(ctx, snap, service.RestoreOptions{}); !errors.Is(err, service.ErrConflict) && !strings.Contains(err.Error(), "exists already") {
+		t.Errorf("restore where it exists: %v", err)
+	}
+	if _, err := rem.Destroy(ctx, "c1", service.DestroyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := rem.Restore(ctx, snap, service.RestoreOptions{})
+	if err != nil || res.Stored == nil || res.Stored.Generation != 1 {
+		t.Fatalf("restore: %+v, %v", res, err)
+	}
+	if d, err := rem.Diff(ctx, "c1", service.DiffRequest{From: 1}); err != nil || !d.Equal() {
+		t.Errorf("diff through Remote: %+v, %v", d, err)
+	}
+	file := filepath.Join(t.TempDir(), "c1.yaml")
+	os.WriteFile(file, []byte(clusterSpec), 0o644)
+	if _, err := rem.Diff(ctx, "c1", service.DiffRequest{From: 1, Source: &service.Source{File: file}}); !errors.Is(err, service.ErrInvalid) {
+		t.Errorf("a bad diff request through Remote: %v", err)
+	}
+	if _, err := rem.Rollback(ctx, "c1", service.RollbackOptions{Apply: service.ApplyOptions{Wait: 1}}); !errors.Is(err, service.ErrInvalid) {
+		t.Errorf("--wait through a server: %v", err)
+	}
+	hr, err := rem.History(ctx, "c1")
+	if err != nil || hr.Entries[len(hr.Entries)-1].Verb != history.Restore {
+		t.Errorf("history through Remote: %+v, %v", hr, err)
+	}
+	if w, _ := s.do(t, req{method: "POST", path: "/api/v1/restore", body: "format: something\n", ctype: "application/yaml", token: testToken}); w.Code != 400 {
+		t.Errorf("a bad snapshot: %d %s", w.Code, w.Body)
+	}
+}
+
+func getJSON(t *testing.T, s *Server, path string, v any) {
+	t.Helper()
+	w, _ := s.do(t, req{method: "GET", path: path})
+	if w.Code != 200 {
+		t.Fatalf("GET %s: %d %s", path, w.Code, w.Body)
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), v); err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+}

@@ -1,0 +1,338 @@
+package store
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/vnet-project/vnet/internal/history"
+)
+
+// HistoryStore keeps each infrastructure's history (history.Entry): an
+// entry per change, with the spec stored after it, bounded by the
+// store's retention. Entries outlive their infrastructure's record, so a
+// destroyed infrastructure's history still lists what it was and a
+// rollback can bring it back.
+type HistoryStore interface {
+	// AppendHistory keeps e, giving it the next Seq of its infrastructure
+	// (and At, when zero), then drops what the retention no longer keeps,
+	// e's generation being the current one. It returns e as kept.
+	AppendHistory(e history.Entry) (history.Entry, error)
+	// HistoryHeads lists an infrastructure's entries without their specs,
+	// oldest first; none is not an error.
+	HistoryHeads(infra string) ([]history.Entry, error)
+	// HistoryEntry is one entry with its spec; an entry the history does
+	// not keep is history.ErrNotFound.
+	HistoryEntry(infra string, seq int) (history.Entry, error)
+	// HistoryRetention is how many entries, and of what age, the store
+	// keeps; SetHistoryRetention changes it and prunes every history to it.
+	HistoryRetention() (history.Retention, error)
+	SetHistoryRetention(r history.Retention) error
+}
+
+var _ HistoryStore = (*Bolt)(nil)
+
+// In the local store, the history is a bucket of its own, with a bucket
+// per infrastructure holding, per entry, its head (the entry without its
+// spec, JSON) and its spec, apart so that a listing reads no spec:
+//
+//	history/<infra>/h<seq, 8 bytes big-endian>   head
+//	history/<infra>/s<seq, 8 bytes big-endian>   spec (EncodeHistorySpec)
+//
+// The infrastructure's bucket's sequence is the last Seq given, which
+// never goes back, whatever pruning removed.
+var (
+	historyBucket = []byte("history")
+	retentionKey  = []byte("history-retention")
+)
+
+func historyKey(kind byte, seq int) []byte {
+	return binary.BigEndian.AppendUint64([]byte{kind}, uint64(seq))
+}
+
+// AppendHistory keeps an entry in one transaction of its own, made after
+// the record's: should the process die between the two, the record's
+// generation has no entry, which a listing shows (see service).
+func (b *Bolt) AppendHistory(e history.Entry) (history.Entry, error) {
+	if e.At.IsZero() {
+		e.At = time.Now().UTC()
+	}
+	if err := checkEntry(e); err != nil {
+		return e, err
+	}
+	spec := EncodeHistorySpec(e.Spec)
+	write := func(tx *bolt.Tx) error {
+		infra, err := historyOf(tx, e.Infra, true)
+		if err != nil {
+			return err
+		}
+		if err := infra.SetSequence(infra.Sequence() + 1); err != nil {
+			return err
+		}
+		e.Seq = int(infra.Sequence())
+		head, err := json.Marshal(e.Head())
+		if err != nil {
+			return err
+		}
+		if err := infra.Put(historyKey('h', e.Seq), head); err != nil {
+			return err
+		}
+		if len(e.Spec) > 0 {
+			if err := infra.Put(historyKey('s', e.Seq), spec); err != nil {
+				return err
+			}
+		}
+		r, err := retentionIn(tx)
+		if err != nil {
+			return err
+		}
+		return pruneHistory(infra, e.Infra, r, e.Generation)
+	}
+	return e, b.updateHistory(write)
+}
+
+// updateHistory makes a write of the history in state.db and its good
+// copy. A history's write is not taken back from state.db when the copy
+// cannot take it: the copy is removed, as after a deletion, and the next
+// write makes it anew, since an entry describes a change the record
+// already holds.
+func (b *Bolt) updateHistory(write func(*bolt.Tx) error) error {
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	kept, err := b.update(fileWrite{file: func(tx *bolt.Tx, _ *undoLog) error { return write(tx) }, mirror: write})
+	b.goodWritten(kept)
+	return err
+}
+
+// checkEntry refuses an entry no history should hold.
+func checkEntry(e history.Entry) error {
+	if err := checkInfraName(e.Infra); err != nil {
+		return err
+	}
+	e.Seq = 1 // given by the store
+	return e.Validate()
+}
+
+func checkInfraName(name string) error {
+	if name == "" || len(name) > 255 {
+		return fmt.Errorf("history of %q: %w: not an infrastructure name", name, history.ErrInvalid)
+	}
+	return nil
+}
+
+// historyOf is an infrastructure's history bucket; nil (with create false)
+// when it has none.
+func historyOf(tx *bolt.Tx, infra string, create bool) (*bolt.Bucket, error) {
+	if !create {
+		top := tx.Bucket(historyBucket)
+		if top == nil {
+			return nil, nil
+		}
+		return top.Bucket([]byte(infra)), nil
+	}
+	top, err := tx.CreateBucketIfNotExists(historyBucket)
+	if err != nil {
+		return nil, err
+	}
+	return top.CreateBucketIfNotExists([]byte(infra))
+}
+
+// pruneHistory drops the entries r no longer keeps, current being the
+// infrastructure's generation now.
+func pruneHistory(infra *bolt.Bucket, name string, r history.Retention, current int) error {
+	heads, err := headsIn(infra, name)
+	if err != nil {
+		return err
+	}
+	_, dropped := r.Prune(heads, current, time.Now())
+	for _, d := range dropped {
+		if err := infra.Delete(historyKey('h', d.Seq)); err != nil {
+			return err
+		}
+		if err := infra.Delete(historyKey('s', d.Seq)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// headsIn decodes every head of a history bucket, in Seq order.
+func headsIn(infra *bolt.Bucket, name string) ([]history.Entry, error) {
+	var out []history.Entry
+	c := infra.Cursor()
+	for k, v := c.Seek([]byte{'h'}); k != nil && k[0] == 'h'; k, v = c.Next() {
+		e, err := DecodeHistoryHead(name, v)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// HistoryHeads lists an infrastructure's entries without their specs.
+func (b *Bolt) HistoryHeads(infra string) ([]history.Entry, error) {
+	var out []history.Entry
+	err := b.view(func(tx *bolt.Tx) error {
+		h, err := historyOf(tx, infra, false)
+		if err != nil || h == nil {
+			return err
+		}
+		out, err = headsIn(h, infra)
+		return err
+	})
+	return out, err
+}
+
+// HistoryEntry is one entry with its spec.
+func (b *Bolt) HistoryEntry(infra string, seq int) (history.Entry, error) {
+	var e history.Entry
+	err := b.view(func(tx *bolt.Tx) error {
+		h, err := historyOf(tx, infra, false)
+		if err != nil {
+			return err
+		}
+		var head []byte
+		if h != nil {
+			head = h.Get(historyKey('h', seq))
+		}
+		if head == nil {
+			return fmt.Errorf("%s entry %d: %w", infra, seq, history.ErrNotFound)
+		}
+		if e, err = DecodeHistoryHead(infra, head); err != nil {
+			return err
+		}
+		if v := h.Get(historyKey('s', seq)); v != nil {
+			e.Spec, err = DecodeHistorySpec(v)
+		}
+		return err
+	})
+	return e, err
+}
+
+// HistoryRetention is the store's retention; the zero value (the default)
+// when none was set.
+func (b *Bolt) HistoryRetention() (history.Retention, error) {
+	var r history.Retention
+	err := b.view(func(tx *bolt.Tx) (err error) {
+		r, err = retentionIn(tx)
+		return err
+	})
+	return r, err
+}
+
+func retentionIn(tx *bolt.Tx) (history.Retention, error) {
+	var r history.Retention
+	mb := tx.Bucket(metaBucket)
+	if mb == nil {
+		return r, nil
+	}
+	return DecodeRetention(mb.Get(retentionKey))
+}
+
+// SetHistoryRetention keeps r as the store's retention and prunes every
+// history to it, in one transaction.
+func (b *Bolt) SetHistoryRetention(r history.Retention) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	v, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	write := func(tx *bolt.Tx) error {
+		mb, err := tx.CreateBucketIfNotExists(metaBucket)
+		if err != nil {
+			return err
+		}
+		if err := mb.Put(retentionKey, v); err != nil {
+			return err
+		}
+		top := tx.Bucket(historyBucket)
+		if top == nil {
+			return nil
+		}
+		return top.ForEachBucket(func(name []byte) error {
+			current := 0
+			if rec := tx.Bucket(bucket).Get(name); rec != nil {
+				if h, err := decodeHead(string(name), rec); err == nil {
+					current = h.Generation
+				}
+			}
+			return pruneHistory(top.Bucket(name), string(name), r, current)
+		})
+	}
+	return b.updateHistory(write)
+}
+
+// DecodeRetention reads a stored retention; nothing stored is the default.
+func DecodeRetention(v []byte) (history.Retention, error) {
+	var r history.Retention
+	if len(v) == 0 {
+		return r, nil
+	}
+	if err := json.Unmarshal(v, &r); err != nil {
+		return r, fmt.Errorf("history retention: %w", err)
+	}
+	return r, r.Validate()
+}
+
+// DecodeHistoryHead reads an entry's head as a store keeps it, checked.
+func DecodeHistoryHead(infra string, v []byte) (history.Entry, error) {
+	var e history.Entry
+	if err := json.Unmarshal(v, &e); err != nil {
+		return e, fmt.Errorf("history of %s: damaged entry: %w", infra, err)
+	}
+	if e.Infra != infra {
+		return e, fmt.Errorf("history of %s: an entry of %q: %w", infra, e.Infra, history.ErrInvalid)
+	}
+	return e, e.Validate()
+}
+
+// A history entry's spec is kept as it was stored, compressed once it is
+// large (most of a large spec's bytes repeat):
+//
+//	0x00, the spec
+//	0x01, uvarint length, zstd frame of the spec
+const (
+	specPlain      = 0x00
+	specCompressed = 0x01
+	// compressSpecAbove is the spec size from which it is compressed.
+	compressSpecAbove = 4 << 10
+)
+
+// EncodeHistorySpec makes the value a history entry's spec is kept as.
+func EncodeHistorySpec(spec []byte) []byte {
+	if len(spec) <= compressSpecAbove {
+		return append([]byte{specPlain}, spec...)
+	}
+	v := binary.AppendUvarint([]byte{specCompressed}, uint64(len(spec)))
+	return recordEncoder().EncodeAll(spec, v)
+}
+
+// DecodeHistorySpec reads what EncodeHistorySpec made, allocating no more
+// than the value says it holds, and at most MaxValuePayload.
+func DecodeHistorySpec(v []byte) ([]byte, error) {
+	if len(v) == 0 {
+		return nil, errors.New("history spec: damaged: empty")
+	}
+	switch v[0] {
+	case specPlain:
+		return append([]byte(nil), v[1:]...), nil
+	case specCompressed:
+		size, n := binary.Uvarint(v[1:])
+		if n <= 0 || size > MaxValuePayload {
+			return nil, errors.New("history spec: damaged: no length, or above what a spec may hold")
+		}
+		out, err := recordDecoder().DecodeAll(v[1+n:], make([]byte, 0, size))
+		if err != nil || uint64(len(out)) != size {
+			return nil, fmt.Errorf("history spec: damaged: %d bytes of the %d it says (%v)", len(out), size, err)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("history spec: form %d, which this build of vnet does not read: written by a newer vnet?", v[0])
+}

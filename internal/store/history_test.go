@@ -1,0 +1,196 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/vnet-project/vnet/internal/history"
+)
+
+func entry(infra string, gen int, verb history.Verb) history.Entry {
+	e := history.Entry{Infra: infra, Generation: gen, Verb: verb, Who: "alice@hv1", Via: history.CLI, Summary: fmt.Sprintf("gen %d", gen)}
+	if verb.ChangesSpec() || verb == history.Destroy {
+		e.Spec = history.Text(fmt.Sprintf("name: %s # %d\n", infra, gen))
+	}
+	return e
+}
+
+func seqsOf(es []history.Entry) string {
+	var s []string
+	for _, e := range es {
+		s = append(s, fmt.Sprint(e.Seq))
+	}
+	return strings.Join(s, " ")
+}
+
+// A history is kept per infrastructure, bounded by the store's retention,
+// and read back whole by a store opened afresh (a later command, a
+// restarted server).
+func TestBoltHistoryBoundedAndDurable(t *testing.T) {
+	dir := t.TempDir()
+	b, err := OpenBolt(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetHistoryRetention(history.Retention{MaxEntries: 3}); err != nil {
+		t.Fatal(err)
+	}
+	for gen := 1; gen <= 5; gen++ {
+		e, err := b.AppendHistory(entry("demo", gen, history.Apply))
+		if err != nil || e.Seq != gen || e.At.IsZero() {
+			t.Fatalf("append %d: %+v, %v", gen, e, err)
+		}
+	}
+	if _, err := b.AppendHistory(entry("other", 1, history.Apply)); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+
+	again, err := OpenBolt(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	heads, err := again.HistoryHeads("demo")
+	if err != nil || seqsOf(heads) != "3 4 5" {
+		t.Fatalf("heads after reopening: %q, %v; want 3 4 5", seqsOf(heads), err)
+	}
+	for _, h := range heads {
+		if h.Spec != nil {
+			t.Errorf("a head carries its spec: %+v", h)
+		}
+	}
+	e, err := again.HistoryEntry("demo", 4)
+	if err != nil || string(e.Spec) != "name: demo # 4\n" || e.Summary != "gen 4" {
+		t.Errorf("entry 4: %+v, %v", e, err)
+	}
+	if _, err := again.HistoryEntry("demo", 1); !errors.Is(err, history.ErrNotFound) {
+		t.Errorf("a pruned entry: %v", err)
+	}
+	if other, _ := again.HistoryHeads("other"); seqsOf(other) != "1" {
+		t.Errorf("the other infrastructure's history: %q", seqsOf(other))
+	}
+	if none, err := again.HistoryHeads("nothing"); err != nil || len(none) != 0 {
+		t.Errorf("an unknown infrastructure: %v, %v", none, err)
+	}
+	// Sequence numbers never go back, whatever was pruned.
+	if e, _ := again.AppendHistory(entry("demo", 6, history.Apply)); e.Seq != 6 {
+		t.Errorf("next seq %d, want 6", e.Seq)
+	}
+	// A smaller retention prunes every history at once, keeping each
+	// one's current generation.
+	if err := again.Put(&Record{Name: "demo", Generation: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if err := again.SetHistoryRetention(history.Retention{MaxEntries: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if heads, _ := again.HistoryHeads("demo"); seqsOf(heads) != "5" {
+		t.Errorf("after retention 1: %q, want the current generation's entry 5", seqsOf(heads))
+	}
+	if r, err := again.HistoryRetention(); err != nil || r.MaxEntries != 1 {
+		t.Errorf("retention: %+v, %v", r, err)
+	}
+	if err := again.SetHistoryRetention(history.Retention{MaxEntries: -1}); !errors.Is(err, history.ErrInvalid) {
+		t.Errorf("a negative retention: %v", err)
+	}
+	// The good copy has the history too: recovery keeps it.
+	if err := verifyGoodHistory(dir); err != nil {
+		t.Error(err)
+	}
+}
+
+func verifyGoodHistory(dir string) error {
+	db, err := bolt.Open(dir+"/"+goodFile, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return db.View(func(tx *bolt.Tx) error {
+		h, _ := historyOf(tx, "demo", false)
+		if h == nil || h.Get(historyKey('h', 5)) == nil {
+			return errors.New("the good copy lacks the history")
+		}
+		return nil
+	})
+}
+
+func TestBoltHistoryByAge(t *testing.T) {
+	b, err := OpenBolt(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetHistoryRetention(history.Retention{MaxAge: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	old := entry("demo", 1, history.Apply)
+	old.At = time.Now().Add(-2 * time.Hour)
+	b.AppendHistory(old)
+	b.AppendHistory(entry("demo", 2, history.Apply))
+	if heads, _ := b.HistoryHeads("demo"); seqsOf(heads) != "2" {
+		t.Errorf("heads %q, want the entry younger than an hour", seqsOf(heads))
+	}
+}
+
+func TestBoltHistoryRefusesBadEntries(t *testing.T) {
+	b, err := OpenBolt(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, e := range map[string]history.Entry{
+		"no infra": {Verb: history.Apply, Via: history.CLI},
+		"verb":     {Infra: "demo", Verb: "explode", Via: history.CLI},
+		"face":     {Infra: "demo", Verb: history.Apply, Via: "telepathy"},
+	} {
+		if _, err := b.AppendHistory(e); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestHistorySpecEncoding(t *testing.T) {
+	large := bytes.Repeat([]byte("  - {name: net0001, subnet: 10.0.0.0/24}\n"), 5000)
+	for _, spec := range [][]byte{nil, []byte("name: demo\n"), large} {
+		v := EncodeHistorySpec(spec)
+		back, err := DecodeHistorySpec(v)
+		if err != nil || !bytes.Equal(back, spec) {
+			t.Errorf("%d bytes: %v", len(spec), err)
+		}
+	}
+	if v := EncodeHistorySpec(large); len(v) > len(large)/10 {
+		t.Errorf("a repetitive spec of %d bytes is kept as %d", len(large), len(v))
+	}
+	for name, v := range map[string][]byte{
+		"empty":          {},
+		"unknown form":   {7, 'x'},
+		"huge length":    {specCompressed, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f},
+		"not zstd":       append([]byte{specCompressed, 10}, "garbage!!!"...),
+		"wrong length":   append([]byte{specCompressed, 3}, EncodeHistorySpec(large)[3:]...),
+		"truncated zstd": EncodeHistorySpec(large)[:40],
+	} {
+		if _, err := DecodeHistorySpec(v); err == nil {
+			t.Errorf("%s: decoded", name)
+		}
+	}
+}
+
+func TestDecodeHistoryHead(t *testing.T) {
+	for name, v := range map[string]string{
+		"not JSON":       `{"infra":`,
+		"another infra":  `{"infra":"other","seq":1,"verb":"apply","via":"cli"}`,
+		"unknown verb":   `{"infra":"demo","seq":1,"verb":"explode","via":"cli"}`,
+		"negative seq":   `{"infra":"demo","seq":-1,"verb":"apply","via":"cli"}`,
+		"negative gen":   `{"infra":"demo","seq":1,"generation":-4,"verb":"apply","via":"cli"}`,
+		"unknown face":   `{"infra":"demo","seq":1,"verb":"apply","via":"fax"}`,
+		"wrong type seq": `{"infra":"demo","seq":"1","verb":"apply","via":"cli"}`,
+	} {
+		if _, err := DecodeHistoryHead("demo", []byte(v)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# What the test suite uses beyond Go, installed from Debian when missing:
+# iperf3 and sockperf (the benchmarks' peers), chromium (the lab report and
+# the dashboard), etcd (the 3-member cluster test), Graphviz (reading the
+# topology's dot), a C toolchain with autoconf, automake and texinfo (to
+# build netperf 2.7.1 from ../shared/peers), flent with fping (the netperf
+# interop tests), the CNI plugins, podman, runc and a static busybox (the
+# container runtime tests), and QEMU with a kernel image for the guest test when the
+# machine has none in /boot (a container or a microVM).
+#
+# Without root or apt-get it installs nothing: it names what is missing and
+# the tests that need it skip, each saying why in the suite's summary.
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+
+packages=(iperf3 sockperf iproute2 util-linux chromium etcd-server graphviz gcc make autoconf automake texinfo flent fping
+  containernetworking-plugins podman runc busybox-static)
+need=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+done
+# QEMU and a kernel without recommends: the guest test needs no more.
+bare=()
+command -v qemu-system-x86_64 >/dev/null || bare+=(qemu-system-x86)
+compgen -G '/boot/vmlinuz-*' >/dev/null || bare+=(linux-image-amd64)
+
+if [ ${#need[@]} -eq 0 ] && [ ${#bare[@]} -eq 0 ]; then
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
+  echo "deps: not installing (needs root and apt-get); missing: ${need[*]} ${bare[*]}" >&2
+  echo "deps: the tests that use them will skip and say so at the end" >&2
+  exit 0
+fi
+echo "deps: installing ${need[*]} ${bare[*]}" >&2
+apt-get update -qq
+if [ ${#need[@]} -gt 0 ]; then
+  apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+if [ ${#bare[@]} -gt 0 ]; then
+  apt-get install -y -qq --no-install-recommends "${bare[@]}" >/dev/null
+fi

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"time"
 
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/skel"
@@ -146,7 +147,20 @@ func describe(r *current.Result, a *service.AttachResult, sandbox string, fromIP
 // delegated IPAM plugin gave it. It succeeds for a container never added,
 // twice, and after its namespace is gone.
 func cmdDel(args *skel.CmdArgs) error {
-	conf, err := loadConf(args.StdinData, false)
+	return withBackend(args.StdinData, func(ctx context.Context, conf *NetConf, wait time.Duration, b backend) error {
+		_, err := b.Detach(ctx, service.DetachRequest{Infra: conf.Infra, Container: args.ContainerID, Ifname: args.IfName, CNI: conf.Name, Wait: wait})
+		if err != nil && !errors.Is(err, service.ErrNotFound) {
+			return cniError("detach from "+conf.Infra, err)
+		}
+		return ipamDel(ctx, conf, args.StdinData)
+	})
+}
+
+// withBackend runs use with the configuration (which need not name a port
+// group or network), its wait, a context bounded by it, and the back end
+// it names.
+func withBackend(stdin []byte, use func(ctx context.Context, conf *NetConf, wait time.Duration, b backend) error) error {
+	conf, err := loadConf(stdin, false)
 	if err != nil {
 		return err
 	}
@@ -158,11 +172,7 @@ func cmdDel(args *skel.CmdArgs) error {
 		return cniError("open "+conf.Infra, err)
 	}
 	defer b.Close()
-	_, err = b.Detach(ctx, service.DetachRequest{Infra: conf.Infra, Container: args.ContainerID, Ifname: args.IfName, CNI: conf.Name, Wait: wait})
-	if err != nil && !errors.Is(err, service.ErrNotFound) {
-		return cniError("detach from "+conf.Infra, err)
-	}
-	return ipamDel(ctx, conf, args.StdinData)
+	return use(ctx, conf, wait, b)
 }
 
 // cmdCheck checks that the container's vNIC is as its ADD left it: in the
@@ -233,33 +243,23 @@ func matchPrev(prev *current.Result, a *service.AttachResult) error {
 // longer uses, gives back their addresses to a delegated IPAM plugin, and
 // lets that plugin collect its own.
 func cmdGC(args *skel.CmdArgs) error {
-	conf, err := loadConf(args.StdinData, false)
-	if err != nil {
-		return err
-	}
-	wait, _ := conf.wait()
-	ctx, cancel := conf.context()
-	defer cancel()
-	b, err := open(conf)
-	if err != nil {
-		return cniError("open "+conf.Infra, err)
-	}
-	defer b.Close()
-	req := service.CollectRequest{Infra: conf.Infra, CNI: conf.Name, Wait: wait}
-	for _, k := range conf.ValidAttachments {
-		req.Keep = append(req.Keep, service.AttachmentKey{Container: k.ContainerID, Ifname: k.IfName})
-	}
-	if _, err := b.CollectAttachments(ctx, req); err != nil && !errors.Is(err, service.ErrNotFound) {
-		return cniError("collect "+conf.Name+"'s attachments in "+conf.Infra, err)
-	}
-	if conf.delegated() {
-		// An IPAM plugin of an older specification knows no GC: what it
-		// gave the vNICs taken out stays with it until their DEL.
-		if err := invoke.DelegateGC(ctx, conf.IPAM.Type, args.StdinData, nil); err != nil && !incompatible(err) {
-			return err
+	return withBackend(args.StdinData, func(ctx context.Context, conf *NetConf, wait time.Duration, b backend) error {
+		req := service.CollectRequest{Infra: conf.Infra, CNI: conf.Name, Wait: wait}
+		for _, k := range conf.ValidAttachments {
+			req.Keep = append(req.Keep, service.AttachmentKey{Container: k.ContainerID, Ifname: k.IfName})
 		}
-	}
-	return nil
+		if _, err := b.CollectAttachments(ctx, req); err != nil && !errors.Is(err, service.ErrNotFound) {
+			return cniError("collect "+conf.Name+"'s attachments in "+conf.Infra, err)
+		}
+		if conf.delegated() {
+			// An IPAM plugin of an older specification knows no GC: what it
+			// gave the vNICs taken out stays with it until their DEL.
+			if err := invoke.DelegateGC(ctx, conf.IPAM.Type, args.StdinData, nil); err != nil && !incompatible(err) {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // incompatible reports whether a delegated plugin refused the command for

@@ -41,9 +41,13 @@ func netperfCmd() *cobra.Command {
 				fmt.Fprintf(out, "Netperf version %s (%s)\n", netperf.NetperfVersion, versionLine())
 				return nil
 			case cfg.ListSelectors:
+				// netperf lists them and exits 1; so do scripts' checks.
 				netperf.WriteSelectorList(out, cfg.Output)
-				return nil
+				return exitError{code: exitFailure, msg: "netperf: the output selectors are listed above (netperf exits 1 here too)"}
 			}
+			// -d's lines and TCP_INFO go to stderr, away from the results.
+			cfg.Diag = cmd.ErrOrStderr()
+			cfg.DumpTCPInfo = os.Getenv("DUMP_TCP_INFO") != ""
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			rep, err := netperf.Execute(ctx, cfg, interimWriter(cfg, out))

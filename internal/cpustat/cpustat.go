@@ -21,6 +21,10 @@ type CPU struct {
 	Busy  uint64 // user+nice+system+irq+softirq+steal
 	Idle  uint64 // idle+iowait
 	Total uint64
+	// The kinds of time netperf reports apart (its CPU breakdown
+	// selectors): user (without nice), system, I/O wait, hardware and
+	// software interrupts.
+	User, System, IOWait, IRQ, SoftIRQ uint64
 }
 
 // Sample is the state of every CPU at one instant.
@@ -52,7 +56,8 @@ func Parse(r io.Reader) ([]CPU, error) {
 		// guest time is already counted in user.
 		idle := v[3] + v[4]
 		busy := v[0] + v[1] + v[2] + v[5] + v[6] + v[7]
-		out = append(out, CPU{Name: f[0], Busy: busy, Idle: idle, Total: busy + idle})
+		out = append(out, CPU{Name: f[0], Busy: busy, Idle: idle, Total: busy + idle,
+			User: v[0], System: v[2], IOWait: v[4], IRQ: v[5], SoftIRQ: v[6]})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
@@ -80,6 +85,15 @@ func Take() (Sample, error) {
 		ProcUser: time.Duration(ru.Utime.Nano()), ProcSys: time.Duration(ru.Stime.Nano())}, nil
 }
 
+// First is the sample of the first n CPUs alone (all of them when n is 0
+// or more than there are).
+func (s Sample) First(n int) Sample {
+	if n > 0 && n < len(s.CPUs) {
+		s.CPUs = s.CPUs[:n]
+	}
+	return s
+}
+
 // Usage is the CPU used between two samples.
 type Usage struct {
 	NumCPU  int       `json:"num_cpus"`
@@ -88,6 +102,13 @@ type Usage struct {
 	Cores   float64   `json:"cores_used"`      // Util/100 × NumCPU
 	Process float64   `json:"process_cores"`   // the process's own CPU time / elapsed
 	Elapsed float64   `json:"elapsed_s"`
+	// The breakdown, as netperf computes it: each kind's share of each
+	// CPU's time, averaged over the CPUs, 0-100.
+	User    float64 `json:"user_percent"`
+	System  float64 `json:"system_percent"`
+	IOWait  float64 `json:"iowait_percent"`
+	IRQ     float64 `json:"irq_percent"`
+	SoftIRQ float64 `json:"softirq_percent"`
 }
 
 // Between computes the usage from a to b.
@@ -103,6 +124,15 @@ func Between(a, b Sample) Usage {
 		busy += db
 		total += dt
 		u.PerCPU = append(u.PerCPU, pct(db, dt))
+		x, y := b.CPUs[i], a.CPUs[i]
+		u.User += pct(sub(x.User, y.User), dt)
+		u.System += pct(sub(x.System, y.System), dt)
+		u.IOWait += pct(sub(x.IOWait, y.IOWait), dt)
+		u.IRQ += pct(sub(x.IRQ, y.IRQ), dt)
+		u.SoftIRQ += pct(sub(x.SoftIRQ, y.SoftIRQ), dt)
+	}
+	if n := float64(len(u.PerCPU)); n > 0 {
+		u.User, u.System, u.IOWait, u.IRQ, u.SoftIRQ = u.User/n, u.System/n, u.IOWait/n, u.IRQ/n, u.SoftIRQ/n
 	}
 	u.Util = pct(busy, total)
 	u.Cores = u.Util / 100 * float64(u.NumCPU)

@@ -30,10 +30,10 @@ var globalOpts = map[byte]optKind{
 	'a': value, 'A': value, 'B': value, 'c': optionalRate, 'C': optionalRate, 'D': value, 'f': value, 'F': value, 'h': noValue,
 	'H': value, 'i': value, 'I': value, 'j': noValue, 'l': value, 'L': value, 'n': value, 'o': value, 'O': value, 'p': value,
 	'P': value, 'r': noValue, 's': value, 'S': noValue, 't': value, 'T': value, 'v': value, 'V': noValue, 'y': value, 'Y': value,
-	'Z': value, '4': noValue, '6': noValue,
-	// Debug output, no control connection, buffer dirtying, pacing and
-	// buffer rings.
-	'd': refused, 'N': refused, 'k': refused, 'K': refused, 'w': refused, 'W': refused, 'b': refused,
+	'Z': value, '4': noValue, '6': noValue, 'd': noValue, 'N': noValue, 'w': value, 'b': value, 'W': value,
+	// Buffer dirtying, which netperf has only when built with
+	// --enable-dirty.
+	'k': refused, 'K': refused,
 }
 
 // testOpts are the OMNI test's options, which the classic tests share in
@@ -41,14 +41,14 @@ var globalOpts = map[byte]optKind{
 var testOpts = map[byte]optKind{
 	'4': noValue, '6': noValue, 'c': noValue, 'd': value, 'D': noValue, 'e': value, 'h': noValue, 'H': value, 'k': optionalValue,
 	'K': value, 'L': value, 'm': value, 'M': value, 'n': noValue, 'N': noValue, 'o': optionalValue, 'O': optionalValue, 'P': value,
-	'r': value, 's': value, 'S': value, 't': value, 'T': value, 'u': value,
-	// Deferred accept, IP_PKTINFO, first bursts, TCP_CORK, path MTU
-	// discovery, fast open, socket debugging, MSS, parallel connections,
-	// write(), multicast TTL, port ranges, pacing, routing, never giving
-	// up, copy avoidance and buffer rings.
-	'a': refused, 'B': refused, 'b': refused, 'C': refused, 'f': refused, 'F': refused, 'g': refused, 'G': refused, 'i': refused,
-	'I': refused, 'j': refused, 'l': refused, 'p': refused, 'q': refused, 'R': refused, 'U': refused, 'V': refused, 'w': refused,
-	'W': refused,
+	'r': value, 's': value, 'S': value, 't': value, 'T': value, 'u': value, 'b': value, 'C': noValue, 'F': noValue, 'W': value,
+	'w': value, 'G': value, 'q': value,
+	// Deferred accept, IP_PKTINFO, path MTU discovery, socket debugging,
+	// a check interval (netperf 2.7 no longer has it), write(), parallel
+	// connections, multicast TTL, port ranges, routing, never giving up
+	// and copy avoidance.
+	'a': refused, 'B': refused, 'f': refused, 'g': refused, 'i': refused, 'I': refused, 'j': refused, 'l': refused,
+	'p': refused, 'R': refused, 'U': refused, 'V': refused,
 }
 
 // ParseArgs reads netperf's command line. Values may be glued to their
@@ -69,6 +69,14 @@ func ParseArgs(args []string) (*Config, error) {
 	}
 	if c.Version {
 		return c, nil
+	}
+	// A burst without an interval is a burst every millisecond, as in
+	// netperf.
+	if c.LocalBurst > 0 && c.LocalInterval == 0 {
+		c.LocalInterval = time.Millisecond
+	}
+	if c.RemoteBurst > 0 && c.RemoteInterval == 0 {
+		c.RemoteInterval = time.Millisecond
 	}
 	shape, err := defaultShape(c.TestName)
 	if err != nil {
@@ -140,10 +148,25 @@ func (c *Config) global(g *globalState, flag byte, val string) error {
 		return parseBounded("-O", val, maxOffset, &c.RemoteSendOffset, &c.RemoteRecvOffset)
 	case 'B':
 		c.Brand = val
+	case 'b':
+		return parsePacing("-b", val, func(side int, s string) error {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 0 || n > maxBurst {
+				return fmt.Errorf("-b %s: %q is not a burst of operations (0..%d)", val, s, maxBurst)
+			}
+			if side == 0 {
+				c.LocalBurst = n
+			} else {
+				c.RemoteBurst = n
+			}
+			return nil
+		})
 	case 'c':
 		c.LocalCPU = true // a rate after it is /proc/stat's to ignore: it needs no calibration
 	case 'C':
 		c.RemoteCPU = true
+	case 'd':
+		c.Debug++
 	case 'D':
 		return c.parseDemo(val)
 	case 'f':
@@ -244,6 +267,23 @@ func (c *Config) global(g *globalState, flag byte, val string) error {
 			return fmt.Errorf("-n %s: want a number of CPUs", val)
 		}
 		c.NumCPUs = n
+	case 'N':
+		c.NoControl = true
+	case 'w':
+		return parsePacing("-w", val, func(side int, s string) error {
+			d, err := parseTimespec(s)
+			if err != nil {
+				return fmt.Errorf("-w %s: %w", val, err)
+			}
+			if side == 0 {
+				c.LocalInterval = d
+			} else {
+				c.RemoteInterval = d
+			}
+			return nil
+		})
+	case 'W':
+		return parseWidths("-W", val, &c.SendWidth, &c.RecvWidth)
 	case 'p':
 		p, lp, _ := strings.Cut(val, ",")
 		if p != "" {
@@ -392,7 +432,7 @@ func (s shape) test() (string, error) {
 	case s.rr:
 		return TCPRR, nil
 	case s.recv && s.udp:
-		return "", fmt.Errorf("%w: a UDP test where the netserver sends (-d recv -T udp)", ErrNotSupported)
+		return UDPMaerts, nil
 	case s.recv:
 		return TCPMaerts, nil
 	case s.udp:
@@ -405,6 +445,36 @@ func (c *Config) testOption(g *globalState, s *shape, flag byte, val string) err
 	switch flag {
 	case 'h':
 		return errHelp
+	case 'b':
+		n, err := strconv.Atoi(val)
+		if err != nil || n < 0 || n > maxBurst {
+			return fmt.Errorf("-b %s: want a number of requests (0..%d)", val, maxBurst)
+		}
+		c.FirstBurst = n
+	case 'C':
+		c.Cork = true
+	case 'F':
+		c.FastOpen = true
+	case 'G':
+		n, err := strconv.Atoi(val)
+		if err != nil || n < minMSS || n > maxMSS {
+			return fmt.Errorf("-G %s: want a TCP segment size (%d..%d bytes)", val, minMSS, maxMSS)
+		}
+		c.LocalMSS = n
+	case 'q':
+		n, err := strconv.ParseInt(val, 10, 32)
+		if err != nil || n < 1 {
+			return fmt.Errorf("-q %s: want a pacing rate in bytes per second (1..%d)", val, math.MaxInt32)
+		}
+		c.LocalPacingRate = int(n)
+	case 'w':
+		// netperf 2.7 takes a value here and does nothing with it.
+	case 'W':
+		n, err := strconv.Atoi(val)
+		if err != nil || n < 1 || n > maxWidth {
+			return fmt.Errorf("-W %s: want a number of send buffers (1..%d)", val, maxWidth)
+		}
+		c.SendWidth = n
 	case '4', '6':
 		for i := range c.Targets {
 			c.Targets[i].Family = string(flag)
@@ -760,6 +830,65 @@ func parseBounded(flag, val string, limit int, a, b *int) error {
 	return nil
 }
 
+// parsePacing reads -w and -b's "local,remote": a lone value is this
+// end's alone, as in netperf.
+func parsePacing(flag, val string, set func(side int, s string) error) error {
+	l, r, _ := strings.Cut(val, ",")
+	if l == "" && r == "" {
+		return fmt.Errorf("%s %q: want local[,remote]", flag, val)
+	}
+	for side, s := range []string{l, r} {
+		if s != "" {
+			if err := set(side, s); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// parseTimespec reads -w's times as netperf's convert_timespec does: a
+// number with "u" is microseconds, with "s" (and no "m") seconds, and
+// otherwise, "m" or nothing, milliseconds.
+func parseTimespec(s string) (time.Duration, error) {
+	digits := strings.TrimRight(s, "abcdefghijklmnopqrstuvwxyz")
+	n, err := strconv.Atoi(digits)
+	if err != nil || n <= 0 || n > 3600*1000*1000 {
+		return 0, fmt.Errorf("%q is not a time (a number, with m, u or s)", s)
+	}
+	unit := time.Millisecond
+	switch suffix := s[len(digits):]; {
+	case strings.Contains(suffix, "m"):
+	case strings.Contains(suffix, "u"):
+		unit = time.Microsecond
+	case strings.Contains(suffix, "s"):
+		unit = time.Second
+	case suffix != "":
+		return 0, fmt.Errorf("%q: unknown unit %q (m, u or s)", s, suffix)
+	}
+	d := time.Duration(n) * unit
+	if d > time.Hour {
+		return 0, fmt.Errorf("%q is longer than an hour", s)
+	}
+	return d, nil
+}
+
+// maxWidth bounds -W: a ring is that many buffers of the message size.
+const maxWidth = 4096
+
+// parseWidths reads -W's "send,recv" (a lone value sets both).
+func parseWidths(flag, val string, send, recv *int) error {
+	s, r := *send, *recv
+	if err := parseIntPair(flag, val, &s, &r); err != nil {
+		return err
+	}
+	if s < 0 || s > maxWidth || r < 0 || r > maxWidth {
+		return fmt.Errorf("%s %s: want 1..%d buffers", flag, val, maxWidth)
+	}
+	*send, *recv = s, r
+	return nil
+}
+
 // parseTOS reads -Y local,remote: DSCP names (CS1, AF11, EF, ...), the
 // old TOS names, or numbers (0x20, 32).
 func parseTOS(val string, local, remote *int) error {
@@ -808,7 +937,7 @@ global options:
   -n numcpu         this end's utilization over its first numcpu CPUs
   -D secs[,units]   interim results every |secs| seconds
   -P 0|1            hide / show the headings
-  -v level          0: the result alone; 1: the table (default)
+  -v level          0: the result alone; 1: the table (default); 2: netperf's blocks under it
   -B brand          text at the end of each result line (with -P 0)
   -f k|m|g|K|M|G|x  units: 10^3/10^6/10^9 bit/s, 2^10/2^20/2^30 bytes/s, transactions/s
   -I lvl[,width]    repeat until the lvl% (95, 99) confidence interval is width% of the mean
@@ -824,6 +953,10 @@ global options:
   -y l,r            SO_PRIORITY of the data sockets
   -Y l,r            IP TOS of the data sockets (0x20, 32, CS1, AF11, EF)
   -Z passphrase     send netserver a passphrase
+  -N                no control connection: the data port already listens (test -P ,port)
+  -w t[,rt] -b n[,rn]  pacing: n operations every t ms (u: µs, s: s), here and at the netserver
+  -W s,r            the send and receive buffer rings' widths
+  -d                debug lines on stderr (-d -d: and the data connection's TCP_INFO)
   -V                the netperf version this speaks
   --json            one JSON object with every parameter and result
   --json-stream     JSON lines: interim events as they happen, then the result
@@ -839,6 +972,8 @@ test options (after --):
   -Y, -4, -6           as above, for the data connection
   -e secs              a UDP_RR response is lost after secs
   -N                   the netserver connects its UDP socket
+  -b n                 first burst: n more requests outstanding (TCP_RR, UDP_RR)
+  -C / -F              TCP_CORK here / TCP fast open          -W n  send ring width
   -o / -O / -k [sel]   CSV / columns / NAME=value output of the selected values; "?" lists them
   -d send|recv|rr, -T tcp|udp, -c   an OMNI test's direction, protocol, connection per transaction
   -u uuid              the test's UUID (the UUID selector)

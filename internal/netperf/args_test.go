@@ -73,7 +73,25 @@ func TestNetperfOptions(t *testing.T) {
 		{"-- -o all", func(c *Config) bool { return len(c.Selectors[0]) == len(selectors)-2 }},
 		{"-- -o ?", func(c *Config) bool { return c.ListSelectors }},
 		{"-t TCP_RR -f m", func(c *Config) bool { return c.Units == 'm' }},
+		{"-d -d -N", func(c *Config) bool { return c.Debug == 2 && c.NoControl }},
+		{"-w 10 -b 4", func(c *Config) bool {
+			return c.LocalInterval == 10*time.Millisecond && c.LocalBurst == 4 && c.RemoteBurst == 0 && c.RemoteInterval == 0
+		}},
+		{"-w 500u,2s -b ,3", func(c *Config) bool {
+			return c.LocalInterval == 500*time.Microsecond && c.RemoteInterval == 2*time.Second && c.LocalBurst == 0 && c.RemoteBurst == 3
+		}},
+		{"-b 2,5", func(c *Config) bool { // a burst without an interval: every millisecond
+			return c.LocalBurst == 2 && c.RemoteBurst == 5 && c.LocalInterval == time.Millisecond && c.RemoteInterval == time.Millisecond
+		}},
+		{"-w 20m", func(c *Config) bool { return c.LocalInterval == 20*time.Millisecond && c.LocalBurst == 0 }},
+		{"-W 4", func(c *Config) bool { return c.SendWidth == 4 && c.RecvWidth == 4 }},
+		{"-W ,3 -- -W 5", func(c *Config) bool { return c.SendWidth == 5 && c.RecvWidth == 3 }},
+		{"-t TCP_RR -- -b 4 -C -F -w 7", func(c *Config) bool { return c.FirstBurst == 4 && c.Cork && c.FastOpen }},
+		{"-t OMNI -- -d recv -T udp", func(c *Config) bool { return c.Test == UDPMaerts && c.Output == OutputHuman }},
+		{"-N -t TCP_RR -- -r 64", func(c *Config) bool { return c.ReqSize == 64 && c.RespSize == 64 }},
+		{"-N -t TCP_RR -- -r 1,64 -P ,7000", func(c *Config) bool { return c.RemoteDataPort == 7000 }},
 		{"-f x", func(c *Config) bool { return c.Units == 'm' }}, // transactions mean nothing to a stream
+		{"-- -G 1000 -q 125000", func(c *Config) bool { return c.LocalMSS == 1000 && c.LocalPacingRate == 125000 }},
 	}
 	for _, tt := range tests {
 		c, err := ParseArgs(strings.Fields(tt.args))
@@ -88,15 +106,17 @@ func TestNetperfOptions(t *testing.T) {
 }
 
 func TestNetperfOptionsRefused(t *testing.T) {
-	for _, args := range []string{"-d", "-N", "-k 1", "-K 1", "-w 1", "-W 1", "-b 1", "-- -a", "-- -B", "-- -b 4", "-- -C", "-- -f",
-		"-- -F", "-- -g", "-- -G 1000", "-- -I", "-- -j 2", "-- -l 1", "-- -p 5000,5010", "-- -q 1", "-- -R 1", "-- -U", "-- -V",
-		"-- -w 1", "-- -W 1", "-t OMNI -- -d recv -T udp", "-- -T sctp", "-- -H 10.0.0.1/24"} {
+	for _, args := range []string{"-k 1", "-K 1", "-- -a", "-- -B", "-- -f", "-- -g", "-- -i 1", "-- -I", "-- -j 2", "-- -l 1",
+		"-- -p 5000,5010", "-- -R 1", "-- -U", "-- -V", "-- -T sctp", "-- -H 10.0.0.1/24", "-t OMNI -- -d rr -c -T udp"} {
 		_, err := ParseArgs(strings.Fields(args))
 		if !errors.Is(err, ErrNotSupported) {
 			t.Errorf("%s: %v, want not supported", args, err)
 		}
 	}
-	for _, args := range []string{"-- -o NOPE", "-- -Z", "-Y 256", "-Y bogus", "-a 99999", "-l -5 -t UDP_RR", "-D 0", "-t TCP_RR -- -O THROUGHPUT;A;B;C;D"} {
+	for _, args := range []string{"-- -o NOPE", "-- -Z", "-Y 256", "-Y bogus", "-a 99999", "-l -5 -t UDP_RR", "-D 0", "-t TCP_RR -- -O THROUGHPUT;A;B;C;D",
+		"-t UDP_STREAM -- -C", "-t UDP_RR -- -F", "-t TCP_MAERTS -- -F", "-N -t OMNI -- -d recv -T udp", "-N -t TCP_RR -- -r 1,64",
+		"-N -t TCP_MAERTS -l -1000", "-w 10x", "-w 0", "-w ,", "-b -1", "-W 99999", "-- -W 0", "-- -b x", "-t TCP_RR -- -b -1",
+		"-- -G 87", "-- -G 40000", "-- -G x", "-- -q 0", "-- -q 1G", "-- -q 4294967296"} {
 		if _, err := ParseArgs(strings.Fields(args)); err == nil || errors.Is(err, ErrNotSupported) {
 			t.Errorf("%s: %v, want a usage error", args, err)
 		}

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/vnet-project/vnet/internal/cpustat"
@@ -76,6 +75,14 @@ type Params struct {
 	// What the netserver said it would send and receive per call.
 	RemoteSendSize int `json:"remote_send_size"`
 	RemoteRecvSize int `json:"remote_recv_size"`
+	// The buffer rings' widths (-W) at each end, and the netserver's
+	// pacing (-w, -b), as it said.
+	LocalSendWidth      int `json:"local_send_width,omitempty"`
+	LocalRecvWidth      int `json:"local_recv_width,omitempty"`
+	RemoteSendWidth     int `json:"remote_send_width,omitempty"`
+	RemoteRecvWidth     int `json:"remote_recv_width,omitempty"`
+	RemoteIntervalUsecs int `json:"remote_interval_us,omitempty"`
+	RemoteIntervalBurst int `json:"remote_interval_burst,omitempty"`
 }
 
 // Interim is a progress event from a running test (-D).
@@ -96,7 +103,13 @@ type Interim struct {
 // response, the data phase, its results. The request carries the
 // extension's mark; a netserver that answers with its own (vnet's) also
 // hears "done" from this end and sends its side's measurements in full.
+// With -N there is no netserver: the data connection goes to a port
+// already listening (discard, chargen or echo by default), and only this
+// end is measured.
 func Run(ctx context.Context, c *Config, tg Target, instance int, events func(Interim)) (*Result, error) {
+	if c.NoControl {
+		return c.runWithoutControl(ctx, tg, instance, events)
+	}
 	ctl, err := c.dialControl(ctx, tg)
 	if err != nil {
 		return nil, err
@@ -104,6 +117,7 @@ func Run(ctx context.Context, c *Config, tg Target, instance int, events func(In
 	defer ctl.Close()
 	stop := context.AfterFunc(ctx, func() { ctl.Close() })
 	defer stop()
+	c.debugf("control connection from %s to %s", ctl.LocalAddr(), ctl.RemoteAddr())
 
 	dataHost, explicit := tg.Host, netip.Addr{}
 	if c.DataHost != "" {
@@ -123,6 +137,16 @@ func Run(ctx context.Context, c *Config, tg Target, instance int, events func(In
 			family = "4"
 		}
 	}
+	// A UDP test where the netserver sends needs this end's socket
+	// first: the request says where to send.
+	var recvSock *sock
+	var recvAt netip.AddrPort
+	if c.Test == UDPMaerts {
+		if recvSock, recvAt, err = c.bindReceiver(ctx, family, ctl.LocalAddr()); err != nil {
+			return nil, err
+		}
+		defer recvSock.Close()
+	}
 	ctl.SetDeadline(time.Now().Add(30 * time.Second))
 	if c.Passphrase != "" {
 		m := &wire.Message{Type: wire.Passphrase}
@@ -131,9 +155,10 @@ func Run(ctx context.Context, c *Config, tg Target, instance int, events func(In
 			return nil, fmt.Errorf("send passphrase: %w", err)
 		}
 	}
-	if err := wire.Write(ctl, c.omniRequest(family, netip.AddrPort{}, explicit)); err != nil {
+	if err := wire.Write(ctl, c.omniRequest(family, recvAt, explicit)); err != nil {
 		return nil, fmt.Errorf("send request: %w", err)
 	}
+	c.debugf("sent the %s request (OMNI), %d bytes", c.Test, wire.MessageSize)
 	m, err := wire.Read(ctl)
 	if err != nil {
 		return nil, fmt.Errorf("netserver: %w", err)
@@ -150,57 +175,31 @@ func Run(ctx context.Context, c *Config, tg Target, instance int, events func(In
 		return nil, fmt.Errorf("netserver: %w", err)
 	}
 	ctl.SetDeadline(time.Time{})
+	c.debugf("netserver: data port %d, socket buffers send %d receive %d, sizes send %d receive %d, widths %d,%d, interval %d us burst %d, extension %#x",
+		ready.DataPort, ready.SendBufSize, ready.RecvBufSize, ready.SendSize, ready.RecvSize, ready.SendWidth, ready.RecvWidth,
+		ready.IntervalUsecs, ready.IntervalBurst, ext.Flags)
 
-	r := &Result{Test: c.Test, Target: tg.Host, Instance: instance, MSS: -1}
-	r.Params = Params{Length: c.Length, SendSize: c.SendSize, RecvSize: c.RecvSize, LocalSndBufReq: c.LocalSndBuf, LocalRcvBufReq: c.LocalRcvBuf,
-		RemoteSndReq: c.RemoteSndBuf, RemoteRcvReq: c.RemoteRcvBuf, DataPort: int(ready.DataPort), RemoteSndBuf: int(ready.SendBufSize), RemoteRcvBuf: int(ready.RecvBufSize),
-		LocalBind: c.LocalBind, RemoteBind: c.RemoteBind, RemoteSendSize: int(ready.SendSize), RemoteRecvSize: int(ready.RecvSize)}
-	if c.IsRR() {
-		r.Params.ReqSize, r.Params.RespSize = c.ReqSize, c.RespSize
-	}
+	r := c.newResult(tg, instance)
+	r.Params.DataPort, r.Params.RemoteSndBuf, r.Params.RemoteRcvBuf = int(ready.DataPort), int(ready.SendBufSize), int(ready.RecvBufSize)
+	r.Params.RemoteSendSize, r.Params.RemoteRecvSize = int(ready.SendSize), int(ready.RecvSize)
+	r.Params.RemoteSendWidth, r.Params.RemoteRecvWidth = int(ready.SendWidth), int(ready.RecvWidth)
+	r.Params.RemoteIntervalUsecs, r.Params.RemoteIntervalBurst = int(ready.IntervalUsecs), int(ready.IntervalBurst)
 	r.Peer = "netperf"
 	if ext.Flags != 0 {
 		r.Peer = "vnet"
 	}
-	dataAddr := net.JoinHostPort(dataHost, strconv.Itoa(int(ready.DataPort)))
-	r.RemoteAddr = dataAddr
+	remote, err := resolveData(ctx, dataHost, int(ready.DataPort), family)
+	if err != nil {
+		return nil, err
+	}
+	r.RemoteAddr = remote.String()
 	if ra, ok := ctl.RemoteAddr().(*net.TCPAddr); ok && !explicit.IsValid() {
 		r.RemoteAddr = net.JoinHostPort(ra.IP.String(), strconv.Itoa(int(ready.DataPort)))
 	}
 
-	p := phase{lossAfter: time.Duration(c.UDPTimeout) * time.Second,
-		bufs: bufLayout{sendAlign: c.LocalSendAlign, sendOffset: c.LocalSendOffset, recvAlign: c.LocalRecvAlign, recvOffset: c.LocalRecvOffset, fill: c.fill}}
-	if c.Wait > 0 {
-		select { // -s: netperf waits between the setup and the data
-		case <-time.After(c.Wait):
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	// Cancelling the run (Ctrl-C) stops the data loops at their next timeout.
-	stopData := context.AfterFunc(ctx, func() { p.stop.Store(true) })
-	defer stopData()
-	// So does a netserver that stops answering, when the netserver would
-	// have cut the test off itself: a response that never comes, or a
-	// stream it stops reading, would otherwise hold this end until
-	// interrupted.
-	var cutOff atomic.Bool
-	limit := cutOffAfter(c.Duration())
-	cut := time.AfterFunc(limit, func() { cutOff.Store(true); p.stop.Store(true) })
-	defer cut.Stop()
-	stopInterim := startInterim(c, tg, instance, &p, events)
-	ifname := ""
-	var ifA IfaceCounters
-	cpuA, _ := cpustat.Take()
-	t, local, err := c.runLocal(dataAddr, family, &p, r, &ifname, &ifA)
-	cpuB, _ := cpustat.Take()
-	ifB, _ := ReadIface(ifname)
-	stopInterim()
+	lr, err := c.dataPhase(ctx, tg, instance, events, remote, family, recvSock, r)
 	if err != nil {
-		if cutOff.Load() {
-			return nil, fmt.Errorf("%s data phase: the netserver stopped answering; cut off after %v", c.Test, limit)
-		}
-		return nil, fmt.Errorf("%s data phase: %w", c.Test, err)
+		return nil, err
 	}
 	// netperf's netserver ends a TCP_CRR test by its own timer, PAD_TIME
 	// past the length.
@@ -223,6 +222,8 @@ func Run(ctx context.Context, c *Config, tg Target, instance int, events func(In
 	if err != nil {
 		return nil, fmt.Errorf("netserver: %w", err)
 	}
+	c.debugf("netserver: results: %d bytes received, %d sent, %d transactions in %.3f s, CPU %.2f%%",
+		ores.BytesReceived, ores.BytesSent, ores.TransReceived, ores.Elapsed, ores.CPUUtil)
 	r.Remote = sideFromOmni(c.Test, ores, c.RemoteCPU || c.LocalCPU)
 	if ext.Flags&wire.ExtResults != 0 {
 		res, err := expect(ctl, MsgResults)
@@ -233,18 +234,140 @@ func Run(ctx context.Context, c *Config, tg Target, instance int, events func(In
 	}
 	// A TCP data socket's buffers are known only once the server accepted it.
 	r.Params.RemoteSndBuf, r.Params.RemoteRcvBuf = r.Remote.SndBuf, r.Remote.RcvBuf
-	r.Local = local
+	lr.finish(c, r)
+	return r, nil
+}
+
+// newResult is a result with the parameters asked for.
+func (c *Config) newResult(tg Target, instance int) *Result {
+	r := &Result{Test: c.Test, Target: tg.Host, Instance: instance, MSS: -1}
+	r.Params = Params{Length: c.Length, SendSize: c.SendSize, RecvSize: c.RecvSize, LocalSndBufReq: c.LocalSndBuf, LocalRcvBufReq: c.LocalRcvBuf,
+		RemoteSndReq: c.RemoteSndBuf, RemoteRcvReq: c.RemoteRcvBuf, LocalBind: c.LocalBind, RemoteBind: c.RemoteBind}
+	if c.IsRR() {
+		r.Params.ReqSize, r.Params.RespSize = c.ReqSize, c.RespSize
+	}
+	return r
+}
+
+// runWithoutControl is -N: the data connection to a port that already
+// listens, and this end's measurements alone.
+func (c *Config) runWithoutControl(ctx context.Context, tg Target, instance int, events func(Interim)) (*Result, error) {
+	host := tg.Host
+	if c.DataHost != "" {
+		host = c.DataHost
+	}
+	port := c.RemoteDataPort
+	if port == 0 {
+		port = noControlPort(c.Test)
+	}
+	remote, err := resolveData(ctx, host, port, tg.Family)
+	if err != nil {
+		return nil, err
+	}
+	family := tg.Family
+	if family == "" {
+		family = "6"
+		if remote.Addr().Unmap().Is4() {
+			family = "4"
+		}
+	}
+	c.debugf("no control connection: the data connection goes to %s", remote)
+	r := c.newResult(tg, instance)
+	r.Params.DataPort, r.Peer, r.RemoteAddr = port, "none", remote.String()
+	r.Params.RemoteSndBuf, r.Params.RemoteRcvBuf, r.Params.RemoteSendSize, r.Params.RemoteRecvSize = -1, -1, -1, -1
+	lr, err := c.dataPhase(ctx, tg, instance, events, remote, family, nil, r)
+	if err != nil {
+		return nil, err
+	}
+	r.Remote = SideResults{Retrans: -1, SndBuf: -1, RcvBuf: -1}
+	lr.finish(c, r)
+	return r, nil
+}
+
+// The services a test without a control connection goes to when -P names
+// no port: what the netserver's side of the test would do.
+const (
+	echoPort    = 7  // request/response
+	discardPort = 9  // this end sends
+	chargenPort = 19 // this end receives
+)
+
+func noControlPort(test string) int {
+	switch test {
+	case TCPStream, UDPStream:
+		return discardPort
+	case TCPMaerts:
+		return chargenPort
+	}
+	return echoPort
+}
+
+// localRun is what this end measured in its data phase.
+type localRun struct {
+	t          tally
+	local      SideResults
+	cpuA, cpuB cpustat.Sample
+	ifname     string
+	ifA, ifB   IfaceCounters
+}
+
+// dataPhase runs this end's data loop against remote, with the interim
+// reports, the cut-off, and this end's CPU and interface samples.
+func (c *Config) dataPhase(ctx context.Context, tg Target, instance int, events func(Interim), remote netip.AddrPort, family string, recvSock *sock, r *Result) (*localRun, error) {
+	p := phase{lossAfter: time.Duration(c.UDPTimeout) * time.Second, pace: newPacer(c.LocalInterval, c.LocalBurst),
+		bufs: bufLayout{sendAlign: c.LocalSendAlign, sendOffset: c.LocalSendOffset, recvAlign: c.LocalRecvAlign, recvOffset: c.LocalRecvOffset,
+			sendWidth: c.SendWidth, recvWidth: c.RecvWidth, fill: c.fill}}
+	if c.Wait > 0 {
+		select { // -s: netperf waits between the setup and the data
+		case <-time.After(c.Wait):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	// Cancelling the run (Ctrl-C) stops the data loops at their next timeout.
+	stopData := context.AfterFunc(ctx, func() { p.stop.Store(true) })
+	defer stopData()
+	// So does a netserver that stops answering, when the netserver would
+	// have cut the test off itself: a response that never comes, or a
+	// stream it stops reading, would otherwise hold this end until
+	// interrupted.
+	var cutOff atomic.Bool
+	limit := cutOffAfter(c.Duration())
+	cut := time.AfterFunc(limit, func() { cutOff.Store(true); p.stop.Store(true) })
+	defer cut.Stop()
+	stopInterim := startInterim(c, tg, instance, &p, events)
+	lr := &localRun{}
+	lr.cpuA, _ = cpustat.Take()
+	var err error
+	lr.t, lr.local, err = c.runLocal(remote, family, recvSock, &p, r, &lr.ifname, &lr.ifA)
+	lr.cpuB, _ = cpustat.Take()
+	lr.ifB, _ = ReadIface(lr.ifname)
+	stopInterim()
+	if err != nil {
+		if cutOff.Load() {
+			return nil, fmt.Errorf("%s data phase: the netserver stopped answering; cut off after %v", c.Test, limit)
+		}
+		return nil, fmt.Errorf("%s data phase: %w", c.Test, err)
+	}
+	c.debugf("data phase over: %d bytes, %d calls, %d transactions in %.3f s", lr.t.Bytes, lr.t.Messages, lr.t.Transactions, lr.t.elapsed())
+	return lr, nil
+}
+
+// finish puts this end's measurements in the result and computes it.
+func (lr *localRun) finish(c *Config, r *Result) {
+	t := lr.t
+	r.Local = lr.local
 	r.Local.Bytes, r.Local.Messages, r.Local.Transactions, r.Local.Elapsed = t.Bytes, t.Messages, t.Transactions, t.elapsed()
 	r.Local.Host = hostInfo()
 	if c.LocalCPU || c.RemoteCPU {
-		u := cpustat.Between(cpuA, cpuB)
-		r.Local.CPU = firstCPUs(u, c.NumCPUs)
+		u := cpustat.Between(lr.cpuA.First(c.NumCPUs), lr.cpuB.First(c.NumCPUs))
+		u.Process = cpustat.Between(lr.cpuA, lr.cpuB).Process
+		r.Local.CPU = &u
 	}
-	if ifname != "" {
-		r.Local.Iface = ifaceDelta(ifname, ifA, ifB, cpuB.At.Sub(cpuA.At).Seconds())
+	if lr.ifname != "" {
+		r.Local.Iface = ifaceDelta(lr.ifname, lr.ifA, lr.ifB, lr.cpuB.At.Sub(lr.cpuA.At).Seconds())
 	}
 	r.compute(c, t)
-	return r, nil
 }
 
 // dialControl opens the control connection, from -L's address if given.
@@ -280,22 +403,6 @@ func remoteError(ctl net.Conn, errno int32, ext wire.Ext) error {
 	return fmt.Errorf("netserver: remote error %d: %v", errno, unix.Errno(errno))
 }
 
-// firstCPUs is the utilization of the first n CPUs (-n), as netperf
-// counts it when told how many CPUs there are; n 0 is all of them.
-func firstCPUs(u cpustat.Usage, n int) *cpustat.Usage {
-	if n <= 0 || n >= len(u.PerCPU) {
-		return &u
-	}
-	var sum float64
-	for _, p := range u.PerCPU[:n] {
-		sum += p
-	}
-	u.NumCPU, u.PerCPU = n, u.PerCPU[:n]
-	u.Util = sum / float64(n)
-	u.Cores = u.Util / 100 * float64(n)
-	return &u
-}
-
 func expect(ctl net.Conn, typ string) (*Message, error) {
 	m, err := ReadMsg(ctl)
 	if err != nil {
@@ -317,62 +424,110 @@ const maxUDP = 65507
 // largest datagram that fits a 1500-byte MTU unfragmented.
 const DefaultUDPSize = 1472
 
-// runLocal opens this end's data socket and runs the test's loop.
-func (c *Config) runLocal(addr, family string, p *phase, r *Result, ifname *string, ifA *IfaceCounters) (tally, SideResults, error) {
-	local := SideResults{Retrans: -1}
-	opts := sockOpts{snd: c.LocalSndBuf, rcv: c.LocalRcvBuf, tos: c.LocalTOS, cong: c.LocalCong, noDelay: c.LocalNoDelay, family: family,
-		prio: c.LocalPrio, keep: c.KeepAlive}
-	d := net.Dialer{Timeout: 10 * time.Second, Control: opts.control}
-	if c.LocalDataPort > 0 || c.LocalDataHost != "" {
-		ip := net.ParseIP(c.LocalDataHost)
-		if c.Test == UDPStream || c.Test == UDPRR {
-			d.LocalAddr = &net.UDPAddr{IP: ip, Port: c.LocalDataPort}
-		} else {
-			d.LocalAddr = &net.TCPAddr{IP: ip, Port: c.LocalDataPort}
-		}
-	}
-	proto := "tcp"
-	if c.Test == UDPStream || c.Test == UDPRR {
-		proto = "udp"
-	}
-	dial := func() (*sock, net.Addr, error) {
-		conn, err := d.Dial(network(proto, family), addr)
+// bindReceiver opens this end's socket for a UDP test where the
+// netserver sends, bound before the request names it: at -L's data
+// address and -P's port, or at the control connection's address.
+func (c *Config) bindReceiver(ctx context.Context, family string, ctlLocal net.Addr) (*sock, netip.AddrPort, error) {
+	ip, _ := netip.AddrFromSlice(localIP(ctlLocal))
+	ip = ip.Unmap()
+	if c.LocalDataHost != "" {
+		ap, err := resolveData(ctx, c.LocalDataHost, 0, family)
 		if err != nil {
-			return nil, nil, err
+			return nil, netip.AddrPort{}, err
 		}
-		la := conn.LocalAddr()
-		s, err := blocking(conn.(syscall.Conn), conn)
-		return s, la, err
+		ip = ap.Addr()
+	}
+	domain := domainFor(ip, family)
+	fd, err := newDataFD(domain, unix.SOCK_DGRAM, c.localSockOpts(family))
+	if err != nil {
+		return nil, netip.AddrPort{}, err
+	}
+	if err := bindData(fd, newEndpoint(netip.AddrPortFrom(ip, uint16(c.LocalDataPort)), domain)); err != nil {
+		unix.Close(fd)
+		return nil, netip.AddrPort{}, err
+	}
+	return &sock{fd: fd}, localAddr(fd), nil
+}
+
+// localSockOpts are this end's data socket options.
+func (c *Config) localSockOpts(family string) sockOpts {
+	return sockOpts{snd: c.LocalSndBuf, rcv: c.LocalRcvBuf, tos: c.LocalTOS, cong: c.LocalCong, noDelay: c.LocalNoDelay, family: family,
+		prio: c.LocalPrio, keep: c.KeepAlive, cork: c.Cork, fastOpen: c.FastOpen, mss: c.LocalMSS, pacing: c.LocalPacingRate}
+}
+
+// connector is how this end opens its data connections to remote.
+func (c *Config) connector(remote netip.AddrPort, family string) (*connector, error) {
+	domain := domainFor(remote.Addr(), family)
+	k := &connector{typ: unix.SOCK_STREAM, remote: newEndpoint(remote, domain), opts: c.localSockOpts(family), limit: connectTimeout}
+	if isUDP(c.Test) {
+		k.typ = unix.SOCK_DGRAM
+	}
+	if c.LocalDataPort > 0 || c.LocalDataHost != "" {
+		ip := netip.IPv4Unspecified()
+		if domain == unix.AF_INET6 {
+			ip = netip.IPv6Unspecified()
+		}
+		if c.LocalDataHost != "" {
+			ap, err := resolveData(context.Background(), c.LocalDataHost, 0, family)
+			if err != nil {
+				return nil, err
+			}
+			ip = ap.Addr()
+		}
+		port := c.LocalDataPort
+		if c.Test == TCPCRR {
+			port = 0 // one port cannot serve every connection
+		}
+		k.local = newEndpoint(netip.AddrPortFrom(ip, uint16(port)), domain)
+	}
+	return k, nil
+}
+
+// runLocal opens this end's data socket and runs the test's loop.
+func (c *Config) runLocal(remote netip.AddrPort, family string, recvSock *sock, p *phase, r *Result, ifname *string, ifA *IfaceCounters) (tally, SideResults, error) {
+	local := SideResults{Retrans: -1}
+	k, err := c.connector(remote, family)
+	if err != nil {
+		return tally{}, local, err
+	}
+	// What the first data socket tells: its address, interface and buffers.
+	first := func(s *sock) {
+		la := localAddr(s.fd)
+		*ifname = ifaceFor(net.IP(la.Addr().AsSlice()))
+		*ifA, _ = ReadIface(*ifname)
+		r.LocalAddr = la.String()
+		local.SndBuf, local.RcvBuf = s.bufSizes()
+		r.Params.LocalSndBuf, r.Params.LocalRcvBuf = local.SndBuf, local.RcvBuf
+		c.debugf("data connection from %s to %s, socket buffers send %d receive %d", la, remote, local.SndBuf, local.RcvBuf)
 	}
 	if c.Test == TCPCRR {
-		d.LocalAddr = nil // one port cannot serve every connection
-		first := true
-		dialEach := func() (*sock, error) {
-			s, la, err := dial()
-			if err == nil && first {
-				// The interface is sampled at the first connection.
-				first = false
-				*ifname = ifaceFor(localIP(la))
-				*ifA, _ = ReadIface(*ifname)
-				r.LocalAddr = la.String()
-				local.SndBuf, local.RcvBuf = s.bufSizes()
+		r.Params.LocalSendWidth, r.Params.LocalRecvWidth = rrWidth(c.SendWidth, c.ReqSize), rrWidth(c.RecvWidth, c.RespSize)
+		// The last connection's TCP_INFO, before it closes, as netperf's
+		// data socket's at the end of its test.
+		last := func(s *sock) {
+			local.Retrans, local.CongControl = s.tcpInfo()
+			r.MSS = s.mss()
+			if c.DumpTCPInfo || c.Debug > 1 {
+				c.dumpTCPInfo(s)
 			}
-			return s, err
 		}
-		t, err := crrClient(dialEach, c.ReqSize, c.RespSize, c.Duration(), c.Count(), p, true)
-		r.Params.LocalSndBuf, r.Params.LocalRcvBuf = local.SndBuf, local.RcvBuf
+		t, err := crrClient(k, c.ReqSize, c.RespSize, c.Duration(), c.Count(), p, true, first, last)
 		return t, local, err
 	}
-	s, la, err := dial()
-	if err != nil {
-		return tally{}, local, fmt.Errorf("data connection to %s: %w", addr, err)
+	s := recvSock
+	if s != nil {
+		// Datagrams from the netserver's data socket alone.
+		if err := s.connect(k.remote, connectTimeout, &p.stop); err != nil {
+			return tally{}, local, fmt.Errorf("data socket: connect to %s: %w", remote, err)
+		}
+	} else {
+		s = &sock{fd: -1}
+		if err := k.open(s, &p.stop); err != nil {
+			return tally{}, local, fmt.Errorf("data connection: %w", err)
+		}
+		defer s.Close()
 	}
-	defer s.Close()
-	*ifname = ifaceFor(localIP(la))
-	*ifA, _ = ReadIface(*ifname)
-	r.LocalAddr = la.String()
-	local.SndBuf, local.RcvBuf = s.bufSizes()
-	r.Params.LocalSndBuf, r.Params.LocalRcvBuf = local.SndBuf, local.RcvBuf
+	first(s)
 	var t tally
 	switch c.Test {
 	case TCPStream:
@@ -381,33 +536,60 @@ func (c *Config) runLocal(addr, family string, p *phase, r *Result, ifname *stri
 		if r.Params.RemoteRecvSize > 0 {
 			r.Params.RecvSize = r.Params.RemoteRecvSize
 		}
-		t, err = streamSend(s, size, c.Duration(), c.Count(), p)
+		width := streamWidth(c.SendWidth, local.SndBuf, size)
+		r.Params.LocalSendWidth = width
+		t, err = streamSend(s, size, width, c.Duration(), c.Count(), p)
 	case TCPMaerts:
 		size := orDefault(c.RecvSize, local.RcvBuf)
 		r.Params.RecvSize, r.Params.SendSize = size, orDefault(c.RemoteSendSize, r.Params.RemoteSndBuf)
 		if r.Params.RemoteSendSize > 0 {
 			r.Params.SendSize = r.Params.RemoteSendSize
 		}
-		t, err = streamRecv(s, size, p)
+		width := streamWidth(c.RecvWidth, local.RcvBuf, size)
+		r.Params.LocalRecvWidth = width
+		if c.NoControl {
+			defer p.endAfter(c.Duration())() // chargen never ends
+		}
+		t, err = streamRecv(s, size, width, p)
 	case TCPRR:
-		t, err = rrClient(s, c.ReqSize, c.RespSize, c.Duration(), c.Count(), p, true)
+		r.Params.LocalSendWidth, r.Params.LocalRecvWidth = rrWidth(c.SendWidth, c.ReqSize), rrWidth(c.RecvWidth, c.RespSize)
+		t, err = rrClient(s, c.ReqSize, c.RespSize, c.Duration(), c.Count(), c.FirstBurst, p, true)
 	case UDPStream:
 		size := c.SendSize
 		if size == 0 {
 			size = DefaultUDPSize
 		}
 		r.Params.SendSize, r.Params.RecvSize = size, orDefault(c.RemoteRecvSize, maxUDP)
-		t, err = udpSend(s, size, c.Duration(), c.Count(), p)
+		width := streamWidth(c.SendWidth, local.SndBuf, size)
+		r.Params.LocalSendWidth = width
+		t, err = udpSend(s, size, width, c.Duration(), c.Count(), p)
 	case UDPRR:
-		t, err = udpRRClient(s, c.ReqSize, c.RespSize, c.Duration(), c.Count(), p, true)
+		r.Params.LocalSendWidth, r.Params.LocalRecvWidth = rrWidth(c.SendWidth, c.ReqSize), 1
+		t, err = udpRRClient(s, c.ReqSize, c.RespSize, c.Duration(), c.Count(), c.FirstBurst, p, true)
+	case UDPMaerts:
+		// netperf's receive size is its socket buffer's.
+		r.Params.RecvSize, r.Params.SendSize = local.RcvBuf, orDefault(c.RemoteSendSize, DefaultUDPSize)
+		if r.Params.RemoteSendSize > 0 {
+			r.Params.SendSize = r.Params.RemoteSendSize
+		}
+		r.Params.LocalRecvWidth = 1
+		// The netserver ends with zero-length datagrams; should they be
+		// lost, the length and a second.
+		defer p.endAfter(c.Duration() + time.Second)()
+		t, err = udpRecv(s, maxUDP, p)
 	default:
 		return tally{}, local, fmt.Errorf("unknown test %s", c.Test)
 	}
-	if c.Test == UDPStream || c.Test == UDPRR {
-		s.endUDP()
+	if isUDP(c.Test) {
+		if c.Test != UDPMaerts {
+			s.endUDP()
+		}
 	} else {
 		local.Retrans, local.CongControl = s.tcpInfo()
 		r.MSS = s.mss()
+		if c.DumpTCPInfo || c.Debug > 1 {
+			c.dumpTCPInfo(s)
+		}
 	}
 	return t, local, err
 }
@@ -423,15 +605,21 @@ func (r *Result) compute(c *Config, t tally) {
 		return side.CPU.Util / 100 * float64(side.CPU.NumCPU) * side.CPU.Elapsed * 1e6 / units
 	}
 	switch c.Test {
-	case TCPStream, TCPMaerts, UDPStream:
+	case TCPStream, TCPMaerts, UDPStream, UDPMaerts:
 		recv, send := &r.Remote, &r.Local
-		if c.Test == TCPMaerts {
+		if c.Test == TCPMaerts || c.Test == UDPMaerts {
 			recv, send = &r.Local, &r.Remote
 		}
+		if c.NoControl {
+			recv = &r.Local // nothing else was measured: what was sent
+		}
 		el := recv.Elapsed
-		if c.Test == UDPStream {
+		switch {
+		case c.Test == UDPStream:
 			el = r.Elapsed // the sender's clock, as netperf: datagrams have no FIN
 			r.SendRate = float64(send.Bytes) * 8 / el
+		case c.Test == UDPMaerts && send.Elapsed > 0:
+			r.SendRate = float64(send.Bytes) * 8 / send.Elapsed
 		}
 		if el > 0 {
 			r.Throughput = float64(recv.Bytes) * 8 / el

@@ -444,8 +444,10 @@ func tcpMoved(fd int, fallback func() int64) func() int64 {
 }
 
 // bufferBytes is the most memory the netserver's data loop allocates for a
-// request. A stream size of 0 takes the socket buffer's size, at most 1 MiB
-// (see orDefault); the test is resized once it is known.
+// request: its rings of buffers (two of a stream's, or as many as -W
+// asked; one each way of a request/response test's). A stream size of 0
+// takes the socket buffer's size, at most 1 MiB (see orDefault); the test
+// is resized once it is known.
 func bufferBytes(r *Request) int64 {
 	stream := func(n int) int64 {
 		if n > 0 {
@@ -453,17 +455,25 @@ func bufferBytes(r *Request) int64 {
 		}
 		return 1 << 20
 	}
+	width := func(asked, def int) int64 {
+		if asked > 0 {
+			return int64(max(asked, def))
+		}
+		return int64(def)
+	}
 	switch r.Test {
 	case TCPStream:
-		return stream(r.RecvSize)
+		return stream(r.RecvSize) * width(r.RecvWidth, 2)
 	case TCPMaerts:
-		return stream(r.SendSize)
+		return stream(r.SendSize) * width(r.SendWidth, 2)
 	case UDPStream:
-		return int64(max(r.RecvSize, 65536))
+		return int64(max(r.RecvSize, 65536)) * width(r.RecvWidth, 1)
+	case UDPMaerts:
+		return int64(r.SendSize) * width(r.SendWidth, 2)
 	case UDPRR:
-		return int64(max(r.ReqSize, 65536) + r.RespSize)
+		return int64(max(r.ReqSize, 65536)) + int64(r.RespSize)*width(r.SendWidth, 1)
 	}
-	return int64(r.ReqSize + r.RespSize)
+	return int64(r.ReqSize)*width(r.RecvWidth, 1) + int64(r.RespSize)*width(r.SendWidth, 1)
 }
 
 func mib(n int64) string {

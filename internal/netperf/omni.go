@@ -33,6 +33,8 @@ func omniShape(test string) (proto, sockType, dir, flags uint32) {
 		return wire.ProtoUDP, wire.SockDgram, wire.Recv, 0
 	case UDPRR:
 		return wire.ProtoUDP, wire.SockDgram, wire.Xmit | wire.Recv, 0
+	case UDPMaerts:
+		return wire.ProtoUDP, wire.SockDgram, wire.Xmit, 0
 	}
 	return 0, 0, 0, 0
 }
@@ -56,7 +58,7 @@ func testOf(o *wire.OmniRequest) (string, error) {
 	case o.Direction == wire.Recv:
 		return UDPStream, nil
 	}
-	return "", fmt.Errorf("a UDP test where the netserver sends without being asked is not served")
+	return UDPMaerts, nil
 }
 
 // requestFromOmni is the engine's request for a DO_OMNI message: its
@@ -71,7 +73,14 @@ func requestFromOmni(o *wire.OmniRequest, ext wire.Ext, hasExt bool, affinity in
 	r := &Request{Test: test, SndBuf: pos(o.SendBufSize), RcvBuf: pos(o.RecvBufSize), DataPort: int(o.DataPort),
 		RecordCPU: o.Flags&wire.FlagMeasureCPU != 0, NoDelay: o.Flags&wire.FlagNoDelay != 0, TOS: -1,
 		CongControl: o.CongControl, BindIP: o.NetserverIP, PeerIP: o.NetperfIP, PeerPort: int(o.NetperfPort), Prio: -1,
-		KeepAlive: o.Flags&wire.FlagKeepAlive != 0, Connected: o.Flags&wire.FlagUseConnected != 0}
+		KeepAlive: o.Flags&wire.FlagKeepAlive != 0, Connected: o.Flags&wire.FlagUseConnected != 0, FastOpen: o.Flags&wire.FlagFastOpen != 0,
+		SendWidth: int(min(o.SendWidth, maxWidth+1)), RecvWidth: int(min(o.RecvWidth, maxWidth+1)), Burst: int(min(o.IntervalBurst, maxBurst+1))}
+	if o.IntervalBurst > 0 {
+		r.Interval = time.Duration(min(o.IntervalUsecs, 3600e6)) * time.Microsecond
+		if r.Interval == 0 {
+			r.Interval = time.Millisecond
+		}
+	}
 	if o.SocketPrio >= 0 {
 		r.Prio = int(o.SocketPrio)
 	}
@@ -107,11 +116,14 @@ func requestFromOmni(o *wire.OmniRequest, ext wire.Ext, hasExt bool, affinity in
 		r.ReqSize, r.RespSize = pos(o.RequestSize), pos(o.ResponseSize)
 	case TCPStream, UDPStream:
 		r.RecvSize = pos(o.RecvSize)
-	case TCPMaerts:
+	case TCPMaerts, UDPMaerts:
 		r.SendSize = pos(o.SendSize)
 	}
 	if test == UDPStream && r.RecvSize == 0 {
 		r.RecvSize = maxUDP
+	}
+	if test == UDPMaerts && r.SendSize == 0 {
+		r.SendSize = DefaultUDPSize
 	}
 	return r, nil
 }
@@ -149,6 +161,18 @@ func (c *Config) omniRequest(family string, local netip.AddrPort, explicitData n
 	if c.RemoteConnected {
 		o.Flags |= wire.FlagUseConnected
 	}
+	if c.FastOpen {
+		o.Flags |= wire.FlagFastOpen
+	}
+	// The rings' widths, which netperf's netserver takes for its own:
+	// -W's, or a request/response test's one buffer each way.
+	o.SendWidth, o.RecvWidth = uint32(c.SendWidth), uint32(c.RecvWidth)
+	if c.IsRR() {
+		o.SendWidth, o.RecvWidth = uint32(max(c.SendWidth, 1)), uint32(max(c.RecvWidth, 1))
+	}
+	if c.RemoteBurst > 0 {
+		o.IntervalBurst, o.IntervalUsecs = uint32(c.RemoteBurst), uint32(c.RemoteInterval.Microseconds())
+	}
 	o.SocketPrio = int32(c.RemotePrio)
 	o.FillFile = c.RemoteFill
 	o.SendAlignment, o.SendOffset = uint32(c.RemoteSendAlign), uint32(c.RemoteSendOffset)
@@ -158,7 +182,7 @@ func (c *Config) omniRequest(family string, local netip.AddrPort, explicitData n
 		o.RequestSize, o.ResponseSize = int32(c.ReqSize), int32(c.RespSize)
 	case TCPStream, UDPStream:
 		o.RecvSize = orDefault(c.RemoteRecvSize)
-	case TCPMaerts:
+	case TCPMaerts, UDPMaerts:
 		o.SendSize = orDefault(c.RemoteSendSize)
 	}
 	if d := c.Duration(); d > 0 {
@@ -183,7 +207,7 @@ func omniResults(req *Request, res *SideResults, t tally, retrans int32, cong st
 	switch req.Test {
 	case TCPStream, UDPStream:
 		r.BytesReceived, r.SendCalls = uint64(t.Bytes), 0
-	case TCPMaerts:
+	case TCPMaerts, UDPMaerts:
 		r.BytesSent, r.RecvCalls = uint64(t.Bytes), 0
 	default:
 		r.BytesReceived = uint64(t.Transactions) * uint64(req.ReqSize)
@@ -192,6 +216,7 @@ func omniResults(req *Request, res *SideResults, t tally, retrans int32, cong st
 	}
 	if u := res.CPU; u != nil {
 		r.CPUUtil, r.NumCPUs = float32(u.Util), uint32(u.NumCPU)
+		r.CPUUser, r.CPUSystem, r.CPUIOWait, r.CPUIRQ, r.CPUSoftIRQ = float32(u.User), float32(u.System), float32(u.IOWait), float32(u.IRQ), float32(u.SoftIRQ)
 		for i, p := range u.PerCPU {
 			if float32(p) > r.PeakCPUUtil || r.PeakCPUID < 0 {
 				r.PeakCPUUtil, r.PeakCPUID = float32(p), int32(i)
@@ -207,14 +232,15 @@ func sideFromOmni(test string, o *wire.OmniResults, measured bool) SideResults {
 	s := SideResults{Messages: int64(o.RecvCalls), Transactions: int64(o.TransReceived), Elapsed: float64(o.Elapsed),
 		SndBuf: int(o.SendBufSize), RcvBuf: int(o.RecvBufSize), Bytes: int64(o.BytesReceived)}
 	switch test {
-	case TCPMaerts:
+	case TCPMaerts, UDPMaerts:
 		s.Bytes, s.Messages = int64(o.BytesSent), int64(o.SendCalls)
 	case TCPRR, TCPCRR, UDPRR:
 		s.Bytes = int64(o.BytesReceived + o.BytesSent)
 	}
 	if measured && o.CPUUtil >= 0 && o.NumCPUs > 0 && o.NumCPUs < 1<<16 {
 		u := float64(o.CPUUtil)
-		s.CPU = &cpustat.Usage{NumCPU: int(o.NumCPUs), Util: u, Cores: u / 100 * float64(o.NumCPUs), Elapsed: float64(o.Elapsed)}
+		s.CPU = &cpustat.Usage{NumCPU: int(o.NumCPUs), Util: u, Cores: u / 100 * float64(o.NumCPUs), Elapsed: float64(o.Elapsed),
+			User: float64(o.CPUUser), System: float64(o.CPUSystem), IOWait: float64(o.CPUIOWait), IRQ: float64(o.CPUIRQ), SoftIRQ: float64(o.CPUSoftIRQ)}
 	}
 	s.Retrans = int64(o.TransportRetrans)
 	s.CongControl = o.CongControl

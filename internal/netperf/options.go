@@ -2,6 +2,7 @@ package netperf
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -18,9 +19,16 @@ const (
 	UDPRR     = "UDP_RR"
 	// OMNI is netperf's general test: -d says which way the data flows,
 	// -T over which protocol, -c whether each transaction connects. It
-	// runs as one of the tests above.
+	// runs as one of the tests above, or as UDPMaerts.
 	OMNI = "OMNI"
+	// UDPMaerts is OMNI's "-d recv -T udp": the netserver sends
+	// datagrams. netperf has no classic test of that name; -t does not
+	// take it.
+	UDPMaerts = "UDP_MAERTS"
 )
+
+// isUDP reports whether a test moves datagrams.
+func isUDP(test string) bool { return test == UDPStream || test == UDPRR || test == UDPMaerts }
 
 // Tests lists the tests the engine runs.
 var Tests = []string{TCPStream, TCPMaerts, UDPStream, TCPRR, TCPCRR, UDPRR}
@@ -101,9 +109,29 @@ type Config struct {
 	RemoteCong       string `json:"remote_cong_control,omitempty"`
 	LocalNoDelay     bool   `json:"local_nodelay"` // test -D
 	RemoteNoDelay    bool   `json:"remote_nodelay"`
-	UDPTimeout       int    `json:"udp_timeout_s,omitempty"` // test -e: a UDP_RR response lost after this long
-	RemoteConnected  bool   `json:"remote_connected"`        // test -N
-	UUID             string `json:"uuid,omitempty"`          // test -u
+	UDPTimeout       int    `json:"udp_timeout_s,omitempty"`       // test -e: a UDP_RR response lost after this long
+	RemoteConnected  bool   `json:"remote_connected"`              // test -N
+	UUID             string `json:"uuid,omitempty"`                // test -u
+	FirstBurst       int    `json:"first_burst,omitempty"`         // test -b: requests kept outstanding beyond the one awaited
+	Cork             bool   `json:"local_cork,omitempty"`          // test -C: TCP_CORK on this end's data socket
+	FastOpen         bool   `json:"fast_open,omitempty"`           // test -F: TCP fast open
+	LocalMSS         int    `json:"local_mss_requested,omitempty"` // test -G: TCP_MAXSEG on this end's data socket
+	LocalPacingRate  int    `json:"local_pacing_rate,omitempty"`   // test -q: SO_MAX_PACING_RATE, bytes/s
+
+	// Global options of netperf's that change how the test runs.
+	NoControl      bool          `json:"no_control,omitempty"`            // -N: no netserver; the data port already listens
+	Debug          int           `json:"debug,omitempty"`                 // -d, once per -d
+	LocalInterval  time.Duration `json:"local_interval_ns,omitempty"`     // -w: burst operations every interval
+	LocalBurst     int           `json:"local_interval_burst,omitempty"`  // -b
+	RemoteInterval time.Duration `json:"remote_interval_ns,omitempty"`    // -w ,r
+	RemoteBurst    int           `json:"remote_interval_burst,omitempty"` // -b ,r
+	SendWidth      int           `json:"send_width,omitempty"`            // -W: buffers in the send ring (0: netperf's default)
+	RecvWidth      int           `json:"recv_width,omitempty"`
+	// DumpTCPInfo prints the data connection's TCP_INFO to Diag at the
+	// end, as netperf does with DUMP_TCP_INFO in its environment.
+	DumpTCPInfo bool `json:"-"`
+	// Diag is where -d's lines and TCP_INFO go (the command's stderr).
+	Diag io.Writer `json:"-"`
 
 	// Output (test -o, -O, -k): netperf's selectors, in blocks. Empty
 	// Output is netperf's classic table.
@@ -145,6 +173,14 @@ func (u *UnitLetter) UnmarshalText(b []byte) error {
 
 // IsRR reports whether the test counts transactions.
 func (c *Config) IsRR() bool { return c.Test == TCPRR || c.Test == TCPCRR || c.Test == UDPRR }
+
+// maxBurst bounds -b: the send times of the requests outstanding are kept.
+const maxBurst = 1 << 20
+
+// The TCP segment sizes Linux takes in TCP_MAXSEG (TCP_MIN_MSS and
+// MAX_TCP_WINDOW): outside them the setsockopt fails, which netperf
+// ignores and vnet says at once.
+const minMSS, maxMSS = 88, 32767
 
 // Duration is the test length in time, or 0 when it is a byte or transaction count.
 func (c *Config) Duration() time.Duration {
@@ -193,10 +229,10 @@ func (c *Config) check() error {
 	if c.IsRR() && (c.ReqSize < 1 || c.RespSize < 1) {
 		return fmt.Errorf("-r %d,%d: request and response must be at least 1 byte", c.ReqSize, c.RespSize)
 	}
-	if (c.Test == UDPStream || c.Test == UDPRR) && (c.SendSize > maxUDP || c.ReqSize > maxUDP || c.RespSize > maxUDP) {
+	if isUDP(c.Test) && (c.SendSize > maxUDP || c.RemoteSendSize > maxUDP || c.ReqSize > maxUDP || c.RespSize > maxUDP) {
 		return fmt.Errorf("UDP messages carry at most %d bytes", maxUDP)
 	}
-	if (c.Test == UDPStream || c.Test == UDPRR) && c.Length < 0 {
+	if isUDP(c.Test) && c.Length < 0 {
 		return fmt.Errorf("-l %g: a UDP test is bounded by time (datagrams may be lost), not by a count", c.Length)
 	}
 	if c.Duration() > 24*time.Hour {
@@ -204,6 +240,26 @@ func (c *Config) check() error {
 	}
 	if c.Length < 0 && -c.Length > math.MaxInt32 {
 		return fmt.Errorf("-l %g: netperf's protocol counts to %d", c.Length, math.MaxInt32)
+	}
+	return c.checkOptions()
+}
+
+// checkOptions refuses the test options that have no meaning for the test:
+// what netperf would fail on in the middle of the test, or do nothing with.
+func (c *Config) checkOptions() error {
+	switch {
+	case c.Cork && isUDP(c.Test):
+		return fmt.Errorf("-C: TCP_CORK on a UDP test (netperf fails setting it)")
+	case c.FastOpen && isUDP(c.Test):
+		return fmt.Errorf("-F: TCP fast open on a UDP test")
+	case c.FastOpen && c.Test == TCPMaerts:
+		return fmt.Errorf("-F: TCP fast open carries this end's first data in the SYN, and in TCP_MAERTS this end sends none")
+	case c.NoControl && c.Test == UDPMaerts:
+		return fmt.Errorf("-N: a UDP test where the other end sends needs the netserver to start sending")
+	case c.NoControl && c.IsRR() && c.RemoteDataPort == 0 && c.ReqSize != c.RespSize:
+		return fmt.Errorf("-N -r %d,%d: the echo service answers with the request's size (name another port with -P)", c.ReqSize, c.RespSize)
+	case c.NoControl && c.Length < 0 && c.Test == TCPMaerts:
+		return fmt.Errorf("-N -l %g: chargen sends until the connection closes; bound the test by time", c.Length)
 	}
 	return nil
 }

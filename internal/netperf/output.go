@@ -75,7 +75,7 @@ func (v view) bytes() (lSent, lRecv, rSent, rRecv int64) {
 	switch v.c.Test {
 	case TCPStream, UDPStream:
 		return r.Local.Bytes, 0, 0, r.Remote.Bytes
-	case TCPMaerts:
+	case TCPMaerts, UDPMaerts:
 		return 0, r.Local.Bytes, r.Remote.Bytes, 0
 	}
 	req, resp := int64(r.Params.ReqSize), int64(r.Params.RespSize)
@@ -90,7 +90,7 @@ func (v view) calls() (lSend, lRecv, rSend, rRecv int64) {
 	switch v.c.Test {
 	case TCPStream, UDPStream:
 		return r.Local.Messages, 0, 0, r.Remote.Messages
-	case TCPMaerts:
+	case TCPMaerts, UDPMaerts:
 		return 0, r.Local.Messages, r.Remote.Messages, 0
 	}
 	return r.Transactions, r.Transactions, r.Remote.Transactions, r.Remote.Transactions
@@ -108,6 +108,15 @@ func sdOrNone(v float64, side SideResults) float64 {
 		return -1
 	}
 	return v
+}
+
+// cpuKind is one kind of the CPU's time (USER, SYSTEM, IOWAIT, IRQ,
+// SWINTR); 0 when not measured, as netperf prints it.
+func cpuKind(s SideResults, kind string) float64 {
+	if s.CPU == nil {
+		return 0
+	}
+	return map[string]float64{"USER": s.CPU.User, "SYSTEM": s.CPU.System, "IOWAIT": s.CPU.IOWait, "IRQ": s.CPU.IRQ, "SWINTR": s.CPU.SoftIRQ}[kind]
 }
 
 func method(s SideResults) rune {
@@ -141,7 +150,7 @@ func direction(test string) string {
 	switch test {
 	case TCPStream, UDPStream:
 		return "Send"
-	case TCPMaerts:
+	case TCPMaerts, UDPMaerts:
 		return "Receive"
 	case TCPCRR:
 		return "Connect|Send|Recv"
@@ -207,7 +216,7 @@ func (v view) value(name string) any {
 		sdUnit = "usec/Tran"
 	}
 	proto, sockType := "TCP", "Stream"
-	if c.Test == UDPStream || c.Test == UDPRR {
+	if isUDP(c.Test) {
 		proto, sockType = "UDP", "Dgram"
 	}
 	lPeak, lPeakID := peak(r.Local)
@@ -254,13 +263,13 @@ func (v view) value(name string) any {
 		}
 		return 0
 	case "LOCAL_RECV_SIZE":
-		if c.Test == TCPMaerts {
+		if c.Test == TCPMaerts || c.Test == UDPMaerts {
 			return r.Params.RecvSize
 		}
 		return 0
 	case "REMOTE_SEND_SIZE":
 		switch c.Test {
-		case TCPMaerts:
+		case TCPMaerts, UDPMaerts:
 			return r.Params.SendSize
 		case TCPStream, UDPStream:
 			return -1
@@ -270,7 +279,7 @@ func (v view) value(name string) any {
 		switch c.Test {
 		case TCPStream, UDPStream:
 			return r.Params.RecvSize
-		case TCPMaerts:
+		case TCPMaerts, UDPMaerts:
 			return -1
 		}
 		return r.Params.ReqSize
@@ -288,9 +297,10 @@ func (v view) value(name string) any {
 		return util(r.Local)
 	case "REMOTE_CPU_UTIL":
 		return util(r.Remote)
-	case "LOCAL_CPU_PERCENT_USER", "LOCAL_CPU_PERCENT_SYSTEM", "LOCAL_CPU_PERCENT_IOWAIT", "LOCAL_CPU_PERCENT_IRQ", "LOCAL_CPU_PERCENT_SWINTR",
-		"REMOTE_CPU_PERCENT_USER", "REMOTE_CPU_PERCENT_SYSTEM", "REMOTE_CPU_PERCENT_IOWAIT", "REMOTE_CPU_PERCENT_IRQ", "REMOTE_CPU_PERCENT_SWINTR":
-		return 0.0 // vnet measures busy time, not its kinds
+	case "LOCAL_CPU_PERCENT_USER", "LOCAL_CPU_PERCENT_SYSTEM", "LOCAL_CPU_PERCENT_IOWAIT", "LOCAL_CPU_PERCENT_IRQ", "LOCAL_CPU_PERCENT_SWINTR":
+		return cpuKind(r.Local, name[len("LOCAL_CPU_PERCENT_"):])
+	case "REMOTE_CPU_PERCENT_USER", "REMOTE_CPU_PERCENT_SYSTEM", "REMOTE_CPU_PERCENT_IOWAIT", "REMOTE_CPU_PERCENT_IRQ", "REMOTE_CPU_PERCENT_SWINTR":
+		return cpuKind(r.Remote, name[len("REMOTE_CPU_PERCENT_"):])
 	case "LOCAL_CPU_METHOD":
 		return method(r.Local)
 	case "REMOTE_CPU_METHOD":
@@ -332,9 +342,13 @@ func (v view) value(name string) any {
 		if !c.IsRR() || r.TransRate <= 0 {
 			return -1.0
 		}
-		return 1e6 / r.TransRate
+		if c.Test == TCPCRR {
+			return 1e6 / r.TransRate
+		}
+		// A transaction waits behind the first burst's.
+		return 1e6 / r.TransRate * float64(1+c.FirstBurst)
 	case "BURST_SIZE":
-		return 0
+		return c.FirstBurst
 	case "LOCAL_TRANSPORT_RETRANS":
 		return r.Local.Retrans
 	case "REMOTE_TRANSPORT_RETRANS":
@@ -423,8 +437,14 @@ func (v view) value(name string) any {
 		return c.RemoteSendAlign
 	case "REMOTE_RECV_ALIGN":
 		return c.RemoteRecvAlign
-	case "LOCAL_SEND_WIDTH", "LOCAL_RECV_WIDTH", "REMOTE_SEND_WIDTH", "REMOTE_RECV_WIDTH":
-		return 1 // one buffer each way
+	case "LOCAL_SEND_WIDTH":
+		return r.Params.LocalSendWidth
+	case "LOCAL_RECV_WIDTH":
+		return r.Params.LocalRecvWidth
+	case "REMOTE_SEND_WIDTH":
+		return r.Params.RemoteSendWidth
+	case "REMOTE_RECV_WIDTH":
+		return r.Params.RemoteRecvWidth
 	case "LOCAL_SEND_DIRTY_COUNT", "LOCAL_RECV_DIRTY_COUNT", "LOCAL_RECV_CLEAN_COUNT",
 		"REMOTE_SEND_DIRTY_COUNT", "REMOTE_RECV_DIRTY_COUNT", "REMOTE_RECV_CLEAN_COUNT":
 		return -1
@@ -433,12 +453,23 @@ func (v view) value(name string) any {
 	case "REMOTE_NODELAY":
 		return boolInt(c.RemoteNoDelay)
 	case "LOCAL_CORK", "REMOTE_CORK":
-		return 0
+		// netperf's -C sets both, though only this end's socket is corked.
+		return boolInt(c.Cork)
 	case "LOCAL_INTERFACE_VENDOR", "LOCAL_INTERFACE_DEVICE", "LOCAL_INTERFACE_SUBVENDOR", "LOCAL_INTERFACE_SUBDEVICE",
 		"REMOTE_INTERFACE_VENDOR", "REMOTE_INTERFACE_DEVICE", "REMOTE_INTERFACE_SUBVENDOR", "REMOTE_INTERFACE_SUBDEVICE":
 		return -2 // netperf's "not looked up"
-	case "LOCAL_INTERVAL_USECS", "LOCAL_INTERVAL_BURST", "REMOTE_INTERVAL_USECS", "REMOTE_INTERVAL_BURST",
-		"LOCAL_SECURITY_TYPE_ID", "LOCAL_SECURITY_ENABLED_NUM", "REMOTE_SECURITY_TYPE_ID", "REMOTE_SECURITY_ENABLED_NUM":
+	case "LOCAL_INTERVAL_USECS":
+		return int(c.LocalInterval.Microseconds())
+	case "LOCAL_INTERVAL_BURST":
+		return c.LocalBurst
+	// The netserver's pacing as asked, as netperf prints it (netperf's
+	// own netserver paces only when built with intervals; JSON has what
+	// it answered).
+	case "REMOTE_INTERVAL_USECS":
+		return int(c.RemoteInterval.Microseconds())
+	case "REMOTE_INTERVAL_BURST":
+		return c.RemoteBurst
+	case "LOCAL_SECURITY_TYPE_ID", "LOCAL_SECURITY_ENABLED_NUM", "REMOTE_SECURITY_TYPE_ID", "REMOTE_SECURITY_ENABLED_NUM":
 		return 0
 	case "UUID":
 		return v.rep.UUID

@@ -16,7 +16,8 @@ func omniMessage(req *Request, plain bool) *wire.Message {
 	proto, st, dir, flags := omniShape(req.Test)
 	o := &wire.OmniRequest{SendBufSize: int32(req.SndBuf), RecvBufSize: int32(req.RcvBuf), SendSize: int32(req.SendSize), RecvSize: int32(req.RecvSize),
 		RequestSize: int32(req.ReqSize), ResponseSize: int32(req.RespSize), Protocol: proto, SocketType: st, Direction: dir, Flags: flags,
-		DataPort: uint32(req.DataPort), Family: wire.FamilyInet, SocketTOS: -1, TestLength: int32(req.Duration.Seconds() + 0.999)}
+		DataPort: uint32(req.DataPort), Family: wire.FamilyInet, SocketTOS: -1, TestLength: int32(req.Duration.Seconds() + 0.999),
+		NetperfIP: req.PeerIP, NetperfPort: uint32(req.PeerPort)}
 	if req.Count > 0 {
 		o.TestLength = -int32(req.Count)
 	}

@@ -33,7 +33,64 @@ func WriteText(w io.Writer, rep *Report) {
 	default:
 		writeStream(w, rep)
 	}
+	if c.Verbosity > 1 {
+		writeVerbose(w, rep)
+	}
 	writeExtras(w, rep)
+}
+
+// writeStreamBlock is -v 2's block under a TCP stream's table: this end
+// moves data with mine ("Send" or "Recv"), the netserver with theirs.
+func writeStreamBlock(w io.Writer, mine, theirs string, alignOffset [4]int, bytes int64, perCall float64, calls int64, perRemote float64, remoteCalls int64, mss int) {
+	fmt.Fprintf(w, "\nAlignment      Offset         %-8.8s %-8.8s    %ss   %-8.8s %ss\n"+
+		"Local  Remote  Local  Remote  Xfered   Per                 Per\n"+
+		"%s   %s    %s   %s             %s (avg)          %s (avg)\n"+
+		"%5d   %5d  %5d   %5d %6d  %6.2f    %6d   %6.2f %6d\n",
+		"Bytes", "Bytes", mine, "Bytes", theirs, mine, theirs, mine, theirs, mine, theirs,
+		alignOffset[0], alignOffset[1], alignOffset[2], alignOffset[3], bytes, perCall, calls, perRemote, remoteCalls)
+	fmt.Fprintf(w, "\nMaximum\nSegment\nSize (bytes)\n%6d\n", mss)
+}
+
+// writeVerbose is what netperf adds to its classic tables at -v 2 (built
+// without histograms, as it is by default): the buffers' alignments and
+// offsets, bytes per call and the MSS for TCP streams, the round trip
+// and each direction's throughput for TCP_RR; UDP tests add nothing. The
+// columns are netperf's, and so are the values in them, TCP_RR's remote
+// offset in the remote alignment's column included.
+func writeVerbose(w io.Writer, rep *Report) {
+	c := rep.Config
+	for _, r := range rep.Results {
+		v := view{rep: rep, c: c, r: r}
+		lSent, lRecv, rSent, _ := v.bytes()
+		lSendCalls, lRecvCalls, rSendCalls, rRecvCalls := v.calls()
+		per := func(b, n int64) float64 { return float64(b) / float64(max(n, 1)) }
+		switch c.Test {
+		case TCPStream:
+			writeStreamBlock(w, "Send", "Recv", [4]int{c.LocalSendAlign, c.RemoteRecvAlign, c.LocalSendOffset, c.RemoteRecvOffset},
+				lSent, per(lSent, lSendCalls), lSendCalls, per(lSent, rRecvCalls), rRecvCalls, r.MSS)
+		case TCPMaerts:
+			writeStreamBlock(w, "Recv", "Send", [4]int{c.LocalRecvAlign, c.RemoteRecvAlign, c.LocalRecvOffset, c.RemoteRecvOffset},
+				lRecv, per(lRecv, lRecvCalls), lRecvCalls, per(rSent, rSendCalls), rSendCalls, r.MSS)
+		case TCPRR:
+			units := c.Units
+			if units == 'x' {
+				units = 'm'
+			}
+			latency := -1.0
+			if r.TransRate > 0 {
+				latency = 1e6 / r.TransRate * float64(1+c.FirstBurst)
+			}
+			fmt.Fprintf(w, "Alignment      Offset         RoundTrip  Trans    Throughput\n"+
+				"Local  Remote  Local  Remote  Latency    Rate     %-8.8s/s\n"+
+				"Send   Recv    Send   Recv    usec/Tran  per sec  Outbound   Inbound\n"+
+				"%5d  %5d   %5d  %5d   %-6.3f   %-6.3f %-6.3f    %-6.3f\n",
+				unitLabel(units), c.LocalSendAlign, c.RemoteRecvOffset, c.LocalSendOffset, c.RemoteRecvOffset, latency, r.TransRate,
+				scale(r.TransRate*float64(r.Params.ReqSize)*8, units), scale(r.TransRate*float64(r.Params.RespSize)*8, units))
+		case TCPCRR:
+			fmt.Fprintf(w, "\nAlignment      Offset\nLocal  Remote  Local  Remote\nSend   Recv    Send   Recv\n%5d  %5d   %5d  %5d\n",
+				c.LocalSendAlign, c.RemoteRecvAlign, c.LocalSendOffset, c.RemoteRecvOffset)
+		}
+	}
 }
 
 // testTitle is the name netperf gives a test in its first line.
@@ -59,16 +116,24 @@ func banner(rep *Report, r *Result) string {
 		src = "0.0.0.0"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s from %s (%s) port 0 %s to %s (%s) port 0 %s", testTitle(c), src, src, fam, r.Target, dst, fam)
+	// The ports are the ones asked for (-P), 0 for any.
+	fmt.Fprintf(&b, "%s from %s (%s) port %d %s to %s (%s) port %d %s", testTitle(c), src, src, c.LocalDataPort, fam, r.Target, dst,
+		c.RemoteDataPort, fam)
 	if c.ConfLevel > 0 {
 		fmt.Fprintf(&b, " : +/-%.3f%% @ %2d%% conf. ", c.ConfWidth/2, c.ConfLevel)
 	}
 	if c.LocalNoDelay || c.RemoteNoDelay {
 		b.WriteString(" : nodelay")
 	}
+	if c.NoControl {
+		b.WriteString(" : no control")
+	}
+	if c.LocalBurst > 0 {
+		b.WriteString(" : interval")
+	}
 	b.WriteString(" : demo")
 	if strings.Contains(testTitle(c), "REQUEST/RESPONSE") {
-		b.WriteString(" : first burst 0")
+		fmt.Fprintf(&b, " : first burst %d", c.FirstBurst)
 	}
 	if c.LocalBind != nil || c.RemoteBind != nil {
 		b.WriteString(" : cpu bind")

@@ -237,7 +237,7 @@ func defaultSelectors(c *Config) [][]string {
 	switch c.Test {
 	case TCPStream, UDPStream:
 		l = []string{"LSS_SIZE_END", "RSR_SIZE_END", "LOCAL_SEND_SIZE"}
-	case TCPMaerts:
+	case TCPMaerts, UDPMaerts:
 		l = []string{"RSS_SIZE_END", "LSR_SIZE_END", "REMOTE_SEND_SIZE"}
 	default:
 		l = []string{"LSS_SIZE_END", "LSR_SIZE_END", "RSR_SIZE_END", "RSS_SIZE_END", "REQUEST_SIZE", "RESPONSE_SIZE"}

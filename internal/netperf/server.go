@@ -10,8 +10,9 @@ import (
 	"log"
 	"math"
 	"net"
+	"net/netip"
+	"os"
 	"runtime/debug"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -337,8 +338,14 @@ func (s *Server) run(ss *session, req *Request, sl *slot) error {
 	defer data.close()
 	data.slot, data.startWait = sl, s.StartTimeout
 	data.doneByClient = ss.ext&wire.ExtDone != 0
+	if req.Test == UDPMaerts {
+		if err := data.sendTo(req, localIP(c.RemoteAddr())); err != nil {
+			return err
+		}
+	}
 
-	p := phase{locked: req.BindCPU != nil, bufs: req.bufs}
+	p := phase{locked: req.BindCPU != nil, bufs: req.bufs, pace: newPacer(req.Interval, req.Burst)}
+	p.bufs.sendWidth, p.bufs.recvWidth = req.SendWidth, req.RecvWidth
 	// A cut ends the data loop, whatever it waits for, and the wait for
 	// the client's next message.
 	sl.onCut(func() {
@@ -458,14 +465,21 @@ func endWatch(c net.Conn, doneCh chan error) error {
 // what the netserver granted.
 func omniResponse(req *Request, d *serverData) *wire.OmniResponse {
 	r := &wire.OmniResponse{RecvBufSize: int32(d.rcv), SendBufSize: int32(d.snd), DataPort: uint32(d.port), SocketPrio: -1, SocketTOS: int32(req.TOS),
-		RecvSize: int32(req.RecvSize), SendSize: int32(req.SendSize), RecvWidth: 1, SendWidth: 1}
+		RecvSize: int32(req.RecvSize), SendSize: int32(req.SendSize), RecvWidth: int32(rrWidth(req.RecvWidth, 1)), SendWidth: int32(rrWidth(req.SendWidth, 1))}
 	switch req.Test {
 	case TCPStream:
 		r.RecvSize = int32(orDefault(req.RecvSize, d.rcv))
+		r.RecvWidth = int32(streamWidth(req.RecvWidth, 0, int(r.RecvSize)))
 	case TCPMaerts:
 		r.SendSize = int32(orDefault(req.SendSize, d.snd))
+		r.SendWidth = int32(streamWidth(req.SendWidth, 0, int(r.SendSize)))
+	case UDPMaerts:
+		r.SendWidth = int32(streamWidth(req.SendWidth, 0, req.SendSize))
 	case TCPRR, TCPCRR, UDPRR:
 		r.RecvSize, r.SendSize = int32(req.ReqSize), int32(req.RespSize)
+	}
+	if req.Burst > 0 {
+		r.IntervalBurst, r.IntervalUsecs = uint32(req.Burst), uint32(req.Interval.Microseconds())
 	}
 	if req.RecordCPU {
 		r.Flags |= wire.FlagMeasureCPU
@@ -482,11 +496,14 @@ func omniResponse(req *Request, d *serverData) *wire.OmniResponse {
 
 // serverData is the server's end of the data path.
 type serverData struct {
-	ln       *net.TCPListener
-	udp      *sock
-	port     int
+	ln   int   // the TCP listener, -1 for UDP
+	udp  *sock // the UDP socket
+	port int
+	opts sockOpts
+	v6   bool
+	// The data socket's buffers: the listener's, which an accepted
+	// socket inherits, and then the accepted socket's.
 	snd, rcv int
-	opts     sockOpts
 
 	slot      *slot
 	startWait time.Duration // for the data connection
@@ -498,57 +515,74 @@ type serverData struct {
 	retrans int64
 	cong    string
 
-	// mu orders wake against close: once closed, the UDP socket's
-	// descriptor number may already belong to another test's socket.
+	// mu orders wake against close: once closed, a descriptor's number
+	// may already belong to another test's socket.
 	mu     sync.Mutex
 	closed bool
 }
 
+// openServerData makes the data socket. Its options are set on the
+// listener, and the socket the client's connection is accepted on inherits
+// them (TestAcceptedSocketsInheritOptions), so a TCP_CRR test sets none
+// per connection.
 func openServerData(req *Request, ip net.IP) (*serverData, error) {
-	addr := net.JoinHostPort(ip.String(), strconv.Itoa(req.DataPort))
-	d := &serverData{opts: sockOpts{snd: req.SndBuf, rcv: req.RcvBuf, tos: req.TOS, cong: req.CongControl, noDelay: req.NoDelay, family: req.Family,
-		prio: req.Prio, keep: req.KeepAlive},
-		retrans: -1}
-	lc := net.ListenConfig{Control: d.opts.control}
-	if req.Test == UDPStream || req.Test == UDPRR {
-		pc, err := lc.ListenPacket(context.Background(), network("udp", req.Family), addr)
-		if err != nil {
-			return nil, err
-		}
-		uc := pc.(*net.UDPConn)
-		d.port = uc.LocalAddr().(*net.UDPAddr).Port
-		if d.udp, err = blocking(uc, uc); err != nil {
-			return nil, err
-		}
-		d.snd, d.rcv = d.udp.bufSizes()
-		return d, nil
+	o := sockOpts{snd: req.SndBuf, rcv: req.RcvBuf, tos: req.TOS, cong: req.CongControl, noDelay: req.NoDelay, family: req.Family,
+		prio: req.Prio, keep: req.KeepAlive, fastOpen: req.FastOpen}
+	d := &serverData{ln: -1, retrans: -1, opts: o}
+	addr, _ := netip.AddrFromSlice(ip)
+	typ := unix.SOCK_STREAM
+	if isUDP(req.Test) {
+		typ = unix.SOCK_DGRAM
 	}
-	ln, err := lc.Listen(context.Background(), network("tcp", req.Family), addr)
+	fd, port, err := listenData(typ, req.Family, addr.Unmap(), req.DataPort, o)
 	if err != nil {
 		return nil, err
 	}
-	d.ln = ln.(*net.TCPListener)
-	d.port = d.ln.Addr().(*net.TCPAddr).Port
-	d.snd, d.rcv = listenerBufSizes(d.ln) // replaced by the accepted socket's
+	d.port = port
+	if sa, err := unix.Getsockname(fd); err == nil {
+		_, d.v6 = sa.(*unix.SockaddrInet6)
+	}
+	if typ == unix.SOCK_DGRAM {
+		d.udp = &sock{fd: fd}
+		d.snd, d.rcv = d.udp.bufSizes()
+		return d, nil
+	}
+	d.ln = fd
+	d.snd, d.rcv = (&sock{fd: fd}).bufSizes()
 	return d, nil
 }
 
-// listenerBufSizes are the buffers an accepted socket starts with.
-func listenerBufSizes(ln *net.TCPListener) (snd, rcv int) {
-	rc, err := ln.SyscallConn()
-	if err != nil {
-		return 0, 0
+// sendTo connects the UDP socket of a test where the netserver sends to
+// the client's data socket. The datagrams go only to the host that asked
+// for the test (netperf's netserver sends wherever the request says, and
+// so can be made to flood a third party): the request's address must be
+// the control connection's, or none.
+func (d *serverData) sendTo(req *Request, ctlPeer net.IP) error {
+	peer, _ := netip.AddrFromSlice(ctlPeer)
+	peer = peer.Unmap()
+	if req.PeerIP.IsValid() && !req.PeerIP.IsUnspecified() && req.PeerIP.Unmap() != peer {
+		return fmt.Errorf("%w: the netserver sends datagrams only to the host that asked for the test (%s, not %s)", unix.EPERM, peer, req.PeerIP)
 	}
-	rc.Control(func(fd uintptr) { snd, rcv = (&sock{fd: int(fd)}).bufSizes() })
-	return snd, rcv
+	if req.PeerPort == 0 {
+		return fmt.Errorf("%w: the request names no port to send datagrams to", unix.EINVAL)
+	}
+	sa, _ := unix.Getsockname(d.udp.fd)
+	domain := unix.AF_INET
+	if _, v6 := sa.(*unix.SockaddrInet6); v6 {
+		domain = unix.AF_INET6
+	}
+	if err := d.udp.connect(newEndpoint(netip.AddrPortFrom(peer, uint16(req.PeerPort)), domain), connectTimeout, nil); err != nil {
+		return fmt.Errorf("data socket: connect to %s port %d: %w", peer, req.PeerPort, err)
+	}
+	return nil
 }
 
 func (d *serverData) close() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.closed = true
-	if d.ln != nil {
-		d.ln.Close()
+	if d.ln >= 0 {
+		unix.Close(d.ln)
 	}
 	if d.udp != nil {
 		d.udp.Close()
@@ -556,7 +590,8 @@ func (d *serverData) close() {
 }
 
 // wake ends a passive loop's blocked call at once: a receive on the UDP
-// socket returns nothing, an accept on the listener fails.
+// socket returns nothing, an accept on the listener fails (a listener
+// shut down stops listening).
 func (d *serverData) wake() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -566,8 +601,8 @@ func (d *serverData) wake() {
 	if d.udp != nil {
 		d.udp.wakeReader()
 	}
-	if d.ln != nil {
-		d.ln.Close()
+	if d.ln >= 0 {
+		_ = unix.Shutdown(d.ln, unix.SHUT_RD)
 	}
 }
 
@@ -575,37 +610,25 @@ func (d *serverData) wake() {
 // client is gone.
 func (d *serverData) accept(p *phase) (*sock, error) {
 	deadline := time.Now().Add(d.startWait)
+	s := &sock{fd: -1}
 	for {
-		d.ln.SetDeadline(time.Now().Add(pollInterval))
-		c, err := d.ln.AcceptTCP()
+		fd, err := s.acceptFrom(d.ln)
 		if err == nil {
-			s, err := d.adopt(c)
-			if err == nil {
-				d.snd, d.rcv = s.bufSizes()
+			s.fd = fd
+			if err := d.opts.applyMarks(fd, d.v6); err != nil {
+				s.Close()
+				return nil, err
 			}
-			return s, err
+			d.snd, d.rcv = s.bufSizes()
+			return s, nil
 		}
-		var ne net.Error
-		if !errors.As(err, &ne) || !ne.Timeout() {
-			return nil, err
+		if !interrupted(err) {
+			return nil, os.NewSyscallError("accept", err)
 		}
 		if p.stop.Load() || time.Now().After(deadline) {
 			return nil, errors.New("the client never opened the data connection")
 		}
 	}
-}
-
-// adopt takes an accepted connection over, with the test's options.
-func (d *serverData) adopt(c *net.TCPConn) (*sock, error) {
-	s, err := blocking(c, c)
-	if err != nil {
-		return nil, err
-	}
-	if err := d.opts.apply(s.fd, false); err != nil {
-		s.Close()
-		return nil, err
-	}
-	return s, nil
 }
 
 func (d *serverData) serve(req *Request, p *phase, doneCh chan error) (tally, error) {
@@ -636,7 +659,7 @@ func (d *serverData) serve(req *Request, p *phase, doneCh chan error) (tally, er
 		}
 	}
 	switch req.Test {
-	case UDPStream, UDPRR, TCPCRR:
+	case UDPStream, UDPRR, TCPCRR, UDPMaerts:
 		d.slot.watch(p.count.Load)
 	}
 	switch req.Test {
@@ -649,6 +672,10 @@ func (d *serverData) serve(req *Request, p *phase, doneCh chan error) (tally, er
 	case TCPCRR:
 		endOnDone(0)
 		return d.serveCRR(req, p)
+	case UDPMaerts:
+		t, err := udpSend(d.udp, req.SendSize, streamWidth(req.SendWidth, 0, req.SendSize), req.Duration, req.Count, p)
+		d.udp.endUDP()
+		return t, err
 	}
 	s, err := d.accept(p)
 	if err != nil {
@@ -664,12 +691,14 @@ func (d *serverData) serve(req *Request, p *phase, doneCh chan error) (tally, er
 	switch req.Test {
 	case TCPStream:
 		size := orDefault(req.RecvSize, d.rcv)
-		d.slot.resize(int64(size))
-		return streamRecv(s, size, p)
+		width := streamWidth(req.RecvWidth, 0, size)
+		d.slot.resize(int64(size * width))
+		return streamRecv(s, size, width, p)
 	case TCPMaerts:
 		size := orDefault(req.SendSize, d.snd)
-		d.slot.resize(int64(size))
-		return streamSend(s, size, req.Duration, req.Count, p)
+		width := streamWidth(req.SendWidth, 0, size)
+		d.slot.resize(int64(size * width))
+		return streamSend(s, size, width, req.Duration, req.Count, p)
 	case TCPRR:
 		return rrServer(s, req.ReqSize, req.RespSize, p)
 	}
@@ -683,43 +712,63 @@ func (d *serverData) serve(req *Request, p *phase, doneCh chan error) (tally, er
 const crrIdle = 250 * time.Millisecond
 
 // serveCRR answers one connection at a time until the client is done.
+// The calls are raw, as in the other request/response loops: one sock
+// holds the slot and each connection's descriptor in turn.
 func (d *serverData) serveCRR(req *Request, p *phase) (tally, error) {
-	rq, rs := make([]byte, req.ReqSize), make([]byte, req.RespSize)
+	rq, rs := p.recvRing(req.ReqSize, rrWidth(req.RecvWidth, req.ReqSize)), p.sendRing(req.RespSize, rrWidth(req.SendWidth, req.RespSize))
 	t := tally{Start: time.Now()}
 	end := time.Time{}
 	if !d.doneByClient && req.Duration > 0 {
 		end = t.Start.Add(req.Duration)
 	}
+	s := &sock{fd: -1}
+	defer s.useRaw(rawForLatency)()
+	s.noYield = p.locked
+	timeout := pollInterval // the listener's, which bounds each accept
+	lastConn := t.Start
 	for !p.over.Load() && !p.stop.Load() && (req.Count == 0 || t.Transactions < req.Count) {
 		wait := pollInterval
 		if !end.IsZero() && time.Now().After(end) {
 			wait = crrIdle
 		}
-		d.ln.SetDeadline(time.Now().Add(wait))
-		c, err := d.ln.AcceptTCP()
+		if wait != timeout {
+			tv := unix.NsecToTimeval(wait.Nanoseconds())
+			_ = unix.SetsockoptTimeval(d.ln, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+			timeout = wait
+		}
+		fd, err := s.acceptFrom(d.ln)
 		if err != nil {
-			var ne net.Error
-			timeout := errors.As(err, &ne) && ne.Timeout()
-			if timeout && wait == crrIdle || !end.IsZero() && time.Now().After(end.Add(padTime)) {
-				break // netperf's client has stopped connecting
+			// A timeout, or a signal: the runtime signals a goroutine in
+			// a raw call every 10 ms or so, so an accept may never see
+			// its timeout; the clock says whether netperf has stopped.
+			if interrupted(err) {
+				now := time.Now()
+				if !end.IsZero() && (now.After(end.Add(padTime)) || now.After(end) && now.Sub(lastConn) >= crrIdle) {
+					break // netperf's client has stopped connecting
+				}
+				continue
 			}
-			if timeout || p.over.Load() {
-				continue // over: the listener was closed to end the test
+			if p.over.Load() {
+				continue // the listener was shut down to end the test
 			}
+			t.End = time.Now()
+			return t, os.NewSyscallError("accept", err)
+		}
+		lastConn = time.Now()
+		s.fd = fd
+		if err := d.opts.applyMarks(fd, d.v6); err != nil {
+			s.closeFD()
 			t.End = time.Now()
 			return t, err
 		}
-		s, err := d.adopt(c)
-		if err != nil {
-			continue
-		}
-		if n, err := s.readFull(rq, &p.stop); err == nil && n == len(rq) {
-			if _, err := s.write(rs, &p.stop); err == nil {
-				t.transaction(len(rq)+len(rs), 0, false, p)
+		if n, err := s.readFull(rq.next(), &p.stop); err == nil && n == req.ReqSize {
+			if _, err := s.write(rs.next(), &p.stop); err == nil {
+				t.transaction(req.ReqSize+req.RespSize, 0, false, p)
 				t.End = time.Now()
 			}
 		}
-		s.Close()
+		s.closeFD()
+		p.pace.wait()
 	}
 	if t.End.IsZero() {
 		t.End = time.Now()

@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 	"unsafe"
 
@@ -47,30 +46,11 @@ func (s *sock) writeOnce(fd int, b []byte) (int, error) {
 // pollInterval bounds one blocking call.
 const pollInterval = 500 * time.Millisecond
 
-// blocking takes over a connection's socket: it duplicates the descriptor,
-// makes it blocking, and closes Go's copy so the poller lets go of it.
-func blocking(c syscall.Conn, closer interface{ Close() error }) (*sock, error) {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
-	fd := -1
-	var derr error
-	if err := rc.Control(func(f uintptr) { fd, derr = unix.Dup(int(f)) }); err != nil {
-		return nil, err
-	}
-	if derr != nil {
-		return nil, derr
-	}
-	closer.Close()
-	if err := unix.SetNonblock(fd, false); err != nil {
-		unix.Close(fd)
-		return nil, err
-	}
+// boundCalls bounds each blocking call on fd to pollInterval.
+func boundCalls(fd int) {
 	tv := unix.NsecToTimeval(pollInterval.Nanoseconds())
 	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
 	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv)
-	return &sock{fd: fd}, nil
 }
 
 func (s *sock) Close() error { return unix.Close(s.fd) }
@@ -217,7 +197,7 @@ func (s *sock) bufSizes() (snd, rcv int) {
 }
 
 // sockOpts are a data socket's options: buffers (-s, -S), TOS (-Y),
-// TCP_NODELAY (-D) and congestion control (-K).
+// TCP_NODELAY (-D), congestion control (-K), TCP_CORK (-C), fast open (-F).
 type sockOpts struct {
 	snd, rcv int    // 0: the system's default (and autotuning)
 	tos      int    // -1: leave it
@@ -226,73 +206,70 @@ type sockOpts struct {
 	family   string // "4", "6" or "" for either
 	prio     int    // SO_PRIORITY (-y), -1 to leave it
 	keep     bool   // SO_KEEPALIVE (global -S)
+	cork     bool   // TCP_CORK (test -C): this end's sends wait for full segments
+	// fastOpen: TCP fast open (test -F); on a client's socket its first
+	// data rides in the SYN, on a listener it takes such data.
+	fastOpen bool
+	mss      int // TCP_MAXSEG (test -G), 0 to leave it
+	// pacing: SO_MAX_PACING_RATE in bytes/s (test -q), 0 to leave it;
+	// TCP paces itself to it without the fq qdisc.
+	pacing int
 }
 
-// control is a net.Dialer/ListenConfig Control function: the options are
-// set before connect or listen, where TCP's window scale is decided.
-func (o sockOpts) control(network, _ string, rc syscall.RawConn) error {
-	var serr error
-	err := rc.Control(func(fd uintptr) {
-		serr = o.apply(int(fd), strings.HasSuffix(network, "6"))
-		if serr == nil {
-			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
-		}
-	})
-	if err != nil {
-		return err
+// applyMarks sets the TOS and the priority alone, which an accepted
+// socket does not inherit from its listener on every kernel (the
+// priority on none), when they are asked for.
+func (o sockOpts) applyMarks(fd int, v6 bool) error {
+	if o.tos < 0 && o.prio < 0 {
+		return nil
 	}
-	return serr
+	return sockOpts{tos: o.tos, prio: o.prio}.applyTo(fd, v6, false)
 }
 
-// apply sets the options on a socket. v6 says which TOS option a socket
-// whose family is not known from its network takes.
-func (o sockOpts) apply(fd int, v6 bool) error {
+// applyTo sets the options on a new socket, before bind, connect or
+// listen, where TCP's window scale is decided. v6 and stream say what the
+// socket is, so that no option is looked up per connection.
+func (o sockOpts) applyTo(fd int, v6, stream bool) error {
 	set := func(what string, level, opt, v int) error {
 		if err := unix.SetsockoptInt(fd, level, opt, v); err != nil {
 			return fmt.Errorf("setsockopt %s %d: %w", what, v, err)
 		}
 		return nil
 	}
-	if o.snd > 0 {
-		if err := set("SO_SNDBUF", unix.SOL_SOCKET, unix.SO_SNDBUF, o.snd); err != nil {
-			return err
-		}
+	type opt struct {
+		on          bool
+		what        string
+		level, name int
+		v           int
 	}
-	if o.rcv > 0 {
-		if err := set("SO_RCVBUF", unix.SOL_SOCKET, unix.SO_RCVBUF, o.rcv); err != nil {
-			return err
-		}
+	tos := opt{o.tos >= 0, "IP_TOS", unix.IPPROTO_IP, unix.IP_TOS, o.tos}
+	if v6 {
+		tos = opt{o.tos >= 0, "IPV6_TCLASS", unix.IPPROTO_IPV6, unix.IPV6_TCLASS, o.tos}
 	}
-	if o.prio >= 0 {
-		if err := set("SO_PRIORITY", unix.SOL_SOCKET, unix.SO_PRIORITY, o.prio); err != nil {
-			return err
-		}
+	opts := []opt{
+		{o.snd > 0, "SO_SNDBUF", unix.SOL_SOCKET, unix.SO_SNDBUF, o.snd},
+		{o.rcv > 0, "SO_RCVBUF", unix.SOL_SOCKET, unix.SO_RCVBUF, o.rcv},
+		{o.keep, "SO_KEEPALIVE", unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1},
+		// The TOS before the priority: setting the TOS sets the
+		// priority from it.
+		tos,
+		{o.prio >= 0, "SO_PRIORITY", unix.SOL_SOCKET, unix.SO_PRIORITY, o.prio},
+		{stream && o.noDelay, "TCP_NODELAY", unix.IPPROTO_TCP, unix.TCP_NODELAY, 1},
+		{stream && o.cork, "TCP_CORK", unix.IPPROTO_TCP, unix.TCP_CORK, 1},
+		{stream && o.mss > 0, "TCP_MAXSEG", unix.IPPROTO_TCP, unix.TCP_MAXSEG, o.mss},
+		{o.pacing > 0, "SO_MAX_PACING_RATE", unix.SOL_SOCKET, unix.SO_MAX_PACING_RATE, o.pacing},
+		// The client's connect waits for its first write, whose data
+		// rides in the SYN: what netperf's sendto(MSG_FASTOPEN) does.
+		{stream && o.fastOpen, "TCP_FASTOPEN_CONNECT", unix.IPPROTO_TCP, unix.TCP_FASTOPEN_CONNECT, 1},
 	}
-	if o.keep {
-		if err := set("SO_KEEPALIVE", unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1); err != nil {
-			return err
-		}
-	}
-	if o.tos >= 0 {
-		dom, _ := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_DOMAIN)
-		if dom == unix.AF_INET6 || dom == 0 && v6 {
-			if err := set("IPV6_TCLASS", unix.IPPROTO_IPV6, unix.IPV6_TCLASS, o.tos); err != nil {
+	for _, x := range opts {
+		if x.on {
+			if err := set(x.what, x.level, x.name, x.v); err != nil {
 				return err
 			}
-		} else if err := set("IP_TOS", unix.IPPROTO_IP, unix.IP_TOS, o.tos); err != nil {
-			return err
 		}
 	}
-	typ, _ := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
-	if typ != unix.SOCK_STREAM {
-		return nil
-	}
-	if o.noDelay {
-		if err := set("TCP_NODELAY", unix.IPPROTO_TCP, unix.TCP_NODELAY, 1); err != nil {
-			return err
-		}
-	}
-	if o.cong != "" {
+	if stream && o.cong != "" {
 		if err := unix.SetsockoptString(fd, unix.IPPROTO_TCP, unix.TCP_CONGESTION, o.cong); err != nil {
 			return fmt.Errorf("congestion control %q: %w", o.cong, err)
 		}

@@ -71,7 +71,13 @@ type Request struct {
 	Prio      int  // SO_PRIORITY, -1 to leave it
 	KeepAlive bool // SO_KEEPALIVE
 	Connected bool // UDP: connect the socket to the client once it has heard from it
-	bufs      bufLayout
+	FastOpen  bool // the listener takes data in the SYN
+	// The buffer rings' widths (0: netperf's default) and the pacing:
+	// Burst operations every Interval.
+	SendWidth, RecvWidth int
+	Interval             time.Duration
+	Burst                int
+	bufs                 bufLayout
 }
 
 // SideResults is what one end measured.
@@ -152,7 +158,7 @@ func DecodeMsg(body []byte) (*Message, error) {
 // Validate checks a request from an untrusted client.
 func (r *Request) Validate() error {
 	switch {
-	case !contains(Tests, r.Test):
+	case !contains(Tests, r.Test) && r.Test != UDPMaerts:
 		return fmt.Errorf("unknown test %q", r.Test)
 	case r.Duration < 0 || r.Duration > 24*time.Hour:
 		return fmt.Errorf("duration %v out of range", r.Duration)
@@ -172,6 +178,10 @@ func (r *Request) Validate() error {
 		return fmt.Errorf("TOS %d out of range 0..255", r.TOS)
 	case r.PeerPort < 0 || r.PeerPort > 65535:
 		return fmt.Errorf("port %d out of range", r.PeerPort)
+	case r.SendWidth < 0 || r.SendWidth > maxWidth || r.RecvWidth < 0 || r.RecvWidth > maxWidth:
+		return fmt.Errorf("buffer ring widths %d,%d out of range 0..%d", r.SendWidth, r.RecvWidth, maxWidth)
+	case r.Burst < 0 || r.Burst > maxBurst || r.Interval < 0 || r.Interval > time.Hour:
+		return fmt.Errorf("pacing of %d every %v out of range", r.Burst, r.Interval)
 	}
 	for _, v := range []struct {
 		name string
@@ -189,7 +199,10 @@ func (r *Request) Validate() error {
 	if (r.Test == TCPRR || r.Test == TCPCRR || r.Test == UDPRR) && (r.ReqSize < 1 || r.RespSize < 1) {
 		return fmt.Errorf("RR sizes must be at least 1")
 	}
-	if (r.Test == UDPRR || r.Test == UDPStream) && (r.ReqSize > 65507 || r.RespSize > 65507 || r.RecvSize > 65507) {
+	if b := bufferBytes(r); b > 4*maxRingBytes {
+		return fmt.Errorf("buffer rings of %s (over %s)", mib(b), mib(4*maxRingBytes))
+	}
+	if isUDP(r.Test) && (r.ReqSize > maxUDP || r.RespSize > maxUDP || r.RecvSize > maxUDP || r.SendSize > maxUDP) {
 		return fmt.Errorf("UDP messages carry at most 65507 bytes")
 	}
 	return nil

@@ -17,9 +17,12 @@ import (
 )
 
 // The peers, built once per run: vnet, and netperf's netperf and
-// netserver from their source.
+// netserver from their source, as configured by default and with paced
+// operation (--enable-intervals, which netperf's default build leaves
+// out).
 var (
 	vnetBin, realNetperf, realNetserver string
+	pacedNetperf, pacedNetserver        string
 	skipWhy                             string
 )
 
@@ -44,6 +47,15 @@ func TestMain(m *testing.M) {
 			panic(fmt.Sprintf("build netperf: %v\n%s", err, out))
 		}
 		realNetperf, realNetserver = filepath.Join(dir, "netperf", "netperf"), filepath.Join(dir, "netperf", "netserver")
+		// The paced build: the same script, its compiler told to define
+		// WANT_INTERVALS (-fcommon: netperf 2.7.1's paced code defines a
+		// global in a header, which GCC 10 and later refuse to link twice).
+		build := exec.Command(script, filepath.Join(dir, "paced"))
+		build.Env = append(os.Environ(), "CFLAGS=-O2 -fcommon -DWANT_INTERVALS")
+		if out, err := build.CombinedOutput(); err != nil {
+			panic(fmt.Sprintf("build netperf with intervals: %v\n%s", err, out))
+		}
+		pacedNetperf, pacedNetserver = filepath.Join(dir, "paced", "netperf"), filepath.Join(dir, "paced", "netserver")
 		return m.Run()
 	}()
 	os.Exit(code)
@@ -91,9 +103,12 @@ func serve(t *testing.T, kind string) string {
 	t.Helper()
 	port := freePort(t)
 	var cmd *exec.Cmd
-	if kind == "vnet" {
+	switch kind {
+	case "vnet":
 		cmd = exec.Command(vnetBin, "netserver", "-D", "-p", port)
-	} else {
+	case "paced":
+		cmd = exec.Command(pacedNetserver, "-D", "-p", port)
+	default:
 		cmd = exec.Command(realNetserver, "-D", "-p", port)
 	}
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
@@ -113,12 +128,32 @@ func serve(t *testing.T, kind string) string {
 	}
 }
 
-// client is the command of a netperf client: "vnet" or "netperf".
+// client is the command of a netperf client: "vnet", "netperf" or
+// "paced" (netperf with intervals).
 func client(kind string, args ...string) *exec.Cmd {
-	if kind == "vnet" {
+	switch kind {
+	case "vnet":
 		return exec.Command(vnetBin, append([]string{"netperf"}, args...)...)
+	case "paced":
+		return exec.Command(pacedNetperf, args...)
 	}
 	return exec.Command(realNetperf, args...)
+}
+
+// runClient runs a client to its end, within a minute, and returns its
+// output and standard error apart.
+func runClient(t *testing.T, kind string, args ...string) (stdout, stderr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := client(kind, args...)
+	cmd = exec.CommandContext(ctx, cmd.Path, cmd.Args[1:]...)
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s %v: %v\n%s%s", kind, args, err, out.String(), errOut.String())
+	}
+	return out.String(), errOut.String()
 }
 
 // keyvals reads netperf's -k output.
@@ -165,6 +200,7 @@ var cells = []cell{
 	{"OMNI", []string{"-d", "send"}, "TCP", "Send", false},
 	{"OMNI", []string{"-d", "recv"}, "TCP", "Receive", false},
 	{"OMNI", []string{"-d", "rr", "-r", "32,64"}, "TCP", "Send|Recv", true},
+	{"OMNI", []string{"-d", "recv", "-T", "udp", "-m", ",1024"}, "UDP", "Receive", false},
 }
 
 // Every test, both ways, over IPv4 and IPv6, with CPU on both ends and
@@ -306,7 +342,7 @@ func TestNetperfAgainstVnetNetserver(t *testing.T) {
 // flent's tcp_1down, tcp_1up and rrul complete in each mix: vnet as netperf
 // against netperf's netserver and against vnet's, and netperf against
 // vnet's netserver. Every netperf series of the data file has points and
-// a mean.
+// a mean, and every TCP series the TCP_INFO flent asks for.
 func TestFlent(t *testing.T) {
 	needPeers(t)
 	flent, err := exec.LookPath("flent")
@@ -356,6 +392,8 @@ func checkFlentData(t *testing.T, dir string) {
 			Series map[string]struct {
 				Runner string   `json:"RUNNER"`
 				Mean   *float64 `json:"MEAN_VALUE"`
+				MSS    *int     `json:"TCP_MSS"`
+				RTT    *int     `json:"TCPI_RTT"`
 			} `json:"SERIES_META"`
 		} `json:"metadata"`
 	}
@@ -377,6 +415,11 @@ func checkFlentData(t *testing.T, dir string) {
 		// 3 s at flent's 0.2 s steps: 15 points; allow for the ends.
 		if points < 10 || meta.Mean == nil || *meta.Mean <= 0 {
 			t.Errorf("%s: %d points, mean %v", name, points, meta.Mean)
+		}
+		// A TCP series carries the TCP_INFO lines netperf prints with
+		// DUMP_TCP_INFO, which flent sets.
+		if meta.MSS != nil && meta.RTT == nil {
+			t.Errorf("%s: a TCP series without TCP_INFO metadata (TCPI_RTT)", name)
 		}
 	}
 	if netperfs == 0 {

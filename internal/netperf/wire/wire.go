@@ -69,6 +69,7 @@ const (
 	FlagConnectTest  = 0x00000004
 	FlagMeasureCPU   = 0x00000008
 	FlagWantCong     = 0x00000020 // also netperf's "routing allowed", which it sets by default
+	FlagFastOpen     = 0x00000800 // the data listener takes data in the SYN (TCP fast open)
 	FlagUseConnected = 0x00004000
 	FlagKeepAlive    = 0x80000000
 )

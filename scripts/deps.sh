@@ -4,7 +4,8 @@
 # the dashboard), etcd (the 3-member cluster test), Graphviz (reading the
 # topology's dot), a C toolchain with autoconf, automake and texinfo (to
 # build netperf 2.7.1 from ../shared/peers), flent with fping (the netperf
-# interop tests), and QEMU with a kernel image for the guest test when the
+# interop tests), the CNI plugins, podman, runc and a static busybox (the
+# container runtime tests), and QEMU with a kernel image for the guest test when the
 # machine has none in /boot (a container or a microVM).
 #
 # Without root or apt-get it installs nothing: it names what is missing and
@@ -12,7 +13,8 @@
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 
-packages=(iperf3 sockperf iproute2 util-linux chromium etcd-server graphviz gcc make autoconf automake texinfo flent fping)
+packages=(iperf3 sockperf iproute2 util-linux chromium etcd-server graphviz gcc make autoconf automake texinfo flent fping
+  containernetworking-plugins podman runc busybox-static)
 need=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")

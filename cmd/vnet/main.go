@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vnet-project/vnet/internal/cni"
 	"github.com/vnet-project/vnet/internal/service"
 )
 
@@ -26,6 +27,10 @@ const (
 type usageError struct{ error }
 
 func main() {
+	if cni.Invoked(os.Args) {
+		cni.Main() // a container runtime's CNI plugin (docs/containers.md)
+		return
+	}
 	stop := startCPUProfile()
 	root := newRoot()
 	err := root.Execute()

@@ -226,3 +226,48 @@ func (l *Linux) Garbage(opts GarbageOpts) ([]Leftover, error) {
 	}
 	return out, nil
 }
+
+// SweepUnmarked removes the vNIC pairs that a command killed between
+// making them and marking them left in the infrastructure's namespaces:
+// the kernel takes no alias when it makes a link, so for a few requests a
+// pair bears no mark, and no observation sees it. Only veths with vnet's
+// name for a vNIC's switch port and no alias at all are taken: in a
+// namespace vnet made, such a link is a killed command's. A VM's pair is
+// made again under its name by the next apply; a container's, whose other
+// end is in the runtime's namespace, would stay there when the container
+// is detached. It reads every link of those namespaces, so it is for after
+// an apply that did not finish.
+func (l *Linux) SweepUnmarked(infra string) ([]string, error) {
+	names, err := netnsEntries(plan.InfraNSPrefix(infra))
+	if err != nil {
+		return nil, err
+	}
+	var done []string
+	var errs []error
+	for _, ns := range names {
+		if !netnsExists(ns) {
+			continue
+		}
+		h, err := l.handle(ns)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		links, err := h.LinkList()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("list links of %s: %w", ns, err))
+			continue
+		}
+		for _, link := range links {
+			if link.Type() != "veth" || link.Attrs().Alias != "" || !plan.IsVNICPortName(link.Attrs().Name) {
+				continue
+			}
+			if err := h.LinkDel(link); err != nil && !isGone(err) {
+				errs = append(errs, fmt.Errorf("ip -n %s link del %s: %w", ns, link.Attrs().Name, err))
+				continue
+			}
+			done = append(done, fmt.Sprintf("unmarked vNIC pair %s in %s", link.Attrs().Name, ns))
+		}
+	}
+	return done, errors.Join(errs...)
+}

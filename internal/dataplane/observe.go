@@ -105,11 +105,22 @@ func (l *Linux) observe(infra string, scope plan.Scope, hints []plan.Resource, c
 		views = append(views, v)
 	}
 	attachedNS := attachedNamespaces(infra, hints)
+	for _, ns := range scope.Names() {
+		// A container's namespace the change reaches (one a vNIC leaves)
+		// is read too, for the ends of this infrastructure's ports.
+		if _, _, ours := plan.SplitNSName(ns); !ours && ns != plan.CurrentNS && ns != l.HostNS && attachedNS[ns] == nil && netnsExists(ns) {
+			attachedNS[ns] = map[string]bool{}
+		}
+	}
+	labPeer := plan.AliasPrefix + "peer=" + plan.InfraNSPrefix(infra)
 	for _, ns := range sortedKeys(attachedNS) {
 		// A container's namespace: only the vNIC ends of this
-		// infrastructure's switch ports are its.
+		// infrastructure's switch ports are its: those the hints name
+		// and, on one machine, every end whose port is in one of the
+		// infrastructure's namespaces, so that a vNIC moving between
+		// containers, or leaving one, is read whole.
 		ends := attachedNS[ns]
-		v, err := l.observeNS(ns, shaperHints, func(alias string) bool { return ends[alias] }, nil)
+		v, err := l.observeNS(ns, shaperHints, func(alias string) bool { return ends[alias] || strings.HasPrefix(alias, labPeer) }, nil)
 		if err != nil {
 			return nil, err
 		}

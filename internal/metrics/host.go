@@ -36,7 +36,7 @@ func ReadHost(c Counting, s *spec.Spec, host, hostNS string) (*Snapshot, error) 
 		}
 		for i, n := range vm.NICs {
 			name := fmt.Sprintf("eth%d", i)
-			st := m[name]
+			st := m[n.LinkName(i)]
 			snap.Ports = append(snap.Ports, PortSample{Host: host, VM: vm.Name, VNIC: name, PortGroup: n.PortGroup,
 				Up: st.Up && n.IsConnected(), TxBytes: st.TxBytes, RxBytes: st.RxBytes})
 		}

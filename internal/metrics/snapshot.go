@@ -137,8 +137,7 @@ func (p PoolSample) Key() string { return p.Host + "/" + p.Switch + "/" + p.Upli
 // there is not one to report rates of.
 func Read(c Counting, s *spec.Spec) (*Snapshot, error) {
 	links := map[string]map[string]status.Link{}
-	linksOf := func(node string) (map[string]status.Link, error) {
-		ns := plan.NSName(s.Name, node)
+	linksIn := func(ns string) (map[string]status.Link, error) {
 		if m, ok := links[ns]; ok {
 			return m, nil
 		}
@@ -149,16 +148,21 @@ func Read(c Counting, s *spec.Spec) (*Snapshot, error) {
 		links[ns] = m
 		return m, nil
 	}
+	linksOf := func(node string) (map[string]status.Link, error) { return linksIn(plan.NSName(s.Name, node)) }
 	snap := &Snapshot{Infra: s.Name, At: time.Now().UTC()}
-	for _, vm := range s.VMs {
-		m, err := linksOf(vm.Name)
-		if err != nil {
-			return nil, err
-		}
+	for vi := range s.VMs {
+		vm := &s.VMs[vi]
 		for i, n := range vm.NICs {
-			name := fmt.Sprintf("eth%d", i)
-			st := m[name]
-			snap.Ports = append(snap.Ports, PortSample{Host: vm.Host, VM: vm.Name, VNIC: name, PortGroup: n.PortGroup,
+			ns, link, tap := plan.VNICPlace(s.Name, vm, i)
+			m, err := linksIn(ns)
+			if err != nil {
+				return nil, err
+			}
+			st := m[link]
+			if tap { // the switch's side of the guest's vNIC
+				st.TxBytes, st.RxBytes = st.RxBytes, st.TxBytes
+			}
+			snap.Ports = append(snap.Ports, PortSample{Host: vm.Host, VM: vm.Name, VNIC: fmt.Sprintf("eth%d", i), PortGroup: n.PortGroup,
 				Up: st.Up && n.IsConnected(), TxBytes: st.TxBytes, RxBytes: st.RxBytes})
 		}
 	}
@@ -224,9 +228,10 @@ func readSecurity(fc FirewallCounting, s *spec.Spec) ([]SecuritySample, error) {
 		return m[link], nil
 	}
 	var out []SecuritySample
-	for _, vm := range s.VMs {
+	for vi := range s.VMs {
+		vm := &s.VMs[vi]
 		for i, n := range vm.NICs {
-			c, err := countersOf(vm.Host, plan.VNICPortName(vm.Name, i))
+			c, err := countersOf(vm.Host, plan.SwitchPort(vm, i))
 			if err != nil {
 				return nil, err
 			}

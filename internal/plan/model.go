@@ -61,7 +61,7 @@ func Model(s *spec.Spec, opt Options) []Resource {
 // to the host namespaces; a host model, which starts from the lab's, makes
 // them in the host's own namespace instead.
 func labModel(s *spec.Spec, opt Options, withNetworks bool) []Resource {
-	return (&modeler{s: s, opt: opt}).lab(withNetworks)
+	return (&modeler{s: s, opt: opt, attachHere: true}).lab(withNetworks)
 }
 
 // lab is labModel; with onlyHost set, of the VMs only those on onlyHost.
@@ -104,6 +104,7 @@ func (m *modeler) lab(withNetworks bool) []Resource {
 	m.steering()
 	m.security()
 	m.balancers()
+	m.onTaps()
 	return m.out
 }
 
@@ -117,6 +118,17 @@ type modeler struct {
 	nextCPU  int
 	nets     map[string]*spec.Network  // by name, made on first use
 	peers    map[string][]netip.Prefix // ACL peers' members, by "portgroup/NAME" or "network/NAME" (model_security.go)
+	// attachHere realizes vNICs that attach what exists (a container's
+	// namespace, a TAP) on this machine, as the lab's host namespaces'
+	// ports (model_attach.go). A host model, which starts from the lab's,
+	// realizes them on its real host instead.
+	attachHere bool
+	// vnics knows, by a vNIC veth's first end, what the shapers need of it
+	// beyond its owner: its own shaping, and which end is the VM's.
+	vnics map[string]vnicFacts
+	// tapPorts are the TAPs that are vNICs' switch ports (attachHere),
+	// by the name the port would have otherwise, in its namespace.
+	tapPorts map[string]string
 }
 
 // network finds a network by name in constant time: a spec may hold
@@ -251,10 +263,14 @@ func (m *modeler) nicMTU(h *spec.Host, n *spec.NIC) int {
 }
 
 func (m *modeler) vm(vm *spec.VM) {
+	if m.attachHere && vm.Attached() {
+		m.attachedVM(vm)
+		return
+	}
 	ns := m.ns(vm.Name)
 	m.add(Resource{Kind: KindNetns, Name: ns, Sysctls: WantedSysctls(NamespaceSysctls), Owner: "vm " + vm.Name})
 	for i, n := range vm.NICs {
-		ifname := "eth" + strconv.Itoa(i)
+		ifname := n.LinkName(i)
 		on, bridge, portMTU := n.PortGroup, "", 0
 		if n.Network != "" {
 			// A network's bridge exists only in a host model (networks.go).
@@ -267,7 +283,7 @@ func (m *modeler) vm(vm *spec.VM) {
 			sw, _ := m.s.PortGroupSwitch(n.PortGroup)
 			bridge, portMTU = sw.Name, sw.EffectiveMTU()
 		}
-		owner := fmt.Sprintf("vm %s %s on %s", vm.Name, ifname, on)
+		owner := fmt.Sprintf("vm %s eth%d on %s", vm.Name, i, on)
 		mtu := n.MTU
 		if mtu == 0 {
 			mtu = portMTU
@@ -276,13 +292,14 @@ func (m *modeler) vm(vm *spec.VM) {
 			MTU: portMTU, Master: bridge}
 		if !n.IsConnected() {
 			// Cut from the switch like an unplugged cable: the VM sees no carrier.
-			owner = fmt.Sprintf("vm %s %s (disconnected from %s)", vm.Name, ifname, on)
+			owner = fmt.Sprintf("vm %s eth%d (disconnected from %s)", vm.Name, i, on)
 			port.Master, port.Down = "", true
 		} else if m.opt.Paused.VNIC(vm.Name, &n) {
 			// Paused: still a port of its switch, down.
 			port.Down = true
 		}
 		m.add(Resource{Kind: KindVeth, Owner: owner, A: End{NS: ns, Name: ifname, MAC: m.vnicMAC(vm, i), MTU: mtu}, B: port})
+		m.noteVNIC(ns+"/"+ifname, &n, false)
 		if n.Offloads != nil {
 			m.add(Resource{Kind: KindOffloads, NS: ns, Link: ifname, GRO: TriOf(n.Offloads.GRO), TSO: TriOf(n.Offloads.TSO), Owner: owner})
 			if n.Offloads.GRO != nil {

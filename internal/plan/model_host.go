@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/vnet-project/vnet/internal/spec"
@@ -169,7 +168,7 @@ func hostModel(s *spec.Spec, opt Options) []Resource {
 			continue
 		}
 		for i := range vm.NICs {
-			attached[ns+"/eth"+strconv.Itoa(i)] = &vm.NICs[i]
+			attached[ns+"/"+vm.NICs[i].LinkName(i)] = &vm.NICs[i]
 		}
 	}
 	bridges := map[string]string{} // switch name -> bridge name

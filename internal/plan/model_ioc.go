@@ -153,9 +153,10 @@ func isPortOf(r Resource, pg string) bool {
 	return n > 4 && r.Owner[n-4:] == " on "+pg
 }
 
-// shapers adds the traffic shapers of port groups: egress on the port's
-// own end (traffic leaving the VM or host port), ingress on the switch's
-// end (traffic the switch delivers to it).
+// shapers adds the traffic shapers of port groups, and of vNICs that have
+// their own: egress on the port's own end (traffic leaving the VM or host
+// port), ingress on the switch's end (traffic the switch delivers to it).
+// A vNIC's own shaper replaces its port group's in each direction it gives.
 func (m *modeler) shapers() {
 	var add []Resource
 	for _, sw := range m.s.Switches {
@@ -164,29 +165,58 @@ func (m *modeler) shapers() {
 				continue
 			}
 			for _, r := range m.out {
-				if r.Kind != KindVeth || !isPortOf(r, pg.Name) {
+				if r.Kind != KindVeth || !isPortOf(r, pg.Name) || m.vnics[r.A.NS+"/"+r.A.Name].own != nil {
 					continue
 				}
-				for _, d := range []struct {
-					s   *spec.Shaper
-					end End
-					dir string
-				}{{pg.Shaping.Egress, r.A, "egress"}, {pg.Shaping.Ingress, r.B, "ingress"}} {
-					if d.s == nil {
-						continue
-					}
-					peak := uint64(d.s.Peak) / 8 * 8
-					avg := uint64(d.s.Average) / 8 * 8
-					if peak <= avg {
-						peak = 0 // no separate peak: the average is the ceiling
-					}
-					add = append(add, Resource{Kind: KindShaper, NS: d.end.NS, Link: d.end.Name, Rate: avg, Ceil: peak, Burst: uint64(d.s.Burst),
-						Owner: r.Owner + " " + d.dir + " shaping"})
-				}
+				add = m.shaped(add, r, pg.Shaping)
 			}
 		}
 	}
+	for _, r := range m.out {
+		f, ok := m.vnics[r.A.NS+"/"+r.A.Name]
+		if r.Kind != KindVeth || !ok || f.own == nil || !f.connected {
+			continue
+		}
+		shaping := *f.own
+		if pg, _, ok := m.s.PortGroup(f.portgroup); ok && pg.Shaping != nil {
+			if shaping.Egress == nil {
+				shaping.Egress = pg.Shaping.Egress
+			}
+			if shaping.Ingress == nil {
+				shaping.Ingress = pg.Shaping.Ingress
+			}
+		}
+		add = m.shaped(add, r, &shaping)
+	}
 	m.out = append(m.out, add...)
+}
+
+// shaped appends the shapers of one port's veth r.
+func (m *modeler) shaped(add []Resource, r Resource, shaping *spec.Shaping) []Resource {
+	own, port := r.A, r.B
+	if m.vnics[r.A.NS+"/"+r.A.Name].portFirst {
+		own, port = r.B, r.A
+	}
+	for _, d := range []struct {
+		s   *spec.Shaper
+		end End
+		dir string
+	}{{shaping.Egress, own, "egress"}, {shaping.Ingress, port, "ingress"}} {
+		if d.s != nil {
+			add = append(add, shaperOn(d.end.NS, d.end.Name, d.s, r.Owner+" "+d.dir+" shaping"))
+		}
+	}
+	return add
+}
+
+// shaperOn is the token bucket of s on a link.
+func shaperOn(ns, link string, s *spec.Shaper, owner string) Resource {
+	peak := uint64(s.Peak) / 8 * 8
+	avg := uint64(s.Average) / 8 * 8
+	if peak <= avg {
+		peak = 0 // no separate peak: the average is the ceiling
+	}
+	return Resource{Kind: KindShaper, NS: ns, Link: link, Rate: avg, Ceil: peak, Burst: uint64(s.Burst), Owner: owner}
 }
 
 // LimitKey names one uplink's share of a pool's team-wide limit: the pool

@@ -57,6 +57,20 @@ func physPortName(host, nic string) string { return hashName("p", host+"/"+nic) 
 // VNICPortName is the switch port in the host for a VM's vNIC.
 func VNICPortName(vm string, idx int) string { return hashName("vn", fmt.Sprintf("%s/%d", vm, idx)) }
 
+// IsVNICPortName reports whether name is one VNICPortName makes.
+func IsVNICPortName(name string) bool {
+	hex, ok := strings.CutPrefix(name, "vn")
+	if !ok || len(hex) != 8 {
+		return false
+	}
+	for _, c := range hex {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // hostPortPeerName is the switch port in the host for a host port.
 func hostPortPeerName(name string) string { return hashName("vk", name) }
 

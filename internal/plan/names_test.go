@@ -43,3 +43,23 @@ func TestGeneratedNamesAreRefusedInSpecs(t *testing.T) {
 		}
 	}
 }
+
+func TestIsVNICPortName(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		want bool
+	}{
+		{VNICPortName("web1", 0), true},
+		{VNICPortName("c-ctr-1234", 3), true},
+		{"vn0123abcd", true},
+		{"vn0123abc", false},
+		{"vn0123ABCD", false},
+		{"vk0123abcd", false},
+		{"eth0", false},
+		{"vn0123abcde", false},
+	} {
+		if got := IsVNICPortName(c.name); got != c.want {
+			t.Errorf("IsVNICPortName(%q) = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

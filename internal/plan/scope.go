@@ -194,36 +194,16 @@ func ChangeScope(last, next *spec.Spec, lastModel, nextModel []Resource) (Scope,
 	if !sameButVMsAndNetworks(last, next) {
 		return nil, "a host, switch, port group or host port changed"
 	}
-	if namesDevicesOrNamespaces(last) || namesDevicesOrNamespaces(next) {
+	if last.NamesDevices() || next.NamesDevices() {
 		// A real NIC carries every port of its switch (teams, Network I/O
-		// Control), and a namespace vnet does not own is read by the
-		// aliases of its ends, not by name: neither is bounded by the
-		// changed resources' places. A TAP is: it is a switch port under
-		// its own name, which its resource's place names.
-		return nil, "the spec names real devices or namespaces"
+		// Control): it is not bounded by the changed resources' places.
+		// A TAP is: it is a switch port under its own name. So is a
+		// container's vNIC: its pair is named by its switch port, and
+		// observation reads the container's namespace for the pairs the
+		// scope holds.
+		return nil, "the spec names real devices"
 	}
 	return ModelScope(lastModel, nextModel), ""
-}
-
-// namesDevicesOrNamespaces reports whether a spec names real NICs or
-// attaches vNICs to existing namespaces: all it names of the machine
-// but TAPs.
-func namesDevicesOrNamespaces(s *spec.Spec) bool {
-	for _, h := range s.Hosts {
-		for _, n := range h.NICs {
-			if n.IsDevice() {
-				return true
-			}
-		}
-	}
-	for _, vm := range s.VMs {
-		for _, n := range vm.NICs {
-			if n.NetnsName() != "" {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // ModelScope returns where the resources two models disagree on are (both

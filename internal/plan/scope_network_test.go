@@ -53,7 +53,10 @@ func scopeView(s Scope, infra string, networks, vms []string) []string {
 	var out []string
 	for ns, links := range s {
 		if ns != CurrentNS {
-			_, node, _ := SplitNSName(ns)
+			_, node, ok := SplitNSName(ns)
+			if !ok {
+				node = "(attached) " + ns
+			}
 			if links == nil {
 				out = append(out, "ns "+node)
 			} else {
@@ -166,6 +169,9 @@ func TestScopedDiffOfNetworkChanges(t *testing.T) {
 	changes["a VM moves to another TAP"] = [2]string{tapped, strings.Replace(tapped, "attach: {tap: tm3-1}", "attach: {tap: tm3-1b}", 1)}
 	changes["a VM on a TAP gets its MAC"] = [2]string{tapped, strings.Replace(tapped, "attach: {tap: tm3-1}", "attach: {tap: tm3-1}, mac: \"02:00:00:00:03:01\"", 1)}
 	changes["a TAP's network's MTU"] = [2]string{tapped, strings.Replace(tapped, "{name: m3, vni: 1003,", "{name: m3, vni: 1003, mtu: 1400,", 1)}
+	contained := base + "  - {name: c1, host: hv1, nics: [{network: m1, ip: 10.200.1.21/24, attach: {netns: c1, ifname: net1}}]}\n"
+	changes["a container's vNIC comes"] = [2]string{base, contained}
+	changes["a container's vNIC goes"] = [2]string{contained, base}
 	for name, c := range changes {
 		for _, host := range []string{"hv1", "hv2", "hv3"} {
 			t.Run(name+" on "+host, func(t *testing.T) {
@@ -240,7 +246,8 @@ func TestChangeScopeOfNetworksOnTaps(t *testing.T) {
 			want: []string{"bridge m1", "ns n1", "port n1"}},
 		{name: "a vNIC into an existing namespace", last: base,
 			next: base + "  - {name: c1, host: hv1, nics: [{network: m1, ip: 10.200.1.21/24, attach: {netns: c1}}]}\n", host: "hv1",
-			fullWhy: "namespaces"},
+			// the new VM's neighbour entry is on the network's bridge
+			want: []string{"bridge m1", "ns (attached) c1 link eth0", "port c1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { checkScope(t, tt) })

@@ -71,8 +71,14 @@ func (e *Engine) Destroy(name string) (plan.Plan, error) {
 // tens of thousands at scale. Its full passes sweep, as every other
 // apply does.
 func (e *Engine) mustSweep(name string) bool {
+	return e.Host == "" || e.unfinished(name)
+}
+
+// unfinished reports whether an apply or destroy of name may have been
+// killed halfway: the store says so, cannot tell, or a full pass is asked.
+func (e *Engine) unfinished(name string) bool {
 	p, journaled := e.Store.(store.Pending)
-	return e.Host == "" || e.Full || !journaled || p.IsPending(name)
+	return e.Full || !journaled || p.IsPending(name)
 }
 
 // Sweep removes what a command killed halfway left of the infrastructure
@@ -85,6 +91,10 @@ func (e *Engine) Sweep(name string) ([]string, error) {
 		return nil, nil
 	}
 	done, err := sw.Sweep(name)
+	if us, ok := e.DP.(UnmarkedSweeper); ok && e.unfinished(name) {
+		unmarked, uerr := us.SweepUnmarked(name)
+		done, err = append(done, unmarked...), errors.Join(err, uerr)
+	}
 	for _, what := range done {
 		e.logf("removed what an interrupted command left: %s\n", what)
 	}

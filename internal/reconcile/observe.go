@@ -33,6 +33,11 @@ func (e *Engine) observe(doc *spec.Document) (observation, error) {
 		return observation{}, fmt.Errorf("apply %s: %w", name, err)
 	}
 	lap("last record, models (spliced %v)", m.change != nil)
+	if e.Host == "" {
+		if err := e.checkAttached(doc, m.last); err != nil {
+			return observation{}, err
+		}
+	}
 	scope := e.scopeFor(doc, m)
 	plain := m.desired(nil)
 	hints := scope.Desired(plain)
@@ -67,10 +72,10 @@ func (e *Engine) observe(doc *spec.Document) (observation, error) {
 func (e *Engine) checkHost(doc *spec.Document) error {
 	s := doc.Spec
 	if e.Host == "" {
-		if s.UsesRealHost() {
-			return fmt.Errorf("%s names real devices or attaches vNICs (device:, attach:), which only a host agent realizes on its own host (vnet agent host, docs/hosts.md)", s.Name)
+		if s.NamesDevices() {
+			return fmt.Errorf("%s names real devices (device:), which only a host agent realizes on its own host (vnet agent host, docs/hosts.md)", s.Name)
 		}
-		return nil
+		return nil // what VMs attach is checked beside the last apply's spec (checkAttached)
 	}
 	hf, ok := e.DP.(HostFactReader)
 	if !ok {

@@ -35,6 +35,14 @@ type Sweeper interface {
 	Sweep(infra string) ([]string, error)
 }
 
+// UnmarkedSweeper is a dataplane that removes the vNIC pairs a command
+// killed before marking them left in an infrastructure's namespaces. It
+// reads every link there, so the engine asks only after an apply that did
+// not finish.
+type UnmarkedSweeper interface {
+	SweepUnmarked(infra string) ([]string, error)
+}
+
 // BatchDeleter is a dataplane that carries out a destroy's deletes faster
 // all together than one by one, with the same result; it returns an error
 // per action that failed, and calls lap (a Stopwatch) after each part.

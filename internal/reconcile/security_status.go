@@ -33,9 +33,10 @@ func (e *Engine) securityStatus(s *spec.Spec, desired []plan.Resource, read map[
 		return nil, nil
 	}
 	owners := map[string][2]string{} // ns/link -> port, port group
-	for _, vm := range s.VMs {
+	for vi := range s.VMs {
+		vm := &s.VMs[vi]
 		for i, n := range vm.NICs {
-			owners[plan.NSName(s.Name, vm.Host)+"/"+plan.VNICPortName(vm.Name, i)] = [2]string{fmt.Sprintf("%s eth%d", vm.Name, i), n.PortGroup}
+			owners[plan.NSName(s.Name, vm.Host)+"/"+plan.SwitchPort(vm, i)] = [2]string{fmt.Sprintf("%s eth%d", vm.Name, i), n.PortGroup}
 		}
 	}
 	for i, hp := range s.HostPorts {
@@ -55,11 +56,7 @@ func HostSecurity(fc FirewallCounting, s *spec.Spec, host string, realized []pla
 			continue
 		}
 		for i, n := range vm.NICs {
-			link := plan.VNICPortName(vm.Name, i)
-			if tap := n.TapName(); tap != "" {
-				link = tap
-			}
-			owners[link] = [2]string{fmt.Sprintf("%s eth%d", vm.Name, i), n.PortGroup}
+			owners[plan.SwitchPort(&vm, i)] = [2]string{fmt.Sprintf("%s eth%d", vm.Name, i), n.PortGroup}
 		}
 	}
 	return securityOf(fc, realized, nil, func(r plan.Resource) [2]string { return owners[r.Link] })

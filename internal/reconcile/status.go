@@ -72,6 +72,11 @@ func (e *Engine) Status(doc *spec.Document) (*status.Infra, error) {
 		case plan.KindVeth:
 			links[r.A.NS+"/"+r.A.Name] = r.A
 			switchSide[r.A.NS+"/"+r.A.Name] = r.B
+			if r.B.Name != "" {
+				links[r.B.NS+"/"+r.B.Name] = r.B // a container's vNIC
+			}
+		case plan.KindDevice:
+			links[r.NS+"/"+r.Name] = plan.End{NS: r.NS, Name: r.Name} // a guest's TAP
 		case plan.KindAddr:
 			addrs[r.NS+"/"+r.Link+"/"+r.CIDR] = true
 		}
@@ -123,16 +128,30 @@ func (e *Engine) Status(doc *spec.Document) (*status.Infra, error) {
 	for i := range s.Switches {
 		st.Switches = append(st.Switches, SwitchStatusOf(&s.Switches[i]))
 	}
-	for _, vm := range s.VMs {
-		ns := plan.NSName(s.Name, vm.Name)
-		vs := status.VM{Name: vm.Name, Host: vm.Host, Namespace: ns, CPUs: vm.CPUs}
+	for i := range s.VMs {
+		vm := &s.VMs[i]
+		vs := status.VM{Name: vm.Name, Host: vm.Host, CPUs: vm.CPUs}
+		if !vm.Attached() {
+			vs.Namespace = plan.NSName(s.Name, vm.Name)
+		}
 		for i, n := range vm.NICs {
 			name := "eth" + strconv.Itoa(i)
-			mac, state := port(ns, name, n.IP)
+			ns, link, tap := plan.VNICPlace(s.Name, vm, i)
+			if !tap {
+				vs.Namespace = ns // a container's, or the VM's own
+			}
+			ip := n.IP
+			if tap {
+				ip = "" // the guest's to configure: vnet cannot see it
+			}
+			mac, state := port(ns, link, ip)
+			if tap && mac == "" && state != "missing" {
+				mac = n.MAC
+			}
 			if !n.IsConnected() && state == "up" {
 				state = "disconnected"
 			} else if paused.VNIC(vm.Name, &n) {
-				state = pausedState(ns, name, state)
+				state = pausedState(ns, link, state)
 			}
 			ps := status.Port{Name: name, PortGroup: n.PortGroup, Network: n.Network, MAC: mac, IP: n.IP, State: state}
 			team(&ps, plan.PortID(vm.Name, name))

@@ -337,6 +337,12 @@ func (l *Local) Apply(ctx context.Context, src Source, o ApplyOptions) (*ApplyRe
 // infrastructure's lock, one change at a time from this process. what
 // begins the error of a lock that cannot be taken ("apply ").
 func (l *Local) changing(name, what string, log io.Writer, change func(*reconcile.Engine, *store.Bolt) error) error {
+	return l.changingWithin(name, what, log, 0, change)
+}
+
+// changingWithin is changing that waits up to wait for the lock (0: the
+// store's default).
+func (l *Local) changingWithin(name, what string, log io.Writer, wait time.Duration, change func(*reconcile.Engine, *store.Bolt) error) error {
 	l.change.Lock()
 	defer l.change.Unlock()
 	defer l.changed()
@@ -345,6 +351,9 @@ func (l *Local) changing(name, what string, log io.Writer, change func(*reconcil
 		return err
 	}
 	defer done()
+	if wait > 0 {
+		st.LockWait = wait
+	}
 	unlock, err := st.Lock(name)
 	if err != nil {
 		return fmt.Errorf("%s%s: %w", what, name, err)

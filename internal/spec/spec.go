@@ -99,6 +99,12 @@ type PortGroup struct {
 	Teaming  *Teaming       `yaml:"teaming"`  // fields it sets override the switch's
 	Security *Security      `yaml:"security"` // see security.go
 	ACL      *ACL           `yaml:"acl"`
+	// Subnet is the port group's address range: its vNICs' ip must be in
+	// it, and the CNI plugin allocates containers' addresses from it.
+	// Gateway, in it, is the router the containers' default route goes
+	// through; it is never allocated.
+	Subnet  string `yaml:"subnet"`
+	Gateway string `yaml:"gateway"`
 	// LoadBalancers spread connections to a VIP over the port group's VMs
 	// (loadbalancer.go).
 	LoadBalancers []LoadBalancer `yaml:"loadBalancers"`
@@ -176,6 +182,10 @@ type VNIC struct {
 	// Attach, when set, makes the vNIC something that exists already
 	// instead of a namespace of vnet's own (docs/hosts.md).
 	Attach *Attach `yaml:"attach"`
+	// Shaping, when set, is this vNIC's traffic shaper: each direction it
+	// gives replaces its port group's for the vNIC (the CNI bandwidth
+	// capability).
+	Shaping *Shaping `yaml:"shaping"`
 }
 
 // Attach names what an existing VM or container brings as a vNIC: a TAP
@@ -184,6 +194,14 @@ type VNIC struct {
 type Attach struct {
 	Tap   string `yaml:"tap"`   // an existing TAP device on the host: it becomes the switch port
 	Netns string `yaml:"netns"` // an existing network namespace (/run/netns/NAME): vnet puts the vNIC in it
+	// Ifname is the vNIC's name inside the namespace (netns only); the
+	// default is ethN, N its index. A container runtime chooses it.
+	Ifname string `yaml:"ifname"`
+	// Container is the runtime's ID of the container whose namespace or
+	// TAP this is, and CNI the CNI network that attached the vNIC: the CNI
+	// plugin finds its attachments by them (docs/containers.md).
+	Container string `yaml:"container"`
+	CNI       string `yaml:"cni"`
 }
 
 // TapName is the TAP device the vNIC is, or "".
@@ -202,6 +220,26 @@ func (n *VNIC) NetnsName() string {
 	return n.Attach.Netns
 }
 
+// LinkName is the name of the i-th vNIC inside its VM: attach.ifname, else
+// ethN. A TAP's is the TAP's.
+func (n *VNIC) LinkName(i int) string {
+	if n.Attach != nil && n.Attach.Ifname != "" {
+		return n.Attach.Ifname
+	}
+	return "eth" + strconv.Itoa(i)
+}
+
+// ContainerOf is the runtime's ID of the container the VM is, from its
+// vNICs' attach.container, or "".
+func (vm *VM) ContainerOf() string {
+	for _, n := range vm.NICs {
+		if n.Attach != nil && n.Attach.Container != "" {
+			return n.Attach.Container
+		}
+	}
+	return ""
+}
+
 // Attached reports whether the VM brings its vNICs itself (QEMU or a
 // container): then vnet makes no namespace or cgroup for it.
 func (vm *VM) Attached() bool {
@@ -214,18 +252,27 @@ func (vm *VM) Attached() bool {
 }
 
 // UsesRealHost reports whether the spec names existing devices or
-// namespaces of a machine, which only a host model realizes.
+// namespaces of a machine.
 func (s *Spec) UsesRealHost() bool {
+	if s.NamesDevices() {
+		return true
+	}
+	for _, vm := range s.VMs {
+		if vm.Attached() {
+			return true
+		}
+	}
+	return false
+}
+
+// NamesDevices reports whether a host's NIC is an existing device, which
+// only a host's agent realizes: the lab emulates the physical network.
+func (s *Spec) NamesDevices() bool {
 	for _, h := range s.Hosts {
 		for _, n := range h.NICs {
 			if n.IsDevice() {
 				return true
 			}
-		}
-	}
-	for _, vm := range s.VMs {
-		if vm.Attached() {
-			return true
 		}
 	}
 	return false

@@ -140,6 +140,7 @@ func (v *validator) run() {
 	v.checkLoadBalancers()
 	v.checkSecurity()
 	v.checkRealHosts()
+	v.checkPortGroupSubnets()
 }
 
 func (v *validator) checkName(path, name string, maxLen int, re *regexp.Regexp, what string) bool {
@@ -331,6 +332,7 @@ func (v *validator) checkCPUs(path string, cpus float64) {
 }
 
 func (v *validator) checkVNIC(path, host string, n VNIC) {
+	v.checkVNICShaping(path, n)
 	if n.Network != "" {
 		v.checkNetworkVNIC(path, n)
 		return

@@ -41,7 +41,8 @@ func (v *validator) checkRealHosts() {
 		if !vm.Attached() {
 			continue
 		}
-		var kind, netns string
+		var kind, netns, container string
+		ifnames := map[string]string{}
 		for j, n := range vm.NICs {
 			np := indexPath(p+".nics", j)
 			a := n.Attach
@@ -57,6 +58,7 @@ func (v *validator) checkRealHosts() {
 				v.errf(np+".attach", "attach needs tap: NAME (a TAP device) or netns: NAME (a network namespace)")
 				continue
 			}
+			v.checkAttachIdentity(np, j, n, ifnames, &container)
 			this := "tap"
 			if a.Netns != "" {
 				this = "netns"

@@ -1,0 +1,82 @@
+package service
+
+import (
+	"fmt"
+	"math/big"
+	"net/netip"
+
+	"github.com/vnet-project/vnet/internal/spec"
+)
+
+// freeAddress is the lowest address of subnet that no vNIC, host port or
+// gateway of the spec uses, with the subnet's prefix length: what vnet
+// gives a container that asks it for one. It skips the subnet's network
+// address, and for IPv4 its broadcast address. The spec is the record of
+// what is taken, read under the infrastructure's lock, so two containers
+// never get one address.
+func freeAddress(s *spec.Spec, subnet netip.Prefix, reserved ...string) (string, error) {
+	used := usedAddresses(s, subnet)
+	for _, r := range reserved {
+		if a, err := netip.ParseAddr(r); err == nil {
+			used[a] = true
+		}
+	}
+	last := lastOf(subnet)
+	// Scanning from the start takes at most one step more than there are
+	// addresses taken, and fills the gaps that deleted containers left.
+	for a := subnet.Addr().Next(); a.IsValid() && subnet.Contains(a); a = a.Next() {
+		if a.Is4() && a == last && subnet.Bits() < 31 {
+			break
+		}
+		if !used[a] {
+			return netip.PrefixFrom(a, subnet.Bits()).String(), nil
+		}
+	}
+	return "", fmt.Errorf("no free address left in %s", subnet)
+}
+
+// usedAddresses are the addresses of subnet that the spec gives vNICs,
+// host ports, port groups' and networks' gateways.
+func usedAddresses(s *spec.Spec, subnet netip.Prefix) map[netip.Addr]bool {
+	used := map[netip.Addr]bool{}
+	take := func(cidr string) {
+		if p, err := netip.ParsePrefix(cidr); err == nil && subnet.Contains(p.Addr()) {
+			used[p.Addr()] = true
+		}
+	}
+	takeAddr := func(addr string) {
+		if a, err := netip.ParseAddr(addr); err == nil && subnet.Contains(a) {
+			used[a] = true
+		}
+	}
+	for _, vm := range s.VMs {
+		for _, n := range vm.NICs {
+			take(n.IP)
+			take(n.IP6)
+		}
+	}
+	for _, hp := range s.HostPorts {
+		take(hp.IP)
+	}
+	for _, sw := range s.Switches {
+		for _, pg := range sw.PortGroups {
+			takeAddr(pg.Gateway)
+		}
+	}
+	for _, n := range s.Networks {
+		takeAddr(n.Gateway)
+		takeAddr(n.Gateway6)
+	}
+	return used
+}
+
+// lastOf is the last address of a prefix.
+func lastOf(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().AsSlice()
+	n := new(big.Int).SetBytes(b)
+	host := len(b)*8 - p.Bits()
+	n.Or(n, new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), uint(host)), big.NewInt(1)))
+	out := n.FillBytes(make([]byte, len(b)))
+	a, _ := netip.AddrFromSlice(out)
+	return a
+}

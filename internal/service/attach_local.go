@@ -1,0 +1,141 @@
+package service
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/vnet-project/vnet/internal/reconcile"
+	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/store"
+)
+
+// Attach gives a container a vNIC on this machine: under the
+// infrastructure's lock it reads the spec as applied, writes the
+// container's VM into it and applies that change alone, which reads and
+// changes only the new vNIC's part of the kernel.
+func (l *Local) Attach(_ context.Context, r AttachRequest) (*AttachResult, error) {
+	var out *AttachResult
+	err := l.changingWithin(r.Infra, "attach to ", r.Log, r.Wait, func(eng *reconcile.Engine, st *store.Bolt) error {
+		doc, err := l.docIn(st, r.Infra)
+		if err != nil {
+			return err
+		}
+		next, res, err := planAttach(doc, r)
+		if err != nil {
+			return err
+		}
+		out = res
+		if next == nil {
+			return nil
+		}
+		return l.applyChange(eng, next, &res.Executed)
+	})
+	return out, err
+}
+
+// Detach takes a container's vNIC out on this machine, under the lock.
+func (l *Local) Detach(_ context.Context, r DetachRequest) (*DetachResult, error) {
+	var out *DetachResult
+	err := l.changingWithin(r.Infra, "detach from ", r.Log, r.Wait, func(eng *reconcile.Engine, st *store.Bolt) error {
+		doc, err := l.docIn(st, r.Infra)
+		if err != nil {
+			return err
+		}
+		next, res, err := planDetach(doc, r)
+		if err != nil {
+			return err
+		}
+		out = res
+		if next = unfinished(st, doc, next); next == nil {
+			return nil
+		}
+		return l.applyChange(eng, next, &res.Executed)
+	})
+	return out, err
+}
+
+// CollectAttachments takes out, on this machine, the vNICs a CNI network
+// attached that it no longer uses.
+func (l *Local) CollectAttachments(_ context.Context, r CollectRequest) (*CollectResult, error) {
+	var out *CollectResult
+	err := l.changingWithin(r.Infra, "collect attachments of ", r.Log, r.Wait, func(eng *reconcile.Engine, st *store.Bolt) error {
+		doc, err := l.docIn(st, r.Infra)
+		if err != nil {
+			return err
+		}
+		next, res, err := planCollect(doc, r)
+		if err != nil {
+			return err
+		}
+		out = res
+		if next = unfinished(st, doc, next); next == nil {
+			return nil
+		}
+		var executed int
+		return l.applyChange(eng, next, &executed)
+	})
+	return out, err
+}
+
+// Attachment is a container's vNIC as the applied spec has it, and whether
+// the kernel holds it so: it reads only that VM's part of the kernel.
+func (l *Local) Attachment(_ context.Context, r DetachRequest) (*AttachResult, error) {
+	doc, err := l.doc(r.Infra)
+	if err != nil {
+		return nil, err
+	}
+	vm, i := findAttachment(doc.Spec, r.Container, r.Ifname)
+	if vm == nil || i < 0 || r.CNI != "" && vm.NICs[i].Attach.CNI != r.CNI {
+		return nil, fmt.Errorf("container %s has no vNIC %s in %s: %w", r.Container, r.Ifname, r.Infra, ErrNotFound)
+	}
+	res := resultOf(doc.Spec, vm, i)
+	eng, _, done, err := l.engine(nil)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	drift, err := eng.VMDrift(doc, vm.Name)
+	if err != nil {
+		return nil, err
+	}
+	res.Up = drift.Empty()
+	if !res.Up {
+		res.Problem = "the kernel does not hold it as applied; an apply would:\n" + drift.String()
+	}
+	return res, nil
+}
+
+// unfinished is the spec a detach applies: next, the spec without the
+// vNIC; or when there is no such vNIC (nil) but an apply was killed
+// before it recorded (an ADD the runtime then DELs), the spec as applied,
+// whose apply reads everything and takes out what the killed one left.
+func unfinished(st store.Store, doc, next *spec.Document) *spec.Document {
+	if next != nil {
+		return next
+	}
+	if p, ok := st.(store.Pending); ok && p.IsPending(doc.Spec.Name) {
+		return doc
+	}
+	return nil
+}
+
+// docIn reads an infrastructure's applied spec from an open store.
+func (l *Local) docIn(st store.Store, name string) (*spec.Document, error) {
+	rec, err := recordHead(st, name)
+	if err != nil {
+		return nil, err
+	}
+	return l.docOf(rec)
+}
+
+// applyChange applies a spec that changes the attachments, and keeps the
+// teaming agent (if any) in step with the ports.
+func (l *Local) applyChange(eng *reconcile.Engine, next *spec.Document, executed *int) error {
+	res, err := eng.Apply(next)
+	*executed = res.Executed
+	if err != nil {
+		return err
+	}
+	_, err = l.syncAgent(next.Spec)
+	return err
+}

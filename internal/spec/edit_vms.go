@@ -1,0 +1,335 @@
+package spec
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// EditVMs returns the spec with the VMs named in drop taken out and the
+// VMs in put written in: one whose name a VM of the spec has takes its
+// place, the others go at the end of vms. The rest of the source is kept
+// byte for byte (comments, order, style): in the usual block list of VMs
+// only the items that change are rewritten, each as one line of YAML's
+// flow style, so that editing one VM of thousands costs what loading the
+// result costs, not a rewrite of the tree. A list written otherwise (flow
+// style, anchors) is edited as a tree and written out again. The result
+// is loaded and validated like any file.
+func EditVMs(doc *Document, drop []string, put []VM) (*Document, error) {
+	dropped := map[string]bool{}
+	for _, name := range drop {
+		dropped[name] = true
+	}
+	replaced := map[string]int{} // VM name -> index in put
+	for i, vm := range put {
+		if dropped[vm.Name] {
+			return nil, fmt.Errorf("VM %s is both dropped and written", vm.Name)
+		}
+		replaced[vm.Name] = i
+	}
+	if out, ok := editVMsInText(doc, dropped, replaced, put); ok {
+		return Load(doc.File, out)
+	}
+	return editVMsInTree(doc, dropped, replaced, put)
+}
+
+// vmItems are where the items of the top-level block list of VMs are in
+// a source: each item's first and past-last byte, the column their dashes
+// are at, and where the list ends (where items go that are added).
+type vmItems struct {
+	key    int // the start of the "vms:" line; -1 when the spec has none
+	keyEnd int // past the "vms:" line's end
+	empty  bool
+	starts []int
+	end    int
+	indent int
+}
+
+// findVMItems finds the list of VMs in src, written as a block list of
+// items, each starting on a line of its own at one indentation. It
+// reports false when the VMs are written otherwise.
+func findVMItems(src []byte) (vmItems, bool) {
+	it := vmItems{key: -1, indent: -1}
+	lines := lineStarts(src)
+	i := 0
+	for ; i < len(lines); i++ {
+		line := lineAt(src, lines, i)
+		if !bytes.HasPrefix(line, []byte("vms:")) {
+			continue
+		}
+		rest := strings.TrimSpace(string(line[len("vms:"):]))
+		if c := strings.Index(rest, "#"); c >= 0 {
+			rest = strings.TrimSpace(rest[:c])
+		}
+		switch rest {
+		case "":
+		case "[]":
+			it.empty = true
+		default:
+			return it, false // a flow list, an anchor or an alias
+		}
+		it.key, it.keyEnd = lines[i], lines[i]+len(line)
+		break
+	}
+	if it.key < 0 {
+		return it, true
+	}
+	it.end = len(src)
+	for i++; i < len(lines); i++ {
+		line := lineAt(src, lines, i)
+		body := bytes.TrimLeft(line, " ")
+		if len(body) == 0 || body[0] == '#' {
+			continue
+		}
+		col := len(line) - len(body)
+		isItem := body[0] == '-' && (len(body) == 1 || body[1] == ' ')
+		switch {
+		case it.indent < 0 && isItem && !it.empty:
+			it.indent = col
+			it.starts = append(it.starts, lines[i])
+		case it.indent >= 0 && col == it.indent && isItem:
+			it.starts = append(it.starts, lines[i])
+		case col < it.indent || col == 0:
+			it.end = lines[i]
+			return it, col == 0 && !isItem
+		case it.indent < 0:
+			return it, false // something other than a list item under vms:
+		}
+	}
+	return it, true
+}
+
+// lineAt is line i of src without its line break.
+func lineAt(src []byte, lines []int, i int) []byte {
+	end := len(src)
+	if i+1 < len(lines) {
+		end = lines[i+1]
+	}
+	return bytes.TrimSuffix(src[lines[i]:end], []byte("\n"))
+}
+
+// editVMsInText makes the edit in the source text; false when the VMs are
+// not written as a block list it can edit so.
+func editVMsInText(doc *Document, dropped map[string]bool, replaced map[string]int, put []VM) ([]byte, bool) {
+	src := doc.Source
+	if !plainLines(src) {
+		return nil, false
+	}
+	it, ok := findVMItems(src)
+	if !ok || len(it.starts) != len(doc.Spec.VMs) {
+		return nil, false
+	}
+	indent := it.indent
+	if indent < 0 {
+		indent = 2
+	}
+	pad := strings.Repeat(" ", indent)
+	var out bytes.Buffer
+	out.Grow(len(src) + 256*len(put))
+	done := map[string]bool{}
+	if it.key < 0 {
+		out.Write(src)
+		if len(src) > 0 && src[len(src)-1] != '\n' {
+			out.WriteByte('\n')
+		}
+		out.WriteString("vms:\n")
+	} else if it.empty {
+		out.Write(src[:it.key])
+		out.WriteString("vms:\n")
+		out.Write(src[min(it.keyEnd+1, len(src)):it.end])
+	} else {
+		out.Write(src[:it.keyEnd])
+		if it.keyEnd < len(src) {
+			out.WriteByte('\n')
+		}
+		if len(it.starts) > 0 {
+			out.Write(src[min(it.keyEnd+1, len(src)):it.starts[0]])
+		}
+		for i, start := range it.starts {
+			end := it.end
+			if i+1 < len(it.starts) {
+				end = it.starts[i+1]
+			}
+			name := doc.Spec.VMs[i].Name
+			if !bytes.Contains(src[start:end], []byte(name)) {
+				return nil, false // an item that does not name its VM: an alias, a merge key
+			}
+			switch j, ok := replaced[name]; {
+			case dropped[name]:
+			case ok:
+				out.WriteString(pad + "- " + FlowVM(put[j]) + "\n")
+				done[name] = true
+			default:
+				item := src[start:end]
+				out.Write(item)
+				if len(item) > 0 && item[len(item)-1] != '\n' {
+					out.WriteByte('\n')
+				}
+			}
+		}
+	}
+	for _, vm := range put {
+		if !done[vm.Name] {
+			out.WriteString(pad + "- " + FlowVM(vm) + "\n")
+		}
+	}
+	if it.key >= 0 {
+		out.Write(src[it.end:])
+	}
+	return out.Bytes(), true
+}
+
+// editVMsInTree makes the edit on the YAML tree and writes it out again.
+func editVMsInTree(doc *Document, dropped map[string]bool, replaced map[string]int, put []VM) (*Document, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(doc.Source, &root); err != nil {
+		return nil, err
+	}
+	if len(root.Content) == 0 || root.Content[0].Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("%s: the spec is not a mapping", doc.File)
+	}
+	top := root.Content[0]
+	vms := valueOf(top, "vms")
+	if vms == nil {
+		top.Content = append(top.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "vms"},
+			&yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"})
+		vms = top.Content[len(top.Content)-1]
+	}
+	if vms.Kind == yaml.AliasNode || vms.Kind == yaml.ScalarNode && vms.Tag == "!!null" {
+		*vms = yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+	}
+	if vms.Kind != yaml.SequenceNode {
+		return nil, fmt.Errorf("%s: vms is not a list", doc.File)
+	}
+	if len(vms.Content) != len(doc.Spec.VMs) {
+		return nil, fmt.Errorf("%s: the stored YAML's vms do not match its spec", doc.File)
+	}
+	vms.Style = 0
+	done := map[string]bool{}
+	var items []*yaml.Node
+	for i, item := range vms.Content {
+		name := doc.Spec.VMs[i].Name
+		switch j, ok := replaced[name]; {
+		case dropped[name]:
+		case ok:
+			n, err := vmNode(put[j])
+			if err != nil {
+				return nil, err
+			}
+			items = append(items, n)
+			done[name] = true
+		default:
+			items = append(items, item)
+		}
+	}
+	for _, vm := range put {
+		if !done[vm.Name] {
+			n, err := vmNode(vm)
+			if err != nil {
+				return nil, err
+			}
+			items = append(items, n)
+		}
+	}
+	vms.Content = items
+	return reload(doc.File, &root)
+}
+
+// vmNode is a VM as a node of YAML's flow style.
+func vmNode(vm VM) (*yaml.Node, error) {
+	var n yaml.Node
+	if err := yaml.Unmarshal([]byte(FlowVM(vm)), &n); err != nil {
+		return nil, err
+	}
+	return n.Content[0], nil
+}
+
+// FlowVM writes a VM as one line of YAML's flow style, every field as the
+// spec takes it and text quoted, so that no value is read as another type.
+func FlowVM(vm VM) string {
+	var f flowMap
+	f.str("name", vm.Name)
+	f.str("host", vm.Host)
+	if vm.CPUs != 0 {
+		f.raw("cpus", strconv.FormatFloat(vm.CPUs, 'g', -1, 64))
+	}
+	nics := make([]string, len(vm.NICs))
+	for i, n := range vm.NICs {
+		nics[i] = flowVNIC(n)
+	}
+	f.raw("nics", "["+strings.Join(nics, ", ")+"]")
+	return f.String()
+}
+
+func flowVNIC(n VNIC) string {
+	var f flowMap
+	f.str("portgroup", n.PortGroup)
+	f.str("network", n.Network)
+	f.str("ip", n.IP)
+	f.str("ip6", n.IP6)
+	f.str("mac", n.MAC)
+	if n.MTU != 0 {
+		f.raw("mtu", strconv.Itoa(n.MTU))
+	}
+	if o := n.Offloads; o != nil {
+		var of flowMap
+		of.boolPtr("gro", o.GRO)
+		of.boolPtr("tso", o.TSO)
+		f.raw("offloads", of.String())
+	}
+	f.boolPtr("connected", n.Connected)
+	if a := n.Attach; a != nil {
+		var af flowMap
+		af.str("tap", a.Tap)
+		af.str("netns", a.Netns)
+		af.str("ifname", a.Ifname)
+		af.str("container", a.Container)
+		af.str("cni", a.CNI)
+		f.raw("attach", af.String())
+	}
+	if s := n.Shaping; s != nil {
+		var sf flowMap
+		sf.shaper("egress", s.Egress)
+		sf.shaper("ingress", s.Ingress)
+		f.raw("shaping", sf.String())
+	}
+	return f.String()
+}
+
+// flowMap builds a mapping in YAML's flow style; fields left empty are
+// left out.
+type flowMap struct{ fields []string }
+
+func (f *flowMap) raw(key, value string) { f.fields = append(f.fields, key+": "+value) }
+
+func (f *flowMap) str(key, value string) {
+	if value != "" {
+		q, _ := json.Marshal(value) // a JSON string is a YAML double-quoted one
+		f.raw(key, string(q))
+	}
+}
+
+func (f *flowMap) boolPtr(key string, b *bool) {
+	if b != nil {
+		f.raw(key, strconv.FormatBool(*b))
+	}
+}
+
+func (f *flowMap) shaper(key string, s *Shaper) {
+	if s == nil {
+		return
+	}
+	var sf flowMap
+	sf.raw("average", s.Average.String())
+	if s.Peak != 0 {
+		sf.raw("peak", s.Peak.String())
+	}
+	sf.raw("burst", s.Burst.String())
+	f.raw(key, sf.String())
+}
+
+func (f *flowMap) String() string { return "{" + strings.Join(f.fields, ", ") + "}" }

@@ -1,0 +1,92 @@
+package spec
+
+import (
+	"strings"
+	"testing"
+)
+
+const editBase = `name: ed
+hosts:
+  - {name: hv1, nics: [{name: vmnic0, speed: 1Gbit}]}
+switches:
+  - name: dvs0
+    uplinks: [{name: up1, nics: {hv1: vmnic0}}]
+    portgroups: [{name: pg, subnet: 10.9.0.0/24}]
+`
+
+func TestEditVMs(t *testing.T) {
+	box := VM{Name: "c1", Host: "hv1", NICs: []VNIC{{PortGroup: "pg", IP: "10.9.0.5/24", MAC: "02:00:00:00:00:05",
+		Attach: &Attach{Netns: "cni-1", Ifname: "eth0", Container: "true", CNI: "null"}}}}
+	web2 := VM{Name: "web1", Host: "hv1", NICs: []VNIC{{PortGroup: "pg", IP: "10.9.0.9/24"}}}
+	tests := []struct {
+		name, src  string
+		drop       []string
+		put        []VM
+		want       []string // the VMs after, in order
+		keep, gone []string // text the result must hold, and must not
+	}{
+		{name: "add to a block list", src: editBase + "vms:\n  # the web tier\n  - {name: web1, host: hv1, nics: [{portgroup: pg, ip: 10.9.0.1/24}]}\n  - name: web2\n    host: hv1\n    nics: [{portgroup: pg}]\n# after\n",
+			put: []VM{box}, want: []string{"web1", "web2", "c1"}, keep: []string{"# the web tier", "# after", "  - name: web2\n    host: hv1\n"}},
+		{name: "drop from the middle", src: editBase + "vms:\n  - {name: web1, host: hv1, nics: [{portgroup: pg}]}\n  - {name: c1, host: hv1, nics: [{portgroup: pg}]}\n  - {name: web3, host: hv1, nics: [{portgroup: pg}]}\n",
+			drop: []string{"c1"}, want: []string{"web1", "web3"}, gone: []string{"c1"}},
+		{name: "replace in place", src: editBase + "vms:\n- {name: web1, host: hv1, nics: [{portgroup: pg, ip: 10.9.0.1/24}]}\n- {name: web3, host: hv1, nics: [{portgroup: pg}]}\nhostports: []\n",
+			put: []VM{web2}, want: []string{"web1", "web3"}, keep: []string{"10.9.0.9/24", "hostports: []"}, gone: []string{"10.9.0.1/24"}},
+		{name: "no vms", src: editBase, put: []VM{box}, want: []string{"c1"}},
+		{name: "no vms, no final line break", src: strings.TrimSuffix(editBase, "\n"), put: []VM{box}, want: []string{"c1"}},
+		{name: "empty flow list", src: editBase + "vms: []\nhostports: []\n", put: []VM{box}, want: []string{"c1"}, keep: []string{"hostports: []"}},
+		{name: "null", src: editBase + "vms:\nhostports: []\n", put: []VM{box}, want: []string{"c1"}},
+		{name: "the last one goes", src: editBase + "vms:\n  - {name: c1, host: hv1, nics: [{portgroup: pg}]}\n", drop: []string{"c1"}, want: nil},
+		{name: "a flow list, as a tree", src: editBase + "vms: [{name: web1, host: hv1, nics: [{portgroup: pg}]}]\n",
+			put: []VM{box}, want: []string{"web1", "c1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			doc, err := Load("t.yaml", []byte(tt.src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := EditVMs(doc, tt.drop, tt.put)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, vm := range got.Spec.VMs {
+				names = append(names, vm.Name)
+			}
+			if strings.Join(names, ",") != strings.Join(tt.want, ",") {
+				t.Errorf("VMs %v, want %v\n%s", names, tt.want, got.Source)
+			}
+			for _, k := range tt.keep {
+				if !strings.Contains(string(got.Source), k) {
+					t.Errorf("lost %q:\n%s", k, got.Source)
+				}
+			}
+			for _, g := range tt.gone {
+				if strings.Contains(string(got.Source), g) {
+					t.Errorf("still holds %q:\n%s", g, got.Source)
+				}
+			}
+			if vm, ok := got.Spec.VM("c1"); ok && len(tt.put) > 0 && tt.put[0].Name == "c1" {
+				if a := vm.NICs[0].Attach; a == nil || a.Container != "true" || a.CNI != "null" || a.Ifname != "eth0" {
+					t.Errorf("attach read back as %+v", vm.NICs[0].Attach)
+				}
+			}
+		})
+	}
+}
+
+// A VM written by FlowVM reads back as the same VM.
+func TestFlowVMRoundTrip(t *testing.T) {
+	no := false
+	vm := VM{Name: "c2", Host: "hv1", NICs: []VNIC{{PortGroup: "pg", IP: "10.9.0.7/24", MTU: 1400, Connected: &no,
+		Offloads: &Offloads{GRO: &no},
+		Shaping:  &Shaping{Egress: &Shaper{Average: 100e6, Peak: 200e6, Burst: 100 << 10}},
+		Attach:   &Attach{Netns: "x", Container: "abc"}}}}
+	doc, err := Load("t.yaml", []byte(editBase+"vms:\n  - "+FlowVM(vm)+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := FlowVM(doc.Spec.VMs[0]); got != FlowVM(vm) {
+		t.Errorf("read back as\n%s\nwant\n%s", got, FlowVM(vm))
+	}
+}

@@ -32,7 +32,7 @@ func (s *Server) routeTable() []route {
 		return []param{durationBetween("window", min(def, s.cfg.History), time.Second, s.cfg.History)}
 	}
 	return []route{
-		{Method: "GET", Path: "/", Query: []param{infra}, handle: s.dashboard},
+		{Method: "GET", Path: "/", Query: []param{infra, {Name: "range", Kind: wordParam, Words: dashboardRanges}, {Name: "vm", Kind: nameParam}}, handle: s.dashboard},
 		{Method: "GET", Path: "/ui/{file}", handle: s.asset},
 		{Method: "GET", Path: "/openapi.json", handle: s.openapi},
 		{Method: "GET", Path: "/metrics", handle: s.metrics},
@@ -251,6 +251,11 @@ func (s *Server) withKernel(ctx context.Context, fn func() error) error {
 	defer func() { <-s.kernel }()
 	return fn()
 }
+
+// dashboardRanges are the dashboard's time ranges (its page's choice of
+// them), the default first: its address keeps the one chosen as ?range=,
+// as it keeps ?vm=, for its script to read.
+var dashboardRanges = []string{"2m", "1m", "5m", "15m", "30m", "1h"}
 
 func (s *Server) dashboard(w http.ResponseWriter, r *http.Request, _ string) error {
 	return serveAsset(w, r, "index.html")

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -19,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vnet-project/vnet/internal/api/web"
 	"github.com/vnet-project/vnet/internal/service"
 	"github.com/vnet-project/vnet/internal/spec"
 )
@@ -525,6 +528,32 @@ func TestDashboardAssets(t *testing.T) {
 		w, _ := s.do(t, req{method: "GET", path: path})
 		if w.Code != 200 || !strings.HasPrefix(w.Header().Get("Content-Type"), ctype) {
 			t.Errorf("%s: %d %s", path, w.Code, w.Header().Get("Content-Type"))
+		}
+	}
+}
+
+// The dashboard's address takes each time range its page offers, and the
+// page offers each the route takes, the default selected.
+func TestDashboardRanges(t *testing.T) {
+	page, err := fs.ReadFile(web.FS, "index.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var offered []string
+	selected := ""
+	for _, m := range regexp.MustCompile(`<option value="([^"]+)"( selected)?>`).FindAllStringSubmatch(string(page), -1) {
+		offered = append(offered, m[1])
+		if m[2] != "" {
+			selected = m[1]
+		}
+	}
+	if !slices.Equal(slices.Sorted(slices.Values(offered)), slices.Sorted(slices.Values(dashboardRanges))) || selected != dashboardRanges[0] {
+		t.Errorf("the page offers %v (%s selected), the route takes %v (%s the default)", offered, selected, dashboardRanges, dashboardRanges[0])
+	}
+	s, _ := newTestServer(t, nil)
+	for path, code := range map[string]int{"/?infra=t1&range=15m&vm=vm1": 200, "/?range=2h": 400, "/?vm=Not_A_VM": 400} {
+		if w, _ := s.do(t, req{method: "GET", path: path}); w.Code != code {
+			t.Errorf("GET %s: %d, want %d", path, w.Code, code)
 		}
 	}
 }

@@ -367,3 +367,30 @@ func TestSeriesSecurityDrops(t *testing.T) {
 		}
 	}
 }
+
+// TestThin: a series thinned keeps the newest snapshot and at most the
+// points asked for, and each step is the average over those it spans.
+func TestThin(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	var snaps []*Snapshot
+	for i := range 101 {
+		snaps = append(snaps, snapAt(t, t0.Add(time.Duration(i)*time.Second), uint64(i)*1000))
+	}
+	tests := []struct {
+		points, want int
+	}{{0, 101}, {100, 101}, {500, 101}, {10, 11}, {30, 26}, {1, 2}}
+	for _, tt := range tests {
+		got := Thin(snaps, tt.points)
+		if len(got) != tt.want || got[len(got)-1] != snaps[100] {
+			t.Errorf("%d points: %d snapshots ending at %v, want %d ending with the newest", tt.points, len(got), got[len(got)-1].At, tt.want)
+		}
+		// A steady 8 kbit/s, whatever the stride.
+		s := MakeSeries(got)
+		for i, r := range s.Ports[0].Tx {
+			if r != 8000 {
+				t.Errorf("%d points: step %d is %v bit/s, want 8000", tt.points, i, r)
+				break
+			}
+		}
+	}
+}

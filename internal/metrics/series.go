@@ -3,6 +3,7 @@ package metrics
 import (
 	"encoding/json"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -162,4 +163,21 @@ func securityDrops(snaps []*Snapshot) []map[string]uint64 {
 		}
 	}
 	return out
+}
+
+// Thin keeps at most points+1 of snapshots (oldest first), evenly spaced
+// and always the newest, so that a long window gives a chart as many
+// steps as it can draw. Each step's rate is then the average over the
+// snapshots left out, not a sample of one of them. Zero points keeps all.
+func Thin(snaps []*Snapshot, points int) []*Snapshot {
+	if points <= 0 || len(snaps) <= points+1 {
+		return snaps
+	}
+	stride := (len(snaps) - 1 + points - 1) / points
+	var kept []*Snapshot
+	for i := len(snaps) - 1; i >= 0; i -= stride {
+		kept = append(kept, snaps[i])
+	}
+	slices.Reverse(kept)
+	return kept
 }

@@ -21,6 +21,9 @@ const REFRESH_MS = 1500;
 const NORMAL_SHARES = 50;
 // BUSIEST is how many vNICs get a chart when no VM is picked.
 const BUSIEST = 12;
+// CHART_POINTS is about as many steps as a chart is pixels wide: a longer
+// range comes as averages over several samples a step.
+const CHART_POINTS = 400;
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
@@ -360,7 +363,7 @@ async function refresh() {
     renderEvents(ev);
     $("message").textContent = "";
     try {
-      const series = await getJSON("/api/v1/infras/" + q + "/series?window=" + encodeURIComponent(range));
+      const series = await getJSON("/api/v1/infras/" + q + "/series?window=" + encodeURIComponent(range) + "&points=" + CHART_POINTS);
       limitRanges(series.history_seconds);
       renderCharts(series);
     } catch (err) {

@@ -51,7 +51,7 @@ const (
 	intParam                       // a decimal integer
 	infraParam                     // an infrastructure's name
 	wordParam                      // one of the param's Words
-	nameParam                      // a spec object's name: a VM's
+	nameParam                      // a name as the spec's objects have: lowercase letters, digits and -
 )
 
 // maxObjectName is the longest name the spec takes for a VM, a host or a

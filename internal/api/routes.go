@@ -45,7 +45,7 @@ func (s *Server) routeTable() []route {
 		{Method: "GET", Path: "/api/v1/infras/{name}/ioc", Query: []param{durationBetween("interval", time.Second, 100*time.Millisecond, maxIOCInterval)}, handle: s.iocStats},
 		{Method: "GET", Path: "/api/v1/infras/{name}/stats", Query: window(5 * time.Minute), handle: s.stats},
 		{Method: "GET", Path: "/api/v1/infras/{name}/series", Query: append(window(2*time.Minute), param{Name: "points", Kind: intParam, Max: maxSeriesPoints}), handle: s.series},
-		{Method: "GET", Path: "/api/v1/infras/{name}/graph", Query: []param{{Name: "format", Kind: wordParam, Words: graphFormatNames}}, handle: s.graph},
+		{Method: "GET", Path: "/api/v1/infras/{name}/graph", Query: []param{{Name: "format", Kind: wordParam, Words: graphFormatNames}, {Name: "v", Kind: nameParam}}, handle: s.graph},
 		{Method: "POST", Path: "/api/v1/infras/{name}/pause", Mutates: true, handle: s.pause},
 		{Method: "POST", Path: "/api/v1/infras/{name}/resume", Mutates: true, handle: s.resume},
 		{Method: "GET", Path: "/api/v1/events", Query: []param{infra, {Name: "limit", Kind: intParam, Min: 1, Max: maxEvents, Default: 100}}, handle: s.listEvents},

@@ -106,7 +106,7 @@ func TestDashboardChartsMove(t *testing.T) {
 	}
 	srv := startServer(t, s)
 	time.Sleep(time.Second) // a few samples, so there are rates to draw
-	const uplink, pool = "uplink esx1/dvs0/up1", "pool esx1/dvs0/up1/vm"
+	const uplink, pool, drops = "uplink esx1/dvs0/up1", "pool esx1/dvs0/up1/vm", "drops vm1/eth0"
 	var loads []map[string]chartLatest
 	for i := range 2 {
 		if i > 0 {
@@ -120,12 +120,15 @@ func TestDashboardChartsMove(t *testing.T) {
 			t.Errorf("load %d: no chart says its latest rate in text", i+1)
 		}
 		charts := chartsIn(t, dom)
-		for _, key := range []string{uplink, pool} {
+		for _, key := range []string{uplink, pool, drops} {
 			if _, ok := charts[key]; !ok {
 				t.Fatalf("load %d: no chart %q with its latest values; charts: %v", i+1, key, charts)
 			}
 		}
-		for key, name := range map[string]string{uplink: "transmit", pool: "sent"} {
+		if _, ok := charts[drops].values["port security"]; ok {
+			t.Errorf("load %d: vm1/eth0 has no firewall, yet its drops chart has a line for one: %v", i+1, charts[drops].values)
+		}
+		for key, name := range map[string]string{uplink: "transmit", pool: "sent", drops: "dropped sending"} {
 			if v := charts[key].values[name]; !(v > 0) {
 				t.Errorf("load %d: %s %s is %v, want more than 0", i+1, key, name, v)
 			}

@@ -266,7 +266,8 @@ func (e *memoryEvents) Events(_ context.Context, infra string, limit int) ([]ser
 }
 
 // Counting reads counters that grow by one megabyte more at each read than
-// at the one before, so the rates drawn from them keep changing.
+// at the one before, so the rates drawn from them keep changing; a vNIC
+// drops a packet sending for each megabyte it sent, half that receiving.
 func (f *fakeBackend) Counting() (metrics.Counting, func(), error) {
 	f.mu.Lock()
 	f.reads++
@@ -279,7 +280,7 @@ func (f *fakeBackend) Counting() (metrics.Counting, func(), error) {
 type fakeCounting uint64
 
 func (c fakeCounting) LinkStates(string) (map[string]status.Link, error) {
-	st := status.Link{Up: true, TxBytes: uint64(c), RxBytes: uint64(c) / 2}
+	st := status.Link{Up: true, TxBytes: uint64(c), RxBytes: uint64(c) / 2, TxDropped: uint64(c) >> 20, RxDropped: uint64(c) >> 21}
 	return map[string]status.Link{"eth0": st, "eth1": st, "vmnic0": st, "vmnic1": st, "vmk0": st}, nil
 }
 

@@ -23,7 +23,8 @@ var graphFormats = map[string]struct {
 var graphFormatNames = []string{"json", "svg", "dot"}
 
 // graph draws an infrastructure's topology, as vnet graph does:
-// ?format=json (the default), svg or dot.
+// ?format=json (the default), svg or dot. ?v= is not read: a page that
+// shows the picture changes it to have it fetched again.
 func (s *Server) graph(w http.ResponseWriter, r *http.Request, _ string) error {
 	name, err := nameOf(r)
 	if err != nil {

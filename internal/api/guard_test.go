@@ -64,7 +64,7 @@ func TestEveryRouteChecksItsQuery(t *testing.T) {
 	if w, _ := s.do(t, req{method: "PUT", path: "/api/v1/infras/t1", body: smallSpec, ctype: "application/yaml", token: testToken}); w.Code != 200 {
 		t.Fatal(w.Body)
 	}
-	good := map[paramKind]string{boolParam: "true", durationParam: "2s", intParam: "5", infraParam: "t1"}
+	good := map[paramKind]string{boolParam: "true", durationParam: "2s", intParam: "5", infraParam: "t1", nameParam: "vm1"}
 	for _, rt := range s.routes {
 		path := strings.NewReplacer("{name}", "t1", "{file}", "app.js", "{id}", "1").Replace(rt.Path)
 		w, eb := s.do(t, req{method: rt.Method, path: path + "?bogus=1", token: testToken})

@@ -268,17 +268,22 @@ func (s *Server) series(w http.ResponseWriter, r *http.Request, _ string) error 
 	if err != nil {
 		return err
 	}
-	d := queryOf(r).duration("window")
+	q := queryOf(r)
 	if _, err := s.be.Get(r.Context(), name); err != nil {
 		return err
 	}
-	snaps, err := service.Samples(s.sampler, name, d)
+	snaps, err := service.Samples(s.sampler, name, q.duration("window"))
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, SeriesResult{Series: metrics.MakeSeries(snaps), History: s.cfg.History.Seconds()})
+	series := metrics.MakeSeries(metrics.Thin(snaps, q.int("points")))
+	writeJSON(w, http.StatusOK, SeriesResult{Series: series, History: s.cfg.History.Seconds()})
 	return nil
 }
+
+// maxSeriesPoints bounds the steps a series may be thinned to: more than a
+// screen is wide is no use to a chart.
+const maxSeriesPoints = 10000
 
 // SeriesResult is the series over the window, and how far back the server
 // keeps samples: the longest window there is (the dashboard's choice of

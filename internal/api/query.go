@@ -51,7 +51,12 @@ const (
 	intParam                       // a decimal integer
 	infraParam                     // an infrastructure's name
 	wordParam                      // one of the param's Words
+	nameParam                      // a name as the spec's objects have: lowercase letters, digits and -
 )
+
+// maxObjectName is the longest name the spec takes for a VM, a host or a
+// port group.
+const maxObjectName = 32
 
 // openAPIType is the kind's schema type in openapi.json.
 func (k paramKind) openAPIType() string {
@@ -174,6 +179,11 @@ func (p param) parse(v string) (any, error) {
 	case wordParam:
 		if !slices.Contains(p.Words, v) {
 			return nil, failField(http.StatusBadRequest, p.Name, "want "+strings.Join(p.Words, ", ")+", got "+quote.Q(v))
+		}
+		return v, nil
+	case nameParam:
+		if len(v) > maxObjectName || !infraName.MatchString(v) {
+			return nil, failField(http.StatusBadRequest, p.Name, fmt.Sprintf("not a name (lowercase letters, digits and -, at most %d): %s", maxObjectName, quote.Q(v)))
 		}
 		return v, nil
 	case infraParam:

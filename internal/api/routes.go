@@ -32,7 +32,7 @@ func (s *Server) routeTable() []route {
 		return []param{durationBetween("window", min(def, s.cfg.History), time.Second, s.cfg.History)}
 	}
 	return []route{
-		{Method: "GET", Path: "/", Query: []param{infra}, handle: s.dashboard},
+		{Method: "GET", Path: "/", Query: []param{infra, {Name: "range", Kind: wordParam, Words: dashboardRanges}, {Name: "vm", Kind: nameParam}}, handle: s.dashboard},
 		{Method: "GET", Path: "/ui/{file}", handle: s.asset},
 		{Method: "GET", Path: "/openapi.json", handle: s.openapi},
 		{Method: "GET", Path: "/metrics", handle: s.metrics},
@@ -44,8 +44,8 @@ func (s *Server) routeTable() []route {
 		{Method: "GET", Path: "/api/v1/infras/{name}/status", handle: s.status},
 		{Method: "GET", Path: "/api/v1/infras/{name}/ioc", Query: []param{durationBetween("interval", time.Second, 100*time.Millisecond, maxIOCInterval)}, handle: s.iocStats},
 		{Method: "GET", Path: "/api/v1/infras/{name}/stats", Query: window(5 * time.Minute), handle: s.stats},
-		{Method: "GET", Path: "/api/v1/infras/{name}/series", Query: window(2 * time.Minute), handle: s.series},
-		{Method: "GET", Path: "/api/v1/infras/{name}/graph", Query: []param{{Name: "format", Kind: wordParam, Words: graphFormatNames}}, handle: s.graph},
+		{Method: "GET", Path: "/api/v1/infras/{name}/series", Query: append(window(2*time.Minute), param{Name: "points", Kind: intParam, Max: maxSeriesPoints}), handle: s.series},
+		{Method: "GET", Path: "/api/v1/infras/{name}/graph", Query: []param{{Name: "format", Kind: wordParam, Words: graphFormatNames}, {Name: "v", Kind: nameParam}}, handle: s.graph},
 		{Method: "POST", Path: "/api/v1/infras/{name}/pause", Mutates: true, handle: s.pause},
 		{Method: "POST", Path: "/api/v1/infras/{name}/resume", Mutates: true, handle: s.resume},
 		{Method: "GET", Path: "/api/v1/events", Query: []param{infra, {Name: "limit", Kind: intParam, Min: 1, Max: maxEvents, Default: 100}}, handle: s.listEvents},
@@ -251,6 +251,11 @@ func (s *Server) withKernel(ctx context.Context, fn func() error) error {
 	defer func() { <-s.kernel }()
 	return fn()
 }
+
+// dashboardRanges are the dashboard's time ranges (its page's choice of
+// them), the default first: its address keeps the one chosen as ?range=,
+// as it keeps ?vm=, for its script to read.
+var dashboardRanges = []string{"2m", "1m", "5m", "15m", "30m", "1h"}
 
 func (s *Server) dashboard(w http.ResponseWriter, r *http.Request, _ string) error {
 	return serveAsset(w, r, "index.html")

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -19,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vnet-project/vnet/internal/api/web"
 	"github.com/vnet-project/vnet/internal/service"
 	"github.com/vnet-project/vnet/internal/spec"
 )
@@ -411,6 +414,34 @@ func ptrText(p *int64) string {
 	return strconv.FormatInt(*p, 10)
 }
 
+// TestSeriesPoints: a series thinned to a few points has that many steps at
+// most, ending where the whole series ends, and says how far back the
+// server keeps; a number of points out of bounds is refused by name.
+func TestSeriesPoints(t *testing.T) {
+	s, _ := newTestServer(t, func(c *Config) { c.History = time.Hour })
+	if w, _ := s.do(t, req{method: "PUT", path: "/api/v1/infras/t1", body: smallSpec, ctype: "application/yaml", token: testToken}); w.Code != 200 {
+		t.Fatal(w.Body)
+	}
+	for range 12 {
+		s.Sampler().SampleOnce()
+		time.Sleep(5 * time.Millisecond)
+	}
+	var all, thin struct {
+		Time    []float64 `json:"time"`
+		History float64   `json:"history_seconds"`
+	}
+	getJSON(t, s, "/api/v1/infras/t1/series?window=1m", &all)
+	getJSON(t, s, "/api/v1/infras/t1/series?window=1m&points=3", &thin)
+	if len(all.Time) != 11 || len(thin.Time) < 2 || len(thin.Time) > 3 || thin.Time[len(thin.Time)-1] != all.Time[len(all.Time)-1] || all.History != 3600 {
+		t.Errorf("series: %d steps, history %v s; thinned to 3: %d steps ending at %v (all end at %v)", len(all.Time), all.History, len(thin.Time), thin.Time, all.Time)
+	}
+	for _, q := range []string{"points=-1", "points=10001", "points=x"} {
+		if w, eb := s.do(t, req{method: "GET", path: "/api/v1/infras/t1/series?" + q}); w.Code != 400 || eb.Field != "points" {
+			t.Errorf("%s: %d %s", q, w.Code, w.Body)
+		}
+	}
+}
+
 func TestStatsAndSeriesFromSamples(t *testing.T) {
 	s, _ := newTestServer(t, nil)
 	if w, _ := s.do(t, req{method: "PUT", path: "/api/v1/infras/t1", body: smallSpec, ctype: "application/yaml", token: testToken}); w.Code != 200 {
@@ -525,6 +556,32 @@ func TestDashboardAssets(t *testing.T) {
 		w, _ := s.do(t, req{method: "GET", path: path})
 		if w.Code != 200 || !strings.HasPrefix(w.Header().Get("Content-Type"), ctype) {
 			t.Errorf("%s: %d %s", path, w.Code, w.Header().Get("Content-Type"))
+		}
+	}
+}
+
+// The dashboard's address takes each time range its page offers, and the
+// page offers each the route takes, the default selected.
+func TestDashboardRanges(t *testing.T) {
+	page, err := fs.ReadFile(web.FS, "index.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var offered []string
+	selected := ""
+	for _, m := range regexp.MustCompile(`<option value="([^"]+)"( selected)?>`).FindAllStringSubmatch(string(page), -1) {
+		offered = append(offered, m[1])
+		if m[2] != "" {
+			selected = m[1]
+		}
+	}
+	if !slices.Equal(slices.Sorted(slices.Values(offered)), slices.Sorted(slices.Values(dashboardRanges))) || selected != dashboardRanges[0] {
+		t.Errorf("the page offers %v (%s selected), the route takes %v (%s the default)", offered, selected, dashboardRanges, dashboardRanges[0])
+	}
+	s, _ := newTestServer(t, nil)
+	for path, code := range map[string]int{"/?infra=t1&range=15m&vm=vm1": 200, "/?range=2h": 400, "/?vm=Not_A_VM": 400} {
+		if w, _ := s.do(t, req{method: "GET", path: path}); w.Code != code {
+			t.Errorf("GET %s: %d, want %d", path, w.Code, code)
 		}
 	}
 }

@@ -29,6 +29,7 @@ func (l *Linux) LinkStates(ns string) (map[string]status.Link, error) {
 		st := status.Link{Up: a.Flags&net.FlagUp != 0 && a.OperState == netlink.OperUp}
 		if a.Statistics != nil {
 			st.TxBytes, st.RxBytes = a.Statistics.TxBytes, a.Statistics.RxBytes
+			st.TxDropped, st.RxDropped = a.Statistics.TxDropped, a.Statistics.RxDropped
 		}
 		out[a.Name] = st
 	}

@@ -16,9 +16,11 @@ var (
 
 	descUp = prometheus.NewDesc("vnet_up", "1 when every counter of the infrastructure could be read at this scrape, else 0.", []string{"infra"}, nil)
 
-	descPortTx = prometheus.NewDesc("vnet_port_transmit_bytes_total", "Bytes a VM's vNIC (or a host port) sent into its switch.", portLabels, nil)
-	descPortRx = prometheus.NewDesc("vnet_port_receive_bytes_total", "Bytes a VM's vNIC (or a host port) received from its switch.", portLabels, nil)
-	descPortUp = prometheus.NewDesc("vnet_port_up", "1 when the vNIC is up and connected to its port group.", portLabels, nil)
+	descPortTx      = prometheus.NewDesc("vnet_port_transmit_bytes_total", "Bytes a VM's vNIC (or a host port) sent into its switch.", portLabels, nil)
+	descPortRx      = prometheus.NewDesc("vnet_port_receive_bytes_total", "Bytes a VM's vNIC (or a host port) received from its switch.", portLabels, nil)
+	descPortTxDrops = prometheus.NewDesc("vnet_port_transmit_drops_total", "Packets a VM's vNIC (or a host port) dropped sending into its switch.", portLabels, nil)
+	descPortRxDrops = prometheus.NewDesc("vnet_port_receive_drops_total", "Packets a VM's vNIC (or a host port) dropped receiving from its switch.", portLabels, nil)
+	descPortUp      = prometheus.NewDesc("vnet_port_up", "1 when the vNIC is up and connected to its port group.", portLabels, nil)
 
 	descPortSecurity = prometheus.NewDesc("vnet_port_security_packets_total",
 		"Packets a rule of the port's firewall counted, by counter: a security check's drops (forged-mac, ip-spoof, arp-spoof, nd-spoof, stacked-vlan, ra-guard, not-for-mac), "+
@@ -60,7 +62,7 @@ type Collector struct {
 
 // Describe sends every metric's description.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descUp, descPortTx, descPortRx, descPortUp, descPortSecurity, descUplinkTx, descUplinkRx, descUplinkUp, descUplinkLine,
+	for _, d := range []*prometheus.Desc{descUp, descPortTx, descPortRx, descPortTxDrops, descPortRxDrops, descPortUp, descPortSecurity, descUplinkTx, descUplinkRx, descUplinkUp, descUplinkLine,
 		descPoolTx, descPoolPackets, descPoolDrops, descPoolOver, descPoolBacklog, descPoolShares, descPoolLimit, descPoolResv, descPoolAssured, descPoolCeil,
 		descLBConns, descLBActive, descLBBackendUp} {
 		ch <- d
@@ -110,6 +112,8 @@ func emit(ch chan<- prometheus.Metric, s *Snapshot) {
 		l := []string{s.Infra, p.Host, p.VM, p.VNIC, p.PortGroup}
 		counter(descPortTx, p.TxBytes, l...)
 		counter(descPortRx, p.RxBytes, l...)
+		counter(descPortTxDrops, p.TxDrops, l...)
+		counter(descPortRxDrops, p.RxDrops, l...)
 		gauge(descPortUp, b2f(p.Up), l...)
 	}
 	for _, p := range s.Security {

@@ -38,7 +38,7 @@ func ReadHost(c Counting, s *spec.Spec, host, hostNS string) (*Snapshot, error) 
 			name := fmt.Sprintf("eth%d", i)
 			st := m[n.LinkName(i)]
 			snap.Ports = append(snap.Ports, PortSample{Host: host, VM: vm.Name, VNIC: name, PortGroup: n.PortGroup,
-				Up: st.Up && n.IsConnected(), TxBytes: st.TxBytes, RxBytes: st.RxBytes})
+				Up: st.Up && n.IsConnected()}.counting(st))
 		}
 	}
 	if fc, ok := c.(FirewallCounting); ok {

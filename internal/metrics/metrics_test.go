@@ -60,7 +60,7 @@ func (c *counting) TCCounters(ns, link string) (map[uint32]plan.Counters, plan.C
 func fakeKernel(vmTx, poolBytes uint64) *counting {
 	return &counting{
 		links: map[string]map[string]status.Link{
-			"vnet.m1.vm1":  {"eth0": {Up: true, TxBytes: vmTx, RxBytes: vmTx / 4}, "eth1": {Up: true}},
+			"vnet.m1.vm1":  {"eth0": {Up: true, TxBytes: vmTx, RxBytes: vmTx / 4, TxDropped: vmTx / 100, RxDropped: vmTx / 50}, "eth1": {Up: true}},
 			"vnet.m1.esx1": {"vmnic0": {Up: true, TxBytes: poolBytes}, "vmk0": {Up: false}},
 		},
 		fw: map[string]map[string]map[string]uint64{"vnet.m1.esx1": {
@@ -181,6 +181,26 @@ func TestSeries(t *testing.T) {
 	}
 }
 
+// TestPortSeriesDrops: a vNIC's own drops, sending and receiving, in
+// packets per second; a vNIC that dropped nothing has a series of zeros.
+func TestPortSeriesDrops(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	snaps := []*Snapshot{snapAt(t, t0, 0), snapAt(t, t0.Add(2*time.Second), 1000)}
+	if p := snaps[1].Ports[0]; p.TxDrops != 10 || p.RxDrops != 20 {
+		t.Fatalf("read %s's drops: tx %d rx %d, want 10 and 20", p.Key(), p.TxDrops, p.RxDrops)
+	}
+	s := MakeSeries(snaps)
+	if len(s.Ports) != 3 {
+		t.Fatalf("ports: %+v", s.Ports)
+	}
+	if p := s.Ports[0]; len(p.TxDrops) != 1 || p.TxDrops[0] != 5 || len(p.RxDrops) != 1 || p.RxDrops[0] != 10 {
+		t.Errorf("%s/%s drops: tx %v rx %v, want [5] and [10] packets/s", p.VM, p.VNIC, p.TxDrops, p.RxDrops)
+	}
+	if p := s.Ports[1]; len(p.TxDrops) != 1 || p.TxDrops[0] != 0 || len(p.RxDrops) != 1 || p.RxDrops[0] != 0 {
+		t.Errorf("%s/%s, dropping nothing: tx %v rx %v", p.VM, p.VNIC, p.TxDrops, p.RxDrops)
+	}
+}
+
 func TestCollectorExposition(t *testing.T) {
 	s := load(t)
 	reg := prometheus.NewRegistry()
@@ -203,6 +223,7 @@ func TestCollectorExposition(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]int{"vnet_up": 1, "vnet_port_transmit_bytes_total": 3, "vnet_port_receive_bytes_total": 3,
+		"vnet_port_transmit_drops_total": 3, "vnet_port_receive_drops_total": 3,
 		"vnet_uplink_up": 1, "vnet_pool_transmit_bytes_total": 8, "vnet_pool_shares": 8, "vnet_pool_limit_bits_per_second": 1,
 		"vnet_pool_reservation_bits_per_second": 1, "vnet_pool_drops_total": 8, "vnet_pool_backlog_bytes": 8}
 	for name, n := range want {
@@ -343,6 +364,33 @@ func TestSeriesSecurityDrops(t *testing.T) {
 			t.Errorf("%s/%s drops: %v, want [20] packets/s", p.VM, p.VNIC, p.Dropped)
 		case (p.VM != port.VM || p.VNIC != port.VNIC) && p.Dropped != nil:
 			t.Errorf("%s/%s, without a firewall, has drops %v", p.VM, p.VNIC, p.Dropped)
+		}
+	}
+}
+
+// TestThin: a series thinned keeps the newest snapshot and at most the
+// points asked for, and each step is the average over those it spans.
+func TestThin(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	var snaps []*Snapshot
+	for i := range 101 {
+		snaps = append(snaps, snapAt(t, t0.Add(time.Duration(i)*time.Second), uint64(i)*1000))
+	}
+	tests := []struct {
+		points, want int
+	}{{0, 101}, {100, 101}, {500, 101}, {10, 11}, {30, 26}, {1, 2}}
+	for _, tt := range tests {
+		got := Thin(snaps, tt.points)
+		if len(got) != tt.want || got[len(got)-1] != snaps[100] {
+			t.Errorf("%d points: %d snapshots ending at %v, want %d ending with the newest", tt.points, len(got), got[len(got)-1].At, tt.want)
+		}
+		// A steady 8 kbit/s, whatever the stride.
+		s := MakeSeries(got)
+		for i, r := range s.Ports[0].Tx {
+			if r != 8000 {
+				t.Errorf("%d points: step %d is %v bit/s, want 8000", tt.points, i, r)
+				break
+			}
 		}
 	}
 }

@@ -3,6 +3,7 @@ package metrics
 import (
 	"encoding/json"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -63,6 +64,10 @@ type PortSeries struct {
 	PortGroup string `json:"portgroup"`
 	Tx        []Rate `json:"tx_bps"`
 	Rx        []Rate `json:"rx_bps"`
+	// TxDrops and RxDrops are the packets per second the vNIC itself
+	// dropped sending and receiving (PortSample's).
+	TxDrops []Rate `json:"tx_drops_pps"`
+	RxDrops []Rate `json:"rx_drops_pps"`
 	// Dropped is what the port's firewall dropped, in packets per second:
 	// its security checks' drops and its ACL default's (an ACL rule's
 	// counter counts matches, allowed or not, and is left out). Only ports
@@ -83,14 +88,16 @@ func MakeSeries(snaps []*Snapshot) *Series {
 	for i := 1; i < len(snaps); i++ {
 		out.Time = append(out.Time, float64(snaps[i].At.UnixMilli())/1000)
 	}
-	// step gives the rate of one counter from snapshot i-1 to i.
-	step := func(i int, a, b uint64, okA, okB bool) Rate {
+	// perSecond gives the rate of one counter from snapshot i-1 to i.
+	perSecond := func(i int, a, b uint64, okA, okB bool) Rate {
 		secs := snaps[i].At.Sub(snaps[i-1].At).Seconds()
 		if !okA || !okB || secs <= 0 {
 			return Rate(math.NaN())
 		}
-		return Rate(float64(delta(a, b)) * 8 / secs)
+		return Rate(float64(delta(a, b)) / secs)
 	}
+	// step gives a byte counter's rate in bit/s.
+	step := func(i int, a, b uint64, okA, okB bool) Rate { return perSecond(i, a, b, okA, okB) * 8 }
 	ports, uplinks, pools := indexSnapshots(snaps)
 	drops := securityDrops(snaps)
 	for _, u := range last.Uplinks {
@@ -115,20 +122,22 @@ func MakeSeries(snaps []*Snapshot) *Series {
 		out.Pools = append(out.Pools, ps)
 	}
 	for _, p := range last.Ports {
-		ps := PortSeries{Host: p.Host, VM: p.VM, VNIC: p.VNIC, PortGroup: p.PortGroup, Tx: make([]Rate, steps), Rx: make([]Rate, steps)}
+		ps := PortSeries{Host: p.Host, VM: p.VM, VNIC: p.VNIC, PortGroup: p.PortGroup, Tx: make([]Rate, steps), Rx: make([]Rate, steps),
+			TxDrops: make([]Rate, steps), RxDrops: make([]Rate, steps)}
 		for i := 1; i < len(snaps); i++ {
 			a, okA := ports[i-1][p.Key()]
 			b, okB := ports[i][p.Key()]
 			ps.Tx[i-1] = step(i, a.TxBytes, b.TxBytes, okA, okB)
 			ps.Rx[i-1] = step(i, a.RxBytes, b.RxBytes, okA, okB)
+			ps.TxDrops[i-1] = perSecond(i, a.TxDrops, b.TxDrops, okA, okB)
+			ps.RxDrops[i-1] = perSecond(i, a.RxDrops, b.RxDrops, okA, okB)
 		}
 		if _, ok := drops[len(snaps)-1][p.Key()]; ok {
 			ps.Dropped = make([]Rate, steps)
 			for i := 1; i < len(snaps); i++ {
 				a, okA := drops[i-1][p.Key()]
 				b, okB := drops[i][p.Key()]
-				// step's bits per second, back to packets.
-				ps.Dropped[i-1] = step(i, a, b, okA, okB) / 8
+				ps.Dropped[i-1] = perSecond(i, a, b, okA, okB)
 			}
 		}
 		out.Ports = append(out.Ports, ps)
@@ -154,4 +163,21 @@ func securityDrops(snaps []*Snapshot) []map[string]uint64 {
 		}
 	}
 	return out
+}
+
+// Thin keeps at most points+1 of snapshots (oldest first), evenly spaced
+// and always the newest, so that a long window gives a chart as many
+// steps as it can draw. Each step's rate is then the average over the
+// snapshots left out, not a sample of one of them. Zero points keeps all.
+func Thin(snaps []*Snapshot, points int) []*Snapshot {
+	if points <= 0 || len(snaps) <= points+1 {
+		return snaps
+	}
+	stride := (len(snaps) - 1 + points - 1) / points
+	var kept []*Snapshot
+	for i := len(snaps) - 1; i >= 0; i -= stride {
+		kept = append(kept, snaps[i])
+	}
+	slices.Reverse(kept)
+	return kept
 }

@@ -87,6 +87,16 @@ type PortSample struct {
 	Up        bool   `json:"up"`
 	TxBytes   uint64 `json:"tx_bytes"`
 	RxBytes   uint64 `json:"rx_bytes"`
+	// TxDrops and RxDrops are the packets the vNIC dropped sending into
+	// its switch and receiving from it.
+	TxDrops uint64 `json:"tx_drops"`
+	RxDrops uint64 `json:"rx_drops"`
+}
+
+// counting is the port with the link's counters.
+func (p PortSample) counting(st status.Link) PortSample {
+	p.TxBytes, p.RxBytes, p.TxDrops, p.RxDrops = st.TxBytes, st.RxBytes, st.TxDropped, st.RxDropped
+	return p
 }
 
 // Key names the port within its infrastructure.
@@ -161,9 +171,10 @@ func Read(c Counting, s *spec.Spec) (*Snapshot, error) {
 			st := m[link]
 			if tap { // the switch's side of the guest's vNIC
 				st.TxBytes, st.RxBytes = st.RxBytes, st.TxBytes
+				st.TxDropped, st.RxDropped = st.RxDropped, st.TxDropped
 			}
 			snap.Ports = append(snap.Ports, PortSample{Host: vm.Host, VM: vm.Name, VNIC: fmt.Sprintf("eth%d", i), PortGroup: n.PortGroup,
-				Up: st.Up && n.IsConnected(), TxBytes: st.TxBytes, RxBytes: st.RxBytes})
+				Up: st.Up && n.IsConnected()}.counting(st))
 		}
 	}
 	for i, hp := range s.HostPorts {
@@ -173,7 +184,7 @@ func Read(c Counting, s *spec.Spec) (*Snapshot, error) {
 		}
 		name := s.HostPortName(i)
 		st := m[name]
-		snap.Ports = append(snap.Ports, PortSample{Host: hp.Host, VNIC: name, PortGroup: hp.PortGroup, Up: st.Up, TxBytes: st.TxBytes, RxBytes: st.RxBytes})
+		snap.Ports = append(snap.Ports, PortSample{Host: hp.Host, VNIC: name, PortGroup: hp.PortGroup, Up: st.Up}.counting(st))
 	}
 	for _, sw := range s.Switches {
 		for _, u := range sw.Uplinks {

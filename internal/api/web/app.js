@@ -21,6 +21,9 @@ const REFRESH_MS = 1500;
 const NORMAL_SHARES = 50;
 // BUSIEST is how many vNICs get a chart when no VM is picked.
 const BUSIEST = 12;
+// CHART_POINTS is about as many steps as a chart is pixels wide: a longer
+// range comes as averages over several samples a step.
+const CHART_POINTS = 400;
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
@@ -154,26 +157,36 @@ function renderBalancers(st) {
 }
 
 // chart draws one series set in its own box, made once and updated after.
+// A plot's lines are fixed when it is made, so a chart that gains or loses
+// one (a port given a firewall) is made again in its place.
 function chart(container, key, title, labels, data, unit) {
   unit = unit || "Mbit/s";
+  const lines = labels.map((l) => l.name).join("\n");
   let c = charts[key];
+  let old = null;
+  if (c && c.lines !== lines) {
+    old = c.box;
+    c.plot.destroy();
+    delete charts[key];
+    c = undefined;
+  }
   if (!c) {
     const box = el("div", "chart");
     box.dataset.key = key;
     box.append(el("h3", "", title));
-    container.append(box);
+    if (old) old.replaceWith(box); else container.append(box);
     const colors = ["#2563eb", "#16a34a", "#9ca3af", "#d97706", "#dc2626"];
     const opts = {
       width: 420, height: 200,
       scales: {x: {time: true}, y: {range: (u, lo, hi) => [0, Math.max(hi, 1) * 1.1]}},
       axes: [{}, {label: unit, size: 60}],
       series: [{}].concat(labels.map((l, i) => ({
-        label: l.name, stroke: colors[i % colors.length], width: l.dashed ? 1 : 2,
+        label: l.name, stroke: l.color || colors[i % colors.length], width: l.dashed ? 1 : 2,
         dash: l.dashed ? [6, 4] : undefined, points: {show: !l.dashed}, value: (u, v) => v == null ? "-" : v.toFixed(1),
       }))),
     };
     const caption = el("p", "latest muted");
-    c = charts[key] = {plot: new uPlot(opts, data, box), box, caption};
+    c = charts[key] = {plot: new uPlot(opts, data, box), box, caption, lines};
     box.append(caption);
   } else {
     c.plot.setData(data);
@@ -240,7 +253,8 @@ function newest(list) {
 }
 
 // renderVNICCharts draws the picked VM's vNICs, or the busiest vNICs, a
-// chart of rates each and, for a port with a firewall, one of its drops.
+// chart of rates each and one of drops: the vNIC's own, sending and
+// receiving, and for a port with a firewall what the firewall dropped.
 function renderVNICCharts(series, t) {
   const ports = series.ports || [];
   const vms = [...new Set(ports.filter((p) => p.vm).map((p) => p.vm))].sort();
@@ -257,10 +271,14 @@ function renderVNICCharts(series, t) {
     const name = portName(p);
     chart($("vnic-charts"), "vnic " + name, name + " on " + p.portgroup + " (" + p.host + ")",
       [{name: "transmit"}, {name: "receive"}], [t, mb(p.tx_bps), mb(p.rx_bps)]);
+    const labels = [{name: "dropped sending"}, {name: "dropped receiving"}];
+    const gap = t.map(() => null);
+    const data = [t, p.tx_drops_pps || gap, p.rx_drops_pps || gap];
     if (p.security_drops_pps) {
-      chart($("vnic-charts"), "drops " + name, name + " dropped by its security checks and ACL",
-        [{name: "dropped"}], [t, p.security_drops_pps], "packets/s");
+      labels.push({name: "port security", color: "#dc2626"});
+      data.push(p.security_drops_pps);
     }
+    chart($("vnic-charts"), "drops " + name, name + " drops", labels, data, "packets/s");
   }
 }
 
@@ -345,7 +363,7 @@ async function refresh() {
     renderEvents(ev);
     $("message").textContent = "";
     try {
-      const series = await getJSON("/api/v1/infras/" + q + "/series?window=" + encodeURIComponent(range));
+      const series = await getJSON("/api/v1/infras/" + q + "/series?window=" + encodeURIComponent(range) + "&points=" + CHART_POINTS);
       limitRanges(series.history_seconds);
       renderCharts(series);
     } catch (err) {

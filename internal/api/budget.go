@@ -47,10 +47,18 @@ var errBusy = fail(http.StatusServiceUnavailable, "the server is busy with other
 // readBody reads a body of at most b.max bytes within the bodies' budget;
 // release gives its share back, once the body is no longer needed.
 func (b *budgets) readBody(w http.ResponseWriter, r *http.Request, tooLarge func() error) (body []byte, release func(), err error) {
+	return b.readBodyUpTo(w, r, b.max, tooLarge)
+}
+
+// readBodyUpTo is readBody for a body of at most limit bytes (a snapshot,
+// which holds a spec and more). Its share is capped at the whole budget,
+// so a body larger than it still gets its turn, alone.
+func (b *budgets) readBodyUpTo(w http.ResponseWriter, r *http.Request, limit int64, tooLarge func() error) (body []byte, release func(), err error) {
 	share := r.ContentLength
-	if share < 0 || share > b.max {
-		share = b.max
+	if share < 0 || share > limit {
+		share = limit
 	}
+	share = min(share, bodyBudget*b.max)
 	ctx, cancel := context.WithTimeout(r.Context(), b.bodyWait)
 	defer cancel()
 	if err := b.bodies.Acquire(ctx, share); err != nil {
@@ -61,7 +69,7 @@ func (b *budgets) readBody(w http.ResponseWriter, r *http.Request, tooLarge func
 	if r.ContentLength > 0 {
 		buf.Grow(int(r.ContentLength)) // one allocation, not a doubling one
 	}
-	_, err = buf.ReadFrom(http.MaxBytesReader(w, r.Body, b.max))
+	_, err = buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):

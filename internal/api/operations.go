@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -202,20 +201,27 @@ func (s *Server) snapshot(w http.ResponseWriter, r *http.Request, _ string) erro
 // JSON, as vnet snapshot writes it).
 func (s *Server) restore(w http.ResponseWriter, r *http.Request, who string) error {
 	dryRun := queryOf(r).bool("dryRun")
+	tooLarge := func() error {
+		return fail(http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is larger than a snapshot (%d bytes)", service.MaxSnapshotBytes))
+	}
 	if r.ContentLength > service.MaxSnapshotBytes {
-		return fail(http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is larger than a snapshot (%d bytes)", service.MaxSnapshotBytes))
+		return tooLarge()
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, service.MaxSnapshotBytes))
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig):
-		return fail(http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is larger than a snapshot (%d bytes)", service.MaxSnapshotBytes))
-	case err != nil:
-		return fail(http.StatusBadRequest, "read the body: "+err.Error())
-	}
-	snap, err := service.ParseSnapshot(body)
+	// Within the same budgets as a PUT's spec: a snapshot holds one.
+	body, release, err := s.budgets.readBodyUpTo(w, r, service.MaxSnapshotBytes, tooLarge)
 	if err != nil {
-		return failField(http.StatusBadRequest, "snapshot", err.Error())
+		return err
+	}
+	defer release()
+	var snap *service.Snapshot
+	err = s.budgets.decode(r.Context(), body, func() (err error) {
+		if snap, err = service.ParseSnapshot(body); err != nil {
+			return failField(http.StatusBadRequest, "snapshot", err.Error())
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	start := time.Now()
 	res, err := s.be.Restore(r.Context(), snap, service.RestoreOptions{Apply: service.ApplyOptions{DryRun: dryRun, Detail: true, By: actor(r, who)}})

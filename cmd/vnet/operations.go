@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"gopkg.in/yaml.v3"
 
 	"github.com/vnet-project/vnet/internal/history"
 	"github.com/vnet-project/vnet/internal/service"
@@ -23,9 +22,11 @@ import (
 // of the service, and how to print the result.
 
 // outputFlag gives a command -o with the formats it prints, the first the
-// default; checkOutput refuses any other.
+// default, kept in out: the same flag as addOutputFlag's, so an unknown
+// format is refused as the flags are read, as every command's is.
 func outputFlag(c *cobra.Command, out *string, formats ...string) {
-	c.Flags().StringVarP(out, "output", "o", formats[0], strings.Join(formats[:len(formats)-1], ", ")+" or "+formats[len(formats)-1])
+	*out = formats[0]
+	addOutputFlag(c, "", formats...).bound = out
 }
 
 func checkOutput(out string, formats ...string) error {
@@ -37,7 +38,6 @@ func checkOutput(out string, formats ...string) error {
 	return usageError{fmt.Errorf("-o %s: want %s or %s", out, strings.Join(formats[:len(formats)-1], ", "), formats[len(formats)-1])}
 }
 
-// printAs prints v as JSON or YAML.
 // backendPrinting is the back end of a command that prints in one of the
 // formats, once the format asked for is one of them.
 func backendPrinting(output string, formats ...string) (service.Service, error) {
@@ -47,16 +47,13 @@ func backendPrinting(output string, formats ...string) (service.Service, error) 
 	return backend(infraCmds)
 }
 
+// printAs prints v as JSON or YAML, YAML with JSON's names (printYAML), as
+// every command's -o does.
 func printAs(out io.Writer, format string, v any) error {
-	if format == "json" {
+	if format == outJSON {
 		return printJSON(out, v)
 	}
-	enc := yaml.NewEncoder(out)
-	enc.SetIndent(2)
-	if err := enc.Encode(v); err != nil {
-		return err
-	}
-	return enc.Close()
+	return printYAML(out, v)
 }
 
 func historyCmd() *cobra.Command {

@@ -25,6 +25,7 @@ const (
 type outputFormat struct {
 	value   string
 	formats []string
+	bound   *string // also set to the value, for a command that keeps it as a string
 }
 
 func (o *outputFormat) String() string { return o.value }
@@ -35,6 +36,9 @@ func (o *outputFormat) Set(v string) error {
 		return fmt.Errorf("%q: want %s", v, orList(o.formats))
 	}
 	o.value = v
+	if o.bound != nil {
+		*o.bound = v
+	}
 	return nil
 }
 

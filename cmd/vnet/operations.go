@@ -29,24 +29,6 @@ func outputFlag(c *cobra.Command, out *string, formats ...string) {
 	addOutputFlag(c, "", formats...).bound = out
 }
 
-func checkOutput(out string, formats ...string) error {
-	for _, f := range formats {
-		if out == f {
-			return nil
-		}
-	}
-	return usageError{fmt.Errorf("-o %s: want %s or %s", out, strings.Join(formats[:len(formats)-1], ", "), formats[len(formats)-1])}
-}
-
-// backendPrinting is the back end of a command that prints in one of the
-// formats, once the format asked for is one of them.
-func backendPrinting(output string, formats ...string) (service.Service, error) {
-	if err := checkOutput(output, formats...); err != nil {
-		return nil, err
-	}
-	return backend(infraCmds)
-}
-
 // printAs prints v as JSON or YAML, YAML with JSON's names (printYAML), as
 // every command's -o does.
 func printAs(out io.Writer, format string, v any) error {
@@ -75,7 +57,7 @@ func historyCmd() *cobra.Command {
   vnet history --etcd http://10.0.0.1:2379 dc`,
 		Args: cobra.MaximumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			svc, err := backendPrinting(output, "text", "json", "yaml")
+			svc, err := backend(infraCmds)
 			if err != nil {
 				return err
 			}
@@ -219,7 +201,7 @@ func diffCmd() *cobra.Command {
 }
 
 func runDiff(cmd *cobra.Command, args []string, from, to int, withPlan bool, output string) (*service.DiffResult, error) {
-	svc, err := backendPrinting(output, "text", "json", "yaml")
+	svc, err := backend(infraCmds)
 	if err != nil {
 		return nil, err
 	}
@@ -353,7 +335,7 @@ func getCmd() *cobra.Command {
   vnet get demo > demo-now.yaml  # a file to apply elsewhere, or to diff against`,
 		Args: exactArgs(1, "an infrastructure name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			svc, err := backendPrinting(output, "yaml", "json")
+			svc, err := backend(infraCmds)
 			if err != nil {
 				return err
 			}
@@ -391,7 +373,7 @@ func describeCmd() *cobra.Command {
   vnet describe dc network blue -o json`,
 		Args: exactArgs(3, "an infrastructure, a kind (vm, portgroup or network) and a name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			svc, err := backendPrinting(output, "text", "json", "yaml")
+			svc, err := backend(infraCmds)
 			if err != nil {
 				return err
 			}

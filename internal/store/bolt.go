@@ -99,7 +99,7 @@ func OpenBolt(dir string) (*Bolt, error) {
 			return nil, err
 		}
 	}
-	id, _, err := verify(b.path)
+	id, names, err := verify(b.path)
 	if err != nil {
 		return nil, b.corrupt(err)
 	}
@@ -114,7 +114,7 @@ func OpenBolt(dir string) (*Bolt, error) {
 			return nil, fmt.Errorf("state dir: %w", err)
 		}
 	}
-	if b.holdsAny() {
+	if len(names) > 0 || b.pendingAny() { // the check read the names already
 		register(id, b.dir)
 	}
 	return b, nil
@@ -126,11 +126,17 @@ func OpenBolt(dir string) (*Bolt, error) {
 // trial's) leaves nothing behind in /run. An unreadable store counts as
 // holding some.
 func (b *Bolt) holdsAny() bool {
-	if pending, _ := os.ReadDir(filepath.Join(b.dir, pendingDir)); len(pending) > 0 {
+	if b.pendingAny() {
 		return true
 	}
 	names, err := b.Names()
 	return err != nil || len(names) > 0
+}
+
+// pendingAny reports whether an apply began and did not finish.
+func (b *Bolt) pendingAny() bool {
+	pending, _ := os.ReadDir(filepath.Join(b.dir, pendingDir))
+	return len(pending) > 0
 }
 
 // ID is the store's random ID, made when the store was.

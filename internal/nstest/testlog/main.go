@@ -5,7 +5,9 @@
 // (--- PASS, ok, FAIL, the tests' logs) pass through unchanged, and it
 // exits as go test did. At the end it says how long the run took, the
 // longest it went without printing, and which tests skipped and why, so
-// that a suite that passed because a tool was missing says so.
+// that a suite that passed because a tool was missing says so. Last come
+// the tests that failed, each with the final lines it printed: a CI log
+// is often read from its tail only, and the tail must name the failure.
 //
 //	go run ./internal/nstest/testlog -count=1 -p 1 ./...
 package main
@@ -43,9 +45,21 @@ type log struct {
 	running  map[string]time.Time
 	packages int
 	failed   bool
-	said     map[string]string // a running test's last log entry: a skip's reason
-	skipped  []string          // "pkg Test: reason", in the order they skipped
+	said     map[string]string   // a running test's last log entry: a skip's reason
+	skipped  []string            // "pkg Test: reason", in the order they skipped
+	recent   map[string][]string // a running test's last lines of output
+	failures []failure           // in the order they failed
 }
+
+// failure is a failed test (or a package that failed outside its tests)
+// with the last lines it printed.
+type failure struct {
+	name string
+	tail []string
+}
+
+// tailLines is how many of a failed test's last lines the summary repeats.
+const tailLines = 12
 
 func main() {
 	args := append([]string{"test", "-json"}, os.Args[1:]...)
@@ -65,7 +79,7 @@ func main() {
 		os.Exit(2)
 	}
 	now := time.Now()
-	l := &log{out: os.Stdout, start: now, last: now, running: map[string]time.Time{}, said: map[string]string{}}
+	l := &log{out: os.Stdout, start: now, last: now, running: map[string]time.Time{}, said: map[string]string{}, recent: map[string][]string{}}
 	done := make(chan struct{})
 	go l.heartbeat(done)
 	l.read(stdout)
@@ -110,6 +124,7 @@ func (l *log) handle(e event) {
 		if e.Test != "" && logEntry.MatchString(e.Output) {
 			l.said[key] = strings.TrimSpace(e.Output)
 		}
+		l.remember(key, e.Output)
 	case "pass", "fail", "skip":
 		if e.Test == "" {
 			delete(l.running, e.Package)
@@ -118,16 +133,32 @@ func (l *log) handle(e event) {
 		}
 		if e.Action == "fail" {
 			l.failed = true
+			l.failures = append(l.failures, failure{name: strings.TrimSpace(short(e.Package) + " " + e.Test), tail: l.recent[key]})
 		}
 		if e.Action == "skip" && e.Test != "" {
 			l.skipped = append(l.skipped, fmt.Sprintf("%s %s: %s", short(e.Package), e.Test, reason(l.said[key])))
 		}
 		delete(l.said, key)
+		delete(l.recent, key)
 	}
 	l.mu.Unlock()
 	if e.Output != "" && !noise(e.Output) {
 		l.print(e.Output)
 	}
+}
+
+// remember keeps the last tailLines lines a test (or a package, for a
+// key without a test) printed, for the summary should it fail.
+func (l *log) remember(key, output string) {
+	line := strings.TrimRight(output, "\n")
+	if line == "" || noise(output) || strings.HasPrefix(line, "=== RUN ") {
+		return
+	}
+	lines := append(l.recent[key], line)
+	if len(lines) > tailLines {
+		lines = lines[len(lines)-tailLines:]
+	}
+	l.recent[key] = lines
 }
 
 // logEntry is the first line of a t.Log, t.Skip or t.Error: "    file_test.go:12: text".
@@ -216,12 +247,53 @@ func (l *log) summary() {
 		l.packages, clock(time.Since(l.start)), l.longest.Round(100*time.Millisecond))
 	if len(l.skipped) == 0 {
 		fmt.Fprintln(l.out, "[testlog] no test skipped")
+	} else {
+		fmt.Fprintf(l.out, "[testlog] %d tests skipped:\n", len(l.skipped))
+		for _, s := range l.skipped {
+			fmt.Fprintf(l.out, "[testlog]   %s\n", s)
+		}
+	}
+	l.printFailures()
+}
+
+// printFailures names every test that failed, with the last lines it
+// printed; a parent whose only failure is its subtest's is named alone.
+func (l *log) printFailures() {
+	if len(l.failures) == 0 {
 		return
 	}
-	fmt.Fprintf(l.out, "[testlog] %d tests skipped:\n", len(l.skipped))
-	for _, s := range l.skipped {
-		fmt.Fprintf(l.out, "[testlog]   %s\n", s)
+	var shown []failure
+	for _, f := range l.failures {
+		if !coveredBy(f.name, l.failures) {
+			shown = append(shown, f)
+		}
 	}
+	fmt.Fprintf(l.out, "[testlog] %d failed:\n", len(shown))
+	for _, f := range shown {
+		fmt.Fprintf(l.out, "[testlog]   %s\n", f.name)
+		for _, line := range f.tail {
+			if strings.HasPrefix(strings.TrimSpace(line), "--- FAIL") {
+				continue
+			}
+			fmt.Fprintf(l.out, "[testlog]     | %s\n", line)
+		}
+	}
+}
+
+// coveredBy says whether a failure only repeats another's: a parent test
+// failing because its subtest did, or a package failing because a test in
+// it did. (A package that failed with no test failing is kept: it did not
+// build, or it panicked outside a test.)
+func coveredBy(name string, all []failure) bool {
+	for _, other := range all {
+		if other.name == name {
+			continue
+		}
+		if strings.HasPrefix(other.name, name+"/") || strings.HasPrefix(other.name, name+" ") {
+			return true
+		}
+	}
+	return false
 }
 
 func clock(d time.Duration) string {

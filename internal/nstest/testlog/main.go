@@ -79,7 +79,7 @@ func main() {
 		os.Exit(2)
 	}
 	now := time.Now()
-	l := &log{out: os.Stdout, start: now, last: now, running: map[string]time.Time{}, said: map[string]string{}, recent: map[string][]string{}}
+	l := newLog(os.Stdout, now)
 	done := make(chan struct{})
 	go l.heartbeat(done)
 	l.read(stdout)
@@ -96,6 +96,10 @@ func main() {
 	if l.failed {
 		os.Exit(1)
 	}
+}
+
+func newLog(out io.Writer, now time.Time) *log {
+	return &log{out: out, start: now, last: now, running: map[string]time.Time{}, said: map[string]string{}, recent: map[string][]string{}}
 }
 
 func (l *log) read(r io.Reader) {

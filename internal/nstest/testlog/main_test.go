@@ -19,7 +19,7 @@ func TestSummaryNamesSkipsWithReasons(t *testing.T) {
 {"Action":"pass","Package":"m/vnet/internal/x","Test":"TestC"}
 `
 	var out bytes.Buffer
-	l := &log{out: &out, running: map[string]time.Time{}, said: map[string]string{}}
+	l := newLog(&out, time.Now())
 	l.read(strings.NewReader(events))
 	l.summary()
 	got := out.String()
@@ -34,5 +34,45 @@ func TestSummaryNamesSkipsWithReasons(t *testing.T) {
 	}
 	if strings.Contains(got, "TestC") {
 		t.Errorf("summary names a test that passed:\n%s", got)
+	}
+}
+
+func TestSummaryEndsWithFailuresAndTheirLastLines(t *testing.T) {
+	events := `{"Action":"start","Package":"m/vnet/internal/x"}
+{"Action":"run","Package":"m/vnet/internal/x","Test":"TestA"}
+{"Action":"output","Package":"m/vnet/internal/x","Test":"TestA","Output":"=== RUN   TestA\n"}
+{"Action":"run","Package":"m/vnet/internal/x","Test":"TestA/sub"}
+{"Action":"output","Package":"m/vnet/internal/x","Test":"TestA/sub","Output":"    a_test.go:7: counters 0 and 12\n"}
+{"Action":"output","Package":"m/vnet/internal/x","Test":"TestA/sub","Output":"    --- FAIL: TestA/sub (0.00s)\n"}
+{"Action":"fail","Package":"m/vnet/internal/x","Test":"TestA/sub"}
+{"Action":"fail","Package":"m/vnet/internal/x","Test":"TestA"}
+{"Action":"run","Package":"m/vnet/internal/x","Test":"TestB"}
+{"Action":"pass","Package":"m/vnet/internal/x","Test":"TestB"}
+{"Action":"output","Package":"m/vnet/internal/x","Output":"FAIL\n"}
+{"Action":"fail","Package":"m/vnet/internal/x"}
+{"Action":"start","Package":"m/vnet/internal/y"}
+{"Action":"output","Package":"m/vnet/internal/y","Output":"panic: at init\n"}
+{"Action":"fail","Package":"m/vnet/internal/y"}
+`
+	var out bytes.Buffer
+	l := newLog(&out, time.Now())
+	l.read(strings.NewReader(events))
+	l.summary()
+	got := out.String()
+	summary := got[strings.Index(got, "[testlog] 2 failed:"):]
+	for _, want := range []string{
+		"[testlog]   internal/x TestA/sub\n",
+		"|     a_test.go:7: counters 0 and 12",
+		"[testlog]   internal/y\n",
+		"| panic: at init",
+	} {
+		if !strings.Contains(summary, want) {
+			t.Errorf("failure summary lacks %q:\n%s", want, got)
+		}
+	}
+	for _, unwanted := range []string{"internal/x TestA\n", "internal/x\n", "TestB", "--- FAIL"} {
+		if strings.Contains(summary, unwanted) {
+			t.Errorf("failure summary repeats %q:\n%s", unwanted, summary)
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vnet-project/vnet/internal/nstest"
 	"github.com/vnet-project/vnet/internal/spec/spectest"
+	"github.com/vnet-project/vnet/internal/store/registrytest"
 )
 
 var vnetBin string
@@ -25,7 +26,7 @@ func TestMain(m *testing.M) {
 	if out, err := exec.Command("go", "build", "-o", vnetBin, ".").CombinedOutput(); err != nil {
 		panic(string(out))
 	}
-	code := m.Run()
+	code := registrytest.Run(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/service"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/store/registrytest"
 )
 
 // debianPlugins is where Debian's containernetworking-plugins are.
@@ -61,7 +62,7 @@ func plugin(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := registrytest.Run(m)
 	if pluginDir != "" {
 		os.RemoveAll(pluginDir)
 	}

@@ -277,8 +277,8 @@ func TestLibcniPodLifecycle(t *testing.T) {
 		t.Errorf("the bandwidth capability made shaping %+v", sh)
 	}
 	hostNS := nstest.NSName(w.infra, "hv1")
-	if !nstest.Contains(nstest.LinkState(t, hostNS, plan.VNICPortName(vmName, 0)), "tbf") {
-		t.Errorf("the pod's switch port has no shaper: %v", nstest.LinkState(t, hostNS, plan.VNICPortName(vmName, 0)))
+	if !nstest.Contains(nstest.LinkState(t, hostNS, plan.VNICPortName(w.infra, vmName, 0)), "tbf") {
+		t.Errorf("the pod's switch port has no shaper: %v", nstest.LinkState(t, hostNS, plan.VNICPortName(w.infra, vmName, 0)))
 	}
 	var sysctl []byte
 	nstest.Do(t, ns, func() (err error) {

@@ -111,17 +111,9 @@ func TestDocsCurlExamples(t *testing.T) {
 		}
 	}
 	root := repoRoot(t)
-	doc, err := os.ReadFile(filepath.Join(root, "docs", "api.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks, _ := curlBlocks(string(doc))
-	if len(blocks) != 1 {
-		t.Fatalf("docs/api.md has %d blocks of curl calls", len(blocks))
-	}
-	want := expectedStatuses(t, blocks[0])
+	want := expectedStatuses(t, curlBlock(t, root))
 	infra := nstest.Infra("demo")
-	block := ownName(t, root, blocks[0], infra)
+	block := ownName(t, root, curlBlock(t, root), infra)
 
 	bin := vnetBinary(t)
 	state := t.TempDir()
@@ -204,6 +196,20 @@ func TestDocsCurlExamples(t *testing.T) {
 	}
 }
 
+// curlBlock is docs/api.md's one block of curl calls.
+func curlBlock(t *testing.T, root string) string {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "api.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, _ := curlBlocks(string(doc))
+	if len(blocks) != 1 {
+		t.Fatalf("docs/api.md has %d blocks of curl calls", len(blocks))
+	}
+	return blocks[0]
+}
+
 // demoWord is the block's infrastructure wherever it names it.
 var demoWord = regexp.MustCompile(`\bdemo\b`)
 
@@ -247,15 +253,7 @@ func freeAddr(t *testing.T) string {
 // spec of that name.
 func TestDocsCurlBlockTakesAName(t *testing.T) {
 	root := repoRoot(t)
-	doc, err := os.ReadFile(filepath.Join(root, "docs", "api.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks, _ := curlBlocks(string(doc))
-	if len(blocks) != 1 {
-		t.Fatalf("docs/api.md has %d blocks of curl calls", len(blocks))
-	}
-	block := ownName(t, root, blocks[0], "own-1")
+	block := ownName(t, root, curlBlock(t, root), "own-1")
 	if demoWord.MatchString(block) {
 		t.Errorf("the block still names demo:\n%s", block)
 	}

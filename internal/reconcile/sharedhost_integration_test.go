@@ -190,19 +190,7 @@ func (h *sharedHost) oldBuildLeft(t *testing.T, infra string, vms ...string) map
 	for _, vm := range vms {
 		now, old := plan.VNICPortName(infra, vm, 0), legacyPortName(vm, 0)
 		renamed[old] = now
-		nstest.InNS(t, h.machine, func(nh *netlink.Handle) error {
-			link, err := nh.LinkByName(now)
-			if err != nil {
-				return err
-			}
-			if err := nh.LinkSetDown(link); err != nil {
-				return err
-			}
-			if err := nh.LinkSetName(link, old); err != nil {
-				return err
-			}
-			return nh.LinkSetUp(link)
-		})
+		renameLink(t, h.machine, now, old)
 	}
 	rec, err := h.eng.Store.Get(infra)
 	if err != nil {

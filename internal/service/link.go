@@ -56,6 +56,9 @@ type LinkResult struct {
 // The infrastructure is locked before its spec is read, so that two link
 // commands do not each change the spec as it was.
 func (l *Local) Link(_ context.Context, r LinkRequest) (_ *LinkResult, err error) {
+	if r.Wait > 0 {
+		return nil, Invalid("--wait needs --etcd: on this machine a link is done when it returns")
+	}
 	name := r.Infra
 	if name == "" {
 		if name, err = l.vmInfra(r.VM); err != nil {
@@ -74,9 +77,6 @@ func (l *Local) Link(_ context.Context, r LinkRequest) (_ *LinkResult, err error
 		}
 		note(l, r.By.event(action, name, start, executed, err), r.Log)
 	}()
-	if r.Wait > 0 {
-		return nil, Invalid("--wait needs --etcd: on this machine a link is done when it returns")
-	}
 	err = l.changing(name, "", r.Log, func(eng *reconcile.Engine, st *store.Bolt) error {
 		before := beforeChange(st, name)
 		doc, err := l.doc(name)

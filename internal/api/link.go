@@ -1,11 +1,8 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
 
 	"github.com/vnet-project/vnet/internal/service"
@@ -60,22 +57,12 @@ func (s *Server) linking(w http.ResponseWriter, r *http.Request, who string, con
 // port group, no other field.
 func linkTarget(w http.ResponseWriter, r *http.Request, connected bool) (LinkTarget, error) {
 	var t LinkTarget
-	want := `the body: want {"infra": NAME, "vm": NAME, "nic": "ethN", "portgroup": NAME} (infra may be left out)`
+	want := `want {"infra": NAME, "vm": NAME, "nic": "ethN", "portgroup": NAME} (infra may be left out)`
 	if !connected {
-		want = `the body: want {"infra": NAME, "vm": NAME, "nic": "ethN"} (infra may be left out)`
+		want = `want {"infra": NAME, "vm": NAME, "nic": "ethN"} (infra may be left out)`
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxLinkBody))
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig):
-		return t, fail(http.StatusRequestEntityTooLarge, "the body is larger than a link's target")
-	case err != nil:
-		return t, fail(http.StatusBadRequest, "read the body: "+err.Error())
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&t); err != nil || dec.More() {
-		return t, fail(http.StatusBadRequest, want)
+	if err := smallJSON(w, r, maxLinkBody, "a link's target", want, false, &t); err != nil {
+		return t, err
 	}
 	switch {
 	case t.Infra != "" && (len(t.Infra) > maxInfraName || !infraName.MatchString(t.Infra)):

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -92,6 +91,7 @@ func vnicCmd(use, short string, args cobra.PositionalArgs, target func([]string)
 			if !output.structured() {
 				r.Log = out
 				r.Progress = func(ev service.WaitEvent) { printCurrent(out, ev) }
+				r.Stored = func(s service.Stored) { printStored(out, s, false) }
 			}
 			res, err := svc.Link(cmd.Context(), r)
 			if err != nil {
@@ -116,21 +116,17 @@ func vnicCmd(use, short string, args cobra.PositionalArgs, target func([]string)
 }
 
 // printLinked says what a link or unlink changed: on this machine the
-// kernel's changes, over etcd the generation stored (and, after a wait,
-// when the hosts realized it).
+// kernel's changes; over etcd (the generation stored was told already)
+// after a wait, when the hosts realized it.
 func printLinked(out io.Writer, res *service.LinkResult, wait time.Duration) {
-	switch s := res.Stored; {
-	case s == nil:
-		fmt.Fprintf(out, "%s: %s", res.Infra, counted(res.Executed, "change", "changes"))
-	case s.Unchanged:
-		fmt.Fprintf(out, "%s: unchanged, generation %d in etcd", res.Infra, s.Generation)
-	default:
-		fmt.Fprintf(out, "stored %s generation %d in etcd for hosts %s", res.Infra, s.Generation, strings.Join(s.Hosts, ", "))
+	changed := res.Infra + ": " + counted(res.Executed, "change", "changes") + "; "
+	if s := res.Stored; s != nil {
 		if wait > 0 {
-			fmt.Fprintf(out, ", %s current in %s", counted(len(s.Hosts), "host", "hosts"), seconds(s.Current))
+			fmt.Fprintf(out, "%s generation %d: %s current in %s\n", res.Infra, s.Generation, counted(len(s.Hosts), "host", "hosts"), seconds(s.Current))
 		}
+		changed = res.Infra + ": "
 	}
-	fmt.Fprintf(out, "; the spec file %s no longer matches until you edit it (vnet get %s prints the applied spec)\n", res.SpecFile, res.Infra)
+	fmt.Fprintf(out, "%sthe spec file %s no longer matches until you edit it (vnet get %s prints the applied spec)\n", changed, res.SpecFile, res.Infra)
 	if res.AgentStarted != "" {
 		fmt.Fprintf(out, "agent for %s started: failover and load-based teaming (log: %s)\n", res.Infra, res.AgentStarted)
 	}

@@ -30,6 +30,9 @@ type LinkRequest struct {
 	// wait does.
 	Wait     time.Duration
 	Progress func(WaitEvent)
+	// Stored, over etcd, is told of the generation once it is stored,
+	// before any wait.
+	Stored func(Stored)
 	// Log receives the plan and the progress as the apply goes.
 	Log io.Writer
 	// By is who asks, for the event list.
@@ -166,7 +169,7 @@ func (c *Cluster) Link(ctx context.Context, r LinkRequest) (_ *LinkResult, err e
 			return nil, tagged{ErrInvalid, err.Error()}
 		}
 		ctx := context.WithValue(ctx, changeKey{}, change{verb: verb, basis: rec.Generation})
-		res, err := c.Apply(ctx, Source{Doc: changed}, ApplyOptions{Wait: r.Wait, Progress: r.Progress, Log: r.Log, By: r.By})
+		res, err := c.Apply(ctx, Source{Doc: changed}, ApplyOptions{Wait: r.Wait, Progress: r.Progress, Stored: r.Stored, Log: r.Log, By: r.By})
 		if errors.Is(err, ErrConflict) && try < conflictTries {
 			continue
 		}

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 
 	"github.com/vnet-project/vnet/internal/service"
@@ -104,8 +105,14 @@ func (r *Remote) Link(ctx context.Context, req service.LinkRequest) (*service.Li
 		return nil, errWaitNeedsEtcd
 	}
 	t := LinkTarget{Infra: req.Infra, VM: req.VM, NIC: req.NIC, PortGroup: req.PortGroup}
+	do := r.C.Unlink
 	if req.Connected {
-		return r.C.Link(ctx, t)
+		do = r.C.Link
 	}
-	return r.C.Unlink(ctx, t)
+	res, err := do(ctx, t)
+	if err == nil && req.Log != nil {
+		// The plan goes to Log as a link's on this machine would.
+		io.WriteString(req.Log, service.PlanText(res.Plan))
+	}
+	return res, err
 }

@@ -42,6 +42,9 @@ type LinkRequest struct {
 // LinkResult is what a link or unlink changed.
 type LinkResult struct {
 	Infra string `json:"infra"`
+	// Plan is the kernel's actions done on this machine; over etcd none
+	// (the hosts' agents work out theirs).
+	Plan []PlanAction `json:"plan"`
 	// Executed counts the kernel changes made on this machine; over etcd
 	// none (the hosts' agents make them).
 	Executed int `json:"executed"`
@@ -99,7 +102,7 @@ func (l *Local) Link(_ context.Context, r LinkRequest) (_ *LinkResult, err error
 			verb = history.Unlink
 		}
 		l.keepLocal(r.By, st, change{verb: verb}, name, before, r.Log)
-		out = &LinkResult{Infra: name, Executed: res.Executed, SpecFile: doc.File}
+		out = &LinkResult{Infra: name, Plan: Actions(res.Plan), Executed: res.Executed, SpecFile: doc.File}
 		out.AgentStarted, err = l.syncAgent(changed.Spec)
 		return err
 	})
@@ -176,6 +179,6 @@ func (c *Cluster) Link(ctx context.Context, r LinkRequest) (_ *LinkResult, err e
 		if res == nil {
 			return nil, err
 		}
-		return &LinkResult{Infra: name, SpecFile: changed.File, Stored: res.Stored}, err
+		return &LinkResult{Infra: name, Plan: res.Plan, SpecFile: changed.File, Stored: res.Stored}, err
 	}
 }

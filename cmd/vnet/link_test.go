@@ -15,16 +15,19 @@ import (
 // linkFace is what one face made of the link scenario: after each step
 // the applied spec as vnet get prints it, and at the end the history.
 type linkFace struct {
-	Specs   []string
-	History []string // verb and generation of each entry, oldest first
+	Specs []string
+	Verbs []string // of the history's entries, oldest first
+	// Generations are the entries' generations: on this machine a change
+	// that changes nothing in the kernel keeps the generation, over etcd
+	// every stored change of the spec is one.
+	Generations []int
 }
 
 // link and unlink are one use case whichever way they go: the same
 // scenario (apply, link to another port group, unlink, link back) on this
-// machine, through a server over this machine's state and over etcd leaves
-// the same applied spec after each step and the same history, a
-// generation with an entry per change; over etcd nothing runs on this
-// machine, and a --wait for hosts whose agents do not run says so with
+// machine, through a server and over etcd leaves the same applied spec
+// after each step and the same history, an entry per change (over etcd
+// each a generation of its own); over etcd nothing runs on this machine, and a --wait for hosts whose agents do not run says so with
 // exit 3. Through a server it prints what it prints on this machine.
 func TestLinkFacesAgree(t *testing.T) {
 	requireRoot(t)
@@ -65,7 +68,7 @@ vms:
 			t.Fatalf("history -o json: %v", err)
 		}
 		for _, e := range h.Entries {
-			f.History = append(f.History, fmt.Sprintf("%s %d", e.Verb, e.Generation))
+			f.Verbs, f.Generations = append(f.Verbs, e.Verb), append(f.Generations, e.Generation)
 		}
 		return f, said
 	}
@@ -91,24 +94,32 @@ vms:
 	}
 	run(t, state, "destroy", infra)
 
-	base, _ := apiServer(t, state)
-	viaServer, saidRemotely := scenario(cli(state, []string{"VNET_SERVER=" + base, "VNET_TOKEN=" + facesToken}, nil))
-	run(t, state, "destroy", infra)
+	// A state directory of its own, so that the history starts afresh.
+	served := t.TempDir()
+	t.Cleanup(func() { run(t, served, "destroy", infra) })
+	base, _ := apiServer(t, served)
+	viaServer, saidRemotely := scenario(cli(served, []string{"VNET_SERVER=" + base, "VNET_TOKEN=" + facesToken}, nil))
+	run(t, served, "destroy", infra)
 
 	ep := startServer(t)
 	overEtcd, saidOverEtcd := scenario(cli(t.TempDir(), nil, []string{"--etcd", ep}))
 
-	want := []string{"apply 1", "link 2", "unlink 3", "link 4"}
-	if !reflect.DeepEqual(local.History, want) {
-		t.Errorf("history on this machine: %v, want %v", local.History, want)
+	if want := []string{"apply", "link", "unlink", "link"}; !reflect.DeepEqual(local.Verbs, want) {
+		t.Errorf("history on this machine: %v, want %v", local.Verbs, want)
+	}
+	if !reflect.DeepEqual(viaServer.Generations, local.Generations) {
+		t.Errorf("generations through a server: %v, on this machine %v", viaServer.Generations, local.Generations)
+	}
+	if want := []int{1, 2, 3, 4}; !reflect.DeepEqual(overEtcd.Generations, want) {
+		t.Errorf("generations over etcd: %v, want %v", overEtcd.Generations, want)
 	}
 	if !strings.Contains(local.Specs[2], "connected: false") || strings.Contains(local.Specs[3], "connected: false") ||
 		!strings.Contains(local.Specs[1], "portgroup: pg-b") {
 		t.Errorf("the applied specs on this machine do not follow the steps:\n%s", strings.Join(local.Specs, "---\n"))
 	}
 	for face, f := range map[string]linkFace{"through a server": viaServer, "over etcd": overEtcd} {
-		if !reflect.DeepEqual(f.History, local.History) {
-			t.Errorf("history %s: %v, on this machine %v", face, f.History, local.History)
+		if !reflect.DeepEqual(f.Verbs, local.Verbs) {
+			t.Errorf("history %s: %v, on this machine %v", face, f.Verbs, local.Verbs)
 		}
 		for i := range local.Specs {
 			if f.Specs[i] != local.Specs[i] {

@@ -254,7 +254,7 @@ func TestCompletionOfLiveNames(t *testing.T) {
 		{[]string{"rollback", infra[:3]}, infra + "\n:4\n"},
 		{[]string{"diff", infra, ""}, ":0\n"}, // then a spec file: the shell's own
 		{[]string{"snapshot", infra, ""}, ":0\n"},
-		{[]string{"exec", ""}, "esx1\n" + infra + "/esx1\n" + infra + "/vm1\nvm1\n:4\n"},
+		{[]string{"exec", ""}, infra + "/esx1\n" + infra + "/vm1\nesx1\nvm1\n:4\n"},
 		{[]string{"lab", "run", "s4-sc"}, "s4-scenario1\n"},
 	} {
 		out, code := run(t, state, append([]string{"__complete"}, tt.args...)...)

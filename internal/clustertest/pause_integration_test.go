@@ -2,6 +2,7 @@ package clustertest
 
 import (
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -49,6 +50,9 @@ func TestClusterPauseSurvivesAgentRestart(t *testing.T) {
 	}
 	if out := vnetOK(t, c, "status", infra); !strings.Contains(out, "paused: VM vm1") {
 		t.Errorf("status over etcd does not say vm1 is paused:\n%s", out)
+	}
+	if out := vnetOK(t, c, "history", infra); !regexp.MustCompile(`(?m)^2\s+1\s.*pause\s.*paused VM vm1$`).MatchString(out) {
+		t.Errorf("history over etcd has no entry of the pause:\n%s", out)
 	}
 
 	hv1 := c.Machine("hv1")

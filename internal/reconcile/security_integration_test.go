@@ -1079,17 +1079,7 @@ func counters(t *testing.T, infra string) map[string]map[string]uint64 {
 
 func macOf(t *testing.T, ns string) net.HardwareAddr {
 	t.Helper()
-	var mac net.HardwareAddr
-	if err := nstest.Do(t, ns, func() error {
-		ifc, err := net.InterfaceByName("eth0")
-		if err == nil {
-			mac = ifc.HardwareAddr
-		}
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return mac
+	return nstest.MAC(t, ns)
 }
 
 func setMAC(t *testing.T, ns string, mac net.HardwareAddr) {

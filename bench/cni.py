@@ -186,7 +186,8 @@ def main():
         print(b.machine())
         version = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "containernetworking-plugins"],
                                  capture_output=True, text=True).stdout
-        print(f"vnet {subprocess.run([vnet, 'version'], capture_output=True, text=True).stdout.strip()};"
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True).stdout.strip()
+        print(f"{subprocess.run([vnet, 'version'], capture_output=True, text=True).stdout.strip()}, tree at {commit or '?'};"
               f" containernetworking-plugins {version or '(not from a Debian package)'}")
         print(f"load average at the start: {open('/proc/loadavg').read().split()[:3]}")
         b.set_up()

@@ -529,14 +529,22 @@ func (p *Programs) Bridge(port uint32) (bridge uint32, direct bool, err error) {
 // Ports lists the ports the programs hold settings for.
 func (p *Programs) Ports() ([]uint32, error) {
 	var out []uint32
-	var k uint32
-	var v policyPort
-	it := p.ports.Iterate()
-	for it.Next(&k, &v) {
-		out = append(out, k)
+	var next uint32
+	// Keys alone: one call a port, not two.
+	for err := p.ports.NextKey(nil, &next); ; err = p.ports.NextKey(out[len(out)-1], &next) {
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(out) >= MaxPorts {
+			return nil, fmt.Errorf("more than %d ports listed", MaxPorts)
+		}
+		out = append(out, next)
 	}
 	slices.Sort(out)
-	return out, it.Err()
+	return out, nil
 }
 
 // Flows opens a port's flow table, or returns nil.

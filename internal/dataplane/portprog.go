@@ -325,6 +325,73 @@ func (l *Linux) ensurePortProg(r plan.Resource) error {
 	return deletePortFilters(h, r.NS, link, true)
 }
 
+// executePortProgs carries out steps that set port programs' policies in
+// one namespace (BatchKey) one by one, as Execute does, after writing
+// what of them waits for the programs on every CPU (their ACLs' maps of
+// maps, bpfpolicy.Programs.Stage) for all of them at once: an apply that
+// gives a thousand ports an ACL waits a few times, not three thousand.
+// What is staged is read by no frame before its step, so a step that
+// fails, or one never reached, leaves the ports as they were; the
+// staging's own failure leaves each step to write its own.
+func (l *Linux) executePortProgs(actions []plan.Action) (int, error) {
+	progs := l.stagePortProgs(actions)
+	if progs == nil {
+		return l.executeEach(actions)
+	}
+	progs.Defer()
+	defer progs.Flush()
+	n, err := l.executeEach(actions)
+	if err != nil {
+		progs.Unstage()
+	}
+	return n, err
+}
+
+// stagePortProgs stages the policies the steps set, returning the
+// namespace's programs, or nil when it staged nothing.
+func (l *Linux) stagePortProgs(actions []plan.Action) *bpfpolicy.Programs {
+	ns := actions[0].New.NS
+	h, err := l.handle(ns)
+	if err != nil {
+		return nil
+	}
+	var ports []bpfpolicy.Staged
+	defer func() {
+		for _, s := range ports {
+			if s.Flows != nil {
+				s.Flows.Close()
+			}
+		}
+	}()
+	for _, a := range actions {
+		r := *a.New
+		if plan.IsDigest(r.Match) {
+			continue
+		}
+		p, err := plan.ParsePortPolicy(r.Match)
+		if err != nil {
+			continue
+		}
+		c, err := bpfpolicy.Compile(p)
+		if err != nil {
+			continue
+		}
+		link, err := h.LinkByName(r.Link)
+		if err != nil {
+			continue
+		}
+		ports = append(ports, bpfpolicy.Staged{Port: uint32(link.Attrs().Index), Policy: c, Flows: legacyFlows(h, link)})
+	}
+	if len(ports) == 0 {
+		return nil
+	}
+	progs, err := l.portPrograms(ns, h)
+	if err != nil || progs.Stage(ports) != nil {
+		return nil
+	}
+	return progs
+}
+
 // leaveFastPath takes a port that is to go down or change bridges off the
 // fast path first (bpfpolicy.Programs.Leave): no frame is handed past the
 // bridge to a port cut from its switch or from another bridge's ports

@@ -369,8 +369,8 @@ func (l *Linux) stagePortProgs(actions []plan.Action) *bpfpolicy.Programs {
 			continue
 		}
 		p, err := plan.ParsePortPolicy(r.Match)
-		if err != nil {
-			continue
+		if err != nil || p.Default == "" {
+			continue // without an ACL a port has nothing in maps of maps
 		}
 		c, err := bpfpolicy.Compile(p)
 		if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/service"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/store/registrytest"
 )
 
 // debianPlugins is where Debian's containernetworking-plugins are.
@@ -61,7 +62,7 @@ func plugin(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := registrytest.Run(m)
 	if pluginDir != "" {
 		os.RemoveAll(pluginDir)
 	}
@@ -276,8 +277,8 @@ func TestLibcniPodLifecycle(t *testing.T) {
 		t.Errorf("the bandwidth capability made shaping %+v", sh)
 	}
 	hostNS := nstest.NSName(w.infra, "hv1")
-	if !nstest.Contains(nstest.LinkState(t, hostNS, plan.VNICPortName(vmName, 0)), "tbf") {
-		t.Errorf("the pod's switch port has no shaper: %v", nstest.LinkState(t, hostNS, plan.VNICPortName(vmName, 0)))
+	if !nstest.Contains(nstest.LinkState(t, hostNS, plan.VNICPortName(w.infra, vmName, 0)), "tbf") {
+		t.Errorf("the pod's switch port has no shaper: %v", nstest.LinkState(t, hostNS, plan.VNICPortName(w.infra, vmName, 0)))
 	}
 	var sysctl []byte
 	nstest.Do(t, ns, func() (err error) {

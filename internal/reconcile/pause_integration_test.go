@@ -84,7 +84,7 @@ func TestPauseStopsAVMAndResumeBringsItBack(t *testing.T) {
 		t.Fatalf("before the pause vm1 reached vm2 %d times of %d", got, sent)
 	}
 	host := ns(name, "esx1")
-	port := plan.VNICPortName("vm1", 0)
+	port := plan.VNICPortName(name, "vm1", 0)
 	before := nstest.LinkStats(t, host, port)
 	genBefore := generation(t, eng, name)
 

@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/vnet-project/vnet/internal/nstest"
+	"github.com/vnet-project/vnet/internal/rundir/rundirtest"
 	"github.com/vnet-project/vnet/internal/spec/spectest"
-	"github.com/vnet-project/vnet/internal/store/registrytest"
 )
 
 var vnetBin string
@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 	if out, err := exec.Command("go", "build", "-o", vnetBin, ".").CombinedOutput(); err != nil {
 		panic(string(out))
 	}
-	code := registrytest.Run(m)
+	code := rundirtest.Run(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

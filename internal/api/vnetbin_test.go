@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/vnet-project/vnet/internal/store/registrytest"
+	"github.com/vnet-project/vnet/internal/rundir/rundirtest"
 )
 
 var (
@@ -20,7 +20,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	code := registrytest.Run(m)
+	code := rundirtest.Run(m)
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/vnet-project/vnet/internal/nstest"
 	"github.com/vnet-project/vnet/internal/plan"
-	"github.com/vnet-project/vnet/internal/store/registrytest"
+	"github.com/vnet-project/vnet/internal/rundir/rundirtest"
 )
 
 var (
@@ -25,7 +25,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	code := registrytest.Run(m)
+	code := rundirtest.Run(m)
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}

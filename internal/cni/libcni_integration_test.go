@@ -20,9 +20,9 @@ import (
 
 	"github.com/vnet-project/vnet/internal/nstest"
 	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/rundir/rundirtest"
 	"github.com/vnet-project/vnet/internal/service"
 	"github.com/vnet-project/vnet/internal/spec"
-	"github.com/vnet-project/vnet/internal/store/registrytest"
 )
 
 // debianPlugins is where Debian's containernetworking-plugins are.
@@ -62,7 +62,7 @@ func plugin(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
-	code := registrytest.Run(m)
+	code := rundirtest.Run(m)
 	if pluginDir != "" {
 		os.RemoveAll(pluginDir)
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/nstest"
 	"github.com/vnet-project/vnet/internal/plan"
-	"github.com/vnet-project/vnet/internal/store/registrytest"
+	"github.com/vnet-project/vnet/internal/rundir/rundirtest"
 )
 
 var vnetBin string
@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 		if out, err := build.CombinedOutput(); err != nil {
 			panic(string(out))
 		}
-		return registrytest.Run(m)
+		return rundirtest.Run(m)
 	}()
 	os.Exit(code)
 }

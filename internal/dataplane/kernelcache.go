@@ -9,13 +9,15 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vnet-project/vnet/internal/atomicfile"
 	"github.com/vnet-project/vnet/internal/dataplane/bpfpolicy"
+	"github.com/vnet-project/vnet/internal/rundir"
 )
 
 // What a command finds out about the running kernel by loading programs
 // (the verifier's work, 25 ms for the port programs) is the same for every
 // command until the machine boots again or vnet's programs change, so the
-// first command that finds the kernel loads them notes it in KernelCacheDir
+// first command that finds the kernel loads them notes it in kernelCacheDir
 // and the others read the note. A note is only ever of success: a refusal
 // may be passing (memory, a capability the command lacked), and is found
 // out again by the next command. The note names what it holds for: this
@@ -24,9 +26,9 @@ import (
 // is not read as this one. A command whose load fails after a note said
 // the kernel loads them drops the note (forgetPortProgSupport).
 
-// KernelCacheDir is where the notes are kept: in /run, which goes with a
-// reboot; a variable for tests.
-var KernelCacheDir = "/run/vnet/kernel"
+// kernelCacheDir is where the notes are kept: in the run directory, which
+// goes with a reboot.
+func kernelCacheDir() string { return filepath.Join(rundir.Dir(), "kernel") }
 
 const portProgNote = "port-programs"
 
@@ -63,7 +65,7 @@ func portProgKey() (string, error) {
 // readNote returns a note's content, "" when there is none or it is not
 // one only this user (root) could have written.
 func readNote(name string) string {
-	path := filepath.Join(KernelCacheDir, name)
+	path := filepath.Join(kernelCacheDir(), name)
 	f, err := os.Open(path)
 	if err != nil {
 		return ""
@@ -81,26 +83,19 @@ func readNote(name string) string {
 	return strings.TrimSuffix(string(b[:n]), "\n")
 }
 
-// writeNote writes a note whole or not at all (a rename); a directory that
-// cannot be written (not root) keeps none, and every command loads.
+// writeNote writes a note whole or not at all; a directory that cannot be
+// written (not root) keeps none, and every command loads.
 func writeNote(name, content string) {
-	if err := os.MkdirAll(KernelCacheDir, 0o755); err != nil {
+	dir := kernelCacheDir()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return
 	}
-	path := filepath.Join(KernelCacheDir, name)
-	tmp, err := os.CreateTemp(KernelCacheDir, "."+name+".*")
-	if err != nil {
-		return
-	}
-	_, werr := tmp.WriteString(content + "\n")
-	if cerr := tmp.Close(); werr != nil || cerr != nil || os.Rename(tmp.Name(), path) != nil {
-		os.Remove(tmp.Name())
-	}
+	_ = atomicfile.Write(filepath.Join(dir, name), []byte(content+"\n"), 0o644) // a note not kept is loaded again
 }
 
 // dropNote removes a note that proved wrong.
 func dropNote(name string) {
-	_ = os.Remove(filepath.Join(KernelCacheDir, name)) // gone is as good
+	_ = os.Remove(filepath.Join(kernelCacheDir(), name)) // gone is as good
 }
 
 // kernelRelease is the running kernel's release (uname -r).

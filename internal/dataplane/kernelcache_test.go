@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vnet-project/vnet/internal/rundir"
 )
 
 // TestProbeCached: a success is noted for its key and read back instead of
@@ -13,9 +15,7 @@ import (
 // a refusal, a dropped note and a note others could have written all make
 // the next command load.
 func TestProbeCached(t *testing.T) {
-	old := KernelCacheDir
-	KernelCacheDir = filepath.Join(t.TempDir(), "kernel")
-	t.Cleanup(func() { KernelCacheDir = old })
+	t.Setenv(rundir.Env, t.TempDir())
 	key := "programs a boot b release 6.18"
 	loads := 0
 	refuse := errors.New("refused")
@@ -45,7 +45,7 @@ func TestProbeCached(t *testing.T) {
 	step("a refusal is not noted", 1, refuse)
 	loadErr = nil
 	step("loads", 1, nil)
-	if err := os.Chmod(filepath.Join(KernelCacheDir, "probe"), 0o666); err != nil {
+	if err := os.Chmod(filepath.Join(kernelCacheDir(), "probe"), 0o666); err != nil {
 		t.Fatal(err)
 	}
 	step("others could write it", 1, nil)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/vnet-project/vnet/internal/rundir/rundirtest"
 	"os"
 	"strings"
 	"testing"
@@ -21,7 +22,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(asVnet) == "1" && len(os.Args) > 1 && os.Args[1] == "netperf" {
 		os.Exit(netperfMain(os.Args[2:]))
 	}
-	os.Exit(m.Run())
+	os.Exit(rundirtest.Run(m))
 }
 
 func netperfMain(args []string) int {

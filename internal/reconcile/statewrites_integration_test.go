@@ -14,16 +14,16 @@ import (
 	"github.com/vnet-project/vnet/internal/events"
 	"github.com/vnet-project/vnet/internal/nstest"
 	"github.com/vnet-project/vnet/internal/reconcile"
+	"github.com/vnet-project/vnet/internal/rundir/rundirtest"
 	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/spec/speccache"
 	"github.com/vnet-project/vnet/internal/store"
 	"github.com/vnet-project/vnet/internal/store/faultfs"
-	"github.com/vnet-project/vnet/internal/store/registrytest"
 )
 
 func TestMain(m *testing.M) {
 	faultfs.ServeIfChild()
-	os.Exit(registrytest.Run(m))
+	os.Exit(rundirtest.Run(m))
 }
 
 // oneHost is a host with one VM, and with vms VMs more.

@@ -4,9 +4,9 @@ import (
 	"os"
 	"testing"
 
-	"github.com/vnet-project/vnet/internal/store/registrytest"
+	"github.com/vnet-project/vnet/internal/rundir/rundirtest"
 )
 
 // The stores the tests leave records in register in a registry of the
 // tests' own.
-func TestMain(m *testing.M) { os.Exit(registrytest.Run(m)) }
+func TestMain(m *testing.M) { os.Exit(rundirtest.Run(m)) }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/vnet-project/vnet/internal/rundir"
 )
 
 // What a store made carries the store's ID (plan.Mark), and the directory
@@ -21,25 +23,19 @@ import (
 // The registry lives in /run, as do the namespaces: both go with a
 // reboot.
 
-// RunDirEnv names the variable that moves what vnet keeps until a reboot
-// (the registry, in its stores directory) away from DefaultRunDir. The
-// machine has one registry; tests whose temporary stores end with records
-// give themselves their own, so that they leave nothing in the machine's,
-// and so do the vnet commands they run, which inherit it.
-const RunDirEnv = "VNET_RUN_DIR"
+// RunDirEnv names the variable that moves the registry (the stores
+// directory of the run directory) away from DefaultRunDir. The machine has
+// one registry; tests whose temporary stores end with records give
+// themselves their own, so that they leave nothing in the machine's.
+const RunDirEnv = rundir.Env
 
-// DefaultRunDir is where what vnet keeps until a reboot is by default.
-const DefaultRunDir = "/run/vnet"
+// DefaultRunDir is the run directory by default.
+const DefaultRunDir = rundir.Default
 
-// RegistryDir is where the registry is kept: the stores directory of
-// RunDirEnv's directory, else of DefaultRunDir. It is read at each use, so
-// that a test's main can set it before any store is opened.
+// RegistryDir is where the registry is kept: the stores directory of the
+// run directory (rundir.Dir), read at each use.
 func RegistryDir() string {
-	dir := os.Getenv(RunDirEnv)
-	if dir == "" {
-		dir = DefaultRunDir
-	}
-	return filepath.Join(dir, "stores")
+	return filepath.Join(rundir.Dir(), "stores")
 }
 
 // storeID is what an ID looks like (NewID); anything else is not a file

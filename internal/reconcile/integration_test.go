@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -168,7 +169,7 @@ func TestVNICGROCoalescesWhatItsPortSegments(t *testing.T) {
 		if frames >= 10000 && got <= frames/2 {
 			break
 		}
-		tries = append(tries, fmt.Sprintf("web1's eth1 took %d frames through GRO and its IP stack %d packets for 20 MiB", frames, got))
+		tries = append(tries, fmt.Sprintf("web1's eth1 took %d frames through GRO and its IP stack %d packets for 20 MiB (%s)", frames, got, groPathState(t, nstest.Infra("itgro"))))
 		t.Logf("try %d: %s", try, tries[len(tries)-1])
 	}
 	if len(tries) == 3 {
@@ -200,6 +201,22 @@ func TestVNICGROCoalescesWhatItsPortSegments(t *testing.T) {
 	if frames, got := b.RxPackets-a.RxPackets, b.Stack.Packets-a.Stack.Packets; got < frames*9/10 {
 		t.Errorf("without GRO web1's IP stack took %d packets for %d frames, want one each", got, frames)
 	}
+}
+
+// groPathState says what a failed try found along the path: the port's
+// TSO features (any of them on and the veth gives its frames no NAPI) and
+// the vNIC's GRO, so that a failure in a long run tells which it was.
+func groPathState(t *testing.T, infra string) string {
+	t.Helper()
+	port := features(t, ns(infra, "esx1"), plan.VNICPortName(infra, "web1", 1))
+	var on []string
+	for name, enabled := range port {
+		if enabled && strings.HasPrefix(name, "tx-tcp") {
+			on = append(on, name)
+		}
+	}
+	sort.Strings(on)
+	return fmt.Sprintf("port segmentation features on: %v; web1's eth1 rx-gro %v", on, features(t, ns(infra, "web1"), "eth1")["rx-gro"])
 }
 
 func stream20MiB(t *testing.T, from, to string) {

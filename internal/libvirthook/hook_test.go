@@ -113,8 +113,8 @@ func TestRun(t *testing.T) {
 	const id = "0c1d2e3f-0000-4000-8000-000000000001"
 	for _, c := range []struct {
 		name, op, xml, fail string
-		calls             []string
-		err               string
+		calls               []string
+		err                 string
 	}{
 		{name: "started attaches", op: "started", xml: domain(two, ifaces),
 			calls: []string{"attach tap-guest1 guest1 52:54:00:44:00:0a pg-web", "attach tap-guest2 guest1 52:54:00:44:00:0b pg-web"}},

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/nstest"
 	"github.com/vnet-project/vnet/internal/plan"

@@ -87,7 +87,7 @@ func TestLibvirtGuestOnAPortGroup(t *testing.T) {
 		}
 		nstest.AssertGone(t, infra)
 	})
-	echoServer(t, nstest.NSName(infra, "web1"), "10.44.0.1:7001")
+	nstest.EchoLines(t, nstest.NSName(infra, "web1"), "10.44.0.1:7001")
 
 	// The domain, from the documented XML: the test's names, and the
 	// guest's kernel, initramfs, command line and console.
@@ -212,27 +212,6 @@ func TestLibvirtGuestOnAPortGroup(t *testing.T) {
 	}
 }
 
-// echoServer answers each connection to addr in the namespace with the
-// line it sent.
-func echoServer(t *testing.T, ns, addr string) {
-	l := nstest.Listen(t, ns, addr)
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(30 * time.Second))
-				if line, err := bufio.NewReader(c).ReadString('\n'); err == nil {
-					c.Write([]byte(line))
-				}
-			}()
-		}
-	}()
-}
-
 // ask sends a line to addr from the namespace and returns the line back.
 func ask(t *testing.T, ns, addr, line string) (string, error) {
 	c, err := nstest.Dial(t, ns, addr, net.Dialer{Timeout: 3 * time.Second})
@@ -355,4 +334,3 @@ func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
-

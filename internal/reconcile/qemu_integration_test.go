@@ -1,7 +1,6 @@
 package reconcile_test
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"os/exec"
@@ -76,23 +75,7 @@ vms:
 		t.Fatal(err)
 	}
 
-	l := nstest.Listen(t, plan.NSName(infra, "web1"), "10.30.0.1:7001")
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(30 * time.Second))
-				line, err := bufio.NewReader(c).ReadString('\n')
-				if err == nil {
-					c.Write([]byte(line))
-				}
-			}()
-		}
-	}()
+	nstest.EchoLines(t, plan.NSName(infra, "web1"), "10.30.0.1:7001")
 
 	initrd := filepath.Join(t.TempDir(), "initrd.cpio")
 	nstest.BuildInitramfs(t, initrd, "./testdata/guestinit", modules)

@@ -70,7 +70,7 @@ func TestLibvirtGuestOnAPortGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	infra, specSrc := nstest.Rename(t, string(src))
+	specSrc, infra := nstest.Rename(t, string(src))
 	doc, err := spec.Load("lab.yaml", []byte(specSrc))
 	if err != nil {
 		t.Fatal(err)

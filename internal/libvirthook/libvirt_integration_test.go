@@ -174,14 +174,14 @@ func TestLibvirtGuestOnAPortGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var forged uint64
+	var forged, denied uint64
 	for _, ps := range st[0].Security {
 		if strings.HasPrefix(ps.Port, vmName+" ") {
-			forged = ps.Counters["forged-mac"]
+			forged, denied = ps.Counters["forged-mac"], ps.Counters["acl[0]"]
 		}
 	}
-	if forged == 0 {
-		t.Errorf("no forged-mac drops counted on the guest's port: %+v", st[0].Security)
+	if forged == 0 || denied == 0 {
+		t.Errorf("on the guest's port %d forged-mac drops and %d of the ACL's deny rule, want some of each: %+v", forged, denied, st[0].Security)
 	}
 	t.Logf("guest console:\n%s", lastLines(out, 8))
 

@@ -96,7 +96,9 @@ func Run(ctx context.Context, args []string, stdin io.Reader, open func(stateDir
 	if len(data) > maxXML {
 		return fmt.Errorf("libvirt hook: the domain's XML is over %d bytes", maxXML)
 	}
-	g, err := Parse(data)
+	// Once QEMU is gone, libvirt may pass the interfaces without their
+	// TAPs: taking the TAPs out needs only their names, from the metadata.
+	g, err := parse(data, op == "started")
 	if err != nil || g == nil {
 		return err
 	}
@@ -195,6 +197,12 @@ type metadataXML struct {
 // target dev, an <interface type='ethernet'> of the domain, whose MAC
 // becomes the vNIC's (the one port security lets the guest send from).
 func Parse(data []byte) (*Guest, error) {
+	return parse(data, true)
+}
+
+// parse reads the domain's XML; with strict false, a TAP that the domain's
+// interfaces lack is taken from the metadata alone, without its MAC.
+func parse(data []byte, strict bool) (*Guest, error) {
 	var d domainXML
 	if err := xml.Unmarshal(data, &d); err != nil {
 		return nil, fmt.Errorf("libvirt hook: the domain's XML: %w", err)
@@ -226,9 +234,10 @@ func Parse(data []byte) (*Guest, error) {
 			return nil, fmt.Errorf("%s: give dev= and one of portgroup= and network=", at)
 		}
 		n, err := tapOf(d.Interfaces, mi.Dev)
-		if err != nil {
+		if err != nil && strict {
 			return nil, fmt.Errorf("%s: %w", at, err)
 		}
+		n.Tap = mi.Dev
 		n.PortGroup, n.Network = mi.PortGroup, mi.Network
 		g.NICs = append(g.NICs, n)
 	}

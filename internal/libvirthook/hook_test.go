@@ -120,6 +120,8 @@ func TestRun(t *testing.T) {
 			calls: []string{"attach tap-guest1 guest1 52:54:00:44:00:0a pg-web", "attach tap-guest2 guest1 52:54:00:44:00:0b pg-web"}},
 		{name: "stopped detaches", op: "stopped", xml: domain(two, ifaces), calls: []string{"detach tap-guest1 " + id, "detach tap-guest2 " + id}},
 		{name: "release detaches", op: "release", xml: domain(vnetMeta, ethIface), calls: []string{"detach tap-guest1 " + id}},
+		{name: "release detaches a TAP the interfaces no longer name", op: "release",
+			xml: domain(vnetMeta, `<interface type='ethernet'><mac address='52:54:00:44:00:0a'/></interface>`), calls: []string{"detach tap-guest1 " + id}},
 		{name: "prepare does nothing", op: "prepare", xml: domain(vnetMeta, ethIface)},
 		{name: "nor does migrate, with anything on its input", op: "migrate", xml: "<not xml"},
 		{name: "a domain without vnet's metadata", op: "started", xml: domain("", ethIface)},

@@ -24,11 +24,15 @@ follow changes another process made: what the server keeps must notice
 them. After the rounds a no-op apply through the API must plan nothing and
 status must show the N VMs.
 
-usage: bench/warm.py [--vnet bin/vnet] [--sizes 100,1000] [--changes 20]
+usage: bench/warm.py [--vnet bin/vnet[,OTHER]] [--sizes 100,1000] [--changes 20]
                      [--quiet 120] [--cpuprofile FILE] [--trace]
 
---cpuprofile writes the server's CPU profile (VNET_CPUPROFILE) of the
-largest N to FILE; --trace prints the server's VNET_TRACE lines. Needs root
+--vnet may name several builds, comma-separated (say, before and after a
+change): each is measured in turn under the same lock, beside one raw
+netlink measurement, and gets rows of its own. --cpuprofile writes the
+server's CPU profile (VNET_CPUPROFILE) of the largest N to FILE (with
+several builds, FILE.1, FILE.2, ... in their order); --trace prints the
+server's VNET_TRACE lines. Needs root
 and Go (it builds bench/rawnetlink). It takes /tmp/vnet-kernel.lock for each
 size itself (do not wrap it in flock) and removes what it made. Not a test:
 it prints measurements.
@@ -102,7 +106,8 @@ class Server:
             self.p.wait()
 
 
-def measure(vnet, raw, n, changes, quiet, cpuprofile, trace):
+def measure(vnet, n, changes, quiet, cpuprofile, trace):
+    """Times the changes through vnet's three ways; returns their medians."""
     tag = f"w{os.getpid() % 100000}n{n}"
     name = "wrm" + tag
     state = os.path.realpath(os.path.join("/tmp", "vnet-warm." + tag))
@@ -121,7 +126,7 @@ def measure(vnet, raw, n, changes, quiet, cpuprofile, trace):
         write(vm_list)
         return run([vnet, "--state-dir", state, *client, "apply", path])[0]
 
-    times = {w: {"add": [], "change": [], "remove": []} for w in WAYS}
+    times = {w: {"add": [], "change": [], "remove": []} for w in WAYS[:3]}
     srv = None
     try:
         cli(vms)
@@ -153,16 +158,26 @@ def measure(vnet, raw, n, changes, quiet, cpuprofile, trace):
                 print(srv.output())
         subprocess.run([vnet, "--state-dir", state, "destroy", name], capture_output=True)
         shutil.rmtree(state, ignore_errors=True)
+    return medians(times)
+
+
+def measure_raw(raw, n, changes, quiet):
+    """Times the same changes' netlink requests, made directly."""
+    times = {"add": [], "change": [], "remove": []}
     try:
         raw.timed("up", str(n))
         wait_quiet(quiet, f"raw netlink's {n} VMs")
         i = n + 1
         for k in range(changes):
-            times["raw"]["add"].append(raw.timed("add", str(i), ip(i)))
-            times["raw"]["change"].append(raw.timed("addr", str(i), ip(n + 2 + k)))
-            times["raw"]["remove"].append(raw.timed("rm", str(i)))
+            times["add"].append(raw.timed("add", str(i), ip(i)))
+            times["change"].append(raw.timed("addr", str(i), ip(n + 2 + k)))
+            times["remove"].append(raw.timed("rm", str(i)))
     finally:
         raw.cleanup()
+    return medians({"raw": times})["raw"]
+
+
+def medians(times):
     return {w: {op: statistics.median(v) for op, v in ops.items()} for w, ops in times.items()}
 
 
@@ -172,12 +187,13 @@ def vm_count(st):
     return len(infra.get("vms") or [])
 
 
-def report(results):
-    print(f"\n{'N':>6} {'change':<8}" + "".join(f"{w:>10}" for w in WAYS) + "".join(f"{w + '/raw':>12}" for w in WAYS[:3])
-          + f"{'cli/api':>10}")
-    for n, r in results.items():
+def report(results, labels):
+    print(f"\n{'N':>6} {'change':<8}" + (f"{'build':<12}" if len(labels) > 1 else "") + "".join(f"{w:>10}" for w in WAYS)
+          + "".join(f"{w + '/raw':>12}" for w in WAYS[:3]) + f"{'cli/api':>10}")
+    for (n, label), r in results.items():
         for op in ("add", "change", "remove"):
-            row = f"{n:>6} {op:<8}" + "".join(f"{r[w][op] * 1000:>8.1f}ms" for w in WAYS)
+            row = f"{n:>6} {op:<8}" + (f"{label:<12}" if len(labels) > 1 else "")
+            row += "".join(f"{r[w][op] * 1000:>8.1f}ms" for w in WAYS)
             row += "".join(f"{r[w][op] / r['raw'][op]:>11.1f}x" for w in WAYS[:3])
             row += f"{r['cli'][op] / r['api'][op]:>9.1f}x"
             print(row)
@@ -196,10 +212,13 @@ def main():
         sys.exit("warm.py: needs root")
     signal.signal(signal.SIGTERM, terminate)
     signal.signal(signal.SIGHUP, terminate)
-    vnet = os.path.abspath(a.vnet)
+    vnets = [os.path.abspath(v) for v in a.vnet.split(",")]
+    labels = [os.path.basename(v) for v in vnets]
     raw_exe = build_raw()
     sizes = [int(s) for s in a.sizes.split(",")]
-    print(f"machine: {os.cpu_count()} CPUs; vnet {run([vnet, '--version'])[2].stdout.strip()}")
+    print(f"machine: {os.cpu_count()} CPUs")
+    for label, vnet in zip(labels, vnets):
+        print(f"{label}: {run([vnet, '--version'])[2].stdout.strip()}")
     results = {}
     try:
         for n in sizes:
@@ -207,13 +226,19 @@ def main():
             with open(LOCK, "a") as lk:
                 fcntl.flock(lk, fcntl.LOCK_EX)
                 try:
-                    prof = os.path.abspath(a.cpuprofile) if a.cpuprofile and n == sizes[-1] else None
-                    results[n] = measure(vnet, raw, n, a.changes, a.quiet, prof, a.trace)
+                    for i, (label, vnet) in enumerate(zip(labels, vnets), 1):
+                        prof = None
+                        if a.cpuprofile and n == sizes[-1]:
+                            prof = os.path.abspath(a.cpuprofile) + (f".{i}" if len(vnets) > 1 else "")
+                        results[(n, label)] = measure(vnet, n, a.changes, a.quiet, prof, a.trace)
+                    raw_times = measure_raw(raw, n, a.changes, a.quiet)
+                    for label in labels:
+                        results[(n, label)]["raw"] = raw_times
                 finally:
                     fcntl.flock(lk, fcntl.LOCK_UN)
     finally:
         shutil.rmtree(os.path.dirname(raw_exe), ignore_errors=True)
-    report(results)
+    report(results, labels)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ var serverURL string
 
 func addClientFlags(root *cobra.Command) {
 	root.PersistentFlags().StringVar(&serverURL, "server", os.Getenv("VNET_SERVER"),
-		"act through a vnet server at this URL (status, apply, destroy, stats, pause, resume, graph); token from VNET_TOKEN or STATE_DIR/api.token")
+		"act through a vnet server at this URL (status, apply, destroy, stats, ioc, link, unlink, pause, resume, graph); token from VNET_TOKEN or STATE_DIR/api.token")
 }
 
 // etcdFlag is --etcd of the commands that can keep their state in etcd;
@@ -117,7 +117,7 @@ func remote() (service.Service, error) {
 // onThisMachineOnly are the commands that act on this machine's kernel or
 // state alone: given --server, they refuse rather than quietly act here
 // while the user meant the server's machine.
-var onThisMachineOnly = map[string]bool{"exec": true, "gc": true, "recover": true, "ioc": true, "link": true, "unlink": true}
+var onThisMachineOnly = map[string]bool{"exec": true, "gc": true, "recover": true}
 
 // refuseServerFlag is the root's check, before any command runs, that an
 // explicit --server is not given to a command that cannot go through it.

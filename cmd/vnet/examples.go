@@ -28,9 +28,12 @@ var helpExamples = map[string]string{
   vnet exec demo/web1 -- ping -c 3 10.0.0.2   # when several infrastructures have a web1
   vnet exec esx1 -- bridge link`,
 	"link": `  vnet link web1 eth1 pg-backup
-  vnet link --infra demo web1 eth0 pg-vm`,
+  vnet link --infra demo web1 eth0 pg-vm
+  vnet link web1 eth1 pg-backup --etcd http://10.0.0.1:2379 --wait   # a new generation; wait for the hosts
+  vnet link web1 eth1 pg-backup --server http://127.0.0.1:8470`,
 	"unlink": `  vnet unlink web1 eth1
-  vnet unlink --infra demo web1 eth0`,
+  vnet unlink --infra demo web1 eth0
+  vnet unlink web1 eth1 --etcd http://10.0.0.1:2379`,
 	"agent": `  vnet agent run demo
   vnet agent stop demo
   vnet agent host --etcd http://10.0.0.1:2379 --metrics-addr 127.0.0.1:9471`,

@@ -27,8 +27,13 @@ func iocCmd() *cobra.Command {
 		ValidArgsFunction: completeInfras,
 		Short:             "Per host, uplink and pool: rate, share of the uplink, drops, backlog; per port shaper counters",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			// This machine's kernel, whatever --server says.
-			svc := local()
+			// The server's kernel through --server; over etcd each
+			// host's agent reads its own, which no server reads back.
+			svc, err := backend(where{server: true})
+			if err != nil {
+				return err
+			}
+			defer svc.Close()
 			names, err := infraNames(svc, args)
 			if err != nil {
 				return err

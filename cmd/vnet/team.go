@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -69,31 +70,64 @@ func unlinkCmd() *cobra.Command {
 }
 
 // vnicCmd is link or unlink: target says which port group (none: keep
-// it) and whether connected.
+// it) and whether connected. On this machine, through a server or over
+// etcd, it is the service's one Link.
 func vnicCmd(use, short string, args cobra.PositionalArgs, target func([]string) (string, bool)) *cobra.Command {
 	var infra string
+	var wait time.Duration
+	var output *outputFormat
 	c := &cobra.Command{
 		Use: use, Short: short, Args: args,
 		ValidArgsFunction: completeVNIC,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			pg, connected := target(args)
-			out := cmd.OutOrStdout()
-			res, err := local().Link(cmd.Context(), service.LinkRequest{Infra: infra, VM: args[0], NIC: args[1],
-				PortGroup: pg, Connected: connected, Log: out})
+			svc, err := backend(infraCmds)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(out, "%s: %s; the spec file %s no longer matches until you edit it (vnet get %s prints the applied spec)\n",
-				res.Infra, counted(res.Executed, "change", "changes"), res.SpecFile, res.Infra)
-			if res.AgentStarted != "" {
-				fmt.Fprintf(out, "agent for %s started: failover and load-based teaming (log: %s)\n", res.Infra, res.AgentStarted)
+			defer svc.Close()
+			pg, connected := target(args)
+			out := cmd.OutOrStdout()
+			r := service.LinkRequest{Infra: infra, VM: args[0], NIC: args[1], PortGroup: pg, Connected: connected, Wait: wait}
+			if !output.structured() {
+				r.Log = out
+				r.Progress = func(ev service.WaitEvent) { printCurrent(out, ev) }
+				r.Stored = func(s service.Stored) { printStored(out, s, false) }
 			}
+			res, err := svc.Link(cmd.Context(), r)
+			if err != nil {
+				return err
+			}
+			if output.structured() {
+				return output.print(out, res)
+			}
+			printLinked(out, res, wait)
 			return nil
 		},
 	}
+	addWaitFlag(c, &wait, "with --etcd, then wait up to this long (--wait=1m; alone: "+defaultWait.String()+") for every host to report the new generation current, "+
+		"printing each. Exit 3 when time runs out, 1 when a host fails. Without --etcd it is done when it returns")
+	output = addOutputFlag(c, "", outText, outJSON, outYAML)
+	addEtcdFlag(c)
 	c.Flags().StringVar(&infra, "infra", "", "the infrastructure (needed when several have a VM of that name)")
 	_ = c.RegisterFlagCompletionFunc("infra", func(_ *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 		return withPrefix(infraNamesApplied(), toComplete), cobra.ShellCompDirectiveNoFileComp
 	})
 	return c
+}
+
+// printLinked says what a link or unlink changed: on this machine the
+// kernel's changes; over etcd (the generation stored was told already)
+// after a wait, when the hosts realized it.
+func printLinked(out io.Writer, res *service.LinkResult, wait time.Duration) {
+	changed := res.Infra + ": " + counted(res.Executed, "change", "changes") + "; "
+	if s := res.Stored; s != nil {
+		if wait > 0 {
+			fmt.Fprintf(out, "%s generation %d: %s current in %s\n", res.Infra, s.Generation, counted(len(s.Hosts), "host", "hosts"), seconds(s.Current))
+		}
+		changed = res.Infra + ": "
+	}
+	fmt.Fprintf(out, "%sthe spec file %s no longer matches until you edit it (vnet get %s prints the applied spec)\n", changed, res.SpecFile, res.Infra)
+	if res.AgentStarted != "" {
+		fmt.Fprintf(out, "agent for %s started: failover and load-based teaming (log: %s)\n", res.Infra, res.AgentStarted)
+	}
 }

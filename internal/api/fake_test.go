@@ -30,6 +30,8 @@ type fakeBackend struct {
 	gate    chan struct{}
 	sampler *metrics.Sampler
 	paused  map[string]plan.Paused
+	// linked is every link and unlink asked for.
+	linked []service.LinkRequest
 }
 
 var _ service.Backend = (*fakeBackend)(nil)
@@ -111,6 +113,18 @@ func (f *fakeBackend) Apply(_ context.Context, src service.Source, o service.App
 func (f *fakeBackend) note(by service.Actor, action, infra string, changes int) {
 	f.memoryEvents.Record(service.Event{Time: time.Now().UTC(), Action: action, Infra: infra, Who: by.Who, Via: string(by.Via),
 		Remote: by.Remote, OK: true, Changes: changes})
+}
+
+// Link keeps the request and answers for the infrastructure it names, or
+// "demo" when it names none.
+func (f *fakeBackend) Link(_ context.Context, r service.LinkRequest) (*service.LinkResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.linked = append(f.linked, r)
+	if r.Infra == "" {
+		r.Infra = "demo"
+	}
+	return &service.LinkResult{Infra: r.Infra, Executed: 2, SpecFile: "demo.yaml"}, nil
 }
 
 func (f *fakeBackend) Pause(ctx context.Context, r service.PauseRequest) (*service.PauseResult, error) {

@@ -62,22 +62,30 @@ func (s *Server) pausing(w http.ResponseWriter, r *http.Request, who string,
 // other field; an empty body names none.
 func pauseTarget(w http.ResponseWriter, r *http.Request) (PauseTarget, error) {
 	var t PauseTarget
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxPauseBody))
+	err := smallJSON(w, r, maxPauseBody, "a pause's target", `want {"vm": NAME}, {"network": NAME}, {"portgroup": NAME} or nothing`, true, &t)
+	return t, err
+}
+
+// smallJSON reads a small JSON body into v: at most max bytes, one
+// document, no field v lacks; an empty one leaves v as it is when
+// emptyOK. what names the body in an error, want says what it should be.
+func smallJSON(w http.ResponseWriter, r *http.Request, max int64, what, want string, emptyOK bool, v any) error {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		return t, fail(http.StatusRequestEntityTooLarge, "the body is larger than a pause's target")
+		return fail(http.StatusRequestEntityTooLarge, "the body is larger than "+what)
 	case err != nil:
-		return t, fail(http.StatusBadRequest, "read the body: "+err.Error())
-	case len(bytes.TrimSpace(body)) == 0:
-		return t, nil
+		return fail(http.StatusBadRequest, "read the body: "+err.Error())
+	case emptyOK && len(bytes.TrimSpace(body)) == 0:
+		return nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&t); err != nil || dec.More() {
-		return t, fail(http.StatusBadRequest, `the body: want {"vm": NAME}, {"network": NAME}, {"portgroup": NAME} or nothing`)
+	if err := dec.Decode(v); err != nil || dec.More() {
+		return fail(http.StatusBadRequest, "the body: "+want)
 	}
-	return t, nil
+	return nil
 }
 
 // Pause asks the server to pause an infrastructure, or a VM, network or

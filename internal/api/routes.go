@@ -48,6 +48,8 @@ func (s *Server) routeTable() []route {
 		{Method: "GET", Path: "/api/v1/infras/{name}/graph", Query: []param{{Name: "format", Kind: wordParam, Words: graphFormatNames}, {Name: "v", Kind: nameParam}}, handle: s.graph},
 		{Method: "POST", Path: "/api/v1/infras/{name}/pause", Mutates: true, handle: s.pause},
 		{Method: "POST", Path: "/api/v1/infras/{name}/resume", Mutates: true, handle: s.resume},
+		{Method: "POST", Path: "/api/v1/link", Mutates: true, handle: s.link},
+		{Method: "POST", Path: "/api/v1/unlink", Mutates: true, handle: s.unlink},
 		{Method: "GET", Path: "/api/v1/events", Query: []param{infra, {Name: "limit", Kind: intParam, Min: 1, Max: maxEvents, Default: 100}}, handle: s.listEvents},
 		{Method: "POST", Path: "/api/v1/infras/{name}/netperf", Mutates: true, handle: s.startNetperf},
 		{Method: "GET", Path: "/api/v1/netperf", Query: []param{infra}, handle: s.listNetperf},

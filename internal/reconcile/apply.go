@@ -27,7 +27,7 @@ func (e *Engine) Plan(doc *spec.Document) (plan.Plan, error) {
 	if err != nil {
 		return plan.Plan{}, err
 	}
-	o, err := e.observe(doc)
+	o, err := e.observe(doc, nil)
 	if err != nil {
 		return plan.Plan{}, err
 	}
@@ -47,13 +47,16 @@ func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 		return Result{}, err
 	}
 	lap := e.stopwatch()
-	if e.mustSweep(name) {
+	o, err := e.observe(doc, func(rec *store.Record) error {
+		if !e.mustSweep(name, rec) {
+			return nil
+		}
 		if _, err := e.Sweep(name); err != nil {
-			return Result{}, fmt.Errorf("apply %s: %w", name, err)
+			return fmt.Errorf("apply %s: %w", name, err)
 		}
 		lap("sweep")
-	}
-	o, err := e.observe(doc)
+		return nil
+	})
 	if err != nil {
 		return Result{}, err
 	}

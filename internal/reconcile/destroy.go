@@ -64,14 +64,21 @@ func (e *Engine) Destroy(name string) (plan.Plan, error) {
 	return p, nil
 }
 
-// mustSweep reports whether an apply sweeps first. A host agent's pass
-// for a change does not when the store says the last apply or destroy
-// finished: what a killed command leaves, it leaves with that note set
-// (setPending), and a sweep reads every namespace entry of the machine,
-// tens of thousands at scale. Its full passes sweep, as every other
-// apply does.
-func (e *Engine) mustSweep(name string) bool {
-	return e.Host == "" || e.unfinished(name)
+// mustSweep reports whether an apply sweeps first, given the record the
+// store holds (nil: none). What a killed command leaves, it leaves with
+// the pending note set (setPending), and a sweep reads every namespace
+// entry and VM cgroup of the machine, tens of thousands at scale. A host
+// agent's pass for a change therefore sweeps only when the note says the
+// last apply or destroy did not finish (and on its full passes). An apply
+// on one machine sweeps as well, unless this engine's memo proves that
+// the record is the one its own last apply wrote and finished with: a
+// server's changes after its first. A new process's apply always sweeps,
+// and so finds what anything else left.
+func (e *Engine) mustSweep(name string, rec *store.Record) bool {
+	if e.unfinished(name) {
+		return true
+	}
+	return e.Host == "" && (rec == nil || !e.Memo.holds(name, rec.Spec))
 }
 
 // unfinished reports whether an apply or destroy of name may have been

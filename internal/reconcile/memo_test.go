@@ -5,6 +5,7 @@ import (
 
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/store"
 )
 
 func TestMemoKeepsWhatWasMadeOfTheSameBytes(t *testing.T) {
@@ -42,5 +43,50 @@ func TestMemoKeepsWhatWasMadeOfTheSameBytes(t *testing.T) {
 	none.put("a", nil, s, opt, model, nil, nil)
 	if _, _, ok := none.get("a", nil, opt); ok {
 		t.Error("a nil Memo kept something")
+	}
+}
+
+// An apply on one machine sweeps unless its engine's memo holds the very
+// record the store has (its own last apply wrote it and finished) and the
+// pending note is clear; a host agent's sweeps only after an unfinished
+// apply; a new process's apply (no memo) always sweeps.
+func TestApplySweepsUnlessTheMemoProvesTheLastApplyFinished(t *testing.T) {
+	st, err := store.OpenBolt(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	applied := []byte("name: a\n")
+	memo := &Memo{}
+	memo.put("a", applied, &spec.Spec{Name: "a"}, plan.Options{}, nil, nil, nil)
+	rec := &store.Record{Name: "a", Spec: applied}
+	tests := []struct {
+		name    string
+		e       *Engine
+		rec     *store.Record
+		pending bool
+		sweep   bool
+	}{
+		{"a new process", &Engine{Store: st}, rec, false, true},
+		{"the memo holds the record", &Engine{Store: st, Memo: memo}, rec, false, false},
+		{"the record was written by another", &Engine{Store: st, Memo: memo}, &store.Record{Name: "a", Spec: []byte("name: a\n# other\n")}, false, true},
+		{"no record (a first apply, or destroyed since)", &Engine{Store: st, Memo: memo}, nil, false, true},
+		{"an apply did not finish", &Engine{Store: st, Memo: memo}, rec, true, true},
+		{"a full apply", &Engine{Store: st, Memo: memo, Full: true}, rec, false, true},
+		{"a host agent's pass", &Engine{Store: st, Host: "hv1"}, rec, false, false},
+		{"a host agent's pass after an unfinished apply", &Engine{Store: st, Host: "hv1"}, rec, true, true},
+	}
+	for _, tt := range tests {
+		if tt.pending {
+			if err := st.SetPending("a"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := tt.e.mustSweep("a", tt.rec); got != tt.sweep {
+			t.Errorf("%s: sweeps %v, want %v", tt.name, got, tt.sweep)
+		}
+		if err := st.ClearPending("a"); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

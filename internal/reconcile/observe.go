@@ -21,8 +21,9 @@ type observation struct {
 // observe reads what of the host is this store's, and the desired state in
 // the light of it, within the scope a change from the last apply can touch
 // (see scopeFor). It fails when the spec would meet namespaces this store
-// did not make (see claim).
-func (e *Engine) observe(doc *spec.Document) (observation, error) {
+// did not make (see claim). An apply sweeps (see mustSweep) once the last
+// record is read and before the kernel is: sweep, when not nil.
+func (e *Engine) observe(doc *spec.Document, sweep func(last *store.Record) error) (observation, error) {
 	name := doc.Spec.Name
 	if err := e.checkHost(doc); err != nil {
 		return observation{}, err
@@ -33,6 +34,11 @@ func (e *Engine) observe(doc *spec.Document) (observation, error) {
 		return observation{}, fmt.Errorf("apply %s: %w", name, err)
 	}
 	lap("last record, models (spliced %v)", m.change != nil)
+	if sweep != nil {
+		if err := sweep(rec); err != nil {
+			return observation{}, err
+		}
+	}
 	if e.Host == "" {
 		if err := e.checkAttached(doc, m.last); err != nil {
 			return observation{}, err

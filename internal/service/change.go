@@ -2,8 +2,11 @@ package service
 
 import (
 	"context"
+	"fmt"
 
+	"github.com/vnet-project/vnet/internal/events"
 	"github.com/vnet-project/vnet/internal/history"
+	"github.com/vnet-project/vnet/internal/store"
 )
 
 // change is what a change of the spec is, for its history entry: an apply
@@ -11,12 +14,16 @@ import (
 type change struct {
 	verb history.Verb
 	from int // the generation gone back to, or the snapshot's
+	// basis is, over etcd, the generation the changed spec was worked out
+	// from (a link's): the change is stored only on top of it. 0: on top
+	// of whatever is last, as an apply of a file is.
+	basis int
 }
 
 type changeKey struct{}
 
 func withChange(ctx context.Context, verb history.Verb, from int) context.Context {
-	return context.WithValue(ctx, changeKey{}, change{verb, from})
+	return context.WithValue(ctx, changeKey{}, change{verb: verb, from: from})
 }
 
 // changeOf is the change ctx says an apply makes: verb when it says none.
@@ -31,4 +38,24 @@ func changeOf(ctx context.Context, verb history.Verb) change {
 func entryOf(a Actor, c change, name string, gen int) history.Entry {
 	a = a.orLocal()
 	return history.Entry{Infra: name, Generation: gen, Verb: c.verb, From: c.from, Who: a.Who, Via: a.Via, Remote: a.Remote}
+}
+
+// event is the event list's action of a change a Cluster's apply stores.
+func (c change) event() string {
+	switch c.verb {
+	case history.Link:
+		return events.Link
+	case history.Unlink:
+		return events.Unlink
+	}
+	return events.Apply
+}
+
+// onTopOf refuses, with ErrConflict, a change worked out from a generation
+// that is no longer last's.
+func (c change) onTopOf(last *store.Record) error {
+	if c.basis == 0 || last != nil && last.Generation == c.basis {
+		return nil
+	}
+	return fmt.Errorf("%s: generation %d it was worked out from is no longer the last: %w", c.verb, c.basis, ErrConflict)
 }

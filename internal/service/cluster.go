@@ -227,6 +227,10 @@ func (c *Cluster) Apply(ctx context.Context, src Source, o ApplyOptions) (*Apply
 	if last.err != nil && !errors.Is(last.err, store.ErrNotFound) {
 		return nil, last.err
 	}
+	ch := changeOf(ctx, history.Apply)
+	if err := ch.onTopOf(last.rec); err != nil {
+		return nil, err
+	}
 	// Networks' VNIs are stored with the spec, so that one left out keeps
 	// the VNI it got, whatever networks come and go around it.
 	if doc, err = store.PinVNIs(doc, last.rec, c.Cache); err != nil {
@@ -260,10 +264,10 @@ func (c *Cluster) Apply(ctx context.Context, src Source, o ApplyOptions) (*Apply
 	rec := &store.Record{Name: name, SpecFile: doc.File, Spec: doc.Source, SpecEncoded: speccache.EncodeValidated(doc),
 		Generation: res.Stored.Generation, AppliedAt: time.Now().UTC(), Paused: keptPaused(last.rec, doc.Spec)}
 	lap("encode")
-	entry := entryOf(o.By, changeOf(ctx, history.Apply), name, rec.Generation)
+	entry := entryOf(o.By, ch, name, rec.Generation)
 	entry.SpecFile, entry.Spec, entry.Summary = rec.SpecFile, history.Text(rec.Spec), summary(specOr(c, last.rec), doc.Spec)
 	storedRev, _, err := last.st.PutIfRecorded(rec, last.rev, entry)
-	note(c, o.By.event(events.Apply, name, start, 0, err), o.Log)
+	note(c, o.By.event(ch.event(), name, start, 0, err), o.Log)
 	if err != nil {
 		return nil, fmt.Errorf("apply %s: %w", name, err)
 	}

@@ -47,6 +47,9 @@ type Service interface {
 	// Events returns up to limit events of infra (all when empty), newest
 	// first.
 	Events(ctx context.Context, infra string, limit int) ([]Event, error)
+	// Link moves a running VM's vNIC to a port group, or with Connected
+	// false cuts it, as a change of the applied spec.
+	Link(ctx context.Context, r LinkRequest) (*LinkResult, error)
 	// Pause stops the traffic of a VM, network, port group or whole
 	// infrastructure at its switch ports, keeping everything configured;
 	// Resume starts it again. What is paused outlives the agents and an

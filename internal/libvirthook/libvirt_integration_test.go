@@ -199,6 +199,7 @@ func TestLibvirtGuestOnAPortGroup(t *testing.T) {
 	if err := os.WriteFile(xmlFile, []byte(bad), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	virsh(t, "undefine", domain) // the example has no UUID: the domain is defined anew
 	virsh(t, "define", xmlFile)
 	startOut, err := exec.Command("virsh", "-c", "qemu:///system", "start", domain).CombinedOutput()
 	if err == nil || !strings.Contains(string(startOut), `no port group "pg-none"`) {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -253,6 +254,18 @@ func installHook(t *testing.T, vnetBin string) {
 // startLibvirt runs virtlogd and libvirtd until the test ends, and waits
 // for libvirtd to answer.
 func startLibvirt(t *testing.T, dir string) {
+	// libvirt makes its cgroup partition (machine) in each hierarchy for
+	// the domain; once its daemon is gone the test removes the empty ones
+	// it made.
+	before, _ := filepath.Glob("/sys/fs/cgroup/*/machine")
+	t.Cleanup(func() {
+		after, _ := filepath.Glob("/sys/fs/cgroup/*/machine")
+		for _, d := range after {
+			if !slices.Contains(before, d) {
+				os.Remove(d)
+			}
+		}
+	})
 	for _, d := range []string{"virtlogd", "libvirtd"} {
 		log, err := os.Create(filepath.Join(dir, d+".log"))
 		if err != nil {

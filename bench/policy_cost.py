@@ -10,6 +10,13 @@ measurement and kept for the whole run:
             tc program on each switch-side end hands every frame to the other
             pair's far end (bpf_redirect_peer, bench/redirect_peer.c): the
             cheapest local path between two ports the kernel has
+  redirect-default, redirect-guard
+            (with clang) redirect, its program making first the checks of
+            vnet's default policy (redirect-default: source MAC, unicast
+            destination MAC, IPv6 router advertisements and redirects) or of
+            the default plus the IP guard (redirect-guard: IPv4 source, ARP
+            sender) with the least code it can: the kernel's cheapest path
+            for the same policy, beside vnet's default and guard
   none      vnet, two VMs on one host's switch, every check accepted: no
             firewall at all
   default   vnet's default policy (no security: block): forged transmits,
@@ -27,19 +34,30 @@ Each is measured with vnet netperf from one end: UDP_STREAM of 64-byte
 datagrams (UDP64, the frames per second that reached the receiving
 interface), TCP_RR (transactions/s on one connection: what every packet of
 an established connection pays), TCP_CRR (a new connection per transaction:
-what walking the ACL costs) and TCP_STREAM. --rounds rounds, each running
-every test on every path, the paths' order turning from round to round; the
-figures are medians of the rounds, the ratios against veth and against none
-are of those medians.
+what walking the ACL costs) and TCP_STREAM. The client's and the server's
+data loops run on two different CPUs (netperf -T, --cpus), the same for
+every path. Every test runs on every path once, untimed, for --warmup
+seconds before the first round. Then --rounds rounds, each running every
+test on every path, the paths in a new random order for each test of each
+round (seeded, --seed), so that a change in the machine's load during the
+run falls on all paths alike. A path's figure is the median of its rounds;
+its ratio against another (veth, none, and for default and guard the
+kernel's cheapest path for the same policy, redirect-default and
+redirect-guard) is the median of the two paths' ratios within each round,
+which a load that changes from round to round moves less than it moves
+the figures themselves. The spread printed after the table is the range of
+each path's rounds.
 
-usage: bench/policy_cost.py [--vnet bin/vnet] [--seconds 4] [--rounds 5]
-           [--configs veth,redirect,bridge,none,default,guard,acl-10,acl-1000,
-                      default-nft,guard-nft,acl-10-nft,acl-1000-nft]
+usage: bench/policy_cost.py [--vnet bin/vnet] [--seconds 3] [--rounds 9]
+           [--warmup 2] [--cpus 0,1] [--seed 1]
+           [--configs veth,redirect,redirect-default,redirect-guard,bridge,none,
+                      default,guard,acl-10,acl-1000,default-nft,guard-nft,
+                      acl-10-nft,acl-1000-nft]
            [--tests UDP64,TCP_RR,TCP_CRR,TCP_STREAM]
 Needs root. It takes /tmp/vnet-kernel.lock for the whole run itself (do not
 wrap it in flock). Not a test: it prints measurements and ratios.
 """
-import argparse, fcntl, json, os, shutil, statistics, subprocess, sys, tempfile, time
+import argparse, fcntl, json, os, random, shutil, statistics, subprocess, sys, tempfile, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from vnetlab import VnetLab, never_matching_acl  # noqa: E402
 
@@ -94,8 +112,8 @@ class Paths(VnetLab):
             for ns in (a, b):
                 self.netns(ns)
             ip("-n", a, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns", b)
-        elif config == "redirect":
-            a, b = self.redirect_pairs()
+        elif config.startswith("redirect"):
+            a, b = self.redirect_pairs(config)
         elif config == "bridge":
             sw, a, b = f"{PREFIX}-br-sw", f"{PREFIX}-br-s", f"{PREFIX}-br-c"
             for ns in (sw, a, b):
@@ -123,8 +141,9 @@ class Paths(VnetLab):
             ip("-n", ns, "link", "set", "eth0", "up")
         self.ends[config] = (a, b)
 
-    def redirect_pairs(self):
-        sw, a, b = f"{PREFIX}-rd-sw", f"{PREFIX}-rd-s", f"{PREFIX}-rd-c"
+    def redirect_pairs(self, config):
+        tag = {"redirect": "rd", "redirect-default": "rdd", "redirect-guard": "rdg"}[config]
+        sw, a, b = f"{PREFIX}-{tag}-sw", f"{PREFIX}-{tag}-s", f"{PREFIX}-{tag}-c"
         for ns in (sw, a, b):
             self.netns(ns)
         for ns, port in ((a, "ps"), (b, "pc")):
@@ -136,11 +155,18 @@ class Paths(VnetLab):
         ip("-n", b, "neigh", "add", SERVER, "lladdr", mac[a], "dev", "eth0")
         src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "redirect_peer.c")
         work = tempfile.mkdtemp()
+        vm = {"ps": (a, SERVER), "pc": (b, CLIENT)}
         try:
             for port, to in (("ps", "pc"), ("pc", "ps")):
                 obj = os.path.join(work, port + ".o")
+                policy = []
+                if config != "redirect":
+                    (me, my_ip), (peer, _) = vm[port], vm[to]
+                    policy = ["-DPOLICY", f"-DSRC_MAC={c_bytes(mac[me])}", f"-DDST_MAC={c_bytes(mac[peer])}"]
+                    if config == "redirect-guard":
+                        policy += ["-DGUARD", f"-DSRC_IP={int.from_bytes(bytes(map(int, my_ip.split('.'))), 'little'):#x}"]
                 subprocess.run(["clang", "-O2", "-target", "bpf", f"-I/usr/include/{os.uname().machine}-linux-gnu",
-                                f"-DTARGET={link_info(sw, to)['ifindex']}", "-c", src, "-o", obj], check=True)
+                                f"-DTARGET={link_info(sw, to)['ifindex']}", *policy, "-c", src, "-o", obj], check=True)
                 ip("-n", sw, "link", "set", port, "up")
                 subprocess.run(["ip", "netns", "exec", sw, "tc", "qdisc", "add", "dev", port, "clsact"], check=True)
                 subprocess.run(["ip", "netns", "exec", sw, "tc", "filter", "add", "dev", port, "ingress", "bpf", "da", "obj", obj, "sec", "tc"], check=True)
@@ -159,10 +185,11 @@ class Paths(VnetLab):
                                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         time.sleep(0.5)
 
-    def measure(self, config, test, seconds):
+    def measure(self, config, test, seconds, cpus):
         name, extra = TESTS[test]
+        pin = ["-T", cpus] if cpus else []
         out = subprocess.run(["ip", "netns", "exec", self.ends[config][1], self.vnet, "netperf", "-H", SERVER, "-t", name,
-                              "-l", str(seconds), "-P", "0", "--json", *extra], capture_output=True, text=True, check=True).stdout
+                              "-l", str(seconds), "-P", "0", "--json", *pin, *extra], capture_output=True, text=True, check=True).stdout
         r = json.loads(out)["results"][0]
         if test == "UDP64":
             return r["receive_interface"]["rx_packets_per_s"]
@@ -179,6 +206,20 @@ class Paths(VnetLab):
             subprocess.run(["ip", "netns", "del", ns], check=False)
 
 
+def c_bytes(mac):
+    """A MAC as the initializer of a C byte array."""
+    return ",".join(f"0x{b}" for b in mac.split(":"))
+
+
+# The kernel's cheapest path for each of vnet's policies that has one.
+KERNEL = {"none": "redirect", "default": "redirect-default", "guard": "redirect-guard"}
+
+
+def paired(got, c, base, t):
+    """The median over rounds of c's figure over base's in the same round."""
+    return statistics.median(x / y for x, y in zip(got[c][t], got[base][t]))
+
+
 def fmt(test, v):
     if test == "TCP_STREAM":
         return f"{v / 1e9:.2f} Gbit/s"
@@ -190,50 +231,73 @@ def fmt(test, v):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--vnet", default="bin/vnet")
-    ap.add_argument("--seconds", type=int, default=4)
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--configs", default="veth,redirect,bridge,none,default,guard,acl-10,acl-1000,default-nft,guard-nft,acl-10-nft,acl-1000-nft")
+    ap.add_argument("--seconds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--cpus", default="0,1", help="client,server CPUs of the data loops; '' for none")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--configs", default="veth,redirect,redirect-default,redirect-guard,bridge,none,default,guard,"
+                                         "acl-10,acl-1000,default-nft,guard-nft,acl-10-nft,acl-1000-nft")
     ap.add_argument("--tests", default="UDP64,TCP_RR,TCP_CRR,TCP_STREAM")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("needs root")
     configs, tests = a.configs.split(","), a.tests.split(",")
-    if "redirect" in configs and not shutil.which("clang"):
-        print("no clang: the redirect path is left out", file=sys.stderr)
-        configs.remove("redirect")
+    if not shutil.which("clang"):
+        print("no clang: the redirect paths are left out", file=sys.stderr)
+        configs = [c for c in configs if not c.startswith("redirect")]
+    if a.cpus and max(int(c) for c in a.cpus.split(",")) >= os.cpu_count():
+        sys.exit(f"--cpus {a.cpus}: this machine has {os.cpu_count()} CPUs")
     lock = open(LOCK, "w")
     fcntl.flock(lock, fcntl.LOCK_EX)
     paths = Paths(os.path.abspath(a.vnet))
     print(paths.machine())
     print(f"load average at the start: {open('/proc/loadavg').read().split()[:3]}")
     got = {c: {t: [] for t in tests} for c in configs}
+    rng = random.Random(a.seed)
     try:
         for c in configs:
             paths.build(c)
         paths.start_servers()
-        for rnd in range(a.rounds):
-            order = configs[rnd % len(configs):] + configs[:rnd % len(configs)]
+        if a.warmup:
             for t in tests:
+                for c in configs:
+                    paths.measure(c, t, a.warmup, a.cpus)
+        for rnd in range(a.rounds):
+            for t in tests:
+                order = configs[:]
+                rng.shuffle(order)
                 for c in order:
-                    got[c][t].append(paths.measure(c, t, a.seconds))
+                    got[c][t].append(paths.measure(c, t, a.seconds, a.cpus))
             print(f"round {rnd + 1}/{a.rounds} done", file=sys.stderr)
     finally:
         paths.close()
         fcntl.flock(lock, fcntl.LOCK_UN)
     print(f"load average at the end: {open('/proc/loadavg').read().split()[:3]}")
+    report(got, configs, tests, a)
+
+
+def report(got, configs, tests, a):
     med = {c: {t: statistics.median(got[c][t]) for t in tests} for c in configs}
     bases = [b for b in ("veth", "none") if b in configs]
-    head = f"{'path':<10}" + "".join(f" {t:>13}" + "".join(f" {'/' + b:>6}" for b in bases) for t in tests)
+    kernel = any(KERNEL.get(c) in configs for c in configs)
+    cols = [f"/{b}" for b in bases] + (["/kernel"] if kernel else [])
+    head = f"{'path':<17}" + "".join(f" {t:>13}" + "".join(f" {col:>7}" for col in cols) for t in tests)
     print("\n" + head)
     for c in configs:
-        line = f"{c:<10}"
+        line = f"{c:<17}"
         for t in tests:
-            line += f" {fmt(t, med[c][t]):>13}" + "".join(f" {med[c][t] / med[b][t]:>6.3f}" for b in bases)
+            line += f" {fmt(t, med[c][t]):>13}" + "".join(f" {paired(got, c, b, t):>7.3f}" for b in bases)
+            if kernel:
+                ref = KERNEL.get(c)
+                line += f" {paired(got, c, ref, t):>7.3f}" if ref in configs else f" {'-':>7}"
         print(line)
-    print(f"\nmedians of {a.rounds} rounds of {a.seconds} s per test, the paths' order turning each round;"
-          f" /veth, /none: ratio of the medians. Spread (min-max over rounds):")
+    print(f"\nmedians of {a.rounds} rounds of {a.seconds} s per test after a {a.warmup} s warm-up, the paths in a random"
+          f" order for each test of each round (seed {a.seed}), data loops on CPUs {a.cpus or 'unpinned'};"
+          f" /veth, /none: median of the per-round ratios; /kernel: the same against the kernel's cheapest path for the"
+          f" same policy ({', '.join(f'{k}: {v}' for k, v in KERNEL.items())}). Spread (min-max over rounds):")
     for c in configs:
-        print(f"{c:<10}" + "".join(f" {t} {fmt(t, min(got[c][t]))}-{fmt(t, max(got[c][t]))};" for t in tests))
+        print(f"{c:<17}" + "".join(f" {t} {fmt(t, min(got[c][t]))}-{fmt(t, max(got[c][t]))};" for t in tests))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,12 @@ set -eu
 VNET=$(realpath "${1:-bin/vnet}")
 SPEC=$(realpath examples/networks/loadbalancer.yaml)
 WORK=$(mktemp -d /tmp/vnet-lb.XXXXXX)
-PREFIX=lw INFRA=lbdemo AGENT_FLAGS="--counter-interval 1s"
+# Names of this run's own: the infrastructure (the example's name with this
+# shell's pid) and the machines' namespaces, so that another run, or an
+# infrastructure of the user's called lbdemo, is never touched.
+PREFIX=lw$$ INFRA=lbdemo-$$ AGENT_FLAGS="--counter-interval 1s"
+sed "s/^name: lbdemo\$/name: $INFRA/" "$SPEC" >"$WORK/lbdemo.yaml"
+SPEC=$WORK/lbdemo.yaml
 . "$(dirname "$0")/walkthrough-cluster.sh"
 trap wt_cleanup EXIT INT TERM
 wt_up
@@ -18,7 +23,7 @@ vnet apply --wait=20s "$SPEC" # returns once hv1, hv2 and hv3 report it current
 
 # A server on port 8080 in each backend that answers with its VM's name.
 serve() { # vm
-	ip netns exec vnet.lbdemo.$1 python3 -c '
+	ip netns exec vnet.$INFRA.$1 python3 -c '
 import socket, sys
 s = socket.socket(socket.AF_INET6)
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -33,7 +38,7 @@ for vm in web1 web2 web3 b-web1; do serve $vm; done
 sleep 3 # the first health checks, and the reports going round
 ask() { # from-vm address port count: which backend answered each connection
 	printf '%s -> %s port %s, %s connections: ' "$1" "$2" "$3" "$4"
-	ip netns exec vnet.lbdemo.$1 python3 -c '
+	ip netns exec vnet.$INFRA.$1 python3 -c '
 import socket, sys, collections
 seen = collections.Counter()
 for _ in range(int(sys.argv[3])):
@@ -54,17 +59,17 @@ echo "web2's server stops"
 kill "$(cat "$WORK/web2.pid")"   # its health check fails
 sleep 3
 ask client1 10.1.0.100 80 30     # web1 and web3 only, none failing
-vnet status lbdemo | sed -n '/^LOAD BALANCER/,$p'
+vnet status "$INFRA" | sed -n '/^LOAD BALANCER/,$p'
 echo "web2's server starts again"
 serve web2
 sleep 3
 ask client3 10.1.0.100 80 30     # web2 again
 sleep 1.5 # the agents report their counts every second (--counter-interval)
-vnet status lbdemo | sed -n '/^LOAD BALANCER/,$p'
+vnet status "$INFRA" | sed -n '/^LOAD BALANCER/,$p'
 
-vnet destroy --wait=20s lbdemo # returns once no host reports it
+vnet destroy --wait=20s "$INFRA" # returns once no host reports it
 for i in $(seq 100); do
-	[ -z "$(ip netns list | grep '^vnet\.lbdemo\.' || true)" ] && break
+	[ -z "$(ip netns list | grep "^vnet\\.$INFRA\\." || true)" ] && break
 	sleep 0.2
 done
 echo "walk-through done"

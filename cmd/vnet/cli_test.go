@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -179,14 +180,7 @@ func TestPrintNetworksAndPaused(t *testing.T) {
 // pause changes nothing, a pause of a VM the spec lacks is refused with
 // exit 2, graph draws the port paused, and resume brings the carrier back.
 func TestPauseThroughTheCLI(t *testing.T) {
-	requireRoot(t)
-	state := t.TempDir()
-	infra := nstest.Infra("clipause")
-	f := writeSpec(t, infra, "10.9.7")
-	defer run(t, state, "destroy", infra)
-	if out, code := run(t, state, "apply", f); code != 0 {
-		t.Fatalf("apply: %d %s", code, out)
-	}
+	state, infra := appliedOne(t, "clipause", "10.9.7")
 	carrier := func() string {
 		t.Helper()
 		out, _ := run(t, state, "exec", "vm1", "--", "cat", "/sys/class/net/eth0/carrier")
@@ -219,6 +213,58 @@ func TestPauseThroughTheCLI(t *testing.T) {
 	if c := carrier(); c != "1" {
 		t.Errorf("resumed vm1's eth0 carrier: %q, want 1", c)
 	}
+
+	// The pause and the resume are in the history, under the generation
+	// they kept; a diff from it to the next lists them beside the spec's
+	// change, and its exit status goes by the spec alone.
+	if out, code := run(t, state, "apply", writeSpec(t, infra, "10.9.8")); code != 0 {
+		t.Fatalf("apply of generation 2: %d %s", code, out)
+	}
+	out, code := run(t, state, "history", infra)
+	if code != 0 || !regexp.MustCompile(`(?m)^2\s+1\s.*pause\s.*paused VM vm1$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^3\s+1\s.*resume\s.*resumed everything paused$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^4\s+2\*\s.*apply\s`).MatchString(out) {
+		t.Errorf("history after a pause, a resume and an apply: %d\n%s", code, out)
+	}
+	out, code = run(t, state, "diff", infra, "--from", "1")
+	if code != 1 || !strings.Contains(out, "between them, beside the spec") || !strings.Contains(out, "paused VM vm1") ||
+		!strings.Contains(out, "resumed everything paused") {
+		t.Errorf("diff --from 1 across a pause: %d\n%s", code, out)
+	}
+}
+
+// Completion offers what an applied infrastructure holds: its name, its
+// VMs, port groups and the kinds describe shows, read from the state
+// directory the command line names; and the lab's experiments.
+func TestCompletionOfLiveNames(t *testing.T) {
+	state, infra := appliedOne(t, "clicomp", "10.9.9")
+	for _, tt := range []struct {
+		args []string
+		want string // the names offered, a line each, then the directive
+	}{
+		{[]string{"pause", ""}, infra + "\n:4\n"},
+		{[]string{"pause", infra, "--vm", ""}, "vm1\n:4\n"},
+		{[]string{"resume", infra, "--portgroup", ""}, "pg\n:4\n"},
+		{[]string{"pause", infra, "--network", ""}, ":4\n"}, // the spec has none
+		{[]string{"describe", ""}, infra + "\n:4\n"},
+		{[]string{"describe", infra, ""}, "vm\nportgroup\nnetwork\n:4\n"},
+		{[]string{"describe", infra, "vm", ""}, "vm1\n:4\n"},
+		{[]string{"describe", infra, "pg", ""}, "pg\n:4\n"},
+		{[]string{"history", ""}, infra + "\n:4\n"},
+		{[]string{"rollback", infra[:3]}, infra + "\n:4\n"},
+		{[]string{"diff", infra, ""}, ":0\n"}, // then a spec file: the shell's own
+		{[]string{"snapshot", infra, ""}, ":0\n"},
+		{[]string{"exec", ""}, infra + "/esx1\n" + infra + "/vm1\nesx1\nvm1\n:4\n"},
+		{[]string{"lab", "run", "s4-sc"}, "s4-scenario1\n"},
+	} {
+		out, code := run(t, state, append([]string{"__complete"}, tt.args...)...)
+		if i := strings.Index(out, "Completion ended with directive"); i >= 0 {
+			out = out[:i]
+		}
+		if code != 0 || !strings.HasPrefix(out, tt.want) {
+			t.Errorf("vnet __complete %q: exit %d, %q; want %q", tt.args, code, out, tt.want)
+		}
+	}
 }
 
 // Over etcd too, status shows the networks with their VNIs, and what is
@@ -232,4 +278,34 @@ func TestPrintClusterNetworksAndPaused(t *testing.T) {
 			t.Errorf("missing %q in:\n%s", want, b.String())
 		}
 	}
+}
+
+// vnet history with no infrastructure prints the retention as it acts, in
+// every format: the defaults written out, not the stored form's zeroes.
+func TestHistoryRetentionEffective(t *testing.T) {
+	for _, tt := range []struct{ format, want string }{
+		{"text", "each infrastructure keeps the newest 100 entries (and the entry of the generation in force)\n"},
+		{"json", "{\n  \"max_entries\": 100,\n  \"max_age\": \"any\"\n}\n"},
+		{"yaml", "---\nmax_entries: 100\nmax_age: any\n"},
+	} {
+		out, errOut, code := vnetStdin(t, "", "history", "-o", tt.format)
+		if code != 0 || out != tt.want {
+			t.Errorf("history -o %s: exit %d, %q %s; want %q", tt.format, code, out, errOut, tt.want)
+		}
+	}
+}
+
+// appliedOne applies writeSpec's infrastructure, named after base and
+// this run, in a state directory of its own, and destroys it when the test
+// ends; it skips without root.
+func appliedOne(t *testing.T, base, subnet string) (state, infra string) {
+	t.Helper()
+	requireRoot(t)
+	state, infra = t.TempDir(), nstest.Infra(base)
+	f := writeSpec(t, infra, subnet)
+	t.Cleanup(func() { run(t, state, "destroy", infra) })
+	if out, code := run(t, state, "apply", f); code != 0 {
+		t.Fatalf("apply: %d %s", code, out)
+	}
+	return state, infra
 }

@@ -84,6 +84,57 @@ func completeInfras(_ *cobra.Command, args []string, toComplete string) ([]strin
 	return names, cobra.ShellCompDirectiveNoFileComp
 }
 
+// completeInfraThenFile offers an applied infrastructure as the first
+// argument and a file as the second (diff's spec, snapshot's output).
+func completeInfraThenFile(c *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	if len(args) == 1 {
+		return nil, cobra.ShellCompDirectiveDefault
+	}
+	return completeInfras(c, args, toComplete)
+}
+
+// completeInfraOnly offers an applied infrastructure as the one argument
+// of a command that takes no file (get, history, rollback).
+func completeInfraOnly(_ *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	if len(args) > 0 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	return withPrefix(infraNamesApplied(), toComplete), cobra.ShellCompDirectiveNoFileComp
+}
+
+// describeKinds are the kinds describe shows, each with the names of its
+// objects in a spec.
+var describeKinds = []struct {
+	kind  string
+	names func(*spec.Spec) []string
+}{{service.DescribeVM, specVMs}, {service.DescribePortGroup, specPortGroups}, {service.DescribeNetwork, specNetworks}}
+
+// completeDescribe offers describe's arguments: an applied
+// infrastructure, a kind, and the names of that kind it holds.
+func completeDescribe(c *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	var out []string
+	switch len(args) {
+	case 0:
+		return completeInfraOnly(c, args, toComplete)
+	case 1:
+		for _, k := range describeKinds {
+			out = append(out, k.kind)
+		}
+	case 2:
+		kind, err := service.DescribeKind(args[1])
+		for _, k := range describeKinds {
+			if err != nil || k.kind != kind {
+				continue
+			}
+			for _, s := range appliedSpecs(args[0]) {
+				out = append(out, k.names(s)...)
+			}
+		}
+		slices.Sort(out)
+	}
+	return withPrefix(out, toComplete), cobra.ShellCompDirectiveNoFileComp
+}
+
 // completeNames offers, as the value of a command's flag, the names the
 // spec of its first argument's infrastructure holds (of every applied
 // infrastructure when no argument names one).

@@ -11,9 +11,7 @@ import (
 // vnet exec NODE -- vnet ... runs the same vnet binary inside the node,
 // whether or not vnet is on PATH, and a shell in the node finds it too.
 func TestExecFindsVnet(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("SKIPPED: needs root to create network namespaces; CI runs these as root")
-	}
+	requireRoot(t)
 	state := t.TempDir()
 	f := filepath.Join(t.TempDir(), "s.yaml")
 	os.WriteFile(f, []byte("name: cliexec\nhosts:\n  - {name: h1, native: true, nics: [{name: eth0, speed: 1Gbit, ip: 10.9.1.1/24}]}\n"), 0o644)

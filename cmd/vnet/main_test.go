@@ -12,6 +12,7 @@ import (
 
 	"github.com/vnet-project/vnet/internal/nstest"
 	"github.com/vnet-project/vnet/internal/spec/spectest"
+	"github.com/vnet-project/vnet/internal/store/registrytest"
 )
 
 var vnetBin string
@@ -25,7 +26,7 @@ func TestMain(m *testing.M) {
 	if out, err := exec.Command("go", "build", "-o", vnetBin, ".").CombinedOutput(); err != nil {
 		panic(string(out))
 	}
-	code := m.Run()
+	code := registrytest.Run(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -88,9 +89,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 }
 
 func TestApplyStatusExecDestroy(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("SKIPPED: needs root to create network namespaces; CI runs these as root")
-	}
+	requireRoot(t)
 	state := t.TempDir()
 	infra := nstest.Infra("clitest")
 	src := `name: ` + infra + `
@@ -156,9 +155,7 @@ func TestNetperfIgnoresStateDir(t *testing.T) {
 }
 
 func TestIOCStats(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("SKIPPED: needs root to create network namespaces; CI runs these as root")
-	}
+	requireRoot(t)
 	state := t.TempDir()
 	infra := nstest.Infra("iocstat")
 	src := `name: ` + infra + `
@@ -208,9 +205,7 @@ vms:
 // One experiment end to end through the CLI: results.db, report.html and
 // summary.md written, the report rebuilt from the database, nothing left.
 func TestLabRunAndReport(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("SKIPPED: needs root to create network namespaces; CI runs these as root")
-	}
+	requireRoot(t)
 	// The lab suffixes its testbeds' names per run, so another lab run on
 	// the host cannot collide with this one; what this run leaves behind is
 	// what names the lab's temporary state directory once it is gone.
@@ -251,9 +246,7 @@ func TestLabRunAndReport(t *testing.T) {
 // An infrastructure that teams uplinks gets an agent from apply, which
 // destroy stops; link and unlink move a vNIC and show in status.
 func TestTeamingAgentLinkUnlink(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("SKIPPED: needs root to create network namespaces; CI runs these as root")
-	}
+	requireRoot(t)
 	state := t.TempDir()
 	infra := nstest.Infra("cliteam")
 	src := `name: ` + infra + `

@@ -17,9 +17,7 @@ import (
 // Every test type, in both directions, between two VMs on two hosts across
 // the emulated physical switch, with CPU at both ends.
 func TestNetperfAcrossNamespaces(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("SKIPPED: needs root to create network namespaces; CI runs these as root")
-	}
+	requireRoot(t)
 	state := t.TempDir()
 	infra := nstest.Infra("npt")
 	src := `name: ` + infra + `

@@ -44,7 +44,8 @@ func historyCmd() *cobra.Command {
 		Use:   "history [INFRA [GENERATION]]",
 		Short: "List an infrastructure's changes (who, when, from where, what), or show one generation's spec",
 		Long: "List an infrastructure's history, oldest first: an entry per apply, link, unlink, rollback, restore and destroy, " +
-			"with the generation it left, who made it (an API token's name, or user@host), from where, and what changed. " +
+			"with the generation it left, who made it (an API token's name, or user@host), from where, and what changed; " +
+			"and one per pause and resume, under the generation it kept, saying what it paused or resumed. " +
 			"The generation in force is marked *. A destroyed infrastructure's history stays, so that a rollback can bring it back.\n\n" +
 			"With a GENERATION, print that generation's spec as it was stored.\n\n" +
 			"--keep and --max-age set how much history the store keeps, for every infrastructure and every writer " +
@@ -55,7 +56,8 @@ func historyCmd() *cobra.Command {
   vnet history demo 2                   # generation 2's spec, as stored
   vnet history --keep 50 --max-age 30d  # keep at most 50 entries, none older than 30 days
   vnet history --etcd http://10.0.0.1:2379 dc`,
-		Args: cobra.MaximumNArgs(2),
+		Args:              cobra.MaximumNArgs(2),
+		ValidArgsFunction: completeInfraOnly,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			svc, err := backend(infraCmds)
 			if err != nil {
@@ -72,7 +74,9 @@ func historyCmd() *cobra.Command {
 					return err
 				}
 				if output != "text" {
-					return printAs(out, output, ret)
+					// What it keeps, as the text says it: the stored
+					// form's zeroes stand for defaults.
+					return printAs(out, output, ret.Effective())
 				}
 				fmt.Fprintf(out, "each infrastructure keeps %s\n", ret)
 				return nil
@@ -117,7 +121,7 @@ func setRetention(cmd *cobra.Command, svc service.Service, keep, maxAge string, 
 	}
 	switch maxAge {
 	case "":
-	case "any":
+	case history.AnyAge:
 		r.MaxAge = 0
 	default:
 		if r.MaxAge, err = history.ParseAge(maxAge); err != nil {
@@ -173,6 +177,8 @@ func diffCmd() *cobra.Command {
 			"(as apply --dry-run), over etcd per host against what its agent last reported realizing (modelled: no host's " +
 			"kernel is read from here); between two generations neither of which is in force, modelled from the two specs. " +
 			"Each plan says what it was worked out against.\n\n" +
+			"Between two generations it also lists the pauses and resumes made between them: what is paused is kept " +
+			"beside the spec, so they are shown but not compared.\n\n" +
 			"Exit status, as diff's: 0 when the two say the same, 1 when they differ, 2 for bad input or any other trouble.",
 		Example: `  vnet diff demo edited.yaml           # what applying edited.yaml would change in the spec
   vnet diff edited.yaml                # the same: the file names the infrastructure
@@ -180,7 +186,8 @@ func diffCmd() *cobra.Command {
   vnet diff demo --from 2              # generation 2 against the one in force
   vnet diff demo --to 2 --plan         # what rolling back to generation 2 would do
   vnet diff demo --from 1 --to 3 -o json`,
-		Args: cobra.RangeArgs(1, 2),
+		Args:              cobra.RangeArgs(1, 2),
+		ValidArgsFunction: completeInfraThenFile,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			res, err := runDiff(cmd, args, from, to, withPlan, output)
 			if err != nil {
@@ -245,7 +252,20 @@ func printDiff(out io.Writer, res *service.DiffResult) {
 	} else {
 		fmt.Fprintf(out, "(%s)\n", res.Summary)
 	}
+	printPauses(out, res.Pauses)
 	printHostPlans(out, res.Plans)
+}
+
+// printPauses lists the pauses and resumes between two generations, which
+// no spec holds and a rollback keeps as they are.
+func printPauses(out io.Writer, pauses []history.Entry) {
+	if len(pauses) == 0 {
+		return
+	}
+	fmt.Fprintln(out, "\nbetween them, beside the spec (a rollback keeps what is paused as it is):")
+	for _, e := range pauses {
+		fmt.Fprintf(out, "  %d  %s  %s  %s\n", e.Seq, e.At.Local().Format(time.DateTime), e.Who, e.Summary)
+	}
 }
 
 // printHostPlans prints plans, each under what it was worked out against.
@@ -270,11 +290,13 @@ func rollbackCmd() *cobra.Command {
 			"with everything apply promises: on this machine a failed rollback leaves the host as it was; over etcd it is " +
 			"stored as the next generation, which every host's agent realizes (--wait waits for them). Without --to it goes " +
 			"back to the generation before the one in force: after a generation that every host failed, the last one that " +
-			"worked. A destroyed infrastructure is brought back as it was before its destroy.",
+			"worked. A destroyed infrastructure is brought back as it was before its destroy. What is paused stays paused, " +
+			"as across any apply: vnet resume starts it again.",
 		Example: `  vnet rollback demo                   # back to the generation before the one in force
   vnet rollback demo --to 2 --dry-run  # the plan of going back to generation 2
   vnet rollback --etcd http://10.0.0.1:2379 --wait dc   # and wait until every host is current`,
-		Args: exactArgs(1, "an infrastructure name"),
+		Args:              exactArgs(1, "an infrastructure name"),
+		ValidArgsFunction: completeInfraOnly,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			collectLessOften()
 			svc, err := backend(infraCmds)
@@ -333,7 +355,8 @@ func getCmd() *cobra.Command {
 		Example: `  vnet get demo                  # the spec, as YAML
   vnet get demo -o json          # as JSON
   vnet get demo > demo-now.yaml  # a file to apply elsewhere, or to diff against`,
-		Args: exactArgs(1, "an infrastructure name"),
+		Args:              exactArgs(1, "an infrastructure name"),
+		ValidArgsFunction: completeInfraOnly,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			svc, err := backend(infraCmds)
 			if err != nil {
@@ -371,7 +394,8 @@ func describeCmd() *cobra.Command {
 		Example: `  vnet describe demo vm web1
   vnet describe demo portgroup pg-web
   vnet describe dc network blue -o json`,
-		Args: exactArgs(3, "an infrastructure, a kind (vm, portgroup or network) and a name"),
+		Args:              exactArgs(3, "an infrastructure, a kind (vm, portgroup or network) and a name"),
+		ValidArgsFunction: completeDescribe,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			svc, err := backend(infraCmds)
 			if err != nil {
@@ -466,7 +490,8 @@ func snapshotCmd() *cobra.Command {
 		Example: `  vnet snapshot demo demo.snap
   vnet snapshot --etcd http://10.0.0.1:2379 dc dc.snap   # from a cluster, to restore in another
   vnet snapshot demo - | ssh hv9 vnet restore -`,
-		Args: exactArgs(2, "an infrastructure name and a file"),
+		Args:              exactArgs(2, "an infrastructure name and a file"),
+		ValidArgsFunction: completeInfraThenFile,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			svc, err := backend(infraCmds)
 			if err != nil {

@@ -34,8 +34,8 @@ func resumeCmd() *cobra.Command {
 	return pausingCmd(false, "resume NAME|FILE [--vm VM | --network NET | --portgroup PG]",
 		"Start again what vnet pause stopped",
 		`Bring the paused ports' switch-side ends up again: traffic flows as soon as the
-link is up: on one machine within 100 ms (over etcd, once each host's agent
-has realized it: --wait says when). With --vm,
+link is up, within 100 ms (over etcd, of the command returning: each host's agent
+realizes it on etcd's watch; --wait returns once every host reports it). With --vm,
 --network or --portgroup it resumes that pause alone (a VM also paused by its port
 group stays paused); with none it resumes everything paused.`,
 		`  vnet resume demo --vm web1

@@ -11,11 +11,11 @@ import (
 	"github.com/vnet-project/vnet/internal/store"
 )
 
+// requireRoot skips, loudly, a test that makes namespaces: without root,
+// and under -short, which runs the unit tests alone (make unit).
 func requireRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("SKIPPED: needs root to create network namespaces; CI runs these as root")
-	}
+	nstest.RequireRoot(t)
 }
 
 func writeSpec(t *testing.T, name, subnet string) string {

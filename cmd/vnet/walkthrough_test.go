@@ -20,12 +20,7 @@ const (
 // a snapshot restored into a fresh state directory stores the spec applied
 // byte for byte, and leaves nothing of its infrastructure behind.
 func TestOperationsWalkthrough(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("SKIPPED: needs root to create network namespaces; CI runs these as root")
-	}
-	if testing.Short() {
-		t.Skip("applies and restores an infrastructure")
-	}
+	requireRoot(t)
 	infra := nstest.Infra("shop")
 	cmd := exec.Command("sh", "scripts/operations-walkthrough.sh", vnetBin, infra)
 	cmd.Dir = "../.."

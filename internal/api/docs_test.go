@@ -97,7 +97,9 @@ func TestDocsCurlBlockSaysEveryStatus(t *testing.T) {
 
 // TestDocsCurlExamples runs docs/api.md's curl block as written, by bash
 // from the top of the source tree, against a real vnet server, and checks
-// that each call answers the status its comment says.
+// that each call answers the status its comment says. The block's
+// infrastructure, demo, is given a name of this run's own (ownName), so
+// that the test never meets one of the machine's.
 func TestDocsCurlExamples(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs vnet server and applies the demo; runs without -short")
@@ -108,19 +110,10 @@ func TestDocsCurlExamples(t *testing.T) {
 			t.Skipf("SKIPPED: needs %s", tool)
 		}
 	}
-	if left := nstest.Namespaces("demo"); len(left) > 0 {
-		t.Skipf("SKIPPED: an infrastructure named demo is applied here (%v); the examples apply their own", left)
-	}
 	root := repoRoot(t)
-	doc, err := os.ReadFile(filepath.Join(root, "docs", "api.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks, _ := curlBlocks(string(doc))
-	if len(blocks) != 1 {
-		t.Fatalf("docs/api.md has %d blocks of curl calls", len(blocks))
-	}
-	want := expectedStatuses(t, blocks[0])
+	want := expectedStatuses(t, curlBlock(t, root))
+	infra := nstest.Infra("demo")
+	block := ownName(t, root, curlBlock(t, root), infra)
 
 	bin := vnetBinary(t)
 	state := t.TempDir()
@@ -141,13 +134,13 @@ func TestDocsCurlExamples(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if out, err := exec.Command(bin, "--state-dir", state, "destroy", "demo").CombinedOutput(); err != nil && !strings.Contains(string(out), "no such infrastructure") {
-			t.Errorf("destroy demo: %v: %s", err, out)
+		if out, err := exec.Command(bin, "--state-dir", state, "destroy", infra).CombinedOutput(); err != nil && !strings.Contains(string(out), "no such infrastructure") {
+			t.Errorf("destroy %s: %v: %s", infra, err, out)
 		}
 		_ = srv.Process.Signal(syscall.SIGTERM)
 		<-logged
 		_ = srv.Wait()
-		nstest.AssertGone(t, "demo")
+		nstest.AssertGone(t, infra)
 		if t.Failed() {
 			t.Logf("server log:\n%s", serverLog.String())
 		}
@@ -175,7 +168,7 @@ func TestDocsCurlExamples(t *testing.T) {
 
 	// Each call's status goes to stderr, so that what the examples pipe
 	// (the metrics into grep) is as written.
-	script := "curl() { command curl -w '%{stderr}HTTP %{http_code}\\n' \"$@\"; }\nset -e\n" + blocks[0] + "\n"
+	script := "curl() { command curl -w '%{stderr}HTTP %{http_code}\\n' \"$@\"; }\nset -e\n" + block + "\n"
 	cmd := exec.Command("bash", "-c", script)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "VNET_STATE_DIR="+state, "VNET_SERVER=http://"+addr)
@@ -203,6 +196,49 @@ func TestDocsCurlExamples(t *testing.T) {
 	}
 }
 
+// curlBlock is docs/api.md's one block of curl calls.
+func curlBlock(t *testing.T, root string) string {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "api.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, _ := curlBlocks(string(doc))
+	if len(blocks) != 1 {
+		t.Fatalf("docs/api.md has %d blocks of curl calls", len(blocks))
+	}
+	return blocks[0]
+}
+
+// demoWord is the block's infrastructure wherever it names it.
+var demoWord = regexp.MustCompile(`\bdemo\b`)
+
+// ownName is the curl block with its infrastructure, demo, named infra:
+// in the URLs, in the spec it sends (a copy of examples/demo.yaml under
+// that name, as the server takes only a spec named as its URL) and in the
+// spec with a mistake.
+func ownName(t *testing.T, root, block, infra string) string {
+	t.Helper()
+	const example = "@examples/demo.yaml"
+	if !strings.Contains(block, example) {
+		t.Fatalf("docs/api.md's curl block sends no %s", example)
+	}
+	src, err := os.ReadFile(filepath.Join(root, "examples", "demo.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := regexp.MustCompile(`(?m)^name: demo$`)
+	if !named.Match(src) {
+		t.Fatal("examples/demo.yaml is not named demo")
+	}
+	copied := filepath.Join(t.TempDir(), "spec.yaml")
+	if err := os.WriteFile(copied, named.ReplaceAll(src, []byte("name: "+infra)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := demoWord.ReplaceAllLiteralString(block, infra)
+	return strings.ReplaceAll(out, "@examples/"+infra+".yaml", "@"+copied)
+}
+
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -211,4 +247,24 @@ func freeAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// The block run under a name of its own names demo nowhere, and sends a
+// spec of that name.
+func TestDocsCurlBlockTakesAName(t *testing.T) {
+	root := repoRoot(t)
+	block := ownName(t, root, curlBlock(t, root), "own-1")
+	if demoWord.MatchString(block) {
+		t.Errorf("the block still names demo:\n%s", block)
+	}
+	m := regexp.MustCompile(`--data-binary @(\S+)`).FindStringSubmatch(block)
+	if m == nil {
+		t.Fatalf("the block sends no file:\n%s", block)
+	}
+	if src, err := os.ReadFile(m[1]); err != nil || !strings.Contains(string(src), "\nname: own-1\n") {
+		t.Errorf("the block sends %s, not a spec named own-1: %v", m[1], err)
+	}
+	if !strings.Contains(block, "/infras/own-1/status") || !strings.Contains(block, "infra=own-1") {
+		t.Errorf("the block's URLs do not name own-1:\n%s", block)
+	}
 }

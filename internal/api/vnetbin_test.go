@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/vnet-project/vnet/internal/store/registrytest"
 )
 
 var (
@@ -18,7 +20,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := registrytest.Run(m)
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/vnet-project/vnet/internal/nstest"
 	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/store/registrytest"
 )
 
 var (
@@ -24,7 +25,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := registrytest.Run(m)
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}

@@ -2,6 +2,8 @@ package clustertest
 
 import (
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +51,9 @@ func TestClusterPauseSurvivesAgentRestart(t *testing.T) {
 	if out := vnetOK(t, c, "status", infra); !strings.Contains(out, "paused: VM vm1") {
 		t.Errorf("status over etcd does not say vm1 is paused:\n%s", out)
 	}
+	if out := vnetOK(t, c, "history", infra); !regexp.MustCompile(`(?m)^2\s+1\s.*pause\s.*paused VM vm1$`).MatchString(out) {
+		t.Errorf("history over etcd has no entry of the pause:\n%s", out)
+	}
 
 	hv1 := c.Machine("hv1")
 	hv1.KillAgent()
@@ -64,12 +69,52 @@ func TestClusterPauseSurvivesAgentRestart(t *testing.T) {
 	vnetOK(t, c, "apply", file, "--wait=60s")
 	stopped("after the same spec applied again")
 
-	out = vnetOK(t, c, "resume", infra, "--vm", "vm1", "--wait=60s")
-	if !strings.Contains(out, "nothing is paused") {
-		t.Errorf("resume --vm vm1 --wait says:\n%s", out)
+	// A resume brings the traffic back within resumeBound of the command's
+	// return (no --wait: the agent reacts to etcd's watch by itself). What
+	// is timed is the path, not the VMs' ARP (nstest.Neighbour).
+	nstest.Neighbour(t, vm1, "10.77.0.2", nstest.MAC(t, vm2))
+	nstest.Neighbour(t, vm2, "10.77.0.1", nstest.MAC(t, vm1))
+	var took []time.Duration
+	for round := range resumeRounds {
+		if round > 0 {
+			vnetOK(t, c, "pause", infra, "--vm", "vm1", "--wait=60s")
+		}
+		var returned time.Time
+		at := nstest.FirstEcho(t, vm1, "10.77.0.2", 10*time.Second, func() {
+			if out := vnetOK(t, c, "resume", infra, "--vm", "vm1"); !strings.Contains(out, "nothing is paused") {
+				t.Errorf("resume --vm vm1 says:\n%s", out)
+			}
+			returned = time.Now()
+		})
+		took = append(took, at.Sub(returned))
 	}
-	waitFor(t, 10*time.Second, "vm1 reaching vm2 after the resume", func() (bool, string) {
-		_, got := udpPing(t, vm1, "10.77.0.2", 10*time.Millisecond, 5)
-		return got > 0, "no answer"
-	})
+	slices.Sort(took)
+	t.Logf("first echo after resume returned, %d rounds: %v", resumeRounds, took)
+	if median := took[len(took)/2]; median > resumeBound {
+		t.Errorf("the median first echo came %s after vnet resume returned, more than %s (all: %v)", median, resumeBound, took)
+	}
+	if worst := took[len(took)-1]; worst > resumeWorst {
+		t.Errorf("a first echo came %s after vnet resume returned, more than %s (all: %v)", worst, resumeWorst, took)
+	}
+	// resume --wait returns once hv1's agent reports it realized: the
+	// traffic flows by then.
+	vnetOK(t, c, "pause", infra, "--vm", "vm1", "--wait=60s")
+	vnetOK(t, c, "resume", infra, "--vm", "vm1", "--wait=60s")
+	if sent, got := udpPing(t, vm1, "10.77.0.2", time.Millisecond, 5); got != sent {
+		t.Errorf("after resume --wait returned vm1 reached vm2 %d times of %d", got, sent)
+	}
 }
+
+// Over etcd a resume is the command storing it and the host's agent
+// realizing it on etcd's watch, with no debounce or poll between: its pass
+// reads the record and applies only what changed (the paused port set up),
+// a few milliseconds on an idle machine (VNET_TRACE=1 shows the agent's
+// pass), so the traffic is often back before the command has exited. The test holds the median of resumeRounds resumes to the
+// 100 ms promised, as on one machine; a single resume may wait longer
+// when the machine is busy (two cores shared by the agents, etcd and
+// other tests), so each is held only to resumeWorst.
+const (
+	resumeBound  = 100 * time.Millisecond
+	resumeWorst  = 2 * time.Second
+	resumeRounds = 5
+)

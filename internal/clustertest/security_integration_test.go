@@ -359,7 +359,7 @@ func TestClusterPortSecurityAndACLs(t *testing.T) {
 	applySpec(t, c, infra, c.Spec(infra, spec+addApp2))
 	took = waitConverged(t, c, infra, 2, 30*time.Second)
 	t.Logf("app2 added on hv2 -> both agents current: %s", took.Round(time.Millisecond))
-	if pass := hv1.AgentLog()[logBefore:]; !strings.Contains(pass, "~ change port security on "+plan.VNICPortName("web1", 0)) ||
+	if pass := hv1.AgentLog()[logBefore:]; !strings.Contains(pass, "~ change port security on "+plan.VNICPortName(infra, "web1", 0)) ||
 		!strings.Contains(pass, ",10.78.0.3") {
 		t.Errorf("hv1's agent did not admit app2 to web1's port policy:\n%s", pass)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/service"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/store/registrytest"
 )
 
 // debianPlugins is where Debian's containernetworking-plugins are.
@@ -61,7 +62,7 @@ func plugin(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := registrytest.Run(m)
 	if pluginDir != "" {
 		os.RemoveAll(pluginDir)
 	}
@@ -84,6 +85,29 @@ vms:
 `, name)
 }
 
+// applied applies the infrastructure infraOf names, under a name of this
+// run made from base, with a state directory of its own, and destroys it
+// when the test ends.
+func applied(t *testing.T, base string, infraOf func(name string) string) (infra, state string, svc *service.Local) {
+	t.Helper()
+	infra, state = nstest.Infra(base), t.TempDir()
+	svc = service.NewLocal(state, "")
+	doc, err := spec.Load(base+".yaml", []byte(infraOf(infra)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Apply(context.Background(), service.Source{Doc: doc}, service.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := svc.Destroy(context.Background(), infra, service.DestroyOptions{}); err != nil {
+			t.Errorf("destroy %s: %v", infra, err)
+		}
+		nstest.AssertGone(t, infra)
+	})
+	return infra, state, svc
+}
+
 // world is an applied infrastructure, its state directory, and libcni set
 // up as a runtime would be, finding vnet-cni and Debian's plugins.
 type world struct {
@@ -97,21 +121,8 @@ type world struct {
 func newWorld(t *testing.T) *world {
 	t.Helper()
 	dir := plugin(t)
-	w := &world{t: t, infra: nstest.Infra("cni"), state: t.TempDir()}
-	w.svc = service.NewLocal(w.state, "")
-	doc, err := spec.Load("cni.yaml", []byte(cniInfra(w.infra)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.svc.Apply(context.Background(), service.Source{Doc: doc}, service.ApplyOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if _, err := w.svc.Destroy(context.Background(), w.infra, service.DestroyOptions{}); err != nil {
-			t.Errorf("destroy %s: %v", w.infra, err)
-		}
-		nstest.AssertGone(t, w.infra)
-	})
+	w := &world{t: t}
+	w.infra, w.state, w.svc = applied(t, "cni", cniInfra)
 	w.cni = libcni.NewCNIConfigWithCacheDir([]string{dir, debianPlugins}, t.TempDir(), nil)
 	return w
 }
@@ -276,8 +287,8 @@ func TestLibcniPodLifecycle(t *testing.T) {
 		t.Errorf("the bandwidth capability made shaping %+v", sh)
 	}
 	hostNS := nstest.NSName(w.infra, "hv1")
-	if !nstest.Contains(nstest.LinkState(t, hostNS, plan.VNICPortName(vmName, 0)), "tbf") {
-		t.Errorf("the pod's switch port has no shaper: %v", nstest.LinkState(t, hostNS, plan.VNICPortName(vmName, 0)))
+	if !nstest.Contains(nstest.LinkState(t, hostNS, plan.VNICPortName(w.infra, vmName, 0)), "tbf") {
+		t.Errorf("the pod's switch port has no shaper: %v", nstest.LinkState(t, hostNS, plan.VNICPortName(w.infra, vmName, 0)))
 	}
 	var sysctl []byte
 	nstest.Do(t, ns, func() (err error) {

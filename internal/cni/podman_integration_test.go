@@ -10,9 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vnet-project/vnet/internal/nstest"
 	"github.com/vnet-project/vnet/internal/service"
-	"github.com/vnet-project/vnet/internal/spec"
 )
 
 // podmanInfra is one host with a port group for containers whose ACL
@@ -172,22 +170,8 @@ func (p *podman) fetches(from, addr string, port int) bool {
 func TestPodmanOnAPortGroup(t *testing.T) {
 	dir := plugin(t)
 	p := newPodman(t, dir)
-	infra, state := nstest.Infra("pod"), t.TempDir()
-	svc := service.NewLocal(state, "")
-	doc, err := spec.Load("pod.yaml", []byte(podmanInfra(infra)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	infra, state, svc := applied(t, "pod", podmanInfra)
 	ctx := context.Background()
-	if _, err := svc.Apply(ctx, service.Source{Doc: doc}, service.ApplyOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if _, err := svc.Destroy(context.Background(), infra, service.DestroyOptions{}); err != nil {
-			t.Errorf("destroy %s: %v", infra, err)
-		}
-		nstest.AssertGone(t, infra)
-	})
 	p.image()
 	p.network("vnetweb", fmt.Sprintf(`{"cniVersion": "1.0.0", "name": "vnetweb", "plugins": [
   {"type": "vnet-cni", "infra": %q, "portgroup": "pg-web", "stateDir": %q,
@@ -240,7 +224,7 @@ func TestPodmanOnAPortGroup(t *testing.T) {
 	}
 
 	p.must("rm", "--force", "--time", "0", "c1", "c2", "c3")
-	doc, err = svc.Spec(ctx, infra)
+	doc, err := svc.Spec(ctx, infra)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/nstest"
 	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/store/registrytest"
 )
 
 var vnetBin string
@@ -37,7 +38,7 @@ func TestMain(m *testing.M) {
 		if out, err := build.CombinedOutput(); err != nil {
 			panic(string(out))
 		}
-		return m.Run()
+		return registrytest.Run(m)
 	}()
 	os.Exit(code)
 }

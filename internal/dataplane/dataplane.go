@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/vishvananda/netlink"
@@ -695,20 +696,29 @@ func (l *Linux) deleteNamespaces(actions []plan.Action) []error {
 const maxBatch = 256
 
 // BatchKey says which steps of a plan ExecuteBatch carries out together:
-// consecutive ones with the same key. Only creates of port policies in
-// one firewall have one now.
+// consecutive ones with the same key. Creates of port policies in one
+// firewall have one, and creates and changes of port programs' policies in
+// one namespace.
 func (l *Linux) BatchKey(a plan.Action) string {
 	if a.Op == plan.OpCreate && a.New != nil && a.New.Kind == plan.KindPortSec {
 		return "portsec\x00" + a.New.NS + "\x00" + a.New.Name
 	}
+	if (a.Op == plan.OpCreate || a.Op == plan.OpModify) && a.New != nil && a.New.Kind == plan.KindPortBPF {
+		return portProgBatch + a.New.NS
+	}
 	return ""
 }
+
+const portProgBatch = "portbpf\x00"
 
 // ExecuteBatch carries out steps of one BatchKey, with the result of
 // executing them one by one: all together where it can, else each on its
 // own. It returns how many were carried out before the first that failed,
 // and that one's error.
 func (l *Linux) ExecuteBatch(actions []plan.Action) (int, error) {
+	if len(actions) > 1 && strings.HasPrefix(l.BatchKey(actions[0]), portProgBatch) {
+		return l.executePortProgs(actions)
+	}
 	if len(actions) > 1 && l.BatchKey(actions[0]) != "" && len(actions) <= maxBatch {
 		rs := make([]plan.Resource, len(actions))
 		for i, a := range actions {
@@ -723,6 +733,11 @@ func (l *Linux) ExecuteBatch(actions []plan.Action) (int, error) {
 			return len(actions), nil
 		}
 	}
+	return l.executeEach(actions)
+}
+
+// executeEach carries out steps one by one, as far as the first that fails.
+func (l *Linux) executeEach(actions []plan.Action) (int, error) {
 	for i, a := range actions {
 		if err := l.Execute(a); err != nil {
 			return i, err

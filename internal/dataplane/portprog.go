@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 
@@ -72,7 +73,7 @@ func (l *Linux) PortPrograms() (bool, string) {
 	if os.Getenv(PortPolicyEnv) == "nftables" {
 		return false, "nftables (" + PortPolicyEnv + "=nftables)"
 	}
-	portProgSupport.once.Do(func() { portProgSupport.err = loadTestPrograms() })
+	portProgSupport.once.Do(func() { portProgSupport.err = probeCached(portProgNote, portProgKey, loadTestPrograms) })
 	if err := portProgSupport.err; err != nil {
 		return false, "nftables: this kernel does not load vnet's port programs (tc/BPF with bpf_loop, Linux 5.17 or later): " + err.Error()
 	}
@@ -100,11 +101,10 @@ func fastPathSupport() error {
 	if err := features.HaveProgramHelper(ebpf.SchedCLS, asm.FnRedirectPeer); err != nil {
 		return fmt.Errorf("no bpf_redirect_peer: %w", err)
 	}
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
+	rel, err := kernelRelease()
+	if err != nil {
 		return err
 	}
-	rel := unix.ByteSliceToString(u.Release[:])
 	var major, minor int
 	if _, err := fmt.Sscanf(rel, "%d.%d", &major, &minor); err != nil {
 		return fmt.Errorf("kernel release %q unread: %w", rel, err)
@@ -155,15 +155,19 @@ func (l *Linux) portPrograms(ns string, h *netlink.Handle) (*bpfpolicy.Programs,
 	if p := l.progs.by[key]; p != nil {
 		return p, nil
 	}
-	p, err := findPortPrograms(h)
+	hooked, err := hookedLinks(h)
 	if err != nil {
 		return nil, err
 	}
+	p := findPortPrograms(h, hooked)
 	if p == nil {
 		if p, err = bpfpolicy.Load(nil); err != nil {
+			// The note that this kernel loads them is wrong, or this
+			// command cannot: the next finds out again.
+			dropNote(portProgNote)
 			return nil, bpfErr(err)
 		}
-	} else if err := prunePorts(p, h); err != nil {
+	} else if err := prunePorts(p, hooked); err != nil {
 		p.Close()
 		return nil, err
 	}
@@ -184,15 +188,11 @@ func (l *Linux) portPrograms(ns string, h *netlink.Handle) (*bpfpolicy.Programs,
 }
 
 // findPortPrograms opens the port programs of this build that a port of
-// the namespace runs, found from the first such port's filters (one qdisc
-// dump, then the filters of links with a clsact hook until one runs them);
-// nil when none does.
-func findPortPrograms(h *netlink.Handle) (*bpfpolicy.Programs, error) {
-	links, err := clsactLinks(h)
-	if err != nil {
-		return nil, err
-	}
-	for _, link := range links {
+// the namespace runs, found from the first hooked link's filters that
+// run them; nil when none does.
+func findPortPrograms(h *netlink.Handle, hooked []int) *bpfpolicy.Programs {
+	for _, index := range hooked {
+		link := linkAt(index)
 		in, out := portFilterOn(h, link, netlink.HANDLE_MIN_INGRESS), portFilterOn(h, link, netlink.HANDLE_MIN_EGRESS)
 		if in == nil || out == nil {
 			continue
@@ -202,29 +202,43 @@ func findPortPrograms(h *netlink.Handle) (*bpfpolicy.Programs, error) {
 			continue // replaced meanwhile
 		}
 		if p.Complete() {
-			return p, nil
+			return p
 		}
 		p.Close() // an earlier build's, one pair per port
 	}
-	return nil, nil
+	return nil
 }
 
-// clsactLinks returns the links of a namespace with a clsact hook, where
-// port programs may be: a qdisc dump and a link dump, whatever the number
-// of links.
-func clsactLinks(h *netlink.Handle) ([]netlink.Link, error) {
+// linkAt stands for the link of an index where netlink needs a link and
+// reads only its index (tc's dumps of a link's filters).
+func linkAt(index int) netlink.Link {
+	return &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: index}}
+}
+
+// hookedLinks returns the indexes of a namespace's links with a clsact
+// hook, where port programs may be, in order: one qdisc dump, however many
+// links there are.
+func hookedLinks(h *netlink.Handle) ([]int, error) {
 	qs, err := rtnl.RetryDump(func() ([]netlink.Qdisc, error) { return h.QdiscList(nil) })
 	if err != nil {
 		return nil, fmt.Errorf("tc qdisc show: %w", err)
 	}
-	hooked := map[int]bool{}
+	var out []int
 	for _, q := range qs {
 		if q.Attrs().Parent == netlink.HANDLE_CLSACT {
-			hooked[q.Attrs().LinkIndex] = true
+			out = append(out, q.Attrs().LinkIndex)
 		}
 	}
-	if len(hooked) == 0 {
-		return nil, nil
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// clsactLinks returns the links of a namespace with a clsact hook: a
+// qdisc dump and a link dump, whatever the number of links.
+func clsactLinks(h *netlink.Handle) ([]netlink.Link, error) {
+	hooked, err := hookedLinks(h)
+	if err != nil || len(hooked) == 0 {
+		return nil, err
 	}
 	links, err := rtnl.RetryDump(h.LinkList)
 	if err != nil {
@@ -232,31 +246,25 @@ func clsactLinks(h *netlink.Handle) ([]netlink.Link, error) {
 	}
 	var out []netlink.Link
 	for _, link := range links {
-		if hooked[link.Attrs().Index] {
+		if _, ok := slices.BinarySearch(hooked, link.Attrs().Index); ok {
 			out = append(out, link)
 		}
 	}
 	return out, nil
 }
 
-// prunePorts forgets the ports the programs hold whose link is gone
-// (deleted under vnet, or by a command that crashed before it forgot the
-// port): one link dump, whatever the number of ports.
-func prunePorts(p *bpfpolicy.Programs, h *netlink.Handle) error {
+// prunePorts forgets the ports the programs hold that have no clsact hook
+// (hooked, sorted), where their filters were: a link deleted under vnet,
+// or by a command that crashed before it forgot the port, or a hook
+// deleted by hand, which took the port's filters with it. Such a port
+// runs no program, so its entries only served other ports' fast path.
+func prunePorts(p *bpfpolicy.Programs, hooked []int) error {
 	ports, err := p.Ports()
 	if err != nil {
 		return fmt.Errorf("list the port programs' ports: %w", err)
 	}
-	links, err := rtnl.RetryDump(h.LinkList)
-	if err != nil {
-		return fmt.Errorf("ip link show: %w", err)
-	}
-	exists := make(map[uint32]bool, len(links))
-	for _, l := range links {
-		exists[uint32(l.Attrs().Index)] = true
-	}
 	for _, port := range ports {
-		if exists[port] {
+		if _, ok := slices.BinarySearch(hooked, int(port)); ok {
 			continue
 		}
 		if err := p.Remove(port); err != nil {
@@ -315,6 +323,73 @@ func (l *Linux) ensurePortProg(r plan.Resource) error {
 		return err
 	}
 	return deletePortFilters(h, r.NS, link, true)
+}
+
+// executePortProgs carries out steps that set port programs' policies in
+// one namespace (BatchKey) one by one, as Execute does, after writing
+// what of them waits for the programs on every CPU (their ACLs' maps of
+// maps, bpfpolicy.Programs.Stage) for all of them at once: an apply that
+// gives a thousand ports an ACL waits a few times, not three thousand.
+// What is staged is read by no frame before its step, so a step that
+// fails, or one never reached, leaves the ports as they were; the
+// staging's own failure leaves each step to write its own.
+func (l *Linux) executePortProgs(actions []plan.Action) (int, error) {
+	progs := l.stagePortProgs(actions)
+	if progs == nil {
+		return l.executeEach(actions)
+	}
+	progs.Defer()
+	defer progs.Flush()
+	n, err := l.executeEach(actions)
+	if err != nil {
+		progs.Unstage()
+	}
+	return n, err
+}
+
+// stagePortProgs stages the policies the steps set, returning the
+// namespace's programs, or nil when it staged nothing.
+func (l *Linux) stagePortProgs(actions []plan.Action) *bpfpolicy.Programs {
+	ns := actions[0].New.NS
+	h, err := l.handle(ns)
+	if err != nil {
+		return nil
+	}
+	var ports []bpfpolicy.Staged
+	defer func() {
+		for _, s := range ports {
+			if s.Flows != nil {
+				s.Flows.Close()
+			}
+		}
+	}()
+	for _, a := range actions {
+		r := *a.New
+		if plan.IsDigest(r.Match) {
+			continue
+		}
+		p, err := plan.ParsePortPolicy(r.Match)
+		if err != nil || p.Default == "" {
+			continue // without an ACL a port has nothing in maps of maps
+		}
+		c, err := bpfpolicy.Compile(p)
+		if err != nil {
+			continue
+		}
+		link, err := h.LinkByName(r.Link)
+		if err != nil {
+			continue
+		}
+		ports = append(ports, bpfpolicy.Staged{Port: uint32(link.Attrs().Index), Policy: c, Flows: legacyFlows(h, link)})
+	}
+	if len(ports) == 0 {
+		return nil
+	}
+	progs, err := l.portPrograms(ns, h)
+	if err != nil || progs.Stage(ports) != nil {
+		return nil
+	}
+	return progs
 }
 
 // leaveFastPath takes a port that is to go down or change bridges off the

@@ -184,3 +184,18 @@ func Previous(entries []Entry, current int) (Entry, error) {
 	}
 	return *found, nil
 }
+
+// Pauses are the pause and resume entries after Seq lo up to Seq hi (in
+// either order), oldest first: what was paused or resumed between two
+// entries, which neither's spec says.
+func Pauses(entries []Entry, lo, hi int) []Entry {
+	lo, hi = min(lo, hi), max(lo, hi)
+	var out []Entry
+	for _, e := range entries {
+		if (e.Verb == Pause || e.Verb == Resume) && e.Seq > lo && e.Seq <= hi {
+			out = append(out, e)
+		}
+	}
+	Sort(out)
+	return out
+}

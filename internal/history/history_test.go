@@ -52,8 +52,9 @@ func TestPrune(t *testing.T) {
 		{"one: only the current", Retention{MaxEntries: 1}, 1, "8", "1 2 3 4 5 6 7"},
 		{"by age", Retention{MaxAge: 5 * time.Minute}, 1, "6 7 8", "1 2 3 4 5"},
 		{"by count and age, the stricter wins", Retention{MaxEntries: 2, MaxAge: 5 * time.Minute}, 1, "7 8", "1 2 3 4 5 6"},
-		{"the current is kept however old", Retention{MaxEntries: 2}, 2, "4 8", "1 2 3 5 6 7"},
-		{"the current is the newest entry of its generation", Retention{MaxAge: time.Minute}, 2, "4", "1 2 3 5 6 7 8"},
+		{"the current is kept however old", Retention{MaxEntries: 2}, 2, "2 8", "1 3 4 5 6 7"},
+		{"the current is the entry that holds its spec, not a pause or resume after it", Retention{MaxAge: time.Minute}, 2, "2", "1 3 4 5 6 7 8"},
+		{"the current is the newest entry of its generation that holds its spec", Retention{MaxAge: time.Minute}, 1, "8", "1 2 3 4 5 6 7"},
 		{"nothing current once destroyed", Retention{MaxAge: time.Second}, 0, "", "1 2 3 4 5 6 7 8"},
 	}
 	for _, tt := range tests {
@@ -225,18 +226,20 @@ func TestTextNotUTF8(t *testing.T) {
 }
 
 func TestWriteTable(t *testing.T) {
-	history := entries("apply:1", "apply:2", "rollback:3")
+	history := entries("apply:1", "apply:2", "rollback:3", "pause:3")
+	history[3].Summary = "paused VM web1"
 	history[2].Who, history[2].Via, history[2].Remote, history[2].From, history[2].Summary = "ci\tbot", API, "192.0.2.7:4711", 1, "~1 network (mtu)"
 	history[0].Summary = "+2 hosts, +1 switch,\n+3 VMs"
 	var b strings.Builder
-	if err := WriteTable(&b, []Entry{history[2], history[0], history[1]}, 3, time.UTC); err != nil {
+	if err := WriteTable(&b, []Entry{history[2], history[3], history[0], history[1]}, 3, time.UTC); err != nil {
 		t.Fatal(err)
 	}
 	want := "" +
 		"SEQ  GEN  WHEN                 VERB      WHO        VIA                 SUMMARY\n" +
 		"1    1    2025-03-01 10:00:00  apply     alice@hv1  cli                 +2 hosts, +1 switch, +3 VMs\n" +
 		"2    2    2025-03-01 10:01:00  apply     alice@hv1  cli                 \n" +
-		"3    3*   2025-03-01 10:02:00  rollback  ci bot     api 192.0.2.7:4711  from 1: ~1 network (mtu)\n"
+		"3    3*   2025-03-01 10:02:00  rollback  ci bot     api 192.0.2.7:4711  from 1: ~1 network (mtu)\n" +
+		"4    3    2025-03-01 10:03:00  pause     alice@hv1  cli                 paused VM web1\n"
 	if b.String() != want {
 		t.Errorf("table:\n%s\nwant:\n%s", b.String(), want)
 	}
@@ -289,6 +292,17 @@ func TestRetentionText(t *testing.T) {
 		var r Retention
 		if err := json.Unmarshal([]byte(bad), &r); err == nil {
 			t.Errorf("%s: accepted as %+v", bad, r)
+		}
+	}
+	// The effective form writes the defaults out, and reads back as them.
+	for _, tt := range []struct {
+		r    Retention
+		want string
+	}{{Retention{}, `{"max_entries":100,"max_age":"any"}`}, {Retention{MaxEntries: 5, MaxAge: 48 * time.Hour}, `{"max_entries":5,"max_age":"2d"}`}} {
+		j, _ := json.Marshal(tt.r.Effective())
+		var back Retention
+		if err := json.Unmarshal(j, &back); string(j) != tt.want || err != nil || back.Effective() != tt.r.Effective() {
+			t.Errorf("%+v: effective %s (want %s), read back as %+v, %v", tt.r, j, tt.want, back, err)
 		}
 	}
 	if s := (Retention{MaxEntries: 3, MaxAge: 48 * time.Hour}).String(); s != "the newest 3 entries of at most 2d (and the entry of the generation in force)" {

@@ -53,23 +53,15 @@ func (r Retention) maxEntries() int {
 }
 
 // Prune returns the entries the retention keeps and those it drops, each
-// in Seq order. The entry of the current generation (the newest of that
-// generation, which holds the spec in force) is always kept, and counts
+// in Seq order. The entry of the current generation (inForce: the one
+// that holds the spec in force) is always kept, and counts
 // among MaxEntries; the others are kept newest first while the count
 // allows and they are no older than MaxAge at now. current is 0 when the
 // infrastructure no longer exists: then nothing is kept for being current.
 func (r Retention) Prune(entries []Entry, current int, now time.Time) (kept, dropped []Entry) {
 	sorted := append([]Entry(nil), entries...)
 	Sort(sorted)
-	pinned := -1
-	if current > 0 {
-		for i := len(sorted) - 1; i >= 0; i-- {
-			if sorted[i].Generation == current {
-				pinned = i
-				break
-			}
-		}
-	}
+	pinned := inForce(sorted, current)
 	budget := r.maxEntries()
 	if pinned >= 0 {
 		budget--
@@ -112,4 +104,24 @@ func ParseAge(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("history age %q: %w: want a positive age, e.g. 30d, 2w or 720h", s, ErrInvalid)
 	}
 	return d, nil
+}
+
+// inForce is the index, in entries sorted by Seq, of the entry that holds
+// the current generation's spec: the newest of that generation that holds
+// one (a pause or resume after it keeps the generation but holds none),
+// else the newest of that generation; -1 when current is 0 or has none.
+func inForce(sorted []Entry, current int) int {
+	newest := -1
+	for i := len(sorted) - 1; i >= 0 && current > 0; i-- {
+		if sorted[i].Generation != current {
+			continue
+		}
+		if sorted[i].holdsSpec() {
+			return i
+		}
+		if newest < 0 {
+			newest = i
+		}
+	}
+	return newest
 }

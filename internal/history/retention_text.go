@@ -26,7 +26,7 @@ func (r Retention) text() retentionText {
 
 func (t retentionText) retention() (Retention, error) {
 	r := Retention{MaxEntries: t.MaxEntries}
-	if t.MaxAge != "" {
+	if t.MaxAge != "" && t.MaxAge != AnyAge {
 		age, err := ParseAge(t.MaxAge)
 		if err != nil {
 			return r, err
@@ -73,6 +73,28 @@ func (r *Retention) UnmarshalYAML(n *yaml.Node) error {
 	v, err := t.retention()
 	*r = v
 	return err
+}
+
+// AnyAge is how the effective form writes a retention that keeps entries
+// of any age, and what --max-age and the stored form read as no limit.
+const AnyAge = "any"
+
+// Effective is a retention as it acts, for people and scripts: the count
+// it keeps (DefaultMaxEntries when it says none) and its age, AnyAge when
+// it has none. The stored form leaves defaults out (zero); this one
+// writes what they are, as String does.
+type Effective struct {
+	MaxEntries int    `json:"max_entries" yaml:"max_entries"`
+	MaxAge     string `json:"max_age" yaml:"max_age"`
+}
+
+// Effective is what the retention keeps, written out.
+func (r Retention) Effective() Effective {
+	e := Effective{MaxEntries: r.maxEntries(), MaxAge: AnyAge}
+	if r.MaxAge > 0 {
+		e.MaxAge = FormatAge(r.MaxAge)
+	}
+	return e
 }
 
 // String says what the retention keeps.

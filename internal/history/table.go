@@ -10,7 +10,7 @@ import (
 )
 
 // WriteTable prints entries for people, oldest first as `kubectl rollout
-// history` does, the current generation's entry marked with *:
+// history` does, the entry of the spec in force marked with *:
 //
 //	SEQ  GEN  WHEN                 VERB      WHO        VIA                SUMMARY
 //	1    1    2025-03-01 10:00:00  apply     alice@hv1  cli                +2 hosts, +1 switch, +3 VMs
@@ -20,13 +20,7 @@ import (
 func WriteTable(w io.Writer, entries []Entry, current int, loc *time.Location) error {
 	sorted := append([]Entry(nil), entries...)
 	Sort(sorted)
-	pinned := -1
-	for i := len(sorted) - 1; i >= 0 && current > 0; i-- {
-		if sorted[i].Generation == current {
-			pinned = i
-			break
-		}
-	}
+	pinned := inForce(sorted, current)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tGEN\tWHEN\tVERB\tWHO\tVIA\tSUMMARY")
 	for i, e := range sorted {

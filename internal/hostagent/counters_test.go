@@ -55,7 +55,7 @@ func TestReportCarriesCounters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := plan.VNICPortName("app1", 0)
+	port := plan.VNICPortName("c1", "app1", 0)
 	dp := &countingDP{counters: map[string]map[string]uint64{port: {"forged-mac": 3, "ip-spoof": 0}}}
 	a := &Agent{Cluster: st, DP: dp, Host: "hv1"}
 	defer a.closeReporters()

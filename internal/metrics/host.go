@@ -100,7 +100,7 @@ func readHostSecurity(fc FirewallCounting, s *spec.Spec, host, hostNS string) ([
 					return nil, fmt.Errorf("read firewall counters of host %s: %w", host, err)
 				}
 			}
-			port := plan.VNICPortName(vm.Name, i)
+			port := plan.VNICPortName(s.Name, vm.Name, i)
 			if tap := n.TapName(); tap != "" {
 				port = tap
 			}

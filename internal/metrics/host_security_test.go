@@ -34,10 +34,10 @@ vms:
 			"vnet.c1.vm1": {"eth0": {Up: true}}, "vnet.c1.g1": {}, "vnet.c1.n1": {"eth0": {Up: true}}, plan.CurrentNS: {},
 		},
 		fw: map[string]map[string]map[string]uint64{plan.CurrentNS: {
-			plan.VNICPortName("vm1", 0): {"forged-mac": 3},
-			"tap-g1":                    {"ra-guard": 1},
-			plan.VNICPortName("n1", 0):  {"ip-spoof": 5},
-			plan.VNICPortName("vm2", 0): {"forged-mac": 9}, // not hv1's: never read as such
+			plan.VNICPortName("c1", "vm1", 0): {"forged-mac": 3},
+			"tap-g1":                          {"ra-guard": 1},
+			plan.VNICPortName("c1", "n1", 0):  {"ip-spoof": 5},
+			plan.VNICPortName("c1", "vm2", 0): {"forged-mac": 9}, // not hv1's: never read as such
 		}},
 	}
 	snap, err := ReadHost(k, doc.Spec, "hv1", plan.CurrentNS)

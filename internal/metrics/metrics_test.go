@@ -64,8 +64,8 @@ func fakeKernel(vmTx, poolBytes uint64) *counting {
 			"vnet.m1.esx1": {"vmnic0": {Up: true, TxBytes: poolBytes}, "vmk0": {Up: false}},
 		},
 		fw: map[string]map[string]map[string]uint64{"vnet.m1.esx1": {
-			plan.VNICPortName("vm1", 0):     {"forged-mac": 4, "acl[0]": 7, "acl-default": 2},
-			plan.HostPortSwitchPort("vmk0"): {"forged-mac": 0},
+			plan.VNICPortName("m1", "vm1", 0): {"forged-mac": 4, "acl[0]": 7, "acl-default": 2},
+			plan.HostPortSwitchPort("vmk0"):   {"forged-mac": 0},
 		}},
 		tc: map[string]map[uint32]plan.Counters{"vnet.m1.esx1/vmnic0": {0x10: {Bytes: poolBytes, Drops: 3}, 0x11: {Bytes: poolBytes}, 0x12: {Bytes: poolBytes}, 0x13: {Bytes: poolBytes}, 0x14: {Bytes: poolBytes}, 0x15: {Bytes: poolBytes}, 0x16: {Bytes: poolBytes}, 0x17: {Bytes: poolBytes}, 0x18: {Bytes: poolBytes}, 0x19: {Bytes: poolBytes}, 0x1a: {Bytes: poolBytes}, 0x20: {Bytes: poolBytes}, 0x21: {Bytes: poolBytes}}},
 	}

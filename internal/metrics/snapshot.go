@@ -242,7 +242,7 @@ func readSecurity(fc FirewallCounting, s *spec.Spec) ([]SecuritySample, error) {
 	for vi := range s.VMs {
 		vm := &s.VMs[vi]
 		for i, n := range vm.NICs {
-			c, err := countersOf(vm.Host, plan.SwitchPort(vm, i))
+			c, err := countersOf(vm.Host, plan.SwitchPort(s.Name, vm, i))
 			if err != nil {
 				return nil, err
 			}

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/vishvananda/netlink"
 )
 
 // Echo answers UDP datagrams in a namespace until the test ends: the far
@@ -80,5 +82,90 @@ func CollectEchoes(conn net.Conn) (answered func() int) {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(seen)
+	}
+}
+
+// FirstEcho sends a datagram every millisecond from a namespace to an echo
+// at to while action runs and after, and returns when the first answer
+// came; the test fails when none comes within limit of action's start. It
+// times what brings a path back (a resume): before action nothing may
+// answer.
+func FirstEcho(t testing.TB, ns, to string, limit time.Duration, action func()) time.Time {
+	t.Helper()
+	var conn net.Conn
+	if err := Do(t, ns, func() (err error) { conn, err = net.Dial("udp", net.JoinHostPort(to, "7")); return }); err != nil {
+		t.Fatalf("first echo of %s from %s: %v", to, ns, err)
+	}
+	defer conn.Close()
+	answered := make(chan time.Time, 1)
+	go func() {
+		buf := make([]byte, 16)
+		_ = conn.SetReadDeadline(time.Now().Add(limit))
+		for {
+			_, err := conn.Read(buf)
+			if err == nil {
+				answered <- time.Now()
+				return
+			}
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				close(answered)
+				return
+			}
+			// A refused send's error (ICMP) is read here too: read on.
+		}
+	}()
+	stop := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				_, _ = conn.Write([]byte("first")) // a refused send counts as lost
+			}
+		}
+	}()
+	defer close(stop)
+	action()
+	at, ok := <-answered
+	if !ok {
+		t.Fatalf("no echo of %s from %s within %s", to, ns, limit)
+	}
+	return at
+}
+
+// MAC is the MAC of a namespace's eth0.
+func MAC(t testing.TB, ns string) net.HardwareAddr {
+	t.Helper()
+	var mac net.HardwareAddr
+	if err := Do(t, ns, func() error {
+		ifc, err := net.InterfaceByName("eth0")
+		if err == nil {
+			mac = ifc.HardwareAddr
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return mac
+}
+
+// Neighbour pins, in a namespace, ip's MAC on eth0 for good, so that what
+// a test times is the path, not ARP: a VM whose ARP went unanswered (its
+// port paused) asks again only at its next retry, a second by Linux's
+// default.
+func Neighbour(t testing.TB, ns, ip string, mac net.HardwareAddr) {
+	t.Helper()
+	h := Netlink(t, ns)
+	l, err := h.LinkByName("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = h.NeighSet(&netlink.Neigh{LinkIndex: l.Attrs().Index, Family: netlink.FAMILY_V4, State: netlink.NUD_PERMANENT,
+		IP: net.ParseIP(ip), HardwareAddr: mac})
+	if err != nil {
+		t.Fatalf("neighbour %s in %s: %v", ip, ns, err)
 	}
 }

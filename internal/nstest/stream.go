@@ -274,3 +274,21 @@ func Goodput(t testing.TB, fromNS, toNS, ip string, d time.Duration) float64 {
 	}
 	return r.Rate(from, from+d)
 }
+
+// Goodputs runs Goodput from each of the namespaces at once, all to a
+// listener on ip in toNS, and returns their goodputs in the same order:
+// how streams that contend for one path share it.
+func Goodputs(t testing.TB, toNS, ip string, d time.Duration, from ...string) []float64 {
+	t.Helper()
+	out := make([]float64, len(from))
+	var wg sync.WaitGroup
+	for i, ns := range from {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i] = Goodput(t, ns, toNS, ip, d)
+		}()
+	}
+	wg.Wait()
+	return out
+}

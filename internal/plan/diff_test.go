@@ -65,7 +65,7 @@ hostports:
 	}{
 		{"vNIC renamed in the VM", vm, "eth0", "- delete address 10.0.0.1/24 on foo in " + vm},
 		{"host port renamed in the host", host, "vmk0", "- delete address 10.0.1.1/24 on foo in " + host},
-		{"switch port renamed", host, VNICPortName("vm1", 0), "-/+ replace veth " + vm},
+		{"switch port renamed", host, VNICPortName("t", "vm1", 0), "-/+ replace veth " + vm},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			drifted := renamed(model, tc.ns, tc.link, "foo")

@@ -69,7 +69,7 @@ func HealthTargets(s *spec.Spec, host, here string) []HealthTarget {
 				if host == "" {
 					ns = NSName(s.Name, v.Host)
 				}
-				port := VNICPortName(v.VM, v.NIC)
+				port := VNICPortName(s.Name, v.VM, v.NIC)
 				if tap := n.TapName(); tap != "" {
 					port = tap
 				}

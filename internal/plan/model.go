@@ -288,7 +288,7 @@ func (m *modeler) vm(vm *spec.VM) {
 		if mtu == 0 {
 			mtu = portMTU
 		}
-		port := End{NS: m.ns(vm.Host), Name: VNICPortName(vm.Name, i), MAC: StableMAC(m.s.Name, fmt.Sprintf("vport/%s/%d", vm.Name, i)),
+		port := End{NS: m.ns(vm.Host), Name: VNICPortName(m.s.Name, vm.Name, i), MAC: StableMAC(m.s.Name, fmt.Sprintf("vport/%s/%d", vm.Name, i)),
 			MTU: portMTU, Master: bridge}
 		if !n.IsConnected() {
 			// Cut from the switch like an unplugged cable: the VM sees no carrier.

@@ -51,7 +51,7 @@ func (m *modeler) attachedVM(vm *spec.VM) {
 			continue
 		}
 		owner := fmt.Sprintf("vm %s eth%d on %s", vm.Name, i, on)
-		port := End{NS: hostNS, Name: VNICPortName(vm.Name, i), MAC: StableMAC(m.s.Name, fmt.Sprintf("vport/%s/%d", vm.Name, i)),
+		port := End{NS: hostNS, Name: VNICPortName(m.s.Name, vm.Name, i), MAC: StableMAC(m.s.Name, fmt.Sprintf("vport/%s/%d", vm.Name, i)),
 			MTU: portMTU, Master: bridge}
 		if !n.IsConnected() {
 			owner = fmt.Sprintf("vm %s eth%d (disconnected from %s)", vm.Name, i, on)
@@ -152,9 +152,9 @@ func (m *modeler) onTaps() {
 // SwitchPort is the name of the switch port of a VM's i-th vNIC in its
 // host's namespace: the TAP of a guest that brings one, else the port vnet
 // makes (VNICPortName).
-func SwitchPort(vm *spec.VM, i int) string {
+func SwitchPort(infra string, vm *spec.VM, i int) string {
 	if tap := vm.NICs[i].TapName(); tap != "" {
 		return tap
 	}
-	return VNICPortName(vm.Name, i)
+	return VNICPortName(infra, vm.Name, i)
 }

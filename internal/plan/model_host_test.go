@@ -33,8 +33,8 @@ func TestHostModelOfClusterSpec(t *testing.T) {
 		"fdb/" + CurrentNS + "/" + vtep + "/" + web2MAC + "/10.0.0.12": true,
 		"fdb/" + CurrentNS + "/" + vtep + "/" + db1MAC + "/10.0.0.13":  true,
 		// the port group's default security, on the VM's port
-		"firewall/" + CurrentNS + "/" + FirewallTable("dc"):    true,
-		"portsec/" + CurrentNS + "/" + VNICPortName("web1", 0): true,
+		"firewall/" + CurrentNS + "/" + FirewallTable("dc"):          true,
+		"portsec/" + CurrentNS + "/" + VNICPortName("dc", "web1", 0): true,
 	}
 	for _, r := range got {
 		if !want[r.Key()] {

@@ -91,21 +91,21 @@ func TestHostModelSecurity(t *testing.T) {
 		name, port string
 		want       string // PortPolicy's text, "" for no policy
 	}{
-		{"VM on an ACL port group: peers on every host", VNICPortName("web1", 0),
+		{"VM on an ACL port group: peers on every host", VNICPortName("dc", "web1", 0),
 			"mac " + StableMAC("dc", "vnic/web1/0") + " ip 172.16.0.1,0.0.0.0,::," + mustLL(StableMAC("dc", "vnic/web1/0")) +
 				" guard mac,ip,ra unicast-only acl deny; allow in tcp dport 80 from 172.16.0.11,172.16.0.12,172.16.0.3"},
 		{"TAP with its guest's MAC", "tap-g1",
 			"mac 52:54:00:00:00:01 ip 172.16.0.2,0.0.0.0,::," + mustLL("52:54:00:00:00:01") +
 				" guard mac,ip,ra unicast-only acl deny; allow in tcp dport 80 from 172.16.0.11,172.16.0.12,172.16.0.3"},
 		{"TAP whose guest chose its MAC: no MAC checks", "tap-g2", "mac " + StableMAC("dc", "vnic/guest2/0") + " guard ra"},
-		{"container's namespace: its port on the host", VNICPortName("box1", 0),
+		{"container's namespace: its port on the host", VNICPortName("dc", "box1", 0),
 			"mac " + StableMAC("dc", "vnic/box1/0") + " ip 172.16.0.4,0.0.0.0,::," + mustLL(StableMAC("dc", "vnic/box1/0")) +
 				" guard mac,ip,ra unicast-only acl deny; allow in tcp dport 80 from 172.16.0.11,172.16.0.12,172.16.0.3"},
-		{"port group accepting everything", VNICPortName("open1", 0), ""},
-		{"network with the defaults and an ACL naming a network", VNICPortName("n1", 0),
+		{"port group accepting everything", VNICPortName("dc", "open1", 0), ""},
+		{"network with the defaults and an ACL naming a network", VNICPortName("dc", "n1", 0),
 			"mac " + StableMAC("dc", "vnic/n1/0") + " guard mac,ra unicast-only acl deny; allow in from 10.2.0.12"},
-		{"network accepting everything", VNICPortName("n3", 0), ""},
-		{"a VM on another host", VNICPortName("app2", 0), ""},
+		{"network accepting everything", VNICPortName("dc", "n3", 0), ""},
+		{"a VM on another host", VNICPortName("dc", "app2", 0), ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -124,7 +124,7 @@ func TestHostModelSecurity(t *testing.T) {
 	if len(fws2) != 1 || fws2[0].Match != FirewallBridge {
 		t.Errorf("hv2's firewalls %v: want one without connection tracking (no ACL there)", fws2)
 	}
-	if p, ok := pols2[VNICPortName("n2", 0)]; !ok || !p.GuardIP || p.Default != "" {
+	if p, ok := pols2[VNICPortName("dc", "n2", 0)]; !ok || !p.GuardIP || p.Default != "" {
 		t.Errorf("n2 on a-db: %v, want the IP guard and no ACL", p)
 	}
 }
@@ -139,8 +139,8 @@ func mustLL(mac string) string {
 // firewall.
 func TestHostModelSecurityFollowsRemoteMembers(t *testing.T) {
 	for _, c := range []struct{ name, vm, port, addr string }{
-		{"port group", "  - {name: app3, host: hv2, nics: [{portgroup: app, ip: 172.16.0.13/24}]}\n", VNICPortName("web1", 0), "172.16.0.13"},
-		{"network", "  - {name: n4, host: hv2, nics: [{network: a-db, ip: 10.2.0.14/24}]}\n", VNICPortName("n1", 0), "10.2.0.14"},
+		{"port group", "  - {name: app3, host: hv2, nics: [{portgroup: app, ip: 172.16.0.13/24}]}\n", VNICPortName("dc", "web1", 0), "172.16.0.13"},
+		{"network", "  - {name: n4, host: hv2, nics: [{network: a-db, ip: 10.2.0.14/24}]}\n", VNICPortName("dc", "n1", 0), "10.2.0.14"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			before := Model(loadText(t, hostSecSpec), Options{Host: "hv1"})

@@ -52,7 +52,7 @@ func newHostLab(s *spec.Spec, opt Options) *hostLab {
 			continue
 		}
 		for i, n := range vm.NICs {
-			port := VNICPortName(vm.Name, i)
+			port := VNICPortName(s.Name, vm.Name, i)
 			if tap := n.TapName(); tap != "" {
 				hl.ports[port] = tap
 			} else {

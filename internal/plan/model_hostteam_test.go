@@ -70,7 +70,7 @@ func TestHostModelTeamsRealUplinks(t *testing.T) {
 			t.Errorf("%s: %+v, want an isolated port of the switch's bridge", dev, d)
 		}
 	}
-	web := byKey["steer/machine/"+VNICPortName("web1", 0)]
+	web := byKey["steer/machine/"+VNICPortName("rt", "web1", 0)]
 	if st, err := ParseSteer(web.Match); err != nil || !st.Out || !slices.Equal(st.To, []string{"eth1"}) || web.Name != "web1/eth0" {
 		t.Errorf("web1's port steering: %+v (%v), want out to eth1", web, err)
 	}
@@ -127,7 +127,7 @@ func TestHostModelTeamsRealUplinks(t *testing.T) {
 	down := opt
 	down.Down = map[string]bool{"hv1/up1": true}
 	for _, r := range Model(s, down) {
-		if r.Kind == KindSteer && r.Link == VNICPortName("web1", 0) && !strings.Contains(r.Match, "out to=eth2") {
+		if r.Kind == KindSteer && r.Link == VNICPortName("rt", "web1", 0) && !strings.Contains(r.Match, "out to=eth2") {
 			t.Errorf("with up1 down web1 steers %s, want to eth2", r.Match)
 		}
 	}

@@ -135,13 +135,22 @@ func pickPrio(used map[uint16]bool, base, band uint16, mac string) uint16 {
 }
 
 // portsOn lists the ports of a port group on a host: vNICs and host ports.
+// The MAC is the vNIC's end's, whichever end of the pair it is: a vNIC
+// that attaches a container's namespace names the switch port first.
 func (m *modeler) portsOn(pg, host string) []port {
 	var out []port
 	for _, r := range m.out {
-		if r.Kind != KindVeth || r.B.NS != m.ns(host) || !isPortOf(r, pg) {
+		if r.Kind != KindVeth || !isPortOf(r, pg) {
 			continue
 		}
-		out = append(out, port{owner: r.Owner, mac: r.A.MAC})
+		vnic, sw := r.A, r.B
+		if m.vnics[r.A.NS+"/"+r.A.Name].portFirst {
+			vnic, sw = r.B, r.A
+		}
+		if sw.NS != m.ns(host) {
+			continue
+		}
+		out = append(out, port{owner: r.Owner, mac: vnic.MAC})
 	}
 	return out
 }

@@ -3,6 +3,8 @@ package plan
 import (
 	"strings"
 	"testing"
+
+	"github.com/vnet-project/vnet/internal/ioc"
 )
 
 const iocBase = `
@@ -126,5 +128,29 @@ func TestIOCOffRemovesClassesAndFilters(t *testing.T) {
 	got := strings.Join(kinds, ",")
 	if !strings.HasPrefix(got, "change linerate,") || strings.Index(got, "delete filter") > strings.Index(got, "delete pool") {
 		t.Errorf("plan: %s", got)
+	}
+}
+
+// A VM that attaches a container's namespace is a port of its port
+// group's pool like any VM: its vNIC's MAC, not its switch port's, sorts
+// its traffic into the pool, though its pair names the switch port first.
+func TestIOCFiltersAttachedVNICs(t *testing.T) {
+	const mac = "02:00:00:00:aa:01"
+	rs := Model(load(t, iocBase+"  - {name: box1, host: esx1, nics: [{portgroup: pg-vm, attach: {netns: box1}, mac: \""+mac+"\", ip: 10.0.0.4/24}]}\n"), Options{})
+	keys, err := ioc.SrcMACKeys(mac)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, f := range byKind(rs, KindFilter) {
+		if strings.Contains(f.Owner, "box1") {
+			found = true
+			if f.Match != ioc.EncodeKeys(keys) || f.NS != "vnet.t.esx1" || f.Link != "vmnic0" {
+				t.Errorf("box1's filter %s: want its vNIC's MAC %s matched on esx1's vmnic0", f, mac)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no filter sorts box1's traffic into pool vm: %v", byKind(rs, KindFilter))
 	}
 }

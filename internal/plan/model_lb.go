@@ -113,7 +113,7 @@ func (m *modeler) balancers() {
 			if len(pb) == 0 {
 				continue
 			}
-			m.add(Resource{Kind: KindLB, NS: m.ns(vm.Host), Link: VNICPortName(vm.Name, i), Match: pb.String(), Why: pb.DownText(),
+			m.add(Resource{Kind: KindLB, NS: m.ns(vm.Host), Link: VNICPortName(m.s.Name, vm.Name, i), Match: pb.String(), Why: pb.DownText(),
 				Owner: fmt.Sprintf("vm %s eth%d: load balancers", vm.Name, i)})
 		}
 	}
@@ -171,7 +171,7 @@ func BalancerPorts(s *spec.Spec, host, here string) []BalancerPort {
 			if !n.IsConnected() || len(pb) == 0 {
 				continue
 			}
-			port := VNICPortName(vm.Name, i)
+			port := VNICPortName(s.Name, vm.Name, i)
 			if tap := n.TapName(); tap != "" && host != "" {
 				port = tap
 			}

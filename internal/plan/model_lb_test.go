@@ -104,8 +104,8 @@ func TestBalancerModel(t *testing.T) {
 	}
 	lab := lbs(Model(s, Options{}))
 	want := []string{
-		"vnet.lbt.hv1/" + VNICPortName("a1", 0), "vnet.lbt.hv2/" + VNICPortName("a2", 0), "vnet.lbt.hv3/" + VNICPortName("a3", 0),
-		"vnet.lbt.hv2/" + VNICPortName("b1", 0),
+		"vnet.lbt.hv1/" + VNICPortName("lbt", "a1", 0), "vnet.lbt.hv2/" + VNICPortName("lbt", "a2", 0), "vnet.lbt.hv3/" + VNICPortName("lbt", "a3", 0),
+		"vnet.lbt.hv2/" + VNICPortName("lbt", "b1", 0),
 	}
 	if len(lab) != len(want) {
 		t.Errorf("lab: %d KindLB, want %d: %v", len(lab), len(want), lab)
@@ -115,12 +115,12 @@ func TestBalancerModel(t *testing.T) {
 			t.Errorf("lab: no load balancers on %s", k)
 		}
 	}
-	a, b := lab["vnet.lbt.hv2/"+VNICPortName("a2", 0)], lab["vnet.lbt.hv2/"+VNICPortName("b1", 0)]
+	a, b := lab["vnet.lbt.hv2/"+VNICPortName("lbt", "a2", 0)], lab["vnet.lbt.hv2/"+VNICPortName("lbt", "b1", 0)]
 	if a.Match == b.Match || !strings.Contains(b.Match, "listen udp:53:53") || strings.Contains(b.Match, "10.1.0.12") {
 		t.Errorf("the twin tenant's port:\n%s\n%s", a.Match, b.Match)
 	}
 	// a3 on a-db: a-web's VIP, a-web's backends at a-db's gateway, a3 its own.
-	db := lab["vnet.lbt.hv3/"+VNICPortName("a3", 0)].Match
+	db := lab["vnet.lbt.hv3/"+VNICPortName("lbt", "a3", 0)].Match
 	gwDB := GatewayMAC("lbt", "ta", "a-db")
 	if !strings.Contains(db, "vip 10.1.0.100") || !strings.Contains(db, "10.1.0.11/fd00:1::11@"+gwDB) || !strings.Contains(db, "10.2.0.13/-@02:00:00:00:00:13") {
 		t.Errorf("a routed client's port:\n%s", db)
@@ -131,11 +131,11 @@ func TestBalancerModel(t *testing.T) {
 	if len(hv2) != 2 {
 		t.Errorf("hv2: %v", hv2)
 	}
-	r, ok := hv2[CurrentNS+"/"+VNICPortName("a2", 0)]
+	r, ok := hv2[CurrentNS+"/"+VNICPortName("lbt", "a2", 0)]
 	if !ok || r.Why != "web/10.1.0.12" || !strings.HasPrefix(r.Owner, "lbt: ") {
 		t.Errorf("hv2's a2 port: %+v", r)
 	}
-	if r := hv2[CurrentNS+"/"+VNICPortName("b1", 0)]; r.Why != "" {
+	if r := hv2[CurrentNS+"/"+VNICPortName("lbt", "b1", 0)]; r.Why != "" {
 		t.Errorf("the other tenant's health: %+v", r)
 	}
 	// Health changes a port's Why only: a change in place.
@@ -155,7 +155,7 @@ func TestBalancerModel(t *testing.T) {
 		t.Fatalf("ports %v", ports)
 	}
 	for _, p := range ports {
-		if p.Port == VNICPortName("a3", 0) {
+		if p.Port == VNICPortName("lbt", "a3", 0) {
 			lb, ok := p.LBOf("10.1.0.100", "10.1.0.12", 8080, "tcp")
 			if !ok || lb.Site != "network a-web" || lb.Name != "web" {
 				t.Errorf("a3's port: %+v %v", lb, ok)

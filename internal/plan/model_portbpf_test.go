@@ -198,7 +198,7 @@ vms:
 	for _, vm := range s.VMs {
 		paused := directOf(Options{PortPrograms: true, Paused: Paused{}.With(PauseVM(vm.Name))})
 		for i := range vm.NICs {
-			port := VNICPortName(vm.Name, i)
+			port := VNICPortName("pz", vm.Name, i)
 			if running[port] {
 				checked++
 			}

@@ -82,7 +82,7 @@ func (m *modeler) security() {
 			} else {
 				p.Switch = ""
 			}
-			port(vm.Host, VNICPortName(vm.Name, i), p, owner)
+			port(vm.Host, VNICPortName(m.s.Name, vm.Name, i), p, owner)
 		}
 	}
 	for i, hp := range m.s.HostPorts {

@@ -48,7 +48,7 @@ func portSec(rs []Resource, ns, link string) (Resource, bool) {
 }
 
 func TestPortPolicies(t *testing.T) {
-	web := VNICPortName("web", 0)
+	web := VNICPortName("s", "web", 0)
 	cases := []struct {
 		name string
 		pg   string // the YAML under pg-web
@@ -157,7 +157,7 @@ func TestPortGroupRuleFollowsMembers(t *testing.T) {
 	if len(changed) != 1 || !strings.Contains(changed[0], "from 10.0.0.2,10.0.0.3,10.0.0.100") {
 		t.Errorf("changes %q: want web's policy to gain 10.0.0.3", changed)
 	}
-	if len(created) != 1 || created[0] != VNICPortName("app2", 0) {
+	if len(created) != 1 || created[0] != VNICPortName("s", "app2", 0) {
 		t.Errorf("created policies %v: want app2's port", created)
 	}
 	if !Diff(after, after).Empty() {
@@ -191,7 +191,7 @@ func TestLinkLocal(t *testing.T) {
 
 func TestPortSecDigestResolves(t *testing.T) {
 	rs := secModel(t, "")
-	r, _ := portSec(rs, NSName("s", "esx1"), VNICPortName("web", 0))
+	r, _ := portSec(rs, NSName("s", "esx1"), VNICPortName("s", "web", 0))
 	seen := r
 	seen.Match = SteerDigest(r.Match)
 	got := ResolveSteer([]Resource{seen}, rs)
@@ -206,11 +206,11 @@ func TestLongPolicyIsShortInPlans(t *testing.T) {
 		rules = append(rules, fmt.Sprintf("{action: deny, direction: ingress, proto: udp, dport: %d}", 20000+i))
 	}
 	rs := secModel(t, "acl: {default: deny, rules: ["+strings.Join(rules, ", ")+"]}")
-	r, _ := portSec(rs, NSName("s", "esx1"), VNICPortName("web", 0))
+	r, _ := portSec(rs, NSName("s", "esx1"), VNICPortName("s", "web", 0))
 	if s := r.String(); len(s) > 400 || !strings.Contains(s, "(200 rules in all, sha256:") {
 		t.Errorf("a 200-rule policy prints as %d bytes: %.300s", len(s), s)
 	}
-	small, _ := portSec(secModel(t, ""), NSName("s", "esx1"), VNICPortName("web", 0))
+	small, _ := portSec(secModel(t, ""), NSName("s", "esx1"), VNICPortName("s", "web", 0))
 	if !strings.Contains(small.String(), small.Match) {
 		t.Errorf("a short policy is cut: %s", small)
 	}

@@ -93,7 +93,7 @@ func switchPorts(s *spec.Spec, sw *spec.Switch, host string) map[string][]TeamPo
 			if psw != sw || !n.IsConnected() {
 				continue
 			}
-			out[n.PortGroup] = append(out[n.PortGroup], TeamPort{ID: PortID(vm.Name, "eth"+fmt.Sprint(i)), MAC: m.vnicMAC(vm, i), Link: VNICPortName(vm.Name, i)})
+			out[n.PortGroup] = append(out[n.PortGroup], TeamPort{ID: PortID(vm.Name, "eth"+fmt.Sprint(i)), MAC: m.vnicMAC(vm, i), Link: VNICPortName(s.Name, vm.Name, i)})
 		}
 	}
 	for i, hp := range s.HostPorts {

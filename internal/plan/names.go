@@ -54,8 +54,23 @@ func hashName(prefix, what string) string {
 // physPortName is the physical switch's port for a host's NIC.
 func physPortName(host, nic string) string { return hashName("p", host+"/"+nic) }
 
-// VNICPortName is the switch port in the host for a VM's vNIC.
-func VNICPortName(vm string, idx int) string { return hashName("vn", fmt.Sprintf("%s/%d", vm, idx)) }
+// ModelRevision changes whenever this build models a spec differently
+// from the builds before it in a way an apply must find on the host, as
+// when what it makes is named anew (2: vNIC ports name their
+// infrastructure). A record made under another revision makes the next
+// apply read the whole host, which replaces what it made under the old
+// names: an apply that read only what the spec's change touches would
+// find nothing to do.
+const ModelRevision = 2
+
+// VNICPortName is the switch port in the host for a VM's vNIC. It names
+// the infrastructure too: on a real host the ports of every
+// infrastructure share the machine's namespace, where two VMs of one name
+// in two infrastructures would otherwise get one port name. (Before
+// ModelRevision 2 it named the VM and index alone.)
+func VNICPortName(infra, vm string, idx int) string {
+	return hashName("vn", fmt.Sprintf("%s/%s/%d", infra, vm, idx))
+}
 
 // IsVNICPortName reports whether name is one VNICPortName makes.
 func IsVNICPortName(name string) bool {

@@ -37,7 +37,7 @@ func TestGeneratedNamesAreRefusedInSpecs(t *testing.T) {
 			t.Errorf("%s (hashName(%q, ...)) is not refused as a spec's link name", name, p)
 		}
 	}
-	for _, name := range []string{UnderlayLinkName, PhysBridge, VNICPortName("vm1", 0), HostPortSwitchPort("vmk0"), HostBridgeName("i", "sw")} {
+	for _, name := range []string{UnderlayLinkName, PhysBridge, VNICPortName("i", "vm1", 0), HostPortSwitchPort("vmk0"), HostBridgeName("i", "sw")} {
 		if !spec.GeneratedLinkName(name) {
 			t.Errorf("%s is not refused as a spec's link name", name)
 		}
@@ -49,8 +49,8 @@ func TestIsVNICPortName(t *testing.T) {
 		name string
 		want bool
 	}{
-		{VNICPortName("web1", 0), true},
-		{VNICPortName("c-ctr-1234", 3), true},
+		{VNICPortName("i", "web1", 0), true},
+		{VNICPortName("i", "c-ctr-1234", 3), true},
 		{"vn0123abcd", true},
 		{"vn0123abc", false},
 		{"vn0123ABCD", false},
@@ -61,5 +61,23 @@ func TestIsVNICPortName(t *testing.T) {
 		if got := IsVNICPortName(c.name); got != c.want {
 			t.Errorf("IsVNICPortName(%q) = %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// On a real host the ports of every infrastructure share the machine's
+// namespace: one VM name in two infrastructures gets two port names, each
+// a link name the kernel takes, and each the same at every apply.
+func TestVNICPortNameNamesTheInfrastructure(t *testing.T) {
+	a, b := VNICPortName("blue", "web1", 0), VNICPortName("green", "web1", 0)
+	if a == b {
+		t.Errorf("web1's eth0 of blue and of green are both %s", a)
+	}
+	for _, name := range []string{a, b} {
+		if len(name) > 15 || !IsVNICPortName(name) {
+			t.Errorf("%s is no vNIC port name the kernel takes", name)
+		}
+	}
+	if VNICPortName("blue", "web1", 0) != a || VNICPortName("blue", "web1", 1) == a {
+		t.Errorf("a port's name is not stable, or two vNICs share one")
 	}
 }

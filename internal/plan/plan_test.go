@@ -276,7 +276,7 @@ func TestVNICGROMakesItsPortSegment(t *testing.T) {
 			switch {
 			case r.NS == "vnet.t.vm1" && r.Link == "eth0":
 				vnic = fmt.Sprintf("gro %s, tso %s", r.GRO, r.TSO)
-			case r.NS == "vnet.t.esx1" && r.Link == VNICPortName("vm1", 0):
+			case r.NS == "vnet.t.esx1" && r.Link == VNICPortName("t", "vm1", 0):
 				port = r.GRO == Unset && r.TSO == Off
 			default:
 				t.Errorf("offloads%s: unexpected %s", tc.offloads, r)
@@ -313,7 +313,7 @@ func TestResetDroppedOffloads(t *testing.T) {
 				got[r.Link] = fmt.Sprintf("gro %s, tso %s", r.GRO, r.TSO)
 			}
 		}
-		if got["eth0"] != tc.vnic || got[VNICPortName("vm1", 0)] != tc.port || len(got) > 2 {
+		if got["eth0"] != tc.vnic || got[VNICPortName("t", "vm1", 0)] != tc.port || len(got) > 2 {
 			t.Errorf("%s: got %v, want vNIC %q and port %q", tc.name, got, tc.vnic, tc.port)
 		}
 	}

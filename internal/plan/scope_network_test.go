@@ -47,7 +47,7 @@ func scopeView(s Scope, infra string, networks, vms []string) []string {
 		what[RouterPortName(infra, n)] = "router port " + n
 	}
 	for _, v := range vms {
-		what[VNICPortName(v, 0)] = "port " + v
+		what[VNICPortName(infra, v, 0)] = "port " + v
 		what["t"+v] = "port " + v // its TAP (onTaps)
 	}
 	var out []string

@@ -44,7 +44,7 @@ func TestChangeScope(t *testing.T) {
 		return s
 	}
 	port := func(s Scope, host, vm string) Scope {
-		s.addLink(NSName("t", host), VNICPortName(vm, 0))
+		s.addLink(NSName("t", host), VNICPortName("t", vm, 0))
 		return s
 	}
 	eth0 := func(s Scope, vm string) Scope {

@@ -174,7 +174,7 @@ func TestVNICGROCoalescesWhatItsPortSegments(t *testing.T) {
 	if len(tries) == 3 {
 		t.Errorf("want each MTU-sized frame through GRO and the stack taking at most half as many packets: %s", strings.Join(tries, "; "))
 	}
-	if on := features(t, ns(nstest.Infra("itgro"), "esx1"), plan.VNICPortName("web1", 1))["tx-tcp-segmentation"]; on {
+	if on := features(t, ns(nstest.Infra("itgro"), "esx1"), plan.VNICPortName(nstest.Infra("itgro"), "web1", 1))["tx-tcp-segmentation"]; on {
 		t.Error("web1's eth1 port still has TSO on")
 	}
 
@@ -187,7 +187,7 @@ func TestVNICGROCoalescesWhatItsPortSegments(t *testing.T) {
 	if features(t, web1, "eth1")["rx-gro"] {
 		t.Error("web1's eth1 still has GRO on")
 	}
-	if !features(t, ns(nstest.Infra("itgro"), "esx1"), plan.VNICPortName("web1", 1))["tx-tcp-segmentation"] {
+	if !features(t, ns(nstest.Infra("itgro"), "esx1"), plan.VNICPortName(nstest.Infra("itgro"), "web1", 1))["tx-tcp-segmentation"] {
 		t.Error("web1's eth1 port still has TSO off")
 	}
 	if p, err := eng.Plan(doc); err != nil || !p.Empty() {
@@ -556,7 +556,7 @@ func TestRollbackAtEveryStep(t *testing.T) {
 	// now is, so that the state before is one vnet could have made).
 	renamed := func(t *testing.T) {
 		renameLink(t, ns(nstest.Infra("itroll"), "web1"), "eth0", "foo")
-		setLinkAlias(t, ns(nstest.Infra("itroll"), "esx1"), plan.VNICPortName("web1", 0), plan.AliasPrefix+"peer="+ns(nstest.Infra("itroll"), "web1")+"/foo")
+		setLinkAlias(t, ns(nstest.Infra("itroll"), "esx1"), plan.VNICPortName(nstest.Infra("itroll"), "web1", 0), plan.AliasPrefix+"peer="+ns(nstest.Infra("itroll"), "web1")+"/foo")
 	}
 	// Changes of VMs only: the apply reads and plans only what they touch.
 	oneVMAdded := withExtraVM(base)

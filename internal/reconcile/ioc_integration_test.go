@@ -55,17 +55,7 @@ const client = "10.9.0.100"
 // concurrently runs TCP streams from each namespace to the client and
 // returns their goodputs in bit/s.
 func concurrently(t *testing.T, from []string, d time.Duration) []float64 {
-	out := make([]float64, len(from))
-	var wg sync.WaitGroup
-	for i, ns := range from {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out[i] = nstest.Goodput(t, ns, nstest.NSName(nstest.Infra("itioc"), "client"), client, d)
-		}()
-	}
-	wg.Wait()
-	return out
+	return nstest.Goodputs(t, nstest.NSName(nstest.Infra("itioc"), "client"), client, d, from...)
 }
 
 func TestIOCSharesLimitsAndLonePools(t *testing.T) {

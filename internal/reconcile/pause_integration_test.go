@@ -2,7 +2,6 @@ package reconcile_test
 
 import (
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -84,7 +83,7 @@ func TestPauseStopsAVMAndResumeBringsItBack(t *testing.T) {
 		t.Fatalf("before the pause vm1 reached vm2 %d times of %d", got, sent)
 	}
 	host := ns(name, "esx1")
-	port := plan.VNICPortName("vm1", 0)
+	port := plan.VNICPortName(name, "vm1", 0)
 	before := nstest.LinkStats(t, host, port)
 	genBefore := generation(t, eng, name)
 
@@ -139,18 +138,16 @@ func TestPauseStopsAVMAndResumeBringsItBack(t *testing.T) {
 	}
 
 	// Resume: the first datagram that comes back after it, within the
-	// bound. What the switch does is timed, not the VMs' ARP: a VM whose
-	// ARP went unanswered while it was paused asks again at its next
-	// retry (a second, by Linux's default), so the two know each other's
-	// MAC for good here.
-	neighbour(t, vm1, "10.0.0.2", macOf(t, vm2))
-	neighbour(t, vm2, "10.0.0.1", macOf(t, vm1))
+	// bound. What the switch does is timed, not the VMs' ARP
+	// (nstest.Neighbour).
+	nstest.Neighbour(t, vm1, "10.0.0.2", nstest.MAC(t, vm2))
+	nstest.Neighbour(t, vm2, "10.0.0.1", nstest.MAC(t, vm1))
 	var applied time.Duration
-	took := resumeTime(t, vm1, "10.0.0.2", func() {
-		start := time.Now()
+	start := time.Now()
+	took := nstest.FirstEcho(t, vm1, "10.0.0.2", 10*time.Second, func() {
 		paused(t, eng, doc, nil)
 		applied = time.Since(start)
-	})
+	}).Sub(start)
 	t.Logf("resume: the apply took %s; the first echo came %s after it began", applied, took)
 	if took > resumeBound {
 		t.Errorf("the first echo after the resume came %s after it began, more than %s", took, resumeBound)
@@ -168,53 +165,6 @@ func TestPauseStopsAVMAndResumeBringsItBack(t *testing.T) {
 // A resume takes a few milliseconds here (the test logs how many); the
 // bound is the promise, not the figure.
 const resumeBound = 100 * time.Millisecond
-
-// resumeTime sends a datagram every millisecond from a namespace to an echo
-// at to while resume runs, and returns how long after resume began the
-// first answer came.
-func resumeTime(t *testing.T, from, to string, resume func()) time.Duration {
-	t.Helper()
-	var conn net.Conn
-	if err := nstest.Do(t, from, func() (err error) { conn, err = net.Dial("udp", net.JoinHostPort(to, "7")); return }); err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	answered := make(chan time.Time, 1)
-	go func() {
-		buf := make([]byte, 16)
-		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-		for {
-			if _, err := conn.Read(buf); err == nil {
-				answered <- time.Now()
-				return
-			} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
-				close(answered)
-				return
-			}
-		}
-	}()
-	stop := make(chan struct{})
-	go func() {
-		tick := time.NewTicker(time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-				_, _ = conn.Write([]byte("resume"))
-			}
-		}
-	}()
-	defer close(stop)
-	start := time.Now()
-	resume()
-	at, ok := <-answered
-	if !ok {
-		t.Fatal("no answer within 10 s of the resume")
-	}
-	return at.Sub(start)
-}
 
 func generation(t *testing.T, eng *reconcile.Engine, name string) int {
 	t.Helper()
@@ -235,19 +185,6 @@ func linkOf(t *testing.T, namespace, name string) *netlink.LinkAttrs {
 }
 
 // neighbour makes ip a permanent neighbour with that MAC on eth0 in ns.
-func neighbour(t *testing.T, ns, ip string, mac net.HardwareAddr) {
-	t.Helper()
-	h := nstest.Netlink(t, ns)
-	l, err := h.LinkByName("eth0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = h.NeighSet(&netlink.Neigh{LinkIndex: l.Attrs().Index, Family: netlink.FAMILY_V4, State: netlink.NUD_PERMANENT,
-		IP: net.ParseIP(ip), HardwareAddr: mac})
-	if err != nil {
-		t.Fatalf("neighbour %s in %s: %v", ip, ns, err)
-	}
-}
 
 // drawnState is the state vnet graph draws a VM's first vNIC in.
 func drawnState(t *testing.T, eng *reconcile.Engine, doc *spec.Document, id string) string {

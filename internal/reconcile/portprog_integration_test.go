@@ -91,7 +91,7 @@ func TestPortProgramsAreSharedAndHoldTheirPorts(t *testing.T) {
 		return progs, ports
 	}
 	progs, ports := holds("after the apply")
-	appPort, otherPort := plan.VNICPortName("app", 0), plan.VNICPortName("other", 0)
+	appPort, otherPort := plan.VNICPortName(infra, "app", 0), plan.VNICPortName(infra, "other", 0)
 	if _, direct, err := progs.Bridge(ports[otherPort]); err != nil || !direct {
 		t.Errorf("other's port takes frames directly: %v, %v", direct, err)
 	}

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"bytes"
+	"fmt"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -70,8 +71,11 @@ func (e *Engine) record(doc *spec.Document, old *store.Record, realized []plan.R
 	return err
 }
 
-// engineBuild names this build of vnet: its module version and, when the
-// binary was built from a checkout, the commit and whether it was modified.
+// engineBuild names this build of vnet: its module version, when the
+// binary was built from a checkout the commit and whether it was modified,
+// and the revision of its model. A build made without version control
+// information (make's -buildvcs=false) is told from an older one by the
+// model's revision alone.
 var engineBuild = sync.OnceValue(func() string {
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
@@ -84,7 +88,7 @@ var engineBuild = sync.OnceValue(func() string {
 			build += " " + kv.Key + "=" + kv.Value
 		}
 	}
-	return build
+	return fmt.Sprintf("%s model=%d", build, plan.ModelRevision)
 })
 
 // setPending notes, where the store can, that the host begins to change:

@@ -175,7 +175,7 @@ func TestPortSecurityDropsForgedFrames(t *testing.T) {
 	})
 
 	after := counters(t, infra)
-	port := func(vmName string) string { return plan.VNICPortName(vmName, 0) }
+	port := func(vmName string) string { return plan.VNICPortName(infra, vmName, 0) }
 	for _, c := range []struct{ port, label string }{
 		{port("app"), "forged-mac"}, {port("app"), "ip-spoof"}, {port("app"), "arp-spoof"}, {port("app"), "nd-spoof"},
 		{port("app"), "not-for-mac"}, {port("other"), "not-for-mac"},
@@ -225,7 +225,7 @@ func TestPortSecurityDropsSpoofedIPv6(t *testing.T) {
 	infra := secInfra("sv6")
 	doc, _ := nstest.Apply(t, eng, v6Lab(infra))
 	vm := func(n string) string { return nstest.NSName(infra, n) }
-	port := func(vmName string) string { return plan.VNICPortName(vmName, 0) }
+	port := func(vmName string) string { return plan.VNICPortName(infra, vmName, 0) }
 	a6MAC, b6MAC, v4MAC, sinkMAC := macOf(t, vm("a6")), macOf(t, vm("b6")), macOf(t, vm("v4")), macOf(t, vm("sink"))
 	ll := func(mac net.HardwareAddr) netip.Addr { a, _ := plan.LinkLocal(mac.String()); return a }
 	a6, b6, sink := netip.MustParseAddr("fd00:77::2"), netip.MustParseAddr("fd00:77::3"), netip.MustParseAddr("fd00:77::4")
@@ -286,7 +286,7 @@ func TestPortSecurityGuardsNeighbourDiscovery(t *testing.T) {
 	infra := secInfra("snd")
 	doc, _ := nstest.Apply(t, eng, v6Lab(infra))
 	vm := func(n string) string { return nstest.NSName(infra, n) }
-	port := func(vmName string) string { return plan.VNICPortName(vmName, 0) }
+	port := func(vmName string) string { return plan.VNICPortName(infra, vmName, 0) }
 	a6MAC, b6MAC, rtrMAC, sinkMAC := macOf(t, vm("a6")), macOf(t, vm("b6")), macOf(t, vm("rtr")), macOf(t, vm("sink"))
 	ll := func(mac net.HardwareAddr) netip.Addr { a, _ := plan.LinkLocal(mac.String()); return a }
 	a6, sinkLL := ll(a6MAC), ll(sinkMAC)
@@ -414,7 +414,7 @@ func testACLMatrix(t *testing.T, infra string, lab func(string) string, addr fun
 		{"open pings web", "open", "web", "icmp", web, false, "acl-default"},
 		{"web pings app", "web", "app", "icmp", app, false, "acl-default"},
 	}
-	webPort := plan.VNICPortName("web", 0)
+	webPort := plan.VNICPortName(infra, "web", 0)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			was := counters(t, infra)[webPort][c.counted]
@@ -531,7 +531,7 @@ func webPolicy(t *testing.T, eng *reconcile.Engine, src string) string {
 		t.Fatal(err)
 	}
 	for _, r := range plan.Model(doc.Spec, plan.Options{PortPrograms: byPrograms(eng)}) {
-		if r.Kind == plan.KindPortBPF && r.Link == plan.VNICPortName("web", 0) {
+		if r.Kind == plan.KindPortBPF && r.Link == plan.VNICPortName(doc.Spec.Name, "web", 0) {
 			return r.Match
 		}
 	}
@@ -703,7 +703,7 @@ vms:
 	guestLL, _ := plan.LinkLocal(guestMAC.String())
 	allNodes := netip.MustParseAddr("ff02::1")
 	ethBcast, ethAllNodes := net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, net.HardwareAddr{0x33, 0x33, 0, 0, 0, 1}
-	before := counters(t, infra)[plan.VNICPortName("guest", 0)]
+	before := counters(t, infra)[plan.VNICPortName(infra, "guest", 0)]
 	got4 := exchange(t, vm("guest"), vm("client"), 0x0800,
 		ethFrame(ethBcast, guestMAC, 0x0800, ipv4UDP(guest, bcast, 67, 68, []byte("offer"))),
 		ethFrame(ethBcast, guestMAC, 0x0800, ipv4UDP(guest, bcast, 5000, 68, []byte("chatter"))))
@@ -716,7 +716,7 @@ vms:
 	if got6["advertise"] != 0 || got6["chatter-six"] != 1 {
 		t.Errorf("client received %v over IPv6: want the chatter, not the DHCPv6 advertise", got6)
 	}
-	after := counters(t, infra)[plan.VNICPortName("guest", 0)]
+	after := counters(t, infra)[plan.VNICPortName(infra, "guest", 0)]
 	for _, label := range []string{"acl[0]", "acl[1]"} {
 		if after[label] <= before[label] {
 			t.Errorf("%s did not count the server's reply: %d -> %d", label, before[label], after[label])
@@ -773,7 +773,7 @@ vms:
 		}
 		return c
 	}
-	webPort, appPort := plan.VNICPortName("web", 0), plan.VNICPortName("app", 0)
+	webPort, appPort := plan.VNICPortName(infra, "web", 0), plan.VNICPortName(infra, "app", 0)
 	esx1, esx2 := countersOn("esx1"), countersOn("esx2")
 	if err := tcpEcho(t, vm("app"), "10.80.0.1:443"); err != nil {
 		t.Errorf("app on esx2 cannot reach web on esx1: %v", err)
@@ -812,7 +812,7 @@ func TestACLFollowsPortGroupMembers(t *testing.T) {
 	infra := secInfra("mem")
 	src := secLab(infra)
 	vm := func(n string) string { return nstest.NSName(infra, n) }
-	webIn := plan.VNICPortName("web", 0) + "-ingress"
+	webIn := plan.VNICPortName(infra, "web", 0) + "-ingress"
 	withApp2 := func(pg string) string {
 		return strings.Replace(src, "  - {name: open,", "  - {name: app2, host: esx1, nics: [{portgroup: "+pg+", ip: 10.77.0.5/24}]}\n  - {name: open,", 1)
 	}
@@ -835,7 +835,7 @@ func TestACLFollowsPortGroupMembers(t *testing.T) {
 			echoTCP(t, vm("web"), "10.77.0.1:443")
 		}
 		for _, a := range res.Plan.Actions {
-			if a.Subject().Kind == kind && a.Subject().Link == plan.VNICPortName("web", 0) && a.Op != plan.OpModify && i > 0 {
+			if a.Subject().Kind == kind && a.Subject().Link == plan.VNICPortName(infra, "web", 0) && a.Op != plan.OpModify && i > 0 {
 				t.Errorf("%s: web's policy is not changed in place: %s", st.name, a)
 			}
 		}
@@ -956,7 +956,7 @@ func TestACLsRefusedWithoutBrNetfilter(t *testing.T) {
 	if got := exchange(t, vm("app"), vm("other"), ethExperimental, forged); got["forged"] != 0 {
 		t.Error("without an ACL, port security let a forged frame through")
 	}
-	if n := counters(t, infra)[plan.VNICPortName("app", 0)]["forged-mac"]; n == 0 {
+	if n := counters(t, infra)[plan.VNICPortName(infra, "app", 0)]["forged-mac"]; n == 0 {
 		t.Error("the forged frame was not counted")
 	}
 	refused("over port security")
@@ -1079,17 +1079,7 @@ func counters(t *testing.T, infra string) map[string]map[string]uint64 {
 
 func macOf(t *testing.T, ns string) net.HardwareAddr {
 	t.Helper()
-	var mac net.HardwareAddr
-	if err := nstest.Do(t, ns, func() error {
-		ifc, err := net.InterfaceByName("eth0")
-		if err == nil {
-			mac = ifc.HardwareAddr
-		}
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return mac
+	return nstest.MAC(t, ns)
 }
 
 func setMAC(t *testing.T, ns string, mac net.HardwareAddr) {

@@ -36,7 +36,7 @@ func (e *Engine) securityStatus(s *spec.Spec, desired []plan.Resource, read map[
 	for vi := range s.VMs {
 		vm := &s.VMs[vi]
 		for i, n := range vm.NICs {
-			owners[plan.NSName(s.Name, vm.Host)+"/"+plan.SwitchPort(vm, i)] = [2]string{fmt.Sprintf("%s eth%d", vm.Name, i), n.PortGroup}
+			owners[plan.NSName(s.Name, vm.Host)+"/"+plan.SwitchPort(s.Name, vm, i)] = [2]string{fmt.Sprintf("%s eth%d", vm.Name, i), n.PortGroup}
 		}
 	}
 	for i, hp := range s.HostPorts {
@@ -56,7 +56,7 @@ func HostSecurity(fc FirewallCounting, s *spec.Spec, host string, realized []pla
 			continue
 		}
 		for i, n := range vm.NICs {
-			owners[plan.SwitchPort(&vm, i)] = [2]string{fmt.Sprintf("%s eth%d", vm.Name, i), n.PortGroup}
+			owners[plan.SwitchPort(s.Name, &vm, i)] = [2]string{fmt.Sprintf("%s eth%d", vm.Name, i), n.PortGroup}
 		}
 	}
 	return securityOf(fc, realized, nil, func(r plan.Resource) [2]string { return owners[r.Link] })

@@ -18,11 +18,12 @@ import (
 	"github.com/vnet-project/vnet/internal/spec/speccache"
 	"github.com/vnet-project/vnet/internal/store"
 	"github.com/vnet-project/vnet/internal/store/faultfs"
+	"github.com/vnet-project/vnet/internal/store/registrytest"
 )
 
 func TestMain(m *testing.M) {
 	faultfs.ServeIfChild()
-	os.Exit(m.Run())
+	os.Exit(registrytest.Run(m))
 }
 
 // oneHost is a host with one VM, and with vms VMs more.

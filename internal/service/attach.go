@@ -387,7 +387,7 @@ func addresses(s *spec.Spec, n *spec.VNIC, r AttachRequest) error {
 func resultOf(s *spec.Spec, vm *spec.VM, i int) *AttachResult {
 	n := vm.NICs[i]
 	res := &AttachResult{Infra: s.Name, Host: vm.Host, VM: vm.Name, NIC: i, Ifname: attachName(&n, i), Netns: n.NetnsName(),
-		MAC: n.MAC, Port: plan.SwitchPort(vm, i)}
+		MAC: n.MAC, Port: plan.SwitchPort(s.Name, vm, i)}
 	for _, ip := range []string{n.IP, n.IP6} {
 		if ip != "" {
 			res.IPs = append(res.IPs, ip)

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 
+	"github.com/vnet-project/vnet/internal/history"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/specdiff"
@@ -36,6 +38,11 @@ type DiffResult struct {
 	// Plans, with Plan, is what applying the new side changes, per host
 	// over etcd, each with what it was worked out against.
 	Plans []HostPlan `json:"plans,omitempty"`
+	// Pauses, between two generations, are the pauses and resumes the
+	// history holds between them, oldest first: what is paused is kept
+	// beside the spec, not in it, so the diff and its exit status leave it
+	// out, and a rollback keeps what is paused as it is.
+	Pauses []history.Entry `json:"pauses,omitempty"`
 }
 
 // Equal says the two sides say the same.
@@ -56,6 +63,23 @@ func (c *Cluster) Diff(ctx context.Context, name string, r DiffRequest) (*DiffRe
 type side struct {
 	doc  *spec.Document // nil: nothing
 	what string
+	// seq is the Seq of the history entry of the side's spec, now for the
+	// generation in force (the newest Seq there is), 0 for a file; heads
+	// is the history it is in.
+	seq   int
+	heads []history.Entry
+}
+
+// now is the seq of the side that is the infrastructure as it is now.
+const now = math.MaxInt
+
+// betweenSides are the pauses and resumes between two generations (none
+// when a side is a file).
+func betweenSides(a, b side) []history.Entry {
+	if a.seq == 0 || b.seq == 0 {
+		return nil
+	}
+	return history.Heads(history.Pauses(a.heads, a.seq, b.seq))
 }
 
 func diffOf(ctx context.Context, b historian, name string, r DiffRequest) (*DiffResult, error) {
@@ -69,7 +93,7 @@ func diffOf(ctx context.Context, b historian, name string, r DiffRequest) (*Diff
 	if err != nil {
 		return nil, err
 	}
-	res := &DiffResult{Infra: name, From: old.what, To: next.what}
+	res := &DiffResult{Infra: name, From: old.what, To: next.what, Pauses: betweenSides(old, next)}
 	res.Diff = specdiff.Compare(specOf(old.doc), specOf(next.doc))
 	res.Summary = res.Diff.Summary()
 	if !r.Plan {
@@ -121,17 +145,17 @@ func diffSides(b historian, name string, r DiffRequest) (old, next side, current
 	at := func(gen int) (side, error) {
 		if gen == 0 || gen == current {
 			if inForce == nil {
-				return side{what: "nothing applied"}, nil
+				return side{what: "nothing applied", seq: now, heads: heads}, nil
 			}
 			doc, err := b.docOf(inForce)
-			return side{doc, fmt.Sprintf("generation %d (in force)", inForce.Generation)}, err
+			return side{doc, fmt.Sprintf("generation %d (in force)", inForce.Generation), now, heads}, err
 		}
 		e, err := entryWithSpec(k, name, heads, gen)
 		if err != nil {
 			return side{}, err
 		}
 		doc, err := b.Load(e.SpecFile, e.Spec)
-		return side{doc, fmt.Sprintf("generation %d", gen)}, err
+		return side{doc, fmt.Sprintf("generation %d", gen), e.Seq, heads}, err
 	}
 	if old, err = at(r.From); err != nil {
 		return old, next, 0, err
@@ -161,7 +185,7 @@ func fileSide(b historian, name string, src Source, old *spec.Document) (side, e
 	if err != nil {
 		return side{}, err
 	}
-	return side{pinned, "file " + doc.File}, nil
+	return side{doc: pinned, what: "file " + doc.File}, nil
 }
 
 func specOf(doc *spec.Document) *spec.Spec {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vnet-project/vnet/internal/etcdserver"
 	"github.com/vnet-project/vnet/internal/history"
+	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/store/etcdstore"
 	"github.com/vnet-project/vnet/internal/store/etcdstore/etcdtest"
 )
@@ -275,3 +276,94 @@ func TestClusterDryRunPlansEachHostByItsReport(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// Over etcd a pause and a resume are history entries of the generation
+// they keep, with who and what; a diff between generations lists those
+// between them beside the spec's changes, which they are not; a rollback
+// keeps what is paused; and the entry of the spec in force outlives the
+// pauses after it however small the retention.
+func TestClusterPauseHistory(t *testing.T) {
+	c := ClusterOf(etcdtest.Store(t), nil)
+	ctx := context.Background()
+	ci := Actor{Who: "ci", Via: history.API, Remote: "192.0.2.9:1234"}
+	v1 := specFile(t, twoHosts)
+	v2 := specFile(t, strings.Replace(twoHosts, "10.20.0.2/24", "10.20.0.3/24", 1))
+	if _, err := c.Apply(ctx, Source{File: v1}, ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pause := func(verb string, r PauseRequest) {
+		t.Helper()
+		r.Infra, r.By = "c1", ci
+		do := c.Pause
+		if verb == "resume" {
+			do = c.Resume
+		}
+		if _, err := do(ctx, r); err != nil {
+			t.Fatalf("%s %+v: %v", verb, r, err)
+		}
+	}
+	pause("pause", PauseRequest{VM: "vm1"})
+	pause("pause", PauseRequest{VM: "vm1"}) // paused already: no entry
+	if _, err := c.Apply(ctx, Source{File: v2}, ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pause("pause", PauseRequest{PortGroup: "pg-vm"})
+	pause("resume", PauseRequest{PortGroup: "pg-vm"})
+
+	h, err := c.History(ctx, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range h.Entries {
+		got = append(got, string(e.Verb)+":"+itoa(e.Generation)+":"+e.Summary)
+	}
+	want := "apply:1:+2 hosts, +1 switch, +2 VMs|pause:1:paused VM vm1|apply:2:~1 vNIC (ip)|pause:2:paused port group pg-vm|resume:2:resumed port group pg-vm"
+	if strings.Join(got, "|") != want {
+		t.Errorf("history:\n%s\nwant:\n%s", strings.Join(got, "|"), want)
+	}
+	if e := h.Entries[1]; e.Who != "ci" || e.Via != history.API || e.Remote != "192.0.2.9:1234" || e.Spec != nil {
+		t.Errorf("the pause's entry: %+v", e)
+	}
+	// Generation 2's spec is its apply's, not the pauses' after it.
+	if e, err := c.Generation(ctx, "c1", 2); err != nil || e.Verb != history.Apply {
+		t.Errorf("generation 2: %+v, %v", e, err)
+	}
+
+	// The one in force is as it is now: every pause and resume since.
+	d, err := c.Diff(ctx, "c1", DiffRequest{From: 1})
+	if err != nil || d.Summary != "~1 vNIC (ip)" || len(d.Pauses) != 3 || d.Pauses[0].Summary != "paused VM vm1" || d.Pauses[2].Verb != history.Resume {
+		t.Errorf("diff from 1 to the one in force: %+v, %v", d, err)
+	}
+	if d, err = c.Diff(ctx, "c1", DiffRequest{Source: &Source{File: v1}}); err != nil || len(d.Pauses) != 0 {
+		t.Errorf("diff with a file lists pauses: %+v, %v", d, err)
+	}
+
+	// Going back to generation 1 goes back to its spec: vm1 stays paused.
+	rb, err := c.Rollback(ctx, "c1", RollbackOptions{})
+	if err != nil || rb.To != 1 || rb.Stored.Generation != 3 {
+		t.Fatalf("rollback: %+v, %v", rb, err)
+	}
+	st, err := c.Status(ctx, []string{"c1"})
+	if err != nil || len(st) != 1 || strings.Join(st[0].Paused, ",") != plan.PauseVM("vm1") {
+		t.Errorf("paused after the rollback: %+v, %v", st[0], err)
+	}
+	// Between two generations neither of which is in force: the pauses
+	// between their entries, either way round.
+	for _, r := range []DiffRequest{{From: 1, To: 2}, {From: 2, To: 1}} {
+		d, err := c.Diff(ctx, "c1", r)
+		if err != nil || len(d.Pauses) != 1 || d.Pauses[0].Summary != "paused VM vm1" {
+			t.Errorf("diff from %d to %d: %+v, %v", r.From, r.To, d, err)
+		}
+	}
+
+	// The smallest retention keeps the entry of the spec in force, not
+	// the pause after it.
+	if err := c.SetHistoryRetention(ctx, history.Retention{MaxEntries: 1}); err != nil {
+		t.Fatal(err)
+	}
+	pause("resume", PauseRequest{})
+	if e, err := c.Generation(ctx, "c1", 3); err != nil || e.Verb != history.Rollback {
+		t.Errorf("generation 3 after a resume with one entry kept: %+v, %v", e, err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vnet-project/vnet/internal/events"
+	"github.com/vnet-project/vnet/internal/history"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
@@ -22,7 +23,9 @@ import (
 // entries stay. What is paused is kept in the record beside the spec, in
 // the state directory or in etcd, so that it outlives the agents and an
 // apply of the same spec, and the hosts' agents realize it like any
-// change. It changes no spec: the generation stays.
+// change. It changes no spec: the generation stays, and its history entry
+// (history.Pause, history.Resume) holds no spec, so that a rollback or a
+// diff between generations goes by the specs alone.
 
 // PauseRequest says what to pause or resume: at most one of VM, Network
 // and PortGroup. With none, a pause pauses every port of the
@@ -157,6 +160,12 @@ func (l *Local) pausing(_ context.Context, r PauseRequest, pause bool) (*PauseRe
 		res.Executed = applied.Executed
 		res.Seconds = time.Since(start).Seconds()
 		res.Paused, res.Generation = nonNil(next), rec.Generation
+		if err == nil && res.Changed {
+			e := pauseEntry(r.By, res, pause)
+			if _, err := st.AppendHistory(e); err != nil && r.Log != nil {
+				fmt.Fprintf(r.Log, "warning: %s was %s, but its history could not keep the change: %v\n", r.Infra, pausedWord(pause), err)
+			}
+		}
 		return err
 	})
 	note(l, r.By.event(verb, r.Infra, start, res.Executed, err), r.Log)
@@ -164,6 +173,26 @@ func (l *Local) pausing(_ context.Context, r PauseRequest, pause bool) (*PauseRe
 		return nil, err
 	}
 	return res, nil
+}
+
+// pauseEntry is the history entry of a pause or resume that changed what
+// is paused: the generation it kept, no spec of its own (it changed none),
+// and what it did ("paused VM web1", "resumed everything paused").
+func pauseEntry(by Actor, res *PauseResult, pause bool) history.Entry {
+	verb := history.Resume
+	if pause {
+		verb = history.Pause
+	}
+	e := entryOf(by, change{verb: verb}, res.Infra, res.Generation)
+	e.Summary = pausedWord(pause) + " " + res.What
+	return e
+}
+
+func pausedWord(pause bool) string {
+	if pause {
+		return "paused"
+	}
+	return "resumed"
 }
 
 func pauseVerb(pause bool) string {
@@ -204,7 +233,7 @@ func (c *Cluster) pausing(ctx context.Context, r PauseRequest, pause bool) (*Pau
 		return nil, err
 	}
 	start := time.Now()
-	res, err := c.storePause(st, r.Infra, target, pause)
+	res, err := c.storePause(st, r.By, r.Infra, target, pause)
 	note(c, r.By.event(verb, r.Infra, start, 0, err), r.Log)
 	if err != nil {
 		return nil, err
@@ -218,9 +247,10 @@ func (c *Cluster) pausing(ctx context.Context, r PauseRequest, pause bool) (*Pau
 	return res, err
 }
 
-// storePause writes the record with what is paused after the change, unless
-// another change got there first.
-func (c *Cluster) storePause(st ClusterStore, name, target string, pause bool) (*PauseResult, error) {
+// storePause writes the record with what is paused after the change, and
+// its history entry in the same transaction, unless another change got
+// there first.
+func (c *Cluster) storePause(st ClusterStore, by Actor, name, target string, pause bool) (*PauseResult, error) {
 	c.change.Lock()
 	defer c.change.Unlock()
 	rec, rev, err := st.GetRev(name)
@@ -242,7 +272,7 @@ func (c *Cluster) storePause(st ClusterStore, name, target string, pause bool) (
 	}
 	changed := *rec
 	changed.Paused = next.Normal()
-	if _, err = st.PutIf(&changed, rev); err != nil {
+	if _, _, err = st.PutIfRecorded(&changed, rev, pauseEntry(by, res, pause)); err != nil {
 		return nil, fmt.Errorf("%s %s: %w", pauseVerb(pause), name, err)
 	}
 	return res, nil

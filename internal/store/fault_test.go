@@ -14,7 +14,20 @@ import (
 
 func TestMain(m *testing.M) {
 	faultfs.ServeIfChild()
-	os.Exit(m.Run())
+	os.Exit(withOwnRegistry(m))
+}
+
+// withOwnRegistry runs the tests with a registry of their own, as
+// registrytest.Run does for the packages that can import it: the stores
+// they leave records in register there and not in the machine's.
+func withOwnRegistry(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "vnet-run-")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Setenv(RunDirEnv, dir)
+	return m.Run()
 }
 
 // faults are the ways a write fails that the tests try at every request.

@@ -21,8 +21,26 @@ import (
 // The registry lives in /run, as do the namespaces: both go with a
 // reboot.
 
-// RegistryDir is where the registry is kept; a variable for tests.
-var RegistryDir = "/run/vnet/stores"
+// RunDirEnv names the variable that moves what vnet keeps until a reboot
+// (the registry, in its stores directory) away from DefaultRunDir. The
+// machine has one registry; tests whose temporary stores end with records
+// give themselves their own, so that they leave nothing in the machine's,
+// and so do the vnet commands they run, which inherit it.
+const RunDirEnv = "VNET_RUN_DIR"
+
+// DefaultRunDir is where what vnet keeps until a reboot is by default.
+const DefaultRunDir = "/run/vnet"
+
+// RegistryDir is where the registry is kept: the stores directory of
+// RunDirEnv's directory, else of DefaultRunDir. It is read at each use, so
+// that a test's main can set it before any store is opened.
+func RegistryDir() string {
+	dir := os.Getenv(RunDirEnv)
+	if dir == "" {
+		dir = DefaultRunDir
+	}
+	return filepath.Join(dir, "stores")
+}
 
 // storeID is what an ID looks like (NewID); anything else is not a file
 // of the registry's.
@@ -35,10 +53,11 @@ func register(id, dir string) {
 	if !storeID.MatchString(id) || registered(id) == dir {
 		return
 	}
-	if err := os.MkdirAll(RegistryDir, 0o755); err != nil {
+	reg := RegistryDir()
+	if err := os.MkdirAll(reg, 0o755); err != nil {
 		return
 	}
-	path := filepath.Join(RegistryDir, id)
+	path := filepath.Join(reg, id)
 	tmp := tempName(path, "tmp")
 	if err := os.WriteFile(tmp, []byte(dir+"\n"), 0o644); err != nil {
 		os.Remove(tmp)
@@ -54,7 +73,7 @@ func registered(id string) string {
 	if !storeID.MatchString(id) {
 		return ""
 	}
-	b, err := os.ReadFile(filepath.Join(RegistryDir, id))
+	b, err := os.ReadFile(filepath.Join(RegistryDir(), id))
 	if err != nil {
 		return ""
 	}
@@ -96,7 +115,7 @@ func Find(id, dir string) Whereabouts {
 // Registered lists the stores the registry knows of, by ID, with the
 // directory it last saw each in.
 func Registered() (map[string]string, error) {
-	entries, err := os.ReadDir(RegistryDir)
+	entries, err := os.ReadDir(RegistryDir())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -119,7 +138,7 @@ func Registered() (map[string]string, error) {
 func Forget(ids ...string) {
 	for _, id := range ids {
 		if storeID.MatchString(id) {
-			os.Remove(filepath.Join(RegistryDir, id))
+			os.Remove(filepath.Join(RegistryDir(), id))
 		}
 	}
 }

@@ -9,10 +9,8 @@ import (
 // withRegistry points the registry at a directory of the test's own.
 func withRegistry(t *testing.T) string {
 	t.Helper()
-	old := RegistryDir
-	RegistryDir = filepath.Join(t.TempDir(), "stores")
-	t.Cleanup(func() { RegistryDir = old })
-	return RegistryDir
+	t.Setenv(RunDirEnv, t.TempDir())
+	return RegistryDir()
 }
 
 // A store is found by its ID where its mark says, and, once opened at a
@@ -114,5 +112,31 @@ func TestRegisteredWhileItRecordsSomething(t *testing.T) {
 	}
 	if reg, _ := Registered(); len(reg) != 0 {
 		t.Errorf("an emptied store stays registered: %v", reg)
+	}
+}
+
+// The registry is in the stores directory of RunDirEnv's directory, else
+// of /run/vnet: tests keep theirs out of the machine's, and the vnet
+// commands they run follow them.
+func TestRegistryIsWhereTheRunDirectorySays(t *testing.T) {
+	run := t.TempDir()
+	t.Setenv(RunDirEnv, run)
+	if got, want := RegistryDir(), filepath.Join(run, "stores"); got != want {
+		t.Errorf("registry at %s, want %s", got, want)
+	}
+	st, err := OpenBolt(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.SetPending("infra"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(run, "stores", st.ID())); err != nil {
+		t.Errorf("a store that records something is not registered in the run directory: %v", err)
+	}
+	t.Setenv(RunDirEnv, "")
+	if got := RegistryDir(); got != "/run/vnet/stores" {
+		t.Errorf("without %s the registry is at %s, want /run/vnet/stores", RunDirEnv, got)
 	}
 }

@@ -118,3 +118,45 @@ func BenchmarkSet(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSetStaged is what setting a port's policy costs when an apply
+// sets 100 ports' at once (the dataplane's batch of port program steps):
+// Stage for the 100, then each one's Set; per port.
+func BenchmarkSetStaged(b *testing.B) {
+	const batch = 100
+	for _, c := range benchPolicies()[2:3] {
+		b.Run(c.name, func(b *testing.B) {
+			progs := testPrograms(b)
+			comp, err := Compile(c.p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			next := uint32(2)
+			for done := 0; done < b.N; done += batch {
+				if next+batch >= 2+MaxPorts {
+					b.StopTimer()
+					for p := uint32(2); p < next; p++ {
+						progs.Remove(p)
+					}
+					next = 2
+					b.StartTimer()
+				}
+				var ports []Staged
+				for i := uint32(0); i < batch; i++ {
+					ports = append(ports, Staged{Port: next + i, Policy: comp})
+				}
+				progs.Defer()
+				if err := progs.Stage(ports); err != nil {
+					b.Fatal(err)
+				}
+				for _, s := range ports {
+					if err := progs.Set(s.Port, comp, 0, nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+				progs.Flush()
+				next += batch
+			}
+		})
+	}
+}

@@ -1,11 +1,14 @@
 package bpfpolicy
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"sync"
 
 	"github.com/cilium/ebpf"
 
@@ -241,3 +244,12 @@ func MapOf(p *ebpf.Program, name string) (*ebpf.Map, error) {
 
 // ErrNoMap is a program without the map asked for.
 var ErrNoMap = errors.New("no such map")
+
+var digest = sync.OnceValue(func() string {
+	sum := sha256.Sum256(_PolicyBytes)
+	return hex.EncodeToString(sum[:12])
+})
+
+// Digest names this build's programs: the digest of their object, which
+// changes with them.
+func Digest() string { return digest() }

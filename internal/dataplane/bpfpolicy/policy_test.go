@@ -405,3 +405,69 @@ func TestSetKeepsFlowsAndCounters(t *testing.T) {
 		t.Errorf("the connection after its rule went: %d, want it kept", int32(got))
 	}
 }
+
+// Staged policies are read by no frame before their Set, which then
+// writes no map of maps again; what a failed apply staged is taken back;
+// rules a port leaves under Defer go at Flush.
+func TestStageThenSet(t *testing.T) {
+	progs := testPrograms(t)
+	acl := plan.PortPolicy{MAC: vmMAC, Default: plan.ActionDeny, Rules: []plan.PolicyRule{{Allow: true, In: true, Proto: "udp", DPort: 53}}}
+	c, err := Compile(acl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const other = testPort + 1
+	if err := progs.Stage([]Staged{{Port: testPort, Policy: c}, {Port: other, Policy: c}}); err != nil {
+		t.Fatal(err)
+	}
+	if ports, _ := progs.Ports(); len(ports) != 0 {
+		t.Fatalf("staging set ports %v", ports)
+	}
+	for _, port := range []uint32{testPort, other} {
+		if inner(progs.rulesOf, policyGenKey{Port: port, Gen: 1}) == nil || progs.Flows(port) == nil || inner(progs.fragsOf, port) == nil {
+			t.Fatalf("port %d: rules or tables not staged", port)
+		}
+	}
+	// Set finds what was staged and writes none of it again: the maps
+	// the outer maps hold stay the ones staged.
+	before := innerID(t, progs.rulesOf, policyGenKey{Port: testPort, Gen: 1})
+	setPort(t, progs, testPort, acl, 0)
+	if after := innerID(t, progs.rulesOf, policyGenKey{Port: testPort, Gen: 1}); after != before {
+		t.Errorf("Set wrote the staged rules again: map %d, then %d", before, after)
+	}
+	in := frame(vmMAC, peerMAC, 0x0800, ipv4(peerIP, vmIP, 17, ports(4000, 53, 0)))
+	if got := run(t, progs, progs.ToVM, in, 1); got != verdictPass {
+		t.Errorf("allowed datagram after a staged Set: %d", int32(got))
+	}
+	// The other port's step never came: its staging is taken back.
+	progs.Unstage()
+	if inner(progs.rulesOf, policyGenKey{Port: other, Gen: 1}) != nil || progs.Flows(other) != nil || inner(progs.fragsOf, other) != nil {
+		t.Error("Unstage left the unset port's rules or tables")
+	}
+	if progs.Flows(testPort) == nil || inner(progs.rulesOf, policyGenKey{Port: testPort, Gen: 1}) == nil {
+		t.Error("Unstage took the set port's rules or tables")
+	}
+	// Under Defer, the rules a change leaves stay until Flush.
+	progs.Defer()
+	acl.Rules[0].DPort = 54
+	setPort(t, progs, testPort, acl, 0)
+	if inner(progs.rulesOf, policyGenKey{Port: testPort, Gen: 1}) == nil {
+		t.Error("the left rules went before Flush")
+	}
+	progs.Flush()
+	if inner(progs.rulesOf, policyGenKey{Port: testPort, Gen: 1}) != nil {
+		t.Error("the left rules stayed after Flush")
+	}
+	if inner(progs.rulesOf, policyGenKey{Port: testPort, Gen: 2}) == nil {
+		t.Error("the port's rules went")
+	}
+}
+
+func innerID(t *testing.T, outer *ebpf.Map, key any) uint32 {
+	t.Helper()
+	var id uint32
+	if err := outer.Lookup(key, &id); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}

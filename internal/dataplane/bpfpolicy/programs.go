@@ -3,6 +3,7 @@ package bpfpolicy
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
@@ -25,6 +26,10 @@ type Programs struct {
 	flowsOf      *ebpf.Map // port -> its flow table
 	fragsOf      *ebpf.Map // port -> its fragment table
 	settings     *ebpf.Map // what vnet found of the kernel (policyKernelSettings)
+
+	staged    map[uint32]staged // by port: what Stage wrote ahead of its Set
+	deferring bool              // Defer: retired rules wait for Flush
+	retired   []policyGenKey
 }
 
 // The maps' names, as the programs hold them: how Open finds them.
@@ -229,16 +234,17 @@ func (p *Programs) port(port uint32) (policyPort, error) {
 // other ports, once the fast path is on (SetFastPath).
 //
 // A port without an ACL costs writes to plain hash tables only; one with
-// an ACL also writes the maps of maps that hold its rules and tables,
-// each write of which waits for the programs running on every CPU.
+// an ACL also writes the maps of maps that hold its rules and tables, each
+// write of which waits until no CPU still runs the programs with the old
+// entry (synchronize_rcu, milliseconds): Stage makes those writes for many
+// ports with one such wait, ahead of their Set.
 func (p *Programs) Set(port uint32, c Compiled, bridge uint32, flows *ebpf.Map) error {
+	if err := p.Stage([]Staged{{Port: port, Policy: c, Flows: flows}}); err != nil {
+		return err
+	}
 	old, err := p.port(port)
 	had := err == nil
 	if err != nil && !errors.Is(err, ErrNoPort) {
-		return err
-	}
-	spec, err := collectionSpec()
-	if err != nil {
 		return err
 	}
 	next := c.Port
@@ -248,21 +254,11 @@ func (p *Programs) Set(port uint32, c Compiled, bridge uint32, flows *ebpf.Map) 
 	}
 	acl := next.Flags&flagACL != 0
 	oldKey := policyGenKey{Port: port, Gen: old.Gen}
-	same := had && p.countsOf(port, old.Gen) == c.Counters && p.sameRules(oldKey, c.Rules)
+	same := p.sameAs(port, old, had, c)
 	next.Gen = old.Gen
 	if !same {
 		next.Gen = old.Gen + 1
 		if err := p.newCounts(port, next.Gen, c.Counters); err != nil {
-			return err
-		}
-		if len(c.Rules) > 0 {
-			if err := p.writeRules(spec, policyGenKey{Port: port, Gen: next.Gen}, c.Rules); err != nil {
-				return err
-			}
-		}
-	}
-	if acl {
-		if err := p.tables(spec, port, flows); err != nil {
 			return err
 		}
 	}
@@ -276,6 +272,7 @@ func (p *Programs) Set(port uint32, c Compiled, bridge uint32, flows *ebpf.Map) 
 	if err := p.ports.Update(port, next, ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("write port %d's settings: %w", port, mapFull(err))
 	}
+	delete(p.staged, port)
 	if next.Direct != 0 {
 		if err := p.fdb.Update(policyFdbKey{Bridge: next.Bridge, Mac: next.Mac}, port, ebpf.UpdateAny); err != nil {
 			return fmt.Errorf("list port %d as taking frames directly: %w", port, mapFull(err))
@@ -283,12 +280,259 @@ func (p *Programs) Set(port uint32, c Compiled, bridge uint32, flows *ebpf.Map) 
 	}
 	if had && !same {
 		p.deleteCounts(port, old.Gen)
-		p.deleteRules(oldKey)
+		p.retire(oldKey)
 	}
 	if !acl {
 		p.dropTables(port)
 	}
 	return nil
+}
+
+// Staged is a port whose policy is to be set, for Stage.
+type Staged struct {
+	Port   uint32
+	Policy Compiled
+	Flows  *ebpf.Map // an earlier build's flow table on the port, or nil
+}
+
+// staged is what Stage found and wrote for a port ahead of its Set.
+type staged struct {
+	gen   uint32 // the generation the port had
+	same  bool   // its rules and counters stay
+	rules []policyRule
+}
+
+// Stage writes, for ports whose policy is to be set, what their Set would
+// write to maps of maps: the rules of each port's next generation, which
+// no frame reads before its Set switches the port to it, and the flow and
+// fragment tables of ports with an ACL, which the programs read only for
+// a port whose settings have an ACL (a port given an ACL has them before
+// its settings say so; one that keeps its ACL keeps its tables). Each
+// write to a map of maps waits for the programs (see Set): Stage puts all
+// of one map's entries in one batch, and the three maps' batches at once,
+// so that their waits overlap. A Set of the same policy then writes none.
+func (p *Programs) Stage(ports []Staged) error {
+	spec, err := collectionSpec()
+	if err != nil {
+		return err
+	}
+	var rules, flows, frags puts
+	defer func() {
+		for _, b := range []*puts{&rules, &flows, &frags} {
+			b.closeMade()
+		}
+	}()
+	plans := map[uint32]staged{}
+	for _, s := range ports {
+		old, err := p.port(s.Port)
+		had := err == nil
+		if err != nil && !errors.Is(err, ErrNoPort) {
+			return err
+		}
+		prev, done := p.staged[s.Port]
+		done = done && prev.gen == old.Gen && slices.Equal(prev.rules, s.Policy.Rules)
+		same := p.sameAs(s.Port, old, had, s.Policy)
+		plans[s.Port] = staged{gen: old.Gen, same: same, rules: s.Policy.Rules}
+		if !same && !done && len(s.Policy.Rules) > 0 {
+			m, err := newRules(spec, s.Policy.Rules)
+			if err != nil {
+				return err
+			}
+			rules.add(policyGenKey{Port: s.Port, Gen: old.Gen + 1}, m, true)
+		}
+		if s.Policy.Port.Flags&flagACL == 0 {
+			continue
+		}
+		if err := p.stageTables(spec, s, &flows, &frags); err != nil {
+			return err
+		}
+	}
+	if err := putAll(map[*ebpf.Map]*puts{p.rulesOf: &rules, p.flowsOf: &flows, p.fragsOf: &frags}); err != nil {
+		return err
+	}
+	if p.staged == nil {
+		p.staged = map[uint32]staged{}
+	}
+	maps.Copy(p.staged, plans)
+	return nil
+}
+
+// sameAs reports whether a port's policy keeps the counters and rules it
+// has (old, had: its settings): from what Stage found when it staged this
+// policy, else read from the maps.
+func (p *Programs) sameAs(port uint32, old policyPort, had bool, c Compiled) bool {
+	if s, ok := p.staged[port]; ok && s.gen == old.Gen && slices.Equal(s.rules, c.Rules) {
+		return s.same
+	}
+	return had && p.countsOf(port, old.Gen) == c.Counters && p.sameRules(policyGenKey{Port: port, Gen: old.Gen}, c.Rules)
+}
+
+// stageTables adds to flows and frags the tables a port with an ACL lacks:
+// the flow table handed over (an earlier build's) when there is one, else
+// a new one.
+func (p *Programs) stageTables(spec *ebpf.CollectionSpec, s Staged, flows, frags *puts) error {
+	if m := inner(p.flowsOf, s.Port); m != nil {
+		m.Close()
+	} else if s.Flows != nil && sameLayout(s.Flows, spec.Maps["flows_map"]) {
+		flows.add(s.Port, s.Flows, false)
+	} else {
+		m, err := newTable(spec, "flows_map", MaxFlows)
+		if err != nil {
+			return fmt.Errorf("make port flow table: %w", err)
+		}
+		flows.add(s.Port, m, true)
+	}
+	if m := inner(p.fragsOf, s.Port); m != nil {
+		m.Close()
+		return nil
+	}
+	m, err := newTable(spec, "frags_map", maxFrags)
+	if err != nil {
+		return fmt.Errorf("make port fragment table: %w", err)
+	}
+	frags.add(s.Port, m, true)
+	return nil
+}
+
+func newTable(spec *ebpf.CollectionSpec, name string, size uint32) (*ebpf.Map, error) {
+	s := spec.Maps[name].Copy()
+	s.MaxEntries = size
+	return ebpf.NewMap(s)
+}
+
+// puts are the entries to write to one map of maps: keys of one type
+// (policyGenKey or a port's index), and the maps they are to hold.
+type puts struct {
+	keys []any
+	maps []*ebpf.Map
+	made []*ebpf.Map // those made here, closed once written: the outer map holds them
+}
+
+func (b *puts) add(key any, m *ebpf.Map, made bool) {
+	b.keys = append(b.keys, key)
+	b.maps = append(b.maps, m)
+	if made {
+		b.made = append(b.made, m)
+	}
+}
+
+func (b *puts) closeMade() {
+	for _, m := range b.made {
+		m.Close()
+	}
+}
+
+// putAll writes each outer map's entries, the outer maps at once: the
+// kernel waits for the programs once per write (a batch is one write), and
+// concurrent waits end together.
+func putAll(writes map[*ebpf.Map]*puts) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, len(writes))
+	for outer, b := range writes {
+		if len(b.keys) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- putBatch(outer, b)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	return errors.Join(all...)
+}
+
+// putBatch writes one outer map's entries in one batch, else (kernels
+// before 5.6, or a batch refused) one by one, which says which failed.
+func putBatch(outer *ebpf.Map, b *puts) error {
+	fds := make([]uint32, len(b.maps))
+	for i, m := range b.maps {
+		fds[i] = uint32(m.FD())
+	}
+	if n, err := outer.BatchUpdate(typedKeys(b.keys), fds, nil); err == nil && n == len(fds) {
+		return nil
+	}
+	for i, k := range b.keys {
+		if err := outer.Update(k, fds[i], ebpf.UpdateAny); err != nil {
+			return fmt.Errorf("write port tables (%v): %w", k, mapFull(err))
+		}
+	}
+	return nil
+}
+
+// typedKeys is keys as a slice of their one type, as a batch takes them.
+func typedKeys(keys []any) any {
+	switch keys[0].(type) {
+	case policyGenKey:
+		out := make([]policyGenKey, len(keys))
+		for i, k := range keys {
+			out[i] = k.(policyGenKey)
+		}
+		return out
+	default:
+		out := make([]uint32, len(keys))
+		for i, k := range keys {
+			out[i] = k.(uint32)
+		}
+		return out
+	}
+}
+
+// Unstage takes back what Stage wrote for ports whose Set did not follow
+// (an apply that failed before their step): the rules of their next
+// generation, and the tables of ports whose settings have no ACL.
+func (p *Programs) Unstage() {
+	var dels []func()
+	for port, s := range p.staged {
+		delete(p.staged, port)
+		if !s.same {
+			dels = append(dels, func() { p.deleteRules(policyGenKey{Port: port, Gen: s.gen + 1}) })
+		}
+		if cfg, err := p.port(port); err != nil || cfg.Flags&flagACL == 0 {
+			dels = append(dels, func() { p.dropTables(port) })
+		}
+	}
+	together(dels...)
+}
+
+// Defer makes the rules ports leave (their generation before a change)
+// wait for Flush to be deleted, all in one write, rather than each at its
+// port's Set with a wait of its own.
+func (p *Programs) Defer() { p.deferring = true }
+
+// Flush deletes the rules ports left since Defer, and stops deferring.
+// Rules it could not delete are left to the namespace's end: no port's
+// settings name them, so no frame reads them.
+func (p *Programs) Flush() {
+	p.deferring = false
+	keys := p.retired
+	p.retired = nil
+	if len(keys) == 0 {
+		return
+	}
+	if n, err := p.rulesOf.BatchDelete(keys, nil); err == nil && n == len(keys) {
+		return
+	}
+	for _, k := range keys {
+		p.deleteRules(k)
+	}
+}
+
+// retire deletes a generation's rules a port has left: now, or at Flush.
+func (p *Programs) retire(key policyGenKey) {
+	if !p.deferring {
+		p.deleteRules(key)
+		return
+	}
+	if m := inner(p.rulesOf, key); m != nil {
+		m.Close()
+		p.retired = append(p.retired, key)
+	}
 }
 
 // countsOf returns how many counters a port has in a generation.
@@ -325,19 +569,6 @@ func (p *Programs) deleteCounts(port, gen uint32) {
 	}
 }
 
-// writeRules puts a generation's rules in a map of their own.
-func (p *Programs) writeRules(spec *ebpf.CollectionSpec, key policyGenKey, rules []policyRule) error {
-	m, err := newRules(spec, rules)
-	if err != nil {
-		return err
-	}
-	defer m.Close()
-	if err := p.rulesOf.Update(key, uint32(m.FD()), ebpf.UpdateAny); err != nil {
-		return fmt.Errorf("write port %d's rules: %w", key.Port, mapFull(err))
-	}
-	return nil
-}
-
 // deleteRules deletes a generation's rules, if there are any: each delete
 // from a map of maps waits for the programs, so only what is there is
 // deleted. dropTables likewise.
@@ -348,14 +579,35 @@ func (p *Programs) deleteRules(key policyGenKey) {
 	}
 }
 
-// dropTables deletes a port's flow and fragment tables, if it has them.
+// dropTables deletes a port's flow and fragment tables, if it has them,
+// both at once so that their waits overlap.
 func (p *Programs) dropTables(port uint32) {
+	var dels []func()
 	for _, outer := range []*ebpf.Map{p.flowsOf, p.fragsOf} {
 		if m := inner(outer, port); m != nil {
 			m.Close()
-			deleteKeys(outer, port)
+			dels = append(dels, func() { deleteKeys(outer, port) })
 		}
 	}
+	together(dels...)
+}
+
+// together runs fns at once and returns when all have: writes to maps of
+// maps, whose waits for the programs then overlap.
+func together(fns ...func()) {
+	if len(fns) == 1 {
+		fns[0]()
+		return
+	}
+	var wg sync.WaitGroup
+	for _, fn := range fns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn()
+		}()
+	}
+	wg.Wait()
 }
 
 // sameRules reports whether a generation's rules are rules.
@@ -378,9 +630,7 @@ func (p *Programs) sameRules(key policyGenKey, rules []policyRule) bool {
 }
 
 func newRules(spec *ebpf.CollectionSpec, rules []policyRule) (*ebpf.Map, error) {
-	s := spec.Maps["rules_map"].Copy()
-	s.MaxEntries = uint32(len(rules))
-	m, err := ebpf.NewMap(s)
+	m, err := newTable(spec, "rules_map", uint32(len(rules)))
 	if err != nil {
 		return nil, fmt.Errorf("make port rules: %w", err)
 	}
@@ -398,44 +648,6 @@ func newRules(spec *ebpf.CollectionSpec, rules []policyRule) (*ebpf.Map, error) 
 		}
 	}
 	return m, nil
-}
-
-// tables gives a port with an ACL its flow and fragment tables, unless it
-// has them: the flow table handed over (an earlier build's) when there is
-// one, else a new one.
-func (p *Programs) tables(spec *ebpf.CollectionSpec, port uint32, flows *ebpf.Map) error {
-	if m := inner(p.flowsOf, port); m != nil {
-		m.Close()
-	} else {
-		if flows == nil || !sameLayout(flows, spec.Maps["flows_map"]) {
-			s := spec.Maps["flows_map"].Copy()
-			s.MaxEntries = MaxFlows
-			m, err := ebpf.NewMap(s)
-			if err != nil {
-				return fmt.Errorf("make port flow table: %w", err)
-			}
-			defer m.Close()
-			flows = m
-		}
-		if err := p.flowsOf.Update(port, uint32(flows.FD()), ebpf.UpdateAny); err != nil {
-			return fmt.Errorf("write port %d's flow table: %w", port, mapFull(err))
-		}
-	}
-	if m := inner(p.fragsOf, port); m != nil {
-		m.Close()
-		return nil
-	}
-	s := spec.Maps["frags_map"].Copy()
-	s.MaxEntries = maxFrags
-	m, err := ebpf.NewMap(s)
-	if err != nil {
-		return fmt.Errorf("make port fragment table: %w", err)
-	}
-	defer m.Close()
-	if err := p.fragsOf.Update(port, uint32(m.FD()), ebpf.UpdateAny); err != nil {
-		return fmt.Errorf("write port %d's fragment table: %w", port, mapFull(err))
-	}
-	return nil
 }
 
 // sameLayout reports whether a flow table of an earlier build's programs
@@ -514,8 +726,8 @@ func (p *Programs) Remove(port uint32) error {
 		return fmt.Errorf("forget port %d: %w", port, err)
 	}
 	p.deleteCounts(port, cfg.Gen)
-	p.deleteRules(policyGenKey{Port: port, Gen: cfg.Gen})
-	p.dropTables(port)
+	delete(p.staged, port)
+	together(func() { p.deleteRules(policyGenKey{Port: port, Gen: cfg.Gen}) }, func() { p.dropTables(port) })
 	return nil
 }
 
@@ -529,14 +741,22 @@ func (p *Programs) Bridge(port uint32) (bridge uint32, direct bool, err error) {
 // Ports lists the ports the programs hold settings for.
 func (p *Programs) Ports() ([]uint32, error) {
 	var out []uint32
-	var k uint32
-	var v policyPort
-	it := p.ports.Iterate()
-	for it.Next(&k, &v) {
-		out = append(out, k)
+	var next uint32
+	// Keys alone: one call a port, not two.
+	for err := p.ports.NextKey(nil, &next); ; err = p.ports.NextKey(out[len(out)-1], &next) {
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(out) >= MaxPorts {
+			return nil, fmt.Errorf("more than %d ports listed", MaxPorts)
+		}
+		out = append(out, next)
 	}
 	slices.Sort(out)
-	return out, it.Err()
+	return out, nil
 }
 
 // Flows opens a port's flow table, or returns nil.

@@ -8,6 +8,9 @@
 // that a suite that passed because a tool was missing says so. Last come
 // the tests that failed, each with the final lines it printed: a CI log
 // is often read from its tail only, and the tail must name the failure.
+// Before them it names what the run left on the machine (namespaces,
+// cgroups, entries of the store registry and of /run/vnet) that was not
+// there when it began.
 //
 //	go run ./internal/nstest/testlog -count=1 -p 1 ./...
 package main
@@ -49,6 +52,7 @@ type log struct {
 	skipped  []string            // "pkg Test: reason", in the order they skipped
 	recent   map[string][]string // a running test's last lines of output
 	failures []failure           // in the order they failed
+	left     []string            // what the run left on the machine
 }
 
 // failure is a failed test (or a package that failed outside its tests)
@@ -78,6 +82,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "testlog:", err)
 		os.Exit(2)
 	}
+	before := machineState(places())
 	now := time.Now()
 	l := newLog(os.Stdout, now)
 	done := make(chan struct{})
@@ -85,6 +90,7 @@ func main() {
 	l.read(stdout)
 	close(done)
 	err = cmd.Wait()
+	l.left = leftBehind(before, machineState(places()))
 	l.summary()
 	if err != nil {
 		if ee, ok := err.(*exec.ExitError); ok {
@@ -257,7 +263,22 @@ func (l *log) summary() {
 			fmt.Fprintf(l.out, "[testlog]   %s\n", s)
 		}
 	}
+	l.printLeft()
 	l.printFailures()
+}
+
+// printLeft names what the run left on the machine that was not there
+// before it: after the suite nothing is left, so each line is a test's
+// cleanup to mend (or, on a machine others use meanwhile, theirs).
+func (l *log) printLeft() {
+	if len(l.left) == 0 {
+		fmt.Fprintln(l.out, "[testlog] nothing left behind (namespaces, cgroups, the store registry, /run/vnet)")
+		return
+	}
+	fmt.Fprintf(l.out, "[testlog] %d left behind:\n", len(l.left))
+	for _, s := range l.left {
+		fmt.Fprintf(l.out, "[testlog]   %s\n", s)
+	}
 }
 
 // printFailures names every test that failed, with the last lines it

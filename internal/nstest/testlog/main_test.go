@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -74,5 +76,55 @@ func TestSummaryEndsWithFailuresAndTheirLastLines(t *testing.T) {
 		if strings.Contains(summary, unwanted) {
 			t.Errorf("failure summary repeats %q:\n%s", unwanted, summary)
 		}
+	}
+}
+
+// What a run left is what the machine holds after it and not before,
+// a registry entry with the directory it names; a summary names each.
+func TestSummaryNamesWhatTheRunLeft(t *testing.T) {
+	dir := t.TempDir()
+	run := []place{{glob: filepath.Join(dir, "ns", "*"), what: "namespace"}, {glob: filepath.Join(dir, "reg", "*"), what: "store registry entry"},
+		{glob: filepath.Join(dir, "cg", "*"), what: "cgroup", dirs: true}}
+	for _, d := range []string{"ns/old", "reg", "cg/old"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := machineState(run)
+	for _, d := range []string{"ns/new", "cg/new"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, text := range map[string]string{"reg/0123456789abcdef": "/tmp/TestX/001\n", "cg/cgroup.procs": ""} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out bytes.Buffer
+	l := newLog(&out, time.Now())
+	l.left = leftBehind(before, machineState(run))
+	l.summary()
+	got := out.String()
+	for _, want := range []string{
+		"[testlog] 3 left behind:",
+		"cgroup " + filepath.Join(dir, "cg", "new"),
+		"namespace " + filepath.Join(dir, "ns", "new"),
+		"store registry entry " + filepath.Join(dir, "reg", "0123456789abcdef") + " (/tmp/TestX/001)",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("summary lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "old") || strings.Contains(got, "cgroup.procs") {
+		t.Errorf("summary names what was there before, or a cgroup's file:\n%s", got)
+	}
+
+	out.Reset()
+	l = newLog(&out, time.Now())
+	l.left = leftBehind(before, before)
+	l.summary()
+	if !strings.Contains(out.String(), "nothing left behind") {
+		t.Errorf("a run that left nothing does not say so:\n%s", out.String())
 	}
 }

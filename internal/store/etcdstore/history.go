@@ -96,14 +96,20 @@ func (s *Store) entryOps(e *history.Entry, h historyRead) ([]clientv3.Op, error)
 	if err != nil {
 		return nil, err
 	}
-	ops := []clientv3.Op{
-		clientv3.OpPut(s.seqKey(e.Infra), strconv.Itoa(e.Seq)),
-		clientv3.OpPut(s.headKey(e.Infra, e.Seq), string(head)),
-	}
-	if len(e.Spec) > 0 {
-		ops = append(ops, clientv3.OpPut(s.specKey(e.Infra, e.Seq), string(store.EncodeHistorySpec(e.Spec))))
-	}
+	ops := []clientv3.Op{clientv3.OpPut(s.seqKey(e.Infra), strconv.Itoa(e.Seq))}
 	_, dropped := h.retention.Prune(append(h.heads, e.Head()), e.Generation, time.Now())
+	if n := len(dropped); n > 0 && dropped[n-1].Seq == e.Seq {
+		// The retention keeps not even this entry (one entry kept, and a
+		// pause after the spec in force): its Seq is given, its keys are
+		// not written, as etcd refuses a transaction that puts and deletes
+		// one key.
+		dropped = dropped[:n-1]
+	} else {
+		ops = append(ops, clientv3.OpPut(s.headKey(e.Infra, e.Seq), string(head)))
+		if len(e.Spec) > 0 {
+			ops = append(ops, clientv3.OpPut(s.specKey(e.Infra, e.Seq), string(store.EncodeHistorySpec(e.Spec))))
+		}
+	}
 	prune, _ := s.pruneOps(e.Infra, dropped)
 	return append(ops, prune...), nil
 }

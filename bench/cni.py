@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""Containers through CNI: vnet-cni beside Debian's bridge plugin.
+
+A runtime's view of a CNI plugin's cost: containers added per second one at
+a time and ten at once, deleted per second the same two ways, and the time
+of each ADD as containers pile up, up to the N-th (1,000 by default). Both
+plugins are driven by bench/cnidriver, which calls libcni as a container
+runtime does (libcni forks the plugin, which forks its IPAM plugin), and
+both run in one runtime namespace made for the run, so the bridge plugin's
+bridge and host-side veths stay out of the machine's own namespace. Every
+container is a namespace made beforehand in /run/netns, as runtimes make
+them before ADD; making it is not timed.
+
+  vnet     vnet-cni on a port group of a one-host infrastructure (a 1 Gbit
+           uplink, the default port security), addresses from vnet's IPAM
+           ("ipam": {"type": "vnet"}) out of the port group's /16: each
+           container a VM, its vNIC a port of the host's switch
+  bridge   Debian's bridge plugin (containernetworking-plugins) with
+           host-local IPAM out of a /16, isGateway: a Linux bridge in the
+           runtime namespace and a veth pair per container: what a plain
+           podman network or a simple cluster's pods get
+
+Phases, each run for every plugin in turn before the next phase, --rounds
+times, the plugins' order turning from round to round (figures: medians):
+  ADD 1      --batch containers added one at a time
+  DEL 1      the same deleted one at a time
+  ADD 10     --batch containers added ten at once (ten commands in flight)
+  DEL 10     the same deleted ten at once
+Then the pile-up: --fill containers added one at a time, in chunks of 100
+taking turns between the plugins, each ADD timed; printed: the first ADD's
+time, the --fill-th's, and the medians of the first and the last ten; then
+all of them deleted one at a time (DEL at N). Every ratio printed is
+vnet's figure over bridge's: above 1, a rate is higher or a time longer.
+
+usage: bench/cni.py [--vnet bin/vnet] [--batch 50] [--rounds 3] [--fill 1000] [--lock-held]
+Needs root, Go (it builds bench/cnidriver) and containernetworking-plugins.
+It takes /tmp/vnet-kernel.lock for the whole run itself (do not wrap it in
+flock), unless --lock-held says its caller holds it already. Not a test: it
+prints measurements and ratios.
+"""
+import argparse, fcntl, json, os, shutil, signal, statistics, subprocess, sys, tempfile
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from vnetlab import VnetLab  # noqa: E402
+
+LOCK = "/tmp/vnet-kernel.lock"
+PREFIX = "cnib"
+DEBIAN = "/usr/lib/cni"
+RUNTIME_NS = f"{PREFIX}-rt"
+INFRA = f"{PREFIX}vnet"
+PLUGINS = ("vnet", "bridge")
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def spec():
+    return f"""name: {INFRA}
+hosts:
+  - {{name: esx1, nics: [{{name: vmnic0, speed: 1Gbit}}]}}
+switches:
+  - name: dvs0
+    uplinks: [{{name: u1, nics: {{esx1: vmnic0}}}}]
+    portgroups:
+      - {{name: pg-bench, subnet: 10.62.0.0/16, gateway: 10.62.0.1}}
+"""
+
+
+def conflist(plugin, state, work):
+    if plugin == "vnet":
+        p = {"type": "vnet-cni", "infra": INFRA, "portgroup": "pg-bench", "stateDir": state, "ipam": {"type": "vnet"}}
+    else:
+        p = {"type": "bridge", "bridge": "cnibench0", "isGateway": True,
+             "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.63.0.0/16"}]], "dataDir": os.path.join(work, "ipam")}}
+    return {"cniVersion": "1.0.0", "name": f"bench{plugin}", "plugins": [p]}
+
+
+class Bench(VnetLab):
+    """The runtime namespace, vnet's infrastructure, each plugin's container
+    namespaces and configuration list, and the driver."""
+
+    def __init__(self, vnet, most):
+        super().__init__(vnet)
+        self.work = tempfile.mkdtemp(prefix="cnibench.")
+        self.driver = os.path.join(self.work, "cnidriver")
+        subprocess.run(["go", "build", "-o", self.driver, "./bench/cnidriver"], cwd=os.path.dirname(HERE), check=True)
+        self.plugin_dir = os.path.join(self.work, "plugins")
+        os.makedirs(self.plugin_dir)
+        os.symlink(vnet, os.path.join(self.plugin_dir, "vnet-cni"))
+        self.most, self.namespaces, self.applied = most, [], False
+
+    def set_up(self):
+        self.netns(RUNTIME_NS)
+        self.apply(spec())
+        self.applied = True
+        for plugin in PLUGINS:
+            with open(self.conf(plugin), "w") as f:
+                json.dump(conflist(plugin, self.state, self.work), f)
+            os.makedirs(self.cache(plugin))
+            for i in range(1, self.most + 1):
+                self.netns(f"{PREFIX}-{plugin}-{i}")
+
+    def conf(self, plugin):
+        return os.path.join(self.work, f"{plugin}.conflist")
+
+    def cache(self, plugin):
+        return os.path.join(self.work, f"cache-{plugin}")
+
+    def netns(self, ns):
+        subprocess.run(["ip", "netns", "add", ns], check=True)
+        self.namespaces.append(ns)
+
+    def drive(self, plugin, op, first, last, workers=1):
+        """op for containers first..last of plugin; the driver's report."""
+        r = subprocess.run([self.driver, "-conf", self.conf(plugin), "-path", f"{self.plugin_dir}:{DEBIAN}",
+                            "-cache", self.cache(plugin), "-runtime", RUNTIME_NS, "-prefix", f"{PREFIX}-{plugin}",
+                            "-workers", str(workers), op, str(first), str(last + 1)], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"{plugin} {op} {first}..{last}: {r.stderr.strip()}")
+        return json.loads(r.stdout)
+
+    def close(self):
+        if self.applied:
+            self.destroy(INFRA)
+        for ns in reversed(self.namespaces):
+            subprocess.run(["ip", "netns", "del", ns], check=False)
+        shutil.rmtree(self.work, ignore_errors=True)
+        shutil.rmtree(self.state, ignore_errors=True)
+
+
+def rates(b, batch, rounds):
+    """The four rate phases, each plugin in turn, the order turning each round."""
+    phases = [("ADD 1", "add", 1), ("DEL 1", "del", 1), ("ADD 10", "add", 10), ("DEL 10", "del", 10)]
+    got = {p: {name: [] for name, _, _ in phases} for p in PLUGINS}
+    for rnd in range(rounds):
+        order = PLUGINS[rnd % 2:] + PLUGINS[:rnd % 2]
+        for name, op, workers in phases:
+            for p in order:
+                r = b.drive(p, op, 1, batch, workers)
+                got[p][name].append(r["count"] / r["wall_s"])
+        print(f"round {rnd + 1}/{rounds} done", file=sys.stderr)
+    return {p: {k: statistics.median(v) for k, v in got[p].items()} for p in PLUGINS}, got
+
+
+def pile_up(b, fill):
+    """fill containers added one at a time in chunks taking turns, then
+    all deleted one at a time: each ADD's time, and the DELs' rate."""
+    each = {p: [] for p in PLUGINS}
+    for first in range(1, fill + 1, 100):
+        last = min(first + 99, fill)
+        for p in PLUGINS:
+            each[p] += b.drive(p, "add", first, last)["each_s"]
+        print(f"{last}/{fill} added", file=sys.stderr)
+    dels = {}
+    for p in PLUGINS:
+        r = b.drive(p, "del", 1, fill)
+        dels[p] = r["count"] / r["wall_s"]
+    return each, dels
+
+
+def terminate(signum, _frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--vnet", default="bin/vnet")
+    ap.add_argument("--batch", type=int, default=50, help="containers per rate phase")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--fill", type=int, default=1000, help="containers of the pile-up (at most 1,000: a Linux bridge takes 1,024 ports)")
+    ap.add_argument("--lock-held", action="store_true", help=f"the caller holds {LOCK} already: do not take it")
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("cni.py: needs root")
+    for p in ("bridge", "host-local"):
+        if not os.path.exists(os.path.join(DEBIAN, p)):
+            sys.exit(f"cni.py: {DEBIAN}/{p} missing: apt-get install containernetworking-plugins")
+    if not 1 <= a.fill <= 1000 or a.batch < 10:
+        sys.exit("cni.py: --fill 1..1000, --batch at least 10")
+    # SIGTERM and SIGHUP end the run through the clean-up, as ^C does.
+    signal.signal(signal.SIGTERM, terminate)
+    signal.signal(signal.SIGHUP, terminate)
+    vnet = os.path.abspath(a.vnet)
+    lock = open(LOCK, "w")
+    if not a.lock_held:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+    b = Bench(vnet, max(a.batch, a.fill))
+    try:
+        print(b.machine())
+        version = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "containernetworking-plugins"],
+                                 capture_output=True, text=True).stdout
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True).stdout.strip()
+        print(f"{subprocess.run([vnet, 'version'], capture_output=True, text=True).stdout.strip()}, tree at {commit or '?'};"
+              f" containernetworking-plugins {version or '(not from a Debian package)'}")
+        print(f"load average at the start: {open('/proc/loadavg').read().split()[:3]}")
+        b.set_up()
+        med, got = rates(b, a.batch, a.rounds)
+        each, dels = pile_up(b, a.fill)
+    finally:
+        b.close()
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    print(f"load average at the end: {open('/proc/loadavg').read().split()[:3]}")
+    report(a, med, got, each, dels)
+
+
+def report(a, med, got, each, dels):
+    print(f"\ncontainers per second, medians of {a.rounds} rounds of {a.batch} containers each; vnet/bridge: ratio of the medians")
+    print(f"{'phase':<8}" + "".join(f"{p:>10}" for p in PLUGINS) + f"{'vnet/bridge':>13}   spread (min-max over rounds)")
+    for phase in med["vnet"]:
+        spread = "; ".join(f"{p} {min(got[p][phase]):.1f}-{max(got[p][phase]):.1f}" for p in PLUGINS)
+        print(f"{phase:<8}" + "".join(f"{med[p][phase]:>9.1f}/s" for p in PLUGINS)
+              + f"{med['vnet'][phase] / med['bridge'][phase]:>13.2f}   {spread}")
+    n = a.fill
+    print(f"\npile-up to {n} containers, added one at a time (ms per ADD); vnet/bridge: ratio")
+    rows = [("1st ADD", lambda e: e[0]), (f"{n}th ADD", lambda e: e[n - 1]),
+            ("median of the first 10", lambda e: statistics.median(e[:10])),
+            (f"median of the last 10", lambda e: statistics.median(e[-10:]))]
+    print(f"{'':<26}" + "".join(f"{p:>10}" for p in PLUGINS) + f"{'vnet/bridge':>13}")
+    for label, f in rows:
+        v = {p: f(each[p]) * 1e3 for p in PLUGINS}
+        print(f"{label:<26}" + "".join(f"{v[p]:>8.1f}ms" for p in PLUGINS) + f"{v['vnet'] / v['bridge']:>13.2f}")
+    print(f"{'DEL at ' + str(n) + ', one at a time':<26}" + "".join(f"{dels[p]:>8.1f}/s" for p in PLUGINS)
+          + f"{dels['vnet'] / dels['bridge']:>13.2f}")
+    deciles = [max(1, n * k // 10) for k in range(1, 11)]
+    print("\nmedian ADD time (ms) of the ten ADDs up to each tenth of the pile-up:")
+    print(f"{'containers':<12}" + "".join(f"{d:>7}" for d in deciles))
+    for p in PLUGINS:
+        print(f"{p:<12}" + "".join(f"{statistics.median(each[p][max(0, d - 10):d]) * 1e3:>7.1f}" for d in deciles))
+
+
+if __name__ == "__main__":
+    main()

@@ -5,8 +5,9 @@
 # topology's dot), a C toolchain with autoconf, automake and texinfo (to
 # build netperf 2.7.1 from ../shared/peers), flent with fping (the netperf
 # interop tests), the CNI plugins, podman, runc and a static busybox (the
-# container runtime tests), and QEMU with a kernel image for the guest test when the
-# machine has none in /boot (a container or a microVM).
+# container runtime tests), and QEMU with a kernel image for the guest tests when the
+# machine has none in /boot (a container or a microVM), with libvirt's daemon and
+# virsh for the libvirt test.
 #
 # Without root or apt-get it installs nothing: it names what is missing and
 # the tests that need it skip, each saying why in the suite's summary.
@@ -19,9 +20,11 @@ need=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
-# QEMU and a kernel without recommends: the guest test needs no more.
+# QEMU, libvirt and a kernel without recommends: the guest tests need no more.
 bare=()
 command -v qemu-system-x86_64 >/dev/null || bare+=(qemu-system-x86)
+command -v libvirtd >/dev/null || bare+=(libvirt-daemon-system libvirt-daemon-driver-qemu)
+command -v virsh >/dev/null || bare+=(libvirt-clients)
 compgen -G '/boot/vmlinuz-*' >/dev/null || bare+=(linux-image-amd64)
 
 if [ ${#need[@]} -eq 0 ] && [ ${#bare[@]} -eq 0 ]; then

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vnet-project/vnet/internal/cni"
+	"github.com/vnet-project/vnet/internal/libvirthook"
 	"github.com/vnet-project/vnet/internal/service"
 )
 
@@ -29,6 +30,10 @@ type usageError struct{ error }
 func main() {
 	if cni.Invoked(os.Args) {
 		cni.Main() // a container runtime's CNI plugin (docs/containers.md)
+		return
+	}
+	if libvirthook.Invoked(os.Args) {
+		libvirthook.Main() // libvirt's QEMU hook (docs/libvirt.md)
 		return
 	}
 	stop := startCPUProfile()

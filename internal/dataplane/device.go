@@ -12,6 +12,7 @@ import (
 
 	"github.com/safchain/ethtool"
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/vnet-project/vnet/internal/atomicfile"
@@ -43,6 +44,9 @@ type deviceState struct {
 	RootHandle uint32          `json:"root_handle,omitempty"`
 	RootParams json.RawMessage `json:"root_params,omitempty"`
 	Ingress    bool            `json:"ingress"` // it had an ingress or clsact qdisc of its own
+	// MovedIn says vnet moved the device (a TAP, on one machine) into the
+	// namespace from this process's own: giving it back moves it back.
+	MovedIn bool `json:"moved_in,omitempty"`
 }
 
 // deviceFile is where a device's state is kept: one directory per
@@ -62,6 +66,9 @@ func (l *Linux) deviceFile(ns, name string) (string, error) {
 // with the resource's MTU, marked by its alias and up.
 // Equivalent to: ip link set NAME alias A mtu MTU master BRIDGE up
 func (l *Linux) ensureDevice(r plan.Resource) error {
+	if err := l.takeTap(r); err != nil {
+		return err
+	}
 	h, link, err := l.linkIn(r.NS, r.Name)
 	if err != nil {
 		return fmt.Errorf("device %s: %w", r.Name, err)
@@ -88,6 +95,88 @@ func (l *Linux) ensureDevice(r plan.Resource) error {
 		return setUplinkPort(h, r.NS, link, r.Isolate)
 	}
 	return nil
+}
+
+// takeTap moves a TAP that a VM attaches on one machine from this
+// process's namespace, where QEMU or libvirt made it, into the lab host's
+// namespace that holds its switch; the guest keeps the open TAP across the
+// move. The record, written first, notes the move, so that giving the TAP
+// back moves it back.
+// Equivalent to: ip link set NAME netns NS
+func (l *Linux) takeTap(r plan.Resource) error {
+	if r.NS == plan.CurrentNS {
+		return nil
+	}
+	h, err := l.handle(r.NS)
+	if err != nil {
+		return err
+	}
+	if _, err := h.LinkByName(r.Name); err == nil {
+		return nil
+	}
+	here, err := l.handle(plan.CurrentNS)
+	if err != nil {
+		return err
+	}
+	link, err := here.LinkByName(r.Name)
+	if tt, ok := link.(*netlink.Tuntap); err != nil || !ok || tt.Mode != netlink.TUNTAP_MODE_TAP {
+		return nil // not a TAP of this namespace either: ensureDevice says what is missing
+	}
+	st, err := readDevice(here, link)
+	if err != nil {
+		return err
+	}
+	st.MovedIn = true
+	path, err := l.deviceFile(r.NS, r.Name)
+	if err != nil {
+		return err
+	}
+	if err := writeDeviceState(path, st); err != nil {
+		return err
+	}
+	target, err := netns.GetFromPath(filepath.Join(NetnsDir, r.NS))
+	if err != nil {
+		return fmt.Errorf("TAP %s: namespace %s: %w", r.Name, r.NS, err)
+	}
+	defer target.Close()
+	if err := here.LinkSetNsFd(link, int(target)); err != nil {
+		return fmt.Errorf("move TAP %s into %s: %w", r.Name, r.NS, err)
+	}
+	moved, err := h.LinkByName(r.Name)
+	if err != nil {
+		return fmt.Errorf("TAP %s moved into %s: %w", r.Name, r.NS, err)
+	}
+	if moved.Attrs().Index == st.Index {
+		return nil
+	}
+	st.Index = moved.Attrs().Index // the namespace had the index taken
+	return writeDeviceState(path, st)
+}
+
+// moveBack returns a device that vnet moved in to this process's
+// namespace.
+// Equivalent to: ip -n NS link set NAME netns 1
+func moveBack(h *netlink.Handle, link netlink.Link, st deviceState) error {
+	if !st.MovedIn {
+		return nil
+	}
+	own, err := netns.GetFromPath("/proc/self/ns/net")
+	if err != nil {
+		return err
+	}
+	defer own.Close()
+	if err := h.LinkSetNsFd(link, int(own)); err != nil {
+		return fmt.Errorf("move %s back: %w", link.Attrs().Name, err)
+	}
+	return nil
+}
+
+func writeDeviceState(path string, st deviceState) error {
+	data, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileSynced(path, append(data, '\n'))
 }
 
 // recordDevice writes the device's state unless a record of this very
@@ -314,6 +403,9 @@ func (l *Linux) removeDevice(r plan.Resource) error {
 	}
 	if err := restoreDevice(h, link, g.st); err != nil {
 		return fmt.Errorf("give back %s: %w", r.Name, err)
+	}
+	if err := moveBack(h, link, g.st); err != nil {
+		return err
 	}
 	return g.forget()
 }
@@ -558,6 +650,10 @@ func (l *Linux) giveBackDevices(ns string, actions []plan.Action) []error {
 		}
 		if err := resetDevice(h, d.link, d.g.st); err != nil {
 			fail(d.action, fmt.Errorf("give back %s: %w", d.action.Old.Name, err))
+			continue
+		}
+		if err := moveBack(h, d.link, d.g.st); err != nil {
+			fail(d.action, err)
 			continue
 		}
 		if err := d.g.forget(); err != nil {

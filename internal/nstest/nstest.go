@@ -4,6 +4,7 @@
 package nstest
 
 import (
+	"bufio"
 	"fmt"
 	"net"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -123,6 +125,28 @@ func Listen(t testing.TB, ns, addr string) net.Listener {
 	}
 	t.Cleanup(func() { l.Close() })
 	return l
+}
+
+// EchoLines answers each TCP connection to addr in the namespace with the
+// first line it sends, as the guests' echo expects, until the test ends.
+func EchoLines(t testing.TB, ns, addr string) {
+	t.Helper()
+	l := Listen(t, ns, addr)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(30 * time.Second))
+				if line, err := bufio.NewReader(c).ReadString('\n'); err == nil {
+					c.Write([]byte(line))
+				}
+			}()
+		}
+	}()
 }
 
 // Dial opens a TCP connection from inside a namespace.

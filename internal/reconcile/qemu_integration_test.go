@@ -1,21 +1,14 @@
 package reconcile_test
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
-	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/nstest"
@@ -43,8 +36,8 @@ func TestQEMUGuestOnTap(t *testing.T) {
 	if err != nil {
 		t.Skip("SKIPPED: no qemu-system-x86_64 on PATH (apt-get install qemu-system-x86); CI installs it")
 	}
-	kernel, modDir := guestKernel(t)
-	modules := guestModules(t, modDir, "virtio_pci", "virtio_net")
+	kernel, modDir := nstest.GuestKernel(t)
+	modules := nstest.GuestModules(t, modDir, "virtio_pci", "virtio_net")
 
 	machine := nstest.Machine(t, "q")
 	nstest.AddTap(t, machine, "tapq0")
@@ -82,26 +75,10 @@ vms:
 		t.Fatal(err)
 	}
 
-	l := nstest.Listen(t, plan.NSName(infra, "web1"), "10.30.0.1:7001")
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(30 * time.Second))
-				line, err := bufio.NewReader(c).ReadString('\n')
-				if err == nil {
-					c.Write([]byte(line))
-				}
-			}()
-		}
-	}()
+	nstest.EchoLines(t, plan.NSName(infra, "web1"), "10.30.0.1:7001")
 
 	initrd := filepath.Join(t.TempDir(), "initrd.cpio")
-	buildInitramfs(t, initrd, modules)
+	nstest.BuildInitramfs(t, initrd, "./testdata/guestinit", modules)
 	names := make([]string, len(modules))
 	for i, m := range modules {
 		names[i] = filepath.Base(m)
@@ -139,156 +116,6 @@ vms:
 	}
 	if got := nstest.LinkState(t, machine, "tapq0"); strings.Join(got, "\n") != strings.Join(before, "\n") {
 		t.Errorf("the TAP was not given back as found:\n%s\nwas\n%s", strings.Join(got, "\n"), strings.Join(before, "\n"))
-	}
-}
-
-// guestKernel finds a kernel image and its modules: the running kernel's
-// if /boot has it, else the newest image in /boot whose modules exist.
-func guestKernel(t *testing.T) (image, modules string) {
-	t.Helper()
-	var uts unix.Utsname
-	unix.Uname(&uts)
-	release := unix.ByteSliceToString(uts.Release[:])
-	candidates := []string{"/boot/vmlinuz-" + release}
-	more, _ := filepath.Glob("/boot/vmlinuz-*")
-	sort.Sort(sort.Reverse(sort.StringSlice(more)))
-	candidates = append(candidates, more...)
-	for _, img := range candidates {
-		version := strings.TrimPrefix(filepath.Base(img), "vmlinuz-")
-		dir := filepath.Join("/lib/modules", version)
-		if _, err := os.Stat(img); err != nil {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(dir, "modules.dep")); err != nil {
-			continue
-		}
-		if f, err := os.Open(img); err == nil { // readable, not only present
-			f.Close()
-			return img, dir
-		}
-	}
-	t.Skip("SKIPPED: no kernel image with its modules (/boot/vmlinuz-VERSION and /lib/modules/VERSION/modules.dep); a Debian host has them (apt-get install linux-image-amd64)")
-	return "", ""
-}
-
-// guestModules returns the files of the named modules and of every module
-// they depend on, each before what needs it, from modules.dep. A module
-// built into the kernel (modules.builtin) needs no file.
-func guestModules(t *testing.T, dir string, names ...string) []string {
-	t.Helper()
-	deps := map[string][]string{} // module name -> its file, then its dependencies' files
-	byName := map[string]string{}
-	data, err := os.ReadFile(filepath.Join(dir, "modules.dep"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	modName := func(path string) string {
-		base := filepath.Base(path)
-		base = base[:strings.Index(base, ".ko")]
-		return strings.ReplaceAll(base, "-", "_")
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		file, rest, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		byName[modName(file)] = file
-		deps[file] = strings.Fields(rest)
-	}
-	builtin, _ := os.ReadFile(filepath.Join(dir, "modules.builtin"))
-	var out []string
-	seen := map[string]bool{}
-	var visit func(file string)
-	visit = func(file string) {
-		if seen[file] {
-			return
-		}
-		seen[file] = true
-		for _, d := range deps[file] {
-			visit(d)
-		}
-		if !strings.HasSuffix(file, ".ko") {
-			t.Skipf("SKIPPED: module %s is compressed; the guest loads uncompressed modules only", file)
-		}
-		out = append(out, filepath.Join(dir, file))
-	}
-	for _, n := range names {
-		file, ok := byName[n]
-		if !ok {
-			if bytes.Contains(builtin, []byte("/"+n+".ko")) {
-				continue
-			}
-			t.Skipf("SKIPPED: kernel module %s is neither in %s/modules.dep nor built in", n, dir)
-		}
-		visit(file)
-	}
-	return out
-}
-
-// buildInitramfs packs the guest's init (built here, static) and the
-// modules as a newc cpio archive, the format the kernel unpacks.
-func buildInitramfs(t *testing.T, path string, modules []string) {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "init")
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	build := exec.Command(gobin, "build", "-o", bin, "./testdata/guestinit")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the guest's init: %v\n%s", err, out)
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	w := &cpioWriter{w: f}
-	for _, d := range []string{"dev", "proc", "sys", "modules"} {
-		w.add(t, d, unix.S_IFDIR|0o755, nil)
-	}
-	initData, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.add(t, "init", unix.S_IFREG|0o755, initData)
-	for _, m := range modules {
-		data, err := os.ReadFile(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.add(t, "modules/"+filepath.Base(m), unix.S_IFREG|0o644, data)
-	}
-	w.add(t, "TRAILER!!!", 0, nil)
-}
-
-// cpioWriter writes the "newc" format: a 110-byte ASCII header per file,
-// the name with its NUL, the data, each padded to 4 bytes.
-type cpioWriter struct {
-	w   io.Writer
-	ino int
-}
-
-func (c *cpioWriter) add(t *testing.T, name string, mode uint32, data []byte) {
-	t.Helper()
-	c.ino++
-	nlink := 1
-	if mode&unix.S_IFDIR != 0 {
-		nlink = 2
-	}
-	hdr := fmt.Sprintf("070701%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X",
-		c.ino, mode, 0, 0, nlink, 0, len(data), 0, 0, 0, 0, len(name)+1, 0)
-	var b bytes.Buffer
-	b.WriteString(hdr)
-	b.WriteString(name)
-	b.WriteByte(0)
-	for b.Len()%4 != 0 {
-		b.WriteByte(0)
-	}
-	b.Write(data)
-	for b.Len()%4 != 0 {
-		b.WriteByte(0)
-	}
-	if _, err := c.w.Write(b.Bytes()); err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -53,6 +53,11 @@ type AttachRequest struct {
 	// Netns is the container's namespace, by its name in /run/netns, and
 	// Ifname the vNIC's name in it.
 	Netns, Ifname string
+	// Tap, instead of Netns and Ifname, is a hypervisor guest's TAP (one
+	// libvirt made for a domain): it becomes the vNIC's switch port, and
+	// the guest owns its addresses. Guest, the domain's name, names the
+	// VM (GuestVMName) rather than the container's ID.
+	Tap, Guest string
 	// PortGroup or Network is where the vNIC goes.
 	PortGroup, Network string
 	// MAC is the vNIC's; "" derives one from the container and Ifname.
@@ -140,10 +145,22 @@ const vmNameLen = 32
 // one only if 64 bits of their hashes agree. A pod keeps its VM's name
 // when the runtime makes its sandbox again with another ID.
 func ContainerVMName(container, podNamespace, podName string) string {
-	prefix, whole := "c-", container
 	if podNamespace != "" && podName != "" {
-		prefix, whole = "p-", podNamespace+"/"+podName
+		return hashedVMName("p-", podNamespace+"/"+podName)
 	}
+	return hashedVMName("c-", container)
+}
+
+// GuestVMName is the name of the VM a libvirt domain becomes: "g-" and as
+// much of the domain's name as fits, then 16 hex digits of its SHA-256, as
+// ContainerVMName does for containers.
+func GuestVMName(domain string) string {
+	return hashedVMName("g-", domain)
+}
+
+// hashedVMName is prefix, a slug of whole and a hash of whole, within the
+// spec's length of a VM name.
+func hashedVMName(prefix, whole string) string {
 	sum := sha256.Sum256([]byte(whole))
 	hash := hex.EncodeToString(sum[:8])
 	room := vmNameLen - len(prefix) - 1 - len(hash)
@@ -184,7 +201,7 @@ func findAttachment(s *spec.Spec, container, ifname string) (vm *spec.VM, nic in
 			continue
 		}
 		for j := range v.NICs {
-			if v.NICs[j].LinkName(j) == ifname {
+			if attachName(&v.NICs[j], j) == ifname {
 				return v, j
 			}
 		}
@@ -193,13 +210,28 @@ func findAttachment(s *spec.Spec, container, ifname string) (vm *spec.VM, nic in
 	return nil, -1
 }
 
+// attachName is what names a vNIC among its VM's for the attacher: a
+// guest's TAP, else its name in the container's namespace.
+func attachName(n *spec.VNIC, i int) string {
+	if t := n.TapName(); t != "" {
+		return t
+	}
+	return n.LinkName(i)
+}
+
 // planAttach works out the spec with the container's vNIC attached, and
 // what the attachment is. It returns a nil document when the attachment
 // exists already.
 func planAttach(doc *spec.Document, r AttachRequest) (*spec.Document, *AttachResult, error) {
 	s := doc.Spec
-	if r.Container == "" || r.Ifname == "" || r.Netns == "" {
-		return nil, nil, Invalid("an attachment needs the container's ID, its namespace and the vNIC's name in it")
+	if r.Tap != "" {
+		if r.Netns != "" || r.Ifname != "" && r.Ifname != r.Tap {
+			return nil, nil, Invalid("a vNIC is a TAP or in a namespace, not both")
+		}
+		r.Ifname = r.Tap // a TAP's vNIC is named by the TAP (spec.VNIC.LinkName)
+	}
+	if r.Container == "" || r.Ifname == "" || r.Netns == "" && r.Tap == "" {
+		return nil, nil, Invalid("an attachment needs the container's ID, its namespace and the vNIC's name in it, or a guest's ID and its TAP")
 	}
 	if vm, i := findAttachment(s, r.Container, r.Ifname); vm != nil && i >= 0 {
 		res := resultOf(s, vm, i)
@@ -212,6 +244,9 @@ func planAttach(doc *spec.Document, r AttachRequest) (*spec.Document, *AttachRes
 	}
 	n := spec.VNIC{PortGroup: r.PortGroup, Network: r.Network, MAC: strings.ToLower(r.MAC), Shaping: r.Shaping,
 		Attach: &spec.Attach{Netns: r.Netns, Ifname: r.Ifname, Container: r.Container, CNI: r.CNI}}
+	if r.Tap != "" {
+		n.Attach.Ifname, n.Attach.Tap = "", r.Tap
+	}
 	if n.MAC == "" {
 		n.MAC = ContainerMAC(s.Name, r.Container, r.Ifname)
 	}
@@ -241,6 +276,9 @@ func containerVM(s *spec.Spec, r AttachRequest, host string) (spec.VM, error) {
 		if old.Host != host {
 			return spec.VM{}, Invalid(fmt.Sprintf("container %s is VM %s on host %s, not on %s", r.Container, old.Name, old.Host, host))
 		}
+		if (old.NICs[0].TapName() == "") != (r.Tap == "") {
+			return spec.VM{}, Invalid(fmt.Sprintf("%s's vNICs are all TAPs or all in one namespace", old.Name))
+		}
 		if ns := old.NICs[0].NetnsName(); ns != r.Netns {
 			return spec.VM{}, Invalid(fmt.Sprintf("container %s's vNICs are in namespace %s, not %s", r.Container, ns, r.Netns))
 		}
@@ -249,6 +287,9 @@ func containerVM(s *spec.Spec, r AttachRequest, host string) (spec.VM, error) {
 		return vm, nil
 	}
 	name := ContainerVMName(r.Container, r.PodNamespace, r.PodName)
+	if r.Guest != "" {
+		name = GuestVMName(r.Guest)
+	}
 	if old, ok := s.VM(name); ok && old.ContainerOf() == "" {
 		return spec.VM{}, Invalid(fmt.Sprintf("%s has a VM %s of its own, which no container attached: it is the name container %s's VM would take", s.Name, name, r.Container))
 	}
@@ -345,7 +386,7 @@ func addresses(s *spec.Spec, n *spec.VNIC, r AttachRequest) error {
 // resultOf describes the i-th vNIC of a container's VM.
 func resultOf(s *spec.Spec, vm *spec.VM, i int) *AttachResult {
 	n := vm.NICs[i]
-	res := &AttachResult{Infra: s.Name, Host: vm.Host, VM: vm.Name, NIC: i, Ifname: n.LinkName(i), Netns: n.NetnsName(),
+	res := &AttachResult{Infra: s.Name, Host: vm.Host, VM: vm.Name, NIC: i, Ifname: attachName(&n, i), Netns: n.NetnsName(),
 		MAC: n.MAC, Port: plan.SwitchPort(s.Name, vm, i)}
 	for _, ip := range []string{n.IP, n.IP6} {
 		if ip != "" {

@@ -205,3 +205,50 @@ func TestPlanCollect(t *testing.T) {
 		t.Error("a second collection changes the spec again")
 	}
 }
+
+// A guest's TAP: the VM is named after the domain, the vNIC is the TAP
+// with the guest's MAC and no address of vnet's; a second TAP of the same
+// domain joins its VM; the same TAP again changes nothing; detaching by the
+// TAP's name takes it out; a TAP and a namespace do not mix.
+func TestPlanAttachTap(t *testing.T) {
+	doc := loadAttachBase(t, attachBase)
+	const id = "0c1d2e3f-0000-4000-8000-000000000001"
+	r := AttachRequest{Container: id, Guest: "Guest1", Tap: "tap-g1", PortGroup: "pg", Host: "hv1", MAC: "52:54:00:44:00:0A"}
+	next, res, err := planAttach(doc, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm, ok := next.Spec.VM(GuestVMName("Guest1"))
+	if !ok || !strings.HasPrefix(vm.Name, "g-guest1-") || res.VM != vm.Name {
+		t.Fatalf("VM %+v (%v), result %+v", vm, ok, res)
+	}
+	n := vm.NICs[0]
+	if n.TapName() != "tap-g1" || n.NetnsName() != "" || n.Attach.Ifname != "" || n.MAC != "52:54:00:44:00:0a" || n.IP != "" || res.Ifname != "tap-g1" {
+		t.Errorf("vNIC %+v attach %+v, result %+v", n, n.Attach, res)
+	}
+	r2 := r
+	r2.Tap, r2.MAC = "tap-g1b", "52:54:00:44:00:0b"
+	next2, res2, err := planAttach(next, r2)
+	if err != nil || res2.NIC != 1 {
+		t.Fatalf("second TAP: %+v, %v", res2, err)
+	}
+	if again, res, err := planAttach(next2, r); err != nil || again != nil || !res.Existed {
+		t.Errorf("the same TAP again: %v, %+v, %v", again, res, err)
+	}
+	box := AttachRequest{Container: id, Guest: "Guest1", Netns: "box", Ifname: "eth0", PortGroup: "pg", Host: "hv1"}
+	if _, _, err := planAttach(next2, box); err == nil || !strings.Contains(err.Error(), "all TAPs or all in one namespace") {
+		t.Errorf("a namespace vNIC for a guest of TAPs: %v", err)
+	}
+	both := r
+	both.Netns = "box"
+	if _, _, err := planAttach(doc, both); err == nil {
+		t.Error("a TAP in a namespace: no error")
+	}
+	gone, dres, err := planDetach(next2, DetachRequest{Container: id, Ifname: "tap-g1"})
+	if err != nil || !dres.Removed {
+		t.Fatalf("detach: %+v, %v", dres, err)
+	}
+	if vm, _ := gone.Spec.VM(res.VM); len(vm.NICs) != 1 || vm.NICs[0].TapName() != "tap-g1b" {
+		t.Errorf("after detaching tap-g1: %+v", vm)
+	}
+}

@@ -122,6 +122,9 @@ func (l *Local) engine(log io.Writer) (eng *reconcile.Engine, st *store.Bolt, do
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	// A TAP that a VM attaches is a device of the machine's: what it was
+	// before vnet took it is kept here until it is given back.
+	dp.DeviceStateDir = filepath.Join(l.StateDir, "devices")
 	st, memo, err := l.warm.get(l.StateDir)
 	if err != nil {
 		dp.Close()

@@ -6,6 +6,11 @@
 //
 // Its settings come from the kernel command line:
 // vnet.ip=10.30.0.9/24 vnet.peer=10.30.0.1:7001 vnet.modules=a.ko,b.ko
+//
+// With vnet.serve=PORT,PORT... (the libvirt test) it also answers on those
+// TCP ports and, after its echo, keeps running: a connection that sends
+// the line "forge" has it set its NIC's MAC to vnet.forge and try the
+// echo again, which port security must cut off (GUEST-FORGED-CUT).
 package main
 
 import (
@@ -96,7 +101,67 @@ func run() error {
 		netlink.LinkSetUp(lo)
 	}
 	fmt.Printf("guest: %s (%s) has %s\n", link.Attrs().Name, link.Attrs().HardwareAddr, args["ip"])
-	return echo(args["peer"], 90*time.Second)
+	if args["serve"] == "" {
+		return echo(args["peer"], 90*time.Second)
+	}
+	forge := make(chan struct{}, 1)
+	for _, port := range strings.Split(args["serve"], ",") {
+		if err := serve(port, forge); err != nil {
+			return err
+		}
+	}
+	if err := echo(args["peer"], 90*time.Second); err != nil {
+		return err
+	}
+	fmt.Println("GUEST-SERVING")
+	<-forge
+	return forged(link, args["forge"], args["peer"])
+}
+
+// serve answers each connection to the port with "ok" and the line it
+// sent; the line "forge" asks for the forged MAC's try.
+func serve(port string, forge chan<- struct{}) error {
+	l, err := net.Listen("tcp", ":"+port)
+	if err != nil {
+		return err
+	}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			c.Write([]byte("ok " + line))
+			c.Close()
+			if strings.TrimSpace(line) == "forge" {
+				select {
+				case forge <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+// forged sets the NIC's MAC to mac and tries the echo once more: it must
+// fail, its frames dropped at the switch port. The guest then stays up
+// for the test to read the port's counters and stop it.
+func forged(link netlink.Link, mac, peer string) error {
+	hw, err := net.ParseMAC(mac)
+	if err != nil {
+		return fmt.Errorf("vnet.forge=%q: %w", mac, err)
+	}
+	if err := netlink.LinkSetHardwareAddr(link, hw); err != nil {
+		return fmt.Errorf("set MAC %s: %w", mac, err)
+	}
+	if err := echo(peer, 8*time.Second); err == nil {
+		return fmt.Errorf("echoed with %s from the forged MAC %s", peer, mac)
+	}
+	fmt.Printf("GUEST-FORGED-CUT: no echo with %s from MAC %s\n", peer, mac)
+	select {} // the test stops the domain
 }
 
 // loadModule loads a kernel module from a file.

@@ -41,5 +41,20 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 if [ ${#bare[@]} -gt 0 ]; then
+  # libvirt's package would start the machine's libvirtd, which reads its
+  # hooks only as it starts: the libvirt test runs a daemon of its own and
+  # skips beside a running one. policy-rc.d tells Debian's maintainer
+  # scripts not to start services; one the machine already has is kept.
+  held_services=
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+    chmod 755 /usr/sbin/policy-rc.d
+    held_services=1
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+  fi
   apt-get install -y -qq --no-install-recommends "${bare[@]}" >/dev/null
+  if [ -n "$held_services" ]; then
+    rm -f /usr/sbin/policy-rc.d
+    trap - EXIT
+  fi
 fi

@@ -293,7 +293,7 @@ func TestDashboardHistoryAndDiff(t *testing.T) {
 	if strings.Join(rows, ", ") != strings.Join(want, ", ") {
 		t.Errorf("the history shows %q, want %q", rows, want)
 	}
-	for _, want := range []string{"<td>alice</td>", "<td>rollback (from 1)</td>", "<td>~1 vNIC (ip)</td>",
+	for _, want := range []string{"<td>alice</td>", "<td>rollback to 1</td>", "<td>~1 vNIC (ip)</td>",
 		`<div id="diff" data-from="2">`, "From generation 2 to generation 3",
 		`data-op="change" data-ref="vnic eth0 of vm vm2"`, `<td class="was">10.20.0.3/24</td><td class="now">10.20.0.2/24</td>`,
 		"Paused and resumed between them"} {

@@ -1,8 +1,8 @@
 // The vnet dashboard: topology from /status and its picture from /graph,
 // charts from /series over the time range chosen, the history from
 // /history with a picked generation's /diff against the one in force, the
-// event list from /events, refreshed every second or two. It only reads. Everything is
-// put in the page as text, never as HTML.
+// event list from /events, refreshed every second or two. It only reads.
+// Everything is put in the page as text, never as HTML.
 "use strict";
 
 // Script errors are shown on the page rather than only in a console nobody
@@ -346,7 +346,7 @@ function renderHistory(h) {
     if (SPEC_VERBS.includes(e.verb)) {
       const b = el("button", "", String(e.generation));
       b.type = "button";
-      b.title = "what changed from generation " + e.generation + " to the one in force";
+      b.title = "what changed from generation " + e.generation + " to the one in force (again: hide it)";
       b.addEventListener("click", () => pickGeneration(e.generation));
       gen.append(b);
     } else {
@@ -356,7 +356,7 @@ function renderHistory(h) {
       tr.dataset.inForce = "yes";
       gen.append(" ", state("in force"));
     }
-    const verb = e.verb + (e.from ? " (from " + e.from + ")" : "");
+    const verb = e.verb + (e.from ? (e.verb === "rollback" ? " to " : " of generation ") + e.from : "");
     tr.append(gen);
     for (const v of [verb, e.who, new Date(e.at).toLocaleString(), [e.via, e.remote].filter(Boolean).join(" "), e.summary]) {
       tr.append(el("td", "", v || ""));
@@ -387,8 +387,10 @@ async function refreshHistory(st) {
   await renderDiff(historyShown.current);
 }
 
+// pickGeneration shows a generation's diff, or hides it when it is the
+// one shown.
 function pickGeneration(g) {
-  genPicked = g;
+  genPicked = genPicked === g ? 0 : g;
   diffKey = "";
   remember();
   refresh();

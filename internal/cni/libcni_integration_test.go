@@ -20,6 +20,7 @@ import (
 
 	"github.com/vnet-project/vnet/internal/nstest"
 	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/rundir"
 	"github.com/vnet-project/vnet/internal/rundir/rundirtest"
 	"github.com/vnet-project/vnet/internal/service"
 	"github.com/vnet-project/vnet/internal/spec"
@@ -104,8 +105,27 @@ func applied(t *testing.T, base string, infraOf func(name string) string) (infra
 			t.Errorf("destroy %s: %v", infra, err)
 		}
 		nstest.AssertGone(t, infra)
+		forgetMachineRegistration(state)
 	})
 	return infra, state, svc
+}
+
+// forgetMachineRegistration drops the machine registry's entry for the
+// store in state, if a plugin made one. podman tears a stopped container's
+// network down from a cleanup process that conmon starts with an
+// environment of podman's choosing, without the tests' VNET_RUN_DIR, so
+// the plugin that process runs registers the store in the machine's
+// registry (an entry is a file named by the store's ID holding its
+// directory).
+func forgetMachineRegistration(state string) {
+	machine := filepath.Join(rundir.Default, "stores")
+	entries, _ := os.ReadDir(machine)
+	for _, e := range entries {
+		path := filepath.Join(machine, e.Name())
+		if b, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(b)) == state {
+			os.Remove(path)
+		}
+	}
 }
 
 // world is an applied infrastructure, its state directory, and libcni set

@@ -242,3 +242,67 @@ func TestDashboardShowsLoadBalancers(t *testing.T) {
 		t.Error("the load balancers' section is hidden")
 	}
 }
+
+// historyRow is one row of the dashboard's history as dumped: its
+// generation, verb, whether it is marked in force and whether it is the
+// generation picked.
+var historyRow = regexp.MustCompile(`<tr( class="selected")? data-seq="(\d+)" data-generation="(\d+)" data-verb="([a-z]+)"( data-in-force="yes")?>`)
+
+// TestDashboardHistoryAndDiff makes a history through the API over etcd
+// (two applies, a pause, a resume, a rollback) and loads the dashboard in
+// headless Chromium with the second generation picked: the history lists
+// the entries in order with their verbs and who made them, marks the
+// generation in force, and the diff shows the vNIC whose address the
+// rollback changed, field by field.
+func TestDashboardHistoryAndDiff(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	chromium(t)
+	s, _, _ := clusterServer(t)
+	changed := strings.Replace(clusterSpec, "10.20.0.2/24", "10.20.0.3/24", 1)
+	for _, q := range []req{
+		{method: "PUT", path: "/api/v1/infras/c1", body: clusterSpec, ctype: "application/yaml"},
+		{method: "PUT", path: "/api/v1/infras/c1", body: changed, ctype: "application/yaml"},
+		{method: "POST", path: "/api/v1/infras/c1/pause", body: `{"vm": "vm1"}`},
+		{method: "POST", path: "/api/v1/infras/c1/resume", body: `{"vm": "vm1"}`},
+		{method: "POST", path: "/api/v1/infras/c1/rollback?to=1"},
+	} {
+		q.token = testToken
+		if w, _ := s.do(t, q); w.Code != 200 {
+			t.Fatalf("%s %s: %d %s", q.method, q.path, w.Code, w.Body)
+		}
+	}
+	srv := startServer(t, s)
+	dom := browse(t, srv+"/?infra=c1&gen=2", os.Getenv("VNET_DASHBOARD_SCREENSHOT"))
+	if m := errorsShown.FindStringSubmatch(dom); m == nil || strings.TrimSpace(m[1]) != "" {
+		t.Errorf("the page shows script errors (or lacks their list): %v", m)
+	}
+	var rows []string
+	for _, m := range historyRow.FindAllStringSubmatch(dom, -1) {
+		row := m[3] + " " + m[4]
+		if m[1] != "" {
+			row += " picked"
+		}
+		if m[5] != "" {
+			row += " in-force"
+		}
+		rows = append(rows, row)
+	}
+	want := []string{"1 apply", "2 apply picked", "2 pause", "2 resume", "3 rollback in-force"}
+	if strings.Join(rows, ", ") != strings.Join(want, ", ") {
+		t.Errorf("the history shows %q, want %q", rows, want)
+	}
+	for _, want := range []string{"<td>alice</td>", "<td>rollback to 1</td>", "<td>~1 vNIC (ip)</td>",
+		`<div id="diff" data-from="2">`, "From generation 2 to generation 3",
+		`data-op="change" data-ref="vnic eth0 of vm vm2"`, `<td class="was">10.20.0.3/24</td><td class="now">10.20.0.2/24</td>`,
+		"Paused and resumed between them"} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("the dashboard lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		i := strings.Index(dom, `id="history-section"`)
+		t.Logf("the history as shown: %s", dom[max(i, 0):])
+	}
+}

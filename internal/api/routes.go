@@ -32,7 +32,7 @@ func (s *Server) routeTable() []route {
 		return []param{durationBetween("window", min(def, s.cfg.History), time.Second, s.cfg.History)}
 	}
 	return []route{
-		{Method: "GET", Path: "/", Query: []param{infra, {Name: "range", Kind: wordParam, Words: dashboardRanges}, {Name: "vm", Kind: nameParam}}, handle: s.dashboard},
+		{Method: "GET", Path: "/", Query: []param{infra, {Name: "range", Kind: wordParam, Words: dashboardRanges}, {Name: "vm", Kind: nameParam}, generation("gen")}, handle: s.dashboard},
 		{Method: "GET", Path: "/ui/{file}", handle: s.asset},
 		{Method: "GET", Path: "/openapi.json", handle: s.openapi},
 		{Method: "GET", Path: "/metrics", handle: s.metrics},

@@ -579,7 +579,7 @@ func TestDashboardRanges(t *testing.T) {
 		t.Errorf("the page offers %v (%s selected), the route takes %v (%s the default)", offered, selected, dashboardRanges, dashboardRanges[0])
 	}
 	s, _ := newTestServer(t, nil)
-	for path, code := range map[string]int{"/?infra=t1&range=15m&vm=vm1": 200, "/?range=2h": 400, "/?vm=Not_A_VM": 400} {
+	for path, code := range map[string]int{"/?infra=t1&range=15m&vm=vm1": 200, "/?range=2h": 400, "/?vm=Not_A_VM": 400, "/?infra=t1&gen=3": 200, "/?gen=0": 400, "/?gen=two": 400} {
 		if w, _ := s.do(t, req{method: "GET", path: path}); w.Code != code {
 			t.Errorf("GET %s: %d, want %d", path, w.Code, code)
 		}

@@ -1,7 +1,8 @@
 // The vnet dashboard: topology from /status and its picture from /graph,
-// charts from /series over the time range chosen, the event list from
-// /events, refreshed every second or two. Everything is
-// put in the page as text, never as HTML.
+// charts from /series over the time range chosen, the history from
+// /history with a picked generation's /diff against the one in force, the
+// event list from /events, refreshed every second or two. It only reads.
+// Everything is put in the page as text, never as HTML.
 "use strict";
 
 // Script errors are shown on the page rather than only in a console nobody
@@ -30,6 +31,11 @@ const params = new URLSearchParams(location.search);
 let current = params.get("infra") || "";
 let range = params.get("range") || "2m";
 let vmPicked = params.get("vm") || "";
+let genPicked = Number(params.get("gen")) || 0;
+let historyKey = "";     // what the history table shows
+let historyFetched = ""; // the status the history was fetched at
+let historyShown = null;
+let diffKey = "";
 let pictureKey = "";
 let charts = {}; // key -> {plot, kind}
 
@@ -316,6 +322,146 @@ function hash(s) {
   return (h >>> 0).toString(36);
 }
 
+// SPEC_VERBS are the verbs whose entry stores a generation of its own, the
+// ones a diff or a rollback can go back to: a pause or resume keeps the
+// generation it found, and a destroy leaves none.
+const SPEC_VERBS = ["apply", "link", "unlink", "rollback", "restore"];
+
+// renderHistory lists the entries oldest first, as the API gives them,
+// drawn again only when they or the pick change; the newest entry that
+// stored the generation in force is marked.
+function renderHistory(h) {
+  const key = current + " " + genPicked + " " + JSON.stringify(h);
+  if (key === historyKey) return;
+  historyKey = key;
+  const entries = h.entries || [];
+  let inForce = -1;
+  entries.forEach((e, i) => { if (e.generation === h.current && SPEC_VERBS.includes(e.verb)) inForce = i; });
+  const rows = entries.map((e, i) => {
+    const tr = el("tr", e.generation === genPicked && SPEC_VERBS.includes(e.verb) ? "selected" : "");
+    tr.dataset.seq = e.seq;
+    tr.dataset.generation = e.generation;
+    tr.dataset.verb = e.verb;
+    const gen = el("td", "");
+    if (SPEC_VERBS.includes(e.verb)) {
+      const b = el("button", "", String(e.generation));
+      b.type = "button";
+      b.title = "what changed from generation " + e.generation + " to the one in force (again: hide it)";
+      b.addEventListener("click", () => pickGeneration(e.generation));
+      gen.append(b);
+    } else {
+      gen.textContent = e.generation ? String(e.generation) : "-";
+    }
+    if (i === inForce) {
+      tr.dataset.inForce = "yes";
+      gen.append(" ", state("in force"));
+    }
+    const verb = e.verb + (e.from ? (e.verb === "rollback" ? " to " : " of generation ") + e.from : "");
+    tr.append(gen);
+    for (const v of [verb, e.who, new Date(e.at).toLocaleString(), [e.via, e.remote].filter(Boolean).join(" "), e.summary]) {
+      tr.append(el("td", "", v || ""));
+    }
+    return tr;
+  });
+  $("history").tBodies[0].replaceChildren(...rows);
+  $("history-message").textContent = entries.length ? "" : "No history is kept of this infrastructure.";
+}
+
+// refreshHistory fetches the history again only when the status says it
+// may have grown: every verb it records changes the generation or what is
+// paused.
+async function refreshHistory(st) {
+  const key = current + " " + st.generation + " " + (st.paused || []).join(",");
+  if (key !== historyFetched) {
+    try {
+      historyShown = await getJSON("/api/v1/infras/" + encodeURIComponent(current) + "/history");
+      historyFetched = key;
+    } catch (err) {
+      historyKey = historyFetched = "";
+      $("history").tBodies[0].replaceChildren();
+      $("history-message").textContent = "history: " + err.message;
+      return;
+    }
+  }
+  renderHistory(historyShown);
+  await renderDiff(historyShown.current);
+}
+
+// pickGeneration shows a generation's diff, or hides it when it is the
+// one shown.
+function pickGeneration(g) {
+  genPicked = genPicked === g ? 0 : g;
+  diffKey = "";
+  remember();
+  refresh();
+}
+
+// renderDiff shows what changed from the picked generation to the one in
+// force, fetched again only when either changes.
+async function renderDiff(inForce) {
+  const box = $("diff");
+  if (!genPicked) {
+    diffKey = "";
+    box.replaceChildren();
+    return;
+  }
+  const key = current + " " + genPicked + " " + inForce;
+  if (key === diffKey) return;
+  diffKey = key;
+  let res;
+  try {
+    const r = await fetch("/api/v1/infras/" + encodeURIComponent(current) + "/diff?from=" + genPicked, {method: "POST", headers: {Accept: "application/json"}});
+    res = await r.json().catch(() => ({error: r.statusText}));
+    if (!r.ok) throw new Error(res.error || r.statusText);
+  } catch (err) {
+    if (key === diffKey) box.replaceChildren(el("p", "fail", "diff of generation " + genPicked + ": " + err.message));
+    return;
+  }
+  if (key !== diffKey) return; // another pick came meanwhile
+  box.replaceChildren(...diffElements(res));
+  box.dataset.from = genPicked;
+}
+
+// diffElements draws a diff: what its sides are, a box per object added,
+// removed or changed with its fields before and after, and the pauses and
+// resumes between the sides (kept beside the spec, not in it).
+function diffElements(res) {
+  const out = [el("h3", "", "From " + res.from + " to " + res.to)];
+  const changes = (res.diff && res.diff.changes) || [];
+  if (!changes.length) out.push(el("p", "muted", "The specs say the same."));
+  else out.push(el("p", "", res.summary));
+  const verbs = {add: "added", remove: "removed", change: "changed"};
+  for (const c of changes) {
+    const box = el("div", "change op-" + c.op);
+    box.dataset.op = c.op;
+    box.dataset.ref = refText(c);
+    box.append(el("h3", "", (verbs[c.op] || c.op) + " " + refText(c) + (c.implied ? " (with what it belongs to)" : "")));
+    if ((c.fields || []).length) {
+      const t = el("table");
+      const head = el("tr");
+      for (const h of ["field", "was", "now"]) head.append(el("th", "", h));
+      t.append(head);
+      for (const f of c.fields) {
+        const tr = el("tr");
+        tr.append(el("td", "", f.path), el("td", "was", f.from || ""), el("td", "now", f.to || ""));
+        t.append(tr);
+      }
+      box.append(t);
+    }
+    out.push(box);
+  }
+  if ((res.pauses || []).length) {
+    out.push(el("p", "muted", "Paused and resumed between them (kept beside the spec, not in it): " +
+      res.pauses.map((p) => p.summary || p.verb).join("; ")));
+  }
+  return out;
+}
+
+// refText names a changed object as vnet diff does: "vnic eth0 of vm web1".
+function refText(r) {
+  return r.kind + " " + r.name + (r.of ? " of " + refText(r.of) : "");
+}
+
 // limitRanges disables the time ranges longer than the server keeps.
 function limitRanges(historySeconds) {
   if (!historySeconds) return;
@@ -362,6 +508,7 @@ async function refresh() {
     renderBalancers(st);
     renderEvents(ev);
     $("message").textContent = "";
+    await refreshHistory(st);
     try {
       const series = await getJSON("/api/v1/infras/" + q + "/series?window=" + encodeURIComponent(range) + "&points=" + CHART_POINTS);
       limitRanges(series.history_seconds);
@@ -380,6 +527,7 @@ async function refresh() {
 function remember() {
   const q = new URLSearchParams({infra: current, range});
   if (vmPicked) q.set("vm", vmPicked);
+  if (genPicked) q.set("gen", String(genPicked));
   history.replaceState(null, "", "?" + q.toString());
 }
 
@@ -391,7 +539,10 @@ function clearCharts() {
 $("infra").addEventListener("change", (e) => {
   current = e.target.value;
   vmPicked = "";
+  genPicked = 0;
   pictureKey = "";
+  historyKey = historyFetched = "";
+  diffKey = "";
   clearCharts();
   remember();
   refresh();

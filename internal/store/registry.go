@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/vnet-project/vnet/internal/atomicfile"
 	"github.com/vnet-project/vnet/internal/rundir"
 )
 
@@ -22,15 +23,6 @@ import (
 // and what it made is left to it.
 // The registry lives in /run, as do the namespaces: both go with a
 // reboot.
-
-// RunDirEnv names the variable that moves the registry (the stores
-// directory of the run directory) away from DefaultRunDir. The machine has
-// one registry; tests whose temporary stores end with records give
-// themselves their own, so that they leave nothing in the machine's.
-const RunDirEnv = rundir.Env
-
-// DefaultRunDir is the run directory by default.
-const DefaultRunDir = rundir.Default
 
 // RegistryDir is where the registry is kept: the stores directory of the
 // run directory (rundir.Dir), read at each use.
@@ -53,15 +45,7 @@ func register(id, dir string) {
 	if err := os.MkdirAll(reg, 0o755); err != nil {
 		return
 	}
-	path := filepath.Join(reg, id)
-	tmp := tempName(path, "tmp")
-	if err := os.WriteFile(tmp, []byte(dir+"\n"), 0o644); err != nil {
-		os.Remove(tmp)
-		return
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-	}
+	_ = atomicfile.Write(filepath.Join(reg, id), []byte(dir+"\n"), 0o644) // not noted is as above
 }
 
 // registered is the directory the registry names for id, "" for none.

@@ -4,12 +4,14 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/vnet-project/vnet/internal/rundir"
 )
 
 // withRegistry points the registry at a directory of the test's own.
 func withRegistry(t *testing.T) string {
 	t.Helper()
-	t.Setenv(RunDirEnv, t.TempDir())
+	t.Setenv(rundir.Env, t.TempDir())
 	return RegistryDir()
 }
 
@@ -115,12 +117,12 @@ func TestRegisteredWhileItRecordsSomething(t *testing.T) {
 	}
 }
 
-// The registry is in the stores directory of RunDirEnv's directory, else
+// The registry is in the stores directory of rundir.Env's directory, else
 // of /run/vnet: tests keep theirs out of the machine's, and the vnet
 // commands they run follow them.
 func TestRegistryIsWhereTheRunDirectorySays(t *testing.T) {
 	run := t.TempDir()
-	t.Setenv(RunDirEnv, run)
+	t.Setenv(rundir.Env, run)
 	if got, want := RegistryDir(), filepath.Join(run, "stores"); got != want {
 		t.Errorf("registry at %s, want %s", got, want)
 	}
@@ -135,8 +137,8 @@ func TestRegistryIsWhereTheRunDirectorySays(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(run, "stores", st.ID())); err != nil {
 		t.Errorf("a store that records something is not registered in the run directory: %v", err)
 	}
-	t.Setenv(RunDirEnv, "")
+	t.Setenv(rundir.Env, "")
 	if got := RegistryDir(); got != "/run/vnet/stores" {
-		t.Errorf("without %s the registry is at %s, want /run/vnet/stores", RunDirEnv, got)
+		t.Errorf("without %s the registry is at %s, want /run/vnet/stores", rundir.Env, got)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/vnet-project/vnet/internal/dataplane"
+	"github.com/vnet-project/vnet/internal/rundir"
 	"github.com/vnet-project/vnet/internal/store"
 )
 
@@ -24,7 +25,7 @@ func places() []place {
 	return []place{
 		{glob: filepath.Join(dataplane.NetnsDir, "*"), what: "namespace"},
 		{glob: filepath.Join(store.RegistryDir(), "*"), what: "store registry entry"},
-		{glob: filepath.Join(store.DefaultRunDir, "*"), what: "in vnet's run directory"},
+		{glob: filepath.Join(rundir.Default, "*"), what: "in vnet's run directory"},
 		{glob: "/sys/fs/cgroup/vnet/*", what: "cgroup", dirs: true},
 		{glob: "/sys/fs/cgroup/*/vnet/*", what: "cgroup", dirs: true},
 	}

@@ -423,14 +423,16 @@ func openIdle(t *testing.T, from string, port, n int) []net.Conn {
 // on the same address and on others are served while they are open, and
 // the server keeps only a few of them.
 func TestIdleConnectionsDoNotStarveClients(t *testing.T) {
-	s := &Server{RequestWait: 2 * time.Second, MaxIdlePerClient: 4, MaxIdle: 16, MaxTests: 8}
+	// RequestWait is long so that only the caps, never the connections'
+	// own deadline, can bring the count down, however slow the host.
+	s := &Server{RequestWait: 30 * time.Second, MaxIdlePerClient: 4, MaxIdle: 16, MaxTests: 8}
 	_, port := startServer(t, s)
 	idle := openIdle(t, "127.0.0.1", port, 300)
 	if err := rrFrom("127.0.0.2", port, 100*time.Millisecond); err != nil {
 		t.Errorf("another client: %v", err)
 	}
 	quick(t, port, TCPRR) // the same address as the idle ones
-	// Past a second's grace (here a quarter of RequestWait) the oldest
+	// Past a second's grace (the most idleAfter allows) the oldest
 	// beyond the cap are cut and told why.
 	waitFor(t, "the idle cap", func() bool { return s.Waiting() <= 4 })
 	if got := cutReason(idle[0]); got != "errno 16" {
@@ -442,7 +444,9 @@ func TestIdleConnectionsDoNotStarveClients(t *testing.T) {
 // The global cap holds when each client stays under its own: the clients
 // with the most idle connections lose them first.
 func TestGlobalIdleCap(t *testing.T) {
-	s := &Server{RequestWait: 2 * time.Second, MaxIdlePerClient: 8, MaxIdle: 12}
+	// With a short RequestWait a slow host let the first client's
+	// connections reach their own deadline before the cap took the others'.
+	s := &Server{RequestWait: 30 * time.Second, MaxIdlePerClient: 8, MaxIdle: 12}
 	_, port := startServer(t, s)
 	for i := 2; i <= 5; i++ {
 		openIdle(t, fmt.Sprintf("127.0.0.%d", i), port, 4+i) // 6..9, 30 in all

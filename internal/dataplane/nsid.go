@@ -22,8 +22,25 @@ import (
 // include/uapi/linux/nsfs.h.
 const nsGetID = 2<<30 | 8<<16 | 0xb7<<8 | 0xd
 
-// nsIDAt is the ID of the namespace of an open nsfs file.
+// nsGetType is NS_GET_NSTYPE, _IO(NSIO, 0x3): the namespace's CLONE_NEW*
+// type (Linux 4.11).
+const nsGetType = 0xb7<<8 | 0x3
+
+// errNotNetns says an nsfs file is of a namespace of another type.
+var errNotNetns = errors.New("not a network namespace")
+
+// nsIDAt is the ID of the network namespace of an open nsfs file. Its
+// type is checked, so that no ID of a namespace of another type that
+// something mounted at a namespace's name can stand for a network
+// namespace's.
 func nsIDAt(fd int) (uint64, error) {
+	typ, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), nsGetType, 0)
+	if errno != 0 {
+		return 0, errno
+	}
+	if typ != unix.CLONE_NEWNET {
+		return 0, errNotNetns
+	}
 	var id uint64
 	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), nsGetID, uintptr(unsafe.Pointer(&id))); errno != 0 {
 		return 0, errno

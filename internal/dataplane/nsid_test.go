@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -24,5 +25,8 @@ func TestNamespaceIDOnlyOfNamespaces(t *testing.T) {
 	b, errB := nsIDOf("/proc/thread-self/ns/net")
 	if errA != nil || errB != nil || a == 0 || a != b {
 		t.Errorf("IDs of this namespace: %d (%v) and %d (%v)", a, errA, b, errB)
+	}
+	if id, err := nsIDOf("/proc/self/ns/uts"); !errors.Is(err, errNotNetns) {
+		t.Errorf("a namespace of another type has network namespace ID %d (%v)", id, err)
 	}
 }

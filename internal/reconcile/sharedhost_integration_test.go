@@ -192,6 +192,14 @@ func (h *sharedHost) oldBuildLeft(t *testing.T, infra string, vms ...string) map
 		renamed[old] = now
 		renameLink(t, h.machine, now, old)
 	}
+	h.oldRecord(t, infra, renamed)
+	return renamed
+}
+
+// oldRecord makes infra's record one an older build made, whose links had
+// the old names of renamed (the new names by the old).
+func (h *sharedHost) oldRecord(t *testing.T, infra string, renamed map[string]string) {
+	t.Helper()
 	rec, err := h.eng.Store.Get(infra)
 	if err != nil {
 		t.Fatal(err)
@@ -212,7 +220,6 @@ func (h *sharedHost) oldBuildLeft(t *testing.T, infra string, vms ...string) map
 	if err := h.eng.Store.Put(rec); err != nil {
 		t.Fatal(err)
 	}
-	return renamed
 }
 
 // A host that an older build applied has ports named by the VM alone (a

@@ -2,11 +2,8 @@ package reconcile_test
 
 import (
 	"fmt"
-	"io"
-	"net"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/vishvananda/netlink"
 
@@ -52,27 +49,7 @@ func hostPortLinks(t *testing.T, src string) []string {
 // machine at addr, its host port's address.
 func (h *sharedHost) reachesHostPort(t *testing.T, infra, addr string) error {
 	t.Helper()
-	l := nstest.Listen(t, h.machine, addr)
-	go func() {
-		if c, err := l.Accept(); err == nil {
-			io.WriteString(c, infra)
-			c.Close()
-		}
-	}()
-	c, err := nstest.Dial(t, nstest.NSName(infra, "web1"), addr, net.Dialer{Timeout: 3 * time.Second})
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(3 * time.Second))
-	b, err := io.ReadAll(c)
-	if err != nil {
-		return err
-	}
-	if string(b) != infra {
-		return fmt.Errorf("web1 of %s reached %q", infra, b)
-	}
-	return nil
+	return answers(t, infra, h.machine, addr)
 }
 
 // Two infrastructures, each with a host port vmk0 (the default name) on

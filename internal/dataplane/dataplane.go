@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vnet-project/vnet/internal/dataplane/nft"
+	"github.com/vnet-project/vnet/internal/dataplane/rtnl"
 	"github.com/vnet-project/vnet/internal/killpoint"
 	"github.com/vnet-project/vnet/internal/plan"
 )
@@ -574,7 +575,7 @@ func (l *Linux) deleteLinks(ns string, links []linkDeletion) []error {
 	if err != nil {
 		return one(links)
 	}
-	all, err := h.LinkList()
+	all, err := rtnl.RetryDump(h.LinkList)
 	if err != nil {
 		return one(links)
 	}

@@ -279,12 +279,12 @@ def main():
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=os.path.dirname(os.path.abspath(__file__)),
                             capture_output=True, text=True).stdout.strip()
     print(f"{subprocess.run([paths.vnet, 'version'], capture_output=True, text=True).stdout.strip()}, tree at {commit or '?'}")
-    print(paths.machine())
-    print(f"load average at the start: {open('/proc/loadavg').read().split()[:3]}")
     got = {c: {t: [] for t in tests} for c in configs}
     rng = random.Random(a.seed)
     try:
         with kernel_lock():
+            print(paths.machine())  # it measures too
+            print(f"load average at the start: {open('/proc/loadavg').read().split()[:3]}")
             for c in configs:
                 paths.build(c)
             paths.start_servers()

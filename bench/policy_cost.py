@@ -300,7 +300,10 @@ def main():
                     rng.shuffle(order)
                     for c in order:
                         got[c][t].append(paths.measure(c, t, a.seconds, cpus))
-            print(f"round {rnd + 1}/{a.rounds} done, load average {open('/proc/loadavg').read().split()[0]}", file=sys.stderr)
+            # Each round's figures as it ends: a run cut short still leaves them.
+            this = {c: {t: got[c][t][-1] for t in tests} for c in configs}
+            print(f"round {rnd + 1}/{a.rounds} done, load average {open('/proc/loadavg').read().split()[0]}: "
+                  + json.dumps(this, separators=(",", ":")), file=sys.stderr)
     finally:
         with kernel_lock():
             paths.close()

@@ -1,0 +1,91 @@
+package clustertest
+
+import (
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vnet-project/vnet/internal/nstest"
+	"github.com/vnet-project/vnet/internal/service"
+)
+
+// Kubernetes' path on a cluster host: containerd's CRI plugin makes two
+// pod sandboxes whose vNICs vnet-cni writes to the cluster's spec in
+// etcd, and the host's agent realizes them before RunPodSandbox returns.
+// The pods reach each other, the port group's ACL keeps a port closed,
+// and stopping and removing the sandboxes takes the VMs out of the spec.
+func TestContainerdCRIOverEtcd(t *testing.T) {
+	nstest.RequireContainerd(t)
+	if testing.Short() {
+		t.Skip("builds vnet and runs a cluster and containerd")
+	}
+	loopback, err := exec.LookPath("/usr/lib/cni/loopback")
+	if err != nil {
+		t.Skip("SKIPPED: /usr/lib/cni/loopback missing: apt-get install containernetworking-plugins (CI installs it)")
+	}
+	c := New(t, sharedBin(t), "hv1")
+	hv1 := c.Machine("hv1")
+	hv1.StartAgent("--interval", "30s")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agent of hv1:\n%s", hv1.AgentLog())
+		}
+	})
+	infra := c.Infra()
+	body := `switches:
+  - name: dvs
+    hosts: [hv1]
+    portgroups:
+      - name: pg-pods
+        subnet: 10.78.0.0/24
+        gateway: 10.78.0.1
+        acl:
+          rules:
+            - {action: deny, direction: ingress, proto: tcp, dport: 8080, from: 0.0.0.0/0}
+`
+	if out, err := c.Vnet("apply", c.WriteSpec(infra, c.Spec(infra, body))); err != nil {
+		t.Fatalf("apply: %v\n%s", err, out)
+	}
+	waitConverged(t, c, infra, 1, 30*time.Second)
+
+	// The plugin runs in hv1's namespace, where etcd is reachable.
+	plugins := map[string]string{"vnet-cni": cniOnMachine(t, c, hv1) + "/vnet-cni", "loopback": loopback}
+	ctr := nstest.StartContainerd(t, plugins, fmt.Sprintf(`{"cniVersion": "1.0.0", "name": "vnet-pods", "plugins": [
+  {"type": "vnet-cni", "infra": %q, "portgroup": "pg-pods", "host": "hv1", "etcd": [%q], "wait": "30s",
+   "stateDir": %q, "ipam": {"type": "vnet"}}]}`, infra, c.Etcd, t.TempDir()))
+
+	start := time.Now()
+	web := ctr.RunPod("shop", "web-0")
+	t.Logf("a pod sandbox through etcd and hv1's agent: %s", time.Since(start).Round(time.Millisecond))
+	db := ctr.RunPod("shop", "db-0")
+	status, err := c.Vnet("status", infra)
+	if err != nil {
+		t.Fatalf("status: %v\n%s", err, status)
+	}
+	names := []string{service.ContainerVMName(web.ID, "shop", "web-0"), service.ContainerVMName(db.ID, "shop", "db-0")}
+	for _, name := range names {
+		if !strings.Contains(status, name) {
+			t.Errorf("vnet status lacks the pod's VM %s:\n%s", name, status)
+		}
+	}
+	if !nstest.Connects(t, web, db, 8000) || !nstest.Connects(t, db, web, 8000) {
+		t.Error("the pods do not reach each other on port 8000")
+	}
+	if nstest.Connects(t, web, db, 8080) {
+		t.Error("web-0 reaches db-0 on port 8080 through the port group's ACL that denies it")
+	}
+
+	for _, p := range []nstest.Pod{web, db} {
+		ctr.Must("stopp", p.ID)
+		ctr.Must("rmp", p.ID)
+	}
+	spec, err := c.Vnet("get", infra)
+	if err != nil {
+		t.Fatalf("get: %v\n%s", err, spec)
+	}
+	if strings.Contains(spec, "p-shop-") {
+		t.Errorf("after the sandboxes were removed, the spec still holds pods:\n%s", spec)
+	}
+}

@@ -18,21 +18,11 @@ import (
 // and stopping and removing the sandboxes takes the VMs out of the spec.
 func TestContainerdCRIOverEtcd(t *testing.T) {
 	nstest.RequireContainerd(t)
-	if testing.Short() {
-		t.Skip("builds vnet and runs a cluster and containerd")
-	}
 	loopback, err := exec.LookPath("/usr/lib/cni/loopback")
 	if err != nil {
 		t.Skip("SKIPPED: /usr/lib/cni/loopback missing: apt-get install containernetworking-plugins (CI installs it)")
 	}
-	c := New(t, sharedBin(t), "hv1")
-	hv1 := c.Machine("hv1")
-	hv1.StartAgent("--interval", "30s")
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("agent of hv1:\n%s", hv1.AgentLog())
-		}
-	})
+	c, hv1 := containerHost(t)
 	infra := c.Infra()
 	body := `switches:
   - name: dvs
@@ -70,12 +60,7 @@ func TestContainerdCRIOverEtcd(t *testing.T) {
 			t.Errorf("vnet status lacks the pod's VM %s:\n%s", name, status)
 		}
 	}
-	if !nstest.Connects(t, web, db, 8000) || !nstest.Connects(t, db, web, 8000) {
-		t.Error("the pods do not reach each other on port 8000")
-	}
-	if nstest.Connects(t, web, db, 8080) {
-		t.Error("web-0 reaches db-0 on port 8080 through the port group's ACL that denies it")
-	}
+	nstest.PodsTalkBut(t, web, db, 8000, 8080)
 
 	for _, p := range []nstest.Pod{web, db} {
 		ctr.Must("stopp", p.ID)

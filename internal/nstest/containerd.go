@@ -391,19 +391,18 @@ func (c *Containerd) RunPod(namespace, name string) Pod {
 	return p
 }
 
-// Connects says whether TCP from one pod's namespace reaches a listener
-// the test opens in another's, on port.
-func Connects(t testing.TB, from, to Pod, port int) bool {
+// Reaches says whether TCP from namespace from reaches a listener the
+// test opens at addr in namespace to, and is answered.
+func Reaches(t testing.TB, from, to, addr string) bool {
 	t.Helper()
-	addr := net.JoinHostPort(to.IP, strconv.Itoa(port))
-	l := Listen(t, to.NetNS, addr)
+	l := Listen(t, to, addr)
 	go func() {
 		if conn, err := l.Accept(); err == nil {
 			conn.Write([]byte("ok"))
 			conn.Close()
 		}
 	}()
-	conn, err := Dial(t, from.NetNS, addr, net.Dialer{Timeout: 3 * time.Second})
+	conn, err := Dial(t, from, addr, net.Dialer{Timeout: 3 * time.Second})
 	if err != nil {
 		return false
 	}
@@ -412,4 +411,18 @@ func Connects(t testing.TB, from, to Pod, port int) bool {
 	conn.SetReadDeadline(time.Now().Add(3 * time.Second))
 	_, err = conn.Read(buf)
 	return err == nil && string(buf) == "ok"
+}
+
+// PodsTalkBut checks that two pods reach each other over TCP on port open
+// and that a's connections to b's port closed, which the pods' port
+// group's ACL denies, do not get through.
+func PodsTalkBut(t testing.TB, a, b Pod, open, closed int) {
+	t.Helper()
+	to := func(p Pod, port int) string { return net.JoinHostPort(p.IP, strconv.Itoa(port)) }
+	if !Reaches(t, a.NetNS, b.NetNS, to(b, open)) || !Reaches(t, b.NetNS, a.NetNS, to(a, open)) {
+		t.Errorf("the pods %s and %s do not reach each other on port %d", a.IP, b.IP, open)
+	}
+	if Reaches(t, a.NetNS, b.NetNS, to(b, closed)) {
+		t.Errorf("pod %s reaches %s on port %d through the ACL that denies it", a.IP, b.IP, closed)
+	}
 }

@@ -186,12 +186,18 @@ func (c *Containerd) waitReady() {
 	}
 }
 
-// Crictl runs crictl against the test's containerd.
+// Crictl runs crictl against the test's containerd and returns what it
+// printed on stdout; its stderr (where it warns) goes into the error.
 func (c *Containerd) Crictl(args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "crictl", append([]string{"--config", c.path("crictl.yaml")}, args...)...).CombinedOutput()
-	return strings.TrimSpace(string(out)), err
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, "crictl", append([]string{"--config", c.path("crictl.yaml")}, args...)...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return strings.TrimSpace(stdout.String()), fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return strings.TrimSpace(stdout.String()), nil
 }
 
 func (c *Containerd) Must(args ...string) string {

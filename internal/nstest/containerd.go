@@ -25,6 +25,10 @@ import (
 // sandbox from: no registry is reachable, so the tests build it.
 const pauseImage = "vnet.test/pause:1"
 
+// shimRunDir is the directory of containerd's own state that its shims use
+// whatever the configuration says.
+const shimRunDir = "/run/containerd"
+
 // pauseSource waits for the signal containerd stops a sandbox with. As the
 // first process of its PID namespace it gets no signal it has no handler
 // for, so it installs them.
@@ -45,6 +49,10 @@ type Containerd struct {
 	cmd    *exec.Cmd
 	log    *os.File
 	exited chan struct{}
+	// madeShimDir: containerd 1.6's shims put their sockets in
+	// /run/containerd/s whatever the configuration says; the test removes
+	// that directory if it made it.
+	madeShimDir bool
 }
 
 // StartContainerd starts containerd with the CNI configuration list
@@ -62,6 +70,8 @@ func StartContainerd(t *testing.T, plugins map[string]string, conflist string) *
 		t.Fatal(err)
 	}
 	c := &Containerd{t: t, dir: dir, sock: filepath.Join(dir, "containerd.sock"), exited: make(chan struct{})}
+	_, err = os.Stat(shimRunDir)
+	c.madeShimDir = os.IsNotExist(err)
 	t.Cleanup(c.stop)
 	bin := c.path("cni-bin")
 	for _, d := range []string{bin, c.path("net.d")} {
@@ -308,6 +318,11 @@ func (c *Containerd) stop() {
 	}
 	c.killShims()
 	c.unmountAll()
+	if c.madeShimDir {
+		// Empty once the shims are gone; Remove leaves a directory that is not.
+		os.Remove(filepath.Join(shimRunDir, "s"))
+		os.Remove(shimRunDir)
+	}
 	if c.log != nil {
 		c.log.Close()
 	}

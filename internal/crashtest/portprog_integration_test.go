@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
-	"github.com/vishvananda/netlink"
 
 	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/dataplane/bpfpolicy"
@@ -35,25 +34,9 @@ func portProgramsHoldTheirPorts(t *testing.T, infra string) {
 
 func nsPortProgramsHoldTheirPorts(t *testing.T, ns string) {
 	t.Helper()
-	h := nstest.Netlink(t, ns)
-	links, err := h.LinkList()
-	if err != nil {
-		t.Fatal(err)
-	}
-	running := map[[2]int][]uint32{} // by the programs' IDs, the ports that run them
-	for _, l := range links {
-		var ids [2]int
-		for i, parent := range []uint32{netlink.HANDLE_MIN_INGRESS, netlink.HANDLE_MIN_EGRESS} {
-			fs, _ := h.FilterList(l, parent)
-			for _, f := range fs {
-				if bf, ok := f.(*netlink.BpfFilter); ok && strings.HasPrefix(bf.Name, plan.AliasPrefix+"port ") {
-					ids[i] = bf.Id
-				}
-			}
-		}
-		if ids != [2]int{} {
-			running[ids] = append(running[ids], uint32(l.Attrs().Index))
-		}
+	running := map[[2]uint32][]uint32{} // by the programs' IDs, the ports that run them
+	for _, p := range nstest.ProgramPorts(t, ns) {
+		running[p.IDs] = append(running[p.IDs], p.Index)
 	}
 	for ids, ports := range running {
 		progs, err := bpfpolicy.Open(ebpf.ProgramID(ids[0]), ebpf.ProgramID(ids[1]))

@@ -181,7 +181,8 @@ func (l *Linux) portPrograms(ns string, h *netlink.Handle) (*bpfpolicy.Programs,
 		l.progs.by = map[nsKey]*bpfpolicy.Programs{}
 	}
 	l.progs.by[key] = p
-	knownPrograms.keep(key, p.ID())
+	from, _ := p.IDs()
+	knownPrograms.keep(key, from)
 	return p, nil
 }
 
@@ -233,14 +234,14 @@ func (l *Linux) pruneStaleIn(ns string) error {
 	defer l.progs.mu.Unlock()
 	key := nsKey{ns, nh.ino}
 	if p := l.progs.by[key]; p != nil {
-		return prunePorts(p, hooked)
+		return prunePorts(p, nh.Handle, hooked)
 	}
 	p, err := findAnyPortPrograms(nh.Handle, key, hooked)
 	if p == nil || err != nil {
 		return err
 	}
 	defer p.Close()
-	return prunePorts(p, hooked)
+	return prunePorts(p, nh.Handle, hooked)
 }
 
 // knownPrograms are, for the life of the process, the IDs of the programs
@@ -377,18 +378,21 @@ func clsactLinks(h *netlink.Handle) ([]netlink.Link, error) {
 	return out, nil
 }
 
-// prunePorts forgets the ports the programs hold that have no clsact hook
-// (hooked, sorted), where their filters were: a link deleted under vnet,
-// or by a command that crashed before it forgot the port, or a hook
-// deleted by hand, which took the port's filters with it. Such a port
-// runs no program, so its entries only served other ports' fast path.
-func prunePorts(p *bpfpolicy.Programs, hooked []int) error {
+// prunePorts forgets the ports the programs hold that run neither of them:
+// a link without a clsact hook (hooked, sorted) is one whose filters went
+// with it (a link deleted under vnet or by a command that crashed before
+// it forgot the port, a hook deleted by hand); one with a hook is asked
+// which programs its filters run (a command killed after it took the
+// port's filters off, before it forgot the port). Such a port runs no
+// program, so its entries only served other ports' fast path.
+func prunePorts(p *bpfpolicy.Programs, h *netlink.Handle, hooked []int) error {
 	ports, err := p.Ports()
 	if err != nil {
 		return fmt.Errorf("list the port programs' ports: %w", err)
 	}
+	from, to := p.IDs()
 	for _, port := range ports {
-		if _, ok := slices.BinarySearch(hooked, int(port)); ok {
+		if _, ok := slices.BinarySearch(hooked, int(port)); ok && runs(h, linkAt(int(port)), from, to) {
 			continue
 		}
 		if err := p.Remove(port); err != nil {
@@ -396,6 +400,15 @@ func prunePorts(p *bpfpolicy.Programs, hooked []int) error {
 		}
 	}
 	return nil
+}
+
+// runs reports whether a link's port filters run either of the programs.
+func runs(h *netlink.Handle, link netlink.Link, from, to ebpf.ProgramID) bool {
+	if in := portFilterOn(h, link, netlink.HANDLE_MIN_INGRESS); in != nil && ebpf.ProgramID(in.Id) == from {
+		return true
+	}
+	out := portFilterOn(h, link, netlink.HANDLE_MIN_EGRESS)
+	return out != nil && ebpf.ProgramID(out.Id) == to
 }
 
 // ensurePortProg writes a port's policy in its namespace's port programs

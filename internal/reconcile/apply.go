@@ -64,9 +64,6 @@ func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 	lap("read and planned in all (%d actions)", len(p.Actions))
 	res := Result{Plan: p}
 	e.logf("%s", p)
-	if err := e.pruneStale(name, o, p); err != nil {
-		return res, fmt.Errorf("apply %s: %w", name, err)
-	}
 	if !p.Empty() {
 		if err := e.DP.Probe(o.desired); err != nil {
 			return res, fmt.Errorf("apply %s: %w", name, err)
@@ -92,6 +89,12 @@ func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 			return res, e.rollback(name, o, fmt.Errorf("apply %s: step %d of %d: %w", name, i+done+1, len(p.Actions), err), true)
 		}
 		i += len(steps)
+	}
+	// Once the steps have made and removed what they do (a link a killed
+	// command left is deleted by them), what remains shared holds only
+	// what is there.
+	if err := e.pruneStale(name, o, p); err != nil {
+		return res, e.rollback(name, o, fmt.Errorf("apply %s: %w", name, err), true)
 	}
 	lap("execute")
 	kinds.trace(e.tracef)

@@ -875,10 +875,14 @@ func SomePorts(prog ebpf.ProgramID, n int) []uint32 {
 	return out
 }
 
-// ID is the kernel's ID of the programs' FromVM: what a process keeps to
-// find them again.
-func (p *Programs) ID() ebpf.ProgramID {
-	info, err := p.FromVM.Info()
+// IDs are the kernel's IDs of FromVM and ToVM (0 where unknown): what a
+// process keeps to find them again, and what a port's filters name.
+func (p *Programs) IDs() (fromVM, toVM ebpf.ProgramID) {
+	return programID(p.FromVM), programID(p.ToVM)
+}
+
+func programID(prog *ebpf.Program) ebpf.ProgramID {
+	info, err := prog.Info()
 	if err != nil {
 		return 0
 	}

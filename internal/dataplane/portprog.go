@@ -17,6 +17,7 @@ import (
 
 	"github.com/vnet-project/vnet/internal/dataplane/bpfpolicy"
 	"github.com/vnet-project/vnet/internal/dataplane/rtnl"
+	"github.com/vnet-project/vnet/internal/killpoint"
 	"github.com/vnet-project/vnet/internal/plan"
 )
 
@@ -234,14 +235,27 @@ func (l *Linux) pruneStaleIn(ns string) error {
 	defer l.progs.mu.Unlock()
 	key := nsKey{ns, nh.ino}
 	if p := l.progs.by[key]; p != nil {
-		return prunePorts(p, nh.Handle, hooked)
+		return pruneAndSweep(p, nh.Handle, hooked)
 	}
 	p, err := findAnyPortPrograms(nh.Handle, key, hooked)
 	if p == nil || err != nil {
 		return err
 	}
 	defer p.Close()
-	return prunePorts(p, nh.Handle, hooked)
+	return pruneAndSweep(p, nh.Handle, hooked)
+}
+
+// pruneAndSweep forgets the ports that run neither program (prunePorts),
+// then deletes what no port's settings name (Programs.Sweep): the rules
+// and tables a command killed between staging and setting them left. It
+// runs once an apply's steps are done, under its infrastructure's lock,
+// so whatever this process staged is set by then.
+func pruneAndSweep(p *bpfpolicy.Programs, h *netlink.Handle, hooked []int) error {
+	if err := prunePorts(p, h, hooked); err != nil {
+		return err
+	}
+	_, err := p.Sweep()
+	return err
 }
 
 // knownPrograms are, for the life of the process, the IDs of the programs
@@ -526,6 +540,7 @@ func (l *Linux) stagePortProgs(actions []plan.Action) *bpfpolicy.Programs {
 	if err != nil || progs.Stage(ports) != nil {
 		return nil
 	}
+	killpoint.At("port programs staged: " + ns)
 	return progs
 }
 
@@ -827,4 +842,37 @@ func firstNonNil(a, b *netlink.BpfFilter) *netlink.BpfFilter {
 		return a
 	}
 	return b
+}
+
+// SweepPortPrograms deletes from the port programs of each namespace what
+// no port's settings name (bpfpolicy.Programs.Sweep): the rules and tables
+// a command killed between staging and setting them left. A namespace
+// whose ports run none of this build's port programs has nothing to
+// sweep. The caller holds
+// the lock of the infrastructure whose ports these are, and this process
+// stages nothing meanwhile.
+func (l *Linux) SweepPortPrograms(namespaces []string) error {
+	for _, ns := range namespaces {
+		h, err := l.handle(ns)
+		if err != nil {
+			return err
+		}
+		hooked, err := hookedLinks(h)
+		if err != nil {
+			return err
+		}
+		if found := findPortPrograms(h, hooked); found == nil {
+			continue // none of this build's programs run there to sweep
+		} else {
+			found.Close()
+		}
+		progs, err := l.portPrograms(ns, h)
+		if err != nil {
+			return err
+		}
+		if _, err := progs.Sweep(); err != nil {
+			return fmt.Errorf("sweep the port programs of %s: %w", ns, err)
+		}
+	}
+	return nil
 }

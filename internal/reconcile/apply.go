@@ -114,6 +114,11 @@ func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 	}
 	e.Memo.put(name, doc.Source, doc.Spec, o.models.opt, o.models.next, keys, o.models.plain)
 	// A full apply leaves the host as the record says, also after a killed one.
+	if o.scope.Full() {
+		if err := e.sweepPortPrograms(o.desired); err != nil {
+			return res, fmt.Errorf("apply %s: applied and recorded, but: %w", name, err)
+		}
+	}
 	if !p.Empty() || o.scope.Full() {
 		e.clearPending(name)
 	}
@@ -196,6 +201,30 @@ func (e *Engine) step(i int, a plan.Action) error {
 		}
 	}
 	return e.DP.Execute(a)
+}
+
+// sweepPortPrograms has the dataplane delete, from the port programs of
+// the namespaces where desired has port policies, what no port's settings
+// name: a killed apply's staging, which no plan shows, since the model
+// has no resource for it. The apply holds the infrastructure's lock, so
+// no one stages there meanwhile.
+func (e *Engine) sweepPortPrograms(desired []plan.Resource) error {
+	ps, ok := e.DP.(PortSweeper)
+	if !ok {
+		return nil
+	}
+	seen := map[string]bool{}
+	var namespaces []string
+	for _, r := range desired {
+		if r.Kind == plan.KindPortBPF && !seen[r.NS] {
+			seen[r.NS] = true
+			namespaces = append(namespaces, r.NS)
+		}
+	}
+	if len(namespaces) == 0 {
+		return nil
+	}
+	return ps.SweepPortPrograms(namespaces)
 }
 
 // pruneStale has the dataplane forget, in what its resources share, the

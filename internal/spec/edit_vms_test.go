@@ -155,3 +155,60 @@ func TestEditVMsSplice(t *testing.T) {
 		})
 	}
 }
+
+// FuzzEditVMsSplice adds a VM to arbitrary valid specs, and takes their
+// first VM out: whatever the edit gives must be what loading its source
+// gives, and an edit that fails must fail as loading its source fails.
+func FuzzEditVMsSplice(f *testing.F) {
+	for _, src := range []string{blockNetSpec, editBase + "vms:\n  - {name: web1, host: hv1, nics: [{portgroup: pg, ip: 10.9.0.1/24}]}\n# after\n"} {
+		f.Add(src, "10.1.0.12/24")
+	}
+	f.Fuzz(func(t *testing.T, src, ip string) {
+		doc, err := Load("t.yaml", []byte(src))
+		if err != nil || len(doc.Spec.Hosts) == 0 {
+			return
+		}
+		n := VNIC{IP: ip, MAC: "02:00:00:00:00:99", Attach: &Attach{Netns: "cni-9", Ifname: "eth0", Container: "c9", CNI: "web"}}
+		switch {
+		case len(doc.Spec.Networks) > 0:
+			n.Network = doc.Spec.Networks[0].Name
+		case len(doc.Spec.Switches) > 0 && len(doc.Spec.Switches[0].PortGroups) > 0:
+			n.PortGroup = doc.Spec.Switches[0].PortGroups[0].Name
+		default:
+			return
+		}
+		var drop []string
+		if len(doc.Spec.VMs) > 0 {
+			drop = []string{doc.Spec.VMs[0].Name}
+		}
+		for _, edit := range []struct {
+			drop []string
+			put  []VM
+		}{{nil, []VM{{Name: "c9", Host: doc.Spec.Hosts[0].Name, NICs: []VNIC{n}}}}, {drop, nil}} {
+			out, _, inText := editVMsInText(doc, setOf(edit.drop), map[string]int{}, edit.put)
+			got, err := EditVMs(doc, edit.drop, edit.put)
+			if !inText {
+				continue
+			}
+			loaded, lerr := Load("t.yaml", out)
+			switch {
+			case (err == nil) != (lerr == nil) || err != nil && err.Error() != lerr.Error():
+				t.Fatalf("edit: %v; loading its source: %v\n%s", err, lerr, out)
+			case err != nil:
+				continue
+			}
+			if string(got.Source) != string(out) || !reflect.DeepEqual(got.Spec, loaded.Spec) || !got.Validated() ||
+				!reflect.DeepEqual(knownAnchors(got), knownAnchors(loaded)) {
+				t.Fatalf("the edit differs from its source's document:\n%s", out)
+			}
+		}
+	})
+}
+
+func setOf(names []string) map[string]bool {
+	out := map[string]bool{}
+	for _, n := range names {
+		out[n] = true
+	}
+	return out
+}

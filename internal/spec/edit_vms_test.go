@@ -42,11 +42,7 @@ func TestEditVMs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			doc, err := Load("t.yaml", []byte(tt.src))
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := EditVMs(doc, tt.drop, tt.put)
+			_, got, err := loadAndEdit(t, tt.src, tt.drop, tt.put)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -74,6 +70,17 @@ func TestEditVMs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// loadAndEdit loads src and edits its VMs.
+func loadAndEdit(t *testing.T, src string, drop []string, put []VM) (doc, edited *Document, err error) {
+	t.Helper()
+	doc, err = Load("t.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited, err = EditVMs(doc, drop, put)
+	return doc, edited, err
 }
 
 // A VM written by FlowVM reads back as the same VM.
@@ -120,11 +127,7 @@ func TestEditVMsSplice(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			doc, err := Load("t.yaml", []byte(tt.src))
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := EditVMs(doc, tt.drop, tt.put)
+			doc, got, err := loadAndEdit(t, tt.src, tt.drop, tt.put)
 			if tt.fails {
 				out, _, ok := editVMsInText(doc, map[string]bool{}, map[string]int{}, tt.put)
 				if !ok {

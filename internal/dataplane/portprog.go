@@ -17,6 +17,7 @@ import (
 
 	"github.com/vnet-project/vnet/internal/dataplane/bpfpolicy"
 	"github.com/vnet-project/vnet/internal/dataplane/rtnl"
+	"github.com/vnet-project/vnet/internal/killpoint"
 	"github.com/vnet-project/vnet/internal/plan"
 )
 
@@ -143,7 +144,8 @@ func (n *nsPrograms) close() {
 // portPrograms returns the namespace's port programs: those its ports run
 // (found from a port's filters), else new ones. Found ones are pruned of
 // ports whose link is gone, which a crash or a link deleted under vnet
-// leaves behind.
+// leaves behind, and swept of the rules and tables a command killed
+// between staging them and setting its ports left (Programs.Sweep).
 func (l *Linux) portPrograms(ns string, h *netlink.Handle) (*bpfpolicy.Programs, error) {
 	nh, err := l.nsHandle(ns)
 	if err != nil {
@@ -170,6 +172,12 @@ func (l *Linux) portPrograms(ns string, h *netlink.Handle) (*bpfpolicy.Programs,
 	} else if err := prunePorts(p, hooked); err != nil {
 		p.Close()
 		return nil, err
+	} else if _, err := p.Sweep(); err != nil {
+		// Before this process stages anything there, and every caller
+		// changes the namespace under its infrastructure's lock: what
+		// no port's settings name is a killed command's staging.
+		p.Close()
+		return nil, fmt.Errorf("sweep the port programs of %s: %w", ns, err)
 	}
 	if _, known, err := p.FastPath(); err != nil {
 		p.Close()
@@ -389,6 +397,7 @@ func (l *Linux) stagePortProgs(actions []plan.Action) *bpfpolicy.Programs {
 	if err != nil || progs.Stage(ports) != nil {
 		return nil
 	}
+	killpoint.At("port programs staged: " + ns)
 	return progs
 }
 
@@ -667,4 +676,37 @@ func firstNonNil(a, b *netlink.BpfFilter) *netlink.BpfFilter {
 		return a
 	}
 	return b
+}
+
+// SweepPortPrograms deletes from the port programs of each namespace what
+// no port's settings name (bpfpolicy.Programs.Sweep): the rules and tables
+// a command killed between staging and setting them left. A namespace
+// whose ports run none of this build's port programs has nothing to
+// sweep. The caller holds
+// the lock of the infrastructure whose ports these are, and this process
+// stages nothing meanwhile.
+func (l *Linux) SweepPortPrograms(namespaces []string) error {
+	for _, ns := range namespaces {
+		h, err := l.handle(ns)
+		if err != nil {
+			return err
+		}
+		hooked, err := hookedLinks(h)
+		if err != nil {
+			return err
+		}
+		if found := findPortPrograms(h, hooked); found == nil {
+			continue // none of this build's programs run there to sweep
+		} else {
+			found.Close()
+		}
+		progs, err := l.portPrograms(ns, h)
+		if err != nil {
+			return err
+		}
+		if _, err := progs.Sweep(); err != nil {
+			return fmt.Errorf("sweep the port programs of %s: %w", ns, err)
+		}
+	}
+	return nil
 }

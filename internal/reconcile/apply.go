@@ -92,7 +92,8 @@ func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 	}
 	lap("execute")
 	kinds.trace(e.tracef)
-	recErr := e.record(doc, o.rec, o.model, !p.Empty(), o.models.opt.Paused.Prune(doc.Spec))
+	recErr := e.record(doc, o.rec, o.model, !p.Empty(), o.models.opt.Paused.Prune(doc.Spec),
+		e.recordedNamespaces(name, o.model, o.vouched))
 	if recErr != nil && !errors.Is(recErr, store.ErrWriteKept) {
 		// The store holds the record it held before (or cannot tell, and
 		// keeps the pending note for the next apply to read everything):
@@ -108,6 +109,11 @@ func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 	}
 	e.Memo.put(name, doc.Source, doc.Spec, o.models.opt, o.models.next, keys, o.models.plain)
 	// A full apply leaves the host as the record says, also after a killed one.
+	if o.scope.Full() {
+		if err := e.sweepPortPrograms(o.desired); err != nil {
+			return res, fmt.Errorf("apply %s: applied and recorded, but: %w", name, err)
+		}
+	}
 	if !p.Empty() || o.scope.Full() {
 		e.clearPending(name)
 	}
@@ -190,4 +196,28 @@ func (e *Engine) step(i int, a plan.Action) error {
 		}
 	}
 	return e.DP.Execute(a)
+}
+
+// sweepPortPrograms has the dataplane delete, from the port programs of
+// the namespaces where desired has port policies, what no port's settings
+// name: a killed apply's staging, which no plan shows, since the model
+// has no resource for it. The apply holds the infrastructure's lock, so
+// no one stages there meanwhile.
+func (e *Engine) sweepPortPrograms(desired []plan.Resource) error {
+	ps, ok := e.DP.(PortSweeper)
+	if !ok {
+		return nil
+	}
+	seen := map[string]bool{}
+	var namespaces []string
+	for _, r := range desired {
+		if r.Kind == plan.KindPortBPF && !seen[r.NS] {
+			seen[r.NS] = true
+			namespaces = append(namespaces, r.NS)
+		}
+	}
+	if len(namespaces) == 0 {
+		return nil
+	}
+	return ps.SweepPortPrograms(namespaces)
 }

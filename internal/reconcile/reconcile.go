@@ -50,6 +50,13 @@ type BatchDeleter interface {
 	DeleteAll(actions []plan.Action, lap func(format string, args ...any)) []error
 }
 
+// PortSweeper is a dataplane whose port programs can hold rules and tables
+// that no port's settings name, which a command killed while it wrote
+// them leaves: SweepPortPrograms deletes those of the namespaces given.
+type PortSweeper interface {
+	SweepPortPrograms(namespaces []string) error
+}
+
 // DevicePreparer is a dataplane that records, for a whole plan before its
 // first step, the state of the devices the plan changes, which each step
 // would otherwise record alone.

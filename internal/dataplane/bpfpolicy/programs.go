@@ -816,3 +816,104 @@ func mapFull(err error) error {
 
 // errNoSpace is what the kernel answers a write to a full hash map.
 var errNoSpace = unix.E2BIG
+
+// Sweep deletes from the maps of maps what no port's settings name
+// (Unnamed). Stage writes rules and tables ahead of the settings that name
+// them, and Flush deletes the generations ports leave after; a process
+// killed in between leaves them, each holding a map of its own, until the
+// namespace goes. It returns how many it deleted. Only a caller that
+// knows no one stages in the namespace meanwhile may sweep: what another
+// process has staged and not yet set looks the same.
+func (p *Programs) Sweep() (int, error) {
+	rules, tables, err := p.unnamed()
+	if err != nil {
+		return 0, err
+	}
+	var dels []func()
+	for _, k := range rules {
+		dels = append(dels, func() { p.deleteRules(k) })
+	}
+	for _, port := range tables {
+		dels = append(dels, func() { p.dropTables(port) })
+	}
+	together(dels...)
+	return len(dels), nil
+}
+
+// Unnamed counts what no port's settings name in the maps of maps: the
+// rules of a generation other than their port's, and the tables (a flow
+// and a fragment table, counted once) of a port whose settings have no
+// ACL, or that has none.
+func (p *Programs) Unnamed() (int, error) {
+	rules, tables, err := p.unnamed()
+	return len(rules) + len(tables), err
+}
+
+func (p *Programs) unnamed() (rules []policyGenKey, tables []uint32, err error) {
+	settings := map[uint32]*policyPort{}
+	named := func(port uint32) (*policyPort, error) {
+		if cfg, ok := settings[port]; ok {
+			return cfg, nil
+		}
+		cfg, err := p.port(port)
+		switch {
+		case errors.Is(err, ErrNoPort):
+			settings[port] = nil
+			return nil, nil
+		case err != nil:
+			return nil, err
+		}
+		settings[port] = &cfg
+		return &cfg, nil
+	}
+	keys, err := keysOf[policyGenKey](p.rulesOf)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list the port programs' rules: %w", err)
+	}
+	for _, k := range keys {
+		cfg, err := named(k.Port)
+		if err != nil {
+			return nil, nil, err
+		}
+		if cfg == nil || cfg.Gen != k.Gen {
+			rules = append(rules, k)
+		}
+	}
+	seen := map[uint32]bool{}
+	for _, outer := range []*ebpf.Map{p.flowsOf, p.fragsOf} {
+		ports, err := keysOf[uint32](outer)
+		if err != nil {
+			return nil, nil, fmt.Errorf("list the port programs' tables: %w", err)
+		}
+		for _, port := range ports {
+			cfg, err := named(port)
+			if err != nil {
+				return nil, nil, err
+			}
+			if (cfg == nil || cfg.Flags&flagACL == 0) && !seen[port] {
+				seen[port] = true
+				tables = append(tables, port)
+			}
+		}
+	}
+	return rules, tables, nil
+}
+
+// keysOf lists a map's keys (none of a nil map): at most four for each
+// port the programs may hold, a bound should the map change under it.
+func keysOf[K any](m *ebpf.Map) ([]K, error) {
+	if m == nil {
+		return nil, nil
+	}
+	var out []K
+	var key K
+	it := m.Iterate()
+	var val uint32
+	for it.Next(&key, &val) {
+		out = append(out, key)
+		if len(out) > 4*MaxPorts {
+			return nil, fmt.Errorf("more than %d entries in %v", 4*MaxPorts, m)
+		}
+	}
+	return out, it.Err()
+}

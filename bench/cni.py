@@ -32,7 +32,12 @@ time, the --fill-th's, and the medians of the first and the last ten; then
 all of them deleted one at a time (DEL at N). Every ratio printed is
 vnet's figure over bridge's: above 1, a rate is higher or a time longer.
 
-usage: bench/cni.py [--vnet bin/vnet] [--batch 50] [--rounds 3] [--fill 1000] [--lock-held]
+With --baseline BIN, a second build of vnet (an older one, to measure a
+change) runs as a third plugin in every phase, on an infrastructure and in
+a state directory of its own, with its own containers; the ratios then
+include vnet's over the baseline's.
+
+usage: bench/cni.py [--vnet bin/vnet] [--baseline OLD] [--batch 50] [--rounds 3] [--fill 1000] [--lock-held]
 Needs root, Go (it builds bench/cnidriver) and containernetworking-plugins.
 It takes /tmp/vnet-kernel.lock for the whole run itself (do not wrap it in
 flock), unless --lock-held says its caller holds it already. Not a test: it
@@ -47,12 +52,13 @@ PREFIX = "cnib"
 DEBIAN = "/usr/lib/cni"
 RUNTIME_NS = f"{PREFIX}-rt"
 INFRA = f"{PREFIX}vnet"
+BASE_INFRA = f"{PREFIX}base"
 PLUGINS = ("vnet", "bridge")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def spec():
-    return f"""name: {INFRA}
+def spec(infra=INFRA):
+    return f"""name: {infra}
 hosts:
   - {{name: esx1, nics: [{{name: vmnic0, speed: 1Gbit}}]}}
 switches:
@@ -64,8 +70,9 @@ switches:
 
 
 def conflist(plugin, state, work):
-    if plugin == "vnet":
-        p = {"type": "vnet-cni", "infra": INFRA, "portgroup": "pg-bench", "stateDir": state, "ipam": {"type": "vnet"}}
+    if plugin in ("vnet", "baseline"):
+        infra = INFRA if plugin == "vnet" else BASE_INFRA
+        p = {"type": "vnet-cni", "infra": infra, "portgroup": "pg-bench", "stateDir": state, "ipam": {"type": "vnet"}}
     else:
         p = {"type": "bridge", "bridge": "cnibench0", "isGateway": True,
              "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.63.0.0/16"}]], "dataDir": os.path.join(work, "ipam")}}
@@ -73,26 +80,39 @@ def conflist(plugin, state, work):
 
 
 class Bench(VnetLab):
-    """The runtime namespace, vnet's infrastructure, each plugin's container
-    namespaces and configuration list, and the driver."""
+    """The runtime namespace, vnet's infrastructure (and the baseline's),
+    each plugin's container namespaces and configuration list, and the
+    driver."""
 
-    def __init__(self, vnet, most):
+    def __init__(self, vnet, most, baseline=None):
         super().__init__(vnet)
         self.work = tempfile.mkdtemp(prefix="cnibench.")
         self.driver = os.path.join(self.work, "cnidriver")
         subprocess.run(["go", "build", "-o", self.driver, "./bench/cnidriver"], cwd=os.path.dirname(HERE), check=True)
-        self.plugin_dir = os.path.join(self.work, "plugins")
-        os.makedirs(self.plugin_dir)
-        os.symlink(vnet, os.path.join(self.plugin_dir, "vnet-cni"))
-        self.most, self.namespaces, self.applied = most, [], False
+        self.plugins = PLUGINS if baseline is None else ("vnet", "baseline", "bridge")
+        # Each build of vnet answers as vnet-cni from a directory of its own,
+        # ahead of Debian's plugins.
+        self.builds = {"vnet": self}
+        if baseline is not None:
+            self.builds["baseline"] = VnetLab(baseline)
+        self.plugin_dirs = {}
+        for plugin, lab in self.builds.items():
+            d = self.plugin_dirs[plugin] = os.path.join(self.work, f"plugins-{plugin}")
+            os.makedirs(d)
+            os.symlink(lab.vnet, os.path.join(d, "vnet-cni"))
+        self.plugin_dirs["bridge"] = self.plugin_dirs["vnet"]
+        self.most, self.namespaces, self.applied = most, [], []
 
     def set_up(self):
         self.netns(RUNTIME_NS)
-        self.apply(spec())
-        self.applied = True
-        for plugin in PLUGINS:
+        for plugin, lab in self.builds.items():
+            infra = INFRA if plugin == "vnet" else BASE_INFRA
+            lab.apply(spec(infra))
+            self.applied.append((lab, infra))
+        for plugin in self.plugins:
+            state = self.builds[plugin].state if plugin in self.builds else self.state
             with open(self.conf(plugin), "w") as f:
-                json.dump(conflist(plugin, self.state, self.work), f)
+                json.dump(conflist(plugin, state, self.work), f)
             os.makedirs(self.cache(plugin))
             for i in range(1, self.most + 1):
                 self.netns(f"{PREFIX}-{plugin}-{i}")
@@ -109,7 +129,7 @@ class Bench(VnetLab):
 
     def drive(self, plugin, op, first, last, workers=1):
         """op for containers first..last of plugin; the driver's report."""
-        r = subprocess.run([self.driver, "-conf", self.conf(plugin), "-path", f"{self.plugin_dir}:{DEBIAN}",
+        r = subprocess.run([self.driver, "-conf", self.conf(plugin), "-path", f"{self.plugin_dirs[plugin]}:{DEBIAN}",
                             "-cache", self.cache(plugin), "-runtime", RUNTIME_NS, "-prefix", f"{PREFIX}-{plugin}",
                             "-workers", str(workers), op, str(first), str(last + 1)], capture_output=True, text=True)
         if r.returncode != 0:
@@ -117,39 +137,42 @@ class Bench(VnetLab):
         return json.loads(r.stdout)
 
     def close(self):
-        if self.applied:
-            self.destroy(INFRA)
+        for lab, infra in self.applied:
+            lab.destroy(infra)
         for ns in reversed(self.namespaces):
             subprocess.run(["ip", "netns", "del", ns], check=False)
         shutil.rmtree(self.work, ignore_errors=True)
-        shutil.rmtree(self.state, ignore_errors=True)
+        for lab in self.builds.values():
+            shutil.rmtree(lab.state, ignore_errors=True)
 
 
 def rates(b, batch, rounds):
     """The four rate phases, each plugin in turn, the order turning each round."""
     phases = [("ADD 1", "add", 1), ("DEL 1", "del", 1), ("ADD 10", "add", 10), ("DEL 10", "del", 10)]
-    got = {p: {name: [] for name, _, _ in phases} for p in PLUGINS}
+    plugins = b.plugins
+    got = {p: {name: [] for name, _, _ in phases} for p in plugins}
     for rnd in range(rounds):
-        order = PLUGINS[rnd % 2:] + PLUGINS[:rnd % 2]
+        turn = rnd % len(plugins)
+        order = plugins[turn:] + plugins[:turn]
         for name, op, workers in phases:
             for p in order:
                 r = b.drive(p, op, 1, batch, workers)
                 got[p][name].append(r["count"] / r["wall_s"])
         print(f"round {rnd + 1}/{rounds} done", file=sys.stderr)
-    return {p: {k: statistics.median(v) for k, v in got[p].items()} for p in PLUGINS}, got
+    return {p: {k: statistics.median(v) for k, v in got[p].items()} for p in plugins}, got
 
 
 def pile_up(b, fill):
     """fill containers added one at a time in chunks taking turns, then
     all deleted one at a time: each ADD's time, and the DELs' rate."""
-    each = {p: [] for p in PLUGINS}
+    each = {p: [] for p in b.plugins}
     for first in range(1, fill + 1, 100):
         last = min(first + 99, fill)
-        for p in PLUGINS:
+        for p in b.plugins:
             each[p] += b.drive(p, "add", first, last)["each_s"]
         print(f"{last}/{fill} added", file=sys.stderr)
     dels = {}
-    for p in PLUGINS:
+    for p in b.plugins:
         r = b.drive(p, "del", 1, fill)
         dels[p] = r["count"] / r["wall_s"]
     return each, dels
@@ -162,6 +185,7 @@ def terminate(signum, _frame):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--vnet", default="bin/vnet")
+    ap.add_argument("--baseline", help="another build of vnet, measured beside --vnet in every phase")
     ap.add_argument("--batch", type=int, default=50, help="containers per rate phase")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--fill", type=int, default=1000, help="containers of the pile-up (at most 1,000: a Linux bridge takes 1,024 ports)")
@@ -181,7 +205,8 @@ def main():
     lock = open(LOCK, "w")
     if not a.lock_held:
         fcntl.flock(lock, fcntl.LOCK_EX)
-    b = Bench(vnet, max(a.batch, a.fill))
+    baseline = os.path.abspath(a.baseline) if a.baseline else None
+    b = Bench(vnet, max(a.batch, a.fill), baseline)
     try:
         print(b.machine())
         version = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "containernetworking-plugins"],
@@ -189,6 +214,8 @@ def main():
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True).stdout.strip()
         print(f"{subprocess.run([vnet, 'version'], capture_output=True, text=True).stdout.strip()}, tree at {commit or '?'};"
               f" containernetworking-plugins {version or '(not from a Debian package)'}")
+        if baseline:
+            print(f"baseline: {baseline}, {subprocess.run([baseline, 'version'], capture_output=True, text=True).stdout.strip()}")
         print(f"load average at the start: {open('/proc/loadavg').read().split()[:3]}")
         b.set_up()
         med, got = rates(b, a.batch, a.rounds)
@@ -201,27 +228,32 @@ def main():
 
 
 def report(a, med, got, each, dels):
-    print(f"\ncontainers per second, medians of {a.rounds} rounds of {a.batch} containers each; vnet/bridge: ratio of the medians")
-    print(f"{'phase':<8}" + "".join(f"{p:>10}" for p in PLUGINS) + f"{'vnet/bridge':>13}   spread (min-max over rounds)")
+    plugins = list(med)
+    # vnet over bridge always; with a baseline also the baseline over
+    # bridge, and vnet over the baseline: what the change did.
+    pairs = [("vnet", "bridge")] + ([("baseline", "bridge"), ("vnet", "baseline")] if "baseline" in med else [])
+    names = "".join(f"{x + '/' + y:>16}" for x, y in pairs)
+    print(f"\ncontainers per second, medians of {a.rounds} rounds of {a.batch} containers each; ratios of the medians")
+    print(f"{'phase':<8}" + "".join(f"{p:>10}" for p in plugins) + names + "   spread (min-max over rounds)")
     for phase in med["vnet"]:
-        spread = "; ".join(f"{p} {min(got[p][phase]):.1f}-{max(got[p][phase]):.1f}" for p in PLUGINS)
-        print(f"{phase:<8}" + "".join(f"{med[p][phase]:>9.1f}/s" for p in PLUGINS)
-              + f"{med['vnet'][phase] / med['bridge'][phase]:>13.2f}   {spread}")
+        spread = "; ".join(f"{p} {min(got[p][phase]):.1f}-{max(got[p][phase]):.1f}" for p in plugins)
+        print(f"{phase:<8}" + "".join(f"{med[p][phase]:>9.1f}/s" for p in plugins)
+              + "".join(f"{med[x][phase] / med[y][phase]:>16.2f}" for x, y in pairs) + f"   {spread}")
     n = a.fill
-    print(f"\npile-up to {n} containers, added one at a time (ms per ADD); vnet/bridge: ratio")
+    print(f"\npile-up to {n} containers, added one at a time (ms per ADD); ratios")
     rows = [("1st ADD", lambda e: e[0]), (f"{n}th ADD", lambda e: e[n - 1]),
             ("median of the first 10", lambda e: statistics.median(e[:10])),
             (f"median of the last 10", lambda e: statistics.median(e[-10:]))]
-    print(f"{'':<26}" + "".join(f"{p:>10}" for p in PLUGINS) + f"{'vnet/bridge':>13}")
+    print(f"{'':<26}" + "".join(f"{p:>10}" for p in plugins) + names)
     for label, f in rows:
-        v = {p: f(each[p]) * 1e3 for p in PLUGINS}
-        print(f"{label:<26}" + "".join(f"{v[p]:>8.1f}ms" for p in PLUGINS) + f"{v['vnet'] / v['bridge']:>13.2f}")
-    print(f"{'DEL at ' + str(n) + ', one at a time':<26}" + "".join(f"{dels[p]:>8.1f}/s" for p in PLUGINS)
-          + f"{dels['vnet'] / dels['bridge']:>13.2f}")
+        v = {p: f(each[p]) * 1e3 for p in plugins}
+        print(f"{label:<26}" + "".join(f"{v[p]:>8.1f}ms" for p in plugins) + "".join(f"{v[x] / v[y]:>16.2f}" for x, y in pairs))
+    print(f"{'DEL at ' + str(n) + ', one at a time':<26}" + "".join(f"{dels[p]:>8.1f}/s" for p in plugins)
+          + "".join(f"{dels[x] / dels[y]:>16.2f}" for x, y in pairs))
     deciles = [max(1, n * k // 10) for k in range(1, 11)]
     print("\nmedian ADD time (ms) of the ten ADDs up to each tenth of the pile-up:")
     print(f"{'containers':<12}" + "".join(f"{d:>7}" for d in deciles))
-    for p in PLUGINS:
+    for p in plugins:
         print(f"{p:<12}" + "".join(f"{statistics.median(each[p][max(0, d - 10):d]) * 1e3:>7.1f}" for d in deciles))
 
 

@@ -29,7 +29,9 @@ type usageError struct{ error }
 
 func main() {
 	if cni.Invoked(os.Args) {
+		stop := startCPUProfile()
 		cni.Main() // a container runtime's CNI plugin (docs/containers.md)
+		stop()
 		return
 	}
 	if libvirthook.Invoked(os.Args) {

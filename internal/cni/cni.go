@@ -167,7 +167,11 @@ var open = func(c *NetConf) (backend, error) {
 	if err != nil {
 		exe = ""
 	}
-	return service.NewLocal(dir, exe), nil
+	l := service.NewLocal(dir, exe)
+	if os.Getenv("VNET_TRACE") != "" {
+		l.Trace = os.Stderr // where a command's time goes, as the CLI's VNET_TRACE
+	}
+	return l, nil
 }
 
 // netnsName is the name in /run/netns of the namespace a runtime passes

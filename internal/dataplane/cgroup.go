@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/vnet-project/vnet/internal/killpoint"
 	"github.com/vnet-project/vnet/internal/plan"
 )
@@ -28,8 +30,103 @@ type Cgroups struct {
 	unified  string // the cgroup2 mount, whatever its controllers: searched for leftovers too
 }
 
-// DetectCgroups finds the hierarchies that carry the cpu and cpuset controllers.
+// cgroupRoot is where systemd, and most machines, mount the cgroup
+// hierarchies.
+const cgroupRoot = "/sys/fs/cgroup"
+
+// DetectCgroups finds the hierarchies that carry the cpu and cpuset
+// controllers: in their usual places, when they are there, else in the
+// mount table. The mount table grows with every mount a container runtime
+// makes (each container's namespace in /run/netns is one, its root file
+// system others), and the kernel writes it out whole for each read: a
+// command of every container's ADD would pay for all the containers.
 func DetectCgroups() *Cgroups {
+	if c, ok := usualCgroups(cgroupRoot); ok {
+		return c
+	}
+	return mountedCgroups()
+}
+
+// usualCgroups finds the hierarchies under root: root itself as cgroup2
+// with the cpu and cpuset controllers, or a tmpfs whose subdirectories are
+// the mounts of a hybrid or v1 machine. It reports false when it does not
+// find hierarchies vnet can limit CPUs with there, so that the mount table
+// says where they are, or that there are none.
+func usualCgroups(root string) (*Cgroups, bool) {
+	c := &Cgroups{}
+	switch fsMagic(root) {
+	case unix.CGROUP2_SUPER_MAGIC:
+		c.unified = root
+		if hasCPUControllers(root) {
+			c.v2 = root
+			return c, true
+		}
+		return nil, false
+	case unix.TMPFS_MAGIC:
+	default:
+		return nil, false
+	}
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return nil, false
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue // a link such as cpu -> cpu,cpuacct: its target is listed too
+		}
+		// A cgroup file system in a directory of a tmpfs is mounted there.
+		dir := filepath.Join(root, e.Name())
+		switch fsMagic(dir) {
+		case unix.CGROUP2_SUPER_MAGIC:
+			if c.unified == "" {
+				c.unified = dir
+			}
+			if c.v2 == "" && hasCPUControllers(dir) {
+				c.v2 = dir
+			}
+		case unix.CGROUP_SUPER_MAGIC:
+			// A v1 hierarchy's root holds the files of its controllers.
+			if c.v1CPU == "" && fileExists(filepath.Join(dir, "cpu.shares")) {
+				c.v1CPU = dir
+			}
+			if c.v1Cpuset == "" && fileExists(filepath.Join(dir, "cpuset.cpus")) {
+				c.v1Cpuset = dir
+			}
+		}
+	}
+	if c.v2 == "" && (c.v1CPU == "" || c.v1Cpuset == "") {
+		return nil, false
+	}
+	return c, true
+}
+
+// fsMagic is the type of the file system path is on; 0 when it cannot be
+// told.
+func fsMagic(path string) int64 {
+	var st unix.Statfs_t
+	if unix.Statfs(path, &st) != nil {
+		return 0
+	}
+	return int64(st.Type)
+}
+
+// hasCPUControllers reports whether a cgroup2 hierarchy has the cpu and
+// cpuset controllers.
+func hasCPUControllers(dir string) bool {
+	ctrl, _ := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+	set := strings.Fields(string(ctrl))
+	return has(set, "cpu") && has(set, "cpuset")
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// mountedCgroups finds the hierarchies in the mount table: the first
+// cgroup2 mount, the first with the cpu and cpuset controllers, and the
+// first v1 mounts with each.
+func mountedCgroups() *Cgroups {
 	c := &Cgroups{}
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
@@ -52,9 +149,7 @@ func DetectCgroups() *Cgroups {
 			if c.unified == "" {
 				c.unified = mnt
 			}
-			ctrl, _ := os.ReadFile(filepath.Join(mnt, "cgroup.controllers"))
-			set := strings.Fields(string(ctrl))
-			if has(set, "cpu") && has(set, "cpuset") && c.v2 == "" {
+			if c.v2 == "" && hasCPUControllers(mnt) {
 				c.v2 = mnt
 			}
 		case "cgroup":

@@ -15,20 +15,26 @@ import (
 // changes only the new vNIC's part of the kernel.
 func (l *Local) Attach(_ context.Context, r AttachRequest) (*AttachResult, error) {
 	var out *AttachResult
+	lap := reconcile.Stopwatch(l.tracef)
 	err := l.changingWithin(r.Infra, "attach to ", r.Log, r.Wait, func(eng *reconcile.Engine, st *store.Bolt) error {
+		lap("attach: open and lock")
 		doc, err := l.docIn(st, r.Infra)
 		if err != nil {
 			return err
 		}
+		lap("attach: read the applied spec")
 		next, res, err := planAttach(doc, r)
 		if err != nil {
 			return err
 		}
+		lap("attach: write the VM into the spec")
 		out = res
 		if next == nil {
 			return nil
 		}
-		return l.applyChange(eng, next, &res.Executed)
+		err = l.applyChange(eng, next, &res.Executed)
+		lap("attach: apply")
+		return err
 	})
 	return out, err
 }
@@ -36,20 +42,26 @@ func (l *Local) Attach(_ context.Context, r AttachRequest) (*AttachResult, error
 // Detach takes a container's vNIC out on this machine, under the lock.
 func (l *Local) Detach(_ context.Context, r DetachRequest) (*DetachResult, error) {
 	var out *DetachResult
+	lap := reconcile.Stopwatch(l.tracef)
 	err := l.changingWithin(r.Infra, "detach from ", r.Log, r.Wait, func(eng *reconcile.Engine, st *store.Bolt) error {
+		lap("detach: open and lock")
 		doc, err := l.docIn(st, r.Infra)
 		if err != nil {
 			return err
 		}
+		lap("detach: read the applied spec")
 		next, res, err := planDetach(doc, r)
 		if err != nil {
 			return err
 		}
+		lap("detach: take the vNIC out of the spec")
 		out = res
 		if next = unfinished(st, doc, next); next == nil {
 			return nil
 		}
-		return l.applyChange(eng, next, &res.Executed)
+		err = l.applyChange(eng, next, &res.Executed)
+		lap("detach: apply")
+		return err
 	})
 	return out, err
 }

@@ -86,6 +86,13 @@ func (l *Local) init() {
 	})
 }
 
+// tracef writes to Trace, if set.
+func (l *Local) tracef(format string, args ...any) {
+	if l.Trace != nil {
+		fmt.Fprintf(l.Trace, format, args...)
+	}
+}
+
 // Close releases the locks of the store's value; every operation closes
 // the rest of what it opened.
 func (l *Local) Close() error { return l.warm.drop() }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -18,7 +19,9 @@ import (
 // flow style, so that editing one VM of thousands costs what loading the
 // result costs, not a rewrite of the tree. A list written otherwise (flow
 // style, anchors) is edited as a tree and written out again. The result
-// is loaded and validated like any file.
+// is validated like any file; an edit in the text of a spec that validated
+// decodes only the items it wrote (spliceVMs), so that adding a VM to
+// thousands does not decode them all again.
 func EditVMs(doc *Document, drop []string, put []VM) (*Document, error) {
 	dropped := map[string]bool{}
 	for _, name := range drop {
@@ -31,7 +34,10 @@ func EditVMs(doc *Document, drop []string, put []VM) (*Document, error) {
 		}
 		replaced[vm.Name] = i
 	}
-	if out, ok := editVMsInText(doc, dropped, replaced, put); ok {
+	if out, tail, ok := editVMsInText(doc, dropped, replaced, put); ok {
+		if next, ok := spliceVMs(doc, out, tail, dropped, replaced, put); ok {
+			return next, nil
+		}
 		return Load(doc.File, out)
 	}
 	return editVMsInTree(doc, dropped, replaced, put)
@@ -113,41 +119,43 @@ func lineAt(src []byte, lines []int, i int) []byte {
 }
 
 // editVMsInText makes the edit in the source text; false when the VMs are
-// not written as a block list it can edit so.
-func editVMsInText(doc *Document, dropped map[string]bool, replaced map[string]int, put []VM) ([]byte, bool) {
+// not written as a block list it can edit so. The source from tail on
+// ends the result unchanged.
+func editVMsInText(doc *Document, dropped map[string]bool, replaced map[string]int, put []VM) (out []byte, tail int, ok bool) {
 	src := doc.Source
 	if !plainLines(src) {
-		return nil, false
+		return nil, 0, false
 	}
 	it, ok := findVMItems(src)
 	if !ok || len(it.starts) != len(doc.Spec.VMs) {
-		return nil, false
+		return nil, 0, false
 	}
 	indent := it.indent
 	if indent < 0 {
 		indent = 2
 	}
 	pad := strings.Repeat(" ", indent)
-	var out bytes.Buffer
-	out.Grow(len(src) + 256*len(put))
+	var b bytes.Buffer
+	b.Grow(len(src) + 256*len(put))
 	done := map[string]bool{}
+	tail = len(src)
 	if it.key < 0 {
-		out.Write(src)
+		b.Write(src)
 		if len(src) > 0 && src[len(src)-1] != '\n' {
-			out.WriteByte('\n')
+			b.WriteByte('\n')
 		}
-		out.WriteString("vms:\n")
+		b.WriteString("vms:\n")
 	} else if it.empty {
-		out.Write(src[:it.key])
-		out.WriteString("vms:\n")
-		out.Write(src[min(it.keyEnd+1, len(src)):it.end])
+		b.Write(src[:it.key])
+		b.WriteString("vms:\n")
+		b.Write(src[min(it.keyEnd+1, len(src)):it.end])
 	} else {
-		out.Write(src[:it.keyEnd])
+		b.Write(src[:it.keyEnd])
 		if it.keyEnd < len(src) {
-			out.WriteByte('\n')
+			b.WriteByte('\n')
 		}
 		if len(it.starts) > 0 {
-			out.Write(src[min(it.keyEnd+1, len(src)):it.starts[0]])
+			b.Write(src[min(it.keyEnd+1, len(src)):it.starts[0]])
 		}
 		for i, start := range it.starts {
 			end := it.end
@@ -156,31 +164,120 @@ func editVMsInText(doc *Document, dropped map[string]bool, replaced map[string]i
 			}
 			name := doc.Spec.VMs[i].Name
 			if !bytes.Contains(src[start:end], []byte(name)) {
-				return nil, false // an item that does not name its VM: an alias, a merge key
+				return nil, 0, false // an item that does not name its VM: an alias, a merge key
 			}
 			switch j, ok := replaced[name]; {
 			case dropped[name]:
 			case ok:
-				out.WriteString(pad + "- " + FlowVM(put[j]) + "\n")
+				b.WriteString(pad + "- " + FlowVM(put[j]) + "\n")
 				done[name] = true
 			default:
 				item := src[start:end]
-				out.Write(item)
+				b.Write(item)
 				if len(item) > 0 && item[len(item)-1] != '\n' {
-					out.WriteByte('\n')
+					b.WriteByte('\n')
 				}
 			}
 		}
 	}
 	for _, vm := range put {
 		if !done[vm.Name] {
-			out.WriteString(pad + "- " + FlowVM(vm) + "\n")
+			b.WriteString(pad + "- " + FlowVM(vm) + "\n")
 		}
 	}
 	if it.key >= 0 {
-		out.Write(src[it.end:])
+		tail = it.end
+		b.Write(src[it.end:])
 	}
-	return out.Bytes(), true
+	return b.Bytes(), tail, true
+}
+
+// spliceVMs makes the document of out, the edit editVMsInText made of
+// doc's text, without decoding all of out: the VMs the edit kept are
+// doc's, and only the items it wrote are decoded, from the same text.
+// The spec is validated as Load validates it, and its positions are read
+// from out when first asked for. It reports false when doc had not
+// validated or the result does not, so that Load decodes out and says
+// what is wrong where.
+func spliceVMs(doc *Document, out []byte, tail int, dropped map[string]bool, replaced map[string]int, put []VM) (*Document, bool) {
+	if !doc.valid || len(out) > MaxSpecBytes {
+		return nil, false
+	}
+	written, ok := decodeFlowVMs(put)
+	if !ok {
+		return nil, false
+	}
+	// Only the VMs change: the rest of the spec is doc's, shared rather
+	// than copied, as PinVNIs shares it.
+	s := *doc.Spec
+	s.VMs = make([]VM, 0, len(doc.Spec.VMs)+len(put))
+	done := map[string]bool{}
+	for _, vm := range doc.Spec.VMs { // as editVMsInText went through the items
+		switch j, ok := replaced[vm.Name]; {
+		case dropped[vm.Name]:
+		case ok:
+			s.VMs = append(s.VMs, written[j])
+			done[vm.Name] = true
+		default:
+			s.VMs = append(s.VMs, vm)
+		}
+	}
+	for j, vm := range put {
+		if !done[vm.Name] {
+			s.VMs = append(s.VMs, written[j])
+		}
+	}
+	// The checks that ask whether a field was written out ask of fields
+	// whose zero the decoder refuses when written, so a spec decoded from
+	// YAML validates the same without its positions (as a stored
+	// encoding does), and positions are read only for an error, which
+	// Load then reports.
+	probe := &Document{Spec: &s, File: doc.File, located: &lazyPositions{fill: noPositions}}
+	if errs := Validate(probe); len(errs) > 0 {
+		return nil, false
+	}
+	return &Document{Spec: &s, File: doc.File, Source: out, located: &lazyPositions{anchors: shiftedAnchors(doc, out, tail)}, valid: true}, true
+}
+
+func noPositions() (map[string]Pos, map[string]bool) { return map[string]Pos{}, map[string]bool{} }
+
+// decodeFlowVMs decodes the VMs as FlowVM writes them into a spec's text,
+// so that each is what decoding that text gives.
+func decodeFlowVMs(vms []VM) ([]VM, bool) {
+	var b strings.Builder
+	b.WriteString("vms:\n")
+	for _, vm := range vms {
+		b.WriteString("  - " + FlowVM(vm) + "\n")
+	}
+	d, err := Decode("", []byte(b.String()))
+	if err != nil || len(d.Spec.VMs) != len(vms) {
+		return nil, false
+	}
+	return d.Spec.VMs, true
+}
+
+// shiftedAnchors are doc's anchors (see AppendAnchors) in out, where the
+// source from tail on moved by the lines the edit added or took out; nil
+// when they are not known.
+func shiftedAnchors(doc *Document, out []byte, tail int) *netAnchors {
+	a := knownAnchors(doc)
+	if a == nil || tail >= len(doc.Source) {
+		return a // nothing of the source follows the VMs
+	}
+	nl := []byte{'\n'}
+	from := bytes.Count(doc.Source[:tail], nl) + 1 // the line the tail starts
+	delta := bytes.Count(out, nl) - bytes.Count(doc.Source, nl)
+	move := func(p Pos) Pos {
+		if p.Line >= from {
+			p.Line += delta
+		}
+		return p
+	}
+	moved := &netAnchors{list: move(a.list), items: make([]Pos, len(a.items)), vni: slices.Clone(a.vni)}
+	for i, p := range a.items {
+		moved.items[i] = move(p)
+	}
+	return moved
 }
 
 // editVMsInTree makes the edit on the YAML tree and writes it out again.

@@ -101,3 +101,23 @@ func BenchmarkSetVNIC(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkEditVMs adds a container's VM to 1,000 VMs and takes it out, as
+// the CNI plugin's ADD and DEL do.
+func BenchmarkEditVMs(b *testing.B) {
+	doc, err := Load("big.yaml", spectest.VMs(1000))
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := VM{Name: "c-1", Host: "h1", NICs: []VNIC{{PortGroup: "pg", IP: "10.200.0.1/8", MAC: "02:00:00:00:00:01",
+		Attach: &Attach{Netns: "cni-1", Ifname: "eth0", Container: "1", CNI: "web"}}}}
+	for b.Loop() {
+		added, err := EditVMs(doc, nil, []VM{c})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := EditVMs(added, []string{c.Name}, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -172,12 +172,12 @@ func (l *Linux) portPrograms(ns string, h *netlink.Handle) (*bpfpolicy.Programs,
 	} else if err := prunePorts(p, hooked); err != nil {
 		p.Close()
 		return nil, err
-	} else if _, err := p.Sweep(); err != nil {
-		// Before this process stages anything there, and every caller
-		// changes the namespace under its infrastructure's lock: what
-		// no port's settings name is a killed command's staging.
+	} else if err := l.sweepPortPrograms(ns, p); err != nil {
+		// Before this process stages anything there, and with no other
+		// between staging and setting (the lock): what no port's
+		// settings name is a killed command's staging.
 		p.Close()
-		return nil, fmt.Errorf("sweep the port programs of %s: %w", ns, err)
+		return nil, err
 	}
 	if _, known, err := p.FastPath(); err != nil {
 		p.Close()
@@ -311,8 +311,13 @@ func (l *Linux) ensurePortProg(r plan.Resource) error {
 	if err != nil {
 		return err
 	}
+	unlock, err := l.lockPortPrograms(r.NS, false)
+	if err != nil {
+		return err
+	}
 	flows := legacyFlows(h, link)
 	err = progs.Set(uint32(link.Attrs().Index), c, bridgeOf(h, link, p.Switch), flows)
+	unlock()
 	if flows != nil {
 		flows.Close()
 	}
@@ -342,10 +347,11 @@ func (l *Linux) ensurePortProg(r plan.Resource) error {
 // fails, or one never reached, leaves the ports as they were; the
 // staging's own failure leaves each step to write its own.
 func (l *Linux) executePortProgs(actions []plan.Action) (int, error) {
-	progs := l.stagePortProgs(actions)
+	progs, unlock := l.stagePortProgs(actions)
 	if progs == nil {
 		return l.executeEach(actions)
 	}
+	defer unlock()
 	progs.Defer()
 	defer progs.Flush()
 	n, err := l.executeEach(actions)
@@ -356,12 +362,14 @@ func (l *Linux) executePortProgs(actions []plan.Action) (int, error) {
 }
 
 // stagePortProgs stages the policies the steps set, returning the
-// namespace's programs, or nil when it staged nothing.
-func (l *Linux) stagePortProgs(actions []plan.Action) *bpfpolicy.Programs {
+// namespace's programs, or nil when it staged nothing, and the release of
+// their lock, held shared from the staging until the steps have set them
+// (lockPortPrograms).
+func (l *Linux) stagePortProgs(actions []plan.Action) (*bpfpolicy.Programs, func()) {
 	ns := actions[0].New.NS
 	h, err := l.handle(ns)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	var ports []bpfpolicy.Staged
 	defer func() {
@@ -391,14 +399,23 @@ func (l *Linux) stagePortProgs(actions []plan.Action) *bpfpolicy.Programs {
 		ports = append(ports, bpfpolicy.Staged{Port: uint32(link.Attrs().Index), Policy: c, Flows: legacyFlows(h, link)})
 	}
 	if len(ports) == 0 {
-		return nil
+		return nil, nil
 	}
+	// Found first: finding them sweeps them, under the lock exclusive.
 	progs, err := l.portPrograms(ns, h)
-	if err != nil || progs.Stage(ports) != nil {
-		return nil
+	if err != nil {
+		return nil, nil
+	}
+	unlock, err := l.lockPortPrograms(ns, false)
+	if err != nil {
+		return nil, nil
+	}
+	if progs.Stage(ports) != nil {
+		unlock()
+		return nil, nil
 	}
 	killpoint.At("port programs staged: " + ns)
-	return progs
+	return progs, unlock
 }
 
 // leaveFastPath takes a port that is to go down or change bridges off the
@@ -704,8 +721,8 @@ func (l *Linux) SweepPortPrograms(namespaces []string) error {
 		if err != nil {
 			return err
 		}
-		if _, err := progs.Sweep(); err != nil {
-			return fmt.Errorf("sweep the port programs of %s: %w", ns, err)
+		if err := l.sweepPortPrograms(ns, progs); err != nil {
+			return err
 		}
 	}
 	return nil

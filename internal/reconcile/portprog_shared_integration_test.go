@@ -10,7 +10,6 @@ import (
 	"github.com/vnet-project/vnet/internal/nstest"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
-	"github.com/vnet-project/vnet/internal/store"
 )
 
 // aclHostSpec is an infrastructure of one real host whose two web VMs'
@@ -48,7 +47,7 @@ func TestSharedPortProgramsKeepConcurrentRules(t *testing.T) {
 	if !byPrograms(h.eng) {
 		t.Skip("SKIPPED: port policies are nftables here (" + dataplane.PortPolicyEnv + " or the kernel)")
 	}
-	other := h.engineOnMachine(t)
+	other := engineOnMachine(t, h.machine) // another process's
 	sweeper, err := dataplane.New()
 	if err != nil {
 		t.Fatal(err)
@@ -117,32 +116,4 @@ func TestSharedPortProgramsKeepConcurrentRules(t *testing.T) {
 			}
 		}
 	}
-}
-
-// engineOnMachine is a second engine, with a dataplane and store of its
-// own, on the shared host's machine: another process's.
-func (h *sharedHost) engineOnMachine(t *testing.T) *reconcile.Engine {
-	t.Helper()
-	st, err := store.OpenBolt(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	dp, err := dataplane.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dp.HostNS, dp.DeviceStateDir = h.machine, t.TempDir()
-	eng := &reconcile.Engine{DP: dp, Store: st, Host: "hv1", HostNS: h.machine}
-	t.Cleanup(func() {
-		recs, _ := st.List()
-		for _, r := range recs {
-			if _, err := eng.Destroy(r.Name); err != nil {
-				t.Errorf("cleanup: %v", err)
-			}
-			nstest.AssertGone(t, r.Name)
-		}
-		st.Close()
-		dp.Close()
-	})
-	return eng
 }

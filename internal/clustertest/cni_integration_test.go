@@ -34,12 +34,10 @@ func cniOnMachine(t *testing.T, c *Cluster, m *Machine) string {
 	return dir
 }
 
-// A container on a cluster host, through libcni and the host's agent:
-// ADD returns once the agent realized it, and a VM of the spec reaches
-// it; CHECK passes; DEL (twice) takes it out; with the agent down, ADD
-// fails within its wait, clearly, and leaves the spec as it was.
-func TestCNIOverEtcd(t *testing.T) {
-	nstest.RequireRoot(t)
+// containerHost is a cluster of one host, hv1, whose agent runs, for
+// containers that vnet-cni attaches through etcd (see cniOnMachine).
+func containerHost(t *testing.T) (*Cluster, *Machine) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds vnet and runs a cluster")
 	}
@@ -54,6 +52,16 @@ func TestCNIOverEtcd(t *testing.T) {
 			t.Logf("agent of hv1:\n%s", hv1.AgentLog())
 		}
 	})
+	return c, hv1
+}
+
+// A container on a cluster host, through libcni and the host's agent:
+// ADD returns once the agent realized it, and a VM of the spec reaches
+// it; CHECK passes; DEL (twice) takes it out; with the agent down, ADD
+// fails within its wait, clearly, and leaves the spec as it was.
+func TestCNIOverEtcd(t *testing.T) {
+	nstest.RequireRoot(t)
+	c, hv1 := containerHost(t)
 	infra := c.Infra()
 	body := `switches:
   - {name: dvs, hosts: [hv1], portgroups: [{name: pg-web, subnet: 10.79.0.0/24, gateway: 10.79.0.1}]}

@@ -15,7 +15,7 @@ import (
 // The protected ports of a host share one pair of programs, each port's
 // policy an entry in their maps: the programs hold exactly the ports that
 // run them, also after a VM goes and after a port is deleted under vnet
-// (a crash's leftover, forgotten by the next command); VMs whose ports
+// (a crash's leftover, forgotten by the next full apply); VMs whose ports
 // take frames directly reach each other past the bridge.
 func TestPortProgramsAreSharedAndHoldTheirPorts(t *testing.T) {
 	eng := nstest.Engine(t)
@@ -65,8 +65,9 @@ func TestPortProgramsAreSharedAndHoldTheirPorts(t *testing.T) {
 	nstest.Apply(t, eng, strings.Replace(secLab(infra), "  - {name: other, host: esx1, nics: [{portgroup: pg-app, ip: 10.77.0.3/24}]}\n", "", 1))
 	holds("after a VM went")
 
-	// A port deleted under vnet: the next command's programs forget it,
-	// and the port made again is in them.
+	// A port deleted under vnet: a one-VM change does not read the other
+	// ports, so the next full apply, which finds the port gone, makes it
+	// again and has the programs forget the one deleted.
 	h := nstest.Netlink(t, hostNS)
 	link, err := h.LinkByName(appPort)
 	if err != nil {
@@ -80,7 +81,7 @@ func TestPortProgramsAreSharedAndHoldTheirPorts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dp.Close()
-	if _, err := (&reconcile.Engine{DP: dp, Store: eng.Store}).Apply(loadSpec(t, secLab(infra))); err != nil {
+	if _, err := (&reconcile.Engine{DP: dp, Store: eng.Store, Full: true}).Apply(loadSpec(t, secLab(infra))); err != nil {
 		t.Fatal(err)
 	}
 	holds("after a port was deleted under vnet and the VM made again")

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"sync"
 
@@ -916,4 +917,76 @@ func keysOf[K any](m *ebpf.Map) ([]K, error) {
 		}
 	}
 	return out, it.Err()
+}
+
+// FromVMName is the kernel's name of the program of the ports' ingress
+// hooks: what a search of the machine's programs for a namespace's looks
+// for (see Candidates).
+const FromVMName = "port_from_vm"
+
+// Candidates lists the machine's programs named FromVMName, newest first:
+// the programs of every namespace with protected ports, of this build or
+// an earlier one. Which namespace each serves, only the namespaces' tc
+// filters say (see SomePorts).
+func Candidates() ([]ebpf.ProgramID, error) {
+	var out []ebpf.ProgramID
+	var id ebpf.ProgramID
+	for {
+		next, err := ebpf.ProgramGetNextID(id)
+		if errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		id = next
+		prog, err := ebpf.NewProgramFromID(id)
+		if err != nil {
+			continue // unloaded meanwhile
+		}
+		info, err := prog.Info()
+		prog.Close()
+		if err == nil && info.Name == FromVMName {
+			out = append(out, id)
+		}
+	}
+	slices.Reverse(out)
+	return out, nil
+}
+
+// SomePorts returns up to n of the ports (interface indexes) that the
+// programs prog belongs to hold settings for, in the map's order: where
+// to look, in a namespace, for a port that runs them.
+func SomePorts(prog ebpf.ProgramID, n int) []uint32 {
+	p, err := ebpf.NewProgramFromID(prog)
+	if err != nil {
+		return nil
+	}
+	defer p.Close()
+	m, err := MapOf(p, mapPorts)
+	if err != nil {
+		return nil
+	}
+	defer m.Close()
+	var out []uint32
+	var key uint32
+	for err := m.NextKey(nil, &key); err == nil && len(out) < n; err = m.NextKey(key, &key) {
+		out = append(out, key)
+	}
+	return out
+}
+
+// IDs are the kernel's IDs of FromVM and ToVM (0 where unknown): what a
+// process keeps to find them again, and what a port's filters name.
+func (p *Programs) IDs() (fromVM, toVM ebpf.ProgramID) {
+	return programID(p.FromVM), programID(p.ToVM)
+}
+
+func programID(prog *ebpf.Program) ebpf.ProgramID {
+	info, err := prog.Info()
+	if err != nil {
+		return 0
+	}
+	id, _ := info.ID()
+	return id
 }

@@ -15,3 +15,8 @@ var ErrNotRoot = errors.New("vnet needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN) t
 
 // FeatureError names a missing kernel feature and how to get it.
 type FeatureError = feature.Error
+
+// ErrLinkNotOurs is returned when a link of the name vnet would make
+// already exists and nothing marks it as the infrastructure's own: vnet
+// neither takes it over nor, on rollback, deletes it.
+var ErrLinkNotOurs = errors.New("a link of that name exists that this infrastructure did not make")

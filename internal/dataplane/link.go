@@ -55,6 +55,11 @@ func (l *Linux) ensureBridge(r plan.Resource) error {
 	if err != nil {
 		return err
 	}
+	if !made {
+		if err := claimLink(link, r.NS, r.Owner); err != nil {
+			return err
+		}
+	}
 	if link.Type() != "bridge" {
 		return fmt.Errorf("%s exists in %s and is a %s, not a bridge", r.Name, r.NS, link.Type())
 	}
@@ -101,15 +106,56 @@ func (l *Linux) ensureVeth(r plan.Resource) error {
 		return err
 	}
 	made := false
-	if _, err := h.LinkByName(r.A.Name); isGone(err) {
+	if link, err := h.LinkByName(r.A.Name); isGone(err) {
 		if err := l.addVeth(h, r); err != nil {
 			return err
 		}
 		made = true
 	} else if err != nil {
 		return err
+	} else if err := claimLink(link, r.A.NS, r.Owner); err != nil {
+		return err
 	}
 	return l.configureVeth(r, made)
+}
+
+// claimLink refuses an existing link of the name a resource makes unless
+// it is marked as the resource's infrastructure's. Taking over another's
+// link would change it, and the rollback of the failed apply, which sees
+// the link as made by it, would delete it.
+func claimLink(link netlink.Link, ns, owner string) error {
+	alias := link.Attrs().Alias
+	if mayAdopt(ns, alias, owner) {
+		return nil
+	}
+	if alias == "" {
+		alias = "none"
+	}
+	return fmt.Errorf("%s in %s (alias %s): %w", link.Attrs().Name, nsLabel(ns), alias, ErrLinkNotOurs)
+}
+
+// mayAdopt reports whether a link with the alias have, met where a
+// resource of owner is to be made in ns, is that infrastructure's to take
+// over. A namespace vnet made holds its infrastructure's links alone (its
+// mark, which apply checks, says whose it is), so anything in it is; in
+// a namespace shared with the machine and other infrastructures only the
+// link's alias proves it, and a link vnet makes carries it from its start.
+func mayAdopt(ns, have, owner string) bool {
+	if strings.HasPrefix(ns, plan.NSPrefix) {
+		return true
+	}
+	if have == ownerAlias(owner) {
+		return true
+	}
+	infra, _, ok := strings.Cut(owner, ": ")
+	return ok && plan.OwnedBy(have, infra)
+}
+
+func nsLabel(ns string) string {
+	if ns == "" || ns == plan.CurrentNS {
+		return "the machine's namespace"
+	}
+	return "namespace " + ns
 }
 
 func (l *Linux) addVeth(h *netlink.Handle, r plan.Resource) error {
@@ -122,7 +168,9 @@ func (l *Linux) addVeth(h *netlink.Handle, r plan.Resource) error {
 		return err
 	}
 	veth := &netlink.Veth{
-		LinkAttrs:        netlink.LinkAttrs{Name: r.A.Name, MTU: r.A.MTU, HardwareAddr: macA},
+		// The alias in the request that makes the pair: from its start
+		// the link shows whose it is (claimLink).
+		LinkAttrs:        netlink.LinkAttrs{Name: r.A.Name, MTU: r.A.MTU, HardwareAddr: macA, Alias: ownerAlias(r.Owner)},
 		PeerName:         r.B.Name,
 		PeerHardwareAddr: macB,
 		PeerMTU:          uint32(r.B.MTU),

@@ -315,13 +315,18 @@ func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep 
 			return v, err
 		}
 	}
+	foreign := map[string]bool{} // ns/name of others' links, where keep tells them apart
 	for _, link := range links {
 		attrs := link.Attrs()
 		owner, mine := strings.CutPrefix(attrs.Alias, plan.AliasPrefix)
 		if !mine || attrs.Name == "lo" { // lo's alias is the namespace's mark
 			continue
 		}
-		if keep != nil && !keep(attrs.Alias) || only != nil && !only[attrs.Name] {
+		if keep != nil && !keep(attrs.Alias) {
+			foreign[ns+"/"+attrs.Name] = true
+			continue
+		}
+		if only != nil && !only[attrs.Name] {
 			continue
 		}
 		switch {
@@ -371,7 +376,27 @@ func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep 
 			v.resources = append(v.resources, observeLB(h, link, ns)...)
 		}
 	}
+	v.bEnds = withoutPeersOf(v.bEnds, foreign)
 	return v, nil
+}
+
+// withoutPeersOf leaves out the second ends whose first end is one of the
+// foreign links. In a namespace shared with other infrastructures, a
+// second end's alias names only its first end's namespace and name, which
+// another infrastructure's pair may share with one this infrastructure
+// wants: that pair is the other's, whose first end says so, and taking
+// its second end for a stranded one of ours would delete it.
+func withoutPeersOf(bEnds []vethEnd, foreign map[string]bool) []vethEnd {
+	if len(foreign) == 0 {
+		return bEnds
+	}
+	out := bEnds[:0]
+	for _, b := range bEnds {
+		if !foreign[b.peer] {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // fewLinks is how many links of a namespace a scoped observation asks the

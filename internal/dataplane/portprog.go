@@ -231,31 +231,39 @@ func (l *Linux) pruneStaleIn(ns string) error {
 	if err != nil || len(hooked) == 0 {
 		return err // no port runs programs here
 	}
-	l.progs.mu.Lock()
-	defer l.progs.mu.Unlock()
-	key := nsKey{ns, nh.ino}
-	if p := l.progs.by[key]; p != nil {
-		return pruneAndSweep(p, nh.Handle, hooked)
-	}
-	p, err := findAnyPortPrograms(nh.Handle, key, hooked)
+	p, found, err := l.pruneIn(ns, nh, hooked)
 	if p == nil || err != nil {
 		return err
 	}
-	defer p.Close()
-	return pruneAndSweep(p, nh.Handle, hooked)
+	if found {
+		defer p.Close()
+	}
+	// After the prune, with the process's mutex let go: the sweep waits
+	// for the namespace's lock, which a command of this process that has
+	// staged rules may hold while it wants the mutex.
+	return l.sweepPortPrograms(ns, p)
 }
 
-// pruneAndSweep forgets the ports that run neither program (prunePorts),
-// then deletes what no port's settings name (Programs.Sweep): the rules
-// and tables a command killed between staging and setting them left. It
-// runs once an apply's steps are done, under its infrastructure's lock,
-// so whatever this process staged is set by then.
-func pruneAndSweep(p *bpfpolicy.Programs, h *netlink.Handle, hooked []int) error {
-	if err := prunePorts(p, h, hooked); err != nil {
-		return err
+// pruneIn has the namespace's port programs, this process's or found,
+// forget the ports that run neither program (prunePorts). found says the
+// programs were found for this alone, for the caller to close.
+func (l *Linux) pruneIn(ns string, nh *nsHandle, hooked []int) (p *bpfpolicy.Programs, found bool, err error) {
+	l.progs.mu.Lock()
+	defer l.progs.mu.Unlock()
+	key := nsKey{ns, nh.ino}
+	if p = l.progs.by[key]; p == nil {
+		if p, err = findAnyPortPrograms(nh.Handle, key, hooked); p == nil || err != nil {
+			return nil, false, err
+		}
+		found = true
 	}
-	_, err := p.Sweep()
-	return err
+	if err := prunePorts(p, nh.Handle, hooked); err != nil {
+		if found {
+			p.Close()
+		}
+		return nil, false, err
+	}
+	return p, found, nil
 }
 
 // knownPrograms are, for the life of the process, the IDs of the programs
@@ -454,8 +462,13 @@ func (l *Linux) ensurePortProg(r plan.Resource) error {
 	if err != nil {
 		return err
 	}
+	unlock, err := l.lockPortPrograms(r.NS, false)
+	if err != nil {
+		return err
+	}
 	flows := legacyFlows(h, link)
 	err = progs.Set(uint32(link.Attrs().Index), c, bridgeOf(h, link, p.Switch), flows)
+	unlock()
 	if flows != nil {
 		flows.Close()
 	}
@@ -485,10 +498,11 @@ func (l *Linux) ensurePortProg(r plan.Resource) error {
 // fails, or one never reached, leaves the ports as they were; the
 // staging's own failure leaves each step to write its own.
 func (l *Linux) executePortProgs(actions []plan.Action) (int, error) {
-	progs := l.stagePortProgs(actions)
+	progs, unlock := l.stagePortProgs(actions)
 	if progs == nil {
 		return l.executeEach(actions)
 	}
+	defer unlock()
 	progs.Defer()
 	defer progs.Flush()
 	n, err := l.executeEach(actions)
@@ -499,12 +513,14 @@ func (l *Linux) executePortProgs(actions []plan.Action) (int, error) {
 }
 
 // stagePortProgs stages the policies the steps set, returning the
-// namespace's programs, or nil when it staged nothing.
-func (l *Linux) stagePortProgs(actions []plan.Action) *bpfpolicy.Programs {
+// namespace's programs, or nil when it staged nothing, and the release of
+// their lock, held shared from the staging until the steps have set them
+// (lockPortPrograms).
+func (l *Linux) stagePortProgs(actions []plan.Action) (*bpfpolicy.Programs, func()) {
 	ns := actions[0].New.NS
 	h, err := l.handle(ns)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	var ports []bpfpolicy.Staged
 	defer func() {
@@ -534,14 +550,23 @@ func (l *Linux) stagePortProgs(actions []plan.Action) *bpfpolicy.Programs {
 		ports = append(ports, bpfpolicy.Staged{Port: uint32(link.Attrs().Index), Policy: c, Flows: legacyFlows(h, link)})
 	}
 	if len(ports) == 0 {
-		return nil
+		return nil, nil
 	}
+	// Found first: finding them sweeps them, under the lock exclusive.
 	progs, err := l.portPrograms(ns, h)
-	if err != nil || progs.Stage(ports) != nil {
-		return nil
+	if err != nil {
+		return nil, nil
+	}
+	unlock, err := l.lockPortPrograms(ns, false)
+	if err != nil {
+		return nil, nil
+	}
+	if progs.Stage(ports) != nil {
+		unlock()
+		return nil, nil
 	}
 	killpoint.At("port programs staged: " + ns)
-	return progs
+	return progs, unlock
 }
 
 // leaveFastPath takes a port that is to go down or change bridges off the
@@ -848,9 +873,8 @@ func firstNonNil(a, b *netlink.BpfFilter) *netlink.BpfFilter {
 // no port's settings name (bpfpolicy.Programs.Sweep): the rules and tables
 // a command killed between staging and setting them left. A namespace
 // whose ports run none of this build's port programs has nothing to
-// sweep. The caller holds
-// the lock of the infrastructure whose ports these are, and this process
-// stages nothing meanwhile.
+// sweep. Each sweep waits until no command, of this process or another,
+// is between staging rules there and setting them (lockPortPrograms).
 func (l *Linux) SweepPortPrograms(namespaces []string) error {
 	for _, ns := range namespaces {
 		h, err := l.handle(ns)
@@ -870,8 +894,8 @@ func (l *Linux) SweepPortPrograms(namespaces []string) error {
 		if err != nil {
 			return err
 		}
-		if _, err := progs.Sweep(); err != nil {
-			return fmt.Errorf("sweep the port programs of %s: %w", ns, err)
+		if err := l.sweepPortPrograms(ns, progs); err != nil {
+			return err
 		}
 	}
 	return nil

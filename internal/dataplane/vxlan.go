@@ -68,7 +68,9 @@ func (l *Linux) ensureVxlan(r plan.Resource) error {
 		return err
 	}
 	link, err := h.LinkByName(r.Name)
-	if isGone(err) {
+	if err == nil {
+		err = claimLink(link, r.NS, r.Owner)
+	} else if isGone(err) {
 		vx := &netlink.Vxlan{LinkAttrs: newLinkAttrs(r.Name, r.MAC, r.MTU, ownerAlias(r.Owner)),
 			VxlanId: int(r.VNI), SrcAddr: net.ParseIP(r.Local), Port: int(r.Port), Learning: false}
 		if err := h.LinkAdd(vx); err != nil {

@@ -1,12 +1,14 @@
 package reconcile_test
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/nstest"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/spec"
@@ -100,6 +102,49 @@ func TestTwoInfrastructuresOfOneHostHaveHostPortsOfOneName(t *testing.T) {
 	}
 	if res := h.applySpec(t, greenSrc); !res.Plan.Empty() {
 		t.Errorf("an apply of %s after destroying %s changes:\n%s", green, blue, res.Plan)
+	}
+}
+
+// A host port whose name the spec gives, already taken on the machine by
+// another infrastructure's, is refused, naming the link; the failed apply
+// leaves the other's links as they were (its host ports still carry its
+// VM's traffic) and nothing of its own.
+func TestHostPortNamedAsAnothersIsRefused(t *testing.T) {
+	h := newSharedHost(t, "hpclash")
+	blue, green := nstest.Infra("hpcblue"), nstest.Infra("hpcgreen")
+	blueSrc := hostPortSpec(blue, "10.44")
+	greenSrc := strings.Replace(hostPortSpec(green, "10.45"), "name: nfs1045", "name: nfs1044", 1)
+	h.applySpec(t, blueSrc)
+	blueLinks := hostPortLinks(t, blueSrc)
+	before := map[string][]string{}
+	for _, l := range blueLinks {
+		before[l] = nstest.LinkState(t, h.machine, l)
+	}
+	doc, err := spec.Load("shared.yaml", []byte(greenSrc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.eng.Apply(doc)
+	if !errors.Is(err, dataplane.ErrLinkNotOurs) || !strings.Contains(err.Error(), "nfs1044") {
+		t.Fatalf("apply of %s with blue's host port name: err = %v, want %v naming nfs1044", green, err, dataplane.ErrLinkNotOurs)
+	}
+	for _, l := range blueLinks {
+		if after := nstest.LinkState(t, h.machine, l); strings.Join(after, "\n") != strings.Join(before[l], "\n") {
+			t.Errorf("the refused apply of %s changed %s's %s:\nbefore %v\nafter  %v", green, blue, l, before[l], after)
+		}
+	}
+	links := h.links(t)
+	for _, l := range hostPortLinks(t, greenSrc) {
+		if l != "nfs1044" && links[l] {
+			t.Errorf("the refused apply of %s left its link %s", green, l)
+		}
+	}
+	nstest.AssertGone(t, green)
+	if err := h.reachesHostPort(t, blue, "10.44.0.11:7114"); err != nil {
+		t.Errorf("%s after the refused apply: web1 does not reach its vmk0: %v", blue, err)
+	}
+	if res := h.applySpec(t, blueSrc); !res.Plan.Empty() {
+		t.Errorf("an apply of %s after the refused one changes:\n%s", blue, res.Plan)
 	}
 }
 

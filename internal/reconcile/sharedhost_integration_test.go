@@ -49,6 +49,14 @@ type sharedHost struct {
 func newSharedHost(t *testing.T, base string) *sharedHost {
 	t.Helper()
 	machine := nstest.Machine(t, base)
+	return &sharedHost{machine: machine, eng: engineOnMachine(t, machine)}
+}
+
+// engineOnMachine is an engine, with a dataplane and store of its own, on
+// the machine: one process applying there. Whatever its store holds is
+// destroyed when the test ends.
+func engineOnMachine(t *testing.T, machine string) *reconcile.Engine {
+	t.Helper()
 	st, err := store.OpenBolt(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -58,11 +66,11 @@ func newSharedHost(t *testing.T, base string) *sharedHost {
 		t.Fatal(err)
 	}
 	dp.HostNS, dp.DeviceStateDir = machine, t.TempDir()
-	h := &sharedHost{machine: machine, eng: &reconcile.Engine{DP: dp, Store: st, Host: "hv1", HostNS: machine}}
+	eng := &reconcile.Engine{DP: dp, Store: st, Host: "hv1", HostNS: machine}
 	t.Cleanup(func() {
 		recs, _ := st.List()
 		for _, r := range recs {
-			if _, err := h.eng.Destroy(r.Name); err != nil {
+			if _, err := eng.Destroy(r.Name); err != nil {
 				t.Errorf("cleanup: %v", err)
 			}
 			nstest.AssertGone(t, r.Name)
@@ -70,7 +78,7 @@ func newSharedHost(t *testing.T, base string) *sharedHost {
 		st.Close()
 		dp.Close()
 	})
-	return h
+	return eng
 }
 
 func (h *sharedHost) apply(t *testing.T, infra string) reconcile.Result {

@@ -1,0 +1,160 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/vnet-project/vnet/internal/plan"
+)
+
+// A device's record is removed when the device is given back. A TAP is
+// not always there to be given back: libvirt or QEMU deletes it when the
+// guest stops, and then no observation sees it and no step of a plan
+// removes it. Its record would stay until the next TAP of that name;
+// forgetGone removes it once the device it names is gone, after the VM
+// goes (ForgetGoneDevices), with its infrastructure (a destroy) or by gc
+// (DropStaleDeviceRecords). A record whose device is gone holds nothing
+// to give back, so removing it is safe whatever the spec says.
+
+// ForgetGoneDevices removes the records of the devices (plan.KindDevice
+// resources) that are gone: those of VMs an apply took out whose TAPs
+// their hypervisor deleted first.
+func (l *Linux) ForgetGoneDevices(devices []plan.Resource) error {
+	var errs []error
+	for _, r := range devices {
+		if r.Kind != plan.KindDevice {
+			continue
+		}
+		if err := l.forgetGone(r.NS, r.Name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// DropStaleDeviceRecords removes (dry: only lists) the records, of the
+// namespaces within says, whose devices are gone, and describes each.
+func (l *Linux) DropStaleDeviceRecords(within func(ns string) bool, dry bool) ([]string, error) {
+	if l.DeviceStateDir == "" {
+		return nil, nil
+	}
+	dirs, err := os.ReadDir(l.DeviceStateDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	var errs []error
+	for _, d := range dirs {
+		ns, ok := recordNS(d.Name())
+		if !d.IsDir() || !ok || !within(ns) {
+			continue
+		}
+		files, err := os.ReadDir(filepath.Join(l.DeviceStateDir, d.Name()))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, f := range files {
+			name, ok := strings.CutSuffix(f.Name(), ".json")
+			if !ok || f.IsDir() {
+				continue
+			}
+			path := filepath.Join(l.DeviceStateDir, d.Name(), f.Name())
+			st, err := readDeviceState(path)
+			if err != nil || st.Name != name || !l.recordGone(ns, st) {
+				continue // a file vnet did not write whole, or a device still there: left
+			}
+			out = append(out, fmt.Sprintf("record of device %s in %s, which is gone (%s)", name, nsLabel(ns), path))
+			if dry {
+				continue
+			}
+			if err := removeRecord(path); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// recordNS is the namespace a directory of records is of (deviceFile).
+func recordNS(dir string) (string, bool) {
+	if dir == "host" {
+		return plan.CurrentNS, true
+	}
+	return strings.CutPrefix(dir, "netns-")
+}
+
+func nsLabel(ns string) string {
+	if ns == plan.CurrentNS {
+		return "this namespace"
+	}
+	return "namespace " + ns
+}
+
+// forgetGone removes the record of a device of ns if the device is gone.
+func (l *Linux) forgetGone(ns, name string) error {
+	if l.DeviceStateDir == "" {
+		return nil
+	}
+	path, err := l.deviceFile(ns, name)
+	if err != nil {
+		return err
+	}
+	st, err := readDeviceState(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case !l.recordGone(ns, st):
+		return nil
+	}
+	return removeRecord(path)
+}
+
+// recordGone reports whether the device a record of ns names is gone: its
+// namespace is, or the namespace has no link of its name that is this
+// device; for a TAP recorded to be moved in, also no link of its name and
+// index where it was made (a kill between the record and the move leaves
+// it there, to be moved by the next apply). When unsure, it is not.
+func (l *Linux) recordGone(ns string, st deviceState) bool {
+	if !netnsExists(ns) {
+		return true
+	}
+	h, err := l.handle(ns)
+	if err != nil {
+		return false
+	}
+	link, err := h.LinkByName(st.Name)
+	switch {
+	case err == nil && sameDevice(st, link):
+		return false
+	case err != nil && !isGone(err):
+		return false
+	}
+	if !st.MovedIn || ns == plan.CurrentNS {
+		return true
+	}
+	here, err := l.handle(plan.CurrentNS)
+	if err != nil {
+		return false
+	}
+	link, err = here.LinkByName(st.Name)
+	if err == nil {
+		return link.Attrs().Index != st.Index
+	}
+	return isGone(err)
+}
+
+func removeRecord(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove the record of a device that is gone: %w", err)
+	}
+	return nil
+}

@@ -133,15 +133,21 @@ func (l *Linux) takeTap(r plan.Resource) error {
 	if tt, ok := link.(*netlink.Tuntap); err != nil || !ok || tt.Mode != netlink.TUNTAP_MODE_TAP {
 		return nil // not a TAP of this namespace either: ensureDevice says what is missing
 	}
-	st, err := readDevice(here, link)
-	if err != nil {
-		return err
-	}
-	st.MovedIn = true
 	path, err := l.deviceFile(r.NS, r.Name)
 	if err != nil {
 		return err
 	}
+	// A record of this TAP moved in already is of the state from before:
+	// a give-back killed once the TAP was back, before its record went,
+	// left the TAP as the record does not (down, without its qdisc).
+	st, err := readDeviceState(path)
+	if err != nil || !st.MovedIn || !sameDevice(st, link) {
+		if st, err = readDevice(here, link); err != nil {
+			return err
+		}
+		st.MovedIn = true
+	}
+	st.Index = link.Attrs().Index
 	if err := writeDeviceState(path, st); err != nil {
 		return err
 	}
@@ -167,22 +173,42 @@ func (l *Linux) takeTap(r plan.Resource) error {
 }
 
 // moveBack returns a device that vnet moved in to this process's
-// namespace.
-// Equivalent to: ip -n NS link set NAME netns 1
-func moveBack(h *netlink.Handle, link netlink.Link, st deviceState) error {
+// namespace. The move takes the device down, and with it its root qdisc:
+// it is brought up again there, with the root it had, if it was up.
+// Equivalent to: ip -n NS link set NAME netns 1; ip link set NAME up
+func (l *Linux) moveBack(h *netlink.Handle, link netlink.Link, st deviceState) error {
 	if !st.MovedIn {
 		return nil
 	}
+	name := link.Attrs().Name
 	own, err := netns.GetFromPath("/proc/self/ns/net")
 	if err != nil {
 		return err
 	}
 	defer own.Close()
 	if err := h.LinkSetNsFd(link, int(own)); err != nil {
-		return fmt.Errorf("move %s back: %w", link.Attrs().Name, err)
+		return fmt.Errorf("move %s back: %w", name, err)
 	}
-	changed("TAP %s moved back, its record not yet removed", link.Attrs().Name)
-	return nil
+	changed("TAP %s moved back, its record not yet removed", name)
+	if !st.Up {
+		return nil
+	}
+	here, err := l.handle(plan.CurrentNS)
+	if err != nil {
+		return err
+	}
+	back, err := here.LinkByName(name)
+	if err != nil {
+		return fmt.Errorf("TAP %s moved back: %w", name, err)
+	}
+	if err := here.LinkSetUp(back); err != nil {
+		return fmt.Errorf("set %s up: %w", name, err)
+	}
+	qs, err := here.QdiscList(back)
+	if err != nil {
+		return fmt.Errorf("tc qdisc show dev %s: %w", name, err)
+	}
+	return ensureRootQdisc(here, back, st, qs)
 }
 
 func writeDeviceState(path string, st deviceState) error {
@@ -421,7 +447,7 @@ func (l *Linux) removeDevice(r plan.Resource) error {
 	if err := restoreDevice(h, link, g.st); err != nil {
 		return fmt.Errorf("give back %s: %w", r.Name, err)
 	}
-	if err := moveBack(h, link, g.st); err != nil {
+	if err := l.moveBack(h, link, g.st); err != nil {
 		return err
 	}
 	return g.forget()
@@ -673,7 +699,7 @@ func (l *Linux) giveBackDevices(ns string, actions []plan.Action) []error {
 			fail(d.action, fmt.Errorf("give back %s: %w", d.action.Old.Name, err))
 			continue
 		}
-		if err := moveBack(h, d.link, d.g.st); err != nil {
+		if err := l.moveBack(h, d.link, d.g.st); err != nil {
 			fail(d.action, err)
 			continue
 		}

@@ -120,9 +120,10 @@ func (l *Linux) forgetGone(ns, name string) error {
 
 // recordGone reports whether the device a record of ns names is gone: its
 // namespace is, or the namespace has no link of its name that is this
-// device; for a TAP recorded to be moved in, also no link of its name and
-// index where it was made (a kill between the record and the move leaves
-// it there, to be moved by the next apply). When unsure, it is not.
+// device; for a TAP recorded to be moved in, also not this device where it
+// was made (a kill between the record and the move, or between moving it
+// back and removing the record, leaves it there, for the next apply to
+// move in with the record from before). When unsure, it is not.
 func (l *Linux) recordGone(ns string, st deviceState) bool {
 	if !netnsExists(ns) {
 		return true
@@ -147,7 +148,7 @@ func (l *Linux) recordGone(ns string, st deviceState) bool {
 	}
 	link, err = here.LinkByName(st.Name)
 	if err == nil {
-		return link.Attrs().Index != st.Index
+		return !sameDevice(st, link)
 	}
 	return isGone(err)
 }

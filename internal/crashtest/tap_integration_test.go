@@ -37,9 +37,9 @@ vms:
 // the hypervisor: the TAP is in vnet's own namespace.
 type tapRig struct {
 	infra, state, machine, tap string
-	file, without            string // the spec, and the spec without the guest
-	wrap                     []string
-	before                   tapSeen
+	file, without              string // the spec, and the spec without the guest
+	wrap                       []string
+	before                     tapSeen
 }
 
 func newTapRig(t *testing.T, prefix, tap string) *tapRig {

@@ -152,7 +152,7 @@ vms:
 	if out, err := c.Vnet("status", infra); err != nil || strings.Contains(out, vm) {
 		t.Errorf("after stopped the spec still has %s, or status failed (%v):\n%s", vm, err, out)
 	}
-	records := filepath.Join(c.dir, "state-hv1", "devices")
+	records := filepath.Join(c.dir, "state-hv1", "hostagent", "devices")
 	waitFor(t, 20*time.Second, "hv1's agent forgets the TAP", func() (bool, string) {
 		var left []string
 		_ = filepath.WalkDir(records, func(path string, d os.DirEntry, err error) error {

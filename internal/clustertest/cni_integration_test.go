@@ -39,21 +39,7 @@ func cniOnMachine(t *testing.T, c *Cluster, m *Machine) string {
 // it; CHECK passes; DEL (twice) takes it out; with the agent down, ADD
 // fails within its wait, clearly, and leaves the spec as it was.
 func TestCNIOverEtcd(t *testing.T) {
-	nstest.RequireRoot(t)
-	if testing.Short() {
-		t.Skip("builds vnet and runs a cluster")
-	}
-	if _, err := exec.LookPath("nsenter"); err != nil {
-		t.Skip("SKIPPED: needs nsenter (util-linux)")
-	}
-	c := New(t, sharedBin(t), "hv1")
-	hv1 := c.Machine("hv1")
-	hv1.StartAgent("--interval", "30s")
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("agent of hv1:\n%s", hv1.AgentLog())
-		}
-	})
+	c, hv1 := agentHost(t)
 	infra := c.Infra()
 	body := `switches:
   - {name: dvs, hosts: [hv1], portgroups: [{name: pg-web, subnet: 10.79.0.0/24, gateway: 10.79.0.1}]}
@@ -134,6 +120,29 @@ vms:
 	if out, err := c.Vnet("status", infra); err != nil || strings.Contains(out, "p-default-web-0") {
 		t.Errorf("after the failed ADD the spec still holds the pod, or status failed (%v):\n%s", err, out)
 	}
+}
+
+// agentHost is a cluster of one host, hv1, with its agent running, for a
+// runtime's face (run in the machine through nsenter) to attach to; its
+// agent's output is logged when the test fails.
+func agentHost(t *testing.T) (*Cluster, *Machine) {
+	t.Helper()
+	nstest.RequireRoot(t)
+	if testing.Short() {
+		t.Skip("builds vnet and runs a cluster")
+	}
+	if _, err := exec.LookPath("nsenter"); err != nil {
+		t.Skip("SKIPPED: needs nsenter (util-linux)")
+	}
+	c := New(t, sharedBin(t), "hv1")
+	hv1 := c.Machine("hv1")
+	hv1.StartAgent("--interval", "30s")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agent of hv1:\n%s", hv1.AgentLog())
+		}
+	})
+	return c, hv1
 }
 
 // containerLinks lists the links of a namespace but lo.

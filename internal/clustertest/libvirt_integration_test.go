@@ -74,21 +74,7 @@ func hook(t *testing.T, c *Cluster, m *Machine, op, sub, xml string) (int, strin
 // With the agent down, "started" fails within its wait, naming the agent,
 // and leaves the spec as it was.
 func TestLibvirtHookOverEtcd(t *testing.T) {
-	nstest.RequireRoot(t)
-	if testing.Short() {
-		t.Skip("builds vnet and runs a cluster")
-	}
-	if _, err := exec.LookPath("nsenter"); err != nil {
-		t.Skip("SKIPPED: needs nsenter (util-linux)")
-	}
-	c := New(t, sharedBin(t), "hv1")
-	hv1 := c.Machine("hv1")
-	hv1.StartAgent("--interval", "30s")
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("agent of hv1:\n%s", hv1.AgentLog())
-		}
-	})
+	c, hv1 := agentHost(t)
 	infra := c.Infra()
 	body := `switches:
   - {name: dvs, hosts: [hv1], portgroups: [{name: pg-web, subnet: 10.79.0.0/24}]}

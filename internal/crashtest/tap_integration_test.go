@@ -284,6 +284,22 @@ func TestKillTapMoveAtEveryStep(t *testing.T) {
 	}
 	if failed {
 		t.Log("stopped at the first failure")
+		return
+	}
+	// A destroy right after an apply killed while the TAP moves in, with
+	// no apply between, gives the TAP back as it was.
+	for n, p := range applyPoints {
+		if !strings.Contains(p, "tapk0") {
+			continue
+		}
+		if !t.Run(fmt.Sprintf("destroy-after-kill@%d", n+1), func(t *testing.T) {
+			t.Logf("apply killed after %q", p)
+			r0.killed(t, n+1, "apply", r0.file)
+			r0.intact(t, "the killed apply")
+			r0.destroyClean(t)
+		}) {
+			return
+		}
 	}
 }
 

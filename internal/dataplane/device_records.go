@@ -159,3 +159,54 @@ func removeRecord(path string) error {
 	}
 	return nil
 }
+
+// sweepTaps gives back the TAPs a command killed halfway moved into the
+// infrastructure's namespaces before it marked them (ensureDevice sets the
+// alias after the move): no observation sees them, and a destroy would
+// delete them with the namespace. Their records, of the state from before,
+// say they were moved in.
+func (l *Linux) sweepTaps(infra string) ([]string, error) {
+	if l.DeviceStateDir == "" {
+		return nil, nil
+	}
+	dirs, err := os.ReadDir(l.DeviceStateDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var done []string
+	var errs []error
+	for _, d := range dirs {
+		ns, ok := recordNS(d.Name())
+		if !ok || !strings.HasPrefix(ns, plan.InfraNSPrefix(infra)) || !netnsExists(ns) {
+			continue
+		}
+		files, err := os.ReadDir(filepath.Join(l.DeviceStateDir, d.Name()))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, f := range files {
+			name, ok := strings.CutSuffix(f.Name(), ".json")
+			if !ok {
+				continue
+			}
+			st, err := readDeviceState(filepath.Join(l.DeviceStateDir, d.Name(), f.Name()))
+			if err != nil || !st.MovedIn {
+				continue
+			}
+			_, link, err := l.existingLink(ns, name)
+			if err != nil || link == nil || !sameDevice(st, link) || strings.HasPrefix(link.Attrs().Alias, plan.AliasPrefix) {
+				continue // not there, or marked: observation sees it
+			}
+			if err := l.removeDevice(plan.Resource{Kind: plan.KindDevice, NS: ns, Name: name}); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			done = append(done, fmt.Sprintf("TAP %s, moved into %s by a command killed before it marked it, given back", name, ns))
+		}
+	}
+	return done, errors.Join(errs...)
+}

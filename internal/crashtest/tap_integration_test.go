@@ -286,19 +286,29 @@ func TestKillTapMoveAtEveryStep(t *testing.T) {
 		t.Log("stopped at the first failure")
 		return
 	}
-	// A destroy right after an apply killed while the TAP moves in, with
-	// no apply between, gives the TAP back as it was.
-	for n, p := range applyPoints {
-		if !strings.Contains(p, "tapk0") {
-			continue
-		}
-		if !t.Run(fmt.Sprintf("destroy-after-kill@%d", n+1), func(t *testing.T) {
-			t.Logf("apply killed after %q", p)
-			r0.killed(t, n+1, "apply", r0.file)
-			r0.intact(t, "the killed apply")
-			r0.destroyClean(t)
-		}) {
-			return
+	// A destroy right after an apply or a destroy killed at a point that
+	// concerns the TAP, with no apply between, gives the TAP back as it
+	// was.
+	for _, c := range []struct {
+		what   string
+		points []string
+		args   []string
+	}{{"apply", applyPoints, []string{"apply", r0.file}}, {"destroy", destroyPoints, []string{"destroy", r0.infra}}} {
+		for n, p := range c.points {
+			if !strings.Contains(p, "tapk0") {
+				continue
+			}
+			if !t.Run(fmt.Sprintf("destroy-after-%s-killed@%d", c.what, n+1), func(t *testing.T) {
+				if c.what == "destroy" {
+					r0.must(t, "apply", r0.file)
+				}
+				t.Logf("%s killed after %q", c.what, p)
+				r0.killed(t, n+1, c.args...)
+				r0.intact(t, "the killed "+c.what)
+				r0.destroyClean(t)
+			}) {
+				return
+			}
 		}
 	}
 }

@@ -190,23 +190,39 @@ func (l *Linux) moveBack(h *netlink.Handle, link netlink.Link, st deviceState) e
 		return fmt.Errorf("move %s back: %w", name, err)
 	}
 	changed("TAP %s moved back, its record not yet removed", name)
-	if !st.Up {
+	return l.settleBack(st)
+}
+
+// settleBack brings a TAP moved back to this process's namespace up, with
+// the root qdisc it had, if it was up when vnet took it: the move took it
+// down. A TAP of that name that is not the recorded one is left alone.
+// Equivalent to: ip link set NAME up
+func (l *Linux) settleBack(st deviceState) error {
+	if !st.MovedIn || !st.Up {
 		return nil
 	}
 	here, err := l.handle(plan.CurrentNS)
 	if err != nil {
 		return err
 	}
-	back, err := here.LinkByName(name)
-	if err != nil {
-		return fmt.Errorf("TAP %s moved back: %w", name, err)
+	back, err := here.LinkByName(st.Name)
+	if isGone(err) {
+		return nil
 	}
-	if err := here.LinkSetUp(back); err != nil {
-		return fmt.Errorf("set %s up: %w", name, err)
+	if err != nil {
+		return fmt.Errorf("TAP %s moved back: %w", st.Name, err)
+	}
+	if !sameDevice(st, back) {
+		return nil
+	}
+	if back.Attrs().Flags&net.FlagUp == 0 {
+		if err := here.LinkSetUp(back); err != nil {
+			return fmt.Errorf("set %s up: %w", st.Name, err)
+		}
 	}
 	qs, err := here.QdiscList(back)
 	if err != nil {
-		return fmt.Errorf("tc qdisc show dev %s: %w", name, err)
+		return fmt.Errorf("tc qdisc show dev %s: %w", st.Name, err)
 	}
 	return ensureRootQdisc(here, back, st, qs)
 }

@@ -74,6 +74,10 @@ func (l *Linux) DropStaleDeviceRecords(within func(ns string) bool, dry bool) ([
 			if dry {
 				continue
 			}
+			if err := l.settleBack(st); err != nil {
+				errs = append(errs, err)
+				continue
+			}
 			if err := removeRecord(path); err != nil {
 				errs = append(errs, err)
 			}
@@ -114,6 +118,9 @@ func (l *Linux) forgetGone(ns, name string) error {
 		return err
 	case !l.recordGone(ns, st):
 		return nil
+	}
+	if err := l.settleBack(st); err != nil {
+		return err
 	}
 	return removeRecord(path)
 }

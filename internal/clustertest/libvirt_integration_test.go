@@ -2,6 +2,7 @@ package clustertest
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -96,8 +97,8 @@ vms:
 		t.Fatalf("started: exit %d: %s", code, stderr)
 	}
 	t.Logf("started through etcd and hv1's agent: %s", time.Since(start).Round(time.Millisecond))
-	if out, err := c.Vnet("status", infra); err != nil || !strings.Contains(out, vm) {
-		t.Errorf("status does not show the domain's VM %s (%v):\n%s", vm, err, out)
+	if !hasVM(t, c, infra, vm) {
+		t.Errorf("the spec has no VM %s for the started domain", vm)
 	}
 	// The agent reported the change realized: the TAP is a forwarding
 	// port of the switch, marked as vnet's.
@@ -135,8 +136,8 @@ vms:
 			t.Fatalf("%s: exit %d: %s", op, code, stderr)
 		}
 	}
-	if out, err := c.Vnet("status", infra); err != nil || strings.Contains(out, vm) {
-		t.Errorf("after stopped the spec still has %s, or status failed (%v):\n%s", vm, err, out)
+	if hasVM(t, c, infra, vm) {
+		t.Errorf("after stopped the spec still has %s", vm)
 	}
 	records := filepath.Join(c.dir, "state-hv1", "hostagent", "devices")
 	waitFor(t, 20*time.Second, "hv1's agent forgets the TAP", func() (bool, string) {
@@ -162,7 +163,28 @@ vms:
 	if took := time.Since(start); took > 20*time.Second {
 		t.Errorf("started with the agent down took %s, its wait is 3s", took)
 	}
-	if out, err := c.Vnet("status", infra); err != nil || strings.Contains(out, vm) {
-		t.Errorf("after the failed start the spec still holds %s, or status failed (%v):\n%s", vm, err, out)
+	if hasVM(t, c, infra, vm) {
+		t.Errorf("after the failed start the spec still holds %s", vm)
 	}
+}
+
+// hasVM reports whether the cluster's spec of infra has the VM, as
+// vnet status -o json lists its VMs.
+func hasVM(t *testing.T, c *Cluster, infra, vm string) bool {
+	t.Helper()
+	out, err := c.Vnet("status", infra, "-o", "json")
+	var got []struct {
+		VMs []struct {
+			Name string `json:"name"`
+		} `json:"vms"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &got) != nil || len(got) != 1 {
+		t.Fatalf("vnet status %s -o json: %v\n%s", infra, err, out)
+	}
+	for _, v := range got[0].VMs {
+		if v.Name == vm {
+			return true
+		}
+	}
+	return false
 }

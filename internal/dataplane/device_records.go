@@ -38,17 +38,38 @@ func (l *Linux) ForgetGoneDevices(devices []plan.Resource) error {
 // DropStaleDeviceRecords removes (dry: only lists) the records, of the
 // namespaces within says, whose devices are gone, and describes each.
 func (l *Linux) DropStaleDeviceRecords(within func(ns string) bool, dry bool) ([]string, error) {
+	var out []string
+	err := l.eachRecord(within, func(ns, path string, st deviceState) error {
+		if !l.recordGone(ns, st) {
+			return nil
+		}
+		out = append(out, fmt.Sprintf("record of device %s in %s, which is gone (%s)", st.Name, nsLabel(ns), path))
+		if dry {
+			return nil
+		}
+		if err := l.settleBack(st); err != nil {
+			return err
+		}
+		return removeRecord(path)
+	})
+	return out, err
+}
+
+// eachRecord calls use with each record of a device, of the namespaces
+// within says, and its path; it goes on past errors and returns them all.
+// A file that is not a whole record of the device it is named after is
+// not vnet's, and is left.
+func (l *Linux) eachRecord(within func(ns string) bool, use func(ns, path string, st deviceState) error) error {
 	if l.DeviceStateDir == "" {
-		return nil, nil
+		return nil
 	}
 	dirs, err := os.ReadDir(l.DeviceStateDir)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return nil
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var out []string
 	var errs []error
 	for _, d := range dirs {
 		ns, ok := recordNS(d.Name())
@@ -67,23 +88,15 @@ func (l *Linux) DropStaleDeviceRecords(within func(ns string) bool, dry bool) ([
 			}
 			path := filepath.Join(l.DeviceStateDir, d.Name(), f.Name())
 			st, err := readDeviceState(path)
-			if err != nil || st.Name != name || !l.recordGone(ns, st) {
-				continue // a file vnet did not write whole, or a device still there: left
-			}
-			out = append(out, fmt.Sprintf("record of device %s in %s, which is gone (%s)", name, nsLabel(ns), path))
-			if dry {
+			if err != nil || st.Name != name {
 				continue
 			}
-			if err := l.settleBack(st); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			if err := removeRecord(path); err != nil {
+			if err := use(ns, path, st); err != nil {
 				errs = append(errs, err)
 			}
 		}
 	}
-	return out, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // recordNS is the namespace a directory of records is of (deviceFile).
@@ -173,47 +186,21 @@ func removeRecord(path string) error {
 // delete them with the namespace. Their records, of the state from before,
 // say they were moved in.
 func (l *Linux) sweepTaps(infra string) ([]string, error) {
-	if l.DeviceStateDir == "" {
-		return nil, nil
-	}
-	dirs, err := os.ReadDir(l.DeviceStateDir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
 	var done []string
-	var errs []error
-	for _, d := range dirs {
-		ns, ok := recordNS(d.Name())
-		if !ok || !strings.HasPrefix(ns, plan.InfraNSPrefix(infra)) || !netnsExists(ns) {
-			continue
+	prefix := plan.InfraNSPrefix(infra)
+	err := l.eachRecord(func(ns string) bool { return strings.HasPrefix(ns, prefix) && netnsExists(ns) }, func(ns, _ string, st deviceState) error {
+		if !st.MovedIn {
+			return nil
 		}
-		files, err := os.ReadDir(filepath.Join(l.DeviceStateDir, d.Name()))
-		if err != nil {
-			errs = append(errs, err)
-			continue
+		_, link, err := l.existingLink(ns, st.Name)
+		if err != nil || link == nil || !sameDevice(st, link) || strings.HasPrefix(link.Attrs().Alias, plan.AliasPrefix) {
+			return nil // not there, or marked: observation sees it
 		}
-		for _, f := range files {
-			name, ok := strings.CutSuffix(f.Name(), ".json")
-			if !ok {
-				continue
-			}
-			st, err := readDeviceState(filepath.Join(l.DeviceStateDir, d.Name(), f.Name()))
-			if err != nil || !st.MovedIn {
-				continue
-			}
-			_, link, err := l.existingLink(ns, name)
-			if err != nil || link == nil || !sameDevice(st, link) || strings.HasPrefix(link.Attrs().Alias, plan.AliasPrefix) {
-				continue // not there, or marked: observation sees it
-			}
-			if err := l.removeDevice(plan.Resource{Kind: plan.KindDevice, NS: ns, Name: name}); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			done = append(done, fmt.Sprintf("TAP %s, moved into %s by a command killed before it marked it, given back", name, ns))
+		if err := l.removeDevice(plan.Resource{Kind: plan.KindDevice, NS: ns, Name: st.Name}); err != nil {
+			return err
 		}
-	}
-	return done, errors.Join(errs...)
+		done = append(done, fmt.Sprintf("TAP %s, moved into %s by a command killed before it marked it, given back", st.Name, ns))
+		return nil
+	})
+	return done, err
 }

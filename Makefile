@@ -40,7 +40,8 @@ deps:
 # the summary at the end names every test that skipped and why.
 # testlog prints what `go test -v` would, as it happens, and says which test is
 # running whenever the output has rested 20 s; go test's own result lines pass
-# through unchanged and its exit status is kept. The fuzz run counts inputs, not
+# through unchanged and its exit status is kept; what the run left on the machine
+# (namespaces, cgroups, the store registry, /run/vnet) fails it. The fuzz run counts inputs, not
 # seconds: Go 1.26's fuzzer can fail a run whose time is up while a worker is
 # mid-input ("context deadline exceeded", a race fixed in Go 1.27), more so on
 # a busy machine. 400000 inputs take about 14 s here. A package may take up to

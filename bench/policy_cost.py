@@ -34,30 +34,37 @@ Each is measured with vnet netperf from one end: UDP_STREAM of 64-byte
 datagrams (UDP64, the frames per second that reached the receiving
 interface), TCP_RR (transactions/s on one connection: what every packet of
 an established connection pays), TCP_CRR (a new connection per transaction:
-what walking the ACL costs) and TCP_STREAM. The client's and the server's
-data loops run on two different CPUs (netperf -T, --cpus), the same for
-every path. Every test runs on every path once, untimed, for --warmup
-seconds before the first round. Then --rounds rounds, each running every
-test on every path, the paths in a new random order for each test of each
-round (seeded, --seed), so that a change in the machine's load during the
-run falls on all paths alike. A path's figure is the median of its rounds;
-its ratio against another (veth, none, and for default and guard the
-kernel's cheapest path for the same policy, redirect-default and
+what walking the ACL costs) and TCP_STREAM. The data loops are pinned, the
+same for every path (netperf -T): for UDP64 and TCP_STREAM the client's on
+one CPU and the server's on another (--cpus), so the sender's CPU carries the
+path and the receiver's drains the socket; for TCP_RR and TCP_CRR both on
+one CPU (--rr-cpus), so a transaction pays the path twice and two context
+switches but no wake-up of an idle CPU, which on a virtual machine can cost
+ten times the path and hide it. Every test runs on every path once, untimed,
+for --warmup seconds before the first round. Then --rounds rounds, each
+running every test on every path, the paths in a new random order for each
+test of each round (seeded, --seed), so that a change in the machine's load
+during the run falls on all paths alike. A path's figure is the median of
+its rounds; its ratio against another (veth, none, and for default and guard
+the kernel's cheapest path for the same policy, redirect-default and
 redirect-guard) is the median of the two paths' ratios within each round,
-which a load that changes from round to round moves less than it moves
-the figures themselves. The spread printed after the table is the range of
-each path's rounds.
+which a load that changes from round to round moves less than it moves the
+figures themselves. The spread printed after the table is the range of each
+path's rounds, and of its ratios within rounds.
 
 usage: bench/policy_cost.py [--vnet bin/vnet] [--seconds 3] [--rounds 9]
-           [--warmup 2] [--cpus 0,1] [--seed 1]
+           [--warmup 2] [--cpus 0,1] [--rr-cpus 0,0] [--seed 1]
            [--configs veth,redirect,redirect-default,redirect-guard,bridge,none,
                       default,guard,acl-10,acl-1000,default-nft,guard-nft,
                       acl-10-nft,acl-1000-nft]
            [--tests UDP64,TCP_RR,TCP_CRR,TCP_STREAM]
-Needs root. It takes /tmp/vnet-kernel.lock for the whole run itself (do not
-wrap it in flock). Not a test: it prints measurements and ratios.
+Needs root. It takes /tmp/vnet-kernel.lock itself (do not wrap it in flock)
+while it builds the paths, for the warm-up, for each round and while it
+removes the paths, and lets it go between, so that a long run does not shut
+other measurements out for its whole length. Not a test: it prints
+measurements and ratios.
 """
-import argparse, fcntl, json, os, random, shutil, statistics, subprocess, sys, tempfile, time
+import argparse, contextlib, fcntl, json, os, random, shutil, statistics, subprocess, sys, tempfile, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from vnetlab import VnetLab, never_matching_acl  # noqa: E402
 
@@ -68,6 +75,22 @@ POLICY_ENV = "VNET_PORT_POLICY"
 SERVER, CLIENT = "10.71.0.1", "10.71.0.2"
 TESTS = {"UDP64": ("UDP_STREAM", ["--", "-m", "64"]), "TCP_RR": ("TCP_RR", []),
          "TCP_CRR": ("TCP_CRR", []), "TCP_STREAM": ("TCP_STREAM", [])}
+# The tests whose transactions wait for the other end: both ends on one CPU.
+ROUND_TRIPS = {"TCP_RR", "TCP_CRR"}
+# After letting the lock go, how long to wait before taking it again, so that
+# a run waiting for it gets it.
+LOCK_PAUSE = 2
+
+
+@contextlib.contextmanager
+def kernel_lock():
+    """The machine's kernel lock, held for one step of the run."""
+    with open(LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def ip(*args):
@@ -186,8 +209,9 @@ class Paths(VnetLab):
         time.sleep(0.5)
 
     def measure(self, config, test, seconds, cpus):
+        """cpus: {test: "lcpu,rcpu" or ""}."""
         name, extra = TESTS[test]
-        pin = ["-T", cpus] if cpus else []
+        pin = ["-T", cpus[test]] if cpus[test] else []
         out = subprocess.run(["ip", "netns", "exec", self.ends[config][1], self.vnet, "netperf", "-H", SERVER, "-t", name,
                               "-l", str(seconds), "-P", "0", "--json", *pin, *extra], capture_output=True, text=True, check=True).stdout
         r = json.loads(out)["results"][0]
@@ -234,7 +258,8 @@ def main():
     ap.add_argument("--seconds", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--cpus", default="0,1", help="client,server CPUs of the data loops; '' for none")
+    ap.add_argument("--cpus", default="0,1", help="client,server CPUs of UDP64's and TCP_STREAM's data loops; '' for none")
+    ap.add_argument("--rr-cpus", default="0,0", help="client,server CPUs of TCP_RR's and TCP_CRR's data loops; '' for none")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--configs", default="veth,redirect,redirect-default,redirect-guard,bridge,none,default,guard,"
                                          "acl-10,acl-1000,default-nft,guard-nft,acl-10-nft,acl-1000-nft")
@@ -246,33 +271,42 @@ def main():
     if not shutil.which("clang"):
         print("no clang: the redirect paths are left out", file=sys.stderr)
         configs = [c for c in configs if not c.startswith("redirect")]
-    if a.cpus and max(int(c) for c in a.cpus.split(",")) >= os.cpu_count():
-        sys.exit(f"--cpus {a.cpus}: this machine has {os.cpu_count()} CPUs")
-    lock = open(LOCK, "w")
-    fcntl.flock(lock, fcntl.LOCK_EX)
+    for flag, val in (("--cpus", a.cpus), ("--rr-cpus", a.rr_cpus)):
+        if val and max(int(c) for c in val.split(",")) >= os.cpu_count():
+            sys.exit(f"{flag} {val}: this machine has {os.cpu_count()} CPUs")
+    cpus = {t: a.rr_cpus if t in ROUND_TRIPS else a.cpus for t in tests}
     paths = Paths(os.path.abspath(a.vnet))
-    print(paths.machine())
-    print(f"load average at the start: {open('/proc/loadavg').read().split()[:3]}")
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=os.path.dirname(os.path.abspath(__file__)),
+                            capture_output=True, text=True).stdout.strip()
+    print(f"{subprocess.run([paths.vnet, 'version'], capture_output=True, text=True).stdout.strip()}, tree at {commit or '?'}")
     got = {c: {t: [] for t in tests} for c in configs}
     rng = random.Random(a.seed)
     try:
-        for c in configs:
-            paths.build(c)
-        paths.start_servers()
-        if a.warmup:
-            for t in tests:
-                for c in configs:
-                    paths.measure(c, t, a.warmup, a.cpus)
+        with kernel_lock():
+            print(paths.machine())  # it measures too
+            print(f"load average at the start: {open('/proc/loadavg').read().split()[:3]}")
+            for c in configs:
+                paths.build(c)
+            paths.start_servers()
+            if a.warmup:
+                for t in tests:
+                    for c in configs:
+                        paths.measure(c, t, a.warmup, cpus)
         for rnd in range(a.rounds):
-            for t in tests:
-                order = configs[:]
-                rng.shuffle(order)
-                for c in order:
-                    got[c][t].append(paths.measure(c, t, a.seconds, a.cpus))
-            print(f"round {rnd + 1}/{a.rounds} done", file=sys.stderr)
+            time.sleep(LOCK_PAUSE)
+            with kernel_lock():
+                for t in tests:
+                    order = configs[:]
+                    rng.shuffle(order)
+                    for c in order:
+                        got[c][t].append(paths.measure(c, t, a.seconds, cpus))
+            # Each round's figures as it ends: a run cut short still leaves them.
+            this = {c: {t: got[c][t][-1] for t in tests} for c in configs}
+            print(f"round {rnd + 1}/{a.rounds} done, load average {open('/proc/loadavg').read().split()[0]}: "
+                  + json.dumps(this, separators=(",", ":")), file=sys.stderr)
     finally:
-        paths.close()
-        fcntl.flock(lock, fcntl.LOCK_UN)
+        with kernel_lock():
+            paths.close()
     print(f"load average at the end: {open('/proc/loadavg').read().split()[:3]}")
     report(got, configs, tests, a)
 
@@ -293,11 +327,25 @@ def report(got, configs, tests, a):
                 line += f" {paired(got, c, ref, t):>7.3f}" if ref in configs else f" {'-':>7}"
         print(line)
     print(f"\nmedians of {a.rounds} rounds of {a.seconds} s per test after a {a.warmup} s warm-up, the paths in a random"
-          f" order for each test of each round (seed {a.seed}), data loops on CPUs {a.cpus or 'unpinned'};"
+          f" order for each test of each round (seed {a.seed}), data loops on CPUs {a.cpus or 'unpinned'}"
+          f" (TCP_RR, TCP_CRR: {a.rr_cpus or 'unpinned'});"
           f" /veth, /none: median of the per-round ratios; /kernel: the same against the kernel's cheapest path for the"
           f" same policy ({', '.join(f'{k}: {v}' for k, v in KERNEL.items())}). Spread (min-max over rounds):")
     for c in configs:
         print(f"{c:<17}" + "".join(f" {t} {fmt(t, min(got[c][t]))}-{fmt(t, max(got[c][t]))};" for t in tests))
+    print("\nSpread of the ratios within rounds (min-max over rounds):")
+    for c in configs:
+        refs = [(f"/{b}", b) for b in bases if b != c]
+        if KERNEL.get(c) in configs:
+            refs.append(("/kernel", KERNEL[c]))
+        parts = []
+        for t in tests:
+            for col, b in refs:
+                r = [x / y for x, y in zip(got[c][t], got[b][t])]
+                parts.append(f"{t}{col} {min(r):.3f}-{max(r):.3f}")
+        if parts:
+            print(f"{c:<17} " + "; ".join(parts))
+    print("\nrounds: " + json.dumps(got, separators=(",", ":")))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@
 # interop tests), the CNI plugins, podman, runc and a static busybox (the
 # container runtime tests), and QEMU with a kernel image for the guest tests when the
 # machine has none in /boot (a container or a microVM), with libvirt's daemon and
-# virsh for the libvirt test.
+# virsh for the libvirt test, and containerd with crictl (built with Go: Debian
+# 12 has no package of it) for the Kubernetes CRI test.
 #
 # Without root or apt-get it installs nothing: it names what is missing and
 # the tests that need it skip, each saying why in the suite's summary.
@@ -26,6 +27,18 @@ command -v qemu-system-x86_64 >/dev/null || bare+=(qemu-system-x86)
 command -v libvirtd >/dev/null || bare+=(libvirt-daemon-system libvirt-daemon-driver-qemu)
 command -v virsh >/dev/null || bare+=(libvirt-clients)
 compgen -G '/boot/vmlinuz-*' >/dev/null || bare+=(linux-image-amd64)
+command -v containerd >/dev/null || bare+=(containerd)
+
+# crictl, kubelet's project's client of the CRI, from the Go module proxy.
+crictl_module=sigs.k8s.io/cri-tools/cmd/crictl@v1.37.0
+if ! command -v crictl >/dev/null; then
+  if [ "$(id -u)" -eq 0 ] && command -v "${GO:-go}" >/dev/null; then
+    echo "deps: installing crictl ($crictl_module) in /usr/local/bin" >&2
+    GOBIN=/usr/local/bin "${GO:-go}" install "$crictl_module"
+  else
+    echo "deps: crictl missing (as root: GOBIN=/usr/local/bin go install $crictl_module)" >&2
+  fi
+fi
 
 if [ ${#need[@]} -eq 0 ] && [ ${#bare[@]} -eq 0 ]; then
   exit 0
@@ -43,7 +56,9 @@ fi
 if [ ${#bare[@]} -gt 0 ]; then
   # libvirt's package would start the machine's libvirtd, which reads its
   # hooks only as it starts: the libvirt test runs a daemon of its own and
-  # skips beside a running one. policy-rc.d tells Debian's maintainer
+  # skips beside a running one. containerd's would start the machine's
+  # containerd, which the CRI test does not use: it runs one of its own.
+  # policy-rc.d tells Debian's maintainer
   # scripts not to start services; one the machine already has is kept.
   held_services=
   if [ ! -e /usr/sbin/policy-rc.d ]; then

@@ -2,7 +2,10 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"regexp"
@@ -12,8 +15,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vnet-project/vnet/internal/history"
 	"github.com/vnet-project/vnet/internal/nstest"
 	"github.com/vnet-project/vnet/internal/status"
+	"github.com/vnet-project/vnet/internal/store"
 )
 
 // vnetStdin runs the vnet binary with stdin on an empty state directory.
@@ -292,6 +297,58 @@ func TestHistoryRetentionEffective(t *testing.T) {
 		if code != 0 || out != tt.want {
 			t.Errorf("history -o %s: exit %d, %q %s; want %q", tt.format, code, out, errOut, tt.want)
 		}
+	}
+}
+
+// vnet history INFRA prints the retention as it acts too, in every format
+// alike, and as vnet history says it: the stored default's zero values
+// written out, and a set age as set.
+func TestHistoryOfAnInfraPrintsTheEffectiveRetention(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		set     history.Retention
+		keeps   string // the text's line
+		entries int
+		age     string
+	}{
+		{"defaults", history.Retention{}, "keeps the newest 100 entries (and the entry of the generation in force)", 100, "any"},
+		{"set", history.Retention{MaxEntries: 7, MaxAge: 30 * 24 * time.Hour}, "keeps the newest 7 entries of at most 30d (and the entry of the generation in force)", 7, "30d"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			state := t.TempDir()
+			st, err := store.OpenBolt(state)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.set != (history.Retention{}) {
+				if err := st.SetHistoryRetention(tt.set); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// A destroyed infrastructure: its history alone, no record.
+			if _, err := st.AppendHistory(history.Entry{Infra: "hist1", Verb: history.Destroy, Who: "t", Via: history.CLI, Spec: []byte("name: hist1\n")}); err != nil {
+				t.Fatal(err)
+			}
+			st.Close()
+			out, code := run(t, state, "history", "hist1")
+			if code != 0 || !strings.Contains(out, "\n"+tt.keeps+"\n") {
+				t.Errorf("history hist1: exit %d, want the line %q:\n%s", code, tt.keeps, out)
+			}
+			var j struct {
+				Retention map[string]any `json:"retention"`
+			}
+			out, code = run(t, state, "history", "hist1", "-o", "json")
+			if err := json.Unmarshal([]byte(out), &j); code != 0 || err != nil {
+				t.Fatalf("history hist1 -o json: exit %d, %v:\n%s", code, err, out)
+			}
+			if want := map[string]any{"max_entries": float64(tt.entries), "max_age": tt.age}; !maps.Equal(j.Retention, want) {
+				t.Errorf("-o json: retention %v, want %v", j.Retention, want)
+			}
+			out, code = run(t, state, "history", "hist1", "-o", "yaml")
+			if want := fmt.Sprintf("retention:\n  max_entries: %d\n  max_age: %s\n", tt.entries, tt.age); code != 0 || !strings.Contains(out, want) {
+				t.Errorf("-o yaml: exit %d, want %q in:\n%s", code, want, out)
+			}
+		})
 	}
 }
 

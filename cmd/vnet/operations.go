@@ -138,10 +138,11 @@ func setRetention(cmd *cobra.Command, svc service.Service, keep, maxAge string, 
 func printHistory(out io.Writer, h *service.HistoryResult) {
 	switch {
 	case h.Current > 0:
-		fmt.Fprintf(out, "infra %s: generation %d in force (*)\n\n", h.Infra, h.Current)
+		fmt.Fprintf(out, "infra %s: generation %d in force (*)\n", h.Infra, h.Current)
 	default:
-		fmt.Fprintf(out, "infra %s: not applied (destroyed); vnet rollback %s applies its last generation again\n\n", h.Infra, h.Infra)
+		fmt.Fprintf(out, "infra %s: not applied (destroyed); vnet rollback %s applies its last generation again\n", h.Infra, h.Infra)
 	}
+	fmt.Fprintf(out, "keeps %s\n\n", h.Retention)
 	history.WriteTable(out, h.Entries, h.Current, time.Local)
 }
 

@@ -88,7 +88,8 @@ func (s *Server) putRetention(w http.ResponseWriter, r *http.Request, _ string) 
 
 // diff compares the spec in the body with the applied one, or with an
 // empty body two generations (?from=, ?to=; the one in force when left
-// out). It changes nothing, so it needs no token, as reads do.
+// out). It changes nothing, so it needs no token, as reads do. With
+// ?plan=true it reads the kernel, in its turn.
 func (s *Server) diff(w http.ResponseWriter, r *http.Request, _ string) error {
 	name, err := nameOf(r)
 	if err != nil {
@@ -105,7 +106,14 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request, _ string) error {
 		req.Source = &service.Source{Doc: doc}
 	}
 	var res *service.DiffResult
-	if err := s.withKernel(r.Context(), func() (err error) { res, err = s.be.Diff(r.Context(), name, req); return }); err != nil {
+	diff := func() (err error) { res, err = s.be.Diff(r.Context(), name, req); return }
+	if req.Plan {
+		// Only a plan reads the kernel; comparing specs waits for no turn.
+		err = s.withKernel(r.Context(), diff)
+	} else {
+		err = diff()
+	}
+	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, res)

@@ -614,3 +614,31 @@ func TestTokenFiles(t *testing.T) {
 		t.Error("the token changed")
 	}
 }
+
+// A diff of specs reads no kernel, so it waits for no turn to: with every
+// turn taken it is answered at once, and only a diff with a plan waits
+// (and, its client gone, is told the server is busy).
+func TestDiffWaitsForTheKernelOnlyForAPlan(t *testing.T) {
+	s, _ := newTestServer(t, nil)
+	for range cap(s.kernel) {
+		s.kernel <- struct{}{}
+	}
+	defer func() {
+		for range cap(s.kernel) {
+			<-s.kernel
+		}
+	}()
+	diff := func(query string) int {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		w, _ := s.doWith(t, req{method: "POST", path: "/api/v1/infras/t1/diff" + query}, func(r *http.Request) { *r = *r.WithContext(ctx) })
+		return w.Code
+	}
+	start := time.Now()
+	if code := diff(""); code == http.StatusServiceUnavailable || time.Since(start) > time.Second {
+		t.Errorf("a diff of specs with the kernel's turns taken: %d after %s, want an answer at once", code, time.Since(start))
+	}
+	if code := diff("?plan=true"); code != http.StatusServiceUnavailable {
+		t.Errorf("a diff with a plan with the kernel's turns taken: %d, want %d", code, http.StatusServiceUnavailable)
+	}
+}

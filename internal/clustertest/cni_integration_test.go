@@ -34,12 +34,34 @@ func cniOnMachine(t *testing.T, c *Cluster, m *Machine) string {
 	return dir
 }
 
+// containerHost is a cluster of one host, hv1, whose agent runs, for
+// containers that vnet-cni attaches through etcd (see cniOnMachine).
+func containerHost(t *testing.T) (*Cluster, *Machine) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds vnet and runs a cluster")
+	}
+	if _, err := exec.LookPath("nsenter"); err != nil {
+		t.Skip("SKIPPED: needs nsenter (util-linux)")
+	}
+	c := New(t, sharedBin(t), "hv1")
+	hv1 := c.Machine("hv1")
+	hv1.StartAgent("--interval", "30s")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agent of hv1:\n%s", hv1.AgentLog())
+		}
+	})
+	return c, hv1
+}
+
 // A container on a cluster host, through libcni and the host's agent:
 // ADD returns once the agent realized it, and a VM of the spec reaches
 // it; CHECK passes; DEL (twice) takes it out; with the agent down, ADD
 // fails within its wait, clearly, and leaves the spec as it was.
 func TestCNIOverEtcd(t *testing.T) {
-	c, hv1 := agentHost(t)
+	nstest.RequireRoot(t)
+	c, hv1 := containerHost(t)
 	infra := c.Infra()
 	body := `switches:
   - {name: dvs, hosts: [hv1], portgroups: [{name: pg-web, subnet: 10.79.0.0/24, gateway: 10.79.0.1}]}
@@ -120,29 +142,6 @@ vms:
 	if out, err := c.Vnet("status", infra); err != nil || strings.Contains(out, "p-default-web-0") {
 		t.Errorf("after the failed ADD the spec still holds the pod, or status failed (%v):\n%s", err, out)
 	}
-}
-
-// agentHost is a cluster of one host, hv1, with its agent running, for a
-// runtime's face (run in the machine through nsenter) to attach to; its
-// agent's output is logged when the test fails.
-func agentHost(t *testing.T) (*Cluster, *Machine) {
-	t.Helper()
-	nstest.RequireRoot(t)
-	if testing.Short() {
-		t.Skip("builds vnet and runs a cluster")
-	}
-	if _, err := exec.LookPath("nsenter"); err != nil {
-		t.Skip("SKIPPED: needs nsenter (util-linux)")
-	}
-	c := New(t, sharedBin(t), "hv1")
-	hv1 := c.Machine("hv1")
-	hv1.StartAgent("--interval", "30s")
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("agent of hv1:\n%s", hv1.AgentLog())
-		}
-	})
-	return c, hv1
 }
 
 // containerLinks lists the links of a namespace but lo.

@@ -74,7 +74,8 @@ func hook(t *testing.T, c *Cluster, m *Machine, op, sub, xml string) (int, strin
 // With the agent down, "started" fails within its wait, naming the agent,
 // and leaves the spec as it was.
 func TestLibvirtHookOverEtcd(t *testing.T) {
-	c, hv1 := agentHost(t)
+	nstest.RequireRoot(t)
+	c, hv1 := containerHost(t)
 	infra := c.Infra()
 	body := `switches:
   - {name: dvs, hosts: [hv1], portgroups: [{name: pg-web, subnet: 10.79.0.0/24}]}

@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
@@ -231,22 +229,7 @@ func links(t *testing.T, ns string) map[string]netlink.Link {
 // talks says whether TCP goes from the probe VM to addr in a container.
 func talks(t *testing.T, infra, ns, addr string) bool {
 	t.Helper()
-	l := nstest.Listen(t, ns, addr+":5001")
-	go func() {
-		if c, err := l.Accept(); err == nil {
-			c.Write([]byte("ok"))
-			c.Close()
-		}
-	}()
-	c, err := nstest.Dial(t, nstest.NSName(infra, "probe"), addr+":5001", net.Dialer{Timeout: 3 * time.Second})
-	if err != nil {
-		return false
-	}
-	defer c.Close()
-	buf := make([]byte, 2)
-	c.SetReadDeadline(time.Now().Add(3 * time.Second))
-	_, err = c.Read(buf)
-	return err == nil && string(buf) == "ok"
+	return nstest.Reaches(t, nstest.NSName(infra, "probe"), ns, addr+":5001")
 }
 
 // A runtime's whole life of a pod, through libcni: ADD with Kubernetes'

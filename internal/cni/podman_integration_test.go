@@ -13,9 +13,9 @@ import (
 	"github.com/vnet-project/vnet/internal/service"
 )
 
-// podmanInfra is one host with a port group for containers whose ACL
+// closedPortInfra is one host with a port group for containers whose ACL
 // keeps TCP port 8080 closed to everyone.
-func podmanInfra(name string) string {
+func closedPortInfra(name string) string {
 	return fmt.Sprintf(`name: %s
 hosts:
   - {name: hv1, nics: [{name: vmnic0, speed: 1Gbit}]}
@@ -170,7 +170,7 @@ func (p *podman) fetches(from, addr string, port int) bool {
 func TestPodmanOnAPortGroup(t *testing.T) {
 	dir := plugin(t)
 	p := newPodman(t, dir)
-	infra, state, svc := applied(t, "pod", podmanInfra)
+	infra, state, svc := applied(t, "pod", closedPortInfra)
 	ctx := context.Background()
 	p.image()
 	p.network("vnetweb", fmt.Sprintf(`{"cniVersion": "1.0.0", "name": "vnetweb", "plugins": [

@@ -179,13 +179,15 @@ func converge(t *testing.T, infra, state, file string, killedPID int) {
 
 // repaired proves the next apply repairs the host: it succeeds, a further
 // one reading the whole host (--full, not only what a change would touch)
-// would change nothing, and one agent at most runs.
+// would change nothing, the port programs hold exactly the ports that run
+// them, and one agent at most runs.
 func repaired(t *testing.T, infra, state, file string) {
 	t.Helper()
 	must(t, state, "apply", file)
 	if out := must(t, state, "apply", "--dry-run", "--full", file); !strings.Contains(out, "no changes") {
 		t.Errorf("after the repairing apply, a further one would change:\n%s", out)
 	}
+	portProgramsHoldTheirPorts(t, infra)
 	agents := agentProcesses(t, state, infra)
 	if len(agents) > 1 {
 		t.Errorf("%d agents run for %s: %v", len(agents), infra, agents)

@@ -130,14 +130,17 @@ func TestGCLeavesAnInfrastructureWhoseDirectoryMoved(t *testing.T) {
 
 // An apply whose change touches nothing still sees that the host no
 // longer holds what the record names (namespaces removed behind vnet's
-// back, one marked for another directory): it reads the whole
-// infrastructure and makes them again, rather than say "no changes".
+// back, or marked for another directory of the store, which was moved and
+// back): it reads the whole infrastructure and makes them again, or marks
+// them anew, rather than say "no changes".
 func TestApplySeesWhatTheRecordNamesIsGone(t *testing.T) {
 	nstest.RequireRoot(t)
-	state := t.TempDir()
+	base := t.TempDir()
+	state, away := filepath.Join(base, "home"), filepath.Join(base, "away")
 	infra := uniqueInfra("crgone")
 	file := specFile(t, readExample(t, "demo.yaml"), infra)
 	cleanup(t, infra, state)
+	t.Cleanup(func() { os.Rename(away, state) }) // a failure with the directory away: back before the cleanup's destroy
 	must(t, state, "apply", file)
 	all := nstest.Namespaces(infra)
 	for _, ns := range all {
@@ -152,16 +155,30 @@ func TestApplySeesWhatTheRecordNamesIsGone(t *testing.T) {
 	if got := nstest.Namespaces(infra); len(got) != len(all) {
 		t.Errorf("apply made %v again, want %v", got, all)
 	}
-	// A namespace marked for another directory of this store (moved and
-	// back, say) is marked anew.
+	// The store moved, applied there, and moved back: its namespaces,
+	// marked for the other directory, are marked anew.
+	if err := os.Rename(state, away); err != nil {
+		t.Fatal(err)
+	}
+	must(t, away, "apply", file)
+	if err := os.Rename(away, state); err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := plan.Mark{Infra: infra, Store: store.IDAt(state), Dir: away}.String()
+	out = must(t, state, "apply", file)
+	if !strings.Contains(out, "mark "+elsewhere+" -> ") {
+		t.Errorf("apply with the namespaces marked for another directory:\n%s", out)
+	}
+	// A mark changed by hand inside a namespace the record names, which
+	// is still the one it names (the same namespace ID), is seen by an
+	// apply that reads everything.
 	ns := nstest.NSName(infra, "web1")
-	elsewhere := plan.Mark{Infra: infra, Store: store.IDAt(state), Dir: "/elsewhere"}.String()
 	if out, err := exec.Command("ip", "-n", ns, "link", "set", "lo", "alias", elsewhere).CombinedOutput(); err != nil {
 		t.Fatalf("mark %s: %v %s", ns, err, out)
 	}
-	out = must(t, state, "apply", file)
+	out = must(t, state, "apply", "--full", file)
 	if !strings.Contains(out, "mark "+elsewhere+" -> ") {
-		t.Errorf("apply with a namespace marked for another directory:\n%s", out)
+		t.Errorf("apply --full with a namespace marked for another directory:\n%s", out)
 	}
 	if out := must(t, state, "apply", file); !strings.Contains(out, "no changes") {
 		t.Errorf("a further apply:\n%s", out)

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vnet-project/vnet/internal/dataplane/nft"
+	"github.com/vnet-project/vnet/internal/dataplane/rtnl"
 	"github.com/vnet-project/vnet/internal/killpoint"
 	"github.com/vnet-project/vnet/internal/plan"
 )
@@ -23,6 +24,9 @@ import (
 type Linux struct {
 	mu      sync.Mutex
 	handles map[string]*nsHandle
+	// seen is each namespace's mark as this dataplane last read or set
+	// it, with the namespace's ID (see MarkedNamespaceIDs).
+	seen    map[string]seenMark
 	cgroups *Cgroups
 	// HostNS, when set, is the namespace that holds a host model's
 	// host-level objects (plan.CurrentNS for the one vnet runs in):
@@ -66,6 +70,8 @@ type nsHandle struct {
 	// ino is the namespace's inode when the handle was opened: a name can
 	// come to stand for another namespace (forgetReplaced).
 	ino uint64
+	// id is the namespace's ID (see nsGetID), 0 when the kernel tells none.
+	id uint64
 }
 
 // New returns a dataplane for this machine. It fails with ErrNotRoot when
@@ -189,7 +195,7 @@ func nsHandleHere(ns string) (*nsHandle, error) {
 		s.Close()
 		return nil, fmt.Errorf("netns %s: %w", ns, err)
 	}
-	return &nsHandle{Handle: h, route: &nl.SocketHandle{Socket: s}, ino: st.Ino}, nil
+	return &nsHandle{Handle: h, route: &nl.SocketHandle{Socket: s}, ino: st.Ino, id: threadNSID()}, nil
 }
 
 // forgetReplaced drops the handles of named namespaces that are gone, or
@@ -215,6 +221,7 @@ func (l *Linux) forgetReplaced() {
 		l.fw.CloseSocket(name)
 		delete(l.handles, name)
 	}
+	l.forgetSeenGone()
 }
 
 func (h *nsHandle) close() {
@@ -568,7 +575,7 @@ func (l *Linux) deleteLinks(ns string, links []linkDeletion) []error {
 	if err != nil {
 		return one(links)
 	}
-	all, err := h.LinkList()
+	all, err := rtnl.RetryDump(h.LinkList)
 	if err != nil {
 		return one(links)
 	}

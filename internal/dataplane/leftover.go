@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/vnet-project/vnet/internal/dataplane/rtnl"
 	"github.com/vnet-project/vnet/internal/plan"
 )
 
@@ -254,7 +255,7 @@ func (l *Linux) SweepUnmarked(infra string) ([]string, error) {
 			errs = append(errs, err)
 			continue
 		}
-		links, err := h.LinkList()
+		links, err := rtnl.RetryDump(h.LinkList)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("list links of %s: %w", ns, err))
 			continue

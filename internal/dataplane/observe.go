@@ -305,7 +305,9 @@ func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep 
 		}
 	}
 	if keep == nil {
-		v.resources = append(v.resources, plan.Resource{Kind: plan.KindNetns, Name: ns, Sysctls: sysctls, Mark: loopbackAlias(links)})
+		mark := loopbackAlias(links)
+		l.noteHandleMark(ns, mark)
+		v.resources = append(v.resources, plan.Resource{Kind: plan.KindNetns, Name: ns, Sysctls: sysctls, Mark: mark})
 	}
 	entries := &neighDumps{h: h}
 	if only != nil && len(only) <= fewLinks {

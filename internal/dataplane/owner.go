@@ -5,6 +5,9 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
 	"github.com/vnet-project/vnet/internal/plan"
 )
 
@@ -30,12 +33,12 @@ func (l *Linux) SetMark(ns, mark string) error {
 	if err != nil {
 		return fmt.Errorf("netns %s: find lo: %w", ns, err)
 	}
-	if lo.Attrs().Alias == mark {
-		return nil
+	if lo.Attrs().Alias != mark {
+		if err := h.LinkSetAlias(lo, mark); err != nil {
+			return fmt.Errorf("netns %s: mark lo: %w", ns, err)
+		}
 	}
-	if err := h.LinkSetAlias(lo, mark); err != nil {
-		return fmt.Errorf("netns %s: mark lo: %w", ns, err)
-	}
+	l.noteHandleMark(ns, mark)
 	return nil
 }
 
@@ -86,7 +89,8 @@ func (l *Linux) Marks(namespaces, cgroups []string) (map[string]string, error) {
 		go func() {
 			defer wg.Done()
 			for ns := range work {
-				if mark, ok := namespaceMark(ns); ok {
+				if mark, id, ok := namespaceMark(ns); ok {
+					l.noteMark(ns, id, mark)
 					mu.Lock()
 					out[plan.Resource{Kind: plan.KindNetns, Name: ns}.Key()] = mark
 					mu.Unlock()
@@ -111,20 +115,30 @@ func (l *Linux) Marks(namespaces, cgroups []string) (map[string]string, error) {
 // is mostly the kernel's work, which several threads share.
 const markReaders = 4
 
-// namespaceMark is a namespace's mark; ok is false when it does not exist
-// (or vanished while it was read).
-func namespaceMark(ns string) (mark string, ok bool) {
+// namespaceMark is a namespace's mark and ID (0 when the kernel tells
+// none), both read through one open file of it, so that they are of the
+// same namespace; ok is false when it does not exist (or vanished while
+// it was read).
+func namespaceMark(ns string) (mark string, id uint64, ok bool) {
 	if !netnsExists(ns) {
-		return "", false
+		return "", 0, false
 	}
-	h, err := handleFor(ns)
+	f, err := openNS(ns)
 	if err != nil {
-		return "", false
+		return "", 0, false
+	}
+	defer f.Close()
+	if nsIDs() {
+		id, _ = nsIDAt(int(f))
+	}
+	h, err := netlink.NewHandleAt(f, unix.NETLINK_ROUTE) // vnet uses no other family
+	if err != nil {
+		return "", 0, false
 	}
 	defer h.Close()
 	lo, err := h.LinkByIndex(1) // lo is the first link of every namespace
 	if err != nil {
-		return "", false
+		return "", 0, false
 	}
-	return lo.Attrs().Alias, true
+	return lo.Attrs().Alias, id, true
 }

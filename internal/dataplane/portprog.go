@@ -17,6 +17,7 @@ import (
 
 	"github.com/vnet-project/vnet/internal/dataplane/bpfpolicy"
 	"github.com/vnet-project/vnet/internal/dataplane/rtnl"
+	"github.com/vnet-project/vnet/internal/killpoint"
 	"github.com/vnet-project/vnet/internal/plan"
 )
 
@@ -140,10 +141,11 @@ func (n *nsPrograms) close() {
 	}
 }
 
-// portPrograms returns the namespace's port programs: those its ports run
-// (found from a port's filters), else new ones. Found ones are pruned of
-// ports whose link is gone, which a crash or a link deleted under vnet
-// leaves behind.
+// portPrograms returns the namespace's port programs: those its ports run,
+// else new ones. They are found without reading all the namespace's links
+// (findPortProgramsQuickly) where a port runs them, so a one-port change
+// costs the same at a thousand ports as at one; ports whose link is gone
+// are pruned from them only when an apply says some may be (PruneStale).
 func (l *Linux) portPrograms(ns string, h *netlink.Handle) (*bpfpolicy.Programs, error) {
 	nh, err := l.nsHandle(ns)
 	if err != nil {
@@ -155,11 +157,10 @@ func (l *Linux) portPrograms(ns string, h *netlink.Handle) (*bpfpolicy.Programs,
 	if p := l.progs.by[key]; p != nil {
 		return p, nil
 	}
-	hooked, err := hookedLinks(h)
+	p, err := findAnyPortPrograms(h, key, nil)
 	if err != nil {
 		return nil, err
 	}
-	p := findPortPrograms(h, hooked)
 	if p == nil {
 		if p, err = bpfpolicy.Load(nil); err != nil {
 			// The note that this kernel loads them is wrong, or this
@@ -167,9 +168,6 @@ func (l *Linux) portPrograms(ns string, h *netlink.Handle) (*bpfpolicy.Programs,
 			dropNote(portProgNote)
 			return nil, bpfErr(err)
 		}
-	} else if err := prunePorts(p, hooked); err != nil {
-		p.Close()
-		return nil, err
 	}
 	if _, known, err := p.FastPath(); err != nil {
 		p.Close()
@@ -184,14 +182,155 @@ func (l *Linux) portPrograms(ns string, h *netlink.Handle) (*bpfpolicy.Programs,
 		l.progs.by = map[nsKey]*bpfpolicy.Programs{}
 	}
 	l.progs.by[key] = p
+	from, _ := p.IDs()
+	knownPrograms.keep(key, from)
 	return p, nil
 }
 
+// findAnyPortPrograms finds the programs the namespace's ports run:
+// quickly where it can, else from the hooks of its links (hooked, or one
+// dump of them when nil). nil when no port runs this build's.
+func findAnyPortPrograms(h *netlink.Handle, key nsKey, hooked []int) (*bpfpolicy.Programs, error) {
+	if p := findPortProgramsQuickly(h, key); p != nil {
+		return p, nil
+	}
+	if hooked == nil {
+		var err error
+		if hooked, err = hookedLinks(h); err != nil {
+			return nil, err
+		}
+	}
+	return findPortPrograms(h, hooked), nil
+}
+
+// PruneStale has the port programs of each of the namespaces that has them
+// forget the ports whose link runs them no more (prunePorts), which a
+// command killed halfway or a link deleted under vnet leaves. It reads
+// all the namespace's hooks, so an apply asks for it only when some may
+// be there: the store says the last command did not finish, the apply
+// reads everything, or its plan makes again a port's programs that the
+// last apply made.
+func (l *Linux) PruneStale(namespaces []string) error {
+	for _, ns := range namespaces {
+		if !netnsExists(ns) {
+			continue
+		}
+		if err := l.pruneStaleIn(ns); err != nil {
+			return fmt.Errorf("forget ports gone from the port programs in %s: %w", ns, err)
+		}
+	}
+	return nil
+}
+
+func (l *Linux) pruneStaleIn(ns string) error {
+	nh, err := l.nsHandle(ns)
+	if err != nil {
+		return err
+	}
+	hooked, err := hookedLinks(nh.Handle)
+	if err != nil || len(hooked) == 0 {
+		return err // no port runs programs here
+	}
+	l.progs.mu.Lock()
+	defer l.progs.mu.Unlock()
+	key := nsKey{ns, nh.ino}
+	if p := l.progs.by[key]; p != nil {
+		return pruneAndSweep(p, nh.Handle, hooked)
+	}
+	p, err := findAnyPortPrograms(nh.Handle, key, hooked)
+	if p == nil || err != nil {
+		return err
+	}
+	defer p.Close()
+	return pruneAndSweep(p, nh.Handle, hooked)
+}
+
+// pruneAndSweep forgets the ports that run neither program (prunePorts),
+// then deletes what no port's settings name (Programs.Sweep): the rules
+// and tables a command killed between staging and setting them left. It
+// runs once an apply's steps are done, under its infrastructure's lock,
+// so whatever this process staged is set by then.
+func pruneAndSweep(p *bpfpolicy.Programs, h *netlink.Handle, hooked []int) error {
+	if err := prunePorts(p, h, hooked); err != nil {
+		return err
+	}
+	_, err := p.Sweep()
+	return err
+}
+
+// knownPrograms are, for the life of the process, the IDs of the programs
+// each namespace's ports ran when this process last used them: a server's
+// next change starts its search there. An ID is only where to look: what
+// is used is what a port of the namespace runs (findPortPrograms).
+var knownPrograms idMemo
+
+type idMemo struct {
+	mu sync.Mutex
+	by map[nsKey]ebpf.ProgramID
+}
+
+func (m *idMemo) keep(key nsKey, id ebpf.ProgramID) {
+	if id == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.by == nil {
+		m.by = map[nsKey]ebpf.ProgramID{}
+	}
+	m.by[key] = id
+}
+
+func (m *idMemo) get(key nsKey) ebpf.ProgramID {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.by[key]
+}
+
+// portsToTry is how many of a candidate's ports findPortProgramsQuickly
+// looks at in the namespace: the first may be a stale entry.
+const portsToTry = 4
+
+// findPortProgramsQuickly finds the programs the namespace's ports run
+// without a dump of its links or hooks: from the programs this process
+// last knew there, else from each port program loaded on the machine, it
+// takes a few of the ports they hold and looks at those ports' filters in
+// this namespace (a port index names a link within one namespace only,
+// so the filters, not the candidate, say which programs run here). nil
+// when none is found that way.
+func findPortProgramsQuickly(h *netlink.Handle, key nsKey) *bpfpolicy.Programs {
+	tried := map[ebpf.ProgramID]bool{}
+	try := func(id ebpf.ProgramID) *bpfpolicy.Programs {
+		if id == 0 || tried[id] {
+			return nil
+		}
+		tried[id] = true
+		var links []int
+		for _, port := range bpfpolicy.SomePorts(id, portsToTry) {
+			links = append(links, int(port))
+		}
+		return findPortPrograms(h, links)
+	}
+	if p := try(knownPrograms.get(key)); p != nil {
+		return p
+	}
+	ids, err := bpfpolicy.Candidates()
+	if err != nil {
+		return nil
+	}
+	for _, id := range ids {
+		if p := try(id); p != nil {
+			return p
+		}
+	}
+	return nil
+}
+
 // findPortPrograms opens the port programs of this build that a port of
-// the namespace runs, found from the first hooked link's filters that
+// the namespace runs, found from the first of the links' filters that
 // run them; nil when none does.
-func findPortPrograms(h *netlink.Handle, hooked []int) *bpfpolicy.Programs {
-	for _, index := range hooked {
+func findPortPrograms(h *netlink.Handle, links []int) *bpfpolicy.Programs {
+	for _, index := range links {
 		link := linkAt(index)
 		in, out := portFilterOn(h, link, netlink.HANDLE_MIN_INGRESS), portFilterOn(h, link, netlink.HANDLE_MIN_EGRESS)
 		if in == nil || out == nil {
@@ -253,18 +392,21 @@ func clsactLinks(h *netlink.Handle) ([]netlink.Link, error) {
 	return out, nil
 }
 
-// prunePorts forgets the ports the programs hold that have no clsact hook
-// (hooked, sorted), where their filters were: a link deleted under vnet,
-// or by a command that crashed before it forgot the port, or a hook
-// deleted by hand, which took the port's filters with it. Such a port
-// runs no program, so its entries only served other ports' fast path.
-func prunePorts(p *bpfpolicy.Programs, hooked []int) error {
+// prunePorts forgets the ports the programs hold that run neither of them:
+// a link without a clsact hook (hooked, sorted) is one whose filters went
+// with it (a link deleted under vnet or by a command that crashed before
+// it forgot the port, a hook deleted by hand); one with a hook is asked
+// which programs its filters run (a command killed after it took the
+// port's filters off, before it forgot the port). Such a port runs no
+// program, so its entries only served other ports' fast path.
+func prunePorts(p *bpfpolicy.Programs, h *netlink.Handle, hooked []int) error {
 	ports, err := p.Ports()
 	if err != nil {
 		return fmt.Errorf("list the port programs' ports: %w", err)
 	}
+	from, to := p.IDs()
 	for _, port := range ports {
-		if _, ok := slices.BinarySearch(hooked, int(port)); ok {
+		if _, ok := slices.BinarySearch(hooked, int(port)); ok && runs(h, linkAt(int(port)), from, to) {
 			continue
 		}
 		if err := p.Remove(port); err != nil {
@@ -272,6 +414,15 @@ func prunePorts(p *bpfpolicy.Programs, hooked []int) error {
 		}
 	}
 	return nil
+}
+
+// runs reports whether a link's port filters run either of the programs.
+func runs(h *netlink.Handle, link netlink.Link, from, to ebpf.ProgramID) bool {
+	if in := portFilterOn(h, link, netlink.HANDLE_MIN_INGRESS); in != nil && ebpf.ProgramID(in.Id) == from {
+		return true
+	}
+	out := portFilterOn(h, link, netlink.HANDLE_MIN_EGRESS)
+	return out != nil && ebpf.ProgramID(out.Id) == to
 }
 
 // ensurePortProg writes a port's policy in its namespace's port programs
@@ -389,6 +540,7 @@ func (l *Linux) stagePortProgs(actions []plan.Action) *bpfpolicy.Programs {
 	if err != nil || progs.Stage(ports) != nil {
 		return nil
 	}
+	killpoint.At("port programs staged: " + ns)
 	return progs
 }
 
@@ -533,10 +685,16 @@ func (l *Linux) removePortProg(r plan.Resource) error {
 	if link == nil || err != nil {
 		return err
 	}
+	// The programs are found while the port still runs them: they may be
+	// the namespace's only port.
+	progs, err := l.portPrograms(r.NS, h)
+	if err != nil {
+		return err
+	}
 	if err := deletePortFilters(h, r.NS, link, false); err != nil {
 		return err
 	}
-	if err := l.forgetPort(r.NS, h, link); err != nil {
+	if err := forgetPort(progs, r.NS, link); err != nil {
 		return err
 	}
 	return dropEmptyClsact(h, r.NS, link)
@@ -544,11 +702,7 @@ func (l *Linux) removePortProg(r plan.Resource) error {
 
 // forgetPort takes a port that runs no port program any more out of its
 // namespace's programs' maps.
-func (l *Linux) forgetPort(ns string, h *netlink.Handle, link netlink.Link) error {
-	progs, err := l.portPrograms(ns, h)
-	if err != nil {
-		return err
-	}
+func forgetPort(progs *bpfpolicy.Programs, ns string, link netlink.Link) error {
 	if err := progs.Remove(uint32(link.Attrs().Index)); err != nil {
 		return fmt.Errorf("port security off %s in %s: %w", link.Attrs().Name, ns, err)
 	}
@@ -600,12 +754,17 @@ func observePortProg(h *netlink.Handle, link netlink.Link, ns string) []plan.Res
 }
 
 // portProgCounters adds to out, by port, what the port programs of a
-// namespace's links counted. The programs the ports share are opened once.
+// namespace's links counted. The programs the ports share are opened once,
+// found as a change finds them, and a port they hold is read from them
+// without a look at its filters: a server's sampler reads a thousand
+// ports each round. Only the ports they do not hold (an earlier build's
+// programs, one pair per port) are read through their filters.
 func (l *Linux) portProgCounters(ns string, out map[string]map[string]uint64) error {
-	h, err := l.handle(ns)
+	nh, err := l.nsHandle(ns)
 	if err != nil {
 		return err
 	}
+	h := nh.Handle
 	links, err := clsactLinks(h)
 	if err != nil {
 		return fmt.Errorf("in %s: %w", ns, err)
@@ -618,7 +777,23 @@ func (l *Linux) portProgCounters(ns string, out map[string]map[string]uint64) er
 			}
 		}
 	}()
+	var found *bpfpolicy.Programs
+	if len(links) > 0 {
+		if found = findPortProgramsQuickly(h, nsKey{ns, nh.ino}); found != nil {
+			defer found.Close()
+		}
+	}
 	for _, link := range links {
+		if found != nil {
+			c, err := found.Counters(uint32(link.Attrs().Index))
+			if err == nil {
+				out[link.Attrs().Name] = c
+				continue
+			}
+			if !errors.Is(err, bpfpolicy.ErrNoPort) {
+				return fmt.Errorf("read the counters of %s's port program in %s: %w", link.Attrs().Name, ns, err)
+			}
+		}
 		f := portFilterOn(h, link, netlink.HANDLE_MIN_INGRESS)
 		if f == nil {
 			continue
@@ -667,4 +842,37 @@ func firstNonNil(a, b *netlink.BpfFilter) *netlink.BpfFilter {
 		return a
 	}
 	return b
+}
+
+// SweepPortPrograms deletes from the port programs of each namespace what
+// no port's settings name (bpfpolicy.Programs.Sweep): the rules and tables
+// a command killed between staging and setting them left. A namespace
+// whose ports run none of this build's port programs has nothing to
+// sweep. The caller holds
+// the lock of the infrastructure whose ports these are, and this process
+// stages nothing meanwhile.
+func (l *Linux) SweepPortPrograms(namespaces []string) error {
+	for _, ns := range namespaces {
+		h, err := l.handle(ns)
+		if err != nil {
+			return err
+		}
+		hooked, err := hookedLinks(h)
+		if err != nil {
+			return err
+		}
+		if found := findPortPrograms(h, hooked); found == nil {
+			continue // none of this build's programs run there to sweep
+		} else {
+			found.Close()
+		}
+		progs, err := l.portPrograms(ns, h)
+		if err != nil {
+			return err
+		}
+		if _, err := progs.Sweep(); err != nil {
+			return fmt.Errorf("sweep the port programs of %s: %w", ns, err)
+		}
+	}
+	return nil
 }

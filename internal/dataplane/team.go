@@ -9,6 +9,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/vnet-project/vnet/internal/dataplane/rtnl"
 	"github.com/vnet-project/vnet/internal/status"
 )
 
@@ -19,7 +20,7 @@ func (l *Linux) LinkStates(ns string) (map[string]status.Link, error) {
 	if err != nil {
 		return nil, err
 	}
-	links, err := h.LinkList()
+	links, err := rtnl.RetryDump(h.LinkList)
 	if err != nil {
 		return nil, fmt.Errorf("ip -n %s link show: %w", ns, err)
 	}

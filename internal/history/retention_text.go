@@ -98,10 +98,13 @@ func (r Retention) Effective() Effective {
 }
 
 // String says what the retention keeps.
-func (r Retention) String() string {
-	s := fmt.Sprintf("the newest %d entries", r.maxEntries())
-	if r.MaxAge > 0 {
-		s += " of at most " + FormatAge(r.MaxAge)
+func (r Retention) String() string { return r.Effective().String() }
+
+// String says what the retention keeps, as Retention.String does.
+func (e Effective) String() string {
+	s := fmt.Sprintf("the newest %d entries", e.MaxEntries)
+	if e.MaxAge != AnyAge {
+		s += " of at most " + e.MaxAge
 	}
 	return s + " (and the entry of the generation in force)"
 }

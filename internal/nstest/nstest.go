@@ -288,3 +288,38 @@ func Ifindexes(t testing.TB, infra string) map[string]int {
 
 // NSName is the namespace of a node of an infra.
 func NSName(infra, node string) string { return plan.NSName(infra, node) }
+
+// ProgramPort is a link of a namespace that runs vnet's port programs, and
+// the programs' IDs: its ingress hook's and its egress hook's (0 for a
+// hook without one).
+type ProgramPort struct {
+	Name  string
+	Index uint32
+	IDs   [2]uint32
+}
+
+// ProgramPorts lists the links of a namespace that run port programs.
+func ProgramPorts(t testing.TB, ns string) []ProgramPort {
+	t.Helper()
+	h := Netlink(t, ns)
+	links, err := h.LinkList()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []ProgramPort
+	for _, l := range links {
+		var ids [2]uint32
+		for i, parent := range []uint32{netlink.HANDLE_MIN_INGRESS, netlink.HANDLE_MIN_EGRESS} {
+			fs, _ := h.FilterList(l, parent)
+			for _, f := range fs {
+				if bf, ok := f.(*netlink.BpfFilter); ok && strings.HasPrefix(bf.Name, plan.AliasPrefix+"port ") {
+					ids[i] = uint32(bf.Id)
+				}
+			}
+		}
+		if ids != [2]uint32{} {
+			out = append(out, ProgramPort{Name: l.Attrs().Name, Index: uint32(l.Attrs().Index), IDs: ids})
+		}
+	}
+	return out
+}

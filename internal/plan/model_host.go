@@ -219,8 +219,8 @@ func hostModel(s *spec.Spec, opt Options) []Resource {
 				out = append(out, rs...)
 				continue
 			}
-			if r.A.NS == labNS && hostPorts[r.A.Name] {
-				out = append(out, hostPort(s.Name, here, bridges, r, ports))
+			if on, ok := hostPorts[r.A.Name]; ok && r.A.NS == labNS {
+				out = append(out, hostPort(s.Name, here, bridges, r, on, ports))
 				continue
 			}
 			if !vms[r.A.NS] {
@@ -271,26 +271,33 @@ func hostModel(s *spec.Spec, opt Options) []Resource {
 	return appendNetworks(out, s, host, here)
 }
 
-// hostPortsOn are the interface names of the host's host ports.
-func hostPortsOn(s *spec.Spec, host string) map[string]bool {
-	out := map[string]bool{}
+// hostPortNames are the names of a host port's two ends on a real host.
+type hostPortNames struct{ end, port string }
+
+// hostPortsOn are the host's host ports by their interface names in the
+// lab, each with its ends' names on the host.
+func hostPortsOn(s *spec.Spec, host string) map[string]hostPortNames {
+	out := map[string]hostPortNames{}
 	for i, hp := range s.HostPorts {
 		if hp.Host == host {
-			out[s.HostPortName(i)] = true
+			name := s.HostPortName(i)
+			out[name] = hostPortNames{end: HostPortLink(s, i), port: HostPortSwitchPortOnHost(s.Name, host, name)}
 		}
 	}
 	return out
 }
 
 // hostPort is a host port from the lab's veth r: both ends in the host's
-// namespace, one a port of its switch's bridge. The names, MACs and owner
-// are the lab's, so a host port made before stays as it is. ports learns
-// both ends' names, so the port's address, shapers and port security
-// follow it.
-func hostPort(infra, here string, bridges map[string]string, r Resource, ports map[string]string) Resource {
+// namespace, one a port of its switch's bridge. The MACs and owner are
+// the lab's; the ends take their names on the host (on), which tell the
+// infrastructures apart in the machine's namespace. ports learns both
+// ends' names, so the port's address, shapers and port security follow
+// it.
+func hostPort(infra, here string, bridges map[string]string, r Resource, on hostPortNames, ports map[string]string) Resource {
+	ports[r.A.Name], ports[r.B.Name] = on.end, on.port
 	r.A.NS, r.B.NS, r.B.Master = here, here, bridges[r.B.Master]
+	r.A.Name, r.B.Name = on.end, on.port
 	r.Owner = HostOwner(infra, r.Owner)
-	ports[r.A.Name], ports[r.B.Name] = r.A.Name, r.B.Name
 	return r
 }
 

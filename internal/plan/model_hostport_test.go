@@ -1,6 +1,8 @@
 package plan
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -32,13 +34,16 @@ hostports:
 	s := mustLoad(t, hostPortsSpec)
 	bridge := HostBridgeName("dc", "dvs")
 	tests := []struct {
-		host, port, ip, pool string
-		devices              []string
-		shaped               bool
+		host, port, link, ip, pool string
+		devices                    []string
+		shaped                     bool
 	}{
-		{host: "hv1", port: "vmk0", ip: "10.0.0.11/24", pool: "management", devices: []string{"eth1", "eth2"}},
-		{host: "hv1", port: "vmotion0", ip: "10.1.0.11/24", pool: "vmotion", devices: []string{"eth1", "eth2"}, shaped: true},
-		{host: "hv2", port: "vmotion0", ip: "10.1.0.12/24", pool: "vmotion", devices: []string{"eth1"}, shaped: true},
+		// Without a name of the spec's, the host port's end names the
+		// infrastructure, which vmk0 alone would not on a machine that
+		// holds several.
+		{host: "hv1", port: "vmk0", link: hashName("vh", "dc/hv1/vmk0"), ip: "10.0.0.11/24", pool: "management", devices: []string{"eth1", "eth2"}},
+		{host: "hv1", port: "vmotion0", link: "vmotion0", ip: "10.1.0.11/24", pool: "vmotion", devices: []string{"eth1", "eth2"}, shaped: true},
+		{host: "hv2", port: "vmotion0", link: "vmotion0", ip: "10.1.0.12/24", pool: "vmotion", devices: []string{"eth1"}, shaped: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.host+"/"+tt.port, func(t *testing.T) {
@@ -49,17 +54,17 @@ hostports:
 			}
 			all := strings.Join(text, "\n")
 			owner := "hostport " + tt.host + "/" + tt.port
-			peer := hostPortPeerName(tt.port)
+			peer := hashName("vk", "dc/"+tt.host+"/"+tt.port)
 			var pair, addr, shaper, steer, sec bool
 			filters := map[string]bool{}
 			for _, r := range rs {
 				switch {
-				case r.Kind == KindVeth && r.A.Name == tt.port:
+				case r.Kind == KindVeth && r.A.Name == tt.link:
 					pair = r.A.NS == CurrentNS && r.B.NS == CurrentNS && r.B.Name == peer && r.B.Master == bridge &&
 						r.A.MAC == (&modeler{s: s}).hostPortMAC(tt.host, tt.port) && strings.Contains(r.Owner, owner)
-				case r.Kind == KindAddr && r.Link == tt.port:
+				case r.Kind == KindAddr && r.Link == tt.link:
 					addr = r.NS == CurrentNS && r.CIDR == tt.ip
-				case r.Kind == KindShaper && r.Link == tt.port:
+				case r.Kind == KindShaper && r.Link == tt.link:
 					shaper = r.NS == CurrentNS
 				case r.Kind == KindSteer && r.Link == peer:
 					steer = r.NS == CurrentNS
@@ -70,10 +75,10 @@ hostports:
 				}
 			}
 			if !pair {
-				t.Errorf("no veth pair %s <-> %s (port of %s) in the host's namespace:\n%s", tt.port, peer, bridge, all)
+				t.Errorf("no veth pair %s <-> %s (port of %s) in the host's namespace:\n%s", tt.link, peer, bridge, all)
 			}
 			if !addr {
-				t.Errorf("no address %s on %s in the host's namespace:\n%s", tt.ip, tt.port, all)
+				t.Errorf("no address %s on %s in the host's namespace:\n%s", tt.ip, tt.link, all)
 			}
 			if shaper != tt.shaped {
 				t.Errorf("shaper on %s: %v, want %v:\n%s", tt.port, shaper, tt.shaped, all)
@@ -111,5 +116,41 @@ hostports:
 				t.Errorf("the teaming agent does not know %s's switch port %s: %+v", tt.port, peer, teams)
 			}
 		})
+	}
+}
+
+// Two infrastructures whose hosts share one machine, each with a host port
+// of the default name and one of a name of its own, give the machine's
+// namespace no link name twice: only the names the specs write meet.
+func TestHostPortsOfTwoInfrastructuresOnOneMachine(t *testing.T) {
+	const src = `name: %s
+hosts:
+  - {name: hv1}
+switches:
+  - {name: sw, hosts: [hv1], portgroups: [{name: pg}]}
+hostports:
+  - {host: hv1, portgroup: pg, ip: 10.0.0.11/24}
+  - {host: hv1, portgroup: pg, ip: 10.0.1.11/24, name: %s}
+`
+	links := func(infra, named string) []string {
+		var out []string
+		for _, r := range Model(mustLoad(t, fmt.Sprintf(src, infra, named)), Options{Host: "hv1"}) {
+			if r.Kind == KindVeth {
+				out = append(out, r.A.Name, r.B.Name)
+			}
+		}
+		if len(out) != 4 {
+			t.Fatalf("%s: want two host ports' veth pairs, got the links %v", infra, out)
+		}
+		return out
+	}
+	blue := links("blue", "nfs-blue")
+	for _, name := range links("green", "nfs-green") {
+		if slices.Contains(blue, name) {
+			t.Errorf("both infrastructures name a link %s on the machine (blue's: %v)", name, blue)
+		}
+	}
+	if !slices.Contains(blue, "nfs-blue") {
+		t.Errorf("the host port's end is not named as the spec names it: %v", blue)
 	}
 }

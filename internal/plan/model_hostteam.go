@@ -43,8 +43,8 @@ func newHostLab(s *spec.Spec, opt Options) *hostLab {
 	}
 	for i, hp := range s.HostPorts {
 		if hp.Host == host {
-			port := hostPortPeerName(s.HostPortName(i))
-			hl.ports[port] = port
+			name := s.HostPortName(i)
+			hl.ports[hostPortPeerName(name)] = HostPortSwitchPortOnHost(s.Name, host, name)
 		}
 	}
 	for _, vm := range s.VMs {

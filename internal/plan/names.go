@@ -6,6 +6,8 @@ import (
 	"net"
 	"slices"
 	"strings"
+
+	"github.com/vnet-project/vnet/internal/spec"
 )
 
 // NSPrefix starts the name of every namespace vnet creates.
@@ -57,11 +59,11 @@ func physPortName(host, nic string) string { return hashName("p", host+"/"+nic) 
 // ModelRevision changes whenever this build models a spec differently
 // from the builds before it in a way an apply must find on the host, as
 // when what it makes is named anew (2: vNIC ports name their
-// infrastructure). A record made under another revision makes the next
-// apply read the whole host, which replaces what it made under the old
-// names: an apply that read only what the spec's change touches would
-// find nothing to do.
-const ModelRevision = 2
+// infrastructure; 3: so do host ports on a real host). A record made
+// under another revision makes the next apply read the whole host, which
+// replaces what it made under the old names: an apply that read only what
+// the spec's change touches would find nothing to do.
+const ModelRevision = 3
 
 // VNICPortName is the switch port in the host for a VM's vNIC. It names
 // the infrastructure too: on a real host the ports of every
@@ -86,8 +88,30 @@ func IsVNICPortName(name string) bool {
 	return true
 }
 
-// hostPortPeerName is the switch port in the host for a host port.
+// hostPortPeerName is the switch port in the host for a host port in the
+// lab, where each host's namespace is its infrastructure's own.
 func hostPortPeerName(name string) string { return hashName("vk", name) }
+
+// HostPortLink is the interface of the i-th host port on a real host,
+// where the host ports of every infrastructure on the machine share its
+// namespace: the name the spec gives (the user chose it, to be free on
+// the machine), else "vh" and a hash of the infrastructure, the host and
+// the default name, which two infrastructures would otherwise both take.
+// (Before ModelRevision 3 it was the default name, vmk0, ..., itself.)
+func HostPortLink(s *spec.Spec, i int) string {
+	hp := &s.HostPorts[i]
+	if hp.Name != "" {
+		return hp.Name
+	}
+	return hashName("vh", s.Name+"/"+hp.Host+"/"+s.HostPortName(i))
+}
+
+// HostPortSwitchPortOnHost is the switch port of host port name on a real
+// host: it names the infrastructure and host too, for the reason
+// HostPortLink does. (Before ModelRevision 3 it was the lab's.)
+func HostPortSwitchPortOnHost(infra, host, name string) string {
+	return hashName("vk", infra+"/"+host+"/"+name)
+}
 
 // StableMAC derives a locally administered unicast MAC from what the
 // interface is, so that a recreated interface gets its old address back and

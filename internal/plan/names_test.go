@@ -37,7 +37,7 @@ func TestGeneratedNamesAreRefusedInSpecs(t *testing.T) {
 			t.Errorf("%s (hashName(%q, ...)) is not refused as a spec's link name", name, p)
 		}
 	}
-	for _, name := range []string{UnderlayLinkName, PhysBridge, VNICPortName("i", "vm1", 0), HostPortSwitchPort("vmk0"), HostBridgeName("i", "sw")} {
+	for _, name := range []string{UnderlayLinkName, PhysBridge, VNICPortName("i", "vm1", 0), HostPortSwitchPort("vmk0"), HostPortSwitchPortOnHost("i", "h", "vmk0"), HostBridgeName("i", "sw")} {
 		if !spec.GeneratedLinkName(name) {
 			t.Errorf("%s is not refused as a spec's link name", name)
 		}

@@ -90,9 +90,16 @@ func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 		}
 		i += len(steps)
 	}
+	// Once the steps have made and removed what they do (a link a killed
+	// command left is deleted by them), what remains shared holds only
+	// what is there.
+	if err := e.pruneStale(name, o, p); err != nil {
+		return res, e.rollback(name, o, fmt.Errorf("apply %s: %w", name, err), true)
+	}
 	lap("execute")
 	kinds.trace(e.tracef)
-	recErr := e.record(doc, o.rec, o.model, !p.Empty(), o.models.opt.Paused.Prune(doc.Spec))
+	recErr := e.record(doc, o.rec, o.model, !p.Empty(), o.models.opt.Paused.Prune(doc.Spec),
+		e.recordedNamespaces(name, o.model, o.vouched))
 	if recErr != nil && !errors.Is(recErr, store.ErrWriteKept) {
 		// The store holds the record it held before (or cannot tell, and
 		// keeps the pending note for the next apply to read everything):
@@ -108,6 +115,11 @@ func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 	}
 	e.Memo.put(name, doc.Source, doc.Spec, o.models.opt, o.models.next, keys, o.models.plain)
 	// A full apply leaves the host as the record says, also after a killed one.
+	if o.scope.Full() {
+		if err := e.sweepPortPrograms(o.desired); err != nil {
+			return res, fmt.Errorf("apply %s: applied and recorded, but: %w", name, err)
+		}
+	}
 	if !p.Empty() || o.scope.Full() {
 		e.clearPending(name)
 	}
@@ -210,4 +222,77 @@ func (e *Engine) forgetGoneDevices(o observation) {
 	if err := f.ForgetGoneDevices(plan.DroppedDevices(next, last)); err != nil {
 		e.logf("kept a record of a device that is gone: %v\n", err)
 	}
+}
+
+// sweepPortPrograms has the dataplane delete, from the port programs of
+// the namespaces where desired has port policies, what no port's settings
+// name: a killed apply's staging, which no plan shows, since the model
+// has no resource for it. The apply holds the infrastructure's lock, so
+// no one stages there meanwhile.
+func (e *Engine) sweepPortPrograms(desired []plan.Resource) error {
+	ps, ok := e.DP.(PortSweeper)
+	if !ok {
+		return nil
+	}
+	seen := map[string]bool{}
+	var namespaces []string
+	for _, r := range desired {
+		if r.Kind == plan.KindPortBPF && !seen[r.NS] {
+			seen[r.NS] = true
+			namespaces = append(namespaces, r.NS)
+		}
+	}
+	if len(namespaces) == 0 {
+		return nil
+	}
+	return ps.SweepPortPrograms(namespaces)
+}
+
+// pruneStale has the dataplane forget, in what its resources share, the
+// entries of resources that are gone, when some may be there
+// (mayBeStale): in the namespaces where the last apply or this one has
+// port programs.
+func (e *Engine) pruneStale(name string, o observation, p plan.Plan) error {
+	sp, ok := e.DP.(StalePruner)
+	if !ok || !e.mayBeStale(name, o, p) {
+		return nil
+	}
+	seen := map[string]bool{}
+	var namespaces []string
+	for _, model := range [][]plan.Resource{o.models.prev, o.model} {
+		for _, r := range model {
+			if r.Kind == plan.KindPortBPF && !seen[r.NS] {
+				seen[r.NS] = true
+				namespaces = append(namespaces, r.NS)
+			}
+		}
+	}
+	return sp.PruneStale(namespaces)
+}
+
+// mayBeStale reports whether what the dataplane shares between resources
+// may hold entries of resources that are gone (StalePruner): the last
+// command may not have finished, the apply reads everything, there is no
+// last model to compare with, or the plan makes again a port's programs
+// that the last apply made and that are gone (their link deleted under
+// vnet, or their hook).
+func (e *Engine) mayBeStale(name string, o observation, p plan.Plan) bool {
+	if e.unfinished(name) || o.rec == nil || o.scope.Full() || o.models.prev == nil {
+		return true
+	}
+	created := map[string]bool{}
+	for _, a := range p.Actions {
+		if a.Op == plan.OpCreate && a.New.Kind == plan.KindPortBPF {
+			created[a.New.Key()] = true
+		}
+	}
+	if len(created) == 0 {
+		return false
+	}
+	for _, r := range o.models.prev {
+		if r.Kind == plan.KindPortBPF && created[r.Key()] {
+			return true
+		}
+	}
+	return false
 }

@@ -76,18 +76,18 @@ func (e *Engine) Destroy(name string) (plan.Plan, error) {
 // mustSweep reports whether an apply sweeps first, given the record the
 // store holds (nil: none). What a killed command leaves, it leaves with
 // the pending note set (setPending), and a sweep reads every namespace
-// entry and VM cgroup of the machine, tens of thousands at scale. A host
-// agent's pass for a change therefore sweeps only when the note says the
-// last apply or destroy did not finish (and on its full passes). An apply
-// on one machine sweeps as well, unless this engine's memo proves that
-// the record is the one its own last apply wrote and finished with: a
-// server's changes after its first. A new process's apply always sweeps,
-// and so finds what anything else left.
+// entry and VM cgroup of the machine, tens of thousands at scale. An apply
+// therefore sweeps when the note says the last apply or destroy did not
+// finish (and on full passes), whichever process makes it. An apply on
+// one machine sweeps as well before the infrastructure's first record
+// (what a destroy killed after removing it, or anything made without a
+// store, left), and after a record of another build of vnet, which may
+// not have kept the note.
 func (e *Engine) mustSweep(name string, rec *store.Record) bool {
 	if e.unfinished(name) {
 		return true
 	}
-	return e.Host == "" && (rec == nil || !e.Memo.holds(name, rec.Spec))
+	return e.Host == "" && (rec == nil || rec.Engine != engineBuild())
 }
 
 // unfinished reports whether an apply or destroy of name may have been

@@ -74,7 +74,9 @@ func TestRealHostHostPorts(t *testing.T) {
 		t.Fatal(err)
 	}
 	links := strings.Join(machineLinks(t, rh), "\n")
-	for _, want := range []string{"vmotion0 10.30.0.11/24", "vmk0 10.31.0.11/24"} {
+	// vmk0, named by default, is named on the machine by the
+	// infrastructure too.
+	for _, want := range []string{"vmotion0 10.30.0.11/24", plan.HostPortLink(doc.Spec, 1) + " 10.31.0.11/24"} {
 		if !strings.Contains(links, want) {
 			t.Errorf("the machine has no %q:\n%s", want, links)
 		}

@@ -67,18 +67,6 @@ func (m *Memo) put(infra string, src []byte, s *spec.Spec, opt plan.Options, mod
 	m.byInfra[infra] = memoEntry{src: src, spec: s, opt: opt, model: model, keys: keys, desired: desired}
 }
 
-// holds reports whether what is kept for infra was made of src: this
-// engine's own apply recorded that spec, and finished.
-func (m *Memo) holds(infra string, src []byte) bool {
-	if m == nil {
-		return false
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	e, ok := m.byInfra[infra]
-	return ok && bytes.Equal(e.src, src)
-}
-
 // lastSpec is the spec of the last apply kept for infra, or nil.
 func (m *Memo) lastSpec(infra string) *spec.Spec {
 	if m == nil {

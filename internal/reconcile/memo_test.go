@@ -46,11 +46,11 @@ func TestMemoKeepsWhatWasMadeOfTheSameBytes(t *testing.T) {
 	}
 }
 
-// An apply on one machine sweeps unless its engine's memo holds the very
-// record the store has (its own last apply wrote it and finished) and the
-// pending note is clear; a host agent's sweeps only after an unfinished
-// apply; a new process's apply (no memo) always sweeps.
-func TestApplySweepsUnlessTheMemoProvesTheLastApplyFinished(t *testing.T) {
+// An apply sweeps when the pending note says the last command did not
+// finish, on a full pass, and, on one machine, before a first record or
+// after another build's; otherwise not, whichever process applies (a new
+// one, a server, a host agent).
+func TestApplySweepsWhenTheNoteCannotProveTheLastCommandFinished(t *testing.T) {
 	st, err := store.OpenBolt(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +59,7 @@ func TestApplySweepsUnlessTheMemoProvesTheLastApplyFinished(t *testing.T) {
 	applied := []byte("name: a\n")
 	memo := &Memo{}
 	memo.put("a", applied, &spec.Spec{Name: "a"}, plan.Options{}, nil, nil, nil)
-	rec := &store.Record{Name: "a", Spec: applied}
+	rec := &store.Record{Name: "a", Spec: applied, Engine: engineBuild()}
 	tests := []struct {
 		name    string
 		e       *Engine
@@ -67,11 +67,13 @@ func TestApplySweepsUnlessTheMemoProvesTheLastApplyFinished(t *testing.T) {
 		pending bool
 		sweep   bool
 	}{
-		{"a new process", &Engine{Store: st}, rec, false, true},
+		{"a new process", &Engine{Store: st}, rec, false, false},
 		{"the memo holds the record", &Engine{Store: st, Memo: memo}, rec, false, false},
-		{"the record was written by another", &Engine{Store: st, Memo: memo}, &store.Record{Name: "a", Spec: []byte("name: a\n# other\n")}, false, true},
+		{"the record was written by another process", &Engine{Store: st, Memo: memo}, &store.Record{Name: "a", Spec: []byte("name: a\n# other\n"), Engine: engineBuild()}, false, false},
+		{"the record was written by another build", &Engine{Store: st}, &store.Record{Name: "a", Spec: applied, Engine: "other"}, false, true},
 		{"no record (a first apply, or destroyed since)", &Engine{Store: st, Memo: memo}, nil, false, true},
-		{"an apply did not finish", &Engine{Store: st, Memo: memo}, rec, true, true},
+		{"an apply did not finish", &Engine{Store: st}, rec, true, true},
+		{"an apply did not finish, the memo holds the record", &Engine{Store: st, Memo: memo}, rec, true, true},
 		{"a full apply", &Engine{Store: st, Memo: memo, Full: true}, rec, false, true},
 		{"a host agent's pass", &Engine{Store: st, Host: "hv1"}, rec, false, false},
 		{"a host agent's pass after an unfinished apply", &Engine{Store: st, Host: "hv1"}, rec, true, true},

@@ -16,6 +16,9 @@ type observation struct {
 	model    []plan.Resource // the desired state of the whole infrastructure
 	desired  []plan.Resource // the part of model the scope holds
 	observed []plan.Resource // what it read that the plan compares with desired
+	// vouched is the ID of each namespace the record's identities showed
+	// to be still this store's (see recordStands), by name.
+	vouched map[string]uint64
 }
 
 // observe reads what of the host is this store's, and the desired state in
@@ -44,7 +47,7 @@ func (e *Engine) observe(doc *spec.Document, sweep func(last *store.Record) erro
 			return observation{}, err
 		}
 	}
-	scope := e.scopeFor(doc, m)
+	scope, vouched := e.scopeFor(doc, m, rec)
 	plain := m.desired(nil)
 	hints := scope.Desired(plain)
 	lap("scope and hints")
@@ -69,7 +72,7 @@ func (e *Engine) observe(doc *spec.Document, sweep func(last *store.Record) erro
 	realized := scope.Desired(m.realized(observed))
 	lap("model")
 	return observation{models: m, rec: rec, scope: scope, model: model, desired: desired,
-		observed: plan.ResolveSteer(observed, desired, realized)}, nil
+		observed: plan.ResolveSteer(observed, desired, realized), vouched: vouched}, nil
 }
 
 // checkHost checks what the spec names of a real machine (devices, TAPs,
@@ -124,10 +127,12 @@ func (e *Engine) checkHost(doc *spec.Document) error {
 // reaches beyond VMs (plan.ChangeScope), and when the host no longer holds
 // what the record names as this store's (recordStands). Otherwise it reads only the
 // namespaces of what the change creates, deletes or changes: drift
-// elsewhere waits for a full apply.
-func (e *Engine) scopeFor(doc *spec.Document, m *modelSet) plan.Scope {
+// elsewhere waits for a full apply. It returns, with the scope, the
+// namespaces the record's identities vouched for (see recordStands).
+func (e *Engine) scopeFor(doc *spec.Document, m *modelSet, rec *store.Record) (plan.Scope, map[string]uint64) {
 	why := ""
 	var scope plan.Scope
+	var vouched map[string]uint64
 	p, journaled := e.Store.(store.Pending)
 	switch {
 	case e.Full:
@@ -148,7 +153,8 @@ func (e *Engine) scopeFor(doc *spec.Document, m *modelSet) plan.Scope {
 		// the spec: every pass reads it back from their ports.
 		scope = scope.WithKind(m.next, plan.KindLB)
 		if !scope.Full() {
-			if gone := e.recordStands(doc.Spec.Name, m.prev); gone != "" {
+			var gone string
+			if gone, vouched = e.recordStands(doc.Spec.Name, m.prev, recordedIDs(rec)); gone != "" {
 				scope, why = nil, gone
 				e.logf("reading the whole infrastructure: %s\n", gone)
 			}
@@ -159,7 +165,7 @@ func (e *Engine) scopeFor(doc *spec.Document, m *modelSet) plan.Scope {
 	} else {
 		e.tracef("scoped observation: %d namespaces\n", len(scope))
 	}
-	return scope
+	return scope, vouched
 }
 
 // observeScope reads the namespaces in scope, all when it is nil or the

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -210,7 +211,7 @@ func TestRecordStandsOnlyWhileTheHostHoldsIt(t *testing.T) {
 	}
 	for _, tc := range tests {
 		e := &Engine{DP: markDP{marks: tc.marks}, Store: idStore{}, Log: io.Discard}
-		why := e.recordStands("demo", recorded)
+		why, _ := e.recordStands("demo", recorded, nil)
 		if tc.says == nil {
 			if why != "" {
 				t.Errorf("%s: %s", tc.name, why)
@@ -225,7 +226,96 @@ func TestRecordStandsOnlyWhileTheHostHoldsIt(t *testing.T) {
 	}
 	// A dataplane that cannot read marks (a test's, a cluster's) trusts
 	// the record as before.
-	if why := (&Engine{Store: idStore{}}).recordStands("demo", recorded); why != "" {
+	if why, _ := (&Engine{Store: idStore{}}).recordStands("demo", recorded, nil); why != "" {
 		t.Errorf("without marks: %s", why)
+	}
+}
+
+// idDP is a markDP whose namespaces have IDs, which notes whose marks it
+// was asked for.
+type idDP struct {
+	markDP
+	boot  string
+	ids   map[string]uint64
+	asked *[]string
+}
+
+func (d idDP) Marks(namespaces, cgroups []string) (map[string]string, error) {
+	*d.asked = append(*d.asked, namespaces...)
+	return d.markDP.Marks(namespaces, cgroups)
+}
+
+func (d idDP) NamespaceBoot() (string, string) { return d.boot, "" }
+
+func (d idDP) NamespaceIDs(names []string) map[string]uint64 {
+	out := map[string]uint64{}
+	for _, n := range names {
+		if id, ok := d.ids[n]; ok {
+			out[n] = id
+		}
+	}
+	return out
+}
+
+func (d idDP) MarkedNamespaceIDs([]string, string) map[string]uint64 { return map[string]uint64{} }
+
+// A namespace whose ID is the one the record noted, in this boot and for
+// this mark, stands without its mark read; any other has its mark read as
+// a record without IDs has, and a mark that is not this store's makes the
+// apply read everything.
+func TestRecordStandsByNamespaceIDs(t *testing.T) {
+	recorded := []plan.Resource{
+		{Kind: plan.KindNetns, Name: "vnet.demo.esx1"},
+		{Kind: plan.KindNetns, Name: "vnet.demo.vm1"},
+		{Kind: plan.KindCgroup, Name: "vnet/demo/vm1"},
+	}
+	own := markOf("demo", ownID, ownDir)
+	owned := map[string]string{"netns/vnet.demo.esx1": own, "netns/vnet.demo.vm1": own, "cgroup/vnet/demo/vm1": own}
+	noted := &plan.NamespaceIDs{Boot: "b1", Mark: own, IDs: map[string]uint64{"vnet.demo.esx1": 7, "vnet.demo.vm1": 8}}
+	same := map[string]uint64{"vnet.demo.esx1": 7, "vnet.demo.vm1": 8}
+	tests := []struct {
+		name    string
+		noted   *plan.NamespaceIDs
+		boot    string
+		ids     map[string]uint64
+		marks   map[string]string
+		asked   []string // whose marks were read
+		vouched int
+		says    string // "": the record stands
+	}{
+		{name: "the same namespaces", noted: noted, boot: "b1", ids: same, marks: owned, vouched: 2},
+		{name: "no IDs recorded", noted: nil, boot: "b1", ids: same, marks: owned,
+			asked: []string{"vnet.demo.esx1", "vnet.demo.vm1"}},
+		{name: "another boot", noted: noted, boot: "b2", ids: same, marks: owned,
+			asked: []string{"vnet.demo.esx1", "vnet.demo.vm1"}},
+		{name: "a kernel without IDs", noted: noted, boot: "", marks: owned,
+			asked: []string{"vnet.demo.esx1", "vnet.demo.vm1"}},
+		{name: "made anew by hand under the same name", noted: noted, boot: "b1",
+			ids:   map[string]uint64{"vnet.demo.esx1": 7, "vnet.demo.vm1": 9},
+			marks: map[string]string{"netns/vnet.demo.esx1": own, "netns/vnet.demo.vm1": "", "cgroup/vnet/demo/vm1": own},
+			asked: []string{"vnet.demo.vm1"}, vouched: 1, says: "not marked as this store's"},
+		{name: "made anew by this store", noted: noted, boot: "b1",
+			ids: map[string]uint64{"vnet.demo.esx1": 7, "vnet.demo.vm1": 9}, marks: owned,
+			asked: []string{"vnet.demo.vm1"}, vouched: 1},
+		{name: "gone", noted: noted, boot: "b1", ids: map[string]uint64{"vnet.demo.esx1": 7},
+			marks: map[string]string{"netns/vnet.demo.esx1": own, "cgroup/vnet/demo/vm1": own},
+			asked: []string{"vnet.demo.vm1"}, vouched: 1, says: "1 gone"},
+		{name: "noted for another directory", noted: &plan.NamespaceIDs{Boot: "b1", Mark: markOf("demo", ownID, "/before"), IDs: maps.Clone(same)},
+			boot: "b1", ids: same, marks: owned, asked: []string{"vnet.demo.esx1", "vnet.demo.vm1"}},
+	}
+	for _, tc := range tests {
+		var asked []string
+		dp := idDP{markDP: markDP{marks: tc.marks}, boot: tc.boot, ids: tc.ids, asked: &asked}
+		e := &Engine{DP: dp, Store: idStore{}, Log: io.Discard}
+		why, vouched := e.recordStands("demo", recorded, tc.noted)
+		if (why == "") != (tc.says == "") || !strings.Contains(why, tc.says) {
+			t.Errorf("%s: why = %q, want one saying %q", tc.name, why, tc.says)
+		}
+		if !slices.Equal(asked, tc.asked) {
+			t.Errorf("%s: read the marks of %v, want %v", tc.name, asked, tc.asked)
+		}
+		if len(vouched) != tc.vouched {
+			t.Errorf("%s: vouched for %v, want %d", tc.name, vouched, tc.vouched)
+		}
 	}
 }

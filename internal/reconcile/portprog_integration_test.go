@@ -5,9 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cilium/ebpf"
-	"github.com/vishvananda/netlink"
-
 	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/dataplane/bpfpolicy"
 	"github.com/vnet-project/vnet/internal/nstest"
@@ -15,54 +12,10 @@ import (
 	"github.com/vnet-project/vnet/internal/reconcile"
 )
 
-// hostPortPrograms opens the port programs the protected ports of a host
-// namespace run, failing the test unless every one runs the same pair, and
-// returns them with the ports' interface indexes by link name.
-func hostPortPrograms(t *testing.T, ns string) (*bpfpolicy.Programs, map[string]uint32) {
-	t.Helper()
-	h := nstest.Netlink(t, ns)
-	links, err := h.LinkList()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ports := map[string]uint32{}
-	var in, out uint32
-	for _, l := range links {
-		var ids [2]uint32
-		for i, parent := range []uint32{netlink.HANDLE_MIN_INGRESS, netlink.HANDLE_MIN_EGRESS} {
-			fs, _ := h.FilterList(l, parent)
-			for _, f := range fs {
-				if bf, ok := f.(*netlink.BpfFilter); ok && strings.HasPrefix(bf.Name, plan.AliasPrefix+"port ") {
-					ids[i] = uint32(bf.Id)
-				}
-			}
-		}
-		if ids[0] == 0 && ids[1] == 0 {
-			continue
-		}
-		if in == 0 {
-			in, out = ids[0], ids[1]
-		}
-		if ids != [2]uint32{in, out} {
-			t.Errorf("%s runs programs %v, another port %v", l.Attrs().Name, ids, [2]uint32{in, out})
-		}
-		ports[l.Attrs().Name] = uint32(l.Attrs().Index)
-	}
-	if in == 0 {
-		t.Fatalf("no port runs port programs in %s", ns)
-	}
-	progs, err := bpfpolicy.Open(ebpf.ProgramID(in), ebpf.ProgramID(out))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(progs.Close)
-	return progs, ports
-}
-
 // The protected ports of a host share one pair of programs, each port's
 // policy an entry in their maps: the programs hold exactly the ports that
 // run them, also after a VM goes and after a port is deleted under vnet
-// (a crash's leftover, forgotten by the next command); VMs whose ports
+// (a crash's leftover, forgotten by the next full apply); VMs whose ports
 // take frames directly reach each other past the bridge.
 func TestPortProgramsAreSharedAndHoldTheirPorts(t *testing.T) {
 	eng := nstest.Engine(t)
@@ -75,7 +28,7 @@ func TestPortProgramsAreSharedAndHoldTheirPorts(t *testing.T) {
 	nstest.Apply(t, eng, secLab(infra))
 	holds := func(when string) (*bpfpolicy.Programs, map[string]uint32) {
 		t.Helper()
-		progs, ports := hostPortPrograms(t, hostNS)
+		progs, ports := nstest.PortPrograms(t, hostNS)
 		held, err := progs.Ports()
 		if err != nil {
 			t.Fatal(err)
@@ -112,8 +65,9 @@ func TestPortProgramsAreSharedAndHoldTheirPorts(t *testing.T) {
 	nstest.Apply(t, eng, strings.Replace(secLab(infra), "  - {name: other, host: esx1, nics: [{portgroup: pg-app, ip: 10.77.0.3/24}]}\n", "", 1))
 	holds("after a VM went")
 
-	// A port deleted under vnet: the next command's programs forget it,
-	// and the port made again is in them.
+	// A port deleted under vnet: a one-VM change does not read the other
+	// ports, so the next full apply, which finds the port gone, makes it
+	// again and has the programs forget the one deleted.
 	h := nstest.Netlink(t, hostNS)
 	link, err := h.LinkByName(appPort)
 	if err != nil {
@@ -127,7 +81,7 @@ func TestPortProgramsAreSharedAndHoldTheirPorts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dp.Close()
-	if _, err := (&reconcile.Engine{DP: dp, Store: eng.Store}).Apply(loadSpec(t, secLab(infra))); err != nil {
+	if _, err := (&reconcile.Engine{DP: dp, Store: eng.Store, Full: true}).Apply(loadSpec(t, secLab(infra))); err != nil {
 		t.Fatal(err)
 	}
 	holds("after a port was deleted under vnet and the VM made again")

@@ -43,11 +43,28 @@ type UnmarkedSweeper interface {
 	SweepUnmarked(infra string) ([]string, error)
 }
 
+// StalePruner is a dataplane that keeps state shared by many resources
+// (the port programs' maps of a switch's namespace) which a command killed
+// halfway, or a resource deleted under vnet, can leave holding entries of
+// what is gone. Finding those reads every resource that shares it, so the
+// engine asks only when some may be there (mayBeStale), of the namespaces
+// where the infrastructure has port programs.
+type StalePruner interface {
+	PruneStale(namespaces []string) error
+}
+
 // BatchDeleter is a dataplane that carries out a destroy's deletes faster
 // all together than one by one, with the same result; it returns an error
 // per action that failed, and calls lap (a Stopwatch) after each part.
 type BatchDeleter interface {
 	DeleteAll(actions []plan.Action, lap func(format string, args ...any)) []error
+}
+
+// PortSweeper is a dataplane whose port programs can hold rules and tables
+// that no port's settings name, which a command killed while it wrote
+// them leaves: SweepPortPrograms deletes those of the namespaces given.
+type PortSweeper interface {
+	SweepPortPrograms(namespaces []string) error
 }
 
 // DevicePreparer is a dataplane that records, for a whole plan before its

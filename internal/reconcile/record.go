@@ -55,7 +55,7 @@ func (e *Engine) specOf(rec *store.Record) *spec.Spec {
 // record stores the apply; old is the record it read (nil: none), which
 // the infrastructure's lock kept current. A change of what is paused alone
 // keeps the generation: the spec is the same.
-func (e *Engine) record(doc *spec.Document, old *store.Record, realized []plan.Resource, changed bool, paused plan.Paused) error {
+func (e *Engine) record(doc *spec.Document, old *store.Record, realized []plan.Resource, changed bool, paused plan.Paused, namespaces *plan.NamespaceIDs) error {
 	gen := 0
 	if old != nil {
 		gen = old.Generation
@@ -64,7 +64,8 @@ func (e *Engine) record(doc *spec.Document, old *store.Record, realized []plan.R
 		gen++
 	}
 	err := e.Store.Put(&store.Record{Name: doc.Spec.Name, SpecFile: doc.File, Spec: doc.Source,
-		Realized: realized, Generation: gen, AppliedAt: time.Now().UTC(), Engine: engineBuild(), Paused: paused.Normal()})
+		Realized: realized, Generation: gen, AppliedAt: time.Now().UTC(), Engine: engineBuild(), Paused: paused.Normal(),
+		Namespaces: namespaces})
 	if err == nil {
 		e.Specs.Add(doc)
 	}

@@ -108,8 +108,14 @@ func (h *sharedHost) links(t *testing.T) map[string]bool {
 // reaches says whether web1 of infra opens a TCP connection to web2.
 func reaches(t *testing.T, infra string, port int) error {
 	t.Helper()
-	addr := fmt.Sprintf("10.31.0.2:%d", port)
-	l := nstest.Listen(t, nstest.NSName(infra, "web2"), addr)
+	return answers(t, infra, nstest.NSName(infra, "web2"), fmt.Sprintf("10.31.0.2:%d", port))
+}
+
+// answers says whether web1 of infra opens a TCP connection to addr, on
+// which a listener in namespace ns answers with infra's name.
+func answers(t *testing.T, infra, ns, addr string) error {
+	t.Helper()
+	l := nstest.Listen(t, ns, addr)
 	go func() {
 		if c, err := l.Accept(); err == nil {
 			io.WriteString(c, infra)
@@ -127,7 +133,7 @@ func reaches(t *testing.T, infra string, port int) error {
 		return err
 	}
 	if string(b) != infra {
-		return fmt.Errorf("web1 of %s reached %q's web2", infra, b)
+		return fmt.Errorf("web1 of %s reached %q", infra, b)
 	}
 	return nil
 }
@@ -192,6 +198,14 @@ func (h *sharedHost) oldBuildLeft(t *testing.T, infra string, vms ...string) map
 		renamed[old] = now
 		renameLink(t, h.machine, now, old)
 	}
+	h.oldRecord(t, infra, renamed)
+	return renamed
+}
+
+// oldRecord makes infra's record one an older build made, whose links had
+// the old names of renamed (the new names by the old).
+func (h *sharedHost) oldRecord(t *testing.T, infra string, renamed map[string]string) {
+	t.Helper()
 	rec, err := h.eng.Store.Get(infra)
 	if err != nil {
 		t.Fatal(err)
@@ -212,7 +226,6 @@ func (h *sharedHost) oldBuildLeft(t *testing.T, infra string, vms ...string) map
 	if err := h.eng.Store.Put(rec); err != nil {
 		t.Fatal(err)
 	}
-	return renamed
 }
 
 // A host that an older build applied has ports named by the VM alone (a

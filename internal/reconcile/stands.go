@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/store"
 )
 
 // MarkReader is a dataplane that reads the marks of namespaces and
@@ -12,6 +13,21 @@ import (
 // exists carries.
 type MarkReader interface {
 	Marks(namespaces, cgroups []string) (map[string]string, error)
+}
+
+// NamespaceIdentifier is a dataplane that tells namespaces apart by the
+// IDs the kernel never gives two namespaces of one boot
+// (dataplane.Linux): the ownership check then need not enter a namespace
+// whose ID the record holds.
+type NamespaceIdentifier interface {
+	// NamespaceBoot is the boot the IDs are of, "" when the kernel tells
+	// none; missing, once a boot, says so for the user.
+	NamespaceBoot() (boot, missing string)
+	// NamespaceIDs is the current ID of each named namespace that exists.
+	NamespaceIDs(names []string) map[string]uint64
+	// MarkedNamespaceIDs is the ID of each named namespace the dataplane
+	// last saw carrying mark.
+	MarkedNamespaceIDs(names []string, mark string) map[string]uint64
 }
 
 // recordStands checks, before an apply that reads only what its change
@@ -22,11 +38,18 @@ type MarkReader interface {
 // directory (a state directory that moved) makes the apply read
 // everything instead: "no changes" then means the host holds what the
 // record names. It returns why the apply cannot trust the record, "" when
-// it can.
-func (e *Engine) recordStands(infra string, recorded []plan.Resource) string {
+// it can, and the namespaces ids vouched for, by name.
+//
+// A namespace whose ID is the one ids noted, in this boot and with this
+// mark, is the namespace the record names, which carried this store's
+// mark: its mark is not read, which would mean entering it. Those ids
+// cannot vouch for (an older record, a kernel without IDs, another boot,
+// a namespace made anew) have their marks read as before; the apply then
+// records their IDs (see recordedNamespaces).
+func (e *Engine) recordStands(infra string, recorded []plan.Resource, ids *plan.NamespaceIDs) (string, map[string]uint64) {
 	mr, ok := e.DP.(MarkReader)
 	if !ok {
-		return ""
+		return "", nil
 	}
 	var namespaces, cgroups []string
 	for _, r := range recorded {
@@ -38,16 +61,23 @@ func (e *Engine) recordStands(infra string, recorded []plan.Resource) string {
 		}
 	}
 	if len(namespaces)+len(cgroups) == 0 {
-		return ""
+		return "", nil
 	}
-	marks, err := mr.Marks(namespaces, cgroups)
-	if err != nil {
-		return "the marks of what the record names could not be read: " + err.Error()
+	want := e.ownMark(infra)
+	vouched, unknown := e.vouch(ids, want, namespaces)
+	marks := map[string]string{}
+	if len(unknown)+len(cgroups) > 0 {
+		var err error
+		if marks, err = mr.Marks(unknown, cgroups); err != nil {
+			return "the marks of what the record names could not be read: " + err.Error(), vouched
+		}
 	}
-	want := plan.Mark{Infra: infra, Store: e.Store.ID(), Dir: e.Store.Location()}.String()
 	var gone, other []string
 	for _, r := range recorded {
 		if !plan.Markable(r.Kind) {
+			continue
+		}
+		if _, ok := vouched[r.Name]; ok && r.Kind == plan.KindNetns {
 			continue
 		}
 		mark, ok := marks[r.Key()]
@@ -59,7 +89,7 @@ func (e *Engine) recordStands(infra string, recorded []plan.Resource) string {
 		}
 	}
 	if len(gone)+len(other) == 0 {
-		return ""
+		return "", vouched
 	}
 	sort.Strings(gone)
 	sort.Strings(other)
@@ -70,7 +100,70 @@ func (e *Engine) recordStands(infra string, recorded []plan.Resource) string {
 	if len(other) > 0 {
 		why += fmt.Sprintf(": %d not marked as this store's in %s (%s)", len(other), e.Store.Location(), firstFew(other))
 	}
-	return why
+	return why, vouched
+}
+
+// ownMark is the mark this store's apply gives infra's namespaces.
+func (e *Engine) ownMark(infra string) string {
+	return plan.Mark{Infra: infra, Store: e.Store.ID(), Dir: e.Store.Location()}.String()
+}
+
+// vouch splits namespaces into those ids vouches for and those whose
+// marks must be read (all of them when the dataplane tells no IDs).
+func (e *Engine) vouch(ids *plan.NamespaceIDs, want string, namespaces []string) (map[string]uint64, []string) {
+	ni, ok := e.DP.(NamespaceIdentifier)
+	if !ok {
+		return nil, namespaces
+	}
+	boot, missing := ni.NamespaceBoot()
+	if missing != "" {
+		e.logf("%s\n", missing)
+	}
+	return ids.Vouch(boot, want, namespaces, ni.NamespaceIDs)
+}
+
+// recordedIDs is what a record (nil: none) holds of its namespaces' IDs.
+func recordedIDs(rec *store.Record) *plan.NamespaceIDs {
+	if rec == nil {
+		return nil
+	}
+	return rec.Namespaces
+}
+
+// recordedNamespaces is what an apply records of the identity of the
+// namespaces of its model: the ID of each the dataplane saw carrying this
+// store's mark (it made, marked or read it), else the one the record's
+// identities vouched for; nil when the dataplane tells no IDs. A
+// namespace of neither has no ID recorded, and the next apply reads its
+// mark.
+func (e *Engine) recordedNamespaces(infra string, model []plan.Resource, vouched map[string]uint64) *plan.NamespaceIDs {
+	ni, ok := e.DP.(NamespaceIdentifier)
+	if !ok {
+		return nil
+	}
+	boot, _ := ni.NamespaceBoot()
+	if boot == "" {
+		return nil
+	}
+	var names []string
+	for _, r := range model {
+		if r.Kind == plan.KindNetns {
+			names = append(names, r.Name)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	want := e.ownMark(infra)
+	ids := ni.MarkedNamespaceIDs(names, want)
+	for _, name := range names {
+		if _, ok := ids[name]; !ok {
+			if id, ok := vouched[name]; ok {
+				ids[name] = id
+			}
+		}
+	}
+	return &plan.NamespaceIDs{Boot: boot, Mark: want, IDs: ids}
 }
 
 // firstFew names the first few of a list.

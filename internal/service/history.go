@@ -19,8 +19,10 @@ type HistoryResult struct {
 	Infra string `json:"infra"`
 	// Current is the generation in force; 0 when the infrastructure is
 	// destroyed (its history outlives it).
-	Current   int               `json:"current"`
-	Retention history.Retention `json:"retention"`
+	Current int `json:"current"`
+	// Retention is what the store keeps of it, as it acts: the defaults
+	// written out, as people and scripts read them.
+	Retention history.Effective `json:"retention"`
 	Entries   []history.Entry   `json:"entries"`
 }
 
@@ -100,7 +102,7 @@ func historyOf(b historian, name string) (*HistoryResult, error) {
 	if heads == nil {
 		heads = []history.Entry{}
 	}
-	return &HistoryResult{Infra: name, Current: current, Retention: r, Entries: heads}, nil
+	return &HistoryResult{Infra: name, Current: current, Retention: r.Effective(), Entries: heads}, nil
 }
 
 // headsOf is an infrastructure's history and its generation now (0: none);

@@ -129,7 +129,7 @@ func TestClusterHistoryBounded(t *testing.T) {
 		}
 	}
 	h, err := c.History(ctx, "c1")
-	if err != nil || len(h.Entries) != 3 || h.Entries[0].Generation != 4 || h.Retention.MaxEntries != 3 {
+	if err != nil || len(h.Entries) != 3 || h.Entries[0].Generation != 4 || h.Retention.MaxEntries != 3 || h.Retention.MaxAge != history.AnyAge {
 		t.Fatalf("history: %+v, %v", h, err)
 	}
 	if err := c.SetHistoryRetention(ctx, history.Retention{MaxEntries: -2}); !errors.Is(err, ErrInvalid) {

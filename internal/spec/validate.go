@@ -69,7 +69,7 @@ var reservedLinkNames = map[string]bool{"all": true, "default": true}
 // link is, so that a name is short, stable and unique in its namespace.
 // generatedLinkNames are those it names the same everywhere.
 var (
-	generatedLinkPrefixes = []string{"p", "vs", "vx", "nb", "nx", "gw", "rp", "vn", "vk"}
+	generatedLinkPrefixes = []string{"p", "vs", "vx", "nb", "nx", "gw", "rp", "vn", "vk", "vh"}
 	generatedLinkNames    = map[string]bool{"vnet-underlay": true, "pswitch": true}
 )
 

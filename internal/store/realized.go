@@ -5,9 +5,9 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"hash/maphash"
 	"slices"
 
+	"github.com/cespare/xxhash/v2"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/vnet-project/vnet/internal/plan"
@@ -18,10 +18,25 @@ import (
 // chunk. A resource's chunk follows from a hash of it (see splitChunks),
 // so a change to a few resources rewrites only their chunks (a changed
 // resource may move to another), and a read of the record without them
-// (Head) reads none. Which chunk holds a resource is of this process
-// alone: a process that did not write the chunks last rewrites them all. A record written before records
+// (Head) reads none. Which chunk holds a resource follows from the
+// resource alone (a hash with no seed), and every write notes, beside the
+// chunks, a hash of each chunk's resources and the token it wrote (see
+// sumsBucket): a new process then rewrites only the chunks that changed,
+// as the process that wrote last does. A record written before records
 // were chunked holds its resources itself; Get reads either.
 var realizedBucket = []byte("realized")
+
+// sumsBucket holds, per infrastructure, the hash of each of its chunks'
+// resources as a write left them, with that write's token: what a process
+// that did not make the write knows of the chunks without reading them.
+// It is trusted only while its token is the bucket's (any writer makes a
+// new token, also one of a build of vnet that does not keep the sums), and
+// kept apart from the chunks, which builds that do not know it read all of.
+var sumsBucket = []byte("realized-sums")
+
+// sumsVersion is the layout of the sums and the way resources are hashed
+// into chunks (resourceHash): sums of another version are not trusted.
+const sumsVersion = 1
 
 // chunks is how many chunks a record's resources are spread over: a change
 // to one virtual network of 10,000 (tens of thousands of resources on a
@@ -42,8 +57,6 @@ type chunkCache struct {
 	token  string
 	hashes map[uint16]uint64
 }
-
-var chunkSeed = maphash.MakeSeed()
 
 // chunkSplit is where a record's resources go: each one's chunk, and a
 // hash of each chunk's resources, in order.
@@ -111,7 +124,7 @@ func resourceHash(buf []byte, r *plan.Resource) ([]byte, uint64) {
 	f.num(uint64(r.Port))
 	f.flag(r.Isolate)
 	f.str(r.Owner)
-	return f.buf, maphash.Bytes(chunkSeed, f.buf)
+	return f.buf, xxhash.Sum64(f.buf)
 }
 
 // fieldWriter appends the fields of a resource that are set, each after
@@ -181,8 +194,15 @@ func putRealized(tx *bolt.Tx, name string, rs []plan.Resource, split chunkSplit,
 		return nil, err
 	}
 	path := [][]byte{realizedBucket, []byte(name)}
+	sums, err := u.bucket(tx, nil, nil, sumsBucket)
+	if err != nil {
+		return nil, err
+	}
 	ids, hashes := split.ids, split.hashes
 	if cache == nil || string(b.Get(tokenKey)) != cache.token {
+		cache = decodeSums(sums.Get([]byte(name)), b.Get(tokenKey))
+	}
+	if cache == nil {
 		// What the bucket holds is unknown: every chunk it has goes.
 		var stale [][]byte
 		if err := b.ForEach(func(k, _ []byte) error { stale = append(stale, slices.Clone(k)); return nil }); err != nil {
@@ -221,7 +241,54 @@ func putRealized(tx *bolt.Tx, name string, rs []plan.Resource, split chunkSplit,
 	if err := u.put(b, path, tokenKey, []byte(token)); err != nil {
 		return nil, err
 	}
+	if err := u.put(sums, [][]byte{sumsBucket}, []byte(name), encodeSums(token, hashes)); err != nil {
+		return nil, err
+	}
 	return &chunkCache{token: token, hashes: hashes}, nil
+}
+
+// encodeSums is the value of an infrastructure's sums (sumsBucket): the
+// version, the token, then each chunk's ID and hash.
+func encodeSums(token string, hashes map[uint16]uint64) []byte {
+	v := binary.AppendUvarint(nil, sumsVersion)
+	v = binary.AppendUvarint(v, uint64(len(token)))
+	v = append(v, token...)
+	for id, h := range hashes {
+		v = binary.BigEndian.AppendUint16(v, id)
+		v = binary.BigEndian.AppendUint64(v, h)
+	}
+	return v
+}
+
+// decodeSums is what stored sums say the chunks hold when they are of
+// this version and were written with the bucket's token; nil otherwise.
+func decodeSums(v, token []byte) *chunkCache {
+	version, n := binary.Uvarint(v)
+	if n <= 0 || version != sumsVersion || len(token) == 0 {
+		return nil
+	}
+	v = v[n:]
+	size, n := binary.Uvarint(v)
+	if n <= 0 || uint64(len(v)-n) < size {
+		return nil
+	}
+	v = v[n:]
+	if string(v[:size]) != string(token) {
+		return nil
+	}
+	v = v[size:]
+	if len(v)%10 != 0 {
+		return nil
+	}
+	c := &chunkCache{token: string(token), hashes: make(map[uint16]uint64, len(v)/10)}
+	for ; len(v) > 0; v = v[10:] {
+		id := binary.BigEndian.Uint16(v)
+		if id >= chunks {
+			return nil
+		}
+		c.hashes[id] = binary.BigEndian.Uint64(v[2:])
+	}
+	return c
 }
 
 // getRealized reads an infrastructure's resources from its chunks, nil
@@ -250,8 +317,13 @@ func getRealized(tx *bolt.Tx, name string) ([]plan.Resource, error) {
 	return out, err
 }
 
-// deleteRealized removes an infrastructure's chunks.
+// deleteRealized removes an infrastructure's chunks and their sums.
 func deleteRealized(tx *bolt.Tx, name string, u *undoLog) error {
+	if sums := tx.Bucket(sumsBucket); sums != nil {
+		if err := u.delete(sums, [][]byte{sumsBucket}, []byte(name)); err != nil {
+			return err
+		}
+	}
 	top := tx.Bucket(realizedBucket)
 	if top == nil {
 		return nil

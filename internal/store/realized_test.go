@@ -66,6 +66,7 @@ func TestRealizedRoundTrip(t *testing.T) {
 		{"one changed", append(slices.Clone(all[:399]), plan.Resource{Kind: plan.KindAddr, NS: all[399].NS, Link: "eth0", CIDR: "10.9.9.9/16"}), nil},
 		{"another store value writes", all[:300], open(t, dir)},
 		{"then this one again", all[:350], nil},
+		{"a new store value changes one", append(slices.Clone(all[:349]), plan.Resource{Kind: plan.KindAddr, NS: all[349].NS, Link: "eth0", CIDR: "10.9.9.8/16"}), open(t, dir)},
 		{"none", nil, nil},
 		{"all", all, nil},
 	}
@@ -88,7 +89,7 @@ func TestRealizedRoundTrip(t *testing.T) {
 		if !slices.Equal(byKey(got.Realized), byKey(st.realized)) {
 			t.Fatalf("%s: read back %d resources, wrote %d", st.name, len(got.Realized), len(st.realized))
 		}
-		if st.name == "one more" || st.name == "one changed" {
+		if st.name == "one more" || st.name == "one changed" || st.name == "a new store value changes one" {
 			after := chunkValues(t, s, "x")
 			changed := 0
 			for k, v := range after {
@@ -111,6 +112,52 @@ func TestRealizedRoundTrip(t *testing.T) {
 		return nil
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The chunks' sums are trusted only with the token of the write that
+// made them: a writer that keeps no sums (another build of vnet) makes a
+// new token, and the next write, by any store value, rewrites every chunk.
+func TestChunkSumsOfAnotherWriterAreNotTrusted(t *testing.T) {
+	dir := t.TempDir()
+	all := resources(100)
+	if err := open(t, dir).Put(&Record{Name: "x", Spec: []byte("name: x"), Realized: all, Generation: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// Another writer puts every resource in one chunk, as a hash of its
+	// own would, and a token of its own.
+	v, err := json.Marshal(all[:50])
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, dir)
+	if err := update(s, func(tx *bolt.Tx) error {
+		b := tx.Bucket(realizedBucket).Bucket([]byte("x"))
+		var keys [][]byte
+		if err := b.ForEach(func(k, _ []byte) error { keys = append(keys, slices.Clone(k)); return nil }); err != nil {
+			return err
+		}
+		for _, k := range keys {
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+		if err := b.Put(chunkKey(7), v); err != nil {
+			return err
+		}
+		return b.Put(tokenKey, []byte("another writer's"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := open(t, dir).Put(&Record{Name: "x", Spec: []byte("name: x"), Realized: all, Generation: 2}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := open(t, dir).Get("x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(byKey(got.Realized), byKey(all)) {
+		t.Errorf("read back %d resources, wrote %d", len(got.Realized), len(all))
 	}
 }
 

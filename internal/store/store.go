@@ -57,6 +57,12 @@ type Record struct {
 	// beside the spec rather than in it: an apply of the spec keeps it,
 	// and only a pause or resume changes it.
 	Paused plan.Paused `json:"paused,omitempty"`
+	// Namespaces is the identity of the namespaces the record names, as
+	// the apply knew them to carry this store's mark: the next apply tells
+	// by it, without entering them, that they are still this store's. A
+	// record without it (an older build's, or made on a kernel that names
+	// no namespace) has the marks read instead.
+	Namespaces *plan.NamespaceIDs `json:"namespaces,omitempty"`
 	// Damage, when set, says why what is stored under the record's name
 	// could not be read as a record: a store that reads records one by
 	// one (etcd's) lists such a record, holding its name alone, rather

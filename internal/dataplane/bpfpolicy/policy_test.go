@@ -471,3 +471,65 @@ func innerID(t *testing.T, outer *ebpf.Map, key any) uint32 {
 	}
 	return id
 }
+
+// What a command killed between Stage and Set, or between a Set under
+// Defer and Flush, left in the maps of maps is what Sweep deletes: rules
+// of a generation other than their port's and tables of a port without an
+// ACL or without settings. What the ports' settings name stays, and the
+// ports still judge frames by it.
+func TestSweepDeletesWhatNoPortNames(t *testing.T) {
+	progs := testPrograms(t)
+	acl := plan.PortPolicy{MAC: vmMAC, Default: plan.ActionDeny, Rules: []plan.PolicyRule{{Allow: true, In: true, Proto: "udp", DPort: 53}}}
+	setPort(t, progs, testPort, acl, 0)
+	const plain, gone = testPort + 1, testPort + 2
+	setPort(t, progs, plain, plan.PortPolicy{MAC: vmMAC}, 0)
+	// The killed command: it staged a change of testPort's rules, an ACL
+	// for plain and a new port, and set none of them; and it had changed
+	// testPort's rules before under Defer, never flushed.
+	progs.Defer()
+	acl.Rules[0].DPort = 54
+	setPort(t, progs, testPort, acl, 0)
+	acl.Rules[0].DPort = 55
+	c, err := Compile(acl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := progs.Stage([]Staged{{Port: testPort, Policy: c}, {Port: plain, Policy: c}, {Port: gone, Policy: c}}); err != nil {
+		t.Fatal(err)
+	}
+	// The next command opens the programs afresh: it knows nothing of
+	// what this one staged or deferred.
+	next := &Programs{FromVM: progs.FromVM, ToVM: progs.ToVM, ports: progs.ports, fdb: progs.fdb, counts: progs.counts,
+		rulesOf: progs.rulesOf, flowsOf: progs.flowsOf, fragsOf: progs.fragsOf, settings: progs.settings}
+	if n, err := next.Unnamed(); err != nil || n != 6 {
+		t.Errorf("before the sweep: %d unnamed, %v; want 6", n, err)
+	}
+	n, err := next.Sweep()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// testPort's generations 1 and 3, plain's rules and its tables, and
+	// gone's rules and its tables.
+	if n != 6 {
+		t.Errorf("Sweep deleted %d entries, want 6", n)
+	}
+	rules, _ := keysOf[policyGenKey](progs.rulesOf)
+	if want := []policyGenKey{{Port: testPort, Gen: 2}}; !slices.Equal(rules, want) {
+		t.Errorf("rules left: %v, want %v", rules, want)
+	}
+	for _, outer := range []*ebpf.Map{progs.flowsOf, progs.fragsOf} {
+		if ports, _ := keysOf[uint32](outer); !slices.Equal(ports, []uint32{testPort}) {
+			t.Errorf("tables left for ports %v, want only %d's", ports, testPort)
+		}
+	}
+	in := frame(vmMAC, peerMAC, 0x0800, ipv4(peerIP, vmIP, 17, ports(4000, 54, 0)))
+	if got := run(t, progs, progs.ToVM, in, 1); got != verdictPass {
+		t.Errorf("a datagram its rules allow after the sweep: %d", int32(got))
+	}
+	if n, err := next.Unnamed(); err != nil || n != 0 {
+		t.Errorf("after the sweep: %d unnamed, %v; want none", n, err)
+	}
+	if n, err := next.Sweep(); err != nil || n != 0 {
+		t.Errorf("a second sweep: %d, %v; want nothing to delete", n, err)
+	}
+}

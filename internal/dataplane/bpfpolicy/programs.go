@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"sync"
 
@@ -816,3 +817,176 @@ func mapFull(err error) error {
 
 // errNoSpace is what the kernel answers a write to a full hash map.
 var errNoSpace = unix.E2BIG
+
+// Sweep deletes from the maps of maps what no port's settings name
+// (Unnamed). Stage writes rules and tables ahead of the settings that name
+// them, and Flush deletes the generations ports leave after; a process
+// killed in between leaves them, each holding a map of its own, until the
+// namespace goes. It returns how many it deleted. Only a caller that
+// knows no one stages in the namespace meanwhile may sweep: what another
+// process has staged and not yet set looks the same.
+func (p *Programs) Sweep() (int, error) {
+	rules, tables, err := p.unnamed()
+	if err != nil {
+		return 0, err
+	}
+	var dels []func()
+	for _, k := range rules {
+		dels = append(dels, func() { p.deleteRules(k) })
+	}
+	for _, port := range tables {
+		dels = append(dels, func() { p.dropTables(port) })
+	}
+	together(dels...)
+	return len(dels), nil
+}
+
+// Unnamed counts what no port's settings name in the maps of maps: the
+// rules of a generation other than their port's, and the tables (a flow
+// and a fragment table, counted once) of a port whose settings have no
+// ACL, or that has none.
+func (p *Programs) Unnamed() (int, error) {
+	rules, tables, err := p.unnamed()
+	return len(rules) + len(tables), err
+}
+
+func (p *Programs) unnamed() (rules []policyGenKey, tables []uint32, err error) {
+	settings := map[uint32]*policyPort{}
+	named := func(port uint32) (*policyPort, error) {
+		if cfg, ok := settings[port]; ok {
+			return cfg, nil
+		}
+		cfg, err := p.port(port)
+		switch {
+		case errors.Is(err, ErrNoPort):
+			settings[port] = nil
+			return nil, nil
+		case err != nil:
+			return nil, err
+		}
+		settings[port] = &cfg
+		return &cfg, nil
+	}
+	keys, err := keysOf[policyGenKey](p.rulesOf)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list the port programs' rules: %w", err)
+	}
+	for _, k := range keys {
+		cfg, err := named(k.Port)
+		if err != nil {
+			return nil, nil, err
+		}
+		if cfg == nil || cfg.Gen != k.Gen {
+			rules = append(rules, k)
+		}
+	}
+	seen := map[uint32]bool{}
+	for _, outer := range []*ebpf.Map{p.flowsOf, p.fragsOf} {
+		ports, err := keysOf[uint32](outer)
+		if err != nil {
+			return nil, nil, fmt.Errorf("list the port programs' tables: %w", err)
+		}
+		for _, port := range ports {
+			cfg, err := named(port)
+			if err != nil {
+				return nil, nil, err
+			}
+			if (cfg == nil || cfg.Flags&flagACL == 0) && !seen[port] {
+				seen[port] = true
+				tables = append(tables, port)
+			}
+		}
+	}
+	return rules, tables, nil
+}
+
+// keysOf lists a map's keys (none of a nil map): at most four for each
+// port the programs may hold, a bound should the map change under it.
+func keysOf[K any](m *ebpf.Map) ([]K, error) {
+	if m == nil {
+		return nil, nil
+	}
+	var out []K
+	var key K
+	it := m.Iterate()
+	var val uint32
+	for it.Next(&key, &val) {
+		out = append(out, key)
+		if len(out) > 4*MaxPorts {
+			return nil, fmt.Errorf("more than %d entries in %v", 4*MaxPorts, m)
+		}
+	}
+	return out, it.Err()
+}
+
+// FromVMName is the kernel's name of the program of the ports' ingress
+// hooks: what a search of the machine's programs for a namespace's looks
+// for (see Candidates).
+const FromVMName = "port_from_vm"
+
+// Candidates lists the machine's programs named FromVMName, newest first:
+// the programs of every namespace with protected ports, of this build or
+// an earlier one. Which namespace each serves, only the namespaces' tc
+// filters say (see SomePorts).
+func Candidates() ([]ebpf.ProgramID, error) {
+	var out []ebpf.ProgramID
+	var id ebpf.ProgramID
+	for {
+		next, err := ebpf.ProgramGetNextID(id)
+		if errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		id = next
+		prog, err := ebpf.NewProgramFromID(id)
+		if err != nil {
+			continue // unloaded meanwhile
+		}
+		info, err := prog.Info()
+		prog.Close()
+		if err == nil && info.Name == FromVMName {
+			out = append(out, id)
+		}
+	}
+	slices.Reverse(out)
+	return out, nil
+}
+
+// SomePorts returns up to n of the ports (interface indexes) that the
+// programs prog belongs to hold settings for, in the map's order: where
+// to look, in a namespace, for a port that runs them.
+func SomePorts(prog ebpf.ProgramID, n int) []uint32 {
+	p, err := ebpf.NewProgramFromID(prog)
+	if err != nil {
+		return nil
+	}
+	defer p.Close()
+	m, err := MapOf(p, mapPorts)
+	if err != nil {
+		return nil
+	}
+	defer m.Close()
+	var out []uint32
+	var key uint32
+	for err := m.NextKey(nil, &key); err == nil && len(out) < n; err = m.NextKey(key, &key) {
+		out = append(out, key)
+	}
+	return out
+}
+
+// IDs are the kernel's IDs of FromVM and ToVM (0 where unknown): what a
+// process keeps to find them again, and what a port's filters name.
+func (p *Programs) IDs() (fromVM, toVM ebpf.ProgramID) {
+	return programID(p.FromVM), programID(p.ToVM)
+}
+
+func programID(prog *ebpf.Program) ebpf.ProgramID {
+	info, err := prog.Info()
+	if err != nil {
+		return 0
+	}
+	id, _ := info.ID()
+	return id
+}

@@ -25,7 +25,7 @@ func places() []place {
 	return []place{
 		{glob: filepath.Join(dataplane.NetnsDir, "*"), what: "namespace"},
 		{glob: filepath.Join(store.RegistryDir(), "*"), what: "store registry entry"},
-		{glob: filepath.Join(rundir.Default, "*"), what: "in vnet's run directory"},
+		{glob: filepath.Join(rundir.Dir(), "*"), what: "in vnet's run directory"},
 		{glob: "/sys/fs/cgroup/vnet/*", what: "cgroup", dirs: true},
 		{glob: "/sys/fs/cgroup/*/vnet/*", what: "cgroup", dirs: true},
 	}

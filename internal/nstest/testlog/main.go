@@ -10,7 +10,7 @@
 // is often read from its tail only, and the tail must name the failure.
 // Before them it names what the run left on the machine (namespaces,
 // cgroups, entries of the store registry and of /run/vnet) that was not
-// there when it began.
+// there when it began; anything left fails the run, as a failed test does.
 //
 //	go run ./internal/nstest/testlog -count=1 -p 1 ./...
 package main
@@ -18,6 +18,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -92,16 +93,27 @@ func main() {
 	err = cmd.Wait()
 	l.left = leftBehind(before, machineState(places()))
 	l.summary()
-	if err != nil {
-		if ee, ok := err.(*exec.ExitError); ok {
-			os.Exit(ee.ExitCode())
-		}
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
 		fmt.Fprintln(os.Stderr, "testlog:", err)
 		os.Exit(2)
 	}
-	if l.failed {
-		os.Exit(1)
+	os.Exit(l.exitCode(ee))
+}
+
+// exitCode is go test's exit status when it failed (ee), else 1 when a
+// test failed or the run left something behind, else 0. A leftover fails
+// the run although every test passed: after the suite nothing is left,
+// so one is a test's cleanup to mend, and a run that only reported it
+// would let the next leftover land unseen.
+func (l *log) exitCode(ee *exec.ExitError) int {
+	switch {
+	case ee != nil && ee.ExitCode() != 0:
+		return ee.ExitCode()
+	case l.failed, len(l.left) > 0:
+		return 1
 	}
+	return 0
 }
 
 func newLog(out io.Writer, now time.Time) *log {
@@ -269,13 +281,14 @@ func (l *log) summary() {
 
 // printLeft names what the run left on the machine that was not there
 // before it: after the suite nothing is left, so each line is a test's
-// cleanup to mend (or, on a machine others use meanwhile, theirs).
+// cleanup to mend (or, on a machine others use meanwhile, theirs), and
+// the run fails.
 func (l *log) printLeft() {
 	if len(l.left) == 0 {
 		fmt.Fprintln(l.out, "[testlog] nothing left behind (namespaces, cgroups, the store registry, /run/vnet)")
 		return
 	}
-	fmt.Fprintf(l.out, "[testlog] %d left behind:\n", len(l.left))
+	fmt.Fprintf(l.out, "[testlog] %d left behind, which fails the run:\n", len(l.left))
 	for _, s := range l.left {
 		fmt.Fprintf(l.out, "[testlog]   %s\n", s)
 	}

@@ -2,11 +2,16 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vnet-project/vnet/internal/rundir"
 )
 
 func TestSummaryNamesSkipsWithReasons(t *testing.T) {
@@ -107,7 +112,7 @@ func TestSummaryNamesWhatTheRunLeft(t *testing.T) {
 	l.summary()
 	got := out.String()
 	for _, want := range []string{
-		"[testlog] 3 left behind:",
+		"[testlog] 3 left behind, which fails the run:",
 		"cgroup " + filepath.Join(dir, "cg", "new"),
 		"namespace " + filepath.Join(dir, "ns", "new"),
 		"store registry entry " + filepath.Join(dir, "reg", "0123456789abcdef") + " (/tmp/TestX/001)",
@@ -127,4 +132,82 @@ func TestSummaryNamesWhatTheRunLeft(t *testing.T) {
 	if !strings.Contains(out.String(), "nothing left behind") {
 		t.Errorf("a run that left nothing does not say so:\n%s", out.String())
 	}
+}
+
+// A leftover fails the run as a failed test does; go test's own failure
+// keeps its status.
+func TestExitCode(t *testing.T) {
+	goFailed := exec.Command("sh", "-c", "exit 3").Run()
+	var ee *exec.ExitError
+	if !errors.As(goFailed, &ee) {
+		t.Fatalf("sh: %v", goFailed)
+	}
+	for _, c := range []struct {
+		name   string
+		ee     *exec.ExitError
+		failed bool
+		left   []string
+		want   int
+	}{
+		{"all passed, nothing left", nil, false, nil, 0},
+		{"all passed, a namespace left", nil, false, []string{"namespace /run/netns/x"}, 1},
+		{"a test failed", nil, true, nil, 1},
+		{"go test failed", ee, true, []string{"namespace /run/netns/x"}, 3},
+	} {
+		l := newLog(io.Discard, time.Now())
+		l.failed, l.left = c.failed, c.left
+		if got := l.exitCode(c.ee); got != c.want {
+			t.Errorf("%s: exit %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+// testlog itself, run on a go test whose every test passes but which
+// leaves an entry in the store registry: it exits 1 and its summary names
+// the entry.
+func TestALeftoverFailsTheRun(t *testing.T) {
+	dir := t.TempDir()
+	runDir := filepath.Join(dir, "run")
+	if err := os.MkdirAll(filepath.Join(runDir, "stores"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	entry := filepath.Join(runDir, "stores", "0123456789abcdef")
+	fakeGo := filepath.Join(dir, "go")
+	script := `#!/bin/sh
+echo '{"Action":"start","Package":"m/vnet/internal/x"}'
+echo '{"Action":"run","Package":"m/vnet/internal/x","Test":"TestLeaky"}'
+echo '{"Action":"pass","Package":"m/vnet/internal/x","Test":"TestLeaky"}'
+echo '{"Action":"output","Package":"m/vnet/internal/x","Output":"ok  \tm/vnet/internal/x\t0.01s\n"}'
+echo '{"Action":"pass","Package":"m/vnet/internal/x"}'
+echo /tmp/TestLeaky/001 > ` + entry + "\n"
+	if err := os.WriteFile(fakeGo, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, "./...")
+	cmd.Env = append(os.Environ(), asMain+"=1", "GO="+fakeGo, rundir.Env+"="+runDir)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Errorf("testlog exited with %v, want status 1:\n%s", err, out)
+	}
+	for _, want := range []string{"ok  \tm/vnet/internal/x", "left behind, which fails the run:", "store registry entry " + entry + " (/tmp/TestLeaky/001)"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// asMain makes the test binary run testlog's main instead of the tests.
+const asMain = "VNET_TESTLOG_AS_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asMain) == "1" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
 }

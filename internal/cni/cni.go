@@ -140,38 +140,16 @@ func (c *NetConf) wait() (time.Duration, error) {
 
 // backend is what the plugin asks of the service: attachments, and
 // whether the infrastructure is there.
-type backend interface {
-	service.Attacher
-	Get(ctx context.Context, name string) (*service.Infra, error)
-	Close() error
-}
+type backend = service.AttachBackend
 
 // open is the back end the configuration names: this machine's state
 // directory, or a cluster's etcd.
 var open = func(c *NetConf) (backend, error) {
-	dir := c.StateDir
-	if dir == "" {
-		dir = os.Getenv("VNET_STATE_DIR")
+	site := service.AttachSite{StateDir: c.StateDir, Etcd: c.Etcd}
+	if t := c.EtcdTLS; t != nil {
+		site.TLS = service.TLSFiles{CA: t.CA, Cert: t.Cert, Key: t.Key}
 	}
-	if dir == "" {
-		dir = "/var/lib/vnet"
-	}
-	if len(c.Etcd) > 0 {
-		var files service.TLSFiles
-		if t := c.EtcdTLS; t != nil {
-			files = service.TLSFiles{CA: t.CA, Cert: t.Cert, Key: t.Key}
-		}
-		return service.OpenCluster(c.Etcd, files, service.SpecCache(dir)), nil
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		exe = ""
-	}
-	l := service.NewLocal(dir, exe)
-	if os.Getenv("VNET_TRACE") != "" {
-		l.Trace = os.Stderr // where a command's time goes, as the CLI's VNET_TRACE
-	}
-	return l, nil
+	return service.OpenAttachSite(site), nil
 }
 
 // netnsName is the name in /run/netns of the namespace a runtime passes

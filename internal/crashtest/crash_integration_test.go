@@ -54,7 +54,16 @@ type result struct {
 // vnet runs the binary with the state dir and extra environment.
 func vnet(t *testing.T, state string, env []string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(vnetBin, append([]string{"--state-dir", state}, args...)...)
+	return vnetBy(t, nil, state, env, args...)
+}
+
+// vnetBy runs the binary as vnet does, through the command wrap (such as
+// nsenter into a namespace) when it is not nil, which must exec it in its
+// own process so that a kill takes the binary.
+func vnetBy(t *testing.T, wrap []string, state string, env []string, args ...string) result {
+	t.Helper()
+	argv := append(append(append([]string(nil), wrap...), vnetBin, "--state-dir", state), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	r := result{out: string(out), pid: cmd.Process.Pid}

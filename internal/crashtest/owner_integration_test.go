@@ -33,7 +33,13 @@ func sleeper(t *testing.T, argv ...string) int {
 // infrastructures named.
 func gc(t *testing.T, state string, mine []string, args ...string) string {
 	t.Helper()
-	r := vnet(t, state, nil, append([]string{"gc"}, args...)...)
+	return gcBy(t, nil, state, mine, args...)
+}
+
+// gcBy is gc run through the command wrap (vnetBy).
+func gcBy(t *testing.T, wrap []string, state string, mine []string, args ...string) string {
+	t.Helper()
+	r := vnetBy(t, wrap, state, nil, append([]string{"gc"}, args...)...)
 	if r.code != 0 && (r.code != 1 || !strings.Contains(r.out, "who made it is not certain")) {
 		t.Fatalf("vnet gc %s: exit %d:\n%s", strings.Join(args, " "), r.code, r.out)
 	}

@@ -652,6 +652,11 @@ func goesWith(r plan.Resource, gone map[string]bool) bool {
 	switch r.Kind {
 	case plan.KindNetns, plan.KindCgroup:
 		return false
+	case plan.KindDevice:
+		// A device is not the namespace's: a TAP moved into a lab host's
+		// namespace would die with it. It is given back, moved back,
+		// before the namespace goes.
+		return false
 	case plan.KindVeth:
 		// Only when both ends go: a namespace lives on, unmounted, while a
 		// socket or process still holds it, and with it a pair whose other

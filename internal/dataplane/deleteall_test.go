@@ -22,6 +22,7 @@ func TestSplitDeletes(t *testing.T) {
 		del(plan.Resource{Kind: plan.KindAddr, NS: "vm1", Link: "eth0"}), // goes with its namespace
 		del(plan.Resource{Kind: plan.KindCgroup, Name: "vm1"}),
 		del(plan.Resource{Kind: plan.KindNetns, Name: "vm1"}),
+		del(plan.Resource{Kind: plan.KindDevice, NS: "vm1", Name: "tap0"}), // a TAP moved in: given back before its namespace goes
 	}
 	p := splitDeletes(actions)
 	subjects := func(as []plan.Action) []string {
@@ -41,8 +42,9 @@ func TestSplitDeletes(t *testing.T) {
 	check("one by one", p.before, "portsec otherns/vnet-a/t2", "portsec hostns/vnet-b/t3", "firewall hostns/vnet-a/", "bridge hostns/nb1/")
 	check("devices of the host", p.devices[host], "device hostns/t1/", "device hostns/t3/")
 	check("devices of the other", p.devices[other], "device otherns/t2/")
-	if !slices.Equal(p.deviceNS, []string{host, other}) {
-		t.Errorf("device namespaces %q, want %q", p.deviceNS, []string{host, other})
+	check("devices of a namespace that goes", p.devices["vm1"], "device vm1/tap0/")
+	if !slices.Equal(p.deviceNS, []string{host, other, "vm1"}) {
+		t.Errorf("device namespaces %q, want %q", p.deviceNS, []string{host, other, "vm1"})
 	}
 	check("after", p.after, "cgroup /vm1/")
 	check("namespaces", p.namespaces, "netns /vm1/")

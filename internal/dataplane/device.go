@@ -47,6 +47,17 @@ type deviceState struct {
 	// MovedIn says vnet moved the device (a TAP, on one machine) into the
 	// namespace from this process's own: giving it back moves it back.
 	MovedIn bool `json:"moved_in,omitempty"`
+	// MAC is the device's hardware address: a TAP moved in keeps it, while
+	// its index may change with the move (sameDevice).
+	MAC string `json:"mac,omitempty"`
+}
+
+// sameDevice reports whether a record is of this very link: the same
+// index, or a TAP moved in that has the recorded address, whose record a
+// kill left with the index it had before the move.
+func sameDevice(st deviceState, link netlink.Link) bool {
+	a := link.Attrs()
+	return st.Index == a.Index || st.MovedIn && st.MAC != "" && st.MAC == a.HardwareAddr.String()
 }
 
 // deviceFile is where a device's state is kept: one directory per
@@ -122,18 +133,25 @@ func (l *Linux) takeTap(r plan.Resource) error {
 	if tt, ok := link.(*netlink.Tuntap); err != nil || !ok || tt.Mode != netlink.TUNTAP_MODE_TAP {
 		return nil // not a TAP of this namespace either: ensureDevice says what is missing
 	}
-	st, err := readDevice(here, link)
-	if err != nil {
-		return err
-	}
-	st.MovedIn = true
 	path, err := l.deviceFile(r.NS, r.Name)
 	if err != nil {
 		return err
 	}
+	// A record of this TAP moved in already is of the state from before:
+	// a give-back killed once the TAP was back, before its record went,
+	// left the TAP as the record does not (down, without its qdisc).
+	st, err := readDeviceState(path)
+	if err != nil || !st.MovedIn || !sameDevice(st, link) {
+		if st, err = readDevice(here, link); err != nil {
+			return err
+		}
+		st.MovedIn = true
+	}
+	st.Index = link.Attrs().Index
 	if err := writeDeviceState(path, st); err != nil {
 		return err
 	}
+	changed("TAP %s recorded, not yet moved into %s", r.Name, r.NS)
 	target, err := netns.GetFromPath(filepath.Join(NetnsDir, r.NS))
 	if err != nil {
 		return fmt.Errorf("TAP %s: namespace %s: %w", r.Name, r.NS, err)
@@ -142,6 +160,7 @@ func (l *Linux) takeTap(r plan.Resource) error {
 	if err := here.LinkSetNsFd(link, int(target)); err != nil {
 		return fmt.Errorf("move TAP %s into %s: %w", r.Name, r.NS, err)
 	}
+	changed("TAP %s moved into %s, its record not yet updated", r.Name, r.NS)
 	moved, err := h.LinkByName(r.Name)
 	if err != nil {
 		return fmt.Errorf("TAP %s moved into %s: %w", r.Name, r.NS, err)
@@ -154,21 +173,58 @@ func (l *Linux) takeTap(r plan.Resource) error {
 }
 
 // moveBack returns a device that vnet moved in to this process's
-// namespace.
-// Equivalent to: ip -n NS link set NAME netns 1
-func moveBack(h *netlink.Handle, link netlink.Link, st deviceState) error {
+// namespace. The move takes the device down, and with it its root qdisc:
+// it is brought up again there, with the root it had, if it was up.
+// Equivalent to: ip -n NS link set NAME netns 1; ip link set NAME up
+func (l *Linux) moveBack(h *netlink.Handle, link netlink.Link, st deviceState) error {
 	if !st.MovedIn {
 		return nil
 	}
+	name := link.Attrs().Name
 	own, err := netns.GetFromPath("/proc/self/ns/net")
 	if err != nil {
 		return err
 	}
 	defer own.Close()
 	if err := h.LinkSetNsFd(link, int(own)); err != nil {
-		return fmt.Errorf("move %s back: %w", link.Attrs().Name, err)
+		return fmt.Errorf("move %s back: %w", name, err)
 	}
-	return nil
+	changed("TAP %s moved back, its record not yet removed", name)
+	return l.settleBack(st)
+}
+
+// settleBack brings a TAP moved back to this process's namespace up, with
+// the root qdisc it had, if it was up when vnet took it: the move took it
+// down. A TAP of that name that is not the recorded one is left alone.
+// Equivalent to: ip link set NAME up
+func (l *Linux) settleBack(st deviceState) error {
+	if !st.MovedIn || !st.Up {
+		return nil
+	}
+	here, err := l.handle(plan.CurrentNS)
+	if err != nil {
+		return err
+	}
+	back, err := here.LinkByName(st.Name)
+	if isGone(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("TAP %s moved back: %w", st.Name, err)
+	}
+	if !sameDevice(st, back) {
+		return nil
+	}
+	if back.Attrs().Flags&net.FlagUp == 0 {
+		if err := here.LinkSetUp(back); err != nil {
+			return fmt.Errorf("set %s up: %w", st.Name, err)
+		}
+	}
+	qs, err := here.QdiscList(back)
+	if err != nil {
+		return fmt.Errorf("tc qdisc show dev %s: %w", st.Name, err)
+	}
+	return ensureRootQdisc(here, back, st, qs)
 }
 
 func writeDeviceState(path string, st deviceState) error {
@@ -187,7 +243,7 @@ func (l *Linux) recordDevice(h *netlink.Handle, ns string, link netlink.Link) er
 	if err != nil {
 		return err
 	}
-	if old, err := readDeviceState(path); err == nil && old.Index == link.Attrs().Index {
+	if old, err := readDeviceState(path); err == nil && sameDevice(old, link) {
 		return nil
 	}
 	st, err := readDevice(h, link)
@@ -245,7 +301,7 @@ func (l *Linux) DropUnusedDeviceRecords(actions []plan.Action) {
 			continue
 		}
 		if path, err := l.deviceFile(a.New.NS, a.New.Name); err == nil {
-			if st, err := readDeviceState(path); err == nil && st.Index == link.Attrs().Index {
+			if st, err := readDeviceState(path); err == nil && sameDevice(st, link) {
 				_ = os.Remove(path)
 			}
 		}
@@ -276,7 +332,7 @@ func (l *Linux) deviceRecords(ns string, names []string) ([]pendingFile, error) 
 		if err != nil {
 			return nil, err
 		}
-		if old, err := readDeviceState(path); err == nil && old.Index == link.Attrs().Index {
+		if old, err := readDeviceState(path); err == nil && sameDevice(old, link) {
 			continue
 		}
 		links, paths = append(links, link), append(paths, path)
@@ -315,7 +371,7 @@ func readDevice(h *netlink.Handle, link netlink.Link) (deviceState, error) {
 // deviceStateOf is the state of a device with the qdiscs qs.
 func deviceStateOf(h *netlink.Handle, link netlink.Link, qs []netlink.Qdisc) (deviceState, error) {
 	a := link.Attrs()
-	st := deviceState{Index: a.Index, Name: a.Name, MTU: a.MTU, Alias: a.Alias, Up: a.Flags&net.FlagUp != 0}
+	st := deviceState{Index: a.Index, Name: a.Name, MTU: a.MTU, Alias: a.Alias, Up: a.Flags&net.FlagUp != 0, MAC: a.HardwareAddr.String()}
 	if a.MasterIndex != 0 {
 		m, err := h.LinkByIndex(a.MasterIndex)
 		if err != nil {
@@ -394,8 +450,11 @@ func writeFilesSynced(files []pendingFile) error {
 // Equivalent to: ip link set NAME nomaster; tc qdisc del dev NAME root|clsact; ip link set NAME mtu M alias A up|down
 func (l *Linux) removeDevice(r plan.Resource) error {
 	h, link, err := l.existingLink(r.NS, r.Name)
-	if link == nil || err != nil {
+	if err != nil {
 		return err
+	}
+	if link == nil {
+		return l.forgetGone(r.NS, r.Name)
 	}
 	g, err := l.giveBackOf(r, link)
 	if err != nil {
@@ -404,7 +463,7 @@ func (l *Linux) removeDevice(r plan.Resource) error {
 	if err := restoreDevice(h, link, g.st); err != nil {
 		return fmt.Errorf("give back %s: %w", r.Name, err)
 	}
-	if err := moveBack(h, link, g.st); err != nil {
+	if err := l.moveBack(h, link, g.st); err != nil {
 		return err
 	}
 	return g.forget()
@@ -426,7 +485,7 @@ func (l *Linux) giveBackOf(r plan.Resource, link netlink.Link) (givenBack, error
 	}
 	st, err := readDeviceState(path)
 	switch {
-	case errors.Is(err, os.ErrNotExist) || (err == nil && st.Index != link.Attrs().Index):
+	case errors.Is(err, os.ErrNotExist) || (err == nil && !sameDevice(st, link)):
 		a := link.Attrs()
 		st = deviceState{Index: a.Index, Name: a.Name, MTU: a.MTU, Up: a.Flags&net.FlagUp != 0}
 	case err != nil:
@@ -603,6 +662,10 @@ func (l *Linux) giveBackDevices(ns string, actions []plan.Action) []error {
 			continue
 		}
 		if link == nil {
+			if err := l.forgetGone(ns, a.Old.Name); err != nil {
+				fail(a, err)
+				continue
+			}
 			killpointDone(a)
 			continue
 		}
@@ -652,7 +715,7 @@ func (l *Linux) giveBackDevices(ns string, actions []plan.Action) []error {
 			fail(d.action, fmt.Errorf("give back %s: %w", d.action.Old.Name, err))
 			continue
 		}
-		if err := moveBack(h, d.link, d.g.st); err != nil {
+		if err := l.moveBack(h, d.link, d.g.st); err != nil {
 			fail(d.action, err)
 			continue
 		}

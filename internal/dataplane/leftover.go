@@ -83,7 +83,8 @@ func (l *Linux) Sweep(infra string) ([]string, error) {
 		}
 		done = append(done, lo.What)
 	}
-	return done, errors.Join(errs...)
+	taps, err := l.sweepTaps(infra)
+	return append(done, taps...), errors.Join(append(errs, err)...)
 }
 
 // unfinishedEntries finds, among the entries in NetnsDir whose name starts

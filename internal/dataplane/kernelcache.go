@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -51,15 +52,15 @@ func probeCached(name string, key func() (string, error), load func() error) err
 
 // portProgKey is what a note of the port programs' load holds for.
 func portProgKey() (string, error) {
-	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	if err != nil {
-		return "", fmt.Errorf("boot id: %w", err)
+	boot := bootID()
+	if boot == "" {
+		return "", errors.New("boot id: /proc/sys/kernel/random/boot_id cannot be read")
 	}
 	rel, err := kernelRelease()
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("programs %s boot %s release %s", bpfpolicy.Digest(), strings.TrimSpace(string(boot)), rel), nil
+	return fmt.Sprintf("programs %s boot %s release %s", bpfpolicy.Digest(), boot, rel), nil
 }
 
 // readNote returns a note's content, "" when there is none or it is not

@@ -177,12 +177,12 @@ class Vnet:
 
 
 class Raw:
-    def __init__(self, exe, tag, quiet=0):
-        self.exe, self.tag = exe, tag
+    def __init__(self, exe, tag, quiet=0, flags=()):
+        self.exe, self.tag, self.flags = exe, tag, list(flags)
         self.quiet, self.waited = quiet, 0
 
     def timed(self, *args):
-        return run([self.exe, "-tag", self.tag, *args])[0]
+        return run([self.exe, "-tag", self.tag, *self.flags, *args])[0]
 
     def cleanup(self):
         subprocess.run([self.exe, "-tag", self.tag, "down"], capture_output=True)

@@ -15,10 +15,15 @@ the same changes:
             applied by the running server
   api       PUT /api/v1/infras/NAME from this script over a kept-alive
             connection: the server's warm path alone
-  raw       bench/rawnetlink issues the change's netlink requests directly
+  raw       bench/rawnetlink issues the change's netlink requests directly:
+            the namespace, the veth pair, its port on the bridge, the address
+  raw+bpf   the same, and what vnet's port security makes of each port in
+            the kernel (bench/rawnetlink -portprogs): a clsact hook, a
+            filter on each direction running two BPF programs the ports
+            share, and the port's entry in their map
 
 It prints the median of each over --changes rounds, and each one's ratio to
-raw netlink (whose N VMs it makes after vnet's are gone). The cli, server
+raw netlink (whose N VMs it makes after vnet's are gone), both rows. The cli, server
 and api changes all apply to the same infrastructure, so warm changes
 follow changes another process made: what the server keeps must notice
 them. After the rounds a no-op apply through the API must plan nothing and
@@ -42,7 +47,8 @@ import argparse, fcntl, http.client, json, os, shutil, signal, socket, statistic
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from scale import LOCK, Raw, build_raw, ip, run, spec, terminate, wait_quiet  # noqa: E402
 
-WAYS = ("cli", "server", "api", "raw")
+WAYS = ("cli", "server", "api", "raw", "raw+bpf")
+VNET_WAYS = WAYS[:3]
 
 
 def free_port():
@@ -126,7 +132,7 @@ def measure(vnet, n, changes, quiet, cpuprofile, trace):
         write(vm_list)
         return run([vnet, "--state-dir", state, *client, "apply", path])[0]
 
-    times = {w: {"add": [], "change": [], "remove": []} for w in WAYS[:3]}
+    times = {w: {"add": [], "change": [], "remove": []} for w in VNET_WAYS}
     srv = None
     try:
         cli(vms)
@@ -166,7 +172,7 @@ def measure_raw(raw, n, changes, quiet):
     times = {"add": [], "change": [], "remove": []}
     try:
         raw.timed("up", str(n))
-        wait_quiet(quiet, f"raw netlink's {n} VMs")
+        wait_quiet(quiet, f"raw netlink's {n} VMs ({' '.join(raw.flags) or 'no flags'})")
         i = n + 1
         for k in range(changes):
             times["add"].append(raw.timed("add", str(i), ip(i)))
@@ -189,12 +195,13 @@ def vm_count(st):
 
 def report(results, labels):
     print(f"\n{'N':>6} {'change':<8}" + (f"{'build':<12}" if len(labels) > 1 else "") + "".join(f"{w:>10}" for w in WAYS)
-          + "".join(f"{w + '/raw':>12}" for w in WAYS[:3]) + f"{'cli/api':>10}")
+          + "".join(f"{w + '/raw':>12}" for w in VNET_WAYS) + f"{'api/raw+bpf':>13}" + f"{'cli/api':>10}")
     for (n, label), r in results.items():
         for op in ("add", "change", "remove"):
             row = f"{n:>6} {op:<8}" + (f"{label:<12}" if len(labels) > 1 else "")
             row += "".join(f"{r[w][op] * 1000:>8.1f}ms" for w in WAYS)
-            row += "".join(f"{r[w][op] / r['raw'][op]:>11.1f}x" for w in WAYS[:3])
+            row += "".join(f"{r[w][op] / r['raw'][op]:>11.1f}x" for w in VNET_WAYS)
+            row += f"{r['api'][op] / r['raw+bpf'][op]:>12.1f}x"
             row += f"{r['cli'][op] / r['api'][op]:>9.1f}x"
             print(row)
 
@@ -222,7 +229,8 @@ def main():
     results = {}
     try:
         for n in sizes:
-            raw = Raw(raw_exe, f"w{os.getpid() % 100000}r{n}")
+            raws = {"raw": Raw(raw_exe, f"w{os.getpid() % 100000}r{n}"),
+                    "raw+bpf": Raw(raw_exe, f"w{os.getpid() % 100000}b{n}", flags=["-portprogs"])}
             with open(LOCK, "a") as lk:
                 fcntl.flock(lk, fcntl.LOCK_EX)
                 try:
@@ -231,9 +239,10 @@ def main():
                         if a.cpuprofile and n == sizes[-1]:
                             prof = os.path.abspath(a.cpuprofile) + (f".{i}" if len(vnets) > 1 else "")
                         results[(n, label)] = measure(vnet, n, a.changes, a.quiet, prof, a.trace)
-                    raw_times = measure_raw(raw, n, a.changes, a.quiet)
-                    for label in labels:
-                        results[(n, label)]["raw"] = raw_times
+                    for way, raw in raws.items():
+                        raw_times = measure_raw(raw, n, a.changes, a.quiet)
+                        for label in labels:
+                            results[(n, label)][way] = raw_times
                 finally:
                     fcntl.flock(lk, fcntl.LOCK_UN)
     finally:

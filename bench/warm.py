@@ -42,74 +42,13 @@ and Go (it builds bench/rawnetlink). It takes /tmp/vnet-kernel.lock for each
 size itself (do not wrap it in flock) and removes what it made. Not a test:
 it prints measurements.
 """
-import argparse, fcntl, http.client, json, os, shutil, signal, socket, statistics, subprocess, sys, time
+import argparse, fcntl, json, os, shutil, signal, statistics, subprocess, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from scale import LOCK, Raw, build_raw, ip, run, spec, terminate, wait_quiet  # noqa: E402
+from scale import LOCK, Raw, Server, build_raw, ip, run, spec, terminate, wait_quiet  # noqa: E402
 
 WAYS = ("cli", "server", "api", "raw", "raw+bpf")
 VNET_WAYS = WAYS[:3]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """A vnet server on a state directory, and a kept-alive connection to its API."""
-
-    def __init__(self, vnet, state, cpuprofile, trace):
-        self.port = free_port()
-        env = dict(os.environ)
-        if cpuprofile:
-            env["VNET_CPUPROFILE"] = cpuprofile
-        if trace:
-            env["VNET_TRACE"] = "1"
-        self.log = open(os.path.join(state, "server.log"), "w+")
-        self.p = subprocess.Popen([vnet, "--state-dir", state, "server", "--no-etcd",
-                                   "--listen", f"127.0.0.1:{self.port}"],
-                                  stdout=self.log, stderr=subprocess.STDOUT, env=env)
-        self.url = f"http://127.0.0.1:{self.port}"
-        token_file = os.path.join(state, "api.token")
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with open(token_file) as f:
-                    self.token = f.readline().strip().split(":", 1)[-1]
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                break
-            except OSError:
-                if self.p.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("vnet server did not start: " + self.output())
-                time.sleep(0.1)
-        self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=300)
-
-    def put(self, name, body):
-        """PUTs a spec; returns the wall time of the request and its answer."""
-        t = time.monotonic()
-        self.conn.request("PUT", f"/api/v1/infras/{name}", body=body,
-                          headers={"Content-Type": "application/yaml", "Authorization": "Bearer " + self.token})
-        r = self.conn.getresponse()
-        data = r.read()
-        dt = time.monotonic() - t
-        if r.status != 200:
-            raise RuntimeError(f"PUT {name}: {r.status} {data.decode(errors='replace')}")
-        return dt, json.loads(data)
-
-    def output(self):
-        self.log.seek(0)
-        return self.log.read()
-
-    def stop(self):
-        self.conn.close()
-        self.p.send_signal(signal.SIGTERM)
-        try:
-            self.p.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            self.p.wait()
 
 
 def measure(vnet, n, changes, quiet, cpuprofile, trace):

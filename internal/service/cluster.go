@@ -231,6 +231,11 @@ func (c *Cluster) Apply(ctx context.Context, src Source, o ApplyOptions) (*Apply
 	if err := ch.onTopOf(last.rec); err != nil {
 		return nil, err
 	}
+	// Reworked against the generation it is stored on top of: a change
+	// stored since (an attachment) makes the store refuse it.
+	if doc, err = reworked(ctx, doc, func() (*spec.Document, error) { return docOr(c, last.rec) }); err != nil {
+		return nil, err
+	}
 	// Networks' VNIs are stored with the spec, so that one left out keeps
 	// the VNI it got, whatever networks come and go around it.
 	if doc, err = store.PinVNIs(doc, last.rec, c.Cache); err != nil {

@@ -314,8 +314,12 @@ func (l *Local) Apply(ctx context.Context, src Source, o ApplyOptions) (*ApplyRe
 		return nil, err
 	}
 	name := doc.Spec.Name
-	res := &ApplyResult{Infra: name, DryRun: o.DryRun, Warnings: Warnings(doc)}
+	res := &ApplyResult{Infra: name, DryRun: o.DryRun}
 	if o.DryRun {
+		if doc, err = reworked(ctx, doc, func() (*spec.Document, error) { return l.doc(name) }); err != nil {
+			return nil, err
+		}
+		res.Warnings = Warnings(doc)
 		eng, _, done, err := l.engine(nil)
 		if err != nil {
 			return nil, err
@@ -330,6 +334,11 @@ func (l *Local) Apply(ctx context.Context, src Source, o ApplyOptions) (*ApplyRe
 	err = l.changing(name, "apply ", o.Log, func(eng *reconcile.Engine, st *store.Bolt) error {
 		eng.Full = o.Full
 		before := beforeChange(st, name)
+		var err error
+		if doc, err = reworked(ctx, doc, func() (*spec.Document, error) { return docOr(l, before) }); err != nil {
+			return err
+		}
+		res.Warnings = Warnings(doc)
 		r, err := eng.Apply(doc)
 		res.Plan, res.Executed = Actions(r.Plan), r.Executed
 		if err != nil {

@@ -71,7 +71,7 @@ func classify(err error) *httpError {
 		return fail(http.StatusBadRequest, err.Error())
 	case errors.Is(err, service.ErrNotFound):
 		return fail(http.StatusNotFound, err.Error())
-	case errors.Is(err, service.ErrConflict), errors.Is(err, service.ErrBusy):
+	case errors.Is(err, service.ErrConflict), errors.Is(err, service.ErrBusy), errors.Is(err, service.ErrExists):
 		return fail(http.StatusConflict, err.Error())
 	case errors.Is(err, service.ErrTooMany):
 		return fail(http.StatusTooManyRequests, err.Error())

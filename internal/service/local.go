@@ -288,6 +288,16 @@ func recordHead(st store.Store, name string) (*store.Record, error) {
 // Spec is an applied infrastructure's spec.
 func (l *Local) Spec(_ context.Context, name string) (*spec.Document, error) { return l.doc(name) }
 
+// docFresh is the spec of an applied infrastructure as the store holds
+// it now, never from the copy of the records a server reads from.
+func (l *Local) docFresh(name string) (*spec.Document, error) {
+	st, _, err := l.warm.get(l.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	return l.docIn(st, name)
+}
+
 // doc is the spec of an applied infrastructure.
 func (l *Local) doc(name string) (*spec.Document, error) {
 	rec, err := l.record(name)
@@ -316,7 +326,7 @@ func (l *Local) Apply(ctx context.Context, src Source, o ApplyOptions) (*ApplyRe
 	name := doc.Spec.Name
 	res := &ApplyResult{Infra: name, DryRun: o.DryRun}
 	if o.DryRun {
-		if doc, err = reworked(ctx, doc, func() (*spec.Document, error) { return l.doc(name) }); err != nil {
+		if doc, err = reworked(ctx, doc, func() (*spec.Document, error) { return l.docFresh(name) }); err != nil {
 			return nil, err
 		}
 		res.Warnings = Warnings(doc)

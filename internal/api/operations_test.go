@@ -97,13 +97,7 @@ func TestOperationsThroughAPI(t *testing.T) {
 	}
 
 	// Through Remote, as the CLI with --server.
-	srv := httptest.NewServer(s.Handler())
-	defer srv.Close()
-	c, err := NewClient(srv.URL, testToken)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rem := &Remote{C: c}
+	rem := remoteTo(t, s)
 	ctx := context.Background()
 	snap, err := rem.Snapshot(ctx, "c1")
 	if err != nil || snap.Generation != 3 || len(snap.Allocations.MACs) != 2 {
@@ -176,13 +170,7 @@ func TestRollbackOverAttachedThroughAPI(t *testing.T) {
 	if h.Current != 2 || len(h.Entries) != 2 {
 		t.Errorf("the refused rollbacks changed the history: %+v", h)
 	}
-	srv := httptest.NewServer(s.Handler())
-	defer srv.Close()
-	c, err := NewClient(srv.URL, testToken)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rem := &Remote{C: c}
+	rem := remoteTo(t, s)
 	ctx := context.Background()
 	if _, err := rem.Rollback(ctx, "c1", service.RollbackOptions{To: 1}); !errors.Is(err, service.ErrAttached) {
 		t.Errorf("through Remote: %v", err)
@@ -191,4 +179,17 @@ func TestRollbackOverAttachedThroughAPI(t *testing.T) {
 	if err != nil || rb.Attached == nil || !rb.Attached.Dropped || rb.Stored.Generation != 3 {
 		t.Fatalf("with dropAttached: %+v, %v", rb, err)
 	}
+}
+
+// remoteTo is a Remote, the CLI's way to a server, to s served on a port
+// of the test's, with the test's token.
+func remoteTo(t *testing.T, s *Server) *Remote {
+	t.Helper()
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	c, err := NewClient(srv.URL, testToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Remote{C: c}
 }

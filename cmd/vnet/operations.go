@@ -323,7 +323,8 @@ func rollbackCmd() *cobra.Command {
 			"worked. A destroyed infrastructure is brought back as it was before its destroy. What is paused stays paused, " +
 			"as across any apply: vnet resume starts it again. The VMs that runtimes attached and still use (containers, pods and " +
 			"libvirt guests, through the CNI plugin or the libvirt hook) stay as they are now; when that generation lacks the host, " +
-			"port group or network one of them is on, the rollback is refused, changing nothing, naming them (exit status 2), " +
+			"port group or network one of them is on (or one of its own VMs has its name or address), the rollback is refused, " +
+			"changing nothing, naming them (exit status 2), " +
 			"unless --drop-attached takes them out.",
 		Example: `  vnet rollback demo                   # back to the generation before the one in force
   vnet rollback demo --to 2 --dry-run  # the plan of going back to generation 2
@@ -352,7 +353,7 @@ func rollbackCmd() *cobra.Command {
 		},
 	}
 	c.Flags().IntVar(&to, "to", 0, "the generation to go back to (default: the one before the generation in force)")
-	c.Flags().BoolVar(&drop, "drop-attached", false, "take out the VMs runtimes attached (containers, pods, libvirt guests) whose host, port group or network that generation lacks, instead of refusing")
+	c.Flags().BoolVar(&drop, "drop-attached", false, "take out the VMs runtimes attached (containers, pods, libvirt guests) that generation has no place for (their host, port group or network gone, or their name or address one of its own VMs has), instead of refusing")
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing")
 	addWaitFlag(c, &wait, "with --etcd, then wait up to this long (--wait=1m; alone: "+defaultWait.String()+") for every host to report the new generation current, as apply --wait does")
 	addEtcdFlag(c)

@@ -3,6 +3,7 @@ package service
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -24,7 +25,7 @@ type AttachedVM struct {
 	Container string        `json:"container"`
 	NICs      []AttachedNIC `json:"nics"`
 	// Missing says, for one in the way, what the generation gone back to
-	// lacks for it.
+	// lacks for it, or has of its own in its place.
 	Missing string `json:"missing,omitempty"`
 }
 
@@ -46,9 +47,9 @@ type AttachedNIC struct {
 // now are left out, since their runtimes detached them since.
 type Attached struct {
 	Kept []AttachedVM `json:"kept,omitempty"`
-	// InTheWay are the VMs attached now whose host, port group or network
-	// the earlier spec lacks: the change is refused unless asked to drop
-	// them (Dropped), which takes them out under their runtimes.
+	// InTheWay are the VMs attached now that the earlier spec has no place
+	// for (misfit): the change is refused unless asked to drop them
+	// (Dropped), which takes them out under their runtimes.
 	InTheWay []AttachedVM `json:"in_the_way,omitempty"`
 	Dropped  bool         `json:"dropped,omitempty"`
 	// LeftOut are the earlier spec's VMs that runtimes had attached and
@@ -107,9 +108,9 @@ func (n AttachedNIC) String() string {
 // keepAttached is the spec a rollback or a restore applies: target, the
 // spec the user declared at an earlier generation (or in a snapshot), with
 // the VMs runtimes attach now (those of now, nil when nothing is applied)
-// as they are, in place of those target held. A VM attached now whose
-// host, port group or network target lacks is in the way: the result is
-// an AttachedError unless drop, which leaves such VMs out. what names the
+// as they are, in place of those target held. A VM attached now that
+// target has no place for (misfit) is in the way: the result is an
+// AttachedError unless drop, which leaves such VMs out. what names the
 // target in errors.
 func keepAttached(infra, what string, target, now *spec.Document, drop bool) (*spec.Document, *Attached, error) {
 	att := &Attached{}
@@ -121,12 +122,13 @@ func keepAttached(infra, what string, target, now *spec.Document, drop bool) (*s
 	}
 	var put []spec.VM
 	if now != nil {
+		taken := declaredAddresses(target.Spec)
 		for _, vm := range now.Spec.VMs {
 			if vm.ContainerOf() == "" {
 				continue
 			}
 			a := attachedVM(&vm)
-			if a.Missing = misfit(target.Spec, &vm); a.Missing != "" {
+			if a.Missing = misfit(target.Spec, taken, &vm); a.Missing != "" {
 				att.InTheWay = append(att.InTheWay, a)
 				continue
 			}
@@ -171,9 +173,10 @@ func attachedVM(vm *spec.VM) AttachedVM {
 }
 
 // misfit says what s lacks for a runtime's VM to stay as it is: its host,
-// a port group on a switch of its host, a network, or the VM's name,
-// which a VM of s's own has; "" when it fits.
-func misfit(s *spec.Spec, vm *spec.VM) string {
+// a port group on a switch of its host, a network, the VM's name or its
+// addresses, which what s declares has (taken: declaredAddresses); "" when
+// it fits.
+func misfit(s *spec.Spec, taken map[string]string, vm *spec.VM) string {
 	var missing []string
 	h, ok := s.Host(vm.Host)
 	if !ok {
@@ -183,6 +186,11 @@ func misfit(s *spec.Spec, vm *spec.VM) string {
 		missing = append(missing, "a VM of its own named "+vm.Name)
 	}
 	for _, n := range vm.NICs {
+		for _, addr := range []string{addressOf(n.IP), addressOf(n.IP6), strings.ToLower(n.MAC)} {
+			if who, ok := taken[addr]; ok && addr != "" {
+				missing = append(missing, fmt.Sprintf("its address %s, which %s has", addr, who))
+			}
+		}
 		switch {
 		case n.PortGroup != "":
 			sw, ok := s.PortGroupSwitch(n.PortGroup)
@@ -200,4 +208,39 @@ func misfit(s *spec.Spec, vm *spec.VM) string {
 		}
 	}
 	return strings.Join(missing, ", ")
+}
+
+// declaredAddresses are the addresses and MACs the spec's own VMs and host
+// ports are given, and who has each: a runtime's VM kept with one of them
+// would clash with what the user declared.
+func declaredAddresses(s *spec.Spec) map[string]string {
+	taken := map[string]string{}
+	for _, vm := range s.VMs {
+		if vm.ContainerOf() != "" {
+			continue
+		}
+		for _, n := range vm.NICs {
+			for _, addr := range []string{addressOf(n.IP), addressOf(n.IP6), strings.ToLower(n.MAC)} {
+				if addr != "" {
+					taken[addr] = "VM " + vm.Name
+				}
+			}
+		}
+	}
+	for _, hp := range s.HostPorts {
+		if addr := addressOf(hp.IP); addr != "" {
+			taken[addr] = "a host port of " + hp.Host
+		}
+	}
+	return taken
+}
+
+// addressOf is the address of an address with a prefix length ("" for
+// none, or for one that does not parse, which validation refuses).
+func addressOf(ip string) string {
+	p, err := netip.ParsePrefix(ip)
+	if err != nil {
+		return ""
+	}
+	return p.Addr().String()
 }

@@ -81,6 +81,8 @@ func TestKeepAttached(t *testing.T) {
 			inTheWay: []string{"c-one", "c-two"}, missing: "port group pg-web's switch dvs0 not on host hv1"},
 		{name: "name taken by a VM of the spec's own", target: shop(t, "hv1", both, "{name: c-one, host: hv1, nics: [{portgroup: pg-web}]}"), now: now,
 			kept: []string{"c-two"}, inTheWay: []string{"c-one"}, missing: "a VM of its own named c-one"},
+		{name: "address taken by a VM of the spec's own", target: shop(t, "hv1", both, "{name: old1, host: hv1, nics: [{portgroup: pg-web, ip: 10.50.0.21/24}]}"), now: now,
+			kept: []string{"c-two"}, inTheWay: []string{"c-one"}, missing: "its address 10.50.0.21, which VM old1 has"},
 		{name: "nothing applied (a restore): the runtimes' VMs left out", target: shop(t, "hv1", both, c1, c2),
 			wantVMs: []string{"web1"}, leftOut: []string{"c-one", "c-two"}},
 		{name: "no runtime's VMs anywhere", target: shop(t, "hv1", both), now: shop(t, "hv1", both), wantVMs: []string{"web1"}},

@@ -18,10 +18,11 @@ type RollbackOptions struct {
 	// Apply says how the earlier spec is applied: as an apply of it, with
 	// the same guarantees (a dry run, a wait for the hosts over etcd).
 	Apply ApplyOptions
-	// DropAttached takes out the VMs runtimes attached whose host, port
-	// group or network the earlier generation lacks, instead of refusing
-	// the rollback (ErrAttached). Those attached that fit are kept either
-	// way (keepAttached).
+	// DropAttached takes out the VMs runtimes attached that the earlier
+	// generation has no place for (misfit), instead of refusing the
+	// rollback (ErrAttached), as a pause of what the earlier generation
+	// lacks goes with it. Those attached that fit are kept either way
+	// (keepAttached).
 	DropAttached bool
 }
 

@@ -94,11 +94,10 @@ func (e *AttachedError) Is(target error) bool { return target == ErrAttached }
 
 // String names the attachment as its runtime knows it.
 func (n AttachedNIC) String() string {
-	where := "in namespace " + n.Netns
+	s := fmt.Sprintf("%s in namespace %s on %s%s", n.Ifname, n.Netns, n.PortGroup, n.Network)
 	if n.Tap != "" {
-		where = "TAP"
+		s = fmt.Sprintf("TAP %s on %s%s", n.Tap, n.PortGroup, n.Network)
 	}
-	s := fmt.Sprintf("%s %s on %s%s", n.Ifname, where, n.PortGroup, n.Network)
 	if n.CNI != "" {
 		s += ", CNI network " + n.CNI
 	}

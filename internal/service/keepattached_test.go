@@ -51,6 +51,7 @@ func container(name, host, pg, ip, id string) string {
 // it held; refused, or with drop leaving them out, when what they sit on
 // is gone.
 func TestKeepAttached(t *testing.T) {
+	guest := `{name: g-vm7, host: hv1, nics: [{portgroup: pg-db, mac: "52:54:00:00:00:07", attach: {tap: tap-vm7, container: 7c9e-uuid}}]}`
 	c1 := container("c-one", "hv1", "pg-web", "10.50.0.21/24", "one")
 	c1old := container("c-one", "hv1", "pg-web", "10.50.0.99/24", "one")
 	c2 := container("c-two", "hv1", "pg-db", "10.50.1.22/24", "two")
@@ -67,6 +68,7 @@ func TestKeepAttached(t *testing.T) {
 		inTheWay []string
 		leftOut  []string
 		missing  string // what the first VM in the way lacks
+		refusal  string // a line of the refusal, when not of containers in namespaces
 		ip       string // c-one's address in the result
 	}{
 		{name: "kept as they are", target: shop(t, "hv1", both), now: now,
@@ -83,6 +85,8 @@ func TestKeepAttached(t *testing.T) {
 			kept: []string{"c-two"}, inTheWay: []string{"c-one"}, missing: "a VM of its own named c-one"},
 		{name: "address taken by a VM of the spec's own", target: shop(t, "hv1", both, "{name: old1, host: hv1, nics: [{portgroup: pg-web, ip: 10.50.0.21/24}]}"), now: now,
 			kept: []string{"c-two"}, inTheWay: []string{"c-one"}, missing: "its address 10.50.0.21, which VM old1 has"},
+		{name: "a libvirt guest's TAP", target: shop(t, "hv1", []string{"pg-web"}), now: shop(t, "hv1", both, c1, guest),
+			kept: []string{"c-one"}, inTheWay: []string{"g-vm7"}, missing: "no port group pg-db", refusal: "VM g-vm7 on hv1 (container 7c9e-uuid; TAP tap-vm7 on pg-db): no port group pg-db"},
 		{name: "nothing applied (a restore): the runtimes' VMs left out", target: shop(t, "hv1", both, c1, c2),
 			wantVMs: []string{"web1"}, leftOut: []string{"c-one", "c-two"}},
 		{name: "no runtime's VMs anywhere", target: shop(t, "hv1", both), now: shop(t, "hv1", both), wantVMs: []string{"web1"}},
@@ -106,6 +110,12 @@ func TestKeepAttached(t *testing.T) {
 				var ae *AttachedError
 				if !errors.Is(err, ErrAttached) || !errors.As(err, &ae) || got != nil {
 					t.Fatalf("got %v, %v; want it refused with ErrAttached", got, err)
+				}
+				if tt.refusal != "" {
+					if !strings.Contains(err.Error(), "\n  "+tt.refusal+"\n") {
+						t.Errorf("the refusal does not say %q:\n%v", tt.refusal, err)
+					}
+					return
 				}
 				for _, vm := range tt.inTheWay {
 					if !strings.Contains(err.Error(), "VM "+vm) || !strings.Contains(err.Error(), "in namespace ns-") || !strings.Contains(err.Error(), "CNI network web") {

@@ -73,12 +73,8 @@ type AttachedError struct {
 
 func (e *AttachedError) Error() string {
 	var b strings.Builder
-	vms := "1 VM"
-	if len(e.VMs) != 1 {
-		vms = fmt.Sprintf("%d VMs", len(e.VMs))
-	}
-	fmt.Fprintf(&b, "rollback %s to %s: %s that runtimes attached and still use sit on what %s does not have, and would be removed under them:",
-		e.Infra, e.To, vms, e.To)
+	fmt.Fprintf(&b, "rollback %s to %s: %s has no place for these VMs that runtimes attached and still use, which would be removed under them:",
+		e.Infra, e.To, e.To)
 	for _, vm := range e.VMs {
 		fmt.Fprintf(&b, "\n  VM %s on %s (container %s", vm.VM, vm.Host, vm.Container)
 		for _, n := range vm.NICs {

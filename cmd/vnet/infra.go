@@ -335,15 +335,19 @@ type clusterStatus struct {
 	Paused []string `json:"paused,omitempty"`
 	// Networks are the virtual networks with the VNIs they were given.
 	Networks []status.Network `json:"networks,omitempty"`
+	// VMs are the VMs as the spec places them, each port in its host's
+	// standing (this process reads no host's kernel).
+	VMs []status.VM `json:"vms,omitempty"`
 }
 
 func clusterView(st *service.InfraStatus) clusterStatus {
 	c := st.Cluster
 	var paused []string
 	var networks []status.Network
+	var vms []status.VM
 	if st.Infra != nil {
-		paused, networks = st.Paused, st.Networks
+		paused, networks, vms = st.Paused, st.Networks, st.VMs
 	}
-	return clusterStatus{Name: st.Name, SpecFile: st.SpecFile, Generation: st.Generation, AppliedAt: c.AppliedAt, Paused: paused, Networks: networks,
+	return clusterStatus{Name: st.Name, SpecFile: st.SpecFile, Generation: st.Generation, AppliedAt: c.AppliedAt, Paused: paused, Networks: networks, VMs: vms,
 		Converged: c.Converged, Hosts: c.Hosts, Removed: c.Removed, Damaged: c.Damaged, Balancers: st.Balancers}
 }

@@ -55,7 +55,7 @@ func main() {
 		os.Exit(ee.code)
 	case errors.Is(err, service.ErrTimedOut):
 		os.Exit(exitTimedOut)
-	case errors.Is(err, service.ErrInvalid), errors.As(err, &ue):
+	case errors.Is(err, service.ErrInvalid), errors.Is(err, service.ErrAttached), errors.As(err, &ue):
 		os.Exit(exitBadInput)
 	default:
 		os.Exit(exitFailure)

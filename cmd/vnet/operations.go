@@ -253,8 +253,37 @@ func printDiff(out io.Writer, res *service.DiffResult) {
 	} else {
 		fmt.Fprintf(out, "(%s)\n", res.Summary)
 	}
+	printAttached(out, res.Attached, true)
 	printPauses(out, res.Pauses)
 	printHostPlans(out, res.Plans)
+}
+
+// printAttached says what a rollback or a restore does (or, for a diff,
+// would do) with the VMs runtimes attached.
+func printAttached(out io.Writer, a *service.Attached, diff bool) {
+	if a.Empty() {
+		return
+	}
+	if len(a.Kept) > 0 {
+		fmt.Fprintf(out, "\nkept as they are now, on their port groups and networks (runtimes attached them):\n")
+		for _, vm := range a.Kept {
+			fmt.Fprintf(out, "  VM %s on %s (container %s)\n", vm.VM, vm.Host, vm.Container)
+		}
+	}
+	if len(a.LeftOut) > 0 {
+		fmt.Fprintf(out, "\nleft out (runtimes had attached them, and have detached them since): %s\n", strings.Join(a.LeftOut, ", "))
+	}
+	if len(a.InTheWay) == 0 {
+		return
+	}
+	if diff {
+		fmt.Fprintf(out, "\nin the way: vnet rollback refuses, and with --drop-attached takes them out as shown:\n")
+	} else {
+		fmt.Fprintf(out, "\ntaken out (--drop-attached), under their runtimes:\n")
+	}
+	for _, vm := range a.InTheWay {
+		fmt.Fprintf(out, "  VM %s on %s (container %s): %s\n", vm.VM, vm.Host, vm.Container, vm.Missing)
+	}
 }
 
 // printPauses lists the pauses and resumes between two generations, which
@@ -282,7 +311,7 @@ func printHostPlans(out io.Writer, plans []service.HostPlan) {
 
 func rollbackCmd() *cobra.Command {
 	var to int
-	var dryRun bool
+	var dryRun, drop bool
 	var wait time.Duration
 	c := &cobra.Command{
 		Use:   "rollback INFRA",
@@ -292,9 +321,14 @@ func rollbackCmd() *cobra.Command {
 			"stored as the next generation, which every host's agent realizes (--wait waits for them). Without --to it goes " +
 			"back to the generation before the one in force: after a generation that every host failed, the last one that " +
 			"worked. A destroyed infrastructure is brought back as it was before its destroy. What is paused stays paused, " +
-			"as across any apply: vnet resume starts it again.",
+			"as across any apply: vnet resume starts it again. The VMs that runtimes attached and still use (containers, pods and " +
+			"libvirt guests, through the CNI plugin or the libvirt hook) stay as they are now; when that generation lacks the host, " +
+			"port group or network one of them is on (or one of its own VMs has its name or address), the rollback is refused, " +
+			"changing nothing, naming them (exit status 2), " +
+			"unless --drop-attached takes them out.",
 		Example: `  vnet rollback demo                   # back to the generation before the one in force
   vnet rollback demo --to 2 --dry-run  # the plan of going back to generation 2
+  vnet rollback demo --to 1 --drop-attached   # and take out the containers' VMs generation 1 has no port group for
   vnet rollback --etcd http://10.0.0.1:2379 --wait dc   # and wait until every host is current`,
 		Args:              exactArgs(1, "an infrastructure name"),
 		ValidArgsFunction: completeInfraOnly,
@@ -306,7 +340,7 @@ func rollbackCmd() *cobra.Command {
 			}
 			defer svc.Close()
 			out := cmd.OutOrStdout()
-			res, err := svc.Rollback(cmd.Context(), args[0], service.RollbackOptions{To: to, Apply: applyOptions(out, dryRun, wait)})
+			res, err := svc.Rollback(cmd.Context(), args[0], service.RollbackOptions{To: to, Apply: applyOptions(out, dryRun, wait), DropAttached: drop})
 			if err != nil {
 				return err
 			}
@@ -314,10 +348,12 @@ func rollbackCmd() *cobra.Command {
 				fmt.Fprintf(out, "rolled back %s to generation %d%s\n", res.Infra, res.To, storedAs(res.ApplyResult))
 			}
 			printApplied(out, res.ApplyResult, wait)
+			printAttached(out, res.Attached, false)
 			return nil
 		},
 	}
 	c.Flags().IntVar(&to, "to", 0, "the generation to go back to (default: the one before the generation in force)")
+	c.Flags().BoolVar(&drop, "drop-attached", false, "take out the VMs runtimes attached (containers, pods, libvirt guests) that generation has no place for (their host, port group or network gone, or their name or address one of its own VMs has), instead of refusing")
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing")
 	addWaitFlag(c, &wait, "with --etcd, then wait up to this long (--wait=1m; alone: "+defaultWait.String()+") for every host to report the new generation current, as apply --wait does")
 	addEtcdFlag(c)
@@ -589,6 +625,7 @@ func restoreCmd() *cobra.Command {
 					snap.TakenAt.Local().Format("2006-01-02 15:04:05"), snap.TakenFrom, storedAs(res))
 			}
 			printApplied(out, res, wait)
+			printAttached(out, res.Attached, false)
 			return nil
 		},
 	}

@@ -37,19 +37,12 @@ func printStatus(out io.Writer, st *service.Status) {
 	printNetworks(w, st.Networks)
 	fmt.Fprintln(w, "\nVM\tHOST\tCPUS\tVNIC\tPORT GROUP\tMAC\tIP\tSTATE\tUPLINK")
 	for _, vm := range st.VMs {
-		cpus := "-"
-		if vm.CPUs > 0 {
-			cpus = fmt.Sprintf("%g", vm.CPUs)
-		}
+		cpus := cpusText(vm.CPUs)
 		if len(vm.NICs) == 0 {
 			fmt.Fprintf(w, "%s\t%s\t%s\t-\t\t\t\t\n", vm.Name, vm.Host, cpus)
 		}
 		for _, n := range vm.NICs {
-			on := n.PortGroup
-			if n.Network != "" {
-				on = "network " + n.Network
-			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", vm.Name, vm.Host, cpus, n.Name, on, n.MAC, dash(n.IP), n.State, uplinkText(n))
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", vm.Name, vm.Host, cpus, n.Name, portPlace(n), n.MAC, dash(n.IP), n.State, uplinkText(n))
 		}
 	}
 	if len(st.HostPorts) > 0 {
@@ -122,6 +115,7 @@ func printClusterStatus(out io.Writer, cs clusterStatus, now time.Time) {
 		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s ago\t%s\n", v.Host, v.State, r.Generation, r.Resources, age, strings.Join(r.Errors, "; "))
 	}
 	printNetworks(w, cs.Networks)
+	printHostVMs(w, cs.Hosts, cs.VMs)
 	w.Flush()
 	var parts []string
 	for _, s := range []service.HostState{service.HostCurrent, service.HostLagging, service.HostFailed, service.HostGone, service.HostUnexpected} {
@@ -132,6 +126,45 @@ func printClusterStatus(out io.Writer, cs clusterStatus, now time.Time) {
 	fmt.Fprintf(out, "\n%s: %s\n\n", counted(len(cs.Hosts), "host", "hosts"), strings.Join(parts, ", "))
 	printHostSecurity(out, cs.Hosts)
 	printBalancers(out, cs.Balancers)
+}
+
+// printHostVMs lists, host by host as the hosts are listed, the VMs on
+// each with their vNICs, in the columns status on one machine has; a
+// port's state is its host's standing as its agent reports it.
+func printHostVMs(w io.Writer, hosts []service.HostView, vms []status.VM) {
+	byHost := map[string][]status.VM{}
+	for _, vm := range vms {
+		byHost[vm.Host] = append(byHost[vm.Host], vm)
+	}
+	for _, h := range hosts {
+		on := byHost[h.Host]
+		if len(on) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\nVMS ON %s (%s)\n", h.Host, h.State)
+		fmt.Fprintln(w, "VM\tCPUS\tVNIC\tPORT GROUP\tMAC\tIP\tSTATE")
+		for _, vm := range on {
+			for _, n := range vm.NICs {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", vm.Name, cpusText(vm.CPUs), n.Name, portPlace(n), dash(n.MAC), dash(n.IP), n.State)
+			}
+		}
+	}
+}
+
+// cpusText is a VM's CPU limit as status prints it.
+func cpusText(cpus float64) string {
+	if cpus > 0 {
+		return fmt.Sprintf("%g", cpus)
+	}
+	return "-"
+}
+
+// portPlace is what a vNIC is on: its port group, or its network.
+func portPlace(n status.Port) string {
+	if n.Network != "" {
+		return "network " + n.Network
+	}
+	return n.PortGroup
 }
 
 // printPausedLine says what is paused, when something is.

@@ -42,14 +42,17 @@ func (e *Error) Error() string {
 }
 
 // Unwrap lets callers tell bad input, a spec or a request (the CLI's exit
-// status 2), and an unknown infrastructure from other failures, by the
-// service's sentinels.
+// status 2), a rollback refused for the VMs runtimes attached (exit 2 too)
+// and an unknown infrastructure from other failures, by the service's
+// sentinels.
 func (e *Error) Unwrap() error {
 	switch {
 	case e.Status == http.StatusNotFound:
 		return service.ErrNotFound
 	case e.Status == http.StatusBadRequest:
 		return service.ErrInvalid
+	case e.Status == http.StatusConflict && len(e.Body.Attached) > 0:
+		return service.ErrAttached
 	}
 	return nil
 }

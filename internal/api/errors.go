@@ -18,6 +18,9 @@ type ErrorBody struct {
 	Line     int       `json:"line,omitempty"`
 	Column   int       `json:"column,omitempty"`
 	Problems []Problem `json:"problems,omitempty"`
+	// Attached, when a rollback is refused for them (409), are the VMs
+	// runtimes attached that the generation gone back to has no place for.
+	Attached []service.AttachedVM `json:"attached,omitempty"`
 }
 
 // Problem is one problem with one field of a spec.
@@ -54,7 +57,10 @@ func classify(err error) *httpError {
 	var errs spec.Errors
 	var fe *spec.FieldError
 	var re *service.RequestError
+	var ae *service.AttachedError
 	switch {
+	case errors.As(err, &ae):
+		return &httpError{status: http.StatusConflict, body: ErrorBody{Error: err.Error(), Attached: ae.VMs}}
 	case errors.As(err, &errs) && len(errs) > 0:
 		return specError(http.StatusBadRequest, err, errs)
 	case errors.As(err, &fe):
@@ -65,7 +71,7 @@ func classify(err error) *httpError {
 		return fail(http.StatusBadRequest, err.Error())
 	case errors.Is(err, service.ErrNotFound):
 		return fail(http.StatusNotFound, err.Error())
-	case errors.Is(err, service.ErrConflict), errors.Is(err, service.ErrBusy):
+	case errors.Is(err, service.ErrConflict), errors.Is(err, service.ErrBusy), errors.Is(err, service.ErrExists):
 		return fail(http.StatusConflict, err.Error())
 	case errors.Is(err, service.ErrTooMany):
 		return fail(http.StatusTooManyRequests, err.Error())

@@ -126,7 +126,7 @@ func (s *Server) rollback(w http.ResponseWriter, r *http.Request, who string) er
 		return err
 	}
 	var o service.RollbackOptions
-	o.To, o.Apply.DryRun = queryOf(r).int("to"), queryOf(r).bool("dryRun")
+	o.To, o.Apply.DryRun, o.DropAttached = queryOf(r).int("to"), queryOf(r).bool("dryRun"), queryOf(r).bool("dropAttached")
 	o.Apply.Detail, o.Apply.By = true, actor(r, who)
 	start := time.Now()
 	res, err := s.be.Rollback(r.Context(), name, o)

@@ -97,19 +97,14 @@ func TestOperationsThroughAPI(t *testing.T) {
 	}
 
 	// Through Remote, as the CLI with --server.
-	srv := httptest.NewServer(s.Handler())
-	defer srv.Close()
-	c, err := NewClient(srv.URL, testToken)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rem := &Remote{C: c}
+	rem := remoteTo(t, s)
 	ctx := context.Background()
 	snap, err := rem.Snapshot(ctx, "c1")
 	if err != nil || snap.Generation != 3 || len(snap.Allocations.MACs) != 2 {
 		t.Fatalf("snapshot: %+v, %v", snap, err)
 	}
-	if _, err := rem.Restore(ctx, snap, service.RestoreOptions{}); !errors.Is(err, service.ErrConflict) && !strings.Contains(err.Error(), "exists already") {
+	var he *Error
+	if _, err := rem.Restore(ctx, snap, service.RestoreOptions{}); !errors.As(err, &he) || he.Status != 409 || !strings.Contains(err.Error(), "exists already") {
 		t.Errorf("restore where it exists: %v", err)
 	}
 	if _, err := rem.Destroy(ctx, "c1", service.DestroyOptions{}); err != nil {
@@ -148,4 +143,53 @@ func getJSON(t *testing.T, s *Server, path string, v any) {
 	if err := json.Unmarshal(w.Body.Bytes(), v); err != nil {
 		t.Fatalf("GET %s: %v", path, err)
 	}
+}
+
+// A rollback that would take away a VM a runtime attached is a 409 naming
+// it, for a dry run too, and changes nothing; through Remote it is
+// ErrAttached (the CLI's exit status 2); dropAttached=true takes it out.
+func TestRollbackOverAttachedThroughAPI(t *testing.T) {
+	s, _, _ := clusterServer(t)
+	withContainer := strings.Replace(strings.Replace(clusterSpec, "portgroups: [{name: pg-vm}]", "portgroups: [{name: pg-vm}, {name: pg-ctr}]", 1),
+		"vms:\n", "vms:\n  - {name: c-one, host: hv1, nics: [{portgroup: pg-ctr, ip: 10.20.1.9/24, attach: {netns: ctr1, ifname: eth0, container: one, cni: web}}]}\n", 1)
+	for _, spec := range []string{clusterSpec, withContainer} {
+		if w, _ := s.do(t, req{method: "PUT", path: "/api/v1/infras/c1", body: spec, ctype: "application/yaml", token: testToken}); w.Code != 200 {
+			t.Fatalf("apply: %d %s", w.Code, w.Body)
+		}
+	}
+	for _, path := range []string{"/api/v1/infras/c1/rollback?to=1", "/api/v1/infras/c1/rollback?to=1&dryRun=true"} {
+		w, _ := s.do(t, req{method: "POST", path: path, token: testToken})
+		var body ErrorBody
+		if w.Code != 409 || json.Unmarshal(w.Body.Bytes(), &body) != nil || len(body.Attached) != 1 || body.Attached[0].VM != "c-one" ||
+			body.Attached[0].NICs[0].Netns != "ctr1" || !strings.Contains(body.Error, "no port group pg-ctr") {
+			t.Errorf("POST %s: %d %s", path, w.Code, w.Body)
+		}
+	}
+	var h service.HistoryResult
+	getJSON(t, s, "/api/v1/infras/c1/history", &h)
+	if h.Current != 2 || len(h.Entries) != 2 {
+		t.Errorf("the refused rollbacks changed the history: %+v", h)
+	}
+	rem := remoteTo(t, s)
+	ctx := context.Background()
+	if _, err := rem.Rollback(ctx, "c1", service.RollbackOptions{To: 1}); !errors.Is(err, service.ErrAttached) {
+		t.Errorf("through Remote: %v", err)
+	}
+	rb, err := rem.Rollback(ctx, "c1", service.RollbackOptions{To: 1, DropAttached: true})
+	if err != nil || rb.Attached == nil || !rb.Attached.Dropped || rb.Stored.Generation != 3 {
+		t.Fatalf("with dropAttached: %+v, %v", rb, err)
+	}
+}
+
+// remoteTo is a Remote, the CLI's way to a server, to s served on a port
+// of the test's, with the test's token.
+func remoteTo(t *testing.T, s *Server) *Remote {
+	t.Helper()
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	c, err := NewClient(srv.URL, testToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Remote{C: c}
 }

@@ -65,13 +65,16 @@ func (c *Client) Diff(ctx context.Context, name string, from, to int, plan bool,
 }
 
 // Rollback applies an earlier generation (0: the one before) as a new one.
-func (c *Client) Rollback(ctx context.Context, name string, to int, dryRun bool) (*service.RollbackResult, error) {
+func (c *Client) Rollback(ctx context.Context, name string, o service.RollbackOptions) (*service.RollbackResult, error) {
 	q := url.Values{}
-	if to > 0 {
-		q.Set("to", strconv.Itoa(to))
+	if o.To > 0 {
+		q.Set("to", strconv.Itoa(o.To))
 	}
-	if dryRun {
+	if o.Apply.DryRun {
 		q.Set("dryRun", "true")
+	}
+	if o.DropAttached {
+		q.Set("dropAttached", "true")
 	}
 	out := service.RollbackResult{ApplyResult: &service.ApplyResult{}}
 	return &out, c.do(ctx, "POST", infraPath(name, "/rollback?"+q.Encode()), nil, nil, &out)

@@ -52,7 +52,7 @@ func (r *Remote) Rollback(ctx context.Context, name string, o service.RollbackOp
 	if o.Apply.Wait > 0 {
 		return nil, errWaitNeedsEtcd
 	}
-	res, err := r.C.Rollback(ctx, name, o.To, o.Apply.DryRun)
+	res, err := r.C.Rollback(ctx, name, o)
 	if err != nil {
 		return nil, err
 	}

@@ -59,7 +59,7 @@ func (s *Server) routeTable() []route {
 		{Method: "GET", Path: "/api/v1/history/retention", handle: s.getRetention},
 		{Method: "PUT", Path: "/api/v1/history/retention", Mutates: true, handle: s.putRetention},
 		{Method: "POST", Path: "/api/v1/infras/{name}/diff", Query: []param{generation("from"), generation("to"), {Name: "plan", Kind: boolParam}}, handle: s.diff},
-		{Method: "POST", Path: "/api/v1/infras/{name}/rollback", Mutates: true, Query: []param{generation("to"), {Name: "dryRun", Kind: boolParam}}, handle: s.rollback},
+		{Method: "POST", Path: "/api/v1/infras/{name}/rollback", Mutates: true, Query: []param{generation("to"), {Name: "dryRun", Kind: boolParam}, {Name: "dropAttached", Kind: boolParam}}, handle: s.rollback},
 		{Method: "GET", Path: "/api/v1/infras/{name}/spec", handle: s.appliedSpec},
 		{Method: "GET", Path: "/api/v1/infras/{name}/describe/{kind}/{object}", handle: s.describe},
 		{Method: "GET", Path: "/api/v1/infras/{name}/snapshot", handle: s.snapshot},

@@ -2,10 +2,12 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/vnet-project/vnet/internal/events"
 	"github.com/vnet-project/vnet/internal/history"
+	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/store"
 )
 
@@ -18,12 +20,39 @@ type change struct {
 	// from (a link's): the change is stored only on top of it. 0: on top
 	// of whatever is last, as an apply of a file is.
 	basis int
+	// rework, when set, works out the spec to apply from the one given
+	// and the one in force (nil when none), read where the change is made:
+	// under the infrastructure's lock, or from the generation it is stored
+	// on top of. A rollback keeps the VMs runtimes attached this way.
+	rework func(given, now *spec.Document) (*spec.Document, error)
 }
 
 type changeKey struct{}
 
 func withChange(ctx context.Context, verb history.Verb, from int) context.Context {
 	return context.WithValue(ctx, changeKey{}, change{verb: verb, from: from})
+}
+
+// withRework is ctx whose change reworks the spec given against the one
+// in force (change.rework).
+func withRework(ctx context.Context, rework func(given, now *spec.Document) (*spec.Document, error)) context.Context {
+	c := changeOf(ctx, history.Apply)
+	c.rework = rework
+	return context.WithValue(ctx, changeKey{}, c)
+}
+
+// reworked is doc as ctx's change reworks it against the spec in force,
+// which now reads (nil, or ErrNotFound: none).
+func reworked(ctx context.Context, doc *spec.Document, now func() (*spec.Document, error)) (*spec.Document, error) {
+	c := changeOf(ctx, history.Apply)
+	if c.rework == nil {
+		return doc, nil
+	}
+	cur, err := now()
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	return c.rework(doc, cur)
 }
 
 // changeOf is the change ctx says an apply makes: verb when it says none.

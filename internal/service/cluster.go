@@ -231,6 +231,11 @@ func (c *Cluster) Apply(ctx context.Context, src Source, o ApplyOptions) (*Apply
 	if err := ch.onTopOf(last.rec); err != nil {
 		return nil, err
 	}
+	// Reworked against the generation it is stored on top of: a change
+	// stored since (an attachment) makes the store refuse it.
+	if doc, err = reworked(ctx, doc, func() (*spec.Document, error) { return docOr(c, last.rec) }); err != nil {
+		return nil, err
+	}
 	// Networks' VNIs are stored with the spec, so that one left out keeps
 	// the VNI it got, whatever networks come and go around it.
 	if doc, err = store.PinVNIs(doc, last.rec, c.Cache); err != nil {
@@ -569,10 +574,21 @@ func specStatus(rec *store.Record, s *spec.Spec, stateOf func(host string) strin
 		st.Switches = append(st.Switches, reconcile.SwitchStatusOf(&s.Switches[i]))
 	}
 	st.Networks = reconcile.NetworksOf(s)
-	for _, vm := range s.VMs {
-		vs := VMStatus{Name: vm.Name, Host: vm.Host, NICs: []PortStatus{}}
-		for i, n := range vm.NICs {
-			vs.NICs = append(vs.NICs, PortStatus{Name: fmt.Sprintf("eth%d", i), PortGroup: n.PortGroup, IP: n.IP,
+	for i := range s.VMs {
+		vm := &s.VMs[i]
+		vs := VMStatus{Name: vm.Name, Host: vm.Host, CPUs: vm.CPUs, NICs: []PortStatus{}}
+		for j, n := range vm.NICs {
+			// Where the vNIC is and its MAC are what the spec and vnet's
+			// choices make them, as the host's agent realizes them.
+			ns, _, tap := plan.VNICPlace(s.Name, vm, j)
+			if !tap {
+				vs.Namespace = ns
+			}
+			mac := n.MAC
+			if !tap || mac != "" {
+				mac = plan.VNICMAC(s.Name, vm, j)
+			}
+			vs.NICs = append(vs.NICs, PortStatus{Name: fmt.Sprintf("eth%d", j), PortGroup: n.PortGroup, Network: n.Network, MAC: mac, IP: n.IP,
 				State: portState(vm.Host, paused.VNIC(vm.Name, &n))})
 		}
 		st.VMs = append(st.VMs, vs)

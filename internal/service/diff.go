@@ -38,6 +38,13 @@ type DiffResult struct {
 	// Plans, with Plan, is what applying the new side changes, per host
 	// over etcd, each with what it was worked out against.
 	Plans []HostPlan `json:"plans,omitempty"`
+	// Attached is, from the generation in force back to an earlier one,
+	// what a rollback does with the VMs runtimes attached: the new side is
+	// the earlier spec with those attached now kept, as a rollback applies
+	// it. Those in the way (Attached.InTheWay) make the rollback refuse
+	// unless asked to drop them; the new side leaves them out, as it then
+	// would.
+	Attached *Attached `json:"attached,omitempty"`
 	// Pauses, between two generations, are the pauses and resumes the
 	// history holds between them, oldest first: what is paused is kept
 	// beside the spec, not in it, so the diff and its exit status leave it
@@ -94,6 +101,13 @@ func diffOf(ctx context.Context, b historian, name string, r DiffRequest) (*Diff
 		return nil, err
 	}
 	res := &DiffResult{Infra: name, From: old.what, To: next.what, Pauses: betweenSides(old, next)}
+	if r.Source == nil && old.seq == now && next.seq != now && next.doc != nil {
+		// From the spec in force back to an earlier generation: what a
+		// rollback would apply, with the VMs runtimes attach now.
+		if next.doc, res.Attached, err = rollbackSide(name, next, old); err != nil {
+			return nil, err
+		}
+	}
 	res.Diff = specdiff.Compare(specOf(old.doc), specOf(next.doc))
 	res.Summary = res.Diff.Summary()
 	if !r.Plan {
@@ -166,6 +180,17 @@ func diffSides(b historian, name string, r DiffRequest) (old, next side, current
 	}
 	next, err = fileSide(b, name, *r.Source, old.doc)
 	return old, next, current, err
+}
+
+// rollbackSide is an earlier generation's spec as a rollback from the
+// spec in force (now) applies it, and what becomes of the VMs runtimes
+// attached; nil when there are none.
+func rollbackSide(name string, earlier, now side) (*spec.Document, *Attached, error) {
+	doc, att, err := keepAttached(name, earlier.what, earlier.doc, now.doc, true)
+	if att.Empty() {
+		att = nil
+	}
+	return doc, att, err
 }
 
 // fileSide loads a spec to compare with old (nil: none), its networks'

@@ -238,6 +238,16 @@ func specOr(b interface {
 	return doc.Spec
 }
 
+// docOr is a record's spec, nil when there is no record.
+func docOr(b interface {
+	docOf(*store.Record) (*spec.Document, error)
+}, rec *store.Record) (*spec.Document, error) {
+	if rec == nil {
+		return nil, nil
+	}
+	return b.docOf(rec)
+}
+
 // keepLocal records in this machine's history the change of name that
 // went from the record before (nil: none) to the one the store holds now.
 // A change that left the spec and the generation as they were records

@@ -288,6 +288,16 @@ func recordHead(st store.Store, name string) (*store.Record, error) {
 // Spec is an applied infrastructure's spec.
 func (l *Local) Spec(_ context.Context, name string) (*spec.Document, error) { return l.doc(name) }
 
+// docFresh is the spec of an applied infrastructure as the store holds
+// it now, never from the copy of the records a server reads from.
+func (l *Local) docFresh(name string) (*spec.Document, error) {
+	st, _, err := l.warm.get(l.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	return l.docIn(st, name)
+}
+
 // doc is the spec of an applied infrastructure.
 func (l *Local) doc(name string) (*spec.Document, error) {
 	rec, err := l.record(name)
@@ -314,8 +324,12 @@ func (l *Local) Apply(ctx context.Context, src Source, o ApplyOptions) (*ApplyRe
 		return nil, err
 	}
 	name := doc.Spec.Name
-	res := &ApplyResult{Infra: name, DryRun: o.DryRun, Warnings: Warnings(doc)}
+	res := &ApplyResult{Infra: name, DryRun: o.DryRun}
 	if o.DryRun {
+		if doc, err = reworked(ctx, doc, func() (*spec.Document, error) { return l.docFresh(name) }); err != nil {
+			return nil, err
+		}
+		res.Warnings = Warnings(doc)
 		eng, _, done, err := l.engine(nil)
 		if err != nil {
 			return nil, err
@@ -330,6 +344,11 @@ func (l *Local) Apply(ctx context.Context, src Source, o ApplyOptions) (*ApplyRe
 	err = l.changing(name, "apply ", o.Log, func(eng *reconcile.Engine, st *store.Bolt) error {
 		eng.Full = o.Full
 		before := beforeChange(st, name)
+		var err error
+		if doc, err = reworked(ctx, doc, func() (*spec.Document, error) { return docOr(l, before) }); err != nil {
+			return err
+		}
+		res.Warnings = Warnings(doc)
 		r, err := eng.Apply(doc)
 		res.Plan, res.Executed = Actions(r.Plan), r.Executed
 		if err != nil {

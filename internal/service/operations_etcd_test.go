@@ -367,3 +367,93 @@ func TestClusterPauseHistory(t *testing.T) {
 		t.Errorf("generation 3 after a resume with one entry kept: %+v, %v", e, err)
 	}
 }
+
+// withContainer is a spec with a VM the CNI plugin attached, on port
+// group pg.
+func withContainer(src, pg string) string {
+	return strings.Replace(src, "vms:\n", "vms:\n  - {name: c-one, host: hv1, nics: [{portgroup: "+pg+", ip: 10.20.0.9/24, mac: \"02:00:00:00:00:09\", attach: {netns: ctr1, ifname: eth0, container: one, cni: web}}]}\n", 1)
+}
+
+// Over etcd a rollback keeps the VM a runtime attached (and what of it is
+// paused), stored on top of the generation it read; one over a VM whose
+// port group the earlier spec lacks is refused and stores nothing, or with
+// DropAttached takes it out; a restore leaves the runtimes' VMs to their
+// runtimes.
+func TestClusterRollbackKeepsAttached(t *testing.T) {
+	c := ClusterOf(etcdtest.Store(t), nil)
+	ctx := context.Background()
+	v2 := strings.Replace(twoHosts, "10.20.0.2/24", "10.20.0.3/24", 1)
+	for _, src := range []string{twoHosts, v2, withContainer(v2, "pg-vm")} {
+		if _, err := c.Apply(ctx, Source{File: specFile(t, src)}, ApplyOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Pause(ctx, PauseRequest{Infra: "c1", VM: "c-one"}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := c.Diff(ctx, "c1", DiffRequest{To: 1})
+	if err != nil || d.Summary != "~1 vNIC (ip)" || d.Attached == nil || len(d.Attached.Kept) != 1 {
+		t.Fatalf("diff to generation 1: %+v, %v", d, err)
+	}
+	rb, err := c.Rollback(ctx, "c1", RollbackOptions{To: 1})
+	if err != nil || rb.Stored.Generation != 4 || rb.Attached == nil || len(rb.Attached.Kept) != 1 {
+		t.Fatalf("rollback: %+v, %v", rb, err)
+	}
+	doc, err := c.Spec(ctx, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm2, _ := doc.Spec.VM("vm2")
+	ctr, ok := doc.Spec.VM("c-one")
+	if !ok || ctr.NICs[0].Attach.Container != "one" || vm2.NICs[0].IP != "10.20.0.2/24" {
+		t.Errorf("after the rollback:\n%s", doc.Source)
+	}
+	st, err := c.Status(ctx, []string{"c1"})
+	if err != nil || strings.Join(st[0].Paused, ",") != plan.PauseVM("c-one") {
+		t.Errorf("paused after the rollback: %+v, %v", st[0].Paused, err)
+	}
+
+	// On a port group generation 1 lacks: refused, nothing stored.
+	moved := strings.Replace(withContainer(twoHosts, "pg-new"), "portgroups: [{name: pg-vm}]", "portgroups: [{name: pg-vm}, {name: pg-new}]", 1)
+	if _, err := c.Apply(ctx, Source{File: specFile(t, moved)}, ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := c.Get(ctx, "c1")
+	_, err = c.Rollback(ctx, "c1", RollbackOptions{To: 1})
+	if !errors.Is(err, ErrAttached) || errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "VM c-one on hv1 (container one; eth0 in namespace ctr1 on pg-new, CNI network web): no port group pg-new") {
+		t.Fatalf("rollback over c-one: %v", err)
+	}
+	if after, _ := c.Get(ctx, "c1"); after.Generation != before.Generation {
+		t.Errorf("the refused rollback stored generation %d", after.Generation)
+	}
+	d, err = c.Diff(ctx, "c1", DiffRequest{To: 1})
+	if err != nil || d.Attached == nil || len(d.Attached.InTheWay) != 1 || !strings.Contains(d.Diff.String(), "- vm c-one") {
+		t.Errorf("diff over c-one: %+v, %v", d, err)
+	}
+	rb, err = c.Rollback(ctx, "c1", RollbackOptions{To: 1, DropAttached: true})
+	if err != nil || !rb.Attached.Dropped {
+		t.Fatalf("rollback --drop-attached: %+v, %v", rb, err)
+	}
+	if doc, _ := c.Spec(ctx, "c1"); doc != nil {
+		if _, ok := doc.Spec.VM("c-one"); ok {
+			t.Error("--drop-attached kept c-one")
+		}
+	}
+
+	// A snapshot taken with a container restores without it.
+	if _, err := c.Apply(ctx, Source{File: specFile(t, withContainer(twoHosts, "pg-vm"))}, ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := c.Snapshot(ctx, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := ClusterOf(etcdtest.Store(t), nil)
+	res, err := other.Restore(ctx, snap, RestoreOptions{})
+	if err != nil || res.Attached == nil || strings.Join(res.Attached.LeftOut, ",") != "c-one" {
+		t.Fatalf("restore: %+v, %v", res, err)
+	}
+	if doc, err := other.Spec(ctx, "c1"); err != nil || len(doc.Spec.VMs) != 2 {
+		t.Errorf("restored: %v", err)
+	}
+}

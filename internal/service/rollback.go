@@ -2,9 +2,11 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/vnet-project/vnet/internal/history"
+	"github.com/vnet-project/vnet/internal/spec"
 )
 
 // RollbackOptions say what a rollback goes back to and how it applies it.
@@ -16,6 +18,12 @@ type RollbackOptions struct {
 	// Apply says how the earlier spec is applied: as an apply of it, with
 	// the same guarantees (a dry run, a wait for the hosts over etcd).
 	Apply ApplyOptions
+	// DropAttached takes out the VMs runtimes attached that the earlier
+	// generation has no place for (misfit), instead of refusing the
+	// rollback (ErrAttached), as a pause of what the earlier generation
+	// lacks goes with it. Those attached that fit are kept either way
+	// (keepAttached).
+	DropAttached bool
 }
 
 // RollbackResult is what a rollback applied.
@@ -47,11 +55,38 @@ func rollback(ctx context.Context, b historian, name string, o RollbackOptions) 
 	if err != nil {
 		return nil, fmt.Errorf("rollback %s: generation %d's spec: %w", name, e.Generation, err)
 	}
-	res, err := b.Apply(withChange(ctx, history.Rollback, e.Generation), Source{Doc: doc}, o.Apply)
+	what := fmt.Sprintf("generation %d", e.Generation)
+	var res *ApplyResult
+	for try := 0; ; try++ {
+		res, err = applyKeepingAttached(withChange(ctx, history.Rollback, e.Generation), b, name, what, doc, o.Apply, o.DropAttached)
+		// Over etcd, an attachment stored since the rollback read the
+		// generation in force: worked out again against it.
+		if !errors.Is(err, ErrConflict) || try >= conflictTries {
+			break
+		}
+	}
 	if res == nil {
 		return nil, err
 	}
 	return &RollbackResult{To: e.Generation, ApplyResult: res}, err
+}
+
+// applyKeepingAttached applies target, an earlier spec of the
+// infrastructure, with the VMs runtimes attach now kept as they are
+// (keepAttached), worked out against the spec in force where the apply
+// reads it.
+func applyKeepingAttached(ctx context.Context, b historian, name, what string, target *spec.Document, o ApplyOptions, drop bool) (*ApplyResult, error) {
+	var att *Attached
+	ctx = withRework(ctx, func(given, now *spec.Document) (*spec.Document, error) {
+		next, a, err := keepAttached(name, what, given, now, drop)
+		att = a
+		return next, err
+	})
+	res, err := b.Apply(ctx, Source{Doc: target}, o)
+	if res != nil && !att.Empty() {
+		res.Attached = att
+	}
+	return res, err
 }
 
 // rollbackTarget is the entry, with its spec, that a rollback applies.

@@ -234,6 +234,9 @@ type ApplyResult struct {
 	AgentStarted string `json:"agent_started,omitempty"`
 	// Warnings is what the spec may mean other than it seems (Warnings).
 	Warnings []string `json:"warnings,omitempty"`
+	// Attached is, for a rollback or a restore, what became of the VMs
+	// runtimes attached; nil when there were none.
+	Attached *Attached `json:"attached,omitempty"`
 }
 
 // Stored is a generation of an infrastructure in etcd.

@@ -172,7 +172,9 @@ func restore(ctx context.Context, b historian, snap *Snapshot, o RestoreOptions)
 	if err := restorable(b, snap.Infra, alloc); err != nil {
 		return nil, fmt.Errorf("restore %s: %w", snap.Infra, err)
 	}
-	return b.Apply(withChange(ctx, history.Restore, snap.Generation), Source{Doc: doc}, o.Apply)
+	// The VMs runtimes had attached when it was taken are not made again:
+	// their runtimes attach them anew where they run.
+	return applyKeepingAttached(withChange(ctx, history.Restore, snap.Generation), b, snap.Infra, "the snapshot", doc, o.Apply, false)
 }
 
 func sameAllocations(a, b Allocations) bool {

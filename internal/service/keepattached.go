@@ -1,0 +1,241 @@
+package service
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/vnet-project/vnet/internal/spec"
+)
+
+// ErrAttached: a rollback would take away VMs that runtimes attached and
+// still use (containers, pods, libvirt guests), because the generation it
+// goes back to lacks what they sit on. Exit status 2, HTTP 409.
+var ErrAttached = errors.New("VMs that runtimes attached stand in the way")
+
+// AttachedVM is a VM a runtime attached (a container, a pod's sandbox, a
+// libvirt guest: its vNICs carry attach.container), as a rollback or a
+// restore meets it.
+type AttachedVM struct {
+	VM   string `json:"vm"`
+	Host string `json:"host"`
+	// Container is the runtime's ID: a container's, a guest's UUID.
+	Container string        `json:"container"`
+	NICs      []AttachedNIC `json:"nics"`
+	// Missing says, for one in the way, what the generation gone back to
+	// lacks for it, or has of its own in its place.
+	Missing string `json:"missing,omitempty"`
+}
+
+// AttachedNIC is one of a runtime's attachments: the vNIC's name in the
+// container's namespace (or its guest's TAP), the CNI network that made
+// it, and what it is on.
+type AttachedNIC struct {
+	Ifname    string `json:"ifname"`
+	Netns     string `json:"netns,omitempty"`
+	Tap       string `json:"tap,omitempty"`
+	CNI       string `json:"cni,omitempty"`
+	PortGroup string `json:"portgroup,omitempty"`
+	Network   string `json:"network,omitempty"`
+}
+
+// Attached is what a rollback or a restore does with the VMs runtimes
+// attached: those attached now are kept as they are, each on its port
+// group or network; those the earlier spec held that no runtime attaches
+// now are left out, since their runtimes detached them since.
+type Attached struct {
+	Kept []AttachedVM `json:"kept,omitempty"`
+	// InTheWay are the VMs attached now that the earlier spec has no place
+	// for (misfit): the change is refused unless asked to drop them
+	// (Dropped), which takes them out under their runtimes.
+	InTheWay []AttachedVM `json:"in_the_way,omitempty"`
+	Dropped  bool         `json:"dropped,omitempty"`
+	// LeftOut are the earlier spec's VMs that runtimes had attached and
+	// do not now.
+	LeftOut []string `json:"left_out,omitempty"`
+}
+
+// Empty says there were no VMs of runtimes on either side.
+func (a *Attached) Empty() bool {
+	return a == nil || len(a.Kept) == 0 && len(a.InTheWay) == 0 && len(a.LeftOut) == 0
+}
+
+// AttachedError refuses a rollback that would take away VMs runtimes
+// attached and still use; it matches ErrAttached.
+type AttachedError struct {
+	Infra string
+	// To says what the rollback goes back to ("generation 3").
+	To  string
+	VMs []AttachedVM
+}
+
+func (e *AttachedError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "rollback %s to %s: %s has no place for these VMs that runtimes attached and still use, which would be removed under them:",
+		e.Infra, e.To, e.To)
+	for _, vm := range e.VMs {
+		fmt.Fprintf(&b, "\n  VM %s on %s (container %s", vm.VM, vm.Host, vm.Container)
+		for _, n := range vm.NICs {
+			b.WriteString("; " + n.String())
+		}
+		fmt.Fprintf(&b, "): %s", vm.Missing)
+	}
+	b.WriteString("\nnothing was changed: let the runtimes detach them first, or --drop-attached (the API's dropAttached=true) to take them out")
+	return b.String()
+}
+
+func (e *AttachedError) Is(target error) bool { return target == ErrAttached }
+
+// String names the attachment as its runtime knows it.
+func (n AttachedNIC) String() string {
+	s := fmt.Sprintf("%s in namespace %s on %s%s", n.Ifname, n.Netns, n.PortGroup, n.Network)
+	if n.Tap != "" {
+		s = fmt.Sprintf("TAP %s on %s%s", n.Tap, n.PortGroup, n.Network)
+	}
+	if n.CNI != "" {
+		s += ", CNI network " + n.CNI
+	}
+	return s
+}
+
+// keepAttached is the spec a rollback or a restore applies: target, the
+// spec the user declared at an earlier generation (or in a snapshot), with
+// the VMs runtimes attach now (those of now, nil when nothing is applied)
+// as they are, in place of those target held. A VM attached now that
+// target has no place for (misfit) is in the way: the result is an
+// AttachedError unless drop, which leaves such VMs out. what names the
+// target in errors.
+func keepAttached(infra, what string, target, now *spec.Document, drop bool) (*spec.Document, *Attached, error) {
+	att := &Attached{}
+	var stale []string
+	for _, vm := range target.Spec.VMs {
+		if vm.ContainerOf() != "" {
+			stale = append(stale, vm.Name)
+		}
+	}
+	var put []spec.VM
+	if now != nil {
+		taken := declaredAddresses(target.Spec)
+		for _, vm := range now.Spec.VMs {
+			if vm.ContainerOf() == "" {
+				continue
+			}
+			a := attachedVM(&vm)
+			if a.Missing = misfit(target.Spec, taken, &vm); a.Missing != "" {
+				att.InTheWay = append(att.InTheWay, a)
+				continue
+			}
+			att.Kept = append(att.Kept, a)
+			put = append(put, vm)
+		}
+	}
+	if len(att.InTheWay) > 0 && !drop {
+		return nil, att, &AttachedError{Infra: infra, To: what, VMs: att.InTheWay}
+	}
+	att.Dropped = len(att.InTheWay) > 0
+	var gone []string
+	for _, name := range stale {
+		if !slices.ContainsFunc(put, func(vm spec.VM) bool { return vm.Name == name }) {
+			gone = append(gone, name)
+			if !slices.ContainsFunc(att.InTheWay, func(a AttachedVM) bool { return a.VM == name }) {
+				att.LeftOut = append(att.LeftOut, name)
+			}
+		}
+	}
+	if len(gone) == 0 && len(put) == 0 {
+		return target, att, nil
+	}
+	next, err := spec.EditVMs(target, gone, put)
+	if err != nil {
+		return nil, att, fmt.Errorf("%s with the VMs runtimes attached now: %w", what, err)
+	}
+	return next, att, nil
+}
+
+// attachedVM describes a runtime's VM.
+func attachedVM(vm *spec.VM) AttachedVM {
+	a := AttachedVM{VM: vm.Name, Host: vm.Host, Container: vm.ContainerOf()}
+	for i, n := range vm.NICs {
+		an := AttachedNIC{Ifname: attachName(&n, i), Netns: n.NetnsName(), Tap: n.TapName(), PortGroup: n.PortGroup, Network: n.Network}
+		if n.Attach != nil {
+			an.CNI = n.Attach.CNI
+		}
+		a.NICs = append(a.NICs, an)
+	}
+	return a
+}
+
+// misfit says what s lacks for a runtime's VM to stay as it is: its host,
+// a port group on a switch of its host, a network, the VM's name or its
+// addresses, which what s declares has (taken: declaredAddresses); "" when
+// it fits.
+func misfit(s *spec.Spec, taken map[string]string, vm *spec.VM) string {
+	var missing []string
+	h, ok := s.Host(vm.Host)
+	if !ok {
+		return "no host " + vm.Host
+	}
+	if own, ok := s.VM(vm.Name); ok && own.ContainerOf() == "" {
+		missing = append(missing, "a VM of its own named "+vm.Name)
+	}
+	for _, n := range vm.NICs {
+		for _, addr := range []string{addressOf(n.IP), addressOf(n.IP6), strings.ToLower(n.MAC)} {
+			if who, ok := taken[addr]; ok && addr != "" {
+				missing = append(missing, fmt.Sprintf("its address %s, which %s has", addr, who))
+			}
+		}
+		switch {
+		case n.PortGroup != "":
+			sw, ok := s.PortGroupSwitch(n.PortGroup)
+			if !ok {
+				missing = append(missing, "no port group "+n.PortGroup)
+			} else if !slices.Contains(sw.SwitchHosts(), vm.Host) {
+				missing = append(missing, fmt.Sprintf("port group %s's switch %s not on host %s", n.PortGroup, sw.Name, vm.Host))
+			}
+		case n.Network != "":
+			if _, ok := s.Network(n.Network); !ok {
+				missing = append(missing, "no network "+n.Network)
+			} else if h.Native {
+				missing = append(missing, fmt.Sprintf("host %s native, which carries no network", vm.Host))
+			}
+		}
+	}
+	return strings.Join(missing, ", ")
+}
+
+// declaredAddresses are the addresses and MACs the spec's own VMs and host
+// ports are given, and who has each: a runtime's VM kept with one of them
+// would clash with what the user declared.
+func declaredAddresses(s *spec.Spec) map[string]string {
+	taken := map[string]string{}
+	for _, vm := range s.VMs {
+		if vm.ContainerOf() != "" {
+			continue
+		}
+		for _, n := range vm.NICs {
+			for _, addr := range []string{addressOf(n.IP), addressOf(n.IP6), strings.ToLower(n.MAC)} {
+				if addr != "" {
+					taken[addr] = "VM " + vm.Name
+				}
+			}
+		}
+	}
+	for _, hp := range s.HostPorts {
+		if addr := addressOf(hp.IP); addr != "" {
+			taken[addr] = "a host port of " + hp.Host
+		}
+	}
+	return taken
+}
+
+// addressOf is the address of an address with a prefix length ("" for
+// none, or for one that does not parse, which validation refuses).
+func addressOf(ip string) string {
+	p, err := netip.ParsePrefix(ip)
+	if err != nil {
+		return ""
+	}
+	return p.Addr().String()
+}

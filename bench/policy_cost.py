@@ -17,6 +17,12 @@ measurement and kept for the whole run:
             the default plus the IP guard (redirect-guard: IPv4 source, ARP
             sender) with the least code it can: the kernel's cheapest path
             for the same policy, beside vnet's default and guard
+  redirect-acl
+            (with clang) redirect-guard, its program also looking each TCP
+            or UDP packet's connection up in a flow table (an LRU hash) and
+            adding it when absent: the kernel's cheapest stateful path,
+            beside vnet's ACLs (which judge a connection's first packet by
+            their rules and the rest by their flow table)
   none      vnet, two VMs on one host's switch, every check accepted: no
             firewall at all
   default   vnet's default policy (no security: block): forged transmits,
@@ -26,7 +32,11 @@ measurement and kept for the whole run:
             never match (udp to unused ports from 192.0.2.0/24) before the
             allow that does, default deny: every new connection walks all N,
             replies pass by connection tracking
-A vnet path with "-nft" after its name is the same applied with
+With --before BUILD, each vnet path named in --before-configs is built a
+second time by that build of vnet, as "<path>@before", and measured in the
+same rounds: a change's before and after side by side, with a /before column
+(the path's figure over its @before's, the median of the per-round ratios). A vnet path with "-nft"
+after its name is the same applied with
 VNET_PORT_POLICY=nftables: the policy in nftables' bridge family, ACLs with
 br_netfilter's connection tracking, as on a kernel without vnet's port
 programs; without it vnet enforces the policy as it chooses on this kernel.
@@ -54,10 +64,11 @@ path's rounds, and of its ratios within rounds.
 
 usage: bench/policy_cost.py [--vnet bin/vnet] [--seconds 3] [--rounds 9]
            [--warmup 2] [--cpus 0,1] [--rr-cpus 0,0] [--seed 1]
-           [--configs veth,redirect,redirect-default,redirect-guard,bridge,none,
+           [--configs veth,redirect,redirect-default,redirect-guard,redirect-acl,bridge,none,
                       default,guard,acl-10,acl-1000,default-nft,guard-nft,
                       acl-10-nft,acl-1000-nft]
            [--tests UDP64,TCP_RR,TCP_CRR,TCP_STREAM]
+           [--before bin/vnet-old] [--before-configs default,guard]
 Needs root. It takes /tmp/vnet-kernel.lock itself (do not wrap it in flock)
 while it builds the paths, for the warm-up, for each round and while it
 removes the paths, and lets it go between, so that a long run does not shut
@@ -125,9 +136,12 @@ vms:
 class Paths(VnetLab):
     """Every path's two namespaces, a netserver in each server end."""
 
-    def __init__(self, vnet):
+    def __init__(self, vnet, before=None):
         super().__init__(vnet)
         self.ends, self.servers, self.plain, self.infras = {}, [], [], []
+        # The labs that built each vnet path, by infrastructure name.
+        self.labs = {}
+        self.before = VnetLab(before) if before else None
 
     def build(self, config):
         if config == "veth":
@@ -150,13 +164,19 @@ class Paths(VnetLab):
                 ip("-n", sw, "link", "set", port, "master", "br0", "up")
             ip("-n", sw, "link", "set", "br0", "up")
         else:
-            name = f"{PREFIX}{config.replace('-', '')}"
+            lab = self
+            if config.endswith("@before"):
+                lab, config = self.before, config.removesuffix("@before")
+            name = f"{PREFIX}{config.replace('-', '')}" + ("old" if lab is not self else "")
             os.environ.pop(POLICY_ENV, None)
             if config.endswith("-nft"):
                 os.environ[POLICY_ENV] = "nftables"
-            self.apply(spec(name, config))
+            lab.apply(spec(name, config))
             os.environ.pop(POLICY_ENV, None)
             self.infras.append(name)
+            self.labs[name] = lab
+            if lab is not self:
+                config += "@before"
             self.ends[config] = (f"vnet.{name}.server", f"vnet.{name}.client")
             return
         for ns, addr in ((a, SERVER), (b, CLIENT)):
@@ -165,7 +185,7 @@ class Paths(VnetLab):
         self.ends[config] = (a, b)
 
     def redirect_pairs(self, config):
-        tag = {"redirect": "rd", "redirect-default": "rdd", "redirect-guard": "rdg"}[config]
+        tag = {"redirect": "rd", "redirect-default": "rdd", "redirect-guard": "rdg", "redirect-acl": "rda"}[config]
         sw, a, b = f"{PREFIX}-{tag}-sw", f"{PREFIX}-{tag}-s", f"{PREFIX}-{tag}-c"
         for ns in (sw, a, b):
             self.netns(ns)
@@ -186,9 +206,11 @@ class Paths(VnetLab):
                 if config != "redirect":
                     (me, my_ip), (peer, _) = vm[port], vm[to]
                     policy = ["-DPOLICY", f"-DSRC_MAC={c_bytes(mac[me])}", f"-DDST_MAC={c_bytes(mac[peer])}"]
-                    if config == "redirect-guard":
+                    if config in ("redirect-guard", "redirect-acl"):
                         policy += ["-DGUARD", f"-DSRC_IP={int.from_bytes(bytes(map(int, my_ip.split('.'))), 'little'):#x}"]
-                subprocess.run(["clang", "-O2", "-target", "bpf", f"-I/usr/include/{os.uname().machine}-linux-gnu",
+                    if config == "redirect-acl":
+                        policy += ["-DSTATEFUL"]
+                subprocess.run(["clang", "-O2", "-g", "-target", "bpf", f"-I/usr/include/{os.uname().machine}-linux-gnu",
                                 f"-DTARGET={link_info(sw, to)['ifindex']}", *policy, "-c", src, "-o", obj], check=True)
                 ip("-n", sw, "link", "set", port, "up")
                 subprocess.run(["ip", "netns", "exec", sw, "tc", "qdisc", "add", "dev", port, "clsact"], check=True)
@@ -224,8 +246,8 @@ class Paths(VnetLab):
             s.terminate()
             s.wait()
         for name in self.infras:
-            os.environ[POLICY_ENV] = "nftables" if name.endswith("nft") else ""
-            self.destroy(name)
+            os.environ[POLICY_ENV] = "nftables" if name.removesuffix("old").endswith("nft") else ""
+            self.labs[name].destroy(name)
         for ns in self.plain:
             subprocess.run(["ip", "netns", "del", ns], check=False)
 
@@ -236,7 +258,13 @@ def c_bytes(mac):
 
 
 # The kernel's cheapest path for each of vnet's policies that has one.
-KERNEL = {"none": "redirect", "default": "redirect-default", "guard": "redirect-guard"}
+KERNEL = {"none": "redirect", "default": "redirect-default", "guard": "redirect-guard",
+          "acl-10": "redirect-acl", "acl-1000": "redirect-acl"}
+
+
+def kernel_of(c):
+    """The kernel's cheapest path for the policy of vnet path c, or None."""
+    return KERNEL.get(c.removesuffix("@before"))
 
 
 def paired(got, c, base, t):
@@ -261,13 +289,17 @@ def main():
     ap.add_argument("--cpus", default="0,1", help="client,server CPUs of UDP64's and TCP_STREAM's data loops; '' for none")
     ap.add_argument("--rr-cpus", default="0,0", help="client,server CPUs of TCP_RR's and TCP_CRR's data loops; '' for none")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--configs", default="veth,redirect,redirect-default,redirect-guard,bridge,none,default,guard,"
+    ap.add_argument("--configs", default="veth,redirect,redirect-default,redirect-guard,redirect-acl,bridge,none,default,guard,"
                                          "acl-10,acl-1000,default-nft,guard-nft,acl-10-nft,acl-1000-nft")
     ap.add_argument("--tests", default="UDP64,TCP_RR,TCP_CRR,TCP_STREAM")
+    ap.add_argument("--before", help="another build of vnet whose paths to measure beside this one's")
+    ap.add_argument("--before-configs", default="default,guard")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("needs root")
     configs, tests = a.configs.split(","), a.tests.split(",")
+    if a.before:
+        configs += [c + "@before" for c in a.before_configs.split(",")]
     if not shutil.which("clang"):
         print("no clang: the redirect paths are left out", file=sys.stderr)
         configs = [c for c in configs if not c.startswith("redirect")]
@@ -275,7 +307,7 @@ def main():
         if val and max(int(c) for c in val.split(",")) >= os.cpu_count():
             sys.exit(f"{flag} {val}: this machine has {os.cpu_count()} CPUs")
     cpus = {t: a.rr_cpus if t in ROUND_TRIPS else a.cpus for t in tests}
-    paths = Paths(os.path.abspath(a.vnet))
+    paths = Paths(os.path.abspath(a.vnet), a.before and os.path.abspath(a.before))
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=os.path.dirname(os.path.abspath(__file__)),
                             capture_output=True, text=True).stdout.strip()
     print(f"{subprocess.run([paths.vnet, 'version'], capture_output=True, text=True).stdout.strip()}, tree at {commit or '?'}")
@@ -314,17 +346,18 @@ def main():
 def report(got, configs, tests, a):
     med = {c: {t: statistics.median(got[c][t]) for t in tests} for c in configs}
     bases = [b for b in ("veth", "none") if b in configs]
-    kernel = any(KERNEL.get(c) in configs for c in configs)
-    cols = [f"/{b}" for b in bases] + (["/kernel"] if kernel else [])
+    kernel = any(kernel_of(c) in configs for c in configs)
+    before = any(c.endswith("@before") for c in configs)
+    cols = [f"/{b}" for b in bases] + (["/kernel"] if kernel else []) + (["/before"] if before else [])
     head = f"{'path':<17}" + "".join(f" {t:>13}" + "".join(f" {col:>7}" for col in cols) for t in tests)
     print("\n" + head)
     for c in configs:
         line = f"{c:<17}"
         for t in tests:
             line += f" {fmt(t, med[c][t]):>13}" + "".join(f" {paired(got, c, b, t):>7.3f}" for b in bases)
-            if kernel:
-                ref = KERNEL.get(c)
-                line += f" {paired(got, c, ref, t):>7.3f}" if ref in configs else f" {'-':>7}"
+            for show, ref in ((kernel, kernel_of(c)), (before, c + "@before")):
+                if show:
+                    line += f" {paired(got, c, ref, t):>7.3f}" if ref in configs else f" {'-':>7}"
         print(line)
     print(f"\nmedians of {a.rounds} rounds of {a.seconds} s per test after a {a.warmup} s warm-up, the paths in a random"
           f" order for each test of each round (seed {a.seed}), data loops on CPUs {a.cpus or 'unpinned'}"
@@ -336,8 +369,10 @@ def report(got, configs, tests, a):
     print("\nSpread of the ratios within rounds (min-max over rounds):")
     for c in configs:
         refs = [(f"/{b}", b) for b in bases if b != c]
-        if KERNEL.get(c) in configs:
-            refs.append(("/kernel", KERNEL[c]))
+        if kernel_of(c) in configs:
+            refs.append(("/kernel", kernel_of(c)))
+        if c + "@before" in configs:
+            refs.append(("/before", c + "@before"))
         parts = []
         for t in tests:
             for col, b in refs:

@@ -38,6 +38,12 @@ type policyFdbKey struct {
 	Pad    uint16
 }
 
+type policyFdbPort struct {
+	_    structs.HostLayout
+	Port uint32
+	Acl  uint32
+}
+
 type policyFrag struct {
 	_      structs.HostLayout
 	Src    [4]uint32
@@ -98,7 +104,7 @@ type policyRule struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	policyMapCounts      = "counts"
-	policyMapFdb         = "fdb"
+	policyMapDirectPorts = "direct_ports"
 	policyMapFlowsMap    = "flows_map"
 	policyMapFlowsOf     = "flows_of"
 	policyMapFragsMap    = "frags_map"
@@ -162,16 +168,16 @@ type policyProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type policyMapSpecs struct {
-	Counts   *ebpf.MapSpec `ebpf:"counts"`
-	Fdb      *ebpf.MapSpec `ebpf:"fdb"`
-	FlowsMap *ebpf.MapSpec `ebpf:"flows_map"`
-	FlowsOf  *ebpf.MapSpec `ebpf:"flows_of"`
-	FragsMap *ebpf.MapSpec `ebpf:"frags_map"`
-	FragsOf  *ebpf.MapSpec `ebpf:"frags_of"`
-	Ports    *ebpf.MapSpec `ebpf:"ports"`
-	RulesMap *ebpf.MapSpec `ebpf:"rules_map"`
-	RulesOf  *ebpf.MapSpec `ebpf:"rules_of"`
-	Settings *ebpf.MapSpec `ebpf:"settings"`
+	Counts      *ebpf.MapSpec `ebpf:"counts"`
+	DirectPorts *ebpf.MapSpec `ebpf:"direct_ports"`
+	FlowsMap    *ebpf.MapSpec `ebpf:"flows_map"`
+	FlowsOf     *ebpf.MapSpec `ebpf:"flows_of"`
+	FragsMap    *ebpf.MapSpec `ebpf:"frags_map"`
+	FragsOf     *ebpf.MapSpec `ebpf:"frags_of"`
+	Ports       *ebpf.MapSpec `ebpf:"ports"`
+	RulesMap    *ebpf.MapSpec `ebpf:"rules_map"`
+	RulesOf     *ebpf.MapSpec `ebpf:"rules_of"`
+	Settings    *ebpf.MapSpec `ebpf:"settings"`
 }
 
 // policyVariableSpecs contains global variables before they are loaded into the kernel.
@@ -201,22 +207,22 @@ func (o *policyObjects) Close() error {
 //
 // It can be passed to loadPolicyObjects or ebpf.CollectionSpec.LoadAndAssign.
 type policyMaps struct {
-	Counts   *ebpf.Map `ebpf:"counts"`
-	Fdb      *ebpf.Map `ebpf:"fdb"`
-	FlowsMap *ebpf.Map `ebpf:"flows_map"`
-	FlowsOf  *ebpf.Map `ebpf:"flows_of"`
-	FragsMap *ebpf.Map `ebpf:"frags_map"`
-	FragsOf  *ebpf.Map `ebpf:"frags_of"`
-	Ports    *ebpf.Map `ebpf:"ports"`
-	RulesMap *ebpf.Map `ebpf:"rules_map"`
-	RulesOf  *ebpf.Map `ebpf:"rules_of"`
-	Settings *ebpf.Map `ebpf:"settings"`
+	Counts      *ebpf.Map `ebpf:"counts"`
+	DirectPorts *ebpf.Map `ebpf:"direct_ports"`
+	FlowsMap    *ebpf.Map `ebpf:"flows_map"`
+	FlowsOf     *ebpf.Map `ebpf:"flows_of"`
+	FragsMap    *ebpf.Map `ebpf:"frags_map"`
+	FragsOf     *ebpf.Map `ebpf:"frags_of"`
+	Ports       *ebpf.Map `ebpf:"ports"`
+	RulesMap    *ebpf.Map `ebpf:"rules_map"`
+	RulesOf     *ebpf.Map `ebpf:"rules_of"`
+	Settings    *ebpf.Map `ebpf:"settings"`
 }
 
 func (m *policyMaps) Close() error {
 	return _PolicyClose(
 		m.Counts,
-		m.Fdb,
+		m.DirectPorts,
 		m.FlowsMap,
 		m.FlowsOf,
 		m.FragsMap,

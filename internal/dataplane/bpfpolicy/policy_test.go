@@ -382,6 +382,41 @@ func TestFastPath(t *testing.T) {
 	}
 }
 
+// A port without an ACL is handed frames on its listing alone; giving it
+// an ACL, or taking it away, changes the listing with the settings, so
+// the ACL judges every frame from the first.
+func TestFastPathListingFollowsACL(t *testing.T) {
+	const bridge, peerPort = 9, 1000
+	progs := testPrograms(t)
+	setPort(t, progs, testPort, plan.PortPolicy{MAC: vmMAC, GuardMAC: true, UnicastOnly: true}, bridge)
+	open := plan.PortPolicy{MAC: peerMAC, GuardMAC: true, UnicastOnly: true, Direct: true}
+	guarded := open
+	guarded.Default = plan.ActionDeny
+	guarded.Rules = []plan.PolicyRule{{Allow: true, In: true, Proto: "udp", DPort: 53}}
+	if err := progs.SetFastPath(true); err != nil {
+		t.Fatal(err)
+	}
+	ssh := frame(peerMAC, vmMAC, 0x0800, ipv4(vmIP, peerIP, 6, ports(4000, 22, 0x02)))
+	for _, c := range []struct {
+		name    string
+		peer    plan.PortPolicy
+		verdict uint32
+	}{
+		{"no ACL", open, verdictRedirect},
+		{"ACL given", guarded, verdictShot},
+		{"ACL taken away", open, verdictRedirect},
+	} {
+		setPort(t, progs, peerPort, c.peer, bridge)
+		if got := run(t, progs, progs.FromVM, ssh, 1); got != c.verdict {
+			t.Errorf("%s: verdict %d, want %d", c.name, int32(got), int32(c.verdict))
+		}
+		var l policyFdbPort
+		if err := progs.fdb.Lookup(policyFdbKey{Bridge: bridge, Mac: mustMAC(t, peerMAC)}, &l); err != nil || l.Port != peerPort || (l.Acl == 1) != (c.peer.Default != "") {
+			t.Errorf("%s: listing %+v, %v", c.name, l, err)
+		}
+	}
+}
+
 // A changed policy keeps the port's flow table, so the connections it let
 // through stay; its counters go on while its rules are the same.
 func TestSetKeepsFlowsAndCounters(t *testing.T) {
@@ -532,4 +567,13 @@ func TestSweepDeletesWhatNoPortNames(t *testing.T) {
 	if n, err := next.Sweep(); err != nil || n != 0 {
 		t.Errorf("a second sweep: %d, %v; want nothing to delete", n, err)
 	}
+}
+
+func mustMAC(t testing.TB, s string) [6]uint8 {
+	t.Helper()
+	m, err := net.ParseMAC(s)
+	if err != nil || len(m) != 6 {
+		t.Fatalf("MAC %q: %v", s, err)
+	}
+	return [6]uint8(m)
 }

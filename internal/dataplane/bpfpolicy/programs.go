@@ -21,7 +21,7 @@ import (
 type Programs struct {
 	FromVM, ToVM *ebpf.Program
 	ports        *ebpf.Map // port index -> policyPort
-	fdb          *ebpf.Map // bridge and MAC -> port index, of ports that take frames directly
+	fdb          *ebpf.Map // bridge and MAC -> port index and whether it has an ACL, of ports that take frames directly
 	counts       *ebpf.Map // port, generation and index -> a count
 	rulesOf      *ebpf.Map // port and generation -> the port's rules
 	flowsOf      *ebpf.Map // port -> its flow table
@@ -36,7 +36,7 @@ type Programs struct {
 // The maps' names, as the programs hold them: how Open finds them.
 const (
 	mapPorts    = "ports"
-	mapFDB      = "fdb"
+	mapFDB      = "direct_ports"
 	mapCounts   = "counts"
 	mapRulesOf  = "rules_of"
 	mapFlowsOf  = "flows_of"
@@ -92,7 +92,7 @@ func Load(reuse *Programs) (*Programs, error) {
 	for _, m := range []*ebpf.Map{objs.RulesMap, objs.FlowsMap, objs.FragsMap} {
 		m.Close()
 	}
-	return &Programs{FromVM: objs.PortFromVm, ToVM: objs.PortToVm, ports: objs.Ports, fdb: objs.Fdb,
+	return &Programs{FromVM: objs.PortFromVm, ToVM: objs.PortToVm, ports: objs.Ports, fdb: objs.DirectPorts,
 		counts: objs.Counts, rulesOf: objs.RulesOf, flowsOf: objs.FlowsOf, fragsOf: objs.FragsOf, settings: objs.Settings}, nil
 }
 
@@ -263,9 +263,11 @@ func (p *Programs) Set(port uint32, c Compiled, bridge uint32, flows *ebpf.Map) 
 			return err
 		}
 	}
-	// Frames stop being handed to the port under its old bridge and MAC
-	// before its settings change.
-	if had && old.Direct != 0 && (next.Direct == 0 || old.Bridge != next.Bridge || old.Mac != next.Mac) {
+	// Frames stop being handed to the port under its old listing before
+	// its settings change: a listing must never say less than the
+	// settings (a port without an ACL is handed frames on its listing
+	// alone).
+	if had && old.Direct != 0 && (next.Direct == 0 || listing(port, old) != listing(port, next)) {
 		if err := p.unlist(port, old); err != nil {
 			return err
 		}
@@ -275,7 +277,7 @@ func (p *Programs) Set(port uint32, c Compiled, bridge uint32, flows *ebpf.Map) 
 	}
 	delete(p.staged, port)
 	if next.Direct != 0 {
-		if err := p.fdb.Update(policyFdbKey{Bridge: next.Bridge, Mac: next.Mac}, port, ebpf.UpdateAny); err != nil {
+		if err := p.fdb.Update(policyFdbKey{Bridge: next.Bridge, Mac: next.Mac}, listing(port, next).to, ebpf.UpdateAny); err != nil {
 			return fmt.Errorf("list port %d as taking frames directly: %w", port, mapFull(err))
 		}
 	}
@@ -676,11 +678,26 @@ func deleteKeys(m *ebpf.Map, keys ...any) {
 	}
 }
 
+// directListing is a port's entry in the list of ports that take frames
+// directly, as its settings make it.
+type directListing struct {
+	key policyFdbKey
+	to  policyFdbPort
+}
+
+func listing(port uint32, cfg policyPort) directListing {
+	l := directListing{key: policyFdbKey{Bridge: cfg.Bridge, Mac: cfg.Mac}, to: policyFdbPort{Port: port}}
+	if cfg.Flags&flagACL != 0 {
+		l.to.Acl = 1
+	}
+	return l
+}
+
 // unlist stops other ports handing the port frames directly.
 func (p *Programs) unlist(port uint32, cfg policyPort) error {
 	key := policyFdbKey{Bridge: cfg.Bridge, Mac: cfg.Mac}
-	var at uint32
-	if p.fdb.Lookup(key, &at) != nil || at != port {
+	var at policyFdbPort
+	if p.fdb.Lookup(key, &at) != nil || at.Port != port {
 		return nil
 	}
 	if err := p.fdb.Delete(key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {

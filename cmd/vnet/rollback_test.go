@@ -47,7 +47,7 @@ vms:
 		t.Errorf("the refused rollback kept an entry:\n%s", out)
 	}
 	out, code = etcd("diff", "rbk", "--to", "1")
-	if code != 1 || !strings.Contains(out, "in the way: vnet rollback refuses") || !strings.Contains(out, "VM c-two on hv1 (container two)") ||
+	if code != 1 || !strings.Contains(out, "in the way: the apply or the rollback refuses") || !strings.Contains(out, "VM c-two on hv1 (container two)") ||
 		!strings.Contains(out, "- vm c-one") || strings.Contains(out, "- vm c-two") {
 		t.Errorf("diff to 1: exit %d\n%s", code, out)
 	}

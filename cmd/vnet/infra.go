@@ -67,7 +67,7 @@ func applyCmd() *cobra.Command {
 			"their runtimes take them out. When the spec lacks the host, port group or network one of them is on " +
 			"(or one of its own VMs has its name or address), the apply is refused, changing nothing, naming them " +
 			"(exit status 2), unless --drop-attached takes them out.",
-		Args:  exactArgs(1, "one spec file, or - for standard input"),
+		Args: exactArgs(1, "one spec file, or - for standard input"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			collectLessOften()
 			svc, err := backend(infraCmds)

@@ -63,7 +63,7 @@ func TestKeepAttached(t *testing.T) {
 		target   *spec.Document
 		now      *spec.Document
 		drop     bool
-		applying bool // an apply of a file, not a rollback
+		applying bool     // an apply of a file, not a rollback
 		wantVMs  []string // the result's VMs, in order; nil: refused
 		kept     []string
 		inTheWay []string

@@ -16,7 +16,7 @@ import (
 // keeps the containers' VMs as they are: link, address, port security,
 // traffic. A file without the port group one of them sits on is refused,
 // changing nothing; --drop-attached takes that one out, and its runtime's
-// DEL afterwards is still fine.
+// DEL afterwards is still fine, as one after vnet destroy is.
 func TestLibcniApplyKeepsContainers(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
@@ -130,5 +130,23 @@ func TestLibcniApplyKeepsContainers(t *testing.T) {
 	}
 	if vms := w.containerVMs(); len(vms) != 0 || len(links(t, nsA)) != 0 {
 		t.Errorf("after DEL: VMs %v, links in a %v", vms, links(t, nsA))
+	}
+
+	// vnet destroy takes a runtime's VM with the rest; the runtime's DEL
+	// afterwards finds no infrastructure and succeeds.
+	if _, err := w.cni.AddNetworkList(ctx, web, a); err != nil {
+		t.Fatalf("ADD a again: %v", err)
+	}
+	if _, err := w.svc.Destroy(ctx, w.infra, service.DestroyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(links(t, nsA)) != 0 {
+		t.Errorf("after destroy, links in a: %v", links(t, nsA))
+	}
+	if err := w.cni.DelNetworkList(ctx, web, a); err != nil {
+		t.Errorf("DEL a after destroy: %v", err)
+	}
+	if _, err := w.svc.Apply(ctx, service.Source{Doc: userFile}, service.ApplyOptions{}); err != nil {
+		t.Fatal(err) // for the world's own destroy at the end
 	}
 }

@@ -119,7 +119,7 @@ func keepingAttached(ctx context.Context, what func(given *spec.Document) string
 		next, a, err := keepAttached(given.Spec.Name, what(given), given, now, drop, applying)
 		*att = a
 		return next, err
-	})
+	}, applying)
 }
 
 // applyKeeping runs apply, a back end's apply of a spec the user gives

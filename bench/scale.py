@@ -29,7 +29,13 @@ otherwise be timed as part of the one-VM changes that follow.
 
 usage: bench/scale.py [--vnet bin/vnet] [--sizes 100,300,1000] [--changes 20]
                       [--hosts 1] [--settle 0] [--quiet 120] [--profile]
-                      [--cpuprofile DIR] [--mininet [--mininet-tc]]
+                      [--cpuprofile DIR] [--api] [--mininet [--mininet-tc]]
+
+--api also times the one-VM changes through a running `vnet server` on the
+same state directory: a PUT of the spec to /api/v1/infras/NAME over a
+kept-alive connection, the rows marked (api), beside the CLI's (a new
+process each) and raw netlink's. bench/warm.py compares the two ways in
+more detail.
 
 --hosts H spreads the N VMs evenly over H hosts on one distributed switch
 (one uplink, a NIC on each host); the one-VM changes happen on the first
@@ -51,7 +57,7 @@ Mininet shell and deletes every link named like x-ethN).
 command, untimed, for the kernel to finish with new links.
 Not a test: it prints measurements.
 """
-import argparse, fcntl, json, os, platform, re, resource, shutil, signal, statistics, subprocess, sys, tempfile, time
+import argparse, fcntl, http.client, json, os, platform, re, resource, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
 
 LOCK = "/tmp/vnet-kernel.lock"
 QUIET = 0.10  # kernel_busy below which the machine counts as quiet
@@ -177,12 +183,12 @@ class Vnet:
 
 
 class Raw:
-    def __init__(self, exe, tag, quiet=0):
-        self.exe, self.tag = exe, tag
+    def __init__(self, exe, tag, quiet=0, flags=()):
+        self.exe, self.tag, self.flags = exe, tag, list(flags)
         self.quiet, self.waited = quiet, 0
 
     def timed(self, *args):
-        return run([self.exe, "-tag", self.tag, *args])[0]
+        return run([self.exe, "-tag", self.tag, *self.flags, *args])[0]
 
     def cleanup(self):
         subprocess.run([self.exe, "-tag", self.tag, "down"], capture_output=True)
@@ -239,6 +245,67 @@ class Mininet:
                 subprocess.run(["ip", "link", "del", name], capture_output=True)
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """A vnet server on a state directory, and a kept-alive connection to its API."""
+
+    def __init__(self, vnet, state, cpuprofile, trace):
+        self.port = free_port()
+        env = dict(os.environ)
+        if cpuprofile:
+            env["VNET_CPUPROFILE"] = cpuprofile
+        if trace:
+            env["VNET_TRACE"] = "1"
+        self.log = open(os.path.join(state, "server.log"), "w+")
+        self.p = subprocess.Popen([vnet, "--state-dir", state, "server", "--no-etcd",
+                                   "--listen", f"127.0.0.1:{self.port}"],
+                                  stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        self.url = f"http://127.0.0.1:{self.port}"
+        token_file = os.path.join(state, "api.token")
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with open(token_file) as f:
+                    self.token = f.readline().strip().split(":", 1)[-1]
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                break
+            except OSError:
+                if self.p.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("vnet server did not start: " + self.output())
+                time.sleep(0.1)
+        self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=300)
+
+    def put(self, name, body):
+        """PUTs a spec; returns the wall time of the request and its answer."""
+        t = time.monotonic()
+        self.conn.request("PUT", f"/api/v1/infras/{name}", body=body,
+                          headers={"Content-Type": "application/yaml", "Authorization": "Bearer " + self.token})
+        r = self.conn.getresponse()
+        data = r.read()
+        dt = time.monotonic() - t
+        if r.status != 200:
+            raise RuntimeError(f"PUT {name}: {r.status} {data.decode(errors='replace')}")
+        return dt, json.loads(data)
+
+    def output(self):
+        self.log.seek(0)
+        return self.log.read()
+
+    def stop(self):
+        self.conn.close()
+        self.p.send_signal(signal.SIGTERM)
+        try:
+            self.p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
+
+
 def ops_of(changes, add, change, remove):
     """Runs `changes` rounds of add, change address, remove; returns the medians."""
     a, c, r = [], [], []
@@ -250,7 +317,7 @@ def ops_of(changes, add, change, remove):
             "remove one VM": statistics.median(r)}
 
 
-def measure_vnet(v, n, changes, profile):
+def measure_vnet(v, n, changes, profile, api=False):
     vms = [(f"vm{i}", ip(i), host_of(i, n, v.hosts)) for i in range(1, n + 1)]
     extra = f"vm{n + 1}"
     out = {"first apply": v.apply("first", vms)}
@@ -261,11 +328,30 @@ def measure_vnet(v, n, changes, profile):
                       lambda k: v.apply("add", vms + [(extra, ip(n + 1), "h1")]),
                       lambda k: v.apply("change", vms + [(extra, ip(n + 2 + k), "h1")]),
                       lambda k: v.apply("remove", vms)))
+    if api:
+        out.update(measure_api(v, vms, extra, n, changes))
     out["status"] = statistics.median(v.timed("status", "status", v.name) for _ in range(3))
     if profile:
         out["syscalls"] = strace_change(v, vms, extra, n)
     out["destroy"] = v.timed("destroy", "destroy", v.name)
     return out
+
+
+def measure_api(v, vms, extra, n, changes):
+    """The same one-VM changes through a running vnet server's API (a PUT of
+    the spec over a kept-alive connection) on the same state directory."""
+    srv = Server(v.vnet, v.state, None, False)
+    try:
+        def put(vm_list):
+            return srv.put(v.name, spec(v.name, vm_list, v.hosts))[0]
+        put(vms)  # the server's first request reads what it keeps
+        ops = ops_of(changes,
+                     lambda k: put(vms + [(extra, ip(n + 1), "h1")]),
+                     lambda k: put(vms + [(extra, ip(n + 2 + k), "h1")]),
+                     lambda k: put(vms))
+    finally:
+        srv.stop()
+    return {op + " (api)": t for op, t in ops.items()}
 
 
 def strace_change(v, vms, extra, n):
@@ -315,6 +401,7 @@ def main():
     ap.add_argument("--hosts", type=int, default=1, help="hosts the N VMs are spread over, on one distributed switch")
     ap.add_argument("--profile", action="store_true", help="where a one-VM change's time goes")
     ap.add_argument("--cpuprofile", help="directory for CPU profiles")
+    ap.add_argument("--api", action="store_true", help="also the one-VM changes through a running vnet server's API")
     ap.add_argument("--mininet", action="store_true", help="also Mininet (bench/mininet_star.py) for each size")
     ap.add_argument("--mininet-tc", action="store_true", help="Mininet with TCLink, bw=1000 (HTB), instead of Link")
     a = ap.parse_args()
@@ -346,8 +433,11 @@ def main():
         with open(LOCK, "a") as lk:
             fcntl.flock(lk, fcntl.LOCK_EX)
             try:
-                results[n] = measure_vnet(v, n, a.changes, a.profile and n == sizes[-1])
+                results[n] = measure_vnet(v, n, a.changes, a.profile and n == sizes[-1], a.api)
                 raws[n] = measure_raw(r, n, a.changes)
+                for op in list(raws[n]):  # the API's rows beside the same raw figures
+                    if op + " (api)" in results[n]:
+                        raws[n][op + " (api)"] = raws[n][op]
                 if m:
                     mns[n] = m.measure(n, a.changes)
             finally:
@@ -370,25 +460,24 @@ def main():
 
 
 def report(sizes, results, raws, mns):
-    """A column per tool and size; with Mininet, each tool's ratio to raw netlink too;
+    """A column per tool and size, and each tool's ratio to raw netlink (vnet's, and with Mininet its);
     with two sizes or more, each tool's cost per 100 VMs between the smallest and largest."""
     lo, hi = sizes[0], sizes[-1]
     tools = [("vnet", results), ("raw", raws)] + ([("mininet", mns)] if mns else [])
-    head = f"{'operation':<20}" + "".join(f"{t + ' N=' + str(n):>15}" for n in sizes for t, _ in tools)
-    if mns:
-        head += "".join(f"{t + '/raw N=' + str(n):>16}" for n in sizes for t in ("vnet", "mn"))
+    head = f"{'operation':<26}" + "".join(f"{t + ' N=' + str(n):>15}" for n in sizes for t, _ in tools)
+    ratios = ("vnet", "mn") if mns else ("vnet",)
+    head += "".join(f"{t + '/raw N=' + str(n):>16}" for n in sizes for t in ratios)
     if len(sizes) > 1:
         head += "".join(f"{t + '/100 VMs':>17}" for t, _ in tools)
     print("\n" + head)
     for op in (k for k in results[lo] if k != "syscalls"):
-        row = f"{op:<20}"
+        row = f"{op:<26}"
         for n in sizes:
             row += "".join(f"{d[n][op]:>14.3f}s" if op in d[n] else f"{'-':>15}" for _, d in tools)
-        if mns:
-            for n in sizes:
-                for d in (results, mns):
-                    ok = op in d[n] and op in raws[n] and raws[n][op] > 0
-                    row += f"{d[n][op] / raws[n][op]:>15.1f}x" if ok else f"{'-':>16}"
+        for n in sizes:
+            for d in (results, mns)[:len(ratios)]:
+                ok = op in d[n] and op in raws[n] and raws[n][op] > 0
+                row += f"{d[n][op] / raws[n][op]:>15.1f}x" if ok else f"{'-':>16}"
         if len(sizes) > 1:
             for _, d in tools:
                 row += f"{(d[hi][op] - d[lo][op]) / (hi - lo) * 100:>16.3f}s" if op in d[hi] else f"{'-':>17}"

@@ -15,10 +15,15 @@ the same changes:
             applied by the running server
   api       PUT /api/v1/infras/NAME from this script over a kept-alive
             connection: the server's warm path alone
-  raw       bench/rawnetlink issues the change's netlink requests directly
+  raw       bench/rawnetlink issues the change's netlink requests directly:
+            the namespace, the veth pair, its port on the bridge, the address
+  raw+bpf   the same, and what vnet's port security makes of each port in
+            the kernel (bench/rawnetlink -portprogs): a clsact hook, a
+            filter on each direction running two BPF programs the ports
+            share, and the port's entry in their map
 
 It prints the median of each over --changes rounds, and each one's ratio to
-raw netlink (whose N VMs it makes after vnet's are gone). The cli, server
+raw netlink (whose N VMs it makes after vnet's are gone), both rows. The cli, server
 and api changes all apply to the same infrastructure, so warm changes
 follow changes another process made: what the server keeps must notice
 them. After the rounds a no-op apply through the API must plan nothing and
@@ -37,73 +42,13 @@ and Go (it builds bench/rawnetlink). It takes /tmp/vnet-kernel.lock for each
 size itself (do not wrap it in flock) and removes what it made. Not a test:
 it prints measurements.
 """
-import argparse, fcntl, http.client, json, os, shutil, signal, socket, statistics, subprocess, sys, time
+import argparse, fcntl, json, os, shutil, signal, statistics, subprocess, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from scale import LOCK, Raw, build_raw, ip, run, spec, terminate, wait_quiet  # noqa: E402
+from scale import LOCK, Raw, Server, build_raw, ip, run, spec, terminate, wait_quiet  # noqa: E402
 
-WAYS = ("cli", "server", "api", "raw")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """A vnet server on a state directory, and a kept-alive connection to its API."""
-
-    def __init__(self, vnet, state, cpuprofile, trace):
-        self.port = free_port()
-        env = dict(os.environ)
-        if cpuprofile:
-            env["VNET_CPUPROFILE"] = cpuprofile
-        if trace:
-            env["VNET_TRACE"] = "1"
-        self.log = open(os.path.join(state, "server.log"), "w+")
-        self.p = subprocess.Popen([vnet, "--state-dir", state, "server", "--no-etcd",
-                                   "--listen", f"127.0.0.1:{self.port}"],
-                                  stdout=self.log, stderr=subprocess.STDOUT, env=env)
-        self.url = f"http://127.0.0.1:{self.port}"
-        token_file = os.path.join(state, "api.token")
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with open(token_file) as f:
-                    self.token = f.readline().strip().split(":", 1)[-1]
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                break
-            except OSError:
-                if self.p.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("vnet server did not start: " + self.output())
-                time.sleep(0.1)
-        self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=300)
-
-    def put(self, name, body):
-        """PUTs a spec; returns the wall time of the request and its answer."""
-        t = time.monotonic()
-        self.conn.request("PUT", f"/api/v1/infras/{name}", body=body,
-                          headers={"Content-Type": "application/yaml", "Authorization": "Bearer " + self.token})
-        r = self.conn.getresponse()
-        data = r.read()
-        dt = time.monotonic() - t
-        if r.status != 200:
-            raise RuntimeError(f"PUT {name}: {r.status} {data.decode(errors='replace')}")
-        return dt, json.loads(data)
-
-    def output(self):
-        self.log.seek(0)
-        return self.log.read()
-
-    def stop(self):
-        self.conn.close()
-        self.p.send_signal(signal.SIGTERM)
-        try:
-            self.p.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            self.p.wait()
+WAYS = ("cli", "server", "api", "raw", "raw+bpf")
+VNET_WAYS = WAYS[:3]
 
 
 def measure(vnet, n, changes, quiet, cpuprofile, trace):
@@ -126,7 +71,7 @@ def measure(vnet, n, changes, quiet, cpuprofile, trace):
         write(vm_list)
         return run([vnet, "--state-dir", state, *client, "apply", path])[0]
 
-    times = {w: {"add": [], "change": [], "remove": []} for w in WAYS[:3]}
+    times = {w: {"add": [], "change": [], "remove": []} for w in VNET_WAYS}
     srv = None
     try:
         cli(vms)
@@ -166,7 +111,7 @@ def measure_raw(raw, n, changes, quiet):
     times = {"add": [], "change": [], "remove": []}
     try:
         raw.timed("up", str(n))
-        wait_quiet(quiet, f"raw netlink's {n} VMs")
+        wait_quiet(quiet, f"raw netlink's {n} VMs ({' '.join(raw.flags) or 'no flags'})")
         i = n + 1
         for k in range(changes):
             times["add"].append(raw.timed("add", str(i), ip(i)))
@@ -189,12 +134,13 @@ def vm_count(st):
 
 def report(results, labels):
     print(f"\n{'N':>6} {'change':<8}" + (f"{'build':<12}" if len(labels) > 1 else "") + "".join(f"{w:>10}" for w in WAYS)
-          + "".join(f"{w + '/raw':>12}" for w in WAYS[:3]) + f"{'cli/api':>10}")
+          + "".join(f"{w + '/raw':>12}" for w in VNET_WAYS) + f"{'api/raw+bpf':>13}" + f"{'cli/api':>10}")
     for (n, label), r in results.items():
         for op in ("add", "change", "remove"):
             row = f"{n:>6} {op:<8}" + (f"{label:<12}" if len(labels) > 1 else "")
             row += "".join(f"{r[w][op] * 1000:>8.1f}ms" for w in WAYS)
-            row += "".join(f"{r[w][op] / r['raw'][op]:>11.1f}x" for w in WAYS[:3])
+            row += "".join(f"{r[w][op] / r['raw'][op]:>11.1f}x" for w in VNET_WAYS)
+            row += f"{r['api'][op] / r['raw+bpf'][op]:>12.1f}x"
             row += f"{r['cli'][op] / r['api'][op]:>9.1f}x"
             print(row)
 
@@ -222,7 +168,8 @@ def main():
     results = {}
     try:
         for n in sizes:
-            raw = Raw(raw_exe, f"w{os.getpid() % 100000}r{n}")
+            raws = {"raw": Raw(raw_exe, f"w{os.getpid() % 100000}r{n}"),
+                    "raw+bpf": Raw(raw_exe, f"w{os.getpid() % 100000}b{n}", flags=["-portprogs"])}
             with open(LOCK, "a") as lk:
                 fcntl.flock(lk, fcntl.LOCK_EX)
                 try:
@@ -231,9 +178,10 @@ def main():
                         if a.cpuprofile and n == sizes[-1]:
                             prof = os.path.abspath(a.cpuprofile) + (f".{i}" if len(vnets) > 1 else "")
                         results[(n, label)] = measure(vnet, n, a.changes, a.quiet, prof, a.trace)
-                    raw_times = measure_raw(raw, n, a.changes, a.quiet)
-                    for label in labels:
-                        results[(n, label)]["raw"] = raw_times
+                    for way, raw in raws.items():
+                        raw_times = measure_raw(raw, n, a.changes, a.quiet)
+                        for label in labels:
+                            results[(n, label)][way] = raw_times
                 finally:
                     fcntl.flock(lk, fcntl.LOCK_UN)
     finally:

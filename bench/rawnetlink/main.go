@@ -25,6 +25,11 @@
 // other end is eth0 of a VM namespace of its own; -ports tap makes it a
 // persistent TAP in the host namespace, as QEMU would hold one.
 //
+// -portprogs gives each VM's port (up, add, rm) what vnet's port security
+// makes of it in the kernel: a clsact hook, a filter on each direction
+// running two BPF programs shared by the host namespace's ports, and the
+// port's entry in their map (see portprogs.go).
+//
 // -linklocal leaves the bridges and ports at the kernel's default, an IPv6
 // link-local address each, as vnet made them before.
 package main
@@ -81,6 +86,7 @@ func main() {
 	flag.BoolVar(&linkLocal, "linklocal", false, "give bridges and ports IPv6 link-local addresses (the kernel's default)")
 	flag.BoolVar(&withIPv6, "ipv6", false, "networks: leave the host's IPv6 on the networks' links (addrgenmode none only)")
 	flag.StringVar(&portKind, "ports", "netns", "networks: each port a veth to a VM namespace (netns) or a TAP (tap)")
+	flag.BoolVar(&portProgs, "portprogs", false, "up, add, rm: each VM's port with a clsact hook, shared BPF filters on both directions and its entry in their map, as vnet's port security")
 	flag.Parse()
 	if *tag == "" || flag.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "usage: rawnetlink -tag T [-linklocal] up N | add I CIDR | addr I CIDR | rm I | bridges N | down")
@@ -135,7 +141,8 @@ func cidr(i int) string {
 }
 
 type builder struct {
-	tag string
+	tag   string
+	progs *sharedProgs // with -portprogs, once a port was hooked
 }
 
 func (b *builder) ns(node string) string { return "rawnl." + b.tag + "." + node }
@@ -234,6 +241,11 @@ func (b *builder) vm(i int, addr string) error {
 	}
 	if err := hh.LinkSetUp(p); err != nil {
 		return err
+	}
+	if portProgs {
+		if err := securePort(hh, &b.progs, p); err != nil {
+			return err
+		}
 	}
 	return setAddr(vh, addr, true)
 }
@@ -360,6 +372,11 @@ func (b *builder) removeVM(i int) error {
 	p, err := hh.LinkByName(port(i))
 	if err != nil {
 		return err
+	}
+	if portProgs {
+		if err := unsecurePort(hh, p); err != nil {
+			return err
+		}
 	}
 	if err := hh.LinkDel(p); err != nil {
 		return fmt.Errorf("delete veth %s: %w", port(i), err)

@@ -97,6 +97,28 @@ func (l *Linux) Probe(needs []plan.Resource) error {
 	return nil
 }
 
+// Features is what the probes of a dataplane found the kernel has, for
+// another dataplane of the same process to start from (AssumeFeatures): a
+// server opens one for each operation, and would otherwise make the probe's
+// scratch namespace for every change that adds a link.
+type Features struct{ found probeSet }
+
+// Features returns what l's probes found and no failed step has put in
+// doubt since (see Probe).
+func (l *Linux) Features() Features {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return Features{l.probed}
+}
+
+// AssumeFeatures has l take what another dataplane's probes found as found
+// by its own: a failed step forgets it as it forgets its own.
+func (l *Linux) AssumeFeatures(f Features) {
+	l.mu.Lock()
+	l.probed |= f.found
+	l.mu.Unlock()
+}
+
 // forgetProbes makes the next Probe make everything again.
 func (l *Linux) forgetProbes() {
 	l.mu.Lock()

@@ -93,13 +93,14 @@ func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 	// Once the steps have made and removed what they do (a link a killed
 	// command left is deleted by them), what remains shared holds only
 	// what is there.
-	if err := e.pruneStale(name, o, p); err != nil {
+	if err := e.pruneStale(o, p); err != nil {
 		return res, e.rollback(name, o, fmt.Errorf("apply %s: %w", name, err), true)
 	}
 	lap("execute")
 	kinds.trace(e.tracef)
 	recErr := e.record(doc, o.rec, o.model, !p.Empty(), o.models.opt.Paused.Prune(doc.Spec),
 		e.recordedNamespaces(name, o.model, o.vouched))
+	lap("record: the store")
 	if recErr != nil && !errors.Is(recErr, store.ErrWriteKept) {
 		// The store holds the record it held before (or cannot tell, and
 		// keeps the pending note for the next apply to read everything):
@@ -252,9 +253,9 @@ func (e *Engine) sweepPortPrograms(desired []plan.Resource) error {
 // entries of resources that are gone, when some may be there
 // (mayBeStale): in the namespaces where the last apply or this one has
 // port programs.
-func (e *Engine) pruneStale(name string, o observation, p plan.Plan) error {
+func (e *Engine) pruneStale(o observation, p plan.Plan) error {
 	sp, ok := e.DP.(StalePruner)
-	if !ok || !e.mayBeStale(name, o, p) {
+	if !ok || !e.mayBeStale(o, p) {
 		return nil
 	}
 	seen := map[string]bool{}
@@ -272,12 +273,14 @@ func (e *Engine) pruneStale(name string, o observation, p plan.Plan) error {
 
 // mayBeStale reports whether what the dataplane shares between resources
 // may hold entries of resources that are gone (StalePruner): the last
-// command may not have finished, the apply reads everything, there is no
-// last model to compare with, or the plan makes again a port's programs
-// that the last apply made and that are gone (their link deleted under
-// vnet, or their hook).
-func (e *Engine) mayBeStale(name string, o observation, p plan.Plan) bool {
-	if e.unfinished(name) || o.rec == nil || o.scope.Full() || o.models.prev == nil {
+// command may not have finished (read before this apply set its own
+// pending note, which would say so of every apply that changes
+// something), the apply reads everything, there is no last model to
+// compare with, or the plan makes again a port's programs that the last
+// apply made and that are gone (their link deleted under vnet, or their
+// hook).
+func (e *Engine) mayBeStale(o observation, p plan.Plan) bool {
+	if o.unfinished || o.rec == nil || o.scope.Full() || o.models.prev == nil {
 		return true
 	}
 	created := map[string]bool{}

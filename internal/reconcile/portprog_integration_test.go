@@ -86,3 +86,39 @@ func TestPortProgramsAreSharedAndHoldTheirPorts(t *testing.T) {
 	}
 	holds("after a port was deleted under vnet and the VM made again")
 }
+
+// pruneCounter counts the dataplane's prunes of the port programs.
+type pruneCounter struct {
+	*dataplane.Linux
+	prunes int
+}
+
+func (c *pruneCounter) PruneStale(namespaces []string) error {
+	c.prunes++
+	return c.Linux.PruneStale(namespaces)
+}
+
+// A one-VM change after a finished apply does not read every port's
+// hooks to prune the port programs (its own pending note does not count
+// as the last command's); a full apply does.
+func TestOneVMChangeDoesNotPrunePortPrograms(t *testing.T) {
+	eng := nstest.Engine(t)
+	if !byPrograms(eng) {
+		t.Skip("SKIPPED: port policies are nftables here (" + dataplane.PortPolicyEnv + " or the kernel)")
+	}
+	infra := secInfra("pprune")
+	lab := secLab(infra)
+	nstest.Apply(t, eng, lab)
+	counter := &pruneCounter{Linux: eng.DP.(*dataplane.Linux)}
+	eng.DP = counter
+	nstest.Apply(t, eng, strings.Replace(lab, "  - {name: other, host: esx1, nics: [{portgroup: pg-app, ip: 10.77.0.3/24}]}\n", "", 1))
+	nstest.Apply(t, eng, lab)
+	if counter.prunes != 0 {
+		t.Errorf("one-VM changes after finished applies pruned the port programs %d times, want 0", counter.prunes)
+	}
+	eng.Full = true
+	nstest.Apply(t, eng, lab)
+	if counter.prunes == 0 {
+		t.Error("a full apply did not prune the port programs")
+	}
+}

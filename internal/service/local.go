@@ -86,6 +86,15 @@ func (l *Local) init() {
 	})
 }
 
+// stopwatch prints to Trace, if set, the time of each step under its
+// label (reconcile.Stopwatch).
+func (l *Local) stopwatch() func(format string, args ...any) {
+	if l.Trace == nil {
+		return reconcile.Stopwatch(nil)
+	}
+	return reconcile.Stopwatch(l.tracef)
+}
+
 // tracef writes to Trace, if set.
 func (l *Local) tracef(format string, args ...any) {
 	if l.Trace != nil {
@@ -121,8 +130,9 @@ func (l *Local) load(src Source) (*spec.Document, error) {
 // command changing an infrastructure.
 func (l *Local) openStore() (*store.Bolt, error) { return store.OpenBolt(l.StateDir) }
 
-// engine opens the dataplane for one operation, with the store and the
-// models kept warm; done closes the dataplane.
+// engine opens the dataplane for one operation, with the store, the
+// models and what the kernel was found to have kept warm; done keeps what
+// the dataplane found and closes it.
 func (l *Local) engine(log io.Writer) (eng *reconcile.Engine, st *store.Bolt, done func(), err error) {
 	l.init()
 	dp, err := dataplane.New()
@@ -140,8 +150,12 @@ func (l *Local) engine(log io.Writer) (eng *reconcile.Engine, st *store.Bolt, do
 	if log == nil {
 		log = io.Discard
 	}
+	dp.AssumeFeatures(l.warm.kernel())
 	eng = &reconcile.Engine{DP: dp, Store: st, Log: log, Specs: l.Cache, Trace: l.Trace, Memo: memo}
-	return eng, st, dp.Close, nil
+	return eng, st, func() {
+		l.warm.keepKernel(dp.Features())
+		dp.Close()
+	}, nil
 }
 
 // cached returns the records, reading the store again when the copy is
@@ -345,7 +359,9 @@ func (l *Local) apply(ctx context.Context, src Source, o ApplyOptions) (*ApplyRe
 		return res, err
 	}
 	start := time.Now()
+	lap := l.stopwatch()
 	err = l.changing(name, "apply ", o.Log, func(eng *reconcile.Engine, st *store.Bolt) error {
+		lap("service: engine and lock")
 		eng.Full = o.Full
 		before := beforeChange(st, name)
 		var err error
@@ -358,11 +374,15 @@ func (l *Local) apply(ctx context.Context, src Source, o ApplyOptions) (*ApplyRe
 		if err != nil {
 			return err
 		}
+		lap("service: applied")
 		l.keepLocal(o.By, st, changeOf(ctx, history.Apply), name, before, o.Log)
+		lap("service: history")
 		res.AgentStarted, err = l.syncAgent(doc.Spec)
 		return err
 	})
+	lap("service: agent, unlocked")
 	note(l, o.By.event(events.Apply, name, start, res.Executed, err), o.Log)
+	lap("service: event")
 	return res, err
 }
 

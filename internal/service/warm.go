@@ -4,6 +4,7 @@ import (
 	"os"
 	"sync"
 
+	"github.com/vnet-project/vnet/internal/dataplane"
 	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/store"
 )
@@ -22,11 +23,32 @@ import (
 //   - both belong to one file: when the path names another file (a
 //     recovery replaced it, or the state directory was made again, maybe
 //     with another store ID), both are dropped and the store opened again.
+//
+// It also keeps what the kernel was found to have (dataplane.Features),
+// which no other process can take away short of a failed step, which
+// forgets it.
 type warm struct {
 	mu   sync.Mutex
 	st   *store.Bolt
 	file os.FileInfo // st's file, as it was when st was opened
 	memo *reconcile.Memo
+	// features is what the last operation's dataplane knew of the kernel.
+	features dataplane.Features
+}
+
+// kernel returns what the last operation's dataplane knew of the kernel.
+func (w *warm) kernel() dataplane.Features {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.features
+}
+
+// keepKernel keeps what an operation's dataplane knows of the kernel at
+// its end: less than before when one of its steps failed.
+func (w *warm) keepKernel(f dataplane.Features) {
+	w.mu.Lock()
+	w.features = f
+	w.mu.Unlock()
 }
 
 // get returns the store's value and the memo of models, opening the store

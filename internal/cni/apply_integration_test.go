@@ -20,33 +20,12 @@ import (
 func TestLibcniApplyKeepsContainers(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
-	withDB := strings.Replace(cniInfra(w.infra), "      - {name: pg-web,", "      - {name: pg-db, subnet: 10.42.0.0/24}\n      - {name: pg-web,", 1) +
-		"  - {name: db1, host: hv1, nics: [{portgroup: pg-db, ip: 10.42.0.2/24}]}\n"
-	load := func(src string) *spec.Document {
-		t.Helper()
-		doc, err := spec.Load("user.yaml", []byte(src))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return doc
-	}
-	userFile, withoutDB := load(withDB), load(cniInfra(w.infra))
-	if _, err := w.svc.Apply(ctx, service.Source{Doc: userFile}, service.ApplyOptions{}); err != nil {
+	c := w.webAndDB(ctx, "ap")
+	web, db, a, b, nsA, nsB, vmA, vmB, before := c.web, c.db, c.a, c.b, c.nsA, c.nsB, c.vmA, c.vmB, c.before
+	userFile := c.user
+	withoutDB, err := spec.Load("user.yaml", []byte(cniInfra(w.infra)))
+	if err != nil {
 		t.Fatal(err)
-	}
-	web, db := w.listOn("web", "pg-web"), w.listOn("db", "pg-db")
-	a, nsA := w.container("apa", "")
-	b, nsB := w.container("apb", "")
-	if _, err := w.cni.AddNetworkList(ctx, web, a); err != nil {
-		t.Fatalf("ADD a: %v", err)
-	}
-	if _, err := w.cni.AddNetworkList(ctx, db, b); err != nil {
-		t.Fatalf("ADD b: %v", err)
-	}
-	vmA, vmB := service.ContainerVMName(a.ContainerID, "", ""), service.ContainerVMName(b.ContainerID, "", "")
-	before := w.attachedLink(nsA, vmA)
-	if len(before.addrs) != 1 || before.port.Name == "" {
-		t.Fatalf("container a after ADD: %+v (want an address and a switch port running port programs)", before)
 	}
 
 	// The user's file again: both containers stay as they are.

@@ -366,3 +366,32 @@ func appliedOne(t *testing.T, base, subnet string) (state, infra string) {
 	}
 	return state, infra
 }
+
+// On one machine a change of the spec that changes nothing in the kernel
+// (an empty port group added) is a generation of its own, so that
+// rollback --to names one spec.
+func TestSpecOnlyChangeIsAGeneration(t *testing.T) {
+	requireRoot(t)
+	state := t.TempDir()
+	infra := nstest.Infra("cligen")
+	f := writeSpec(t, infra, "10.73.0")
+	t.Cleanup(func() { run(t, state, "destroy", infra) })
+	if out, code := run(t, state, "apply", f); code != 0 {
+		t.Fatalf("apply: %d %s", code, out)
+	}
+	src, _ := os.ReadFile(f)
+	os.WriteFile(f, []byte(strings.Replace(string(src), "portgroups: [{name: pg}]", "portgroups: [{name: pg}, {name: pg-empty}]", 1)), 0o644)
+	if out, code := run(t, state, "apply", f); code != 0 {
+		t.Fatalf("apply of the empty port group: %d %s", code, out)
+	}
+	out, code := run(t, state, "history", infra)
+	if code != 0 || !regexp.MustCompile(`(?m)^1\s+1\s.*apply\s`).MatchString(out) || !regexp.MustCompile(`(?m)^2\s+2\*\s.*apply\s`).MatchString(out) {
+		t.Errorf("history after a spec-only change:\n%s", out)
+	}
+	if out, code := run(t, state, "rollback", infra, "--to", "1"); code != 0 {
+		t.Fatalf("rollback --to 1: %d %s", code, out)
+	}
+	if out, _ := run(t, state, "get", infra); strings.Contains(out, "pg-empty") {
+		t.Errorf("rollback --to 1 kept the port group generation 2 added:\n%s", out)
+	}
+}

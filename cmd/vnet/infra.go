@@ -57,12 +57,17 @@ func collectLessOften() {
 var infraCmds = where{server: true, etcd: true}
 
 func applyCmd() *cobra.Command {
-	var dryRun, full bool
+	var dryRun, full, drop bool
 	var wait time.Duration
 	c := &cobra.Command{
 		Use:   "apply FILE|-",
 		Short: "Converge the host to the spec (prints the plan first)",
-		Args:  exactArgs(1, "one spec file, or - for standard input"),
+		Long: "Converge the host (with --etcd, the hosts) to the spec. The VMs runtimes attached (containers and pods " +
+			"through the CNI plugin, libvirt guests through the hook) stay as they are now, whatever the file says of them: " +
+			"their runtimes take them out. When the spec lacks the host, port group or network one of them is on " +
+			"(or one of its own VMs has its name or address), the apply is refused, changing nothing, naming them " +
+			"(exit status 2), unless --drop-attached takes them out.",
+		Args: exactArgs(1, "one spec file, or - for standard input"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			collectLessOften()
 			svc, err := backend(infraCmds)
@@ -76,7 +81,7 @@ func applyCmd() *cobra.Command {
 				return err
 			}
 			res, err := svc.Apply(cmd.Context(), src, service.ApplyOptions{
-				DryRun: dryRun, Full: full, Wait: wait, Log: out, Detail: dryRun,
+				DryRun: dryRun, Full: full, Wait: wait, Log: out, Detail: dryRun, DropAttached: drop,
 				Stored:   func(s service.Stored) { printStored(out, s, dryRun) },
 				Progress: func(ev service.WaitEvent) { printCurrent(out, ev) },
 			})
@@ -85,10 +90,12 @@ func applyCmd() *cobra.Command {
 			}
 			printWarnings(cmd.ErrOrStderr(), res.Warnings)
 			printApplied(out, res, wait)
+			printAttached(out, res.Attached, false)
 			return nil
 		},
 	}
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing")
+	c.Flags().BoolVar(&drop, "drop-attached", false, "take out the VMs runtimes attached (containers, pods, libvirt guests) that the spec has no place for (their host, port group or network gone, or their name or address one of its own VMs has), instead of refusing")
 	c.Flags().BoolVar(&full, "full", false, "read the whole infrastructure and repair any drift, not only what changed since the last apply")
 	addWaitFlag(c, &wait, "with --etcd, then wait up to this long (--wait=1m; alone: "+defaultWait.String()+") for every host to report the generation current, "+
 		"printing each; unchanged, wait for the generation in etcd (at once if current). Exit 3 when time runs out, 1 when a host fails. "+

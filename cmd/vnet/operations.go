@@ -277,7 +277,7 @@ func printAttached(out io.Writer, a *service.Attached, diff bool) {
 		return
 	}
 	if diff {
-		fmt.Fprintf(out, "\nin the way: vnet rollback refuses, and with --drop-attached takes them out as shown:\n")
+		fmt.Fprintf(out, "\nin the way: the apply or the rollback refuses, and with --drop-attached takes them out as shown:\n")
 	} else {
 		fmt.Fprintf(out, "\ntaken out (--drop-attached), under their runtimes:\n")
 	}

@@ -42,9 +42,9 @@ func (e *Error) Error() string {
 }
 
 // Unwrap lets callers tell bad input, a spec or a request (the CLI's exit
-// status 2), a rollback refused for the VMs runtimes attached (exit 2 too)
-// and an unknown infrastructure from other failures, by the service's
-// sentinels.
+// status 2), a rollback or an apply refused for the VMs runtimes attached
+// (exit 2 too) and an unknown infrastructure from other failures, by the
+// service's sentinels.
 func (e *Error) Unwrap() error {
 	switch {
 	case e.Status == http.StatusNotFound:
@@ -107,14 +107,27 @@ func (c *Client) Get(ctx context.Context, name string) (*Infra, error) {
 
 // Apply sends a spec's YAML; with dryRun the server only plans.
 func (c *Client) Apply(ctx context.Context, name, file string, yaml []byte, dryRun bool) (*ApplyResult, error) {
+	return c.ApplyWith(ctx, name, file, yaml, service.ApplyOptions{DryRun: dryRun})
+}
+
+// ApplyWith is Apply as o says: a dry run, and whether to drop the VMs
+// runtimes attached that the spec has no place for.
+func (c *Client) ApplyWith(ctx context.Context, name, file string, yaml []byte, o service.ApplyOptions) (*ApplyResult, error) {
 	h := http.Header{"Content-Type": {"application/yaml"}}
 	if file != "" {
 		h.Set(SpecFileHeader, file)
 	}
+	q := url.Values{}
+	if o.DryRun {
+		q.Set("dryRun", "true")
+	}
+	if o.DropAttached {
+		q.Set("dropAttached", "true")
+	}
 	var out ApplyResult
 	path := "/api/v1/infras/" + url.PathEscape(name)
-	if dryRun {
-		path += "?dryRun=true"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
 	}
 	return &out, c.do(ctx, "PUT", path, yaml, h, &out)
 }

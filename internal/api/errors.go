@@ -18,8 +18,8 @@ type ErrorBody struct {
 	Line     int       `json:"line,omitempty"`
 	Column   int       `json:"column,omitempty"`
 	Problems []Problem `json:"problems,omitempty"`
-	// Attached, when a rollback is refused for them (409), are the VMs
-	// runtimes attached that the generation gone back to has no place for.
+	// Attached, when a rollback or an apply is refused for them (409),
+	// are the VMs runtimes attached that its spec has no place for.
 	Attached []service.AttachedVM `json:"attached,omitempty"`
 }
 

@@ -164,7 +164,7 @@ func (s *Server) putInfra(w http.ResponseWriter, r *http.Request, who string) er
 	}
 	defer done()
 	// Over etcd the answer lists what the hosts' agents will do.
-	opts := service.ApplyOptions{DryRun: dryRun, Detail: true}
+	opts := service.ApplyOptions{DryRun: dryRun, Detail: true, DropAttached: queryOf(r).bool("dropAttached")}
 	if dryRun {
 		var res *service.ApplyResult
 		err := s.withKernel(r.Context(), func() (err error) { res, err = s.be.Apply(r.Context(), service.Source{Doc: doc}, opts); return })
@@ -188,7 +188,7 @@ func (s *Server) putInfra(w http.ResponseWriter, r *http.Request, who string) er
 
 func applyResult(res *service.ApplyResult) ApplyResult {
 	return ApplyResult{Infra: res.Infra, DryRun: res.DryRun, Changes: len(res.Plan), Executed: res.Executed, Plan: res.Plan,
-		Hosts: res.Hosts, AgentStarted: res.AgentStarted, Warnings: res.Warnings}
+		Hosts: res.Hosts, AgentStarted: res.AgentStarted, Warnings: res.Warnings, Attached: res.Attached}
 }
 
 func result(err error) string {

@@ -193,3 +193,64 @@ func remoteTo(t *testing.T, s *Server) *Remote {
 	}
 	return &Remote{C: c}
 }
+
+// A PUT of an infrastructure keeps the VMs runtimes attached as they are;
+// one whose spec lacks the port group such a VM is on is answered 409
+// naming it, changing nothing, unless dropAttached=true; through Remote
+// the refusal is ErrAttached.
+func TestApplyOverAttachedThroughAPI(t *testing.T) {
+	s, _, _ := clusterServer(t)
+	userSpec := strings.Replace(clusterSpec, "portgroups: [{name: pg-vm}]", "portgroups: [{name: pg-vm}, {name: pg-ctr}]", 1)
+	withContainer := strings.Replace(userSpec,
+		"vms:\n", "vms:\n  - {name: c-one, host: hv1, nics: [{portgroup: pg-ctr, ip: 10.20.1.9/24, attach: {netns: ctr1, ifname: eth0, container: one, cni: web}}]}\n", 1)
+	put := func(path, body string) (int, ApplyResult, ErrorBody) {
+		t.Helper()
+		w, _ := s.do(t, req{method: "PUT", path: path, body: body, ctype: "application/yaml", token: testToken})
+		var res ApplyResult
+		var eb ErrorBody
+		if w.Code == 200 {
+			json.Unmarshal(w.Body.Bytes(), &res)
+		} else {
+			json.Unmarshal(w.Body.Bytes(), &eb)
+		}
+		return w.Code, res, eb
+	}
+	if code, _, eb := put("/api/v1/infras/c1", withContainer); code != 200 {
+		t.Fatalf("apply with the container: %d %+v", code, eb)
+	}
+	code, res, eb := put("/api/v1/infras/c1", userSpec)
+	if code != 200 || res.Attached == nil || len(res.Attached.Kept) != 1 || res.Attached.Kept[0].VM != "c-one" {
+		t.Fatalf("apply of the user's spec: %d %+v %+v", code, res, eb)
+	}
+	var kept service.HistoryResult
+	getJSON(t, s, "/api/v1/infras/c1/history", &kept)
+	for _, path := range []string{"/api/v1/infras/c1", "/api/v1/infras/c1?dryRun=true"} {
+		code, _, eb := put(path, clusterSpec)
+		if code != 409 || len(eb.Attached) != 1 || eb.Attached[0].VM != "c-one" || eb.Attached[0].NICs[0].Netns != "ctr1" ||
+			!strings.Contains(eb.Error, "no port group pg-ctr") || !strings.HasPrefix(eb.Error, "apply c1: ") {
+			t.Errorf("PUT %s without pg-ctr: %d %+v", path, code, eb)
+		}
+	}
+	var h service.HistoryResult
+	getJSON(t, s, "/api/v1/infras/c1/history", &h)
+	if h.Current != kept.Current || len(h.Entries) != len(kept.Entries) {
+		t.Errorf("the refused applies changed the history: %+v, was %+v", h, kept)
+	}
+	rem := remoteTo(t, s)
+	ctx := context.Background()
+	doc, err := rem.Load("c1.yaml", []byte(clusterSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rem.Apply(ctx, service.Source{Doc: doc}, service.ApplyOptions{}); !errors.Is(err, service.ErrAttached) {
+		t.Errorf("through Remote: %v", err)
+	}
+	ar, err := rem.Apply(ctx, service.Source{Doc: doc}, service.ApplyOptions{DropAttached: true})
+	if err != nil || ar.Attached == nil || !ar.Attached.Dropped || len(ar.Attached.InTheWay) != 1 {
+		t.Fatalf("with dropAttached: %+v, %v", ar, err)
+	}
+	getJSON(t, s, "/api/v1/infras/c1/history", &h)
+	if h.Current != kept.Current+1 {
+		t.Errorf("after the apply with dropAttached, generation %d, want %d", h.Current, kept.Current+1)
+	}
+}

@@ -77,11 +77,12 @@ func (r *Remote) Apply(ctx context.Context, src service.Source, o service.ApplyO
 	if src.File != "" {
 		file, _ = filepath.Abs(src.File)
 	}
-	res, err := r.C.Apply(ctx, doc.Spec.Name, file, doc.Source, o.DryRun)
+	res, err := r.C.ApplyWith(ctx, doc.Spec.Name, file, doc.Source, o)
 	if err != nil {
 		return nil, err
 	}
-	out := &service.ApplyResult{Infra: res.Infra, DryRun: res.DryRun, Plan: res.Plan, Hosts: res.Hosts, Executed: res.Executed, AgentStarted: res.AgentStarted, Warnings: res.Warnings}
+	out := &service.ApplyResult{Infra: res.Infra, DryRun: res.DryRun, Plan: res.Plan, Hosts: res.Hosts, Executed: res.Executed, AgentStarted: res.AgentStarted, Warnings: res.Warnings,
+		Attached: res.Attached}
 	logPlan(o, out)
 	return out, nil
 }

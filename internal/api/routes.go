@@ -39,7 +39,7 @@ func (s *Server) routeTable() []route {
 		{Method: "GET", Path: "/healthz", handle: s.healthz},
 		{Method: "GET", Path: "/api/v1/infras", handle: s.listInfras},
 		{Method: "GET", Path: "/api/v1/infras/{name}", handle: s.getInfra},
-		{Method: "PUT", Path: "/api/v1/infras/{name}", Mutates: true, Query: []param{{Name: "dryRun", Kind: boolParam}}, handle: s.putInfra},
+		{Method: "PUT", Path: "/api/v1/infras/{name}", Mutates: true, Query: []param{{Name: "dryRun", Kind: boolParam}, {Name: "dropAttached", Kind: boolParam}}, handle: s.putInfra},
 		{Method: "DELETE", Path: "/api/v1/infras/{name}", Mutates: true, handle: s.deleteInfra},
 		{Method: "GET", Path: "/api/v1/infras/{name}/status", handle: s.status},
 		{Method: "GET", Path: "/api/v1/infras/{name}/ioc", Query: []param{durationBetween("interval", time.Second, 100*time.Millisecond, maxIOCInterval)}, handle: s.iocStats},

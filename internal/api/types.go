@@ -42,6 +42,10 @@ type ApplyResult struct {
 	// Warnings is what a valid spec may mean other than it seems: ports
 	// of one switch whose subnets overlap without being the same.
 	Warnings []string `json:"warnings,omitempty"`
+	// Attached is what became of the VMs runtimes attached (containers,
+	// pods, libvirt guests): kept as they are, or with dropAttached=true
+	// taken out when the spec has no place for them.
+	Attached *service.Attached `json:"attached,omitempty"`
 }
 
 // PlanAction is one step of a plan.

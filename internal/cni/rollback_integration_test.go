@@ -65,6 +65,47 @@ func (w *world) attachedLink(ns, vm string) attachedLink {
 	return a
 }
 
+// webAndDB is a world at a spec of the user's that adds pg-db (and a VM
+// of its own there) to cniInfra's, with container a added through CNI on
+// pg-web and b on pg-db, their names made from base.
+type webAndDB struct {
+	user     *spec.Document
+	web, db  *libcni.NetworkConfigList
+	a, b     *libcni.RuntimeConf
+	nsA, nsB string
+	vmA, vmB string
+	before   attachedLink // a's vNIC after its ADD
+}
+
+func (w *world) webAndDB(ctx context.Context, base string) webAndDB {
+	w.t.Helper()
+	src := strings.Replace(cniInfra(w.infra), "      - {name: pg-web,", "      - {name: pg-db, subnet: 10.42.0.0/24}\n      - {name: pg-web,", 1) +
+		"  - {name: db1, host: hv1, nics: [{portgroup: pg-db, ip: 10.42.0.2/24}]}\n"
+	var c webAndDB
+	var err error
+	if c.user, err = spec.Load("user.yaml", []byte(src)); err != nil {
+		w.t.Fatal(err)
+	}
+	if _, err := w.svc.Apply(ctx, service.Source{Doc: c.user}, service.ApplyOptions{}); err != nil {
+		w.t.Fatal(err)
+	}
+	c.web, c.db = w.listOn("web", "pg-web"), w.listOn("db", "pg-db")
+	c.a, c.nsA = w.container(base+"a", "")
+	c.b, c.nsB = w.container(base+"b", "")
+	if _, err := w.cni.AddNetworkList(ctx, c.web, c.a); err != nil {
+		w.t.Fatalf("ADD a: %v", err)
+	}
+	if _, err := w.cni.AddNetworkList(ctx, c.db, c.b); err != nil {
+		w.t.Fatalf("ADD b: %v", err)
+	}
+	c.vmA, c.vmB = service.ContainerVMName(c.a.ContainerID, "", ""), service.ContainerVMName(c.b.ContainerID, "", "")
+	c.before = w.attachedLink(c.nsA, c.vmA)
+	if len(c.before.addrs) != 1 || c.before.port.Name == "" {
+		w.t.Fatalf("container a after ADD: %+v (want an address and a switch port running port programs)", c.before)
+	}
+	return c
+}
+
 // A rollback to a generation from before a container was added through
 // CNI keeps the container's VM as it is: its namespace, link, address and
 // port security; the user's own change is undone; a later DEL still takes
@@ -73,36 +114,13 @@ func (w *world) attachedLink(ns, vm string) attachedLink {
 func TestLibcniRollbackKeepsContainers(t *testing.T) {
 	w := newWorld(t) // generation 1: pg-web, the probe VM
 	ctx := context.Background()
-	gen2 := func(name string) string {
-		s := strings.Replace(cniInfra(name), "      - {name: pg-web,", "      - {name: pg-db, subnet: 10.42.0.0/24}\n      - {name: pg-web,", 1)
-		return s + "  - {name: db1, host: hv1, nics: [{portgroup: pg-db, ip: 10.42.0.2/24}]}\n"
-	}
-	doc, err := spec.Load("gen2.yaml", []byte(gen2(w.infra)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.svc.Apply(ctx, service.Source{Doc: doc}, service.ApplyOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	web, db := w.listOn("web", "pg-web"), w.listOn("db", "pg-db")
-	a, nsA := w.container("rba", "")
-	b, nsB := w.container("rbb", "")
-	if _, err := w.cni.AddNetworkList(ctx, web, a); err != nil {
-		t.Fatalf("ADD a: %v", err)
-	}
-	if _, err := w.cni.AddNetworkList(ctx, db, b); err != nil {
-		t.Fatalf("ADD b: %v", err)
-	}
-	vmA, vmB := service.ContainerVMName(a.ContainerID, "", ""), service.ContainerVMName(b.ContainerID, "", "")
-	before := w.attachedLink(nsA, vmA)
-	if len(before.addrs) != 1 || before.port.Name == "" {
-		t.Fatalf("container a after ADD: %+v (want an address and a switch port running port programs)", before)
-	}
+	c := w.webAndDB(ctx, "rb") // generation 2: pg-db too
+	web, db, a, b, nsA, nsB, vmA, vmB, before := c.web, c.db, c.a, c.b, c.nsA, c.nsB, c.vmA, c.vmB, c.before
 
 	// Generation 1 has no pg-db, where b is: refused, nothing changed.
 	inForce, _ := w.svc.Get(ctx, w.infra)
 	hist, _ := w.svc.History(ctx, w.infra)
-	_, err = w.svc.Rollback(ctx, w.infra, service.RollbackOptions{To: 1})
+	_, err := w.svc.Rollback(ctx, w.infra, service.RollbackOptions{To: 1})
 	var ae *service.AttachedError
 	if !errors.Is(err, service.ErrAttached) || !errors.As(err, &ae) || len(ae.VMs) != 1 || ae.VMs[0].VM != vmB ||
 		!strings.Contains(err.Error(), b.ContainerID) || !strings.Contains(err.Error(), "no port group pg-db") {

@@ -54,13 +54,17 @@ func (e *Engine) specOf(rec *store.Record) *spec.Spec {
 
 // record stores the apply; old is the record it read (nil: none), which
 // the infrastructure's lock kept current. A change of what is paused alone
-// keeps the generation: the spec is the same.
+// keeps the generation: the spec is the same. A spec that changed takes a
+// new one even when the kernel had nothing to change (an empty port group
+// added), so that a generation names one spec in the history and a
+// rollback to it is not ambiguous.
 func (e *Engine) record(doc *spec.Document, old *store.Record, realized []plan.Resource, changed bool, paused plan.Paused, namespaces *plan.NamespaceIDs) error {
 	gen := 0
 	if old != nil {
 		gen = old.Generation
 	}
-	if changed && !(sameSpec(old, doc) && !old.Paused.Equal(paused)) {
+	specChanged := old == nil || !bytes.Equal(old.Spec, doc.Source)
+	if (changed || specChanged) && !(sameSpec(old, doc) && !old.Paused.Equal(paused)) {
 		gen++
 	}
 	err := e.Store.Put(&store.Record{Name: doc.Spec.Name, SpecFile: doc.File, Spec: doc.Source,

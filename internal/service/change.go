@@ -25,6 +25,10 @@ type change struct {
 	// under the infrastructure's lock, or from the generation it is stored
 	// on top of. A rollback keeps the VMs runtimes attached this way.
 	rework func(given, now *spec.Document) (*spec.Document, error)
+	// overDamaged reworks against nothing a spec in force whose record is
+	// damaged: an apply of the user's spec is how such a record is
+	// mended, and nothing can be read of it to keep.
+	overDamaged bool
 }
 
 type changeKey struct{}
@@ -35,9 +39,9 @@ func withChange(ctx context.Context, verb history.Verb, from int) context.Contex
 
 // withRework is ctx whose change reworks the spec given against the one
 // in force (change.rework).
-func withRework(ctx context.Context, rework func(given, now *spec.Document) (*spec.Document, error)) context.Context {
+func withRework(ctx context.Context, rework func(given, now *spec.Document) (*spec.Document, error), overDamaged bool) context.Context {
 	c := changeOf(ctx, history.Apply)
-	c.rework = rework
+	c.rework, c.overDamaged = rework, overDamaged
 	return context.WithValue(ctx, changeKey{}, c)
 }
 
@@ -49,7 +53,7 @@ func reworked(ctx context.Context, doc *spec.Document, now func() (*spec.Documen
 		return doc, nil
 	}
 	cur, err := now()
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err != nil && !errors.Is(err, store.ErrNotFound) && !(c.overDamaged && errors.Is(err, store.ErrDamagedRecord)) {
 		return nil, err
 	}
 	return c.rework(doc, cur)

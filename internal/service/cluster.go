@@ -205,7 +205,12 @@ func (c *Cluster) readLast(name string) lastGeneration {
 // it is unchanged or another apply stored one since this one read it. It
 // changes nothing on this machine: each host's agent realizes its part.
 // With Wait it then waits for every host to report the generation current.
+// The VMs runtimes attached stay as they are (applyKeeping).
 func (c *Cluster) Apply(ctx context.Context, src Source, o ApplyOptions) (*ApplyResult, error) {
+	return applyKeeping(ctx, src, o, c.apply)
+}
+
+func (c *Cluster) apply(ctx context.Context, src Source, o ApplyOptions) (*ApplyResult, error) {
 	if o.Full {
 		return nil, tagged{ErrInvalid, "--full: only an apply on this host reads it; each host's agent reads everything every --interval"}
 	}

@@ -38,12 +38,12 @@ type DiffResult struct {
 	// Plans, with Plan, is what applying the new side changes, per host
 	// over etcd, each with what it was worked out against.
 	Plans []HostPlan `json:"plans,omitempty"`
-	// Attached is, from the generation in force back to an earlier one,
-	// what a rollback does with the VMs runtimes attached: the new side is
-	// the earlier spec with those attached now kept, as a rollback applies
-	// it. Those in the way (Attached.InTheWay) make the rollback refuse
-	// unless asked to drop them; the new side leaves them out, as it then
-	// would.
+	// Attached is, for a file or from the generation in force back to an
+	// earlier one, what an apply or a rollback does with the VMs runtimes
+	// attached: the new side is the file's or the earlier spec with those
+	// attached now kept, as the apply or the rollback applies it. Those in
+	// the way (Attached.InTheWay) make it refuse unless asked to drop
+	// them; the new side leaves them out, as it then would.
 	Attached *Attached `json:"attached,omitempty"`
 	// Pauses, between two generations, are the pauses and resumes the
 	// history holds between them, oldest first: what is paused is kept
@@ -101,10 +101,11 @@ func diffOf(ctx context.Context, b historian, name string, r DiffRequest) (*Diff
 		return nil, err
 	}
 	res := &DiffResult{Infra: name, From: old.what, To: next.what, Pauses: betweenSides(old, next)}
-	if r.Source == nil && old.seq == now && next.seq != now && next.doc != nil {
-		// From the spec in force back to an earlier generation: what a
-		// rollback would apply, with the VMs runtimes attach now.
-		if next.doc, res.Attached, err = rollbackSide(name, next, old); err != nil {
+	if (r.Source != nil || old.seq == now && next.seq != now) && next.doc != nil {
+		// A file, or from the spec in force back to an earlier generation:
+		// what an apply or a rollback would apply, with the VMs runtimes
+		// attach now.
+		if next.doc, res.Attached, err = attachedSide(name, next, old, r.Source != nil); err != nil {
 			return nil, err
 		}
 	}
@@ -120,7 +121,7 @@ func diffOf(ctx context.Context, b historian, name string, r DiffRequest) (*Diff
 	// machine read from the kernel, over etcd per host by its report.
 	// Between two other generations it is modelled from the two specs.
 	if r.Source != nil || r.From == 0 || r.From == current {
-		ar, err := b.Apply(ctx, Source{Doc: next.doc}, ApplyOptions{DryRun: true, Detail: true})
+		ar, err := b.Apply(ctx, Source{Doc: next.doc}, ApplyOptions{DryRun: true, Detail: true, DropAttached: true})
 		if err != nil {
 			return nil, err
 		}
@@ -182,11 +183,11 @@ func diffSides(b historian, name string, r DiffRequest) (old, next side, current
 	return old, next, current, err
 }
 
-// rollbackSide is an earlier generation's spec as a rollback from the
-// spec in force (now) applies it, and what becomes of the VMs runtimes
-// attached; nil when there are none.
-func rollbackSide(name string, earlier, now side) (*spec.Document, *Attached, error) {
-	doc, att, err := keepAttached(name, earlier.what, earlier.doc, now.doc, true)
+// attachedSide is a file's spec, or an earlier generation's, as an apply
+// or a rollback from the spec in force (now) applies it, and what becomes
+// of the VMs runtimes attached; nil when there are none.
+func attachedSide(name string, next, now side, applying bool) (*spec.Document, *Attached, error) {
+	doc, att, err := keepAttached(name, next.what, next.doc, now.doc, true, applying)
 	if att.Empty() {
 		att = nil
 	}

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -10,9 +11,10 @@ import (
 	"github.com/vnet-project/vnet/internal/spec"
 )
 
-// ErrAttached: a rollback would take away VMs that runtimes attached and
-// still use (containers, pods, libvirt guests), because the generation it
-// goes back to lacks what they sit on. Exit status 2, HTTP 409.
+// ErrAttached: a rollback, a restore or an apply would take away VMs that
+// runtimes attached and still use (containers, pods, libvirt guests),
+// because the spec it applies lacks what they sit on. Exit status 2, HTTP
+// 409.
 var ErrAttached = errors.New("VMs that runtimes attached stand in the way")
 
 // AttachedVM is a VM a runtime attached (a container, a pod's sandbox, a
@@ -62,19 +64,27 @@ func (a *Attached) Empty() bool {
 	return a == nil || len(a.Kept) == 0 && len(a.InTheWay) == 0 && len(a.LeftOut) == 0
 }
 
-// AttachedError refuses a rollback that would take away VMs runtimes
-// attached and still use; it matches ErrAttached.
+// AttachedError refuses a rollback, a restore or an apply that would take
+// away VMs runtimes attached and still use; it matches ErrAttached.
 type AttachedError struct {
 	Infra string
-	// To says what the rollback goes back to ("generation 3").
-	To  string
-	VMs []AttachedVM
+	// To says what the change applies: the generation a rollback goes
+	// back to ("generation 3"), an apply's file.
+	To string
+	// Applying says the change is an apply of a spec the user gives,
+	// not a rollback to To.
+	Applying bool
+	VMs      []AttachedVM
 }
 
 func (e *AttachedError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "rollback %s to %s: %s has no place for these VMs that runtimes attached and still use, which would be removed under them:",
-		e.Infra, e.To, e.To)
+	refused := fmt.Sprintf("rollback %s to %s", e.Infra, e.To)
+	if e.Applying {
+		refused = fmt.Sprintf("apply %s", e.Infra)
+	}
+	fmt.Fprintf(&b, "%s: %s has no place for these VMs that runtimes attached and still use, which would be removed under them:",
+		refused, e.To)
 	for _, vm := range e.VMs {
 		fmt.Fprintf(&b, "\n  VM %s on %s (container %s", vm.VM, vm.Host, vm.Container)
 		for _, n := range vm.NICs {
@@ -100,18 +110,61 @@ func (n AttachedNIC) String() string {
 	return s
 }
 
-// keepAttached is the spec a rollback or a restore applies: target, the
+// keepingAttached is ctx whose change keeps the VMs runtimes attach now
+// as they are in the spec it applies (keepAttached), which what names,
+// worked out against the spec in force where the apply reads it; *att is
+// told what became of them.
+func keepingAttached(ctx context.Context, what func(given *spec.Document) string, drop, applying bool, att **Attached) context.Context {
+	return withRework(ctx, func(given, now *spec.Document) (*spec.Document, error) {
+		next, a, err := keepAttached(given.Spec.Name, what(given), given, now, drop, applying)
+		*att = a
+		return next, err
+	}, applying)
+}
+
+// applyKeeping runs apply, a back end's apply of a spec the user gives
+// (a file, a request's body), keeping the VMs runtimes attached
+// (keepAttached): those the runtimes attach now stay as they are, in
+// place of any the spec holds, since only their runtimes take them away
+// (a CNI DEL, the QEMU hook); an apply whose spec has no place for one is
+// refused unless o.DropAttached. An apply a rollback, a restore or a link
+// makes (a change in ctx) works out its spec itself.
+func applyKeeping(ctx context.Context, src Source, o ApplyOptions, apply func(context.Context, Source, ApplyOptions) (*ApplyResult, error)) (*ApplyResult, error) {
+	if _, ok := ctx.Value(changeKey{}).(change); ok {
+		return apply(ctx, src, o)
+	}
+	var att *Attached
+	ctx = keepingAttached(ctx, specWhat, o.DropAttached, true, &att)
+	res, err := apply(ctx, src, o)
+	if res != nil && !att.Empty() {
+		res.Attached = att
+	}
+	return res, err
+}
+
+// specWhat names a spec an apply is given, in a refusal.
+func specWhat(doc *spec.Document) string {
+	if doc.File != "" {
+		return doc.File
+	}
+	return "the spec"
+}
+
+// keepAttached is the spec a rollback, a restore or an apply applies: target, the
 // spec the user declared at an earlier generation (or in a snapshot), with
 // the VMs runtimes attach now (those of now, nil when nothing is applied)
 // as they are, in place of those target held. A VM attached now that
 // target has no place for (misfit) is in the way: the result is an
 // AttachedError unless drop, which leaves such VMs out. what names the
-// target in errors.
-func keepAttached(infra, what string, target, now *spec.Document, drop bool) (*spec.Document, *Attached, error) {
+// target in errors. Applying says target is a spec the user gives to
+// apply, not an earlier one: its own runtimes' VMs that no runtime
+// attaches now stay as written (a file vnet get wrote applies as it
+// says), where a rollback or a restore leaves them out.
+func keepAttached(infra, what string, target, now *spec.Document, drop, applying bool) (*spec.Document, *Attached, error) {
 	att := &Attached{}
 	var stale []string
 	for _, vm := range target.Spec.VMs {
-		if vm.ContainerOf() != "" {
+		if vm.ContainerOf() != "" && !applying {
 			stale = append(stale, vm.Name)
 		}
 	}
@@ -132,7 +185,7 @@ func keepAttached(infra, what string, target, now *spec.Document, drop bool) (*s
 		}
 	}
 	if len(att.InTheWay) > 0 && !drop {
-		return nil, att, &AttachedError{Infra: infra, To: what, VMs: att.InTheWay}
+		return nil, att, &AttachedError{Infra: infra, To: what, Applying: applying, VMs: att.InTheWay}
 	}
 	att.Dropped = len(att.InTheWay) > 0
 	var gone []string

@@ -63,6 +63,7 @@ func TestKeepAttached(t *testing.T) {
 		target   *spec.Document
 		now      *spec.Document
 		drop     bool
+		applying bool     // an apply of a file, not a rollback
 		wantVMs  []string // the result's VMs, in order; nil: refused
 		kept     []string
 		inTheWay []string
@@ -89,11 +90,28 @@ func TestKeepAttached(t *testing.T) {
 			kept: []string{"c-one"}, inTheWay: []string{"g-vm7"}, missing: "no port group pg-db", refusal: "VM g-vm7 on hv1 (container 7c9e-uuid; TAP tap-vm7 on pg-db): no port group pg-db"},
 		{name: "nothing applied (a restore): the runtimes' VMs left out", target: shop(t, "hv1", both, c1, c2),
 			wantVMs: []string{"web1"}, leftOut: []string{"c-one", "c-two"}},
+		{name: "apply: kept as they are", target: shop(t, "hv1", both), now: now, applying: true,
+			wantVMs: []string{"web1", "c-one", "c-two"}, kept: []string{"c-one", "c-two"}, ip: "10.50.0.21/24"},
+		{name: "apply of a file holding them (vnet get's): as attached now, the file's others as written", target: shop(t, "hv1", both, c1old, gone), now: now, applying: true,
+			wantVMs: []string{"web1", "c-one", "c-gone", "c-two"}, kept: []string{"c-one", "c-two"}, ip: "10.50.0.21/24"},
+		{name: "apply: port group gone: refused", target: shop(t, "hv1", []string{"pg-web"}), now: now, applying: true,
+			kept: []string{"c-one"}, inTheWay: []string{"c-two"}, missing: "no port group pg-db", refusal: "VM c-two on hv1 (container two; eth0 in namespace ns-two on pg-db, CNI network web): no port group pg-db"},
+		{name: "apply: port group gone: dropped", target: shop(t, "hv1", []string{"pg-web"}), now: now, applying: true, drop: true,
+			wantVMs: []string{"web1", "c-one"}, kept: []string{"c-one"}, inTheWay: []string{"c-two"}, ip: "10.50.0.21/24"},
+		{name: "apply with nothing applied: the file's as written", target: shop(t, "hv1", both, c1, c2), applying: true,
+			wantVMs: []string{"web1", "c-one", "c-two"}},
 		{name: "no runtime's VMs anywhere", target: shop(t, "hv1", both), now: shop(t, "hv1", both), wantVMs: []string{"web1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, att, err := keepAttached("shop", "generation 1", tt.target, tt.now, tt.drop)
+			got, att, err := keepAttached("shop", "generation 1", tt.target, tt.now, tt.drop, tt.applying)
+			refused := "rollback shop to generation 1: generation 1 has no place"
+			if tt.applying {
+				refused = "apply shop: generation 1 has no place"
+			}
+			if err != nil && errors.Is(err, ErrAttached) && !strings.HasPrefix(err.Error(), refused) {
+				t.Errorf("the refusal does not begin %q:\n%v", refused, err)
+			}
 			names := func(vms []AttachedVM) (out []string) {
 				for _, vm := range vms {
 					out = append(out, vm.VM)

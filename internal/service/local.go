@@ -331,8 +331,12 @@ func (l *Local) docOf(rec *store.Record) (*spec.Document, error) {
 // Apply converges this machine to the spec and runs, reloads or stops the
 // infrastructure's teaming agent, all under the infrastructure's lock.
 // An apply on this machine is done when it returns: there is nothing to
-// wait for.
+// wait for. The VMs runtimes attached stay as they are (applyKeeping).
 func (l *Local) Apply(ctx context.Context, src Source, o ApplyOptions) (*ApplyResult, error) {
+	return applyKeeping(ctx, src, o, l.apply)
+}
+
+func (l *Local) apply(ctx context.Context, src Source, o ApplyOptions) (*ApplyResult, error) {
 	doc, err := l.load(src)
 	if err != nil {
 		return nil, err

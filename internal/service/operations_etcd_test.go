@@ -414,6 +414,11 @@ func TestClusterRollbackKeepsAttached(t *testing.T) {
 	}
 
 	// On a port group generation 1 lacks: refused, nothing stored.
+	// (An apply keeps c-one as it is attached now: its runtime detaches
+	// it first, and the file attaches it anew on pg-new.)
+	if _, err := c.Detach(ctx, DetachRequest{Infra: "c1", Container: "one", Ifname: "eth0", CNI: "web"}); err != nil {
+		t.Fatal(err)
+	}
 	moved := strings.Replace(withContainer(twoHosts, "pg-new"), "portgroups: [{name: pg-vm}]", "portgroups: [{name: pg-vm}, {name: pg-new}]", 1)
 	if _, err := c.Apply(ctx, Source{File: specFile(t, moved)}, ApplyOptions{}); err != nil {
 		t.Fatal(err)

@@ -58,7 +58,7 @@ func rollback(ctx context.Context, b historian, name string, o RollbackOptions) 
 	what := fmt.Sprintf("generation %d", e.Generation)
 	var res *ApplyResult
 	for try := 0; ; try++ {
-		res, err = applyKeepingAttached(withChange(ctx, history.Rollback, e.Generation), b, name, what, doc, o.Apply, o.DropAttached)
+		res, err = applyKeepingAttached(withChange(ctx, history.Rollback, e.Generation), b, what, doc, o.Apply, o.DropAttached)
 		// Over etcd, an attachment stored since the rollback read the
 		// generation in force: worked out again against it.
 		if !errors.Is(err, ErrConflict) || try >= conflictTries {
@@ -75,13 +75,9 @@ func rollback(ctx context.Context, b historian, name string, o RollbackOptions) 
 // infrastructure, with the VMs runtimes attach now kept as they are
 // (keepAttached), worked out against the spec in force where the apply
 // reads it.
-func applyKeepingAttached(ctx context.Context, b historian, name, what string, target *spec.Document, o ApplyOptions, drop bool) (*ApplyResult, error) {
+func applyKeepingAttached(ctx context.Context, b historian, what string, target *spec.Document, o ApplyOptions, drop bool) (*ApplyResult, error) {
 	var att *Attached
-	ctx = withRework(ctx, func(given, now *spec.Document) (*spec.Document, error) {
-		next, a, err := keepAttached(name, what, given, now, drop)
-		att = a
-		return next, err
-	})
+	ctx = keepingAttached(ctx, func(*spec.Document) string { return what }, drop, false, &att)
 	res, err := b.Apply(ctx, Source{Doc: target}, o)
 	if res != nil && !att.Empty() {
 		res.Attached = att

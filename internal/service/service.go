@@ -34,7 +34,9 @@ type Service interface {
 	// one is ErrNotFound.
 	Get(ctx context.Context, name string) (*Infra, error)
 	// Apply converges the infrastructure to the spec, or with DryRun says
-	// what it would do.
+	// what it would do. The VMs runtimes attached stay as they are: an
+	// apply whose spec has no place for one is refused (ErrAttached)
+	// unless DropAttached.
 	Apply(ctx context.Context, src Source, o ApplyOptions) (*ApplyResult, error)
 	// Destroy removes an infrastructure; an unknown one is ErrNotFound.
 	Destroy(ctx context.Context, name string, o DestroyOptions) (*DestroyResult, error)
@@ -211,6 +213,11 @@ type ApplyOptions struct {
 	// By is who asks, for the event list (zero: this process's user,
 	// through the command line).
 	By Actor
+	// DropAttached takes out the VMs runtimes attached (containers,
+	// pods, libvirt guests) that the spec has no place for (misfit),
+	// instead of refusing the apply (ErrAttached). Those that fit are
+	// kept as they are either way.
+	DropAttached bool
 }
 
 // ApplyResult is what an apply did, or would do.
@@ -234,8 +241,8 @@ type ApplyResult struct {
 	AgentStarted string `json:"agent_started,omitempty"`
 	// Warnings is what the spec may mean other than it seems (Warnings).
 	Warnings []string `json:"warnings,omitempty"`
-	// Attached is, for a rollback or a restore, what became of the VMs
-	// runtimes attached; nil when there were none.
+	// Attached is what became of the VMs runtimes attached; nil when
+	// there were none.
 	Attached *Attached `json:"attached,omitempty"`
 }
 

@@ -174,7 +174,7 @@ func restore(ctx context.Context, b historian, snap *Snapshot, o RestoreOptions)
 	}
 	// The VMs runtimes had attached when it was taken are not made again:
 	// their runtimes attach them anew where they run.
-	return applyKeepingAttached(withChange(ctx, history.Restore, snap.Generation), b, snap.Infra, "the snapshot", doc, o.Apply, false)
+	return applyKeepingAttached(withChange(ctx, history.Restore, snap.Generation), b, "the snapshot", doc, o.Apply, false)
 }
 
 func sameAllocations(a, b Allocations) bool {

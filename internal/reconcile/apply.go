@@ -255,7 +255,7 @@ func (e *Engine) sweepPortPrograms(desired []plan.Resource) error {
 // port programs.
 func (e *Engine) pruneStale(o observation, p plan.Plan) error {
 	sp, ok := e.DP.(StalePruner)
-	if !ok || !e.mayBeStale(o, p) {
+	if !ok || !mayBeStale(o, p) {
 		return nil
 	}
 	seen := map[string]bool{}
@@ -272,15 +272,15 @@ func (e *Engine) pruneStale(o observation, p plan.Plan) error {
 }
 
 // mayBeStale reports whether what the dataplane shares between resources
-// may hold entries of resources that are gone (StalePruner): the last
-// command may not have finished (read before this apply set its own
-// pending note, which would say so of every apply that changes
-// something), the apply reads everything, there is no last model to
-// compare with, or the plan makes again a port's programs that the last
-// apply made and that are gone (their link deleted under vnet, or their
-// hook).
-func (e *Engine) mayBeStale(o observation, p plan.Plan) bool {
-	if o.unfinished || o.rec == nil || o.scope.Full() || o.models.prev == nil {
+// may hold entries of resources that are gone (StalePruner): the apply
+// reads everything (as scopeFor has it do whenever the last command may
+// not have finished, read before this apply set its own pending note,
+// which would say so of every apply that changes something), there is no
+// last model to compare with, or the plan makes again a port's programs
+// that the last apply made and that are gone (their link deleted under
+// vnet, or their hook).
+func mayBeStale(o observation, p plan.Plan) bool {
+	if o.rec == nil || o.scope.Full() || o.models.prev == nil {
 		return true
 	}
 	created := map[string]bool{}

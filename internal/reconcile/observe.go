@@ -19,9 +19,6 @@ type observation struct {
 	// vouched is the ID of each namespace the record's identities showed
 	// to be still this store's (see recordStands), by name.
 	vouched map[string]uint64
-	// unfinished says the last command may not have finished (see
-	// Engine.unfinished), as read before this apply set its own note.
-	unfinished bool
 }
 
 // observe reads what of the host is this store's, and the desired state in
@@ -35,7 +32,6 @@ func (e *Engine) observe(doc *spec.Document, sweep func(last *store.Record) erro
 		return observation{}, err
 	}
 	lap := e.stopwatch()
-	unfinished := e.unfinished(name)
 	rec, m, err := e.models(doc)
 	if err != nil {
 		return observation{}, fmt.Errorf("apply %s: %w", name, err)
@@ -76,7 +72,7 @@ func (e *Engine) observe(doc *spec.Document, sweep func(last *store.Record) erro
 	realized := scope.Desired(m.realized(observed))
 	lap("model")
 	return observation{models: m, rec: rec, scope: scope, model: model, desired: desired,
-		observed: plan.ResolveSteer(observed, desired, realized), vouched: vouched, unfinished: unfinished}, nil
+		observed: plan.ResolveSteer(observed, desired, realized), vouched: vouched}, nil
 }
 
 // checkHost checks what the spec names of a real machine (devices, TAPs,

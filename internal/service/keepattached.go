@@ -110,16 +110,23 @@ func (n AttachedNIC) String() string {
 	return s
 }
 
-// keepingAttached is ctx whose change keeps the VMs runtimes attach now
-// as they are in the spec it applies (keepAttached), which what names,
-// worked out against the spec in force where the apply reads it; *att is
-// told what became of them.
-func keepingAttached(ctx context.Context, what func(given *spec.Document) string, drop, applying bool, att **Attached) context.Context {
-	return withRework(ctx, func(given, now *spec.Document) (*spec.Document, error) {
+// applyWithAttached runs apply with ctx's change keeping the VMs runtimes
+// attach now as they are in the spec it applies (keepAttached), worked
+// out against the spec in force where the apply reads it, which what
+// names in a refusal; the result says what became of them.
+func applyWithAttached(ctx context.Context, what func(given *spec.Document) string, drop, applying bool,
+	apply func(context.Context) (*ApplyResult, error)) (*ApplyResult, error) {
+	var att *Attached
+	ctx = withRework(ctx, func(given, now *spec.Document) (*spec.Document, error) {
 		next, a, err := keepAttached(given.Spec.Name, what(given), given, now, drop, applying)
-		*att = a
+		att = a
 		return next, err
 	}, applying)
+	res, err := apply(ctx)
+	if res != nil && !att.Empty() {
+		res.Attached = att
+	}
+	return res, err
 }
 
 // applyKeeping runs apply, a back end's apply of a spec the user gives
@@ -133,13 +140,9 @@ func applyKeeping(ctx context.Context, src Source, o ApplyOptions, apply func(co
 	if _, ok := ctx.Value(changeKey{}).(change); ok {
 		return apply(ctx, src, o)
 	}
-	var att *Attached
-	ctx = keepingAttached(ctx, specWhat, o.DropAttached, true, &att)
-	res, err := apply(ctx, src, o)
-	if res != nil && !att.Empty() {
-		res.Attached = att
-	}
-	return res, err
+	return applyWithAttached(ctx, specWhat, o.DropAttached, true, func(ctx context.Context) (*ApplyResult, error) {
+		return apply(ctx, src, o)
+	})
 }
 
 // specWhat names a spec an apply is given, in a refusal.
@@ -234,8 +237,8 @@ func misfit(s *spec.Spec, taken map[string]string, vm *spec.VM) string {
 		missing = append(missing, "a VM of its own named "+vm.Name)
 	}
 	for _, n := range vm.NICs {
-		for _, addr := range []string{addressOf(n.IP), addressOf(n.IP6), strings.ToLower(n.MAC)} {
-			if who, ok := taken[addr]; ok && addr != "" {
+		for _, addr := range nicAddresses(&n) {
+			if who, ok := taken[addr]; ok {
 				missing = append(missing, fmt.Sprintf("its address %s, which %s has", addr, who))
 			}
 		}
@@ -268,10 +271,8 @@ func declaredAddresses(s *spec.Spec) map[string]string {
 			continue
 		}
 		for _, n := range vm.NICs {
-			for _, addr := range []string{addressOf(n.IP), addressOf(n.IP6), strings.ToLower(n.MAC)} {
-				if addr != "" {
-					taken[addr] = "VM " + vm.Name
-				}
+			for _, addr := range nicAddresses(&n) {
+				taken[addr] = "VM " + vm.Name
 			}
 		}
 	}
@@ -281,6 +282,18 @@ func declaredAddresses(s *spec.Spec) map[string]string {
 		}
 	}
 	return taken
+}
+
+// nicAddresses are a vNIC's IPv4 and IPv6 addresses and its MAC, those
+// it is given.
+func nicAddresses(n *spec.VNIC) []string {
+	var addrs []string
+	for _, a := range []string{addressOf(n.IP), addressOf(n.IP6), strings.ToLower(n.MAC)} {
+		if a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	return addrs
 }
 
 // addressOf is the address of an address with a prefix length ("" for

@@ -76,13 +76,9 @@ func rollback(ctx context.Context, b historian, name string, o RollbackOptions) 
 // (keepAttached), worked out against the spec in force where the apply
 // reads it.
 func applyKeepingAttached(ctx context.Context, b historian, what string, target *spec.Document, o ApplyOptions, drop bool) (*ApplyResult, error) {
-	var att *Attached
-	ctx = keepingAttached(ctx, func(*spec.Document) string { return what }, drop, false, &att)
-	res, err := b.Apply(ctx, Source{Doc: target}, o)
-	if res != nil && !att.Empty() {
-		res.Attached = att
-	}
-	return res, err
+	return applyWithAttached(ctx, func(*spec.Document) string { return what }, drop, false, func(ctx context.Context) (*ApplyResult, error) {
+		return b.Apply(ctx, Source{Doc: target}, o)
+	})
 }
 
 // rollbackTarget is the entry, with its spec, that a rollback applies.

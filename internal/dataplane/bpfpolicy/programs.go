@@ -277,7 +277,8 @@ func (p *Programs) Set(port uint32, c Compiled, bridge uint32, flows *ebpf.Map) 
 	}
 	delete(p.staged, port)
 	if next.Direct != 0 {
-		if err := p.fdb.Update(policyFdbKey{Bridge: next.Bridge, Mac: next.Mac}, listing(port, next).to, ebpf.UpdateAny); err != nil {
+		l := listing(port, next)
+		if err := p.fdb.Update(l.key, l.to, ebpf.UpdateAny); err != nil {
 			return fmt.Errorf("list port %d as taking frames directly: %w", port, mapFull(err))
 		}
 	}
@@ -695,7 +696,7 @@ func listing(port uint32, cfg policyPort) directListing {
 
 // unlist stops other ports handing the port frames directly.
 func (p *Programs) unlist(port uint32, cfg policyPort) error {
-	key := policyFdbKey{Bridge: cfg.Bridge, Mac: cfg.Mac}
+	key := listing(port, cfg).key
 	var at policyFdbPort
 	if p.fdb.Lookup(key, &at) != nil || at.Port != port {
 		return nil

@@ -103,6 +103,61 @@ func (e *Engine) recordStands(infra string, recorded []plan.Resource, ids *plan.
 	return why, vouched
 }
 
+// recordStandsWithin is recordStands of what the record names in the
+// namespaces of scope (a VM's cgroup goes with its namespace): those are
+// all a scoped apply reads, changes or removes, and so all whose
+// ownership it must be sure of; checking the rest would cost as much as
+// the infrastructure is large, whatever the change. A change that
+// touches no namespace (an apply of the same spec) checks all the record
+// names: its "no changes" says the host holds them. The IDs the record
+// noted of the namespaces left unchecked are vouched for as they were
+// noted (when of this boot and mark), so that the apply records them
+// again and the next apply that touches one of them needs not read its
+// mark; one made anew meanwhile has another ID, and that apply reads it.
+func (e *Engine) recordStandsWithin(infra string, scope plan.Scope, recorded []plan.Resource, ids *plan.NamespaceIDs) (string, map[string]uint64) {
+	if len(scope) == 0 {
+		return e.recordStands(infra, recorded, ids)
+	}
+	var checked, unchecked []plan.Resource
+	for _, r := range recorded {
+		if !plan.Markable(r.Kind) {
+			continue
+		}
+		if _, ok := scope[r.Namespace()]; ok {
+			checked = append(checked, r)
+		} else {
+			unchecked = append(unchecked, r)
+		}
+	}
+	why, vouched := e.recordStands(infra, checked, ids)
+	if why != "" {
+		return why, vouched
+	}
+	return why, e.carryIDs(infra, ids, unchecked, vouched)
+}
+
+// carryIDs adds to vouched the IDs ids noted of the namespaces among
+// unchecked, when ids are of this boot and of the mark this store's
+// apply sets.
+func (e *Engine) carryIDs(infra string, ids *plan.NamespaceIDs, unchecked []plan.Resource, vouched map[string]uint64) map[string]uint64 {
+	ni, ok := e.DP.(NamespaceIdentifier)
+	if !ok || ids == nil {
+		return vouched
+	}
+	if boot, _ := ni.NamespaceBoot(); boot == "" || ids.Boot != boot || ids.Mark != e.ownMark(infra) {
+		return vouched
+	}
+	for _, r := range unchecked {
+		if id, noted := ids.IDs[r.Name]; noted && id != 0 && r.Kind == plan.KindNetns {
+			if vouched == nil {
+				vouched = map[string]uint64{}
+			}
+			vouched[r.Name] = id
+		}
+	}
+	return vouched
+}
+
 // ownMark is the mark this store's apply gives infra's namespaces.
 func (e *Engine) ownMark(infra string) string {
 	return plan.Mark{Infra: infra, Store: e.Store.ID(), Dir: e.Store.Location()}.String()

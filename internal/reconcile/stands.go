@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 
 	"github.com/vnet-project/vnet/internal/plan"
@@ -118,28 +119,23 @@ func (e *Engine) recordStandsWithin(infra string, scope plan.Scope, recorded []p
 	if len(scope) == 0 {
 		return e.recordStands(infra, recorded, ids)
 	}
-	var checked, unchecked []plan.Resource
+	var checked []plan.Resource
 	for _, r := range recorded {
-		if !plan.Markable(r.Kind) {
-			continue
-		}
-		if _, ok := scope[r.Namespace()]; ok {
+		if _, ok := scope[r.Namespace()]; ok && plan.Markable(r.Kind) {
 			checked = append(checked, r)
-		} else {
-			unchecked = append(unchecked, r)
 		}
 	}
 	why, vouched := e.recordStands(infra, checked, ids)
 	if why != "" {
 		return why, vouched
 	}
-	return why, e.carryIDs(infra, ids, unchecked, vouched)
+	return why, e.carryIDs(infra, ids, scope, vouched)
 }
 
-// carryIDs adds to vouched the IDs ids noted of the namespaces among
-// unchecked, when ids are of this boot and of the mark this store's
-// apply sets.
-func (e *Engine) carryIDs(infra string, ids *plan.NamespaceIDs, unchecked []plan.Resource, vouched map[string]uint64) map[string]uint64 {
+// carryIDs adds to vouched the IDs ids noted of the namespaces outside
+// scope, when ids are of this boot and of the mark this store's apply
+// sets.
+func (e *Engine) carryIDs(infra string, ids *plan.NamespaceIDs, scope plan.Scope, vouched map[string]uint64) map[string]uint64 {
 	ni, ok := e.DP.(NamespaceIdentifier)
 	if !ok || ids == nil {
 		return vouched
@@ -147,15 +143,14 @@ func (e *Engine) carryIDs(infra string, ids *plan.NamespaceIDs, unchecked []plan
 	if boot, _ := ni.NamespaceBoot(); boot == "" || ids.Boot != boot || ids.Mark != e.ownMark(infra) {
 		return vouched
 	}
-	for _, r := range unchecked {
-		if id, noted := ids.IDs[r.Name]; noted && id != 0 && r.Kind == plan.KindNetns {
-			if vouched == nil {
-				vouched = map[string]uint64{}
-			}
-			vouched[r.Name] = id
+	carried := make(map[string]uint64, len(ids.IDs))
+	for name, id := range ids.IDs {
+		if _, in := scope[name]; !in && id != 0 {
+			carried[name] = id
 		}
 	}
-	return vouched
+	maps.Copy(carried, vouched)
+	return carried
 }
 
 // ownMark is the mark this store's apply gives infra's namespaces.

@@ -39,14 +39,7 @@ func (m *markCounter) NamespaceIDs(names []string) map[string]uint64 {
 }
 
 // identifiedNow returns and forgets whose IDs were read.
-func (m *markCounter) identifiedNow() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := m.identified
-	m.identified = nil
-	slices.Sort(out)
-	return out
-}
+func (m *markCounter) identifiedNow() []string { return m.take(&m.identified) }
 
 func (m *markCounter) Marks(namespaces, cgroups []string) (map[string]string, error) {
 	m.mu.Lock()
@@ -56,11 +49,14 @@ func (m *markCounter) Marks(namespaces, cgroups []string) (map[string]string, er
 }
 
 // read returns and forgets whose marks were read.
-func (m *markCounter) read() []string {
+func (m *markCounter) read() []string { return m.take(&m.asked) }
+
+// take returns, sorted, and forgets the names a list noted.
+func (m *markCounter) take(noted *[]string) []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := m.asked
-	m.asked = nil
+	out := *noted
+	*noted = nil
 	slices.Sort(out)
 	return out
 }

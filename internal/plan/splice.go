@@ -50,15 +50,8 @@ type Splice struct {
 // lastKeys, when not nil, are the keys of lastModel's resources (a
 // Splice's Keys): a splice then works out no key of the resources it keeps.
 func SpliceModel(last, next *spec.Spec, lastModel []Resource, lastKeys []string, opt Options) (Splice, bool) {
-	if last == nil || !sameButVMsAndNetworks(last, next) || last.HasBalancers() || next.HasBalancers() ||
-		!aclsBounded(last, opt) || !aclsBounded(next, opt) || sharedPerPort(lastModel) {
-		return Splice{}, false
-	}
-	nets, vms, ok := touched(last, next)
-	if !ok || len(nets) > 0 && (opt.Host == "" || !allPinned(last) || !allPinned(next)) {
-		return Splice{}, false
-	}
-	if opt.NumCPU > 0 && (limitsCPUs(last, vms) || limitsCPUs(next, vms)) {
+	nets, vms, ok := bound(last, next, opt)
+	if !ok || sharedPerPort(lastModel) {
 		return Splice{}, false
 	}
 	before := Model(part(last, nets, vms), opt)
@@ -74,6 +67,42 @@ func SpliceModel(last, next *spec.Spec, lastModel []Resource, lastKeys []string,
 	}
 	sp, ok := splice(lastModel, lastKeys, before, after)
 	return sp, ok
+}
+
+// bound returns the networks and VMs a change from last to next touches
+// (see touched) when the specs alone let SpliceModel bound it that way.
+func bound(last, next *spec.Spec, opt Options) (nets, vms map[string]bool, ok bool) {
+	if last == nil || !sameButVMsAndNetworks(last, next) || last.HasBalancers() || next.HasBalancers() ||
+		!aclsBounded(last, opt) || !aclsBounded(next, opt) {
+		return nil, nil, false
+	}
+	nets, vms, ok = touched(last, next)
+	if !ok || len(nets) > 0 && (opt.Host == "" || !allPinned(last) || !allPinned(next)) {
+		return nil, nil, false
+	}
+	if opt.NumCPU > 0 && (limitsCPUs(last, vms) || limitsCPUs(next, vms)) {
+		return nil, nil, false
+	}
+	return nets, vms, true
+}
+
+// MaySplice reports, from the specs alone, whether SpliceModel may splice
+// a change from last to next made with opt: false when it will not, or
+// when a switch attaches several uplinks or pools their traffic (whose
+// models team or pool, which SpliceModel refuses); true when the models
+// decide. A caller without the last model can tell by it, before
+// modelling anything, whether to model the last spec whole or to splice
+// its model from the next one's (SpliceModel(next, last, ...)).
+func MaySplice(last, next *spec.Spec, opt Options) bool {
+	if _, _, ok := bound(last, next, opt); !ok {
+		return false
+	}
+	for i := range next.Switches { // the same in last (bound)
+		if sw := &next.Switches[i]; sw.IOCEnabled() || len(sw.Uplinks) > 1 {
+			return false
+		}
+	}
+	return true
 }
 
 // sharedPerPort reports whether a model holds what a port's resources

@@ -228,6 +228,9 @@ func TestSpliceModelOfPortGroupsIsTheWholeModel(t *testing.T) {
 			for _, opt := range []Options{{}, {Host: "hv1"}, {Host: "hv2", PortPrograms: true}, {NumCPU: 2, PortPrograms: true}, {Host: "hv1", NumCPU: 2}} {
 				name := fmt.Sprintf("round %d, %s, host %q, programs %v, cpus %d", round, what, opt.Host, opt.PortPrograms, opt.NumCPU)
 				ok := checkSplice(t, name, last, next, opt)
+				if ok && !strings.Contains(s.infra, "uplinks:") && !MaySplice(last, next, opt) {
+					t.Errorf("%s: spliced, but MaySplice says it would not", name)
+				}
 				if ok {
 					spliced++
 				} else {
@@ -347,7 +350,7 @@ vms:
 					lastText, nextText = withACL(base), withACL(c.next)
 				}
 				last, next := load(t, lastText), load(t, nextText)
-				if !checkSplice(t, t.Name(), last, next, opt) {
+				if !MaySplice(last, next, opt) || !checkSplice(t, t.Name(), last, next, opt) {
 					t.Fatal("not spliced")
 				}
 				if !checkSplice(t, t.Name()+", back", next, last, opt) {

@@ -40,11 +40,13 @@ func planOf(t *testing.T, eng *reconcile.Engine, src string, full bool) string {
 
 // A scoped apply of a one-VM change (add, change of address, removal)
 // plans what a full one plans, and leaves the host as a full one would: a
-// full apply after it finds nothing to do.
+// full apply after it finds nothing to do. An engine that keeps no model
+// (a new process's) splices the last spec's model from the next one's.
 func TestScopedApplyOfOneVMIsTheFullApply(t *testing.T) {
 	eng := nstest.Engine(t)
-	infra := nstest.Infra("itscope")
-	oneVMChanges(t, eng, infra, nil)
+	var trace strings.Builder
+	eng.Trace = &trace
+	oneVMChanges(t, eng, nstest.Infra("itscope"), &trace)
 }
 
 // An engine that keeps the last model (a server's, an agent's) splices the
@@ -60,7 +62,7 @@ func TestSplicedApplyOfOneVMIsTheFullApply(t *testing.T) {
 
 // oneVMChanges applies one-VM changes to twoHosts(infra) with eng, scoped,
 // and checks each against a full apply. With trace, eng's trace, each
-// apply must have spliced its model.
+// apply must have spliced a model.
 func oneVMChanges(t *testing.T, eng *reconcile.Engine, infra string, trace *strings.Builder) {
 	base := twoHosts(infra)
 	added := withExtraVM(base)

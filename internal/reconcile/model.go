@@ -52,9 +52,10 @@ type modelSet struct {
 // holds the last spec's model and the change is one a splice bounds (of
 // VMs and virtual networks), the next model is that one with the touched
 // VMs and networks modelled again (plan.SpliceModel); when it does not,
-// the last model is spliced from the next one the same way, where a splice
-// may bound the change (plan.MaySplice), else modelled whole. The last spec is modelled with what its record
-// says was paused, the next one with what is to be paused (wantPaused).
+// the last model is spliced from the next one the same way where a splice
+// may bound the change (plan.MaySplice), else modelled whole. The last
+// spec is modelled with what its record says was paused, the next one
+// with what is to be paused (wantPaused).
 func (e *Engine) models(doc *spec.Document) (*store.Record, *modelSet, error) {
 	opt := e.scoped(plan.Options{NumCPU: e.numCPU()})
 	if e.Paused != nil {

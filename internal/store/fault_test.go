@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -67,6 +68,9 @@ func (w *writeCheck) holds(path string) holding {
 	if want := resources(w.size + w.grow*(r.Generation%2)); !slices.Equal(byKey(r.Realized), byKey(want)) {
 		t.Fatalf("%s: generation %d holds the resources of another", path, r.Generation)
 	}
+	if !bytes.Equal(r.Spec, w.spec(r.Generation)) {
+		t.Fatalf("%s: generation %d holds the spec of another", path, r.Generation)
+	}
 	if w.history {
 		// One entry per generation, the last the record's: a record
 		// never stands without its entry, nor an entry without its record.
@@ -89,19 +93,26 @@ type writeCheck struct {
 	// history: each write keeps its history entry in the record's write
 	// (PutWithHistory).
 	history  bool
+	spec     func(gen int) []byte // the spec of each generation
 	outcomes map[string]int
 }
 
-func newWriteCheck(t *testing.T, dir string, fresh bool, size, grow int, withHistory bool) *writeCheck {
+func newWriteCheck(t *testing.T, dir string, writer writer, size, grow int) *writeCheck {
 	s := open(t, dir)
 	w := &writeCheck{t: t, path: filepath.Join(dir, dbFile), good: filepath.Join(dir, goodFile), size: size, grow: grow,
-		history: withHistory, outcomes: map[string]int{}}
+		history: writer.history, outcomes: map[string]int{}}
+	w.spec = func(g int) []byte { return []byte(fmt.Sprintf("name: a # %d", g)) }
+	if writer.chunks {
+		// A spec in chunks, of which each generation changes one or two.
+		w.spec = func(g int) []byte { return vmsSpec(1000, g) }
+	}
+	withHistory := writer.history
 	w.put = func(g int) error {
 		st := s
-		if fresh {
+		if writer.fresh {
 			st = open(t, dir)
 		}
-		r := &Record{Name: "a", Spec: []byte(fmt.Sprintf("name: a # %d", g)), Realized: resources(size + grow*(g%2)), Generation: g}
+		r := &Record{Name: "a", Spec: w.spec(g), Realized: resources(size + grow*(g%2)), Generation: g}
 		if !withHistory {
 			return st.Put(r)
 		}
@@ -162,13 +173,16 @@ func (w *writeCheck) next(at string) {
 // writers are the ways vnet writes: one process writing again and again
 // (an agent, the API server), which knows what it wrote last, and a
 // process per write (the CLI); a record alone, or with the history entry
-// of its change in the same write.
-var writers = []struct {
-	name           string
-	fresh, history bool
-}{
-	{"one process", false, false}, {"a process per write", true, false},
-	{"one process, with history", false, true}, {"a process per write, with history", true, true},
+// of its change in the same write; a small spec, or one kept in chunks.
+var writers = []writer{
+	{"one process", false, false, false}, {"a process per write", true, false, false},
+	{"one process, with history", false, true, false}, {"a process per write, with history", true, true, false},
+	{"one process, with history, a spec in chunks", false, true, true},
+}
+
+type writer struct {
+	name                   string
+	fresh, history, chunks bool
 }
 
 // A write reaches state.db and its good copy both, or neither: whichever
@@ -189,7 +203,7 @@ func TestEveryWriteFailingInTurn(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				w := newWriteCheck(t, dir, writer.fresh, 100, 1, writer.history)
+				w := newWriteCheck(t, dir, writer, 100, 1)
 				ffs.Disarm(t)
 				for k, fired := 1, true; fired; k++ {
 					ffs.Arm(t, k, f.fault)
@@ -216,7 +230,7 @@ func TestFullFileSystemAtEveryWrite(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			w := newWriteCheck(t, dir, writer.fresh, 100, 1000, writer.history)
+			w := newWriteCheck(t, dir, writer, 100, 1000)
 			for leave := int64(0); ; leave += 8192 {
 				for w.gen%2 == 1 {
 					w.next("before")

@@ -294,7 +294,7 @@ func (b *Bolt) SetHistoryRetention(r history.Retention) error {
 		return top.ForEachBucket(func(name []byte) error {
 			current := 0
 			if rec := tx.Bucket(bucket).Get(name); rec != nil {
-				if h, err := decodeHead(string(name), rec); err == nil {
+				if h, err := decodeHead(tx, string(name), rec); err == nil {
 					current = h.Generation
 				}
 			}

@@ -48,7 +48,16 @@ func (b *Bolt) PutWithHistory(r *Record, e history.Entry) (history.Entry, error)
 func (b *Bolt) put(r *Record, entry *entryWrite) error {
 	head := *r
 	head.Realized = nil
-	v, err := EncodeValue(&head)
+	// A large spec goes in chunks, of which a write puts only those the
+	// store lacks (see specchunks.go).
+	spec := newSpecWrite(r.Spec)
+	var v []byte
+	var err error
+	if spec == nil {
+		v, err = EncodeValue(&head)
+	} else {
+		v, err = encodeChunkedValue(&head, spec.manifest)
+	}
 	if err != nil {
 		return err
 	}
@@ -61,6 +70,9 @@ func (b *Bolt) put(r *Record, entry *entryWrite) error {
 	put := func(cache *chunkCache, wrote **chunkCache, u *undoLog) func(*bolt.Tx) error {
 		return func(tx *bolt.Tx) error {
 			if err := u.put(tx.Bucket(bucket), [][]byte{bucket}, []byte(r.Name), v); err != nil {
+				return err
+			}
+			if err := spec.put(tx, r.Name, u); err != nil {
 				return err
 			}
 			var err error
@@ -149,6 +161,9 @@ func (b *Bolt) Delete(name string) error {
 	b.forgetHead(name)
 	del := func(tx *bolt.Tx, u *undoLog) error {
 		if err := u.delete(tx.Bucket(bucket), [][]byte{bucket}, []byte(name)); err != nil {
+			return err
+		}
+		if err := deleteSpecChunks(tx, name, u); err != nil {
 			return err
 		}
 		return deleteRealized(tx, name, u)

@@ -258,6 +258,11 @@ func printDiff(out io.Writer, res *service.DiffResult) {
 	printHostPlans(out, res.Plans)
 }
 
+// keptListed is how many kept VMs an apply names: a node of a thousand pods
+// keeps a thousand at every apply, which nobody reads line by line. Those
+// in the way are always listed whole, since the user must act on each.
+const keptListed = 10
+
 // printAttached says what a rollback or a restore does (or, for a diff,
 // would do) with the VMs runtimes attached.
 func printAttached(out io.Writer, a *service.Attached, diff bool) {
@@ -266,8 +271,11 @@ func printAttached(out io.Writer, a *service.Attached, diff bool) {
 	}
 	if len(a.Kept) > 0 {
 		fmt.Fprintf(out, "\nkept as they are now, on their port groups and networks (runtimes attached them):\n")
-		for _, vm := range a.Kept {
+		for _, vm := range a.Kept[:min(len(a.Kept), keptListed)] {
 			fmt.Fprintf(out, "  VM %s on %s (container %s)\n", vm.VM, vm.Host, vm.Container)
+		}
+		if more := len(a.Kept) - keptListed; more > 0 {
+			fmt.Fprintf(out, "  and %d more (vnet status lists every VM)\n", more)
 		}
 	}
 	if len(a.LeftOut) > 0 {

@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"bytes"
 	"errors"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/vnet-project/vnet/internal/nstest"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/reconcile"
+	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/store"
 )
 
@@ -25,7 +27,19 @@ type markCounter struct {
 	*dataplane.Linux
 	mu    sync.Mutex
 	asked []string
+	// identified are the namespaces whose IDs were read.
+	identified []string
 }
+
+func (m *markCounter) NamespaceIDs(names []string) map[string]uint64 {
+	m.mu.Lock()
+	m.identified = append(m.identified, names...)
+	m.mu.Unlock()
+	return m.Linux.NamespaceIDs(names)
+}
+
+// identifiedNow returns and forgets whose IDs were read.
+func (m *markCounter) identifiedNow() []string { return m.take(&m.identified) }
 
 func (m *markCounter) Marks(namespaces, cgroups []string) (map[string]string, error) {
 	m.mu.Lock()
@@ -35,11 +49,14 @@ func (m *markCounter) Marks(namespaces, cgroups []string) (map[string]string, er
 }
 
 // read returns and forgets whose marks were read.
-func (m *markCounter) read() []string {
+func (m *markCounter) read() []string { return m.take(&m.asked) }
+
+// take returns, sorted, and forgets the names a list noted.
+func (m *markCounter) take(noted *[]string) []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := m.asked
-	m.asked = nil
+	out := *noted
+	*noted = nil
 	slices.Sort(out)
 	return out
 }
@@ -198,5 +215,60 @@ func TestRecordWithoutNamespaceIDsReadsMarks(t *testing.T) {
 	}
 	if read := mc.read(); len(read) > 0 {
 		t.Errorf("a further apply read the marks of %v", read)
+	}
+}
+
+// A change of one VM checks the namespaces it touches alone, by their
+// IDs, and records the IDs of the others as noted: a namespace it does
+// not touch, made anew by another store meanwhile, is left to the next
+// apply that touches it or changes nothing, which refuses it.
+func TestOneVMChangeChecksItsNamespaces(t *testing.T) {
+	first, _ := countingEngine(t, nil)
+	infra := nstest.Infra("itnsone")
+	t.Cleanup(func() { _, _ = first.Destroy(infra) })
+	two := strings.Replace(small(infra), "vms:\n", "vms:\n  - {name: vm2, host: esx1, nics: [{portgroup: pg, ip: 10.71.0.2/24}]}\n", 1)
+	nstest.Apply(t, first, two)
+	before, err := first.Store.Get(infra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another process: its dataplane has seen no mark.
+	eng, mc := countingEngine(t, first.Store)
+	var log bytes.Buffer
+	eng.Log = &log
+	vm2 := ns(infra, "vm2")
+	if err := netns.DeleteNamed(vm2); err != nil {
+		t.Fatal(err)
+	}
+	makeNamespace(t, vm2)
+	setMark(t, vm2, plan.Mark{Infra: infra, Store: "00000000000000bb", Dir: "/srv/other"}.String())
+	mc.read()
+	mc.identifiedNow()
+	moved, err := spec.Load("moved.yaml", []byte(strings.Replace(two, "10.71.0.1/24", "10.71.0.9/24", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Apply(moved); err != nil {
+		t.Fatalf("a change of vm1 beside another store's vm2: %v\n%s", err, log.String())
+	}
+	if got, want := mc.identifiedNow(), []string{ns(infra, "vm1")}; !slices.Equal(got, want) {
+		t.Errorf("a change of vm1 read the IDs of %v, want of %v", got, want)
+	}
+	if read := mc.read(); len(read) > 0 {
+		t.Errorf("a change of vm1 read the marks of %v", read)
+	}
+	after, err := eng.Store.Get(infra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Namespaces == nil || !maps.Equal(after.Namespaces.IDs, before.Namespaces.IDs) {
+		t.Errorf("namespace IDs recorded %v, want those noted before, %v", after.Namespaces, before.Namespaces)
+	}
+	// An apply that changes nothing checks all the record names.
+	if _, err := eng.Apply(moved); !errors.Is(err, reconcile.ErrNotOwned) {
+		t.Errorf("an apply changing nothing beside another store's vm2: %v", err)
+	}
+	if read := mc.read(); !slices.Equal(read, []string{vm2}) {
+		t.Errorf("read the marks of %v, want of %s alone", read, vm2)
 	}
 }

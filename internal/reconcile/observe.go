@@ -125,10 +125,12 @@ func (e *Engine) checkHost(doc *spec.Document) error {
 // of a previous one, when the last one never finished (it may have left
 // changes anywhere), when the store cannot tell that, when the change
 // reaches beyond VMs (plan.ChangeScope), and when the host no longer holds
-// what the record names as this store's (recordStands). Otherwise it reads only the
-// namespaces of what the change creates, deletes or changes: drift
-// elsewhere waits for a full apply. It returns, with the scope, the
-// namespaces the record's identities vouched for (see recordStands).
+// what the record names as this store's in the namespaces the change
+// touches, or anywhere when it touches none (recordStandsWithin).
+// Otherwise it reads only the namespaces of what the change creates,
+// deletes or changes: drift elsewhere waits for a full apply. It returns,
+// with the scope, the namespaces the record's identities vouched for (see
+// recordStandsWithin).
 func (e *Engine) scopeFor(doc *spec.Document, m *modelSet, rec *store.Record) (plan.Scope, map[string]uint64) {
 	why := ""
 	var scope plan.Scope
@@ -154,7 +156,7 @@ func (e *Engine) scopeFor(doc *spec.Document, m *modelSet, rec *store.Record) (p
 		scope = scope.WithKind(m.next, plan.KindLB)
 		if !scope.Full() {
 			var gone string
-			if gone, vouched = e.recordStands(doc.Spec.Name, m.prev, recordedIDs(rec)); gone != "" {
+			if gone, vouched = e.recordStandsWithin(doc.Spec.Name, scope, m.prev, recordedIDs(rec)); gone != "" {
 				scope, why = nil, gone
 				e.logf("reading the whole infrastructure: %s\n", gone)
 			}

@@ -319,3 +319,71 @@ func TestRecordStandsByNamespaceIDs(t *testing.T) {
 		}
 	}
 }
+
+// A change that touches some namespaces checks what the record names in
+// them alone, and carries the IDs noted of the others; one that touches
+// none checks everything the record names.
+func TestRecordStandsWithinTheChange(t *testing.T) {
+	recorded := []plan.Resource{
+		{Kind: plan.KindNetns, Name: "vnet.demo.esx1"},
+		{Kind: plan.KindNetns, Name: "vnet.demo.vm1"},
+		{Kind: plan.KindCgroup, Name: "vnet/demo/vm1"},
+		{Kind: plan.KindNetns, Name: "vnet.demo.vm2"},
+		{Kind: plan.KindCgroup, Name: "vnet/demo/vm2"},
+		{Kind: plan.KindBridge, NS: "vnet.demo.esx1", Name: "br0"},
+	}
+	own := markOf("demo", ownID, ownDir)
+	owned := map[string]string{"netns/vnet.demo.esx1": own, "netns/vnet.demo.vm1": own, "netns/vnet.demo.vm2": own,
+		"cgroup/vnet/demo/vm1": own, "cgroup/vnet/demo/vm2": own}
+	without := func(keys ...string) map[string]string {
+		m := maps.Clone(owned)
+		for _, k := range keys {
+			delete(m, k)
+		}
+		return m
+	}
+	noted := &plan.NamespaceIDs{Boot: "b1", Mark: own, IDs: map[string]uint64{"vnet.demo.esx1": 7, "vnet.demo.vm1": 8, "vnet.demo.vm2": 9}}
+	same := map[string]uint64{"vnet.demo.esx1": 7, "vnet.demo.vm1": 8, "vnet.demo.vm2": 9}
+	vm2Anew := map[string]uint64{"vnet.demo.esx1": 7, "vnet.demo.vm1": 8, "vnet.demo.vm2": 10}
+	ofVM1 := plan.Scope{"vnet.demo.vm1": nil, "vnet.demo.esx1": {"p1": true}}
+	tests := []struct {
+		name    string
+		scope   plan.Scope
+		boot    string
+		ids     map[string]uint64
+		marks   map[string]string
+		asked   []string // whose marks were read
+		vouched map[string]uint64
+		says    string // "": the record stands
+	}{
+		{name: "vm1 changed, vm2 made anew by hand", scope: ofVM1, boot: "b1", ids: vm2Anew, marks: without("netns/vnet.demo.vm2"),
+			vouched: same},
+		{name: "vm1 changed, vm2's cgroup gone", scope: ofVM1, boot: "b1", ids: same, marks: without("cgroup/vnet/demo/vm2"),
+			vouched: same},
+		{name: "vm1 changed, vm1 gone", scope: ofVM1, boot: "b1", ids: map[string]uint64{"vnet.demo.esx1": 7, "vnet.demo.vm2": 9},
+			marks: without("netns/vnet.demo.vm1"), asked: []string{"vnet.demo.vm1"}, says: "1 gone"},
+		{name: "vm1 changed, vm1's cgroup gone", scope: ofVM1, boot: "b1", ids: same, marks: without("cgroup/vnet/demo/vm1"),
+			says: "cgroup/vnet/demo/vm1"},
+		{name: "vm1 changed in another boot: nothing carried", scope: ofVM1, boot: "b2", ids: same, marks: owned,
+			asked: []string{"vnet.demo.esx1", "vnet.demo.vm1"}, vouched: map[string]uint64{}},
+		{name: "nothing changed, vm2 made anew by hand", scope: plan.Scope{}, boot: "b1", ids: vm2Anew,
+			marks: maps.Clone(owned), asked: []string{"vnet.demo.vm2"}, vouched: map[string]uint64{"vnet.demo.esx1": 7, "vnet.demo.vm1": 8}},
+		{name: "nothing changed, vm2 gone", scope: plan.Scope{}, boot: "b1", ids: map[string]uint64{"vnet.demo.esx1": 7, "vnet.demo.vm1": 8},
+			marks: without("netns/vnet.demo.vm2"), asked: []string{"vnet.demo.vm2"}, says: "1 gone"},
+	}
+	for _, tc := range tests {
+		var asked []string
+		dp := idDP{markDP: markDP{marks: tc.marks}, boot: tc.boot, ids: tc.ids, asked: &asked}
+		e := &Engine{DP: dp, Store: idStore{}, Log: io.Discard}
+		why, vouched := e.recordStandsWithin("demo", tc.scope, recorded, noted)
+		if (why == "") != (tc.says == "") || !strings.Contains(why, tc.says) {
+			t.Errorf("%s: why = %q, want one saying %q", tc.name, why, tc.says)
+		}
+		if !slices.Equal(asked, tc.asked) {
+			t.Errorf("%s: read the marks of %v, want %v", tc.name, asked, tc.asked)
+		}
+		if tc.says == "" && !maps.Equal(vouched, tc.vouched) {
+			t.Errorf("%s: vouched for %v, want %v", tc.name, vouched, tc.vouched)
+		}
+	}
+}

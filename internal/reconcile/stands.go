@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 
 	"github.com/vnet-project/vnet/internal/plan"
@@ -101,6 +102,55 @@ func (e *Engine) recordStands(infra string, recorded []plan.Resource, ids *plan.
 		why += fmt.Sprintf(": %d not marked as this store's in %s (%s)", len(other), e.Store.Location(), firstFew(other))
 	}
 	return why, vouched
+}
+
+// recordStandsWithin is recordStands of what the record names in the
+// namespaces of scope (a VM's cgroup goes with its namespace): those are
+// all a scoped apply reads, changes or removes, and so all whose
+// ownership it must be sure of; checking the rest would cost as much as
+// the infrastructure is large, whatever the change. A change that
+// touches no namespace (an apply of the same spec) checks all the record
+// names: its "no changes" says the host holds them. The IDs the record
+// noted of the namespaces left unchecked are vouched for as they were
+// noted (when of this boot and mark), so that the apply records them
+// again and the next apply that touches one of them needs not read its
+// mark; one made anew meanwhile has another ID, and that apply reads it.
+func (e *Engine) recordStandsWithin(infra string, scope plan.Scope, recorded []plan.Resource, ids *plan.NamespaceIDs) (string, map[string]uint64) {
+	if len(scope) == 0 {
+		return e.recordStands(infra, recorded, ids)
+	}
+	var checked []plan.Resource
+	for _, r := range recorded {
+		if _, ok := scope[r.Namespace()]; ok && plan.Markable(r.Kind) {
+			checked = append(checked, r)
+		}
+	}
+	why, vouched := e.recordStands(infra, checked, ids)
+	if why != "" {
+		return why, vouched
+	}
+	return why, e.carryIDs(infra, ids, scope, vouched)
+}
+
+// carryIDs adds to vouched the IDs ids noted of the namespaces outside
+// scope, when ids are of this boot and of the mark this store's apply
+// sets.
+func (e *Engine) carryIDs(infra string, ids *plan.NamespaceIDs, scope plan.Scope, vouched map[string]uint64) map[string]uint64 {
+	ni, ok := e.DP.(NamespaceIdentifier)
+	if !ok || ids == nil {
+		return vouched
+	}
+	if boot, _ := ni.NamespaceBoot(); boot == "" || ids.Boot != boot || ids.Mark != e.ownMark(infra) {
+		return vouched
+	}
+	carried := make(map[string]uint64, len(ids.IDs))
+	for name, id := range ids.IDs {
+		if _, in := scope[name]; !in && id != 0 {
+			carried[name] = id
+		}
+	}
+	maps.Copy(carried, vouched)
+	return carried
 }
 
 // ownMark is the mark this store's apply gives infra's namespaces.

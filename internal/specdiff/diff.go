@@ -72,8 +72,12 @@ func (d *Diff) ExitCode() int {
 // Compare lists what changes from old to new. Either may be nil: nothing
 // applied before, or nothing after (a destroy); the infrastructure itself
 // shows only as a change of its name.
-func Compare(old, new *spec.Spec) *Diff {
-	a, b := objects(old), objects(new)
+func Compare(old, new *spec.Spec) *Diff { return compareSkipping(old, new, sameVMs(old, new)) }
+
+// compareSkipping is Compare that leaves out the VMs named in skip, which
+// both specs hold alike (sameVMs).
+func compareSkipping(old, new *spec.Spec, skip map[string]bool) *Diff {
+	a, b := objects(old, skip), objects(new, skip)
 	d := &Diff{Changes: []Change{}}
 	for id, o := range a {
 		if _, kept := b[id]; !kept && o.ref.Kind != KindInfrastructure {

@@ -2,7 +2,10 @@ package specdiff
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -175,7 +178,11 @@ func TestCompare(t *testing.T) {
 	old := load(t, base)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := Compare(old, load(t, edit(t, base, tt.edits)))
+			next := load(t, edit(t, base, tt.edits))
+			d := Compare(old, next)
+			if whole := compareSkipping(old, next, nil); !reflect.DeepEqual(d, whole) {
+				t.Errorf("leaving the VMs alike out changed the diff:\n%s\nwant:\n%s", d, whole)
+			}
 			if got := d.String(); got != tt.text {
 				t.Errorf("text:\n%s\nwant:\n%s", got, tt.text)
 			}
@@ -325,5 +332,66 @@ func TestEncodings(t *testing.T) {
 	}
 	if e, _ := json.Marshal(Compare(nil, nil)); string(e) != `{"changes":[]}` {
 		t.Errorf("an equal diff is %s", e)
+	}
+}
+
+// A VM left out of a diff because both specs hold it alike changes
+// nothing the diff says, whatever else changes around it: a VM of a
+// repeated name is compared as before (the first of the name stands for
+// it, with the vNICs of the others the first lacks).
+func TestVMsAlikeLeftOut(t *testing.T) {
+	base := baseSource(t)
+	vm := "  - name: web2\n    host: hv2\n    nics:\n      - {portgroup: pg-web, ip: 192.168.50.12/24}\n"
+	twice := "  - name: web2\n    host: hv1\n    nics:\n      - {portgroup: pg-web, ip: 192.168.50.12/24}\n" +
+		"      - {portgroup: pg-web, ip: 192.168.50.13/24}\n"
+	tests := []struct {
+		name     string
+		old, new string
+	}{
+		{"a VM added", base, strings.Replace(base, vm, vm+strings.ReplaceAll(vm, "web2", "web3"), 1)},
+		{"a VM removed", base, strings.Replace(base, vm, "", 1)},
+		{"an address changed", base, strings.Replace(base, "192.168.50.12/24", "192.168.50.22/24", 1)},
+		{"a VM renamed", base, strings.Replace(base, "name: web2", "name: web9", 1)},
+		{"the infrastructure renamed", base, strings.Replace(base, "name: "+load(t, base).Name, "name: other", 1)},
+		{"a name repeated after", base, strings.Replace(base, vm, vm+twice, 1)},
+		{"a name repeated before", strings.Replace(base, vm, vm+twice, 1), base},
+		{"a name repeated on both sides", strings.Replace(base, vm, vm+twice, 1), strings.Replace(base, vm, vm+twice, 1)},
+	}
+	for _, tt := range tests {
+		old, next := unchecked(t, tt.old), unchecked(t, tt.new)
+		if got, want := Compare(old, next), compareSkipping(old, next, nil); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s:\n%s\nwant:\n%s", tt.name, got, want)
+		}
+	}
+}
+
+// unchecked is a spec as written, valid or not (a repeated name).
+func unchecked(t *testing.T, src string) *spec.Spec {
+	t.Helper()
+	var s spec.Spec
+	if err := yaml.Unmarshal([]byte(src), &s); err != nil {
+		t.Fatal(err)
+	}
+	return &s
+}
+
+// BenchmarkCompareOneVMOf1000 is a change of one VM's address among
+// 1,000: the diff a history entry of such an apply makes.
+func BenchmarkCompareOneVMOf1000(b *testing.B) {
+	old, next := &spec.Spec{Name: "big"}, &spec.Spec{Name: "big"}
+	for i := range 1000 {
+		vm := spec.VM{Name: fmt.Sprintf("vm%d", i), Host: "h1", NICs: []spec.VNIC{{PortGroup: "pg", IP: fmt.Sprintf("10.%d.%d.1/8", i/256, i%256)}}}
+		old.VMs = append(old.VMs, vm)
+		vm.NICs = slices.Clone(vm.NICs)
+		if i == 500 {
+			vm.NICs[0].IP = "10.255.255.1/8"
+		}
+		next.VMs = append(next.VMs, vm)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if d := Compare(old, next); len(d.Changes) != 1 {
+			b.Fatalf("%d changes", len(d.Changes))
+		}
 	}
 }

@@ -86,8 +86,9 @@ type routerView struct {
 }
 
 // objects lists the objects of a spec by id; the first of a repeated name
-// stands for it, as with the spec's own lookups. A nil spec has none.
-func objects(s *spec.Spec) map[string]*object {
+// stands for it, as with the spec's own lookups. A nil spec has none. The
+// VMs named in skip are left out, with their vNICs (see sameVMs).
+func objects(s *spec.Spec, skip map[string]bool) map[string]*object {
 	out := map[string]*object{}
 	if s == nil {
 		return out
@@ -98,12 +99,15 @@ func objects(s *spec.Spec) map[string]*object {
 		}
 		return o
 	}
-	add(&object{ref: Ref{Kind: KindInfrastructure, Name: s.Name}, id: "infra", order: []orderPart{{0, ""}}, val: reflect.ValueOf(s)})
+	add(&object{ref: Ref{Kind: KindInfrastructure, Name: s.Name}, id: "infra", order: []orderPart{{0, ""}}, val: topOf(s)})
 	addHosts(s, add)
 	addSwitches(s, add)
 	addNetworks(s, add)
 	for i := range s.VMs {
 		vm := &s.VMs[i]
+		if skip[vm.Name] {
+			continue
+		}
 		o := add(&object{ref: Ref{Kind: KindVM, Name: vm.Name}, id: "vm/" + vm.Name, order: []orderPart{{6, vm.Name}}, val: reflect.ValueOf(vm)})
 		for j := range vm.NICs {
 			eth := "eth" + strconv.Itoa(j)
@@ -112,6 +116,56 @@ func objects(s *spec.Spec) map[string]*object {
 		}
 	}
 	return out
+}
+
+// topOf is a copy of the spec without the lists of objects of their own
+// (structural): the infrastructure's own fields, which a diff then
+// compares without comparing every object of the spec once more.
+func topOf(s *spec.Spec) reflect.Value {
+	t := reflect.TypeFor[spec.Spec]()
+	top := reflect.New(t)
+	top.Elem().Set(reflect.ValueOf(s).Elem())
+	for name := range structural[t] {
+		f := top.Elem().FieldByName(name)
+		f.Set(reflect.Zero(f.Type()))
+	}
+	return top
+}
+
+// sameVMs names the VMs both specs hold alike: of a name each spec gives
+// one VM alone, deeply equal in both. They and their vNICs hold no change,
+// and a diff leaves them out before making objects of them: a change of a
+// few VMs of a large spec then makes objects of those few, not of every
+// VM twice over.
+func sameVMs(old, new *spec.Spec) map[string]bool {
+	if old == nil || new == nil {
+		return nil
+	}
+	before := make(map[string]*spec.VM, len(old.VMs))
+	repeated := map[string]bool{}
+	for i := range old.VMs {
+		vm := &old.VMs[i]
+		if _, dup := before[vm.Name]; dup {
+			repeated[vm.Name] = true
+		}
+		before[vm.Name] = vm
+	}
+	seen := make(map[string]bool, len(new.VMs))
+	for i := range new.VMs {
+		name := new.VMs[i].Name
+		if seen[name] {
+			repeated[name] = true
+		}
+		seen[name] = true
+	}
+	skip := make(map[string]bool, len(new.VMs))
+	for i := range new.VMs {
+		vm := &new.VMs[i]
+		if was, ok := before[vm.Name]; ok && !repeated[vm.Name] && reflect.DeepEqual(was, vm) {
+			skip[vm.Name] = true
+		}
+	}
+	return skip
 }
 
 func addHosts(s *spec.Spec, add func(*object) *object) {

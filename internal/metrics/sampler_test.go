@@ -106,7 +106,10 @@ func TestSamplerKeepsARefreshingCounting(t *testing.T) {
 
 func TestSamplerIdleOpensNothing(t *testing.T) {
 	s := &Sampler{Infras: func() []*spec.Spec { return nil }, Interval: time.Second,
-		Open: func() (Counting, func(), error) { t.Error("opened a dataplane with nothing to sample"); return nil, nil, nil }}
+		Open: func() (Counting, func(), error) {
+			t.Error("opened a dataplane with nothing to sample")
+			return nil, nil, nil
+		}}
 	s.SampleOnce()
 }
 
@@ -125,7 +128,7 @@ func TestRunStretchesTheIntervalAndSaysSo(t *testing.T) {
 	s := &Sampler{
 		Infras:   func() []*spec.Spec { return []*spec.Spec{load(t)} },
 		Interval: 10 * time.Millisecond, Keep: time.Minute,
-		Open:     func() (Counting, func(), error) { return slow{fakeKernel(1000, 1000)}, func() {}, nil },
+		Open: func() (Counting, func(), error) { return slow{fakeKernel(1000, 1000)}, func() {}, nil },
 		Logf: func(format string, args ...any) {
 			mu.Lock()
 			said = append(said, fmt.Sprintf(format, args...))

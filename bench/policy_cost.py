@@ -62,6 +62,14 @@ which a load that changes from round to round moves less than it moves the
 figures themselves. The spread printed after the table is the range of each
 path's rounds, and of its ratios within rounds.
 
+Then, unless --prog-seconds is 0, what each path's tc programs cost in the
+kernel, per frame: with the kernel's run-time statistics of BPF programs on
+(BPF_ENABLE_STATS, for that phase only: they cost every program two clock
+reads), UDP64 runs once more on each path that has programs for
+--prog-seconds, and the time its programs ran, over how many times they ran,
+is their cost per frame there, cache misses and all: the figure the noise of
+the rates hides.
+
 usage: bench/policy_cost.py [--vnet bin/vnet] [--seconds 3] [--rounds 9]
            [--warmup 2] [--cpus 0,1] [--rr-cpus 0,0] [--seed 1]
            [--configs veth,redirect,redirect-default,redirect-guard,redirect-acl,bridge,none,
@@ -69,13 +77,14 @@ usage: bench/policy_cost.py [--vnet bin/vnet] [--seconds 3] [--rounds 9]
                       acl-10-nft,acl-1000-nft]
            [--tests UDP64,TCP_RR,TCP_CRR,TCP_STREAM]
            [--before bin/vnet-old] [--before-configs default,guard]
+           [--prog-seconds 3]
 Needs root. It takes /tmp/vnet-kernel.lock itself (do not wrap it in flock)
 while it builds the paths, for the warm-up, for each round and while it
 removes the paths, and lets it go between, so that a long run does not shut
 other measurements out for its whole length. Not a test: it prints
 measurements and ratios.
 """
-import argparse, contextlib, fcntl, json, os, random, shutil, statistics, subprocess, sys, tempfile, time
+import argparse, contextlib, ctypes, fcntl, json, os, random, re, shutil, statistics, subprocess, sys, tempfile, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from vnetlab import VnetLab, never_matching_acl  # noqa: E402
 
@@ -139,6 +148,8 @@ class Paths(VnetLab):
     def __init__(self, vnet, before=None):
         super().__init__(vnet)
         self.ends, self.servers, self.plain, self.infras = {}, [], [], []
+        # The namespace whose ports run each path's tc programs.
+        self.progs_in = {}
         # The labs that built each vnet path, by infrastructure name.
         self.labs = {}
         self.before = VnetLab(before) if before else None
@@ -151,6 +162,7 @@ class Paths(VnetLab):
             ip("-n", a, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns", b)
         elif config.startswith("redirect"):
             a, b = self.redirect_pairs(config)
+            self.progs_in[config] = f"{PREFIX}-{REDIRECT_TAG[config]}-sw"
         elif config == "bridge":
             sw, a, b = f"{PREFIX}-br-sw", f"{PREFIX}-br-s", f"{PREFIX}-br-c"
             for ns in (sw, a, b):
@@ -178,6 +190,7 @@ class Paths(VnetLab):
             if lab is not self:
                 config += "@before"
             self.ends[config] = (f"vnet.{name}.server", f"vnet.{name}.client")
+            self.progs_in[config] = f"vnet.{name}.esx1"
             return
         for ns, addr in ((a, SERVER), (b, CLIENT)):
             ip("-n", ns, "addr", "add", f"{addr}/24", "dev", "eth0")
@@ -185,7 +198,7 @@ class Paths(VnetLab):
         self.ends[config] = (a, b)
 
     def redirect_pairs(self, config):
-        tag = {"redirect": "rd", "redirect-default": "rdd", "redirect-guard": "rdg", "redirect-acl": "rda"}[config]
+        tag = REDIRECT_TAG[config]
         sw, a, b = f"{PREFIX}-{tag}-sw", f"{PREFIX}-{tag}-s", f"{PREFIX}-{tag}-c"
         for ns in (sw, a, b):
             self.netns(ns)
@@ -241,6 +254,18 @@ class Paths(VnetLab):
             return r["receive_interface"]["rx_packets_per_s"]
         return r["throughput_bps"] if test == "TCP_STREAM" else r["transactions_per_s"]
 
+    def programs(self, config):
+        """The IDs of the tc programs on the ports of a path's switch."""
+        ns = self.progs_in.get(config)
+        if not ns:
+            return []
+        ids = set()
+        for link in json.loads(subprocess.run(["ip", "-j", "-n", ns, "link", "show"], capture_output=True, text=True, check=True).stdout):
+            for hook in ("ingress", "egress"):
+                out = subprocess.run(["tc", "-n", ns, "filter", "show", "dev", link["ifname"], hook], capture_output=True, text=True).stdout
+                ids.update(int(i) for i in re.findall(r"\bid (\d+)", out))
+        return sorted(ids)
+
     def close(self):
         for s in self.servers:
             s.terminate()
@@ -255,6 +280,55 @@ class Paths(VnetLab):
 def c_bytes(mac):
     """A MAC as the initializer of a C byte array."""
     return ",".join(f"0x{b}" for b in mac.split(":"))
+
+
+REDIRECT_TAG = {"redirect": "rd", "redirect-default": "rdd", "redirect-guard": "rdg", "redirect-acl": "rda"}
+
+# The bpf(2) commands and the system call's number the program costs need.
+BPF_PROG_GET_FD_BY_ID, BPF_ENABLE_STATS, BPF_STATS_RUN_TIME = 13, 32, 0
+NR_BPF = {"x86_64": 321, "aarch64": 280}.get(os.uname().machine)
+
+
+def bpf(cmd, *words):
+    """bpf(2) with an attribute of 32-bit words; the file descriptor it returns."""
+    attr = (ctypes.c_uint32 * 32)(*words)
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.syscall(NR_BPF, cmd, ctypes.byref(attr), ctypes.sizeof(attr))
+    if fd < 0:
+        raise OSError(ctypes.get_errno(), f"bpf({cmd}): {os.strerror(ctypes.get_errno())}")
+    return fd
+
+
+def run_stats(prog_id):
+    """A program's total run time (ns) and run count, from its fdinfo."""
+    fd = bpf(BPF_PROG_GET_FD_BY_ID, prog_id)
+    try:
+        info = open(f"/proc/self/fdinfo/{fd}").read()
+    finally:
+        os.close(fd)
+    get = lambda k: int(re.search(rf"^{k}:\s*(\d+)", info, re.M).group(1))
+    return get("run_time_ns"), get("run_cnt")
+
+
+def program_costs(paths, configs, seconds, cpus):
+    """Per path with tc programs: ns its programs ran per run, and runs per
+    frame received, over one UDP64 test with the run-time statistics on."""
+    out = {}
+    stats = bpf(BPF_ENABLE_STATS, BPF_STATS_RUN_TIME)
+    try:
+        for c in configs:
+            ids = paths.programs(c)
+            if not ids:
+                continue
+            before = [run_stats(i) for i in ids]
+            rate = paths.measure(c, "UDP64", seconds, cpus)
+            after = [run_stats(i) for i in ids]
+            ns = sum(a[0] - b[0] for a, b in zip(after, before))
+            runs = sum(a[1] - b[1] for a, b in zip(after, before))
+            out[c] = (ns / runs if runs else 0, runs / (rate * seconds) if rate else 0)
+    finally:
+        os.close(stats)
+    return out
 
 
 # The kernel's cheapest path for each of vnet's policies that has one.
@@ -294,6 +368,7 @@ def main():
     ap.add_argument("--tests", default="UDP64,TCP_RR,TCP_CRR,TCP_STREAM")
     ap.add_argument("--before", help="another build of vnet whose paths to measure beside this one's")
     ap.add_argument("--before-configs", default="default,guard")
+    ap.add_argument("--prog-seconds", type=int, default=3, help="UDP64's length per path while the programs' cost is measured; 0: not")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("needs root")
@@ -336,11 +411,28 @@ def main():
             this = {c: {t: got[c][t][-1] for t in tests} for c in configs}
             print(f"round {rnd + 1}/{a.rounds} done, load average {open('/proc/loadavg').read().split()[0]}: "
                   + json.dumps(this, separators=(",", ":")), file=sys.stderr)
+        costs = {}
+        if a.prog_seconds and NR_BPF and "UDP64" in cpus:
+            time.sleep(LOCK_PAUSE)
+            with kernel_lock():
+                costs = program_costs(paths, configs, a.prog_seconds, cpus)
     finally:
         with kernel_lock():
             paths.close()
     print(f"load average at the end: {open('/proc/loadavg').read().split()[:3]}")
     report(got, configs, tests, a)
+    report_costs(costs, a)
+
+
+def report_costs(costs, a):
+    if not costs:
+        return
+    print(f"\nin-kernel cost of each path's tc programs over {a.prog_seconds} s of UDP64 with BPF run-time statistics on"
+          " (their total run time over their runs; runs per frame received):")
+    for c, (ns, per) in costs.items():
+        ref = kernel_of(c)
+        extra = f", {ns - costs[ref][0]:+.1f} ns beside {ref}" if ref in costs else ""
+        print(f"{c:<17} {ns:6.1f} ns per run, {per:.2f} runs per frame{extra}")
 
 
 def report(got, configs, tests, a):

@@ -417,6 +417,44 @@ func TestFastPathListingFollowsACL(t *testing.T) {
 	}
 }
 
+// On the fast path a receiver with an ACL judges a connection's first
+// packet by its rules and settings; the connection's later packets, in
+// either direction, pass by its flow table alone, uncounted, while a new
+// connection is judged again.
+func TestFastPathKnownConnection(t *testing.T) {
+	const bridge, peerPort = 9, 1000
+	progs := testPrograms(t)
+	setPort(t, progs, testPort, plan.PortPolicy{MAC: vmMAC, GuardMAC: true, UnicastOnly: true}, bridge)
+	setPort(t, progs, peerPort, plan.PortPolicy{MAC: peerMAC, GuardMAC: true, UnicastOnly: true, Direct: true, Default: plan.ActionDeny,
+		Rules: []plan.PolicyRule{{Allow: true, In: true, Proto: "udp", DPort: 53}}}, bridge)
+	if err := progs.SetFastPath(true); err != nil {
+		t.Fatal(err)
+	}
+	dns := func(sport, dport uint16) []byte {
+		return frame(peerMAC, vmMAC, 0x0800, ipv4(vmIP, peerIP, 17, ports(sport, dport, 0)))
+	}
+	for _, c := range []struct {
+		name     string
+		frame    []byte
+		verdict  uint32
+		allowed  uint64 // the allow rule's count after
+		defaults uint64 // the default's
+	}{
+		{"a connection's first packet", dns(4000, 53), verdictRedirect, 1, 0},
+		{"its later packets", dns(4000, 53), verdictRedirect, 1, 0},
+		{"another connection the rules allow", dns(4001, 53), verdictRedirect, 2, 0},
+		{"one they do not", dns(4000, 54), verdictShot, 2, 1},
+		{"that one again", dns(4000, 54), verdictShot, 2, 2},
+	} {
+		if got := run(t, progs, progs.FromVM, c.frame, 1); got != c.verdict {
+			t.Errorf("%s: verdict %d, want %d", c.name, int32(got), int32(c.verdict))
+		}
+		if n := counters(t, progs, peerPort); n["acl[0]"] != c.allowed || n["acl-default"] != c.defaults {
+			t.Errorf("%s: the receiver counted %v, want acl[0] %d, acl-default %d", c.name, n, c.allowed, c.defaults)
+		}
+	}
+}
+
 // A changed policy keeps the port's flow table, so the connections it let
 // through stay; its counters go on while its rules are the same.
 func TestSetKeepsFlowsAndCounters(t *testing.T) {

@@ -44,6 +44,9 @@ static long (*bpf_map_update_elem)(void *map, const void *key, const void *value
 // The coarse clock (a tick's resolution, plenty for timeouts of seconds)
 // costs a few ns; bpf_ktime_get_ns cost 150 ns a packet in a VM here.
 static u64 (*bpf_ktime_get_coarse_ns)(void) = (void *)BPF_FUNC_ktime_get_coarse_ns;
+// jiffies: the verifier turns the helper into one load of the kernel's
+// tick count on 64-bit machines, which the fast path reads every frame.
+static u64 (*bpf_jiffies64)(void) = (void *)BPF_FUNC_jiffies64;
 static long (*bpf_skb_pull_data)(struct __sk_buff *skb, u32 len) = (void *)BPF_FUNC_skb_pull_data;
 static long (*bpf_loop)(u32 nr, void *fn, void *ctx, u64 flags) = (void *)BPF_FUNC_loop;
 static long (*bpf_redirect_peer)(u32 ifindex, u64 flags) = (void *)BPF_FUNC_redirect_peer;
@@ -96,9 +99,11 @@ static long (*bpf_skb_store_bytes)(struct __sk_buff *skb, u32 off, const void *f
 #define SEC_NS 1000000000ULL
 
 // How often a port whose frames go past the bridge lets the bridge learn
-// its MAC again from a copy: well within the bridge's ageing time (300 s
-// by default), so that frames for it from elsewhere are not flooded.
-#define LEARN_NS (10 * SEC_NS)
+// its MAC again from a copy, in ticks (jiffies): well within the bridge's
+// ageing time (300 s by default), so that frames for it from elsewhere are
+// not flooded. 10,000 ticks are 10 s at the most frequent tick Linux has
+// (HZ 1000) and 100 s at the least (HZ 100).
+#define LEARN_TICKS 10000
 
 // A port's settings, written by vnet.
 struct port {
@@ -128,7 +133,11 @@ struct port {
 	u32 part[2 * PARTS][2];
 	u32 ip4[MAX_ADDRS];
 	u8 ip6[MAX_ADDRS][16];
-	u64 learned; // when the bridge last learned the MAC from a copy (ktime ns)
+	// When the bridge last learned the MAC from a copy (jiffies; written
+	// by the programs alone). Builds that counted it in ns share this map
+	// while a namespace runs both: either reading the other's figure as
+	// its own lets the bridge learn once more, which is harmless.
+	u64 learned;
 };
 
 struct {
@@ -744,36 +753,68 @@ static always_inline int judge(u32 port, const struct port *cfg, struct pkt *p, 
 	return TC_ACT_UNSPEC;
 }
 
-// acl judges an IP packet by a port's ACL in one direction (in: to the
-// VM): packets of known connections pass, as do ICMP errors about them
-// and the IPv6 neighbour and multicast listener discovery the ACL does
-// not judge; others take the first rule that matches, or the default.
-verified_once int acl(struct __sk_buff *skb, u32 eth, u32 in, u32 port, const struct port *cfg)
+// The ACL's verdicts before its rules are walked (established).
+#define PASSES 1 // a packet the ACL lets through without its rules
+#define JUDGE 0  // one for the rules to judge (admit)
+
+// established reads an IP packet into p and reports whether a port's ACL
+// lets it through without walking its rules: packets of known connections
+// (and later fragments of known first ones), ICMP errors about them, the
+// IPv6 neighbour and multicast listener discovery the ACL does not judge,
+// and what is not IP. It needs none of the port's settings, only its
+// tables: the fast path asks it before it reads the receiver's settings,
+// which only a connection's first packet needs.
+verified_once int established(struct __sk_buff *skb, u32 eth, u32 port, struct pkt *p)
 {
-	if (!cfg)
+	if (!p)
 		return TC_ACT_SHOT;
-	struct pkt p = {};
-	if (!parse(skb, eth, &p))
-		return TC_ACT_UNSPEC; // not IP: the ACL does not judge it
-	if (p.proto == 58 && ((p.icmp_type >= 130 && p.icmp_type <= 137) || p.icmp_type == 143))
-		return TC_ACT_UNSPEC;
-	if (p.frag == 2 && frag_known(port, &p))
-		return TC_ACT_UNSPEC;
+	if (!parse(skb, eth, p))
+		return PASSES; // not IP: the ACL does not judge it
+	if (p->proto == 58 && ((p->icmp_type >= 130 && p->icmp_type <= 137) || p->icmp_type == 143))
+		return PASSES;
+	if (p->frag == 2 && frag_known(port, p))
+		return PASSES;
 	void *flows = bpf_map_lookup_elem(&flows_of, &port);
 	if (!flows)
 		return TC_ACT_SHOT;
-	if (known(flows, skb, &p) || (icmp_error(&p) && related(skb, &p, port))) {
-		if (p.frag == 1)
-			remember_frag(port, &p);
-		return TC_ACT_UNSPEC;
+	if (known(flows, skb, p) || (icmp_error(p) && related(skb, p, port))) {
+		if (p->frag == 1)
+			remember_frag(port, p);
+		return PASSES;
 	}
-	if (judge(port, cfg, &p, in) == TC_ACT_SHOT)
+	return JUDGE;
+}
+
+// admit judges a packet established left to the rules of a port's ACL in
+// one direction (in: to the VM): the first rule that matches, or the
+// default; a connection let through is remembered.
+verified_once int admit(struct __sk_buff *skb, u32 in, u32 port, const struct port *cfg, struct pkt *p)
+{
+	if (!cfg || !p)
 		return TC_ACT_SHOT;
-	if (p.frag != 2)
-		remember(flows, skb, &p);
-	if (p.frag == 1)
-		remember_frag(port, &p);
+	if (judge(port, cfg, p, in) == TC_ACT_SHOT)
+		return TC_ACT_SHOT;
+	void *flows = bpf_map_lookup_elem(&flows_of, &port);
+	if (!flows)
+		return TC_ACT_SHOT;
+	if (p->frag != 2)
+		remember(flows, skb, p);
+	if (p->frag == 1)
+		remember_frag(port, p);
 	return TC_ACT_UNSPEC;
+}
+
+// acl judges an IP packet by a port's ACL in one direction (in: to the
+// VM): what established lets through passes, the rest is admitted or not.
+static always_inline int acl(struct __sk_buff *skb, u32 eth, u32 in, u32 port, const struct port *cfg)
+{
+	struct pkt p = {};
+	int r = established(skb, eth, port, &p);
+	if (r == PASSES)
+		return TC_ACT_UNSPEC;
+	if (r != JUDGE)
+		return TC_ACT_SHOT;
+	return admit(skb, in, port, cfg, &p);
 }
 
 // sent checks what a port's VM sends: its source MAC, addresses, router
@@ -826,8 +867,8 @@ static always_inline int sent(struct __sk_buff *skb, u32 me, const struct port *
 // and flood what others send to it.
 static always_inline void learn(struct __sk_buff *skb, struct port *cfg, u8 *dst)
 {
-	u64 now = bpf_ktime_get_coarse_ns();
-	if (now - cfg->learned < LEARN_NS)
+	u64 now = bpf_jiffies64();
+	if (now - cfg->learned < LEARN_TICKS)
 		return;
 	cfg->learned = now;
 	u8 was[6];
@@ -873,12 +914,20 @@ int port_from_vm(struct __sk_buff *skb)
 		return TC_ACT_UNSPEC;
 	u32 peer = to->port;
 	if (to->acl) {
-		struct port *pc = bpf_map_lookup_elem(&ports, &peer);
-		if (!pc || !pc->direct || pc->bridge != cfg->bridge || !mac_eq(pc->mac, k.mac))
-			return TC_ACT_UNSPEC;
-		// For its MAC, so through its unicast filter.
-		if ((pc->flags & F_ACL) && acl(skb, bswap16(*(u16 *)(eth + 12)), 1, peer, pc) == TC_ACT_SHOT)
+		// For its MAC, so through its unicast filter, then its ACL: a
+		// known connection's packet on the listing alone, as a port
+		// without an ACL takes every frame; a new one by its settings.
+		struct pkt p = {};
+		int r = established(skb, bswap16(*(u16 *)(eth + 12)), peer, &p);
+		if (r != PASSES && r != JUDGE)
 			return TC_ACT_SHOT;
+		if (r == JUDGE) {
+			struct port *pc = bpf_map_lookup_elem(&ports, &peer);
+			if (!pc || !pc->direct || pc->bridge != cfg->bridge || !mac_eq(pc->mac, k.mac))
+				return TC_ACT_UNSPEC;
+			if ((pc->flags & F_ACL) && admit(skb, 1, peer, pc, &p) == TC_ACT_SHOT)
+				return TC_ACT_SHOT;
+		}
 	}
 	eth = at(skb, 0, 14);
 	if (!eth)

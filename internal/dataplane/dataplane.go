@@ -88,7 +88,6 @@ func New() (*Linux, error) {
 
 // Close releases the netlink handles.
 func (l *Linux) Close() {
-	unkeep(l)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for name, h := range l.handles {

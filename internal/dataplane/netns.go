@@ -353,7 +353,6 @@ func deleteNetnsEntry(name string, kill bool) error {
 			return fmt.Errorf("ip netns del %s: %w", name, err)
 		}
 	}
-	releaseKept(name)
 	killpoint.At("netns unmount: " + name)
 	if err := unix.Unmount(path, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("ip netns del %s: unmount: %w", name, err)

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
-	"sync"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -36,47 +35,6 @@ func (l *Linux) LinkStates(ns string) (map[string]status.Link, error) {
 		out[a.Name] = st
 	}
 	return out, nil
-}
-
-// Refresh readies a dataplane kept between readings (the server's sampler
-// keeps one) to read as a fresh one would: it forgets the handles of the
-// namespaces gone or made again since, by a stat of each name, which costs
-// far less than entering every namespace anew, and what it read of
-// firewalls.
-func (l *Linux) Refresh() {
-	keptDataplanes.Lock()
-	keptDataplanes.set[l] = true
-	keptDataplanes.Unlock()
-	l.fw.ForgetReads()
-	l.forgetReplaced()
-}
-
-// keptDataplanes are this process's dataplanes kept between readings
-// (those refreshed). A handle kept in a namespace keeps the namespace
-// alive, with its links and their peers in other namespaces, after its
-// name is deleted: deleting a namespace first makes them let go of it
-// (releaseKept), so that what a destroy removes is gone when it returns.
-// A deletion by another process is seen at the next Refresh.
-var keptDataplanes = struct {
-	sync.Mutex
-	set map[*Linux]bool
-}{set: map[*Linux]bool{}}
-
-// releaseKept makes the kept dataplanes close their handles of a
-// namespace about to be deleted.
-func releaseKept(ns string) {
-	keptDataplanes.Lock()
-	defer keptDataplanes.Unlock()
-	for l := range keptDataplanes.set {
-		l.forget(ns)
-	}
-}
-
-// unkeep forgets a dataplane being closed.
-func unkeep(l *Linux) {
-	keptDataplanes.Lock()
-	delete(keptDataplanes.set, l)
-	keptDataplanes.Unlock()
 }
 
 // WatchLinks sends a namespace's name on changed whenever one of its links

@@ -9,18 +9,11 @@ import (
 )
 
 // OpenCounting gives a dataplane to read counters with and a function that
-// releases it.
+// releases it. Each round of reading opens its own, so that a namespace
+// made again since the last round is read, not a stale handle to the old;
+// and a handle kept between rounds would keep a namespace another process
+// deleted alive, with its links, until the next round.
 type OpenCounting func() (Counting, func(), error)
-
-// Refreshing is a Counting that may be kept from one round to the next:
-// Refresh, before each round, drops what it holds of namespaces gone or
-// made again since, so that a namespace made again is read, never a stale
-// handle to the old one. Entering a thousand VMs' namespaces afresh every
-// round is most of what a round costs; a Counting without Refresh is
-// opened for each round instead.
-type Refreshing interface {
-	Refresh()
-}
 
 // PaceFactor bounds the sampler's share of a CPU: the next round starts no
 // sooner than PaceFactor times the last round's duration after its start,
@@ -57,15 +50,11 @@ type Sampler struct {
 	mu    sync.Mutex
 	rings map[string]*Ring
 	errs  map[string]error
-	// kept is the Counting kept between rounds, with its release.
-	kept    Counting
-	release func()
-	every   time.Duration // the period of the last round, 0 before one
+	every time.Duration // the period of the last round, 0 before one
 }
 
 // Run samples until ctx ends, a round every Period.
 func (s *Sampler) Run(ctx context.Context) {
-	defer s.Close()
 	told := s.Interval
 	for {
 		start := time.Now()
@@ -98,38 +87,6 @@ func (s *Sampler) Every() time.Duration {
 	return max(s.every, s.Interval)
 }
 
-// Close releases the Counting kept between rounds.
-func (s *Sampler) Close() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.drop()
-}
-
-func (s *Sampler) drop() {
-	if s.kept != nil {
-		s.release()
-		s.kept, s.release = nil, nil
-	}
-}
-
-// counting is the Counting for a round: the one kept, refreshed, or a new
-// one. keep says whether it stays for the next round.
-func (s *Sampler) counting() (c Counting, done func(), keep bool, err error) {
-	if s.kept != nil {
-		s.kept.(Refreshing).Refresh()
-		return s.kept, s.release, true, nil
-	}
-	c, done, err = s.Open()
-	if err != nil {
-		return nil, nil, false, err
-	}
-	if _, ok := c.(Refreshing); ok {
-		s.kept, s.release = c, done
-		return c, done, true, nil
-	}
-	return c, done, false, nil
-}
-
 // SampleOnce takes one snapshot of every infrastructure.
 func (s *Sampler) SampleOnce() {
 	infras := s.Infras()
@@ -146,7 +103,7 @@ func (s *Sampler) SampleOnce() {
 	if len(infras) == 0 { // an idle server opens nothing
 		return
 	}
-	c, done, keep, err := s.counting()
+	c, done, err := s.Open()
 	for _, sp := range infras {
 		if err != nil {
 			s.errs[sp.Name] = err
@@ -164,7 +121,7 @@ func (s *Sampler) SampleOnce() {
 		}
 		r.Add(snap)
 	}
-	if err == nil && !keep {
+	if err == nil {
 		done()
 	}
 }

@@ -55,52 +55,26 @@ func TestWorthTelling(t *testing.T) {
 	}
 }
 
-// refreshing is a kernel kept between rounds, that counts its refreshes.
-type refreshing struct {
-	*counting
-	refreshes int
-}
-
-func (r *refreshing) Refresh() { r.refreshes++ }
-
-func TestSamplerKeepsARefreshingCounting(t *testing.T) {
-	for _, c := range []struct {
-		name      string
-		open      func() Counting
-		wantOpens int
-	}{
-		{"refreshing: opened once, refreshed after", func() Counting { return &refreshing{counting: fakeKernel(1000, 1000)} }, 1},
-		{"not refreshing: opened every round", func() Counting { return fakeKernel(1000, 1000) }, 3},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			opens, releases := 0, 0
-			var last Counting
-			s := &Sampler{
-				Infras:   func() []*spec.Spec { return []*spec.Spec{load(t)} },
-				Interval: time.Second, Keep: time.Minute,
-				Open: func() (Counting, func(), error) {
-					opens++
-					last = c.open()
-					return last, func() { releases++ }, nil
-				},
-			}
-			for range 3 {
-				s.SampleOnce()
-			}
-			if opens != c.wantOpens {
-				t.Errorf("opened %d times, want %d", opens, c.wantOpens)
-			}
-			if r, ok := last.(*refreshing); ok && r.refreshes != 2 {
-				t.Errorf("refreshed %d times, want 2", r.refreshes)
-			}
-			if snaps, err := s.Window("m1", time.Hour); err != nil || len(snaps) != 3 {
-				t.Errorf("window: %d snapshots, %v", len(snaps), err)
-			}
-			s.Close()
-			if releases != opens {
-				t.Errorf("released %d of %d opened", releases, opens)
-			}
-		})
+// Each round opens its own dataplane and lets go of it: one kept would
+// hold namespaces other processes delete.
+func TestSamplerOpensAndReleasesEachRound(t *testing.T) {
+	opens, releases := 0, 0
+	s := &Sampler{
+		Infras:   func() []*spec.Spec { return []*spec.Spec{load(t)} },
+		Interval: time.Second, Keep: time.Minute,
+		Open: func() (Counting, func(), error) {
+			opens++
+			return fakeKernel(1000, 1000), func() { releases++ }, nil
+		},
+	}
+	for range 3 {
+		s.SampleOnce()
+	}
+	if opens != 3 || releases != 3 {
+		t.Errorf("opened %d and released %d times in 3 rounds", opens, releases)
+	}
+	if snaps, err := s.Window("m1", time.Hour); err != nil || len(snaps) != 3 {
+		t.Errorf("window: %d snapshots, %v", len(snaps), err)
 	}
 }
 

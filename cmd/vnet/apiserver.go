@@ -30,7 +30,7 @@ func addAPIFlags(c *cobra.Command, f *apiFlags) {
 	fl.StringSliceVar(&f.cfg.Hosts, "allow-host", nil, "a name the server answers to (Host), beside localhost, the machine's name and its addresses; repeat for more")
 	fl.StringVar(&f.cfg.TLSCert, "tls-cert", "", "serve HTTPS with this certificate (PEM)")
 	fl.StringVar(&f.cfg.TLSKey, "tls-key", "", "the certificate's private key (PEM)")
-	fl.DurationVar(&f.cfg.SampleInterval, "sample-interval", api.DefaultSampleInterval, "how often to sample counters for /stats, /series and the dashboard")
+	fl.DurationVar(&f.cfg.SampleInterval, "sample-interval", api.DefaultSampleInterval, "how often to sample counters for /stats, /series and the dashboard (stretched, and logged, when a round takes more than a fiftieth of it)")
 	fl.DurationVar(&f.cfg.History, "history", api.DefaultHistory, "how much sampled history to keep per infrastructure (the longest stats window)")
 }
 

@@ -138,6 +138,7 @@ func New(cfg Config) (*Server, error) {
 		s.tokens = t
 	}
 	s.sampler = s.be.Sample(cfg.SampleInterval, cfg.History)
+	s.sampler.Logf = s.log.Printf
 	s.registry = prometheus.NewRegistry()
 	s.applies = metrics.NewApplyHistogram()
 	s.registry.MustRegister(s.applies)

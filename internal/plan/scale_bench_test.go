@@ -119,3 +119,47 @@ func TestHostModelOfItsVMsOnly(t *testing.T) {
 	}
 	t.Logf("%d specs, %d hosts' models compared", len(specs), compared)
 }
+
+// portGroupScaleSpec is bench/scale.py's one-host spec: n VMs of one vNIC
+// on one port group of a private switch, with vm0 as well when extra.
+func portGroupScaleSpec(tb testing.TB, n int, extra bool) *spec.Spec {
+	var b strings.Builder
+	b.WriteString("name: s\nhosts:\n  - name: h1\nswitches:\n  - name: sw0\n    hosts: [h1]\n    portgroups: [{name: pg}]\nvms:\n")
+	if extra {
+		b.WriteString("  - {name: vm0, host: h1, nics: [{portgroup: pg, ip: 10.100.0.1/16}]}\n")
+	}
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, "  - {name: vm%d, host: h1, nics: [{portgroup: pg, ip: 10.%d.%d.%d/16}]}\n", i, 1+i/60000, i/250%240, 1+i%250)
+	}
+	doc, err := spec.Load("s.yaml", []byte(b.String()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return doc.Spec
+}
+
+// A VM added at 1,000 VMs on a port group: the models of both specs made
+// whole, against the next one's made whole (alone, and with the last one's
+// spliced from it, as a process that keeps no model makes them).
+func BenchmarkPortGroupOneVM1000(b *testing.B) {
+	last, next := portGroupScaleSpec(b, 1000, false), portGroupScaleSpec(b, 1000, true)
+	opt := Options{PortPrograms: true}
+	b.Run("both whole", func(b *testing.B) {
+		for b.Loop() {
+			Model(last, opt)
+			Model(next, opt)
+		}
+	})
+	b.Run("next whole", func(b *testing.B) {
+		for b.Loop() {
+			Model(next, opt)
+		}
+	})
+	b.Run("next whole, last spliced", func(b *testing.B) {
+		for b.Loop() {
+			if _, ok := SpliceModel(next, last, Model(next, opt), nil, opt); !ok {
+				b.Fatal("not spliced")
+			}
+		}
+	})
+}

@@ -9,7 +9,7 @@ import (
 )
 
 // Splice is a model of a spec made from the model of the spec before it,
-// for a change of virtual networks and their VMs: only the networks the
+// for a change of VMs and virtual networks: only the VMs and networks the
 // change touches are modelled again (see SpliceModel).
 type Splice struct {
 	Model []Resource // the whole model of the next spec
@@ -23,43 +23,42 @@ type Splice struct {
 
 // SpliceModel makes the model of next from lastModel, the model of last
 // made with the same options, when the two specs differ only in virtual
-// networks and VMs on them: it models the part of each spec the change
-// touches (the changed networks, the networks of the changed VMs and of
-// the routers of either, with all their VMs), drops from lastModel what the
-// last part made and adds what the next part makes. A host of ten
-// thousand networks models one or two of them instead of all.
+// networks and VMs: it models the part of each spec the change touches
+// (the changed VMs, the changed networks, the networks of the changed VMs
+// and of the routers of either, with all their VMs), drops from lastModel
+// what the last part made and adds what the next part makes. A host of
+// ten thousand VMs or networks models one or two of them instead of all.
 //
-// It returns false when it cannot bound the change that way, and the
-// caller models next whole: the specs differ elsewhere, either has an ACL
-// (whose peers may be any network's members) or a VM with a CPU limit
-// (whose cpuset depends on the VMs before it), a network leaves
-// its VNI to allocation (which depends on every network), a touched VM is
-// on a port group as well (whose policies, teams and pools span its
-// switch), a touched network's tunnels use a port group, the model holds
-// team steering or pools, or the part made of the last spec does not
-// match lastModel (a resource the part makes depends on more than the
-// part).
+// A VM on a port group makes its own namespace, vNICs, addresses, cgroup,
+// offloads, shapers, port policy and tunnel entries, worked out from the
+// VM and the port group alone; its host's firewall follows all the
+// host's port policies and is worked out again from them (refirewall).
+// What makes a VM's resources depend on the others is refused, and the
+// caller models next whole: the specs differ beyond VMs and networks; an
+// ACL names a port group or network as a peer (its members are any VMs);
+// an ACL filters without port programs (the host's firewall then tracks
+// connections, which its namespace's settings follow, for all its
+// ports); a touched VM has a CPU limit (whose cpuset depends on the VMs
+// before it, and moves those after it); load balancers, team steering or
+// pools (whose classes and filters on an uplink are shared by all the
+// ports of the switch) are modelled; a touched network leaves its VNI to
+// allocation (which depends on every network) or carries its tunnels
+// over a port group; networks are touched in a model of the lab (not of a
+// host); or the part made of the last spec does not match lastModel (a
+// resource the part makes depends on more than the part).
 //
 // lastKeys, when not nil, are the keys of lastModel's resources (a
 // Splice's Keys): a splice then works out no key of the resources it keeps.
 func SpliceModel(last, next *spec.Spec, lastModel []Resource, lastKeys []string, opt Options) (Splice, bool) {
-	if opt.Host == "" || last == nil || !sameButVMsAndNetworks(last, next) || !allPinned(last) || !allPinned(next) {
-		return Splice{}, false
-	}
-	if hasACL(last) || hasACL(next) || last.HasBalancers() || next.HasBalancers() || opt.NumCPU > 0 && (limitsCPUs(last) || limitsCPUs(next)) {
-		return Splice{}, false
-	}
-	for i := range lastModel {
-		if k := lastModel[i].Kind; k == KindSteer || k == KindPool {
-			return Splice{}, false
-		}
-	}
-	nets, vms, ok := touched(last, next)
-	if !ok {
+	nets, vms, ok := bound(last, next, opt)
+	if !ok || sharedPerPort(lastModel) {
 		return Splice{}, false
 	}
 	before := Model(part(last, nets, vms), opt)
 	after := Model(part(next, nets, vms), opt)
+	if sharedPerPort(after) {
+		return Splice{}, false // the change brings what the last model had none of
+	}
 	if len(lastKeys) != len(lastModel) {
 		lastKeys = make([]string, len(lastModel))
 		for i := range lastModel {
@@ -70,31 +69,102 @@ func SpliceModel(last, next *spec.Spec, lastModel []Resource, lastKeys []string,
 	return sp, ok
 }
 
-// hasACL reports whether a network or port group of s has an ACL: its
-// rules may name other networks or port groups, whose members then make
-// its ports' policies, beyond any part of the spec.
-func hasACL(s *spec.Spec) bool {
-	for i := range s.Networks {
-		if s.Networks[i].ACL != nil {
-			return true
+// bound returns the networks and VMs a change from last to next touches
+// (see touched) when the specs alone let SpliceModel bound it that way.
+func bound(last, next *spec.Spec, opt Options) (nets, vms map[string]bool, ok bool) {
+	if last == nil || !sameButVMsAndNetworks(last, next) || last.HasBalancers() || next.HasBalancers() ||
+		!aclsBounded(last, opt) || !aclsBounded(next, opt) {
+		return nil, nil, false
+	}
+	nets, vms, ok = touched(last, next)
+	if !ok || len(nets) > 0 && (opt.Host == "" || !allPinned(last) || !allPinned(next)) {
+		return nil, nil, false
+	}
+	if opt.NumCPU > 0 && (limitsCPUs(last, vms) || limitsCPUs(next, vms)) {
+		return nil, nil, false
+	}
+	return nets, vms, true
+}
+
+// MaySplice reports, from the specs alone, whether SpliceModel may splice
+// a change from last to next made with opt: false when it will not, or
+// when a switch attaches several uplinks or pools their traffic (whose
+// models team or pool, which SpliceModel refuses); true when the models
+// decide. A caller without the last model can tell by it, before
+// modelling anything, whether to model the last spec whole or to splice
+// its model from the next one's (SpliceModel(next, last, ...)).
+func MaySplice(last, next *spec.Spec, opt Options) bool {
+	if _, _, ok := bound(last, next, opt); !ok {
+		return false
+	}
+	for i := range next.Switches { // the same in last (bound)
+		if sw := &next.Switches[i]; sw.IOCEnabled() || len(sw.Uplinks) > 1 {
+			return false
 		}
 	}
-	for i := range s.Switches {
-		for j := range s.Switches[i].PortGroups {
-			if s.Switches[i].PortGroups[j].ACL != nil {
-				return true
-			}
+	return true
+}
+
+// sharedPerPort reports whether a model holds what a port's resources
+// share with the other ports of its switch: team steering (the ports'
+// assignments spread over the uplinks together), pools and their filters
+// (each port's filter takes a priority the others' leave free), or load
+// balancers.
+func sharedPerPort(rs []Resource) bool {
+	for i := range rs {
+		switch rs[i].Kind {
+		case KindSteer, KindPool, KindFilter, KindLB:
+			return true
 		}
 	}
 	return false
 }
 
-// limitsCPUs reports whether a VM of s has a CPU limit: the VMs' cpusets
-// follow one another in spec order (modeler.cpuset), so a VM added or
-// removed anywhere moves those of the VMs after it.
-func limitsCPUs(s *spec.Spec) bool {
+// aclsBounded reports whether the ACLs of s make each port's policy of
+// its own VM and port group alone: no rule names a port group or network
+// (whose members are any VMs of the spec), and, unless the ports run port
+// programs, none filters at all (a host's firewall then tracks
+// connections, and its namespace's settings with it, for all its ports).
+func aclsBounded(s *spec.Spec, opt Options) bool {
+	bounded := func(acl *spec.ACL) bool {
+		if acl == nil {
+			return true
+		}
+		if !opt.PortPrograms && acl.Filters() {
+			return false
+		}
+		for _, r := range acl.Rules {
+			for _, p := range []*spec.Peer{r.From, r.To} {
+				if p != nil && (p.PortGroup != "" || p.Network != "") {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	for i := range s.Networks {
+		if !bounded(s.Networks[i].ACL) {
+			return false
+		}
+	}
+	for i := range s.Switches {
+		for j := range s.Switches[i].PortGroups {
+			if !bounded(s.Switches[i].PortGroups[j].ACL) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// limitsCPUs reports whether a VM of s among vms has a CPU limit: the
+// VMs' cpusets follow one another in spec order (modeler.cpuset), so such
+// a VM added, removed or changed moves those of the VMs after it, and its
+// own follows those before it. A VM without one takes no CPU of the
+// sequence.
+func limitsCPUs(s *spec.Spec, vms map[string]bool) bool {
 	for i := range s.VMs {
-		if s.VMs[i].CPUs > 0 {
+		if s.VMs[i].CPUs > 0 && vms[s.VMs[i].Name] {
 			return true
 		}
 	}
@@ -113,9 +183,9 @@ func allPinned(s *spec.Spec) bool {
 
 // touched returns the networks and VMs a change from last to next touches,
 // by name: networks added, removed or changed, those of VMs added, removed
-// or changed, every network of the routers of those, and every VM with a
-// vNIC on any of them. It is false when a touched VM has a vNIC on a port
-// group, or a touched network carries its tunnels over one.
+// or changed, every network of the routers of those, and every VM added,
+// removed or changed or with a vNIC on any of those networks. It is false
+// when a touched network carries its tunnels over a port group.
 func touched(last, next *spec.Spec) (nets, vms map[string]bool, ok bool) {
 	nets, vms = map[string]bool{}, map[string]bool{}
 	lastNets := pairByName(len(last.Networks), len(next.Networks),
@@ -176,20 +246,15 @@ func touched(last, next *spec.Spec) (nets, vms map[string]bool, ok bool) {
 			}
 		}
 	}
+	if len(nets) == 0 {
+		return nets, vms, true
+	}
 	for _, s := range []*spec.Spec{last, next} {
 		for i := range s.VMs {
 			vm := &s.VMs[i]
 			for _, n := range vm.NICs {
 				if nets[n.Network] {
 					vms[vm.Name] = true
-				}
-			}
-			if !vms[vm.Name] {
-				continue
-			}
-			for _, n := range vm.NICs {
-				if n.Network == "" {
-					return nil, nil, false
 				}
 			}
 		}
@@ -493,10 +558,12 @@ func sameVM(a, b *spec.VM) bool {
 	}
 	for i := range a.NICs {
 		x, y := a.NICs[i], b.NICs[i]
-		if !reflect.DeepEqual(x.Offloads, y.Offloads) || !sameRef(x.Connected, y.Connected) || !sameRef(x.Attach, y.Attach) {
+		if !reflect.DeepEqual(x.Offloads, y.Offloads) || !sameRef(x.Connected, y.Connected) || !sameRef(x.Attach, y.Attach) ||
+			!reflect.DeepEqual(x.Shaping, y.Shaping) {
 			return false
 		}
 		x.Offloads, y.Offloads, x.Connected, y.Connected, x.Attach, y.Attach = nil, nil, nil, nil, nil, nil
+		x.Shaping, y.Shaping = nil, nil
 		if x != y {
 			return false
 		}

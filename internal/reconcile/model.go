@@ -49,10 +49,13 @@ type modelSet struct {
 
 // models reads the record of the last apply (nil before the first) and
 // makes the models of both specs, the last one's meanwhile. When the memo
-// holds the last spec's model and the change is one of virtual networks,
-// the next model is that one with the touched networks modelled again
-// (plan.SpliceModel). The last spec is modelled with what its record
-// says was paused, the next one with what is to be paused (wantPaused).
+// holds the last spec's model and the change is one a splice bounds (of
+// VMs and virtual networks), the next model is that one with the touched
+// VMs and networks modelled again (plan.SpliceModel); when it does not,
+// the last model is spliced from the next one the same way where a splice
+// may bound the change (plan.MaySplice), else modelled whole. The last
+// spec is modelled with what its record says was paused, the next one
+// with what is to be paused (wantPaused).
 func (e *Engine) models(doc *spec.Document) (*store.Record, *modelSet, error) {
 	opt := e.scoped(plan.Options{NumCPU: e.numCPU()})
 	if e.Paused != nil {
@@ -65,6 +68,10 @@ func (e *Engine) models(doc *spec.Document) (*store.Record, *modelSet, error) {
 	opt = m.opt
 	var rec *store.Record
 	var err error
+	// lastFromNext says the last spec's model is to be spliced from the
+	// next one's, not made whole: a process that keeps no model (a new
+	// vnet command, a CNI plugin) models one spec whole, not two.
+	var lastFromNext bool
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -90,7 +97,9 @@ func (e *Engine) models(doc *spec.Document) (*store.Record, *modelSet, error) {
 		if s, model, ok := e.Memo.get(doc.Spec.Name, rec.Spec, lastOpt); ok {
 			m.last, m.prev = s, model
 		} else if m.last = e.specOf(rec); m.last != nil {
-			m.prev = plan.Model(m.last, lastOpt)
+			if lastFromNext = lastOpt.Paused.Equal(opt.Paused) && plan.MaySplice(doc.Spec, m.last, opt); !lastFromNext {
+				m.prev = plan.Model(m.last, lastOpt)
+			}
 		}
 		if m.last != nil {
 			m.otherBuild = rec.Engine != engineBuild()
@@ -98,6 +107,9 @@ func (e *Engine) models(doc *spec.Document) (*store.Record, *modelSet, error) {
 	}()
 	m.next = plan.Model(doc.Spec, opt)
 	<-done
+	if lastFromNext {
+		m.spliceLast()
+	}
 	if rec != nil && e.Paused == nil && !m.lastPaused.Equal(opt.Paused) {
 		// Keep what the record pauses, which could not be known before
 		// it was read: rare, and worth modelling the spec again.
@@ -109,6 +121,20 @@ func (e *Engine) models(doc *spec.Document) (*store.Record, *modelSet, error) {
 		m.otherBuild = rec.Engine != engineBuild()
 	}
 	return rec, m, err
+}
+
+// spliceLast makes the model of the last spec from the next one's, of the
+// change back (plan.SpliceModel), else whole, when the models decide that
+// a splice cannot bound the change.
+func (m *modelSet) spliceLast() {
+	sp, ok := plan.SpliceModel(m.doc.Spec, m.last, m.next, nil, m.opt)
+	if !ok {
+		m.prev = plan.Model(m.last, m.opt)
+		return
+	}
+	// Spliced back: what the change touches of the next model is the
+	// part's Before, of the last model its After.
+	m.prev, m.change = sp.Model, &plan.Splice{Model: m.next, Before: sp.After, After: sp.Before}
 }
 
 // wantPaused is what an apply is to leave paused, given the record of the

@@ -10,7 +10,9 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/vnet-project/vnet/internal/history"
 	"github.com/vnet-project/vnet/internal/plan"
+	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/spec/speccache"
 	"github.com/vnet-project/vnet/internal/store"
 )
@@ -133,6 +135,12 @@ type Engine struct {
 	// Specs, when set, keeps the specs applied, so that reading the last
 	// one back does not decode its YAML again.
 	Specs *speccache.Cache
+	// History, when set, makes the history entry of the change an apply
+	// records (next: the record it writes; doc: its spec; false: the
+	// change keeps none), which the store keeps in the record's own write.
+	// It is called only where the store can (store.HistoryPutter): a
+	// caller whose History was not called keeps the entry itself.
+	History func(next *store.Record, doc *spec.Document) (history.Entry, bool)
 	// Paused, when set, is what of the infrastructure an apply pauses
 	// (plan.Options.Paused), and the record keeps; nil keeps what the
 	// last apply's record says is paused, so that applying a spec again

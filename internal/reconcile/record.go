@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"sync"
@@ -67,11 +68,32 @@ func (e *Engine) record(doc *spec.Document, old *store.Record, realized []plan.R
 	if (changed || specChanged) && !(sameSpec(old, doc) && !old.Paused.Equal(paused)) {
 		gen++
 	}
-	err := e.Store.Put(&store.Record{Name: doc.Spec.Name, SpecFile: doc.File, Spec: doc.Source,
+	rec := &store.Record{Name: doc.Spec.Name, SpecFile: doc.File, Spec: doc.Source,
 		Realized: realized, Generation: gen, AppliedAt: time.Now().UTC(), Engine: engineBuild(), Paused: paused.Normal(),
-		Namespaces: namespaces})
+		Namespaces: namespaces}
+	err := e.put(rec, doc)
 	if err == nil {
 		e.Specs.Add(doc)
+	}
+	return err
+}
+
+// put writes rec, with the history entry of its change (see
+// Engine.History) in the same write where the store can.
+func (e *Engine) put(rec *store.Record, doc *spec.Document) error {
+	h, ok := e.Store.(store.HistoryPutter)
+	if e.History == nil || !ok {
+		return e.Store.Put(rec)
+	}
+	entry, keep := e.History(rec, doc)
+	if !keep {
+		return e.Store.Put(rec)
+	}
+	_, err := h.PutWithHistory(rec, entry)
+	if errors.Is(err, store.ErrHistoryNotKept) {
+		// The change stands without its entry.
+		e.logf("warning: %s was changed, but its history could not keep the change: %v\n", rec.Name, err)
+		return nil
 	}
 	return err
 }

@@ -40,10 +40,30 @@ func planOf(t *testing.T, eng *reconcile.Engine, src string, full bool) string {
 
 // A scoped apply of a one-VM change (add, change of address, removal)
 // plans what a full one plans, and leaves the host as a full one would: a
-// full apply after it finds nothing to do.
+// full apply after it finds nothing to do. An engine that keeps no model
+// (a new process's) splices the last spec's model from the next one's.
 func TestScopedApplyOfOneVMIsTheFullApply(t *testing.T) {
 	eng := nstest.Engine(t)
-	infra := nstest.Infra("itscope")
+	var trace strings.Builder
+	eng.Trace = &trace
+	oneVMChanges(t, eng, nstest.Infra("itscope"), &trace)
+}
+
+// An engine that keeps the last model (a server's, an agent's) splices the
+// model of a one-VM change on a port group from it (plan.SpliceModel): it
+// plans and leaves the host as a full apply of the spec modelled whole.
+func TestSplicedApplyOfOneVMIsTheFullApply(t *testing.T) {
+	eng := nstest.Engine(t)
+	eng.Memo = &reconcile.Memo{}
+	var trace strings.Builder
+	eng.Trace = &trace
+	oneVMChanges(t, eng, nstest.Infra("itsplice"), &trace)
+}
+
+// oneVMChanges applies one-VM changes to twoHosts(infra) with eng, scoped,
+// and checks each against a full apply. With trace, eng's trace, each
+// apply must have spliced a model.
+func oneVMChanges(t *testing.T, eng *reconcile.Engine, infra string, trace *strings.Builder) {
 	base := twoHosts(infra)
 	added := withExtraVM(base)
 	readdressed := strings.Replace(added, "{portgroup: pg-vm, ip: 192.168.50.13/24}", "{portgroup: pg-vm, ip: 192.168.50.23/24}", 1)
@@ -57,7 +77,13 @@ func TestScopedApplyOfOneVMIsTheFullApply(t *testing.T) {
 			if scoped == "" {
 				t.Fatal("nothing to do")
 			}
+			if trace != nil {
+				trace.Reset()
+			}
 			_, res := nstest.Apply(t, eng, step.src)
+			if trace != nil && !strings.Contains(trace.String(), "(spliced true)") {
+				t.Errorf("the change was not spliced:\n%s", trace.String())
+			}
 			if !res.Plan.Empty() && res.Plan.String() != full {
 				t.Errorf("applied:\n%s\nwant:\n%s", res.Plan, full)
 			}

@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"github.com/vnet-project/vnet/internal/history"
+	"github.com/vnet-project/vnet/internal/reconcile"
 	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/specdiff"
 	"github.com/vnet-project/vnet/internal/store"
@@ -255,22 +256,50 @@ func docOr(b interface {
 // failure is said on log.
 func (l *Local) keepLocal(by Actor, st *store.Bolt, c change, name string, before *store.Record, log io.Writer) {
 	after, err := recordHead(st, name)
-	var e history.Entry
 	switch {
 	case errors.Is(err, store.ErrNotFound) && before != nil: // destroyed
-		e = entryOf(by, change{verb: history.Destroy}, name, 0)
-		e.SpecFile, e.Spec, e.Summary = before.SpecFile, history.Text(before.Spec), summary(specOr(l, before), nil)
+		after = nil
 	case err != nil:
 		return
-	case before != nil && before.Generation == after.Generation && bytes.Equal(before.Spec, after.Spec):
+	}
+	e, ok := l.changeEntry(by, c, name, before, after, func() *spec.Spec { return specOr(l, after) })
+	if !ok {
 		return
-	default:
-		e = entryOf(by, c, name, after.Generation)
-		e.SpecFile, e.Spec, e.Summary = after.SpecFile, history.Text(after.Spec), summary(specOr(l, before), specOr(l, after))
 	}
 	if _, err := st.AppendHistory(e); err != nil && log != nil {
 		fmt.Fprintf(log, "warning: %s was changed, but its history could not keep the change: %v\n", name, err)
 	}
+}
+
+// keepInRecord has eng keep the history entry of its apply's change of
+// name in the record's own write (reconcile.Engine.History), and returns
+// whether it did: otherwise keepLocal keeps it after the apply.
+func (l *Local) keepInRecord(eng *reconcile.Engine, by Actor, c change, name string, before *store.Record) (kept func() bool) {
+	called := false
+	eng.History = func(next *store.Record, doc *spec.Document) (history.Entry, bool) {
+		called = true
+		return l.changeEntry(by, c, name, before, next, func() *spec.Spec { return doc.Spec })
+	}
+	return func() bool { return called }
+}
+
+// changeEntry is the history entry of the change of name from before to
+// after (either nil: none, after nil for a destroy), whose spec
+// afterSpec makes; false when the change left the spec and the
+// generation as they were, which keeps no entry.
+func (l *Local) changeEntry(by Actor, c change, name string, before, after *store.Record, afterSpec func() *spec.Spec) (history.Entry, bool) {
+	var e history.Entry
+	switch {
+	case after == nil: // destroyed
+		e = entryOf(by, change{verb: history.Destroy}, name, 0)
+		e.SpecFile, e.Spec, e.Summary = before.SpecFile, history.Text(before.Spec), summary(specOr(l, before), nil)
+	case before != nil && before.Generation == after.Generation && bytes.Equal(before.Spec, after.Spec):
+		return e, false
+	default:
+		e = entryOf(by, c, name, after.Generation)
+		e.SpecFile, e.Spec, e.Summary = after.SpecFile, history.Text(after.Spec), summary(specOr(l, before), afterSpec())
+	}
+	return e, true
 }
 
 // beforeChange is the record of name before a change, nil when none.

@@ -93,15 +93,18 @@ func (l *Local) Link(_ context.Context, r LinkRequest) (_ *LinkResult, err error
 		if err != nil {
 			return tagged{ErrInvalid, err.Error()}
 		}
-		res, err := eng.Apply(changed)
-		if err != nil {
-			return err
-		}
 		verb := history.Link
 		if !r.Connected {
 			verb = history.Unlink
 		}
-		l.keepLocal(r.By, st, change{verb: verb}, name, before, r.Log)
+		kept := l.keepInRecord(eng, r.By, change{verb: verb}, name, before)
+		res, err := eng.Apply(changed)
+		if err != nil {
+			return err
+		}
+		if !kept() {
+			l.keepLocal(r.By, st, change{verb: verb}, name, before, r.Log)
+		}
 		out = &LinkResult{Infra: name, Plan: Actions(res.Plan), Executed: res.Executed, SpecFile: doc.File}
 		out.AgentStarted, err = l.syncAgent(changed.Spec)
 		return err

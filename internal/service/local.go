@@ -369,13 +369,17 @@ func (l *Local) apply(ctx context.Context, src Source, o ApplyOptions) (*ApplyRe
 			return err
 		}
 		res.Warnings = Warnings(doc)
+		c := changeOf(ctx, history.Apply)
+		kept := l.keepInRecord(eng, o.By, c, name, before)
 		r, err := eng.Apply(doc)
 		res.Plan, res.Executed = Actions(r.Plan), r.Executed
 		if err != nil {
 			return err
 		}
 		lap("service: applied")
-		l.keepLocal(o.By, st, changeOf(ctx, history.Apply), name, before, o.Log)
+		if !kept() {
+			l.keepLocal(o.By, st, c, name, before, o.Log)
+		}
 		lap("service: history")
 		res.AgentStarted, err = l.syncAgent(doc.Spec)
 		return err

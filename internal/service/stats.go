@@ -94,7 +94,7 @@ func Samples(sm *metrics.Sampler, name string, window time.Duration) ([]*metrics
 	if err != nil {
 		return nil, tagged{ErrNoSamples, fmt.Sprintf("no samples of %s: %v", name, err)}
 	}
-	return nil, tagged{ErrNoSamples, fmt.Sprintf("no samples of %s yet: the server samples every %s; try again shortly", name, sm.Interval)}
+	return nil, tagged{ErrNoSamples, fmt.Sprintf("no samples of %s yet: the server samples every %s; try again shortly", name, sm.Every())}
 }
 
 // Sample makes the sampler of this machine's counters; Stats answers from

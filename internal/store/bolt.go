@@ -170,7 +170,7 @@ func getRecord(tx *bolt.Tx, name string) (*Record, error) {
 	if v == nil {
 		return nil, fmt.Errorf("%q: %w", name, ErrNotFound)
 	}
-	r, err := decodeRecord(name, v)
+	r, err := decodeRecord(tx, name, v)
 	if err != nil || r.Realized != nil {
 		return r, err
 	}
@@ -218,10 +218,17 @@ func (b *Bolt) Close() error {
 	return nil
 }
 
-func decodeRecord(name string, v []byte) (*Record, error) {
-	r, err := DecodeValue(v)
+// decodeRecord reads a record's stored value, and its spec from its
+// chunks when it is kept in chunks.
+func decodeRecord(tx *bolt.Tx, name string, v []byte) (*Record, error) {
+	r, manifest, err := decodeStored(v)
 	if err != nil {
 		return nil, &damage{fmt.Errorf("record %q: %w", name, err)}
+	}
+	if manifest != nil {
+		if r.Spec, err = readSpec(tx, name, manifest); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }

@@ -53,11 +53,11 @@ func checkTx(tx *bolt.Tx, path string) ([]string, error) {
 		// JSON that no longer parses; checking the syntax costs a fifth
 		// of decoding a large record.
 		if IsCompressedValue(v) {
-			if _, err := decodeRecord(string(k), v); err != nil {
+			if _, err := decodeRecord(tx, string(k), v); err != nil {
 				return err
 			}
 		} else if !json.Valid(v) {
-			_, err := decodeRecord(string(k), v)
+			_, err := decodeRecord(tx, string(k), v)
 			if err == nil {
 				err = &damage{fmt.Errorf("record %q: not JSON", k)}
 			}
@@ -69,6 +69,9 @@ func checkTx(tx *bolt.Tx, path string) ([]string, error) {
 		return nil, err
 	}
 	if err := checkRealized(tx); err != nil {
+		return nil, err
+	}
+	if err := checkSpecChunks(tx); err != nil {
 		return nil, err
 	}
 	var problems []string

@@ -1,16 +1,19 @@
 package store
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
-	"github.com/vnet-project/vnet/internal/rundir/rundirtest"
 	"os"
 	"path/filepath"
 	"slices"
 	"syscall"
 	"testing"
 
+	"github.com/vnet-project/vnet/internal/history"
+	"github.com/vnet-project/vnet/internal/rundir/rundirtest"
 	"github.com/vnet-project/vnet/internal/store/faultfs"
+	bolt "go.etcd.io/bbolt"
 )
 
 func TestMain(m *testing.M) {
@@ -65,6 +68,17 @@ func (w *writeCheck) holds(path string) holding {
 	if want := resources(w.size + w.grow*(r.Generation%2)); !slices.Equal(byKey(r.Realized), byKey(want)) {
 		t.Fatalf("%s: generation %d holds the resources of another", path, r.Generation)
 	}
+	if !bytes.Equal(r.Spec, w.spec(r.Generation)) {
+		t.Fatalf("%s: generation %d holds the spec of another", path, r.Generation)
+	}
+	if w.history {
+		// One entry per generation, the last the record's: a record
+		// never stands without its entry, nor an entry without its record.
+		heads := historyHeads(t, path, "a")
+		if len(heads) != min(r.Generation, history.DefaultMaxEntries) || heads[len(heads)-1].Generation != r.Generation || heads[len(heads)-1].Seq != r.Generation {
+			t.Fatalf("%s: generation %d beside the history %v", path, r.Generation, heads)
+		}
+	}
 	return holding{gen: r.Generation}
 }
 
@@ -76,18 +90,34 @@ type writeCheck struct {
 	put        func(gen int) error
 	gen        int // what both files hold
 	size, grow int // resources of an even generation, and how many more an odd one has
-	outcomes   map[string]int
+	// history: each write keeps its history entry in the record's write
+	// (PutWithHistory).
+	history  bool
+	spec     func(gen int) []byte // the spec of each generation
+	outcomes map[string]int
 }
 
-func newWriteCheck(t *testing.T, dir string, fresh bool, size, grow int) *writeCheck {
+func newWriteCheck(t *testing.T, dir string, writer writer, size, grow int) *writeCheck {
 	s := open(t, dir)
-	w := &writeCheck{t: t, path: filepath.Join(dir, dbFile), good: filepath.Join(dir, goodFile), size: size, grow: grow, outcomes: map[string]int{}}
+	w := &writeCheck{t: t, path: filepath.Join(dir, dbFile), good: filepath.Join(dir, goodFile), size: size, grow: grow,
+		history: writer.history, outcomes: map[string]int{}}
+	w.spec = func(g int) []byte { return []byte(fmt.Sprintf("name: a # %d", g)) }
+	if writer.chunks {
+		// A spec in chunks, of which each generation changes one or two.
+		w.spec = func(g int) []byte { return vmsSpec(1000, g) }
+	}
+	withHistory := writer.history
 	w.put = func(g int) error {
 		st := s
-		if fresh {
+		if writer.fresh {
 			st = open(t, dir)
 		}
-		return st.Put(&Record{Name: "a", Spec: []byte(fmt.Sprintf("name: a # %d", g)), Realized: resources(size + grow*(g%2)), Generation: g})
+		r := &Record{Name: "a", Spec: w.spec(g), Realized: resources(size + grow*(g%2)), Generation: g}
+		if !withHistory {
+			return st.Put(r)
+		}
+		_, err := st.PutWithHistory(r, history.Entry{Infra: "a", Generation: g, Verb: history.Apply, Who: "t", Via: history.CLI, Spec: history.Text(r.Spec)})
+		return err
 	}
 	w.gen = 1
 	if err := w.put(1); err != nil {
@@ -140,13 +170,20 @@ func (w *writeCheck) next(at string) {
 	}
 }
 
-// writers are the two ways vnet writes: one process writing again and
-// again (an agent, the API server), which knows what it wrote last, and a
-// process per write (the CLI).
-var writers = []struct {
-	name  string
-	fresh bool
-}{{"one process", false}, {"a process per write", true}}
+// writers are the ways vnet writes: one process writing again and again
+// (an agent, the API server), which knows what it wrote last, and a
+// process per write (the CLI); a record alone, or with the history entry
+// of its change in the same write; a small spec, or one kept in chunks.
+var writers = []writer{
+	{"one process", false, false, false}, {"a process per write", true, false, false},
+	{"one process, with history", false, true, false}, {"a process per write, with history", true, true, false},
+	{"one process, with history, a spec in chunks", false, true, true},
+}
+
+type writer struct {
+	name                   string
+	fresh, history, chunks bool
+}
 
 // A write reaches state.db and its good copy both, or neither: whichever
 // request fails (a write, a sync, a create, a rename, a removal, in either
@@ -166,7 +203,7 @@ func TestEveryWriteFailingInTurn(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				w := newWriteCheck(t, dir, writer.fresh, 100, 1)
+				w := newWriteCheck(t, dir, writer, 100, 1)
 				ffs.Disarm(t)
 				for k, fired := 1, true; fired; k++ {
 					ffs.Arm(t, k, f.fault)
@@ -193,7 +230,7 @@ func TestFullFileSystemAtEveryWrite(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			w := newWriteCheck(t, dir, writer.fresh, 100, 1000)
+			w := newWriteCheck(t, dir, writer, 100, 1000)
 			for leave := int64(0); ; leave += 8192 {
 				for w.gen%2 == 1 {
 					w.next("before")
@@ -213,4 +250,26 @@ func TestFullFileSystemAtEveryWrite(t *testing.T) {
 			}
 		})
 	}
+}
+
+// historyHeads is the history of infra in the file at path.
+func historyHeads(t *testing.T, path, infra string) []history.Entry {
+	t.Helper()
+	db, err := openFile(path, true)
+	if err != nil {
+		t.Fatalf("open %s: %v", path, err)
+	}
+	defer db.Close()
+	var heads []history.Entry
+	if err := db.View(func(tx *bolt.Tx) error {
+		h, err := historyOf(tx, infra, false)
+		if err != nil || h == nil {
+			return err
+		}
+		heads, err = headsIn(h, infra)
+		return err
+	}); err != nil {
+		t.Fatalf("read %s: %v", path, err)
+	}
+	return heads
 }

@@ -66,7 +66,7 @@ func (b *Bolt) Head(name string) (*Record, error) {
 			return nil
 		}
 		var err error
-		if r, err = decodeHead(name, v); err == nil {
+		if r, err = decodeHead(tx, name, v); err == nil {
 			b.keepHead(name, len(v), sum, r)
 		}
 		return err
@@ -75,9 +75,9 @@ func (b *Bolt) Head(name string) (*Record, error) {
 }
 
 // decodeHead decodes a record but what was realized.
-func decodeHead(name string, v []byte) (*Record, error) {
+func decodeHead(tx *bolt.Tx, name string, v []byte) (*Record, error) {
 	if IsCompressedValue(v) {
-		return decodeRecord(name, v) // written without what was realized
+		return decodeRecord(tx, name, v) // written without what was realized
 	}
 	var h struct {
 		*Record

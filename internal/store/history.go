@@ -54,45 +54,78 @@ func historyKey(kind byte, seq int) []byte {
 	return binary.BigEndian.AppendUint64([]byte{kind}, uint64(seq))
 }
 
-// AppendHistory keeps an entry in one transaction of its own, made after
-// the record's: should the process die between the two, the record's
-// generation has no entry, which a listing shows (see service).
+// AppendHistory keeps an entry in one transaction of its own. A change of
+// a record keeps its entry in the record's own transaction instead
+// (PutWithHistory), so that no record's generation lacks its entry.
 func (b *Bolt) AppendHistory(e history.Entry) (history.Entry, error) {
-	if e.At.IsZero() {
-		e.At = time.Now().UTC()
-	}
-	if err := checkEntry(e); err != nil {
+	a, err := newEntryWrite(e)
+	if err != nil {
 		return e, err
 	}
-	spec := EncodeHistorySpec(e.Spec)
-	write := func(tx *bolt.Tx) error {
-		infra, err := historyOf(tx, e.Infra, true)
-		if err != nil {
-			return err
-		}
-		if err := infra.SetSequence(infra.Sequence() + 1); err != nil {
-			return err
-		}
-		e.Seq = int(infra.Sequence())
-		head, err := json.Marshal(e.Head())
-		if err != nil {
-			return err
-		}
-		if err := infra.Put(historyKey('h', e.Seq), head); err != nil {
-			return err
-		}
-		if len(e.Spec) > 0 {
-			if err := infra.Put(historyKey('s', e.Seq), spec); err != nil {
-				return err
-			}
-		}
-		r, err := retentionIn(tx)
-		if err != nil {
-			return err
-		}
-		return pruneHistory(infra, e.Infra, r, e.Generation)
+	err = b.updateHistory(func(tx *bolt.Tx) error { return a.write(tx, nil) })
+	return a.e, err
+}
+
+// entryWrite is the write of one history entry, made alike in state.db
+// and in its good copy: the file's transaction gives the entry its Seq and
+// the copy's takes the same, and both prune by the same clock.
+type entryWrite struct {
+	e    history.Entry
+	spec []byte // e.Spec as kept (EncodeHistorySpec)
+	now  time.Time
+}
+
+// newEntryWrite checks e and prepares its write; At, when zero, is now.
+func newEntryWrite(e history.Entry) (*entryWrite, error) {
+	now := time.Now()
+	if e.At.IsZero() {
+		e.At = now.UTC()
 	}
-	return e, b.updateHistory(write)
+	if err := checkEntry(e); err != nil {
+		return nil, err
+	}
+	e.Seq = 0 // given by the store
+	return &entryWrite{e: e, spec: EncodeHistorySpec(e.Spec), now: now}, nil
+}
+
+// write keeps the entry in tx, giving it the next Seq of its
+// infrastructure unless an earlier write (the file's, for the copy) gave
+// it one, and drops what the retention no longer keeps; u (nil: none)
+// notes what it replaces, so that the write can be taken back.
+func (a *entryWrite) write(tx *bolt.Tx, u *undoLog) error {
+	top, err := u.bucket(tx, nil, nil, historyBucket)
+	if err != nil {
+		return err
+	}
+	name := []byte(a.e.Infra)
+	infra, err := u.bucket(tx, top, [][]byte{historyBucket}, name)
+	if err != nil {
+		return err
+	}
+	path := [][]byte{historyBucket, name}
+	if a.e.Seq == 0 {
+		a.e.Seq = int(infra.Sequence()) + 1
+	}
+	if err := u.setSequence(infra, path, uint64(a.e.Seq)); err != nil {
+		return err
+	}
+	head, err := json.Marshal(a.e.Head())
+	if err != nil {
+		return err
+	}
+	if err := u.put(infra, path, historyKey('h', a.e.Seq), head); err != nil {
+		return err
+	}
+	if len(a.e.Spec) > 0 {
+		if err := u.put(infra, path, historyKey('s', a.e.Seq), a.spec); err != nil {
+			return err
+		}
+	}
+	r, err := retentionIn(tx)
+	if err != nil {
+		return err
+	}
+	return pruneHistory(infra, path, r, a.e.Generation, a.now, u)
 }
 
 // updateHistory makes a write of the history in state.db and its good
@@ -141,19 +174,20 @@ func historyOf(tx *bolt.Tx, infra string, create bool) (*bolt.Bucket, error) {
 	return top.CreateBucketIfNotExists([]byte(infra))
 }
 
-// pruneHistory drops the entries r no longer keeps, current being the
-// infrastructure's generation now.
-func pruneHistory(infra *bolt.Bucket, name string, r history.Retention, current int) error {
-	heads, err := headsIn(infra, name)
+// pruneHistory drops the entries r no longer keeps of the history bucket
+// at path, current being the infrastructure's generation now; u (nil:
+// none) notes what it drops.
+func pruneHistory(infra *bolt.Bucket, path [][]byte, r history.Retention, current int, now time.Time, u *undoLog) error {
+	heads, err := headsIn(infra, string(path[len(path)-1]))
 	if err != nil {
 		return err
 	}
-	_, dropped := r.Prune(heads, current, time.Now())
+	_, dropped := r.Prune(heads, current, now)
 	for _, d := range dropped {
-		if err := infra.Delete(historyKey('h', d.Seq)); err != nil {
+		if err := u.delete(infra, path, historyKey('h', d.Seq)); err != nil {
 			return err
 		}
-		if err := infra.Delete(historyKey('s', d.Seq)); err != nil {
+		if err := u.delete(infra, path, historyKey('s', d.Seq)); err != nil {
 			return err
 		}
 	}
@@ -244,6 +278,7 @@ func (b *Bolt) SetHistoryRetention(r history.Retention) error {
 	if err != nil {
 		return err
 	}
+	now := time.Now()
 	write := func(tx *bolt.Tx) error {
 		mb, err := tx.CreateBucketIfNotExists(metaBucket)
 		if err != nil {
@@ -259,11 +294,11 @@ func (b *Bolt) SetHistoryRetention(r history.Retention) error {
 		return top.ForEachBucket(func(name []byte) error {
 			current := 0
 			if rec := tx.Bucket(bucket).Get(name); rec != nil {
-				if h, err := decodeHead(string(name), rec); err == nil {
+				if h, err := decodeHead(tx, string(name), rec); err == nil {
 					current = h.Generation
 				}
 			}
-			return pruneHistory(top.Bucket(name), string(name), r, current)
+			return pruneHistory(top.Bucket(name), [][]byte{historyBucket, name}, r, current, now, nil)
 		})
 	}
 	return b.updateHistory(write)

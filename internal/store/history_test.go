@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -193,4 +194,134 @@ func TestDecodeHistoryHead(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
+}
+
+// A record's write keeps the history entry of its change in the same
+// transaction, in the file and in its good copy alike; an entry no
+// history should hold does not keep the record from being written.
+func TestPutWithHistory(t *testing.T) {
+	dir := t.TempDir()
+	b := open(t, dir)
+	if err := b.SetHistoryRetention(history.Retention{MaxEntries: 3}); err != nil {
+		t.Fatal(err)
+	}
+	for gen := 1; gen <= 5; gen++ {
+		r := &Record{Name: "demo", Spec: []byte(fmt.Sprintf("name: demo # %d\n", gen)), Realized: resources(10 + gen), Generation: gen}
+		e, err := b.PutWithHistory(r, entry("demo", gen, history.Apply))
+		if err != nil || e.Seq != gen {
+			t.Fatalf("put %d: %+v, %v", gen, e, err)
+		}
+	}
+	for _, path := range []string{filepath.Join(dir, dbFile), filepath.Join(dir, goodFile)} {
+		if heads := historyHeads(t, path, "demo"); seqsOf(heads) != "3 4 5" || heads[2].Generation != 5 {
+			t.Errorf("%s: history %v, want entries 3 4 5, the last of generation 5", path, heads)
+		}
+		if r := records(t, path)["demo"]; r == nil || r.Generation != 5 || len(r.Realized) != len(resources(15)) {
+			t.Errorf("%s: record %+v", path, r)
+		}
+	}
+	e, err := b.HistoryEntry("demo", 5)
+	if err != nil || string(e.Spec) != "name: demo # 5\n" {
+		t.Errorf("entry 5: %+v, %v", e, err)
+	}
+
+	bad := entry("demo", 6, history.Apply)
+	bad.Via = "carrier pigeon"
+	r := &Record{Name: "demo", Spec: []byte("name: demo # 6\n"), Generation: 6}
+	if _, err := b.PutWithHistory(r, bad); !errors.Is(err, ErrHistoryNotKept) {
+		t.Fatalf("a bad entry: %v, want ErrHistoryNotKept", err)
+	}
+	if got, err := b.Head("demo"); err != nil || got.Generation != 6 {
+		t.Errorf("after a bad entry the record is %+v, %v; want generation 6", got, err)
+	}
+	if heads, _ := b.HistoryHeads("demo"); seqsOf(heads) != "3 4 5" {
+		t.Errorf("a bad entry was kept: %v", heads)
+	}
+}
+
+// A record's write with its entry, taken back (as when the good copy
+// cannot take it), leaves the file as it was: the record, the chunks, the
+// entries pruned and the history's sequence, so that the next entry gets
+// the Seq the copy gives it too.
+func TestPutWithHistoryTakenBack(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		first bool // the write is the infrastructure's first: it makes the buckets
+	}{{"first write", true}, {"a later write, pruning", false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := open(t, t.TempDir())
+			if err := b.SetHistoryRetention(history.Retention{MaxEntries: 2}); err != nil {
+				t.Fatal(err)
+			}
+			if !tt.first {
+				for gen := 1; gen <= 3; gen++ {
+					r := &Record{Name: "demo", Spec: []byte("name: demo\n"), Realized: resources(gen), Generation: gen}
+					if _, err := b.PutWithHistory(r, entry("demo", gen, history.Apply)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			before := dump(t, b)
+			a, err := newEntryWrite(entry("demo", 4, history.Apply))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := &Record{Name: "demo", Spec: []byte("name: demo # 4\n"), Realized: resources(40), Generation: 4}
+			var log undoLog
+			err = update(b, func(tx *bolt.Tx) error {
+				v, err := EncodeValue(&Record{Name: r.Name, Spec: r.Spec, Generation: r.Generation})
+				if err != nil {
+					return err
+				}
+				if err := log.put(tx.Bucket(bucket), [][]byte{bucket}, []byte(r.Name), v); err != nil {
+					return err
+				}
+				if _, err := putRealized(tx, r.Name, r.Realized, splitChunks(r.Realized), nil, &log); err != nil {
+					return err
+				}
+				return a.write(tx, &log)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if dump(t, b) == before {
+				t.Fatal("the write changed nothing")
+			}
+			if err := update(b, log.apply); err != nil {
+				t.Fatal(err)
+			}
+			if after := dump(t, b); after != before {
+				t.Errorf("taken back, the file holds\n%s\nnot\n%s", after, before)
+			}
+		})
+	}
+}
+
+// dump is every bucket of the store's file with its sequence, and every
+// key and value but the meta bucket's, as text.
+func dump(t *testing.T, b *Bolt) string {
+	t.Helper()
+	var out strings.Builder
+	var walk func(prefix string, bk *bolt.Bucket) error
+	walk = func(prefix string, bk *bolt.Bucket) error {
+		fmt.Fprintf(&out, "%s seq=%d\n", prefix, bk.Sequence())
+		return bk.ForEach(func(k, v []byte) error {
+			if v == nil {
+				return walk(prefix+"/"+string(k), bk.Bucket(k))
+			}
+			fmt.Fprintf(&out, "%s/%q=%x\n", prefix, k, v)
+			return nil
+		})
+	}
+	if err := b.view(func(tx *bolt.Tx) error {
+		return tx.ForEach(func(name []byte, bk *bolt.Bucket) error {
+			if string(name) == string(metaBucket) {
+				return nil
+			}
+			return walk(string(name), bk)
+		})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
 }

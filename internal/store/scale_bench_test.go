@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vnet-project/vnet/internal/history"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/spec"
 )
@@ -85,5 +86,32 @@ func BenchmarkHead1000(b *testing.B) {
 		if _, err := st.Head("big"); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// A one-VM change at 100 and 1,000 VMs, as an apply through the service
+// writes it: the record with the history entry of the change, to the
+// file and its good copy.
+// go test -run XXX -bench OneVMChange ./internal/store
+func BenchmarkOneVMChange(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			st, err := OpenBolt(b.TempDir())
+			if err != nil {
+				b.Fatal(err)
+			}
+			recs := []*Record{bigRecord(b, n), bigRecord(b, n+1)}
+			gen := 0
+			for b.Loop() {
+				gen++
+				r := recs[gen%2]
+				r.Generation = gen
+				e := history.Entry{Infra: r.Name, Generation: gen, Verb: history.Apply, Who: "bench", Via: history.API,
+					SpecFile: r.SpecFile, Spec: history.Text(r.Spec)}
+				if _, err := st.PutWithHistory(r, e); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/vnet-project/vnet/internal/history"
 	"github.com/vnet-project/vnet/internal/plan"
 	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/spec/speccache"
@@ -36,6 +37,10 @@ var ErrWriteKept = errors.New("the state store holds the write, its good copy do
 // record for what is realized (an apply then leaves its pending note, and
 // the next one reads everything).
 var ErrWriteUnknown = errors.New("whether the state store holds the write is unknown")
+
+// ErrHistoryNotKept is wrapped by the error of a record's write that
+// stored the record but not the history entry of its change.
+var ErrHistoryNotKept = errors.New("the record was written, its history entry was not")
 
 // Record is one infrastructure's state.
 type Record struct {
@@ -218,6 +223,12 @@ func (r *Record) Lists(ns string) bool {
 // namespace without a mark.
 type HeadReader interface {
 	Head(name string) (*Record, error)
+}
+
+// HistoryPutter is a store that keeps a record and the history entry of
+// its change in one write (see Bolt.PutWithHistory).
+type HistoryPutter interface {
+	PutWithHistory(r *Record, e history.Entry) (history.Entry, error)
 }
 
 // Store holds records. Implementations serialize writers across processes.

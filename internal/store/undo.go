@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/binary"
 	"errors"
 	"slices"
 
@@ -26,6 +27,7 @@ type undoStep struct {
 	prior  []byte // the value before; nil when absent
 	bucket bool   // key names a bucket: made by the write (kids nil, absent) or removed
 	absent bool   // the key, or bucket, did not exist before
+	seq    bool   // the bucket at path's sequence was set; prior holds it before (8 bytes)
 	kids   []undoKV
 }
 
@@ -51,6 +53,15 @@ func (u *undoLog) delete(b *bolt.Bucket, path [][]byte, key []byte) error {
 		u.steps = append(u.steps, undoStep{path: path, key: slices.Clone(key), prior: slices.Clone(prior)})
 	}
 	return b.Delete(key)
+}
+
+// setSequence sets the sequence of b, the bucket at path, noting it
+// before.
+func (u *undoLog) setSequence(b *bolt.Bucket, path [][]byte, seq uint64) error {
+	if u != nil {
+		u.steps = append(u.steps, undoStep{path: path, seq: true, prior: binary.BigEndian.AppendUint64(nil, b.Sequence())})
+	}
+	return b.SetSequence(seq)
 }
 
 // bucket returns the bucket named key under parent (the top when nil),
@@ -131,6 +142,11 @@ func (s *undoStep) undo(tx *bolt.Tx) error {
 		}
 	}
 	switch {
+	case s.seq:
+		if parent == nil || len(s.prior) != 8 {
+			return errUndoPath
+		}
+		return parent.SetSequence(binary.BigEndian.Uint64(s.prior))
 	case s.bucket && s.absent:
 		if parent == nil {
 			return tx.DeleteBucket(s.key)

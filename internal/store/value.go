@@ -31,12 +31,18 @@ import (
 //
 // which spares the base64 that JSON would put around the two byte fields:
 // 4/3 of their size before compression, and most of the time a reader
-// spent decoding the JSON.
+// spent decoding the JSON. The local store keeps a large spec in chunks
+// beside the record (see specchunks.go), and the record as version
+// valueChunked of the same form, whose second field is the spec's manifest
+// instead of the spec; a reader of version 1 alone refuses it, saying it
+// was written by a newer vnet, rather than read the record without its
+// spec.
 const (
 	// ValueMagic starts a record in the compressed form; JSON starts with
 	// '{'.
 	ValueMagic   = "\x89VNR"
 	valueVersion = 1
+	valueChunked = 2
 	// compressAbove is the size of JSON from which a record is compressed.
 	compressAbove = 64 << 10
 	// MaxValuePayload bounds what a compressed record decompresses to: a
@@ -91,18 +97,43 @@ func EncodeValue(r *Record) ([]byte, error) {
 	if asJSON <= compressAbove || payload > MaxValuePayload {
 		return json.Marshal(r)
 	}
+	return compressValue(valueVersion, hj, r.Spec, r.SpecEncoded, payload), nil
+}
+
+// encodeChunkedValue is the value of a record whose spec the local store
+// keeps in chunks: the compressed form, version valueChunked, holding
+// the spec's manifest where version 1 holds the spec.
+func encodeChunkedValue(r *Record, manifest []byte) ([]byte, error) {
+	head := *r
+	head.Spec, head.SpecEncoded = nil, nil
+	hj, err := json.Marshal(&head)
+	if err != nil {
+		return nil, err
+	}
+	enc := r.SpecEncoded
+	payload := recordPayloadLen(len(hj), manifest, enc)
+	if payload > MaxValuePayload {
+		enc = nil
+		payload = recordPayloadLen(len(hj), manifest, nil)
+	}
+	return compressValue(valueChunked, hj, manifest, enc, payload), nil
+}
+
+// compressValue makes the compressed form of a record's head JSON and its
+// two byte fields.
+func compressValue(version byte, hj, spec, encoded []byte, payload int) []byte {
 	raw := make([]byte, 0, payload)
 	raw = binary.AppendUvarint(raw, uint64(len(hj)))
 	raw = append(raw, hj...)
-	raw = appendField(raw, r.Spec)
+	raw = appendField(raw, spec)
 	// JSON leaves an empty encoding out (omitempty): it reads back nil.
-	raw = appendField(raw, nilIfEmpty(r.SpecEncoded))
+	raw = appendField(raw, nilIfEmpty(encoded))
 
 	v := make([]byte, 0, len(ValueMagic)+1+binary.MaxVarintLen64+payload/4)
 	v = append(v, ValueMagic...)
-	v = append(v, valueVersion)
+	v = append(v, version)
 	v = binary.AppendUvarint(v, uint64(len(raw)))
-	return recordEncoder().EncodeAll(raw, v), nil
+	return recordEncoder().EncodeAll(raw, v)
 }
 
 func recordPayloadLen(head int, fields ...[]byte) int {
@@ -141,11 +172,28 @@ func DecodeValue(val []byte) (*Record, error) {
 		}
 		return r, nil
 	}
-	r, err := decodeCompressed(val[len(ValueMagic):])
+	r, manifest, err := decodeCompressed(val[len(ValueMagic):])
+	if err == nil && manifest != nil {
+		err = errors.New("its spec is kept in chunks beside it, which only the local store reads")
+	}
 	if err != nil {
 		return nil, fmt.Errorf("compressed vnet record: %w", err)
 	}
 	return r, nil
+}
+
+// decodeStored reads a value of the local store: DecodeValue's forms, or
+// a record whose spec is kept in chunks, whose manifest it returns.
+func decodeStored(val []byte) (r *Record, manifest []byte, err error) {
+	if !IsCompressedValue(val) {
+		r, err = DecodeValue(val)
+		return r, nil, err
+	}
+	r, manifest, err = decodeCompressed(val[len(ValueMagic):])
+	if err != nil {
+		return nil, nil, fmt.Errorf("compressed vnet record: %w", err)
+	}
+	return r, manifest, nil
 }
 
 // IsCompressedValue says val is a record in the compressed form.
@@ -153,46 +201,62 @@ func IsCompressedValue(val []byte) bool { return bytes.HasPrefix(val, []byte(Val
 
 var errTruncated = errors.New("damaged: truncated")
 
-func decodeCompressed(val []byte) (*Record, error) {
-	if len(val) == 0 {
-		return nil, errTruncated
+// decodeCompressed reads the compressed form; of version valueChunked,
+// the record without its spec and the spec's manifest (non-nil).
+func decodeCompressed(val []byte) (*Record, []byte, error) {
+	r, manifest, err := decodeCompressedForm(val)
+	if err == nil && val[0] == valueChunked && manifest == nil {
+		err = errors.New("damaged: no manifest of its spec")
 	}
-	if v := val[0]; v != valueVersion {
-		return nil, fmt.Errorf("format version %d, which this build of vnet does not read (version %d): written by a newer vnet?",
-			v, valueVersion)
+	return r, manifest, err
+}
+
+func decodeCompressedForm(val []byte) (*Record, []byte, error) {
+	if len(val) == 0 {
+		return nil, nil, errTruncated
+	}
+	version := val[0]
+	if version != valueVersion && version != valueChunked {
+		return nil, nil, fmt.Errorf("format version %d, which this build of vnet does not read (versions %d and %d): written by a newer vnet?",
+			version, valueVersion, valueChunked)
 	}
 	size, n := binary.Uvarint(val[1:])
 	if n <= 0 {
-		return nil, errTruncated
+		return nil, nil, errTruncated
 	}
 	if size > MaxValuePayload {
-		return nil, fmt.Errorf("damaged: says it holds %d bytes, above the %d MiB a record may hold", size, MaxValuePayload>>20)
+		return nil, nil, fmt.Errorf("damaged: says it holds %d bytes, above the %d MiB a record may hold", size, MaxValuePayload>>20)
 	}
 	raw, err := recordDecoder().DecodeAll(val[1+n:], make([]byte, 0, size))
 	switch {
 	case errors.Is(err, zstd.ErrDecoderSizeExceeded) || err == nil && uint64(len(raw)) != size:
-		return nil, fmt.Errorf("damaged: holds more or less than the %d bytes it says", size)
+		return nil, nil, fmt.Errorf("damaged: holds more or less than the %d bytes it says", size)
 	case err != nil:
-		return nil, fmt.Errorf("damaged: %w", err)
+		return nil, nil, fmt.Errorf("damaged: %w", err)
 	}
 	head, raw, err := readField(raw, false)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	r := &Record{}
 	if err := json.Unmarshal(head, r); err != nil {
-		return nil, fmt.Errorf("damaged: %w", err)
+		return nil, nil, fmt.Errorf("damaged: %w", err)
 	}
-	if r.Spec, raw, err = readField(raw, true); err != nil {
-		return nil, err
+	var spec []byte
+	if spec, raw, err = readField(raw, true); err != nil {
+		return nil, nil, err
 	}
 	if r.SpecEncoded, raw, err = readField(raw, true); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(raw) != 0 {
-		return nil, fmt.Errorf("damaged: %d bytes after the record", len(raw))
+		return nil, nil, fmt.Errorf("damaged: %d bytes after the record", len(raw))
 	}
-	return r, nil
+	if version == valueChunked {
+		return r, spec, nil
+	}
+	r.Spec = spec
+	return r, nil, nil
 }
 
 // readField reads one length-prefixed field off b; with nilable, the

@@ -66,7 +66,7 @@ func TestDamagedRecord(t *testing.T) {
 		want string
 	}{
 		{"magic alone", []byte(ValueMagic), "truncated"},
-		{"newer format", append([]byte(ValueMagic), 2, 0), "format version 2"},
+		{"newer format", append([]byte(ValueMagic), 3, 0), "format version 3"},
 		{"no size", append([]byte(ValueMagic), valueVersion), "truncated"},
 		{"truncated", []byte(good[:len(good)/2]), "damaged"},
 		{"corrupted", flipped, "damaged"},

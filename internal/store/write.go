@@ -11,6 +11,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	"golang.org/x/sys/unix"
+
+	"github.com/vnet-project/vnet/internal/history"
 )
 
 // Put stores a record, replacing any with the same name: the record and
@@ -20,10 +22,42 @@ import (
 // file (see update), so that after an error the store holds the record it
 // held before, unless the error wraps ErrWriteKept (the file holds the new
 // record) or ErrWriteUnknown.
-func (b *Bolt) Put(r *Record) error {
+func (b *Bolt) Put(r *Record) error { return b.put(r, nil) }
+
+// PutWithHistory is Put that keeps e, the history entry of the change
+// (see AppendHistory), in the same transaction as the record, in state.db
+// and in its good copy: one commit on each file for the change, and a
+// record never stands without its entry, nor an entry without its record,
+// whatever kills the process. A write taken back takes both back. It
+// returns e as kept. An entry no history should hold does not keep the
+// change from standing: the record is written alone, and the error wraps
+// ErrHistoryNotKept.
+func (b *Bolt) PutWithHistory(r *Record, e history.Entry) (history.Entry, error) {
+	a, err := newEntryWrite(e)
+	if err != nil {
+		if perr := b.put(r, nil); perr != nil {
+			return e, perr
+		}
+		return e, fmt.Errorf("%w: %w", ErrHistoryNotKept, err)
+	}
+	err = b.put(r, a)
+	return a.e, err
+}
+
+// put is Put, keeping entry (nil: none) in the same transaction.
+func (b *Bolt) put(r *Record, entry *entryWrite) error {
 	head := *r
 	head.Realized = nil
-	v, err := EncodeValue(&head)
+	// A large spec goes in chunks, of which a write puts only those the
+	// store lacks (see specchunks.go).
+	spec := newSpecWrite(r.Spec)
+	var v []byte
+	var err error
+	if spec == nil {
+		v, err = EncodeValue(&head)
+	} else {
+		v, err = encodeChunkedValue(&head, spec.manifest)
+	}
 	if err != nil {
 		return err
 	}
@@ -38,9 +72,14 @@ func (b *Bolt) Put(r *Record) error {
 			if err := u.put(tx.Bucket(bucket), [][]byte{bucket}, []byte(r.Name), v); err != nil {
 				return err
 			}
+			if err := spec.put(tx, r.Name, u); err != nil {
+				return err
+			}
 			var err error
-			*wrote, err = putRealized(tx, r.Name, r.Realized, split, cache, u)
-			return err
+			if *wrote, err = putRealized(tx, r.Name, r.Realized, split, cache, u); err != nil || entry == nil {
+				return err
+			}
+			return entry.write(tx, u)
 		}
 	}
 	var wrote, wroteGood *chunkCache
@@ -122,6 +161,9 @@ func (b *Bolt) Delete(name string) error {
 	b.forgetHead(name)
 	del := func(tx *bolt.Tx, u *undoLog) error {
 		if err := u.delete(tx.Bucket(bucket), [][]byte{bucket}, []byte(name)); err != nil {
+			return err
+		}
+		if err := deleteSpecChunks(tx, name, u); err != nil {
 			return err
 		}
 		return deleteRealized(tx, name, u)

@@ -21,16 +21,10 @@ import (
 // change in their namespace, all of them and once, keeping their
 // policies and counters; the apply after that re-points nothing.
 func TestPortProgramsOfAnotherBuildAreReplaced(t *testing.T) {
-	eng := nstest.Engine(t)
-	if !byPrograms(eng) {
-		t.Skip("SKIPPED: port policies are nftables here (" + dataplane.PortPolicyEnv + " or the kernel)")
-	}
-	infra := secInfra("pupg")
+	eng, infra, progs := upgradeLab(t, "pupg")
 	vm := func(n string) string { return nstest.NSName(infra, n) }
 	hostNS := vm("esx1")
 	lab := secLab(infra)
-	nstest.Apply(t, eng, lab)
-	progs, _ := nstest.PortPrograms(t, hostNS)
 	wantFrom, wantTo, err := progs.Tags()
 	if err != nil {
 		t.Fatal(err)
@@ -75,19 +69,7 @@ func TestPortProgramsOfAnotherBuildAreReplaced(t *testing.T) {
 
 	// This build's next change in the namespace, by another process: one
 	// VM more.
-	apply := func(src string) {
-		t.Helper()
-		dp, err := dataplane.New()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer dp.Close()
-		if _, err := (&reconcile.Engine{DP: dp, Store: eng.Store}).Apply(loadSpec(t, src)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	more := strings.Replace(lab, "vms:\n", "vms:\n  - {name: more, host: esx1, nics: [{portgroup: pg-web, ip: 10.77.0.5/24}]}\n", 1)
-	apply(more)
+	applyElsewhere(t, eng, oneVMMore(lab))
 	ids := assertPortTags(t, hostNS, "this build's", func(from, to string) bool { return from == wantFrom && to == wantTo })
 	if len(ids) != 1 {
 		t.Errorf("the ports run %d pairs of programs, want one: %v", len(ids), ids)
@@ -102,7 +84,7 @@ func TestPortProgramsOfAnotherBuildAreReplaced(t *testing.T) {
 	}
 
 	// The next change re-points nothing.
-	apply(lab)
+	applyElsewhere(t, eng, lab)
 	if again := assertPortTags(t, hostNS, "this build's", func(from, to string) bool { return from == wantFrom && to == wantTo }); !maps.Equal(again, ids) {
 		t.Errorf("the apply after re-pointed the ports: %v, then %v", ids, again)
 	}
@@ -162,15 +144,8 @@ func assertPortTags(t *testing.T, ns, whose string, ok func(from, to string) boo
 // others on this build's, all on the same maps) is finished by the next
 // change, whichever pair it finds first.
 func TestPortProgramsSwitchCutShortIsFinished(t *testing.T) {
-	eng := nstest.Engine(t)
-	if !byPrograms(eng) {
-		t.Skip("SKIPPED: port policies are nftables here (" + dataplane.PortPolicyEnv + " or the kernel)")
-	}
-	infra := secInfra("pcut")
+	eng, infra, progs := upgradeLab(t, "pcut")
 	hostNS := nstest.NSName(infra, "esx1")
-	lab := secLab(infra)
-	nstest.Apply(t, eng, lab)
-	progs, _ := nstest.PortPrograms(t, hostNS)
 	wantFrom, wantTo, err := progs.Tags()
 	if err != nil {
 		t.Fatal(err)
@@ -193,18 +168,43 @@ func TestPortProgramsSwitchCutShortIsFinished(t *testing.T) {
 		repointTo(t, h, p.Index, next)
 	}
 	repointTo(t, h, ports[len(ports)-1].Index, older)
-	dp, err := dataplane.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dp.Close()
-	more := strings.Replace(lab, "vms:\n", "vms:\n  - {name: more, host: esx1, nics: [{portgroup: pg-web, ip: 10.77.0.5/24}]}\n", 1)
-	if _, err := (&reconcile.Engine{DP: dp, Store: eng.Store}).Apply(loadSpec(t, more)); err != nil {
-		t.Fatal(err)
-	}
+	applyElsewhere(t, eng, oneVMMore(secLab(infra)))
 	ids := assertPortTags(t, hostNS, "this build's", func(from, to string) bool { return from == wantFrom && to == wantTo })
 	if len(ids) != 1 {
 		t.Errorf("the ports run %d pairs of programs, want one: %v", len(ids), ids)
 	}
 	nstest.PortPrograms(t, hostNS)
+}
+
+// upgradeLab applies the security lab and returns the programs its
+// host's ports run.
+func upgradeLab(t *testing.T, prefix string) (*reconcile.Engine, string, *bpfpolicy.Programs) {
+	t.Helper()
+	eng := nstest.Engine(t)
+	if !byPrograms(eng) {
+		t.Skip("SKIPPED: port policies are nftables here (" + dataplane.PortPolicyEnv + " or the kernel)")
+	}
+	infra := secInfra(prefix)
+	nstest.Apply(t, eng, secLab(infra))
+	progs, _ := nstest.PortPrograms(t, nstest.NSName(infra, "esx1"))
+	return eng, infra, progs
+}
+
+// oneVMMore is the lab with one VM more on pg-web, whose rules name
+// pg-app only: no other port's policy changes.
+func oneVMMore(lab string) string {
+	return strings.Replace(lab, "vms:\n", "vms:\n  - {name: more, host: esx1, nics: [{portgroup: pg-web, ip: 10.77.0.5/24}]}\n", 1)
+}
+
+// applyElsewhere applies src as another process of this build would.
+func applyElsewhere(t *testing.T, eng *reconcile.Engine, src string) {
+	t.Helper()
+	dp, err := dataplane.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dp.Close()
+	if _, err := (&reconcile.Engine{DP: dp, Store: eng.Store}).Apply(loadSpec(t, src)); err != nil {
+		t.Fatal(err)
+	}
 }

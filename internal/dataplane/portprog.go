@@ -161,6 +161,11 @@ func (l *Linux) portPrograms(ns string, h *netlink.Handle) (*bpfpolicy.Programs,
 	if err != nil {
 		return nil, err
 	}
+	if p != nil {
+		if p, err = upgradePortPrograms(ns, h, p); err != nil {
+			return nil, err
+		}
+	}
 	if p == nil {
 		if p, err = bpfpolicy.Load(nil); err != nil {
 			// The note that this kernel loads them is wrong, or this
@@ -253,6 +258,11 @@ func (l *Linux) pruneIn(ns string, nh *nsHandle, hooked []int) (p *bpfpolicy.Pro
 	key := nsKey{ns, nh.ino}
 	if p = l.progs.by[key]; p == nil {
 		if p, err = findAnyPortPrograms(nh.Handle, key, hooked); p == nil || err != nil {
+			return nil, false, err
+		}
+		// A full apply reads every port: it also puts this build's
+		// programs on them.
+		if p, err = upgradePortPrograms(ns, nh.Handle, p); err != nil {
 			return nil, false, err
 		}
 		found = true
@@ -412,9 +422,16 @@ func prunePorts(p *bpfpolicy.Programs, h *netlink.Handle, hooked []int) error {
 	if err != nil {
 		return fmt.Errorf("list the port programs' ports: %w", err)
 	}
+	// Programs of another build on the same maps (a switch to this
+	// build's that was cut short) serve their ports' entries as well.
+	others, err := p.Sharers()
+	if err != nil {
+		return fmt.Errorf("list the programs on the port programs' maps: %w", err)
+	}
 	from, to := p.IDs()
+	progs := append(others, from, to)
 	for _, port := range ports {
-		if _, ok := slices.BinarySearch(hooked, int(port)); ok && runs(h, linkAt(int(port)), from, to) {
+		if _, ok := slices.BinarySearch(hooked, int(port)); ok && runs(h, linkAt(int(port)), progs) {
 			continue
 		}
 		if err := p.Remove(port); err != nil {
@@ -424,13 +441,13 @@ func prunePorts(p *bpfpolicy.Programs, h *netlink.Handle, hooked []int) error {
 	return nil
 }
 
-// runs reports whether a link's port filters run either of the programs.
-func runs(h *netlink.Handle, link netlink.Link, from, to ebpf.ProgramID) bool {
-	if in := portFilterOn(h, link, netlink.HANDLE_MIN_INGRESS); in != nil && ebpf.ProgramID(in.Id) == from {
+// runs reports whether a link's port filters run any of the programs.
+func runs(h *netlink.Handle, link netlink.Link, progs []ebpf.ProgramID) bool {
+	if in := portFilterOn(h, link, netlink.HANDLE_MIN_INGRESS); in != nil && slices.Contains(progs, ebpf.ProgramID(in.Id)) {
 		return true
 	}
 	out := portFilterOn(h, link, netlink.HANDLE_MIN_EGRESS)
-	return out != nil && ebpf.ProgramID(out.Id) == to
+	return out != nil && slices.Contains(progs, ebpf.ProgramID(out.Id))
 }
 
 // ensurePortProg writes a port's policy in its namespace's port programs

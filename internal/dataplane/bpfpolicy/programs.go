@@ -74,6 +74,10 @@ func Load(reuse *Programs) (*Programs, error) {
 	if err != nil {
 		return nil, err
 	}
+	return loadSpec(spec, reuse)
+}
+
+func loadSpec(spec *ebpf.CollectionSpec, reuse *Programs) (*Programs, error) {
 	var opts ebpf.CollectionOptions
 	if reuse != nil {
 		opts.MapReplacements = map[string]*ebpf.Map{}

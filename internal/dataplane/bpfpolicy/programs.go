@@ -951,12 +951,21 @@ const FromVMName = "port_from_vm"
 // an earlier one. Which namespace each serves, only the namespaces' tc
 // filters say (see SomePorts).
 func Candidates() ([]ebpf.ProgramID, error) {
+	out, err := loadedPrograms(func(_ ebpf.ProgramID, info *ebpf.ProgramInfo) bool { return info.Name == FromVMName })
+	slices.Reverse(out)
+	return out, err
+}
+
+// loadedPrograms lists, in the order of their IDs, the programs loaded on
+// the machine that keep says to, given each one's information: one walk
+// of the kernel's programs, skipping those unloaded meanwhile.
+func loadedPrograms(keep func(ebpf.ProgramID, *ebpf.ProgramInfo) bool) ([]ebpf.ProgramID, error) {
 	var out []ebpf.ProgramID
 	var id ebpf.ProgramID
 	for {
 		next, err := ebpf.ProgramGetNextID(id)
 		if errors.Is(err, os.ErrNotExist) {
-			break
+			return out, nil
 		}
 		if err != nil {
 			return nil, err
@@ -968,12 +977,10 @@ func Candidates() ([]ebpf.ProgramID, error) {
 		}
 		info, err := prog.Info()
 		prog.Close()
-		if err == nil && info.Name == FromVMName {
+		if err == nil && keep(id, info) {
 			out = append(out, id)
 		}
 	}
-	slices.Reverse(out)
-	return out, nil
 }
 
 // SomePorts returns up to n of the ports (interface indexes) that the

@@ -3,7 +3,6 @@ package bpfpolicy
 import (
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 
 	"github.com/cilium/ebpf"
@@ -58,45 +57,16 @@ func (p *Programs) Successor() (*Programs, error) {
 // new programs, see Successor). It looks at every program of the machine,
 // once each.
 func (p *Programs) Sharers() ([]ebpf.ProgramID, error) {
-	info, err := p.ports.Info()
+	portsInfo, err := p.ports.Info()
 	if err != nil {
 		return nil, fmt.Errorf("read the port programs' map: %w", err)
 	}
-	ports, _ := info.ID()
+	ports, _ := portsInfo.ID()
 	from, to := p.IDs()
-	var out []ebpf.ProgramID
-	var id ebpf.ProgramID
-	for {
-		next, err := ebpf.ProgramGetNextID(id)
-		if errors.Is(err, os.ErrNotExist) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		id = next
-		if id == from || id == to {
-			continue
-		}
-		if usesMap(id, ports) {
-			out = append(out, id)
-		}
-	}
-}
-
-// usesMap reports whether a program uses a map, by their IDs.
-func usesMap(prog ebpf.ProgramID, m ebpf.MapID) bool {
-	p, err := ebpf.NewProgramFromID(prog)
-	if err != nil {
-		return false // unloaded meanwhile
-	}
-	defer p.Close()
-	info, err := p.Info()
-	if err != nil {
-		return false
-	}
-	ids, _ := info.MapIDs()
-	return slices.Contains(ids, m)
+	return loadedPrograms(func(id ebpf.ProgramID, info *ebpf.ProgramInfo) bool {
+		maps, _ := info.MapIDs()
+		return id != from && id != to && slices.Contains(maps, ports)
+	})
 }
 
 // LoadOther loads programs as a build of vnet with other code and the

@@ -157,21 +157,14 @@ func checkInfraName(name string) error {
 	return nil
 }
 
-// historyOf is an infrastructure's history bucket; nil (with create false)
-// when it has none.
-func historyOf(tx *bolt.Tx, infra string, create bool) (*bolt.Bucket, error) {
-	if !create {
-		top := tx.Bucket(historyBucket)
-		if top == nil {
-			return nil, nil
-		}
-		return top.Bucket([]byte(infra)), nil
+// historyOf is an infrastructure's history bucket; nil when it has none.
+// (Writes make it through the undo log: see entryWrite.)
+func historyOf(tx *bolt.Tx, infra string) *bolt.Bucket {
+	top := tx.Bucket(historyBucket)
+	if top == nil {
+		return nil
 	}
-	top, err := tx.CreateBucketIfNotExists(historyBucket)
-	if err != nil {
-		return nil, err
-	}
-	return top.CreateBucketIfNotExists([]byte(infra))
+	return top.Bucket([]byte(infra))
 }
 
 // pruneHistory drops the entries r no longer keeps of the history bucket
@@ -212,10 +205,11 @@ func headsIn(infra *bolt.Bucket, name string) ([]history.Entry, error) {
 func (b *Bolt) HistoryHeads(infra string) ([]history.Entry, error) {
 	var out []history.Entry
 	err := b.view(func(tx *bolt.Tx) error {
-		h, err := historyOf(tx, infra, false)
-		if err != nil || h == nil {
-			return err
+		h := historyOf(tx, infra)
+		if h == nil {
+			return nil
 		}
+		var err error
 		out, err = headsIn(h, infra)
 		return err
 	})
@@ -226,10 +220,7 @@ func (b *Bolt) HistoryHeads(infra string) ([]history.Entry, error) {
 func (b *Bolt) HistoryEntry(infra string, seq int) (history.Entry, error) {
 	var e history.Entry
 	err := b.view(func(tx *bolt.Tx) error {
-		h, err := historyOf(tx, infra, false)
-		if err != nil {
-			return err
-		}
+		h := historyOf(tx, infra)
 		var head []byte
 		if h != nil {
 			head = h.Get(historyKey('h', seq))
@@ -237,6 +228,7 @@ func (b *Bolt) HistoryEntry(infra string, seq int) (history.Entry, error) {
 		if head == nil {
 			return fmt.Errorf("%s entry %d: %w", infra, seq, history.ErrNotFound)
 		}
+		var err error
 		if e, err = DecodeHistoryHead(infra, head); err != nil {
 			return err
 		}

@@ -113,7 +113,7 @@ func verifyGoodHistory(dir string) error {
 	}
 	defer db.Close()
 	return db.View(func(tx *bolt.Tx) error {
-		h, _ := historyOf(tx, "demo", false)
+		h := historyOf(tx, "demo")
 		if h == nil || h.Get(historyKey('h', 5)) == nil {
 			return errors.New("the good copy lacks the history")
 		}

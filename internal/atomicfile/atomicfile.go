@@ -1,7 +1,8 @@
 // Package atomicfile replaces files whole or not at all, durably: the one
 // way vnet writes a file that a reader must find either as it was or as it
 // is meant to be (the state store's ID and good copy, a device's record,
-// the spec cache, the event journal).
+// the event journal). Replace does the same without the syncs, for a file
+// whose reader checks it and can do without it (the spec cache).
 //
 // Every file is written under a temporary name in its own directory, so
 // that the rename stays within one file system; its contents are synced
@@ -38,6 +39,33 @@ func Write(path string, data []byte, perm os.FileMode) error {
 		_, err := f.Write(data)
 		return err
 	})
+}
+
+// Replace puts data in place of path, whole or not at all while the
+// machine runs, as Write does but without its syncs: after a power cut
+// the file may be missing, empty or torn. It is for files whose readers
+// check what they read and can do without it (the spec cache, whose
+// files carry their checksum), where the syncs would cost more than the
+// file saves.
+func Replace(path string, data []byte, perm os.FileMode) error {
+	p, err := Create(path, perm)
+	if err != nil {
+		return err
+	}
+	defer p.Abort()
+	_, err = p.f.Write(data)
+	if cerr := p.f.Close(); err == nil {
+		err = cerr
+	}
+	p.done = true
+	if err == nil {
+		err = os.Rename(p.f.Name(), p.path)
+	}
+	if err != nil {
+		os.Remove(p.f.Name())
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
 }
 
 // WriteWith is Write with the contents written by fn into the temporary

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -64,12 +66,16 @@ func main() {
 
 // startCPUProfile writes a CPU profile of the command to the file
 // VNET_CPUPROFILE names, for finding where a slow command spends its time
-// (go tool pprof bin/vnet FILE). The returned function ends it.
+// (go tool pprof bin/vnet FILE...). A "%p" in the name is the process's
+// ID: a runtime starts the CNI plugin anew for every call, and each call
+// then keeps its own profile, which pprof sums.
+// The returned function ends it.
 func startCPUProfile() func() {
 	path := os.Getenv("VNET_CPUPROFILE")
 	if path == "" {
 		return func() {}
 	}
+	path = strings.ReplaceAll(path, "%p", strconv.Itoa(os.Getpid()))
 	f, err := os.Create(path)
 	if err == nil {
 		err = pprof.StartCPUProfile(f)

@@ -53,19 +53,10 @@ func Replace(path string, data []byte, perm os.FileMode) error {
 		return err
 	}
 	defer p.Abort()
-	_, err = p.f.Write(data)
-	if cerr := p.f.Close(); err == nil {
-		err = cerr
-	}
-	p.done = true
-	if err == nil {
-		err = os.Rename(p.f.Name(), p.path)
-	}
-	if err != nil {
-		os.Remove(p.f.Name())
+	if _, err := p.f.Write(data); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	return nil
+	return p.put(false)
 }
 
 // WriteWith is Write with the contents written by fn into the temporary
@@ -120,11 +111,19 @@ func (p *Pending) Name() string { return p.f.Name() }
 // and syncs the directory. After an error the file is as it was, unless
 // only the directory's sync failed: then the rename was made, and a crash
 // of the machine may still undo it.
-func (p *Pending) Commit() error {
+func (p *Pending) Commit() error { return p.put(true) }
+
+// put closes the temporary file and renames it over the file it
+// replaces, with the syncs Commit makes when sync is set (Replace makes
+// none).
+func (p *Pending) put(sync bool) error {
 	if p.done {
 		return errors.New("atomicfile: committed twice")
 	}
-	err := p.f.Sync()
+	var err error
+	if sync {
+		err = p.f.Sync()
+	}
 	if cerr := p.f.Close(); err == nil {
 		err = cerr
 	}
@@ -135,6 +134,9 @@ func (p *Pending) Commit() error {
 	if err != nil {
 		os.Remove(p.f.Name())
 		return fmt.Errorf("write %s: %w", p.path, err)
+	}
+	if !sync {
+		return nil
 	}
 	if err := syncDir(filepath.Dir(p.path)); err != nil {
 		return fmt.Errorf("write %s: %w", p.path, err)

@@ -1,7 +1,8 @@
 // Package atomicfile replaces files whole or not at all, durably: the one
 // way vnet writes a file that a reader must find either as it was or as it
 // is meant to be (the state store's ID and good copy, a device's record,
-// the spec cache, the event journal).
+// the event journal). Replace does the same without the syncs, for a file
+// whose reader checks it and can do without it (the spec cache).
 //
 // Every file is written under a temporary name in its own directory, so
 // that the rename stays within one file system; its contents are synced
@@ -38,6 +39,24 @@ func Write(path string, data []byte, perm os.FileMode) error {
 		_, err := f.Write(data)
 		return err
 	})
+}
+
+// Replace puts data in place of path, whole or not at all while the
+// machine runs, as Write does but without its syncs: after a power cut
+// the file may be missing, empty or torn. It is for files whose readers
+// check what they read and can do without it (the spec cache, whose
+// files carry their checksum), where the syncs would cost more than the
+// file saves.
+func Replace(path string, data []byte, perm os.FileMode) error {
+	p, err := Create(path, perm)
+	if err != nil {
+		return err
+	}
+	defer p.Abort()
+	if _, err := p.f.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return p.put(false)
 }
 
 // WriteWith is Write with the contents written by fn into the temporary
@@ -92,11 +111,19 @@ func (p *Pending) Name() string { return p.f.Name() }
 // and syncs the directory. After an error the file is as it was, unless
 // only the directory's sync failed: then the rename was made, and a crash
 // of the machine may still undo it.
-func (p *Pending) Commit() error {
+func (p *Pending) Commit() error { return p.put(true) }
+
+// put closes the temporary file and renames it over the file it
+// replaces, with the syncs Commit makes when sync is set (Replace makes
+// none).
+func (p *Pending) put(sync bool) error {
 	if p.done {
 		return errors.New("atomicfile: committed twice")
 	}
-	err := p.f.Sync()
+	var err error
+	if sync {
+		err = p.f.Sync()
+	}
 	if cerr := p.f.Close(); err == nil {
 		err = cerr
 	}
@@ -107,6 +134,9 @@ func (p *Pending) Commit() error {
 	if err != nil {
 		os.Remove(p.f.Name())
 		return fmt.Errorf("write %s: %w", p.path, err)
+	}
+	if !sync {
+		return nil
 	}
 	if err := syncDir(filepath.Dir(p.path)); err != nil {
 		return fmt.Errorf("write %s: %w", p.path, err)

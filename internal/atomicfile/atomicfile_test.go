@@ -32,6 +32,10 @@ func TestWriteReplacesWholeOrNotAtAll(t *testing.T) {
 	}{
 		{name: "new file", write: func(p string) error { return Write(p, []byte("new"), 0o640) }, want: "new"},
 		{name: "replaces", old: "old", write: func(p string) error { return Write(p, []byte("new"), 0o640) }, want: "new"},
+		{name: "unsynced, new file", write: func(p string) error { return Replace(p, []byte("new"), 0o640) }, want: "new"},
+		{name: "unsynced, replaces", old: "old", write: func(p string) error { return Replace(p, []byte("new"), 0o640) }, want: "new"},
+		{name: "unsynced, into no directory", wantErr: true,
+			write: func(p string) error { return Replace(filepath.Join(p, "sub"), []byte("new"), 0o640) }},
 		{name: "a writer that fails leaves the old", old: "old", wantErr: true, want: "old",
 			write: func(p string) error {
 				return WriteWith(p, 0o640, func(f *os.File) error { f.WriteString("half"); return boom })

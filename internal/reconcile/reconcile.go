@@ -135,6 +135,13 @@ type Engine struct {
 	// Specs, when set, keeps the specs applied, so that reading the last
 	// one back does not decode its YAML again.
 	Specs *speccache.Cache
+	// Applied, when set, is the last record's spec as the caller read it
+	// under the infrastructure's lock (an attachment reads it to write its
+	// VM into): taken for the record's spec when their bytes are the same,
+	// so that a process that keeps no Memo does not decode a spec of
+	// thousands of VMs twice. The engine only reads it, as it reads the
+	// specs a Memo keeps.
+	Applied *spec.Document
 	// History, when set, makes the history entry of the change an apply
 	// records (next: the record it writes; doc: its spec; false: the
 	// change keeps none), which the store keeps in the record's own write.

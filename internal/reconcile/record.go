@@ -46,6 +46,9 @@ func (e *Engine) specOf(rec *store.Record) *spec.Spec {
 	if rec == nil {
 		return nil
 	}
+	if e.Applied != nil && sameSpec(rec, e.Applied) {
+		return e.Applied.Spec
+	}
 	doc, err := e.Specs.Decode(rec.SpecFile, rec.Spec)
 	if err != nil {
 		return nil

@@ -32,6 +32,7 @@ func (l *Local) Attach(_ context.Context, r AttachRequest) (*AttachResult, error
 		if next == nil {
 			return nil
 		}
+		eng.Applied = doc // read under the lock the apply holds
 		err = l.applyChange(eng, next, &res.Executed)
 		lap("attach: apply")
 		return err
@@ -59,6 +60,7 @@ func (l *Local) Detach(_ context.Context, r DetachRequest) (*DetachResult, error
 		if next = unfinished(st, doc, next); next == nil {
 			return nil
 		}
+		eng.Applied = doc // read under the lock the apply holds
 		err = l.applyChange(eng, next, &res.Executed)
 		lap("detach: apply")
 		return err

@@ -239,7 +239,10 @@ func (c *Cache) fromFile(sum [sha256.Size]byte) ([]byte, bool) {
 // toFile writes a spec, framed (see frame), to the directory, whole or
 // not at all, and drops the files least recently used past cacheFiles. A
 // directory that cannot be written only costs the next process the
-// decoding.
+// decoding. The file is not synced: its frame binds it to its source's
+// SHA-256 and checks it with a CRC, so a file a power cut left empty or
+// torn is a miss (fromFile), and a one-VM change of a large spec (a
+// container's ADD) would otherwise sync the whole encoded spec each time.
 func (c *Cache) toFile(sum [sha256.Size]byte, framed []byte) {
 	if c.dir == "" {
 		return
@@ -247,7 +250,7 @@ func (c *Cache) toFile(sum [sha256.Size]byte, framed []byte) {
 	if err := os.Mkdir(c.dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return // no state directory to put it in, or not ours to write
 	}
-	if atomicfile.Write(c.file(sum), framed, 0o600) != nil {
+	if atomicfile.Replace(c.file(sum), framed, 0o600) != nil {
 		return
 	}
 	c.prune()

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -105,38 +106,34 @@ func (m *Member) Stop() {
 // members' logs, or nil when none says so.
 func (ms Members) Leader() *Member {
 	var leader *Member
-	var at time.Time
+	var last int
 	for _, m := range ms {
 		if m.cmd == nil {
 			continue
 		}
 		b, _ := os.ReadFile(m.Log)
-		i := strings.LastIndex(string(b), "became leader")
-		if i < 0 {
-			continue
-		}
-		// The leader elected last is the one whose log said so last.
-		line := string(b[strings.LastIndex(string(b[:i]), "\n")+1 : i])
-		ts := logTime(line)
-		if leader == nil || ts.After(at) {
-			leader, at = m, ts
+		if term := lastLeaderTerm(string(b)); term > last {
+			leader, last = m, term
 		}
 	}
 	return leader
 }
 
-// logTime reads the stamp at the start of raft's log line in etcd's
-// default log ("raft2006/01/02 15:04:05 INFO: ... became leader"): to the
-// second, which tells elections apart that are seconds apart, as a
-// member's loss and the election it causes are.
-func logTime(line string) time.Time {
-	line = strings.TrimPrefix(line, "raft")
-	if len(line) >= 19 {
-		if ts, err := time.Parse("2006/01/02 15:04:05", line[:19]); err == nil {
-			return ts
-		}
+// becameLeader is raft's line when a member wins an election, in etcd's
+// default log ("... 8e9e05c52164694d became leader at term 2").
+var becameLeader = regexp.MustCompile(`became leader at term (\d+)`)
+
+// lastLeaderTerm is the term of the last election the log says its member
+// won, 0 when none. One leader per term and terms only grow, so the
+// highest term among the members' logs names the leader elected last,
+// however close together the elections came.
+func lastLeaderTerm(log string) int {
+	all := becameLeader.FindAllStringSubmatch(log, -1)
+	if len(all) == 0 {
+		return 0
 	}
-	return time.Time{}
+	term, _ := strconv.Atoi(all[len(all)-1][1])
+	return term
 }
 
 // waitLeader waits until a member's log says it became leader.

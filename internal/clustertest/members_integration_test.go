@@ -105,7 +105,7 @@ func TestClusterEtcdMemberLoss(t *testing.T) {
 	case !strings.Contains(out, "no quorum"):
 		t.Errorf("apply without quorum does not say there is no quorum:\n%s", out)
 	}
-	// The store's 3 s per call, a few calls, and slack for a slow host; a
+	// The store's 5 s per call, a few calls, and slack for a slow host; a
 	// hang would blow it.
 	if took > 20*time.Second {
 		t.Errorf("apply without quorum took %s to fail", took)

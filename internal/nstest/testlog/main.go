@@ -52,19 +52,31 @@ type log struct {
 	said     map[string]string   // a running test's last log entry: a skip's reason
 	skipped  []string            // "pkg Test: reason", in the order they skipped
 	recent   map[string][]string // a running test's last lines of output
+	entries  map[string][]string // a running test's last log entries' first lines
 	failures []failure           // in the order they failed
 	left     []string            // what the run left on the machine
 }
 
 // failure is a failed test (or a package that failed outside its tests)
-// with the last lines it printed.
+// with the first lines of its last log entries and the last lines it
+// printed. The entries are what name the failure when a test's cleanup
+// prints a long log after its t.Error: the tail alone would show only
+// the end of that log.
 type failure struct {
-	name string
-	tail []string
+	name    string
+	entries []string
+	tail    []string
 }
 
 // tailLines is how many of a failed test's last lines the summary repeats.
 const tailLines = 12
+
+// entryLines is how many of a failed test's last log entries the summary
+// repeats (their first lines, each cut to entryWidth bytes).
+const (
+	entryLines = 16
+	entryWidth = 240
+)
 
 func main() {
 	args := append([]string{"test", "-json"}, os.Args[1:]...)
@@ -117,7 +129,13 @@ func (l *log) exitCode(ee *exec.ExitError) int {
 }
 
 func newLog(out io.Writer, now time.Time) *log {
-	return &log{out: out, start: now, last: now, running: map[string]time.Time{}, said: map[string]string{}, recent: map[string][]string{}}
+	return &log{
+		out: out, start: now, last: now,
+		running: map[string]time.Time{},
+		said:    map[string]string{},
+		recent:  map[string][]string{},
+		entries: map[string][]string{},
+	}
 }
 
 func (l *log) read(r io.Reader) {
@@ -155,13 +173,18 @@ func (l *log) handle(e event) {
 		}
 		if e.Action == "fail" {
 			l.failed = true
-			l.failures = append(l.failures, failure{name: strings.TrimSpace(short(e.Package) + " " + e.Test), tail: l.recent[key]})
+			l.failures = append(l.failures, failure{
+				name:    strings.TrimSpace(short(e.Package) + " " + e.Test),
+				entries: l.entries[key],
+				tail:    l.recent[key],
+			})
 		}
 		if e.Action == "skip" && e.Test != "" {
 			l.skipped = append(l.skipped, fmt.Sprintf("%s %s: %s", short(e.Package), e.Test, reason(l.said[key])))
 		}
 		delete(l.said, key)
 		delete(l.recent, key)
+		delete(l.entries, key)
 	}
 	l.mu.Unlock()
 	if e.Output != "" && !noise(e.Output) {
@@ -176,11 +199,21 @@ func (l *log) remember(key, output string) {
 	if line == "" || noise(output) || strings.HasPrefix(line, "=== RUN ") {
 		return
 	}
-	lines := append(l.recent[key], line)
-	if len(lines) > tailLines {
-		lines = lines[len(lines)-tailLines:]
+	l.recent[key] = keepLast(append(l.recent[key], line), tailLines)
+	if logEntry.MatchString(line) {
+		if len(line) > entryWidth {
+			line = line[:entryWidth] + " …"
+		}
+		l.entries[key] = keepLast(append(l.entries[key], line), entryLines)
 	}
-	l.recent[key] = lines
+}
+
+// keepLast is the last n of lines.
+func keepLast(lines []string, n int) []string {
+	if len(lines) > n {
+		return lines[len(lines)-n:]
+	}
+	return lines
 }
 
 // logEntry is the first line of a t.Log, t.Skip or t.Error: "    file_test.go:12: text".
@@ -309,8 +342,19 @@ func (l *log) printFailures() {
 	fmt.Fprintf(l.out, "[testlog] %d failed:\n", len(shown))
 	for _, f := range shown {
 		fmt.Fprintf(l.out, "[testlog]   %s\n", f.name)
+		printed := map[string]bool{}
+		if len(f.entries) > 0 {
+			fmt.Fprintf(l.out, "[testlog]     its last log entries (first lines):\n")
+		}
+		for _, line := range f.entries {
+			printed[line] = true
+			fmt.Fprintf(l.out, "[testlog]     | %s\n", line)
+		}
+		if len(f.entries) > 0 {
+			fmt.Fprintf(l.out, "[testlog]     the last lines it printed:\n")
+		}
 		for _, line := range f.tail {
-			if strings.HasPrefix(strings.TrimSpace(line), "--- FAIL") {
+			if printed[line] || strings.HasPrefix(strings.TrimSpace(line), "--- FAIL") {
 				continue
 			}
 			fmt.Fprintf(l.out, "[testlog]     | %s\n", line)

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -81,6 +83,42 @@ func TestSummaryEndsWithFailuresAndTheirLastLines(t *testing.T) {
 		if strings.Contains(summary, unwanted) {
 			t.Errorf("failure summary repeats %q:\n%s", unwanted, summary)
 		}
+	}
+}
+
+// A test whose cleanup prints a long log after its t.Error: the summary
+// still shows the error, which the tail alone would have lost.
+func TestSummaryShowsTheErrorBeforeALongCleanupLog(t *testing.T) {
+	var b strings.Builder
+	out := func(s string) {
+		line, _ := json.Marshal(map[string]string{"Action": "output", "Package": "m/vnet/internal/c", "Test": "TestC", "Output": s})
+		b.Write(line)
+		b.WriteString("\n")
+	}
+	b.WriteString(`{"Action":"run","Package":"m/vnet/internal/c","Test":"TestC"}` + "\n")
+	out("    c_test.go:10: stopped member 1\n")
+	out("    c_test.go:20: apply without quorum took 31s to fail\n")
+	out("    c_test.go:40: agent of hv1:\n")
+	for i := 0; i < 3*tailLines; i++ {
+		out(fmt.Sprintf("        agent line %d\n", i))
+	}
+	b.WriteString(`{"Action":"fail","Package":"m/vnet/internal/c","Test":"TestC"}` + "\n")
+	var got bytes.Buffer
+	l := newLog(&got, time.Now())
+	l.read(strings.NewReader(b.String()))
+	l.summary()
+	summary := got.String()[strings.Index(got.String(), "[testlog] 1 failed:"):]
+	for _, want := range []string{
+		"|     c_test.go:20: apply without quorum took 31s to fail",
+		"|     c_test.go:40: agent of hv1:",
+		fmt.Sprintf("agent line %d", 3*tailLines-1),
+	} {
+		if !strings.Contains(summary, want) {
+			t.Errorf("failure summary lacks %q:\n%s", want, summary)
+		}
+	}
+	if strings.Contains(summary, "agent line 0\n") {
+		t.Errorf("failure summary repeats more than the tail:\n%s", summary)
 	}
 }
 

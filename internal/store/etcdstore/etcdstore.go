@@ -25,8 +25,12 @@ import (
 // DefaultPrefix is where vnet's keys live in a shared etcd.
 const DefaultPrefix = "/vnet/"
 
-// DefaultTimeout bounds each call to etcd, dialing included.
-const DefaultTimeout = 3 * time.Second
+// DefaultTimeout bounds each call to etcd, dialing included. It is
+// etcdctl's command timeout: long enough for the election that follows a
+// leader's death on a busy host (one to two election timeouts, a second
+// each by default, plus the vote's fsync), short enough that a lost quorum
+// is reported while the user still waits for the answer.
+const DefaultTimeout = 5 * time.Second
 
 var (
 	// ErrConflict means the infrastructure changed between the read and the
@@ -183,10 +187,11 @@ func (s *Store) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(clientv3.WithRequireLeader(context.Background()), s.timeout)
 }
 
-// call runs fn under one timeout, and again while the member reached has no
-// leader: an election ends within a second or two, a lost quorum not before
-// the timeout, which then says so. A call refused for want of a leader was
-// not carried out, so repeating it is safe even for a conditional write.
+// call runs fn under one timeout, and again while an election keeps the
+// member reached from serving it: an election ends within a second or two,
+// a lost quorum not before the timeout, which then says so. A call refused
+// that way was not carried out, so repeating it is safe even for a
+// conditional write.
 func (s *Store) call(op string, fn func(context.Context) error) error {
 	ctx, cancel := s.ctx()
 	defer cancel()
@@ -195,7 +200,7 @@ func (s *Store) call(op string, fn func(context.Context) error) error {
 		if err == nil {
 			return nil
 		}
-		if !noLeader(err) {
+		if !refusedInElection(err) {
 			return s.fail(op, err)
 		}
 		select {
@@ -209,6 +214,24 @@ func (s *Store) call(op string, fn func(context.Context) error) error {
 func noLeader(err error) bool {
 	return errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrGRPCNoLeader) ||
 		strings.Contains(err.Error(), rpctypes.ErrNoLeader.Error())
+}
+
+// proposalDropped is raft's refusal of a write that a member took while
+// it had no leader to forward it to, between the leader check that
+// WithRequireLeader makes and the proposal. It reaches the client as a
+// status of code Unknown with raft's own text, which no client sentinel
+// matches, hence the text.
+const proposalDropped = "raft proposal dropped"
+
+// refusedInElection reports whether etcd refused a call, without carrying it
+// out, because a leader election was under way: the member had no leader,
+// the leader changed under a read, or raft dropped a write it could not
+// forward.
+func refusedInElection(err error) bool {
+	return noLeader(err) ||
+		errors.Is(err, rpctypes.ErrLeaderChanged) || errors.Is(err, rpctypes.ErrGRPCLeaderChanged) ||
+		strings.Contains(err.Error(), rpctypes.ErrLeaderChanged.Error()) ||
+		strings.Contains(err.Error(), proposalDropped)
 }
 
 // fail turns a client error into one that says which etcd and why.

@@ -249,6 +249,36 @@ func docOr(b interface {
 	return b.docOf(rec)
 }
 
+// priorDoc returns what reads the spec of the record before a change
+// (docOr) once, and gives the same document after: an apply's rework of
+// the spec it is given and its history entry's summary both read it, and
+// a large spec's stored form costs a hash and a decode each time. Neither
+// changes the document.
+func priorDoc(b interface {
+	docOf(*store.Record) (*spec.Document, error)
+}, rec *store.Record) func() (*spec.Document, error) {
+	var doc *spec.Document
+	var err error
+	read := false
+	return func() (*spec.Document, error) {
+		if !read {
+			doc, err = docOr(b, rec)
+			read = true
+		}
+		return doc, err
+	}
+}
+
+// specOfDoc is the spec read returns, or nil when there is none or it no
+// longer reads (as specOr).
+func specOfDoc(read func() (*spec.Document, error)) *spec.Spec {
+	doc, err := read()
+	if err != nil || doc == nil {
+		return nil
+	}
+	return doc.Spec
+}
+
 // keepLocal records in this machine's history the change of name that
 // went from the record before (nil: none) to the one the store holds now.
 // A change that left the spec and the generation as they were records
@@ -262,7 +292,8 @@ func (l *Local) keepLocal(by Actor, st *store.Bolt, c change, name string, befor
 	case err != nil:
 		return
 	}
-	e, ok := l.changeEntry(by, c, name, before, after, func() *spec.Spec { return specOr(l, after) })
+	e, ok := l.changeEntry(by, c, name, before, after, func() *spec.Spec { return specOr(l, before) },
+		func() *spec.Spec { return specOr(l, after) })
 	if !ok {
 		return
 	}
@@ -274,11 +305,13 @@ func (l *Local) keepLocal(by Actor, st *store.Bolt, c change, name string, befor
 // keepInRecord has eng keep the history entry of its apply's change of
 // name in the record's own write (reconcile.Engine.History), and returns
 // whether it did: otherwise keepLocal keeps it after the apply.
-func (l *Local) keepInRecord(eng *reconcile.Engine, by Actor, c change, name string, before *store.Record) (kept func() bool) {
+func (l *Local) keepInRecord(eng *reconcile.Engine, by Actor, c change, name string, before *store.Record,
+	prior func() (*spec.Document, error)) (kept func() bool) {
 	called := false
 	eng.History = func(next *store.Record, doc *spec.Document) (history.Entry, bool) {
 		called = true
-		return l.changeEntry(by, c, name, before, next, func() *spec.Spec { return doc.Spec })
+		return l.changeEntry(by, c, name, before, next, func() *spec.Spec { return specOfDoc(prior) },
+			func() *spec.Spec { return doc.Spec })
 	}
 	return func() bool { return called }
 }
@@ -287,17 +320,18 @@ func (l *Local) keepInRecord(eng *reconcile.Engine, by Actor, c change, name str
 // after (either nil: none, after nil for a destroy), whose spec
 // afterSpec makes; false when the change left the spec and the
 // generation as they were, which keeps no entry.
-func (l *Local) changeEntry(by Actor, c change, name string, before, after *store.Record, afterSpec func() *spec.Spec) (history.Entry, bool) {
+func (l *Local) changeEntry(by Actor, c change, name string, before, after *store.Record,
+	beforeSpec, afterSpec func() *spec.Spec) (history.Entry, bool) {
 	var e history.Entry
 	switch {
 	case after == nil: // destroyed
 		e = entryOf(by, change{verb: history.Destroy}, name, 0)
-		e.SpecFile, e.Spec, e.Summary = before.SpecFile, history.Text(before.Spec), summary(specOr(l, before), nil)
+		e.SpecFile, e.Spec, e.Summary = before.SpecFile, history.Text(before.Spec), summary(beforeSpec(), nil)
 	case before != nil && before.Generation == after.Generation && bytes.Equal(before.Spec, after.Spec):
 		return e, false
 	default:
 		e = entryOf(by, c, name, after.Generation)
-		e.SpecFile, e.Spec, e.Summary = after.SpecFile, history.Text(after.Spec), summary(specOr(l, before), afterSpec())
+		e.SpecFile, e.Spec, e.Summary = after.SpecFile, history.Text(after.Spec), summary(beforeSpec(), afterSpec())
 	}
 	return e, true
 }

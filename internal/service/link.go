@@ -97,7 +97,7 @@ func (l *Local) Link(_ context.Context, r LinkRequest) (_ *LinkResult, err error
 		if !r.Connected {
 			verb = history.Unlink
 		}
-		kept := l.keepInRecord(eng, r.By, change{verb: verb}, name, before)
+		kept := l.keepInRecord(eng, r.By, change{verb: verb}, name, before, priorDoc(l, before))
 		res, err := eng.Apply(changed)
 		if err != nil {
 			return err

@@ -364,13 +364,14 @@ func (l *Local) apply(ctx context.Context, src Source, o ApplyOptions) (*ApplyRe
 		lap("service: engine and lock")
 		eng.Full = o.Full
 		before := beforeChange(st, name)
+		prior := priorDoc(l, before)
 		var err error
-		if doc, err = reworked(ctx, doc, func() (*spec.Document, error) { return docOr(l, before) }); err != nil {
+		if doc, err = reworked(ctx, doc, prior); err != nil {
 			return err
 		}
 		res.Warnings = Warnings(doc)
 		c := changeOf(ctx, history.Apply)
-		kept := l.keepInRecord(eng, o.By, c, name, before)
+		kept := l.keepInRecord(eng, o.By, c, name, before, prior)
 		r, err := eng.Apply(doc)
 		res.Plan, res.Executed = Actions(r.Plan), r.Executed
 		if err != nil {

@@ -113,4 +113,3 @@ func decodeVMBody(file string, body []byte, isJSON bool) (*spec.VMEntry, error) 
 	}
 	return spec.DecodeVM(file, body)
 }
-

@@ -346,9 +346,13 @@ func (f *fakeBackend) EditVM(ctx context.Context, e service.VMEdit, o service.Ap
 	if err != nil {
 		return nil, err
 	}
+	vm, err := e.Written()
+	if err != nil {
+		return nil, err
+	}
 	drop, put := []string{e.VM}, []spec.VM(nil)
-	if e.Entry != nil {
-		drop, put = nil, []spec.VM{e.Entry.VM}
+	if vm != nil {
+		drop, put = nil, []spec.VM{*vm}
 	} else if _, ok := now.Spec.VM(e.VM); !ok {
 		return nil, service.ErrNoVM
 	}

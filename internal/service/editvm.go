@@ -56,7 +56,7 @@ type applier interface {
 // after), and keeps the VMs runtimes attached as an apply of the user's
 // spec keeps them (keepAttached).
 func editVM(ctx context.Context, b applier, e VMEdit, o ApplyOptions) (*ApplyResult, error) {
-	vm, err := e.vm()
+	vm, err := e.Written()
 	if err != nil {
 		return nil, err
 	}
@@ -87,9 +87,9 @@ func editVM(ctx context.Context, b applier, e VMEdit, o ApplyOptions) (*ApplyRes
 	return res, err
 }
 
-// vm is the VM the edit writes in, named as the edit is; nil for a VM
-// taken out.
-func (e VMEdit) vm() (*spec.VM, error) {
+// Written is the VM the edit writes in, named as the edit is (a name the
+// entry leaves out is the edit's); nil for a VM taken out.
+func (e VMEdit) Written() (*spec.VM, error) {
 	if e.Entry == nil {
 		return nil, nil
 	}

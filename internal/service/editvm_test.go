@@ -60,7 +60,7 @@ func TestVMEditApplyTo(t *testing.T) {
 				in = nil
 			}
 			var next *spec.Document
-			vm, err := e.vm()
+			vm, err := e.Written()
 			if err == nil {
 				next, err = e.applyTo(in, vm)
 			}

@@ -3,6 +3,7 @@ package spec
 import (
 	"bytes"
 	"errors"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -111,8 +112,19 @@ func (e *FieldError) in(prefix string, pos func(Pos) Pos) *FieldError {
 	case path == "vms":
 		path = ""
 	}
-	return &FieldError{Path: path, Msg: e.Msg, Pos: pos(e.Pos)}
+	// A parser's message may name a line of the text it parsed too.
+	msg := lineInMessage.ReplaceAllStringFunc(e.Msg, func(m string) string {
+		n, _ := strconv.Atoi(lineInMessage.FindStringSubmatch(m)[1])
+		if p := pos(Pos{Line: n, Col: 1}); p.Line > 0 {
+			return "line " + strconv.Itoa(p.Line)
+		}
+		return m
+	})
+	return &FieldError{Path: path, Msg: msg, Pos: pos(e.Pos)}
 }
+
+// lineInMessage is how yaml.v3's messages name a line.
+var lineInMessage = regexp.MustCompile(`\bline (\d+)\b`)
 
 // under reports whether path is prefix or a field path inside it.
 func under(path, prefix string) bool {

@@ -3,6 +3,7 @@ package spec
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -70,5 +71,15 @@ func TestVMEntryRelocate(t *testing.T) {
 		for i := range got {
 			t.Errorf("got %+v, want %+v", *got[i], *want[i])
 		}
+	}
+}
+
+// TestDecodeVMMessageLines: a parser's message names the body's line, not
+// the line of the spec the entry is decoded in.
+func TestDecodeVMMessageLines(t *testing.T) {
+	_, err := DecodeVM("body", []byte("host: hv1\nnics: []\n---\nhost: hv2\n"))
+	var errs Errors
+	if !errors.As(err, &errs) || errs[0].Pos.Line != 3 || !strings.Contains(errs[0].Msg, "line 3") {
+		t.Errorf("error %v, want one at line 3 that says so", err)
 	}
 }

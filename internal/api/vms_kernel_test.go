@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
@@ -49,25 +48,8 @@ func TestVMResourceMatchesWholePut(t *testing.T) {
 	nstest.RequireRoot(t)
 	whole := fmt.Sprintf("vmw%d", os.Getpid()%100000)
 	one := fmt.Sprintf("vmo%d", os.Getpid()%100000)
-	dir := t.TempDir()
-	be := &service.Local{StateDir: dir}
-	t.Cleanup(func() {
-		for _, infra := range []string{whole, one} {
-			if _, err := be.Destroy(context.Background(), infra, service.DestroyOptions{}); err != nil && !strings.Contains(err.Error(), "no such infrastructure") {
-				t.Errorf("cleanup: %v", err)
-			}
-			nstest.AssertGone(t, infra)
-		}
-	})
-	tf := filepath.Join(dir, "tokens")
-	if err := os.WriteFile(tf, []byte("ci:"+testToken+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(Config{Backend: be, TokenFile: tf, SampleInterval: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, _ := NewClient(startServer(t, s), testToken)
+	be := &service.Local{StateDir: t.TempDir()}
+	c, _ := NewClient(serveOnTheKernel(t, be, Config{SampleInterval: time.Second}, whole, one), testToken)
 	ctx := context.Background()
 	named := func(src, infra string) []byte { return []byte(strings.Replace(src, "NAME", infra, 1)) }
 	for _, infra := range []string{whole, one} {
@@ -93,6 +75,7 @@ func TestVMResourceMatchesWholePut(t *testing.T) {
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
 			var byWhole, byOne [2]*ApplyResult
+			var err error
 			for i, dry := range []bool{true, false} {
 				o := service.ApplyOptions{DryRun: dry}
 				if byWhole[i], err = c.ApplyWith(ctx, whole, "", named(st.spec, whole), o); err != nil {
@@ -142,7 +125,7 @@ func TestVMResourceMatchesWholePut(t *testing.T) {
 	// A problem of the entry is the entry's, at the body's line, and
 	// changes nothing.
 	before := kernelOf(t, one)
-	_, err = c.PutVM(ctx, one, "vm4", []byte("host: esx1\nnics:\n  - portgroup: pg-nope\n"), service.ApplyOptions{})
+	_, err := c.PutVM(ctx, one, "vm4", []byte("host: esx1\nnics:\n  - portgroup: pg-nope\n"), service.ApplyOptions{})
 	var ae *Error
 	if !errors.As(err, &ae) || ae.Status != 400 || ae.Body.Field != "nics[0].portgroup" || ae.Body.Line != 3 {
 		t.Errorf("bad entry: %v %+v", err, ae)

@@ -1,11 +1,14 @@
 package service
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 
+	"github.com/vnet-project/vnet/internal/history"
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/store/etcdstore/etcdtest"
 )
 
 const editVMBase = `name: ev
@@ -93,5 +96,58 @@ func TestVMEditApplyTo(t *testing.T) {
 				t.Errorf("reloaded %d VMs, edit holds %d", len(again.Spec.VMs), len(next.Spec.VMs))
 			}
 		})
+	}
+}
+
+// Over etcd a one-VM edit stores the spec in force with the edit as the
+// next generation, as an apply of that spec stores it: a dry run stores
+// nothing, the history entry is an apply's.
+func TestClusterEditVM(t *testing.T) {
+	c := ClusterOf(etcdtest.Store(t), nil)
+	ctx := context.Background()
+	if _, err := c.Apply(ctx, Source{File: specFile(t, twoHosts)}, ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	entry, err := spec.DecodeVM("body", []byte("host: hv2\nnics: [{portgroup: pg-vm, ip: 10.20.0.3/24}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	add := VMEdit{Infra: "c1", VM: "vm3", Entry: entry, File: "api:c1"}
+	res, err := c.EditVM(ctx, add, ApplyOptions{DryRun: true, Detail: true})
+	if err != nil || res.Stored.Generation != 2 || len(res.Plan) == 0 {
+		t.Fatalf("dry run: %+v %v", res, err)
+	}
+	if in, _ := c.Get(ctx, "c1"); in.Generation != 1 {
+		t.Fatalf("a dry run stored generation %d", in.Generation)
+	}
+	if res, err = c.EditVM(ctx, add, ApplyOptions{}); err != nil || res.Stored.Generation != 2 {
+		t.Fatalf("add: %+v %v", res, err)
+	}
+	if res, err = c.EditVM(ctx, VMEdit{Infra: "c1", VM: "vm1", File: "api:c1"}, ApplyOptions{}); err != nil || res.Stored.Generation != 3 {
+		t.Fatalf("remove: %+v %v", res, err)
+	}
+	if _, err = c.EditVM(ctx, VMEdit{Infra: "c1", VM: "vm1"}, ApplyOptions{}); !errors.Is(err, ErrNoVM) {
+		t.Errorf("remove again: %v", err)
+	}
+	if _, err = c.EditVM(ctx, VMEdit{Infra: "c9", VM: "vm1"}, ApplyOptions{}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("an infrastructure not applied: %v", err)
+	}
+	doc, err := c.Spec(ctx, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, vm := range doc.Spec.VMs {
+		got = append(got, vm.Name+"@"+vm.Host+"="+vm.NICs[0].IP)
+	}
+	if strings.Join(got, " ") != "vm2@hv2=10.20.0.2/24 vm3@hv2=10.20.0.3/24" {
+		t.Errorf("the spec in force: %v", got)
+	}
+	h, err := c.History(ctx, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := h.Entries[len(h.Entries)-1]; h.Current != 3 || last.Verb != history.Apply {
+		t.Errorf("history: current %d, last %+v", h.Current, last)
 	}
 }

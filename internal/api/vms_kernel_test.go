@@ -140,18 +140,22 @@ func TestVMResourceMatchesWholePut(t *testing.T) {
 
 var derivedMAC = regexp.MustCompile(`\b([0-9a-f]{2}:){5}[0-9a-f]{2}\b`)
 
+// portName is the name of a port's end on its host, which vnet derives
+// from the infrastructure's name too.
+var portName = regexp.MustCompile(`\bvn[0-9a-f]{8}\b`)
+
 // planText is a result's plan with the infrastructure's name made one.
 func planText(res *ApplyResult, infra string) []string {
 	var out []string
 	for _, a := range res.Plan {
-		out = append(out, strings.ReplaceAll(a.Text, infra, "INFRA"))
+		out = append(out, portName.ReplaceAllString(strings.ReplaceAll(a.Text, infra, "INFRA"), "vnPORT"))
 	}
 	return out
 }
 
 // kernelOf is what the kernel holds of infra (nstest.Snapshot), its name
-// made one, and the MACs vnet derives from it too (all but the vNICs'
-// the spec writes out).
+// made one, and the port names and MACs vnet derives from it too (all
+// MACs but the vNICs' the spec writes out).
 func kernelOf(t *testing.T, infra string) []string {
 	var out []string
 	for _, line := range nstest.Snapshot(t, infra) {
@@ -161,7 +165,7 @@ func kernelOf(t *testing.T, infra string) []string {
 			}
 			return "MAC"
 		})
-		out = append(out, strings.ReplaceAll(line, infra, "INFRA"))
+		out = append(out, portName.ReplaceAllString(strings.ReplaceAll(line, infra, "INFRA"), "vnPORT"))
 	}
 	slices.Sort(out)
 	return out

@@ -282,15 +282,22 @@ class Server:
 
     def put(self, name, body):
         """PUTs a spec; returns the wall time of the request and its answer."""
+        return self.call("PUT", f"/api/v1/infras/{name}", body)
+
+    def call(self, method, path, body=None, ok=(200,)):
+        """Makes a request; returns its wall time and its answer (JSON, or
+        the status when it is one of ok but not 200)."""
+        headers = {"Authorization": "Bearer " + self.token}
+        if body is not None:
+            headers["Content-Type"] = "application/yaml"
         t = time.monotonic()
-        self.conn.request("PUT", f"/api/v1/infras/{name}", body=body,
-                          headers={"Content-Type": "application/yaml", "Authorization": "Bearer " + self.token})
+        self.conn.request(method, path, body=body, headers=headers)
         r = self.conn.getresponse()
         data = r.read()
         dt = time.monotonic() - t
-        if r.status != 200:
-            raise RuntimeError(f"PUT {name}: {r.status} {data.decode(errors='replace')}")
-        return dt, json.loads(data)
+        if r.status not in ok:
+            raise RuntimeError(f"{method} {path}: {r.status} {data.decode(errors='replace')}")
+        return dt, json.loads(data) if r.status == 200 else r.status
 
     def output(self):
         self.log.seek(0)

@@ -14,7 +14,10 @@ the same changes:
   server    `vnet --server URL apply FILE`: a new client process, the change
             applied by the running server
   api       PUT /api/v1/infras/NAME from this script over a kept-alive
-            connection: the server's warm path alone
+            connection: the server's warm path alone, sent the whole spec
+  vm api    PUT and DELETE /api/v1/infras/NAME/vms/VM over the same
+            connection: the warm path sent only the VM's entry (a build
+            without that resource shows -)
   raw       bench/rawnetlink issues the change's netlink requests directly:
             the namespace, the veth pair, its port on the bridge, the address
   raw+bpf   the same, and what vnet's port security makes of each port in
@@ -23,8 +26,8 @@ the same changes:
             share, and the port's entry in their map
 
 It prints the median of each over --changes rounds, and each one's ratio to
-raw netlink (whose N VMs it makes after vnet's are gone), both rows. The cli, server
-and api changes all apply to the same infrastructure, so warm changes
+raw netlink (whose N VMs it makes after vnet's are gone), both rows. The cli, server,
+api and vm api changes all apply to the same infrastructure, so warm changes
 follow changes another process made: what the server keeps must notice
 them. After the rounds a no-op apply through the API must plan nothing and
 status must show the N VMs.
@@ -47,8 +50,8 @@ import argparse, fcntl, json, os, shutil, signal, statistics, subprocess, sys, t
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from scale import LOCK, Raw, Server, build_raw, ip, run, spec, terminate, wait_quiet  # noqa: E402
 
-WAYS = ("cli", "server", "api", "raw", "raw+bpf")
-VNET_WAYS = WAYS[:3]
+WAYS = ("cli", "server", "api", "vm api", "raw", "raw+bpf")
+VNET_WAYS = WAYS[:4]
 
 
 def measure(vnet, n, changes, quiet, cpuprofile, trace):
@@ -77,17 +80,26 @@ def measure(vnet, n, changes, quiet, cpuprofile, trace):
         cli(vms)
         waited = wait_quiet(quiet, f"vnet's first apply of {n} VMs")
         srv = Server(vnet, state, cpuprofile, trace)
-        steps = {
+        whole = {
             "cli": lambda v: cli(v),
             "server": lambda v: cli(v, "--server", srv.url),
             "api": lambda v: srv.put(name, write(v))[0],
         }
+        steps = {way: {"add": lambda k, f=f: f(vms + [(extra, ip(n + 1), "h1")]),
+                       "change": lambda k, f=f: f(vms + [(extra, ip(n + 2 + k), "h1")]),
+                       "remove": lambda k, f=f: f(vms)} for way, f in whole.items()}
         srv.put(name, write(vms))  # the server's first request reads what it keeps
+        one = f"/api/v1/infras/{name}/vms/{extra}"
+        if srv.call("GET", f"/api/v1/infras/{name}/vms/vm1", ok=(200, 404))[1] != 404:  # the status, or the answer
+            steps["vm api"] = {"add": lambda k: srv.call("PUT", one, vm_entry(extra, ip(n + 1)))[0],
+                               "change": lambda k: srv.call("PUT", one, vm_entry(extra, ip(n + 2 + k)))[0],
+                               "remove": lambda k: srv.call("DELETE", one)[0]}
+        else:
+            del times["vm api"]
         for k in range(changes):
-            for way, step in steps.items():
-                times[way]["add"].append(step(vms + [(extra, ip(n + 1), "h1")]))
-                times[way]["change"].append(step(vms + [(extra, ip(n + 2 + k), "h1")]))
-                times[way]["remove"].append(step(vms))
+            for way, ops in steps.items():
+                for op, step in ops.items():
+                    times[way][op].append(step(k))
         # What the warm path applied is what the kernel has.
         _, res = srv.put(name, write(vms))
         if res.get("changes"):
@@ -126,6 +138,11 @@ def medians(times):
     return {w: {op: statistics.median(v) for op, v in ops.items()} for w, ops in times.items()}
 
 
+def vm_entry(vm, addr):
+    """A VM's entry as spec() writes it in the list of VMs."""
+    return spec("x", [(vm, addr, "h1")]).split("vms:\n  - ", 1)[1]
+
+
 def vm_count(st):
     """The number of VMs JSON status shows."""
     infra = st[0] if isinstance(st, list) else st
@@ -133,15 +150,24 @@ def vm_count(st):
 
 
 def report(results, labels):
+    bpf = ("api", "vm api")
     print(f"\n{'N':>6} {'change':<8}" + (f"{'build':<12}" if len(labels) > 1 else "") + "".join(f"{w:>10}" for w in WAYS)
-          + "".join(f"{w + '/raw':>12}" for w in VNET_WAYS) + f"{'api/raw+bpf':>13}" + f"{'cli/api':>10}")
+          + "".join(f"{w + '/raw':>12}" for w in VNET_WAYS) + "".join(f"{w + '/raw+bpf':>16}" for w in bpf)
+          + f"{'cli/api':>10}")
+
+    def ms(r, w, op):
+        return f"{r[w][op] * 1000:>8.1f}ms" if w in r else f"{'-':>10}"
+
+    def ratio(r, a, b, op, width):
+        return f"{r[a][op] / r[b][op]:>{width - 1}.1f}x" if a in r else f"{'-':>{width}}"
+
     for (n, label), r in results.items():
         for op in ("add", "change", "remove"):
             row = f"{n:>6} {op:<8}" + (f"{label:<12}" if len(labels) > 1 else "")
-            row += "".join(f"{r[w][op] * 1000:>8.1f}ms" for w in WAYS)
-            row += "".join(f"{r[w][op] / r['raw'][op]:>11.1f}x" for w in VNET_WAYS)
-            row += f"{r['api'][op] / r['raw+bpf'][op]:>12.1f}x"
-            row += f"{r['cli'][op] / r['api'][op]:>9.1f}x"
+            row += "".join(ms(r, w, op) for w in WAYS)
+            row += "".join(ratio(r, w, "raw", op, 12) for w in VNET_WAYS)
+            row += "".join(ratio(r, w, "raw+bpf", op, 16) for w in bpf)
+            row += ratio(r, "cli", "api", op, 10)
             print(row)
 
 

@@ -117,6 +117,42 @@ func (c *Client) ApplyWith(ctx context.Context, name, file string, yaml []byte, 
 	if file != "" {
 		h.Set(SpecFileHeader, file)
 	}
+	q := applyQuery(o)
+	var out ApplyResult
+	path := "/api/v1/infras/" + url.PathEscape(name)
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	return &out, c.do(ctx, "PUT", path, yaml, h, &out)
+}
+
+// PutVM writes one VM's entry (YAML) into the infrastructure's spec in
+// force, creating or replacing VM vm, and applies that as ApplyWith
+// applies a spec.
+func (c *Client) PutVM(ctx context.Context, name, vm string, yaml []byte, o service.ApplyOptions) (*ApplyResult, error) {
+	var out ApplyResult
+	return &out, c.do(ctx, "PUT", vmPath(name, vm, o), yaml, http.Header{"Content-Type": {"application/yaml"}}, &out)
+}
+
+// DeleteVM takes VM vm out of the infrastructure's spec in force and
+// applies that.
+func (c *Client) DeleteVM(ctx context.Context, name, vm string, o service.ApplyOptions) (*ApplyResult, error) {
+	var out ApplyResult
+	return &out, c.do(ctx, "DELETE", vmPath(name, vm, o), nil, nil, &out)
+}
+
+// vmPath is the address of one VM of an infrastructure, with the query o
+// asks for.
+func vmPath(name, vm string, o service.ApplyOptions) string {
+	path := "/api/v1/infras/" + url.PathEscape(name) + "/vms/" + url.PathEscape(vm)
+	if q := applyQuery(o); len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	return path
+}
+
+// applyQuery is the query of a change o asks for.
+func applyQuery(o service.ApplyOptions) url.Values {
 	q := url.Values{}
 	if o.DryRun {
 		q.Set("dryRun", "true")
@@ -124,12 +160,7 @@ func (c *Client) ApplyWith(ctx context.Context, name, file string, yaml []byte, 
 	if o.DropAttached {
 		q.Set("dropAttached", "true")
 	}
-	var out ApplyResult
-	path := "/api/v1/infras/" + url.PathEscape(name)
-	if len(q) > 0 {
-		path += "?" + q.Encode()
-	}
-	return &out, c.do(ctx, "PUT", path, yaml, h, &out)
+	return q
 }
 
 // Destroy removes an infrastructure.

@@ -339,3 +339,26 @@ func (f *fakeBackend) Netperf(ctx context.Context, _, _, _, addr string, args []
 	}
 	return &netperf.Report{Results: []*netperf.Result{{Test: args[3], Target: addr, Throughput: 1e9}}}, nil
 }
+
+// EditVM edits the kept spec and applies it as Apply does.
+func (f *fakeBackend) EditVM(ctx context.Context, e service.VMEdit, o service.ApplyOptions) (*service.ApplyResult, error) {
+	now, err := f.Spec(ctx, e.Infra)
+	if err != nil {
+		return nil, err
+	}
+	vm, err := e.Written()
+	if err != nil {
+		return nil, err
+	}
+	drop, put := []string{e.VM}, []spec.VM(nil)
+	if vm != nil {
+		drop, put = nil, []spec.VM{*vm}
+	} else if _, ok := now.Spec.VM(e.VM); !ok {
+		return nil, service.ErrNoVM
+	}
+	next, err := spec.EditVMs(now, drop, put)
+	if err != nil {
+		return nil, err
+	}
+	return f.Apply(ctx, service.Source{Doc: next}, o)
+}

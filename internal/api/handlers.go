@@ -74,35 +74,49 @@ const SpecFileHeader = "Vnet-Spec-File"
 // at most MaxBody bytes, within the server's budgets (budgets); done gives
 // the body's share back once the request no longer needs it.
 func (s *Server) decodeSpec(w http.ResponseWriter, r *http.Request, name string) (doc *spec.Document, done func(), err error) {
+	done, err = s.decodeBody(w, r, name, func(file string, body []byte, isJSON bool) (err error) {
+		doc, err = decodeBody(s.be.Load, file, body, isJSON, name)
+		return err
+	})
+	return doc, done, err
+}
+
+// decodeBody reads a PUT's body, YAML or JSON by Content-Type, at most
+// MaxBody bytes, and decodes it with decode within the server's budgets
+// (budgets), naming it file: the Vnet-Spec-File header's, or "api:NAME".
+// done gives the body's share back once the request no longer needs it.
+func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, name string, decode func(file string, body []byte, isJSON bool) error) (done func(), err error) {
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil {
-		return nil, nil, fail(http.StatusUnsupportedMediaType, "Content-Type: want application/yaml or application/json")
+		return nil, fail(http.StatusUnsupportedMediaType, "Content-Type: want application/yaml or application/json")
 	}
 	json := mt == "application/json"
 	if !json && !isYAML(mt) {
-		return nil, nil, fail(http.StatusUnsupportedMediaType, "Content-Type "+quote.Q(mt)+": want application/yaml or application/json")
+		return nil, fail(http.StatusUnsupportedMediaType, "Content-Type "+quote.Q(mt)+": want application/yaml or application/json")
 	}
 	// A body announced as too large is refused before a byte of it is read.
 	if r.ContentLength > s.cfg.MaxBody {
-		return nil, nil, s.bodyTooLarge()
+		return nil, s.bodyTooLarge()
 	}
 	body, release, err := s.budgets.readBody(w, r, s.bodyTooLarge)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	file := "api:" + name
-	if f := r.Header.Get(SpecFileHeader); f != "" && len(f) <= 256 && !strings.ContainsFunc(f, func(r rune) bool { return r < 0x20 }) {
-		file = f
-	}
-	err = s.budgets.decode(r.Context(), body, func() (err error) {
-		doc, err = decodeBody(s.be.Load, file, body, json, name)
-		return err
-	})
+	file := bodyFile(r, name)
+	err = s.budgets.decode(r.Context(), body, func() error { return decode(file, body, json) })
 	if err != nil {
 		release()
-		return nil, nil, err
+		return nil, err
 	}
-	return doc, release, nil
+	return release, nil
+}
+
+// bodyFile names the file a change's body came from (SpecFileHeader).
+func bodyFile(r *http.Request, name string) string {
+	if f := r.Header.Get(SpecFileHeader); f != "" && len(f) <= 256 && !strings.ContainsFunc(f, func(r rune) bool { return r < 0x20 }) {
+		return f
+	}
+	return "api:" + name
 }
 
 func (s *Server) bodyTooLarge() error {
@@ -124,14 +138,8 @@ func decodeBody(load func(file string, src []byte) (*spec.Document, error), file
 		return nil, fail(http.StatusBadRequest, "the body is empty: send the spec")
 	}
 	if isJSON {
-		var v any
-		if err := json.Unmarshal(body, &v); err != nil {
-			he := fail(http.StatusBadRequest, "the body is not JSON: "+err.Error())
-			var se *json.SyntaxError
-			if errors.As(err, &se) {
-				he.body.Line = 1 + strings.Count(string(body[:min(int(se.Offset), len(body))]), "\n")
-			}
-			return nil, he
+		if err := checkJSON(body); err != nil {
+			return nil, err
 		}
 	}
 	doc, err := load(file, body)
@@ -147,37 +155,61 @@ func decodeBody(load func(file string, src []byte) (*spec.Document, error), file
 	return doc, nil
 }
 
+// checkJSON refuses a body that is not JSON, at the line where it stops
+// being JSON.
+func checkJSON(body []byte) error {
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		he := fail(http.StatusBadRequest, "the body is not JSON: "+err.Error())
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			he.body.Line = 1 + strings.Count(string(body[:min(int(se.Offset), len(body))]), "\n")
+		}
+		return he
+	}
+	return nil
+}
+
 func (s *Server) putInfra(w http.ResponseWriter, r *http.Request, who string) error {
 	name, err := nameOf(r)
 	if err != nil {
 		return err
 	}
-	dryRun := queryOf(r).bool("dryRun")
-	start := time.Now()
-	observe := func(result string) {
-		s.applies.WithLabelValues(strconv.FormatBool(dryRun), result).Observe(time.Since(start).Seconds())
-	}
+	observe := s.observeApply(r, time.Now())
 	doc, done, err := s.decodeSpec(w, r, name)
 	if err != nil {
 		observe("invalid")
 		return err
 	}
 	defer done()
+	return s.answerApply(w, r, who, observe, func(opts service.ApplyOptions) (*service.ApplyResult, error) {
+		return s.be.Apply(r.Context(), service.Source{Doc: doc}, opts)
+	})
+}
+
+// observeApply counts an apply the request asks for, begun at start, in
+// the applies' metric, by result.
+func (s *Server) observeApply(r *http.Request, start time.Time) func(result string) {
+	dryRun := strconv.FormatBool(queryOf(r).bool("dryRun"))
+	return func(result string) { s.applies.WithLabelValues(dryRun, result).Observe(time.Since(start).Seconds()) }
+}
+
+// answerApply runs apply with the options the request asks for, and
+// answers with its result: a dry run takes a turn at the kernel, a change
+// is made by who.
+func (s *Server) answerApply(w http.ResponseWriter, r *http.Request, who string, observe func(result string),
+	apply func(service.ApplyOptions) (*service.ApplyResult, error)) error {
+	dryRun := queryOf(r).bool("dryRun")
 	// Over etcd the answer lists what the hosts' agents will do.
 	opts := service.ApplyOptions{DryRun: dryRun, Detail: true, DropAttached: queryOf(r).bool("dropAttached")}
+	var res *service.ApplyResult
+	var err error
 	if dryRun {
-		var res *service.ApplyResult
-		err := s.withKernel(r.Context(), func() (err error) { res, err = s.be.Apply(r.Context(), service.Source{Doc: doc}, opts); return })
-		if err != nil {
-			observe(result(err))
-			return err
-		}
-		observe("ok")
-		writeJSON(w, http.StatusOK, applyResult(res))
-		return nil
+		err = s.withKernel(r.Context(), func() (err error) { res, err = apply(opts); return })
+	} else {
+		opts.By = actor(r, who)
+		res, err = apply(opts)
 	}
-	opts.By = actor(r, who)
-	res, err := s.be.Apply(r.Context(), service.Source{Doc: doc}, opts)
 	observe(result(err))
 	if err != nil {
 		return err

@@ -50,6 +50,30 @@ func scrape(t *testing.T, base string) map[string]float64 {
 	return out
 }
 
+// serveOnTheKernel serves be, a back end on this machine, as cfg says,
+// with the test's token; when the test ends it destroys infras and checks
+// that nothing of them is left.
+func serveOnTheKernel(t *testing.T, be *service.Local, cfg Config, infras ...string) (base string) {
+	t.Helper()
+	t.Cleanup(func() {
+		for _, infra := range infras {
+			if _, err := be.Destroy(context.Background(), infra, service.DestroyOptions{}); err != nil && !errors.Is(err, service.ErrNotFound) {
+				t.Errorf("cleanup: %v", err)
+			}
+			nstest.AssertGone(t, infra)
+		}
+	})
+	cfg.Backend, cfg.TokenFile = be, filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(cfg.TokenFile, []byte("ci:"+testToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startServer(t, s)
+}
+
 // TestServerOnTheKernel applies the demo through the API, scrapes the
 // metrics while traffic crosses the distributed switch, reads windowed
 // rates and the dashboard, and destroys it through the API.
@@ -64,23 +88,8 @@ func TestServerOnTheKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	src = bytes.Replace(src, []byte("name: demo\n"), []byte("name: "+infra+"\n"), 1)
-	dir := t.TempDir()
-	be := &service.Local{StateDir: dir}
-	t.Cleanup(func() {
-		if _, err := be.Destroy(context.Background(), infra, service.DestroyOptions{}); err != nil && !strings.Contains(err.Error(), "no such infrastructure") {
-			t.Errorf("cleanup: %v", err)
-		}
-		nstest.AssertGone(t, infra)
-	})
-	tf := filepath.Join(dir, "tokens")
-	if err := os.WriteFile(tf, []byte("ci:"+testToken+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(Config{Backend: be, TokenFile: tf, SampleInterval: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := startServer(t, s)
+	be := &service.Local{StateDir: t.TempDir()}
+	base := serveOnTheKernel(t, be, Config{SampleInterval: 200 * time.Millisecond}, infra)
 	c, _ := NewClient(base, testToken)
 	ctx := context.Background()
 

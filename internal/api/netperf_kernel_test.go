@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -32,23 +30,8 @@ func TestNetperfRunOnTheKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	src = bytes.Replace(src, []byte("name: demo\n"), []byte("name: "+infra+"\n"), 1)
-	dir := t.TempDir()
-	be := &service.Local{StateDir: dir, Exe: bin}
-	t.Cleanup(func() {
-		if _, err := be.Destroy(context.Background(), infra, service.DestroyOptions{}); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-		nstest.AssertGone(t, infra)
-	})
-	tf := filepath.Join(dir, "tokens")
-	if err := os.WriteFile(tf, []byte("ci:"+testToken+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(Config{Backend: be, TokenFile: tf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := startServer(t, s)
+	be := &service.Local{StateDir: t.TempDir(), Exe: bin}
+	base := serveOnTheKernel(t, be, Config{}, infra)
 	c, _ := NewClient(base, testToken)
 	if _, err := c.Apply(context.Background(), infra, "demo.yaml", src, false); err != nil {
 		t.Fatal(err)

@@ -64,6 +64,10 @@ func (s *Server) routeTable() []route {
 		{Method: "GET", Path: "/api/v1/infras/{name}/describe/{kind}/{object}", handle: s.describe},
 		{Method: "GET", Path: "/api/v1/infras/{name}/snapshot", handle: s.snapshot},
 		{Method: "POST", Path: "/api/v1/restore", Mutates: true, Query: []param{{Name: "dryRun", Kind: boolParam}}, handle: s.restore},
+		// One VM of the spec in force, as a resource of its own.
+		{Method: "GET", Path: "/api/v1/infras/{name}/vms/{vm}", handle: s.getVM},
+		{Method: "PUT", Path: "/api/v1/infras/{name}/vms/{vm}", Mutates: true, Query: []param{{Name: "dryRun", Kind: boolParam}, {Name: "dropAttached", Kind: boolParam}}, handle: s.putVM},
+		{Method: "DELETE", Path: "/api/v1/infras/{name}/vms/{vm}", Mutates: true, Query: []param{{Name: "dryRun", Kind: boolParam}, {Name: "dropAttached", Kind: boolParam}}, handle: s.deleteVM},
 	}
 }
 

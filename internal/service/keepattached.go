@@ -173,10 +173,13 @@ func keepAttached(infra, what string, target, now *spec.Document, drop, applying
 	}
 	var put []spec.VM
 	if now != nil {
-		taken := declaredAddresses(target.Spec)
+		var taken map[string]string // made once a runtime's VM is found: most specs have none
 		for _, vm := range now.Spec.VMs {
 			if vm.ContainerOf() == "" {
 				continue
+			}
+			if taken == nil {
+				taken = declaredAddresses(target.Spec)
 			}
 			a := attachedVM(&vm)
 			if a.Missing = misfit(target.Spec, taken, &vm); a.Missing != "" {

@@ -81,6 +81,10 @@ type Backend interface {
 	Counting() (metrics.Counting, func(), error)
 	// Spec is an applied infrastructure's spec.
 	Spec(ctx context.Context, name string) (*spec.Document, error)
+	// EditVM applies the spec in force with one VM written in or taken
+	// out (VMEdit), as Apply applies that spec; a VM taken out that the
+	// spec has not is ErrNoVM.
+	EditVM(ctx context.Context, e VMEdit, o ApplyOptions) (*ApplyResult, error)
 	// Specs are the specs of the applied infrastructures.
 	Specs() []*spec.Spec
 	// Agents say which agents of the infrastructures run.

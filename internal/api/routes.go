@@ -64,6 +64,12 @@ func (s *Server) routeTable() []route {
 		{Method: "GET", Path: "/api/v1/infras/{name}/describe/{kind}/{object}", handle: s.describe},
 		{Method: "GET", Path: "/api/v1/infras/{name}/snapshot", handle: s.snapshot},
 		{Method: "POST", Path: "/api/v1/restore", Mutates: true, Query: []param{{Name: "dryRun", Kind: boolParam}}, handle: s.restore},
+		// A runtime's containers and guests, one vNIC at a time (the CNI
+		// plugin's ADD, DEL, CHECK and GC through a server).
+		{Method: "POST", Path: "/api/v1/infras/{name}/attach", Mutates: true, handle: s.attach},
+		{Method: "POST", Path: "/api/v1/infras/{name}/detach", Mutates: true, handle: s.detach},
+		{Method: "POST", Path: "/api/v1/infras/{name}/attachment", handle: s.attachment},
+		{Method: "POST", Path: "/api/v1/infras/{name}/collect", Mutates: true, handle: s.collect},
 	}
 }
 

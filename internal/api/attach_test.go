@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -209,12 +208,7 @@ func TestAttachThroughServerRefuses(t *testing.T) {
 // A server that does not answer is an error that says so (ErrNoServer),
 // never a fall back to this machine's store.
 func TestAttachServerOutOfReach(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	be, err := OpenAttachServer(AttachServer{URL: "http://" + addr})
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package cni_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,24 +21,6 @@ import (
 
 // serverToken is the bearer token of the test's vnet server.
 const serverToken = "cni-through-the-server-0123456789"
-
-// lockedBuffer is a vnet server's output, read while it writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // freeAddr is a loopback address nothing listens on, for now.
 func freeAddr(t *testing.T) string {
@@ -71,11 +51,17 @@ func startVnetServer(t *testing.T, dir, state string) (base, tokens string) {
 	}
 	addr := freeAddr(t)
 	cmd := exec.Command(vnet, "--state-dir", state, "server", "--no-etcd", "--listen", addr, "--token-file", tokens)
-	out := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
+	logPath := filepath.Join(t.TempDir(), "server.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close() // the server has its own descriptor of it
+	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	out := func() string { b, _ := os.ReadFile(logPath); return string(b) }
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		done := make(chan error, 1)
@@ -85,7 +71,7 @@ func startVnetServer(t *testing.T, dir, state string) (base, tokens string) {
 		case <-time.After(30 * time.Second):
 			_ = cmd.Process.Kill()
 			<-done
-			t.Errorf("vnet server did not stop on SIGTERM:\n%s", out)
+			t.Errorf("vnet server did not stop on SIGTERM:\n%s", out())
 		}
 	})
 	base = "http://" + addr
@@ -98,7 +84,7 @@ func startVnetServer(t *testing.T, dir, state string) (base, tokens string) {
 			}
 		}
 		if time.Now().After(deadline) || cmd.ProcessState != nil {
-			t.Fatalf("vnet server does not answer on %s:\n%s", addr, out)
+			t.Fatalf("vnet server does not answer on %s:\n%s", addr, out())
 		}
 	}
 }

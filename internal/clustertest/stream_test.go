@@ -168,31 +168,50 @@ func (s *tcpStream) Stop() (bytes int64, maxGap time.Duration, err error) {
 	return s.bytes, s.maxGap, err
 }
 
-// tcpRetrans is the namespace's count of TCP segments sent again: a
-// segment the network lost (or held too long) is sent again.
-func tcpRetrans(t *testing.T, ns string) int {
+// tcpResent is the namespace's count of TCP segments sent again, and of
+// those the receiver reported (by D-SACK) as duplicates of a segment it
+// already had: a resend the network did not cause, as a tail loss probe
+// or a timeout fired on a host too busy to take the ACK in time. The
+// difference is what the network lost (or held too long).
+func tcpResent(t *testing.T, ns string) (resent, duplicates int) {
 	t.Helper()
-	out, err := exec.Command("ip", "netns", "exec", ns, "cat", "/proc/net/snmp").Output()
-	if err != nil {
-		t.Fatalf("snmp of %s: %v", ns, err)
+	snmp, netstat := procCounters(t, ns, "/proc/net/snmp", "Tcp:"), procCounters(t, ns, "/proc/net/netstat", "TcpExt:")
+	resent, ok := snmp["RetransSegs"]
+	if !ok {
+		t.Fatalf("no RetransSegs in %s's /proc/net/snmp", ns)
 	}
+	// Kernels before 5.10 count D-SACKs, not the segments they cover.
+	if duplicates, ok = netstat["TCPDSACKRecvSegs"]; !ok {
+		duplicates = netstat["TCPDSACKRecv"]
+	}
+	return resent, duplicates
+}
+
+// procCounters reads one group of a /proc/net table of the namespace,
+// which comes as a line of names and a line of values.
+func procCounters(t *testing.T, ns, file, group string) map[string]int {
+	t.Helper()
+	out, err := exec.Command("ip", "netns", "exec", ns, "cat", file).Output()
+	if err != nil {
+		t.Fatalf("%s of %s: %v", file, ns, err)
+	}
+	counters := map[string]int{}
 	var names []string
 	for _, line := range strings.Split(string(out), "\n") {
 		f := strings.Fields(line)
-		if len(f) < 2 || f[0] != "Tcp:" {
+		if len(f) < 2 || f[0] != group {
 			continue
 		}
 		if names == nil {
 			names = f
 			continue
 		}
-		for i, n := range names {
-			if n == "RetransSegs" && i < len(f) {
-				v, _ := strconv.Atoi(f[i])
-				return v
+		for i, n := range names[1:] {
+			if i+1 < len(f) {
+				counters[n], _ = strconv.Atoi(f[i+1])
 			}
 		}
+		break
 	}
-	t.Fatalf("no RetransSegs in %s's /proc/net/snmp", ns)
-	return 0
+	return counters
 }

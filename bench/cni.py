@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Containers through CNI: vnet-cni beside Debian's bridge plugin.
+"""Containers through CNI: vnet-cni, alone and through a vnet server, beside Debian's bridge plugin.
 
 A runtime's view of a CNI plugin's cost: containers added per second one at
 a time and ten at once, deleted per second the same two ways, and the time
@@ -14,7 +14,13 @@ them before ADD; making it is not timed.
   vnet     vnet-cni on a port group of a one-host infrastructure (a 1 Gbit
            uplink, the default port security), addresses from vnet's IPAM
            ("ipam": {"type": "vnet"}) out of the port group's /16: each
-           container a VM, its vNIC a port of the host's switch
+           container a VM, its vNIC a port of the host's switch; each
+           command a new process that opens the state store itself
+  vnet-server  the same on an infrastructure of its own, its configuration
+           naming a vnet server ("server": its URL) that the run starts
+           over that infrastructure's state directory: each command a
+           request to a process that keeps the spec and the kernel's
+           handles between commands
   bridge   Debian's bridge plugin (containernetworking-plugins) with
            host-local IPAM out of a /16, isGateway: a Linux bridge in the
            runtime namespace and a veth pair per container: what a plain
@@ -30,7 +36,8 @@ Then the pile-up: --fill containers added one at a time, in chunks of 100
 taking turns between the plugins, each ADD timed; printed: the first ADD's
 time, the --fill-th's, and the medians of the first and the last ten; then
 all of them deleted one at a time (DEL at N). Every ratio printed is
-vnet's figure over bridge's: above 1, a rate is higher or a time longer.
+vnet's figure over bridge's, and vnet-server's over bridge's and over
+vnet's: above 1, a rate is higher or a time longer.
 
 With --baseline BIN, a second build of vnet (an older one, to measure a
 change) runs as a third plugin in every phase, on an infrastructure and in
@@ -43,7 +50,7 @@ It takes /tmp/vnet-kernel.lock for the whole run itself (do not wrap it in
 flock), unless --lock-held says its caller holds it already. Not a test: it
 prints measurements and ratios.
 """
-import argparse, fcntl, json, os, shutil, signal, statistics, subprocess, sys, tempfile
+import argparse, fcntl, json, os, shutil, signal, statistics, subprocess, sys, tempfile, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from vnetlab import VnetLab  # noqa: E402
 
@@ -53,7 +60,10 @@ DEBIAN = "/usr/lib/cni"
 RUNTIME_NS = f"{PREFIX}-rt"
 INFRA = f"{PREFIX}vnet"
 BASE_INFRA = f"{PREFIX}base"
-PLUGINS = ("vnet", "bridge")
+SERVER_INFRA = f"{PREFIX}srv"
+SERVER_PORT = 18471  # in the runtime namespace, where the plugins run
+SERVER_TOKEN = "cni-bench-" + "0" * 24
+PLUGINS = ("vnet", "vnet-server", "bridge")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -73,6 +83,9 @@ def conflist(plugin, state, work):
     if plugin in ("vnet", "baseline"):
         infra = INFRA if plugin == "vnet" else BASE_INFRA
         p = {"type": "vnet-cni", "infra": infra, "portgroup": "pg-bench", "stateDir": state, "ipam": {"type": "vnet"}}
+    elif plugin == "vnet-server":
+        p = {"type": "vnet-cni", "infra": SERVER_INFRA, "portgroup": "pg-bench", "server": f"http://127.0.0.1:{SERVER_PORT}",
+             "serverTokenFile": os.path.join(work, "server.token"), "ipam": {"type": "vnet"}}
     else:
         p = {"type": "bridge", "bridge": "cnibench0", "isGateway": True,
              "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.63.0.0/16"}]], "dataDir": os.path.join(work, "ipam")}}
@@ -89,18 +102,22 @@ class Bench(VnetLab):
         self.work = tempfile.mkdtemp(prefix="cnibench.")
         self.driver = os.path.join(self.work, "cnidriver")
         subprocess.run(["go", "build", "-o", self.driver, "./bench/cnidriver"], cwd=os.path.dirname(HERE), check=True)
-        self.plugins = PLUGINS if baseline is None else ("vnet", "baseline", "bridge")
+        self.plugins = PLUGINS if baseline is None else ("vnet", "baseline", "vnet-server", "bridge")
         # Each build of vnet answers as vnet-cni from a directory of its own,
         # ahead of Debian's plugins.
         self.builds = {"vnet": self}
         if baseline is not None:
             self.builds["baseline"] = VnetLab(baseline)
+        # The server's infrastructure has a state directory of its own,
+        # which only the server writes once it runs.
+        self.served = VnetLab(vnet)
+        self.server = None
         self.plugin_dirs = {}
         for plugin, lab in self.builds.items():
             d = self.plugin_dirs[plugin] = os.path.join(self.work, f"plugins-{plugin}")
             os.makedirs(d)
             os.symlink(lab.vnet, os.path.join(d, "vnet-cni"))
-        self.plugin_dirs["bridge"] = self.plugin_dirs["vnet"]
+        self.plugin_dirs["bridge"] = self.plugin_dirs["vnet-server"] = self.plugin_dirs["vnet"]
         self.most, self.namespaces, self.applied = most, [], []
 
     def set_up(self):
@@ -109,6 +126,9 @@ class Bench(VnetLab):
             infra = INFRA if plugin == "vnet" else BASE_INFRA
             lab.apply(spec(infra))
             self.applied.append((lab, infra))
+        self.served.apply(spec(SERVER_INFRA))
+        self.applied.append((self.served, SERVER_INFRA))
+        self.start_server()
         for plugin in self.plugins:
             state = self.builds[plugin].state if plugin in self.builds else self.state
             with open(self.conf(plugin), "w") as f:
@@ -116,6 +136,39 @@ class Bench(VnetLab):
             os.makedirs(self.cache(plugin))
             for i in range(1, self.most + 1):
                 self.netns(f"{PREFIX}-{plugin}-{i}")
+
+    def start_server(self):
+        """vnet server over the served state directory, in the runtime
+        namespace (whose loopback it listens on, where the plugins run),
+        until close; it answers once /healthz does."""
+        subprocess.run(["ip", "-n", RUNTIME_NS, "link", "set", "lo", "up"], check=True)
+        tokens = os.path.join(self.work, "server.token")
+        with open(tokens, "w") as f:
+            f.write(f"bench:{SERVER_TOKEN}\n")
+        os.chmod(tokens, 0o600)
+        self.server_log = open(os.path.join(self.work, "server.log"), "w")
+        self.server = subprocess.Popen(["ip", "netns", "exec", RUNTIME_NS, self.vnet, "--state-dir", self.served.state, "server",
+                                        "--no-etcd", "--listen", f"127.0.0.1:{SERVER_PORT}", "--token-file", tokens],
+                                       stdout=self.server_log, stderr=subprocess.STDOUT)
+        for _ in range(300):
+            r = subprocess.run(["ip", "netns", "exec", RUNTIME_NS, "python3", "-c",
+                                f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{SERVER_PORT}/healthz', timeout=1)"],
+                               capture_output=True)
+            if r.returncode == 0:
+                return
+            if self.server.poll() is not None:
+                break
+            time.sleep(0.1)
+        raise RuntimeError("vnet server does not answer: " + open(self.server_log.name).read())
+
+    def stop_server(self):
+        if self.server is not None and self.server.poll() is None:
+            self.server.terminate()
+            try:
+                self.server.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.server.kill()
+                self.server.wait()
 
     def conf(self, plugin):
         return os.path.join(self.work, f"{plugin}.conflist")
@@ -137,12 +190,13 @@ class Bench(VnetLab):
         return json.loads(r.stdout)
 
     def close(self):
+        self.stop_server()  # the one writer of its store: stopped before its infrastructure is destroyed
         for lab, infra in self.applied:
             lab.destroy(infra)
         for ns in reversed(self.namespaces):
             subprocess.run(["ip", "netns", "del", ns], check=False)
         shutil.rmtree(self.work, ignore_errors=True)
-        for lab in self.builds.values():
+        for lab in list(self.builds.values()) + [self.served]:
             shutil.rmtree(lab.state, ignore_errors=True)
 
 
@@ -231,25 +285,25 @@ def report(a, med, got, each, dels):
     plugins = list(med)
     # vnet over bridge always; with a baseline also the baseline over
     # bridge, and vnet over the baseline: what the change did.
-    pairs = [("vnet", "bridge")] + ([("baseline", "bridge"), ("vnet", "baseline")] if "baseline" in med else [])
-    names = "".join(f"{x + '/' + y:>16}" for x, y in pairs)
+    pairs = [("vnet", "bridge"), ("vnet-server", "bridge"), ("vnet-server", "vnet")] + ([("baseline", "bridge"), ("vnet", "baseline")] if "baseline" in med else [])
+    names = "".join(f"{x + '/' + y:>19}" for x, y in pairs)
     print(f"\ncontainers per second, medians of {a.rounds} rounds of {a.batch} containers each; ratios of the medians")
-    print(f"{'phase':<8}" + "".join(f"{p:>10}" for p in plugins) + names + "   spread (min-max over rounds)")
+    print(f"{'phase':<8}" + "".join(f"{p:>12}" for p in plugins) + names + "   spread (min-max over rounds)")
     for phase in med["vnet"]:
         spread = "; ".join(f"{p} {min(got[p][phase]):.1f}-{max(got[p][phase]):.1f}" for p in plugins)
-        print(f"{phase:<8}" + "".join(f"{med[p][phase]:>9.1f}/s" for p in plugins)
-              + "".join(f"{med[x][phase] / med[y][phase]:>16.2f}" for x, y in pairs) + f"   {spread}")
+        print(f"{phase:<8}" + "".join(f"{med[p][phase]:>10.1f}/s" for p in plugins)
+              + "".join(f"{med[x][phase] / med[y][phase]:>19.2f}" for x, y in pairs) + f"   {spread}")
     n = a.fill
     print(f"\npile-up to {n} containers, added one at a time (ms per ADD); ratios")
     rows = [("1st ADD", lambda e: e[0]), (f"{n}th ADD", lambda e: e[n - 1]),
             ("median of the first 10", lambda e: statistics.median(e[:10])),
             (f"median of the last 10", lambda e: statistics.median(e[-10:]))]
-    print(f"{'':<26}" + "".join(f"{p:>10}" for p in plugins) + names)
+    print(f"{'':<26}" + "".join(f"{p:>12}" for p in plugins) + names)
     for label, f in rows:
         v = {p: f(each[p]) * 1e3 for p in plugins}
-        print(f"{label:<26}" + "".join(f"{v[p]:>8.1f}ms" for p in plugins) + "".join(f"{v[x] / v[y]:>16.2f}" for x, y in pairs))
-    print(f"{'DEL at ' + str(n) + ', one at a time':<26}" + "".join(f"{dels[p]:>8.1f}/s" for p in plugins)
-          + "".join(f"{dels[x] / dels[y]:>16.2f}" for x, y in pairs))
+        print(f"{label:<26}" + "".join(f"{v[p]:>10.1f}ms" for p in plugins) + "".join(f"{v[x] / v[y]:>19.2f}" for x, y in pairs))
+    print(f"{'DEL at ' + str(n) + ', one at a time':<26}" + "".join(f"{dels[p]:>10.1f}/s" for p in plugins)
+          + "".join(f"{dels[x] / dels[y]:>19.2f}" for x, y in pairs))
     deciles = [max(1, n * k // 10) for k in range(1, 11)]
     print("\nmedian ADD time (ms) of the ten ADDs up to each tenth of the pile-up:")
     print(f"{'containers':<12}" + "".join(f"{d:>7}" for d in deciles))

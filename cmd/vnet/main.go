@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vnet-project/vnet/internal/api"
 	"github.com/vnet-project/vnet/internal/cni"
 	"github.com/vnet-project/vnet/internal/libvirthook"
 	"github.com/vnet-project/vnet/internal/service"
@@ -26,6 +27,13 @@ const (
 	exitTimedOut = 3
 )
 
+// openAttachServer is how the CNI plugin reaches the vnet server its
+// configuration names: through the API's client, which the plugin's
+// package sits beside rather than above.
+func openAttachServer(s cni.Server) (service.AttachBackend, error) {
+	return api.OpenAttachServer(api.AttachServer{URL: s.URL, TokenFile: s.TokenFile, CA: s.CA})
+}
+
 // usageError marks errors in how the command was called.
 type usageError struct{ error }
 
@@ -37,7 +45,7 @@ func main() {
 		// tenth of its CPU time.
 		collectLessOften()
 		stop := startCPUProfile()
-		cni.Main() // a container runtime's CNI plugin (docs/containers.md)
+		cni.Main(openAttachServer) // a container runtime's CNI plugin (docs/containers.md)
 		stop()
 		return
 	}

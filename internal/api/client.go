@@ -53,6 +53,12 @@ func (e *Error) Unwrap() error {
 		return service.ErrInvalid
 	case e.Status == http.StatusConflict && len(e.Body.Attached) > 0:
 		return service.ErrAttached
+	case e.Status == http.StatusConflict:
+		return service.ErrConflict
+	case e.Status == http.StatusServiceUnavailable:
+		// The server's store or the infrastructure is held, or its etcd
+		// is out of reach: trying again later may succeed.
+		return service.ErrLocked
 	}
 	return nil
 }

@@ -68,6 +68,12 @@ func (s *Server) routeTable() []route {
 		{Method: "GET", Path: "/api/v1/infras/{name}/vms/{vm}", handle: s.getVM},
 		{Method: "PUT", Path: "/api/v1/infras/{name}/vms/{vm}", Mutates: true, Query: []param{{Name: "dryRun", Kind: boolParam}, {Name: "dropAttached", Kind: boolParam}}, handle: s.putVM},
 		{Method: "DELETE", Path: "/api/v1/infras/{name}/vms/{vm}", Mutates: true, Query: []param{{Name: "dryRun", Kind: boolParam}, {Name: "dropAttached", Kind: boolParam}}, handle: s.deleteVM},
+		// A runtime's containers and guests, one vNIC at a time (the CNI
+		// plugin's ADD, DEL, CHECK and GC through a server).
+		{Method: "POST", Path: "/api/v1/infras/{name}/attach", Mutates: true, handle: s.attach},
+		{Method: "POST", Path: "/api/v1/infras/{name}/detach", Mutates: true, handle: s.detach},
+		{Method: "POST", Path: "/api/v1/infras/{name}/attachment", handle: s.attachment},
+		{Method: "POST", Path: "/api/v1/infras/{name}/collect", Mutates: true, handle: s.collect},
 	}
 }
 

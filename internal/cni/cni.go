@@ -66,6 +66,15 @@ type NetConf struct {
 	} `json:"etcdTLS,omitempty"`
 	// Wait bounds the waits (DefaultWait), as a duration ("90s").
 	Wait string `json:"wait,omitempty"`
+	// Server, when set, is the URL of this machine's vnet server: every
+	// command goes through its API, whose process keeps the spec and the
+	// kernel's handles, instead of opening the store here. ServerTokenFile
+	// holds the bearer token its changes need (default the state
+	// directory's api.token, the server's own default), ServerCA the CA of
+	// its certificate for https ("" trusts the system's).
+	Server          string `json:"server,omitempty"`
+	ServerTokenFile string `json:"serverTokenFile,omitempty"`
+	ServerCA        string `json:"serverCA,omitempty"`
 
 	RuntimeConfig runtimeConfig `json:"runtimeConfig"`
 }
@@ -91,9 +100,22 @@ type bandwidth struct {
 // About is what the plugin says of itself when run without CNI_COMMAND.
 const About = "vnet-cni: containers as VMs of a vnet infrastructure, on its port groups and networks (docs/containers.md)"
 
+// Server is the vnet server a configuration names, as OpenServer is
+// given it.
+type Server struct{ URL, TokenFile, CA string }
+
+// OpenServer reaches a vnet server's attachments; the program sets it
+// (the API's client is a face beside this one).
+type OpenServer func(Server) (service.AttachBackend, error)
+
+// openServer is Main's.
+var openServer OpenServer
+
 // Main runs the plugin: the runtime's command from the environment, the
-// configuration on stdin, the result or error on stdout.
-func Main() {
+// configuration on stdin, the result or error on stdout; a configuration
+// that names a server goes through server.
+func Main(server OpenServer) {
+	openServer = server
 	skel.PluginMainFuncs(skel.CNIFuncs{Add: cmdAdd, Del: cmdDel, Check: cmdCheck, GC: cmdGC, Status: cmdStatus},
 		version.PluginSupports("1.0.0", "1.1.0"), About)
 }
@@ -124,7 +146,22 @@ func loadConf(stdin []byte, needTarget bool) (*NetConf, error) {
 	if _, err := conf.wait(); err != nil {
 		return nil, err
 	}
+	if err := conf.checkServer(); err != nil {
+		return nil, err
+	}
 	return conf, nil
+}
+
+// checkServer refuses a server beside another place for the state: the
+// server is the one writer of its store.
+func (c *NetConf) checkServer() error {
+	switch {
+	case c.Server == "" && (c.ServerTokenFile != "" || c.ServerCA != ""):
+		return types.NewError(types.ErrInvalidNetworkConfig, `network configuration: "serverTokenFile" and "serverCA" go with "server"`, "")
+	case c.Server != "" && (c.StateDir != "" || len(c.Etcd) > 0):
+		return types.NewError(types.ErrInvalidNetworkConfig, `network configuration: "server" or "stateDir"/"etcd", not both: the server keeps the state`, "")
+	}
+	return nil
 }
 
 func (c *NetConf) wait() (time.Duration, error) {
@@ -142,9 +179,12 @@ func (c *NetConf) wait() (time.Duration, error) {
 // whether the infrastructure is there.
 type backend = service.AttachBackend
 
-// open is the back end the configuration names: this machine's state
-// directory, or a cluster's etcd.
+// open is the back end the configuration names: a vnet server, this
+// machine's state directory, or a cluster's etcd.
 var open = func(c *NetConf) (backend, error) {
+	if c.Server != "" {
+		return c.openServer()
+	}
 	site := service.AttachSite{StateDir: c.StateDir, Etcd: c.Etcd}
 	if t := c.EtcdTLS; t != nil {
 		site.TLS = service.TLSFiles{CA: t.CA, Cert: t.Cert, Key: t.Key}
@@ -214,6 +254,9 @@ func cniError(what string, err error) error {
 	}
 	code := uint(types.ErrInternal)
 	switch {
+	case errors.Is(err, service.ErrNoServer):
+		// No fallback to this machine's store: the server writes it.
+		code = types.ErrTryAgainLater
 	case errors.Is(err, service.ErrLocked), errors.Is(err, service.ErrTimedOut),
 		errors.Is(err, service.ErrUnavailable), errors.Is(err, service.ErrConflict):
 		code = types.ErrTryAgainLater
@@ -255,4 +298,33 @@ func ipamDel(ctx context.Context, c *NetConf, stdin []byte) error {
 func (c *NetConf) context() (context.Context, context.CancelFunc) {
 	d, _ := c.wait()
 	return context.WithTimeout(context.Background(), d+30*time.Second)
+}
+
+// openServer is the server's back end. Without a token file named it takes
+// the server's default one when it is there: reads need none, and a
+// change without one gets the server's clear refusal.
+func (c *NetConf) openServer() (backend, error) {
+	if openServer == nil {
+		return nil, types.NewError(types.ErrInternal, "this build of the plugin reaches no vnet server", "")
+	}
+	tokens := c.ServerTokenFile
+	if tokens == "" {
+		dir := os.Getenv("VNET_STATE_DIR")
+		if dir == "" {
+			dir = service.DefaultStateDir
+		}
+		if def := filepath.Join(dir, "api.token"); fileExists(def) {
+			tokens = def
+		}
+	}
+	b, err := openServer(Server{URL: c.Server, TokenFile: tokens, CA: c.ServerCA})
+	if err != nil {
+		return nil, types.NewError(types.ErrInvalidNetworkConfig, "server "+c.Server+": "+err.Error(), "")
+	}
+	return b, nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

@@ -286,7 +286,7 @@ func cmdStatus(args *skel.CmdArgs) error {
 	if _, err := b.Get(ctx, conf.Infra); err != nil {
 		return types.NewError(types.ErrPluginNotAvailable, fmt.Sprintf("infrastructure %s: %v", conf.Infra, err), "")
 	}
-	if len(conf.Etcd) == 0 {
+	if len(conf.Etcd) == 0 && conf.Server == "" {
 		if err := service.CheckKernel(); err != nil {
 			return types.NewError(types.ErrPluginNotAvailable, err.Error(), "")
 		}

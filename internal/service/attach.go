@@ -78,26 +78,28 @@ type AttachRequest struct {
 
 // AttachResult is a container's vNIC as attached.
 type AttachResult struct {
-	Infra, Host, VM string
-	NIC             int    // its index among the VM's vNICs (ethN in vnet's names)
-	Ifname          string // its name in the namespace
-	Netns           string
-	MAC             string
+	Infra  string `json:"infra"`
+	Host   string `json:"host"`
+	VM     string `json:"vm"`
+	NIC    int    `json:"nic"`    // its index among the VM's vNICs (ethN in vnet's names)
+	Ifname string `json:"ifname"` // its name in the namespace
+	Netns  string `json:"netns,omitempty"`
+	MAC    string `json:"mac"`
 	// Port is the vNIC's switch port on the host.
-	Port string
-	IPs  []string // with prefix length
+	Port string   `json:"port"`
+	IPs  []string `json:"ips,omitempty"` // with prefix length
 	// Gateways are the port group's or network's gateways, one per
 	// family, for the container's default routes.
-	Gateways []string
+	Gateways []string `json:"gateways,omitempty"`
 	// Existed says the attachment was there already: nothing was changed.
-	Existed  bool
-	Executed int
+	Existed  bool `json:"existed"`
+	Executed int  `json:"executed"`
 	// Generation is, over etcd, the generation that holds the change.
-	Generation int
+	Generation int `json:"generation,omitempty"`
 	// Up says, where the kernel was read, whether the vNIC is there, up,
 	// with its addresses; Problem says what is not.
-	Up      bool
-	Problem string
+	Up      bool   `json:"up"`
+	Problem string `json:"problem,omitempty"`
 }
 
 // DetachRequest names a container's vNIC.
@@ -111,14 +113,18 @@ type DetachRequest struct {
 
 // DetachResult is what a detach took out.
 type DetachResult struct {
-	Infra, VM string
-	Removed   bool     // false: there was nothing to take out
-	IPs       []string // the addresses it had
-	Executed  int
+	Infra    string   `json:"infra"`
+	VM       string   `json:"vm,omitempty"`
+	Removed  bool     `json:"removed"`       // false: there was nothing to take out
+	IPs      []string `json:"ips,omitempty"` // the addresses it had
+	Executed int      `json:"executed"`
 }
 
 // AttachmentKey names a vNIC a runtime still uses.
-type AttachmentKey struct{ Container, Ifname string }
+type AttachmentKey struct {
+	Container string `json:"container"`
+	Ifname    string `json:"ifname"`
+}
 
 // CollectRequest asks to take out what a CNI network attached and no
 // longer uses.
@@ -131,7 +137,7 @@ type CollectRequest struct {
 
 // CollectResult lists what was taken out.
 type CollectResult struct {
-	Removed []DetachResult
+	Removed []DetachResult `json:"removed"`
 }
 
 // vmNameLen is how long a container's VM name is at most (spec's limit).

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"os"
 )
 
@@ -54,3 +55,8 @@ func OpenAttachSite(s AttachSite) AttachBackend {
 	}
 	return l
 }
+
+// ErrNoServer: the vnet server a runtime's face was told to go through
+// cannot be reached. The face does not fall back to this machine's store:
+// the server writes it, and two writers of one store would be wrong.
+var ErrNoServer = errors.New("cannot be reached (is vnet server running?)")

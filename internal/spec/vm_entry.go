@@ -41,7 +41,7 @@ func DecodeVM(file string, src []byte) (*VMEntry, error) {
 	doc, err := Decode(file, b.Bytes())
 	var errs Errors
 	if errors.As(err, &errs) {
-		return nil, relocate(errs, entryPath, func(p Pos) Pos { return entryPos(p) })
+		return nil, relocate(errs, entryPath, entryPos)
 	}
 	if err != nil {
 		return nil, err

@@ -125,7 +125,7 @@ func (a *entryWrite) write(tx *bolt.Tx, u *undoLog) error {
 	if err != nil {
 		return err
 	}
-	return pruneHistory(infra, path, r, a.e.Generation, a.now, u)
+	return pruneHistory(infra, path, r, a.e.Generation, a.now, &a.e, u)
 }
 
 // updateHistory makes a write of the history in state.db and its good
@@ -168,23 +168,65 @@ func historyOf(tx *bolt.Tx, infra string) *bolt.Bucket {
 }
 
 // pruneHistory drops the entries r no longer keeps of the history bucket
-// at path, current being the infrastructure's generation now; u (nil:
-// none) notes what it drops.
-func pruneHistory(infra *bolt.Bucket, path [][]byte, r history.Retention, current int, now time.Time, u *undoLog) error {
+// at path, current being the infrastructure's generation now and newest
+// (nil: unknown) the entry just written; u (nil: none) notes what it
+// drops. Where the retention follows from the entries' count (see
+// history.Retention.DropsOldest), as it does after every change under the
+// default retention, it decodes no head: a change then costs the same
+// however long the history.
+func pruneHistory(infra *bolt.Bucket, path [][]byte, r history.Retention, current int, now time.Time, newest *history.Entry, u *undoLog) error {
+	if newest != nil {
+		if drop, ok := r.DropsOldest(countHeads(infra), *newest, current); ok {
+			return dropOldest(infra, path, drop, u)
+		}
+	}
 	heads, err := headsIn(infra, string(path[len(path)-1]))
 	if err != nil {
 		return err
 	}
 	_, dropped := r.Prune(heads, current, now)
 	for _, d := range dropped {
-		if err := u.delete(infra, path, historyKey('h', d.Seq)); err != nil {
-			return err
-		}
-		if err := u.delete(infra, path, historyKey('s', d.Seq)); err != nil {
+		if err := dropEntry(infra, path, d.Seq, u); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// countHeads is how many entries a history bucket holds.
+func countHeads(infra *bolt.Bucket) int {
+	n := 0
+	c := infra.Cursor()
+	for k, _ := c.Seek([]byte{'h'}); k != nil && k[0] == 'h'; k, _ = c.Next() {
+		n++
+	}
+	return n
+}
+
+// dropOldest drops the n oldest entries of a history bucket.
+func dropOldest(infra *bolt.Bucket, path [][]byte, n int, u *undoLog) error {
+	var seqs []int
+	c := infra.Cursor()
+	for k, _ := c.Seek([]byte{'h'}); k != nil && k[0] == 'h' && len(seqs) < n; k, _ = c.Next() {
+		if len(k) != 9 {
+			return fmt.Errorf("history of %s: damaged: a key of %d bytes", path[len(path)-1], len(k))
+		}
+		seqs = append(seqs, int(binary.BigEndian.Uint64(k[1:])))
+	}
+	for _, seq := range seqs {
+		if err := dropEntry(infra, path, seq, u); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dropEntry removes an entry's head and spec.
+func dropEntry(infra *bolt.Bucket, path [][]byte, seq int, u *undoLog) error {
+	if err := u.delete(infra, path, historyKey('h', seq)); err != nil {
+		return err
+	}
+	return u.delete(infra, path, historyKey('s', seq))
 }
 
 // headsIn decodes every head of a history bucket, in Seq order.
@@ -290,7 +332,7 @@ func (b *Bolt) SetHistoryRetention(r history.Retention) error {
 					current = h.Generation
 				}
 			}
-			return pruneHistory(top.Bucket(name), [][]byte{historyBucket, name}, r, current, now, nil)
+			return pruneHistory(top.Bucket(name), [][]byte{historyBucket, name}, r, current, now, nil, nil)
 		})
 	}
 	return b.updateHistory(write)

@@ -68,7 +68,10 @@ type Bolt struct {
 	// a read that finds the same bytes need not decode them again, which
 	// for a spec of thousands of networks costs more than a change does.
 	heads map[string]cachedHead
-	hmu   sync.Mutex // of heads
+	// nsJSON is, per infrastructure, the JSON of its namespaces' IDs as
+	// this value last wrote them (see namespacesJSON).
+	nsJSON map[string]*namespacesJSON
+	hmu    sync.Mutex // of heads and nsJSON
 }
 
 // OpenBolt opens dir/state.db, creating it (and the store's ID) if the

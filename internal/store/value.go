@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
@@ -84,7 +85,7 @@ var (
 func EncodeValue(r *Record) ([]byte, error) {
 	head := *r
 	head.Spec, head.SpecEncoded = nil, nil
-	hj, err := json.Marshal(&head)
+	hj, err := marshalRecord(&head, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -95,18 +96,19 @@ func EncodeValue(r *Record) ([]byte, error) {
 		payload = recordPayloadLen(len(hj), r.Spec, nil)
 	}
 	if asJSON <= compressAbove || payload > MaxValuePayload {
-		return json.Marshal(r)
+		return marshalRecord(r, nil)
 	}
 	return compressValue(valueVersion, hj, r.Spec, r.SpecEncoded, payload), nil
 }
 
 // encodeChunkedValue is the value of a record whose spec the local store
 // keeps in chunks: the compressed form, version valueChunked, holding
-// the spec's manifest where version 1 holds the spec.
-func encodeChunkedValue(r *Record, manifest []byte) ([]byte, error) {
+// the spec's manifest where version 1 holds the spec; ns (nil: none) is
+// what the store last wrote of the record's namespaces' IDs.
+func encodeChunkedValue(r *Record, manifest []byte, ns *namespacesJSON) ([]byte, error) {
 	head := *r
 	head.Spec, head.SpecEncoded = nil, nil
-	hj, err := json.Marshal(&head)
+	hj, err := marshalRecord(&head, ns)
 	if err != nil {
 		return nil, err
 	}
@@ -117,6 +119,35 @@ func encodeChunkedValue(r *Record, manifest []byte) ([]byte, error) {
 		payload = recordPayloadLen(len(hj), manifest, nil)
 	}
 	return compressValue(valueChunked, hj, manifest, enc, payload), nil
+}
+
+// marshalRecord is json.Marshal(r), byte for byte, with the namespaces'
+// IDs written by ns (nil: anew), which encoding/json would sort through
+// reflection: for a record of a thousand namespaces, more than the rest
+// of its JSON costs.
+func marshalRecord(r *Record, ns *namespacesJSON) ([]byte, error) {
+	if r.Namespaces == nil {
+		return json.Marshal(r)
+	}
+	if ns == nil {
+		ns = &namespacesJSON{}
+	}
+	nj, ok := ns.encode(r.Namespaces)
+	if !ok {
+		return json.Marshal(r)
+	}
+	rest := *r
+	rest.Namespaces = nil
+	b, err := json.Marshal(&rest)
+	if err != nil {
+		return nil, err
+	}
+	// Namespaces is the last field JSON writes, and JSON leaves it out
+	// when nil (omitempty): it goes before the closing brace.
+	b = slices.Grow(b[:len(b)-1], len(`,"namespaces":}`)+len(nj))
+	b = append(b, `,"namespaces":`...)
+	b = append(b, nj...)
+	return append(b, '}'), nil
 }
 
 // compressValue makes the compressed form of a record's head JSON and its

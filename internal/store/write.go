@@ -56,7 +56,7 @@ func (b *Bolt) put(r *Record, entry *entryWrite) error {
 	if spec == nil {
 		v, err = EncodeValue(&head)
 	} else {
-		v, err = encodeChunkedValue(&head, spec.manifest)
+		v, err = encodeChunkedValue(&head, spec.manifest, b.namespacesOf(r.Name))
 	}
 	if err != nil {
 		return err

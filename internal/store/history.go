@@ -1,12 +1,14 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/vnet-project/vnet/internal/history"
@@ -41,7 +43,8 @@ var _ HistoryStore = (*Bolt)(nil)
 // spec, JSON) and its spec, apart so that a listing reads no spec:
 //
 //	history/<infra>/h<seq, 8 bytes big-endian>   head
-//	history/<infra>/s<seq, 8 bytes big-endian>   spec (EncodeHistorySpec)
+//	history/<infra>/s<seq, 8 bytes big-endian>   spec (EncodeHistorySpec, or
+//	                                             chunked: see historySpecOf)
 //
 // The infrastructure's bucket's sequence is the last Seq given, which
 // never goes back, whatever pruning removed.
@@ -71,7 +74,7 @@ func (b *Bolt) AppendHistory(e history.Entry) (history.Entry, error) {
 // the copy's takes the same, and both prune by the same clock.
 type entryWrite struct {
 	e    history.Entry
-	spec []byte // e.Spec as kept (EncodeHistorySpec)
+	spec []byte // e.Spec as kept, made by the first write (see historySpecOf)
 	now  time.Time
 }
 
@@ -85,7 +88,16 @@ func newEntryWrite(e history.Entry) (*entryWrite, error) {
 		return nil, err
 	}
 	e.Seq = 0 // given by the store
-	return &entryWrite{e: e, spec: EncodeHistorySpec(e.Spec), now: now}, nil
+	return &entryWrite{e: e, now: now}, nil
+}
+
+// specOf has the entry keep its spec as w's chunks, where it is the
+// spec w cut: the record written with it has its chunks compressed
+// already.
+func (a *entryWrite) specOf(w *specWrite, spec []byte) {
+	if w != nil && len(a.e.Spec) == len(spec) && bytes.Equal(a.e.Spec, spec) {
+		a.spec = encodeChunkedHistorySpec(w, len(spec))
+	}
 }
 
 // write keeps the entry in tx, giving it the next Seq of its
@@ -117,6 +129,9 @@ func (a *entryWrite) write(tx *bolt.Tx, u *undoLog) error {
 		return err
 	}
 	if len(a.e.Spec) > 0 {
+		if a.spec == nil {
+			a.spec = EncodeHistorySpec(a.e.Spec)
+		}
 		if err := u.put(infra, path, historyKey('s', a.e.Seq), a.spec); err != nil {
 			return err
 		}
@@ -367,9 +382,17 @@ func DecodeHistoryHead(infra string, v []byte) (history.Entry, error) {
 //
 //	0x00, the spec
 //	0x01, uvarint length, zstd frame of the spec
+//	0x02, uvarint length, xxhash64 of the spec (8 bytes big-endian), then
+//	      each of its chunks as the record keeps it (see specchunks.go):
+//	      uvarint length, the chunk
+//
+// The last is the local store's for the spec of a record written with
+// its entry: its chunks are compressed once, for both, and most of them
+// were for the record's last write.
 const (
 	specPlain      = 0x00
 	specCompressed = 0x01
+	specChunked    = 0x02
 	// compressSpecAbove is the spec size from which it is compressed.
 	compressSpecAbove = 4 << 10
 )
@@ -381,6 +404,24 @@ func EncodeHistorySpec(spec []byte) []byte {
 	}
 	v := binary.AppendUvarint([]byte{specCompressed}, uint64(len(spec)))
 	return recordEncoder().EncodeAll(spec, v)
+}
+
+// encodeChunkedHistorySpec is the value of a history entry's spec of size
+// bytes, cut by w.
+func encodeChunkedHistorySpec(w *specWrite, size int) []byte {
+	n := 1 + 2*binary.MaxVarintLen64 + 8
+	for i := range w.chunks {
+		n += binary.MaxVarintLen64 + len(w.stored(i))
+	}
+	v := append(make([]byte, 0, n), specChunked)
+	v = binary.AppendUvarint(v, uint64(size))
+	v = binary.BigEndian.AppendUint64(v, w.sum)
+	for i := range w.chunks {
+		c := w.stored(i)
+		v = binary.AppendUvarint(v, uint64(len(c)))
+		v = append(v, c...)
+	}
+	return v
 }
 
 // DecodeHistorySpec reads what EncodeHistorySpec made, allocating no more
@@ -402,6 +443,33 @@ func DecodeHistorySpec(v []byte) ([]byte, error) {
 			return nil, fmt.Errorf("history spec: damaged: %d bytes of the %d it says (%v)", len(out), size, err)
 		}
 		return out, nil
+	case specChunked:
+		return decodeChunkedHistorySpec(v[1:])
 	}
 	return nil, fmt.Errorf("history spec: form %d, which this build of vnet does not read: written by a newer vnet?", v[0])
+}
+
+// decodeChunkedHistorySpec reads the chunked form, after its form byte.
+func decodeChunkedHistorySpec(v []byte) ([]byte, error) {
+	size, n := binary.Uvarint(v)
+	if n <= 0 || size > MaxValuePayload || len(v)-n < 8 {
+		return nil, errors.New("history spec: damaged: no length, or above what a spec may hold")
+	}
+	sum := binary.BigEndian.Uint64(v[n:])
+	out := make([]byte, 0, size)
+	for rest := v[n+8:]; len(rest) > 0; {
+		l, n := binary.Uvarint(rest)
+		if n <= 0 || l == 0 || l > uint64(len(rest)-n) {
+			return nil, errors.New("history spec: damaged: a chunk runs past the value")
+		}
+		var err error
+		if out, err = appendChunk(out, rest[n:n+int(l)]); err != nil || uint64(len(out)) > size {
+			return nil, fmt.Errorf("history spec: damaged: a chunk does not read, or makes more than the %d bytes it says (%v)", size, err)
+		}
+		rest = rest[n+int(l):]
+	}
+	if uint64(len(out)) != size || xxhash.Sum64(out) != sum {
+		return nil, errors.New("history spec: damaged: its chunks do not make the spec written")
+	}
+	return out, nil
 }

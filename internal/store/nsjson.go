@@ -19,7 +19,29 @@ type namespacesJSON struct {
 	ids        map[string]uint64 // a copy of what was written
 	names      []string          // its keys, sorted
 	json       []byte
+	zstd       []byte // a zstd frame of json, once asked for
 }
+
+// frame is the JSON written last and a zstd frame of it; false when
+// there is none, or it is too short for a frame of its own to pay.
+func (c *namespacesJSON) frame() (json, frame []byte, ok bool) {
+	if c == nil {
+		return nil, nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.json) < frameNamespacesFrom {
+		return nil, nil, false
+	}
+	if c.zstd == nil {
+		c.zstd = recordEncoder().EncodeAll(c.json, nil)
+	}
+	return c.json, c.zstd, true
+}
+
+// frameNamespacesFrom is the size of the namespaces' JSON from which a
+// record keeps it in a zstd frame of its own (see encodeChunkedValue).
+const frameNamespacesFrom = 4 << 10
 
 // encode is ids' JSON, shared with later calls (not to be changed); false
 // when a string needs escaping, which it leaves to encoding/json.
@@ -57,7 +79,7 @@ func (c *namespacesJSON) encode(ids *plan.NamespaceIDs) ([]byte, bool) {
 		}
 		b = append(b, "}}"...)
 	}
-	c.boot, c.mark, c.ids, c.names, c.json = ids.Boot, ids.Mark, maps.Clone(ids.IDs), names, b
+	c.boot, c.mark, c.ids, c.names, c.json, c.zstd = ids.Boot, ids.Mark, maps.Clone(ids.IDs), names, b, nil
 	return b, true
 }
 

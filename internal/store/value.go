@@ -118,7 +118,19 @@ func encodeChunkedValue(r *Record, manifest []byte, ns *namespacesJSON) ([]byte,
 		enc = nil
 		payload = recordPayloadLen(len(hj), manifest, nil)
 	}
-	return compressValue(valueChunked, hj, manifest, enc, payload), nil
+	raw := rawValue(hj, manifest, enc, payload)
+	if nj, frame, ok := ns.frame(); ok && bytes.HasSuffix(hj[:len(hj)-1], nj) {
+		// The namespaces' IDs, most of the record's bytes, are those of
+		// the last write, whose frame is kept: the rest of the record
+		// goes in a frame before it and one after, which a reader
+		// decompresses as one (zstd reads frames one after another).
+		at := len(binary.AppendUvarint(nil, uint64(len(hj)))) + len(hj) - 1 - len(nj)
+		v := valueHeader(valueChunked, len(raw), payload)
+		v = recordEncoder().EncodeAll(raw[:at], v)
+		v = append(v, frame...)
+		return recordEncoder().EncodeAll(raw[at+len(nj):], v), nil
+	}
+	return compressRaw(valueChunked, raw, payload), nil
 }
 
 // marshalRecord is json.Marshal(r), byte for byte, with the namespaces'
@@ -153,18 +165,29 @@ func marshalRecord(r *Record, ns *namespacesJSON) ([]byte, error) {
 // compressValue makes the compressed form of a record's head JSON and its
 // two byte fields.
 func compressValue(version byte, hj, spec, encoded []byte, payload int) []byte {
+	return compressRaw(version, rawValue(hj, spec, encoded, payload), payload)
+}
+
+// rawValue is what the compressed form compresses.
+func rawValue(hj, spec, encoded []byte, payload int) []byte {
 	raw := make([]byte, 0, payload)
 	raw = binary.AppendUvarint(raw, uint64(len(hj)))
 	raw = append(raw, hj...)
 	raw = appendField(raw, spec)
 	// JSON leaves an empty encoding out (omitempty): it reads back nil.
-	raw = appendField(raw, nilIfEmpty(encoded))
+	return appendField(raw, nilIfEmpty(encoded))
+}
 
+func compressRaw(version byte, raw []byte, payload int) []byte {
+	return recordEncoder().EncodeAll(raw, valueHeader(version, len(raw), payload))
+}
+
+// valueHeader starts the compressed form of raw bytes of size.
+func valueHeader(version byte, size, payload int) []byte {
 	v := make([]byte, 0, len(ValueMagic)+1+binary.MaxVarintLen64+payload/4)
 	v = append(v, ValueMagic...)
 	v = append(v, version)
-	v = binary.AppendUvarint(v, uint64(len(raw)))
-	return recordEncoder().EncodeAll(raw, v)
+	return binary.AppendUvarint(v, uint64(size))
 }
 
 func recordPayloadLen(head int, fields ...[]byte) int {

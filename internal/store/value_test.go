@@ -200,3 +200,34 @@ func TestNamespacesJSONKept(t *testing.T) {
 		}
 	}
 }
+
+// A record whose namespaces' IDs go in a zstd frame of their own, kept
+// from the last write, reads back as the record written.
+func TestChunkedValueNamespacesFramed(t *testing.T) {
+	r := changeRecords(t, 1000)[0]
+	r.Realized = nil
+	manifest := newSpecWrite(r.Spec).manifest
+	ns := &namespacesJSON{}
+	for gen := 1; gen <= 3; gen++ {
+		r.Generation = gen
+		if gen == 3 {
+			r.Namespaces.IDs["big-vm1"]++ // the frame kept no longer does
+		}
+		v, err := encodeChunkedValue(r, manifest, ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, gotManifest, err := decodeStored(v)
+		if err != nil {
+			t.Fatalf("generation %d: %v", gen, err)
+		}
+		want := *r
+		want.Spec = nil
+		if !reflect.DeepEqual(got.Namespaces, want.Namespaces) || got.Generation != gen || !bytes.Equal(gotManifest, manifest) {
+			t.Errorf("generation %d: read back %d namespaces, generation %d", gen, len(got.Namespaces.IDs), got.Generation)
+		}
+	}
+	if _, frame, ok := ns.frame(); !ok || len(frame) == 0 {
+		t.Error("no frame kept of a thousand namespaces' IDs")
+	}
+}

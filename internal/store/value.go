@@ -24,8 +24,8 @@ import (
 // form is
 //
 //	ValueMagic, valueVersion
-//	uvarint   the length of what the zstd frame decompresses to
-//	zstd frame of:
+//	uvarint   the length of what the zstd frames decompress to
+//	zstd frames, one or more, read one after another, of:
 //	    uvarint length, the record's JSON without Spec and SpecEncoded
 //	    uvarint length+1 (0: nil), Spec
 //	    uvarint length+1 (0: nil), SpecEncoded

@@ -1,0 +1,152 @@
+package reconcile
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/vnet-project/vnet/internal/plan"
+)
+
+// memDP is a dataplane without a kernel: it holds what its steps made,
+// reads back what a scope holds of it as the kernel's would (marks,
+// namespace IDs and all), and enforces port policies with port programs,
+// as the dataplane does on a kernel that has them. It lets the engine's
+// own work be measured and compared, path by path, apart from the
+// kernel's.
+type memDP struct {
+	byKey map[string]plan.Resource
+	// byNS holds the keys of the resources somewhere in each namespace,
+	// so that a scoped read is of the namespaces read, as the kernel's.
+	byNS   map[string]map[string]bool
+	ids    map[string]uint64 // of the namespaces there, by name
+	lastID uint64
+	steps  int
+}
+
+func newMemDP() *memDP {
+	return &memDP{byKey: map[string]plan.Resource{}, byNS: map[string]map[string]bool{}, ids: map[string]uint64{}}
+}
+
+// namespacesOf are the namespaces where a resource is.
+func namespacesOf(r *plan.Resource) []string {
+	switch {
+	case r.Kind == plan.KindVeth && r.B.NS != "" && r.B.NS != r.A.NS:
+		return []string{r.A.NS, r.B.NS}
+	case r.Kind == plan.KindVeth:
+		return []string{r.A.NS}
+	}
+	return []string{r.Namespace()}
+}
+
+func (d *memDP) put(r plan.Resource) {
+	k := r.Key()
+	d.byKey[k] = r
+	for _, ns := range namespacesOf(&r) {
+		if d.byNS[ns] == nil {
+			d.byNS[ns] = map[string]bool{}
+		}
+		d.byNS[ns][k] = true
+	}
+	if r.Kind == plan.KindNetns {
+		if _, ok := d.ids[r.Name]; !ok {
+			d.lastID++
+			d.ids[r.Name] = d.lastID
+		}
+	}
+}
+
+func (d *memDP) remove(r plan.Resource) {
+	k := r.Key()
+	old, ok := d.byKey[k]
+	if !ok {
+		return
+	}
+	delete(d.byKey, k)
+	for _, ns := range namespacesOf(&old) {
+		delete(d.byNS[ns], k)
+	}
+	if old.Kind == plan.KindNetns {
+		delete(d.ids, old.Name)
+	}
+}
+
+func (d *memDP) Observe(infra string, hints []plan.Resource) ([]plan.Resource, error) {
+	return d.ObserveScope(infra, nil, hints)
+}
+
+func (d *memDP) ObserveScope(_ string, scope plan.Scope, _ []plan.Resource) ([]plan.Resource, error) {
+	var keys []string
+	if scope.Full() {
+		keys = slices.Collect(maps.Keys(d.byKey))
+	} else {
+		seen := map[string]bool{}
+		for ns := range scope {
+			for k := range d.byNS[ns] {
+				if !seen[k] && scope.Holds(d.byKey[k]) {
+					seen[k] = true
+					keys = append(keys, k)
+				}
+			}
+		}
+	}
+	slices.Sort(keys)
+	out := make([]plan.Resource, len(keys))
+	for i, k := range keys {
+		out[i] = d.byKey[k]
+	}
+	return out, nil
+}
+
+func (d *memDP) Execute(a plan.Action) error {
+	d.steps++
+	if a.Old != nil {
+		d.remove(*a.Old)
+	}
+	if a.New != nil {
+		d.put(*a.New)
+	}
+	return nil
+}
+
+func (d *memDP) Probe([]plan.Resource) error { return nil }
+
+func (d *memDP) PortPrograms() (bool, string) { return true, "" }
+
+func (d *memDP) Marks(namespaces, cgroups []string) (map[string]string, error) {
+	marks := map[string]string{}
+	for _, of := range []struct {
+		kind  plan.Kind
+		names []string
+	}{{plan.KindNetns, namespaces}, {plan.KindCgroup, cgroups}} {
+		for _, n := range of.names {
+			k := plan.Resource{Kind: of.kind, Name: n}.Key()
+			if r, ok := d.byKey[k]; ok {
+				marks[k] = r.Mark
+			}
+		}
+	}
+	return marks, nil
+}
+
+func (d *memDP) NamespaceBoot() (string, string) { return "boot", "" }
+
+func (d *memDP) NamespaceIDs(names []string) map[string]uint64 {
+	ids := map[string]uint64{}
+	for _, n := range names {
+		if id, ok := d.ids[n]; ok {
+			ids[n] = id
+		}
+	}
+	return ids
+}
+
+func (d *memDP) MarkedNamespaceIDs(names []string, mark string) map[string]uint64 {
+	ids := map[string]uint64{}
+	for _, n := range names {
+		r, ok := d.byKey[plan.Resource{Kind: plan.KindNetns, Name: n}.Key()]
+		if ok && r.Mark == mark {
+			ids[n] = d.ids[n]
+		}
+	}
+	return ids
+}

@@ -16,36 +16,54 @@ import (
 type memDP struct {
 	byKey map[string]plan.Resource
 	// byNS holds the keys of the resources somewhere in each namespace,
-	// so that a scoped read is of the namespaces read, as the kernel's.
+	// and byLink those on each link (by "ns/link"), so that a scoped read
+	// reads what the scope holds, as the kernel's does.
 	byNS   map[string]map[string]bool
+	byLink map[string]map[string]bool
 	ids    map[string]uint64 // of the namespaces there, by name
 	lastID uint64
 	steps  int
 }
 
 func newMemDP() *memDP {
-	return &memDP{byKey: map[string]plan.Resource{}, byNS: map[string]map[string]bool{}, ids: map[string]uint64{}}
+	return &memDP{byKey: map[string]plan.Resource{}, byNS: map[string]map[string]bool{}, byLink: map[string]map[string]bool{},
+		ids: map[string]uint64{}}
 }
 
-// namespacesOf are the namespaces where a resource is.
-func namespacesOf(r *plan.Resource) []string {
-	switch {
-	case r.Kind == plan.KindVeth && r.B.NS != "" && r.B.NS != r.A.NS:
-		return []string{r.A.NS, r.B.NS}
-	case r.Kind == plan.KindVeth:
-		return []string{r.A.NS}
+// placesOf are the namespaces where a resource is, and its links there
+// ("ns/link"), as plan.Scope places them.
+func placesOf(r *plan.Resource) (namespaces, links []string) {
+	switch r.Kind {
+	case plan.KindVeth:
+		namespaces, links = []string{r.A.NS}, []string{r.A.NS + "/" + r.A.Name}
+		if r.B.NS != "" {
+			namespaces, links = append(namespaces, r.B.NS), append(links, r.B.NS+"/"+r.B.Name)
+		}
+		return namespaces, links
+	case plan.KindBridge, plan.KindVxlan, plan.KindDevice:
+		return []string{r.NS}, []string{r.NS + "/" + r.Name}
+	case plan.KindNetns, plan.KindFirewall, plan.KindCgroup:
+		return []string{r.Namespace()}, nil
 	}
-	return []string{r.Namespace()}
+	return []string{r.NS}, []string{r.NS + "/" + r.Link}
+}
+
+func index(m map[string]map[string]bool, at, key string) {
+	if m[at] == nil {
+		m[at] = map[string]bool{}
+	}
+	m[at][key] = true
 }
 
 func (d *memDP) put(r plan.Resource) {
 	k := r.Key()
 	d.byKey[k] = r
-	for _, ns := range namespacesOf(&r) {
-		if d.byNS[ns] == nil {
-			d.byNS[ns] = map[string]bool{}
-		}
-		d.byNS[ns][k] = true
+	namespaces, links := placesOf(&r)
+	for _, ns := range namespaces {
+		index(d.byNS, ns, k)
+	}
+	for _, l := range links {
+		index(d.byLink, l, k)
 	}
 	if r.Kind == plan.KindNetns {
 		if _, ok := d.ids[r.Name]; !ok {
@@ -62,8 +80,12 @@ func (d *memDP) remove(r plan.Resource) {
 		return
 	}
 	delete(d.byKey, k)
-	for _, ns := range namespacesOf(&old) {
+	namespaces, links := placesOf(&old)
+	for _, ns := range namespaces {
 		delete(d.byNS[ns], k)
+	}
+	for _, l := range links {
+		delete(d.byLink[l], k)
 	}
 	if old.Kind == plan.KindNetns {
 		delete(d.ids, old.Name)
@@ -80,12 +102,21 @@ func (d *memDP) ObserveScope(_ string, scope plan.Scope, _ []plan.Resource) ([]p
 		keys = slices.Collect(maps.Keys(d.byKey))
 	} else {
 		seen := map[string]bool{}
-		for ns := range scope {
-			for k := range d.byNS[ns] {
+		read := func(candidates map[string]bool) {
+			for k := range candidates {
 				if !seen[k] && scope.Holds(d.byKey[k]) {
 					seen[k] = true
 					keys = append(keys, k)
 				}
+			}
+		}
+		for ns, links := range scope {
+			if links == nil {
+				read(d.byNS[ns])
+				continue
+			}
+			for l := range links {
+				read(d.byLink[ns+"/"+l])
 			}
 		}
 	}

@@ -36,7 +36,7 @@ func (e *Engine) observe(doc *spec.Document, sweep func(last *store.Record) erro
 	if err != nil {
 		return observation{}, fmt.Errorf("apply %s: %w", name, err)
 	}
-	lap("last record, models (spliced %v)", m.change != nil)
+	lap("last record, models (%s)", m.how())
 	if sweep != nil {
 		if err := sweep(rec); err != nil {
 			return observation{}, err

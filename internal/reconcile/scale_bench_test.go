@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -40,33 +41,94 @@ func oneVMSpecs(tb testing.TB, n int) (without, with *spec.Document) {
 // each of its stopwatch's laps ended (the stopwatch itself prints tenths
 // of a millisecond).
 type phaseClock struct {
-	start time.Time
-	laps  []lap
+	start, startCPU time.Duration
+	laps            []lap
 }
 
+// lap is when a lap ended, since the clock began: in time and in the
+// process's CPU time, which other processes' load on the machine does not
+// inflate as they do the time.
 type lap struct {
-	label string
-	at    time.Duration // since start
+	label   string
+	at, cpu time.Duration
+}
+
+// now is the time and the process's CPU time.
+func now() (at, cpu time.Duration) {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(time.Now().UnixNano()), time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func (c *phaseClock) Write(p []byte) (int, error) {
 	if _, label, ok := strings.Cut(string(p), " ms  "); ok {
-		c.laps = append(c.laps, lap{label, time.Since(c.start)})
+		at, cpu := now()
+		c.laps = append(c.laps, lap{label, at - c.start, cpu - c.startCPU})
 	}
 	return len(p), nil
 }
 
-func (c *phaseClock) begin() { c.start, c.laps = time.Now(), c.laps[:0] }
+func (c *phaseClock) begin() {
+	c.start, c.startCPU = now()
+	c.laps = c.laps[:0]
+}
 
-// at is when the first lap whose label begins with prefix ended.
-func (c *phaseClock) at(tb testing.TB, prefix string) time.Duration {
+// since is the time and CPU time since the clock began.
+func (c *phaseClock) since() lap {
+	at, cpu := now()
+	return lap{at: at - c.start, cpu: cpu - c.startCPU}
+}
+
+// at is the first lap whose label begins with prefix.
+func (c *phaseClock) at(tb testing.TB, prefix string) lap {
 	for _, l := range c.laps {
 		if strings.HasPrefix(l.label, prefix) {
-			return l.at
+			return l
 		}
 	}
 	tb.Fatalf("no lap %q", prefix)
-	return 0
+	return lap{}
+}
+
+// phases adds up, over a benchmark's applies, the time and CPU time until
+// the plan was made and after the record was written, and the CPU time
+// of each lap until the plan, by the first word of its label.
+type phases struct {
+	planned, afterRecord lap
+	laps                 map[string]time.Duration
+}
+
+func (p *phases) add(tb testing.TB, c *phaseClock) {
+	end := c.since()
+	planned, recorded := c.at(tb, "read and planned"), c.at(tb, "record: the store")
+	p.planned.at += planned.at
+	p.planned.cpu += planned.cpu
+	p.afterRecord.at += end.at - recorded.at
+	p.afterRecord.cpu += end.cpu - recorded.cpu
+	if p.laps == nil {
+		p.laps = map[string]time.Duration{}
+	}
+	var last time.Duration
+	for _, l := range c.laps {
+		p.laps[strings.Fields(l.label)[0]] += l.cpu - last
+		last = l.cpu
+		if l == planned {
+			break
+		}
+	}
+}
+
+func (p *phases) report(b *testing.B) {
+	n := float64(b.N)
+	b.ReportMetric(float64(p.planned.at.Microseconds())/n, "planned-µs/op")
+	b.ReportMetric(float64(p.planned.cpu.Microseconds())/n, "planned-cpu-µs/op")
+	b.ReportMetric(float64(p.afterRecord.at.Microseconds())/n, "after-record-µs/op")
+	b.ReportMetric(float64(p.afterRecord.cpu.Microseconds())/n, "after-record-cpu-µs/op")
+	if testing.Verbose() {
+		for label, cpu := range p.laps {
+			b.Logf("%-8s %6.0f cpu-µs/op", label, float64(cpu.Microseconds())/n)
+		}
+	}
 }
 
 // warmEngine is an engine that applied doc, as a server's does.
@@ -87,14 +149,9 @@ func warmEngine(tb testing.TB, doc *spec.Document) (*Engine, *phaseClock) {
 
 func BenchmarkApplyOneVM1000(b *testing.B) {
 	without, with := oneVMSpecs(b, 1000)
-	report := func(b *testing.B, clock *phaseClock, planned, afterRecord time.Duration) {
-		n := float64(b.N)
-		b.ReportMetric(float64(planned.Microseconds())/n, "planned-µs/op")
-		b.ReportMetric(float64(afterRecord.Microseconds())/n, "after-record-µs/op")
-	}
 	b.Run("add or remove", func(b *testing.B) {
 		e, clock := warmEngine(b, without)
-		var planned, afterRecord time.Duration
+		var ph phases
 		docs := [2]*spec.Document{with, without}
 		i := 0
 		for b.Loop() {
@@ -102,19 +159,17 @@ func BenchmarkApplyOneVM1000(b *testing.B) {
 			if _, err := e.Apply(docs[i%2]); err != nil {
 				b.Fatal(err)
 			}
-			end := time.Since(clock.start)
-			planned += clock.at(b, "read and planned")
-			afterRecord += end - clock.at(b, "record: the store")
+			ph.add(b, clock)
 			i++
 		}
-		report(b, clock, planned, afterRecord)
+		ph.report(b)
 	})
 	b.Run("the same spec", func(b *testing.B) {
 		e, clock := warmEngine(b, without)
 		// Each apply sends the spec anew, as a client does: the same
 		// bytes, decoded again.
 		again, _ := oneVMSpecs(b, 1000)
-		var planned, afterRecord time.Duration
+		var ph phases
 		docs := [2]*spec.Document{again, without}
 		i := 0
 		for b.Loop() {
@@ -127,10 +182,8 @@ func BenchmarkApplyOneVM1000(b *testing.B) {
 			if !res.Plan.Empty() {
 				b.Fatalf("planned %s", res.Plan)
 			}
-			end := time.Since(clock.start)
-			planned += clock.at(b, "read and planned")
-			afterRecord += end - clock.at(b, "record: the store")
+			ph.add(b, clock)
 		}
-		report(b, clock, planned, afterRecord)
+		ph.report(b)
 	})
 }

@@ -124,6 +124,12 @@ func (d *memDP) ObserveScope(_ string, scope plan.Scope, _ []plan.Resource) ([]p
 	out := make([]plan.Resource, len(keys))
 	for i, k := range keys {
 		out[i] = d.byKey[k]
+		switch r := &out[i]; r.Kind {
+		case plan.KindSteer, plan.KindPortSec, plan.KindPortBPF, plan.KindLB:
+			// The kernel holds a digest of the program's text, which the
+			// engine resolves with its models (plan.ResolveSteer).
+			r.Match = plan.SteerDigest(r.Match)
+		}
 	}
 	return out, nil
 }

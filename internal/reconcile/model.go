@@ -242,7 +242,7 @@ func (m *modelSet) desired(observed []plan.Resource) []plan.Resource {
 		next = plan.Model(m.doc.Spec, m.e.modelOptions(m.doc.Spec.Name, plan.Options{NumCPU: m.e.numCPU(), Teams: teams, PoolCeils: ceils,
 			Now: time.Now().UTC().Truncate(time.Second), Paused: m.opt.Paused}))
 	}
-	desired := m.e.markOwn(m.doc.Spec.Name, next)
+	desired := next // made marked (modelOptions)
 	if m.last != nil {
 		desired = plan.ResetDroppedOffloads(desired, m.prev)
 	}
@@ -262,6 +262,22 @@ func (m *modelSet) realized(observed []plan.Resource) []plan.Resource {
 		return m.prev
 	}
 	return m.e.realizedModel(m.last, observed, m.lastPaused)
+}
+
+// realizedIn is what of the realized model (realized) the scope holds
+// that can explain a program the desired state does not (ResolveSteer).
+// When the desired state is the next model made without observation
+// (plain), the realized model is the last one, and the next one was
+// spliced from it or kept, that is what the scope holds of the last
+// model's resources the change touched (the splice's Before): the others
+// are in the next model alike, and so in the desired state wherever the
+// scope holds them. A model of thousands is then not walked.
+func (m *modelSet) realizedIn(scope plan.Scope, observed []plan.Resource, plain bool) []plan.Resource {
+	realized := m.realized(observed)
+	if plain && m.change != nil && sameSlice(realized, m.prev) {
+		return scope.Desired(m.change.Before)
+	}
+	return scope.Desired(realized)
 }
 
 // hasSteer reports whether a model steers (teams): what it makes then

@@ -65,11 +65,12 @@ func (e *Engine) observe(doc *spec.Document, sweep func(last *store.Record) erro
 		e.logf("left %s\n", s)
 	}
 	desired := hints // the dataplane only reads them
-	if !sameSlice(model, plain) {
+	isPlain := sameSlice(model, plain)
+	if !isPlain {
 		desired = scope.Desired(model)
 	}
 	observed = scope.Observed(observed, desired, model)
-	realized := scope.Desired(m.realized(observed))
+	realized := m.realizedIn(scope, observed, isPlain)
 	lap("model")
 	return observation{models: m, rec: rec, scope: scope, model: model, desired: desired,
 		observed: plan.ResolveSteer(observed, desired, realized), vouched: vouched}, nil

@@ -22,13 +22,21 @@ type memDP struct {
 	byLink map[string]map[string]bool
 	ids    map[string]uint64 // of the namespaces there, by name
 	lastID uint64
-	steps  int
+	// seen are the namespaces whose marks this operation set or read: a
+	// dataplane tells the IDs of those alone (MarkedNamespaceIDs), and
+	// is made anew for each operation (begin).
+	seen  map[string]bool
+	steps int
 }
 
 func newMemDP() *memDP {
 	return &memDP{byKey: map[string]plan.Resource{}, byNS: map[string]map[string]bool{}, byLink: map[string]map[string]bool{},
-		ids: map[string]uint64{}}
+		ids: map[string]uint64{}, seen: map[string]bool{}}
 }
+
+// begin starts an operation, as a new dataplane would: it has seen no
+// namespace's mark.
+func (d *memDP) begin() { clear(d.seen) }
 
 // placesOf are the namespaces where a resource is, and its links there
 // ("ns/link"), as plan.Scope places them.
@@ -66,6 +74,7 @@ func (d *memDP) put(r plan.Resource) {
 		index(d.byLink, l, k)
 	}
 	if r.Kind == plan.KindNetns {
+		d.seen[r.Name] = true
 		if _, ok := d.ids[r.Name]; !ok {
 			d.lastID++
 			d.ids[r.Name] = d.lastID
@@ -159,6 +168,9 @@ func (d *memDP) Marks(namespaces, cgroups []string) (map[string]string, error) {
 			k := plan.Resource{Kind: of.kind, Name: n}.Key()
 			if r, ok := d.byKey[k]; ok {
 				marks[k] = r.Mark
+				if of.kind == plan.KindNetns {
+					d.seen[n] = true
+				}
 			}
 		}
 	}
@@ -181,7 +193,7 @@ func (d *memDP) MarkedNamespaceIDs(names []string, mark string) map[string]uint6
 	ids := map[string]uint64{}
 	for _, n := range names {
 		r, ok := d.byKey[plan.Resource{Kind: plan.KindNetns, Name: n}.Key()]
-		if ok && r.Mark == mark {
+		if ok && r.Mark == mark && d.seen[n] {
 			ids[n] = d.ids[n]
 		}
 	}

@@ -18,7 +18,7 @@ type observation struct {
 	observed []plan.Resource // what it read that the plan compares with desired
 	// vouched is the ID of each namespace the record's identities showed
 	// to be still this store's (see recordStands), by name.
-	vouched map[string]uint64
+	vouched vouchedIDs
 }
 
 // observe reads what of the host is this store's, and the desired state in
@@ -132,10 +132,10 @@ func (e *Engine) checkHost(doc *spec.Document) error {
 // deletes or changes: drift elsewhere waits for a full apply. It returns,
 // with the scope, the namespaces the record's identities vouched for (see
 // recordStandsWithin).
-func (e *Engine) scopeFor(doc *spec.Document, m *modelSet, rec *store.Record) (plan.Scope, map[string]uint64) {
+func (e *Engine) scopeFor(doc *spec.Document, m *modelSet, rec *store.Record) (plan.Scope, vouchedIDs) {
 	why := ""
 	var scope plan.Scope
-	var vouched map[string]uint64
+	var vouched vouchedIDs
 	p, journaled := e.Store.(store.Pending)
 	switch {
 	case e.Full:

@@ -72,6 +72,8 @@ func TestWarmApplyDoesWhatAColdOneDoes(t *testing.T) {
 	kept := 0
 	for _, step := range steps {
 		// Each apply decodes its spec anew, as a client sends it.
+		coldDP.begin()
+		warmDP.begin()
 		wantRes, err := cold.Apply(specOfVMs(t, step.vms...))
 		if err != nil {
 			t.Fatalf("%s: cold: %v", step.name, err)
@@ -101,6 +103,18 @@ func TestWarmApplyDoesWhatAColdOneDoes(t *testing.T) {
 		}
 		if !sameHost(warmDP, coldDP, warmStore, coldStore) {
 			t.Errorf("%s: the hosts differ", step.name)
+		}
+		// Each record notes the ID of every namespace, whether this
+		// apply made, checked or only carried it over from the last.
+		for _, st := range []*store.Bolt{warmStore, coldStore} {
+			rec, err := st.Get("w")
+			if err != nil {
+				t.Fatal(err)
+			}
+			dp := map[*store.Bolt]*memDP{warmStore: warmDP, coldStore: coldDP}[st]
+			if rec.Namespaces == nil || !maps.Equal(rec.Namespaces.IDs, dp.ids) {
+				t.Errorf("%s: recorded namespace IDs %v, want %v", step.name, rec.Namespaces, dp.ids)
+			}
 		}
 	}
 	if kept != 5 {

@@ -73,12 +73,18 @@ func (s Scope) holds(r *Resource) bool {
 	}
 	var buf [2]place
 	for _, p := range r.places(buf[:0]) {
-		links, ok := s[p.ns]
-		if !ok || links != nil && (p.link == "" || !links[p.link]) {
+		if !s.holdsPlace(p) {
 			return false
 		}
 	}
 	return true
+}
+
+// holdsPlace reports whether the scope holds a place: its namespace
+// whole, or the link.
+func (s Scope) holdsPlace(p place) bool {
+	links, ok := s[p.ns]
+	return ok && (links == nil || p.link != "" && links[p.link])
 }
 
 // place is a link of a namespace, or (link empty) the namespace itself.
@@ -170,19 +176,17 @@ func (s Scope) Observed(observed, planned, known []Resource) []Resource {
 }
 
 // keysNear returns the keys of the resources of rs that can have the key
-// of one the scope holds: those whose first place is in a namespace of
-// the scope, and those that are nowhere (a namespace without a name). A
-// key names where its resource is first (Key, places), and a resource
-// the scope holds is first in one of its namespaces. known may be a whole
-// host's model: of it, only the few resources near the scope are keyed.
+// of one the scope holds: those whose first place the scope holds, and
+// those that are nowhere (a namespace without a name). A key names where
+// its resource is first (Key, places), and the scope holds every place of
+// a resource it holds. known may be a whole host's model: of it, only the
+// few resources near the scope are keyed.
 func (s Scope) keysNear(rs []Resource) map[string]bool {
 	set := map[string]bool{}
 	var buf [2]place
 	for i := range rs {
-		if ps := rs[i].places(buf[:0]); len(ps) > 0 {
-			if _, ok := s[ps[0].ns]; !ok {
-				continue
-			}
+		if ps := rs[i].places(buf[:0]); len(ps) > 0 && !s.holdsPlace(ps[0]) {
+			continue
 		}
 		set[rs[i].Key()] = true
 	}

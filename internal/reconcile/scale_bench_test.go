@@ -153,46 +153,39 @@ func warmEngine(tb testing.TB, doc *spec.Document) (*Engine, *phaseClock) {
 func BenchmarkApplyOneVM1000(b *testing.B) {
 	without, with := oneVMSpecs(b, 1000)
 	b.Run("add or remove", func(b *testing.B) {
-		runtime.LockOSThread() // for its CPU time (phaseClock)
-		defer runtime.UnlockOSThread()
-		e, clock := warmEngine(b, without)
-		var ph phases
-		docs := [2]*spec.Document{with, without}
-		i := 0
-		for b.Loop() {
-			e.DP.(*memDP).begin()
-			clock.begin()
-			if _, err := e.Apply(docs[i%2]); err != nil {
-				b.Fatal(err)
-			}
-			ph.add(b, clock)
-			i++
-		}
-		ph.report(b)
+		applyInTurn(b, without, with, func(Result) {})
 	})
 	b.Run("the same spec", func(b *testing.B) {
-		runtime.LockOSThread() // for its CPU time (phaseClock)
-		defer runtime.UnlockOSThread()
-		e, clock := warmEngine(b, without)
 		// Each apply sends the spec anew, as a client does: the same
 		// bytes, decoded again.
 		again, _ := oneVMSpecs(b, 1000)
-		var ph phases
-		docs := [2]*spec.Document{again, without}
-		i := 0
-		for b.Loop() {
-			e.DP.(*memDP).begin()
-			clock.begin()
-			res, err := e.Apply(docs[i%2])
-			i++
-			if err != nil {
-				b.Fatal(err)
-			}
+		applyInTurn(b, without, again, func(res Result) {
 			if !res.Plan.Empty() {
 				b.Fatalf("planned %s", res.Plan)
 			}
-			ph.add(b, clock)
-		}
-		ph.report(b)
+		})
 	})
+}
+
+// applyInTurn applies first, then next and first in turn, timing each
+// apply but the first, and checks each result with check.
+func applyInTurn(b *testing.B, first, next *spec.Document, check func(Result)) {
+	runtime.LockOSThread() // for its CPU time (phaseClock)
+	defer runtime.UnlockOSThread()
+	e, clock := warmEngine(b, first)
+	var ph phases
+	docs := [2]*spec.Document{next, first}
+	i := 0
+	for b.Loop() {
+		e.DP.(*memDP).begin()
+		clock.begin()
+		res, err := e.Apply(docs[i%2])
+		if err != nil {
+			b.Fatal(err)
+		}
+		ph.add(b, clock)
+		check(res)
+		i++
+	}
+	ph.report(b)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -80,6 +81,43 @@ func TestPruneBounds(t *testing.T) {
 	kept, _ = Retention{}.Prune(many, 500, t0)
 	if len(kept) != DefaultMaxEntries {
 		t.Errorf("the default kept %d", len(kept))
+	}
+}
+
+// DropsOldest, where it can tell, drops what Prune does: the oldest
+// entries, as many as Prune drops.
+func TestDropsOldestAgreesWithPrune(t *testing.T) {
+	verbs := []string{"apply", "pause", "resume", "rollback", "destroy", "restore"}
+	rnd := rand.New(rand.NewPCG(1, 2))
+	told := 0
+	for range 5000 {
+		n := 1 + rnd.IntN(12)
+		desc := make([]string, n)
+		for i := range desc {
+			desc[i] = fmt.Sprintf("%s:%d", verbs[rnd.IntN(len(verbs))], rnd.IntN(4))
+		}
+		history := entries(desc...)
+		newest := history[n-1]
+		current := newest.Generation
+		if rnd.IntN(4) == 0 {
+			current = rnd.IntN(4)
+		}
+		r := Retention{MaxEntries: 1 + rnd.IntN(10)}
+		if rnd.IntN(8) == 0 {
+			r.MaxAge = time.Duration(1+rnd.IntN(10)) * time.Minute
+		}
+		drop, ok := r.DropsOldest(n, newest, current)
+		if !ok {
+			continue
+		}
+		told++
+		_, dropped := r.Prune(history, current, t0.Add(time.Hour))
+		if want := seqs(history[:drop]); seqs(dropped) != want {
+			t.Fatalf("%v, retention %+v, current %d: DropsOldest drops %q, Prune %q", desc, r, current, want, seqs(dropped))
+		}
+	}
+	if told < 2500 {
+		t.Errorf("DropsOldest told only %d of 5000 histories", told)
 	}
 }
 

@@ -86,6 +86,25 @@ func (r Retention) Prune(entries []Entry, current int, now time.Time) (kept, dro
 	return kept, dropped
 }
 
+// DropsOldest is Prune told from how many entries a history holds and
+// which is its newest (the highest Seq), without the others, where that is
+// enough: with no MaxAge, and either room for every entry, nothing in force
+// (current 0), or newest the entry in force, Prune drops the oldest drop
+// entries and keeps the rest. ok is false where Prune must see the entries
+// (an age, or an older entry that may be the one in force).
+func (r Retention) DropsOldest(count int, newest Entry, current int) (drop int, ok bool) {
+	if r.MaxAge != 0 {
+		return 0, false
+	}
+	if count <= r.maxEntries() {
+		return 0, true
+	}
+	if current > 0 && (newest.Generation != current || !newest.holdsSpec()) {
+		return 0, false
+	}
+	return count - r.maxEntries(), true
+}
+
 // ParseAge reads a retention's age as people write it: a Go duration
 // (720h, 90m) or a number of days or weeks (30d, 2w).
 func ParseAge(s string) (time.Duration, error) {

@@ -61,14 +61,21 @@ type Bolt struct {
 	// writtenGood is the same of the good copy, when this value's
 	// writes were mirrored there (see update).
 	writtenGood map[string]*chunkCache
-	wmu         sync.Mutex // of written and writtenGood, held across a write
+	// specStored is, per infrastructure, the stored form of each chunk of
+	// the spec this value wrote last, by key: the next write compresses
+	// only the chunks that are new (see specWrite.reuse).
+	specStored map[string]map[string][]byte
+	wmu        sync.Mutex // of written, writtenGood and specStored, held across a write
 
 	// heads is, per infrastructure, the head of its record (see Head) as
 	// this value last read or wrote it, with a hash of its stored bytes:
 	// a read that finds the same bytes need not decode them again, which
 	// for a spec of thousands of networks costs more than a change does.
 	heads map[string]cachedHead
-	hmu   sync.Mutex // of heads
+	// nsJSON is, per infrastructure, the JSON of its namespaces' IDs as
+	// this value last wrote them (see namespacesJSON).
+	nsJSON map[string]*namespacesJSON
+	hmu    sync.Mutex // of heads and nsJSON
 }
 
 // OpenBolt opens dir/state.db, creating it (and the store's ID) if the

@@ -47,6 +47,7 @@ func (b *Bolt) forgetHead(name string) {
 	b.hmu.Lock()
 	defer b.hmu.Unlock()
 	delete(b.heads, name)
+	delete(b.nsJSON, name)
 }
 
 // Head returns the record of an infrastructure without what was realized

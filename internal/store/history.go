@@ -1,12 +1,14 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/vnet-project/vnet/internal/history"
@@ -41,7 +43,8 @@ var _ HistoryStore = (*Bolt)(nil)
 // spec, JSON) and its spec, apart so that a listing reads no spec:
 //
 //	history/<infra>/h<seq, 8 bytes big-endian>   head
-//	history/<infra>/s<seq, 8 bytes big-endian>   spec (EncodeHistorySpec)
+//	history/<infra>/s<seq, 8 bytes big-endian>   spec (EncodeHistorySpec, or
+//	                                             chunked: see historySpecOf)
 //
 // The infrastructure's bucket's sequence is the last Seq given, which
 // never goes back, whatever pruning removed.
@@ -71,7 +74,7 @@ func (b *Bolt) AppendHistory(e history.Entry) (history.Entry, error) {
 // the copy's takes the same, and both prune by the same clock.
 type entryWrite struct {
 	e    history.Entry
-	spec []byte // e.Spec as kept (EncodeHistorySpec)
+	spec []byte // e.Spec as kept, made by the first write (see historySpecOf)
 	now  time.Time
 }
 
@@ -85,7 +88,16 @@ func newEntryWrite(e history.Entry) (*entryWrite, error) {
 		return nil, err
 	}
 	e.Seq = 0 // given by the store
-	return &entryWrite{e: e, spec: EncodeHistorySpec(e.Spec), now: now}, nil
+	return &entryWrite{e: e, now: now}, nil
+}
+
+// specOf has the entry keep its spec as w's chunks, where it is the
+// spec w cut: the record written with it has its chunks compressed
+// already.
+func (a *entryWrite) specOf(w *specWrite, spec []byte) {
+	if w != nil && len(a.e.Spec) == len(spec) && bytes.Equal(a.e.Spec, spec) {
+		a.spec = encodeChunkedHistorySpec(w, len(spec))
+	}
 }
 
 // write keeps the entry in tx, giving it the next Seq of its
@@ -117,6 +129,9 @@ func (a *entryWrite) write(tx *bolt.Tx, u *undoLog) error {
 		return err
 	}
 	if len(a.e.Spec) > 0 {
+		if a.spec == nil {
+			a.spec = EncodeHistorySpec(a.e.Spec)
+		}
 		if err := u.put(infra, path, historyKey('s', a.e.Seq), a.spec); err != nil {
 			return err
 		}
@@ -125,7 +140,7 @@ func (a *entryWrite) write(tx *bolt.Tx, u *undoLog) error {
 	if err != nil {
 		return err
 	}
-	return pruneHistory(infra, path, r, a.e.Generation, a.now, u)
+	return pruneHistory(infra, path, r, a.e.Generation, a.now, &a.e, u)
 }
 
 // updateHistory makes a write of the history in state.db and its good
@@ -168,23 +183,65 @@ func historyOf(tx *bolt.Tx, infra string) *bolt.Bucket {
 }
 
 // pruneHistory drops the entries r no longer keeps of the history bucket
-// at path, current being the infrastructure's generation now; u (nil:
-// none) notes what it drops.
-func pruneHistory(infra *bolt.Bucket, path [][]byte, r history.Retention, current int, now time.Time, u *undoLog) error {
+// at path, current being the infrastructure's generation now and newest
+// (nil: unknown) the entry just written; u (nil: none) notes what it
+// drops. Where the retention follows from the entries' count (see
+// history.Retention.DropsOldest), as it does after every change under the
+// default retention, it decodes no head: a change then costs the same
+// however long the history.
+func pruneHistory(infra *bolt.Bucket, path [][]byte, r history.Retention, current int, now time.Time, newest *history.Entry, u *undoLog) error {
+	if newest != nil {
+		if drop, ok := r.DropsOldest(countHeads(infra), *newest, current); ok {
+			return dropOldest(infra, path, drop, u)
+		}
+	}
 	heads, err := headsIn(infra, string(path[len(path)-1]))
 	if err != nil {
 		return err
 	}
 	_, dropped := r.Prune(heads, current, now)
 	for _, d := range dropped {
-		if err := u.delete(infra, path, historyKey('h', d.Seq)); err != nil {
-			return err
-		}
-		if err := u.delete(infra, path, historyKey('s', d.Seq)); err != nil {
+		if err := dropEntry(infra, path, d.Seq, u); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// countHeads is how many entries a history bucket holds.
+func countHeads(infra *bolt.Bucket) int {
+	n := 0
+	c := infra.Cursor()
+	for k, _ := c.Seek([]byte{'h'}); k != nil && k[0] == 'h'; k, _ = c.Next() {
+		n++
+	}
+	return n
+}
+
+// dropOldest drops the n oldest entries of a history bucket.
+func dropOldest(infra *bolt.Bucket, path [][]byte, n int, u *undoLog) error {
+	var seqs []int
+	c := infra.Cursor()
+	for k, _ := c.Seek([]byte{'h'}); k != nil && k[0] == 'h' && len(seqs) < n; k, _ = c.Next() {
+		if len(k) != 9 {
+			return fmt.Errorf("history of %s: damaged: a key of %d bytes", path[len(path)-1], len(k))
+		}
+		seqs = append(seqs, int(binary.BigEndian.Uint64(k[1:])))
+	}
+	for _, seq := range seqs {
+		if err := dropEntry(infra, path, seq, u); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dropEntry removes an entry's head and spec.
+func dropEntry(infra *bolt.Bucket, path [][]byte, seq int, u *undoLog) error {
+	if err := u.delete(infra, path, historyKey('h', seq)); err != nil {
+		return err
+	}
+	return u.delete(infra, path, historyKey('s', seq))
 }
 
 // headsIn decodes every head of a history bucket, in Seq order.
@@ -290,7 +347,7 @@ func (b *Bolt) SetHistoryRetention(r history.Retention) error {
 					current = h.Generation
 				}
 			}
-			return pruneHistory(top.Bucket(name), [][]byte{historyBucket, name}, r, current, now, nil)
+			return pruneHistory(top.Bucket(name), [][]byte{historyBucket, name}, r, current, now, nil, nil)
 		})
 	}
 	return b.updateHistory(write)
@@ -325,9 +382,17 @@ func DecodeHistoryHead(infra string, v []byte) (history.Entry, error) {
 //
 //	0x00, the spec
 //	0x01, uvarint length, zstd frame of the spec
+//	0x02, uvarint length, xxhash64 of the spec (8 bytes big-endian), then
+//	      each of its chunks as the record keeps it (see specchunks.go):
+//	      uvarint length, the chunk
+//
+// The last is the local store's for the spec of a record written with
+// its entry: its chunks are compressed once, for both, and most of them
+// were for the record's last write.
 const (
 	specPlain      = 0x00
 	specCompressed = 0x01
+	specChunked    = 0x02
 	// compressSpecAbove is the spec size from which it is compressed.
 	compressSpecAbove = 4 << 10
 )
@@ -339,6 +404,24 @@ func EncodeHistorySpec(spec []byte) []byte {
 	}
 	v := binary.AppendUvarint([]byte{specCompressed}, uint64(len(spec)))
 	return recordEncoder().EncodeAll(spec, v)
+}
+
+// encodeChunkedHistorySpec is the value of a history entry's spec of size
+// bytes, cut by w.
+func encodeChunkedHistorySpec(w *specWrite, size int) []byte {
+	n := 1 + 2*binary.MaxVarintLen64 + 8
+	for i := range w.chunks {
+		n += binary.MaxVarintLen64 + len(w.stored(i))
+	}
+	v := append(make([]byte, 0, n), specChunked)
+	v = binary.AppendUvarint(v, uint64(size))
+	v = binary.BigEndian.AppendUint64(v, w.sum)
+	for i := range w.chunks {
+		c := w.stored(i)
+		v = binary.AppendUvarint(v, uint64(len(c)))
+		v = append(v, c...)
+	}
+	return v
 }
 
 // DecodeHistorySpec reads what EncodeHistorySpec made, allocating no more
@@ -360,6 +443,33 @@ func DecodeHistorySpec(v []byte) ([]byte, error) {
 			return nil, fmt.Errorf("history spec: damaged: %d bytes of the %d it says (%v)", len(out), size, err)
 		}
 		return out, nil
+	case specChunked:
+		return decodeChunkedHistorySpec(v[1:])
 	}
 	return nil, fmt.Errorf("history spec: form %d, which this build of vnet does not read: written by a newer vnet?", v[0])
+}
+
+// decodeChunkedHistorySpec reads the chunked form, after its form byte.
+func decodeChunkedHistorySpec(v []byte) ([]byte, error) {
+	size, n := binary.Uvarint(v)
+	if n <= 0 || size > MaxValuePayload || len(v)-n < 8 {
+		return nil, errors.New("history spec: damaged: no length, or above what a spec may hold")
+	}
+	sum := binary.BigEndian.Uint64(v[n:])
+	out := make([]byte, 0, size)
+	for rest := v[n+8:]; len(rest) > 0; {
+		l, n := binary.Uvarint(rest)
+		if n <= 0 || l == 0 || l > uint64(len(rest)-n) {
+			return nil, errors.New("history spec: damaged: a chunk runs past the value")
+		}
+		var err error
+		if out, err = appendChunk(out, rest[n:n+int(l)]); err != nil || uint64(len(out)) > size {
+			return nil, fmt.Errorf("history spec: damaged: a chunk does not read, or makes more than the %d bytes it says (%v)", size, err)
+		}
+		rest = rest[n+int(l):]
+	}
+	if uint64(len(out)) != size || xxhash.Sum64(out) != sum {
+		return nil, errors.New("history spec: damaged: its chunks do not make the spec written")
+	}
+	return out, nil
 }

@@ -2,9 +2,11 @@ package store
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -173,6 +175,98 @@ func TestHistorySpecEncoding(t *testing.T) {
 		"not zstd":       append([]byte{specCompressed, 10}, "garbage!!!"...),
 		"wrong length":   append([]byte{specCompressed, 3}, EncodeHistorySpec(large)[3:]...),
 		"truncated zstd": EncodeHistorySpec(large)[:40],
+	} {
+		if _, err := DecodeHistorySpec(v); err == nil {
+			t.Errorf("%s: decoded", name)
+		}
+	}
+}
+
+// A large spec's entry written with its record keeps the record's
+// chunks, compressed once for both, and reads back byte for byte: in the
+// file and its good copy, from the value that wrote it and from one
+// opened afresh, whichever entries the retention dropped.
+func TestHistorySpecChunked(t *testing.T) {
+	dir := t.TempDir()
+	b := open(t, dir)
+	if err := b.SetHistoryRetention(history.Retention{MaxEntries: 3}); err != nil {
+		t.Fatal(err)
+	}
+	recs := changeRecords(t, 1000)
+	for gen := 1; gen <= 5; gen++ {
+		r := recs[gen%2]
+		r.Generation = gen
+		e := entry("big", gen, history.Apply)
+		e.Spec = history.Text(r.Spec)
+		if _, err := b.PutWithHistory(r, e); err != nil {
+			t.Fatalf("put %d: %v", gen, err)
+		}
+	}
+	for _, path := range []string{filepath.Join(dir, dbFile), filepath.Join(dir, goodFile)} {
+		db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = db.View(func(tx *bolt.Tx) error {
+			for seq := 3; seq <= 5; seq++ {
+				v := historyOf(tx, "big").Get(historyKey('s', seq))
+				if len(v) == 0 || v[0] != specChunked {
+					t.Errorf("%s: entry %d's spec is not kept in chunks", path, seq)
+				}
+				spec, err := DecodeHistorySpec(v)
+				if err != nil || !bytes.Equal(spec, recs[seq%2].Spec) {
+					t.Errorf("%s: entry %d: %v", path, seq, err)
+				}
+			}
+			return nil
+		})
+		db.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, st := range []*Bolt{b, open(t, dir)} {
+		for seq := 3; seq <= 5; seq++ {
+			e, err := st.HistoryEntry("big", seq)
+			if err != nil || !bytes.Equal(e.Spec, recs[seq%2].Spec) {
+				t.Errorf("entry %d: %v", seq, err)
+			}
+		}
+	}
+	// An entry of another spec than the record's keeps its own.
+	r := recs[0]
+	r.Generation = 6
+	e := entry("big", 6, history.Apply)
+	e.Spec = history.Text(append(slices.Clone(r.Spec), "# another\n"...))
+	if _, err := b.PutWithHistory(r, e); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.HistoryEntry("big", 6); err != nil || !bytes.Equal(got.Spec, e.Spec) {
+		t.Errorf("entry 6: %v", err)
+	}
+}
+
+// The chunked form reads back, and a damaged one is refused, never read
+// as other bytes.
+func TestChunkedHistorySpecDamaged(t *testing.T) {
+	spec := changeRecords(t, 1000)[0].Spec
+	w := newSpecWrite(spec)
+	v := encodeChunkedHistorySpec(w, len(spec))
+	if back, err := DecodeHistorySpec(v); err != nil || !bytes.Equal(back, spec) {
+		t.Fatalf("read back: %v", err)
+	}
+	flipped := slices.Clone(v)
+	flipped[len(flipped)-1] ^= 1 // in the last chunk, kept as it is or compressed
+	short := binary.AppendUvarint([]byte{specChunked}, uint64(len(spec)-1))
+	short = append(short, v[1+len(binary.AppendUvarint(nil, uint64(len(spec)))):]...)
+	for name, v := range map[string][]byte{
+		"truncated":           v[:len(v)-10],
+		"a byte changed":      flipped,
+		"a shorter length":    short,
+		"no hash":             {specChunked, 4},
+		"huge length":         {specChunked, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 0, 0, 0, 0, 0, 0, 0, 0},
+		"a chunk past it":     append(slices.Clone(v[:1+len(binary.AppendUvarint(nil, uint64(len(spec))))+8]), 0x7f, 0),
+		"a newer vnet's form": {specChunked + 1, 'x'},
 	} {
 		if _, err := DecodeHistorySpec(v); err == nil {
 			t.Errorf("%s: decoded", name)

@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"slices"
+	"sync"
 
 	"github.com/cespare/xxhash/v2"
 	bolt "go.etcd.io/bbolt"
@@ -54,39 +56,75 @@ func chunkKey(id uint16) []byte { return binary.BigEndian.AppendUint16([]byte("c
 // chunks: the token it wrote and a hash of each chunk's resources, in
 // order. Another writer's token makes it void.
 type chunkCache struct {
-	token  string
-	hashes map[uint16]uint64
+	token string
+	sums  *chunkSums // nil: no chunk
+}
+
+// chunkSums is a hash of each chunk's resources, for the chunks that hold
+// any: arrays rather than a map, since a record of thousands of resources
+// fills most of them.
+type chunkSums struct {
+	sum  [chunks]uint64
+	used [chunks]bool
+}
+
+// has says chunk id holds resources, of which h is the hash.
+func (c *chunkSums) has(id int) (h uint64, ok bool) {
+	if c == nil || !c.used[id] {
+		return 0, false
+	}
+	return c.sum[id], true
 }
 
 // chunkSplit is where a record's resources go: each one's chunk, and a
 // hash of each chunk's resources, in order.
 type chunkSplit struct {
-	ids    []uint16
-	hashes map[uint16]uint64
+	ids  []uint16
+	sums *chunkSums
 }
+
+// hashInParallelFrom is the number of resources from which splitChunks
+// hashes them on every CPU: the hashes of a record of thousands are most
+// of the time its write takes.
+const hashInParallelFrom = 2048
 
 // splitChunks finds each resource's chunk and a hash of each chunk's
 // resources, in order.
 func splitChunks(rs []plan.Resource) chunkSplit {
+	hs := hashResources(rs)
 	ids := make([]uint16, len(rs))
-	var sums [chunks]uint64
-	var used [chunks]bool
-	var buf []byte
-	for i := range rs {
-		var h uint64
-		buf, h = resourceHash(buf[:0], &rs[i])
+	sums := &chunkSums{}
+	for i, h := range hs {
 		id := uint16(h % chunks)
 		ids[i] = id
-		sums[id] = sums[id]*1099511628211 ^ h
-		used[id] = true
+		sums.sum[id] = sums.sum[id]*1099511628211 ^ h
+		sums.used[id] = true
 	}
-	hashes := map[uint16]uint64{}
-	for id := range sums {
-		if used[id] {
-			hashes[uint16(id)] = sums[id]
+	return chunkSplit{ids: ids, sums: sums}
+}
+
+// hashResources is resourceHash of each resource, in order.
+func hashResources(rs []plan.Resource) []uint64 {
+	hs := make([]uint64, len(rs))
+	hash := func(lo, hi int) {
+		var buf []byte
+		for i := lo; i < hi; i++ {
+			buf, hs[i] = resourceHash(buf[:0], &rs[i])
 		}
 	}
-	return chunkSplit{ids: ids, hashes: hashes}
+	workers := min(runtime.GOMAXPROCS(0), len(rs)/(hashInParallelFrom/2))
+	if workers < 2 {
+		hash(0, len(rs))
+		return hs
+	}
+	var wg sync.WaitGroup
+	per := (len(rs) + workers - 1) / workers
+	for lo := per; lo < len(rs); lo += per {
+		wg.Go(func() { hash(lo, min(lo+per, len(rs))) })
+	}
+	hash(0, per)
+	wg.Wait()
+	return hs
 }
 
 // resourceHash hashes every field of r that is set, each after its
@@ -137,7 +175,7 @@ type fieldWriter struct {
 func (f *fieldWriter) str(s string) {
 	f.n++
 	if s != "" {
-		f.buf = binary.AppendUvarint(f.buf, f.n)
+		f.buf = append(f.buf, byte(f.n)) // its uvarint: fewer than 128 fields
 		f.buf = binary.AppendUvarint(f.buf, uint64(len(s)))
 		f.buf = append(f.buf, s...)
 	}
@@ -146,7 +184,7 @@ func (f *fieldWriter) str(s string) {
 func (f *fieldWriter) num(v uint64) {
 	f.n++
 	if v != 0 {
-		f.buf = binary.AppendUvarint(f.buf, f.n)
+		f.buf = append(f.buf, byte(f.n))
 		f.buf = binary.AppendUvarint(f.buf, v)
 	}
 }
@@ -194,13 +232,13 @@ func putRealized(tx *bolt.Tx, name string, rs []plan.Resource, split chunkSplit,
 		return nil, err
 	}
 	path := [][]byte{realizedBucket, []byte(name)}
-	sums, err := u.bucket(tx, nil, nil, sumsBucket)
+	sumsB, err := u.bucket(tx, nil, nil, sumsBucket)
 	if err != nil {
 		return nil, err
 	}
-	ids, hashes := split.ids, split.hashes
+	ids, sums := split.ids, split.sums
 	if cache == nil || string(b.Get(tokenKey)) != cache.token {
-		cache = decodeSums(sums.Get([]byte(name)), b.Get(tokenKey))
+		cache = decodeSums(sumsB.Get([]byte(name)), b.Get(tokenKey))
 	}
 	if cache == nil {
 		// What the bucket holds is unknown: every chunk it has goes.
@@ -215,18 +253,16 @@ func putRealized(tx *bolt.Tx, name string, rs []plan.Resource, split chunkSplit,
 		}
 		cache = &chunkCache{}
 	}
-	for id := range cache.hashes {
-		if _, ok := hashes[id]; !ok {
-			if err := u.delete(b, path, chunkKey(id)); err != nil {
+	var changed [chunks]bool
+	for id := range chunks {
+		h, now := sums.has(id)
+		old, before := cache.sums.has(id)
+		if before && !now {
+			if err := u.delete(b, path, chunkKey(uint16(id))); err != nil {
 				return nil, err
 			}
 		}
-	}
-	var changed [chunks]bool
-	for id, h := range hashes {
-		if old, ok := cache.hashes[id]; !ok || old != h {
-			changed[id] = true
-		}
+		changed[id] = now && (!before || old != h)
 	}
 	for id, g := range group(rs, ids, &changed) {
 		v, err := json.Marshal(g)
@@ -241,21 +277,23 @@ func putRealized(tx *bolt.Tx, name string, rs []plan.Resource, split chunkSplit,
 	if err := u.put(b, path, tokenKey, []byte(token)); err != nil {
 		return nil, err
 	}
-	if err := u.put(sums, [][]byte{sumsBucket}, []byte(name), encodeSums(token, hashes)); err != nil {
+	if err := u.put(sumsB, [][]byte{sumsBucket}, []byte(name), encodeSums(token, sums)); err != nil {
 		return nil, err
 	}
-	return &chunkCache{token: token, hashes: hashes}, nil
+	return &chunkCache{token: token, sums: sums}, nil
 }
 
 // encodeSums is the value of an infrastructure's sums (sumsBucket): the
 // version, the token, then each chunk's ID and hash.
-func encodeSums(token string, hashes map[uint16]uint64) []byte {
-	v := binary.AppendUvarint(nil, sumsVersion)
+func encodeSums(token string, sums *chunkSums) []byte {
+	v := binary.AppendUvarint(make([]byte, 0, 2*binary.MaxVarintLen64+len(token)+10*chunks), sumsVersion)
 	v = binary.AppendUvarint(v, uint64(len(token)))
 	v = append(v, token...)
-	for id, h := range hashes {
-		v = binary.BigEndian.AppendUint16(v, id)
-		v = binary.BigEndian.AppendUint64(v, h)
+	for id := range chunks {
+		if h, ok := sums.has(id); ok {
+			v = binary.BigEndian.AppendUint16(v, uint16(id))
+			v = binary.BigEndian.AppendUint64(v, h)
+		}
 	}
 	return v
 }
@@ -280,13 +318,13 @@ func decodeSums(v, token []byte) *chunkCache {
 	if len(v)%10 != 0 {
 		return nil
 	}
-	c := &chunkCache{token: string(token), hashes: make(map[uint16]uint64, len(v)/10)}
+	c := &chunkCache{token: string(token), sums: &chunkSums{}}
 	for ; len(v) > 0; v = v[10:] {
 		id := binary.BigEndian.Uint16(v)
 		if id >= chunks {
 			return nil
 		}
-		c.hashes[id] = binary.BigEndian.Uint64(v[2:])
+		c.sums.sum[id], c.sums.used[id] = binary.BigEndian.Uint64(v[2:]), true
 	}
 	return c
 }

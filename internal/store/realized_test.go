@@ -244,6 +244,9 @@ func TestResourceHashSeesEveryField(t *testing.T) {
 		}
 	}
 	walk(reflect.TypeFor[plan.Resource](), nil)
+	if len(leaves) >= 128 {
+		t.Fatalf("%d fields: resourceHash writes a field's number as one byte", len(leaves))
+	}
 	hash := func(r plan.Resource) uint64 {
 		_, h := resourceHash(nil, &r)
 		return h
@@ -292,4 +295,20 @@ func TestResourceHashSeesEveryField(t *testing.T) {
 func update(s *Bolt, fn func(*bolt.Tx) error) error {
 	_, err := s.update(fileWrite{file: func(tx *bolt.Tx, _ *undoLog) error { return fn(tx) }})
 	return err
+}
+
+// Resources hashed on every CPU hash as one by one, in their order.
+func TestHashResourcesInParallel(t *testing.T) {
+	for _, n := range []int{0, 1, hashInParallelFrom - 1, hashInParallelFrom, 3*hashInParallelFrom + 7} {
+		rs := make([]plan.Resource, n)
+		for i := range rs {
+			rs[i] = plan.Resource{Kind: plan.KindNetns, Name: fmt.Sprint("ns", i), MTU: i}
+		}
+		got := hashResources(rs)
+		for i := range rs {
+			if _, want := resourceHash(nil, &rs[i]); got[i] != want {
+				t.Fatalf("%d resources: resource %d hashes to %x, not %x", n, i, got[i], want)
+			}
+		}
+	}
 }

@@ -99,6 +99,7 @@ func specChunkKey(c []byte) []byte {
 type specWrite struct {
 	chunks   [][]byte
 	keys     [][]byte
+	sum      uint64 // xxhash64 of the spec
 	manifest []byte
 	encoded  map[int][]byte // the chunks' stored forms, made as needed
 }
@@ -108,9 +109,9 @@ func newSpecWrite(spec []byte) *specWrite {
 	if len(spec) <= chunkSpecAbove {
 		return nil
 	}
-	w := &specWrite{chunks: cutSpec(spec), encoded: map[int][]byte{}}
+	w := &specWrite{chunks: cutSpec(spec), sum: xxhash.Sum64(spec), encoded: map[int][]byte{}}
 	w.manifest = binary.AppendUvarint(nil, uint64(len(spec)))
-	w.manifest = binary.BigEndian.AppendUint64(w.manifest, xxhash.Sum64(spec))
+	w.manifest = binary.BigEndian.AppendUint64(w.manifest, w.sum)
 	w.manifest = binary.AppendUvarint(w.manifest, uint64(len(w.chunks)))
 	for _, c := range w.chunks {
 		k := specChunkKey(c)
@@ -182,6 +183,27 @@ func (w *specWrite) stored(i int) []byte {
 	return v
 }
 
+// reuse takes the stored forms of chunks an earlier write made (by key),
+// which the same bytes always have: a write then compresses only the
+// chunks that are new.
+func (w *specWrite) reuse(stored map[string][]byte) {
+	for i, k := range w.keys {
+		if v, ok := stored[string(k)]; ok {
+			w.encoded[i] = v
+		}
+	}
+}
+
+// storedByKey is the stored form of every chunk made or taken so far,
+// by key, for reuse by the next write.
+func (w *specWrite) storedByKey() map[string][]byte {
+	out := make(map[string][]byte, len(w.encoded))
+	for i, v := range w.encoded {
+		out[string(w.keys[i])] = v
+	}
+	return out
+}
+
 // deleteSpecChunks removes infra's spec chunks, if it has any.
 func deleteSpecChunks(tx *bolt.Tx, infra string, u *undoLog) error {
 	top := tx.Bucket(specsBucket)
@@ -228,16 +250,9 @@ func readSpec(tx *bolt.Tx, infra string, manifest []byte) ([]byte, error) {
 		if len(v) == 0 {
 			return nil, bad("chunk %x missing", k)
 		}
-		var err error
 		before := len(spec)
-		switch v[0] {
-		case specPlain:
-			spec = append(spec, v[1:]...)
-		case specCompressed:
-			spec, err = recordDecoder().DecodeAll(v[1:], spec)
-		default:
-			err = fmt.Errorf("form %d", v[0])
-		}
+		var err error
+		spec, err = appendChunk(spec, v)
 		if err != nil || len(spec)-before != int(want) {
 			return nil, bad("chunk %x: %d bytes of the %d its key says (%v)", k, len(spec)-before, want, err)
 		}
@@ -246,6 +261,18 @@ func readSpec(tx *bolt.Tx, infra string, manifest []byte) ([]byte, error) {
 		return nil, bad("the chunks do not make the spec written")
 	}
 	return spec, nil
+}
+
+// appendChunk appends to spec the bytes of a chunk as stored (see
+// specWrite.stored); a compressed chunk no further than spec's capacity.
+func appendChunk(spec, v []byte) ([]byte, error) {
+	switch v[0] {
+	case specPlain:
+		return append(spec, v[1:]...), nil
+	case specCompressed:
+		return recordDecoder().DecodeAll(v[1:], spec)
+	}
+	return spec, fmt.Errorf("form %d", v[0])
 }
 
 // checkSpecChunks checks that every chunk of every spec is a form this

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
@@ -23,8 +24,8 @@ import (
 // form is
 //
 //	ValueMagic, valueVersion
-//	uvarint   the length of what the zstd frame decompresses to
-//	zstd frame of:
+//	uvarint   the length of what the zstd frames decompress to
+//	zstd frames, one or more, read one after another, of:
 //	    uvarint length, the record's JSON without Spec and SpecEncoded
 //	    uvarint length+1 (0: nil), Spec
 //	    uvarint length+1 (0: nil), SpecEncoded
@@ -84,7 +85,7 @@ var (
 func EncodeValue(r *Record) ([]byte, error) {
 	head := *r
 	head.Spec, head.SpecEncoded = nil, nil
-	hj, err := json.Marshal(&head)
+	hj, err := marshalRecord(&head, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -95,18 +96,19 @@ func EncodeValue(r *Record) ([]byte, error) {
 		payload = recordPayloadLen(len(hj), r.Spec, nil)
 	}
 	if asJSON <= compressAbove || payload > MaxValuePayload {
-		return json.Marshal(r)
+		return marshalRecord(r, nil)
 	}
 	return compressValue(valueVersion, hj, r.Spec, r.SpecEncoded, payload), nil
 }
 
 // encodeChunkedValue is the value of a record whose spec the local store
 // keeps in chunks: the compressed form, version valueChunked, holding
-// the spec's manifest where version 1 holds the spec.
-func encodeChunkedValue(r *Record, manifest []byte) ([]byte, error) {
+// the spec's manifest where version 1 holds the spec; ns (nil: none) is
+// what the store last wrote of the record's namespaces' IDs.
+func encodeChunkedValue(r *Record, manifest []byte, ns *namespacesJSON) ([]byte, error) {
 	head := *r
 	head.Spec, head.SpecEncoded = nil, nil
-	hj, err := json.Marshal(&head)
+	hj, err := marshalRecord(&head, ns)
 	if err != nil {
 		return nil, err
 	}
@@ -116,24 +118,76 @@ func encodeChunkedValue(r *Record, manifest []byte) ([]byte, error) {
 		enc = nil
 		payload = recordPayloadLen(len(hj), manifest, nil)
 	}
-	return compressValue(valueChunked, hj, manifest, enc, payload), nil
+	raw := rawValue(hj, manifest, enc, payload)
+	if nj, frame, ok := ns.frame(); ok && bytes.HasSuffix(hj[:len(hj)-1], nj) {
+		// The namespaces' IDs, most of the record's bytes, are those of
+		// the last write, whose frame is kept: the rest of the record
+		// goes in a frame before it and one after, which a reader
+		// decompresses as one (zstd reads frames one after another).
+		at := len(binary.AppendUvarint(nil, uint64(len(hj)))) + len(hj) - 1 - len(nj)
+		v := valueHeader(valueChunked, len(raw), payload)
+		v = recordEncoder().EncodeAll(raw[:at], v)
+		v = append(v, frame...)
+		return recordEncoder().EncodeAll(raw[at+len(nj):], v), nil
+	}
+	return compressRaw(valueChunked, raw, payload), nil
+}
+
+// marshalRecord is json.Marshal(r), byte for byte, with the namespaces'
+// IDs written by ns (nil: anew), which encoding/json would sort through
+// reflection: for a record of a thousand namespaces, more than the rest
+// of its JSON costs.
+func marshalRecord(r *Record, ns *namespacesJSON) ([]byte, error) {
+	if r.Namespaces == nil {
+		return json.Marshal(r)
+	}
+	if ns == nil {
+		ns = &namespacesJSON{}
+	}
+	nj, ok := ns.encode(r.Namespaces)
+	if !ok {
+		return json.Marshal(r)
+	}
+	rest := *r
+	rest.Namespaces = nil
+	b, err := json.Marshal(&rest)
+	if err != nil {
+		return nil, err
+	}
+	// Namespaces is the last field JSON writes, and JSON leaves it out
+	// when nil (omitempty): it goes before the closing brace.
+	b = slices.Grow(b[:len(b)-1], len(`,"namespaces":}`)+len(nj))
+	b = append(b, `,"namespaces":`...)
+	b = append(b, nj...)
+	return append(b, '}'), nil
 }
 
 // compressValue makes the compressed form of a record's head JSON and its
 // two byte fields.
 func compressValue(version byte, hj, spec, encoded []byte, payload int) []byte {
+	return compressRaw(version, rawValue(hj, spec, encoded, payload), payload)
+}
+
+// rawValue is what the compressed form compresses.
+func rawValue(hj, spec, encoded []byte, payload int) []byte {
 	raw := make([]byte, 0, payload)
 	raw = binary.AppendUvarint(raw, uint64(len(hj)))
 	raw = append(raw, hj...)
 	raw = appendField(raw, spec)
 	// JSON leaves an empty encoding out (omitempty): it reads back nil.
-	raw = appendField(raw, nilIfEmpty(encoded))
+	return appendField(raw, nilIfEmpty(encoded))
+}
 
+func compressRaw(version byte, raw []byte, payload int) []byte {
+	return recordEncoder().EncodeAll(raw, valueHeader(version, len(raw), payload))
+}
+
+// valueHeader starts the compressed form of raw bytes of size.
+func valueHeader(version byte, size, payload int) []byte {
 	v := make([]byte, 0, len(ValueMagic)+1+binary.MaxVarintLen64+payload/4)
 	v = append(v, ValueMagic...)
 	v = append(v, version)
-	v = binary.AppendUvarint(v, uint64(len(raw)))
-	return recordEncoder().EncodeAll(raw, v)
+	return binary.AppendUvarint(v, uint64(size))
 }
 
 func recordPayloadLen(head int, fields ...[]byte) int {

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
+	"maps"
+	"math/rand/v2"
 	"reflect"
 	"runtime"
 	"strings"
@@ -130,5 +133,101 @@ func TestCompressionBombIsNotDecompressed(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	if grew := after.TotalAlloc - before.TotalAlloc; grew > 32<<20 {
 		t.Errorf("reading a %d-byte value allocated %d MiB", len(bomb), grew>>20)
+	}
+}
+
+// marshalRecord writes what encoding/json does, byte for byte, with
+// namespaces' IDs or without, and strings JSON escapes.
+func TestMarshalRecordIsJSON(t *testing.T) {
+	ids := map[string]uint64{"big-vm10": 4107, "big-vm9": 1 << 63, "big-vm1": 0}
+	for _, ns := range []*plan.NamespaceIDs{
+		nil,
+		{Boot: "b", Mark: "m"},
+		{Boot: "b", Mark: "m", IDs: map[string]uint64{}},
+		{Boot: "2c9e1d0b-7f54", Mark: "vnet-x", IDs: ids},
+		{Boot: "b<&>", Mark: "m", IDs: ids},
+		{Boot: "b", Mark: "m\"\\\n", IDs: ids},
+		{Boot: "b", Mark: "m", IDs: map[string]uint64{"ns-é": 1, "ns<1>": 2, "a": 3}},
+	} {
+		r := largeRecord(3)
+		r.Namespaces, r.Paused = ns, plan.Paused{"vm1"}
+		want, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := marshalRecord(r, nil)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%+v: %v\n%s\nwant\n%s", ns, err, got, want)
+		}
+	}
+}
+
+// A record's namespaces written through the JSON kept of the last write
+// read as encoding/json writes them, whichever names came and went.
+func TestNamespacesJSONKept(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(3, 4))
+	kept := &namespacesJSON{}
+	ids := map[string]uint64{}
+	for step := range 300 {
+		if ids == nil && step%7 != 3 {
+			ids = map[string]uint64{}
+		}
+		switch {
+		case step%50 == 0: // many at once
+			for range 100 {
+				ids[fmt.Sprintf("big-vm%d", rnd.IntN(500))] = rnd.Uint64()
+			}
+		case step%7 == 3:
+			ids = nil
+		default:
+			for range rnd.IntN(3) {
+				ids[fmt.Sprintf("big-vm%d", rnd.IntN(500))] = rnd.Uint64N(10)
+			}
+			for name := range ids {
+				if rnd.IntN(40) == 0 {
+					delete(ids, name)
+				}
+			}
+		}
+		ns := &plan.NamespaceIDs{Boot: "b", Mark: "m", IDs: maps.Clone(ids)}
+		want, err := json.Marshal(ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := kept.encode(ns)
+		if !ok || !bytes.Equal(got, want) {
+			t.Fatalf("step %d: %v\n%s\nwant\n%s", step, ok, got, want)
+		}
+	}
+}
+
+// A record whose namespaces' IDs go in a zstd frame of their own, kept
+// from the last write, reads back as the record written.
+func TestChunkedValueNamespacesFramed(t *testing.T) {
+	r := changeRecords(t, 1000)[0]
+	r.Realized = nil
+	manifest := newSpecWrite(r.Spec).manifest
+	ns := &namespacesJSON{}
+	for gen := 1; gen <= 3; gen++ {
+		r.Generation = gen
+		if gen == 3 {
+			r.Namespaces.IDs["big-vm1"]++ // the frame kept no longer does
+		}
+		v, err := encodeChunkedValue(r, manifest, ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, gotManifest, err := decodeStored(v)
+		if err != nil {
+			t.Fatalf("generation %d: %v", gen, err)
+		}
+		want := *r
+		want.Spec = nil
+		if !reflect.DeepEqual(got.Namespaces, want.Namespaces) || got.Generation != gen || !bytes.Equal(gotManifest, manifest) {
+			t.Errorf("generation %d: read back %d namespaces, generation %d", gen, len(got.Namespaces.IDs), got.Generation)
+		}
+	}
+	if _, frame, ok := ns.frame(); !ok || len(frame) == 0 {
+		t.Error("no frame kept of a thousand namespaces' IDs")
 	}
 }

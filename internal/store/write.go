@@ -56,7 +56,7 @@ func (b *Bolt) put(r *Record, entry *entryWrite) error {
 	if spec == nil {
 		v, err = EncodeValue(&head)
 	} else {
-		v, err = encodeChunkedValue(&head, spec.manifest)
+		v, err = encodeChunkedValue(&head, spec.manifest, b.namespacesOf(r.Name))
 	}
 	if err != nil {
 		return err
@@ -67,6 +67,10 @@ func (b *Bolt) put(r *Record, entry *entryWrite) error {
 	register(b.id, b.dir)
 	b.wmu.Lock()
 	defer b.wmu.Unlock()
+	b.reuseSpecChunks(r.Name, spec)
+	if entry != nil {
+		entry.specOf(spec, r.Spec)
+	}
 	put := func(cache *chunkCache, wrote **chunkCache, u *undoLog) func(*bolt.Tx) error {
 		return func(tx *bolt.Tx) error {
 			if err := u.put(tx.Bucket(bucket), [][]byte{bucket}, []byte(r.Name), v); err != nil {
@@ -110,7 +114,30 @@ func (b *Bolt) put(r *Record, entry *entryWrite) error {
 	}
 	// Otherwise neither file has the write: both hold the chunks they
 	// held, which the caches still describe.
+	b.keepSpecChunks(r.Name, spec)
 	return err
+}
+
+// reuseSpecChunks has w take the stored forms of the chunks of infra's
+// spec this value made last (see specWrite.reuse). The caller holds wmu.
+func (b *Bolt) reuseSpecChunks(infra string, w *specWrite) {
+	if w != nil {
+		w.reuse(b.specStored[infra])
+	}
+}
+
+// keepSpecChunks keeps the stored forms of the chunks of infra's spec
+// that w made or took (nil: none), for the next write. The caller holds
+// wmu.
+func (b *Bolt) keepSpecChunks(infra string, w *specWrite) {
+	if w == nil {
+		delete(b.specStored, infra)
+		return
+	}
+	if b.specStored == nil {
+		b.specStored = map[string]map[string][]byte{}
+	}
+	b.specStored[infra] = w.storedByKey()
 }
 
 // storedHead is the head a record's JSON decodes to, made without the
@@ -158,6 +185,7 @@ func (b *Bolt) Delete(name string) error {
 	defer b.wmu.Unlock()
 	delete(b.written, name)
 	delete(b.writtenGood, name)
+	delete(b.specStored, name)
 	b.forgetHead(name)
 	del := func(tx *bolt.Tx, u *undoLog) error {
 		if err := u.delete(tx.Bucket(bucket), [][]byte{bucket}, []byte(name)); err != nil {

@@ -195,7 +195,8 @@ func editVMsInText(doc *Document, dropped map[string]bool, replaced map[string]i
 // spliceVMs makes the document of out, the edit editVMsInText made of
 // doc's text, without decoding all of out: the VMs the edit kept are
 // doc's, and only the items it wrote are decoded, from the same text.
-// The spec is validated as Load validates it, and its positions are read
+// The spec is validated as Load validates it (checking again only the
+// VMs written where that tells, validateEdit), and its positions are read
 // from out when first asked for. It reports false when doc had not
 // validated or the result does not, so that Load decodes out and says
 // what is wrong where.
@@ -212,10 +213,12 @@ func spliceVMs(doc *Document, out []byte, tail int, dropped map[string]bool, rep
 	s := *doc.Spec
 	s.VMs = make([]VM, 0, len(doc.Spec.VMs)+len(put))
 	done := map[string]bool{}
+	at := make([]int, 0, len(put)) // where the VMs written are in s.VMs
 	for _, vm := range doc.Spec.VMs { // as editVMsInText went through the items
 		switch j, ok := replaced[vm.Name]; {
 		case dropped[vm.Name]:
 		case ok:
+			at = append(at, len(s.VMs))
 			s.VMs = append(s.VMs, written[j])
 			done[vm.Name] = true
 		default:
@@ -224,6 +227,7 @@ func spliceVMs(doc *Document, out []byte, tail int, dropped map[string]bool, rep
 	}
 	for j, vm := range put {
 		if !done[vm.Name] {
+			at = append(at, len(s.VMs))
 			s.VMs = append(s.VMs, written[j])
 		}
 	}
@@ -233,7 +237,7 @@ func spliceVMs(doc *Document, out []byte, tail int, dropped map[string]bool, rep
 	// encoding does), and positions are read only for an error, which
 	// Load then reports.
 	probe := &Document{Spec: &s, File: doc.File, located: &lazyPositions{fill: noPositions}}
-	if errs := Validate(probe); len(errs) > 0 {
+	if errs := validateEdit(probe, at); len(errs) > 0 {
 		return nil, false
 	}
 	return &Document{Spec: &s, File: doc.File, Source: out, located: &lazyPositions{anchors: shiftedAnchors(doc, out, tail)}, valid: true}, true

@@ -130,16 +130,16 @@ func (v *validator) clashesWithRest(written []int, names, taps map[string]string
 			return true
 		}
 		for _, n := range vm.NICs {
+			if a := n.Attach; a != nil && a.Tap != "" {
+				if _, dup := taps[vm.Host+"/"+a.Tap]; dup {
+					return true
+				}
+			}
 			if n.Network != "" {
 				continue // in a network's address space, apart from port groups'
 			}
 			if n.IP != "" && addrs[addrText(n.IP)] || n.MAC != "" && v.macTaken(n.MAC) {
 				return true
-			}
-			if a := n.Attach; a != nil && a.Tap != "" {
-				if _, dup := taps[vm.Host+"/"+a.Tap]; dup {
-					return true
-				}
 			}
 		}
 	}

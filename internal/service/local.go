@@ -61,6 +61,7 @@ type Local struct {
 	readErr error
 
 	decoded specMemo
+	docs    docMemo // the document of each infrastructure's last record read or stored
 	sampling
 	warm warm
 }
@@ -324,8 +325,24 @@ func (l *Local) doc(name string) (*spec.Document, error) {
 // docOf is the record's spec, made of its stored encoding or through the
 // spec cache.
 func (l *Local) docOf(rec *store.Record) (*spec.Document, error) {
+	if doc, ok := l.docs.get(rec); ok {
+		return doc, nil
+	}
 	l.init()
-	return rec.DocVia(l.Cache)
+	doc, err := rec.DocVia(l.Cache)
+	if err == nil {
+		l.docs.put(rec, doc)
+	}
+	return doc, err
+}
+
+// keepDoc keeps doc, which a change stored as rec, as rec's document for
+// the next change to read (docMemo): one that validated, as every
+// stored spec did.
+func (l *Local) keepDoc(rec *store.Record, doc *spec.Document) {
+	if doc.Validated() {
+		l.docs.put(rec, doc)
+	}
 }
 
 // Apply converges this machine to the spec and runs, reloads or stops the
@@ -364,12 +381,15 @@ func (l *Local) apply(ctx context.Context, src Source, o ApplyOptions) (*ApplyRe
 		lap("service: engine and lock")
 		eng.Full = o.Full
 		before := beforeChange(st, name)
-		prior := priorDoc(l, before)
+		lap("service: last record")
+		prior := lapped(priorDoc(l, before), lap, "service: spec in force")
 		var err error
 		if doc, err = reworked(ctx, doc, prior); err != nil {
 			return err
 		}
+		lap("service: reworked (the edit, the runtimes' VMs kept)")
 		res.Warnings = Warnings(doc)
+		lap("service: warnings")
 		c := changeOf(ctx, history.Apply)
 		kept := l.keepInRecord(eng, o.By, c, name, before, prior)
 		r, err := eng.Apply(doc)

@@ -213,7 +213,7 @@ func spliceVMs(doc *Document, out []byte, tail int, dropped map[string]bool, rep
 	s := *doc.Spec
 	s.VMs = make([]VM, 0, len(doc.Spec.VMs)+len(put))
 	done := map[string]bool{}
-	at := make([]int, 0, len(put)) // where the VMs written are in s.VMs
+	at := make([]int, 0, len(put))    // where the VMs written are in s.VMs
 	for _, vm := range doc.Spec.VMs { // as editVMsInText went through the items
 		switch j, ok := replaced[vm.Name]; {
 		case dropped[vm.Name]:

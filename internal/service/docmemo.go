@@ -58,3 +58,23 @@ func (m *docMemo) put(rec *store.Record, doc *spec.Document) {
 	}
 	m.byName[rec.Name] = memoDoc{file: rec.SpecFile, source: bytes.Clone(rec.Spec), doc: doc}
 }
+
+// loadAfter is spec.LoadAfter of src against the documents kept of the
+// file (a client's that sends its spec again with a VM changed): false
+// when none reads it so.
+func (m *docMemo) loadAfter(file string, src []byte) (*spec.Document, bool) {
+	m.mu.Lock()
+	var kept []*spec.Document
+	for _, d := range m.byName {
+		if d.doc.File == file {
+			kept = append(kept, d.doc)
+		}
+	}
+	m.mu.Unlock()
+	for _, prev := range kept {
+		if doc, ok := spec.LoadAfter(prev, file, src); ok {
+			return doc, true
+		}
+	}
+	return nil, false
+}

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/vnet-project/vnet/internal/spec"
@@ -33,10 +34,17 @@ func BenchmarkEditVMBeforeEngine(b *testing.B) {
 	}
 	l := &Local{}
 	l.docs.put(rec, now)
+	whole := bytes.Replace(now.Source, []byte("ip: 10.100.2.1/8"), []byte("ip: 10.200.0.1/8"), 1) // vm500's
+	if bytes.Equal(whole, now.Source) {
+		b.Fatal("no vm500 in the spec")
+	}
 	steps := []struct {
 		name string
 		run  func() error
 	}{
+		// A client's PUT of the whole spec with one VM's address changed.
+		{"whole-spec", func() error { _, err := l.Load("api:big", whole); return err }},
+		{"whole-spec-loaded", func() error { _, err := spec.Load("api:big", whole); return err }},
 		{"entry", func() error { _, err := spec.DecodeVM("api:big", body); return err }},
 		{"spec-in-force", func() error { _, err := l.docOf(rec); return err }},
 		{"edit", func() error { _, err := e.applyTo(now, vm); return err }},

@@ -113,8 +113,13 @@ func (l *Local) LoadFile(path string) (*spec.Document, error) {
 	return l.Cache.LoadFile(path)
 }
 
-// Load reads a spec's bytes through the state directory's cache.
+// Load reads a spec's bytes through the state directory's cache; a spec
+// that differs from one in force only in some VMs (a client's edit of a
+// VM, sent whole) is read as that change (spec.LoadAfter).
 func (l *Local) Load(file string, src []byte) (*spec.Document, error) {
+	if doc, ok := l.docs.loadAfter(file, src); ok {
+		return doc, nil
+	}
 	l.init()
 	return l.Cache.Load(file, src)
 }

@@ -434,3 +434,98 @@ func (f *flowMap) shaper(key string, s *Shaper) {
 }
 
 func (f *flowMap) String() string { return "{" + strings.Join(f.fields, ", ") + "}" }
+
+// LoadAfter is Load of src, the spec that replaces prev, one that
+// validated, when src is prev's source but for some items of its block
+// list of VMs, changed, added or taken out (as a client that edits a VM
+// of the spec and sends it all writes it): only those items are decoded,
+// and only their VMs checked again (validateEdit), as EditVMs does. It
+// reports false when src is not such a spec, or when what changed does
+// not validate, so that Load decodes src and says what is wrong where.
+func LoadAfter(prev *Document, file string, src []byte) (*Document, bool) {
+	if prev == nil || !prev.valid || !fewValues(src) || !plainLines(src) {
+		return nil, false
+	}
+	was, ok := findVMItems(prev.Source)
+	if !ok || was.key < 0 || was.empty || len(was.starts) == 0 || len(was.starts) != len(prev.Spec.VMs) {
+		return nil, false
+	}
+	is, ok := findVMItems(src)
+	if !ok || is.key < 0 || is.empty || len(is.starts) == 0 || is.indent != was.indent ||
+		!bytes.Equal(src[:is.starts[0]], prev.Source[:was.starts[0]]) || !bytes.Equal(src[is.end:], prev.Source[was.end:]) {
+		return nil, false
+	}
+	old, items := itemsOf(prev.Source, was), itemsOf(src, is)
+	same := 0 // items alike at the start
+	for same < len(old) && same < len(items) && bytes.Equal(old[same], items[same]) {
+		same++
+	}
+	sameEnd := 0 // and at the end
+	for sameEnd < len(old)-same && sameEnd < len(items)-same && bytes.Equal(old[len(old)-1-sameEnd], items[len(items)-1-sameEnd]) {
+		sameEnd++
+	}
+	gone, written := old[same:len(old)-sameEnd], items[same:len(items)-sameEnd]
+	// An item that anchors a node or refers to one reads otherwise, or
+	// not at all, apart from the rest of the spec.
+	for _, item := range slices.Concat(gone, written) {
+		if bytes.ContainsAny(item, "&*") {
+			return nil, false
+		}
+	}
+	vms, ok := decodeItems(written, len(written))
+	if !ok {
+		return nil, false
+	}
+	s := *prev.Spec
+	s.VMs = slices.Concat(prev.Spec.VMs[:same], vms, prev.Spec.VMs[len(old)-sameEnd:])
+	at := make([]int, len(vms))
+	for i := range at {
+		at[i] = same + i
+	}
+	probe := &Document{Spec: &s, File: file, located: &lazyPositions{fill: noPositions}}
+	if errs := validateEdit(probe, at); len(errs) > 0 {
+		return nil, false
+	}
+	return &Document{Spec: &s, File: file, Source: src, located: &lazyPositions{anchors: shiftedAnchors(prev, src, was.end)}, valid: true}, true
+}
+
+// fewValues reports whether src cannot hold more values than decoding
+// takes (MaxValues), so that a spec decoded in part is held to the limit
+// a decode of all of it would hold it to: without aliases (*name), which
+// repeat what they name, a value takes at least a byte of its own (a key
+// and its empty value take two).
+func fewValues(src []byte) bool { return len(src) < MaxValues && bytes.IndexByte(src, '*') < 0 }
+
+// itemsOf are the texts of the items of a block list of VMs.
+func itemsOf(src []byte, it vmItems) [][]byte {
+	out := make([][]byte, len(it.starts))
+	for i, start := range it.starts {
+		end := it.end
+		if i+1 < len(it.starts) {
+			end = it.starts[i+1]
+		}
+		out[i] = src[start:end]
+	}
+	return out
+}
+
+// decodeItems decodes items of a block list of VMs, as they decode in
+// their spec, when they are n VMs.
+func decodeItems(items [][]byte, n int) ([]VM, bool) {
+	if len(items) == 0 {
+		return nil, n == 0
+	}
+	var b bytes.Buffer
+	b.WriteString("vms:\n")
+	for _, item := range items {
+		b.Write(item)
+		if item[len(item)-1] != '\n' {
+			b.WriteByte('\n')
+		}
+	}
+	d, err := Decode("", b.Bytes())
+	if err != nil || len(d.Spec.VMs) != n {
+		return nil, false
+	}
+	return d.Spec.VMs, true
+}

@@ -1,9 +1,11 @@
 package spec
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -85,6 +87,7 @@ type editGen struct {
 	pgIPs, ip6s, macs, taps    []string
 	hostPortIP, nativeIP, nIPs string
 	netIPs                     []string
+	kind                       string // the edit to make; "" for one of editKinds
 }
 
 func newEditGen(seed uint64) *editGen {
@@ -191,7 +194,10 @@ func (g *editGen) vm() VM {
 // taken out, VMs written in place of those of their names or at the end;
 // at are the indexes of the VMs written, kind the edit's kind.
 func (g *editGen) edit(base *Spec) (*Spec, []int, string) {
-	kind := editKinds[g.r.IntN(len(editKinds))]
+	kind := g.kind
+	if kind == "" {
+		kind = editKinds[g.r.IntN(len(editKinds))]
+	}
 	dropped := map[string]bool{}
 	for n := g.r.IntN(3); n > 0; n-- {
 		dropped[base.VMs[g.r.IntN(len(base.VMs))].Name] = true
@@ -386,4 +392,142 @@ func (g *editGen) breakVM(kind string, base *Spec, put []VM, dropped map[string]
 		n.Shaping = &Shaping{Egress: &Shaper{Average: 1, Burst: 1}}
 	}
 	return put
+}
+
+// TestLoadAfterIsLoad checks LoadAfter against Load on generated specs
+// that change VMs of one that validated: whenever LoadAfter reads one, Load
+// reads the same spec, with the same positions and the same VNIs pinned;
+// a spec Load refuses LoadAfter leaves to it.
+func TestLoadAfterIsLoad(t *testing.T) {
+	read, valid := 0, 0
+	for seed := uint64(0); seed < 600; seed++ {
+		g := newEditGen(seed)
+		if seed%2 == 0 {
+			g.kind = []string{"valid", "drop", "network"}[seed/2%3]
+		}
+		base := g.base(t)
+		next, _, kind := g.edit(base.Spec)
+		src := withVMs(t, base.Source, next.VMs, g.r)
+		if g.r.IntN(3) == 0 { // a network after the VMs, whose VNI pinning writes in
+			src = append(src, "networks:\n  - {name: late, subnet: 10.77.0.0/24}\n"...)
+			if !bytes.Contains(src, []byte("\nnetworks:\n  - {name: net1")) {
+				base = mustLoad(t, append(slices.Clip(base.Source), "networks:\n  - {name: late, subnet: 10.77.0.0/24}\n"...))
+			} else {
+				continue // two networks: keys would repeat
+			}
+		}
+		want, err := Load("p.yaml", src)
+		got, ok := LoadAfter(base, "p.yaml", src)
+		switch {
+		case ok && err != nil:
+			t.Fatalf("seed %d, edit %s: LoadAfter read what Load refuses: %v\n%s", seed, kind, err, src)
+		case !ok:
+			if err == nil {
+				valid++
+			}
+			continue
+		}
+		valid++
+		read++
+		if !reflect.DeepEqual(got.Spec, want.Spec) {
+			t.Fatalf("seed %d, edit %s: LoadAfter read %+v, Load %+v", seed, kind, got.Spec.VMs, want.Spec.VMs)
+		}
+		for i := range want.Spec.VMs {
+			p := indexPath("vms", i) + ".nics[0].portgroup"
+			if got.PosOf(p) != want.PosOf(p) {
+				t.Fatalf("seed %d: %s at %v, Load says %v", seed, p, got.PosOf(p), want.PosOf(p))
+			}
+		}
+		gp, err1 := PinVNIs(got, nil)
+		wp, err2 := PinVNIs(want, nil)
+		if (err1 == nil) != (err2 == nil) || err1 == nil && !bytes.Equal(gp.Source, wp.Source) {
+			t.Fatalf("seed %d: pinned VNIs differ: %v / %v\n%s\n%s", seed, err1, err2, gp.Source, wp.Source)
+		}
+	}
+	if read < valid*3/4 {
+		t.Errorf("LoadAfter read %d of %d valid specs", read, valid)
+	}
+	t.Logf("LoadAfter read %d of %d valid specs", read, valid)
+}
+
+func mustLoad(t *testing.T, src []byte) *Document {
+	t.Helper()
+	doc, err := Load("p.yaml", src)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, src)
+	}
+	return doc
+}
+
+// withVMs is src with its block list of VMs written anew as vms, one line
+// each, with here and there a comment or an item in block style.
+func withVMs(t *testing.T, src []byte, vms []VM, r *rand.Rand) []byte {
+	t.Helper()
+	it, ok := findVMItems(src)
+	if !ok || it.key < 0 || len(it.starts) == 0 {
+		t.Fatalf("no block list of VMs in\n%s", src)
+	}
+	var b bytes.Buffer
+	b.Write(src[:it.starts[0]])
+	for _, vm := range vms {
+		switch r.IntN(8) {
+		case 0:
+			b.WriteString("  # a comment\n")
+		case 1:
+			fmt.Fprintf(&b, "  - name: %q\n    host: %q\n    nics: [%s]\n", vm.Name, vm.Host, flowVNICs(vm))
+			continue
+		}
+		b.WriteString("  - " + FlowVM(vm) + "\n")
+	}
+	b.Write(src[it.end:])
+	return b.Bytes()
+}
+
+func flowVNICs(vm VM) string {
+	var out []string
+	for _, n := range vm.NICs {
+		out = append(out, flowVNIC(n))
+	}
+	return strings.Join(out, ", ")
+}
+
+// A spec that changes anything but VMs, or whose VMs' items anchor or
+// refer, is Load's to read.
+func TestLoadAfterLeavesTheRestToLoad(t *testing.T) {
+	base := mustLoad(t, []byte(`name: t
+hosts: [{name: h1}]
+switches: [{name: sw0, hosts: [h1], portgroups: [{name: pg}]}]
+vms:
+  - {name: a, host: h1, nics: [{portgroup: pg, ip: 10.0.0.1/24}]}
+  - {name: b, host: h1, nics: [{portgroup: pg, ip: 10.0.0.2/24}]}
+`))
+	for _, tc := range []struct {
+		name, old, new string
+		read           bool
+	}{
+		{"a VM's address", "10.0.0.2/24", "10.0.0.3/24", true},
+		{"a VM added", "10.0.0.2/24}]}\n", "10.0.0.2/24}]}\n  - {name: c, host: h1, nics: [{portgroup: pg}]}\n", true},
+		{"a VM taken out", "  - {name: a, host: h1, nics: [{portgroup: pg, ip: 10.0.0.1/24}]}\n", "", true},
+		{"every VM taken out", "  - {name: a, host: h1, nics: [{portgroup: pg, ip: 10.0.0.1/24}]}\n  - {name: b, host: h1, nics: [{portgroup: pg, ip: 10.0.0.2/24}]}\n", "", false},
+		{"the name", "name: t", "name: u", false},
+		{"a port group", "{name: pg}", "{name: pg, subnet: 10.0.0.0/24}", false},
+		{"an anchor", "{name: b,", "&x {name: b,", false},
+		{"an alias", "  - {name: b, host: h1, nics: [{portgroup: pg, ip: 10.0.0.2/24}]}\n", "  - *x\n", false},
+		{"a duplicate address", "10.0.0.2/24", "10.0.0.1/24", false},
+		{"a bad field", "{name: b,", "{nom: b,", false},
+		{"the indentation", "  - {name: b", " - {name: b", false},
+	} {
+		src := strings.Replace(string(base.Source), tc.old, tc.new, 1)
+		got, ok := LoadAfter(base, "t.yaml", []byte(src))
+		if ok != tc.read {
+			t.Errorf("%s: LoadAfter read it: %v, want %v", tc.name, ok, tc.read)
+			continue
+		}
+		if ok {
+			want := mustLoad(t, []byte(src))
+			if !reflect.DeepEqual(got.Spec, want.Spec) {
+				t.Errorf("%s: LoadAfter read %+v, Load %+v", tc.name, got.Spec, want.Spec)
+			}
+		}
+	}
 }

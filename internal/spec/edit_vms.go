@@ -60,10 +60,9 @@ type vmItems struct {
 // reports false when the VMs are written otherwise.
 func findVMItems(src []byte) (vmItems, bool) {
 	it := vmItems{key: -1, indent: -1}
-	lines := lineStarts(src)
-	i := 0
-	for ; i < len(lines); i++ {
-		line := lineAt(src, lines, i)
+	next := 0 // where the line after the one read starts
+	for start := 0; start < len(src); start = next {
+		line := lineFrom(src, start, &next)
 		if !bytes.HasPrefix(line, []byte("vms:")) {
 			continue
 		}
@@ -78,15 +77,15 @@ func findVMItems(src []byte) (vmItems, bool) {
 		default:
 			return it, false // a flow list, an anchor or an alias
 		}
-		it.key, it.keyEnd = lines[i], lines[i]+len(line)
+		it.key, it.keyEnd = start, start+len(line)
 		break
 	}
 	if it.key < 0 {
 		return it, true
 	}
 	it.end = len(src)
-	for i++; i < len(lines); i++ {
-		line := lineAt(src, lines, i)
+	for start := next; start < len(src); start = next {
+		line := lineFrom(src, start, &next)
 		body := bytes.TrimLeft(line, " ")
 		if len(body) == 0 || body[0] == '#' {
 			continue
@@ -96,11 +95,11 @@ func findVMItems(src []byte) (vmItems, bool) {
 		switch {
 		case it.indent < 0 && isItem && !it.empty:
 			it.indent = col
-			it.starts = append(it.starts, lines[i])
+			it.starts = append(it.starts, start)
 		case it.indent >= 0 && col == it.indent && isItem:
-			it.starts = append(it.starts, lines[i])
+			it.starts = append(it.starts, start)
 		case col < it.indent || col == 0:
-			it.end = lines[i]
+			it.end = start
 			return it, col == 0 && !isItem
 		case it.indent < 0:
 			return it, false // something other than a list item under vms:
@@ -109,13 +108,16 @@ func findVMItems(src []byte) (vmItems, bool) {
 	return it, true
 }
 
-// lineAt is line i of src without its line break.
-func lineAt(src []byte, lines []int, i int) []byte {
-	end := len(src)
-	if i+1 < len(lines) {
-		end = lines[i+1]
+// lineFrom is the line of src that starts at start, without its line
+// break; next is set to where the line after it starts.
+func lineFrom(src []byte, start int, next *int) []byte {
+	end := bytes.IndexByte(src[start:], '\n')
+	if end < 0 {
+		*next = len(src)
+		return src[start:]
 	}
-	return bytes.TrimSuffix(src[lines[i]:end], []byte("\n"))
+	*next = start + end + 1
+	return src[start : start+end]
 }
 
 // editVMsInText makes the edit in the source text; false when the VMs are
@@ -130,6 +132,9 @@ func editVMsInText(doc *Document, dropped map[string]bool, replaced map[string]i
 	if !ok || len(it.starts) != len(doc.Spec.VMs) {
 		return nil, 0, false
 	}
+	// Without an alias (*name) in the source, each item is the VM it
+	// writes out.
+	aliases := bytes.IndexByte(src, '*') >= 0
 	indent := it.indent
 	if indent < 0 {
 		indent = 2
@@ -163,7 +168,7 @@ func editVMsInText(doc *Document, dropped map[string]bool, replaced map[string]i
 				end = it.starts[i+1]
 			}
 			name := doc.Spec.VMs[i].Name
-			if !bytes.Contains(src[start:end], []byte(name)) {
+			if aliases && !bytes.Contains(src[start:end], []byte(name)) {
 				return nil, 0, false // an item that does not name its VM: an alias, a merge key
 			}
 			switch j, ok := replaced[name]; {

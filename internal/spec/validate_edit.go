@@ -36,17 +36,17 @@ func validatesAfterEdit(doc *Document, written []int) bool {
 	if s.HasBalancers() {
 		return false
 	}
+	v := &validator{doc: doc, s: s, x: newIndex(s), ips: map[netip.Addr]string{}, macs: map[string]string{}}
 	for _, i := range written {
 		if i < 0 || i >= len(s.VMs) {
 			return false
 		}
 		for _, n := range s.VMs[i].NICs {
-			if n.Network != "" {
+			if n.Network != "" && !v.spanAlone(n.Network) {
 				return false
 			}
 		}
 	}
-	v := &validator{doc: doc, s: s, x: newIndex(s), ips: map[netip.Addr]string{}, macs: map[string]string{}}
 	names, taps := map[string]string{}, map[string]string{}
 	subnets := v.portGroupSubnets()
 	for _, i := range written {
@@ -56,6 +56,24 @@ func validatesAfterEdit(doc *Document, written []int) bool {
 	}
 	v.checkCarriedSwitches(written)
 	return len(v.errs) == 0 && !v.clashesWithRest(written, names, taps)
+}
+
+// spanAlone reports whether a vNIC added to the network breaks no check
+// of the hosts the network spans: the network's tunnels do not go over a
+// port group (whose host ports checkNetworkPortGroups checks on each
+// host), and every host that runs VMs has an underlay address, as a
+// network over two hosts needs (checkNetworkUnderlay). The network's
+// addresses and MACs are checked with the VM's (checkNetworkVNIC).
+func (v *validator) spanAlone(network string) bool {
+	if n, ok := v.x.networks[network]; ok && n.PortGroup != "" {
+		return false
+	}
+	for _, h := range v.s.Hosts {
+		if !h.Native && h.Underlay == "" {
+			return false
+		}
+	}
+	return true
 }
 
 // portGroupSubnets are the subnets of the port groups that have one, by
@@ -136,9 +154,12 @@ func (v *validator) clashesWithRest(written []int, names, taps map[string]string
 				}
 			}
 			if n.Network != "" {
-				continue // in a network's address space, apart from port groups'
+				if v.networkClash(n) {
+					return true
+				}
+				continue
 			}
-			if n.IP != "" && addrs[addrText(n.IP)] || n.MAC != "" && v.macTaken(n.MAC) {
+			if n.IP != "" && addrs[addrText(n.IP)] || n.MAC != "" && macIn(v.macs, n.MAC) {
 				return true
 			}
 		}
@@ -171,15 +192,42 @@ func addrText(cidr string) string {
 	return a
 }
 
-// macTaken reports whether mac is one of v.macs, as checkVNICMAC keys them.
-func (v *validator) macTaken(mac string) bool {
-	if len(v.macs) == 0 {
+// networkClash reports whether a network vNIC of a VM not written has an
+// address or a MAC that one written has in its network's address space
+// (v.netIPs, which holds the networks' gateways too: no vNIC of a spec
+// that validated has one of those).
+func (v *validator) networkClash(n VNIC) bool {
+	if v.netIPs == nil {
+		return false // no VM written is on a network
+	}
+	net, ok := v.x.networks[n.Network]
+	if !ok {
+		return false
+	}
+	space := v.x.spaces[net]
+	for _, cidr := range []string{n.IP, n.IP6} {
+		if cidr == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(cidr); err == nil {
+			if _, dup := v.netIPs[space][p.Addr()]; dup {
+				return true
+			}
+		}
+	}
+	return n.MAC != "" && macIn(v.netMACs[space], n.MAC)
+}
+
+// macIn reports whether mac is one of macs, keyed as checkVNICMAC keys
+// them.
+func macIn(macs map[string]string, mac string) bool {
+	if len(macs) == 0 {
 		return false
 	}
 	hw, err := net.ParseMAC(mac)
 	if err != nil {
 		return false
 	}
-	_, dup := v.macs[strings.ToLower(hw.String())]
+	_, dup := macs[strings.ToLower(hw.String())]
 	return dup
 }

@@ -77,12 +77,14 @@ var editKinds = []string{
 	"unknownPG", "pgNotOnHost", "noPG", "badName", "longName", "hostName", "dupName",
 	"unknownHost", "nativeHost", "noHost", "outsideSubnet", "networkAddr", "badIP", "mtuBig", "mtuRange",
 	"multicastMAC", "badMAC", "cpus", "dupTap", "dupTapWritten", "vnetNetns", "attachCPUs", "attachMixed",
-	"networkDupIP", "pgAndNetwork", "ip6OnPG", "tooManyNICs", "carrier", "badShaping", "dropBackend",
+	"networkDupIP", "networkDupIP6", "networkDupMAC", "networkGateway", "networkNoUnderlay", "pgAndNetwork", "ip6OnPG", "tooManyNICs", "carrier", "badShaping", "dropBackend",
 }
 
 type editGen struct {
 	r                          *rand.Rand
 	native, lb, nets, carrier  bool
+	h3                         bool // a host without an underlay address
+	netIP6s, netMACs           []string
 	next                       int // numbers names and addresses, unique
 	pgIPs, ip6s, macs, taps    []string
 	hostPortIP, nativeIP, nIPs string
@@ -92,7 +94,7 @@ type editGen struct {
 
 func newEditGen(seed uint64) *editGen {
 	r := rand.New(rand.NewPCG(seed, 7))
-	return &editGen{r: r, native: r.IntN(3) == 0, lb: r.IntN(4) == 0, nets: r.IntN(2) == 0, carrier: r.IntN(4) == 0,
+	return &editGen{r: r, native: r.IntN(3) == 0, lb: r.IntN(4) == 0, nets: r.IntN(2) == 0, carrier: r.IntN(4) == 0, h3: r.IntN(4) == 0,
 		hostPortIP: "10.1.255.1/16", nativeIP: "10.1.200.1/16"}
 }
 
@@ -102,6 +104,9 @@ func (g *editGen) base(t *testing.T) *Document {
 	b.WriteString("name: prop\nhosts:\n")
 	b.WriteString("  - {name: h1, underlay: 192.168.0.1, nics: [{name: eth0, speed: 1Gbit}]}\n")
 	b.WriteString("  - {name: h2, underlay: 192.168.0.2, nics: [{name: eth0, speed: 1Gbit}]}\n")
+	if g.h3 {
+		b.WriteString("  - {name: h3, nics: [{name: eth0, speed: 1Gbit}]}\n")
+	}
 	if g.native {
 		b.WriteString("  - {name: n1, native: true, nics: [{name: eth0, speed: 1Gbit, ip: " + g.nativeIP + "}]}\n")
 	}
@@ -121,7 +126,7 @@ func (g *editGen) base(t *testing.T) *Document {
 		b.WriteString("  - {host: h1, portgroup: pg-t, ip: 172.16.0.1/24}\n  - {host: h2, portgroup: pg-t, ip: 172.16.0.2/24}\n")
 	}
 	if g.nets {
-		b.WriteString("networks:\n  - {name: net1, subnet: 10.50.0.0/16")
+		b.WriteString("networks:\n  - {name: net1, subnet: 10.50.0.0/16, gateway: 10.50.0.254, subnet6: fd50::/64")
 		if g.carrier {
 			b.WriteString(", portgroup: pg-t")
 		}
@@ -156,6 +161,14 @@ func (g *editGen) vm() VM {
 		case c == 0 && g.nets && !g.carrier:
 			n.Network, n.IP = "net1", fmt.Sprintf("10.50.%d.%d/16", 100*j+k/200, k%200+1)
 			g.netIPs = append(g.netIPs, n.IP)
+			if g.r.IntN(2) == 0 {
+				n.IP6 = fmt.Sprintf("fd50::%x:%x/64", j, k)
+				g.netIP6s = append(g.netIP6s, n.IP6)
+			}
+			if g.r.IntN(2) == 0 {
+				n.MAC = fmt.Sprintf("02:50:00:%02x:%02x:%02x", j, k/256, k%256)
+				g.netMACs = append(g.netMACs, n.MAC)
+			}
 		case c == 1:
 			n.PortGroup = "pg-b"
 			if g.r.IntN(2) == 0 {
@@ -372,6 +385,17 @@ func (g *editGen) breakVM(kind string, base *Spec, put []VM, dropped map[string]
 		if !g.nets {
 			n.Network = "net-none"
 		}
+	case "networkDupIP6":
+		n.PortGroup, n.Network, n.MAC, n.IP = "", "net1", "", ""
+		n.IP6 = strings.Replace(pick(append(g.netIP6s, "fd50::1/64")), "fd50::", "fd50:0::", 1)
+	case "networkDupMAC":
+		n.PortGroup, n.Network, n.IP = "", "net1", ""
+		n.MAC = strings.ToUpper(pick(append(g.netMACs, "02:50:00:00:00:01")))
+	case "networkGateway":
+		n.PortGroup, n.Network, n.MAC, n.IP = "", "net1", "", "10.50.0.254/16"
+	case "networkNoUnderlay":
+		n.PortGroup, n.Network, n.MAC, n.IP, n.Attach = "", "net1", "", "10.50.251.1/16", nil
+		vm.NICs, vm.Host, vm.CPUs = vm.NICs[:1], "h3", 0
 	case "pgAndNetwork":
 		n.PortGroup, n.Network = "pg-b", "net1"
 	case "ip6OnPG":

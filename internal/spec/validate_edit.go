@@ -23,14 +23,14 @@ func validateEdit(doc *Document, written []int) Errors {
 // is one that validated with its VMs edited (see validateEdit). It checks
 // only what such an edit can break: each VM written on its own, as
 // Validate checks a VM, and against the rest of the spec what must be
-// unique (VM names, addresses and MACs on port groups, TAP devices). A VM
-// taken out breaks no check of the others: every check that reads more
-// than one VM asks that something be unique, or is of the hosts a
-// network spans, which fewer VMs only shrink. The exception is a load
-// balancer's backend, which names a VM. It reports false when a check
-// fails, and when it cannot tell: in a spec with load balancers, or when
-// a VM written has a vNIC on a network (whose addresses, spans and
-// tunnels are the network's), so that Validate says.
+// unique (VM names, addresses and MACs in each address space, TAP
+// devices). A VM taken out breaks no check of the others: every check
+// that reads more than one VM asks that something be unique, or is of the
+// hosts a network spans, which fewer VMs only shrink. The exception is a
+// load balancer's backend, which names a VM. It reports false when a
+// check fails, and when it cannot tell: in a spec with load balancers, or
+// when a VM written is on a network whose span it could break
+// (spanAlone), so that Validate says.
 func validatesAfterEdit(doc *Document, written []int) bool {
 	s := doc.Spec
 	if s.HasBalancers() {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/vnet-project/vnet/internal/spec"
+	"github.com/vnet-project/vnet/internal/spec/speccache"
 	"github.com/vnet-project/vnet/internal/spec/spectest"
 	"github.com/vnet-project/vnet/internal/store"
 )
@@ -17,7 +18,7 @@ func BenchmarkEditVMBeforeEngine(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	rec := &store.Record{Name: now.Spec.Name, SpecFile: now.File, Spec: now.Source, Generation: 1}
+	rec := &store.Record{Name: now.Spec.Name, SpecFile: now.File, Spec: now.Source, SpecEncoded: speccache.EncodeValidated(now), Generation: 1}
 	body := []byte("{host: h1, nics: [{portgroup: pg, ip: 10.200.0.1/8}]}\n")
 	entry, err := spec.DecodeVM("api:big", body)
 	if err != nil {
@@ -46,7 +47,10 @@ func BenchmarkEditVMBeforeEngine(b *testing.B) {
 		{"whole-spec", func() error { _, err := l.Load("api:big", whole); return err }},
 		{"whole-spec-loaded", func() error { _, err := spec.Load("api:big", whole); return err }},
 		{"entry", func() error { _, err := spec.DecodeVM("api:big", body); return err }},
+		// The spec in force, as the server that stored it keeps it, and as
+		// one that did not reads it of the record.
 		{"spec-in-force", func() error { _, err := l.docOf(rec); return err }},
+		{"spec-in-force-unkept", func() error { _, err := (&Local{}).docOf(rec); return err }},
 		{"edit", func() error { _, err := e.applyTo(now, vm); return err }},
 		{"keep-attached", func() error {
 			_, _, err := keepAttached(e.Infra, specWhat(next), next, now, false, true)

@@ -269,6 +269,20 @@ func priorDoc(b interface {
 	}
 }
 
+// lapped is read, which laps (a stopwatch) under label when it first
+// reads, so that a trace shows what reading cost apart from what asked.
+func lapped(read func() (*spec.Document, error), lap func(format string, args ...any), label string) func() (*spec.Document, error) {
+	first := true
+	return func() (*spec.Document, error) {
+		doc, err := read()
+		if first {
+			first = false
+			lap(label)
+		}
+		return doc, err
+	}
+}
+
 // specOfDoc is the spec read returns, or nil when there is none or it no
 // longer reads (as specOr).
 func specOfDoc(read func() (*spec.Document, error)) *spec.Spec {
@@ -310,6 +324,9 @@ func (l *Local) keepInRecord(eng *reconcile.Engine, by Actor, c change, name str
 	called := false
 	eng.History = func(next *store.Record, doc *spec.Document) (history.Entry, bool) {
 		called = true
+		lap := l.stopwatch()
+		defer lap("service: history entry, in the record's write")
+		l.keepDoc(next, doc)
 		return l.changeEntry(by, c, name, before, next, func() *spec.Spec { return specOfDoc(prior) },
 			func() *spec.Spec { return doc.Spec })
 	}

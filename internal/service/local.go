@@ -61,6 +61,7 @@ type Local struct {
 	readErr error
 
 	decoded specMemo
+	docs    docMemo // the document of each infrastructure's last record read or stored
 	sampling
 	warm warm
 }
@@ -112,8 +113,13 @@ func (l *Local) LoadFile(path string) (*spec.Document, error) {
 	return l.Cache.LoadFile(path)
 }
 
-// Load reads a spec's bytes through the state directory's cache.
+// Load reads a spec's bytes through the state directory's cache; a spec
+// that differs from one in force only in some VMs (a client's edit of a
+// VM, sent whole) is read as that change (spec.LoadAfter).
 func (l *Local) Load(file string, src []byte) (*spec.Document, error) {
+	if doc, ok := l.docs.loadAfter(file, src); ok {
+		return doc, nil
+	}
 	l.init()
 	return l.Cache.Load(file, src)
 }
@@ -324,8 +330,24 @@ func (l *Local) doc(name string) (*spec.Document, error) {
 // docOf is the record's spec, made of its stored encoding or through the
 // spec cache.
 func (l *Local) docOf(rec *store.Record) (*spec.Document, error) {
+	if doc, ok := l.docs.get(rec); ok {
+		return doc, nil
+	}
 	l.init()
-	return rec.DocVia(l.Cache)
+	doc, err := rec.DocVia(l.Cache)
+	if err == nil {
+		l.docs.put(rec, doc)
+	}
+	return doc, err
+}
+
+// keepDoc keeps doc, which a change stored as rec, as rec's document for
+// the next change to read (docMemo): one that validated, as every
+// stored spec did.
+func (l *Local) keepDoc(rec *store.Record, doc *spec.Document) {
+	if doc.Validated() {
+		l.docs.put(rec, doc)
+	}
 }
 
 // Apply converges this machine to the spec and runs, reloads or stops the
@@ -364,12 +386,15 @@ func (l *Local) apply(ctx context.Context, src Source, o ApplyOptions) (*ApplyRe
 		lap("service: engine and lock")
 		eng.Full = o.Full
 		before := beforeChange(st, name)
-		prior := priorDoc(l, before)
+		lap("service: last record")
+		prior := lapped(priorDoc(l, before), lap, "service: spec in force")
 		var err error
 		if doc, err = reworked(ctx, doc, prior); err != nil {
 			return err
 		}
+		lap("service: reworked (the edit, the runtimes' VMs kept)")
 		res.Warnings = Warnings(doc)
+		lap("service: warnings")
 		c := changeOf(ctx, history.Apply)
 		kept := l.keepInRecord(eng, o.By, c, name, before, prior)
 		r, err := eng.Apply(doc)

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vnet-project/vnet/internal/nstest"
+	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/store"
 )
 
@@ -181,4 +183,55 @@ func TestWarmServerBesideCommands(t *testing.T) {
 		t.Fatal("the server's apply after a recovery did nothing")
 	}
 	exact("the server's apply after a recovery", 3)
+}
+
+// A server's edit of a VM reads the spec in force it kept and shows
+// where its time goes before the engine's (Trace); the record it writes
+// and a fresh Local's reading of it agree.
+func TestWarmEditVMTraced(t *testing.T) {
+	if testing.Short() {
+		t.Skip("changes the network; runs without -short")
+	}
+	nstest.RequireRoot(t)
+	infra := nstest.Infra("wedit")
+	dir := t.TempDir()
+	ctx := context.Background()
+	var trace bytes.Buffer
+	server := &Local{StateDir: dir, Trace: &trace}
+	t.Cleanup(func() {
+		if _, err := (&Local{StateDir: dir}).Destroy(ctx, infra, DestroyOptions{}); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+		nstest.AssertGone(t, infra)
+	})
+	doc, err := server.Load("api:"+infra, []byte(warmSpec(infra, []string{"vm1", "vm2"}, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := server.Apply(ctx, Source{Doc: doc}, ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i, addr := range []string{"10.31.0.7/24", "10.31.0.8/24"} {
+		entry, err := spec.DecodeVM("api:"+infra, []byte("{host: h1, nics: [{portgroup: pg, ip: "+addr+"}]}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		trace.Reset()
+		res, err := server.EditVM(ctx, VMEdit{Infra: infra, VM: "vm2", Entry: entry, File: "api:" + infra}, ApplyOptions{})
+		if err != nil || res.Executed == 0 {
+			t.Fatalf("edit %d: executed %v, %v", i, res, err)
+		}
+		for _, lap := range []string{"service: last record", "service: spec in force", "service: reworked", "service: warnings", "service: history entry", "service: applied"} {
+			if !strings.Contains(trace.String(), lap) {
+				t.Errorf("edit %d: no lap %q in the trace:\n%s", i, lap, trace.String())
+			}
+		}
+		got, err := (&Local{StateDir: dir}).Spec(ctx, infra)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ip := got.Spec.VMs[1].NICs[0].IP; ip != addr {
+			t.Fatalf("edit %d: the record holds %s, want %s", i, ip, addr)
+		}
+	}
 }

@@ -60,10 +60,9 @@ type vmItems struct {
 // reports false when the VMs are written otherwise.
 func findVMItems(src []byte) (vmItems, bool) {
 	it := vmItems{key: -1, indent: -1}
-	lines := lineStarts(src)
-	i := 0
-	for ; i < len(lines); i++ {
-		line := lineAt(src, lines, i)
+	next := 0 // where the line after the one read starts
+	for start := 0; start < len(src); start = next {
+		line := lineFrom(src, start, &next)
 		if !bytes.HasPrefix(line, []byte("vms:")) {
 			continue
 		}
@@ -78,15 +77,15 @@ func findVMItems(src []byte) (vmItems, bool) {
 		default:
 			return it, false // a flow list, an anchor or an alias
 		}
-		it.key, it.keyEnd = lines[i], lines[i]+len(line)
+		it.key, it.keyEnd = start, start+len(line)
 		break
 	}
 	if it.key < 0 {
 		return it, true
 	}
 	it.end = len(src)
-	for i++; i < len(lines); i++ {
-		line := lineAt(src, lines, i)
+	for start := next; start < len(src); start = next {
+		line := lineFrom(src, start, &next)
 		body := bytes.TrimLeft(line, " ")
 		if len(body) == 0 || body[0] == '#' {
 			continue
@@ -96,11 +95,11 @@ func findVMItems(src []byte) (vmItems, bool) {
 		switch {
 		case it.indent < 0 && isItem && !it.empty:
 			it.indent = col
-			it.starts = append(it.starts, lines[i])
+			it.starts = append(it.starts, start)
 		case it.indent >= 0 && col == it.indent && isItem:
-			it.starts = append(it.starts, lines[i])
+			it.starts = append(it.starts, start)
 		case col < it.indent || col == 0:
-			it.end = lines[i]
+			it.end = start
 			return it, col == 0 && !isItem
 		case it.indent < 0:
 			return it, false // something other than a list item under vms:
@@ -109,13 +108,16 @@ func findVMItems(src []byte) (vmItems, bool) {
 	return it, true
 }
 
-// lineAt is line i of src without its line break.
-func lineAt(src []byte, lines []int, i int) []byte {
-	end := len(src)
-	if i+1 < len(lines) {
-		end = lines[i+1]
+// lineFrom is the line of src that starts at start, without its line
+// break; next is set to where the line after it starts.
+func lineFrom(src []byte, start int, next *int) []byte {
+	end := bytes.IndexByte(src[start:], '\n')
+	if end < 0 {
+		*next = len(src)
+		return src[start:]
 	}
-	return bytes.TrimSuffix(src[lines[i]:end], []byte("\n"))
+	*next = start + end + 1
+	return src[start : start+end]
 }
 
 // editVMsInText makes the edit in the source text; false when the VMs are
@@ -130,6 +132,9 @@ func editVMsInText(doc *Document, dropped map[string]bool, replaced map[string]i
 	if !ok || len(it.starts) != len(doc.Spec.VMs) {
 		return nil, 0, false
 	}
+	// Without an alias (*name) in the source, each item is the VM it
+	// writes out.
+	aliases := bytes.IndexByte(src, '*') >= 0
 	indent := it.indent
 	if indent < 0 {
 		indent = 2
@@ -163,7 +168,7 @@ func editVMsInText(doc *Document, dropped map[string]bool, replaced map[string]i
 				end = it.starts[i+1]
 			}
 			name := doc.Spec.VMs[i].Name
-			if !bytes.Contains(src[start:end], []byte(name)) {
+			if aliases && !bytes.Contains(src[start:end], []byte(name)) {
 				return nil, 0, false // an item that does not name its VM: an alias, a merge key
 			}
 			switch j, ok := replaced[name]; {
@@ -195,7 +200,8 @@ func editVMsInText(doc *Document, dropped map[string]bool, replaced map[string]i
 // spliceVMs makes the document of out, the edit editVMsInText made of
 // doc's text, without decoding all of out: the VMs the edit kept are
 // doc's, and only the items it wrote are decoded, from the same text.
-// The spec is validated as Load validates it, and its positions are read
+// The spec is validated as Load validates it (checking again only the
+// VMs written where that tells, validateEdit), and its positions are read
 // from out when first asked for. It reports false when doc had not
 // validated or the result does not, so that Load decodes out and says
 // what is wrong where.
@@ -212,10 +218,12 @@ func spliceVMs(doc *Document, out []byte, tail int, dropped map[string]bool, rep
 	s := *doc.Spec
 	s.VMs = make([]VM, 0, len(doc.Spec.VMs)+len(put))
 	done := map[string]bool{}
+	at := make([]int, 0, len(put))    // where the VMs written are in s.VMs
 	for _, vm := range doc.Spec.VMs { // as editVMsInText went through the items
 		switch j, ok := replaced[vm.Name]; {
 		case dropped[vm.Name]:
 		case ok:
+			at = append(at, len(s.VMs))
 			s.VMs = append(s.VMs, written[j])
 			done[vm.Name] = true
 		default:
@@ -224,6 +232,7 @@ func spliceVMs(doc *Document, out []byte, tail int, dropped map[string]bool, rep
 	}
 	for j, vm := range put {
 		if !done[vm.Name] {
+			at = append(at, len(s.VMs))
 			s.VMs = append(s.VMs, written[j])
 		}
 	}
@@ -233,7 +242,7 @@ func spliceVMs(doc *Document, out []byte, tail int, dropped map[string]bool, rep
 	// encoding does), and positions are read only for an error, which
 	// Load then reports.
 	probe := &Document{Spec: &s, File: doc.File, located: &lazyPositions{fill: noPositions}}
-	if errs := Validate(probe); len(errs) > 0 {
+	if errs := validateEdit(probe, at); len(errs) > 0 {
 		return nil, false
 	}
 	return &Document{Spec: &s, File: doc.File, Source: out, located: &lazyPositions{anchors: shiftedAnchors(doc, out, tail)}, valid: true}, true
@@ -430,3 +439,98 @@ func (f *flowMap) shaper(key string, s *Shaper) {
 }
 
 func (f *flowMap) String() string { return "{" + strings.Join(f.fields, ", ") + "}" }
+
+// LoadAfter is Load of src, the spec that replaces prev, one that
+// validated, when src is prev's source but for some items of its block
+// list of VMs, changed, added or taken out (as a client that edits a VM
+// of the spec and sends it all writes it): only those items are decoded,
+// and only their VMs checked again (validateEdit), as EditVMs does. It
+// reports false when src is not such a spec, or when what changed does
+// not validate, so that Load decodes src and says what is wrong where.
+func LoadAfter(prev *Document, file string, src []byte) (*Document, bool) {
+	if prev == nil || !prev.valid || !fewValues(src) || !plainLines(src) {
+		return nil, false
+	}
+	was, ok := findVMItems(prev.Source)
+	if !ok || was.key < 0 || was.empty || len(was.starts) == 0 || len(was.starts) != len(prev.Spec.VMs) {
+		return nil, false
+	}
+	is, ok := findVMItems(src)
+	if !ok || is.key < 0 || is.empty || len(is.starts) == 0 || is.indent != was.indent ||
+		!bytes.Equal(src[:is.starts[0]], prev.Source[:was.starts[0]]) || !bytes.Equal(src[is.end:], prev.Source[was.end:]) {
+		return nil, false
+	}
+	old, items := itemsOf(prev.Source, was), itemsOf(src, is)
+	same := 0 // items alike at the start
+	for same < len(old) && same < len(items) && bytes.Equal(old[same], items[same]) {
+		same++
+	}
+	sameEnd := 0 // and at the end
+	for sameEnd < len(old)-same && sameEnd < len(items)-same && bytes.Equal(old[len(old)-1-sameEnd], items[len(items)-1-sameEnd]) {
+		sameEnd++
+	}
+	gone, written := old[same:len(old)-sameEnd], items[same:len(items)-sameEnd]
+	// An item that anchors a node or refers to one reads otherwise, or
+	// not at all, apart from the rest of the spec.
+	for _, item := range slices.Concat(gone, written) {
+		if bytes.ContainsAny(item, "&*") {
+			return nil, false
+		}
+	}
+	vms, ok := decodeItems(written, len(written))
+	if !ok {
+		return nil, false
+	}
+	s := *prev.Spec
+	s.VMs = slices.Concat(prev.Spec.VMs[:same], vms, prev.Spec.VMs[len(old)-sameEnd:])
+	at := make([]int, len(vms))
+	for i := range at {
+		at[i] = same + i
+	}
+	probe := &Document{Spec: &s, File: file, located: &lazyPositions{fill: noPositions}}
+	if errs := validateEdit(probe, at); len(errs) > 0 {
+		return nil, false
+	}
+	return &Document{Spec: &s, File: file, Source: src, located: &lazyPositions{anchors: shiftedAnchors(prev, src, was.end)}, valid: true}, true
+}
+
+// fewValues reports whether src cannot hold more values than decoding
+// takes (MaxValues), so that a spec decoded in part is held to the limit
+// a decode of all of it would hold it to: without aliases (*name), which
+// repeat what they name, a value takes at least a byte of its own (a key
+// and its empty value take two).
+func fewValues(src []byte) bool { return len(src) < MaxValues && bytes.IndexByte(src, '*') < 0 }
+
+// itemsOf are the texts of the items of a block list of VMs.
+func itemsOf(src []byte, it vmItems) [][]byte {
+	out := make([][]byte, len(it.starts))
+	for i, start := range it.starts {
+		end := it.end
+		if i+1 < len(it.starts) {
+			end = it.starts[i+1]
+		}
+		out[i] = src[start:end]
+	}
+	return out
+}
+
+// decodeItems decodes items of a block list of VMs, as they decode in
+// their spec, when they are n VMs.
+func decodeItems(items [][]byte, n int) ([]VM, bool) {
+	if len(items) == 0 {
+		return nil, n == 0
+	}
+	var b bytes.Buffer
+	b.WriteString("vms:\n")
+	for _, item := range items {
+		b.Write(item)
+		if item[len(item)-1] != '\n' {
+			b.WriteByte('\n')
+		}
+	}
+	d, err := Decode("", b.Bytes())
+	if err != nil || len(d.Spec.VMs) != n {
+		return nil, false
+	}
+	return d.Spec.VMs, true
+}

@@ -121,3 +121,32 @@ func BenchmarkEditVMs(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkEditOneVMOf1000 makes each one-VM change of 1,000 VMs that
+// the API's VM resource makes: one VM added, one VM's address changed,
+// one VM taken out.
+func BenchmarkEditOneVMOf1000(b *testing.B) {
+	doc, err := Load("big.yaml", spectest.VMs(1000))
+	if err != nil {
+		b.Fatal(err)
+	}
+	moved := doc.Spec.VMs[499]
+	moved.NICs = []VNIC{{PortGroup: "pg", IP: "10.200.0.1/8"}}
+	for _, bc := range []struct {
+		name string
+		drop []string
+		put  []VM
+	}{
+		{"add", nil, []VM{{Name: "new", Host: "h1", NICs: []VNIC{{PortGroup: "pg", IP: "10.200.0.2/8"}}}}},
+		{"address", nil, []VM{moved}},
+		{"remove", []string{"vm500"}, nil},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := EditVMs(doc, bc.drop, bc.put); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -293,30 +293,37 @@ func (v *validator) checkUplinkNIC(path, hostName, nicName string, sw *Switch, o
 
 func (v *validator) checkVMs() {
 	seen := map[string]string{}
-	for i, vm := range v.s.VMs {
-		p := indexPath("vms", i)
-		if v.checkName(p+".name", vm.Name, maxObjectName, objectName, "a VM") {
-			if _, clash := v.x.host(vm.Name); clash {
-				v.errf(p+".name", "VM %q has the name of a host; vnet exec could not tell them apart", vm.Name)
-			}
-			v.unique(seen, vm.Name, p+".name", "VM")
+	for i := range v.s.VMs {
+		v.checkVM(i, seen)
+	}
+}
+
+// checkVM checks VM i of the spec: its name (unique among those in seen),
+// host, CPUs and vNICs.
+func (v *validator) checkVM(i int, seen map[string]string) {
+	vm := &v.s.VMs[i]
+	p := indexPath("vms", i)
+	if v.checkName(p+".name", vm.Name, maxObjectName, objectName, "a VM") {
+		if _, clash := v.x.host(vm.Name); clash {
+			v.errf(p+".name", "VM %q has the name of a host; vnet exec could not tell them apart", vm.Name)
 		}
-		h, ok := v.x.host(vm.Host)
-		switch {
-		case vm.Host == "":
-			v.errf(p+".host", "a VM needs the host it runs on")
-		case !ok:
-			v.errf(p+".host", "unknown host %q", vm.Host)
-		case h.Native:
-			v.errf(p+".host", "host %q is native: it runs no VMs", vm.Host)
-		}
-		v.checkCPUs(p+".cpus", vm.CPUs)
-		if len(vm.NICs) > MaxVNICs {
-			v.errf(p+".nics", "a VM has at most %d vNICs, got %d", MaxVNICs, len(vm.NICs))
-		}
-		for j, n := range vm.NICs {
-			v.checkVNIC(indexPath(p+".nics", j), vm.Host, n)
-		}
+		v.unique(seen, vm.Name, p+".name", "VM")
+	}
+	h, ok := v.x.host(vm.Host)
+	switch {
+	case vm.Host == "":
+		v.errf(p+".host", "a VM needs the host it runs on")
+	case !ok:
+		v.errf(p+".host", "unknown host %q", vm.Host)
+	case h.Native:
+		v.errf(p+".host", "host %q is native: it runs no VMs", vm.Host)
+	}
+	v.checkCPUs(p+".cpus", vm.CPUs)
+	if len(vm.NICs) > MaxVNICs {
+		v.errf(p+".nics", "a VM has at most %d vNICs, got %d", MaxVNICs, len(vm.NICs))
+	}
+	for j, n := range vm.NICs {
+		v.checkVNIC(indexPath(p+".nics", j), vm.Host, n)
 	}
 }
 

@@ -29,15 +29,21 @@ func (v *validator) checkPortGroupSubnets() {
 	if len(subnets) == 0 {
 		return
 	}
-	for i, vm := range v.s.VMs {
-		for j, n := range vm.NICs {
-			subnet, ok := subnets[n.PortGroup]
-			if !ok || n.Network != "" || n.IP == "" {
-				continue
-			}
-			if a, err := netip.ParsePrefix(n.IP); err == nil && !subnet.Contains(a.Addr()) {
-				v.errf(indexPath(indexPath("vms", i)+".nics", j)+".ip", "%s is not in port group %s's subnet %s", a.Addr(), n.PortGroup, subnet)
-			}
+	for i := range v.s.VMs {
+		v.checkVMSubnets(i, subnets)
+	}
+}
+
+// checkVMSubnets checks that VM i's addresses on port groups are in their
+// subnets (those that have one, by name).
+func (v *validator) checkVMSubnets(i int, subnets map[string]netip.Prefix) {
+	for j, n := range v.s.VMs[i].NICs {
+		subnet, ok := subnets[n.PortGroup]
+		if !ok || n.Network != "" || n.IP == "" {
+			continue
+		}
+		if a, err := netip.ParsePrefix(n.IP); err == nil && !subnet.Contains(a.Addr()) {
+			v.errf(indexPath(indexPath("vms", i)+".nics", j)+".ip", "%s is not in port group %s's subnet %s", a.Addr(), n.PortGroup, subnet)
 		}
 	}
 }

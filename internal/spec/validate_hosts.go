@@ -36,58 +36,66 @@ func (v *validator) checkRealHosts() {
 		}
 	}
 	taps := map[string]string{} // host/tap -> path
-	for i, vm := range v.s.VMs {
-		p := indexPath("vms", i)
-		if !vm.Attached() {
+	for i := range v.s.VMs {
+		v.checkAttachedVM(i, taps)
+	}
+}
+
+// checkAttachedVM checks the attachments of VM i's vNICs, when it brings
+// its own: each a TAP (unique on its host among those in taps) or one
+// namespace, all of one kind.
+func (v *validator) checkAttachedVM(i int, taps map[string]string) {
+	vm := &v.s.VMs[i]
+	if !vm.Attached() {
+		return
+	}
+	p := indexPath("vms", i)
+	var kind, netns, container string
+	ifnames := map[string]string{}
+	for j, n := range vm.NICs {
+		np := indexPath(p+".nics", j)
+		a := n.Attach
+		if a == nil {
+			v.errf(np+".attach", "VM %s attaches its other vNICs; attach this one too (tap or netns)", vm.Name)
 			continue
 		}
-		var kind, netns, container string
-		ifnames := map[string]string{}
-		for j, n := range vm.NICs {
-			np := indexPath(p+".nics", j)
-			a := n.Attach
-			if a == nil {
-				v.errf(np+".attach", "VM %s attaches its other vNICs; attach this one too (tap or netns)", vm.Name)
-				continue
+		switch {
+		case a.Tap != "" && a.Netns != "":
+			v.errf(np+".attach", "attach either a tap or a netns, not both")
+			continue
+		case a.Tap == "" && a.Netns == "":
+			v.errf(np+".attach", "attach needs tap: NAME (a TAP device) or netns: NAME (a network namespace)")
+			continue
+		}
+		v.checkAttachIdentity(np, j, n, ifnames, &container)
+		this := "tap"
+		if a.Netns != "" {
+			this = "netns"
+		}
+		if kind == "" {
+			kind = this
+		} else if kind != this {
+			v.errf(np+".attach", "VM %s's vNICs attach both TAP devices and a namespace; a VM is one or the other", vm.Name)
+		}
+		if a.Tap != "" {
+			if v.checkLinkName(np+".attach.tap", a.Tap, "a TAP device") {
+				v.unique(taps, vm.Host+"/"+a.Tap, np+".attach.tap", "TAP device")
 			}
-			switch {
-			case a.Tap != "" && a.Netns != "":
-				v.errf(np+".attach", "attach either a tap or a netns, not both")
-				continue
-			case a.Tap == "" && a.Netns == "":
-				v.errf(np+".attach", "attach needs tap: NAME (a TAP device) or netns: NAME (a network namespace)")
-				continue
-			}
-			v.checkAttachIdentity(np, j, n, ifnames, &container)
-			this := "tap"
-			if a.Netns != "" {
-				this = "netns"
-			}
-			if kind == "" {
-				kind = this
-			} else if kind != this {
-				v.errf(np+".attach", "VM %s's vNICs attach both TAP devices and a namespace; a VM is one or the other", vm.Name)
-			}
-			if a.Tap != "" {
-				if v.checkLinkName(np+".attach.tap", a.Tap, "a TAP device") {
-					v.unique(taps, vm.Host+"/"+a.Tap, np+".attach.tap", "TAP device")
-				}
-				if n.Offloads != nil {
-					v.errf(np+".offloads", "a TAP's offloads are its guest's to set (virtio-net features), not vnet's")
-				}
-			}
-			if a.Netns != "" {
-				v.checkNetnsName(np+".attach.netns", a.Netns)
-				if netns == "" {
-					netns = a.Netns
-				} else if netns != a.Netns {
-					v.errf(np+".attach.netns", "VM %s's vNICs are in namespace %q already; one VM is one namespace", vm.Name, netns)
-				}
+			if n.Offloads != nil {
+				v.errf(np+".offloads", "a TAP's offloads are its guest's to set (virtio-net features), not vnet's")
 			}
 		}
-		if vm.CPUs != 0 {
-			v.errf(p+".cpus", "VM %s brings its own vNICs, so vnet does not run it: limit its CPUs where it runs (QEMU's or the container's cgroup)", vm.Name)
+		if a.Netns != "" {
+			v.checkNetnsName(np+".attach.netns", a.Netns)
+			if netns == "" {
+				netns = a.Netns
+			} else if netns != a.Netns {
+				v.errf(np+".attach.netns", "VM %s's vNICs are in namespace %q already; one VM is one namespace", vm.Name, netns)
+			}
 		}
+	}
+	if vm.CPUs != 0 {
+		v.errf(p+".cpus", "VM %s brings its own vNICs, so vnet does not run it: limit its CPUs where it runs (QEMU's or the container's cgroup)", vm.Name)
 	}
 }
 

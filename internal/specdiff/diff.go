@@ -76,7 +76,7 @@ func Compare(old, new *spec.Spec) *Diff { return compareSkipping(old, new, sameV
 
 // compareSkipping is Compare that leaves out the VMs named in skip, which
 // both specs hold alike (sameVMs).
-func compareSkipping(old, new *spec.Spec, skip map[string]bool) *Diff {
+func compareSkipping(old, new *spec.Spec, skip vmSkip) *Diff {
 	a, b := objects(old, skip), objects(new, skip)
 	d := &Diff{Changes: []Change{}}
 	for id, o := range a {

@@ -180,7 +180,7 @@ func TestCompare(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			next := load(t, edit(t, base, tt.edits))
 			d := Compare(old, next)
-			if whole := compareSkipping(old, next, nil); !reflect.DeepEqual(d, whole) {
+			if whole := compareSkipping(old, next, vmSkip{}); !reflect.DeepEqual(d, whole) {
 				t.Errorf("leaving the VMs alike out changed the diff:\n%s\nwant:\n%s", d, whole)
 			}
 			if got := d.String(); got != tt.text {
@@ -359,7 +359,7 @@ func TestVMsAlikeLeftOut(t *testing.T) {
 	}
 	for _, tt := range tests {
 		old, next := unchecked(t, tt.old), unchecked(t, tt.new)
-		if got, want := Compare(old, next), compareSkipping(old, next, nil); !reflect.DeepEqual(got, want) {
+		if got, want := Compare(old, next), compareSkipping(old, next, vmSkip{}); !reflect.DeepEqual(got, want) {
 			t.Errorf("%s:\n%s\nwant:\n%s", tt.name, got, want)
 		}
 	}

@@ -88,7 +88,7 @@ type routerView struct {
 // objects lists the objects of a spec by id; the first of a repeated name
 // stands for it, as with the spec's own lookups. A nil spec has none. The
 // VMs named in skip are left out, with their vNICs (see sameVMs).
-func objects(s *spec.Spec, skip map[string]bool) map[string]*object {
+func objects(s *spec.Spec, skip vmSkip) map[string]*object {
 	out := map[string]*object{}
 	if s == nil {
 		return out
@@ -105,7 +105,7 @@ func objects(s *spec.Spec, skip map[string]bool) map[string]*object {
 	addNetworks(s, add)
 	for i := range s.VMs {
 		vm := &s.VMs[i]
-		if skip[vm.Name] {
+		if skip.skips(vm.Name) {
 			continue
 		}
 		o := add(&object{ref: Ref{Kind: KindVM, Name: vm.Name}, id: "vm/" + vm.Name, order: []orderPart{{6, vm.Name}}, val: reflect.ValueOf(vm)})
@@ -137,35 +137,62 @@ func topOf(s *spec.Spec) reflect.Value {
 // and a diff leaves them out before making objects of them: a change of a
 // few VMs of a large spec then makes objects of those few, not of every
 // VM twice over.
-func sameVMs(old, new *spec.Spec) map[string]bool {
+func sameVMs(old, new *spec.Spec) vmSkip {
 	if old == nil || new == nil {
-		return nil
+		return vmSkip{}
 	}
-	before := make(map[string]*spec.VM, len(old.VMs))
-	repeated := map[string]bool{}
+	type named struct {
+		old, new   *spec.VM
+		nOld, nNew int
+	}
+	byName := make(map[string]*named, len(old.VMs))
+	all := make([]named, len(old.VMs)) // one allocation for the entries
 	for i := range old.VMs {
 		vm := &old.VMs[i]
-		if _, dup := before[vm.Name]; dup {
-			repeated[vm.Name] = true
+		if n, ok := byName[vm.Name]; ok {
+			n.nOld++
+			continue
 		}
-		before[vm.Name] = vm
+		all[i] = named{old: vm, nOld: 1}
+		byName[vm.Name] = &all[i]
 	}
-	seen := make(map[string]bool, len(new.VMs))
-	for i := range new.VMs {
-		name := new.VMs[i].Name
-		if seen[name] {
-			repeated[name] = true
-		}
-		seen[name] = true
-	}
-	skip := make(map[string]bool, len(new.VMs))
+	// The VMs that differ are few where the specs are alike: they are
+	// named, rather than the many that do not.
+	differ := map[string]bool{}
 	for i := range new.VMs {
 		vm := &new.VMs[i]
-		if was, ok := before[vm.Name]; ok && !repeated[vm.Name] && reflect.DeepEqual(was, vm) {
-			skip[vm.Name] = true
+		if n, ok := byName[vm.Name]; ok {
+			n.nNew++
+			n.new = vm
+		} else {
+			differ[vm.Name] = true
 		}
 	}
-	return skip
+	for i := range all {
+		if n := &all[i]; n.old != nil && !(n.nOld == 1 && n.nNew == 1 && sameVM(n.old, n.new)) {
+			differ[n.old.Name] = true
+		}
+	}
+	return vmSkip{differ: differ}
+}
+
+// vmSkip says which VMs a diff leaves out (sameVMs): with differ nil,
+// none; otherwise every VM it does not name.
+type vmSkip struct{ differ map[string]bool }
+
+func (s vmSkip) skips(name string) bool { return s.differ != nil && !s.differ[name] }
+
+// sameVM is reflect.DeepEqual(a, b), made quick for the usual pair: a
+// VM an edit of the spec kept, whose vNICs are the very ones it had (the
+// same elements of one array, so equal without a look at them).
+func sameVM(a, b *spec.VM) bool {
+	if a.Name != b.Name || a.Host != b.Host || a.CPUs != b.CPUs || len(a.NICs) != len(b.NICs) {
+		return false
+	}
+	if len(a.NICs) > 0 && &a.NICs[0] == &b.NICs[0] {
+		return true
+	}
+	return reflect.DeepEqual(a, b)
 }
 
 func addHosts(s *spec.Spec, add func(*object) *object) {

@@ -51,11 +51,13 @@ type simpleParser struct {
 
 // nodeSlab hands out nodes from blocks: a large spec has hundreds of
 // thousands, which one allocation each would make the most of the cost.
+// The blocks grow from a few nodes to 1024, so that a small document (one
+// VM's entry) does not cost a large one's block.
 type nodeSlab []yaml.Node
 
 func (s *nodeSlab) new(n yaml.Node) *yaml.Node {
 	if len(*s) == cap(*s) {
-		*s = make([]yaml.Node, 0, 1024)
+		*s = make([]yaml.Node, 0, min(max(16, 2*cap(*s)), 1024))
 	}
 	*s = append(*s, n)
 	return &(*s)[len(*s)-1]

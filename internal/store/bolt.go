@@ -99,7 +99,7 @@ func OpenBolt(dir string) (*Bolt, error) {
 			return nil, err
 		}
 	}
-	id, names, err := verify(b.path)
+	id, names, err := verifyOpening(b.path)
 	if err != nil {
 		return nil, b.corrupt(err)
 	}

@@ -25,9 +25,11 @@ func verify(path string) (id string, names []string, err error) {
 // VMs and most of the file. A chunk is checked when it is read instead
 // (getRealized: one that does not decode is damage), so what a command
 // uses is checked all the same, and an open costs the same whatever the
-// size of what was realized.
-func verifyOpening(path string) (id string, names []string, err error) {
-	return verifyWith(path, checkStructure)
+// size of what was realized. Each record the check decoded whole (a large
+// one's) is handed to decoded with its stored bytes, so that the open's
+// first read of it need not decode it again.
+func verifyOpening(path string, decoded func(name string, v []byte, r *Record)) (id string, names []string, err error) {
+	return verifyWith(path, func(tx *bolt.Tx, path string) ([]string, error) { return checkStructure(tx, path, decoded) })
 }
 
 func verifyWith(path string, check func(*bolt.Tx, string) ([]string, error)) (id string, names []string, err error) {
@@ -51,7 +53,7 @@ func verifyWith(path string, check func(*bolt.Tx, string) ([]string, error)) (id
 // checkTx reads everything the transaction sees. Run it under guard:
 // bbolt panics on some damaged pages.
 func checkTx(tx *bolt.Tx, path string) ([]string, error) {
-	names, err := checkStructure(tx, path)
+	names, err := checkStructure(tx, path, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -64,8 +66,9 @@ func checkTx(tx *bolt.Tx, path string) ([]string, error) {
 // checkStructure reads the file's pages and records, but not what their
 // chunks of realized resources say: bbolt's consistency check (which
 // visits every page, those of the chunks too), the length of the file,
-// each record and the form of each chunk of its spec. Run it under guard.
-func checkStructure(tx *bolt.Tx, path string) ([]string, error) {
+// each record and the form of each chunk of its spec. A record it decodes
+// goes to decoded (nil: nowhere). Run it under guard.
+func checkStructure(tx *bolt.Tx, path string, decoded func(name string, v []byte, r *Record)) ([]string, error) {
 	info, err := os.Stat(path)
 	if err != nil {
 		return nil, err
@@ -83,8 +86,12 @@ func checkStructure(tx *bolt.Tx, path string) ([]string, error) {
 		// JSON that no longer parses; checking the syntax costs a fifth
 		// of decoding a large record.
 		if IsCompressedValue(v) {
-			if _, err := decodeRecord(tx, string(k), v); err != nil {
+			r, err := decodeRecord(tx, string(k), v)
+			if err != nil {
 				return err
+			}
+			if decoded != nil {
+				decoded(string(k), v, r)
 			}
 		} else if !json.Valid(v) {
 			_, err := decodeRecord(tx, string(k), v)

@@ -195,6 +195,29 @@ func TestMarkOwnedLeavesItsInput(t *testing.T) {
 	}
 }
 
+// A model made with a mark (Options.Mark) is the model made without one,
+// marked (MarkOwned), for the lab and for each host, and one marked
+// already is not copied to be marked again.
+func TestModelMadeMarkedIsTheModelMarked(t *testing.T) {
+	s := load(t, base)
+	mark := Mark{Infra: "t", Store: "0123abcd", Dir: "/var/lib/vnet"}
+	opts := []Options{{NumCPU: 2}, {NumCPU: 2, PortPrograms: true}}
+	for _, h := range s.Hosts {
+		opts = append(opts, Options{NumCPU: 2, Host: h.Name, HostNS: "root-" + h.Name})
+	}
+	for _, opt := range opts {
+		want := MarkOwned(Model(s, opt), "t", mark.Store, mark.Dir)
+		opt.Mark = mark.String()
+		got := Model(s, opt)
+		if !slices.Equal(got, want) {
+			t.Errorf("host %q: the model made marked differs from the model marked:\n%s", opt.Host, Diff(got, want))
+		}
+		if again := MarkOwned(got, "t", mark.Store, mark.Dir); len(got) > 0 && &again[0] != &got[0] {
+			t.Errorf("host %q: a model made marked is copied to be marked", opt.Host)
+		}
+	}
+}
+
 func TestMarkRoundTrip(t *testing.T) {
 	for _, tc := range []struct {
 		alias string

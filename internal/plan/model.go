@@ -46,14 +46,29 @@ type Options struct {
 	// LBDown holds the load balancers' backends that are down, by
 	// BackendKey, as their health checks found them.
 	LBDown map[string]bool
+	// Mark, when set, is the mark of the store that realizes the model
+	// (Mark.String), which its namespaces and cgroups then carry as
+	// MarkOwned gives it them: set as the model is made, a model of
+	// thousands of resources is not copied to be marked.
+	Mark string
 }
 
 // Model returns every kernel object that realizes the spec, in creation order.
 func Model(s *spec.Spec, opt Options) []Resource {
+	var rs []Resource
 	if opt.Host != "" {
-		return hostModel(s, opt)
+		rs = hostModel(s, opt)
+	} else {
+		rs = labModel(s, opt, true)
 	}
-	return labModel(s, opt, true)
+	if opt.Mark != "" {
+		for i := range rs {
+			if Markable(rs[i].Kind) {
+				rs[i].Mark = opt.Mark
+			}
+		}
+	}
+	return rs
 }
 
 // labModel is the lab's model of the whole spec on one machine: hosts and

@@ -73,12 +73,18 @@ func (s Scope) holds(r *Resource) bool {
 	}
 	var buf [2]place
 	for _, p := range r.places(buf[:0]) {
-		links, ok := s[p.ns]
-		if !ok || links != nil && (p.link == "" || !links[p.link]) {
+		if !s.holdsPlace(p) {
 			return false
 		}
 	}
 	return true
+}
+
+// holdsPlace reports whether the scope holds a place: its namespace
+// whole, or the link.
+func (s Scope) holdsPlace(p place) bool {
+	links, ok := s[p.ns]
+	return ok && (links == nil || p.link != "" && links[p.link])
 }
 
 // place is a link of a namespace, or (link empty) the namespace itself.
@@ -148,27 +154,49 @@ func (s Scope) Observed(observed, planned, known []Resource) []Resource {
 		return observed
 	}
 	in := keySet(planned)
-	var out map[string]bool // made only when needed: known may be a whole host's model
+	var out map[string]bool // made only when needed, of known's resources near the scope (keysNear)
 	var kept []Resource
-	for _, r := range observed {
+	for i := range observed {
+		r := &observed[i]
 		k := r.Key()
 		if !in[k] {
-			if out == nil {
-				out = keySet(known)
+			if !s.holds(r) {
+				continue
 			}
-			if out[k] || !s.Holds(r) {
+			if out == nil {
+				out = s.keysNear(known)
+			}
+			if out[k] {
 				continue
 			}
 		}
-		kept = append(kept, r)
+		kept = append(kept, *r)
 	}
 	return kept
 }
 
+// keysNear returns the keys of the resources of rs that can have the key
+// of one the scope holds: those whose first place the scope holds, and
+// those that are nowhere (a namespace without a name). A key names where
+// its resource is first (Key, places), and the scope holds every place of
+// a resource it holds. known may be a whole host's model: of it, only the
+// few resources near the scope are keyed.
+func (s Scope) keysNear(rs []Resource) map[string]bool {
+	set := map[string]bool{}
+	var buf [2]place
+	for i := range rs {
+		if ps := rs[i].places(buf[:0]); len(ps) > 0 && !s.holdsPlace(ps[0]) {
+			continue
+		}
+		set[rs[i].Key()] = true
+	}
+	return set
+}
+
 func keySet(rs []Resource) map[string]bool {
 	set := make(map[string]bool, len(rs))
-	for _, r := range rs {
-		set[r.Key()] = true
+	for i := range rs {
+		set[rs[i].Key()] = true
 	}
 	return set
 }

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -190,4 +191,88 @@ func TestScopeHolds(t *testing.T) {
 			t.Errorf("the full scope does not hold %s", tt.r)
 		}
 	}
+}
+
+// observedWholeKnown is Observed as it was before it keyed only the
+// resources of known near the scope (keysNear): with every key of known.
+func observedWholeKnown(s Scope, observed, planned, known []Resource) []Resource {
+	if s == nil {
+		return observed
+	}
+	in, out := keySet(planned), keySet(known)
+	var kept []Resource
+	for _, r := range observed {
+		k := r.Key()
+		if !in[k] && (out[k] || !s.Holds(r)) {
+			continue
+		}
+		kept = append(kept, r)
+	}
+	return kept
+}
+
+// Observed keeps what it kept when it keyed every resource of the model,
+// for scopes of whole namespaces and of links, and observations that read
+// the model's resources as they are, moved (a pair whose second end is
+// elsewhere or gone) and resources the model lacks.
+func TestObservedKeysOnlyWhatIsNearTheScope(t *testing.T) {
+	var models [][]Resource
+	for _, src := range []string{scopeBase, base} {
+		s := load(t, src)
+		models = append(models, Model(s, Options{NumCPU: 2}), Model(s, Options{NumCPU: 2, PortPrograms: true}))
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	compared := 0
+	for _, model := range models {
+		var namespaces []string
+		for _, r := range model {
+			if r.Kind == KindNetns {
+				namespaces = append(namespaces, r.Name)
+			}
+		}
+		for range 300 {
+			scope := Scope{}
+			for _, ns := range namespaces {
+				switch rng.IntN(3) {
+				case 0:
+				case 1:
+					scope.addWhole(ns)
+				default:
+					for _, r := range model {
+						if ps := r.places(nil); len(ps) > 0 && ps[0].ns == ns && ps[0].link != "" && rng.IntN(2) == 0 {
+							scope.addLink(ns, ps[0].link)
+						}
+					}
+				}
+			}
+			var observed []Resource
+			for _, r := range model {
+				switch rng.IntN(5) {
+				case 0: // not read
+				case 1: // read elsewhere: a pair's second end moved or gone, or another link
+					if r.Kind == KindVeth {
+						r.B = End{NS: namespaces[rng.IntN(len(namespaces))], Name: "moved"}
+						if rng.IntN(2) == 0 {
+							r.B = End{}
+						}
+					} else {
+						r.Link = "other"
+					}
+					observed = append(observed, r)
+				default:
+					observed = append(observed, r)
+				}
+			}
+			observed = append(observed, Resource{Kind: KindAddr, NS: namespaces[0], Link: "eth9", CIDR: "192.0.2.1/24"},
+				Resource{Kind: KindNetns, Name: "stranger"})
+			planned := scope.Desired(model)
+			got := scope.Observed(observed, planned, model)
+			want := observedWholeKnown(scope, observed, planned, model)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("scope %v: kept\n%v\nwant\n%v", scope, got, want)
+			}
+			compared++
+		}
+	}
+	t.Logf("%d observations compared", compared)
 }

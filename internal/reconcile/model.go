@@ -23,6 +23,16 @@ func (e *Engine) model(doc *spec.Document, observed []plan.Resource, last *spec.
 	return plan.ResetDroppedOffloads(desired, plan.Model(last, e.scoped(plan.Options{NumCPU: e.numCPU()})))
 }
 
+// modelOptions are the planner's options for the models of infra's specs
+// (scoped), their namespaces and cgroups marked as this store's as they
+// are made: the desired state is then the model itself, not a copy of it
+// marked (markOwn finds nothing to mark).
+func (e *Engine) modelOptions(infra string, o plan.Options) plan.Options {
+	o = e.scoped(o)
+	o.Mark = e.ownMark(infra)
+	return o
+}
+
 // modelSet makes the models an apply needs, each once: the specs' models
 // made without what observation tells are the same as those made with it
 // when observation tells nothing (no team assignments, pool splits or
@@ -45,6 +55,8 @@ type modelSet struct {
 	// change, when set, is how next was spliced from prev: the resources
 	// the two can disagree on.
 	change *plan.Splice
+	// kept says next is the memo's model of the same spec (keep).
+	kept bool
 }
 
 // models reads the record of the last apply (nil before the first) and
@@ -57,7 +69,7 @@ type modelSet struct {
 // spec is modelled with what its record says was paused, the next one
 // with what is to be paused (wantPaused).
 func (e *Engine) models(doc *spec.Document) (*store.Record, *modelSet, error) {
-	opt := e.scoped(plan.Options{NumCPU: e.numCPU()})
+	opt := e.modelOptions(doc.Spec.Name, plan.Options{NumCPU: e.numCPU()})
 	if e.Paused != nil {
 		opt.Paused = e.Paused.Normal()
 	}
@@ -150,13 +162,15 @@ func (e *Engine) wantPaused(rec *store.Record) plan.Paused {
 }
 
 // splice makes m's models of the memo's model of the last apply, when it
-// holds the record's spec and the change is one plan.SpliceModel bounds.
+// holds the record's spec and the change is one plan.SpliceModel bounds,
+// or there is no change: the record holds the spec as it is applied
+// again (kept).
 func (e *Engine) splice(doc *spec.Document, m *modelSet) (*store.Record, bool) {
 	if e.Memo == nil {
 		return nil, false
 	}
 	rec, err := e.lastRecord(doc.Spec.Name)
-	if err != nil || sameSpec(rec, doc) {
+	if err != nil {
 		return nil, false
 	}
 	m.lastPaused, m.opt.Paused = rec.Paused.Normal(), e.wantPaused(rec)
@@ -167,12 +181,16 @@ func (e *Engine) splice(doc *spec.Document, m *modelSet) (*store.Record, bool) {
 	if !ok {
 		return nil, false
 	}
-	sp, ok := plan.SpliceModel(kept.spec, doc.Spec, kept.model, kept.keys, m.opt)
-	if !ok {
-		return nil, false
+	if sameSpec(rec, doc) {
+		m.keep(kept)
+	} else {
+		sp, ok := plan.SpliceModel(kept.spec, doc.Spec, kept.model, kept.keys, m.opt)
+		if !ok {
+			return nil, false
+		}
+		m.last, m.prev, m.next, m.change = kept.spec, kept.model, sp.Model, &sp
 	}
-	m.last, m.prev, m.next, m.change = kept.spec, kept.model, sp.Model, &sp
-	if sameSlice(sp.Model, kept.model) && len(kept.desired) == len(kept.model) &&
+	if sameSlice(m.next, kept.model) && len(kept.desired) == len(kept.model) &&
 		!plan.HasKind(kept.model, plan.KindOffloads) {
 		// Nothing of the host changes: the desired state is the last
 		// one's, as the last apply made it of the same model (which
@@ -182,6 +200,27 @@ func (e *Engine) splice(doc *spec.Document, m *modelSet) (*store.Record, bool) {
 	}
 	m.otherBuild = rec.Engine != engineBuild()
 	return rec, true
+}
+
+// keep makes m's models those the memo kept of the spec applied again: the
+// last model is the next one, as models makes them of the same spec, and
+// the change between them touches nothing (an empty Splice), which the
+// models' difference would say of the whole model.
+func (m *modelSet) keep(kept memoEntry) {
+	m.last, m.prev, m.next, m.kept = m.doc.Spec, kept.model, kept.model, true
+	m.change = &plan.Splice{Model: kept.model, Keys: kept.keys}
+}
+
+// how says how the next model was made: "kept" (the memo's, of the same
+// spec), "spliced" or "whole".
+func (m *modelSet) how() string {
+	switch {
+	case m.kept:
+		return "kept"
+	case m.change != nil:
+		return "spliced"
+	}
+	return "whole"
 }
 
 // sameSlice reports whether two slices are one: the same elements in
@@ -200,10 +239,10 @@ func (m *modelSet) desired(observed []plan.Resource) []plan.Resource {
 		return m.plain
 	}
 	if !plain {
-		next = plan.Model(m.doc.Spec, m.e.scoped(plan.Options{NumCPU: m.e.numCPU(), Teams: teams, PoolCeils: ceils,
+		next = plan.Model(m.doc.Spec, m.e.modelOptions(m.doc.Spec.Name, plan.Options{NumCPU: m.e.numCPU(), Teams: teams, PoolCeils: ceils,
 			Now: time.Now().UTC().Truncate(time.Second), Paused: m.opt.Paused}))
 	}
-	desired := m.e.markOwn(m.doc.Spec.Name, next)
+	desired := next // made marked (modelOptions)
 	if m.last != nil {
 		desired = plan.ResetDroppedOffloads(desired, m.prev)
 	}
@@ -223,6 +262,22 @@ func (m *modelSet) realized(observed []plan.Resource) []plan.Resource {
 		return m.prev
 	}
 	return m.e.realizedModel(m.last, observed, m.lastPaused)
+}
+
+// realizedIn is what of the realized model (realized) the scope holds
+// that can explain a program the desired state does not (ResolveSteer).
+// When the desired state is the next model made without observation
+// (plain), the realized model is the last one, and the next one was
+// spliced from it or kept, that is what the scope holds of the last
+// model's resources the change touched (the splice's Before): the others
+// are in the next model alike, and so in the desired state wherever the
+// scope holds them. A model of thousands is then not walked.
+func (m *modelSet) realizedIn(scope plan.Scope, observed []plan.Resource, plain bool) []plan.Resource {
+	realized := m.realized(observed)
+	if plain && m.change != nil && sameSlice(realized, m.prev) {
+		return scope.Desired(m.change.Before)
+	}
+	return scope.Desired(realized)
 }
 
 // hasSteer reports whether a model steers (teams): what it makes then

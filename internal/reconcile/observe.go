@@ -18,7 +18,7 @@ type observation struct {
 	observed []plan.Resource // what it read that the plan compares with desired
 	// vouched is the ID of each namespace the record's identities showed
 	// to be still this store's (see recordStands), by name.
-	vouched map[string]uint64
+	vouched vouchedIDs
 }
 
 // observe reads what of the host is this store's, and the desired state in
@@ -36,7 +36,7 @@ func (e *Engine) observe(doc *spec.Document, sweep func(last *store.Record) erro
 	if err != nil {
 		return observation{}, fmt.Errorf("apply %s: %w", name, err)
 	}
-	lap("last record, models (spliced %v)", m.change != nil)
+	lap("last record, models (%s)", m.how())
 	if sweep != nil {
 		if err := sweep(rec); err != nil {
 			return observation{}, err
@@ -65,11 +65,12 @@ func (e *Engine) observe(doc *spec.Document, sweep func(last *store.Record) erro
 		e.logf("left %s\n", s)
 	}
 	desired := hints // the dataplane only reads them
-	if !sameSlice(model, plain) {
+	isPlain := sameSlice(model, plain)
+	if !isPlain {
 		desired = scope.Desired(model)
 	}
 	observed = scope.Observed(observed, desired, model)
-	realized := scope.Desired(m.realized(observed))
+	realized := m.realizedIn(scope, observed, isPlain)
 	lap("model")
 	return observation{models: m, rec: rec, scope: scope, model: model, desired: desired,
 		observed: plan.ResolveSteer(observed, desired, realized), vouched: vouched}, nil
@@ -131,10 +132,10 @@ func (e *Engine) checkHost(doc *spec.Document) error {
 // deletes or changes: drift elsewhere waits for a full apply. It returns,
 // with the scope, the namespaces the record's identities vouched for (see
 // recordStandsWithin).
-func (e *Engine) scopeFor(doc *spec.Document, m *modelSet, rec *store.Record) (plan.Scope, map[string]uint64) {
+func (e *Engine) scopeFor(doc *spec.Document, m *modelSet, rec *store.Record) (plan.Scope, vouchedIDs) {
 	why := ""
 	var scope plan.Scope
-	var vouched map[string]uint64
+	var vouched vouchedIDs
 	p, journaled := e.Store.(store.Pending)
 	switch {
 	case e.Full:

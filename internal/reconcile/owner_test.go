@@ -382,8 +382,13 @@ func TestRecordStandsWithinTheChange(t *testing.T) {
 		if !slices.Equal(asked, tc.asked) {
 			t.Errorf("%s: read the marks of %v, want %v", tc.name, asked, tc.asked)
 		}
-		if tc.says == "" && !maps.Equal(vouched, tc.vouched) {
-			t.Errorf("%s: vouched for %v, want %v", tc.name, vouched, tc.vouched)
+		if got := vouched.all(); tc.says == "" && !maps.Equal(got, tc.vouched) {
+			t.Errorf("%s: vouched for %v, want %v", tc.name, got, tc.vouched)
+		}
+		for name, id := range tc.vouched {
+			if got, ok := vouched.id(name); tc.says == "" && (!ok || got != id) {
+				t.Errorf("%s: vouched for %s as %d (%v), want %d", tc.name, name, got, ok, id)
+			}
 		}
 	}
 }

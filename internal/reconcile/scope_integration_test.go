@@ -81,7 +81,7 @@ func oneVMChanges(t *testing.T, eng *reconcile.Engine, infra string, trace *stri
 				trace.Reset()
 			}
 			_, res := nstest.Apply(t, eng, step.src)
-			if trace != nil && !strings.Contains(trace.String(), "(spliced true)") {
+			if trace != nil && !strings.Contains(trace.String(), "models (spliced)") {
 				t.Errorf("the change was not spliced:\n%s", trace.String())
 			}
 			if !res.Plan.Empty() && res.Plan.String() != full {

@@ -115,42 +115,73 @@ func (e *Engine) recordStands(infra string, recorded []plan.Resource, ids *plan.
 // noted (when of this boot and mark), so that the apply records them
 // again and the next apply that touches one of them needs not read its
 // mark; one made anew meanwhile has another ID, and that apply reads it.
-func (e *Engine) recordStandsWithin(infra string, scope plan.Scope, recorded []plan.Resource, ids *plan.NamespaceIDs) (string, map[string]uint64) {
+func (e *Engine) recordStandsWithin(infra string, scope plan.Scope, recorded []plan.Resource, ids *plan.NamespaceIDs) (string, vouchedIDs) {
 	if len(scope) == 0 {
-		return e.recordStands(infra, recorded, ids)
+		why, checked := e.recordStands(infra, recorded, ids)
+		return why, vouchedIDs{checked: checked}
 	}
 	var checked []plan.Resource
-	for _, r := range recorded {
-		if _, ok := scope[r.Namespace()]; ok && plan.Markable(r.Kind) {
-			checked = append(checked, r)
+	for i := range recorded {
+		// Markable first: of a model of thousands, few are, and a
+		// cgroup's namespace is worked out of its name.
+		if r := &recorded[i]; plan.Markable(r.Kind) {
+			if _, ok := scope[r.Namespace()]; ok {
+				checked = append(checked, *r)
+			}
 		}
 	}
 	why, vouched := e.recordStands(infra, checked, ids)
-	if why != "" {
-		return why, vouched
+	v := vouchedIDs{checked: vouched}
+	if why == "" && e.carries(infra, ids) {
+		v.carried, v.scope = ids.IDs, scope
 	}
-	return why, e.carryIDs(infra, ids, scope, vouched)
+	return why, v
 }
 
-// carryIDs adds to vouched the IDs ids noted of the namespaces outside
-// scope, when ids are of this boot and of the mark this store's apply
-// sets.
-func (e *Engine) carryIDs(infra string, ids *plan.NamespaceIDs, scope plan.Scope, vouched map[string]uint64) map[string]uint64 {
-	ni, ok := e.DP.(NamespaceIdentifier)
-	if !ok || ids == nil {
-		return vouched
+// vouchedIDs are the IDs of the namespaces an apply's ownership check
+// vouched for (see recordStandsWithin): those it checked, and those the
+// record noted outside the scope it checked, looked up there rather than
+// copied, as there are as many as the infrastructure has namespaces.
+type vouchedIDs struct {
+	checked map[string]uint64
+	carried map[string]uint64 // the record's, read only; nil: none carried
+	scope   plan.Scope        // where carried does not vouch
+}
+
+// id is the ID vouched for of the namespace name.
+func (v vouchedIDs) id(name string) (uint64, bool) {
+	if id, ok := v.checked[name]; ok {
+		return id, true
 	}
-	if boot, _ := ni.NamespaceBoot(); boot == "" || ids.Boot != boot || ids.Mark != e.ownMark(infra) {
-		return vouched
+	if _, in := v.scope[name]; in {
+		return 0, false
 	}
-	carried := make(map[string]uint64, len(ids.IDs))
-	for name, id := range ids.IDs {
-		if _, in := scope[name]; !in && id != 0 {
-			carried[name] = id
+	id, ok := v.carried[name]
+	return id, ok && id != 0
+}
+
+// all is every ID vouched for, by name.
+func (v vouchedIDs) all() map[string]uint64 {
+	out := map[string]uint64{}
+	for name := range v.carried {
+		if id, ok := v.id(name); ok {
+			out[name] = id
 		}
 	}
-	maps.Copy(carried, vouched)
-	return carried
+	maps.Copy(out, v.checked)
+	return out
+}
+
+// carries reports whether the IDs the record noted (ids) vouch for the
+// namespaces a check leaves out: they are of this boot and of the mark
+// this store's apply sets.
+func (e *Engine) carries(infra string, ids *plan.NamespaceIDs) bool {
+	ni, ok := e.DP.(NamespaceIdentifier)
+	if !ok || ids == nil {
+		return false
+	}
+	boot, _ := ni.NamespaceBoot()
+	return boot != "" && ids.Boot == boot && ids.Mark == e.ownMark(infra)
 }
 
 // ownMark is the mark this store's apply gives infra's namespaces.
@@ -186,7 +217,7 @@ func recordedIDs(rec *store.Record) *plan.NamespaceIDs {
 // identities vouched for; nil when the dataplane tells no IDs. A
 // namespace of neither has no ID recorded, and the next apply reads its
 // mark.
-func (e *Engine) recordedNamespaces(infra string, model []plan.Resource, vouched map[string]uint64) *plan.NamespaceIDs {
+func (e *Engine) recordedNamespaces(infra string, model []plan.Resource, vouched vouchedIDs) *plan.NamespaceIDs {
 	ni, ok := e.DP.(NamespaceIdentifier)
 	if !ok {
 		return nil
@@ -208,7 +239,7 @@ func (e *Engine) recordedNamespaces(infra string, model []plan.Resource, vouched
 	ids := ni.MarkedNamespaceIDs(names, want)
 	for _, name := range names {
 		if _, ok := ids[name]; !ok {
-			if id, ok := vouched[name]; ok {
+			if id, ok := vouched.id(name); ok {
 				ids[name] = id
 			}
 		}

@@ -16,14 +16,16 @@ import (
 )
 
 // What a command finds out about the running kernel by loading programs
-// (the verifier's work, 25 ms for the port programs) is the same for every
+// (the verifier's work, 25 ms for the port programs; a few milliseconds for
+// the probe of bpf_redirect_peer) is the same for every
 // command until the machine boots again or vnet's programs change, so the
 // first command that finds the kernel loads them notes it in kernelCacheDir
 // and the others read the note. A note is only ever of success: a refusal
 // may be passing (memory, a capability the command lacked), and is found
-// out again by the next command. The note names what it holds for: this
-// build's programs (their object's digest), the boot (its random ID, new
-// with every boot, kexec included) and the kernel release; any other note
+// out again by the next command. The note names what it holds for: what
+// was found (of the port programs, this build's, by their object's
+// digest), the boot (its random ID, new with every boot, kexec included)
+// and the kernel release; any other note
 // is not read as this one. A command whose load fails after a note said
 // the kernel loads them drops the note (forgetPortProgSupport).
 
@@ -32,6 +34,10 @@ import (
 func kernelCacheDir() string { return filepath.Join(rundir.Dir(), "kernel") }
 
 const portProgNote = "port-programs"
+
+// fastPathNote notes that the kernel hands frames past the bridge
+// (fastPathSupport).
+const fastPathNote = "fast-path"
 
 // probeCached reports whether load succeeds, reading a note of an earlier
 // success for key instead when there is one, and writing one after a
@@ -51,16 +57,22 @@ func probeCached(name string, key func() (string, error), load func() error) err
 }
 
 // portProgKey is what a note of the port programs' load holds for.
-func portProgKey() (string, error) {
-	boot := bootID()
-	if boot == "" {
-		return "", errors.New("boot id: /proc/sys/kernel/random/boot_id cannot be read")
+func portProgKey() (string, error) { return kernelKey("programs " + bpfpolicy.Digest())() }
+
+// kernelKey is the key of a note about what: what it is, the boot and the
+// kernel release.
+func kernelKey(what string) func() (string, error) {
+	return func() (string, error) {
+		boot := bootID()
+		if boot == "" {
+			return "", errors.New("boot id: /proc/sys/kernel/random/boot_id cannot be read")
+		}
+		rel, err := kernelRelease()
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%s boot %s release %s", what, boot, rel), nil
 	}
-	rel, err := kernelRelease()
-	if err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("programs %s boot %s release %s", bpfpolicy.Digest(), boot, rel), nil
 }
 
 // readNote returns a note's content, "" when there is none or it is not

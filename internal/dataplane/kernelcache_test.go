@@ -78,3 +78,17 @@ func TestPortProgKey(t *testing.T) {
 		}
 	}
 }
+
+// TestFastPathKey: the note of the fast path holds for its own probe, the
+// boot and the release, never for the port programs' note.
+func TestFastPathKey(t *testing.T) {
+	k, err := kernelKey("fast path")()
+	if err != nil {
+		t.Skip("no boot id here:", err)
+	}
+	p, _ := portProgKey()
+	rel, _ := kernelRelease()
+	if !strings.HasPrefix(k, "fast path boot ") || !strings.HasSuffix(k, "release "+rel) || k == p {
+		t.Errorf("fast path key %q (port programs' %q)", k, p)
+	}
+}

@@ -95,10 +95,26 @@ func loadTestPrograms() error {
 	return nil
 }
 
+// fastPath is what fastPathSupport found in this process.
+var fastPath struct {
+	once sync.Once
+	err  error
+}
+
 // fastPathSupport says why the kernel cannot hand frames from one port to
 // another's VM past the bridge (bpf_redirect_peer, with the VM's vNIC
-// counting what it is handed so, Linux 6.7), or returns nil.
+// counting what it is handed so, Linux 6.7), or returns nil. A kernel that
+// can is noted for the boot (probeCached), so that the next commands do not
+// probe it again: the probe loads a program, and its library first reads
+// the whole mount table looking for a BPF token, a table that holds every
+// container's namespace bind-mounted in /run/netns.
 func fastPathSupport() error {
+	fastPath.once.Do(func() { fastPath.err = probeCached(fastPathNote, kernelKey("fast path"), probeFastPath) })
+	return fastPath.err
+}
+
+// probeFastPath is fastPathSupport's probe of the kernel.
+func probeFastPath() error {
 	if err := features.HaveProgramHelper(ebpf.SchedCLS, asm.FnRedirectPeer); err != nil {
 		return fmt.Errorf("no bpf_redirect_peer: %w", err)
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -106,7 +107,9 @@ func OpenBolt(dir string) (*Bolt, error) {
 			return nil, err
 		}
 	}
-	id, names, err := verify(b.path)
+	id, names, err := verifyOpening(b.path, func(name string, v []byte, r *Record) {
+		b.keepHead(name, len(v), maphash.Bytes(headSeed, v), r)
+	})
 	if err != nil {
 		return nil, b.corrupt(err)
 	}

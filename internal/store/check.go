@@ -12,10 +12,27 @@ import (
 )
 
 // verify opens a file read-only and reads it all: every page a record
-// lives on, bbolt's own consistency check, and every record's JSON. It
-// returns the store's ID ("" for a store made before stores had one) and
-// the records' names.
+// lives on, bbolt's own consistency check, every record's JSON and every
+// chunk of realized resources. It returns the store's ID ("" for a store
+// made before stores had one) and the records' names. Recovery, and a
+// writer before it copies the file whole to its good copy, check so.
 func verify(path string) (id string, names []string, err error) {
+	return verifyWith(path, checkTx)
+}
+
+// verifyOpening is the check of every open (OpenBolt): verify but for the
+// chunks of realized resources, which are as many as the containers and
+// VMs and most of the file. A chunk is checked when it is read instead
+// (getRealized: one that does not decode is damage), so what a command
+// uses is checked all the same, and an open costs the same whatever the
+// size of what was realized. Each record the check decoded whole (a large
+// one's) is handed to decoded with its stored bytes, so that the open's
+// first read of it need not decode it again.
+func verifyOpening(path string, decoded func(name string, v []byte, r *Record)) (id string, names []string, err error) {
+	return verifyWith(path, func(tx *bolt.Tx, path string) ([]string, error) { return checkStructure(tx, path, decoded) })
+}
+
+func verifyWith(path string, check func(*bolt.Tx, string) ([]string, error)) (id string, names []string, err error) {
 	db, err := openFile(path, true)
 	if err != nil {
 		return "", nil, err
@@ -23,7 +40,7 @@ func verify(path string) (id string, names []string, err error) {
 	defer db.Close()
 	err = guard(func() error {
 		return db.View(func(tx *bolt.Tx) (err error) {
-			names, err = checkTx(tx, path)
+			names, err = check(tx, path)
 			if mb := tx.Bucket(metaBucket); mb != nil {
 				id = string(mb.Get(idKey))
 			}
@@ -36,6 +53,22 @@ func verify(path string) (id string, names []string, err error) {
 // checkTx reads everything the transaction sees. Run it under guard:
 // bbolt panics on some damaged pages.
 func checkTx(tx *bolt.Tx, path string) ([]string, error) {
+	names, err := checkStructure(tx, path, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkRealized(tx); err != nil {
+		return nil, err
+	}
+	return names, nil
+}
+
+// checkStructure reads the file's pages and records, but not what their
+// chunks of realized resources say: bbolt's consistency check (which
+// visits every page, those of the chunks too), the length of the file,
+// each record and the form of each chunk of its spec. A record it decodes
+// goes to decoded (nil: nowhere). Run it under guard.
+func checkStructure(tx *bolt.Tx, path string, decoded func(name string, v []byte, r *Record)) ([]string, error) {
 	info, err := os.Stat(path)
 	if err != nil {
 		return nil, err
@@ -53,8 +86,12 @@ func checkTx(tx *bolt.Tx, path string) ([]string, error) {
 		// JSON that no longer parses; checking the syntax costs a fifth
 		// of decoding a large record.
 		if IsCompressedValue(v) {
-			if _, err := decodeRecord(tx, string(k), v); err != nil {
+			r, err := decodeRecord(tx, string(k), v)
+			if err != nil {
 				return err
+			}
+			if decoded != nil {
+				decoded(string(k), v, r)
 			}
 		} else if !json.Valid(v) {
 			_, err := decodeRecord(tx, string(k), v)
@@ -66,9 +103,6 @@ func checkTx(tx *bolt.Tx, path string) ([]string, error) {
 		names = append(names, string(k))
 		return nil
 	}); err != nil {
-		return nil, err
-	}
-	if err := checkRealized(tx); err != nil {
 		return nil, err
 	}
 	if err := checkSpecChunks(tx); err != nil {

@@ -191,7 +191,9 @@ func TestRecordWithRealizedInside(t *testing.T) {
 	}
 }
 
-// A chunk that is no longer JSON is damage, found on opening.
+// A chunk that is no longer JSON is damage, found by the read that reads
+// it and by the whole check of recovery; opening, which reads no chunk,
+// and a read of the head alone do not stop at it.
 func TestDamagedChunk(t *testing.T) {
 	dir := t.TempDir()
 	s := open(t, dir)
@@ -210,8 +212,23 @@ func TestDamagedChunk(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	_, err = OpenBolt(dir)
-	wantCorrupt(t, err, filepath.Join(dir, dbFile))
+	path := filepath.Join(dir, dbFile)
+	again, err := OpenBolt(dir)
+	if err != nil {
+		t.Fatalf("open: %v, want the damage found when the chunk is read", err)
+	}
+	if _, err := again.Head("x"); err != nil {
+		t.Errorf("head: %v", err)
+	}
+	_, err = again.Get("x")
+	wantCorrupt(t, err, path)
+	_, err = again.List()
+	wantCorrupt(t, err, path)
+	again.Close()
+	rec, err := Recover(dir, RecoverOptions{})
+	if err != nil || rec.Healthy || !rec.Restored {
+		t.Errorf("recover: %+v, %v: want the damage found and the good copy restored", rec, err)
+	}
 }
 
 // Names lists the records without reading them.

@@ -198,7 +198,8 @@ func (s *Server) wrap(rt route) http.Handler {
 			writeError(rec, err)
 		}
 		if rt.Mutates {
-			s.log.Printf("%s %s%s by %s from %s: %d in %.2fs", r.Method, quote.Text(r.URL.Path), queryText(r), quote.Text(who), r.RemoteAddr, rec.status, time.Since(start).Seconds())
+			// Milliseconds: a change takes a few of them.
+			s.log.Printf("%s %s%s by %s from %s: %d in %.1f ms", r.Method, quote.Text(r.URL.Path), queryText(r), quote.Text(who), r.RemoteAddr, rec.status, float64(time.Since(start).Microseconds())/1000)
 		}
 	})
 }

@@ -123,6 +123,11 @@ func TestServerOnTheKernel(t *testing.T) {
 		t.Error("vnet_up is not 1")
 	}
 
+	// The server's stats need samples from before the traffic too.
+	if _, err := statsOnceSampled(ctx, c, infra, time.Minute, nil); err != nil {
+		t.Fatalf("stats before the traffic: %v", err)
+	}
+
 	// web1 (esx1) sends to web2 (esx2) over dvUplink1 in pool vm.
 	ln := nstest.Listen(t, nstest.NSName(infra, "web2"), "192.168.50.12:5001")
 	go func() {
@@ -175,7 +180,7 @@ func TestServerOnTheKernel(t *testing.T) {
 		t.Errorf("/metrics: %s = %v, want at least 1", forgedTx, got)
 	}
 
-	stats, err := c.Stats(ctx, infra, time.Minute)
+	stats, err := statsOnceSampled(ctx, c, infra, time.Minute, web1Sent)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,4 +234,34 @@ func sendForged(t *testing.T, ns string) {
 	}); err != nil {
 		t.Fatalf("send a forged frame from %s: %v", ns, err)
 	}
+}
+
+// statsOnceSampled asks for the stats until the sampler's window shows
+// what done wants (any two samples when done is nil), a minute at most. On
+// a busy machine a round of sampling takes long and the server stretches
+// its interval (to 3 s in one CI run): the window may be short of samples
+// (the server says so with a 503, telling the client to try again
+// shortly), or hold none yet from after the traffic.
+func statsOnceSampled(ctx context.Context, c *Client, infra string, window time.Duration, done func(*StatsResult) bool) (*StatsResult, error) {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		stats, err := c.Stats(ctx, infra, window)
+		switch {
+		case err != nil && !errors.Is(err, service.ErrLocked), time.Now().After(deadline):
+			return stats, err
+		case err == nil && (done == nil || done(stats)):
+			return stats, nil
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// web1Sent says whether web1's eth0 sent anything in the stats' window.
+func web1Sent(s *StatsResult) bool {
+	for _, p := range s.Ports {
+		if p.VM == "web1" && p.VNIC == "eth0" && p.Tx > 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -279,6 +279,7 @@ class Server:
                     raise RuntimeError("vnet server did not start: " + self.output())
                 time.sleep(0.1)
         self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=300)
+        self.calls = []  # each request's method, path and wall time, in order
 
     def put(self, name, body):
         """PUTs a spec; returns the wall time of the request and its answer."""
@@ -295,6 +296,7 @@ class Server:
         r = self.conn.getresponse()
         data = r.read()
         dt = time.monotonic() - t
+        self.calls.append((method, path, dt))
         if r.status not in ok:
             raise RuntimeError(f"{method} {path}: {r.status} {data.decode(errors='replace')}")
         return dt, json.loads(data) if r.status == 200 else r.status

@@ -40,7 +40,8 @@ change): each is measured in turn under the same lock, beside one raw
 netlink measurement, and gets rows of its own. --cpuprofile writes the
 server's CPU profile (VNET_CPUPROFILE) of the largest N to FILE (with
 several builds, FILE.1, FILE.2, ... in their order); --trace prints the
-server's VNET_TRACE lines. Needs root
+server's VNET_TRACE lines, then the time of each request as this script
+saw it, to compare with the server's log of it. Needs root
 and Go (it builds bench/rawnetlink). It takes /tmp/vnet-kernel.lock for each
 size itself (do not wrap it in flock) and removes what it made. Not a test:
 it prints measurements.
@@ -113,6 +114,11 @@ def measure(vnet, n, changes, quiet, cpuprofile, trace):
             srv.stop()
             if trace:
                 print(srv.output())
+                # Beside the server's "200 in X ms" of each change: what the
+                # same request took as this script saw it.
+                print("the client's time of each request, in order:")
+                for method, path, dt in srv.calls:
+                    print(f"  {method} {path}: {dt * 1000:.1f} ms")
         subprocess.run([vnet, "--state-dir", state, "destroy", name], capture_output=True)
         shutil.rmtree(state, ignore_errors=True)
     return medians(times)

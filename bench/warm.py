@@ -33,7 +33,7 @@ them. After the rounds a no-op apply through the API must plan nothing and
 status must show the N VMs.
 
 usage: bench/warm.py [--vnet bin/vnet[,OTHER]] [--sizes 100,1000] [--changes 20]
-                     [--quiet 120] [--cpuprofile FILE] [--trace]
+                     [--quiet 120] [--cpuprofile FILE] [--trace] [--lock-held]
 
 --vnet may name several builds, comma-separated (say, before and after a
 change): each is measured in turn under the same lock, beside one raw
@@ -43,7 +43,10 @@ several builds, FILE.1, FILE.2, ... in their order); --trace prints the
 server's VNET_TRACE lines, then the time of each request as this script
 saw it, to compare with the server's log of it. Needs root
 and Go (it builds bench/rawnetlink). It takes /tmp/vnet-kernel.lock for each
-size itself (do not wrap it in flock) and removes what it made. Not a test:
+size itself (do not wrap it in flock), unless --lock-held says its caller
+holds it already (flock /tmp/vnet-kernel.lock flock -x /tmp/vnet-quiet.lock
+bench/warm.py --lock-held: the kernel's lock first, as bench/cni.py's
+callers take them), and removes what it made. Not a test:
 it prints measurements.
 """
 import argparse, fcntl, json, os, shutil, signal, statistics, subprocess, sys, time
@@ -185,6 +188,7 @@ def main():
     ap.add_argument("--quiet", type=float, default=120)
     ap.add_argument("--cpuprofile", help="the server's CPU profile at the largest N")
     ap.add_argument("--trace", action="store_true", help="print the server's VNET_TRACE lines")
+    ap.add_argument("--lock-held", action="store_true", help=f"the caller holds {LOCK} already: do not take it")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("warm.py: needs root")
@@ -203,7 +207,8 @@ def main():
             raws = {"raw": Raw(raw_exe, f"w{os.getpid() % 100000}r{n}"),
                     "raw+bpf": Raw(raw_exe, f"w{os.getpid() % 100000}b{n}", flags=["-portprogs"])}
             with open(LOCK, "a") as lk:
-                fcntl.flock(lk, fcntl.LOCK_EX)
+                if not a.lock_held:
+                    fcntl.flock(lk, fcntl.LOCK_EX)
                 try:
                     for i, (label, vnet) in enumerate(zip(labels, vnets), 1):
                         prof = None
@@ -215,7 +220,8 @@ def main():
                         for label in labels:
                             results[(n, label)][way] = raw_times
                 finally:
-                    fcntl.flock(lk, fcntl.LOCK_UN)
+                    if not a.lock_held:
+                        fcntl.flock(lk, fcntl.LOCK_UN)
     finally:
         shutil.rmtree(os.path.dirname(raw_exe), ignore_errors=True)
     report(results, labels)

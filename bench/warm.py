@@ -119,7 +119,7 @@ def measure(vnet, n, changes, quiet, cpuprofile, trace):
                 print(srv.output())
                 # Beside the server's "200 in X ms" of each change: what the
                 # same request took as this script saw it.
-                print("the client's time of each request, in order:")
+                print(f"the client's time of each request from 127.0.0.1:{srv.port_from}, in order:")
                 for method, path, dt in srv.calls:
                     print(f"  {method} {path}: {dt * 1000:.1f} ms")
         subprocess.run([vnet, "--state-dir", state, "destroy", name], capture_output=True)

@@ -196,6 +196,8 @@ def main():
     signal.signal(signal.SIGHUP, terminate)
     vnets = [os.path.abspath(v) for v in a.vnet.split(",")]
     labels = [os.path.basename(v) for v in vnets]
+    if len(set(labels)) < len(labels):  # /tmp/base/vnet,/tmp/new/vnet: name each by its directory too
+        labels = [os.path.join(os.path.basename(os.path.dirname(v)), os.path.basename(v)) for v in vnets]
     raw_exe = build_raw()
     sizes = [int(s) for s in a.sizes.split(",")]
     print(f"machine: {os.cpu_count()} CPUs")

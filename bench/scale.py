@@ -279,6 +279,8 @@ class Server:
                     raise RuntimeError("vnet server did not start: " + self.output())
                 time.sleep(0.1)
         self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=300)
+        self.calls = []  # each request's method, path and wall time, in order
+        self.port_from = None  # the connection's own port, which the server's log names
 
     def put(self, name, body):
         """PUTs a spec; returns the wall time of the request and its answer."""
@@ -295,6 +297,8 @@ class Server:
         r = self.conn.getresponse()
         data = r.read()
         dt = time.monotonic() - t
+        self.calls.append((method, path, dt))
+        self.port_from = self.conn.sock.getsockname()[1] if self.conn.sock else self.port_from
         if r.status not in ok:
             raise RuntimeError(f"{method} {path}: {r.status} {data.decode(errors='replace')}")
         return dt, json.loads(data) if r.status == 200 else r.status

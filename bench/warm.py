@@ -33,16 +33,20 @@ them. After the rounds a no-op apply through the API must plan nothing and
 status must show the N VMs.
 
 usage: bench/warm.py [--vnet bin/vnet[,OTHER]] [--sizes 100,1000] [--changes 20]
-                     [--quiet 120] [--cpuprofile FILE] [--trace]
+                     [--quiet 120] [--cpuprofile FILE] [--trace] [--lock-held]
 
 --vnet may name several builds, comma-separated (say, before and after a
 change): each is measured in turn under the same lock, beside one raw
 netlink measurement, and gets rows of its own. --cpuprofile writes the
 server's CPU profile (VNET_CPUPROFILE) of the largest N to FILE (with
 several builds, FILE.1, FILE.2, ... in their order); --trace prints the
-server's VNET_TRACE lines. Needs root
+server's VNET_TRACE lines, then the time of each request as this script
+saw it, to compare with the server's log of it. Needs root
 and Go (it builds bench/rawnetlink). It takes /tmp/vnet-kernel.lock for each
-size itself (do not wrap it in flock) and removes what it made. Not a test:
+size itself (do not wrap it in flock), unless --lock-held says its caller
+holds it already (flock /tmp/vnet-kernel.lock flock -x /tmp/vnet-quiet.lock
+bench/warm.py --lock-held: the kernel's lock first, as bench/cni.py's
+callers take them), and removes what it made. Not a test:
 it prints measurements.
 """
 import argparse, fcntl, json, os, shutil, signal, statistics, subprocess, sys, time
@@ -113,6 +117,11 @@ def measure(vnet, n, changes, quiet, cpuprofile, trace):
             srv.stop()
             if trace:
                 print(srv.output())
+                # Beside the server's "200 in X ms" of each change: what the
+                # same request took as this script saw it.
+                print(f"the client's time of each request from 127.0.0.1:{srv.port_from}, in order:")
+                for method, path, dt in srv.calls:
+                    print(f"  {method} {path}: {dt * 1000:.1f} ms")
         subprocess.run([vnet, "--state-dir", state, "destroy", name], capture_output=True)
         shutil.rmtree(state, ignore_errors=True)
     return medians(times)
@@ -179,6 +188,7 @@ def main():
     ap.add_argument("--quiet", type=float, default=120)
     ap.add_argument("--cpuprofile", help="the server's CPU profile at the largest N")
     ap.add_argument("--trace", action="store_true", help="print the server's VNET_TRACE lines")
+    ap.add_argument("--lock-held", action="store_true", help=f"the caller holds {LOCK} already: do not take it")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("warm.py: needs root")
@@ -186,6 +196,8 @@ def main():
     signal.signal(signal.SIGHUP, terminate)
     vnets = [os.path.abspath(v) for v in a.vnet.split(",")]
     labels = [os.path.basename(v) for v in vnets]
+    if len(set(labels)) < len(labels):  # /tmp/base/vnet,/tmp/new/vnet: name each by its directory too
+        labels = [os.path.join(os.path.basename(os.path.dirname(v)), os.path.basename(v)) for v in vnets]
     raw_exe = build_raw()
     sizes = [int(s) for s in a.sizes.split(",")]
     print(f"machine: {os.cpu_count()} CPUs")
@@ -197,7 +209,8 @@ def main():
             raws = {"raw": Raw(raw_exe, f"w{os.getpid() % 100000}r{n}"),
                     "raw+bpf": Raw(raw_exe, f"w{os.getpid() % 100000}b{n}", flags=["-portprogs"])}
             with open(LOCK, "a") as lk:
-                fcntl.flock(lk, fcntl.LOCK_EX)
+                if not a.lock_held:
+                    fcntl.flock(lk, fcntl.LOCK_EX)
                 try:
                     for i, (label, vnet) in enumerate(zip(labels, vnets), 1):
                         prof = None
@@ -209,7 +222,8 @@ def main():
                         for label in labels:
                             results[(n, label)][way] = raw_times
                 finally:
-                    fcntl.flock(lk, fcntl.LOCK_UN)
+                    if not a.lock_held:
+                        fcntl.flock(lk, fcntl.LOCK_UN)
     finally:
         shutil.rmtree(os.path.dirname(raw_exe), ignore_errors=True)
     report(results, labels)

@@ -57,6 +57,9 @@ func apiConfig(cmd *cobra.Command, f *apiFlags) (api.Config, error) {
 	// most, and keeps the specs it decodes in memory.
 	cfg.Backend = &service.Local{StateDir: stateDir, Exe: exe, ReadsFresh: time.Second, Trace: traceTo()}
 	cfg.Log = cmd.ErrOrStderr()
+	if traceTo() != nil {
+		cfg.Trace = cfg.Log
+	}
 	info, _ := debug.ReadBuildInfo()
 	cfg.Version = buildVersion(version, info)
 	return cfg, nil

@@ -108,6 +108,7 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, name string,
 		release()
 		return nil, err
 	}
+	lap(r, "api: body read and decoded")
 	return release, nil
 }
 
@@ -204,17 +205,20 @@ func (s *Server) answerApply(w http.ResponseWriter, r *http.Request, who string,
 	opts := service.ApplyOptions{DryRun: dryRun, Detail: true, DropAttached: queryOf(r).bool("dropAttached")}
 	var res *service.ApplyResult
 	var err error
+	lap(r, "api: before the service")
 	if dryRun {
 		err = s.withKernel(r.Context(), func() (err error) { res, err = apply(opts); return })
 	} else {
 		opts.By = actor(r, who)
 		res, err = apply(opts)
 	}
+	lap(r, "api: the service")
 	observe(result(err))
 	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, applyResult(res))
+	lap(r, "api: the answer encoded")
 	return nil
 }
 

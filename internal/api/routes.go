@@ -193,11 +193,15 @@ func (s *Server) wrap(rt route) http.Handler {
 			return
 		}
 		start := time.Now()
+		if rt.Mutates && s.cfg.Trace != nil {
+			r = r.WithContext(withStopwatch(r.Context(), s.cfg.Trace, start))
+		}
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		if err := rt.handle(rec, r, who); err != nil {
 			writeError(rec, err)
 		}
 		if rt.Mutates {
+			lap(r, "api: answered")
 			// Milliseconds: a change takes a few of them.
 			s.log.Printf("%s %s%s by %s from %s: %d in %.1f ms", r.Method, quote.Text(r.URL.Path), queryText(r), quote.Text(who), r.RemoteAddr, rec.status, float64(time.Since(start).Microseconds())/1000)
 		}

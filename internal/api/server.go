@@ -71,6 +71,9 @@ type Config struct {
 	// Log receives one line per change asked for (who, what, the result)
 	// and the server's own messages.
 	Log io.Writer
+	// Trace, when set, receives where each change's time goes in the
+	// handler, around the service's own laps (VNET_TRACE).
+	Trace io.Writer
 }
 
 // Server is the HTTP API over one backend.

@@ -46,7 +46,10 @@ infrastructure and in a state directory of its own, with its own
 containers; the ratios then include vnet's over the baseline's and
 vnet-server's over baseline-server's.
 
-usage: bench/cni.py [--vnet bin/vnet] [--baseline OLD] [--batch 50] [--rounds 3] [--fill 1000] [--lock-held]
+--only LIST runs only the plugins named (vnet-server,baseline-server: the
+server's path beside the build before, in a fraction of the time).
+
+usage: bench/cni.py [--vnet bin/vnet] [--baseline OLD] [--batch 50] [--rounds 3] [--fill 1000] [--only LIST] [--lock-held]
 Needs root, Go (it builds bench/cnidriver) and containernetworking-plugins.
 It takes /tmp/vnet-kernel.lock for the whole run itself (do not wrap it in
 flock), unless --lock-held says its caller holds it already. Not a test: it
@@ -68,6 +71,7 @@ SERVER_PORT = 18471  # in the runtime namespace, where the plugins run
 SERVER_BASE_PORT = 18472
 SERVER_TOKEN = "cni-bench-" + "0" * 24
 PLUGINS = ("vnet", "vnet-server", "bridge")
+WITH_BASELINE = ("vnet", "baseline", "vnet-server", "baseline-server", "bridge")
 # The plugins that go through a server: its infrastructure and port.
 SERVERS = {"vnet-server": (SERVER_INFRA, SERVER_PORT), "baseline-server": (SERVER_BASE_INFRA, SERVER_BASE_PORT)}
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -109,7 +113,7 @@ class Bench(VnetLab):
         self.work = tempfile.mkdtemp(prefix="cnibench.")
         self.driver = os.path.join(self.work, "cnidriver")
         subprocess.run(["go", "build", "-o", self.driver, "./bench/cnidriver"], cwd=os.path.dirname(HERE), check=True)
-        self.plugins = PLUGINS if baseline is None else ("vnet", "baseline", "vnet-server", "baseline-server", "bridge")
+        self.plugins = PLUGINS if baseline is None else WITH_BASELINE
         # Each build of vnet answers as vnet-cni from a directory of its own,
         # ahead of Debian's plugins.
         self.builds = {"vnet": self}
@@ -259,6 +263,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--fill", type=int, default=1000, help="containers of the pile-up (at most 1,000: a Linux bridge takes 1,024 ports)")
     ap.add_argument("--lock-held", action="store_true", help=f"the caller holds {LOCK} already: do not take it")
+    ap.add_argument("--only", help="run only these plugins, comma-separated (vnet-server,baseline-server: the server path"
+                                   " alone, in a fraction of the time)")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("cni.py: needs root")
@@ -267,6 +273,9 @@ def main():
             sys.exit(f"cni.py: {DEBIAN}/{p} missing: apt-get install containernetworking-plugins")
     if not 1 <= a.fill <= 1000 or a.batch < 10:
         sys.exit("cni.py: --fill 1..1000, --batch at least 10")
+    every = PLUGINS if a.baseline is None else WITH_BASELINE
+    if a.only and (unknown := set(a.only.split(",")) - set(every)):
+        sys.exit(f"cni.py: --only: no plugin {', '.join(sorted(unknown))} in this run ({', '.join(every)})")
     # SIGTERM and SIGHUP end the run through the clean-up, as ^C does.
     signal.signal(signal.SIGTERM, terminate)
     signal.signal(signal.SIGHUP, terminate)
@@ -276,6 +285,8 @@ def main():
         fcntl.flock(lock, fcntl.LOCK_EX)
     baseline = os.path.abspath(a.baseline) if a.baseline else None
     b = Bench(vnet, max(a.batch, a.fill), baseline)
+    if a.only:
+        b.plugins = tuple(p for p in b.plugins if p in a.only.split(","))
     try:
         print(b.machine())
         version = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "containernetworking-plugins"],
@@ -300,13 +311,13 @@ def report(a, med, got, each, dels):
     plugins = list(med)
     # vnet over bridge always; with a baseline also the baseline over
     # bridge, and vnet over the baseline: what the change did.
-    pairs = [("vnet", "bridge"), ("vnet-server", "bridge"), ("vnet-server", "vnet")]
-    if "baseline" in med:
-        pairs += [("baseline", "bridge"), ("vnet", "baseline"), ("vnet-server", "baseline-server")]
+    pairs = [("vnet", "bridge"), ("vnet-server", "bridge"), ("vnet-server", "vnet"),
+             ("baseline", "bridge"), ("vnet", "baseline"), ("vnet-server", "baseline-server")]
+    pairs = [(x, y) for x, y in pairs if x in med and y in med]
     names = "".join(f"{x + '/' + y:>19}" for x, y in pairs)
     print(f"\ncontainers per second, medians of {a.rounds} rounds of {a.batch} containers each; ratios of the medians")
     print(f"{'phase':<8}" + "".join(f"{p:>12}" for p in plugins) + names + "   spread (min-max over rounds)")
-    for phase in med["vnet"]:
+    for phase in med[plugins[0]]:
         spread = "; ".join(f"{p} {min(got[p][phase]):.1f}-{max(got[p][phase]):.1f}" for p in plugins)
         print(f"{phase:<8}" + "".join(f"{med[p][phase]:>10.1f}/s" for p in plugins)
               + "".join(f"{med[x][phase] / med[y][phase]:>19.2f}" for x, y in pairs) + f"   {spread}")

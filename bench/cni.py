@@ -40,11 +40,16 @@ vnet's figure over bridge's, and vnet-server's over bridge's and over
 vnet's: above 1, a rate is higher or a time longer.
 
 With --baseline BIN, a second build of vnet (an older one, to measure a
-change) runs as a third plugin in every phase, on an infrastructure and in
-a state directory of its own, with its own containers; the ratios then
-include vnet's over the baseline's.
+change) runs in every phase as two more plugins, alone ("baseline") and
+through a server of its own ("baseline-server"), each on an
+infrastructure and in a state directory of its own, with its own
+containers; the ratios then include vnet's over the baseline's and
+vnet-server's over baseline-server's.
 
-usage: bench/cni.py [--vnet bin/vnet] [--baseline OLD] [--batch 50] [--rounds 3] [--fill 1000] [--lock-held]
+--only LIST runs only the plugins named (vnet-server,baseline-server: the
+server's path beside the build before, in a fraction of the time).
+
+usage: bench/cni.py [--vnet bin/vnet] [--baseline OLD] [--batch 50] [--rounds 3] [--fill 1000] [--only LIST] [--lock-held]
 Needs root, Go (it builds bench/cnidriver) and containernetworking-plugins.
 It takes /tmp/vnet-kernel.lock for the whole run itself (do not wrap it in
 flock), unless --lock-held says its caller holds it already. Not a test: it
@@ -61,9 +66,14 @@ RUNTIME_NS = f"{PREFIX}-rt"
 INFRA = f"{PREFIX}vnet"
 BASE_INFRA = f"{PREFIX}base"
 SERVER_INFRA = f"{PREFIX}srv"
+SERVER_BASE_INFRA = f"{PREFIX}srvb"
 SERVER_PORT = 18471  # in the runtime namespace, where the plugins run
+SERVER_BASE_PORT = 18472
 SERVER_TOKEN = "cni-bench-" + "0" * 24
 PLUGINS = ("vnet", "vnet-server", "bridge")
+WITH_BASELINE = ("vnet", "baseline", "vnet-server", "baseline-server", "bridge")
+# The plugins that go through a server: its infrastructure and port.
+SERVERS = {"vnet-server": (SERVER_INFRA, SERVER_PORT), "baseline-server": (SERVER_BASE_INFRA, SERVER_BASE_PORT)}
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -83,8 +93,9 @@ def conflist(plugin, state, work):
     if plugin in ("vnet", "baseline"):
         infra = INFRA if plugin == "vnet" else BASE_INFRA
         p = {"type": "vnet-cni", "infra": infra, "portgroup": "pg-bench", "stateDir": state, "ipam": {"type": "vnet"}}
-    elif plugin == "vnet-server":
-        p = {"type": "vnet-cni", "infra": SERVER_INFRA, "portgroup": "pg-bench", "server": f"http://127.0.0.1:{SERVER_PORT}",
+    elif plugin in SERVERS:
+        infra, port = SERVERS[plugin]
+        p = {"type": "vnet-cni", "infra": infra, "portgroup": "pg-bench", "server": f"http://127.0.0.1:{port}",
              "serverTokenFile": os.path.join(work, "server.token"), "ipam": {"type": "vnet"}}
     else:
         p = {"type": "bridge", "bridge": "cnibench0", "isGateway": True,
@@ -102,22 +113,26 @@ class Bench(VnetLab):
         self.work = tempfile.mkdtemp(prefix="cnibench.")
         self.driver = os.path.join(self.work, "cnidriver")
         subprocess.run(["go", "build", "-o", self.driver, "./bench/cnidriver"], cwd=os.path.dirname(HERE), check=True)
-        self.plugins = PLUGINS if baseline is None else ("vnet", "baseline", "vnet-server", "bridge")
+        self.plugins = PLUGINS if baseline is None else WITH_BASELINE
         # Each build of vnet answers as vnet-cni from a directory of its own,
         # ahead of Debian's plugins.
         self.builds = {"vnet": self}
         if baseline is not None:
             self.builds["baseline"] = VnetLab(baseline)
-        # The server's infrastructure has a state directory of its own,
-        # which only the server writes once it runs.
-        self.served = VnetLab(vnet)
-        self.server = None
+        # Each server's infrastructure has a state directory of its own,
+        # which only that server writes once it runs.
+        self.served = {"vnet-server": VnetLab(vnet)}
+        if baseline is not None:
+            self.served["baseline-server"] = VnetLab(baseline)
+        self.servers = {}
         self.plugin_dirs = {}
         for plugin, lab in self.builds.items():
             d = self.plugin_dirs[plugin] = os.path.join(self.work, f"plugins-{plugin}")
             os.makedirs(d)
             os.symlink(lab.vnet, os.path.join(d, "vnet-cni"))
         self.plugin_dirs["bridge"] = self.plugin_dirs["vnet-server"] = self.plugin_dirs["vnet"]
+        if baseline is not None:
+            self.plugin_dirs["baseline-server"] = self.plugin_dirs["baseline"]
         self.most, self.namespaces, self.applied = most, [], []
 
     def set_up(self):
@@ -126,9 +141,11 @@ class Bench(VnetLab):
             infra = INFRA if plugin == "vnet" else BASE_INFRA
             lab.apply(spec(infra))
             self.applied.append((lab, infra))
-        self.served.apply(spec(SERVER_INFRA))
-        self.applied.append((self.served, SERVER_INFRA))
-        self.start_server()
+        for plugin, lab in self.served.items():
+            infra, port = SERVERS[plugin]
+            lab.apply(spec(infra))
+            self.applied.append((lab, infra))
+            self.start_server(plugin, lab, port)
         for plugin in self.plugins:
             state = self.builds[plugin].state if plugin in self.builds else self.state
             with open(self.conf(plugin), "w") as f:
@@ -137,38 +154,40 @@ class Bench(VnetLab):
             for i in range(1, self.most + 1):
                 self.netns(f"{PREFIX}-{plugin}-{i}")
 
-    def start_server(self):
-        """vnet server over the served state directory, in the runtime
-        namespace (whose loopback it listens on, where the plugins run),
-        until close; it answers once /healthz does."""
+    def start_server(self, plugin, lab, port):
+        """plugin's vnet server (lab's build) over lab's state directory,
+        in the runtime namespace (whose loopback it listens on, where the
+        plugins run), until close; it answers once /healthz does."""
         subprocess.run(["ip", "-n", RUNTIME_NS, "link", "set", "lo", "up"], check=True)
         tokens = os.path.join(self.work, "server.token")
         with open(tokens, "w") as f:
             f.write(f"bench:{SERVER_TOKEN}\n")
         os.chmod(tokens, 0o600)
-        self.server_log = open(os.path.join(self.work, "server.log"), "w")
-        self.server = subprocess.Popen(["ip", "netns", "exec", RUNTIME_NS, self.vnet, "--state-dir", self.served.state, "server",
-                                        "--no-etcd", "--listen", f"127.0.0.1:{SERVER_PORT}", "--token-file", tokens],
-                                       stdout=self.server_log, stderr=subprocess.STDOUT)
+        log = os.path.join(self.work, f"{plugin}.log")
+        with open(log, "w") as out:
+            server = self.servers[plugin] = subprocess.Popen(
+                ["ip", "netns", "exec", RUNTIME_NS, lab.vnet, "--state-dir", lab.state, "server",
+                 "--no-etcd", "--listen", f"127.0.0.1:{port}", "--token-file", tokens], stdout=out, stderr=subprocess.STDOUT)
         for _ in range(300):
             r = subprocess.run(["ip", "netns", "exec", RUNTIME_NS, "python3", "-c",
-                                f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{SERVER_PORT}/healthz', timeout=1)"],
+                                f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{port}/healthz', timeout=1)"],
                                capture_output=True)
             if r.returncode == 0:
                 return
-            if self.server.poll() is not None:
+            if server.poll() is not None:
                 break
             time.sleep(0.1)
-        raise RuntimeError("vnet server does not answer: " + open(self.server_log.name).read())
+        raise RuntimeError(f"{plugin}'s vnet server does not answer: " + open(log).read())
 
-    def stop_server(self):
-        if self.server is not None and self.server.poll() is None:
-            self.server.terminate()
-            try:
-                self.server.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.server.kill()
-                self.server.wait()
+    def stop_servers(self):
+        for server in self.servers.values():
+            if server.poll() is None:
+                server.terminate()
+                try:
+                    server.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    server.kill()
+                    server.wait()
 
     def conf(self, plugin):
         return os.path.join(self.work, f"{plugin}.conflist")
@@ -190,13 +209,13 @@ class Bench(VnetLab):
         return json.loads(r.stdout)
 
     def close(self):
-        self.stop_server()  # the one writer of its store: stopped before its infrastructure is destroyed
+        self.stop_servers()  # each the one writer of its store: stopped before its infrastructure is destroyed
         for lab, infra in self.applied:
             lab.destroy(infra)
         for ns in reversed(self.namespaces):
             subprocess.run(["ip", "netns", "del", ns], check=False)
         shutil.rmtree(self.work, ignore_errors=True)
-        for lab in list(self.builds.values()) + [self.served]:
+        for lab in list(self.builds.values()) + list(self.served.values()):
             shutil.rmtree(lab.state, ignore_errors=True)
 
 
@@ -244,6 +263,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--fill", type=int, default=1000, help="containers of the pile-up (at most 1,000: a Linux bridge takes 1,024 ports)")
     ap.add_argument("--lock-held", action="store_true", help=f"the caller holds {LOCK} already: do not take it")
+    ap.add_argument("--only", help="run only these plugins, comma-separated (vnet-server,baseline-server: the server path"
+                                   " alone, in a fraction of the time)")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("cni.py: needs root")
@@ -252,6 +273,9 @@ def main():
             sys.exit(f"cni.py: {DEBIAN}/{p} missing: apt-get install containernetworking-plugins")
     if not 1 <= a.fill <= 1000 or a.batch < 10:
         sys.exit("cni.py: --fill 1..1000, --batch at least 10")
+    every = PLUGINS if a.baseline is None else WITH_BASELINE
+    if a.only and (unknown := set(a.only.split(",")) - set(every)):
+        sys.exit(f"cni.py: --only: no plugin {', '.join(sorted(unknown))} in this run ({', '.join(every)})")
     # SIGTERM and SIGHUP end the run through the clean-up, as ^C does.
     signal.signal(signal.SIGTERM, terminate)
     signal.signal(signal.SIGHUP, terminate)
@@ -261,6 +285,8 @@ def main():
         fcntl.flock(lock, fcntl.LOCK_EX)
     baseline = os.path.abspath(a.baseline) if a.baseline else None
     b = Bench(vnet, max(a.batch, a.fill), baseline)
+    if a.only:
+        b.plugins = tuple(p for p in b.plugins if p in a.only.split(","))
     try:
         print(b.machine())
         version = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "containernetworking-plugins"],
@@ -285,11 +311,13 @@ def report(a, med, got, each, dels):
     plugins = list(med)
     # vnet over bridge always; with a baseline also the baseline over
     # bridge, and vnet over the baseline: what the change did.
-    pairs = [("vnet", "bridge"), ("vnet-server", "bridge"), ("vnet-server", "vnet")] + ([("baseline", "bridge"), ("vnet", "baseline")] if "baseline" in med else [])
+    pairs = [("vnet", "bridge"), ("vnet-server", "bridge"), ("vnet-server", "vnet"),
+             ("baseline", "bridge"), ("vnet", "baseline"), ("vnet-server", "baseline-server")]
+    pairs = [(x, y) for x, y in pairs if x in med and y in med]
     names = "".join(f"{x + '/' + y:>19}" for x, y in pairs)
     print(f"\ncontainers per second, medians of {a.rounds} rounds of {a.batch} containers each; ratios of the medians")
     print(f"{'phase':<8}" + "".join(f"{p:>12}" for p in plugins) + names + "   spread (min-max over rounds)")
-    for phase in med["vnet"]:
+    for phase in med[plugins[0]]:
         spread = "; ".join(f"{p} {min(got[p][phase]):.1f}-{max(got[p][phase]):.1f}" for p in plugins)
         print(f"{phase:<8}" + "".join(f"{med[p][phase]:>10.1f}/s" for p in plugins)
               + "".join(f"{med[x][phase] / med[y][phase]:>19.2f}" for x, y in pairs) + f"   {spread}")

@@ -114,7 +114,7 @@ func (c *Cgroups) markCgroup(r plan.Resource) error {
 // infrastructure's level, or that level alone (vnet/<infra>), in every
 // hierarchy in use: what recover --adopt does to take them over.
 func (l *Linux) MarkCgroup(name, mark string) error {
-	return l.cgroups.markCgroup(plan.Resource{Kind: plan.KindCgroup, Name: name, Mark: mark})
+	return l.cgroups().markCgroup(plan.Resource{Kind: plan.KindCgroup, Name: name, Mark: mark})
 }
 
 // InfraCgroups lists an infrastructure's cgroups with their marks: each
@@ -122,11 +122,11 @@ func (l *Linux) MarkCgroup(name, mark string) error {
 func (l *Linux) InfraCgroups(infra string) []NamedCgroup {
 	var out []NamedCgroup
 	level := "vnet/" + infra
-	if len(l.cgroups.Dirs(level)) > 0 {
-		out = append(out, NamedCgroup{Name: level, Mark: l.cgroups.Mark(level)})
+	if len(l.cgroups().Dirs(level)) > 0 {
+		out = append(out, NamedCgroup{Name: level, Mark: l.cgroups().Mark(level)})
 	}
-	for _, name := range l.cgroups.List(level) {
-		out = append(out, NamedCgroup{Name: name, Mark: l.cgroups.Mark(name)})
+	for _, name := range l.cgroups().List(level) {
+		out = append(out, NamedCgroup{Name: name, Mark: l.cgroups().Mark(name)})
 	}
 	return out
 }

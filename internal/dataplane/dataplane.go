@@ -26,8 +26,12 @@ type Linux struct {
 	handles map[string]*nsHandle
 	// seen is each namespace's mark as this dataplane last read or set
 	// it, with the namespace's ID (see MarkedNamespaceIDs).
-	seen    map[string]seenMark
-	cgroups *Cgroups
+	seen map[string]seenMark
+	// cgroupDriver is the cgroup driver, detected on first use (cgroups): most
+	// changes touch no cgroup, and detecting may read the mount table,
+	// which grows with the containers.
+	cgroupDriver *Cgroups
+	cgroupOnce   sync.Once
 	// HostNS, when set, is the namespace that holds a host model's
 	// host-level objects (plan.CurrentNS for the one vnet runs in):
 	// Observe reads there the links whose alias names the infrastructure
@@ -83,7 +87,13 @@ func New() (*Linux, error) {
 	if err := captureHostNS(); err != nil {
 		return nil, err
 	}
-	return &Linux{handles: map[string]*nsHandle{}, cgroups: DetectCgroups(), fw: nft.New(openNS, hostConntrackOff)}, nil
+	return &Linux{handles: map[string]*nsHandle{}, fw: nft.New(openNS, hostConntrackOff)}, nil
+}
+
+// cgroups is the cgroup driver, detected when first asked for.
+func (l *Linux) cgroups() *Cgroups {
+	l.cgroupOnce.Do(func() { l.cgroupDriver = DetectCgroups() })
+	return l.cgroupDriver
 }
 
 // Close releases the netlink handles.
@@ -308,7 +318,7 @@ func (l *Linux) ensure(r plan.Resource) error {
 	case plan.KindOffloads:
 		return setOffloads(r)
 	case plan.KindCgroup:
-		return l.cgroups.Ensure(r)
+		return l.cgroups().Ensure(r)
 	case plan.KindVxlan:
 		return l.ensureVxlan(r)
 	case plan.KindFDB:
@@ -353,7 +363,7 @@ func (l *Linux) remove(r plan.Resource) error {
 	case plan.KindOffloads:
 		return nil // offloads go with their link; a dropped setting is reset as a change (plan.ResetDroppedOffloads)
 	case plan.KindCgroup:
-		return l.cgroups.Remove(r.Name)
+		return l.cgroups().Remove(r.Name)
 	case plan.KindVxlan:
 		return l.removeLink(r.NS, r.Name)
 	case plan.KindFDB:

@@ -62,8 +62,8 @@ func (l *Linux) Leftovers(infra string) ([]Leftover, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, dir := range l.cgroups.EmptyInfraDirs(infra) {
-		out = append(out, Leftover{What: "cgroup " + dir + " (no VM left)", remove: func() error { return l.cgroups.RemoveEmptyDir(dir) }})
+	for _, dir := range l.cgroups().EmptyInfraDirs(infra) {
+		out = append(out, Leftover{What: "cgroup " + dir + " (no VM left)", remove: func() error { return l.cgroups().RemoveEmptyDir(dir) }})
 	}
 	return out, nil
 }
@@ -209,21 +209,21 @@ func (l *Linux) Garbage(opts GarbageOpts) ([]Leftover, error) {
 				return deleteNetns(ns.Name)
 			}})
 	}
-	for _, infra := range l.cgroups.Infras() {
+	for _, infra := range l.cgroups().Infras() {
 		if opts.Known != nil && opts.Known(infra) {
 			continue
 		}
-		for _, name := range l.cgroups.List("vnet/" + infra) {
-			m, marked := plan.ParseMark(l.cgroups.Mark(name))
-			out = append(out, Leftover{What: "cgroup " + strings.Join(l.cgroups.Dirs(name), " "), Infra: infra, Unowned: true,
+		for _, name := range l.cgroups().List("vnet/" + infra) {
+			m, marked := plan.ParseMark(l.cgroups().Mark(name))
+			out = append(out, Leftover{What: "cgroup " + strings.Join(l.cgroups().Dirs(name), " "), Infra: infra, Unowned: true,
 				Kind: plan.KindCgroup, Name: name, Mark: m, Marked: marked, PathInfra: infra,
-				remove: func() error { return l.cgroups.Remove(name) }})
+				remove: func() error { return l.cgroups().Remove(name) }})
 		}
-		for _, dir := range l.cgroups.EmptyInfraDirs(infra) {
+		for _, dir := range l.cgroups().EmptyInfraDirs(infra) {
 			m, marked := plan.ParseMark(readDirMark(dir))
 			out = append(out, Leftover{What: "cgroup " + dir + " (no VM left)", Infra: infra, Unowned: true,
 				Kind: plan.KindCgroup, Name: "vnet/" + infra, Mark: m, Marked: marked, PathInfra: infra,
-				remove: func() error { return l.cgroups.RemoveEmptyDir(dir) }})
+				remove: func() error { return l.cgroups().RemoveEmptyDir(dir) }})
 		}
 	}
 	return out, nil

@@ -623,10 +623,10 @@ func (l *Linux) observeOffloads(hints []plan.Resource) []plan.Resource {
 
 func (l *Linux) observeCgroups(infra string) []plan.Resource {
 	var out []plan.Resource
-	for _, name := range l.cgroups.List("vnet/" + infra) {
-		milli, cpus, ok := l.cgroups.Read(name)
+	for _, name := range l.cgroups().List("vnet/" + infra) {
+		milli, cpus, ok := l.cgroups().Read(name)
 		if ok {
-			out = append(out, plan.Resource{Kind: plan.KindCgroup, Name: name, CPUMilli: milli, CPUs: cpus, Mark: l.cgroups.Mark(name)})
+			out = append(out, plan.Resource{Kind: plan.KindCgroup, Name: name, CPUMilli: milli, CPUs: cpus, Mark: l.cgroups().Mark(name)})
 		}
 	}
 	return out
@@ -642,15 +642,15 @@ func (l *Linux) observeCgroupsOf(infra string, namespaces []string) []plan.Resou
 			continue
 		}
 		name := plan.CgroupName(infra, node)
-		if milli, cpus, ok := l.cgroups.Read(name); ok {
-			out = append(out, plan.Resource{Kind: plan.KindCgroup, Name: name, CPUMilli: milli, CPUs: cpus, Mark: l.cgroups.Mark(name)})
+		if milli, cpus, ok := l.cgroups().Read(name); ok {
+			out = append(out, plan.Resource{Kind: plan.KindCgroup, Name: name, CPUMilli: milli, CPUs: cpus, Mark: l.cgroups().Mark(name)})
 		}
 	}
 	return out
 }
 
 // Cgroups returns the cgroup driver, for exec.
-func (l *Linux) Cgroups() *Cgroups { return l.cgroups }
+func (l *Linux) Cgroups() *Cgroups { return l.cgroups() }
 
 // readNamespaceSysctls reads vnet's settings of a namespace's bridges,
 // and of the namespace when withNS, entering it once. Of the bridges of

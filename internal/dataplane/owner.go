@@ -104,8 +104,8 @@ func (l *Linux) Marks(namespaces, cgroups []string) (map[string]string, error) {
 	close(work)
 	wg.Wait()
 	for _, name := range cgroups {
-		if len(l.cgroups.Dirs(name)) > 0 {
-			out[plan.Resource{Kind: plan.KindCgroup, Name: name}.Key()] = l.cgroups.Mark(name)
+		if len(l.cgroups().Dirs(name)) > 0 {
+			out[plan.Resource{Kind: plan.KindCgroup, Name: name}.Key()] = l.cgroups().Mark(name)
 		}
 	}
 	return out, nil

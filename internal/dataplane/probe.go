@@ -75,7 +75,7 @@ func (known probeSet) covers(want probeSet, withoutBrNetfilter bool) bool {
 func (l *Linux) Probe(needs []plan.Resource) error {
 	for _, r := range needs {
 		if r.Kind == plan.KindCgroup {
-			if err := l.cgroups.Available(); err != nil {
+			if err := l.cgroups().Available(); err != nil {
 				return err
 			}
 			break

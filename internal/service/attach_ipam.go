@@ -38,19 +38,28 @@ func freeAddress(s *spec.Spec, subnet netip.Prefix, reserved ...string) (string,
 // usedAddresses are the addresses of subnet that the spec gives vNICs,
 // host ports, port groups' and networks' gateways.
 func usedAddresses(s *spec.Spec, subnet netip.Prefix) map[netip.Addr]bool {
-	used := map[netip.Addr]bool{}
+	// Sized for a vNIC a VM, as containers have: a map grown from empty
+	// to thousands costs more than the parses that fill it.
+	used := make(map[netip.Addr]bool, len(s.VMs))
 	take := func(cidr string) {
+		if cidr == "" {
+			return // no address, and no error made to say so
+		}
 		if p, err := netip.ParsePrefix(cidr); err == nil && subnet.Contains(p.Addr()) {
 			used[p.Addr()] = true
 		}
 	}
 	takeAddr := func(addr string) {
+		if addr == "" {
+			return
+		}
 		if a, err := netip.ParseAddr(addr); err == nil && subnet.Contains(a) {
 			used[a] = true
 		}
 	}
-	for _, vm := range s.VMs {
-		for _, n := range vm.NICs {
+	for i := range s.VMs {
+		for j := range s.VMs[i].NICs {
+			n := &s.VMs[i].NICs[j]
 			take(n.IP)
 			take(n.IP6)
 		}

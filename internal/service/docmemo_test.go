@@ -69,3 +69,24 @@ func TestDocMemo(t *testing.T) {
 		t.Error("read against the document of another file")
 	}
 }
+
+// An attachment's apply keeps the spec it applied as the document of the
+// record the apply writes (its file and bytes), so the next attachment
+// reads it back without decoding; a record of other bytes is decoded.
+func TestKeepApplied(t *testing.T) {
+	doc := loadAttachBase(t, attachBase)
+	next, _, err := planAttach(doc, AttachRequest{Container: "a", Host: "hv1", Netns: "ns-a", Ifname: "eth0", PortGroup: "pg", Allocate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &Local{}
+	l.keepApplied(next)
+	recorded := &store.Record{Name: next.Spec.Name, SpecFile: next.File, Spec: bytes.Clone(next.Source)}
+	if got, err := l.docOf(recorded); err != nil || got != next {
+		t.Errorf("the record the apply wrote: %p, %v; want the document applied, %p", got, err, next)
+	}
+	before := &store.Record{Name: doc.Spec.Name, SpecFile: doc.File, Spec: bytes.Clone(doc.Source)}
+	if got, err := l.docOf(before); err != nil || got == next || len(got.Spec.VMs) != len(doc.Spec.VMs) {
+		t.Errorf("the record before: %v, %v; want it decoded", got, err)
+	}
+}

@@ -224,10 +224,36 @@ func macIn(macs map[string]string, mac string) bool {
 	if len(macs) == 0 {
 		return false
 	}
+	if canonicalMAC(mac) {
+		// As vnet and runtimes write them: no parse for each of thousands.
+		_, dup := macs[mac]
+		return dup
+	}
 	hw, err := net.ParseMAC(mac)
 	if err != nil {
 		return false
 	}
 	_, dup := macs[strings.ToLower(hw.String())]
 	return dup
+}
+
+// canonicalMAC reports whether mac is a 48-bit MAC as checkVNICMAC keys
+// it: six pairs of lower-case hex digits between colons.
+func canonicalMAC(mac string) bool {
+	if len(mac) != 17 {
+		return false
+	}
+	for i := 0; i < len(mac); i++ {
+		c := mac[i]
+		switch {
+		case i%3 == 2:
+			if c != ':' {
+				return false
+			}
+		case c >= '0' && c <= '9', c >= 'a' && c <= 'f':
+		default:
+			return false
+		}
+	}
+	return true
 }

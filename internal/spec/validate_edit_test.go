@@ -555,3 +555,30 @@ vms:
 		}
 	}
 }
+
+// A MAC is found among the others' however it is written, and only the
+// canonical form skips the parse.
+func TestMACIn(t *testing.T) {
+	macs := map[string]string{"02:ab:00:00:00:01": "vms[0].nics[0].mac"}
+	tests := []struct {
+		mac       string
+		in, canon bool
+	}{
+		{"02:ab:00:00:00:01", true, true},
+		{"02:AB:00:00:00:01", true, false},
+		{"02-ab-00-00-00-01", true, false},
+		{"02ab.0000.0001", true, false},
+		{"02:ab:00:00:00:02", false, true},
+		{"02:ab:00:00:00:0g", false, false},
+		{"02:ab:00:00:00", false, false},
+		{"", false, false},
+	}
+	for _, tt := range tests {
+		if got := macIn(macs, tt.mac); got != tt.in {
+			t.Errorf("macIn(%q) = %v, want %v", tt.mac, got, tt.in)
+		}
+		if got := canonicalMAC(tt.mac); got != tt.canon {
+			t.Errorf("canonicalMAC(%q) = %v, want %v", tt.mac, got, tt.canon)
+		}
+	}
+}

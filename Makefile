@@ -45,8 +45,8 @@ deps:
 # seconds: Go 1.26's fuzzer can fail a run whose time is up while a worker is
 # mid-input ("context deadline exceeded", a race fixed in Go 1.27), more so on
 # a busy machine. 400000 inputs take about 14 s here. A package may take up to
-# 35 minutes: the kill suite alone takes about 6 on an idle 2-core machine and
-# took 21 on one loaded with two other builds' benchmarks.
+# 35 minutes: the kill suite alone takes about 21 on a 2-core machine, idle or
+# loaded with two other builds' benchmarks.
 test: deps
 	$(GO) vet ./...
 	GO=$(GO) $(GO) run ./internal/nstest/testlog -count=1 -p 1 -timeout 35m ./...

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -98,10 +99,31 @@ func freePort(t *testing.T) string {
 }
 
 // serve starts a netserver in the foreground for the test: "vnet" or
-// "netperf" (netperf's own).
+// "netperf" (netperf's own). A port free when picked can be taken before
+// the server binds it (another package's test, or an ephemeral port of a
+// connection), so a server that exits before it listens is started again
+// on another port.
 func serve(t *testing.T, kind string) string {
 	t.Helper()
-	port := freePort(t)
+	const attempts = 5
+	var last string
+	for i := 0; i < attempts; i++ {
+		port, why := tryServe(t, kind)
+		if why == "" {
+			return port
+		}
+		last = why
+	}
+	t.Fatalf("%s netserver: %d attempts failed; the last: %s", kind, attempts, last)
+	return ""
+}
+
+// tryServe starts one netserver on a free port and waits until it
+// listens. It returns why not if the server exited first; it fails the
+// test if the server neither listens nor exits within 10 s.
+func tryServe(t *testing.T, kind string) (port, whyNot string) {
+	t.Helper()
+	port = freePort(t)
 	var cmd *exec.Cmd
 	switch kind {
 	case "vnet":
@@ -111,17 +133,31 @@ func serve(t *testing.T, kind string) string {
 	default:
 		cmd = exec.Command(realNetserver, "-D", "-p", port)
 	}
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	var stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = os.Stderr, io.MultiWriter(os.Stderr, &stderr)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stop := func() {
+		cmd.Process.Kill()
+		<-exited
+	}
 	for deadline := time.Now().Add(10 * time.Second); ; {
+		select {
+		case err := <-exited:
+			exited <- err // for stop, should it run
+			return "", fmt.Sprintf("exited before listening on %s (%v): %s", port, err, strings.TrimSpace(stderr.String()))
+		default:
+		}
 		if c, err := net.Dial("tcp", "127.0.0.1:"+port); err == nil {
 			c.Close()
-			return port
+			t.Cleanup(stop)
+			return port, ""
 		}
 		if time.Now().After(deadline) {
+			stop()
 			t.Fatalf("%s netserver never listened on %s", kind, port)
 		}
 		time.Sleep(20 * time.Millisecond)

@@ -56,11 +56,23 @@ func (e *Error) Unwrap() error {
 	case e.Status == http.StatusConflict:
 		return service.ErrConflict
 	case e.Status == http.StatusServiceUnavailable:
-		// The server's store or the infrastructure is held, or its etcd
-		// is out of reach: trying again later may succeed.
-		return service.ErrLocked
+		return unavailableCause(e.Body.Code)
 	}
 	return nil
+}
+
+// unavailableCause is the sentinel of a 503's reason. A busy server, and
+// one that gives no reason (an older one, which meant a held store or an
+// etcd out of reach), come back as ErrLocked: trying again later may
+// succeed.
+func unavailableCause(code string) error {
+	switch code {
+	case CodeUnavailable:
+		return service.ErrUnavailable
+	case CodeNoSamples:
+		return service.ErrNoSamples
+	}
+	return service.ErrLocked
 }
 
 func (c *Client) do(ctx context.Context, method, path string, body []byte, header http.Header, out any) error {

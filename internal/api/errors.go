@@ -21,7 +21,25 @@ type ErrorBody struct {
 	// Attached, when a rollback or an apply is refused for them (409),
 	// are the VMs runtimes attached that its spec has no place for.
 	Attached []service.AttachedVM `json:"attached,omitempty"`
+	// Code, on a 503, says which of the reasons worth trying again it is
+	// (CodeLocked, CodeUnavailable, CodeNoSamples), so that a client need
+	// not read the message to tell them apart.
+	Code string `json:"code,omitempty"`
 }
+
+// The reasons of a 503 (ErrorBody.Code).
+const (
+	// CodeLocked: another vnet command holds the state store or the
+	// infrastructure.
+	CodeLocked = "locked"
+	// CodeUnavailable: the server's etcd is out of reach.
+	CodeUnavailable = "unavailable"
+	// CodeNoSamples: a stats window has too few samples yet.
+	CodeNoSamples = "no-samples"
+	// CodeBusy: the server has no room for the request now (too many
+	// large bodies held, or too many requests at once).
+	CodeBusy = "busy"
+)
 
 // Problem is one problem with one field of a spec.
 type Problem struct {
@@ -75,14 +93,23 @@ func classify(err error) *httpError {
 		return fail(http.StatusConflict, err.Error())
 	case errors.Is(err, service.ErrTooMany):
 		return fail(http.StatusTooManyRequests, err.Error())
-	case errors.Is(err, service.ErrUnavailable), errors.Is(err, service.ErrLocked), errors.Is(err, service.ErrNoSamples):
-		// etcd out of reach, the state store or the infrastructure held
-		// by another vnet command, or no samples yet: worth trying again.
-		return fail(http.StatusServiceUnavailable, err.Error())
+	case errors.Is(err, service.ErrUnavailable):
+		return unavailable(CodeUnavailable, err)
+	case errors.Is(err, service.ErrLocked):
+		return unavailable(CodeLocked, err)
+	case errors.Is(err, service.ErrNoSamples):
+		return unavailable(CodeNoSamples, err)
 	case errors.Is(err, service.ErrNotSupported), errors.Is(err, service.ErrNotHere):
 		return fail(http.StatusNotImplemented, err.Error())
 	}
 	return fail(http.StatusInternalServerError, err.Error())
+}
+
+// unavailable is a 503: etcd out of reach, the state store or the
+// infrastructure held by another vnet command, or no samples yet, each
+// worth trying again.
+func unavailable(code string, err error) *httpError {
+	return &httpError{status: http.StatusServiceUnavailable, body: ErrorBody{Error: err.Error(), Code: code}}
 }
 
 func specError(status int, err error, errs spec.Errors) *httpError {

@@ -247,7 +247,7 @@ func statsOnceSampled(ctx context.Context, c *Client, infra string, window time.
 	for {
 		stats, err := c.Stats(ctx, infra, window)
 		switch {
-		case err != nil && !errors.Is(err, service.ErrLocked), time.Now().After(deadline):
+		case err != nil && !errors.Is(err, service.ErrNoSamples), time.Now().After(deadline):
 			return stats, err
 		case err == nil && (done == nil || done(stats)):
 			return stats, nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,31 +27,68 @@ func freePort(t *testing.T) int {
 }
 
 // openDefaultEtcd runs the etcd binary at its default request limit (1.5
-// MiB), which the embedded member raises, and opens a store on it.
+// MiB), which the embedded member raises, and opens a store on it. Ports
+// free when picked can be taken before etcd binds them (by another
+// package's test, or as a connection's ephemeral port): an etcd that exits
+// before it answers is started again on other ports.
 func openDefaultEtcd(t *testing.T) *Store {
 	t.Helper()
 	bin, err := exec.LookPath("etcd")
 	if err != nil {
 		t.Skip("no etcd binary to run at its default request limit")
 	}
+	const attempts = 5
+	var last error
+	for i := 0; i < attempts; i++ {
+		var s *Store
+		if s, last = tryDefaultEtcd(t, bin); last == nil {
+			return s
+		}
+	}
+	t.Fatalf("etcd did not start in %d attempts; the last: %v", attempts, last)
+	return nil
+}
+
+// tryDefaultEtcd starts one etcd on free ports and opens a store on it,
+// or says why etcd exited first; it fails the test if etcd neither answers
+// nor exits within 20 s.
+func tryDefaultEtcd(t *testing.T, bin string) (*Store, error) {
+	t.Helper()
 	client := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
 	peer := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
 	cmd := exec.Command(bin, "--data-dir", t.TempDir(), "--listen-client-urls", client, "--advertise-client-urls", client,
 		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "default="+peer,
 		"--log-level", "error")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	var s *Store
-	for deadline := time.Now().Add(20 * time.Second); s == nil; {
-		if s, err = Open(Options{Endpoints: []string{client}}); err != nil && time.Now().After(deadline) {
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		select {
+		case err := <-exited:
+			return nil, fmt.Errorf("etcd exited (%v): %s", err, lastLine(stderr.String()))
+		default:
+		}
+		s, err := Open(Options{Endpoints: []string{client}})
+		if err == nil {
+			t.Cleanup(func() { s.Close(); _ = cmd.Process.Kill(); <-exited })
+			return s, nil
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			<-exited
 			t.Fatalf("etcd did not start: %v", err)
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
-	t.Cleanup(func() { s.Close() })
-	return s
+}
+
+// lastLine is the last line of a program's output.
+func lastLine(out string) string {
+	out = strings.TrimSpace(out)
+	return out[strings.LastIndexByte(out, '\n')+1:]
 }
 
 // An etcd left at its default request limit refuses a record that fits

@@ -205,6 +205,20 @@ func TestAttachThroughServerRefuses(t *testing.T) {
 	}
 }
 
+// Every call through a server that is not there says so with its address
+// (ErrNoServer), not as Go's HTTP client words a refused connection.
+func TestClientServerOutOfReach(t *testing.T) {
+	addr := freeAddr(t)
+	c, err := NewClient("http://"+addr, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Get(context.Background(), "lab")
+	if !errors.Is(err, service.ErrNoServer) || !strings.HasPrefix(err.Error(), "vnet server http://"+addr+": cannot be reached") {
+		t.Errorf("get through a server that is not there: %v, want ErrNoServer naming %s first", err, addr)
+	}
+}
+
 // A server that does not answer is an error that says so (ErrNoServer),
 // never a fall back to this machine's store.
 func TestAttachServerOutOfReach(t *testing.T) {
@@ -216,6 +230,9 @@ func TestAttachServerOutOfReach(t *testing.T) {
 	_, err = be.Attach(context.Background(), service.AttachRequest{Infra: "lab", Container: "c1", Netns: "n", Ifname: "eth0", PortGroup: "web"})
 	if !errors.Is(err, service.ErrNoServer) || !strings.Contains(err.Error(), addr) {
 		t.Errorf("attach through a server that is not there: %v, want ErrNoServer naming %s", err, addr)
+	}
+	if strings.Count(err.Error(), "cannot be reached") != 1 {
+		t.Errorf("attach through a server that is not there: %v says it once", err)
 	}
 	for _, s := range []AttachServer{{URL: "unix:///run/vnet.sock"}, {URL: "http://127.0.0.1:1", TokenFile: "/nonexistent/token"}, {URL: "https://127.0.0.1:1", CA: "/nonexistent/ca.pem"}} {
 		if _, err := OpenAttachServer(s); err == nil {

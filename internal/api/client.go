@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -75,6 +77,18 @@ func unavailableCause(code string) error {
 	return service.ErrLocked
 }
 
+// transportError says what went wrong before the server answered. A
+// connection that could not be made is the server out of reach
+// (ErrNoServer), said with its address rather than as Go's HTTP client
+// words it.
+func (c *Client) transportError(err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return fmt.Errorf("vnet server %s: %w: %v", c.Base, service.ErrNoServer, op)
+	}
+	return fmt.Errorf("vnet server: %w", err)
+}
+
 func (c *Client) do(ctx context.Context, method, path string, body []byte, header http.Header, out any) error {
 	req, err := http.NewRequestWithContext(ctx, method, c.Base+path, bytes.NewReader(body))
 	if err != nil {
@@ -88,7 +102,7 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, heade
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return fmt.Errorf("vnet server: %w", err)
+		return c.transportError(err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))

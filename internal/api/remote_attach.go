@@ -103,7 +103,7 @@ func (r *Remote) attachCall(ctx context.Context, infra, verb string, body, out a
 // being out of reach.
 func reached(c *Client, err error) error {
 	var answer *Error
-	if err == nil || errors.As(err, &answer) {
+	if err == nil || errors.As(err, &answer) || errors.Is(err, service.ErrNoServer) {
 		return err
 	}
 	return fmt.Errorf("vnet server %s: %w: %v", c.Base, service.ErrNoServer, strings.TrimPrefix(err.Error(), "vnet server: "))

@@ -357,6 +357,19 @@ def report(a, med, got, each, dels):
     print(f"{'containers':<{w}}" + "".join(f"{d:>7}" for d in deciles))
     for p in plugins:
         print(f"{p:<{w}}" + "".join(f"{statistics.median(each[p][max(0, d - 10):d]) * 1e3:>7.1f}" for d in deciles))
+    # What an ADD gains from the first tenth of the pile-up to the last, in
+    # the medians of all the ADDs of each tenth (steadier than ten): the
+    # kernel's own growth is bridge's, which every plugin pays as
+    # namespaces pile up.
+    k = max(1, n // 10)
+    ends = {p: (statistics.median(each[p][:k]) * 1e3, statistics.median(each[p][-k:]) * 1e3) for p in plugins}
+    print(f"\ngrowth of the median ADD from the first {k} to the last {k} of the pile-up:")
+    for p in plugins:
+        first, last = ends[p]
+        than = ""
+        if "bridge" in ends and p != "bridge":
+            than = f", {(last - first) - (ends['bridge'][1] - ends['bridge'][0]):+.1f} ms beside bridge's"
+        print(f"{p:<{w}}{first:>8.1f} ms to {last:.1f} ms: {last - first:+.1f} ms ({last / first:.2f}x){than}")
 
 
 if __name__ == "__main__":

@@ -47,9 +47,15 @@ containers; the ratios then include vnet's over the baseline's and
 vnet-server's over baseline-server's.
 
 --only LIST runs only the plugins named (vnet-server,baseline-server: the
-server's path beside the build before, in a fraction of the time).
+server's path beside the build before, in a fraction of the time;
+vnet-server,bridge: the server's growth beside the kernel's).
 
-usage: bench/cni.py [--vnet bin/vnet] [--baseline OLD] [--batch 50] [--rounds 3] [--fill 1000] [--only LIST] [--lock-held]
+--server-logs DIR keeps each server's log (its standard output and error)
+in DIR as PLUGIN.log: with VNET_TRACE=1 in the environment, which the
+servers inherit, the laps of every change they made, in order, so that a
+phase's growth with the containers can be read ADD by ADD.
+
+usage: bench/cni.py [--vnet bin/vnet] [--baseline OLD] [--batch 50] [--rounds 3] [--fill 1000] [--only LIST] [--server-logs DIR] [--lock-held]
 Needs root, Go (it builds bench/cnidriver) and containernetworking-plugins.
 It takes /tmp/vnet-kernel.lock for the whole run itself (do not wrap it in
 flock), unless --lock-held says its caller holds it already. Not a test: it
@@ -208,6 +214,13 @@ class Bench(VnetLab):
             raise RuntimeError(f"{plugin} {op} {first}..{last}: {r.stderr.strip()}")
         return json.loads(r.stdout)
 
+    def keep_logs(self, into):
+        """Each server's log, the server stopped, copied into the directory into."""
+        self.stop_servers()
+        os.makedirs(into, exist_ok=True)
+        for plugin in self.servers:
+            shutil.copy(os.path.join(self.work, f"{plugin}.log"), os.path.join(into, f"{plugin}.log"))
+
     def close(self):
         self.stop_servers()  # each the one writer of its store: stopped before its infrastructure is destroyed
         for lab, infra in self.applied:
@@ -265,6 +278,7 @@ def main():
     ap.add_argument("--lock-held", action="store_true", help=f"the caller holds {LOCK} already: do not take it")
     ap.add_argument("--only", help="run only these plugins, comma-separated (vnet-server,baseline-server: the server path"
                                    " alone, in a fraction of the time)")
+    ap.add_argument("--server-logs", metavar="DIR", help="keep each server's log in DIR (with VNET_TRACE=1: its laps)")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("cni.py: needs root")
@@ -301,6 +315,8 @@ def main():
         med, got = rates(b, a.batch, a.rounds)
         each, dels = pile_up(b, a.fill)
     finally:
+        if a.server_logs:
+            b.keep_logs(a.server_logs)
         b.close()
         fcntl.flock(lock, fcntl.LOCK_UN)
     print(f"load average at the end: {open('/proc/loadavg').read().split()[:3]}")
@@ -314,29 +330,46 @@ def report(a, med, got, each, dels):
     pairs = [("vnet", "bridge"), ("vnet-server", "bridge"), ("vnet-server", "vnet"),
              ("baseline", "bridge"), ("vnet", "baseline"), ("vnet-server", "baseline-server")]
     pairs = [(x, y) for x, y in pairs if x in med and y in med]
-    names = "".join(f"{x + '/' + y:>19}" for x, y in pairs)
+    # Columns as wide as the longest name in them: "baseline-server" and
+    # the ratios' "vnet-server/baseline-server".
+    w = max(12, max(len(p) for p in plugins) + 1)
+    rw = max([19] + [len(x) + len(y) + 2 for x, y in pairs])
+    names = "".join(f"{x + '/' + y:>{rw}}" for x, y in pairs)
     print(f"\ncontainers per second, medians of {a.rounds} rounds of {a.batch} containers each; ratios of the medians")
-    print(f"{'phase':<8}" + "".join(f"{p:>12}" for p in plugins) + names + "   spread (min-max over rounds)")
+    print(f"{'phase':<8}" + "".join(f"{p:>{w}}" for p in plugins) + names + "   spread (min-max over rounds)")
     for phase in med[plugins[0]]:
         spread = "; ".join(f"{p} {min(got[p][phase]):.1f}-{max(got[p][phase]):.1f}" for p in plugins)
-        print(f"{phase:<8}" + "".join(f"{med[p][phase]:>10.1f}/s" for p in plugins)
-              + "".join(f"{med[x][phase] / med[y][phase]:>19.2f}" for x, y in pairs) + f"   {spread}")
+        print(f"{phase:<8}" + "".join(f"{med[p][phase]:>{w - 2}.1f}/s" for p in plugins)
+              + "".join(f"{med[x][phase] / med[y][phase]:>{rw}.2f}" for x, y in pairs) + f"   {spread}")
     n = a.fill
     print(f"\npile-up to {n} containers, added one at a time (ms per ADD); ratios")
     rows = [("1st ADD", lambda e: e[0]), (f"{n}th ADD", lambda e: e[n - 1]),
             ("median of the first 10", lambda e: statistics.median(e[:10])),
             (f"median of the last 10", lambda e: statistics.median(e[-10:]))]
-    print(f"{'':<26}" + "".join(f"{p:>12}" for p in plugins) + names)
+    print(f"{'':<26}" + "".join(f"{p:>{w}}" for p in plugins) + names)
     for label, f in rows:
         v = {p: f(each[p]) * 1e3 for p in plugins}
-        print(f"{label:<26}" + "".join(f"{v[p]:>10.1f}ms" for p in plugins) + "".join(f"{v[x] / v[y]:>19.2f}" for x, y in pairs))
-    print(f"{'DEL at ' + str(n) + ', one at a time':<26}" + "".join(f"{dels[p]:>10.1f}/s" for p in plugins)
-          + "".join(f"{dels[x] / dels[y]:>19.2f}" for x, y in pairs))
+        print(f"{label:<26}" + "".join(f"{v[p]:>{w - 2}.1f}ms" for p in plugins) + "".join(f"{v[x] / v[y]:>{rw}.2f}" for x, y in pairs))
+    print(f"{'DEL at ' + str(n) + ', one at a time':<26}" + "".join(f"{dels[p]:>{w - 2}.1f}/s" for p in plugins)
+          + "".join(f"{dels[x] / dels[y]:>{rw}.2f}" for x, y in pairs))
     deciles = [max(1, n * k // 10) for k in range(1, 11)]
     print("\nmedian ADD time (ms) of the ten ADDs up to each tenth of the pile-up:")
-    print(f"{'containers':<12}" + "".join(f"{d:>7}" for d in deciles))
+    print(f"{'containers':<{w}}" + "".join(f"{d:>7}" for d in deciles))
     for p in plugins:
-        print(f"{p:<12}" + "".join(f"{statistics.median(each[p][max(0, d - 10):d]) * 1e3:>7.1f}" for d in deciles))
+        print(f"{p:<{w}}" + "".join(f"{statistics.median(each[p][max(0, d - 10):d]) * 1e3:>7.1f}" for d in deciles))
+    # What an ADD gains from the first tenth of the pile-up to the last, in
+    # the medians of all the ADDs of each tenth (steadier than ten): the
+    # kernel's own growth is bridge's, which every plugin pays as
+    # namespaces pile up.
+    k = max(1, n // 10)
+    ends = {p: (statistics.median(each[p][:k]) * 1e3, statistics.median(each[p][-k:]) * 1e3) for p in plugins}
+    print(f"\ngrowth of the median ADD from the first {k} to the last {k} of the pile-up:")
+    for p in plugins:
+        first, last = ends[p]
+        than = ""
+        if "bridge" in ends and p != "bridge":
+            than = f", {(last - first) - (ends['bridge'][1] - ends['bridge'][0]):+.1f} ms beside bridge's"
+        print(f"{p:<{w}}{first:>8.1f} ms to {last:.1f} ms: {last - first:+.1f} ms ({last / first:.2f}x){than}")
 
 
 if __name__ == "__main__":

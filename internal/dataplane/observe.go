@@ -231,9 +231,16 @@ type nsObservation struct {
 func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep func(alias string) bool, only map[string]bool) (nsObservation, error) {
 	var v nsObservation
 	// The namespace's own settings are read where the whole namespace is,
-	// in the entry into it that opens its handle.
+	// in the entry into it that opens its handle, and only of a namespace
+	// of vnet's own (keep nil), whose netns resource holds them: a
+	// container's are its runtime's. Not reading them matters beyond this
+	// read: the first look at a namespace's /proc/sys/net leaves the kernel
+	// one more entry of that name to compare every later lookup with
+	// (procSysNet), so reading every container's made each ADD slower as
+	// containers piled up, and every other process's lookups too.
 	var sysctls string
-	nsSysctlsRead := only == nil
+	ownSysctls := keep == nil
+	nsSysctlsRead := ownSysctls && only == nil
 	if nsSysctlsRead {
 		if err := l.inNSOpening(ns, func() (err error) {
 			sysctls, err = readSysctlsHere(ns, "", plan.NamespaceSysctlSet(ns))
@@ -297,7 +304,7 @@ func (l *Linux) observeNS(ns string, shaperHints map[string]plan.Resource, keep 
 	bridgeSysctls := map[string]string{}
 	if len(bridges) > 0 {
 		var text string
-		if text, bridgeSysctls, err = readNamespaceSysctls(ns, bridges, networkBridges, !nsSysctlsRead); err != nil {
+		if text, bridgeSysctls, err = readNamespaceSysctls(ns, bridges, networkBridges, ownSysctls && !nsSysctlsRead); err != nil {
 			return v, err
 		}
 		if !nsSysctlsRead {

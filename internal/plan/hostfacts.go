@@ -195,6 +195,17 @@ func CheckedVMs(last, next *spec.Spec) func(vm *spec.VM) bool {
 	}
 	return func(vm *spec.VM) bool {
 		old, ok := was[vm.Name]
-		return !ok || old.Host != vm.Host || !reflect.DeepEqual(old.NICs, vm.NICs)
+		return !ok || old.Host != vm.Host || !sameNICs(old.NICs, vm.NICs)
 	}
+}
+
+// sameNICs reports whether two VMs' vNICs are the same: one slice, as an
+// edit of other VMs leaves a VM's (spec.EditVMs), which a check of every
+// VM at each container's ADD then does not compare field by field, or
+// equal ones.
+func sameNICs(a, b []spec.VNIC) bool {
+	if len(a) == len(b) && len(a) > 0 && &a[0] == &b[0] {
+		return true
+	}
+	return reflect.DeepEqual(a, b)
 }

@@ -47,6 +47,30 @@ func TestCheckedVMs(t *testing.T) {
 	}
 }
 
+// A spec edited from the last one shares its unchanged VMs' vNICs (as
+// spec.EditVMs leaves them): those are not checked, the one whose vNICs
+// were written anew is, also when it is the same slice grown.
+func TestCheckedVMsSharedNICs(t *testing.T) {
+	last := load(t, onTaps(networksBase(2)))
+	nics := last.VMs[0].NICs
+	last.VMs[0].NICs = append(make([]spec.VNIC, 0, len(nics)+1), nics...) // room to grow in place
+	next := *last
+	next.VMs = append([]spec.VM(nil), last.VMs...)
+	added := nics[0]
+	added.MAC = "02:00:00:00:00:99"
+	next.VMs[0].NICs = append(next.VMs[0].NICs, added)
+	checked := CheckedVMs(last, &next)
+	var got []string
+	for i := range next.VMs {
+		if checked(&next.VMs[i]) {
+			got = append(got, next.VMs[i].Name)
+		}
+	}
+	if want := []string{next.VMs[0].Name}; !reflect.DeepEqual(got, want) {
+		t.Errorf("checks %q, want %q", got, want)
+	}
+}
+
 // HostNames and CheckHostFacts look at the VMs checked only: a TAP of a VM
 // not checked need not be among the facts.
 func TestCheckHostFactsOfSomeVMs(t *testing.T) {

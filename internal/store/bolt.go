@@ -77,6 +77,11 @@ type Bolt struct {
 	// this value last wrote them (see namespacesJSON).
 	nsJSON map[string]*namespacesJSON
 	hmu    sync.Mutex // of heads and nsJSON
+
+	// hashed is, per infrastructure, the realized resources this value
+	// last wrote, with the hash of each (see hashResourcesAfter).
+	hashed map[string]*hashedResources
+	rmu    sync.Mutex // of hashed
 }
 
 // OpenBolt opens dir/state.db, creating it (and the store's ID) if the

@@ -370,7 +370,7 @@ func TestPutWithHistoryTakenBack(t *testing.T) {
 				if err := log.put(tx.Bucket(bucket), [][]byte{bucket}, []byte(r.Name), v); err != nil {
 					return err
 				}
-				if _, err := putRealized(tx, r.Name, r.Realized, splitChunks(r.Realized), nil, &log); err != nil {
+				if _, err := putRealized(tx, r.Name, r.Realized, splitChunks(hashResources(r.Realized)), nil, &log); err != nil {
 					return err
 				}
 				return a.write(tx, &log)

@@ -89,10 +89,9 @@ type chunkSplit struct {
 const hashInParallelFrom = 2048
 
 // splitChunks finds each resource's chunk and a hash of each chunk's
-// resources, in order.
-func splitChunks(rs []plan.Resource) chunkSplit {
-	hs := hashResources(rs)
-	ids := make([]uint16, len(rs))
+// resources, in order, from hs, each resource's hash.
+func splitChunks(hs []uint64) chunkSplit {
+	ids := make([]uint16, len(hs))
 	sums := &chunkSums{}
 	for i, h := range hs {
 		id := uint16(h % chunks)
@@ -106,24 +105,86 @@ func splitChunks(rs []plan.Resource) chunkSplit {
 // hashResources is resourceHash of each resource, in order.
 func hashResources(rs []plan.Resource) []uint64 {
 	hs := make([]uint64, len(rs))
+	hashSome(rs, hs, nil)
+	return hs
+}
+
+// hashSome sets hs[i] to resourceHash of rs[i] for each i of todo, or
+// for every resource when todo is nil, on every CPU when there are many.
+func hashSome(rs []plan.Resource, hs []uint64, todo []int) {
+	n := len(rs)
+	if todo != nil {
+		n = len(todo)
+	}
 	hash := func(lo, hi int) {
 		var buf []byte
-		for i := lo; i < hi; i++ {
+		for k := lo; k < hi; k++ {
+			i := k
+			if todo != nil {
+				i = todo[k]
+			}
 			buf, hs[i] = resourceHash(buf[:0], &rs[i])
 		}
 	}
-	workers := min(runtime.GOMAXPROCS(0), len(rs)/(hashInParallelFrom/2))
+	workers := min(runtime.GOMAXPROCS(0), n/(hashInParallelFrom/2))
 	if workers < 2 {
-		hash(0, len(rs))
-		return hs
+		hash(0, n)
+		return
 	}
 	var wg sync.WaitGroup
-	per := (len(rs) + workers - 1) / workers
-	for lo := per; lo < len(rs); lo += per {
-		wg.Go(func() { hash(lo, min(lo+per, len(rs))) })
+	per := (n + workers - 1) / workers
+	for lo := per; lo < n; lo += per {
+		wg.Go(func() { hash(lo, min(lo+per, n)) })
 	}
 	hash(0, per)
 	wg.Wait()
+}
+
+// hashedResources are the resources of a write, as the record held them
+// (not a copy: a record's Realized is not changed once written, and a copy
+// of thousands cost more than their hashes), and the hash of each.
+type hashedResources struct {
+	rs []plan.Resource
+	hs []uint64
+}
+
+// hashReuseLookahead is how far past the last match the resources of the
+// last write are searched for one of the next: a one-VM change drops a few
+// resources in a row from the model, and adds a few.
+const hashReuseLookahead = 8
+
+// hashResourcesAfter is hashResources of rs, taking the hash of each
+// resource equal to one of last (nil: none) from it. A change of one VM's
+// part of a model of thousands of resources keeps the others in their
+// order, so a walk of both lists in step finds them: comparing two
+// resources costs a fraction of hashing one, whose strings are mostly
+// the same memory. The hashes of a record of thousands were most of a
+// write's CPU, and grew with the VMs at each container's ADD.
+func hashResourcesAfter(last *hashedResources, rs []plan.Resource) []uint64 {
+	if last == nil || len(rs) > 0 && len(last.rs) > 0 && &rs[0] == &last.rs[0] {
+		// The same list written again is hashed again, in case it
+		// changed in place since.
+		return hashResources(rs)
+	}
+	hs := make([]uint64, len(rs))
+	todo := []int{}
+	j := 0
+	for i := range rs {
+		k := -1
+		for d := 0; d < hashReuseLookahead && j+d < len(last.rs); d++ {
+			if last.rs[j+d] == rs[i] {
+				k = j + d
+				break
+			}
+		}
+		if k < 0 {
+			todo = append(todo, i)
+			continue
+		}
+		hs[i] = last.hs[k]
+		j = k + 1
+	}
+	hashSome(rs, hs, todo)
 	return hs
 }
 

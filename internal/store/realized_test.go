@@ -329,3 +329,38 @@ func TestHashResourcesInParallel(t *testing.T) {
 		}
 	}
 }
+
+// The hashes taken from the last write are those of the resources as they
+// are: the same list, some added, dropped or changed, one changed in place
+// in the list written last, or none in common.
+func TestHashResourcesAfter(t *testing.T) {
+	last := resources(100)
+	kept := &hashedResources{rs: last, hs: hashResources(last)}
+	changed := slices.Clone(last)
+	changed[50].CIDR = "10.9.9.9/16"
+	inPlace := slices.Clone(last)
+	inPlaceKept := &hashedResources{rs: inPlace, hs: hashResources(inPlace)}
+	inPlace[7].Name = "vnet.x.moved"
+	tests := []struct {
+		name string
+		last *hashedResources
+		rs   []plan.Resource
+	}{
+		{"no last write", nil, last},
+		{"the same", kept, slices.Clone(last)},
+		{"some added", kept, slices.Concat(last[:40], resources(3)[:1], []plan.Resource{{Kind: plan.KindNetns, Name: "vnet.x.new"}}, last[40:])},
+		{"some dropped", kept, slices.Concat(last[:10], last[15:60], last[61:])},
+		{"more dropped in a row than looked ahead", kept, slices.Concat(last[:10], last[10+2*hashReuseLookahead:])},
+		{"one changed", kept, changed},
+		{"changed in place", inPlaceKept, inPlace},
+		{"none in common", kept, resources(3)},
+		{"none", kept, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got, want := hashResourcesAfter(tt.last, tt.rs), hashResources(tt.rs); !slices.Equal(got, want) {
+				t.Errorf("hashes differ from the resources' own:\n got %x\nwant %x", got, want)
+			}
+		})
+	}
+}

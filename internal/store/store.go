@@ -44,9 +44,12 @@ var ErrHistoryNotKept = errors.New("the record was written, its history entry wa
 
 // Record is one infrastructure's state.
 type Record struct {
-	Name       string          `json:"name"`
-	SpecFile   string          `json:"spec_file"`
-	Spec       []byte          `json:"spec"` // the YAML as applied
+	Name     string `json:"name"`
+	SpecFile string `json:"spec_file"`
+	Spec     []byte `json:"spec"` // the YAML as applied
+	// Realized, once written, is not changed in place: the store keeps
+	// it to find the resources the next write has the same (Bolt's
+	// hashRealized), as the engine's memo keeps the model it is.
 	Realized   []plan.Resource `json:"realized"`
 	Generation int             `json:"generation"` // applies that changed something
 	AppliedAt  time.Time       `json:"applied_at"`

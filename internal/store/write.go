@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vnet-project/vnet/internal/history"
+	"github.com/vnet-project/vnet/internal/plan"
 )
 
 // Put stores a record, replacing any with the same name: the record and
@@ -63,7 +64,7 @@ func (b *Bolt) put(r *Record, entry *entryWrite) error {
 	}
 	// Where each resource goes is worked out once, for the file and its
 	// good copy both.
-	split := splitChunks(r.Realized)
+	split := splitChunks(b.hashRealized(r.Name, r.Realized))
 	register(b.id, b.dir)
 	b.wmu.Lock()
 	defer b.wmu.Unlock()
@@ -410,4 +411,21 @@ func (b *Bolt) toGood(db *bolt.DB, txid uint64, mirror func(*bolt.Tx) error) (go
 		return goodFailed, err
 	}
 	return goodCopied, nil
+}
+
+// hashRealized is the hash of each of infra's resources rs (see
+// hashResourcesAfter), taken from this value's last write of infra where
+// they are the same; rs and their hashes are kept for the next write.
+func (b *Bolt) hashRealized(infra string, rs []plan.Resource) []uint64 {
+	b.rmu.Lock()
+	last := b.hashed[infra]
+	b.rmu.Unlock()
+	hs := hashResourcesAfter(last, rs)
+	b.rmu.Lock()
+	defer b.rmu.Unlock()
+	if b.hashed == nil {
+		b.hashed = map[string]*hashedResources{}
+	}
+	b.hashed[infra] = &hashedResources{rs: rs, hs: hs}
+	return hs
 }

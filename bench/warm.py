@@ -37,9 +37,16 @@ usage: bench/warm.py [--vnet bin/vnet[,OTHER]] [--sizes 100,1000] [--changes 20]
 
 --vnet may name several builds, comma-separated (say, before and after a
 change): each is measured in turn under the same lock, beside one raw
-netlink measurement, and gets rows of its own. --cpuprofile writes the
+netlink measurement, and gets rows of its own. A build measured after
+another fares better than the same build measured first, so the rounds
+are run in as many passes as there are builds, each pass measuring every
+build in turn (a new infrastructure each time), and the builds take turns
+at going first: with two, the first pass measures A then B, the second B
+then A, each pass --changes/2 rounds (rounded up on the first), and each
+build's medians are of its rounds of all passes. --cpuprofile writes the
 server's CPU profile (VNET_CPUPROFILE) of the largest N to FILE (with
-several builds, FILE.1, FILE.2, ... in their order); --trace prints the
+several builds, FILE.1, FILE.2, ... in --vnet's order, of their first
+pass); --trace prints the
 server's VNET_TRACE lines, then the time of each request as this script
 saw it, to compare with the server's log of it. Needs root
 and Go (it builds bench/rawnetlink). It takes /tmp/vnet-kernel.lock for each
@@ -59,7 +66,7 @@ VNET_WAYS = WAYS[:4]
 
 
 def measure(vnet, n, changes, quiet, cpuprofile, trace):
-    """Times the changes through vnet's three ways; returns their medians."""
+    """Times the changes through vnet's ways; returns each one's times."""
     tag = f"w{os.getpid() % 100000}n{n}"
     name = "wrm" + tag
     state = os.path.realpath(os.path.join("/tmp", "vnet-warm." + tag))
@@ -124,7 +131,7 @@ def measure(vnet, n, changes, quiet, cpuprofile, trace):
                     print(f"  {method} {path}: {dt * 1000:.1f} ms")
         subprocess.run([vnet, "--state-dir", state, "destroy", name], capture_output=True)
         shutil.rmtree(state, ignore_errors=True)
-    return medians(times)
+    return times
 
 
 def measure_raw(raw, n, changes, quiet):
@@ -141,6 +148,29 @@ def measure_raw(raw, n, changes, quiet):
     finally:
         raw.cleanup()
     return medians({"raw": times})["raw"]
+
+
+def turns(count, changes):
+    """The passes over count builds: in each, the builds' indexes in the
+    order they are measured and the rounds each gets. Each build goes first
+    in one pass, second in another, and so on, so that none has the
+    advantage of being measured after the others."""
+    if count == 1:
+        return [([0], changes)]
+    passes = []
+    for p in range(count):
+        rounds = changes // count + (p < changes % count)
+        if rounds:
+            passes.append(([(p + i) % count for i in range(count)], rounds))
+    return passes
+
+
+def pooled(into, times):
+    """Adds times (way: op: list) to into's lists."""
+    for way, ops in times.items():
+        for op, v in ops.items():
+            into.setdefault(way, {}).setdefault(op, []).extend(v)
+    return into
 
 
 def medians(times):
@@ -212,11 +242,17 @@ def main():
                 if not a.lock_held:
                     fcntl.flock(lk, fcntl.LOCK_EX)
                 try:
-                    for i, (label, vnet) in enumerate(zip(labels, vnets), 1):
-                        prof = None
-                        if a.cpuprofile and n == sizes[-1]:
-                            prof = os.path.abspath(a.cpuprofile) + (f".{i}" if len(vnets) > 1 else "")
-                        results[(n, label)] = measure(vnet, n, a.changes, a.quiet, prof, a.trace)
+                    times = {label: {} for label in labels}
+                    for p, (order, rounds) in enumerate(turns(len(vnets), a.changes)):
+                        for i in order:
+                            prof = None
+                            if a.cpuprofile and n == sizes[-1] and p == 0:
+                                prof = os.path.abspath(a.cpuprofile) + (f".{i + 1}" if len(vnets) > 1 else "")
+                            if len(vnets) > 1:
+                                print(f"N={n}, pass {p + 1}: {labels[i]}, {rounds} rounds", flush=True)
+                            pooled(times[labels[i]], measure(vnets[i], n, rounds, a.quiet, prof, a.trace))
+                    for label in labels:
+                        results[(n, label)] = medians(times[label])
                     for way, raw in raws.items():
                         raw_times = measure_raw(raw, n, a.changes, a.quiet)
                         for label in labels:

@@ -157,7 +157,7 @@ func BenchmarkPortGroupOneVM1000(b *testing.B) {
 	})
 	b.Run("next whole, last spliced", func(b *testing.B) {
 		for b.Loop() {
-			if _, ok := SpliceModel(next, last, Model(next, opt), nil, opt); !ok {
+			if _, ok := SpliceModel(next, last, Model(next, opt), nil, nil, opt); !ok {
 				b.Fatal("not spliced")
 			}
 		}

@@ -19,6 +19,9 @@ type Splice struct {
 	// as Model has them: the resources the two models disagree on are all
 	// among them, so ModelScope of the two is the scope of the change.
 	Before, After []Resource
+	// Room is where Model may grow in place for the next change (see
+	// Room); nil: it may not.
+	Room *Room
 }
 
 // SpliceModel makes the model of next from lastModel, the model of last
@@ -49,7 +52,9 @@ type Splice struct {
 //
 // lastKeys, when not nil, are the keys of lastModel's resources (a
 // Splice's Keys): a splice then works out no key of the resources it keeps.
-func SpliceModel(last, next *spec.Spec, lastModel []Resource, lastKeys []string, opt Options) (Splice, bool) {
+// lastRoom, when not nil, is the Room of lastModel (a Splice's Room): a
+// change that only adds at its end then adds in place.
+func SpliceModel(last, next *spec.Spec, lastModel []Resource, lastKeys []string, lastRoom *Room, opt Options) (Splice, bool) {
 	nets, vms, ok := bound(last, next, opt)
 	if !ok || sharedPerPort(lastModel) {
 		return Splice{}, false
@@ -65,8 +70,24 @@ func SpliceModel(last, next *spec.Spec, lastModel []Resource, lastKeys []string,
 			lastKeys[i] = lastModel[i].Key()
 		}
 	}
+	if sp, ok := lastRoom.extend(lastModel, lastKeys, before, after); ok {
+		return sp, true
+	}
 	sp, ok := splice(lastModel, lastKeys, before, after)
-	return sp, ok
+	switch {
+	case !ok:
+		return Splice{}, false
+	case sameModel(sp.Model, lastModel):
+		sp.Room = lastRoom // the model stays, and with it its room
+		return sp, true
+	}
+	return withRoom(sp), true
+}
+
+// sameModel reports whether two models are one: the same resources in the
+// same memory.
+func sameModel(a, b []Resource) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // bound returns the networks and VMs a change from last to next touches
@@ -367,6 +388,7 @@ func splice(model []Resource, keys []string, before, after []Resource) (Splice, 
 	firewalls := map[string]Resource{} // by key: the host firewalls either part makes
 	inBefore, inAfter := indexPart(before, firewalls), indexPart(after, firewalls)
 	n := len(model) + len(after) - len(before)
+	n += roomAfter(n) // for the next change to add in place (Room)
 	sp.Model, sp.Keys = make([]Resource, 0, n), make([]string, 0, n)
 	keep := func(r *Resource, k string) {
 		sp.Model = append(sp.Model, *r)

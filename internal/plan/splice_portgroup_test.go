@@ -266,7 +266,7 @@ func bounded(text, what string, opt Options) bool {
 func checkSplice(t *testing.T, name string, last, next *spec.Spec, opt Options) bool {
 	t.Helper()
 	before, want := Model(last, opt), Model(next, opt)
-	sp, ok := SpliceModel(last, next, before, nil, opt)
+	sp, ok := SpliceModel(last, next, before, nil, nil, opt)
 	if !ok {
 		return false
 	}

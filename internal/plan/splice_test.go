@@ -48,8 +48,8 @@ func TestSpliceModelIsTheWholeModel(t *testing.T) {
 				}
 				// Spliced again, from a splice, with its keys.
 				before := Model(last, opt)
-				sp, _ := SpliceModel(last, next, before, nil, opt)
-				if again, ok := SpliceModel(next, last, sp.Model, sp.Keys, opt); !ok || !slices.Equal(sortedKeys(again.Model), sortedKeys(before)) {
+				sp, _ := SpliceModel(last, next, before, nil, nil, opt)
+				if again, ok := SpliceModel(next, last, sp.Model, sp.Keys, sp.Room, opt); !ok || !slices.Equal(sortedKeys(again.Model), sortedKeys(before)) {
 					t.Errorf("spliced back (%v): %d resources, want %d", ok, len(again.Model), len(before))
 				}
 			})
@@ -87,7 +87,7 @@ func TestSpliceModelRefuses(t *testing.T) {
 	for _, c := range tests {
 		t.Run(c.name, func(t *testing.T) {
 			last, next := load(t, c.last), load(t, c.next)
-			if _, ok := SpliceModel(last, next, Model(last, c.opt), nil, c.opt); ok {
+			if _, ok := SpliceModel(last, next, Model(last, c.opt), nil, nil, c.opt); ok {
 				t.Error("spliced")
 			}
 		})

@@ -110,11 +110,7 @@ func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 	// Recorded (or, ErrWriteKept, recorded in state.db alone, which no
 	// longer takes the write back): the host stays as the record names it.
 	res.Realized = o.model
-	var keys []string
-	if o.models.change != nil {
-		keys = o.models.change.Keys
-	}
-	e.Memo.put(name, doc.Source, doc.Spec, o.models.opt, o.models.next, keys, o.models.plain)
+	e.Memo.put(name, doc.Source, doc.Spec, o.models.opt, o.models.next, o.models.change, o.models.plain)
 	// A full apply leaves the host as the record says, also after a killed one.
 	if o.scope.Full() {
 		if err := e.sweepPortPrograms(o.desired); err != nil {

@@ -25,7 +25,8 @@ type memoEntry struct {
 	spec  *spec.Spec
 	opt   plan.Options
 	model []plan.Resource
-	keys  []string // of model's resources, when a splice worked them out
+	keys  []string   // of model's resources, when a splice worked them out
+	room  *plan.Room // where model may grow in place (plan.Room), or nil
 	// desired is the desired state the apply made of model when
 	// observation told nothing (modelSet.plain), or nil.
 	desired []plan.Resource
@@ -53,18 +54,24 @@ func (m *Memo) entry(infra string, src []byte, opt plan.Options) (memoEntry, boo
 }
 
 // put keeps what an apply recorded: its spec's source, the spec, and its
-// model made with opt, with the model's keys when known (nil: not) and
-// the desired state made of it when observation told nothing (nil: none).
-func (m *Memo) put(infra string, src []byte, s *spec.Spec, opt plan.Options, model []plan.Resource, keys []string, desired []plan.Resource) {
+// model made with opt, with the model's keys and room when a splice made
+// it (sp, nil: none) and the desired state made of it when observation
+// told nothing (nil: none).
+func (m *Memo) put(infra string, src []byte, s *spec.Spec, opt plan.Options, model []plan.Resource, sp *plan.Splice, desired []plan.Resource) {
 	if m == nil {
 		return
+	}
+	var keys []string
+	var room *plan.Room
+	if sp != nil && sameSlice(sp.Model, model) {
+		keys, room = sp.Keys, sp.Room
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.byInfra == nil {
 		m.byInfra = map[string]memoEntry{}
 	}
-	m.byInfra[infra] = memoEntry{src: src, spec: s, opt: opt, model: model, keys: keys, desired: desired}
+	m.byInfra[infra] = memoEntry{src: src, spec: s, opt: opt, model: model, keys: keys, room: room, desired: desired}
 }
 
 // lastSpec is the spec of the last apply kept for infra, or nil.

@@ -139,7 +139,7 @@ func (e *Engine) models(doc *spec.Document) (*store.Record, *modelSet, error) {
 // change back (plan.SpliceModel), else whole, when the models decide that
 // a splice cannot bound the change.
 func (m *modelSet) spliceLast() {
-	sp, ok := plan.SpliceModel(m.doc.Spec, m.last, m.next, nil, m.opt)
+	sp, ok := plan.SpliceModel(m.doc.Spec, m.last, m.next, nil, nil, m.opt)
 	if !ok {
 		m.prev = plan.Model(m.last, m.opt)
 		return
@@ -184,7 +184,7 @@ func (e *Engine) splice(doc *spec.Document, m *modelSet) (*store.Record, bool) {
 	if sameSpec(rec, doc) {
 		m.keep(kept)
 	} else {
-		sp, ok := plan.SpliceModel(kept.spec, doc.Spec, kept.model, kept.keys, m.opt)
+		sp, ok := plan.SpliceModel(kept.spec, doc.Spec, kept.model, kept.keys, kept.room, m.opt)
 		if !ok {
 			return nil, false
 		}
@@ -208,7 +208,7 @@ func (e *Engine) splice(doc *spec.Document, m *modelSet) (*store.Record, bool) {
 // models' difference would say of the whole model.
 func (m *modelSet) keep(kept memoEntry) {
 	m.last, m.prev, m.next, m.kept = m.doc.Spec, kept.model, kept.model, true
-	m.change = &plan.Splice{Model: kept.model, Keys: kept.keys}
+	m.change = &plan.Splice{Model: kept.model, Keys: kept.keys, Room: kept.room}
 }
 
 // how says how the next model was made: "kept" (the memo's, of the same

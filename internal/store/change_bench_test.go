@@ -26,6 +26,13 @@ import (
 //	go test -run XXX -bench RecordChange ./internal/store
 //	VNET_BENCH_DIR=/dev/shm go test -run XXX -bench RecordChange ./internal/store
 func BenchmarkRecordChange(b *testing.B) {
+	b.Run("address", func(b *testing.B) { benchRecordWrites(b, changeRecords(b, 1000)) })
+	// Adding a VM and removing it again, as bench/warm.py's rounds do.
+	b.Run("add or remove", func(b *testing.B) { benchRecordWrites(b, addRecords(b, 1000)) })
+}
+
+// benchRecordWrites writes recs in turn, as BenchmarkRecordChange says.
+func benchRecordWrites(b *testing.B, recs [2]*Record) {
 	dir := b.TempDir()
 	if d := os.Getenv("VNET_BENCH_DIR"); d != "" {
 		var err error
@@ -38,7 +45,6 @@ func BenchmarkRecordChange(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	recs := changeRecords(b, 1000)
 	// The history at its retention, as on a store in use: every change
 	// then drops the oldest entry.
 	gen := 0
@@ -86,14 +92,28 @@ func changeRecords(tb testing.TB, n int) [2]*Record {
 	if !bytes.Contains(src, old) {
 		tb.Fatalf("spectest.VMs(%d) has no %s", n, old)
 	}
+	return engineRecords(tb, src, bytes.Replace(src, old, changed, 1))
+}
+
+// addRecords are the records of spectest.VMs(n) and of the same spec with
+// one VM more, as an engine writes them.
+func addRecords(tb testing.TB, n int) [2]*Record {
+	tb.Helper()
+	return engineRecords(tb, spectest.VMs(n), spectest.VMs(n+1))
+}
+
+// engineRecords are the records of two specs of spectest.VMs's form as an
+// engine writes them: with their models and the namespaces' IDs.
+func engineRecords(tb testing.TB, srcs ...[]byte) [2]*Record {
+	tb.Helper()
 	var out [2]*Record
-	for i, s := range [][]byte{src, bytes.Replace(src, old, changed, 1)} {
+	for i, s := range srcs {
 		doc, err := spec.Decode("big.yaml", s)
 		if err != nil {
 			tb.Fatal(err)
 		}
 		ids := &plan.NamespaceIDs{Boot: "2c9e1d0b-7f54-4a4e-9a51-1f0e4f3f9a11", Mark: "vnet-bench", IDs: map[string]uint64{}}
-		for j := 1; j <= n; j++ {
+		for j := 1; j <= len(doc.Spec.VMs); j++ {
 			ids.IDs[fmt.Sprintf("big-vm%d", j)] = uint64(4096 + j)
 		}
 		out[i] = &Record{Name: doc.Spec.Name, SpecFile: "big.yaml", Spec: s,

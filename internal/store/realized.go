@@ -148,6 +148,21 @@ type hashedResources struct {
 	hs []uint64
 }
 
+// hashGrownInPlace is the hashes of rs, the last write's list grown past
+// its end in the same array (a VM added in plan.Room's room): the last
+// list's part of it is the same memory, which a written Realized never
+// changes, and only what was appended is hashed.
+func hashGrownInPlace(last *hashedResources, rs []plan.Resource) []uint64 {
+	hs := make([]uint64, len(rs))
+	copy(hs, last.hs)
+	todo := make([]int, 0, len(rs)-len(last.rs))
+	for i := len(last.rs); i < len(rs); i++ {
+		todo = append(todo, i)
+	}
+	hashSome(rs, hs, todo)
+	return hs
+}
+
 // hashReuseLookahead is how far past the last match the resources of the
 // last write are searched for one of the next: a one-VM change drops a few
 // resources in a row from the model, and adds a few.
@@ -161,10 +176,16 @@ const hashReuseLookahead = 8
 // the same memory. The hashes of a record of thousands were most of a
 // write's CPU, and grew with the VMs at each container's ADD.
 func hashResourcesAfter(last *hashedResources, rs []plan.Resource) []uint64 {
-	if last == nil || len(rs) > 0 && len(last.rs) > 0 && &rs[0] == &last.rs[0] {
-		// The same list written again is hashed again, in case it
-		// changed in place since.
+	if last == nil {
 		return hashResources(rs)
+	}
+	if len(rs) > 0 && len(last.rs) > 0 && &rs[0] == &last.rs[0] {
+		if len(rs) <= len(last.rs) {
+			// The same list written again is hashed again, in case it
+			// changed in place since.
+			return hashResources(rs)
+		}
+		return hashGrownInPlace(last, rs)
 	}
 	hs := make([]uint64, len(rs))
 	todo := []int{}

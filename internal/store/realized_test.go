@@ -341,6 +341,10 @@ func TestHashResourcesAfter(t *testing.T) {
 	inPlace := slices.Clone(last)
 	inPlaceKept := &hashedResources{rs: inPlace, hs: hashResources(inPlace)}
 	inPlace[7].Name = "vnet.x.moved"
+	grownFrom := append(make([]plan.Resource, 0, 110), last...) // room past its end, as plan.Room leaves
+	grownKept := &hashedResources{rs: grownFrom, hs: hashResources(grownFrom)}
+	grown := append(grownFrom, resources(3)[:1]...)
+	grown = append(grown, plan.Resource{Kind: plan.KindNetns, Name: "vnet.x.grown"})
 	tests := []struct {
 		name string
 		last *hashedResources
@@ -353,6 +357,8 @@ func TestHashResourcesAfter(t *testing.T) {
 		{"more dropped in a row than looked ahead", kept, slices.Concat(last[:10], last[10+2*hashReuseLookahead:])},
 		{"one changed", kept, changed},
 		{"changed in place", inPlaceKept, inPlace},
+		{"grown in place past its end", grownKept, grown},
+		{"cut short in place", grownKept, grownFrom[:90]},
 		{"none in common", kept, resources(3)},
 		{"none", kept, nil},
 	}

@@ -42,7 +42,7 @@ func newBudgets(maxBody int64, requestTimeout time.Duration) *budgets {
 		max: maxBody, bodyWait: requestTimeout / 2}
 }
 
-var errBusy = &httpError{status: http.StatusServiceUnavailable, body: ErrorBody{Error: "the server is busy with other large requests; try again", Code: CodeBusy}}
+var errBusy = busy("the server is busy with other large requests; try again")
 
 // readBody reads a body of at most b.max bytes within the bodies' budget;
 // release gives its share back, once the body is no longer needed.

@@ -84,9 +84,14 @@ func unavailableCause(code string) error {
 func (c *Client) transportError(err error) error {
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
-		return fmt.Errorf("vnet server %s: %w: %v", c.Base, service.ErrNoServer, op)
+		return c.outOfReach(op)
 	}
 	return fmt.Errorf("vnet server: %w", err)
+}
+
+// outOfReach is the server out of reach (ErrNoServer), for why.
+func (c *Client) outOfReach(why error) error {
+	return fmt.Errorf("vnet server %s: %w: %v", c.Base, service.ErrNoServer, why)
 }
 
 func (c *Client) do(ctx context.Context, method, path string, body []byte, header http.Header, out any) error {

@@ -112,6 +112,11 @@ func unavailable(code string, err error) *httpError {
 	return &httpError{status: http.StatusServiceUnavailable, body: ErrorBody{Error: err.Error(), Code: code}}
 }
 
+// busy is a 503 for a request the server has no room for now.
+func busy(msg string) *httpError {
+	return &httpError{status: http.StatusServiceUnavailable, body: ErrorBody{Error: msg, Code: CodeBusy}}
+}
+
 func specError(status int, err error, errs spec.Errors) *httpError {
 	body := ErrorBody{Error: err.Error(), Field: errs[0].Path, Line: errs[0].Pos.Line, Column: errs[0].Pos.Col}
 	for _, e := range errs[:min(len(errs), spec.MaxReported)] {

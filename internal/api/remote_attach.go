@@ -106,5 +106,5 @@ func reached(c *Client, err error) error {
 	if err == nil || errors.As(err, &answer) || errors.Is(err, service.ErrNoServer) {
 		return err
 	}
-	return fmt.Errorf("vnet server %s: %w: %v", c.Base, service.ErrNoServer, strings.TrimPrefix(err.Error(), "vnet server: "))
+	return c.outOfReach(errors.New(strings.TrimPrefix(err.Error(), "vnet server: ")))
 }

@@ -263,7 +263,7 @@ func (s *Server) withKernel(ctx context.Context, fn func() error) error {
 	select {
 	case s.kernel <- struct{}{}:
 	case <-ctx.Done():
-		return &httpError{status: http.StatusServiceUnavailable, body: ErrorBody{Error: "the server is busy; try again", Code: CodeBusy}}
+		return busy("the server is busy; try again")
 	}
 	defer func() { <-s.kernel }()
 	return fn()

@@ -77,16 +77,17 @@ func SpliceModel(last, next *spec.Spec, lastModel []Resource, lastKeys []string,
 	switch {
 	case !ok:
 		return Splice{}, false
-	case sameModel(sp.Model, lastModel):
+	case SameModel(sp.Model, lastModel):
 		sp.Room = lastRoom // the model stays, and with it its room
 		return sp, true
 	}
 	return withRoom(sp), true
 }
 
-// sameModel reports whether two models are one: the same resources in the
-// same memory.
-func sameModel(a, b []Resource) bool {
+// SameModel reports whether two models are one: the same resources in the
+// same memory, which a caller keeping a model tells from an equal copy
+// without comparing them.
+func SameModel(a, b []Resource) bool {
 	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 

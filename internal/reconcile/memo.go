@@ -63,7 +63,7 @@ func (m *Memo) put(infra string, src []byte, s *spec.Spec, opt plan.Options, mod
 	}
 	var keys []string
 	var room *plan.Room
-	if sp != nil && sameSlice(sp.Model, model) {
+	if sp != nil && plan.SameModel(sp.Model, model) {
 		keys, room = sp.Keys, sp.Room
 	}
 	m.mu.Lock()

@@ -190,7 +190,7 @@ func (e *Engine) splice(doc *spec.Document, m *modelSet) (*store.Record, bool) {
 		}
 		m.last, m.prev, m.next, m.change = kept.spec, kept.model, sp.Model, &sp
 	}
-	if sameSlice(m.next, kept.model) && len(kept.desired) == len(kept.model) &&
+	if plan.SameModel(m.next, kept.model) && len(kept.desired) == len(kept.model) &&
 		!plan.HasKind(kept.model, plan.KindOffloads) {
 		// Nothing of the host changes: the desired state is the last
 		// one's, as the last apply made it of the same model (which
@@ -221,12 +221,6 @@ func (m *modelSet) how() string {
 		return "spliced"
 	}
 	return "whole"
-}
-
-// sameSlice reports whether two slices are one: the same elements in
-// the same memory.
-func sameSlice(a, b []plan.Resource) bool {
-	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // desired is the model of the spec in the light of what was observed (see
@@ -274,7 +268,7 @@ func (m *modelSet) realized(observed []plan.Resource) []plan.Resource {
 // scope holds them. A model of thousands is then not walked.
 func (m *modelSet) realizedIn(scope plan.Scope, observed []plan.Resource, plain bool) []plan.Resource {
 	realized := m.realized(observed)
-	if plain && m.change != nil && sameSlice(realized, m.prev) {
+	if plain && m.change != nil && plan.SameModel(realized, m.prev) {
 		return scope.Desired(m.change.Before)
 	}
 	return scope.Desired(realized)

@@ -65,7 +65,7 @@ func (e *Engine) observe(doc *spec.Document, sweep func(last *store.Record) erro
 		e.logf("left %s\n", s)
 	}
 	desired := hints // the dataplane only reads them
-	isPlain := sameSlice(model, plain)
+	isPlain := plan.SameModel(model, plain)
 	if !isPlain {
 		desired = scope.Desired(model)
 	}

@@ -42,6 +42,9 @@ func (l *Local) Attach(_ context.Context, r AttachRequest) (*AttachResult, error
 
 // Detach takes a container's vNIC out on this machine, under the lock.
 func (l *Local) Detach(_ context.Context, r DetachRequest) (*DetachResult, error) {
+	if err := l.storeMade("detach from", r.Infra); err != nil {
+		return nil, err
+	}
 	var out *DetachResult
 	lap := reconcile.Stopwatch(l.tracef)
 	err := l.changingWithin(r.Infra, "detach from ", r.Log, r.Wait, func(eng *reconcile.Engine, st *store.Bolt) error {
@@ -71,6 +74,9 @@ func (l *Local) Detach(_ context.Context, r DetachRequest) (*DetachResult, error
 // CollectAttachments takes out, on this machine, the vNICs a CNI network
 // attached that it no longer uses.
 func (l *Local) CollectAttachments(_ context.Context, r CollectRequest) (*CollectResult, error) {
+	if err := l.storeMade("collect attachments of", r.Infra); err != nil {
+		return nil, err
+	}
 	var out *CollectResult
 	err := l.changingWithin(r.Infra, "collect attachments of ", r.Log, r.Wait, func(eng *reconcile.Engine, st *store.Bolt) error {
 		doc, err := l.docIn(st, r.Infra)
@@ -94,6 +100,9 @@ func (l *Local) CollectAttachments(_ context.Context, r CollectRequest) (*Collec
 // Attachment is a container's vNIC as the applied spec has it, and whether
 // the kernel holds it so: it reads only that VM's part of the kernel.
 func (l *Local) Attachment(_ context.Context, r DetachRequest) (*AttachResult, error) {
+	if err := l.storeMade("attachment in", r.Infra); err != nil {
+		return nil, err
+	}
 	doc, err := l.doc(r.Infra)
 	if err != nil {
 		return nil, err
@@ -164,4 +173,15 @@ func (l *Local) applyChange(eng *reconcile.Engine, next *spec.Document, executed
 // every container's ADD and DEL.
 func (l *Local) keepApplied(doc *spec.Document) {
 	l.keepDoc(&store.Record{Name: doc.Spec.Name, SpecFile: doc.File, Spec: doc.Source}, doc)
+}
+
+// storeMade is ErrNotFound when the state directory holds no store: a
+// container cannot be attached there, and a DEL or GC that a runtime runs
+// late (podman's cleanup process, after the state directory is removed)
+// must not make an empty store where there was none.
+func (l *Local) storeMade(what, infra string) error {
+	if store.Exists(l.StateDir) {
+		return nil
+	}
+	return fmt.Errorf("%s %s: no store in %s: %w", what, infra, l.StateDir, ErrNotFound)
 }

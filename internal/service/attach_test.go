@@ -1,6 +1,11 @@
 package service
 
 import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -250,5 +255,35 @@ func TestPlanAttachTap(t *testing.T) {
 	}
 	if vm, _ := gone.Spec.VM(res.VM); len(vm.NICs) != 1 || vm.NICs[0].TapName() != "tap-g1b" {
 		t.Errorf("after detaching tap-g1: %+v", vm)
+	}
+}
+
+// A DEL, GC or CHECK for a state directory that holds no store (one never
+// made, or removed before a runtime's late cleanup ran the plugin) finds
+// nothing attached and leaves the directory as it was: absent.
+func TestAttachmentsWithoutStoreMakeNone(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	l := NewLocal(dir, "")
+	ctx := context.Background()
+	del := DetachRequest{Infra: "lab", Container: "c1", Ifname: "eth0", CNI: "net"}
+	for _, tc := range []struct {
+		name string
+		call func() error
+	}{
+		{"detach", func() error { _, err := l.Detach(ctx, del); return err }},
+		{"collect", func() error {
+			_, err := l.CollectAttachments(ctx, CollectRequest{Infra: "lab", CNI: "net"})
+			return err
+		}},
+		{"attachment", func() error { _, err := l.Attachment(ctx, del); return err }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.call(); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("got %v, want ErrNotFound", err)
+			}
+			if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("the state directory was made: %v", err)
+			}
+		})
 	}
 }

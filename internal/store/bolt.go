@@ -84,10 +84,6 @@ type Bolt struct {
 	rmu    sync.Mutex // of hashed
 }
 
-// OpenBolt opens dir/state.db, creating it (and the store's ID) if the
-// directory has none. A file that cannot be read as a store is an error
-// wrapping ErrCorrupt that names the file and the way back, never a panic
-// and never an empty store.
 // Exists says whether dir holds a store, without making one as OpenBolt
 // would.
 func Exists(dir string) bool {
@@ -95,6 +91,10 @@ func Exists(dir string) bool {
 	return err == nil
 }
 
+// OpenBolt opens dir/state.db, creating it (and the store's ID) if the
+// directory has none. A file that cannot be read as a store is an error
+// wrapping ErrCorrupt that names the file and the way back, never a panic
+// and never an empty store.
 func OpenBolt(dir string) (*Bolt, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)

@@ -1,6 +1,7 @@
 # vnet: the two commands a newcomer needs are `make run` and `make test`.
 GO ?= go
 BIN := bin/vnet
+CNIBIN := bin/vnet-cni
 export GOFLAGS := -buildvcs=false
 
 # The version vnet version and vnet --version print.
@@ -15,12 +16,15 @@ BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR ?= $(PREFIX)/share/zsh/site-functions
 FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
 UNITDIR ?= $(PREFIX)/lib/systemd/system
+# A directory podman and Debian's CNI set-up search for plugins by default.
+CNIDIR ?= $(PREFIX)/lib/cni
 UNITS := vnet-agent@.service vnet-hostagent.service
 
 .PHONY: build run demo deps test unit bench install uninstall clean
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/vnet
+	$(GO) build -o $(CNIBIN) ./cmd/vnet-cni
 
 # The main job: every experiment of the five studies, quick, with a report
 # (lab-out/report.html, lab-out/summary.md). Needs root (network namespaces).
@@ -67,12 +71,14 @@ bench: build
 	./bench/teaming.py --vnet $(BIN)
 	./bench/security.py --vnet $(BIN)
 
-# The binary, shell completion for bash, zsh and fish, the agent's systemd
-# unit and the docs. The completion scripts come from the binary just built.
+# The binary, the CNI plugin, shell completion for bash, zsh and fish, the
+# agent's systemd unit and the docs. The completion scripts come from the
+# binary just built.
 install: build
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) \
-		$(DESTDIR)$(FISHCOMPDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(DOCDIR)
+		$(DESTDIR)$(FISHCOMPDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(CNIDIR)
 	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/vnet
+	install -m 0755 $(CNIBIN) $(DESTDIR)$(CNIDIR)/vnet-cni
 	$(BIN) completion bash > $(DESTDIR)$(BASHCOMPDIR)/vnet
 	$(BIN) completion zsh > $(DESTDIR)$(ZSHCOMPDIR)/_vnet
 	$(BIN) completion fish > $(DESTDIR)$(FISHCOMPDIR)/vnet.fish
@@ -84,7 +90,7 @@ install: build
 
 # Removes what install put there; the state in /var/lib/vnet stays.
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/vnet $(DESTDIR)$(BASHCOMPDIR)/vnet $(DESTDIR)$(ZSHCOMPDIR)/_vnet \
+	rm -f $(DESTDIR)$(BINDIR)/vnet $(DESTDIR)$(CNIDIR)/vnet-cni $(DESTDIR)$(BASHCOMPDIR)/vnet $(DESTDIR)$(ZSHCOMPDIR)/_vnet \
 		$(DESTDIR)$(FISHCOMPDIR)/vnet.fish $(addprefix $(DESTDIR)$(UNITDIR)/,$(UNITS))
 	rm -rf $(DESTDIR)$(DOCDIR)
 

@@ -38,7 +38,7 @@ func validateCmd() *cobra.Command {
 }
 
 // collectLessOften trades memory for time in a command that runs once
-// (apply, destroy, status, a CNI plugin's call), from its start: planning a large
+// (apply, destroy, status), from its start: planning a large
 // infrastructure allocates much that lives until the command ends, and
 // collecting it as it goes costs a one-VM change at 1,000 VMs about a
 // sixth of its CPU time (the whole command allocates under 100 MB there).

@@ -39,11 +39,9 @@ type usageError struct{ error }
 
 func main() {
 	if cni.Invoked(os.Args) {
-		// A runtime starts the plugin for each call, which runs once as
-		// apply does: an ADD at 1,000 containers models and checks the
-		// whole infrastructure, and collecting as it goes cost it about a
-		// tenth of its CPU time.
-		collectLessOften()
+		// The plugin as vnet-cni builds it, here with the CPU profile
+		// VNET_CPUPROFILE asks for: a link named vnet-cni to vnet works
+		// as well, and starts slower (docs/containers.md).
 		stop := startCPUProfile()
 		cni.Main(openAttachServer) // a container runtime's CNI plugin (docs/containers.md)
 		stop()

@@ -33,9 +33,9 @@ var (
 	buildErr  error
 )
 
-// plugin builds vnet once, with kill points (package killpoint: they do
-// nothing unless VNET_KILL_* say), and installs it as vnet-cni in a
-// directory of its own, as a runtime finds plugins.
+// plugin builds vnet-cni once, with kill points (package killpoint: they
+// do nothing unless VNET_KILL_* say), in a directory of its own, as a
+// runtime finds plugins.
 func plugin(t *testing.T) string {
 	t.Helper()
 	nstest.RequireRoot(t)
@@ -49,7 +49,7 @@ func plugin(t *testing.T) string {
 		if buildErr != nil {
 			return
 		}
-		out, err := exec.Command("go", "build", "-tags", "vnetkill", "-o", filepath.Join(pluginDir, "vnet-cni"), "../../cmd/vnet").CombinedOutput()
+		out, err := exec.Command("go", "build", "-tags", "vnetkill", "-o", filepath.Join(pluginDir, "vnet-cni"), "../../cmd/vnet-cni").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}

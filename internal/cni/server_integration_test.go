@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -33,18 +34,36 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
+var vnetOnce sync.Once
+
+// vnetBinary builds the whole vnet once, with the plugin's kill points,
+// beside the plugin in dir: the server the plugin reaches.
+func vnetBinary(t *testing.T, dir string) string {
+	t.Helper()
+	vnet := filepath.Join(dir, "vnet")
+	var err error
+	vnetOnce.Do(func() {
+		var out []byte
+		if out, err = exec.Command("go", "build", "-tags", "vnetkill", "-o", vnet, "../../cmd/vnet").CombinedOutput(); err != nil {
+			err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(vnet); err != nil {
+		t.Fatalf("vnet was not built: %v", err)
+	}
+	return vnet
+}
+
 // startVnetServer runs vnet server over the state directory (this
 // machine's infrastructures, no etcd) on a free loopback port, waits until
 // it answers, and stops it when the test ends. It returns its URL and the
 // file with its token.
 func startVnetServer(t *testing.T, dir, state string) (base, tokens string) {
 	t.Helper()
-	vnet := filepath.Join(dir, "vnet") // vnet-cni answers CNI by its name
-	if _, err := os.Lstat(vnet); err != nil {
-		if err := os.Symlink(filepath.Join(dir, "vnet-cni"), vnet); err != nil {
-			t.Fatal(err)
-		}
-	}
+	vnet := vnetBinary(t, dir)
 	tokens = filepath.Join(t.TempDir(), "tokens")
 	if err := os.WriteFile(tokens, []byte("cni:"+serverToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)

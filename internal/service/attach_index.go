@@ -10,12 +10,16 @@ import (
 // attachIndex is what a container's ADD or DEL looks up in a spec of
 // thousands of containers: which VM a container is, which VM names are
 // taken, which addresses are given and where the lowest free one of a
-// subnet may be. Making it reads every VM once; each change of
+// subnet may be. Making it (build) reads every VM once; each change of
 // attachments then moves it on to the spec it makes (advance), reading
 // only the VMs that change, so that a server, whose next change reads the
-// spec its last one applied, finds it made.
+// spec its last one applied, finds it made. Until it is made, its look-ups
+// read the spec: a process that makes one change (a command) makes no
+// index, and one that makes a second change of the spec its first made
+// makes it then (attachIndexes.take).
 type attachIndex struct {
 	doc *spec.Document // the spec it indexes
+	// The rest is nil until build.
 	// vmAt is where each VM is in doc.Spec.VMs, by name: exact after an
 	// ADD, a hint after a DEL moved the VMs behind the one it took out
 	// (vm checks it and looks further).
@@ -29,11 +33,20 @@ type attachIndex struct {
 	low map[netip.Prefix]netip.Addr
 }
 
-// newAttachIndex indexes doc's VMs, host ports and gateways.
-func newAttachIndex(doc *spec.Document) *attachIndex {
-	s := doc.Spec
-	x := &attachIndex{doc: doc, vmAt: make(map[string]int, len(s.VMs)), byContainer: make(map[string]string, len(s.VMs)),
-		used: make(map[netip.Addr]int, len(s.VMs)), low: map[netip.Prefix]netip.Addr{}}
+// newAttachIndex is an index of doc not made yet: its look-ups read doc.
+func newAttachIndex(doc *spec.Document) *attachIndex { return &attachIndex{doc: doc} }
+
+// built reports whether the index is made.
+func (x *attachIndex) built() bool { return x.vmAt != nil }
+
+// build makes the index of the spec's VMs, host ports and gateways.
+func (x *attachIndex) build() *attachIndex {
+	if x.built() {
+		return x
+	}
+	s := x.doc.Spec
+	x.vmAt, x.byContainer = make(map[string]int, len(s.VMs)), make(map[string]string, len(s.VMs))
+	x.used, x.low = make(map[netip.Addr]int, len(s.VMs)), map[netip.Prefix]netip.Addr{}
 	for i := range s.VMs {
 		x.addVM(&s.VMs[i], i)
 	}
@@ -102,6 +115,9 @@ func (x *attachIndex) take(a netip.Addr, by int) {
 
 // vm is the VM of that name in the indexed spec.
 func (x *attachIndex) vm(name string) (*spec.VM, bool) {
+	if !x.built() {
+		return x.doc.Spec.VM(name)
+	}
 	at, ok := x.vmAt[name]
 	if !ok {
 		return nil, false
@@ -135,6 +151,9 @@ func findVM(vms []spec.VM, name string, hint int) int {
 
 // attachment is findAttachment through the index.
 func (x *attachIndex) attachment(container, ifname string) (*spec.VM, int) {
+	if !x.built() {
+		return findAttachment(x.doc.Spec, container, ifname)
+	}
 	name, ok := x.byContainer[container]
 	if !ok {
 		return nil, -1
@@ -154,6 +173,10 @@ func (x *attachIndex) attachment(container, ifname string) (*spec.VM, int) {
 // advance moves the index on to next, the spec that e made of the
 // indexed one: only the VMs e takes out or writes in are read again.
 func (x *attachIndex) advance(next *spec.Document, e vmsEdit) {
+	if !x.built() {
+		x.doc = next
+		return
+	}
 	for _, name := range e.drop {
 		if vm, ok := x.vm(name); ok {
 			x.removeVM(vm)
@@ -184,17 +207,18 @@ type attachIndexes struct {
 	byInfra map[string]*attachIndex
 }
 
-// take is the index of doc: the one kept, when it indexes doc, else one
-// made of it.
+// take is the index of doc: the one kept, made when it was not, when it
+// is of doc (the spec the change before made); else one not made, since
+// doc may be the only spec this process changes.
 func (k *attachIndexes) take(doc *spec.Document) *attachIndex {
 	k.mu.Lock()
 	x := k.byInfra[doc.Spec.Name]
 	delete(k.byInfra, doc.Spec.Name)
 	k.mu.Unlock()
 	if x == nil || x.doc != doc {
-		x = newAttachIndex(doc)
+		return newAttachIndex(doc)
 	}
-	return x
+	return x.build()
 }
 
 // keep keeps x for the next change of its infrastructure.

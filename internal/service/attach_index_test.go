@@ -15,7 +15,7 @@ import (
 // without it: the same specs, the same addresses.
 func TestAttachIndexCarried(t *testing.T) {
 	doc := loadAttachBase(t, attachIndexBase)
-	carried := newAttachIndex(doc)
+	carried := newAttachIndex(doc).build()
 	rnd := rand.New(rand.NewPCG(1, 2))
 	var live []string
 	for step := range 400 {
@@ -67,7 +67,7 @@ func TestAttachIndexCarried(t *testing.T) {
 		if next != nil && carried.doc != next || next == nil && carried.doc != before {
 			t.Fatalf("step %d: the index is not of the spec the change made", step)
 		}
-		sameIndex(t, step, carried, newAttachIndex(carried.doc))
+		sameIndex(t, step, carried, newAttachIndex(carried.doc).build())
 	}
 }
 
@@ -120,7 +120,7 @@ func TestAttachIndexAllocsFlat(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		x := newAttachIndex(doc)
+		x := newAttachIndex(doc).build()
 		for i := range n {
 			if _, _, err := x.attach(benchAttach(i)); err != nil {
 				t.Fatal(err)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/big"
 	"net/netip"
+
+	"github.com/vnet-project/vnet/internal/spec"
 )
 
 // freeAddress is the lowest address of subnet that no vNIC, host port or
@@ -18,15 +20,21 @@ import (
 func (x *attachIndex) freeAddress(subnet netip.Prefix) (string, error) {
 	last := lastOf(subnet)
 	from := subnet.Addr().Next()
-	if low, ok := x.low[subnet]; ok && from.Less(low) {
+	taken := func(a netip.Addr) bool { return x.used[a] > 0 }
+	if !x.built() {
+		used := usedAddresses(x.doc.Spec, subnet)
+		taken = func(a netip.Addr) bool { return used[a] }
+	} else if low, ok := x.low[subnet]; ok && from.Less(low) {
 		from = low
 	}
 	for a := from; a.IsValid() && subnet.Contains(a); a = a.Next() {
 		if a.Is4() && a == last && subnet.Bits() < 31 {
 			break
 		}
-		if x.used[a] == 0 {
-			x.low[subnet] = a
+		if !taken(a) {
+			if x.built() {
+				x.low[subnet] = a
+			}
 			return netip.PrefixFrom(a, subnet.Bits()).String(), nil
 		}
 	}
@@ -42,4 +50,48 @@ func lastOf(p netip.Prefix) netip.Addr {
 	out := n.FillBytes(make([]byte, len(b)))
 	a, _ := netip.AddrFromSlice(out)
 	return a
+}
+
+// usedAddresses are the addresses of subnet that the spec gives vNICs,
+// host ports, port groups' and networks' gateways.
+func usedAddresses(s *spec.Spec, subnet netip.Prefix) map[netip.Addr]bool {
+	// Sized for a vNIC a VM, as containers have: a map grown from empty
+	// to thousands costs more than the parses that fill it.
+	used := make(map[netip.Addr]bool, len(s.VMs))
+	take := func(cidr string) {
+		if cidr == "" {
+			return // no address, and no error made to say so
+		}
+		if p, err := netip.ParsePrefix(cidr); err == nil && subnet.Contains(p.Addr()) {
+			used[p.Addr()] = true
+		}
+	}
+	takeAddr := func(addr string) {
+		if addr == "" {
+			return
+		}
+		if a, err := netip.ParseAddr(addr); err == nil && subnet.Contains(a) {
+			used[a] = true
+		}
+	}
+	for i := range s.VMs {
+		for j := range s.VMs[i].NICs {
+			n := &s.VMs[i].NICs[j]
+			take(n.IP)
+			take(n.IP6)
+		}
+	}
+	for _, hp := range s.HostPorts {
+		take(hp.IP)
+	}
+	for _, sw := range s.Switches {
+		for _, pg := range sw.PortGroups {
+			takeAddr(pg.Gateway)
+		}
+	}
+	for _, n := range s.Networks {
+		takeAddr(n.Gateway)
+		takeAddr(n.Gateway6)
+	}
+	return used
 }

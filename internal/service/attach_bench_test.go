@@ -65,6 +65,13 @@ func benchAttachSpec(b *testing.B, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// An edit of one VM of the user's beside the containers, whose apply
+	// keeps them as they are (keepAttached).
+	own := spec.VM{Name: "own", Host: "esx1", NICs: []spec.VNIC{{PortGroup: "pg-bench", IP: "10.62.255.1/16"}}}
+	edited, err := spec.EditVMs(read, nil, []spec.VM{own})
+	if err != nil {
+		b.Fatal(err)
+	}
 	steps := []struct {
 		name string
 		run  func() error
@@ -85,6 +92,10 @@ func benchAttachSpec(b *testing.B, n int) {
 		// As a process that made no change before makes them, of the
 		// spec it read of the record.
 		{"plan-attach-unindexed", func() error { _, _, err := planAttach(read, benchAttach(n)); return err }},
+		{"keep-attached", func() error {
+			_, _, err := keepAttached("cnib", "api:cnib", edited, read, false, true)
+			return err
+		}},
 		{"plan-detach-unindexed", func() error {
 			_, _, err := planDetach(read, DetachRequest{Infra: "cnib", Container: benchContainer(n / 2), Ifname: "eth0"})
 			return err

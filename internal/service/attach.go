@@ -229,6 +229,13 @@ func attachName(n *spec.VNIC, i int) string {
 // what the attachment is. It returns a nil document when the attachment
 // exists already.
 func planAttach(doc *spec.Document, r AttachRequest) (*spec.Document, *AttachResult, error) {
+	return newAttachIndex(doc).attach(r)
+}
+
+// attach is planAttach of the indexed spec, which looks up only what the
+// container's vNIC touches; the index moves on to the spec it returns.
+func (x *attachIndex) attach(r AttachRequest) (*spec.Document, *AttachResult, error) {
+	doc := x.doc
 	s := doc.Spec
 	if r.Tap != "" {
 		if r.Netns != "" || r.Ifname != "" && r.Ifname != r.Tap {
@@ -239,7 +246,7 @@ func planAttach(doc *spec.Document, r AttachRequest) (*spec.Document, *AttachRes
 	if r.Container == "" || r.Ifname == "" || r.Netns == "" && r.Tap == "" {
 		return nil, nil, Invalid("an attachment needs the container's ID, its namespace and the vNIC's name in it, or a guest's ID and its TAP")
 	}
-	if vm, i := findAttachment(s, r.Container, r.Ifname); vm != nil && i >= 0 {
+	if vm, i := x.attachment(r.Container, r.Ifname); vm != nil && i >= 0 {
 		res := resultOf(s, vm, i)
 		res.Existed = true
 		return nil, res, nil
@@ -256,19 +263,20 @@ func planAttach(doc *spec.Document, r AttachRequest) (*spec.Document, *AttachRes
 	if n.MAC == "" {
 		n.MAC = ContainerMAC(s.Name, r.Container, r.Ifname)
 	}
-	if err := addresses(s, &n, r); err != nil {
+	if err := x.addresses(&n, r); err != nil {
 		return nil, nil, err
 	}
-	vm, err := containerVM(s, r, host)
+	vm, err := x.containerVM(r, host)
 	if err != nil {
 		return nil, nil, err
 	}
 	vm.NICs = append(vm.NICs, n)
-	next, err := spec.EditVMs(doc, nil, []spec.VM{vm})
+	e := vmsEdit{put: []spec.VM{vm}}
+	next, err := x.edit(e)
 	if err != nil {
 		return nil, nil, fmt.Errorf("attach %s %s to %s: %w", r.Container, r.Ifname, s.Name, err)
 	}
-	v, _ := next.Spec.VM(vm.Name)
+	v, _ := x.vm(vm.Name)
 	return next, resultOf(next.Spec, v, len(vm.NICs)-1), nil
 }
 
@@ -277,8 +285,9 @@ func planAttach(doc *spec.Document, r AttachRequest) (*spec.Document, *AttachRes
 // (the same pod, in a sandbox made again) is the runtime's leftover: the
 // new one takes its place, without its vNICs. A VM of that name that no
 // container made is the spec's own, and is refused.
-func containerVM(s *spec.Spec, r AttachRequest, host string) (spec.VM, error) {
-	if old, _ := findAttachment(s, r.Container, r.Ifname); old != nil {
+func (x *attachIndex) containerVM(r AttachRequest, host string) (spec.VM, error) {
+	s := x.doc.Spec
+	if old, _ := x.attachment(r.Container, r.Ifname); old != nil {
 		if old.Host != host {
 			return spec.VM{}, Invalid(fmt.Sprintf("container %s is VM %s on host %s, not on %s", r.Container, old.Name, old.Host, host))
 		}
@@ -296,7 +305,7 @@ func containerVM(s *spec.Spec, r AttachRequest, host string) (spec.VM, error) {
 	if r.Guest != "" {
 		name = GuestVMName(r.Guest)
 	}
-	if old, ok := s.VM(name); ok && old.ContainerOf() == "" {
+	if old, ok := x.vm(name); ok && old.ContainerOf() == "" {
 		return spec.VM{}, Invalid(fmt.Sprintf("%s has a VM %s of its own, which no container attached: it is the name container %s's VM would take", s.Name, name, r.Container))
 	}
 	return spec.VM{Name: name, Host: host}, nil
@@ -341,7 +350,8 @@ func attachHost(s *spec.Spec, r AttachRequest) (string, error) {
 
 // addresses gives the vNIC its addresses: those the request brings, else,
 // when asked, the lowest free ones of its subnets.
-func addresses(s *spec.Spec, n *spec.VNIC, r AttachRequest) error {
+func (x *attachIndex) addresses(n *spec.VNIC, r AttachRequest) error {
+	s := x.doc.Spec
 	var subnets []string
 	if pg, _, ok := s.PortGroup(r.PortGroup); ok && pg.Subnet != "" {
 		subnets = append(subnets, pg.Subnet)
@@ -363,7 +373,7 @@ func addresses(s *spec.Spec, n *spec.VNIC, r AttachRequest) error {
 			if err != nil {
 				return err
 			}
-			ip, err := freeAddress(s, p)
+			ip, err := x.freeAddress(p)
 			if err != nil {
 				return fmt.Errorf("%s%s: %w", r.PortGroup, r.Network, err)
 			}
@@ -415,24 +425,48 @@ func resultOf(s *spec.Spec, vm *spec.VM, i int) *AttachResult {
 // planDetach works out the spec without the container's vNIC; nil when
 // there is none.
 func planDetach(doc *spec.Document, r DetachRequest) (*spec.Document, *DetachResult, error) {
+	return newAttachIndex(doc).detach(r)
+}
+
+// detach is planDetach of the indexed spec; the index moves on to the
+// spec it returns.
+func (x *attachIndex) detach(r DetachRequest) (*spec.Document, *DetachResult, error) {
+	doc := x.doc
 	res := &DetachResult{Infra: doc.Spec.Name}
-	vm, i := findAttachment(doc.Spec, r.Container, r.Ifname)
+	vm, i := x.attachment(r.Container, r.Ifname)
 	if vm == nil || i < 0 || r.CNI != "" && vm.NICs[i].Attach.CNI != r.CNI {
 		return nil, res, nil
 	}
 	res.VM, res.Removed = vm.Name, true
 	res.IPs = resultOf(doc.Spec, vm, i).IPs
-	next, err := withoutVNICs(doc, map[string][]int{vm.Name: {i}})
+	next, err := x.withoutVNICs(map[string][]int{vm.Name: {i}})
 	return next, res, err
 }
 
-// withoutVNICs is the spec without the listed vNICs of VMs (by index); a
-// VM left with none goes.
-func withoutVNICs(doc *spec.Document, gone map[string][]int) (*spec.Document, error) {
-	var drop []string
-	var put []spec.VM
+// vmsEdit is a change of a spec's VMs: those named in drop taken out,
+// those in put written in place of the VM of their name, or added at the
+// end (spec.EditVMs).
+type vmsEdit struct {
+	drop []string
+	put  []spec.VM
+}
+
+// edit makes e of the indexed spec, and moves the index on to the result.
+func (x *attachIndex) edit(e vmsEdit) (*spec.Document, error) {
+	next, err := spec.EditVMs(x.doc, e.drop, e.put)
+	if err != nil {
+		return nil, err
+	}
+	x.advance(next, e)
+	return next, nil
+}
+
+// withoutVNICs is the indexed spec without the listed vNICs of VMs (by
+// index); a VM left with none goes.
+func (x *attachIndex) withoutVNICs(gone map[string][]int) (*spec.Document, error) {
+	var e vmsEdit
 	for _, name := range sortedNames(gone) {
-		vm, ok := doc.Spec.VM(name)
+		vm, ok := x.vm(name)
 		if !ok {
 			continue
 		}
@@ -444,12 +478,12 @@ func withoutVNICs(doc *spec.Document, gone map[string][]int) (*spec.Document, er
 			}
 		}
 		if len(kept.NICs) == 0 {
-			drop = append(drop, name)
+			e.drop = append(e.drop, name)
 		} else {
-			put = append(put, kept)
+			e.put = append(e.put, kept)
 		}
 	}
-	return spec.EditVMs(doc, drop, put)
+	return x.edit(e)
 }
 
 func sortedNames[V any](m map[string]V) []string {
@@ -464,6 +498,13 @@ func sortedNames[V any](m map[string]V) []string {
 // planCollect works out the spec without the vNICs the CNI network
 // attached that it does not keep; nil when there are none.
 func planCollect(doc *spec.Document, r CollectRequest) (*spec.Document, *CollectResult, error) {
+	return newAttachIndex(doc).collect(r)
+}
+
+// collect is planCollect of the indexed spec; the index moves on to the
+// spec it returns.
+func (x *attachIndex) collect(r CollectRequest) (*spec.Document, *CollectResult, error) {
+	doc := x.doc
 	keep := map[AttachmentKey]bool{}
 	for _, k := range r.Keep {
 		keep[k] = true
@@ -484,6 +525,6 @@ func planCollect(doc *spec.Document, r CollectRequest) (*spec.Document, *Collect
 	if len(gone) == 0 {
 		return nil, res, nil
 	}
-	next, err := withoutVNICs(doc, gone)
+	next, err := x.withoutVNICs(gone)
 	return next, res, err
 }

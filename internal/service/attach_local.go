@@ -23,7 +23,9 @@ func (l *Local) Attach(_ context.Context, r AttachRequest) (*AttachResult, error
 			return err
 		}
 		lap("attach: read the applied spec")
-		next, res, err := planAttach(doc, r)
+		x := l.attached.take(doc)
+		next, res, err := x.attach(r)
+		l.attached.keep(x)
 		if err != nil {
 			return err
 		}
@@ -54,7 +56,9 @@ func (l *Local) Detach(_ context.Context, r DetachRequest) (*DetachResult, error
 			return err
 		}
 		lap("detach: read the applied spec")
-		next, res, err := planDetach(doc, r)
+		x := l.attached.take(doc)
+		next, res, err := x.detach(r)
+		l.attached.keep(x)
 		if err != nil {
 			return err
 		}
@@ -83,7 +87,9 @@ func (l *Local) CollectAttachments(_ context.Context, r CollectRequest) (*Collec
 		if err != nil {
 			return err
 		}
-		next, res, err := planCollect(doc, r)
+		x := l.attached.take(doc)
+		next, res, err := x.collect(r)
+		l.attached.keep(x)
 		if err != nil {
 			return err
 		}

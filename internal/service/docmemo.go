@@ -59,6 +59,13 @@ func (m *docMemo) put(rec *store.Record, doc *spec.Document) {
 	m.byName[rec.Name] = memoDoc{file: rec.SpecFile, source: bytes.Clone(rec.Spec), doc: doc}
 }
 
+// forget drops the document kept of a destroyed infrastructure.
+func (m *docMemo) forget(name string) {
+	m.mu.Lock()
+	delete(m.byName, name)
+	m.mu.Unlock()
+}
+
 // loadAfter is spec.LoadAfter of src against the documents kept of the
 // file (a client's that sends its spec again with a VM changed): false
 // when none reads it so.

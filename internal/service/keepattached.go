@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -166,28 +167,37 @@ func specWhat(doc *spec.Document) string {
 func keepAttached(infra, what string, target, now *spec.Document, drop, applying bool) (*spec.Document, *Attached, error) {
 	att := &Attached{}
 	var stale []string
-	for _, vm := range target.Spec.VMs {
-		if vm.ContainerOf() != "" && !applying {
+	var targetVMs map[string]*spec.VM // made once a runtime's VM is found: most specs have none
+	for i := range target.Spec.VMs {
+		if vm := &target.Spec.VMs[i]; vm.ContainerOf() != "" && !applying {
 			stale = append(stale, vm.Name)
 		}
 	}
 	var put []spec.VM
+	kept, inTheWay := map[string]bool{}, map[string]bool{}
 	if now != nil {
-		var taken map[string]string // made once a runtime's VM is found: most specs have none
-		for _, vm := range now.Spec.VMs {
+		var taken map[string]string
+		for i := range now.Spec.VMs {
+			vm := &now.Spec.VMs[i]
 			if vm.ContainerOf() == "" {
 				continue
 			}
 			if taken == nil {
-				taken = declaredAddresses(target.Spec)
+				taken, targetVMs = declaredAddresses(target.Spec), vmsByName(target.Spec)
 			}
-			a := attachedVM(&vm)
-			if a.Missing = misfit(target.Spec, taken, &vm); a.Missing != "" {
+			a := attachedVM(vm)
+			if a.Missing = misfit(target.Spec, targetVMs, taken, vm); a.Missing != "" {
 				att.InTheWay = append(att.InTheWay, a)
+				inTheWay[vm.Name] = true
 				continue
 			}
 			att.Kept = append(att.Kept, a)
-			put = append(put, vm)
+			kept[vm.Name] = true
+			// One the target has as it is now (a spec edited from the
+			// one in force) needs no writing in.
+			if old, ok := targetVMs[vm.Name]; !ok || !sameVM(old, vm) {
+				put = append(put, *vm)
+			}
 		}
 	}
 	if len(att.InTheWay) > 0 && !drop {
@@ -196,9 +206,9 @@ func keepAttached(infra, what string, target, now *spec.Document, drop, applying
 	att.Dropped = len(att.InTheWay) > 0
 	var gone []string
 	for _, name := range stale {
-		if !slices.ContainsFunc(put, func(vm spec.VM) bool { return vm.Name == name }) {
+		if !kept[name] {
 			gone = append(gone, name)
-			if !slices.ContainsFunc(att.InTheWay, func(a AttachedVM) bool { return a.VM == name }) {
+			if !inTheWay[name] {
 				att.LeftOut = append(att.LeftOut, name)
 			}
 		}
@@ -230,13 +240,13 @@ func attachedVM(vm *spec.VM) AttachedVM {
 // a port group on a switch of its host, a network, the VM's name or its
 // addresses, which what s declares has (taken: declaredAddresses); "" when
 // it fits.
-func misfit(s *spec.Spec, taken map[string]string, vm *spec.VM) string {
+func misfit(s *spec.Spec, vms map[string]*spec.VM, taken map[string]string, vm *spec.VM) string {
 	var missing []string
 	h, ok := s.Host(vm.Host)
 	if !ok {
 		return "no host " + vm.Host
 	}
-	if own, ok := s.VM(vm.Name); ok && own.ContainerOf() == "" {
+	if own, ok := vms[vm.Name]; ok && own.ContainerOf() == "" {
 		missing = append(missing, "a VM of its own named "+vm.Name)
 	}
 	for _, n := range vm.NICs {
@@ -262,6 +272,27 @@ func misfit(s *spec.Spec, taken map[string]string, vm *spec.VM) string {
 		}
 	}
 	return strings.Join(missing, ", ")
+}
+
+// vmsByName are the spec's VMs by name (the first of a name).
+func vmsByName(s *spec.Spec) map[string]*spec.VM {
+	vms := make(map[string]*spec.VM, len(s.VMs))
+	for i := range s.VMs {
+		if _, dup := vms[s.VMs[i].Name]; !dup {
+			vms[s.VMs[i].Name] = &s.VMs[i]
+		}
+	}
+	return vms
+}
+
+// sameVM reports whether two VMs are written the same. An edit of a spec
+// shares the vNICs of the VMs it keeps with the spec it edits, which
+// tells most at a glance.
+func sameVM(a, b *spec.VM) bool {
+	if a.Name != b.Name || a.Host != b.Host || a.CPUs != b.CPUs || len(a.NICs) != len(b.NICs) {
+		return false
+	}
+	return len(a.NICs) == 0 || &a.NICs[0] == &b.NICs[0] || reflect.DeepEqual(a.NICs, b.NICs)
 }
 
 // declaredAddresses are the addresses and MACs the spec's own VMs and host

@@ -168,3 +168,22 @@ func TestKeepAttached(t *testing.T) {
 		})
 	}
 }
+
+// An apply of the spec in force with one VM of the user's edited keeps
+// the runtimes' VMs as the edit left them: nothing to write in, the
+// edited spec applied as it is.
+func TestKeepAttachedOfAnEdit(t *testing.T) {
+	now := shop(t, "hv1", []string{"pg-web"},
+		"{name: c-one, host: hv1, nics: [{portgroup: pg-web, ip: 10.50.0.21/24, attach: {netns: ns-one, ifname: eth0, container: one, cni: web}}]}")
+	edited, err := spec.EditVMs(now, nil, []spec.VM{{Name: "web1", Host: "hv1", NICs: []spec.VNIC{{PortGroup: "pg-web", IP: "10.50.0.11/24"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, att, err := keepAttached("shop", "the spec", edited, now, false, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != edited || len(att.Kept) != 1 || att.Kept[0].VM != "c-one" {
+		t.Errorf("got another spec than the edit's (%v), kept %+v", got != edited, att.Kept)
+	}
+}

@@ -62,6 +62,9 @@ type Local struct {
 
 	decoded specMemo
 	docs    docMemo // the document of each infrastructure's last record read or stored
+	// attached indexes the spec each infrastructure's last change of
+	// attachments made, for the next one (attachIndex).
+	attached attachIndexes
 	sampling
 	warm warm
 }
@@ -482,6 +485,8 @@ func (l *Local) destroy(eng *reconcile.Engine, st *store.Bolt, name string) (*De
 		return res, err
 	}
 	eng.Memo.Forget(name)
+	l.docs.forget(name)
+	l.attached.forget(name)
 	if p.Empty() && len(swept) == 0 && errors.Is(known, store.ErrNotFound) {
 		return nil, fmt.Errorf("destroy %s: %w", name, store.ErrNotFound)
 	}

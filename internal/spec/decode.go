@@ -119,6 +119,10 @@ type Document struct {
 	// valid is set on a document that validated (Load, Validate,
 	// FromValidated, PinVNIs), which a cache may keep.
 	valid bool
+	// kept is what the edit that made the document knows of its VMs, for
+	// the next edit of it (vmLayout); edited says an edit made it.
+	kept   keptLayout
+	edited bool
 }
 
 // lazyPositions are the positions of a document that FromValidated or

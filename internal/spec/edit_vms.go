@@ -21,7 +21,8 @@ import (
 // style, anchors) is edited as a tree and written out again. The result
 // is validated like any file; an edit in the text of a spec that validated
 // decodes only the items it wrote (spliceVMs), so that adding a VM to
-// thousands does not decode them all again.
+// thousands does not decode them all again, and an edit of a document an
+// edit made reads only the VMs it touches (vmLayout).
 func EditVMs(doc *Document, drop []string, put []VM) (*Document, error) {
 	dropped := map[string]bool{}
 	for _, name := range drop {
@@ -34,6 +35,28 @@ func EditVMs(doc *Document, drop []string, put []VM) (*Document, error) {
 		}
 		replaced[vm.Name] = i
 	}
+	// A document an edit made is edited again (a server's next change):
+	// its layout is read once, and kept from then on.
+	l := doc.takeLayout()
+	if l == nil && doc.edited {
+		l, _ = layoutOf(doc)
+	}
+	if l != nil {
+		if next, ok := editWithLayout(doc, l, drop, put); ok {
+			return next, nil
+		}
+		doc.keepLayout(l) // unchanged: an edit that fails moves nothing on
+	}
+	next, err := editVMsLong(doc, dropped, replaced, put)
+	if err == nil {
+		next.edited = true
+	}
+	return next, err
+}
+
+// editVMsLong is EditVMs reading every VM: in the text when it can, else
+// in the tree.
+func editVMsLong(doc *Document, dropped map[string]bool, replaced map[string]int, put []VM) (*Document, error) {
 	if out, tail, ok := editVMsInText(doc, dropped, replaced, put); ok {
 		if next, ok := spliceVMs(doc, out, tail, dropped, replaced, put); ok {
 			return next, nil

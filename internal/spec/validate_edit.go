@@ -32,6 +32,16 @@ func validateEdit(doc *Document, written []int) Errors {
 // when a VM written is on a network whose span it could break
 // (spanAlone), so that Validate says.
 func validatesAfterEdit(doc *Document, written []int) bool {
+	return validatesAfterEditWith(doc, written, (*validator).clashesWithRest)
+}
+
+// restClash reports whether a VM not written has what must be unique and
+// a VM written has (validator.clashesWithRest).
+type restClash func(v *validator, written []int, names, taps map[string]string) bool
+
+// validatesAfterEditWith is validatesAfterEdit whose check of the VMs
+// written against the rest is clashes.
+func validatesAfterEditWith(doc *Document, written []int, clashes restClash) bool {
 	s := doc.Spec
 	if s.HasBalancers() {
 		return false
@@ -55,7 +65,7 @@ func validatesAfterEdit(doc *Document, written []int) bool {
 		v.checkVMSubnets(i, subnets)
 	}
 	v.checkCarriedSwitches(written)
-	return len(v.errs) == 0 && !v.clashesWithRest(written, names, taps)
+	return len(v.errs) == 0 && !clashes(v, written, names, taps)
 }
 
 // spanAlone reports whether a vNIC added to the network breaks no check
@@ -164,12 +174,21 @@ func (v *validator) clashesWithRest(written []int, names, taps map[string]string
 			}
 		}
 	}
-	for _, hp := range v.s.HostPorts {
+	return hostsHave(v.s, addrs)
+}
+
+// hostsHave reports whether a host port or a host's NIC has one of addrs
+// (by their text, as addrText writes them).
+func hostsHave(s *Spec, addrs map[string]bool) bool {
+	if len(addrs) == 0 {
+		return false
+	}
+	for _, hp := range s.HostPorts {
 		if hp.IP != "" && addrs[addrText(hp.IP)] {
 			return true
 		}
 	}
-	for _, h := range v.s.Hosts {
+	for _, h := range s.Hosts {
 		for _, n := range h.NICs {
 			if n.IP != "" && addrs[addrText(n.IP)] {
 				return true

@@ -213,7 +213,7 @@ func TestChunkedValueNamespacesFramed(t *testing.T) {
 		if gen == 3 {
 			r.Namespaces.IDs["big-vm1"]++ // the frame kept no longer does
 		}
-		v, err := encodeChunkedValue(r, manifest, ns)
+		v, err := encodeChunkedValue(r, manifest, ns, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -151,7 +151,7 @@ func (l *Local) engine(log io.Writer) (eng *reconcile.Engine, st *store.Bolt, do
 	// A TAP that a VM attaches is a device of the machine's: what it was
 	// before vnet took it is kept here until it is given back.
 	dp.DeviceStateDir = l.deviceStateDir()
-	st, memo, err := l.warm.get(l.StateDir)
+	st, memo, err := l.warm.get(l.StateDir, l.Trace)
 	if err != nil {
 		dp.Close()
 		return nil, nil, nil, err
@@ -176,7 +176,7 @@ func (l *Local) cached(force bool) ([]*store.Record, error) {
 	if fresh && !force {
 		return l.copied, l.readErr
 	}
-	st, _, err := l.warm.get(l.StateDir)
+	st, _, err := l.warm.get(l.StateDir, l.Trace)
 	if err != nil {
 		// A store being recovered or replaced: a server answers from the
 		// last copy.
@@ -248,7 +248,7 @@ func (l *Local) records(st store.Store, names []string) ([]*store.Record, error)
 		return l.fromCopy(names)
 	}
 	if st == nil {
-		bolt, _, err := l.warm.get(l.StateDir)
+		bolt, _, err := l.warm.get(l.StateDir, l.Trace)
 		if err != nil {
 			return nil, err
 		}
@@ -314,7 +314,7 @@ func (l *Local) Spec(_ context.Context, name string) (*spec.Document, error) { r
 // docFresh is the spec of an applied infrastructure as the store holds
 // it now, never from the copy of the records a server reads from.
 func (l *Local) docFresh(name string) (*spec.Document, error) {
-	st, _, err := l.warm.get(l.StateDir)
+	st, _, err := l.warm.get(l.StateDir, l.Trace)
 	if err != nil {
 		return nil, err
 	}

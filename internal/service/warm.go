@@ -1,6 +1,7 @@
 package service
 
 import (
+	"io"
 	"os"
 	"sync"
 
@@ -52,8 +53,9 @@ func (w *warm) keepKernel(f dataplane.Features) {
 }
 
 // get returns the store's value and the memo of models, opening the store
-// in dir again when its file is not the one they were kept for.
-func (w *warm) get(dir string) (*store.Bolt, *reconcile.Memo, error) {
+// in dir again when its file is not the one they were kept for; a value
+// opened traces its writes to trace (nil: nowhere).
+func (w *warm) get(dir string, trace io.Writer) (*store.Bolt, *reconcile.Memo, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.st != nil {
@@ -65,6 +67,7 @@ func (w *warm) get(dir string) (*store.Bolt, *reconcile.Memo, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	st.Trace = trace
 	fi, err := os.Stat(st.File())
 	if err != nil {
 		return nil, nil, err

@@ -21,11 +21,11 @@ import (
 func TestWarmFollowsTheStoreFile(t *testing.T) {
 	dir := t.TempDir()
 	var w warm
-	st1, memo1, err := w.get(dir)
+	st1, memo1, err := w.get(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st2, memo2, err := w.get(dir)
+	st2, memo2, err := w.get(dir, nil)
 	if err != nil || st2 != st1 || memo2 != memo1 {
 		t.Fatalf("the same file gave another value (%v)", err)
 	}
@@ -42,7 +42,7 @@ func TestWarmFollowsTheStoreFile(t *testing.T) {
 	if err := os.Rename(file+".new", file); err != nil {
 		t.Fatal(err)
 	}
-	st3, memo3, err := w.get(dir)
+	st3, memo3, err := w.get(dir, nil)
 	if err != nil || st3 == st1 || memo3 == memo1 {
 		t.Fatalf("a file put in the path kept the old value and models (%v)", err)
 	}
@@ -54,7 +54,7 @@ func TestWarmFollowsTheStoreFile(t *testing.T) {
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
-	st4, memo4, err := w.get(dir)
+	st4, memo4, err := w.get(dir, nil)
 	if err != nil || st4 == st3 || memo4 == memo3 {
 		t.Fatalf("a store made again kept the old value and models (%v)", err)
 	}

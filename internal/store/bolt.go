@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -52,6 +53,9 @@ type Bolt struct {
 	id        string
 	// LockWait is how long Lock waits for another command; 0 does not wait.
 	LockWait time.Duration
+	// Trace receives where each record's write spends its time (see
+	// writeLaps); nil: nowhere. Set it before the value is shared.
+	Trace io.Writer
 
 	mu   sync.Mutex
 	held map[string]*heldLock

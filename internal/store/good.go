@@ -50,7 +50,7 @@ var errNotMirror = errors.New("the good copy is not the file as of its last writ
 // did not note it, a copy that does not open) it changes nothing and fails.
 // bbolt commits the copy's write whole or not at all, as it does the
 // file's.
-func (b *Bolt) mirrorGood(txid uint64, fn func(*bolt.Tx) error) error {
+func (b *Bolt) mirrorGood(txid uint64, fn func(*bolt.Tx) error, laps *writeLaps) error {
 	if info, err := os.Stat(b.goodPath()); err != nil || info.Size() == 0 {
 		return errNotMirror // bbolt would make an empty file a new store
 	}
@@ -60,7 +60,8 @@ func (b *Bolt) mirrorGood(txid uint64, fn func(*bolt.Tx) error) error {
 			return err
 		}
 		defer db.Close()
-		return db.Update(func(tx *bolt.Tx) error {
+		laps.lap("good copy: opened")
+		err = db.Update(func(tx *bolt.Tx) error {
 			mb := tx.Bucket(metaBucket)
 			if mb == nil || tx.Bucket(bucket) == nil {
 				return errNotMirror
@@ -73,6 +74,10 @@ func (b *Bolt) mirrorGood(txid uint64, fn func(*bolt.Tx) error) error {
 			}
 			return mb.Put(mirrorKey, binary.BigEndian.AppendUint64(nil, txid))
 		})
+		if err == nil {
+			laps.committed("good copy", db)
+		}
+		return err
 	})
 }
 

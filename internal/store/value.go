@@ -104,14 +104,16 @@ func EncodeValue(r *Record) ([]byte, error) {
 // encodeChunkedValue is the value of a record whose spec the local store
 // keeps in chunks: the compressed form, version valueChunked, holding
 // the spec's manifest where version 1 holds the spec; ns (nil: none) is
-// what the store last wrote of the record's namespaces' IDs.
-func encodeChunkedValue(r *Record, manifest []byte, ns *namespacesJSON) ([]byte, error) {
+// what the store last wrote of the record's namespaces' IDs; laps (nil:
+// none) times its JSON and its compression.
+func encodeChunkedValue(r *Record, manifest []byte, ns *namespacesJSON, laps *writeLaps) ([]byte, error) {
 	head := *r
 	head.Spec, head.SpecEncoded = nil, nil
 	hj, err := marshalRecord(&head, ns)
 	if err != nil {
 		return nil, err
 	}
+	laps.lap("value's JSON (%d bytes)", len(hj))
 	enc := r.SpecEncoded
 	payload := recordPayloadLen(len(hj), manifest, enc)
 	if payload > MaxValuePayload {
@@ -119,7 +121,9 @@ func encodeChunkedValue(r *Record, manifest []byte, ns *namespacesJSON) ([]byte,
 		payload = recordPayloadLen(len(hj), manifest, nil)
 	}
 	raw := rawValue(hj, manifest, enc, payload)
-	if nj, frame, ok := ns.frame(); ok && bytes.HasSuffix(hj[:len(hj)-1], nj) {
+	nj, frame, ok := ns.frame()
+	laps.lap("namespaces' frame (%d bytes)", len(frame))
+	if ok && bytes.HasSuffix(hj[:len(hj)-1], nj) {
 		// The namespaces' IDs, most of the record's bytes, are those of
 		// the last write, whose frame is kept: the rest of the record
 		// goes in a frame before it and one after, which a reader
@@ -128,9 +132,13 @@ func encodeChunkedValue(r *Record, manifest []byte, ns *namespacesJSON) ([]byte,
 		v := valueHeader(valueChunked, len(raw), payload)
 		v = recordEncoder().EncodeAll(raw[:at], v)
 		v = append(v, frame...)
-		return recordEncoder().EncodeAll(raw[at+len(nj):], v), nil
+		v = recordEncoder().EncodeAll(raw[at+len(nj):], v)
+		laps.lap("value compressed around it (%d bytes)", len(v))
+		return v, nil
 	}
-	return compressRaw(valueChunked, raw, payload), nil
+	v := compressRaw(valueChunked, raw, payload)
+	laps.lap("value compressed whole (%d bytes)", len(v))
+	return v, nil
 }
 
 // marshalRecord is json.Marshal(r), byte for byte, with the namespaces'

@@ -198,6 +198,59 @@ func TestNamespacesJSONKept(t *testing.T) {
 		if !ok || !bytes.Equal(got, want) {
 			t.Fatalf("step %d: %v\n%s\nwant\n%s", step, ok, got, want)
 		}
+		if _, frames, ok := kept.frame(); ok {
+			if raw, err := recordDecoder().DecodeAll(frames, nil); err != nil || !bytes.Equal(raw, want) {
+				t.Fatalf("step %d: the frames read %v\n%s\nwant\n%s", step, err, raw, want)
+			}
+		}
+	}
+}
+
+// A namespace added or removed makes anew the frame of its piece of the
+// namespaces' JSON alone (two when it ends a piece): the others are those
+// of the last write.
+func TestNamespacesFramesRemadeWhereChanged(t *testing.T) {
+	ids := map[string]uint64{}
+	for i := range 1000 {
+		ids[fmt.Sprintf("infra-vm%d", i)] = uint64(4096 + i)
+	}
+	kept := &namespacesJSON{}
+	frames := func(ids map[string]uint64) map[string]bool {
+		t.Helper()
+		if _, ok := kept.encode(&plan.NamespaceIDs{Boot: "b", Mark: "m", IDs: maps.Clone(ids)}); !ok {
+			t.Fatal("not encoded")
+		}
+		if _, _, ok := kept.frame(); !ok {
+			t.Fatal("no frames of a thousand namespaces' IDs")
+		}
+		out := map[string]bool{}
+		for _, f := range kept.frames {
+			out[string(f)] = true
+		}
+		return out
+	}
+	last := frames(ids)
+	if len(last) < 4 {
+		t.Fatalf("%d frames of a thousand namespaces' IDs, want several", len(last))
+	}
+	for step, change := range []func(){
+		func() { ids["infra-vm1000"] = 5096 },
+		func() { delete(ids, "infra-vm1000") },
+		func() { ids["infra-vm500"]++ },
+		func() { delete(ids, "infra-vm2"); ids["infra-vm0x"] = 1 },
+	} {
+		change()
+		now := frames(ids)
+		made := 0
+		for f := range now {
+			if !last[f] {
+				made++
+			}
+		}
+		if made < 1 || made > 2 {
+			t.Errorf("change %d made %d of %d frames anew, want 1 or 2", step, made, len(now))
+		}
+		last = now
 	}
 }
 
@@ -213,7 +266,7 @@ func TestChunkedValueNamespacesFramed(t *testing.T) {
 		if gen == 3 {
 			r.Namespaces.IDs["big-vm1"]++ // the frame kept no longer does
 		}
-		v, err := encodeChunkedValue(r, manifest, ns)
+		v, err := encodeChunkedValue(r, manifest, ns, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -47,17 +47,20 @@ func (b *Bolt) PutWithHistory(r *Record, e history.Entry) (history.Entry, error)
 
 // put is Put, keeping entry (nil: none) in the same transaction.
 func (b *Bolt) put(r *Record, entry *entryWrite) error {
+	laps := b.laps()
 	head := *r
 	head.Realized = nil
 	// A large spec goes in chunks, of which a write puts only those the
 	// store lacks (see specchunks.go).
 	spec := newSpecWrite(r.Spec)
+	laps.lap("spec cut into chunks")
 	var v []byte
 	var err error
 	if spec == nil {
 		v, err = EncodeValue(&head)
+		laps.lap("value encoded (%d bytes)", len(v))
 	} else {
-		v, err = encodeChunkedValue(&head, spec.manifest, b.namespacesOf(r.Name))
+		v, err = encodeChunkedValue(&head, spec.manifest, b.namespacesOf(r.Name), laps)
 	}
 	if err != nil {
 		return err
@@ -65,14 +68,16 @@ func (b *Bolt) put(r *Record, entry *entryWrite) error {
 	// Where each resource goes is worked out once, for the file and its
 	// good copy both.
 	split := splitChunks(b.hashRealized(r.Name, r.Realized))
+	laps.lap("resources hashed (%d)", len(r.Realized))
 	register(b.id, b.dir)
 	b.wmu.Lock()
 	defer b.wmu.Unlock()
+	laps.lap("waited for this process's other writes")
 	b.reuseSpecChunks(r.Name, spec)
 	if entry != nil {
 		entry.specOf(spec, r.Spec)
 	}
-	put := func(cache *chunkCache, wrote **chunkCache, u *undoLog) func(*bolt.Tx) error {
+	put := func(file string, cache *chunkCache, wrote **chunkCache, u *undoLog) func(*bolt.Tx) error {
 		return func(tx *bolt.Tx) error {
 			if err := u.put(tx.Bucket(bucket), [][]byte{bucket}, []byte(r.Name), v); err != nil {
 				return err
@@ -81,18 +86,27 @@ func (b *Bolt) put(r *Record, entry *entryWrite) error {
 				return err
 			}
 			var err error
-			if *wrote, err = putRealized(tx, r.Name, r.Realized, split, cache, u); err != nil || entry == nil {
+			if *wrote, err = putRealized(tx, r.Name, r.Realized, split, cache, u); err != nil {
 				return err
 			}
-			return entry.write(tx, u)
+			laps.lap("%s: value, spec's and resources' chunks put", file)
+			if entry == nil {
+				return nil
+			}
+			err = entry.write(tx, u)
+			laps.lap("%s: history entry put", file)
+			return err
 		}
 	}
 	var wrote, wroteGood *chunkCache
 	kept, err := b.update(fileWrite{
-		file:     func(tx *bolt.Tx, u *undoLog) error { return put(b.written[r.Name], &wrote, u)(tx) },
-		mirror:   put(b.writtenGood[r.Name], &wroteGood, nil),
+		file:     func(tx *bolt.Tx, u *undoLog) error { return put("state.db", b.written[r.Name], &wrote, u)(tx) },
+		mirror:   put("good copy", b.writtenGood[r.Name], &wroteGood, nil),
 		takeBack: true,
+		laps:     laps,
 	})
+	laps.lap("files closed, writer's lock released")
+	defer laps.lap("caches kept")
 	switch {
 	case err == nil:
 		b.written = keepChunks(b.written, r.Name, wrote)
@@ -219,6 +233,8 @@ type fileWrite struct {
 	// the copy, which would name what is no longer there, is removed (a
 	// record's deletion, made once what it records is gone).
 	takeBack bool
+	// laps times the write's parts (nil: not traced).
+	laps *writeLaps
 }
 
 // update makes a write in state.db and then brings the good copy to the
@@ -252,11 +268,13 @@ func (b *Bolt) update(w fileWrite) (goodWrite, error) {
 		return goodFailed, err
 	}
 	defer unlock()
+	w.laps.lap("writer's lock taken")
 	db, err := b.open(false)
 	if err != nil {
 		return goodFailed, err
 	}
 	defer func() { db.Close() }()
+	w.laps.lap("state.db: opened")
 	var log *undoLog
 	release := func() {}
 	defer func() { release() }()
@@ -270,8 +288,12 @@ func (b *Bolt) update(w fileWrite) (goodWrite, error) {
 		// Before the write takes space, the space to take it back.
 		var err error
 		release, err = b.reserve(log.size())
+		w.laps.lap("state.db: space set aside to take it back (%d KiB)", log.size()>>10)
 		return err
 	})
+	if err == nil {
+		w.laps.committed("state.db", db)
+	}
 	if err != nil {
 		var at uint64
 		db, at = b.reopen(db)
@@ -283,7 +305,7 @@ func (b *Bolt) update(w fileWrite) (goodWrite, error) {
 		}
 		// The write is in the file after all.
 	}
-	kept, gerr := b.toGood(db, txid, w.mirror)
+	kept, gerr := b.toGood(db, txid, w.mirror, w.laps)
 	if gerr == nil {
 		return kept, nil
 	}
@@ -403,11 +425,13 @@ func (b *Bolt) commit(db *bolt.DB, fn func(*bolt.Tx) error) (uint64, error) {
 }
 
 // toGood brings the good copy to the file as of transaction txid.
-func (b *Bolt) toGood(db *bolt.DB, txid uint64, mirror func(*bolt.Tx) error) (goodWrite, error) {
-	if mirror != nil && b.mirrorGood(txid, mirror) == nil {
+func (b *Bolt) toGood(db *bolt.DB, txid uint64, mirror func(*bolt.Tx) error, laps *writeLaps) (goodWrite, error) {
+	if mirror != nil && b.mirrorGood(txid, mirror, laps) == nil {
 		return goodMirrored, nil
 	}
-	if err := b.keepGood(db); err != nil {
+	err := b.keepGood(db)
+	laps.lap("good copy: made anew of the whole file")
+	if err != nil {
 		return goodFailed, err
 	}
 	return goodCopied, nil

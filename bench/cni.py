@@ -11,7 +11,9 @@ bridge and host-side veths stay out of the machine's own namespace. Every
 container is a namespace made beforehand in /run/netns, as runtimes make
 them before ADD; making it is not timed.
 
-  vnet     vnet-cni on a port group of a one-host infrastructure (a 1 Gbit
+  vnet     vnet-cni (the vnet-cni binary beside --vnet, as make build puts
+           it; a build without one: vnet under that name) on a port group
+           of a one-host infrastructure (a 1 Gbit
            uplink, the default port security), addresses from vnet's IPAM
            ("ipam": {"type": "vnet"}) out of the port group's /16: each
            container a VM, its vNIC a port of the host's switch; each
@@ -120,8 +122,9 @@ class Bench(VnetLab):
         self.driver = os.path.join(self.work, "cnidriver")
         subprocess.run(["go", "build", "-o", self.driver, "./bench/cnidriver"], cwd=os.path.dirname(HERE), check=True)
         self.plugins = PLUGINS if baseline is None else WITH_BASELINE
-        # Each build of vnet answers as vnet-cni from a directory of its own,
-        # ahead of Debian's plugins.
+        # Each build's plugin (its vnet-cni binary, or vnet itself for a
+        # build without one) answers as vnet-cni from a directory of its
+        # own, ahead of Debian's plugins.
         self.builds = {"vnet": self}
         if baseline is not None:
             self.builds["baseline"] = VnetLab(baseline)
@@ -135,7 +138,7 @@ class Bench(VnetLab):
         for plugin, lab in self.builds.items():
             d = self.plugin_dirs[plugin] = os.path.join(self.work, f"plugins-{plugin}")
             os.makedirs(d)
-            os.symlink(lab.vnet, os.path.join(d, "vnet-cni"))
+            os.symlink(lab.cni_plugin(), os.path.join(d, "vnet-cni"))
         self.plugin_dirs["bridge"] = self.plugin_dirs["vnet-server"] = self.plugin_dirs["vnet"]
         if baseline is not None:
             self.plugin_dirs["baseline-server"] = self.plugin_dirs["baseline"]

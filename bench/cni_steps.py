@@ -45,7 +45,7 @@ class Standing:
         self.plugins = os.path.join(run.work, f"plugins-{k}")
         os.makedirs(self.plugins, exist_ok=True)
         if not os.path.exists(os.path.join(self.plugins, "vnet-cni")):
-            os.symlink(self.lab.vnet, os.path.join(self.plugins, "vnet-cni"))
+            os.symlink(self.lab.cni_plugin(), os.path.join(self.plugins, "vnet-cni"))
         self.conf = os.path.join(run.work, f"{self.infra}.conflist")
         self.cache = os.path.join(run.work, f"cache-{self.infra}")
         self.applied = False

@@ -67,6 +67,13 @@ class VnetLab:
             raise RuntimeError(f"vnet {' '.join(args)}: {r.stderr or r.stdout}")
         return r.stdout
 
+    def cni_plugin(self):
+        """The CNI plugin of this build: the vnet-cni binary beside vnet (make
+        build puts both in bin/), or, for a build that has none, vnet itself,
+        which answers CNI when called by that name."""
+        beside = os.path.join(os.path.dirname(os.path.abspath(self.vnet)), "vnet-cni")
+        return beside if os.path.isfile(beside) else os.path.abspath(self.vnet)
+
     def apply(self, text):
         f = os.path.join(self.state, "spec.yaml")
         with open(f, "w") as fh:

@@ -99,6 +99,9 @@ func (c *phaseClock) at(tb testing.TB, prefix string) lap {
 type phases struct {
 	planned, afterRecord lap
 	laps                 map[string]time.Duration
+	// namespaces is the CPU time of working out the namespaces' IDs the
+	// record keeps, after the steps.
+	namespaces time.Duration
 }
 
 func (p *phases) add(tb testing.TB, c *phaseClock) {
@@ -112,12 +115,16 @@ func (p *phases) add(tb testing.TB, c *phaseClock) {
 		p.laps = map[string]time.Duration{}
 	}
 	var last time.Duration
+	inPlan := true // the laps until the plan, then those after it
 	for _, l := range c.laps {
-		p.laps[strings.Fields(l.label)[0]] += l.cpu - last
-		last = l.cpu
-		if l == planned {
-			break
+		switch {
+		case inPlan:
+			p.laps[strings.Fields(l.label)[0]] += l.cpu - last
+		case strings.HasPrefix(l.label, "record: the namespaces"):
+			p.namespaces += l.cpu - last
 		}
+		inPlan = inPlan && l != planned
+		last = l.cpu
 	}
 }
 
@@ -127,6 +134,7 @@ func (p *phases) report(b *testing.B) {
 	b.ReportMetric(float64(p.planned.cpu.Microseconds())/n, "planned-cpu-µs/op")
 	b.ReportMetric(float64(p.afterRecord.at.Microseconds())/n, "after-record-µs/op")
 	b.ReportMetric(float64(p.afterRecord.cpu.Microseconds())/n, "after-record-cpu-µs/op")
+	b.ReportMetric(float64(p.namespaces.Microseconds())/n, "namespace-ids-cpu-µs/op")
 	if testing.Verbose() {
 		for label, cpu := range p.laps {
 			b.Logf("%-8s %6.0f cpu-µs/op", label, float64(cpu.Microseconds())/n)

@@ -98,8 +98,9 @@ func (e *Engine) Apply(doc *spec.Document) (Result, error) {
 	}
 	lap("execute")
 	kinds.trace(e.tracef)
-	recErr := e.record(doc, o.rec, o.model, !p.Empty(), o.models.opt.Paused.Prune(doc.Spec),
-		e.recordedNamespaces(name, o.model, o.vouched))
+	namespaces := e.recordedNamespaces(name, o.model, o.vouched)
+	lap("record: the namespaces' IDs")
+	recErr := e.record(doc, o.rec, o.model, !p.Empty(), o.models.opt.Paused.Prune(doc.Spec), namespaces)
 	lap("record: the store")
 	if recErr != nil && !errors.Is(recErr, store.ErrWriteKept) {
 		// The store holds the record it held before (or cannot tell, and

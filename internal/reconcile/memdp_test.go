@@ -192,8 +192,11 @@ func (d *memDP) NamespaceIDs(names []string) map[string]uint64 {
 func (d *memDP) MarkedNamespaceIDs(names []string, mark string) map[string]uint64 {
 	ids := map[string]uint64{}
 	for _, n := range names {
+		if !d.seen[n] {
+			continue // as the kernel's dataplane, which looks up what it saw first
+		}
 		r, ok := d.byKey[plan.Resource{Kind: plan.KindNetns, Name: n}.Key()]
-		if ok && r.Mark == mark && d.seen[n] {
+		if ok && r.Mark == mark {
 			ids[n] = d.ids[n]
 		}
 	}

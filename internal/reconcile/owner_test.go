@@ -392,3 +392,78 @@ func TestRecordStandsWithinTheChange(t *testing.T) {
 		}
 	}
 }
+
+// seenDP is an idDP that saw some namespaces carrying marks in this
+// operation (MarkedNamespaceIDs).
+type seenDP struct {
+	idDP
+	seen  map[string]uint64
+	marks map[string]string // of those seen, by name
+}
+
+func (d seenDP) MarkedNamespaceIDs(names []string, mark string) map[string]uint64 {
+	out := map[string]uint64{}
+	for _, n := range names {
+		if id, ok := d.seen[n]; ok && d.marks[n] == mark {
+			out[n] = id
+		}
+	}
+	return out
+}
+
+// What an apply records of its namespaces' identity: the ID of each
+// namespace of its model it saw carrying this store's mark, else the one
+// vouched for (checked, or carried from the record outside the scope);
+// none of a namespace of neither, and no identities at all where the
+// kernel tells none or the model has no namespace.
+func TestRecordedNamespaces(t *testing.T) {
+	own := markOf("demo", ownID, ownDir)
+	other := markOf("demo", otherID, otherDir)
+	model := []plan.Resource{
+		{Kind: plan.KindNetns, Name: "vnet.demo.esx1"},
+		{Kind: plan.KindBridge, NS: "vnet.demo.esx1", Name: "br0"},
+		{Kind: plan.KindNetns, Name: "vnet.demo.vm1"},
+		{Kind: plan.KindCgroup, Name: "vnet/demo/vm1"},
+		{Kind: plan.KindNetns, Name: "vnet.demo.vm2"},
+		{Kind: plan.KindNetns, Name: "vnet.demo.vm3"},
+	}
+	carried := map[string]uint64{"vnet.demo.esx1": 7, "vnet.demo.vm1": 8, "vnet.demo.vm2": 9, "vnet.demo.gone": 4, "vnet.demo.vm3": 0}
+	ofVM1 := plan.Scope{"vnet.demo.vm1": nil, "vnet.demo.esx1": {"p1": true}}
+	tests := []struct {
+		name    string
+		boot    string
+		model   []plan.Resource
+		seen    map[string]uint64
+		marks   map[string]string
+		vouched vouchedIDs
+		want    map[string]uint64 // nil: no identities recorded
+	}{
+		{name: "seen with this store's mark, before what was vouched for", boot: "b1", model: model,
+			seen: map[string]uint64{"vnet.demo.vm1": 11, "vnet.demo.vm2": 12}, marks: map[string]string{"vnet.demo.vm1": own, "vnet.demo.vm2": other},
+			vouched: vouchedIDs{checked: map[string]uint64{"vnet.demo.vm1": 8}, carried: carried, scope: ofVM1},
+			want:    map[string]uint64{"vnet.demo.vm1": 11, "vnet.demo.vm2": 9}},
+		{name: "carried outside the scope alone, not of a namespace the model lost nor a zero", boot: "b1", model: model,
+			vouched: vouchedIDs{carried: carried, scope: ofVM1},
+			want:    map[string]uint64{"vnet.demo.vm2": 9}},
+		{name: "checked in the scope", boot: "b1", model: model,
+			vouched: vouchedIDs{checked: map[string]uint64{"vnet.demo.vm1": 8, "vnet.demo.esx1": 7}},
+			want:    map[string]uint64{"vnet.demo.vm1": 8, "vnet.demo.esx1": 7}},
+		{name: "neither seen nor vouched for", boot: "b1", model: model, want: map[string]uint64{}},
+		{name: "a kernel without IDs", boot: "", model: model, vouched: vouchedIDs{carried: carried}},
+		{name: "no namespace in the model", boot: "b1", model: model[1:2], vouched: vouchedIDs{carried: carried}},
+	}
+	for _, tc := range tests {
+		dp := seenDP{idDP: idDP{boot: tc.boot}, seen: tc.seen, marks: tc.marks}
+		e := &Engine{DP: dp, Store: idStore{}, Log: io.Discard}
+		got := e.recordedNamespaces("demo", tc.model, tc.vouched)
+		if tc.want == nil {
+			if got != nil {
+				t.Errorf("%s: recorded %+v, want none", tc.name, got)
+			}
+			continue
+		}
+		if got == nil || got.Boot != tc.boot || got.Mark != own || !maps.Equal(got.IDs, tc.want) {
+			t.Errorf("%s: recorded %+v, want boot %s, this store's mark and %v", tc.name, got, tc.boot, tc.want)
+		}
+	}
+}

@@ -99,10 +99,15 @@ func (c *phaseClock) at(tb testing.TB, prefix string) lap {
 type phases struct {
 	planned, afterRecord lap
 	laps                 map[string]time.Duration
+	// namespaces is the CPU time of working out the namespaces' IDs the
+	// record keeps, after the steps.
+	namespaces time.Duration
+	n          int // applies added up
 }
 
 func (p *phases) add(tb testing.TB, c *phaseClock) {
 	end := c.since()
+	p.n++
 	planned, recorded := c.at(tb, "read and planned"), c.at(tb, "record: the store")
 	p.planned.at += planned.at
 	p.planned.cpu += planned.cpu
@@ -112,21 +117,27 @@ func (p *phases) add(tb testing.TB, c *phaseClock) {
 		p.laps = map[string]time.Duration{}
 	}
 	var last time.Duration
+	inPlan := true // the laps until the plan, then those after it
 	for _, l := range c.laps {
-		p.laps[strings.Fields(l.label)[0]] += l.cpu - last
-		last = l.cpu
-		if l == planned {
-			break
+		switch {
+		case inPlan:
+			p.laps[strings.Fields(l.label)[0]] += l.cpu - last
+		case strings.HasPrefix(l.label, "record: the namespaces"):
+			p.namespaces += l.cpu - last
 		}
+		inPlan = inPlan && l != planned
+		last = l.cpu
 	}
 }
 
+// report gives the phases per apply added up.
 func (p *phases) report(b *testing.B) {
-	n := float64(b.N)
+	n := float64(p.n)
 	b.ReportMetric(float64(p.planned.at.Microseconds())/n, "planned-µs/op")
 	b.ReportMetric(float64(p.planned.cpu.Microseconds())/n, "planned-cpu-µs/op")
 	b.ReportMetric(float64(p.afterRecord.at.Microseconds())/n, "after-record-µs/op")
 	b.ReportMetric(float64(p.afterRecord.cpu.Microseconds())/n, "after-record-cpu-µs/op")
+	b.ReportMetric(float64(p.namespaces.Microseconds())/n, "namespace-ids-cpu-µs/op")
 	if testing.Verbose() {
 		for label, cpu := range p.laps {
 			b.Logf("%-8s %6.0f cpu-µs/op", label, float64(cpu.Microseconds())/n)
@@ -155,6 +166,13 @@ func BenchmarkApplyOneVM1000(b *testing.B) {
 	b.Run("add or remove", func(b *testing.B) {
 		applyInTurn(b, without, with, func(Result) {})
 	})
+	// The same applies, the phases of one kind alone.
+	b.Run("phases of an add", func(b *testing.B) {
+		applyInTurnPhases(b, without, with, 0, func(Result) {})
+	})
+	b.Run("phases of a removal", func(b *testing.B) {
+		applyInTurnPhases(b, without, with, 1, func(Result) {})
+	})
 	b.Run("the same spec", func(b *testing.B) {
 		// Each apply sends the spec anew, as a client does: the same
 		// bytes, decoded again.
@@ -170,6 +188,12 @@ func BenchmarkApplyOneVM1000(b *testing.B) {
 // applyInTurn applies first, then next and first in turn, timing each
 // apply but the first, and checks each result with check.
 func applyInTurn(b *testing.B, first, next *spec.Document, check func(Result)) {
+	applyInTurnPhases(b, first, next, -1, check)
+}
+
+// applyInTurnPhases is applyInTurn that adds up the phases only of the
+// applies of next (of 0), of first (of 1), or of both (of -1).
+func applyInTurnPhases(b *testing.B, first, next *spec.Document, of int, check func(Result)) {
 	runtime.LockOSThread() // for its CPU time (phaseClock)
 	defer runtime.UnlockOSThread()
 	e, clock := warmEngine(b, first)
@@ -183,7 +207,9 @@ func applyInTurn(b *testing.B, first, next *spec.Document, check func(Result)) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		ph.add(b, clock)
+		if of < 0 || i%2 == of {
+			ph.add(b, clock)
+		}
 		check(res)
 		i++
 	}

@@ -216,7 +216,10 @@ func recordedIDs(rec *store.Record) *plan.NamespaceIDs {
 // store's mark (it made, marked or read it), else the one the record's
 // identities vouched for; nil when the dataplane tells no IDs. A
 // namespace of neither has no ID recorded, and the next apply reads its
-// mark.
+// mark. It is made for every apply, of a model of as many namespaces as
+// VMs, so the map is made at its size and each name is looked up once in
+// what the dataplane saw (a few, for a scoped apply) and in what was
+// vouched for.
 func (e *Engine) recordedNamespaces(infra string, model []plan.Resource, vouched vouchedIDs) *plan.NamespaceIDs {
 	ni, ok := e.DP.(NamespaceIdentifier)
 	if !ok {
@@ -226,25 +229,41 @@ func (e *Engine) recordedNamespaces(infra string, model []plan.Resource, vouched
 	if boot == "" {
 		return nil
 	}
-	var names []string
-	for _, r := range model {
-		if r.Kind == plan.KindNetns {
-			names = append(names, r.Name)
-		}
-	}
+	names := netnsNames(model)
 	if len(names) == 0 {
 		return nil
 	}
 	want := e.ownMark(infra)
-	ids := ni.MarkedNamespaceIDs(names, want)
+	seen := ni.MarkedNamespaceIDs(names, want)
+	ids := make(map[string]uint64, len(names))
 	for _, name := range names {
-		if _, ok := ids[name]; !ok {
-			if id, ok := vouched.id(name); ok {
-				ids[name] = id
-			}
+		if id, ok := seen[name]; ok {
+			ids[name] = id
+		} else if id, ok := vouched.id(name); ok {
+			ids[name] = id
 		}
 	}
 	return &plan.NamespaceIDs{Boot: boot, Mark: want, IDs: ids}
+}
+
+// netnsNames are the names of the namespaces of a model, in its order.
+func netnsNames(model []plan.Resource) []string {
+	n := 0
+	for i := range model {
+		if model[i].Kind == plan.KindNetns {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	names := make([]string, 0, n)
+	for i := range model {
+		if model[i].Kind == plan.KindNetns {
+			names = append(names, model[i].Name)
+		}
+	}
+	return names
 }
 
 // firstFew names the first few of a list.

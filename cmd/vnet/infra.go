@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/vnet-project/vnet/internal/oneshot"
 	"github.com/vnet-project/vnet/internal/service"
 	"github.com/vnet-project/vnet/internal/status"
 )
@@ -37,22 +37,6 @@ func validateCmd() *cobra.Command {
 	}
 }
 
-// collectLessOften trades memory for time in a command that runs once
-// (apply, destroy, status), from its start: planning a large
-// infrastructure allocates much that lives until the command ends, and
-// collecting it as it goes costs a one-VM change at 1,000 VMs about a
-// sixth of its CPU time (the whole command allocates under 100 MB there).
-// The collector then runs only when the heap nears the limit, which keeps
-// it bounded. GOGC and GOMEMLIMIT, when set, decide instead.
-func collectLessOften() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(-1)
-	}
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(512 << 20)
-	}
-}
-
 // infraCmds is where apply, destroy and status find infrastructures.
 var infraCmds = where{server: true, etcd: true}
 
@@ -69,7 +53,7 @@ func applyCmd() *cobra.Command {
 			"(exit status 2), unless --drop-attached takes them out.",
 		Args: exactArgs(1, "one spec file, or - for standard input"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			collectLessOften()
+			oneshot.CollectLessOften()
 			svc, err := backend(infraCmds)
 			if err != nil {
 				return err
@@ -206,7 +190,7 @@ func destroyCmd() *cobra.Command {
 		Args:              exactArgs(1, "an infrastructure name or spec file"),
 		ValidArgsFunction: completeInfras,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			collectLessOften()
+			oneshot.CollectLessOften()
 			svc, err := backend(infraCmds)
 			if err != nil {
 				return err
@@ -265,7 +249,7 @@ func statusCmd() *cobra.Command {
 		Short:             "Show hosts, switches, VMs and vNICs with MACs, addresses, state and line rates",
 		ValidArgsFunction: completeInfras,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			collectLessOften()
+			oneshot.CollectLessOften()
 			svc, err := backend(infraCmds)
 			if err != nil {
 				return err

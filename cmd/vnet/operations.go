@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vnet-project/vnet/internal/history"
+	"github.com/vnet-project/vnet/internal/oneshot"
 	"github.com/vnet-project/vnet/internal/service"
 )
 
@@ -341,7 +342,7 @@ func rollbackCmd() *cobra.Command {
 		Args:              exactArgs(1, "an infrastructure name"),
 		ValidArgsFunction: completeInfraOnly,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			collectLessOften()
+			oneshot.CollectLessOften()
 			svc, err := backend(infraCmds)
 			if err != nil {
 				return err
@@ -609,7 +610,7 @@ func restoreCmd() *cobra.Command {
   vnet restore --etcd http://10.0.1.1:2379 --wait dc.snap   # into another cluster`,
 		Args: exactArgs(1, "a snapshot file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			collectLessOften()
+			oneshot.CollectLessOften()
 			data, err := readSnapshot(cmd, args[0])
 			if err != nil {
 				return err

@@ -15,7 +15,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -25,6 +24,7 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
 
+	"github.com/vnet-project/vnet/internal/oneshot"
 	"github.com/vnet-project/vnet/internal/service"
 	"github.com/vnet-project/vnet/internal/spec"
 	"github.com/vnet-project/vnet/internal/units"
@@ -116,26 +116,10 @@ var openServer OpenServer
 // configuration on stdin, the result or error on stdout; a configuration
 // that names a server goes through server.
 func Main(server OpenServer) {
-	collectLessOften()
+	oneshot.CollectLessOften() // a runtime starts the plugin for each call
 	openServer = server
 	skel.PluginMainFuncs(skel.CNIFuncs{Add: cmdAdd, Del: cmdDel, Check: cmdCheck, GC: cmdGC, Status: cmdStatus},
 		version.PluginSupports("1.0.0", "1.1.0"), About)
-}
-
-// collectLessOften trades memory for time: a runtime starts the plugin
-// for each call, which runs once, and an ADD at 1,000 containers read
-// without a server models and checks the whole infrastructure, allocating
-// much that lives until the call ends. Collecting as it goes cost it about
-// a tenth of its CPU time. The collector then runs only when the heap nears
-// the limit, which keeps it bounded. GOGC and GOMEMLIMIT, when set, decide
-// instead.
-func collectLessOften() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(-1)
-	}
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(512 << 20)
-	}
 }
 
 // Invoked reports whether the process was started as the CNI plugin: by

@@ -23,18 +23,21 @@ switches:
 
 // containers is attachBench with n containers attached, as n ADDs leave
 // it.
-func containers(b *testing.B, n int) *spec.Document {
+func containers(b *testing.B, n int) *spec.Document { return containersIndexed(b, n).doc }
+
+// containersIndexed is the kept index of attachBench after n ADDs.
+func containersIndexed(tb testing.TB, n int) *attachIndex {
 	doc, err := spec.Load("cnib.yaml", []byte(attachBench))
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	x := newAttachIndex(doc).build()
 	for i := range n {
 		if _, _, err := x.attach(benchAttach(i)); err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 	}
-	return x.doc
+	return x
 }
 
 func benchAttach(i int) AttachRequest {

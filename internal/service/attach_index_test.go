@@ -116,16 +116,7 @@ func TestAttachIndexAllocsFlat(t *testing.T) {
 		t.Skip("attaches 3,000 containers")
 	}
 	allocs := func(n int) float64 {
-		doc, err := spec.Load("cnib.yaml", []byte(attachBench))
-		if err != nil {
-			t.Fatal(err)
-		}
-		x := newAttachIndex(doc).build()
-		for i := range n {
-			if _, _, err := x.attach(benchAttach(i)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		x := containersIndexed(t, n)
 		return testing.AllocsPerRun(20, func() {
 			if _, _, err := x.attach(benchAttach(n)); err != nil {
 				t.Fatal(err)
